@@ -1,0 +1,394 @@
+//! Source files, spans and diagnostics.
+//!
+//! Every value read from a spec keeps a [`Span`]: a file id plus a byte range. Problems
+//! are collected as [`Diagnostic`]s in a [`Diagnostics`] sink so that one run reports every
+//! problem, then rendered either through miette (file:line:col, the source line, a label,
+//! a hint) or as JSON for editors and CI. This module does no I/O.
+
+use std::fmt::Write as _;
+
+use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
+use serde::Serialize;
+
+/// A byte range in one source file. `file` indexes [`Sources`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Span {
+    pub file: u32,
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub fn new(file: u32, start: usize, end: usize) -> Self {
+        let clamp = |n: usize| n.min(u32::MAX as usize) as u32;
+        Span {
+            file,
+            start: clamp(start),
+            end: clamp(end.max(start)),
+        }
+    }
+    /// The smallest span covering both (same file assumed).
+    pub fn join(self, other: Span) -> Span {
+        if self.file != other.file {
+            return self;
+        }
+        Span {
+            file: self.file,
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
+    }
+    /// A span shifted by `offset` bytes (for text parsed out of a larger file).
+    pub fn offset(self, offset: usize) -> Span {
+        Span::new(
+            self.file,
+            self.start as usize + offset,
+            self.end as usize + offset,
+        )
+    }
+}
+
+/// One loaded spec file.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    /// The path as shown to users (relative to the working directory when possible).
+    pub name: String,
+    pub text: String,
+}
+
+/// All source files of one run; spans index into it.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    files: Vec<SourceFile>,
+}
+
+impl Sources {
+    pub fn add(&mut self, name: impl Into<String>, text: impl Into<String>) -> u32 {
+        self.files.push(SourceFile {
+            name: name.into(),
+            text: text.into(),
+        });
+        (self.files.len() - 1) as u32
+    }
+    pub fn get(&self, file: u32) -> Option<&SourceFile> {
+        self.files.get(file as usize)
+    }
+    pub fn files(&self) -> impl Iterator<Item = (u32, &SourceFile)> {
+        self.files.iter().enumerate().map(|(i, f)| (i as u32, f))
+    }
+    pub fn text(&self, span: Span) -> &str {
+        self.get(span.file)
+            .and_then(|f| f.text.get(span.start as usize..span.end as usize))
+            .unwrap_or("")
+    }
+    /// 1-based line and column (in characters) of a byte offset.
+    pub fn line_col(&self, file: u32, offset: u32) -> (usize, usize) {
+        let Some(f) = self.get(file) else {
+            return (0, 0);
+        };
+        let mut off = (offset as usize).min(f.text.len());
+        while !f.text.is_char_boundary(off) {
+            off -= 1;
+        }
+        let before = &f.text[..off];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let col = f.text[line_start..off].chars().count() + 1;
+        (line, col)
+    }
+    /// `path:line:col` of the start of a span.
+    pub fn location(&self, span: Span) -> String {
+        let (l, c) = self.line_col(span.file, span.start);
+        let name = self.get(span.file).map(|f| f.name.as_str()).unwrap_or("?");
+        format!("{name}:{l}:{c}")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One problem, with a primary location, optional secondary labels and a hint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// Stable machine-readable code, e.g. `gpuplan::spec::unknown_attribute`.
+    pub code: &'static str,
+    pub message: String,
+    /// Labelled spans; the first is the primary location.
+    pub labels: Vec<(Span, String)>,
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn error(code: &'static str, message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::Error,
+            code,
+            message: message.into(),
+            labels: vec![],
+            help: None,
+        }
+    }
+    pub fn warning(code: &'static str, message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(code, message)
+        }
+    }
+    /// Add a labelled span (the first one added is the primary location).
+    pub fn at(mut self, span: Span, label: impl Into<String>) -> Self {
+        self.labels.push((span, label.into()));
+        self
+    }
+    pub fn help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+    pub fn primary(&self) -> Option<Span> {
+        self.labels.first().map(|(s, _)| *s)
+    }
+}
+
+/// A sink for diagnostics; passes continue after errors so one run reports everything.
+#[derive(Debug, Default, Clone)]
+pub struct Diagnostics {
+    pub items: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    pub fn push(&mut self, d: Diagnostic) {
+        if !self.items.contains(&d) {
+            self.items.push(d);
+        }
+    }
+    pub fn has_errors(&self) -> bool {
+        self.items.iter().any(|d| d.severity == Severity::Error)
+    }
+    pub fn error_count(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count()
+    }
+    pub fn extend(&mut self, other: Diagnostics) {
+        for d in other.items {
+            self.push(d);
+        }
+    }
+    /// Sort by file, then position, for stable output.
+    pub fn sort(&mut self) {
+        self.items.sort_by_key(|d| {
+            d.primary()
+                .map(|s| (s.file, s.start, s.end))
+                .unwrap_or((u32::MAX, 0, 0))
+        });
+    }
+}
+
+/// A miette view of one diagnostic restricted to the labels in one file.
+#[derive(Debug)]
+struct MietteView {
+    message: String,
+    code: &'static str,
+    severity: miette::Severity,
+    help: Option<String>,
+    src: NamedSource<String>,
+    labels: Vec<LabeledSpan>,
+    related: Vec<MietteView>,
+}
+
+impl std::fmt::Display for MietteView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+impl std::error::Error for MietteView {}
+impl miette::Diagnostic for MietteView {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new(self.code))
+    }
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(self.severity)
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn std::fmt::Display>)
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        Some(&self.src)
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        Some(Box::new(self.labels.iter().cloned()))
+    }
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
+        if self.related.is_empty() {
+            None
+        } else {
+            Some(Box::new(
+                self.related.iter().map(|r| r as &dyn miette::Diagnostic),
+            ))
+        }
+    }
+}
+
+fn miette_view(sources: &Sources, d: &Diagnostic) -> MietteView {
+    let severity = match d.severity {
+        Severity::Error => miette::Severity::Error,
+        Severity::Warning => miette::Severity::Warning,
+    };
+    // Group labels by file: the primary file carries the diagnostic, others become
+    // related entries so a cycle across files still labels every member.
+    let mut files: Vec<u32> = Vec::new();
+    for (s, _) in &d.labels {
+        if !files.contains(&s.file) {
+            files.push(s.file);
+        }
+    }
+    let view_for = |file: Option<u32>, message: String, help: Option<String>| {
+        let (name, text) = match file.and_then(|f| sources.get(f)) {
+            Some(sf) => (sf.name.clone(), sf.text.clone()),
+            None => (String::new(), String::new()),
+        };
+        let labels = d
+            .labels
+            .iter()
+            .filter(|(s, _)| Some(s.file) == file)
+            .map(|(s, l)| {
+                let start = (s.start as usize).min(text.len());
+                let len = (s.end as usize).min(text.len()).saturating_sub(start);
+                LabeledSpan::new_with_span(Some(l.clone()), SourceSpan::new(start.into(), len))
+            })
+            .collect();
+        MietteView {
+            message,
+            code: d.code,
+            severity,
+            help,
+            src: NamedSource::new(name, text),
+            labels,
+            related: vec![],
+        }
+    };
+    let mut main = view_for(files.first().copied(), d.message.clone(), d.help.clone());
+    for f in files.iter().skip(1) {
+        main.related
+            .push(view_for(Some(*f), "related location".to_string(), None));
+    }
+    main
+}
+
+/// Render diagnostics for a terminal (or, with `color = false`, for logs and snapshots).
+pub fn render_text(sources: &Sources, diags: &[Diagnostic], width: usize, color: bool) -> String {
+    let theme = if color {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let handler = GraphicalReportHandler::new_themed(theme)
+        .with_width(width)
+        .with_links(false);
+    let mut out = String::new();
+    for d in diags {
+        let view = miette_view(sources, d);
+        let mut s = String::new();
+        if handler.render_report(&mut s, &view).is_err() {
+            let _ = writeln!(s, "{}: {}", d.code, d.message);
+        }
+        out.push_str(&s);
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// One diagnostic as JSON for editors and CI.
+#[derive(Debug, Serialize)]
+pub struct JsonDiagnostic {
+    pub severity: Severity,
+    pub code: &'static str,
+    pub message: String,
+    pub file: Option<String>,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub end_line: Option<usize>,
+    pub end_column: Option<usize>,
+    pub label: Option<String>,
+    pub help: Option<String>,
+    pub related: Vec<JsonLocation>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct JsonLocation {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub label: String,
+}
+
+pub fn to_json(sources: &Sources, diags: &[Diagnostic]) -> serde_json::Value {
+    let items: Vec<JsonDiagnostic> = diags
+        .iter()
+        .map(|d| {
+            let primary = d.labels.first();
+            let name = |s: &Span| sources.get(s.file).map(|f| f.name.clone());
+            let (line, column) = primary
+                .map(|(s, _)| sources.line_col(s.file, s.start))
+                .unzip();
+            let (end_line, end_column) = primary
+                .map(|(s, _)| sources.line_col(s.file, s.end))
+                .unzip();
+            JsonDiagnostic {
+                severity: d.severity,
+                code: d.code,
+                message: d.message.clone(),
+                file: primary.and_then(|(s, _)| name(s)),
+                line,
+                column,
+                end_line,
+                end_column,
+                label: primary.map(|(_, l)| l.clone()),
+                help: d.help.clone(),
+                related: d
+                    .labels
+                    .iter()
+                    .skip(1)
+                    .map(|(s, l)| {
+                        let (line, column) = sources.line_col(s.file, s.start);
+                        JsonLocation {
+                            file: name(s).unwrap_or_default(),
+                            line,
+                            column,
+                            label: l.clone(),
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    let errors = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
+    let warnings = diags.len() - errors;
+    serde_json::json!({ "format_version": "1", "valid": errors == 0, "error_count": errors, "warning_count": warnings, "diagnostics": items })
+}
+
+/// Closest candidate by edit distance, for "did you mean" hints.
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let lw = word.to_ascii_lowercase();
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(&lw, &c.to_ascii_lowercase()), c))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}

@@ -1,0 +1,6 @@
+//! gpuplan: Terraform for GPU fleets.
+
+pub mod addr;
+pub mod catalog;
+pub mod diag;
+pub mod spec;

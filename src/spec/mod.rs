@@ -1,0 +1,154 @@
+//! The spec language: HCL and YAML files → raw tree (spans) → typed, validated [`Spec`].
+//!
+//! - `hcl.rs`, `yaml.rs`: parse one file into the format-independent [`raw`] tree.
+//! - `eval.rs`: evaluate expressions (references, interpolation, functions).
+//! - `decode.rs`: schema-driven decoding of blocks into the typed [`model`], reporting
+//!   every problem (unknown attributes, types, ranges, references) in one pass.
+//! - `validate.rs`: cross-resource checks against the catalog and the providers.
+
+pub mod decode;
+pub mod eval;
+pub mod hcl;
+pub mod model;
+pub mod raw;
+pub mod validate;
+pub mod yaml;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use model::Spec;
+
+use crate::diag::{Diagnostic, Diagnostics, Sources};
+
+/// Inputs to evaluation that do not come from spec files.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// `--var name=value` pairs, in order (later wins).
+    pub vars: Vec<(String, String)>,
+    /// The process environment (for `env("X")` and `GPUPLAN_VAR_<name>`).
+    pub env: BTreeMap<String, String>,
+}
+
+/// The result of loading a spec directory: always has the sources (for rendering
+/// diagnostics); `spec` holds whatever decoded, valid or not.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub sources: Sources,
+    pub spec: Spec,
+    pub diags: Diagnostics,
+    pub files: Vec<PathBuf>,
+}
+
+/// Spec files of a directory: `*.hcl`, `*.yaml`, `*.yml`, sorted, not recursive.
+pub fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if path.is_file() && matches!(ext, "hcl" | "yaml" | "yml") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Read and load every spec file of `dir`.
+pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
+    let files = spec_files(dir)?;
+    let mut sources = Sources::default();
+    let mut diags = Diagnostics::default();
+    for path in &files {
+        let name = display_path(path);
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                let text = match String::from_utf8(bytes) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        let valid = e.utf8_error().valid_up_to();
+                        let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                        let id = sources.add(name, text);
+                        diags.push(
+                            Diagnostic::error("gpuplan::spec::encoding", "file is not valid UTF-8")
+                                .at(
+                                    crate::diag::Span::new(id, valid, valid + 1),
+                                    "invalid byte here",
+                                )
+                                .help("spec files must be UTF-8 text"),
+                        );
+                        continue;
+                    }
+                };
+                sources.add(name, text);
+            }
+            Err(e) => diags.push(Diagnostic::error(
+                "gpuplan::spec::io",
+                format!("cannot read `{name}`: {e}"),
+            )),
+        }
+    }
+    if files.is_empty() {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::no_files",
+                format!(
+                    "no spec files (*.hcl, *.yaml, *.yml) in `{}`",
+                    display_path(dir)
+                ),
+            )
+            .help("run `gpuplan init` to create a starter spec, or pass `-C DIR`"),
+        );
+    }
+    let mut loaded = load_sources(sources, opts);
+    diags.extend(std::mem::take(&mut loaded.diags));
+    diags.sort();
+    loaded.diags = diags;
+    loaded.files = files;
+    Ok(loaded)
+}
+
+/// Parse, decode and validate already-read sources. Pure: no I/O.
+pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
+    let mut diags = Diagnostics::default();
+    let mut files = Vec::new();
+    for (id, f) in sources.files() {
+        let is_yaml = f.name.ends_with(".yaml") || f.name.ends_with(".yml");
+        let body = if is_yaml {
+            yaml::parse(id, &f.text, &mut diags)
+        } else {
+            hcl::parse(id, &f.text, &mut diags)
+        };
+        if let Some(body) = body {
+            let format = if is_yaml {
+                raw::Format::Yaml
+            } else {
+                raw::Format::Hcl
+            };
+            files.push(raw::File {
+                file: id,
+                format,
+                body,
+            });
+        }
+    }
+    let spec = decode::decode(&sources, &files, opts, &mut diags);
+    validate::validate(&spec, &mut diags);
+    diags.sort();
+    Loaded {
+        sources,
+        spec,
+        diags,
+        files: vec![],
+    }
+}
+
+/// A path as users should see it: relative to the working directory when possible.
+pub fn display_path(path: &Path) -> String {
+    let cwd = std::env::current_dir().ok();
+    let shown = cwd
+        .as_deref()
+        .and_then(|c| path.strip_prefix(c).ok())
+        .unwrap_or(path);
+    shown.display().to_string()
+}

@@ -1,0 +1,536 @@
+//! The typed, validated spec: what the rest of gpuplan consumes.
+//!
+//! Produced by `decode.rs` from HCL and YAML alike. Every user-written value is a
+//! [`Spanned`] so later phases (graph, plan, policy) can point at the line that caused a
+//! problem. `Spanned` compares and serializes by value only, so the same fleet written
+//! in HCL and in YAML yields equal `Spec`s and the same digest.
+//!
+//! The serde shape of these types is the YAML spelling; `schemas/spec.schema.json` is
+//! generated from them (see `crate::schema`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::addr::{Address, InstanceKey};
+use crate::diag::Span;
+use crate::spec::eval::Value;
+
+/// A value with the span of the expression (or block) it came from.
+#[derive(Debug, Clone, Default)]
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+impl<T> Spanned<T> {
+    pub fn new(value: T, span: Span) -> Self {
+        Spanned { value, span }
+    }
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Spanned<U> {
+        Spanned {
+            value: f(self.value),
+            span: self.span,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Spanned<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T: PartialEq> PartialEq for Spanned<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+impl<T: Serialize> Serialize for Spanned<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.value.serialize(s)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Spanned<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        T::deserialize(d).map(|value| Spanned {
+            value,
+            span: Span::default(),
+        })
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Spanned<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // Any value may instead be written as an interpolation (`"${var.x}"`).
+        let inner = g.subschema_for::<T>();
+        schemars::json_schema!({ "anyOf": [inner, { "$ref": "#/$defs/Interpolation" }] })
+    }
+}
+
+/// A duration written as `90s`, `15m`, `2h`, `1h30m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Duration(pub std::time::Duration);
+
+impl Duration {
+    pub fn secs(s: u64) -> Self {
+        Duration(std::time::Duration::from_secs(s))
+    }
+    pub fn as_secs(&self) -> u64 {
+        self.0.as_secs()
+    }
+}
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+
+impl std::str::FromStr for Duration {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        humantime::parse_duration(s.trim())
+            .map(Duration)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Serialize for Duration {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for Duration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A duration such as `90s`, `15m`, `2h` or `1h 30m`",
+            "pattern": "^\\s*\\d+\\s*[a-zA-Z]+(\\s*\\d+\\s*[a-zA-Z]+)*\\s*$"
+        })
+    }
+}
+
+/// The whole fleet description after evaluation, keyed by address.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "gpuplan spec",
+    description = "A gpuplan fleet spec in YAML. HCL files use the same attributes with block syntax."
+)]
+pub struct Spec {
+    /// Keyed by provider name, or by alias when the block sets one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, Provider>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_pools: BTreeMap<Address, GpuPool>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub quotas: BTreeMap<Address, Quota>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub job_templates: BTreeMap<Address, JobTemplate>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub jobs: BTreeMap<Address, Job>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub autoscalers: BTreeMap<Address, Autoscaler>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub variables: BTreeMap<String, Variable>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub locals: BTreeMap<String, Spanned<Value>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, Output>,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Sim,
+    Aws,
+    Tencentcloud,
+    Alicloud,
+}
+
+impl ProviderKind {
+    pub const ALL: [ProviderKind; 4] = [
+        ProviderKind::Sim,
+        ProviderKind::Aws,
+        ProviderKind::Tencentcloud,
+        ProviderKind::Alicloud,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Sim => "sim",
+            ProviderKind::Aws => "aws",
+            ProviderKind::Tencentcloud => "tencentcloud",
+            ProviderKind::Alicloud => "alicloud",
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `provider "aws" { region = "us-east-1" }`. Credentials are never stored here except
+/// when written in the block, and are never serialized into plans or state.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Provider {
+    /// The block label: `sim`, `aws`, `tencentcloud` or `alicloud`.
+    #[serde(skip)]
+    pub kind: Spanned<Option<ProviderKind>>,
+    /// A second configuration of the same cloud; pools refer to it by this name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<Spanned<String>>,
+    /// Default region for pools of this provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<Spanned<String>>,
+    /// API endpoint override (emulators, private endpoints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<Spanned<String>>,
+    /// Named credentials profile (AWS shared config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Spanned<String>>,
+    /// Access key id; prefer the cloud's standard environment variables.
+    #[serde(default, skip_serializing)]
+    pub access_key: Option<Spanned<String>>,
+    /// Secret key; prefer the cloud's standard environment variables. Never serialized.
+    #[serde(default, skip_serializing)]
+    pub secret_key: Option<Spanned<String>>,
+    /// Subnet per zone (AWS, Tencent VPC subnets, Alibaba vSwitches).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub subnets: BTreeMap<String, Spanned<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_groups: Vec<Spanned<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_name: Option<Spanned<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iam_instance_profile: Option<Spanned<String>>,
+    /// Default machine image for pools of this provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<Spanned<String>>,
+    /// Kubernetes cluster (TKE / ACK) for the Kubernetes job backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<Spanned<String>>,
+    /// CNY per USD used to show CNY prices in USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cny_per_usd: Option<Spanned<f64>>,
+    /// sim: seed for deterministic ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<Spanned<u64>>,
+    /// sim: injected latency per API call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Spanned<Duration>>,
+    /// sim: probability (0–1) that a call fails with a retryable error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_rate: Option<Spanned<f64>>,
+    /// sim: nodes each zone can hold per instance type before it reports no capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_capacity: Option<Spanned<u32>>,
+}
+
+impl Provider {
+    /// The name pools use to refer to this provider: the alias, else the kind.
+    pub fn local_name(&self) -> String {
+        match (&self.alias, self.kind.value) {
+            (Some(a), _) => a.value.clone(),
+            (None, Some(k)) => k.to_string(),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// Meta-arguments shared by every resource block.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Meta {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<Spanned<Address>>,
+    /// Number of instances (`gpu_pool.x[0]`, `gpu_pool.x[1]`, ...); `count.index` inside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<Spanned<u64>>,
+    /// A map or set of strings; one instance per key, `each.key`/`each.value` inside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_each: Option<Spanned<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Lifecycle>,
+    /// Instance key after expansion (not written by users).
+    #[serde(skip)]
+    pub key: Option<InstanceKey>,
+    /// The block's span (header through closing brace).
+    #[serde(skip)]
+    pub span: Span,
+    /// Every resource this one refers to in an expression, with where.
+    #[serde(skip)]
+    pub references: Vec<Spanned<Address>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    /// Refuse any plan that would delete or replace this resource.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub prevent_destroy: Spanned<bool>,
+    /// Replace by creating the new nodes first (the default for pools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_before_destroy: Option<Spanned<bool>>,
+    /// Attributes whose changes the plan ignores (e.g. `nodes.desired`, `labels`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_changes: Vec<Spanned<String>>,
+}
+
+fn is_false(b: &Spanned<bool>) -> bool {
+    !b.value
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuPool {
+    /// The provider block's name or alias.
+    pub provider: Spanned<String>,
+    /// Defaults to the provider's region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<Spanned<String>>,
+    /// Zones to spread nodes over; default: every zone of the region offering the type.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<Spanned<String>>,
+    /// Canonical GPU model name from the catalog, e.g. `A100-80GB`.
+    pub gpu: Spanned<String>,
+    pub gpus_per_node: Spanned<u32>,
+    /// Allowed instance types; default: the cheapest catalog types that match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instance_types: Vec<Spanned<String>>,
+    /// Machine image; defaults to the provider's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<Spanned<String>>,
+    pub nodes: Nodes,
+    #[serde(default)]
+    pub mix: Mix,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, Spanned<String>>,
+    #[serde(flatten)]
+    pub meta: Meta,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Nodes {
+    #[serde(default)]
+    pub min: Spanned<u32>,
+    pub desired: Spanned<u32>,
+    pub max: Spanned<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// When spot is short, launch the missing nodes on-demand.
+    #[default]
+    OnDemand,
+    /// Leave the shortfall pending and retry on the next apply/reconcile.
+    Wait,
+    /// Fail the apply.
+    Fail,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Mix {
+    /// The first N nodes are on-demand.
+    #[serde(default)]
+    pub on_demand_base: Spanned<u32>,
+    /// Percent (0–100) of the nodes above the base that run on spot.
+    #[serde(default)]
+    pub spot_percent: Spanned<u32>,
+    #[serde(default)]
+    pub fallback: Spanned<Fallback>,
+    /// Highest spot price per node-hour in USD; default: up to the on-demand price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_spot_price: Option<Spanned<f64>>,
+}
+
+impl Default for Mix {
+    fn default() -> Self {
+        Mix {
+            on_demand_base: Spanned::default(),
+            spot_percent: Spanned::default(),
+            fallback: Spanned::default(),
+            max_spot_price: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Quota {
+    /// Pools this quota covers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<Spanned<Address>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_gpus: Option<Spanned<u32>>,
+    /// Allowed GPU models (catalog names); empty allows all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_gpus: Vec<Spanned<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+    /// Warn when a plan reaches this percent of a limit (default 80).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warn_percent: Option<Spanned<u32>>,
+    #[serde(flatten)]
+    pub meta: Meta,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hourly_usd: Option<Spanned<f64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monthly_usd: Option<Spanned<f64>>,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    Critical,
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobTemplate {
+    /// Container image.
+    pub image: Spanned<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<Spanned<String>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, Spanned<String>>,
+    /// GPUs per replica.
+    pub gpus: Spanned<u32>,
+    #[serde(default)]
+    pub priority: Spanned<Priority>,
+    /// May run on spot nodes (and be preempted).
+    #[serde(default)]
+    pub preemptible: Spanned<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime: Option<Spanned<Duration>>,
+    #[serde(default)]
+    pub retries: Spanned<u32>,
+    /// Where the job writes checkpoints; passed as `GPUPLAN_CHECKPOINT_URI`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_uri: Option<Spanned<String>>,
+    #[serde(flatten)]
+    pub meta: Meta,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    pub template: Spanned<Address>,
+    pub pool: Spanned<Address>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Spanned<Address>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<Spanned<String>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, Spanned<String>>,
+    #[serde(default = "one")]
+    pub replicas: Spanned<u32>,
+    #[serde(flatten)]
+    pub meta: Meta,
+}
+
+fn one() -> Spanned<u32> {
+    Spanned::new(1, Span::default())
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Autoscaler {
+    pub pool: Spanned<Address>,
+    /// Scale up when a job has waited longer than this (default 5m).
+    #[serde(default)]
+    pub queue_wait: Spanned<Duration>,
+    /// Scale up when GPU utilization is above this percent (default 80).
+    #[serde(default)]
+    pub utilization_above: Spanned<u32>,
+    /// Scale down nodes idle longer than this (default 15m).
+    #[serde(default)]
+    pub idle_for: Spanned<Duration>,
+    /// Nodes added or removed per step (default 1).
+    #[serde(default)]
+    pub step: Spanned<u32>,
+    /// Minimum time between two scaling actions (default 5m).
+    #[serde(default)]
+    pub cooldown: Spanned<Duration>,
+    #[serde(flatten)]
+    pub meta: Meta,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VarType {
+    #[default]
+    Any,
+    String,
+    Number,
+    Bool,
+    List,
+    Map,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Variable {
+    #[serde(default, rename = "type")]
+    pub ty: Spanned<VarType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Spanned<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<Spanned<String>>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sensitive: Spanned<bool>,
+    /// The value in force: `--var`, then `GPUPLAN_VAR_<name>`, then `default`.
+    #[serde(skip)]
+    pub value: Spanned<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Output {
+    pub value: Spanned<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<Spanned<String>>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sensitive: Spanned<bool>,
+}

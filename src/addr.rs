@@ -21,14 +21,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
-        Kind::Provider,
-        Kind::GpuPool,
-        Kind::Quota,
-        Kind::JobTemplate,
-        Kind::Job,
-        Kind::Autoscaler,
-    ];
+    pub const ALL: [Kind; 6] =
+        [Kind::Provider, Kind::GpuPool, Kind::Quota, Kind::JobTemplate, Kind::Job, Kind::Autoscaler];
 
     /// The HCL block name, also the first segment of an address.
     pub fn as_str(self) -> &'static str {
@@ -88,11 +82,7 @@ pub struct Address {
 
 impl Address {
     pub fn new(kind: Kind, name: impl Into<String>) -> Self {
-        Address {
-            kind,
-            name: name.into(),
-            key: None,
-        }
+        Address { kind, name: name.into(), key: None }
     }
     pub fn with_key(mut self, key: InstanceKey) -> Self {
         self.key = Some(key);
@@ -100,17 +90,12 @@ impl Address {
     }
     /// The address without its instance key (`gpu_pool.train[0]` → `gpu_pool.train`).
     pub fn base(&self) -> Address {
-        Address {
-            key: None,
-            ..self.clone()
-        }
+        Address { key: None, ..self.clone() }
     }
     /// Does `target` (as given to `--target`) select this address? A target without a
     /// key selects every instance.
     pub fn matches_target(&self, target: &Address) -> bool {
-        self.kind == target.kind
-            && self.name == target.name
-            && (target.key.is_none() || target.key == self.key)
+        self.kind == target.kind && self.name == target.name && (target.key.is_none() || target.key == self.key)
     }
 }
 
@@ -140,16 +125,10 @@ pub fn is_ident(s: &str) -> bool {
 impl FromStr for Address {
     type Err = AddressError;
     fn from_str(input: &str) -> Result<Self, Self::Err> {
-        let err = |reason| AddressError {
-            input: input.to_string(),
-            reason,
-        };
-        let (kind_s, rest) = input
-            .split_once('.')
-            .ok_or(err("expected KIND.NAME, e.g. `gpu_pool.train`"))?;
-        let kind = Kind::parse(kind_s).ok_or(err(
-            "unknown kind (expected provider, gpu_pool, quota, job_template, job or autoscaler)",
-        ))?;
+        let err = |reason| AddressError { input: input.to_string(), reason };
+        let (kind_s, rest) = input.split_once('.').ok_or(err("expected KIND.NAME, e.g. `gpu_pool.train`"))?;
+        let kind = Kind::parse(kind_s)
+            .ok_or(err("unknown kind (expected provider, gpu_pool, quota, job_template, job or autoscaler)"))?;
         let (name, key) = match rest.find('[') {
             None => (rest, None),
             Some(i) => {
@@ -157,27 +136,20 @@ impl FromStr for Address {
                     .strip_prefix('[')
                     .and_then(|r| r.strip_suffix(']'))
                     .ok_or(err("an instance key must look like [0] or [\"name\"]"))?;
-                let key =
-                    if let Some(s) = inner.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
-                        InstanceKey::Str(s.to_string())
-                    } else {
-                        InstanceKey::Int(inner.parse().map_err(|_| {
-                            err("an instance key must be a number or a quoted string")
-                        })?)
-                    };
+                let key = if let Some(s) = inner.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+                    InstanceKey::Str(s.to_string())
+                } else {
+                    InstanceKey::Int(
+                        inner.parse().map_err(|_| err("an instance key must be a number or a quoted string"))?,
+                    )
+                };
                 (&rest[..i], Some(key))
             }
         };
         if !is_ident(name) {
-            return Err(err(
-                "the name must start with a letter and hold only letters, digits, `_` and `-`",
-            ));
+            return Err(err("the name must start with a letter and hold only letters, digits, `_` and `-`"));
         }
-        Ok(Address {
-            kind,
-            name: name.to_string(),
-            key,
-        })
+        Ok(Address { kind, name: name.to_string(), key })
     }
 }
 
@@ -213,12 +185,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        for s in [
-            "gpu_pool.train",
-            "job.eval[2]",
-            "quota.team[\"ml\"]",
-            "provider.aws",
-        ] {
+        for s in ["gpu_pool.train", "job.eval[2]", "quota.team[\"ml\"]", "provider.aws"] {
             let a: Address = s.parse().unwrap();
             assert_eq!(a.to_string(), s);
         }
@@ -226,13 +193,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_addresses() {
-        for s in [
-            "gpu_pool",
-            "pool.train",
-            "gpu_pool.1x",
-            "job.x[",
-            "job.x[a]",
-        ] {
+        for s in ["gpu_pool", "pool.train", "gpu_pool.1x", "job.x[", "job.x[a]"] {
             assert!(s.parse::<Address>().is_err(), "{s} should not parse");
         }
     }

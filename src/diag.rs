@@ -21,30 +21,18 @@ pub struct Span {
 impl Span {
     pub fn new(file: u32, start: usize, end: usize) -> Self {
         let clamp = |n: usize| n.min(u32::MAX as usize) as u32;
-        Span {
-            file,
-            start: clamp(start),
-            end: clamp(end.max(start)),
-        }
+        Span { file, start: clamp(start), end: clamp(end.max(start)) }
     }
     /// The smallest span covering both (same file assumed).
     pub fn join(self, other: Span) -> Span {
         if self.file != other.file {
             return self;
         }
-        Span {
-            file: self.file,
-            start: self.start.min(other.start),
-            end: self.end.max(other.end),
-        }
+        Span { file: self.file, start: self.start.min(other.start), end: self.end.max(other.end) }
     }
     /// A span shifted by `offset` bytes (for text parsed out of a larger file).
     pub fn offset(self, offset: usize) -> Span {
-        Span::new(
-            self.file,
-            self.start as usize + offset,
-            self.end as usize + offset,
-        )
+        Span::new(self.file, self.start as usize + offset, self.end as usize + offset)
     }
 }
 
@@ -64,10 +52,7 @@ pub struct Sources {
 
 impl Sources {
     pub fn add(&mut self, name: impl Into<String>, text: impl Into<String>) -> u32 {
-        self.files.push(SourceFile {
-            name: name.into(),
-            text: text.into(),
-        });
+        self.files.push(SourceFile { name: name.into(), text: text.into() });
         (self.files.len() - 1) as u32
     }
     pub fn get(&self, file: u32) -> Option<&SourceFile> {
@@ -77,9 +62,7 @@ impl Sources {
         self.files.iter().enumerate().map(|(i, f)| (i as u32, f))
     }
     pub fn text(&self, span: Span) -> &str {
-        self.get(span.file)
-            .and_then(|f| f.text.get(span.start as usize..span.end as usize))
-            .unwrap_or("")
+        self.get(span.file).and_then(|f| f.text.get(span.start as usize..span.end as usize)).unwrap_or("")
     }
     /// 1-based line and column (in characters) of a byte offset.
     pub fn line_col(&self, file: u32, offset: u32) -> (usize, usize) {
@@ -125,19 +108,10 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn error(code: &'static str, message: impl Into<String>) -> Self {
-        Diagnostic {
-            severity: Severity::Error,
-            code,
-            message: message.into(),
-            labels: vec![],
-            help: None,
-        }
+        Diagnostic { severity: Severity::Error, code, message: message.into(), labels: vec![], help: None }
     }
     pub fn warning(code: &'static str, message: impl Into<String>) -> Self {
-        Diagnostic {
-            severity: Severity::Warning,
-            ..Diagnostic::error(code, message)
-        }
+        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, message) }
     }
     /// Add a labelled span (the first one added is the primary location).
     pub fn at(mut self, span: Span, label: impl Into<String>) -> Self {
@@ -169,10 +143,7 @@ impl Diagnostics {
         self.items.iter().any(|d| d.severity == Severity::Error)
     }
     pub fn error_count(&self) -> usize {
-        self.items
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .count()
+        self.items.iter().filter(|d| d.severity == Severity::Error).count()
     }
     pub fn extend(&mut self, other: Diagnostics) {
         for d in other.items {
@@ -181,11 +152,7 @@ impl Diagnostics {
     }
     /// Sort by file, then position, for stable output.
     pub fn sort(&mut self) {
-        self.items.sort_by_key(|d| {
-            d.primary()
-                .map(|s| (s.file, s.start, s.end))
-                .unwrap_or((u32::MAX, 0, 0))
-        });
+        self.items.sort_by_key(|d| d.primary().map(|s| (s.file, s.start, s.end)).unwrap_or((u32::MAX, 0, 0)));
     }
 }
 
@@ -215,9 +182,7 @@ impl miette::Diagnostic for MietteView {
         Some(self.severity)
     }
     fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
-        self.help
-            .as_ref()
-            .map(|h| Box::new(h) as Box<dyn std::fmt::Display>)
+        self.help.as_ref().map(|h| Box::new(h) as Box<dyn std::fmt::Display>)
     }
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
         Some(&self.src)
@@ -229,9 +194,7 @@ impl miette::Diagnostic for MietteView {
         if self.related.is_empty() {
             None
         } else {
-            Some(Box::new(
-                self.related.iter().map(|r| r as &dyn miette::Diagnostic),
-            ))
+            Some(Box::new(self.related.iter().map(|r| r as &dyn miette::Diagnostic)))
         }
     }
 }
@@ -264,34 +227,19 @@ fn miette_view(sources: &Sources, d: &Diagnostic) -> MietteView {
                 LabeledSpan::new_with_span(Some(l.clone()), SourceSpan::new(start.into(), len))
             })
             .collect();
-        MietteView {
-            message,
-            code: d.code,
-            severity,
-            help,
-            src: NamedSource::new(name, text),
-            labels,
-            related: vec![],
-        }
+        MietteView { message, code: d.code, severity, help, src: NamedSource::new(name, text), labels, related: vec![] }
     };
     let mut main = view_for(files.first().copied(), d.message.clone(), d.help.clone());
     for f in files.iter().skip(1) {
-        main.related
-            .push(view_for(Some(*f), "related location".to_string(), None));
+        main.related.push(view_for(Some(*f), "related location".to_string(), None));
     }
     main
 }
 
 /// Render diagnostics for a terminal (or, with `color = false`, for logs and snapshots).
 pub fn render_text(sources: &Sources, diags: &[Diagnostic], width: usize, color: bool) -> String {
-    let theme = if color {
-        GraphicalTheme::unicode()
-    } else {
-        GraphicalTheme::unicode_nocolor()
-    };
-    let handler = GraphicalReportHandler::new_themed(theme)
-        .with_width(width)
-        .with_links(false);
+    let theme = if color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
+    let handler = GraphicalReportHandler::new_themed(theme).with_width(width).with_links(false);
     let mut out = String::new();
     for d in diags {
         let view = miette_view(sources, d);
@@ -337,12 +285,8 @@ pub fn to_json(sources: &Sources, diags: &[Diagnostic]) -> serde_json::Value {
         .map(|d| {
             let primary = d.labels.first();
             let name = |s: &Span| sources.get(s.file).map(|f| f.name.clone());
-            let (line, column) = primary
-                .map(|(s, _)| sources.line_col(s.file, s.start))
-                .unzip();
-            let (end_line, end_column) = primary
-                .map(|(s, _)| sources.line_col(s.file, s.end))
-                .unzip();
+            let (line, column) = primary.map(|(s, _)| sources.line_col(s.file, s.start)).unzip();
+            let (end_line, end_column) = primary.map(|(s, _)| sources.line_col(s.file, s.end)).unzip();
             JsonDiagnostic {
                 severity: d.severity,
                 code: d.code,
@@ -360,30 +304,19 @@ pub fn to_json(sources: &Sources, diags: &[Diagnostic]) -> serde_json::Value {
                     .skip(1)
                     .map(|(s, l)| {
                         let (line, column) = sources.line_col(s.file, s.start);
-                        JsonLocation {
-                            file: name(s).unwrap_or_default(),
-                            line,
-                            column,
-                            label: l.clone(),
-                        }
+                        JsonLocation { file: name(s).unwrap_or_default(), line, column, label: l.clone() }
                     })
                     .collect(),
             }
         })
         .collect();
-    let errors = diags
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .count();
+    let errors = diags.iter().filter(|d| d.severity == Severity::Error).count();
     let warnings = diags.len() - errors;
     serde_json::json!({ "format_version": "1", "valid": errors == 0, "error_count": errors, "warning_count": warnings, "diagnostics": items })
 }
 
 /// Closest candidate by edit distance, for "did you mean" hints.
-pub fn did_you_mean<'a>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let lw = word.to_ascii_lowercase();
     candidates
         .into_iter()

@@ -3,12 +3,7 @@
 use crate::diag::{Diagnostics, Sources};
 use crate::spec::{LoadOptions, Spec, raw};
 
-pub fn decode(
-    sources: &Sources,
-    files: &[raw::File],
-    opts: &LoadOptions,
-    diags: &mut Diagnostics,
-) -> Spec {
+pub fn decode(sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags: &mut Diagnostics) -> Spec {
     let _ = (sources, files, opts, diags);
     Spec::default()
 }

@@ -45,11 +45,9 @@ impl Value {
             Value::Number(n) => number_json(*n),
             Value::String(s) => s.clone().into(),
             Value::List(l) => l.iter().map(Value::to_json).collect::<Vec<_>>().into(),
-            Value::Object(o) => o
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_json()))
-                .collect::<serde_json::Map<_, _>>()
-                .into(),
+            Value::Object(o) => {
+                o.iter().map(|(k, v)| (k.clone(), v.to_json())).collect::<serde_json::Map<_, _>>().into()
+            }
         }
     }
     pub fn from_json(v: &serde_json::Value) -> Value {
@@ -59,11 +57,9 @@ impl Value {
             serde_json::Value::Number(n) => Value::Number(n.as_f64().unwrap_or(0.0)),
             serde_json::Value::String(s) => Value::String(s.clone()),
             serde_json::Value::Array(a) => Value::List(a.iter().map(Value::from_json).collect()),
-            serde_json::Value::Object(o) => Value::Object(
-                o.iter()
-                    .map(|(k, v)| (k.clone(), Value::from_json(v)))
-                    .collect(),
-            ),
+            serde_json::Value::Object(o) => {
+                Value::Object(o.iter().map(|(k, v)| (k.clone(), Value::from_json(v))).collect())
+            }
         }
     }
 }
@@ -72,19 +68,13 @@ fn number_json(n: f64) -> serde_json::Value {
     if n.fract() == 0.0 && n.abs() < 9.0e15 {
         (n as i64).into()
     } else {
-        serde_json::Number::from_f64(n)
-            .map(serde_json::Value::Number)
-            .unwrap_or(serde_json::Value::Null)
+        serde_json::Number::from_f64(n).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null)
     }
 }
 
 /// Format a number the way HCL prints it: integers without a fraction.
 pub fn format_number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 9.0e15 {
-        format!("{}", n as i64)
-    } else {
-        format!("{n}")
-    }
+    if n.fract() == 0.0 && n.abs() < 9.0e15 { format!("{}", n as i64) } else { format!("{n}") }
 }
 
 impl fmt::Display for Value {

@@ -13,23 +13,13 @@ pub fn parse(file: u32, text: &str, diags: &mut Diagnostics) -> Option<Body> {
 /// Parse the *content* of a string (e.g. a YAML scalar) that may contain `${...}`
 /// interpolations. `offset` is the byte offset of `text` inside file `file`, so spans
 /// point into the real file. Plain strings come back as `ExprKind::String`.
-pub fn parse_template(
-    file: u32,
-    text: &str,
-    offset: usize,
-    diags: &mut Diagnostics,
-) -> Option<Expr> {
+pub fn parse_template(file: u32, text: &str, offset: usize, diags: &mut Diagnostics) -> Option<Expr> {
     let _ = (file, text, offset, diags);
     todo!("helper: hcl template")
 }
 
 /// Parse a standalone HCL expression (used for `--var` values and policy asserts).
-pub fn parse_expression(
-    file: u32,
-    text: &str,
-    offset: usize,
-    diags: &mut Diagnostics,
-) -> Option<Expr> {
+pub fn parse_expression(file: u32, text: &str, offset: usize, diags: &mut Diagnostics) -> Option<Expr> {
     let _ = (file, text, offset, diags);
     todo!("helper: hcl expression")
 }

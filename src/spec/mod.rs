@@ -71,10 +71,7 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
                         let id = sources.add(name, text);
                         diags.push(
                             Diagnostic::error("gpuplan::spec::encoding", "file is not valid UTF-8")
-                                .at(
-                                    crate::diag::Span::new(id, valid, valid + 1),
-                                    "invalid byte here",
-                                )
+                                .at(crate::diag::Span::new(id, valid, valid + 1), "invalid byte here")
                                 .help("spec files must be UTF-8 text"),
                         );
                         continue;
@@ -82,20 +79,14 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
                 };
                 sources.add(name, text);
             }
-            Err(e) => diags.push(Diagnostic::error(
-                "gpuplan::spec::io",
-                format!("cannot read `{name}`: {e}"),
-            )),
+            Err(e) => diags.push(Diagnostic::error("gpuplan::spec::io", format!("cannot read `{name}`: {e}"))),
         }
     }
     if files.is_empty() {
         diags.push(
             Diagnostic::error(
                 "gpuplan::spec::no_files",
-                format!(
-                    "no spec files (*.hcl, *.yaml, *.yml) in `{}`",
-                    display_path(dir)
-                ),
+                format!("no spec files (*.hcl, *.yaml, *.yml) in `{}`", display_path(dir)),
             )
             .help("run `gpuplan init` to create a starter spec, or pass `-C DIR`"),
         );
@@ -114,41 +105,21 @@ pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
     let mut files = Vec::new();
     for (id, f) in sources.files() {
         let is_yaml = f.name.ends_with(".yaml") || f.name.ends_with(".yml");
-        let body = if is_yaml {
-            yaml::parse(id, &f.text, &mut diags)
-        } else {
-            hcl::parse(id, &f.text, &mut diags)
-        };
+        let body = if is_yaml { yaml::parse(id, &f.text, &mut diags) } else { hcl::parse(id, &f.text, &mut diags) };
         if let Some(body) = body {
-            let format = if is_yaml {
-                raw::Format::Yaml
-            } else {
-                raw::Format::Hcl
-            };
-            files.push(raw::File {
-                file: id,
-                format,
-                body,
-            });
+            let format = if is_yaml { raw::Format::Yaml } else { raw::Format::Hcl };
+            files.push(raw::File { file: id, format, body });
         }
     }
     let spec = decode::decode(&sources, &files, opts, &mut diags);
     validate::validate(&spec, &mut diags);
     diags.sort();
-    Loaded {
-        sources,
-        spec,
-        diags,
-        files: vec![],
-    }
+    Loaded { sources, spec, diags, files: vec![] }
 }
 
 /// A path as users should see it: relative to the working directory when possible.
 pub fn display_path(path: &Path) -> String {
     let cwd = std::env::current_dir().ok();
-    let shown = cwd
-        .as_deref()
-        .and_then(|c| path.strip_prefix(c).ok())
-        .unwrap_or(path);
+    let shown = cwd.as_deref().and_then(|c| path.strip_prefix(c).ok()).unwrap_or(path);
     shown.display().to_string()
 }

@@ -30,10 +30,7 @@ impl<T> Spanned<T> {
         Spanned { value, span }
     }
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Spanned<U> {
-        Spanned {
-            value: f(self.value),
-            span: self.span,
-        }
+        Spanned { value: f(self.value), span: self.span }
     }
 }
 
@@ -58,10 +55,7 @@ impl<T: Serialize> Serialize for Spanned<T> {
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Spanned<T> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        T::deserialize(d).map(|value| Spanned {
-            value,
-            span: Span::default(),
-        })
+        T::deserialize(d).map(|value| Spanned { value, span: Span::default() })
     }
 }
 
@@ -101,9 +95,7 @@ impl fmt::Display for Duration {
 impl std::str::FromStr for Duration {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        humantime::parse_duration(s.trim())
-            .map(Duration)
-            .map_err(|e| e.to_string())
+        humantime::parse_duration(s.trim()).map(Duration).map_err(|e| e.to_string())
     }
 }
 
@@ -115,9 +107,7 @@ impl Serialize for Duration {
 
 impl<'de> Deserialize<'de> for Duration {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?
-            .parse()
-            .map_err(serde::de::Error::custom)
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -163,9 +153,7 @@ pub struct Spec {
     pub outputs: BTreeMap<String, Output>,
 }
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     Sim,
@@ -175,12 +163,8 @@ pub enum ProviderKind {
 }
 
 impl ProviderKind {
-    pub const ALL: [ProviderKind; 4] = [
-        ProviderKind::Sim,
-        ProviderKind::Aws,
-        ProviderKind::Tencentcloud,
-        ProviderKind::Alicloud,
-    ];
+    pub const ALL: [ProviderKind; 4] =
+        [ProviderKind::Sim, ProviderKind::Aws, ProviderKind::Tencentcloud, ProviderKind::Alicloud];
     pub fn as_str(self) -> &'static str {
         match self {
             ProviderKind::Sim => "sim",
@@ -414,9 +398,7 @@ pub struct Budget {
     pub monthly_usd: Option<Spanned<f64>>,
 }
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     Critical,

@@ -23,10 +23,7 @@ pub struct Ident {
 
 impl Ident {
     pub fn new(name: impl Into<String>, span: Span) -> Self {
-        Ident {
-            name: name.into(),
-            span,
-        }
+        Ident { name: name.into(), span }
     }
 }
 
@@ -241,11 +238,7 @@ impl Expr {
                 lhs.traversals(out);
                 rhs.traversals(out);
             }
-            ExprKind::Conditional {
-                cond,
-                then,
-                otherwise,
-            } => {
+            ExprKind::Conditional { cond, then, otherwise } => {
                 cond.traversals(out);
                 then.traversals(out);
                 otherwise.traversals(out);

@@ -1,9 +1,771 @@
-//! Schema-driven decoding of raw blocks into the typed model.
+//! The decoding driver: raw blocks from every file → one typed [`Spec`].
+//!
+//! 1. Collect blocks: unknown kinds, wrong labels and duplicate names are reported.
+//! 2. Variables get their values (`--var`, then `GPUPLAN_VAR_<name>`, then `default`).
+//! 3. Locals and resources are ordered by the references in their expressions; cycles
+//!    are reported with every member labelled, and their members skipped.
+//! 4. In that order, locals are evaluated and resources expanded (`count`/`for_each`)
+//!    and decoded by `blocks.rs`. A failed item poisons references to it, so one mistake
+//!    is reported once, not once per dependent.
+//! 5. Outputs are evaluated last.
 
-use crate::diag::{Diagnostics, Sources};
-use crate::spec::{LoadOptions, Spec, raw};
+use std::collections::{BTreeMap, BTreeSet};
 
-pub fn decode(sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags: &mut Diagnostics) -> Spec {
-    let _ = (sources, files, opts, diags);
-    Spec::default()
+use petgraph::graph::{DiGraph, NodeIndex};
+
+use crate::addr::{Address, InstanceKey, Kind};
+use crate::diag::{Diagnostic, Diagnostics, Sources, Span, did_you_mean};
+use crate::spec::blocks;
+use crate::spec::eval::{Scope, Value};
+use crate::spec::fields::{Cx, Fields, Reported, enum_error, type_error};
+use crate::spec::model::*;
+use crate::spec::raw::{self, Block, Expr, ExprKind, Ident};
+use crate::spec::{LoadOptions, Spec};
+
+const BLOCK_KINDS: &[&str] =
+    &["provider", "gpu_pool", "quota", "job_template", "job", "autoscaler", "variable", "locals", "output"];
+
+/// Most instances one `count`/`for_each` may create.
+const MAX_INSTANCES: u64 = 100_000;
+
+/// One thing evaluated in dependency order.
+#[derive(Debug, Clone, Copy)]
+enum Item<'r> {
+    Local(&'r Ident, &'r Expr),
+    Resource(Kind, &'r Block),
+}
+
+impl Item<'_> {
+    fn key(&self) -> String {
+        match self {
+            Item::Local(id, _) => format!("local.{}", id.name),
+            Item::Resource(k, b) => format!("{k}.{}", label(b)),
+        }
+    }
+    fn name_span(&self) -> Span {
+        match self {
+            Item::Local(id, _) => id.span,
+            Item::Resource(_, b) => b.labels.first().map(|l| l.span).unwrap_or(b.kind.span),
+        }
+    }
+}
+
+fn label(b: &Block) -> &str {
+    b.labels.first().map(|l| l.name.as_str()).unwrap_or("")
+}
+
+fn head(b: &Block) -> Span {
+    b.labels.last().map(|l| b.kind.span.join(l.span)).unwrap_or(b.kind.span)
+}
+
+pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags: &mut Diagnostics) -> Spec {
+    let mut spec = Spec::default();
+    let collected = collect(files, diags);
+
+    let mut declared: BTreeMap<Kind, BTreeSet<String>> = BTreeMap::new();
+    for (kind, b) in &collected.resources {
+        declared.entry(*kind).or_default().insert(label(b).to_string());
+    }
+
+    let vars = variables(&collected.variables, opts, diags, &mut spec);
+
+    // Order locals and resources by the references between them.
+    let mut items: Vec<Item<'_>> = collected.locals.iter().map(|(id, e)| Item::Local(id, e)).collect();
+    items.extend(collected.resources.iter().map(|(k, b)| Item::Resource(*k, b)));
+    let index: BTreeMap<String, usize> = items.iter().enumerate().map(|(i, it)| (it.key(), i)).collect();
+    let mut graph: DiGraph<usize, Span> = DiGraph::new();
+    let nodes: Vec<NodeIndex> = (0..items.len()).map(|i| graph.add_node(i)).collect();
+    let mut refs: Vec<Vec<Spanned<Address>>> = vec![Vec::new(); items.len()];
+    for (i, item) in items.iter().enumerate() {
+        for (target, span) in references(item) {
+            if let Some(&j) = index.get(&target) {
+                graph.update_edge(nodes[i], nodes[j], span);
+                if let Item::Resource(k, b) = items[j] {
+                    refs[i].push(Spanned::new(Address::new(k, label(b)), span));
+                }
+            }
+        }
+    }
+    let mut poisoned: BTreeSet<String> = BTreeSet::new();
+    let mut order = Vec::new();
+    // Tarjan yields components dependencies-first for edges dependent → dependency.
+    for scc in petgraph::algo::tarjan_scc(&graph) {
+        let self_loop = scc.len() == 1 && graph.contains_edge(scc[0], scc[0]);
+        if scc.len() > 1 || self_loop {
+            report_cycle(&graph, &scc, &items, diags);
+            for n in &scc {
+                poisoned.insert(items[graph[*n]].key());
+            }
+        } else {
+            order.push(graph[scc[0]]);
+        }
+    }
+
+    let mut locals: BTreeMap<String, Value> = BTreeMap::new();
+    let mut resources: BTreeMap<(Kind, String), Value> = BTreeMap::new();
+    for i in order {
+        let item = items[i];
+        let mut cx = Cx {
+            scope: Scope {
+                vars: Some(&vars),
+                locals: Some(&locals),
+                resources: Some(&resources),
+                poisoned: Some(&poisoned),
+                env: Some(&opts.env),
+                ..Scope::default()
+            },
+            diags,
+            declared: &declared,
+        };
+        match item {
+            Item::Local(id, expr) => match cx.eval(expr) {
+                Ok(v) => {
+                    spec.locals.insert(id.name.clone(), Spanned::new(v.clone(), expr.span));
+                    locals.insert(id.name.clone(), v);
+                }
+                Err(Reported) => {
+                    poisoned.insert(item.key());
+                }
+            },
+            Item::Resource(kind, block) => match resource(&mut cx, kind, block, &refs[i], &mut spec) {
+                Ok(v) => {
+                    resources.insert((kind, label(block).to_string()), v);
+                }
+                Err(Reported) => {
+                    poisoned.insert(item.key());
+                }
+            },
+        }
+    }
+
+    for b in &collected.outputs {
+        let mut cx = Cx {
+            scope: Scope {
+                vars: Some(&vars),
+                locals: Some(&locals),
+                resources: Some(&resources),
+                poisoned: Some(&poisoned),
+                env: Some(&opts.env),
+                ..Scope::default()
+            },
+            diags,
+            declared: &declared,
+        };
+        let mut f = Fields::from_body(format!("output {:?}", label(b)), head(b), &b.body, cx.diags);
+        let value = f.value(&mut cx, "value");
+        let value = f.required(&mut cx, value, "value", "gpu_pool.NAME.gpu");
+        let description = f.string(&mut cx, "description");
+        let sensitive = f.bool(&mut cx, "sensitive");
+        let sensitive = f.or(sensitive, false);
+        let failed = f.failed;
+        f.finish(&mut cx, &["value", "description", "sensitive"]);
+        if let (Some(value), false) = (value, failed) {
+            spec.outputs.insert(label(b).to_string(), Output { value, description, sensitive });
+        }
+    }
+    spec
+}
+
+#[derive(Default)]
+struct Collected<'r> {
+    variables: Vec<&'r Block>,
+    outputs: Vec<&'r Block>,
+    locals: Vec<(&'r Ident, &'r Expr)>,
+    resources: Vec<(Kind, &'r Block)>,
+}
+
+/// Gather blocks from every file; report unknown kinds, bad labels and duplicates.
+fn collect<'r>(files: &'r [raw::File], diags: &mut Diagnostics) -> Collected<'r> {
+    let mut c = Collected::default();
+    let mut seen: BTreeMap<(String, String), Span> = BTreeMap::new();
+    for file in files {
+        for a in &file.body.attrs {
+            diags.push(
+                Diagnostic::error(
+                    "gpuplan::spec::top_level_attribute",
+                    format!("`{}` cannot be set at the top level", a.key.name),
+                )
+                .at(a.key.span, "not inside a block")
+                .help(format!("put it in a `locals {{ ... }}` block and refer to it as `local.{}`", a.key.name)),
+            );
+        }
+        for b in &file.body.blocks {
+            let kind = b.kind.name.as_str();
+            if !BLOCK_KINDS.contains(&kind) {
+                let mut d = Diagnostic::error("gpuplan::spec::unknown_block", format!("unknown block type `{kind}`"))
+                    .at(b.kind.span, "not a gpuplan block");
+                let singular = kind.strip_suffix('s').filter(|s| BLOCK_KINDS.contains(s));
+                d = match (singular, did_you_mean(kind, BLOCK_KINDS.iter().copied())) {
+                    (Some(s), _) if file.format == raw::Format::Hcl => {
+                        d.help(format!("HCL blocks are singular: `{s} \"NAME\" {{ ... }}`"))
+                    }
+                    (_, Some(s)) => d.help(format!("did you mean `{s}`?")),
+                    _ => d.help(format!("block types: {}", BLOCK_KINDS.join(", "))),
+                };
+                diags.push(d);
+                continue;
+            }
+            let want_labels = usize::from(kind != "locals");
+            if b.labels.len() != want_labels {
+                let span = b.labels.get(want_labels).map(|l| l.span).unwrap_or(b.kind.span);
+                let d = if want_labels == 0 {
+                    Diagnostic::error("gpuplan::spec::labels", "a `locals` block takes no name")
+                        .at(span, "remove this label")
+                } else if b.labels.is_empty() {
+                    let example = if kind == "provider" { "\"sim\"" } else { "\"NAME\"" };
+                    Diagnostic::error("gpuplan::spec::labels", format!("a `{kind}` block needs a name"))
+                        .at(span, "name missing")
+                        .help(format!("write `{kind} {example} {{ ... }}`"))
+                } else {
+                    Diagnostic::error("gpuplan::spec::labels", format!("a `{kind}` block takes exactly one name"))
+                        .at(span, "extra label")
+                };
+                diags.push(d);
+                continue;
+            }
+            if kind == "locals" {
+                for inner in &b.body.blocks {
+                    diags.push(
+                        Diagnostic::error("gpuplan::spec::locals", "blocks are not allowed inside `locals`")
+                            .at(inner.kind.span, "not an attribute")
+                            .help("write `name = value`"),
+                    );
+                }
+                for a in &b.body.attrs {
+                    if let Some(prev) = seen.insert(("local".into(), a.key.name.clone()), a.key.span) {
+                        diags.push(duplicate("local value", &a.key.name, a.key.span, prev));
+                    } else {
+                        c.locals.push((&a.key, &a.value));
+                    }
+                }
+                continue;
+            }
+            let name = label(b);
+            if kind != "provider" && !crate::addr::is_ident(name) {
+                diags.push(
+                    Diagnostic::error("gpuplan::spec::name", format!("{name:?} is not a valid {kind} name"))
+                        .at(b.labels[0].span, "invalid name")
+                        .help("names start with a letter or `_` and hold letters, digits, `_` and `-`"),
+                );
+                continue;
+            }
+            // Providers may repeat with different aliases; checked after decoding.
+            if kind != "provider"
+                && let Some(prev) = seen.insert((kind.to_string(), name.to_string()), b.labels[0].span)
+            {
+                diags.push(duplicate(kind, name, b.labels[0].span, prev));
+                continue;
+            }
+            match kind {
+                "variable" => c.variables.push(b),
+                "output" => c.outputs.push(b),
+                _ => c.resources.push((Kind::parse(kind).unwrap_or(Kind::GpuPool), b)),
+            }
+        }
+    }
+    c
+}
+
+fn duplicate(kind: &str, name: &str, span: Span, prev: Span) -> Diagnostic {
+    Diagnostic::error("gpuplan::spec::duplicate", format!("{kind} {name:?} is declared more than once"))
+        .at(span, "declared again here")
+        .at(prev, "first declared here")
+        .help("names must be unique across all spec files; rename or remove one")
+}
+
+/// Every `local.x` / `KIND.NAME` this item refers to, with where.
+fn references(item: &Item<'_>) -> Vec<(String, Span)> {
+    let mut exprs: Vec<&Expr> = Vec::new();
+    match item {
+        Item::Local(_, e) => exprs.push(e),
+        Item::Resource(_, b) => collect_exprs(&b.body, &mut exprs),
+    }
+    let mut out = Vec::new();
+    for e in exprs {
+        let mut bound = BTreeSet::new();
+        for_vars(e, &mut bound);
+        let mut ts = Vec::new();
+        e.traversals(&mut ts);
+        for (root, steps, span) in ts {
+            if bound.contains(root.name.as_str()) {
+                continue;
+            }
+            let Some(raw::Step::Attr(id)) = steps.first() else { continue };
+            if root.name == "local" || Kind::parse(&root.name).is_some() {
+                out.push((format!("{}.{}", root.name, id.name), span));
+            }
+        }
+        // `depends_on = ["gpu_pool.x"]` and YAML references written as strings.
+        if let ExprKind::String(s) = &e.kind
+            && let Ok(a) = s.parse::<Address>()
+        {
+            out.push((a.base().to_string(), e.span));
+        }
+    }
+    out
+}
+
+fn collect_exprs<'r>(body: &'r raw::Body, out: &mut Vec<&'r Expr>) {
+    for a in &body.attrs {
+        push_expr(&a.value, out);
+    }
+    for b in &body.blocks {
+        collect_exprs(&b.body, out);
+    }
+}
+
+fn push_expr<'r>(e: &'r Expr, out: &mut Vec<&'r Expr>) {
+    out.push(e);
+    // Strings inside arrays (YAML `depends_on: [gpu_pool.a]`) are references too.
+    if let ExprKind::Array(items) = &e.kind {
+        out.extend(items.iter().filter(|i| matches!(i.kind, ExprKind::String(_))));
+    }
+}
+
+fn for_vars<'r>(e: &'r Expr, out: &mut BTreeSet<&'r str>) {
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match &e.kind {
+            ExprKind::For(f) => {
+                out.insert(f.value_var.name.as_str());
+                if let Some(k) = &f.key_var {
+                    out.insert(k.name.as_str());
+                }
+                stack.push(&f.collection);
+                stack.push(&f.value_expr);
+            }
+            ExprKind::Array(items) => stack.extend(items.iter()),
+            ExprKind::Object(items) => stack.extend(items.iter().map(|(_, v)| v)),
+            ExprKind::Call { args, .. } => stack.extend(args.iter()),
+            ExprKind::Conditional { cond, then, otherwise } => stack.extend([&**cond, &**then, &**otherwise]),
+            ExprKind::Binary { lhs, rhs, .. } => stack.extend([&**lhs, &**rhs]),
+            ExprKind::Unary { expr, .. } => stack.push(expr),
+            _ => {}
+        }
+    }
+}
+
+fn report_cycle(graph: &DiGraph<usize, Span>, scc: &[NodeIndex], items: &[Item<'_>], diags: &mut Diagnostics) {
+    // Walk the cycle from its first-declared member so the message reads in order.
+    let members: BTreeSet<NodeIndex> = scc.iter().copied().collect();
+    let start = *scc.iter().min_by_key(|n| graph[**n]).unwrap_or(&scc[0]);
+    let mut path = vec![start];
+    let mut edges = Vec::new();
+    let mut cur = start;
+    loop {
+        let next = graph
+            .edges(cur)
+            .filter(|e| members.contains(&petgraph::visit::EdgeRef::target(e)))
+            .min_by_key(|e| graph[petgraph::visit::EdgeRef::target(e)]);
+        let Some(e) = next else { break };
+        let target = petgraph::visit::EdgeRef::target(&e);
+        edges.push((cur, target, *e.weight()));
+        if target == start || path.contains(&target) || path.len() > members.len() {
+            break;
+        }
+        path.push(target);
+        cur = target;
+    }
+    let names: Vec<String> = path.iter().map(|n| items[graph[*n]].key()).collect();
+    let mut d = Diagnostic::error(
+        "gpuplan::spec::cycle",
+        format!("reference cycle: {} → {}", names.join(" → "), names.first().cloned().unwrap_or_default()),
+    );
+    for (from, to, span) in &edges {
+        d = d.at(*span, format!("{} refers to {}", items[graph[*from]].key(), items[graph[*to]].key()));
+    }
+    for n in &path {
+        if !edges.iter().any(|(from, _, _)| from == n) {
+            d = d.at(items[graph[*n]].name_span(), "part of the cycle");
+        }
+    }
+    diags.push(d.help("break the cycle: one of these must not depend on the other"));
+}
+
+/// Expand and decode one resource block; returns the value other blocks see.
+fn resource(
+    cx: &mut Cx<'_, '_>,
+    kind: Kind,
+    b: &Block,
+    refs: &[Spanned<Address>],
+    spec: &mut Spec,
+) -> Result<Value, Reported> {
+    let name = label(b).to_string();
+    let what = format!("{kind} {name:?}");
+    let count = b.body.attr("count");
+    let for_each = b.body.attr("for_each");
+    if let (Some(c), Some(fe)) = (count, for_each) {
+        return Err(cx.error(
+            Diagnostic::error("gpuplan::spec::count_for_each", "`count` and `for_each` cannot both be set")
+                .at(c.key.span, "count")
+                .at(fe.key.span, "for_each")
+                .help("keep one of them"),
+        ));
+    }
+    if kind == Kind::Provider && (count.is_some() || for_each.is_some()) {
+        let span = count.or(for_each).map(|a| a.key.span).unwrap_or(b.kind.span);
+        return Err(cx.error(
+            Diagnostic::error("gpuplan::spec::count", "providers cannot use `count` or `for_each`")
+                .at(span, "not allowed here"),
+        ));
+    }
+    let mut instances: Vec<(Option<InstanceKey>, Option<(Value, Value)>)> = Vec::new();
+    let mut meta_count = None;
+    let mut meta_for_each = None;
+    if let Some(c) = count {
+        let v = cx.eval(&c.value)?;
+        let n = match v {
+            Value::Number(n) if n.fract() == 0.0 && n >= 0.0 && n <= MAX_INSTANCES as f64 => n as u64,
+            Value::Number(n) if n.fract() == 0.0 && n >= 0.0 => {
+                return Err(cx.error(crate::spec::fields::range_error(
+                    "count",
+                    &format!("{n}"),
+                    "0",
+                    &MAX_INSTANCES.to_string(),
+                    c.value.span,
+                )));
+            }
+            other => return Err(cx.error(type_error("count", "a whole number ≥ 0", &other, c.value.span))),
+        };
+        meta_count = Some(Spanned::new(n, c.value.span));
+        instances.extend((0..n).map(|i| (Some(InstanceKey::Int(i)), None)));
+    } else if let Some(fe) = for_each {
+        let v = cx.eval(&fe.value)?;
+        match &v {
+            Value::Object(o) => instances
+                .extend(o.iter().map(|(k, val)| {
+                    (Some(InstanceKey::Str(k.clone())), Some((Value::String(k.clone()), val.clone())))
+                })),
+            Value::List(l) => {
+                let mut keys = BTreeSet::new();
+                for item in l {
+                    let Value::String(s) = item else {
+                        return Err(cx.error(type_error(
+                            "for_each",
+                            "a map or a list of strings",
+                            item,
+                            fe.value.span,
+                        )));
+                    };
+                    keys.insert(s.clone());
+                }
+                instances.extend(
+                    keys.into_iter().map(|k| {
+                        (Some(InstanceKey::Str(k.clone())), Some((Value::String(k.clone()), Value::String(k))))
+                    }),
+                );
+            }
+            other => return Err(cx.error(type_error("for_each", "a map or a list of strings", other, fe.value.span))),
+        }
+        if instances.len() as u64 > MAX_INSTANCES {
+            return Err(cx.error(
+                Diagnostic::error("gpuplan::spec::for_each", "`for_each` creates too many instances")
+                    .at(fe.value.span, "too many"),
+            ));
+        }
+        meta_for_each = Some(Spanned::new(v, fe.value.span));
+    } else {
+        instances.push((None, None));
+    }
+
+    let mut values: Vec<(Option<InstanceKey>, Value)> = Vec::new();
+    let mut failed = false;
+    for (key, each) in instances {
+        cx.scope.count_index = match &key {
+            Some(InstanceKey::Int(i)) if meta_count.is_some() => Some(*i),
+            _ => None,
+        };
+        cx.scope.each = each;
+        let mut addr = Address::new(kind, name.clone());
+        addr.key = key.clone();
+        let inst_what = match &key {
+            Some(k) => format!("{what}{k}"),
+            None => what.clone(),
+        };
+        let f = Fields::from_body(inst_what, head(b), &b.body, cx.diags);
+        let fix_meta = |m: &mut Meta| {
+            m.key = key.clone();
+            m.count = meta_count.clone();
+            m.for_each = meta_for_each.clone();
+            m.references = refs.to_vec();
+        };
+        let value = match kind {
+            Kind::Provider => decode_provider(f, cx, b, spec),
+            Kind::GpuPool => blocks::gpu_pool(f, cx).map(|mut r| {
+                fix_meta(&mut r.meta);
+                let v = to_value(&r, &addr);
+                spec.gpu_pools.insert(addr.clone(), r);
+                v
+            }),
+            Kind::Quota => blocks::quota(f, cx).map(|mut r| {
+                fix_meta(&mut r.meta);
+                let v = to_value(&r, &addr);
+                spec.quotas.insert(addr.clone(), r);
+                v
+            }),
+            Kind::JobTemplate => blocks::job_template(f, cx).map(|mut r| {
+                fix_meta(&mut r.meta);
+                let v = to_value(&r, &addr);
+                spec.job_templates.insert(addr.clone(), r);
+                v
+            }),
+            Kind::Job => blocks::job(f, cx).map(|mut r| {
+                fix_meta(&mut r.meta);
+                let v = to_value(&r, &addr);
+                spec.jobs.insert(addr.clone(), r);
+                v
+            }),
+            Kind::Autoscaler => blocks::autoscaler(f, cx).map(|mut r| {
+                fix_meta(&mut r.meta);
+                let v = to_value(&r, &addr);
+                spec.autoscalers.insert(addr.clone(), r);
+                v
+            }),
+        };
+        match value {
+            Ok(v) => values.push((key, v)),
+            Err(Reported) => failed = true,
+        }
+    }
+    cx.scope.count_index = None;
+    cx.scope.each = None;
+    if failed {
+        return Err(Reported);
+    }
+    Ok(if meta_count.is_some() {
+        Value::List(values.into_iter().map(|(_, v)| v).collect())
+    } else if meta_for_each.is_some() {
+        Value::Object(
+            values
+                .into_iter()
+                .filter_map(|(k, v)| match k {
+                    Some(InstanceKey::Str(s)) => Some((s, v)),
+                    _ => None,
+                })
+                .collect(),
+        )
+    } else {
+        values.into_iter().next().map(|(_, v)| v).unwrap_or_default()
+    })
+}
+
+/// The value a reference like `gpu_pool.train` evaluates to: the decoded attributes
+/// plus `name`, `address` and `id`.
+fn to_value<T: serde::Serialize>(r: &T, addr: &Address) -> Value {
+    let mut v = serde_json::to_value(r).map(|j| Value::from_json(&j)).unwrap_or_default();
+    if let Value::Object(o) = &mut v {
+        o.insert("name".into(), Value::String(addr.name.clone()));
+        o.insert("address".into(), Value::String(addr.to_string()));
+        o.insert("id".into(), Value::String(addr.to_string()));
+    }
+    v
+}
+
+const PROVIDER_KINDS: &[(&str, ProviderKind)] = &[
+    ("sim", ProviderKind::Sim),
+    ("aws", ProviderKind::Aws),
+    ("tencentcloud", ProviderKind::Tencentcloud),
+    ("alicloud", ProviderKind::Alicloud),
+];
+
+fn decode_provider(f: Fields<'_>, cx: &mut Cx<'_, '_>, b: &Block, spec: &mut Spec) -> Result<Value, Reported> {
+    let label = &b.labels[0];
+    let kind = PROVIDER_KINDS.iter().find(|(n, _)| *n == label.name).map(|(_, k)| *k);
+    if kind.is_none() {
+        cx.error(enum_error("provider", &label.name, PROVIDER_KINDS.iter().map(|(n, _)| *n), label.span).help(
+            match did_you_mean(&label.name, PROVIDER_KINDS.iter().map(|(n, _)| *n)) {
+                Some(s) => format!("did you mean \"{s}\"?"),
+                None => "gpuplan supports the providers sim, aws, tencentcloud and alicloud".into(),
+            },
+        ));
+    }
+    let p = blocks::provider(f, cx, Spanned::new(kind, label.span))?;
+    if kind.is_none() {
+        return Err(Reported);
+    }
+    let local = p.local_name();
+    if let Some(prev) = spec.providers.get(&local) {
+        let prev_span = prev.alias.as_ref().map(|a| a.span).unwrap_or(prev.kind.span);
+        return Err(cx.error(
+            Diagnostic::error("gpuplan::spec::duplicate", format!("provider {local:?} is configured more than once"))
+                .at(p.alias.as_ref().map(|a| a.span).unwrap_or(label.span), "configured again here")
+                .at(prev_span, "first configured here")
+                .help("give the second block an `alias = \"NAME\"` and refer to it by that name"),
+        ));
+    }
+    let v = Value::from_json(&serde_json::to_value(&p).unwrap_or_default());
+    spec.providers.insert(local, p);
+    Ok(v)
+}
+
+const VAR_TYPES: &[(&str, VarType)] = &[
+    ("any", VarType::Any),
+    ("string", VarType::String),
+    ("number", VarType::Number),
+    ("bool", VarType::Bool),
+    ("list", VarType::List),
+    ("map", VarType::Map),
+];
+
+/// Decode variable blocks and fix each variable's value.
+fn variables(
+    blocks: &[&Block],
+    opts: &LoadOptions,
+    diags: &mut Diagnostics,
+    spec: &mut Spec,
+) -> BTreeMap<String, Value> {
+    let declared: BTreeMap<Kind, BTreeSet<String>> = BTreeMap::new();
+    let mut values = BTreeMap::new();
+    let names: Vec<&str> = blocks.iter().map(|b| label(b)).collect();
+    for (name, _) in &opts.vars {
+        if !names.contains(&name.as_str()) {
+            let mut d = Diagnostic::error(
+                "gpuplan::spec::undeclared_variable",
+                format!("`--var {name}=...` sets a variable the spec does not declare"),
+            );
+            d = match did_you_mean(name, names.iter().copied()) {
+                Some(s) => d.help(format!("did you mean `{s}`?")),
+                None => d.help(format!("declare it: variable \"{name}\" {{ type = string }}")),
+            };
+            diags.push(d);
+        }
+    }
+    for b in blocks {
+        let name = label(b).to_string();
+        let mut cx = Cx { scope: Scope::default(), diags, declared: &declared };
+        let mut f = Fields::from_body(format!("variable {name:?}"), head(b), &b.body, cx.diags);
+        // `type = string` is a bare keyword in HCL and a string in YAML.
+        let ty = match f.raw("type") {
+            Some(Expr { kind: ExprKind::Traversal { root, steps }, span }) if steps.is_empty() => {
+                var_type(&mut cx, &root.name, *span)
+            }
+            Some(Expr { kind: ExprKind::Call { name: fname, .. }, span }) => var_type(&mut cx, &fname.name, *span),
+            Some(Expr { kind: ExprKind::String(s), span }) => var_type(&mut cx, s, *span),
+            Some(e) => {
+                cx.error(
+                    Diagnostic::error(
+                        "gpuplan::spec::variable_type",
+                        "a variable `type` must be a type name such as `string`",
+                    )
+                    .at(e.span, "not a type"),
+                );
+                None
+            }
+            None => Some(Spanned::new(VarType::Any, f.head)),
+        };
+        let default = f.value(&mut cx, "default");
+        let description = f.string(&mut cx, "description");
+        let sensitive = f.bool(&mut cx, "sensitive");
+        let sensitive = f.or(sensitive, false);
+        f.raw("nullable");
+        let failed = f.failed;
+        f.finish(&mut cx, &["type", "default", "description", "sensitive", "nullable"]);
+        let Some(ty) = ty else { continue };
+        if failed {
+            continue;
+        }
+        let env_key = format!("GPUPLAN_VAR_{name}");
+        let given = opts
+            .vars
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| (v.clone(), "--var"))
+            .or_else(|| opts.env.get(&env_key).map(|v| (v.clone(), "environment")));
+        let value = match (given, &default) {
+            (Some((text, source)), _) => match parse_var(&text, ty.value) {
+                Ok(v) => Some(Spanned::new(v, head(b))),
+                Err(expected) => {
+                    cx.error(
+                        Diagnostic::error(
+                            "gpuplan::spec::variable_value",
+                            format!("the value {text:?} for variable `{name}` (from {source}) is not {expected}"),
+                        )
+                        .at(ty.span, format!("declared as {expected}")),
+                    );
+                    None
+                }
+            },
+            (None, Some(d)) => match coerce(&d.value, ty.value) {
+                Some(v) => Some(Spanned::new(v, d.span)),
+                None => {
+                    cx.error(
+                        type_error(&format!("default of variable `{name}`"), type_desc(ty.value), &d.value, d.span)
+                            .at(ty.span, "declared type"),
+                    );
+                    None
+                }
+            },
+            (None, None) => {
+                cx.error(
+                    Diagnostic::error("gpuplan::spec::variable_unset", format!("variable `{name}` has no value"))
+                        .at(head(b), "no default and not set")
+                        .help(format!("pass `--var {name}=...`, set {env_key}, or add a `default`")),
+                );
+                None
+            }
+        };
+        if let Some(v) = value {
+            values.insert(name.clone(), v.value.clone());
+            spec.variables.insert(name, Variable { ty, default, description, sensitive, value: v });
+        }
+    }
+    values
+}
+
+fn var_type(cx: &mut Cx<'_, '_>, name: &str, span: Span) -> Option<Spanned<VarType>> {
+    let name = match name {
+        "set" | "tuple" => "list",
+        "object" => "map",
+        other => other,
+    };
+    match VAR_TYPES.iter().find(|(n, _)| *n == name) {
+        Some((_, t)) => Some(Spanned::new(*t, span)),
+        None => {
+            cx.error(enum_error("type", name, VAR_TYPES.iter().map(|(n, _)| *n), span));
+            None
+        }
+    }
+}
+
+fn type_desc(t: VarType) -> &'static str {
+    match t {
+        VarType::Any => "any value",
+        VarType::String => "a string",
+        VarType::Number => "a number",
+        VarType::Bool => "a bool",
+        VarType::List => "a list",
+        VarType::Map => "a map",
+    }
+}
+
+fn coerce(v: &Value, t: VarType) -> Option<Value> {
+    match (t, v) {
+        (VarType::Any, v) => Some(v.clone()),
+        (_, Value::Null) => Some(Value::Null),
+        (VarType::String, Value::String(_) | Value::Number(_) | Value::Bool(_)) => Some(Value::String(v.to_string())),
+        (VarType::Number, Value::Number(_)) => Some(v.clone()),
+        (VarType::Number, Value::String(s)) => s.trim().parse().ok().map(Value::Number),
+        (VarType::Bool, Value::Bool(_)) => Some(v.clone()),
+        (VarType::Bool, Value::String(s)) if s == "true" || s == "false" => Some(Value::Bool(s == "true")),
+        (VarType::List, Value::List(_)) | (VarType::Map, Value::Object(_)) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+/// `--var` and environment values: strings as-is, numbers and bools parsed, lists and
+/// maps as JSON.
+fn parse_var(text: &str, t: VarType) -> Result<Value, &'static str> {
+    let json = || serde_json::from_str::<serde_json::Value>(text).ok().map(|j| Value::from_json(&j));
+    let v = match t {
+        VarType::String => Some(Value::String(text.to_string())),
+        VarType::Any => Some(json().unwrap_or_else(|| Value::String(text.to_string()))),
+        VarType::Number | VarType::Bool => coerce(&Value::String(text.trim().to_string()), t),
+        VarType::List | VarType::Map => json().and_then(|v| coerce(&v, t)),
+    };
+    v.ok_or(match t {
+        VarType::List => "a list (write it as JSON, e.g. [\"a\", \"b\"])",
+        VarType::Map => "a map (write it as JSON, e.g. {\"k\": \"v\"})",
+        other => type_desc(other),
+    })
 }

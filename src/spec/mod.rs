@@ -6,8 +6,11 @@
 //!   every problem (unknown attributes, types, ranges, references) in one pass.
 //! - `validate.rs`: cross-resource checks against the catalog and the providers.
 
+pub mod blocks;
 pub mod decode;
 pub mod eval;
+pub mod fields;
+pub mod functions;
 pub mod hcl;
 pub mod model;
 pub mod raw;

@@ -1,0 +1,410 @@
+//! Decoders for each block kind: attribute names, types, defaults and local range
+//! checks. Cross-block checks (catalog, providers, quotas) live in `validate.rs`.
+//!
+//! Each decoder reads every attribute (so one run reports every problem), then returns
+//! `Err(Reported)` if anything failed.
+
+use crate::addr::Kind;
+use crate::diag::Diagnostic;
+use crate::spec::fields::{Cx, Fields, Reported};
+use crate::spec::model::*;
+use crate::spec::raw::{ExprKind, Step};
+
+/// Meta-arguments every resource block accepts.
+pub const META: &[&str] = &["depends_on", "count", "for_each", "lifecycle"];
+
+/// Largest node count and GPU count we accept anywhere: big enough for any real fleet,
+/// small enough that arithmetic on it never overflows.
+pub const MAX_NODES: u32 = 100_000;
+
+fn finish(f: Fields<'_>, cx: &mut Cx<'_, '_>, own: &[&str]) -> Result<(), Reported> {
+    let failed = f.failed;
+    let all: Vec<&str> = own.iter().chain(META.iter()).copied().collect();
+    f.finish(cx, &all);
+    if failed { Err(Reported) } else { Ok(()) }
+}
+
+/// `depends_on` and `lifecycle` (the driver handles `count`/`for_each`).
+pub fn meta(f: &mut Fields<'_>, cx: &mut Cx<'_, '_>, own: &[&str]) -> Meta {
+    f.raw("count");
+    f.raw("for_each");
+    let depends_on = f.address_list(cx, "depends_on", None).map(|v| v.value).unwrap_or_default();
+    let lifecycle = match f.nested(cx, "lifecycle") {
+        Some(lf) => {
+            let r = lifecycle(lf, cx, own);
+            f.check(r)
+        }
+        None => None,
+    };
+    Meta { depends_on, lifecycle, span: f.head, ..Meta::default() }
+}
+
+fn lifecycle(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, own: &[&str]) -> Result<Lifecycle, Reported> {
+    let prevent_destroy = f.bool(cx, "prevent_destroy");
+    let prevent_destroy = f.or(prevent_destroy, false);
+    let create_before_destroy = f.bool(cx, "create_before_destroy");
+    // `ignore_changes = [nodes.desired, labels]` (HCL references) or strings (YAML).
+    let mut ignore_changes = Vec::new();
+    if let Some(expr) = f.raw("ignore_changes") {
+        let items: Vec<_> = match &expr.kind {
+            ExprKind::Array(items) => items.iter().collect(),
+            _ => vec![expr],
+        };
+        for item in items {
+            let path = match &item.kind {
+                ExprKind::Traversal { root, steps } => {
+                    let mut p = root.name.clone();
+                    for s in steps {
+                        let Step::Attr(id) = s else { break };
+                        p.push('.');
+                        p.push_str(&id.name);
+                    }
+                    Some(p)
+                }
+                ExprKind::String(s) => Some(s.clone()),
+                _ => None,
+            };
+            match path {
+                Some(p) if own.contains(&p.split('.').next().unwrap_or("")) => {
+                    ignore_changes.push(Spanned::new(p, item.span))
+                }
+                Some(p) => {
+                    cx.error(
+                        Diagnostic::error(
+                            "gpuplan::spec::ignore_changes",
+                            format!("`ignore_changes` names `{p}`, which is not an attribute of this block"),
+                        )
+                        .at(item.span, "unknown attribute")
+                        .help(format!("attributes: {}", own.join(", "))),
+                    );
+                    f.failed = true;
+                }
+                None => {
+                    cx.error(
+                        Diagnostic::error(
+                            "gpuplan::spec::ignore_changes",
+                            "`ignore_changes` entries must be attribute names such as `nodes.desired`",
+                        )
+                        .at(item.span, "not an attribute name"),
+                    );
+                    f.failed = true;
+                }
+            }
+        }
+    }
+    let out = Lifecycle { prevent_destroy, create_before_destroy, ignore_changes };
+    let failed = f.failed;
+    f.finish(cx, &["prevent_destroy", "create_before_destroy", "ignore_changes"]);
+    if failed { Err(Reported) } else { Ok(out) }
+}
+
+pub const PROVIDER_ATTRS: &[&str] = &[
+    "alias",
+    "region",
+    "endpoint",
+    "profile",
+    "access_key",
+    "secret_key",
+    "subnets",
+    "security_groups",
+    "key_name",
+    "iam_instance_profile",
+    "image",
+    "cluster_id",
+    "cny_per_usd",
+    "seed",
+    "latency",
+    "failure_rate",
+    "zone_capacity",
+];
+const SIM_ONLY: &[&str] = &["seed", "latency", "failure_rate", "zone_capacity"];
+
+pub fn provider(
+    mut f: Fields<'_>,
+    cx: &mut Cx<'_, '_>,
+    kind: Spanned<Option<ProviderKind>>,
+) -> Result<Provider, Reported> {
+    if kind.value.is_some_and(|k| k != ProviderKind::Sim) {
+        for a in SIM_ONLY {
+            if let Some(e) = f.raw(a) {
+                cx.error(
+                    Diagnostic::error("gpuplan::spec::sim_only", format!("`{a}` applies only to the `sim` provider"))
+                        .at(e.span, "not used by this provider")
+                        .help("remove it, or move it into `provider \"sim\" { ... }`"),
+                );
+                f.failed = true;
+            }
+        }
+    }
+    let p = Provider {
+        kind,
+        alias: f.string(cx, "alias"),
+        region: f.string(cx, "region"),
+        endpoint: f.string(cx, "endpoint"),
+        profile: f.string(cx, "profile"),
+        access_key: f.string(cx, "access_key"),
+        secret_key: f.string(cx, "secret_key"),
+        subnets: f.string_map(cx, "subnets").map(|m| m.value).unwrap_or_default(),
+        security_groups: f.string_list(cx, "security_groups").map(|v| v.value).unwrap_or_default(),
+        key_name: f.string(cx, "key_name"),
+        iam_instance_profile: f.string(cx, "iam_instance_profile"),
+        image: f.string(cx, "image"),
+        cluster_id: f.string(cx, "cluster_id"),
+        cny_per_usd: f.number(cx, "cny_per_usd", 0.01, 1000.0),
+        seed: f.uint(cx, "seed", 0, 1 << 53),
+        latency: f.duration(cx, "latency"),
+        failure_rate: f.number(cx, "failure_rate", 0.0, 1.0),
+        zone_capacity: f.u32(cx, "zone_capacity", 0, 1_000_000),
+    };
+    if let Some(a) = &p.alias
+        && !crate::addr::is_ident(&a.value)
+    {
+        cx.error(
+            Diagnostic::error("gpuplan::spec::alias", format!("provider alias {:?} is not a valid name", a.value))
+                .at(a.span, "letters, digits, `_` and `-` only"),
+        );
+        f.failed = true;
+    }
+    let failed = f.failed;
+    f.finish(cx, PROVIDER_ATTRS);
+    if failed { Err(Reported) } else { Ok(p) }
+}
+
+pub const POOL_ATTRS: &[&str] =
+    &["provider", "region", "zones", "gpu", "gpus_per_node", "instance_types", "image", "nodes", "mix", "labels"];
+
+pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<GpuPool, Reported> {
+    let meta = meta(&mut f, cx, POOL_ATTRS);
+    let provider = f.string(cx, "provider");
+    let provider = f.required(cx, provider, "provider", "\"sim\"");
+    let region = f.string(cx, "region");
+    let zones = f.string_list(cx, "zones").map(|v| v.value).unwrap_or_default();
+    let gpu = f.string(cx, "gpu");
+    let gpu = f.required(cx, gpu, "gpu", "\"A100-80GB\"");
+    let gpus_per_node = f.u32(cx, "gpus_per_node", 1, 16);
+    let gpus_per_node = f.required(cx, gpus_per_node, "gpus_per_node", "8");
+    let instance_types = f.string_list(cx, "instance_types").map(|v| v.value).unwrap_or_default();
+    let image = f.string(cx, "image");
+    let nodes = match f.nested(cx, "nodes") {
+        Some(nf) => {
+            let r = nodes(nf, cx);
+            f.check(r)
+        }
+        None => {
+            if !f.has("nodes") {
+                f.missing(cx, "nodes", "{ min = 0, desired = 1, max = 4 }");
+                f.failed = true;
+            }
+            None
+        }
+    };
+    let mix = match f.nested(cx, "mix") {
+        Some(mf) => {
+            let r = mix(mf, cx, nodes.as_ref());
+            f.check(r)
+        }
+        None => Some(Mix {
+            on_demand_base: f.or(None, 0),
+            spot_percent: f.or(None, 0),
+            fallback: f.or(None, Fallback::OnDemand),
+            max_spot_price: None,
+        }),
+    };
+    let labels = f.string_map(cx, "labels").map(|m| m.value).unwrap_or_default();
+    finish(f, cx, POOL_ATTRS)?;
+    Ok(GpuPool {
+        provider: provider.ok_or(Reported)?,
+        region,
+        zones,
+        gpu: gpu.ok_or(Reported)?,
+        gpus_per_node: gpus_per_node.ok_or(Reported)?,
+        instance_types,
+        image,
+        nodes: nodes.ok_or(Reported)?,
+        mix: mix.ok_or(Reported)?,
+        labels,
+        meta,
+    })
+}
+
+fn nodes(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Nodes, Reported> {
+    let min = f.u32(cx, "min", 0, MAX_NODES);
+    let min = f.or(min, 0);
+    let desired = f.u32(cx, "desired", 0, MAX_NODES);
+    let desired = f.required(cx, desired, "desired", "1");
+    let max = f.u32(cx, "max", 1, MAX_NODES);
+    let max = f.required(cx, max, "max", "4");
+    if let (Some(d), Some(m)) = (&desired, &max) {
+        if min.value > m.value {
+            cx.error(
+                Diagnostic::error(
+                    "gpuplan::spec::nodes",
+                    format!("`min` ({}) is larger than `max` ({})", min.value, m.value),
+                )
+                .at(min.span, "min")
+                .at(m.span, "max")
+                .help("node counts must satisfy min <= desired <= max"),
+            );
+            f.failed = true;
+        } else if d.value < min.value || d.value > m.value {
+            cx.error(
+                Diagnostic::error(
+                    "gpuplan::spec::nodes",
+                    format!("`desired` ({}) must be between `min` ({}) and `max` ({})", d.value, min.value, m.value),
+                )
+                .at(d.span, "desired is out of bounds")
+                .at(if d.value > m.value { m.span } else { min.span }, if d.value > m.value { "max" } else { "min" })
+                .help("node counts must satisfy min <= desired <= max"),
+            );
+            f.failed = true;
+        }
+    }
+    let failed = f.failed;
+    f.finish(cx, &["min", "desired", "max"]);
+    if failed {
+        return Err(Reported);
+    }
+    Ok(Nodes { min, desired: desired.ok_or(Reported)?, max: max.ok_or(Reported)? })
+}
+
+const FALLBACKS: &[(&str, Fallback)] =
+    &[("on_demand", Fallback::OnDemand), ("wait", Fallback::Wait), ("fail", Fallback::Fail)];
+
+fn mix(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, nodes: Option<&Nodes>) -> Result<Mix, Reported> {
+    let on_demand_base = f.u32(cx, "on_demand_base", 0, MAX_NODES);
+    let on_demand_base = f.or(on_demand_base, 0);
+    let spot_percent = f.u32(cx, "spot_percent", 0, 100);
+    let spot_percent = f.or(spot_percent, 0);
+    let fallback = f.enumeration(cx, "fallback", FALLBACKS);
+    let fallback = f.or(fallback, Fallback::OnDemand);
+    let max_spot_price = f.number(cx, "max_spot_price", 0.0001, 10_000.0);
+    if let Some(n) = nodes
+        && on_demand_base.value > n.max.value
+    {
+        cx.diags.push(
+            Diagnostic::warning(
+                "gpuplan::spec::on_demand_base",
+                format!(
+                    "`on_demand_base` ({}) is above `nodes.max` ({}): every node will be on-demand",
+                    on_demand_base.value, n.max.value
+                ),
+            )
+            .at(on_demand_base.span, "larger than the pool can grow"),
+        );
+    }
+    let failed = f.failed;
+    f.finish(cx, &["on_demand_base", "spot_percent", "fallback", "max_spot_price"]);
+    if failed { Err(Reported) } else { Ok(Mix { on_demand_base, spot_percent, fallback, max_spot_price }) }
+}
+
+pub const QUOTA_ATTRS: &[&str] = &["pools", "max_gpus", "allowed_gpus", "budget", "warn_percent"];
+
+pub fn quota(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Quota, Reported> {
+    let meta = meta(&mut f, cx, QUOTA_ATTRS);
+    let pools = f.address_list(cx, "pools", Some(Kind::GpuPool)).map(|v| v.value).unwrap_or_default();
+    let max_gpus = f.u32(cx, "max_gpus", 0, MAX_NODES * 16);
+    let allowed_gpus = f.string_list(cx, "allowed_gpus").map(|v| v.value).unwrap_or_default();
+    let budget = match f.nested(cx, "budget") {
+        Some(mut bf) => {
+            let hourly_usd = bf.number(cx, "hourly_usd", 0.0, 1e9);
+            let monthly_usd = bf.number(cx, "monthly_usd", 0.0, 1e12);
+            if hourly_usd.is_none() && monthly_usd.is_none() && !bf.failed {
+                cx.diags.push(
+                    Diagnostic::warning("gpuplan::spec::budget", "this `budget` block sets no limit")
+                        .at(bf.head, "empty budget")
+                        .help("set `hourly_usd` and/or `monthly_usd`"),
+                );
+            }
+            let failed = bf.failed;
+            bf.finish(cx, &["hourly_usd", "monthly_usd"]);
+            f.failed |= failed;
+            Some(Budget { hourly_usd, monthly_usd })
+        }
+        None => None,
+    };
+    let warn_percent = f.u32(cx, "warn_percent", 1, 100);
+    finish(f, cx, QUOTA_ATTRS)?;
+    Ok(Quota { pools, max_gpus, allowed_gpus, budget, warn_percent, meta })
+}
+
+pub const TEMPLATE_ATTRS: &[&str] =
+    &["image", "command", "env", "gpus", "priority", "preemptible", "max_runtime", "retries", "checkpoint_uri"];
+const PRIORITIES: &[(&str, Priority)] =
+    &[("critical", Priority::Critical), ("high", Priority::High), ("medium", Priority::Medium), ("low", Priority::Low)];
+
+pub fn job_template(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<JobTemplate, Reported> {
+    let meta = meta(&mut f, cx, TEMPLATE_ATTRS);
+    let image = f.string(cx, "image");
+    let image = f.required(cx, image, "image", "\"ghcr.io/org/trainer:1.0\"");
+    let command = f.string_list(cx, "command").map(|v| v.value).unwrap_or_default();
+    let env = f.string_map(cx, "env").map(|m| m.value).unwrap_or_default();
+    let gpus = f.u32(cx, "gpus", 1, 16 * 64);
+    let gpus = f.or(gpus, 1);
+    let priority = f.enumeration(cx, "priority", PRIORITIES);
+    let priority = f.or(priority, Priority::Medium);
+    let preemptible = f.bool(cx, "preemptible");
+    let preemptible = f.or(preemptible, false);
+    let max_runtime = f.duration(cx, "max_runtime");
+    if let Some(d) = &max_runtime
+        && d.value.as_secs() == 0
+    {
+        cx.error(
+            Diagnostic::error("gpuplan::spec::max_runtime", "`max_runtime` must be longer than zero")
+                .at(d.span, "zero"),
+        );
+        f.failed = true;
+    }
+    let retries = f.u32(cx, "retries", 0, 100);
+    let retries = f.or(retries, 0);
+    let checkpoint_uri = f.string(cx, "checkpoint_uri");
+    finish(f, cx, TEMPLATE_ATTRS)?;
+    Ok(JobTemplate {
+        image: image.ok_or(Reported)?,
+        command,
+        env,
+        gpus,
+        priority,
+        preemptible,
+        max_runtime,
+        retries,
+        checkpoint_uri,
+        meta,
+    })
+}
+
+pub const JOB_ATTRS: &[&str] = &["template", "pool", "quota", "args", "env", "replicas"];
+
+pub fn job(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Job, Reported> {
+    let meta = meta(&mut f, cx, JOB_ATTRS);
+    let template = f.address(cx, "template", Kind::JobTemplate);
+    let template = f.required(cx, template, "template", "job_template.NAME");
+    let pool = f.address(cx, "pool", Kind::GpuPool);
+    let pool = f.required(cx, pool, "pool", "gpu_pool.NAME");
+    let quota = f.address(cx, "quota", Kind::Quota);
+    let args = f.string_list(cx, "args").map(|v| v.value).unwrap_or_default();
+    let env = f.string_map(cx, "env").map(|m| m.value).unwrap_or_default();
+    let replicas = f.u32(cx, "replicas", 1, 10_000);
+    let replicas = f.or(replicas, 1);
+    finish(f, cx, JOB_ATTRS)?;
+    Ok(Job { template: template.ok_or(Reported)?, pool: pool.ok_or(Reported)?, quota, args, env, replicas, meta })
+}
+
+pub const AUTOSCALER_ATTRS: &[&str] = &["pool", "queue_wait", "utilization_above", "idle_for", "step", "cooldown"];
+
+pub fn autoscaler(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Autoscaler, Reported> {
+    let meta = meta(&mut f, cx, AUTOSCALER_ATTRS);
+    let pool = f.address(cx, "pool", Kind::GpuPool);
+    let pool = f.required(cx, pool, "pool", "gpu_pool.NAME");
+    let queue_wait = f.duration(cx, "queue_wait");
+    let queue_wait = f.or(queue_wait, Duration::secs(300));
+    let utilization_above = f.u32(cx, "utilization_above", 1, 100);
+    let utilization_above = f.or(utilization_above, 80);
+    let idle_for = f.duration(cx, "idle_for");
+    let idle_for = f.or(idle_for, Duration::secs(900));
+    let step = f.u32(cx, "step", 1, MAX_NODES);
+    let step = f.or(step, 1);
+    let cooldown = f.duration(cx, "cooldown");
+    let cooldown = f.or(cooldown, Duration::secs(300));
+    finish(f, cx, AUTOSCALER_ATTRS)?;
+    Ok(Autoscaler { pool: pool.ok_or(Reported)?, queue_wait, utilization_above, idle_for, step, cooldown, meta })
+}

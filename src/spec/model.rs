@@ -251,7 +251,7 @@ impl Provider {
 }
 
 /// Meta-arguments shared by every resource block.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Meta {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<Spanned<Address>>,
@@ -272,6 +272,18 @@ pub struct Meta {
     /// Every resource this one refers to in an expression, with where.
     #[serde(skip)]
     pub references: Vec<Spanned<Address>>,
+}
+
+/// Equality is semantic: where a block sits and how its references were spelled
+/// (`gpu_pool.train` or `"train"`) do not matter.
+impl PartialEq for Meta {
+    fn eq(&self, o: &Self) -> bool {
+        self.depends_on == o.depends_on
+            && self.count == o.count
+            && self.for_each == o.for_each
+            && self.lifecycle == o.lifecycle
+            && self.key == o.key
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]

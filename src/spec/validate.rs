@@ -1,8 +1,220 @@
-//! Cross-resource validation against the catalog and provider blocks.
+//! Cross-resource validation: providers exist, regions, zones, GPU models and instance
+//! types match the catalog for the pool's provider, jobs fit their pools and quotas.
+//!
+//! Runs after decoding on whatever decoded; it never evaluates expressions.
 
-use crate::diag::Diagnostics;
+use std::collections::BTreeMap;
+
+use crate::addr::Address;
+use crate::catalog::{self, Catalog};
+use crate::diag::{Diagnostic, Diagnostics, did_you_mean};
 use crate::spec::Spec;
+use crate::spec::model::{GpuPool, Provider, ProviderKind, Spanned};
 
 pub fn validate(spec: &Spec, diags: &mut Diagnostics) {
-    let _ = (spec, diags);
+    let cat = catalog::catalog();
+    for (addr, pool) in &spec.gpu_pools {
+        validate_pool(spec, cat, addr, pool, diags);
+    }
+    for q in spec.quotas.values() {
+        for g in &q.allowed_gpus {
+            check_gpu_model(cat, g, diags);
+        }
+    }
+    validate_jobs(spec, diags);
+    let mut scaled: BTreeMap<&Address, &Spanned<Address>> = BTreeMap::new();
+    for a in spec.autoscalers.values() {
+        if let Some(prev) = scaled.insert(&a.pool.value, &a.pool) {
+            diags.push(
+                Diagnostic::error("gpuplan::spec::autoscaler", format!("`{}` has more than one autoscaler", a.pool.value))
+                    .at(a.pool.span, "second autoscaler for this pool")
+                    .at(prev.span, "first one")
+                    .help("merge the rules into one autoscaler block"),
+            );
+        }
+    }
+}
+
+/// The provider block a pool uses, if declared.
+pub fn pool_provider<'s>(spec: &'s Spec, pool: &GpuPool) -> Option<&'s Provider> {
+    spec.providers.get(&pool.provider.value)
+}
+
+/// The region a pool runs in: its own, else its provider's.
+pub fn pool_region<'s>(spec: &'s Spec, pool: &'s GpuPool) -> Option<&'s Spanned<String>> {
+    pool.region.as_ref().or_else(|| pool_provider(spec, pool).and_then(|p| p.region.as_ref()))
+}
+
+fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, diags: &mut Diagnostics) {
+    let gpu_ok = check_gpu_model(cat, &pool.gpu, diags);
+    let Some(provider) = pool_provider(spec, pool) else {
+        let declared: Vec<&str> = spec.providers.keys().map(String::as_str).collect();
+        let known_kind = ProviderKind::ALL.iter().any(|k| k.as_str() == pool.provider.value);
+        let mut d = Diagnostic::error(
+            "gpuplan::spec::missing_provider",
+            format!("`{addr}` uses provider {:?}, but no such provider block is declared", pool.provider.value),
+        )
+        .at(pool.provider.span, "no provider block with this name");
+        d = match did_you_mean(&pool.provider.value, declared.iter().copied()) {
+            Some(s) => d.help(format!("did you mean {s:?}?")),
+            None if known_kind => d.help(format!("add `provider \"{}\" {{}}` to the spec", pool.provider.value)),
+            None => d.help(format!("declared providers: {}", if declared.is_empty() { "none".into() } else { declared.join(", ") })),
+        };
+        diags.push(d);
+        return;
+    };
+    let Some(kind) = provider.kind.value else { return };
+    let Some(region) = pool_region(spec, pool) else {
+        diags.push(
+            Diagnostic::error("gpuplan::spec::missing_region", format!("`{addr}` has no region"))
+                .at(pool.meta.span, "set `region` here or in the provider block")
+                .help(format!("add `region = \"{}\"`", cat.regions(kind).first().map(|r| r.name.as_str()).unwrap_or("us-east-1"))),
+        );
+        return;
+    };
+    let Some(reg) = cat.region(kind, &region.value) else {
+        let names: Vec<&str> = cat.regions(kind).iter().map(|r| r.name.as_str()).collect();
+        let d = Diagnostic::error("gpuplan::spec::region", format!("unknown region {:?} for provider `{kind}`", region.value))
+            .at(region.span, "not in the catalog for this provider");
+        diags.push(match did_you_mean(&region.value, names.iter().copied()) {
+            Some(s) => d.help(format!("did you mean {s:?}?")),
+            None => d.help(format!("regions: {}", names.join(", "))),
+        });
+        return;
+    };
+    for z in &pool.zones {
+        if !reg.zones.contains(&z.value) {
+            let d = Diagnostic::error("gpuplan::spec::zone", format!("zone {:?} is not in region {:?}", z.value, reg.name))
+                .at(z.span, "unknown zone");
+            diags.push(match did_you_mean(&z.value, reg.zones.iter().map(String::as_str)) {
+                Some(s) => d.help(format!("did you mean {s:?}?")),
+                None => d.help(format!("zones of {}: {}", reg.name, reg.zones.join(", "))),
+            });
+        }
+    }
+    for it in &pool.instance_types {
+        let Some(t) = cat.instance_type(kind, &it.value) else {
+            let names: Vec<&str> = cat.instance_types(kind).iter().map(|t| t.name.as_str()).collect();
+            let d = Diagnostic::error("gpuplan::spec::instance_type", format!("unknown instance type {:?} for provider `{kind}`", it.value))
+                .at(it.span, "not in the catalog");
+            diags.push(match did_you_mean(&it.value, names.iter().copied()) {
+                Some(s) => d.help(format!("did you mean {s:?}?")),
+                None => d.help("run `gpuplan offers --gpu MODEL` to list instance types"),
+            });
+            continue;
+        };
+        if gpu_ok && t.gpu != pool.gpu.value {
+            diags.push(
+                Diagnostic::error("gpuplan::spec::instance_type", format!("{} has {} GPUs, but the pool asks for {}", t.name, t.gpu, pool.gpu.value))
+                    .at(it.span, format!("{} GPUs", t.gpu))
+                    .at(pool.gpu.span, "pool GPU model")
+                    .help("pick an instance type with the pool's GPU model, or drop `instance_types` to let gpuplan choose"),
+            );
+        } else if t.gpus != pool.gpus_per_node.value {
+            diags.push(
+                Diagnostic::error(
+                    "gpuplan::spec::instance_type",
+                    format!("{} has {} GPUs per node, but `gpus_per_node` is {}", t.name, t.gpus, pool.gpus_per_node.value),
+                )
+                .at(it.span, format!("{} GPUs per node", t.gpus))
+                .at(pool.gpus_per_node.span, "gpus_per_node"),
+            );
+        }
+        if !t.offered_in(&reg.name) {
+            diags.push(
+                Diagnostic::error("gpuplan::spec::instance_type", format!("{} is not offered in {}", t.name, reg.name))
+                    .at(it.span, "not offered in this region")
+                    .at(region.span, "region")
+                    .help(format!("regions offering it: {}", t.regions.join(", "))),
+            );
+        }
+    }
+    if gpu_ok && pool.instance_types.is_empty() {
+        let cny = provider.cny_per_usd.as_ref().map(|c| c.value).unwrap_or(catalog::DEFAULT_CNY_PER_USD);
+        if cat.matching(kind, &reg.name, &pool.gpu.value, pool.gpus_per_node.value, cny).is_empty() {
+            let mut sizes: Vec<u32> = cat
+                .instance_types(kind)
+                .iter()
+                .filter(|t| t.gpu == pool.gpu.value && t.offered_in(&reg.name))
+                .map(|t| t.gpus)
+                .collect();
+            sizes.sort();
+            sizes.dedup();
+            let help = if sizes.is_empty() {
+                let mut regions: Vec<&str> = cat
+                    .instance_types(kind)
+                    .iter()
+                    .filter(|t| t.gpu == pool.gpu.value)
+                    .flat_map(|t| t.regions.iter().map(String::as_str))
+                    .collect();
+                regions.sort();
+                regions.dedup();
+                if regions.is_empty() {
+                    format!("`{kind}` offers no {} instances; try another provider (`gpuplan offers --gpu {}`)", pool.gpu.value, pool.gpu.value)
+                } else {
+                    format!("{} is offered in: {}", pool.gpu.value, regions.join(", "))
+                }
+            } else {
+                format!("in {} it comes with {} GPUs per node", reg.name, sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
+            };
+            diags.push(
+                Diagnostic::error(
+                    "gpuplan::spec::no_instance_type",
+                    format!("no `{kind}` instance type in {} has {} × {}", reg.name, pool.gpus_per_node.value, pool.gpu.value),
+                )
+                .at(pool.gpu.span, "GPU model")
+                .at(pool.gpus_per_node.span, "GPUs per node")
+                .help(help),
+            );
+        }
+    }
+}
+
+/// Is `gpu` a canonical catalog GPU model? Reports and returns false if not.
+fn check_gpu_model(cat: &Catalog, gpu: &Spanned<String>, diags: &mut Diagnostics) -> bool {
+    if cat.gpu_model(&gpu.value).is_some() {
+        return true;
+    }
+    let like = catalog::gpu_models_like(&gpu.value);
+    let d = Diagnostic::error("gpuplan::spec::gpu", format!("unknown GPU model {:?}", gpu.value)).at(gpu.span, "not a catalog GPU model");
+    let names: Vec<&str> = catalog::GPU_MODELS.iter().map(|m| m.name).collect();
+    diags.push(match (like.as_slice(), did_you_mean(&gpu.value, names.iter().copied())) {
+        ([one], _) => d.help(format!("did you mean {:?}?", one.name)),
+        ([_, ..], _) => d.help(format!("which one: {}?", like.iter().map(|m| m.name).collect::<Vec<_>>().join(", "))),
+        ([], Some(s)) => d.help(format!("did you mean {s:?}?")),
+        ([], None) => d.help(format!("GPU models: {}", names.join(", "))),
+    });
+    false
+}
+
+fn validate_jobs(spec: &Spec, diags: &mut Diagnostics) {
+    for (addr, job) in &spec.jobs {
+        let (Some(t), Some(pool)) = (spec.job_templates.get(&job.template.value), spec.gpu_pools.get(&job.pool.value)) else {
+            continue;
+        };
+        let capacity = pool.gpus_per_node.value.saturating_mul(pool.nodes.max.value);
+        if t.gpus.value > capacity {
+            diags.push(
+                Diagnostic::error(
+                    "gpuplan::spec::job_gpus",
+                    format!("`{addr}` needs {} GPUs per replica, but `{}` can hold at most {capacity}", t.gpus.value, job.pool.value),
+                )
+                .at(job.pool.span, "pool too small")
+                .at(t.gpus.span, "GPUs per replica")
+                .help("raise the pool's `nodes.max` or lower the template's `gpus`"),
+            );
+        }
+        if let Some(q) = &job.quota
+            && let Some(quota) = spec.quotas.get(&q.value)
+            && !quota.pools.is_empty()
+            && !quota.pools.iter().any(|p| p.value == job.pool.value)
+        {
+            diags.push(
+                Diagnostic::error("gpuplan::spec::job_quota", format!("`{addr}` runs on `{}`, which `{}` does not cover", job.pool.value, q.value))
+                    .at(job.pool.span, "pool")
+                    .at(q.span, "quota")
+                    .help(format!("add {} to the quota's `pools`", job.pool.value)),
+            );
+        }
+    }
 }

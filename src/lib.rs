@@ -4,3 +4,5 @@ pub mod addr;
 pub mod catalog;
 pub mod diag;
 pub mod spec;
+pub mod graph;
+pub mod providers;

@@ -1,0 +1,209 @@
+//! The dependency graph over resource addresses.
+//!
+//! Edges come from expression references (`gpu_pool.train.gpu`), `depends_on`, and the
+//! address-valued attributes (a job's `pool`/`template`/`quota`, a quota's `pools`, an
+//! autoscaler's `pool`). An edge `a → b` means "a depends on b": b is created first and
+//! deleted last. Cycles are reported as located diagnostics naming every member.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
+
+use crate::addr::Address;
+use crate::diag::{Diagnostic, Span};
+use crate::spec::Spec;
+use crate::spec::model::{Meta, Spanned};
+
+/// Why one resource depends on another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    pub span: Span,
+}
+
+#[derive(Debug, Default)]
+pub struct Graph {
+    pub graph: DiGraph<Address, Edge>,
+    index: BTreeMap<Address, NodeIndex>,
+    spans: BTreeMap<Address, Span>,
+}
+
+impl Graph {
+    fn node(&mut self, a: &Address) -> NodeIndex {
+        if let Some(n) = self.index.get(a) {
+            return *n;
+        }
+        let n = self.graph.add_node(a.clone());
+        self.index.insert(a.clone(), n);
+        n
+    }
+
+    pub fn get(&self, a: &Address) -> Option<NodeIndex> {
+        self.index.get(a).copied()
+    }
+
+    pub fn addresses(&self) -> impl Iterator<Item = &Address> {
+        self.index.keys()
+    }
+
+    /// Direct dependencies of `a`.
+    pub fn dependencies(&self, a: &Address) -> Vec<&Address> {
+        let Some(n) = self.get(a) else { return vec![] };
+        let mut out: Vec<&Address> = self.graph.neighbors(n).map(|m| &self.graph[m]).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Addresses in dependency order (dependencies first), ties broken by address.
+    /// Returns `Err` with the cycles' diagnostics if the graph is not acyclic.
+    pub fn order(&self) -> Result<Vec<Address>, Vec<Diagnostic>> {
+        let cycles = self.cycles();
+        if !cycles.is_empty() {
+            return Err(cycles);
+        }
+        // Kahn's algorithm on reversed edges with a sorted ready set: deterministic.
+        let mut remaining: BTreeMap<NodeIndex, usize> =
+            self.graph.node_indices().map(|n| (n, self.graph.neighbors(n).collect::<BTreeSet<_>>().len())).collect();
+        let mut ready: BTreeSet<(Address, NodeIndex)> =
+            remaining.iter().filter(|(_, d)| **d == 0).map(|(n, _)| (self.graph[*n].clone(), *n)).collect();
+        let mut out = Vec::with_capacity(self.graph.node_count());
+        while let Some((a, n)) = ready.pop_first() {
+            out.push(a);
+            let dependents: BTreeSet<NodeIndex> =
+                self.graph.neighbors_directed(n, petgraph::Direction::Incoming).collect();
+            for d in dependents {
+                if let Some(c) = remaining.get_mut(&d) {
+                    *c -= 1;
+                    if *c == 0 {
+                        ready.insert((self.graph[d].clone(), d));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every cycle, as one diagnostic each with every member labelled.
+    pub fn cycles(&self) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        for scc in petgraph::algo::tarjan_scc(&self.graph) {
+            let self_loop = scc.len() == 1 && self.graph.contains_edge(scc[0], scc[0]);
+            if scc.len() < 2 && !self_loop {
+                continue;
+            }
+            let members: BTreeSet<NodeIndex> = scc.iter().copied().collect();
+            let mut names: Vec<String> = scc.iter().map(|n| self.graph[*n].to_string()).collect();
+            names.sort();
+            let mut d = Diagnostic::error("gpuplan::graph::cycle", format!("dependency cycle between {}", names.join(", ")));
+            let mut edges: Vec<_> = self
+                .graph
+                .edge_references()
+                .filter(|e| members.contains(&e.source()) && members.contains(&e.target()))
+                .collect();
+            edges.sort_by_key(|e| (self.graph[e.source()].clone(), self.graph[e.target()].clone()));
+            for e in edges {
+                d = d.at(e.weight().span, format!("{} depends on {}", self.graph[e.source()], self.graph[e.target()]));
+            }
+            out.push(d.help("remove one `depends_on` or reference so the resources can be ordered"));
+        }
+        out
+    }
+
+    /// Graphviz DOT.
+    pub fn to_dot(&self) -> String {
+        let mut s = String::from("digraph gpuplan {\n  rankdir = \"RL\";\n  node [shape = box];\n");
+        for a in self.index.keys() {
+            let _ = writeln!(s, "  \"{a}\";");
+        }
+        for (from, to) in self.sorted_edges() {
+            let _ = writeln!(s, "  \"{from}\" -> \"{to}\";");
+        }
+        s.push_str("}\n");
+        s
+    }
+
+    /// Mermaid flowchart (renders in GitHub markdown).
+    pub fn to_mermaid(&self) -> String {
+        let id = |a: &Address| a.to_string().replace(['.', '[', ']', '"'], "_");
+        let mut s = String::from("flowchart RL\n");
+        for a in self.index.keys() {
+            let _ = writeln!(s, "  {}[\"{}\"]", id(a), a.to_string().replace('"', "#quot;"));
+        }
+        for (from, to) in self.sorted_edges() {
+            let _ = writeln!(s, "  {} --> {}", id(from), id(to));
+        }
+        s
+    }
+
+    fn sorted_edges(&self) -> Vec<(&Address, &Address)> {
+        let mut edges: Vec<_> =
+            self.graph.edge_references().map(|e| (&self.graph[e.source()], &self.graph[e.target()])).collect();
+        edges.sort();
+        edges.dedup();
+        edges
+    }
+}
+
+/// Build the graph of a spec. Every declared resource is a node.
+pub fn build(spec: &Spec) -> Graph {
+    let mut g = Graph::default();
+    let mut add = |g: &mut Graph, from: &Address, meta: &Meta, extra: Vec<&Spanned<Address>>| {
+        let n = g.node(from);
+        g.spans.insert(from.clone(), meta.span);
+        let deps = meta.depends_on.iter().chain(meta.references.iter()).chain(extra);
+        for d in deps {
+            // A reference without an instance key means every instance of it.
+            let targets: Vec<Address> = if d.value.key.is_none() {
+                g.index.keys().filter(|a| a.base() == d.value).cloned().collect::<Vec<_>>()
+            } else {
+                vec![d.value.clone()]
+            };
+            let targets = if targets.is_empty() { vec![d.value.clone()] } else { targets };
+            for t in targets {
+                let m = g.node(&t);
+                g.graph.update_edge(n, m, Edge { span: d.span });
+            }
+        }
+    };
+    // Nodes first so unkeyed references can expand to every instance.
+    for a in spec.gpu_pools.keys().chain(spec.quotas.keys()).chain(spec.job_templates.keys()) {
+        g.node(a);
+    }
+    for a in spec.jobs.keys().chain(spec.autoscalers.keys()) {
+        g.node(a);
+    }
+    for (a, p) in &spec.gpu_pools {
+        add(&mut g, a, &p.meta, vec![]);
+    }
+    for (a, q) in &spec.quotas {
+        add(&mut g, a, &q.meta, q.pools.iter().collect());
+    }
+    for (a, t) in &spec.job_templates {
+        add(&mut g, a, &t.meta, vec![]);
+    }
+    for (a, j) in &spec.jobs {
+        let mut extra = vec![&j.template, &j.pool];
+        extra.extend(j.quota.iter());
+        add(&mut g, a, &j.meta, extra);
+    }
+    for (a, s) in &spec.autoscalers {
+        add(&mut g, a, &s.meta, vec![&s.pool]);
+    }
+    // Providers are configuration, not graph nodes: references to them are dropped.
+    let mut providers: Vec<NodeIndex> =
+        g.index.iter().filter(|(a, _)| a.kind == crate::addr::Kind::Provider).map(|(_, n)| *n).collect();
+    // Highest index first, so the node swapped into a removed slot is never a provider.
+    providers.sort_by(|a, b| b.cmp(a));
+    for n in providers {
+        let a = g.graph[n].clone();
+        g.graph.remove_node(n);
+        g.index.remove(&a);
+        // remove_node swaps the last node into `n`: fix its index entry.
+        if let Some(moved) = g.graph.node_weight(n).cloned() {
+            g.index.insert(moved, n);
+        }
+    }
+    g
+}

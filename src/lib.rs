@@ -6,3 +6,5 @@ pub mod diag;
 pub mod spec;
 pub mod graph;
 pub mod providers;
+pub mod state;
+pub mod plan;

@@ -1,0 +1,212 @@
+//! The plan: what apply will do, and why. One model, many views (`render/`).
+//!
+//! Names follow OpenTofu: a [`Plan`] holds [`ResourceChange`]s, each with an [`Action`]
+//! (symbol `+ ~ - ±`) and reasons that explain it. Reasons never drive apply; the
+//! node operations in [`PoolChange`] do, and apply executes exactly those.
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::Address;
+use crate::providers::{Capacity, CreateNodes};
+
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    Create,
+    Update,
+    Replace,
+    Delete,
+    NoOp,
+    Read,
+}
+
+impl Action {
+    /// The symbol shown in the text view.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Action::Create => "+",
+            Action::Update => "~",
+            Action::Replace => "±",
+            Action::Delete => "-",
+            Action::NoOp => " ",
+            Action::Read => "<=",
+        }
+    }
+    pub fn verb(self) -> &'static str {
+        match self {
+            Action::Create => "will be created",
+            Action::Update => "will be updated in-place",
+            Action::Replace => "must be replaced",
+            Action::Delete => "will be destroyed",
+            Action::NoOp => "has no changes",
+            Action::Read => "will be read",
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Replace => "replace",
+            Action::Delete => "delete",
+            Action::NoOp => "no-op",
+            Action::Read => "read",
+        }
+    }
+}
+
+/// Why a change is planned (explains; never drives apply).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reason {
+    /// Stable code, e.g. `new`, `removed_from_spec`, `node_count`, `immutable:gpu`,
+    /// `drift:reclaimed`, `orphan`, `autoscaler`.
+    pub code: String,
+    pub message: String,
+}
+
+impl Reason {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Reason { code: code.into(), message: message.into() }
+    }
+}
+
+/// Nodes by capacity type, before or after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct NodeCounts {
+    pub on_demand: u32,
+    pub spot: u32,
+    pub gpus_per_node: u32,
+}
+
+impl NodeCounts {
+    pub fn nodes(&self) -> u32 {
+        self.on_demand + self.spot
+    }
+    pub fn gpus(&self) -> u64 {
+        self.nodes() as u64 * self.gpus_per_node as u64
+    }
+}
+
+/// One node to terminate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeDelete {
+    pub id: String,
+    pub zone: String,
+    pub instance_type: String,
+    pub capacity: Capacity,
+    /// Why this node goes (surplus, replaced, orphan, removed from spec).
+    pub reason: String,
+}
+
+/// The node-level work of one pool change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolChange {
+    pub provider: String,
+    pub provider_kind: String,
+    pub region: String,
+    pub gpu: String,
+    pub before: NodeCounts,
+    pub after: NodeCounts,
+    /// Batches to create, each one provider call, each with its idempotency token.
+    pub creates: Vec<CreateNodes>,
+    pub deletes: Vec<NodeDelete>,
+    /// Orphan node ids (tagged for this pool, unknown to state) taken into state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adopt: Vec<String>,
+    /// Create replacements before deleting (the default for pools).
+    pub create_before_destroy: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceChange {
+    pub address: Address,
+    pub action: Action,
+    /// Attributes before (from state) and after (from the spec), as JSON.
+    pub before: Option<serde_json::Value>,
+    pub after: Option<serde_json::Value>,
+    pub reasons: Vec<Reason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolChange>,
+    /// Addresses this change must wait for (dependencies for create/update; for deletes,
+    /// the dependents that must go first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_changes: Vec<Address>,
+}
+
+/// Something the clouds run that state or spec does not say.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriftItem {
+    pub address: Address,
+    /// `reclaimed`, `removed`, `changed`, `orphan`, `untracked_pool`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Summary {
+    pub add: usize,
+    pub change: usize,
+    pub destroy: usize,
+}
+
+/// A refusal found while planning (e.g. `prevent_destroy`): the plan cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanError {
+    pub address: Address,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub format_version: u32,
+    /// The prior state this plan was made against; apply refuses if it moved.
+    pub lineage: String,
+    pub serial: u64,
+    /// SHA-256 of the canonical spec; apply refuses if the spec changed.
+    pub spec_digest: String,
+    pub refreshed: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<Address>,
+    /// `destroy` plans delete everything the state owns.
+    #[serde(default)]
+    pub destroy: bool,
+    pub changes: Vec<ResourceChange>,
+    pub drift: Vec<DriftItem>,
+    pub summary: Summary,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<PlanError>,
+    /// Filled by `cost/` (issue: cost model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<serde_json::Value>,
+    /// Filled by `policy/`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<serde_json::Value>,
+}
+
+impl Plan {
+    pub fn has_changes(&self) -> bool {
+        self.changes.iter().any(|c| c.action != Action::NoOp)
+    }
+
+    pub fn summarize(&mut self) {
+        let mut s = Summary::default();
+        for c in &self.changes {
+            match c.action {
+                Action::Create => s.add += 1,
+                Action::Update => s.change += 1,
+                Action::Delete => s.destroy += 1,
+                Action::Replace => {
+                    s.add += 1;
+                    s.destroy += 1;
+                }
+                Action::NoOp | Action::Read => {}
+            }
+        }
+        self.summary = s;
+    }
+}

@@ -1,0 +1,62 @@
+//! The state file's data model (`state/<workspace>.json`).
+//!
+//! `{format_version, serial, lineage, resources: {ADDR: {...}}, history: [...]}`.
+//! Every write bumps `serial`; `lineage` is a UUID fixed when the state is created.
+//! Resources hold what gpuplan last applied (`config`) and what it observed (`nodes`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::providers::Node;
+
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct State {
+    pub format_version: u32,
+    pub serial: u64,
+    pub lineage: String,
+    #[serde(default)]
+    pub resources: BTreeMap<String, ResourceState>,
+    /// Notable events: applies, policy overrides. Newest last, capped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryEntry>,
+}
+
+impl State {
+    pub fn new(lineage: String) -> Self {
+        State { format_version: FORMAT_VERSION, serial: 0, lineage, resources: BTreeMap::new(), history: Vec::new() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ResourceState {
+    /// `gpu_pool`, `quota`, `job_template`, `job`, `autoscaler`.
+    pub kind: String,
+    /// The provider block's local name, for resources that live in a cloud.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Provider kind (`sim`, `aws`, ...), so refresh and destroy work without the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// The configuration last applied (the spec's attributes as JSON).
+    #[serde(default)]
+    pub config: serde_json::Value,
+    /// Nodes gpuplan created for a pool, as last observed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<serde_json::Value>")]
+    pub nodes: Vec<Node>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HistoryEntry {
+    /// RFC 3339 time.
+    pub at: String,
+    /// `apply`, `destroy`, `policy_override`, `state_rm`, ...
+    pub event: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}

@@ -3,8 +3,8 @@
 pub mod addr;
 pub mod catalog;
 pub mod diag;
-pub mod spec;
 pub mod graph;
-pub mod providers;
-pub mod state;
 pub mod plan;
+pub mod providers;
+pub mod spec;
+pub mod state;

@@ -96,7 +96,8 @@ impl Graph {
             let members: BTreeSet<NodeIndex> = scc.iter().copied().collect();
             let mut names: Vec<String> = scc.iter().map(|n| self.graph[*n].to_string()).collect();
             names.sort();
-            let mut d = Diagnostic::error("gpuplan::graph::cycle", format!("dependency cycle between {}", names.join(", ")));
+            let mut d =
+                Diagnostic::error("gpuplan::graph::cycle", format!("dependency cycle between {}", names.join(", ")));
             let mut edges: Vec<_> = self
                 .graph
                 .edge_references()
@@ -149,7 +150,7 @@ impl Graph {
 /// Build the graph of a spec. Every declared resource is a node.
 pub fn build(spec: &Spec) -> Graph {
     let mut g = Graph::default();
-    let mut add = |g: &mut Graph, from: &Address, meta: &Meta, extra: Vec<&Spanned<Address>>| {
+    let add = |g: &mut Graph, from: &Address, meta: &Meta, extra: Vec<&Spanned<Address>>| {
         let n = g.node(from);
         g.spans.insert(from.clone(), meta.span);
         let deps = meta.depends_on.iter().chain(meta.references.iter()).chain(extra);

@@ -1,5 +1,7 @@
 //! Planning: diff(Spec, observed state) → [`Plan`]. Pure: no I/O, no clock, no randomness.
 
+pub mod diff;
 pub mod model;
+pub mod shape;
 
 pub use model::{Action, Plan, ResourceChange};

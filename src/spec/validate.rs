@@ -26,10 +26,13 @@ pub fn validate(spec: &Spec, diags: &mut Diagnostics) {
     for a in spec.autoscalers.values() {
         if let Some(prev) = scaled.insert(&a.pool.value, &a.pool) {
             diags.push(
-                Diagnostic::error("gpuplan::spec::autoscaler", format!("`{}` has more than one autoscaler", a.pool.value))
-                    .at(a.pool.span, "second autoscaler for this pool")
-                    .at(prev.span, "first one")
-                    .help("merge the rules into one autoscaler block"),
+                Diagnostic::error(
+                    "gpuplan::spec::autoscaler",
+                    format!("`{}` has more than one autoscaler", a.pool.value),
+                )
+                .at(a.pool.span, "second autoscaler for this pool")
+                .at(prev.span, "first one")
+                .help("merge the rules into one autoscaler block"),
             );
         }
     }
@@ -58,7 +61,10 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
         d = match did_you_mean(&pool.provider.value, declared.iter().copied()) {
             Some(s) => d.help(format!("did you mean {s:?}?")),
             None if known_kind => d.help(format!("add `provider \"{}\" {{}}` to the spec", pool.provider.value)),
-            None => d.help(format!("declared providers: {}", if declared.is_empty() { "none".into() } else { declared.join(", ") })),
+            None => d.help(format!(
+                "declared providers: {}",
+                if declared.is_empty() { "none".into() } else { declared.join(", ") }
+            )),
         };
         diags.push(d);
         return;
@@ -68,14 +74,20 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
         diags.push(
             Diagnostic::error("gpuplan::spec::missing_region", format!("`{addr}` has no region"))
                 .at(pool.meta.span, "set `region` here or in the provider block")
-                .help(format!("add `region = \"{}\"`", cat.regions(kind).first().map(|r| r.name.as_str()).unwrap_or("us-east-1"))),
+                .help(format!(
+                    "add `region = \"{}\"`",
+                    cat.regions(kind).first().map(|r| r.name.as_str()).unwrap_or("us-east-1")
+                )),
         );
         return;
     };
     let Some(reg) = cat.region(kind, &region.value) else {
         let names: Vec<&str> = cat.regions(kind).iter().map(|r| r.name.as_str()).collect();
-        let d = Diagnostic::error("gpuplan::spec::region", format!("unknown region {:?} for provider `{kind}`", region.value))
-            .at(region.span, "not in the catalog for this provider");
+        let d = Diagnostic::error(
+            "gpuplan::spec::region",
+            format!("unknown region {:?} for provider `{kind}`", region.value),
+        )
+        .at(region.span, "not in the catalog for this provider");
         diags.push(match did_you_mean(&region.value, names.iter().copied()) {
             Some(s) => d.help(format!("did you mean {s:?}?")),
             None => d.help(format!("regions: {}", names.join(", "))),
@@ -84,8 +96,9 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
     };
     for z in &pool.zones {
         if !reg.zones.contains(&z.value) {
-            let d = Diagnostic::error("gpuplan::spec::zone", format!("zone {:?} is not in region {:?}", z.value, reg.name))
-                .at(z.span, "unknown zone");
+            let d =
+                Diagnostic::error("gpuplan::spec::zone", format!("zone {:?} is not in region {:?}", z.value, reg.name))
+                    .at(z.span, "unknown zone");
             diags.push(match did_you_mean(&z.value, reg.zones.iter().map(String::as_str)) {
                 Some(s) => d.help(format!("did you mean {s:?}?")),
                 None => d.help(format!("zones of {}: {}", reg.name, reg.zones.join(", "))),
@@ -95,8 +108,11 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
     for it in &pool.instance_types {
         let Some(t) = cat.instance_type(kind, &it.value) else {
             let names: Vec<&str> = cat.instance_types(kind).iter().map(|t| t.name.as_str()).collect();
-            let d = Diagnostic::error("gpuplan::spec::instance_type", format!("unknown instance type {:?} for provider `{kind}`", it.value))
-                .at(it.span, "not in the catalog");
+            let d = Diagnostic::error(
+                "gpuplan::spec::instance_type",
+                format!("unknown instance type {:?} for provider `{kind}`", it.value),
+            )
+            .at(it.span, "not in the catalog");
             diags.push(match did_you_mean(&it.value, names.iter().copied()) {
                 Some(s) => d.help(format!("did you mean {s:?}?")),
                 None => d.help("run `gpuplan offers --gpu MODEL` to list instance types"),
@@ -105,16 +121,24 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
         };
         if gpu_ok && t.gpu != pool.gpu.value {
             diags.push(
-                Diagnostic::error("gpuplan::spec::instance_type", format!("{} has {} GPUs, but the pool asks for {}", t.name, t.gpu, pool.gpu.value))
-                    .at(it.span, format!("{} GPUs", t.gpu))
-                    .at(pool.gpu.span, "pool GPU model")
-                    .help("pick an instance type with the pool's GPU model, or drop `instance_types` to let gpuplan choose"),
+                Diagnostic::error(
+                    "gpuplan::spec::instance_type",
+                    format!("{} has {} GPUs, but the pool asks for {}", t.name, t.gpu, pool.gpu.value),
+                )
+                .at(it.span, format!("{} GPUs", t.gpu))
+                .at(pool.gpu.span, "pool GPU model")
+                .help(
+                    "pick an instance type with the pool's GPU model, or drop `instance_types` to let gpuplan choose",
+                ),
             );
         } else if t.gpus != pool.gpus_per_node.value {
             diags.push(
                 Diagnostic::error(
                     "gpuplan::spec::instance_type",
-                    format!("{} has {} GPUs per node, but `gpus_per_node` is {}", t.name, t.gpus, pool.gpus_per_node.value),
+                    format!(
+                        "{} has {} GPUs per node, but `gpus_per_node` is {}",
+                        t.name, t.gpus, pool.gpus_per_node.value
+                    ),
                 )
                 .at(it.span, format!("{} GPUs per node", t.gpus))
                 .at(pool.gpus_per_node.span, "gpus_per_node"),
@@ -150,17 +174,27 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
                 regions.sort();
                 regions.dedup();
                 if regions.is_empty() {
-                    format!("`{kind}` offers no {} instances; try another provider (`gpuplan offers --gpu {}`)", pool.gpu.value, pool.gpu.value)
+                    format!(
+                        "`{kind}` offers no {} instances; try another provider (`gpuplan offers --gpu {}`)",
+                        pool.gpu.value, pool.gpu.value
+                    )
                 } else {
                     format!("{} is offered in: {}", pool.gpu.value, regions.join(", "))
                 }
             } else {
-                format!("in {} it comes with {} GPUs per node", reg.name, sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
+                format!(
+                    "in {} it comes with {} GPUs per node",
+                    reg.name,
+                    sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                )
             };
             diags.push(
                 Diagnostic::error(
                     "gpuplan::spec::no_instance_type",
-                    format!("no `{kind}` instance type in {} has {} × {}", reg.name, pool.gpus_per_node.value, pool.gpu.value),
+                    format!(
+                        "no `{kind}` instance type in {} has {} × {}",
+                        reg.name, pool.gpus_per_node.value, pool.gpu.value
+                    ),
                 )
                 .at(pool.gpu.span, "GPU model")
                 .at(pool.gpus_per_node.span, "GPUs per node")
@@ -176,7 +210,8 @@ fn check_gpu_model(cat: &Catalog, gpu: &Spanned<String>, diags: &mut Diagnostics
         return true;
     }
     let like = catalog::gpu_models_like(&gpu.value);
-    let d = Diagnostic::error("gpuplan::spec::gpu", format!("unknown GPU model {:?}", gpu.value)).at(gpu.span, "not a catalog GPU model");
+    let d = Diagnostic::error("gpuplan::spec::gpu", format!("unknown GPU model {:?}", gpu.value))
+        .at(gpu.span, "not a catalog GPU model");
     let names: Vec<&str> = catalog::GPU_MODELS.iter().map(|m| m.name).collect();
     diags.push(match (like.as_slice(), did_you_mean(&gpu.value, names.iter().copied())) {
         ([one], _) => d.help(format!("did you mean {:?}?", one.name)),
@@ -189,7 +224,8 @@ fn check_gpu_model(cat: &Catalog, gpu: &Spanned<String>, diags: &mut Diagnostics
 
 fn validate_jobs(spec: &Spec, diags: &mut Diagnostics) {
     for (addr, job) in &spec.jobs {
-        let (Some(t), Some(pool)) = (spec.job_templates.get(&job.template.value), spec.gpu_pools.get(&job.pool.value)) else {
+        let (Some(t), Some(pool)) = (spec.job_templates.get(&job.template.value), spec.gpu_pools.get(&job.pool.value))
+        else {
             continue;
         };
         let capacity = pool.gpus_per_node.value.saturating_mul(pool.nodes.max.value);
@@ -197,7 +233,10 @@ fn validate_jobs(spec: &Spec, diags: &mut Diagnostics) {
             diags.push(
                 Diagnostic::error(
                     "gpuplan::spec::job_gpus",
-                    format!("`{addr}` needs {} GPUs per replica, but `{}` can hold at most {capacity}", t.gpus.value, job.pool.value),
+                    format!(
+                        "`{addr}` needs {} GPUs per replica, but `{}` can hold at most {capacity}",
+                        t.gpus.value, job.pool.value
+                    ),
                 )
                 .at(job.pool.span, "pool too small")
                 .at(t.gpus.span, "GPUs per replica")
@@ -210,10 +249,13 @@ fn validate_jobs(spec: &Spec, diags: &mut Diagnostics) {
             && !quota.pools.iter().any(|p| p.value == job.pool.value)
         {
             diags.push(
-                Diagnostic::error("gpuplan::spec::job_quota", format!("`{addr}` runs on `{}`, which `{}` does not cover", job.pool.value, q.value))
-                    .at(job.pool.span, "pool")
-                    .at(q.span, "quota")
-                    .help(format!("add {} to the quota's `pools`", job.pool.value)),
+                Diagnostic::error(
+                    "gpuplan::spec::job_quota",
+                    format!("`{addr}` runs on `{}`, which `{}` does not cover", job.pool.value, q.value),
+                )
+                .at(job.pool.span, "pool")
+                .at(q.span, "quota")
+                .help(format!("add {} to the quota's `pools`", job.pool.value)),
             );
         }
     }

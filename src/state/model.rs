@@ -45,6 +45,9 @@ pub struct ResourceState {
     /// The configuration last applied (the spec's attributes as JSON).
     #[serde(default)]
     pub config: serde_json::Value,
+    /// Addresses this resource depended on when applied: destroy runs in reverse.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
     /// Nodes gpuplan created for a pool, as last observed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<serde_json::Value>")]

@@ -201,7 +201,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                 message: format!("node {} carries this state's tags but the state does not know it; {verb}", n.id),
             });
             if cx.pool.is_some() {
-                adopt.push(n.id.clone());
+                adopt.push((*n).clone());
             }
         }
     }
@@ -275,6 +275,8 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                 creates: vec![],
                 deletes,
                 adopt: vec![],
+                zones: vec![],
+                fallback: Default::default(),
                 create_before_destroy: false,
             }),
             after_changes: vec![],
@@ -435,6 +437,8 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
             creates,
             deletes,
             adopt,
+            zones: shape.zones.clone(),
+            fallback: pool.mix.fallback.value,
             create_before_destroy: cbd,
         }),
         after_changes: vec![],

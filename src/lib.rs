@@ -2,5 +2,6 @@
 
 pub mod addr;
 pub mod catalog;
+pub mod cli;
 pub mod diag;
 pub mod spec;

@@ -6,7 +6,7 @@
 //! Data goes to stdout; progress, warnings and diagnostics to stderr.
 //!
 //! Adding a command: give its variant a `run` in its own file (`plan.rs`: `pub fn run(&Settings,
-//! &PlanArgs) -> miette::Result<ExitStatus>`, or `async fn` wrapped in [`runtime::block_on`])
+//! &PlanArgs) -> miette::Result<ExitStatus>`, or `async fn` wrapped in `runtime::block_on`)
 //! and add one arm to `dispatch`.
 
 mod error;
@@ -88,6 +88,7 @@ pub struct Cli {
 
 /// Flags every command accepts, before or after the command name.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Run as if started in DIR: specs, `state/` and `policies/` are looked up there
     #[arg(short = 'C', value_name = "DIR", global = true)]
@@ -98,7 +99,7 @@ pub struct GlobalArgs {
     /// Workspace: selects the state file
     #[arg(long, value_name = "NAME", default_value = "default", env = "GPUPLAN_WORKSPACE", global = true)]
     pub workspace: String,
-    /// Plain output without colours (also when `NO_COLOR` is set or output is not a terminal)
+    /// Plain output without colours (also with `NO_COLOR` set or without a terminal)
     #[arg(long, global = true)]
     pub no_color: bool,
     /// How long to wait for another run's state lock, e.g. `30s`, `2m`
@@ -431,7 +432,7 @@ pub enum SimCommand {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (expected e.g. `30s`, `5m`, `1h`)"))
+    humantime::parse_duration(s).map_err(|e| format!("{e}; try e.g. `30s`, `5m`, `1h`"))
 }
 
 fn parse_provider(s: &str) -> Result<ProviderKind, String> {

@@ -2,7 +2,7 @@
 //! `reconcile`, ...) build a runtime, so `validate`, `fmt` and `--help` stay instant.
 //!
 //! The runtime is built here rather than in `main` because only the parsed command knows
-//! whether it needs one; `main` stays a three-liner around [`super::run`].
+//! whether it needs one; `main` stays a three-liner around `cli::run`.
 
 use std::future::Future;
 

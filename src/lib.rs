@@ -47,6 +47,7 @@
 
 pub mod addr;
 pub mod catalog;
+pub mod cli;
 pub mod diag;
 pub mod graph;
 pub mod plan;

@@ -124,5 +124,5 @@ pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
 pub fn display_path(path: &Path) -> String {
     let cwd = std::env::current_dir().ok();
     let shown = cwd.as_deref().and_then(|c| path.strip_prefix(c).ok()).unwrap_or(path);
-    shown.display().to_string()
+    if shown.as_os_str().is_empty() { ".".to_string() } else { shown.display().to_string() }
 }

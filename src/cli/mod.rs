@@ -12,6 +12,8 @@
 mod error;
 mod exit;
 mod fmt;
+mod graph;
+mod load;
 mod output;
 mod runtime;
 mod settings;
@@ -66,6 +68,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
     match command {
         Command::Validate(args) => validate::run(settings, args),
         Command::Fmt(args) => fmt::run(settings, args),
+        Command::Graph(args) => graph::run(settings, args),
         other => Err(CliError::not_implemented(&other.display_name()).into()),
     }
 }

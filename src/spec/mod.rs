@@ -116,6 +116,9 @@ pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
     }
     let spec = decode::decode(&sources, &files, opts, &mut diags);
     validate::validate(&spec, &mut diags);
+    for cycle in crate::graph::build(&spec).cycles() {
+        diags.push(cycle);
+    }
     diags.sort();
     Loaded { sources, spec, diags, files: vec![] }
 }

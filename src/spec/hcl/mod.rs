@@ -118,7 +118,9 @@ fn char_span(file: u32, text: &str, base: usize, at: usize) -> Span {
 
 fn syntax_error(file: u32, text: &str, base: usize, err: &hcl_edit::parser::Error, lexed: &Lexed, diags: &mut Diagnostics) {
     let at = err.location().offset();
-    if let Some((s, e)) = lexed.bad_number.filter(|(s, _)| *s <= at) {
+    // hcl-edit reports a too-large literal as an unexpected token somewhere on its line.
+    let line_end = lex::find(text.as_bytes(), at, b"\n").unwrap_or(text.len());
+    if let Some((s, e)) = lexed.bad_number.filter(|(s, _)| *s <= line_end) {
         diags.push(
             Diagnostic::error("gpuplan::syntax", "number out of range")
                 .at(Span::new(file, base + s, base + e), "does not fit a 64-bit float")

@@ -63,7 +63,9 @@ impl Conv<'_> {
         // hcl-edit's body span covers only its structures; users expect `{ ... }`.
         let header_end = labels.last().map_or(kind.span.end, |l| l.span.end) as usize;
         let body_span = match super::lex::find(self.text.as_bytes(), header_end.saturating_sub(self.base), b"{") {
-            Some(open) if open + self.base < span.end as usize => Span::new(self.file, open + self.base, span.end as usize),
+            Some(open) if open + self.base < span.end as usize => {
+                Span::new(self.file, open + self.base, span.end as usize)
+            }
             _ => span,
         };
         let body = self.body(&block.body, body_span);
@@ -162,7 +164,8 @@ impl Conv<'_> {
     }
 
     fn call(&mut self, f: &hx::FuncCall, sp: Span) -> ExprKind {
-        let parts: Vec<&str> = f.name.namespace.iter().chain(std::iter::once(&f.name.name)).map(|i| i.as_str()).collect();
+        let parts: Vec<&str> =
+            f.name.namespace.iter().chain(std::iter::once(&f.name.name)).map(|i| i.as_str()).collect();
         let name_span = self.span(f.name.name.span(), sp);
         let start = f.name.namespace.first().map_or(name_span, |n| self.span(n.span(), name_span));
         ExprKind::Call {

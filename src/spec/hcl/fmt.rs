@@ -52,8 +52,15 @@ fn close_level(stack: &mut Vec<usize>) {
 }
 
 fn layout_line(text: &str, toks: &[Token], stack: &mut Vec<usize>) -> Line {
-    let mut line =
-        Line { indent: 0, key: None, code: String::new(), comment: None, blank: false, starts_closing: false, ends_opening: false };
+    let mut line = Line {
+        indent: 0,
+        key: None,
+        code: String::new(),
+        comment: None,
+        blank: false,
+        starts_closing: false,
+        ends_opening: false,
+    };
     if toks.is_empty() {
         line.blank = true;
         return line;
@@ -90,10 +97,8 @@ fn layout_line(text: &str, toks: &[Token], stack: &mut Vec<usize>) -> Line {
     let code = &toks[..code_end];
     line.starts_closing = leading_closers > 0;
     line.ends_opening = code.last().is_some_and(|t| matches!(t.kind, Kind::Open(_)));
-    let one_line = leading_closers == 0
-        && own == 0
-        && !closed_outer
-        && code.iter().all(|t| !tok_text(text, t).contains('\n'));
+    let one_line =
+        leading_closers == 0 && own == 0 && !closed_outer && code.iter().all(|t| !tok_text(text, t).contains('\n'));
     let keyed = one_line
         && code.len() >= 3
         && matches!(code[0].kind, Kind::Word | Kind::Str)

@@ -116,7 +116,14 @@ fn char_span(file: u32, text: &str, base: usize, at: usize) -> Span {
     Span::new(file, base + start, base + end)
 }
 
-fn syntax_error(file: u32, text: &str, base: usize, err: &hcl_edit::parser::Error, lexed: &Lexed, diags: &mut Diagnostics) {
+fn syntax_error(
+    file: u32,
+    text: &str,
+    base: usize,
+    err: &hcl_edit::parser::Error,
+    lexed: &Lexed,
+    diags: &mut Diagnostics,
+) {
     let at = err.location().offset();
     // hcl-edit reports a too-large literal as an unexpected token somewhere on its line.
     let line_end = lex::find(text.as_bytes(), at, b"\n").unwrap_or(text.len());
@@ -172,7 +179,10 @@ fn guess_cause(text: &str, at: usize, message: &str, lexed: &Lexed) -> Guess {
             b'[' => ("unclosed `[`", "`[` opened here", "add the matching `]`"),
             _ => ("unclosed `(`", "`(` opened here", "add the matching `)`"),
         };
-        return Guess { opened: Some((open, what.to_string())), ..guess(reason, "expected the closing bracket or quote by here", help) };
+        return Guess {
+            opened: Some((open, what.to_string())),
+            ..guess(reason, "expected the closing bracket or quote by here", help)
+        };
     }
     if let Some(u) = lexed.unmatched {
         let c = text.as_bytes().get(u).map_or('}', |b| *b as char);
@@ -193,7 +203,11 @@ fn guess_cause(text: &str, at: usize, message: &str, lexed: &Lexed) -> Guess {
         );
     }
     let short: String = message.chars().take(100).collect();
-    guess(&short, "unexpected here", "check the syntax near here: attributes are `name = value`, blocks `kind \"label\" { ... }`")
+    guess(
+        &short,
+        "unexpected here",
+        "check the syntax near here: attributes are `name = value`, blocks `kind \"label\" { ... }`",
+    )
 }
 
 /// True when the error line reads `name value` (an identifier followed by something that

@@ -159,7 +159,8 @@ fn collections() {
 
 #[test]
 fn traversals_and_access() {
-    let text = "a = gpu_pool.train.gpu[0].x\nb = v.*.id\nc = v[*].id\nd = [1, 2][0]\ne = (local.m).key\nf = x\ng = l.0\n";
+    let text =
+        "a = gpu_pool.train.gpu[0].x\nb = v.*.id\nc = v[*].id\nd = [1, 2][0]\ne = (local.m).key\nf = x\ng = l.0\n";
     let body = parse_ok(text);
     let a = attr(&body, "a");
     assert_eq!(src(text, a.span), "gpu_pool.train.gpu[0].x");
@@ -180,7 +181,9 @@ fn traversals_and_access() {
     let ExprKind::Access { expr, steps } = &attr(&body, "e").kind else { panic!() };
     assert!(matches!(&expr.kind, ExprKind::Traversal { root, steps } if root.name == "local" && steps.len() == 1));
     assert!(matches!(&steps[0], Step::Attr(i) if i.name == "key"));
-    assert!(matches!(&attr(&body, "f").kind, ExprKind::Traversal { root, steps } if root.name == "x" && steps.is_empty()));
+    assert!(
+        matches!(&attr(&body, "f").kind, ExprKind::Traversal { root, steps } if root.name == "x" && steps.is_empty())
+    );
     let ExprKind::Traversal { steps, .. } = &attr(&body, "g").kind else { panic!() };
     assert!(matches!(&steps[0], Step::Index(e) if e.kind == ExprKind::Number(0.0)));
 }
@@ -234,10 +237,7 @@ fn conditional_and_for() {
     let text = "cond ? \"a\" : b";
     let e = expr_ok(text);
     let ExprKind::Conditional { cond, then, otherwise } = &e.kind else { panic!() };
-    assert_eq!(
-        (src(text, cond.span), src(text, then.span), src(text, otherwise.span)),
-        ("cond", "\"a\"", "b")
-    );
+    assert_eq!((src(text, cond.span), src(text, then.span), src(text, otherwise.span)), ("cond", "\"a\"", "b"));
     let text = "[for i, x in xs : x * 2 if x > 0]";
     let ExprKind::For(f) = expr_ok(text).kind else { panic!() };
     assert_eq!(f.key_var.as_ref().map(|k| k.name.as_str()), Some("i"));
@@ -350,8 +350,11 @@ fn deep_nesting_is_refused() {
     assert!(parse_err(&interp).0.message.starts_with("nesting too deep"));
     let mut d = Diagnostics::default();
     assert!(parse_template(0, &format!("{}x{}", "${(".repeat(50), ")}".repeat(50)), 0, &mut d).is_none());
-    let ok = format!("a = {}{}\n", "[".repeat(30), "]".repeat(30));
+    // Exactly at the limit: accepted, and hcl-edit's own recursion copes.
+    let ok = format!("a = {}{}\n", "[".repeat(64), "]".repeat(64));
     parse_ok(&ok);
+    let ok = format!("{}{}", "b {\n".repeat(64), "}\n".repeat(64));
+    assert_eq!(parse_ok(&ok).blocks.len(), 1);
 }
 
 #[test]
@@ -390,7 +393,8 @@ fn junk_does_not_panic() {
 
 #[test]
 fn fmt_aligns_equals_in_runs() {
-    let text = "pool \"a\" {\ngpu=\"A100\"\n    gpus_per_node   =8\n\nx = 1\n  nodes {\n  min=0\n  desired = 2\n  }\n}\n";
+    let text =
+        "pool \"a\" {\ngpu=\"A100\"\n    gpus_per_node   =8\n\nx = 1\n  nodes {\n  min=0\n  desired = 2\n  }\n}\n";
     let want = "pool \"a\" {\n  gpu           = \"A100\"\n  gpus_per_node = 8\n\n  x = 1\n  nodes {\n    min     = 0\n    desired = 2\n  }\n}\n";
     assert_eq!(assert_fmt_sound(text), want);
 }
@@ -398,7 +402,8 @@ fn fmt_aligns_equals_in_runs() {
 #[test]
 fn fmt_keeps_comments_and_aligns_trailing_ones() {
     let text = "# header\n\n\n\nb {   # open\n  // lead\n  a = 1 # one\n  long_name = 2    // two\n  /* block */\n  c = 3\n}\n";
-    let want = "# header\n\nb { # open\n  // lead\n  a         = 1 # one\n  long_name = 2 // two\n  /* block */\n  c = 3\n}\n";
+    let want =
+        "# header\n\nb { # open\n  // lead\n  a         = 1 # one\n  long_name = 2 // two\n  /* block */\n  c = 3\n}\n";
     assert_eq!(assert_fmt_sound(text), want);
 }
 
@@ -460,6 +465,12 @@ policy "fleet_hourly_cap" {
     assert!(out.starts_with("provider \"sim\" {} # embedded cloud\n"), "{out}");
     assert!(out.contains("  labels = { team = var.team }\n  count  = length(var.x) > 0 ? 1 : 0\n"), "{out}");
     assert!(out.contains("  assert  = plan.cost.hourly_after <= 500\n"), "{out}");
+}
+
+#[test]
+fn fmt_crlf_becomes_lf() {
+    let text = "a = 1 # c\r\nb {\r\n    c = 2\r\n}\r\n";
+    assert_eq!(assert_fmt_sound(text), "a = 1 # c\nb {\n  c = 2\n}\n");
 }
 
 #[test]

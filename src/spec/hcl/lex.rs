@@ -59,7 +59,7 @@ pub(super) struct Lexed {
 #[derive(Clone, Copy, Debug)]
 enum Frame {
     Bracket(u8, usize),
-    /// A quoted string; `outer` when no other string encloses it (then it yields a token).
+    /// A quoted string; only the outermost one yields a token.
     Quoted(usize),
     /// `${` or `%{` inside a string.
     Interp(usize),

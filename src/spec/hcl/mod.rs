@@ -3,13 +3,15 @@
 //! - `lex.rs`: a forgiving tokenizer, run before parsing to refuse deep nesting (so the
 //!   recursive parser cannot overflow the stack) and to guess the cause of syntax errors.
 //! - `convert.rs`: hcl-edit's tree → [`raw`](crate::spec::raw) nodes with file spans.
-//! - `fmt.rs`: `gpuplan fmt`, a token re-indenter that keeps comments.
+//! - `fmt.rs`: `gpuplan fmt`, a token re-indenter that keeps comments; `same.rs` proves
+//!   each result still parses to the same tree.
 //!
 //! Nothing here panics on any input, and nothing gives meaning to blocks.
 
 mod convert;
 mod fmt;
 mod lex;
+mod same;
 #[cfg(test)]
 mod tests;
 
@@ -80,7 +82,7 @@ pub fn format(file: u32, text: &str, diags: &mut Diagnostics) -> Option<String> 
     // The formatter only moves whitespace, but it works on tokens, not on the tree; check
     // that the result still means the same before handing it out.
     let mut scratch = Diagnostics::default();
-    let same = parse(file, &out, &mut scratch).is_some_and(|after| fmt::same_tree(&before, &after));
+    let same = parse(file, &out, &mut scratch).is_some_and(|after| same::same_tree(&before, &after));
     if !same {
         diags.push(
             Diagnostic::warning("gpuplan::fmt", "could not format this file safely; left unchanged")

@@ -49,7 +49,7 @@ fn fmt_ok(text: &str) -> String {
 /// Formatting keeps the tree (spans aside) and is idempotent.
 fn assert_fmt_sound(text: &str) -> String {
     let out = fmt_ok(text);
-    assert!(fmt::same_tree(&parse_ok(text), &parse_ok(&out)), "tree changed:\n{out}");
+    assert!(same::same_tree(&parse_ok(text), &parse_ok(&out)), "tree changed:\n{out}");
     assert_eq!(fmt_ok(&out), out, "not idempotent");
     out
 }
@@ -520,7 +520,7 @@ proptest::proptest! {
         if let Some(before) = parse(0, &text, &mut d) {
             let out = format(0, &text, &mut d).expect("formats");
             proptest::prop_assert!(d.items.is_empty(), "{:?}\n{text}", d.items);
-            proptest::prop_assert!(fmt::same_tree(&before, &parse_ok(&out)));
+            proptest::prop_assert!(same::same_tree(&before, &parse_ok(&out)));
             proptest::prop_assert_eq!(fmt_ok(&out), out);
         }
     }

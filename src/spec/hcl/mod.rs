@@ -138,12 +138,19 @@ fn syntax_error(
         return;
     }
     let guess = guess_cause(text, at, err.message(), lexed);
-    let mut d = Diagnostic::error("gpuplan::syntax", format!("invalid HCL syntax: {}", guess.reason))
-        .at(char_span(file, text, base, at), guess.label)
-        .help(guess.help);
-    if let Some((open, what)) = guess.opened {
-        d = d.at(char_span(file, text, base, open), what);
+    let mut d = Diagnostic::error("gpuplan::syntax", format!("invalid HCL syntax: {}", guess.reason));
+    match guess.opened {
+        // hcl-edit backtracks out of an unclosed string to the start of its attribute or
+        // block; the opening quote is the better primary location then.
+        Some((open, what)) if at <= open => {
+            d = d.at(char_span(file, text, base, open), format!("{what}, never closed"));
+        }
+        Some((open, what)) => {
+            d = d.at(char_span(file, text, base, at), guess.label).at(char_span(file, text, base, open), what);
+        }
+        None => d = d.at(char_span(file, text, base, at), guess.label),
     }
+    d = d.help(guess.help);
     diags.push(d);
 }
 
@@ -181,9 +188,15 @@ fn guess_cause(text: &str, at: usize, message: &str, lexed: &Lexed) -> Guess {
             b'[' => ("unclosed `[`", "`[` opened here", "add the matching `]`"),
             _ => ("unclosed `(`", "`(` opened here", "add the matching `)`"),
         };
+        let closer = match c {
+            b'"' => "\"",
+            b'[' => "]",
+            b'(' => ")",
+            _ => "}",
+        };
         return Guess {
             opened: Some((open, what.to_string())),
-            ..guess(reason, "expected the closing bracket or quote by here", help)
+            ..guess(reason, &format!("expected `{closer}` by here"), help)
         };
     }
     if let Some(u) = lexed.unmatched {
@@ -204,12 +217,20 @@ fn guess_cause(text: &str, at: usize, message: &str, lexed: &Lexed) -> Guess {
             "attributes are written `name = value`; blocks are `kind \"label\" { ... }`",
         );
     }
-    let short: String = message.chars().take(100).collect();
-    guess(
-        &short,
-        "unexpected here",
-        "check the syntax near here: attributes are `name = value`, blocks `kind \"label\" { ... }`",
-    )
+    // hcl-edit lists every token it would accept; past a few, the list is noise.
+    let short = match message.split_once("; expected ") {
+        Some((what, expected)) if expected.matches(", ").count() > 2 => match what {
+            "invalid expression" => "expected a value".to_string(),
+            _ => what.to_string(),
+        },
+        _ => message.chars().take(100).collect(),
+    };
+    let help = if message.contains("expected `]`") || message.contains("expected `)`") {
+        "separate items with `,`"
+    } else {
+        "check the syntax near here: attributes are `name = value`, blocks `kind \"label\" { ... }`"
+    };
+    guess(&short, "unexpected here", help)
 }
 
 /// True when the error line reads `name value` (an identifier followed by something that

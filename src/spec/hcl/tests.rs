@@ -313,7 +313,7 @@ fn syntax_error_unclosed_brace() {
 fn syntax_error_unclosed_string() {
     let (d, (line, col)) = parse_err("a = 1\nb = \"abc\n");
     assert!(d.message.contains("unclosed string"), "{}", d.message);
-    assert!(line >= 2, "{line}:{col}");
+    assert_eq!((line, col), (2, 5));
     assert!(d.help.as_deref().is_some_and(|h| h.contains('"')));
 }
 
@@ -325,6 +325,16 @@ fn syntax_error_unmatched_and_duplicate() {
     let (d, (line, col)) = parse_err("a = 1\na = 2\n");
     assert!(d.message.contains("defined twice"), "{}", d.message);
     assert_eq!((line, col), (2, 1));
+}
+
+#[test]
+fn syntax_error_long_expectations_are_shortened() {
+    let (d, (line, col)) = parse_err("a = 1 +\n");
+    assert_eq!(d.message, "invalid HCL syntax: expected a value");
+    assert_eq!((line, col), (1, 8));
+    let (d, (_, col)) = parse_err("a = [1 2]\n");
+    assert_eq!(col, 8);
+    assert_eq!(d.help.as_deref(), Some("separate items with `,`"));
 }
 
 #[test]

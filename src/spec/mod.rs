@@ -114,8 +114,9 @@ pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
             files.push(raw::File { file: id, format, body });
         }
     }
-    let spec = decode::decode(&sources, &files, opts, &mut diags);
-    validate::validate(&spec, &mut diags);
+    let decoded = decode::decode(&sources, &files, opts, &mut diags);
+    let spec = decoded.spec;
+    validate::validate(&spec, &decoded.partial_pools, &mut diags);
     for cycle in crate::graph::build(&spec).cycles() {
         diags.push(cycle);
     }

@@ -26,7 +26,7 @@ use crate::addr::Address;
 use crate::plan::{Action, Plan, ResourceChange};
 use crate::providers::Provider;
 use crate::state::ResourceState;
-use crate::state::journal::JournalEntry;
+use crate::state::JournalEntry;
 
 pub use progress::Progress;
 pub use recorder::Recorder;

@@ -16,7 +16,7 @@ use crate::plan::model::{PoolChange, ResourceChange};
 use crate::plan::Action;
 use crate::providers::{Capacity, CreateNodes, CreateResult, ErrorClass, Provider, ProviderError};
 use crate::spec::model::Fallback;
-use crate::state::journal::JournalEntry;
+use crate::state::JournalEntry;
 
 pub struct Ctx {
     pub recorder: Recorder,

@@ -1,17 +1,17 @@
 //! Group commit of finished operations into the state journal.
 //!
 //! Apply tasks send journal entries to one writer thread and wait for its ack. The
-//! writer takes everything queued, appends it with one write and one fsync, applies it
-//! to the in-memory state, then acknowledges each sender: every finished operation is
-//! durable before it is reported done, and concurrent completions share an fsync.
+//! writer takes everything queued, appends it with one write and one fsync (the journal
+//! folds it into its own copy of the state), then acknowledges each sender: every
+//! finished operation is durable before it is reported done, and concurrent completions
+//! share an fsync.
 
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
 
-use crate::state::State;
-use crate::state::journal::{Journal, JournalEntry, apply_entry};
+use crate::state::{Journal, JournalEntry};
 
 type Msg = (Vec<JournalEntry>, oneshot::Sender<Result<(), String>>);
 
@@ -21,14 +21,14 @@ pub struct Recorder {
 }
 
 pub struct RecorderHandle {
-    thread: JoinHandle<(Journal, State, Option<String>)>,
+    thread: JoinHandle<(Journal, Option<String>)>,
 }
 
 impl Recorder {
     /// Start the writer over an open journal and the state it extends.
-    pub fn start(journal: Journal, state: State) -> (Recorder, RecorderHandle) {
+    pub fn start(journal: Journal) -> (Recorder, RecorderHandle) {
         let (tx, rx) = mpsc::channel::<Msg>();
-        let thread = std::thread::spawn(move || writer(journal, state, rx));
+        let thread = std::thread::spawn(move || writer(journal, rx));
         (Recorder { tx }, RecorderHandle { thread })
     }
 
@@ -42,12 +42,12 @@ impl Recorder {
 
 impl RecorderHandle {
     /// Wait for the writer to drain (all `Recorder` clones must be dropped first).
-    pub fn finish(self) -> Result<(Journal, State, Option<String>), String> {
+    pub fn finish(self) -> Result<(Journal, Option<String>), String> {
         self.thread.join().map_err(|_| "the state journal writer panicked".to_string())
     }
 }
 
-fn writer(mut journal: Journal, mut state: State, rx: mpsc::Receiver<Msg>) -> (Journal, State, Option<String>) {
+fn writer(mut journal: Journal, rx: mpsc::Receiver<Msg>) -> (Journal, Option<String>) {
     let mut first_error: Option<String> = None;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -56,16 +56,12 @@ fn writer(mut journal: Journal, mut state: State, rx: mpsc::Receiver<Msg>) -> (J
         }
         let entries: Vec<JournalEntry> = batch.iter().flat_map(|(e, _)| e.iter().cloned()).collect();
         let result = journal.append(&entries).map_err(|e| e.to_string());
-        if result.is_ok() {
-            for e in &entries {
-                apply_entry(&mut state, e);
-            }
-        } else if first_error.is_none() {
+        if result.is_err() && first_error.is_none() {
             first_error = result.clone().err();
         }
         for (_, ack) in batch {
             let _ = ack.send(result.clone());
         }
     }
-    (journal, state, first_error)
+    (journal, first_error)
 }

@@ -1,15 +1,28 @@
 //! State: what gpuplan created and last observed, kept in a local file with a lock,
 //! a backup and a journal so an apply never loses a finished operation.
 //!
-//! - `model.rs`: the file format (`State`, `ResourceState`).
-//! - `local.rs`: the local file backend: atomic writes (temp, fsync, rename), a
-//!   `.backup` of the previous version, mode 0600, the lock, load with journal replay.
-//! - `lock.rs`: the lock file `{id, who, operation, created}` held with an OS file lock;
-//!   a second writer waits up to `--lock-timeout`, then fails naming the holder.
-//! - `journal.rs`: append-only JSON lines of finished operations, each durable (fsync)
-//!   before it is reported done; replayed on load and compacted into the state file at
-//!   the end of an apply, so an apply of N operations writes O(N) bytes, not O(N²).
+//! - [`model`]: the state file's data model (`State`, `ResourceState`).
+//! - [`local`]: [`LocalBackend`], reading and atomically writing `state/<workspace>.json`
+//!   and its `.backup`; `read` replays a journal a crashed apply left, `recover` folds it.
+//! - [`lock`]: the `.lock` file ([`LockInfo`]) held with an OS lock; dead holders are taken over.
+//! - [`journal`]: the append-only `.journal` an apply writes (one fsync per batch).
+//! - [`replay`]: what each [`JournalEntry`] means ([`apply_entry`]) and linear replay.
+//! - [`error`]: [`StateError`], every failure as a diagnostic with a next step.
 
+pub mod error;
+mod fsutil;
+pub mod journal;
+pub mod local;
+pub mod lock;
 pub mod model;
+pub mod replay;
 
-pub use model::{ResourceState, State};
+#[cfg(test)]
+mod tests;
+
+pub use error::StateError;
+pub use journal::{Journal, JournalHeader};
+pub use local::LocalBackend;
+pub use lock::{LockInfo, StateLock};
+pub use model::{HistoryEntry, ResourceState, State};
+pub use replay::{JournalEntry, Replay, apply_entry};

@@ -6,5 +6,6 @@ pub mod diag;
 pub mod graph;
 pub mod plan;
 pub mod providers;
+pub mod render;
 pub mod spec;
 pub mod state;

@@ -52,6 +52,7 @@ pub mod diag;
 pub mod graph;
 pub mod plan;
 pub mod providers;
+pub mod render;
 pub mod schema;
 pub mod spec;
 pub mod state;

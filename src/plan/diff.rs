@@ -141,7 +141,8 @@ struct PoolCtx<'a, 'i> {
 }
 
 /// Attributes of a pool that cannot change in place: changing them replaces nodes.
-const IMMUTABLE: &[&str] = &["provider", "region", "gpu", "gpus_per_node", "instance_types", "image"];
+/// (`render/` reads it to mark `# forces replacement`.)
+pub const IMMUTABLE: &[&str] = &["provider", "region", "gpu", "gpus_per_node", "instance_types", "image"];
 
 fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
     let addr = cx.addr;

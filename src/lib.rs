@@ -46,9 +46,11 @@
 //! - A new command: a thin file in `cli/` over library calls.
 
 pub mod addr;
+pub mod apply;
 pub mod catalog;
 pub mod cli;
 pub mod diag;
+pub mod engine;
 pub mod graph;
 pub mod plan;
 pub mod providers;

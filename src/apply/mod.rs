@@ -25,8 +25,8 @@ use tokio::task::JoinSet;
 use crate::addr::Address;
 use crate::plan::{Action, Plan, ResourceChange};
 use crate::providers::Provider;
-use crate::state::ResourceState;
 use crate::state::JournalEntry;
+use crate::state::ResourceState;
 
 pub use progress::Progress;
 pub use recorder::Recorder;

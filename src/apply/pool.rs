@@ -12,8 +12,8 @@ use tokio::sync::Semaphore;
 
 use crate::apply::policy::{self, Decision};
 use crate::apply::{Cancel, Outcome, Progress, Recorder, Status, resource_state};
-use crate::plan::model::{PoolChange, ResourceChange};
 use crate::plan::Action;
+use crate::plan::model::{PoolChange, ResourceChange};
 use crate::providers::{Capacity, CreateNodes, CreateResult, ErrorClass, Provider, ProviderError};
 use crate::spec::model::Fallback;
 use crate::state::JournalEntry;
@@ -26,7 +26,13 @@ pub struct Ctx {
 }
 
 pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Provider>, ctx: &Ctx) -> Outcome {
-    let mut out = Outcome { address: change.address.clone(), action: change.action, status: Status::Done, created: 0, deleted: 0 };
+    let mut out = Outcome {
+        address: change.address.clone(),
+        action: change.action,
+        status: Status::Done,
+        created: 0,
+        deleted: 0,
+    };
     let addr = change.address.to_string();
     match run_inner(change, pc, provider.as_ref(), ctx, &mut out).await {
         Ok(None) => {}
@@ -60,15 +66,14 @@ async fn run_inner(
         ctx.recorder.record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: pc.adopt.clone() }]).await?;
     }
     let creates_first = pc.create_before_destroy || change.action != Action::Replace;
-    let mut short = None;
     if creates_first {
-        short = creates(change, pc, provider, ctx, out).await?;
+        let short = creates(change, pc, provider, ctx, out).await?;
         deletes(change, pc, provider, ctx, out, short.is_some()).await?;
+        Ok(short)
     } else {
         deletes(change, pc, provider, ctx, out, false).await?;
-        short = creates(change, pc, provider, ctx, out).await?;
+        creates(change, pc, provider, ctx, out).await
     }
-    Ok(short)
 }
 
 async fn creates(
@@ -93,7 +98,11 @@ async fn creates(
             }
         }
     }
-    Ok(if shortfalls.is_empty() { None } else { Some(format!("{}; will retry on the next apply", shortfalls.join("; "))) })
+    Ok(if shortfalls.is_empty() {
+        None
+    } else {
+        Some(format!("{}; will retry on the next apply", shortfalls.join("; ")))
+    })
 }
 
 /// Try the batch where planned, then the pool's other zones, then (spot with
@@ -129,7 +138,8 @@ async fn create_with_fallback(
         if k > 0 {
             // A distinct, still deterministic token per fallback placement.
             req.token = format!("{}-f{k}", batch.token);
-            ctx.progress.event(&addr, &format!("falling back to {} in {} for {missing} node(s)", req.capacity, req.zone));
+            ctx.progress
+                .event(&addr, &format!("falling back to {} in {} for {missing} node(s)", req.capacity, req.zone));
         } else {
             ctx.progress.event(&addr, &format!("creating {missing} {} node(s) in {}", req.capacity, req.zone));
         }
@@ -163,12 +173,8 @@ async fn deletes(
     out: &mut Outcome,
     creates_fell_short: bool,
 ) -> Result<(), String> {
-    let ids: Vec<String> = pc
-        .deletes
-        .iter()
-        .filter(|d| !(creates_fell_short && d.reason == "rebalance"))
-        .map(|d| d.id.clone())
-        .collect();
+    let ids: Vec<String> =
+        pc.deletes.iter().filter(|d| !(creates_fell_short && d.reason == "rebalance")).map(|d| d.id.clone()).collect();
     if ids.is_empty() {
         return Ok(());
     }
@@ -193,7 +199,11 @@ where
     let mut attempt = 0;
     loop {
         let result = {
-            let _permit = ctx.semaphore.acquire().await.map_err(|_| ProviderError::new(ErrorClass::Fatal, "closed", "executor stopped"))?;
+            let _permit = ctx
+                .semaphore
+                .acquire()
+                .await
+                .map_err(|_| ProviderError::new(ErrorClass::Fatal, "closed", "executor stopped"))?;
             op().await
         };
         match result {
@@ -201,7 +211,9 @@ where
             Err(e) => {
                 attempt += 1;
                 match policy::decide(&e, attempt, jitter_seed) {
-                    Decision::Retry(d) if !ctx.cancel.is_cancelled() => tokio::time::sleep(d.min(Duration::from_secs(60))).await,
+                    Decision::Retry(d) if !ctx.cancel.is_cancelled() => {
+                        tokio::time::sleep(d.min(Duration::from_secs(60))).await
+                    }
                     _ => return Err(e),
                 }
             }

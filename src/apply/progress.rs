@@ -57,7 +57,8 @@ impl Default for Bar {
 impl Progress for Bar {
     fn start(&self, total: usize) {
         let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}") {
+        if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}")
+        {
             bar.set_style(style);
         }
         if let Ok(mut b) = self.bar.lock() {

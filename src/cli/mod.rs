@@ -9,12 +9,16 @@
 //! &PlanArgs) -> miette::Result<ExitStatus>`, or `async fn` wrapped in `runtime::block_on`)
 //! and add one arm to `dispatch`.
 
+mod apply;
+mod common;
+mod drift;
 mod error;
 mod exit;
 mod fmt;
 mod graph;
 mod load;
 mod output;
+mod plan;
 mod runtime;
 mod settings;
 mod validate;
@@ -69,6 +73,10 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Validate(args) => validate::run(settings, args),
         Command::Fmt(args) => fmt::run(settings, args),
         Command::Graph(args) => graph::run(settings, args),
+        Command::Plan(args) => plan::run(settings, args),
+        Command::Apply(args) => apply::apply(settings, args),
+        Command::Destroy(args) => apply::destroy(settings, args),
+        Command::Drift(args) => drift::run(settings, args),
         other => Err(CliError::not_implemented(&other.display_name()).into()),
     }
 }

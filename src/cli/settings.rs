@@ -97,6 +97,16 @@ impl Settings {
     }
 
     /// Inputs for [`crate::spec::load_dir`].
+    /// The engine's view of this run: paths, environment, lock timeout.
+    pub fn workspace(&self) -> crate::engine::Workspace {
+        crate::engine::Workspace {
+            dir: self.dir.clone(),
+            state_path: self.state_path.clone(),
+            env: self.env.clone(),
+            lock_timeout: self.lock_timeout,
+        }
+    }
+
     pub fn load_options(&self) -> LoadOptions {
         LoadOptions { vars: self.vars.clone(), env: self.env.clone() }
     }

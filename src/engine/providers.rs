@@ -14,13 +14,19 @@ use crate::state::State;
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum ProviderSetupError {
     #[error("provider `{name}` ({kind}) is not available in this build yet")]
-    #[diagnostic(code(gpuplan::provider::unavailable), help("use `provider \"sim\" {{}}` to try gpuplan without a cloud account"))]
+    #[diagnostic(
+        code(gpuplan::provider::unavailable),
+        help("use `provider \"sim\" {{}}` to try gpuplan without a cloud account")
+    )]
     Unavailable { name: String, kind: String },
     #[error("cannot open the simulated cloud at `{path}`: {message}")]
     #[diagnostic(code(gpuplan::provider::sim))]
     Sim { path: String, message: String },
     #[error("bad simulated-cloud setting: {0}")]
-    #[diagnostic(code(gpuplan::provider::sim_config), help("GPUPLAN_SIM_* variables take durations like `50ms` and rates like `0.1`"))]
+    #[diagnostic(
+        code(gpuplan::provider::sim_config),
+        help("GPUPLAN_SIM_* variables take durations like `50ms` and rates like `0.1`")
+    )]
     SimConfig(String),
 }
 

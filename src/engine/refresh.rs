@@ -29,7 +29,11 @@ pub fn regions(spec: &Spec, state: &State) -> BTreeSet<(String, String)> {
 
 /// Every node carrying this state's lineage, deduplicated by id (two provider names
 /// may reach the same cloud).
-pub async fn refresh(providers: &ProviderSet, spec: &Spec, state: &State) -> Result<Vec<Node>, (String, ProviderError)> {
+pub async fn refresh(
+    providers: &ProviderSet,
+    spec: &Spec,
+    state: &State,
+) -> Result<Vec<Node>, (String, ProviderError)> {
     let mut by_id: BTreeMap<String, Node> = BTreeMap::new();
     let mut done: BTreeSet<(usize, String)> = BTreeSet::new();
     for (name, region) in regions(spec, state) {

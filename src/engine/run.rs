@@ -17,9 +17,14 @@ pub enum RunError {
     #[diagnostic(transparent)]
     State(#[from] StateError),
     #[error("refresh failed: provider `{provider}` answered {error}")]
-    #[diagnostic(code(gpuplan::refresh), help("check the provider's credentials and endpoint, or plan with --refresh=false"))]
+    #[diagnostic(
+        code(gpuplan::refresh),
+        help("check the provider's credentials and endpoint, or plan with --refresh=false")
+    )]
     Refresh { provider: String, error: ProviderError },
-    #[error("the saved plan is stale: it was made against state {plan_lineage} serial {plan_serial}, but the state is now {lineage} serial {serial}")]
+    #[error(
+        "the saved plan is stale: it was made against state {plan_lineage} serial {plan_serial}, but the state is now {lineage} serial {serial}"
+    )]
     #[diagnostic(code(gpuplan::plan::stale), help("run `gpuplan plan --out FILE` again and apply the new plan"))]
     StalePlan { plan_lineage: String, plan_serial: u64, lineage: String, serial: u64 },
     #[error("the saved plan was made from a different spec (digest {plan} ≠ {current})")]
@@ -38,7 +43,12 @@ pub struct PlanRequest {
 }
 
 /// Refresh (unless asked not to) and diff. Nothing is written.
-pub async fn plan(spec: &Spec, session: &Session, providers: &ProviderSet, req: &PlanRequest) -> Result<Plan, RunError> {
+pub async fn plan(
+    spec: &Spec,
+    session: &Session,
+    providers: &ProviderSet,
+    req: &PlanRequest,
+) -> Result<Plan, RunError> {
     let observed = if req.refresh {
         Some(
             refresh::refresh(providers, spec, &session.state)
@@ -84,14 +94,23 @@ fn short(d: &str) -> String {
 
 /// Execute a plan: journal every finished operation, then fold the journal into the
 /// state file once. The state in `session` is updated to what was written.
-pub async fn apply(session: &mut Session, plan: Arc<Plan>, providers: &ProviderSet, opts: &ApplyOptions) -> Result<ApplyReport, RunError> {
+pub async fn apply(
+    session: &mut Session,
+    plan: Arc<Plan>,
+    providers: &ProviderSet,
+    opts: &ApplyOptions,
+) -> Result<ApplyReport, RunError> {
     check_fresh(&plan, session, None)?;
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
     let report = apply::execute(plan.clone(), providers, recorder.clone(), opts).await;
     let done = report.count(|s| matches!(s, Status::Done | Status::Partial(_)));
     let event = if plan.destroy { "destroy" } else { "apply" };
-    let detail = format!("{done} of {} change(s) completed{}", report.outcomes.len(), if report.cancelled { ", interrupted" } else { "" });
+    let detail = format!(
+        "{done} of {} change(s) completed{}",
+        report.outcomes.len(),
+        if report.cancelled { ", interrupted" } else { "" }
+    );
     let _ = recorder.record(vec![JournalEntry::History { entry: history(event, detail) }]).await;
     drop(recorder);
     let (journal, journal_error) = handle.finish().map_err(RunError::Journal)?;

@@ -217,7 +217,7 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
         out += &deletes;
         out += &creates.concat();
     }
-    let adopt = pool.adopt.iter().map(|id| format!("      {} adopt {id}\n", p.symbol("~"))).collect();
+    let adopt = pool.adopt.iter().map(|n| format!("      {} adopt {}\n", p.symbol("~"), n.id)).collect();
     out += &capped(adopt, "to adopt");
     out
 }

@@ -140,7 +140,9 @@ pub(super) fn build(file: u32, text: &str, diags: &mut Diagnostics) -> Option<Do
                 return None;
             }
         };
-        let (s, e) = (offsets.byte(span.start.index()), offsets.byte(span.end.index()));
+        let s = offsets.byte(span.start.index());
+        // Quoted scalars and flow brackets may be reported with the blanks after them.
+        let e = s + text[s..offsets.byte(span.end.index()).max(s)].trim_end().len();
         let result = match event {
             Event::DocumentStart(explicit) => {
                 documents += 1;
@@ -166,7 +168,7 @@ pub(super) fn build(file: u32, text: &str, diags: &mut Diagnostics) -> Option<Do
             Event::Alias(id) => b.alias(id, s, e),
             Event::MappingStart(anchor, tag) => b.open(true, anchor, tag.is_some(), s, e),
             Event::SequenceStart(anchor, tag) => b.open(false, anchor, tag.is_some(), s, e),
-            Event::MappingEnd | Event::SequenceEnd => b.close(e),
+            Event::MappingEnd | Event::SequenceEnd => b.close(s, e),
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => Ok(()),
         };
         if let Err(d) = result {
@@ -210,8 +212,13 @@ impl Builder<'_> {
             }
             _ => {
                 let body = if has_props { skip_blank(self.text, props_end).min(e) } else { s };
-                let kind = NodeKind::Scalar(Scalar { value, style, tag, raw_end: e });
-                Node { kind, start: s, body, end: e.max(body), anchor }
+                // saphyr's span of a quoted scalar runs on over blanks and a comment.
+                let end = match style {
+                    ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted => quoted_end(self.text, body, e),
+                    _ => e,
+                };
+                let kind = NodeKind::Scalar(Scalar { value, style, tag, raw_end: end });
+                Node { kind, start: s, body, end: end.max(body), anchor }
             }
         };
         self.attach(node)
@@ -234,13 +241,15 @@ impl Builder<'_> {
             return Err(too_deep(self.file, s, e));
         }
         let opener = if mapping { '{' } else { '[' };
-        let flow = e > s && self.text[..e].ends_with(opener);
         let has_props = anchor != 0 || tagged;
+        let first = skip_blank(self.text, if has_props { skip_props(self.text, s) } else { s });
+        // A block collection's event ends where its first entry starts; a flow one's
+        // covers the bracket.
+        let flow = e > first && self.text[first..].starts_with(opener);
         let body = if flow {
-            e - 1
+            first
         } else {
-            let from = if has_props { skip_props(self.text, s) } else { s };
-            let mut body = skip_blank(self.text, from);
+            let mut body = first;
             // An indentless sequence (`key:\n- a`) is reported at its first item, after the dash.
             if !mapping && !self.text[body..].starts_with('-') {
                 let before = self.text[..body].trim_end_matches([' ', '\t']);
@@ -255,11 +264,13 @@ impl Builder<'_> {
         Ok(())
     }
 
-    fn close(&mut self, e: usize) -> Result<(), Diagnostic> {
+    fn close(&mut self, s: usize, e: usize) -> Result<(), Diagnostic> {
         let Some(frame) = self.stack.pop() else {
             return Ok(());
         };
-        let end = if frame.flow { e } else { frame.items.iter().map(|n| n.end).max().unwrap_or(frame.body) };
+        // saphyr's span of a closing bracket runs on over blanks and a comment.
+        let bracket = if self.text[s..].starts_with(['}', ']']) { s + 1 } else { e };
+        let end = if frame.flow { bracket } else { frame.items.iter().map(|n| n.end).max().unwrap_or(frame.body) };
         let kind = if frame.mapping {
             let mut entries = Vec::with_capacity(frame.items.len() / 2);
             let mut items = frame.items.into_iter();
@@ -332,6 +343,23 @@ fn find_block_header(text: &str, from: usize, content: usize) -> Option<usize> {
     None
 }
 
+/// Just past the closing quote of the quoted scalar opening at `body` (`fallback` if
+/// it cannot be found, which saphyr would already have reported).
+fn quoted_end(text: &str, body: usize, fallback: usize) -> usize {
+    let bytes = text.as_bytes();
+    let Some(&quote @ (b'"' | b'\'')) = bytes.get(body) else { return fallback };
+    let mut i = body + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if quote == b'"' => i += 2,
+            b'\'' if quote == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 2,
+            c if c == quote => return i + 1,
+            _ => i += 1,
+        }
+    }
+    fallback
+}
+
 /// `end` moved back over trailing whitespace, but not before `min`.
 fn trim_end(text: &str, min: usize, end: usize) -> usize {
     let trimmed = text.get(..end).map(|t| t.trim_end().len()).unwrap_or(end);
@@ -347,6 +375,8 @@ fn syntax_error(file: u32, text: &str, offsets: &Offsets, e: &ScanError) -> Diag
         let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
         if let Some(i) = text[line_start..at].find('\t') {
             at = line_start + i;
+        } else if let Some(i) = text[at..].find('\t') {
+            at += i;
         }
         ("tab character here", "YAML indentation must use spaces; replace the tabs with spaces")
     } else if info.contains("quoted scalar") {

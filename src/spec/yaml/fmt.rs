@@ -86,6 +86,8 @@ struct Printer<'t> {
     /// Source line of the last thing printed (for blank lines and trailing comments).
     last_line: Option<usize>,
     cur_line: usize,
+    /// The current line ends a block scalar (its trailing blanks are content).
+    in_block_scalar: bool,
     unsupported: Option<&'static str>,
 }
 
@@ -100,6 +102,7 @@ impl<'t> Printer<'t> {
             out: String::new(),
             last_line: None,
             cur_line: 0,
+            in_block_scalar: false,
             unsupported: None,
         };
         p.comments = p.find_comments(root);
@@ -107,7 +110,7 @@ impl<'t> Printer<'t> {
     }
 
     fn finish(mut self) -> String {
-        let trimmed = self.out.trim_end().len();
+        let trimmed = self.out.trim_end_matches('\n').len();
         self.out.truncate(trimmed);
         if !self.out.is_empty() {
             self.out.push('\n');
@@ -197,8 +200,11 @@ impl<'t> Printer<'t> {
             self.out.push_str(&self.text[c.start..c.end]);
             self.next += 1;
         }
-        let kept = self.out.trim_end_matches([' ', '\t']).len();
-        self.out.truncate(kept);
+        // Trailing blanks on a block scalar's last line are part of its value.
+        if !std::mem::take(&mut self.in_block_scalar) {
+            let kept = self.out.trim_end_matches([' ', '\t']).len();
+            self.out.truncate(kept);
+        }
         self.out.push('\n');
         self.last_line = Some(self.cur_line);
     }
@@ -336,7 +342,7 @@ impl<'t> Printer<'t> {
                 self.block_scalar(n, s.raw_end, old_col, new_col);
             }
             NodeKind::Mapping { .. } | NodeKind::Sequence { .. } if self.can_normalize(n) => {
-                let flat = self.flow_text(n);
+                let flat = self.flow_body(n);
                 self.out.push_str(&flat);
                 self.cur_line = self.line_of(n.end.saturating_sub(1).max(n.body));
             }
@@ -379,14 +385,22 @@ impl<'t> Printer<'t> {
         let indicators = header.split_whitespace().next().unwrap_or("");
         let indicator = indicators.chars().any(|c| c.is_ascii_digit());
         let keep = indicators.contains('+');
-        let content_end = if keep { raw_end } else { n.end };
-        let mut last = self.line_of(content_end);
-        if self.text[self.lines[last]..content_end].trim().is_empty() && last > header_line {
+        // saphyr ends the token at the next line's start or, when a less indented node
+        // follows, at that node: then the last line is not the scalar's.
+        let mut last = self.line_of(raw_end);
+        let partial = &self.text[self.lines[last]..raw_end];
+        let rest = self.line_text(last).get(partial.len()..).unwrap_or("");
+        if last > header_line && (partial.is_empty() || !rest.trim().is_empty()) {
             last -= 1;
         }
-        let lines: Vec<&str> = (header_line + 1..=last).map(|l| self.line_text(l)).collect();
+        let mut lines: Vec<&str> = (header_line + 1..=last).map(|l| self.line_text(l)).collect();
         let indent_of = |l: &str| l.len() - l.trim_start_matches(' ').len();
         let base = lines.iter().find(|l| !l.trim().is_empty()).map_or(0, |l| indent_of(l));
+        // Trailing empty lines are content only under `|+`; blanks past the indentation always are.
+        while !keep && lines.last().is_some_and(|l| l.trim().is_empty() && l.len() <= base) {
+            lines.pop();
+            last -= 1;
+        }
         let shift =
             if indicator { new_col as isize - old_col as isize } else { (new_col + 2) as isize - base as isize };
         for line in lines {
@@ -399,6 +413,7 @@ impl<'t> Printer<'t> {
             self.out.push_str(line.trim_start_matches(' '));
         }
         self.cur_line = last.max(header_line);
+        self.in_block_scalar = true;
     }
 
     /// Anchor and tag of a node, space separated (empty when none).
@@ -433,9 +448,19 @@ impl<'t> Printer<'t> {
         }
     }
 
+    /// A node in flow style: properties, then [`Self::flow_body`].
     fn flow_text(&self, n: &Node) -> String {
         let props = self.props(n);
-        let body = match &n.kind {
+        let body = self.flow_body(n);
+        match (props.is_empty(), body.is_empty()) {
+            (true, _) => body,
+            (false, true) => props,
+            (false, false) => format!("{props} {body}"),
+        }
+    }
+
+    fn flow_body(&self, n: &Node) -> String {
+        match &n.kind {
             NodeKind::Scalar(_) | NodeKind::Alias(_) => self.text[n.body..n.end].to_string(),
             NodeKind::Sequence { items, .. } => {
                 format!("[{}]", items.iter().map(|i| self.flow_text(i)).collect::<Vec<_>>().join(", "))
@@ -455,11 +480,6 @@ impl<'t> Printer<'t> {
                     .join(", ");
                 if *flow { format!("{{{inner}}}") } else { inner }
             }
-        };
-        match (props.is_empty(), body.is_empty()) {
-            (true, _) => body,
-            (false, true) => props,
-            (false, false) => format!("{props} {body}"),
         }
     }
 }

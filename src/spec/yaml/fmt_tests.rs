@@ -234,3 +234,95 @@ job_templates:
     assert!(out.contains("\n      spot_percent: 70 # of the rest\n"), "{out}");
     assert!(!out.lines().any(|l| l.ends_with(' ')), "trailing whitespace:\n{out}");
 }
+
+#[test]
+fn crlf_and_odd_layouts_format_stably() {
+    let cases = [
+        "providers:\r\n  sim: {}\r\n# c\r\njobs:\r\n    j: {a: 1}\r\n",
+        "a:\n- b\n- c: d\n  e: f\n",
+        "? a\n: b\nc: [x, {y: z}, w: v]\n",
+        "k: &a {x: 1}\nl: *a\nm: {*a : 2}\n",
+        "k: [a, # one\n  b]\n",
+        "- top\n- level\n",
+        "'quoted key': \"v\" # c\n\"k2\":   'v2'\n",
+        "a: |\n  x\n\n\n# after\nb: 2\n",
+        "a:\n  - |\n    in seq\n  - >\n    folded\n",
+        "%YAML 1.2\n---\na: 1\n",
+        "a: !!str\nb: !custom x\nc: !!map\n  d: 1\n",
+        "a:    # c1\n  # c2\n  b: 1 # c3\n  # c4\n# c5\n",
+    ];
+    for input in cases {
+        let out = fmt(input);
+        assert_eq!(fmt(&out), out, "not idempotent for {input:?}");
+        assert!(!out.lines().any(|l| l.ends_with([' ', '\t', '\r'])), "trailing whitespace in {out:?}");
+        assert!(out.ends_with('\n') && !out.ends_with("\n\n"), "{out:?}");
+        let comments = |t: &str| t.matches('#').count();
+        assert_eq!(comments(&out), comments(input), "a comment was lost: {input:?} -> {out:?}");
+    }
+}
+
+#[test]
+fn formatting_junk_is_idempotent_when_it_succeeds() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let pieces = [
+        "a",
+        "b: ",
+        "- ",
+        "\n",
+        "  ",
+        "[",
+        "]",
+        "{",
+        "}",
+        ", ",
+        "# c",
+        "'q'",
+        "\"d\"",
+        "|\n",
+        "&x ",
+        "*x",
+        "é",
+        "? ",
+        ": ",
+        "\t",
+        "!!str ",
+        "|+\n",
+        ">-\n",
+        "    ",
+        "'a''b'",
+        "\"a\\\"b\"",
+        "...\n",
+        "---\n",
+        "\r\n",
+        "- a: 1\n",
+        "k:\n",
+        "|2\n",
+        "<<: ",
+        "\n\n",
+        "%YAML 1.2\n",
+        "x y",
+    ];
+    let mut formatted = 0;
+    for _ in 0..20_000 {
+        let s: String = (0..(seed % 24))
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                pieces[(seed % pieces.len() as u64) as usize]
+            })
+            .collect();
+        let mut d = Diagnostics::default();
+        if let Some(out) = format(0, &s, &mut d) {
+            formatted += 1;
+            let mut d2 = Diagnostics::default();
+            let again = format(0, &out, &mut d2);
+            assert_eq!(again.as_deref(), Some(out.as_str()), "not idempotent for {s:?} -> {out:?}: {:?}", d2.items);
+        } else {
+            assert!(d.has_errors(), "None without a diagnostic for {s:?}");
+            let code = d.items[0].code;
+            assert_ne!(code, "gpuplan::yaml::fmt_changed_meaning", "formatter bug on {s:?}");
+        }
+    }
+    assert!(formatted > 100, "only {formatted} inputs formatted");
+}

@@ -142,7 +142,11 @@ pub(super) fn build(file: u32, text: &str, diags: &mut Diagnostics) -> Option<Do
         };
         let s = offsets.byte(span.start.index());
         // Quoted scalars and flow brackets may be reported with the blanks after them.
-        let e = s + text[s..offsets.byte(span.end.index()).max(s)].trim_end().len();
+        let raw_e = offsets.byte(span.end.index()).max(s);
+        let e = s + text[s..raw_e].trim_end().len();
+        // An implicit document start is reported with the span of the first node; only a
+        // real `---` precedes the content (and a block scalar header searched after it).
+        let advance = !matches!(event, Event::DocumentStart(false) | Event::StreamStart);
         let result = match event {
             Event::DocumentStart(explicit) => {
                 documents += 1;
@@ -163,7 +167,7 @@ pub(super) fn build(file: u32, text: &str, diags: &mut Diagnostics) -> Option<Do
                 Ok(())
             }
             Event::Scalar(value, style, anchor, tag) => {
-                b.scalar(value.into_owned(), style, anchor, tag.as_deref(), s, e)
+                b.scalar(value.into_owned(), style, anchor, tag.as_deref(), s, raw_e)
             }
             Event::Alias(id) => b.alias(id, s, e),
             Event::MappingStart(anchor, tag) => b.open(true, anchor, tag.is_some(), s, e),
@@ -175,7 +179,9 @@ pub(super) fn build(file: u32, text: &str, diags: &mut Diagnostics) -> Option<Do
             diags.push(d);
             return None;
         }
-        b.last_end = b.last_end.max(e);
+        if advance {
+            b.last_end = b.last_end.max(e);
+        }
     }
     Some(Document { root: b.root, start_marker })
 }
@@ -188,8 +194,11 @@ impl Builder<'_> {
         anchor: usize,
         tag: Option<&Tag>,
         s: usize,
-        e: usize,
+        raw_e: usize,
     ) -> Result<(), Diagnostic> {
+        // Trailing blanks end a block scalar's content; elsewhere they are noise.
+        let block = matches!(style, ScalarStyle::Literal | ScalarStyle::Folded);
+        let e = if block { raw_e } else { s + self.text[s..raw_e].trim_end().len() };
         let has_props = anchor != 0 || tag.is_some();
         let props_end = if has_props { skip_props(self.text, s) } else { s };
         let tag = tag.map(|t| format!("{}{}", t.handle, t.suffix));

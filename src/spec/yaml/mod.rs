@@ -2,11 +2,11 @@
 //!
 //! The pipeline, one file per step:
 //! - `tree.rs`: saphyr-parser events → syntax tree with byte positions (syntax errors,
-//!   one document only, bounded depth);
+//!   one document only, bounded depth); `text.rs`: positions saphyr leaves inexact;
 //! - `expand.rs`: duplicate keys, aliases (copied, size-capped) and `<<` merge keys;
 //! - `scalar.rs`: YAML 1.2 core typing of plain scalars, `${...}` templates;
 //! - `lower.rs`: the gpuplan meaning of the top level (`gpu_pools:` → `gpu_pool` blocks);
-//! - `fmt.rs`: `gpuplan fmt`, a re-printer that keeps comments and scalar spellings.
+//! - `fmt/`: `gpuplan fmt`, a re-printer that keeps comments and scalar spellings.
 //!
 //! Nothing here reads files or knows what attributes a `gpu_pool` has.
 
@@ -14,6 +14,7 @@ mod expand;
 mod fmt;
 mod lower;
 mod scalar;
+mod text;
 mod tree;
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ use std::collections::HashSet;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Tag};
 
+use super::text::{find_block_header, quoted_end, trim_end};
+pub(super) use super::text::{skip_blank, skip_props};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 
 /// Deepest nesting of collections accepted (keeps every later recursion shallow).
@@ -206,8 +208,9 @@ impl Builder<'_> {
             ScalarStyle::Literal | ScalarStyle::Folded => {
                 // saphyr's span starts at the content; the `|`/`>` header lies before it.
                 let from = if has_props { props_end } else { self.last_end };
-                let header = find_block_header(self.text, from, s).unwrap_or(s);
-                let end = trim_end(self.text, header + 1, e);
+                let found = find_block_header(self.text, from, s);
+                let header = found.unwrap_or(s);
+                let end = trim_end(self.text, found.map_or(s, |h| h + 1), e);
                 let start = if has_props { s } else { header };
                 let kind = NodeKind::Scalar(Scalar { value, style, tag, raw_end: e.max(end) });
                 Node { kind, start, body: header, end, anchor }
@@ -309,70 +312,6 @@ pub(super) fn too_deep(file: u32, s: usize, e: usize) -> Diagnostic {
     Diagnostic::error("gpuplan::yaml::too_deep", format!("YAML nesting is deeper than {MAX_DEPTH} levels"))
         .at(Span::new(file, s, e), "too deeply nested")
         .help("flatten this structure; a gpuplan spec never needs this much nesting")
-}
-
-/// Skip `&anchor` / `!tag` properties (and blanks, comments between them) from `at`.
-pub(super) fn skip_props(text: &str, mut at: usize) -> usize {
-    loop {
-        let next = skip_blank(text, at);
-        match text[next..].chars().next() {
-            Some('&' | '!') => {
-                at = next + text[next..].find(|c: char| c.is_whitespace()).unwrap_or(text.len() - next);
-            }
-            _ => return at,
-        }
-    }
-}
-
-/// Skip spaces, tabs, line breaks and comments.
-pub(super) fn skip_blank(text: &str, mut at: usize) -> usize {
-    let bytes = text.as_bytes();
-    while at < bytes.len() {
-        match bytes[at] {
-            b' ' | b'\t' | b'\r' | b'\n' => at += 1,
-            b'#' => at += text[at..].find('\n').unwrap_or(text.len() - at),
-            _ => break,
-        }
-    }
-    at
-}
-
-/// The `|` or `>` that opens a block scalar whose content starts at `content`.
-fn find_block_header(text: &str, from: usize, content: usize) -> Option<usize> {
-    let region = text.get(from..content)?;
-    let mut in_comment = false;
-    for (i, c) in region.char_indices() {
-        match c {
-            '\n' => in_comment = false,
-            '#' => in_comment = true,
-            '|' | '>' if !in_comment => return Some(from + i),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// Just past the closing quote of the quoted scalar opening at `body` (`fallback` if
-/// it cannot be found, which saphyr would already have reported).
-fn quoted_end(text: &str, body: usize, fallback: usize) -> usize {
-    let bytes = text.as_bytes();
-    let Some(&quote @ (b'"' | b'\'')) = bytes.get(body) else { return fallback };
-    let mut i = body + 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' if quote == b'"' => i += 2,
-            b'\'' if quote == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 2,
-            c if c == quote => return i + 1,
-            _ => i += 1,
-        }
-    }
-    fallback
-}
-
-/// `end` moved back over trailing whitespace, but not before `min`.
-fn trim_end(text: &str, min: usize, end: usize) -> usize {
-    let trimmed = text.get(..end).map(|t| t.trim_end().len()).unwrap_or(end);
-    trimmed.max(min).min(end.max(min))
 }
 
 /// One `gpuplan::syntax` diagnostic for a saphyr-parser error, with a hint by cause.

@@ -1,9 +1,11 @@
 //! Tests of `parse`: the mapping onto raw blocks, scalar typing, spans, anchors and errors.
 
 use super::expand::MAX_NODES;
+use super::lower::TOP_LEVEL;
 use super::parse;
 use super::scalar::{Plain, classify, content_offset};
 use super::tree;
+use crate::addr::Kind;
 use crate::diag::{Diagnostics, Span};
 use crate::spec::raw::{Block, Body, Expr, ExprKind, ObjectKey};
 
@@ -420,4 +422,20 @@ fn junk_never_panics() {
         }
         let _ = super::format(0, &s, &mut Diagnostics::default());
     }
+}
+
+#[test]
+fn top_level_keys_are_the_kind_plurals() {
+    let resources: Vec<(&str, &str)> = TOP_LEVEL[..6].to_vec();
+    let kinds: Vec<(&str, &str)> = Kind::ALL.iter().map(|k| (k.plural(), k.as_str())).collect();
+    assert_eq!(resources, kinds);
+}
+
+#[test]
+fn byte_order_mark_is_skipped_in_spans() {
+    let text = "\u{feff}locals:\n  a: ü1\n";
+    let body = ok(text);
+    let a = &body.blocks[0].body.attrs[0];
+    assert_eq!(at(text, a.key.span), "a");
+    assert_eq!(at(text, a.value.span), "ü1");
 }

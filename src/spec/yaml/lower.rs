@@ -139,7 +139,16 @@ impl Lower<'_> {
     }
 
     fn attrs(&mut self, entries: &[(Node, Node)]) -> Vec<Attr> {
-        entries.iter().filter_map(|(k, v)| Some(Attr { key: self.key(k)?, value: self.expr(v) })).collect()
+        let mut attrs: Vec<Attr> = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            // A duplicate key was reported already; keep the first so it is not reported twice.
+            let Some(key) = self.key(k) else { continue };
+            if attrs.iter().all(|a| a.key.name != key.name) {
+                let value = self.expr(v);
+                attrs.push(Attr { key, value });
+            }
+        }
+        attrs
     }
 
     fn expr(&mut self, node: &Node) -> Expr {

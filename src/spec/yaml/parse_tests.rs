@@ -302,6 +302,10 @@ fn duplicate_keys_label_both() {
     assert_eq!(labels[1].0, Span::new(0, 20, 23));
     assert_eq!(at(text, labels[0].0), "gpu");
     assert!(d.items[0].help.is_some());
+    // Parsing goes on with the first value only.
+    let body = parse(0, text, &mut Diagnostics::default()).expect("still parses");
+    assert_eq!(body.blocks[0].body.attrs.len(), 1);
+    assert_eq!(attr(&body.blocks[0], "gpu").kind, ExprKind::String("A100".into()));
 }
 
 #[test]

@@ -71,6 +71,8 @@ fn pool_change(gpu: &str, before: NodeCounts, after: NodeCounts) -> PoolChange {
         creates: vec![],
         deletes: vec![],
         adopt: vec![],
+        zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+        fallback: Default::default(),
         create_before_destroy: true,
     }
 }
@@ -149,7 +151,17 @@ fn update_with_drift() -> Plan {
         create("train", "us-east-1b", Capacity::Spot, 1, "p4de.24xlarge"),
     ];
     p.deletes = vec![delete("i-0b7e", "us-east-1b", Capacity::OnDemand, "rebalance")];
-    p.adopt = vec!["i-0orphan9".into()];
+    p.adopt = vec![crate::providers::Node {
+        id: "i-0orphan9".into(),
+        pool: "gpu_pool.train".parse().unwrap(),
+        instance_type: "p4de.24xlarge".into(),
+        region: "us-east-1".into(),
+        zone: "us-east-1a".into(),
+        capacity: Capacity::Spot,
+        state: crate::providers::NodeState::Running,
+        image: None,
+        tags: Default::default(),
+    }];
     c.pool = Some(p);
     let mut plan = plan(vec![c]);
     plan.drift = vec![

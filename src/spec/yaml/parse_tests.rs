@@ -237,7 +237,6 @@ fn template_offsets_are_exact_when_the_source_is_the_value() {
 
 /// Needs the real `hcl::parse_template` (a `todo!()` in this branch).
 #[test]
-#[ignore = "needs hcl::parse_template"]
 fn strings_with_interpolation_become_templates() {
     let text = "gpu_pools:\n  p:\n    name: \"pool-${var.team}\"\n    team: ${var.team}\n";
     let body = ok(text);

@@ -49,6 +49,7 @@ pub mod addr;
 pub mod apply;
 pub mod catalog;
 pub mod cli;
+pub mod cost;
 pub mod diag;
 pub mod engine;
 pub mod graph;

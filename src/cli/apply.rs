@@ -25,7 +25,12 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                 plan
             }
             None => {
-                let req = PlanRequest { refresh: true, targets: args.target.clone(), destroy: false };
+                let req = PlanRequest {
+                    refresh: true,
+                    targets: args.target.clone(),
+                    destroy: false,
+                    env: settings.env.clone(),
+                };
                 let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
                 output::stdout(&render::plan_text(&plan, &text_options(settings)));
                 if plan.has_changes()
@@ -48,7 +53,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
     runtime::block_on(async {
         let mut session = engine::open_session(&ws, "destroy")?;
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
-        let req = PlanRequest { refresh: true, targets: args.target.clone(), destroy: true };
+        let req = PlanRequest { refresh: true, targets: args.target.clone(), destroy: true, env: settings.env.clone() };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         output::stdout(&render::plan_text(&plan, &text_options(settings)));
         if plan.has_changes()

@@ -11,7 +11,7 @@ pub fn run(settings: &Settings, args: &DriftArgs) -> miette::Result<ExitStatus> 
     runtime::block_on(async {
         let session = engine::open_session(&ws, "drift")?;
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
-        let req = PlanRequest { refresh: true, ..PlanRequest::default() };
+        let req = PlanRequest { refresh: true, env: settings.env.clone(), ..PlanRequest::default() };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         if args.json {
             output::stdout(&format!("{:#}\n", render::drift_json(&plan.drift)));

@@ -14,7 +14,12 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
     runtime::block_on(async {
         let session = engine::open_session(&ws, "plan")?;
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
-        let req = PlanRequest { refresh: args.refresh, targets: args.target.clone(), destroy: false };
+        let req = PlanRequest {
+            refresh: args.refresh,
+            targets: args.target.clone(),
+            destroy: false,
+            env: settings.env.clone(),
+        };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
         output::stdout(&match format {

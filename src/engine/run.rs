@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::addr::Address;
 use crate::apply::{self, ApplyOptions, ApplyReport, ProviderSet, Recorder, Status};
+use crate::cost;
 use crate::engine::{Session, history, refresh};
 use crate::plan::Plan;
 use crate::plan::diff::{self, PlanInput};
@@ -40,6 +41,8 @@ pub struct PlanRequest {
     pub refresh: bool,
     pub targets: Vec<Address>,
     pub destroy: bool,
+    /// The environment (exchange-rate overrides such as `GPUPLAN_CNY_PER_USD`).
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// Refresh (unless asked not to) and diff. Nothing is written.
@@ -66,7 +69,10 @@ pub async fn plan(
         destroy: req.destroy,
         spec_digest: diff::spec_digest(spec),
     };
-    Ok(diff::plan(&input))
+    let mut plan = diff::plan(&input);
+    let prices = cost::PriceBook::new(spec, &req.env);
+    plan.cost = serde_json::to_value(cost::cost(&plan, spec, &prices)).ok();
+    Ok(plan)
 }
 
 /// Refuse a saved plan whose state or spec moved on since it was made.

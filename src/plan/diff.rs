@@ -273,6 +273,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                 gpu: prior.and_then(|p| p.config.get("gpu")).and_then(Json::as_str).unwrap_or_default().to_string(),
                 before: before_counts,
                 after: NodeCounts { gpus_per_node: before_counts.gpus_per_node, ..NodeCounts::default() },
+                before_types: type_counts(&cx.live),
                 creates: vec![],
                 deletes,
                 adopt: vec![],
@@ -435,6 +436,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
             gpu: shape.gpu.clone(),
             before: before_counts,
             after: after_counts,
+            before_types: type_counts(&cx.live),
             creates,
             deletes,
             adopt,
@@ -450,6 +452,14 @@ fn sorted<'a>(nodes: &[&'a Node]) -> Vec<&'a Node> {
     let mut v = nodes.to_vec();
     v.sort_by(|a, b| a.id.cmp(&b.id));
     v
+}
+
+fn type_counts(nodes: &[&Node]) -> Vec<TypeCount> {
+    let mut m: BTreeMap<(String, Capacity), u32> = BTreeMap::new();
+    for n in nodes {
+        *m.entry((n.instance_type.clone(), n.capacity)).or_default() += 1;
+    }
+    m.into_iter().map(|((instance_type, capacity), count)| TypeCount { instance_type, capacity, count }).collect()
 }
 
 fn count(nodes: &[&Node], gpus_per_node: u32) -> NodeCounts {

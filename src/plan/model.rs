@@ -89,6 +89,14 @@ impl NodeCounts {
     }
 }
 
+/// How many live nodes of one instance type and capacity type a pool has.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TypeCount {
+    pub instance_type: String,
+    pub capacity: Capacity,
+    pub count: u32,
+}
+
 /// One node to terminate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeDelete {
@@ -109,6 +117,9 @@ pub struct PoolChange {
     pub gpu: String,
     pub before: NodeCounts,
     pub after: NodeCounts,
+    /// The live nodes before the change by instance type and capacity (for pricing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before_types: Vec<TypeCount>,
     /// Batches to create, each one provider call, each with its idempotency token.
     pub creates: Vec<CreateNodes>,
     pub deletes: Vec<NodeDelete>,

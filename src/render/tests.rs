@@ -72,6 +72,7 @@ fn pool_change(gpu: &str, before: NodeCounts, after: NodeCounts) -> PoolChange {
         deletes: vec![],
         adopt: vec![],
         zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+        before_types: vec![],
         fallback: Default::default(),
         create_before_destroy: true,
     }

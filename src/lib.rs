@@ -54,6 +54,7 @@ pub mod diag;
 pub mod engine;
 pub mod graph;
 pub mod plan;
+pub mod policy;
 pub mod providers;
 pub mod render;
 pub mod schema;

@@ -152,6 +152,8 @@ pub struct Scope<'a> {
     pub each: Option<(Value, Value)>,
     /// `for` expression variables, innermost last.
     pub bound: Vec<(String, Value)>,
+    /// Extra top-level names (policies see `plan`).
+    pub extra: Option<&'a BTreeMap<String, Value>>,
 }
 
 /// Evaluate an expression in a scope.
@@ -257,6 +259,9 @@ fn resolve_root<'s>(
     scope: &mut Scope<'_>,
 ) -> Result<(Value, &'s [Step]), EvalError> {
     if let Some((_, v)) = scope.bound.iter().rev().find(|(n, _)| n == root) {
+        return Ok((v.clone(), steps));
+    }
+    if let Some(v) = scope.extra.and_then(|e| e.get(root)) {
         return Ok((v.clone(), steps));
     }
     let first_attr = |what: &str| -> Result<(&'s str, Span), EvalError> {

@@ -1,0 +1,101 @@
+//! The `plan` object policies see: cost, pools, quotas, changes and the summary, built
+//! from the plan, its cost and the spec. Names are documented in `policies/README.md`.
+
+use std::collections::BTreeMap;
+
+use crate::cost::CostReport;
+use crate::plan::{Action, Plan};
+use crate::spec::Spec;
+use crate::spec::eval::Value;
+
+fn num(n: impl Into<f64>) -> Value {
+    Value::Number(n.into())
+}
+
+fn s(x: impl Into<String>) -> Value {
+    Value::String(x.into())
+}
+
+/// `plan.cost`, `plan.pools` (by address), `plan.quotas` (by address), `plan.changes`,
+/// `plan.summary`.
+pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec) -> Value {
+    let mut pools = BTreeMap::new();
+    for c in &plan.changes {
+        let Some(pc) = &c.pool else { continue };
+        let pc_cost = cost.pools.iter().find(|p| p.address == c.address);
+        let spec_pool = spec.gpu_pools.get(&c.address);
+        let labels: BTreeMap<String, Value> = spec_pool
+            .map(|p| p.labels.iter().map(|(k, v)| (k.clone(), s(v.value.clone()))).collect())
+            .unwrap_or_default();
+        let nodes_after = pc.after.nodes();
+        let spot_share = if nodes_after == 0 { 0.0 } else { pc.after.spot as f64 * 100.0 / nodes_after as f64 };
+        let runs_jobs = spec.jobs.values().any(|j| j.pool.value == c.address);
+        let destroys = matches!(c.action, Action::Delete | Action::Replace);
+        let mut o = BTreeMap::new();
+        o.insert("address".into(), s(c.address.to_string()));
+        o.insert("name".into(), s(c.address.name.clone()));
+        o.insert("action".into(), s(c.action.as_str()));
+        o.insert("provider".into(), s(pc.provider.clone()));
+        o.insert("region".into(), s(pc.region.clone()));
+        o.insert("gpu".into(), s(pc.gpu.clone()));
+        o.insert("gpus_per_node".into(), num(pc.after.gpus_per_node));
+        o.insert("gpus_before".into(), num(pc.before.gpus() as f64));
+        o.insert("gpus_after".into(), num(pc.after.gpus() as f64));
+        o.insert("nodes_before".into(), num(pc.before.nodes()));
+        o.insert("nodes_after".into(), num(nodes_after));
+        o.insert("on_demand_after".into(), num(pc.after.on_demand));
+        o.insert("spot_after".into(), num(pc.after.spot));
+        o.insert("spot_share".into(), num(spot_share));
+        o.insert("hourly_before".into(), num(pc_cost.map(|p| p.hourly_before).unwrap_or(0.0)));
+        o.insert("hourly_after".into(), num(pc_cost.map(|p| p.hourly_after).unwrap_or(0.0)));
+        o.insert("price_per_gpu_hour".into(), num(pc_cost.map(|p| p.price_per_gpu_hour).unwrap_or(0.0)));
+        o.insert("instance_type".into(), s(pc_cost.map(|p| p.instance_type.clone()).unwrap_or_default()));
+        o.insert("labels".into(), Value::Object(labels));
+        o.insert("destroys".into(), Value::Bool(destroys));
+        o.insert("runs_jobs".into(), Value::Bool(runs_jobs));
+        pools.insert(c.address.to_string(), Value::Object(o));
+    }
+    let mut quotas = BTreeMap::new();
+    for q in &cost.quotas {
+        let spec_q = spec.quotas.get(&q.address);
+        let mut o = BTreeMap::new();
+        o.insert("address".into(), s(q.address.to_string()));
+        o.insert("pools".into(), Value::List(q.pools.iter().map(|p| s(p.to_string())).collect()));
+        o.insert("gpus_after".into(), num(q.gpus_after as f64));
+        o.insert("gpus_max".into(), num(q.gpus_max as f64));
+        o.insert("hourly_after".into(), num(q.hourly_after));
+        o.insert("monthly_after".into(), num(q.monthly_after));
+        o.insert(
+            "max_gpus".into(),
+            spec_q.and_then(|q| q.max_gpus.as_ref()).map(|m| num(m.value)).unwrap_or(Value::Null),
+        );
+        o.insert(
+            "allowed_gpus".into(),
+            Value::List(spec_q.map(|q| q.allowed_gpus.iter().map(|g| s(g.value.clone())).collect()).unwrap_or_default()),
+        );
+        quotas.insert(q.address.to_string(), Value::Object(o));
+    }
+    let changes = plan
+        .changes
+        .iter()
+        .map(|c| {
+            let mut o = BTreeMap::new();
+            o.insert("address".into(), s(c.address.to_string()));
+            o.insert("kind".into(), s(c.address.kind.as_str()));
+            o.insert("action".into(), s(c.action.as_str()));
+            Value::Object(o)
+        })
+        .collect();
+    let mut summary = BTreeMap::new();
+    summary.insert("add".into(), num(plan.summary.add as f64));
+    summary.insert("change".into(), num(plan.summary.change as f64));
+    summary.insert("destroy".into(), num(plan.summary.destroy as f64));
+    let cost_value = serde_json::to_value(cost).map(|j| Value::from_json(&j)).unwrap_or_default();
+    let mut root = BTreeMap::new();
+    root.insert("cost".into(), cost_value);
+    root.insert("pools".into(), Value::Object(pools));
+    root.insert("quotas".into(), Value::Object(quotas));
+    root.insert("changes".into(), Value::List(changes));
+    root.insert("summary".into(), Value::Object(summary));
+    Value::Object(root)
+}

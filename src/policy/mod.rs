@@ -1,0 +1,129 @@
+//! Policies: checks over a plan and its cost, written as HCL in `policies/*.hcl`, plus
+//! the quotas of the spec. Pure once the policy files are read.
+//!
+//! ```hcl
+//! policy "fleet_hourly_cap" {
+//!   enforcement = "hard"                 # advisory | soft | hard
+//!   assert      = plan.cost.hourly_after <= 500
+//!   message     = "fleet would cost ${plan.cost.hourly_after} USD/h"
+//! }
+//! ```
+//!
+//! A plan is denied when a hard policy fails, or a soft one fails without
+//! `--override-policy NAME`. Denied plans exit 3 and cannot be applied.
+
+pub mod facts;
+pub mod load;
+pub mod model;
+pub mod quota;
+
+use std::collections::BTreeMap;
+
+use crate::cost::CostReport;
+use crate::diag::Diagnostic;
+use crate::plan::Plan;
+use crate::spec::Spec;
+use crate::spec::eval::{EvalError, Scope, Value, eval};
+
+pub use model::{Enforcement, Policy, PolicyResult};
+
+/// Evaluate policies and quotas. A policy whose expression cannot be evaluated fails
+/// with the evaluation error as its message (a broken guard must not pass silently).
+pub fn evaluate(policies: &[Policy], plan: &Plan, cost: &CostReport, spec: &Spec, overrides: &[String]) -> Vec<PolicyResult> {
+    let mut out = quota::check(spec, cost);
+    let plan_value = facts::plan_value(plan, cost, spec);
+    let mut extra = BTreeMap::new();
+    extra.insert("plan".to_string(), plan_value);
+    for p in policies {
+        let mut scope = Scope { extra: Some(&extra), ..Scope::default() };
+        let items: Vec<(Option<String>, Option<(Value, Value)>)> = match &p.for_each {
+            None => vec![(None, None)],
+            Some(fe) => match eval(fe, &mut scope) {
+                Ok(Value::Object(o)) => o.into_iter().map(|(k, v)| (Some(k.clone()), Some((Value::String(k), v)))).collect(),
+                Ok(Value::List(l)) => l
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| (Some(v.as_str().map(str::to_string).unwrap_or_else(|| i.to_string())), Some((Value::Number(i as f64), v))))
+                    .collect(),
+                Ok(other) => {
+                    out.push(broken(p, format!("`for_each` must be a map or list, found {}", other.type_name())));
+                    continue;
+                }
+                Err(e) => {
+                    out.push(broken(p, error_text(e)));
+                    continue;
+                }
+            },
+        };
+        for (key, each) in items {
+            scope.each = each;
+            let passed = match eval(&p.assert, &mut scope) {
+                Ok(Value::Bool(b)) => b,
+                Ok(other) => {
+                    out.push(broken(p, format!("`assert` must be true or false, found {}", other.type_name())));
+                    continue;
+                }
+                Err(e) => {
+                    out.push(broken(p, error_text(e)));
+                    continue;
+                }
+            };
+            let message = match &p.message {
+                Some(m) if !passed => match eval(m, &mut scope) {
+                    Ok(v) => v.to_string(),
+                    Err(e) => format!("policy {} failed (its message could not be rendered: {})", p.name, error_text(e)),
+                },
+                _ if passed => p.description.clone().unwrap_or_else(|| format!("policy {} passed", p.name)),
+                _ => format!("policy {} failed", p.name),
+            };
+            out.push(PolicyResult {
+                name: p.name.clone(),
+                enforcement: p.enforcement,
+                passed,
+                message,
+                key,
+                overridden: !passed && p.enforcement == Enforcement::Soft && overrides.contains(&p.name),
+                source: p.location.clone(),
+                warning: false,
+            });
+        }
+    }
+    out
+}
+
+fn broken(p: &Policy, why: String) -> PolicyResult {
+    PolicyResult {
+        name: p.name.clone(),
+        enforcement: p.enforcement,
+        passed: false,
+        message: format!("policy {} could not be evaluated: {why}", p.name),
+        key: None,
+        overridden: false,
+        source: p.location.clone(),
+        warning: false,
+    }
+}
+
+fn error_text(e: EvalError) -> String {
+    match e {
+        EvalError::Diag(d) => diag_text(&d),
+        EvalError::Poisoned => "it refers to something that failed".into(),
+    }
+}
+
+fn diag_text(d: &Diagnostic) -> String {
+    match &d.help {
+        Some(h) => format!("{} ({h})", d.message),
+        None => d.message.clone(),
+    }
+}
+
+/// Names given to `--override-policy` that match no soft failure (typos, or hard ones).
+pub fn unused_overrides(results: &[PolicyResult], overrides: &[String]) -> Vec<String> {
+    overrides.iter().filter(|o| !results.iter().any(|r| &r.name == *o && r.overridden)).cloned().collect()
+}
+
+/// Is the plan denied by these results?
+pub fn denied(results: &[PolicyResult]) -> bool {
+    results.iter().any(PolicyResult::denies)
+}

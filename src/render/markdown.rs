@@ -13,6 +13,17 @@ use crate::render::text::{self, TextOptions};
 
 /// The plan as a pull-request comment of at most `limit` characters.
 pub fn plan_markdown(plan: &Plan, limit: usize) -> String {
+    let mut out = assemble(plan, limit);
+    // Blocks end with a blank line; the comment ends with exactly one newline.
+    out.truncate(out.trim_end().len());
+    out.push('\n');
+    if out.chars().count() > limit {
+        out = out.chars().take(limit).collect();
+    }
+    out
+}
+
+fn assemble(plan: &Plan, limit: usize) -> String {
     let title = title(plan);
     let rows = table_rows(plan);
     let tail = [errors(plan), cost(plan), policies(plan)].concat();
@@ -150,7 +161,7 @@ fn policies(plan: &Plan) -> String {
 
 fn drift_block(plan: &Plan) -> String {
     let body = text::drift_text(&plan.drift, &TextOptions { color: false, width: 0 });
-    let summary = format!("Drift: {} outside gpuplan", facts::plural(plan.drift.len(), "change", "changes"));
+    let summary = format!("Drift: {} outside gpuplan", facts::plural(plan.drift.len(), "item", "items"));
     details(&summary, &body, "text")
 }
 

@@ -17,14 +17,19 @@ fn pool_addr(name: &str) -> Address {
 }
 
 fn pool_cfg(gpu: &str, desired: u32, spot_percent: u32) -> Json {
+    let instance_type = match gpu {
+        "H100" => "p5.48xlarge",
+        "L4" => "g6.48xlarge",
+        _ => "p4de.24xlarge",
+    };
     json!({
         "provider": "sim",
         "region": "us-east-1",
         "zones": ["us-east-1a", "us-east-1b"],
         "gpu": gpu,
         "gpus_per_node": 8,
-        "instance_types": [if gpu == "H100" { "p5.48xlarge" } else { "p4de.24xlarge" }],
-        "nodes": {"min": 0, "desired": desired, "max": 8},
+        "instance_types": [instance_type],
+        "nodes": {"min": 0, "desired": desired, "max": 16},
         "mix": {"on_demand_base": 1, "spot_percent": spot_percent, "fallback": "on_demand"},
         "labels": {"team": "ml"},
     })
@@ -374,7 +379,7 @@ fn markdown_under_a_small_limit_drops_details_and_keeps_the_table() {
     let shown = md.matches("<details>").count();
     assert!(shown > 0 && shown < 40, "{shown} detail blocks");
     for i in 0..40 {
-        assert!(md.contains(&format!("| `gpu_pool.p{i:02}` | 24 → 32 | 1 / 1 → 1 / 2 | update |")), "row {i}");
+        assert!(md.contains(&format!("| `gpu_pool.p{i:02}` | 16 → 24 | 1 / 1 → 1 / 2 | update |")), "row {i}");
     }
     let line = format!(
         "_… {} more changes not shown (output limited to 4000 characters); run `gpuplan plan` locally for the full diff._\n",

@@ -80,7 +80,7 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
             let enf = if v.enforcement.is_empty() { String::new() } else { format!(" ({})", v.enforcement) };
             let msg = if v.message.is_empty() { String::new() } else { format!(": {}", v.message) };
             let text = format!("{}{enf}{msg}", v.name);
-            out += &paragraph(&format!("  {mark} "), &format!("  {painted} "), 9, &text, opts.width);
+            out += &paragraph(&format!("  {mark} "), &format!("  {painted} "), 7, &text, opts.width);
         }
     }
     for e in &plan.errors {

@@ -110,7 +110,7 @@ fn pool_json(p: &PoolChange) -> Json {
             "capacity": d.capacity,
             "reason": d.reason,
         })).collect::<Vec<_>>(),
-        "adopt": p.adopt,
+        "adopt": p.adopt.iter().map(|n| n.id.as_str()).collect::<Vec<_>>(),
         "create_before_destroy": p.create_before_destroy,
     })
 }

@@ -11,6 +11,7 @@ use crate::render;
 
 pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus> {
     let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
+    let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
     let saved = match &args.planfile {
         Some(p) => Some(common::read_plan(&settings.resolve_path(p))?),
         None => None,
@@ -22,6 +23,9 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
         let plan = match saved {
             Some(plan) => {
                 engine::run::check_fresh(&plan, &session, Some(&loaded.spec))?;
+                if engine::run::denied(&plan) {
+                    return Ok(denied());
+                }
                 plan
             }
             None => {
@@ -30,9 +34,15 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     targets: args.target.clone(),
                     destroy: false,
                     env: settings.env.clone(),
+                    policies,
+                    overrides: args.override_policy.clone(),
                 };
                 let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
                 output::stdout(&render::plan_text(&plan, &text_options(settings)));
+                common::warn_unused_overrides(&plan, &args.override_policy);
+                if engine::run::denied(&plan) {
+                    return Ok(denied());
+                }
                 if plan.has_changes()
                     && plan.errors.is_empty()
                     && !common::confirm(settings, "Do you want to perform these actions?", args.auto_approve)?
@@ -53,7 +63,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
     runtime::block_on(async {
         let mut session = engine::open_session(&ws, "destroy")?;
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
-        let req = PlanRequest { refresh: true, targets: args.target.clone(), destroy: true, env: settings.env.clone() };
+        let req = PlanRequest { refresh: true, targets: args.target.clone(), destroy: true, env: settings.env.clone(), ..PlanRequest::default() };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         output::stdout(&render::plan_text(&plan, &text_options(settings)));
         if plan.has_changes()
@@ -69,6 +79,11 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
         }
         execute(settings, &mut session, plan, &providers, 10, "Destroy").await
     })?
+}
+
+fn denied() -> ExitStatus {
+    output::stderr("\nerror: a policy denied this plan; nothing was applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME when planning\n");
+    ExitStatus::PolicyDenied
 }
 
 fn text_options(settings: &Settings) -> render::TextOptions {

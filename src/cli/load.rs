@@ -24,3 +24,29 @@ pub fn valid_spec(settings: &Settings) -> miette::Result<Option<Loaded>> {
     }
     Ok(Some(loaded))
 }
+
+/// Policies of `<DIR>/policies` and `--policy-dir`s; `Ok(None)` when a policy file has
+/// errors (already printed).
+pub fn policies(settings: &Settings, extra_dirs: &[std::path::PathBuf]) -> miette::Result<Option<Vec<crate::policy::Policy>>> {
+    use crate::policy::load;
+    let extra: Vec<_> = extra_dirs.iter().map(|d| settings.resolve_path(d)).collect();
+    for d in &extra {
+        if !d.is_dir() {
+            return Err(CliError::new(format!("policy directory `{}` does not exist", d.display()))
+                .hint("pass an existing directory to --policy-dir")
+                .into());
+        }
+    }
+    let files = load::policy_files(&load::default_dirs(&settings.dir, &extra));
+    let mut sources = crate::diag::Sources::default();
+    let mut diags = crate::diag::Diagnostics::default();
+    let policies = load::load(&files, &mut sources, &mut diags);
+    if !diags.items.is_empty() {
+        output::stderr(&diag::render_text(&sources, &diags.items, settings.width, settings.color_stderr));
+    }
+    if diags.has_errors() {
+        output::stderr("error: the policy files have problems; nothing was done\n");
+        return Ok(None);
+    }
+    Ok(Some(policies))
+}

@@ -279,6 +279,12 @@ pub struct ApplyArgs {
     /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,
+    /// Accept a failing soft policy by name (repeatable)
+    #[arg(long, value_name = "NAME")]
+    pub override_policy: Vec<String>,
+    /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
+    #[arg(long, value_name = "DIR")]
+    pub policy_dir: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

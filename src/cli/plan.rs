@@ -10,6 +10,7 @@ pub const MARKDOWN_LIMIT: usize = 60_000;
 
 pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
     let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
+    let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
     let ws = settings.workspace();
     runtime::block_on(async {
         let session = engine::open_session(&ws, "plan")?;
@@ -19,6 +20,8 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
             targets: args.target.clone(),
             destroy: false,
             env: settings.env.clone(),
+            policies,
+            overrides: args.override_policy.clone(),
         };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
@@ -38,8 +41,12 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
                 out.display()
             ));
         }
+        common::warn_unused_overrides(&plan, &args.override_policy);
         Ok::<_, miette::Report>(if !plan.errors.is_empty() {
             ExitStatus::Error
+        } else if engine::run::denied(&plan) {
+            output::stderr("\nerror: a policy denied this plan; it cannot be applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME\n");
+            ExitStatus::PolicyDenied
         } else if args.detailed_exitcode && plan.has_changes() {
             ExitStatus::Changes
         } else {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::addr::Address;
 use crate::apply::{self, ApplyOptions, ApplyReport, ProviderSet, Recorder, Status};
 use crate::cost;
+use crate::policy;
 use crate::engine::{Session, history, refresh};
 use crate::plan::Plan;
 use crate::plan::diff::{self, PlanInput};
@@ -43,6 +44,10 @@ pub struct PlanRequest {
     pub destroy: bool,
     /// The environment (exchange-rate overrides such as `GPUPLAN_CNY_PER_USD`).
     pub env: std::collections::BTreeMap<String, String>,
+    /// Policies to check the plan against (quotas are always checked).
+    pub policies: Vec<policy::Policy>,
+    /// Soft policies accepted with `--override-policy`.
+    pub overrides: Vec<String>,
 }
 
 /// Refresh (unless asked not to) and diff. Nothing is written.
@@ -71,8 +76,21 @@ pub async fn plan(
     };
     let mut plan = diff::plan(&input);
     let prices = cost::PriceBook::new(spec, &req.env);
-    plan.cost = serde_json::to_value(cost::cost(&plan, spec, &prices)).ok();
+    let report = cost::cost(&plan, spec, &prices);
+    let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
+    plan.policies = results.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
+    plan.cost = serde_json::to_value(report).ok();
     Ok(plan)
+}
+
+/// The policy results stored in a plan.
+pub fn policy_results(plan: &Plan) -> Vec<policy::PolicyResult> {
+    plan.policies.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect()
+}
+
+/// Does a plan's policy verdict forbid applying it?
+pub fn denied(plan: &Plan) -> bool {
+    policy::denied(&policy_results(plan))
 }
 
 /// Refuse a saved plan whose state or spec moved on since it was made.
@@ -117,7 +135,11 @@ pub async fn apply(
         report.outcomes.len(),
         if report.cancelled { ", interrupted" } else { "" }
     );
-    let _ = recorder.record(vec![JournalEntry::History { entry: history(event, detail) }]).await;
+    let mut entries = vec![JournalEntry::History { entry: history(event, detail) }];
+    for r in policy_results(&plan).iter().filter(|r| r.overridden) {
+        entries.push(JournalEntry::History { entry: history("policy_override", format!("{}: {}", r.name, r.message)) });
+    }
+    let _ = recorder.record(entries).await;
     drop(recorder);
     let (journal, journal_error) = handle.finish().map_err(RunError::Journal)?;
     session.backend.compact(&session.lock, journal, &mut session.state)?;

@@ -1,6 +1,28 @@
 //! State: what gpuplan created and last observed, kept in a local file with a lock,
 //! a backup and a journal so an apply never loses a finished operation.
+//!
+//! - [`model`]: the state file's data model (`State`, `ResourceState`).
+//! - [`local`]: [`LocalBackend`], reading and atomically writing `state/<workspace>.json`
+//!   and its `.backup`; `read` replays a journal a crashed apply left, `recover` folds it.
+//! - [`lock`]: the `.lock` file ([`LockInfo`]) held with an OS lock; dead holders are taken over.
+//! - [`journal`]: the append-only `.journal` an apply writes (one fsync per batch).
+//! - [`replay`]: what each [`JournalEntry`] means ([`apply_entry`]) and linear replay.
+//! - [`error`]: [`StateError`], every failure as a diagnostic with a next step.
 
+pub mod error;
+mod fsutil;
+pub mod journal;
+pub mod local;
+pub mod lock;
 pub mod model;
+pub mod replay;
 
-pub use model::{ResourceState, State};
+#[cfg(test)]
+mod tests;
+
+pub use error::StateError;
+pub use journal::{Journal, JournalHeader};
+pub use local::LocalBackend;
+pub use lock::{LockInfo, StateLock};
+pub use model::{HistoryEntry, ResourceState, State};
+pub use replay::{JournalEntry, Replay, apply_entry};

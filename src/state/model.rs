@@ -12,6 +12,9 @@ use crate::providers::Node;
 
 pub const FORMAT_VERSION: u32 = 1;
 
+/// How many [`HistoryEntry`]s a state keeps (the newest).
+pub const HISTORY_LIMIT: usize = 100;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct State {
     pub format_version: u32,

@@ -1,0 +1,164 @@
+//! Every way reading, locking or writing state can fail, as one miette diagnostic enum.
+//!
+//! Each variant names the file involved and, where a user can act, a `help` with the next
+//! step. The state layer never panics on file content: bad bytes end up here.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::lock::LockInfo;
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum StateError {
+    #[error("state `{}` is locked{}", path.display(), holder_text(holder, waited))]
+    #[diagnostic(code(gpuplan::state::locked), help("{}", locked_help(holder)))]
+    Locked { path: PathBuf, holder: Option<LockInfo>, waited: Duration },
+
+    #[error("lost the lock on `{}`: the lock file was removed or replaced while this command held it", path.display())]
+    #[diagnostic(
+        code(gpuplan::state::lock_lost),
+        help("someone ran `gpuplan state unlock`; nothing was written. Re-run the command.")
+    )]
+    LockLost { path: PathBuf },
+
+    #[error("the lock passed in is for `{}`, not for state `{}`", lock_path.display(), path.display())]
+    #[diagnostic(code(gpuplan::state::wrong_lock))]
+    WrongLock { path: PathBuf, lock_path: PathBuf },
+
+    #[error("state `{}` is not locked", path.display())]
+    #[diagnostic(code(gpuplan::state::not_locked), help("there is nothing to unlock"))]
+    NotLocked { path: PathBuf },
+
+    #[error("lock id `{given}` does not match the lock on `{}` (held by {} for `{}`)", path.display(), holder.who, holder.operation)]
+    #[diagnostic(
+        code(gpuplan::state::unlock_mismatch),
+        help("the current lock id is `{}`; copy it exactly (see the lock error or `{}`)", holder.id, path.display())
+    )]
+    UnlockMismatch { path: PathBuf, given: String, holder: LockInfo },
+
+    #[error("state file `{}` is unreadable{}: {message}", path.display(), position(line, column))]
+    #[diagnostic(code(gpuplan::state::corrupt), help("{}", corrupt_help(path, backup)))]
+    Corrupt { path: PathBuf, line: Option<usize>, column: Option<usize>, message: String, backup: PathBuf },
+
+    #[error("journal `{}` is damaged at line {line}: {message}", path.display())]
+    #[diagnostic(
+        code(gpuplan::state::journal_corrupt),
+        help(
+            "the journal records operations a crashed apply finished; only a torn last line is \
+             ignored automatically. Inspect the file, fix or remove line {line} and later ones, \
+             then run `gpuplan plan` to see what the clouds really run"
+        )
+    )]
+    JournalCorrupt { path: PathBuf, line: usize, message: String },
+
+    #[error(
+        "journal `{}` was started on state lineage `{journal_lineage}` serial {journal_serial}, \
+         but the state file has {}",
+        path.display(), state_text(state_lineage, state_serial)
+    )]
+    #[diagnostic(
+        code(gpuplan::state::journal_mismatch),
+        help(
+            "gpuplan will not guess which one is right. If the state file was restored or replaced \
+             on purpose, move the journal aside; otherwise restore the state file the journal was \
+             started on (maybe its `.backup`)"
+        )
+    )]
+    JournalMismatch {
+        path: PathBuf,
+        journal_lineage: String,
+        journal_serial: u64,
+        state_lineage: Option<String>,
+        state_serial: Option<u64>,
+    },
+
+    #[error("journal `{}` from an interrupted apply has not been folded into the state yet", path.display())]
+    #[diagnostic(
+        code(gpuplan::state::pending_journal),
+        help("recover it first (every locking command does this, e.g. `gpuplan plan`)")
+    )]
+    PendingJournal { path: PathBuf },
+
+    #[error("journal `{}` refused an append because an earlier append failed", path.display())]
+    #[diagnostic(
+        code(gpuplan::state::journal_poisoned),
+        help("stop the apply; the next command recovers every entry that reached the disk")
+    )]
+    JournalPoisoned { path: PathBuf },
+
+    #[error(
+        "state `{}` changed underneath: expected lineage `{expected_lineage}` serial {expected_serial}, \
+         found lineage `{found_lineage}` serial {found_serial}",
+        path.display()
+    )]
+    #[diagnostic(code(gpuplan::state::stale), help("re-run the command so it starts from the current state"))]
+    Stale { path: PathBuf, expected_lineage: String, expected_serial: u64, found_lineage: String, found_serial: u64 },
+
+    #[error("cannot {action} `{}`", path.display())]
+    #[diagnostic(code(gpuplan::state::io))]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl StateError {
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> StateError {
+        let path = path.into();
+        move |source| StateError::Io { action, path, source }
+    }
+}
+
+fn holder_text(holder: &Option<LockInfo>, waited: &Duration) -> String {
+    let waited =
+        if waited.is_zero() { String::new() } else { format!(" (waited {})", humantime::format_duration(*waited)) };
+    match holder {
+        Some(h) => {
+            format!(" by {} (pid {}) running `{}` since {}{waited}", h.who, h.pid, h.operation, h.created)
+        }
+        None => format!(" by another process{waited}"),
+    }
+}
+
+fn locked_help(holder: &Option<LockInfo>) -> String {
+    match holder {
+        Some(h) => format!(
+            "wait for it to finish or pass a longer `--lock-timeout`. Only if pid {} on {} is really gone, \
+             run `gpuplan state unlock {}`",
+            h.pid,
+            h.who.rsplit('@').next().unwrap_or(&h.who),
+            h.id
+        ),
+        None => "the holder is still writing its lock details; try again in a moment".to_string(),
+    }
+}
+
+fn position(line: &Option<usize>, column: &Option<usize>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(" at line {l}, column {c}"),
+        _ => String::new(),
+    }
+}
+
+fn corrupt_help(path: &std::path::Path, backup: &std::path::Path) -> String {
+    if backup.exists() {
+        format!(
+            "nothing was written. The previous state is in `{b}` (left untouched); inspect it and, if it is \
+             right, restore it with `cp {b} {p}`",
+            b = backup.display(),
+            p = path.display()
+        )
+    } else {
+        format!("nothing was written, and there is no `{}` to restore from; fix the file by hand", backup.display())
+    }
+}
+
+fn state_text(lineage: &Option<String>, serial: &Option<u64>) -> String {
+    match (lineage, serial) {
+        (Some(l), Some(s)) => format!("lineage `{l}` serial {s}"),
+        _ => "no state file".to_string(),
+    }
+}

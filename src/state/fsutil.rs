@@ -1,0 +1,120 @@
+//! Small durable-file helpers shared by the state, lock and journal files: owner-only
+//! modes, atomic replace (temp file, fsync, rename, fsync dir) and sibling paths.
+//!
+//! Nothing here knows about the state format.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::error::StateError;
+
+/// `state/default.json` + `.lock` → `state/default.json.lock`.
+pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name: OsString = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Open options that create files readable by the owner only: state holds cloud ids,
+/// tags and configuration that other local users have no business reading.
+pub(crate) fn private(options: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options
+}
+
+/// The directory holding `path` ("." for a bare file name).
+pub(crate) fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Make a rename or unlink in `dir` durable. Directories cannot be opened for fsync on
+/// Windows; there the rename itself is the best we get.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StateError> {
+    #[cfg(unix)]
+    {
+        File::open(dir).and_then(|d| d.sync_all()).map_err(StateError::io("sync directory", dir))?;
+    }
+    let _ = dir;
+    Ok(())
+}
+
+/// Replace `path` with `bytes` atomically: readers see the old or the new file, never a
+/// mix, and after return the new content survives a power cut. Mode 0600.
+pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    let tmp = sibling(path, ".tmp");
+    // A temp file left by a crash may have other permissions; `mode` only applies on create.
+    match fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StateError::io("remove stale temp file", &tmp)(e)),
+    }
+    let result = (|| {
+        let mut file = private(OpenOptions::new().write(true).create_new(true)).open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(StateError::io("write", &tmp)(e));
+    }
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(StateError::io("replace", path)(e));
+    }
+    sync_dir(parent_dir(path))
+}
+
+/// Make `backup` hold what `path` holds now, atomically, without ever removing `path`.
+/// A hard link costs nothing and keeps the old file's mode; copy where links fail.
+pub(crate) fn snapshot(path: &Path, backup: &Path) -> Result<(), StateError> {
+    let tmp = sibling(backup, ".tmp");
+    let _ = fs::remove_file(&tmp);
+    if fs::hard_link(path, &tmp).is_err() {
+        let bytes = fs::read(path).map_err(StateError::io("read", path))?;
+        return atomic_write(backup, &bytes);
+    }
+    fs::rename(&tmp, backup).map_err(StateError::io("replace", backup))
+}
+
+/// Remove a file, treating "already gone" as done.
+pub(crate) fn remove_if_exists(path: &Path) -> Result<(), StateError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StateError::io("remove", path)(e)),
+    }
+}
+
+/// Read a whole file; `None` if it does not exist.
+pub(crate) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StateError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StateError::io("read", path)(e)),
+    }
+}
+
+/// Whether `file` (an open handle) is still the file at `path`: a lock file can be
+/// removed or replaced under an open handle, which then locks nothing anyone can see.
+pub(crate) fn same_file(file: &File, path: &Path) -> bool {
+    let (Ok(a), Ok(b)) = (file.metadata(), fs::metadata(path)) else { return false };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        // No portable file identity in std: fall back to "it still exists with our length".
+        a.len() == b.len()
+    }
+}

@@ -1,0 +1,281 @@
+//! The local file backend: `state/<workspace>.json` plus its `.backup`, `.lock` and
+//! `.journal` siblings (formats in `state/README.md`, written by `gpuplan init`).
+//!
+//! Invariants this file keeps:
+//! - Reading never writes, and a state that cannot be read is never written over.
+//! - Every write bumps `serial` exactly once, keeps the previous file as `.backup`, and is
+//!   atomic and durable before it returns.
+//! - While a journal exists the state file alone is not the state: plain writes are
+//!   refused until the journal is folded in (`recover` or `compact`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::error::StateError;
+use super::fsutil::{self, sibling};
+use super::journal::{self, Journal, JournalFile};
+use super::lock::{self, LockInfo, StateLock};
+use super::model::{FORMAT_VERSION, State};
+use super::replay::Replay;
+
+#[derive(Debug, Clone)]
+pub struct LocalBackend {
+    path: PathBuf,
+}
+
+impl LocalBackend {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        LocalBackend { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn backup_path(&self) -> PathBuf {
+        sibling(&self.path, ".backup")
+    }
+    pub fn lock_path(&self) -> PathBuf {
+        sibling(&self.path, ".lock")
+    }
+    pub fn journal_path(&self) -> PathBuf {
+        sibling(&self.path, ".journal")
+    }
+
+    /// Take the lock, retrying every ~100 ms for up to `timeout` (zero: one try).
+    pub fn lock(&self, operation: &str, timeout: Duration) -> Result<StateLock, StateError> {
+        lock::acquire(&self.lock_path(), operation, timeout)
+    }
+
+    pub fn lock_info(&self) -> Result<Option<LockInfo>, StateError> {
+        lock::peek(&self.lock_path())
+    }
+
+    /// Force-unlock: remove the lock file if its id is `id`.
+    pub fn unlock(&self, id: &str) -> Result<LockInfo, StateError> {
+        lock::force_unlock(&self.lock_path(), &self.path, id)
+    }
+
+    /// The current state: the state file plus any journal a crashed apply left, replayed in
+    /// memory. Never writes. `None` if there is neither.
+    pub fn read(&self) -> Result<Option<State>, StateError> {
+        Ok(self.load()?.map(|loaded| loaded.state))
+    }
+
+    /// Like [`read`](Self::read), and if a journal exists, fold it into the state file
+    /// (one write) and remove it.
+    pub fn recover(&self, lock: &StateLock) -> Result<Option<State>, StateError> {
+        self.check_lock(lock)?;
+        let Some(loaded) = self.load()? else { return Ok(None) };
+        let mut state = loaded.state;
+        match loaded.journal {
+            JournalStatus::None => {}
+            JournalStatus::AlreadyCompacted => self.remove_journal()?,
+            JournalStatus::Replayed => {
+                self.write_unchecked(&mut state)?;
+                self.remove_journal()?;
+            }
+        }
+        Ok(Some(state))
+    }
+
+    /// Write the whole state: `serial += 1`, previous file kept as `.backup`, atomic, 0600.
+    /// `state` must descend from what is on disk (same lineage and serial), if anything is.
+    pub fn write(&self, lock: &StateLock, state: &mut State) -> Result<(), StateError> {
+        self.check_lock(lock)?;
+        if self.journal_path().exists() {
+            return Err(StateError::PendingJournal { path: self.journal_path() });
+        }
+        self.check_base(state)?;
+        self.write_unchecked(state)
+    }
+
+    /// Start a journal for an apply on top of `base`, which must be what is on disk.
+    pub fn open_journal(&self, lock: &StateLock, base: &State) -> Result<Journal, StateError> {
+        self.check_lock(lock)?;
+        if self.journal_path().exists() {
+            return Err(StateError::PendingJournal { path: self.journal_path() });
+        }
+        self.check_base(base)?;
+        Journal::create(&self.journal_path(), base)
+    }
+
+    /// Fold `journal` into `state`, write it once (serial bumped once), remove the journal.
+    /// `state` may be the journal's base or a copy the caller kept updated with the same
+    /// entries: it is replaced by the journal's own fold of the base, which is what is durable.
+    pub fn compact(&self, lock: &StateLock, journal: Journal, state: &mut State) -> Result<(), StateError> {
+        self.check_lock(lock)?;
+        if journal.path() != self.journal_path() {
+            return Err(StateError::WrongLock { path: self.path.clone(), lock_path: journal.path().to_path_buf() });
+        }
+        if state.lineage != journal.lineage() {
+            return Err(StateError::Stale {
+                path: self.path.clone(),
+                expected_lineage: journal.lineage().to_string(),
+                expected_serial: journal.base_serial(),
+                found_lineage: state.lineage.clone(),
+                found_serial: state.serial,
+            });
+        }
+        let mut folded = journal.into_state();
+        self.check_base(&folded)?;
+        self.write_unchecked(&mut folded)?;
+        self.remove_journal()?;
+        *state = folded;
+        Ok(())
+    }
+
+    fn check_lock(&self, lock: &StateLock) -> Result<(), StateError> {
+        if lock.path() != self.lock_path() {
+            return Err(StateError::WrongLock { path: self.path.clone(), lock_path: lock.path().to_path_buf() });
+        }
+        lock.check()
+    }
+
+    /// Refuse to write `state` unless it descends from the file on disk: a lost update would
+    /// silently forget resources another run recorded.
+    fn check_base(&self, state: &State) -> Result<(), StateError> {
+        let Some(disk) = self.read_file(&self.path)? else { return Ok(()) };
+        if disk.lineage != state.lineage || disk.serial != state.serial {
+            return Err(StateError::Stale {
+                path: self.path.clone(),
+                expected_lineage: state.lineage.clone(),
+                expected_serial: state.serial,
+                found_lineage: disk.lineage,
+                found_serial: disk.serial,
+            });
+        }
+        Ok(())
+    }
+
+    fn write_unchecked(&self, state: &mut State) -> Result<(), StateError> {
+        let dir = fsutil::parent_dir(&self.path);
+        std::fs::create_dir_all(dir).map_err(StateError::io("create directory", dir))?;
+        let mut next = state.clone();
+        next.serial += 1;
+        next.format_version = FORMAT_VERSION;
+        let mut bytes = serde_json::to_vec_pretty(&next).expect("state serializes");
+        bytes.push(b'\n');
+        if self.path.exists() {
+            fsutil::snapshot(&self.path, &self.backup_path())?;
+        }
+        fsutil::atomic_write(&self.path, &bytes)?;
+        // Only now, when the new serial is on disk, does the caller's copy advance.
+        *state = next;
+        Ok(())
+    }
+
+    fn remove_journal(&self) -> Result<(), StateError> {
+        let path = self.journal_path();
+        fsutil::remove_if_exists(&path)?;
+        fsutil::sync_dir(fsutil::parent_dir(&path))
+    }
+
+    /// Parse one state file (the state or its backup); `None` if missing.
+    fn read_file(&self, path: &Path) -> Result<Option<State>, StateError> {
+        let Some(bytes) = fsutil::read_optional(path)? else { return Ok(None) };
+        parse_state(path, &self.backup_path(), &bytes).map(Some)
+    }
+
+    fn load(&self) -> Result<Option<Loaded>, StateError> {
+        let state = self.read_file(&self.path)?;
+        let journal_path = self.journal_path();
+        let Some(bytes) = fsutil::read_optional(&journal_path)? else {
+            return Ok(state.map(|state| Loaded { state, journal: JournalStatus::None }));
+        };
+        let JournalFile { header, entries } = journal::parse(&journal_path, &bytes)?;
+        let mismatch = |state: &Option<State>| StateError::JournalMismatch {
+            path: journal_path.clone(),
+            journal_lineage: header.lineage.clone(),
+            journal_serial: header.base_serial,
+            state_lineage: state.as_ref().map(|s| s.lineage.clone()),
+            state_serial: state.as_ref().map(|s| s.serial),
+        };
+        let fold = |base: State| {
+            let mut replay = Replay::new(base);
+            entries.iter().for_each(|e| replay.apply(e));
+            replay.finish()
+        };
+        let base = match state {
+            None => {
+                // The first apply crashed before any state file existed.
+                let mut base = State::new(header.lineage.clone());
+                base.serial = header.base_serial;
+                base
+            }
+            Some(s) if s.lineage == header.lineage && s.serial == header.base_serial => s,
+            Some(s) if s.lineage == header.lineage && s.serial == header.base_serial + 1 => {
+                // A compaction may have written the state and crashed before removing the
+                // journal. Only if the journal folded onto the previous state (the backup,
+                // or nothing if there was none) gives exactly this state is it proven done.
+                let previous = match self.read_file(&self.backup_path()) {
+                    Ok(Some(b)) if b.lineage == header.lineage && b.serial == header.base_serial => Some(b),
+                    Ok(None) => Some(State { serial: header.base_serial, ..State::new(header.lineage.clone()) }),
+                    _ => None,
+                };
+                let done = previous.map(fold).is_some_and(|mut f| {
+                    f.serial = s.serial;
+                    f == s
+                });
+                if !done {
+                    return Err(mismatch(&Some(s)));
+                }
+                return Ok(Some(Loaded { state: s, journal: JournalStatus::AlreadyCompacted }));
+            }
+            other => return Err(mismatch(&other)),
+        };
+        Ok(Some(Loaded { state: fold(base), journal: JournalStatus::Replayed }))
+    }
+}
+
+struct Loaded {
+    state: State,
+    journal: JournalStatus,
+}
+
+enum JournalStatus {
+    None,
+    Replayed,
+    /// A journal whose entries the state file already holds.
+    AlreadyCompacted,
+}
+
+/// Decode a state file, turning every defect into [`StateError::Corrupt`].
+pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<State, StateError> {
+    let corrupt = |line, column, message| StateError::Corrupt {
+        path: path.to_path_buf(),
+        line,
+        column,
+        message,
+        backup: backup.to_path_buf(),
+    };
+    match serde_json::from_slice::<State>(bytes) {
+        Ok(state) if state.format_version == FORMAT_VERSION => Ok(state),
+        Ok(state) => Err(corrupt(None, None, unsupported(state.format_version))),
+        Err(e) => {
+            // A newer format may not fit today's struct: say "newer gpuplan", not "bad field".
+            #[derive(Deserialize)]
+            struct Version {
+                format_version: u32,
+            }
+            match serde_json::from_slice::<Version>(bytes) {
+                Ok(v) if v.format_version != FORMAT_VERSION => Err(corrupt(None, None, unsupported(v.format_version))),
+                _ => {
+                    let message = e.to_string();
+                    let suffix = format!(" at line {} column {}", e.line(), e.column());
+                    let message = message.strip_suffix(&suffix).unwrap_or(&message).to_string();
+                    Err(corrupt(Some(e.line()), Some(e.column()), message))
+                }
+            }
+        }
+    }
+}
+
+fn unsupported(version: u32) -> String {
+    if version > FORMAT_VERSION {
+        format!("format_version {version} was written by a newer gpuplan (this one reads {FORMAT_VERSION})")
+    } else {
+        format!("format_version {version} is not supported (this gpuplan reads {FORMAT_VERSION})")
+    }
+}

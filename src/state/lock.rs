@@ -1,0 +1,188 @@
+//! The state lock: `<state>.lock` holds a [`LockInfo`] as JSON and is held with an
+//! exclusive OS lock (`File::try_lock`, i.e. `flock` on unix).
+//!
+//! The OS lock is the truth, the file content only says who holds it. The kernel drops
+//! the OS lock when its holder dies, so a lock file whose OS lock can be taken belongs
+//! to a dead process: it is taken over and reported in [`StateLock::stale`]. This module
+//! owns acquiring, releasing and force-removing the lock; it never touches state.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::StateError;
+use super::fsutil::{self, private};
+
+/// How often a waiting `lock` retries: fast enough that a short apply ahead of us does
+/// not cost a noticeable wait, slow enough to be free.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Who holds the lock, as written in the lock file (OpenTofu's `LockInfo`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct LockInfo {
+    /// A UUID v4; `gpuplan state unlock ID` must quote it.
+    pub id: String,
+    /// `user@host`.
+    pub who: String,
+    pub pid: u32,
+    /// The command holding it: `apply`, `plan`, `state rm`, ...
+    pub operation: String,
+    /// RFC 3339, UTC, seconds.
+    pub created: String,
+}
+
+impl LockInfo {
+    pub fn new(operation: &str) -> Self {
+        LockInfo {
+            id: uuid::Uuid::new_v4().to_string(),
+            who: format!("{}@{}", user(), host()),
+            pid: std::process::id(),
+            operation: operation.to_string(),
+            created: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        }
+    }
+}
+
+/// A held lock. Dropping it releases the OS lock and removes the lock file.
+#[derive(Debug)]
+pub struct StateLock {
+    pub info: LockInfo,
+    /// The lock of a dead holder that was taken over; the CLI warns about it because that
+    /// holder may have left an apply half done (its journal is recovered on read).
+    pub stale: Option<LockInfo>,
+    file: File,
+    path: PathBuf,
+}
+
+impl StateLock {
+    /// The lock file's path (`<state>.lock`).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Still ours: the lock file was not force-removed or replaced since we took it.
+    pub(crate) fn check(&self) -> Result<(), StateError> {
+        if fsutil::same_file(&self.file, &self.path) {
+            Ok(())
+        } else {
+            Err(StateError::LockLost { path: self.path.clone() })
+        }
+    }
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        // Remove the file while still holding the OS lock, and only if it is still ours: after
+        // a force-unlock the path may hold someone else's lock. A waiter that locked the
+        // unlinked file notices (same_file) and retries on the new one.
+        if fsutil::same_file(&self.file, &self.path) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        let _ = self.file.unlock();
+    }
+}
+
+/// Take the lock at `path`, retrying every [`POLL`] until `timeout` has passed.
+pub(crate) fn acquire(path: &Path, operation: &str, timeout: Duration) -> Result<StateLock, StateError> {
+    let start = Instant::now();
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(StateError::io("create directory", dir))?;
+    }
+    loop {
+        let mut file = private(OpenOptions::new().read(true).write(true).create(true).truncate(false))
+            .open(path)
+            .map_err(StateError::io("open lock file", path))?;
+        match file.try_lock() {
+            Ok(()) => {
+                if !fsutil::same_file(&file, path) {
+                    // We locked a file its holder removed on release: retry on the current one.
+                    continue;
+                }
+                let stale = read_info(&mut file);
+                let info = LockInfo::new(operation);
+                write_info(&mut file, path, &info)?;
+                return Ok(StateLock { info, stale, file, path: path.to_path_buf() });
+            }
+            Err(TryLockError::WouldBlock) => {
+                let waited = start.elapsed();
+                if waited >= timeout {
+                    let holder = read_info(&mut file);
+                    let waited = if timeout.is_zero() { Duration::ZERO } else { waited };
+                    return Err(StateError::Locked { path: path.to_path_buf(), holder, waited });
+                }
+                drop(file);
+                std::thread::sleep(POLL.min(timeout - waited));
+            }
+            Err(TryLockError::Error(e)) => return Err(StateError::io("lock", path)(e)),
+        }
+    }
+}
+
+/// The lock file's content, whether or not anyone holds it. `None` if there is no file.
+pub(crate) fn peek(path: &Path) -> Result<Option<LockInfo>, StateError> {
+    let Some(bytes) = fsutil::read_optional(path)? else { return Ok(None) };
+    Ok(serde_json::from_slice(&bytes).ok())
+}
+
+/// Force-unlock: remove the lock file if its id is `id`. The holder, if alive, keeps an
+/// OS lock on a file nobody else can see, and notices before its next write (LockLost).
+pub(crate) fn force_unlock(path: &Path, state_path: &Path, id: &str) -> Result<LockInfo, StateError> {
+    let Some(bytes) = fsutil::read_optional(path)? else {
+        return Err(StateError::NotLocked { path: state_path.to_path_buf() });
+    };
+    let holder: LockInfo = match serde_json::from_slice(&bytes) {
+        Ok(info) => info,
+        // An empty or unreadable lock file has no id to match; nobody can own it meaningfully.
+        Err(_) => return Err(StateError::NotLocked { path: state_path.to_path_buf() }),
+    };
+    if holder.id != id.trim() {
+        return Err(StateError::UnlockMismatch { path: path.to_path_buf(), given: id.to_string(), holder });
+    }
+    fsutil::remove_if_exists(path)?;
+    fsutil::sync_dir(fsutil::parent_dir(path))?;
+    Ok(holder)
+}
+
+fn read_info(file: &mut File) -> Option<LockInfo> {
+    let mut bytes = Vec::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.read_to_end(&mut bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn write_info(file: &mut File, path: &Path, info: &LockInfo) -> Result<(), StateError> {
+    let json = serde_json::to_vec_pretty(info).expect("LockInfo serializes");
+    (|| {
+        file.set_len(0)?;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&json)?;
+        file.write_all(b"\n")?;
+        // A lock file created by someone else's umask or an older tool: make it private.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+        file.sync_data()
+    })()
+    .map_err(StateError::io("write lock file", path))
+}
+
+fn user() -> String {
+    ["USER", "LOGNAME", "USERNAME"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn host() -> String {
+    let from_file = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    from_file("/proc/sys/kernel/hostname")
+        .or_else(|| from_file("/etc/hostname"))
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|v| !v.is_empty()))
+        .or_else(|| std::env::var("COMPUTERNAME").ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "localhost".to_string())
+}

@@ -1,0 +1,219 @@
+//! Journal entries and their meaning: [`JournalEntry`], [`apply_entry`] (one entry, pure)
+//! and [`Replay`] (many entries in linear time, same result).
+//!
+//! Semantics, decided once here:
+//! - `PutResource` replaces kind, provider, provider_kind, region, config and dependencies.
+//!   It keeps the resource's existing nodes unless the entry carries nodes, which then
+//!   replace them (deduplicated by id). Executors record nodes with `AddNodes` as they
+//!   appear, so a later `PutResource` with no nodes must not forget them.
+//! - `AddNodes` adds nodes by id: a node whose id is already present replaces it in place
+//!   (a newer observation), others are appended in order. On an address the state does not
+//!   know it creates a bare resource (kind from the address, null config): a node that
+//!   exists in a cloud is never dropped from state just because the entries came out of order.
+//! - `RemoveNodes` removes nodes by id; unknown ids and addresses are ignored.
+//! - `DeleteResource` removes the resource; unknown addresses are ignored.
+//! - `History` appends, keeping the newest [`HISTORY_LIMIT`] entries.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{HISTORY_LIMIT, HistoryEntry, ResourceState, State};
+use crate::providers::Node;
+
+/// One finished operation, as one line of the journal.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum JournalEntry {
+    PutResource { address: String, resource: ResourceState },
+    AddNodes { address: String, nodes: Vec<Node> },
+    RemoveNodes { address: String, ids: Vec<String> },
+    DeleteResource { address: String },
+    History { entry: HistoryEntry },
+}
+
+/// Apply one entry to `state`. Pure: no I/O, no clock. Costs O(nodes of that resource),
+/// so use [`Replay`] for long sequences.
+pub fn apply_entry(state: &mut State, entry: &JournalEntry) {
+    match entry {
+        JournalEntry::PutResource { address, resource } => match state.resources.get_mut(address) {
+            Some(existing) => {
+                let nodes = if resource.nodes.is_empty() {
+                    std::mem::take(&mut existing.nodes)
+                } else {
+                    dedup_nodes(&resource.nodes)
+                };
+                *existing = ResourceState { nodes, ..resource.clone() };
+            }
+            None => {
+                let nodes = dedup_nodes(&resource.nodes);
+                state.resources.insert(address.clone(), ResourceState { nodes, ..resource.clone() });
+            }
+        },
+        JournalEntry::AddNodes { address, nodes } => {
+            let resource = state.resources.entry(address.clone()).or_insert_with(|| bare_resource(address));
+            for node in nodes {
+                match resource.nodes.iter_mut().find(|n| n.id == node.id) {
+                    Some(slot) => *slot = node.clone(),
+                    None => resource.nodes.push(node.clone()),
+                }
+            }
+        }
+        JournalEntry::RemoveNodes { address, ids } => {
+            if let Some(resource) = state.resources.get_mut(address) {
+                resource.nodes.retain(|n| !ids.contains(&n.id));
+            }
+        }
+        JournalEntry::DeleteResource { address } => {
+            state.resources.remove(address);
+        }
+        JournalEntry::History { entry } => {
+            state.history.push(entry.clone());
+            cap_history(&mut state.history);
+        }
+    }
+}
+
+/// A state with entries folded in, indexing node ids of every resource it touched so each
+/// entry costs O(its own size): replaying N entries is O(N), not O(N × nodes).
+#[derive(Debug)]
+pub struct Replay {
+    state: State,
+    /// Nodes of touched resources, taken out of `state` until [`Replay::finish`]. Removed
+    /// nodes leave a `None` so positions (and so node order) stay stable.
+    touched: HashMap<String, Slots>,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    nodes: Vec<Option<Node>>,
+    by_id: HashMap<String, usize>,
+}
+
+impl Slots {
+    fn from_nodes(nodes: Vec<Node>) -> Slots {
+        let mut slots = Slots::default();
+        slots.add(nodes);
+        slots
+    }
+    fn add(&mut self, nodes: impl IntoIterator<Item = Node>) {
+        for node in nodes {
+            match self.by_id.entry(node.id.clone()) {
+                Entry::Occupied(at) => self.nodes[*at.get()] = Some(node),
+                Entry::Vacant(v) => {
+                    v.insert(self.nodes.len());
+                    self.nodes.push(Some(node));
+                }
+            }
+        }
+    }
+    fn remove(&mut self, ids: &[String]) {
+        for id in ids {
+            if let Some(at) = self.by_id.remove(id) {
+                self.nodes[at] = None;
+            }
+        }
+    }
+    fn into_nodes(self) -> Vec<Node> {
+        self.nodes.into_iter().flatten().collect()
+    }
+}
+
+impl Replay {
+    pub fn new(base: State) -> Self {
+        Replay { state: base, touched: HashMap::new() }
+    }
+
+    /// The lineage and serial of the base: entries never change them.
+    pub fn lineage(&self) -> &str {
+        &self.state.lineage
+    }
+    pub fn serial(&self) -> u64 {
+        self.state.serial
+    }
+
+    pub fn apply(&mut self, entry: &JournalEntry) {
+        match entry {
+            JournalEntry::PutResource { address, resource } => {
+                let fresh = ResourceState { nodes: Vec::new(), ..resource.clone() };
+                let slots = if !resource.nodes.is_empty() {
+                    Slots::from_nodes(resource.nodes.clone())
+                } else if let Some(slots) = self.touched.remove(address) {
+                    slots
+                } else if let Some(old) = self.state.resources.get_mut(address) {
+                    Slots::from_nodes(std::mem::take(&mut old.nodes))
+                } else {
+                    Slots::default()
+                };
+                self.state.resources.insert(address.clone(), fresh);
+                self.touched.insert(address.clone(), slots);
+            }
+            JournalEntry::AddNodes { address, nodes } => {
+                if let Some(slots) = self.slots(address, true) {
+                    slots.add(nodes.iter().cloned());
+                }
+            }
+            JournalEntry::RemoveNodes { address, ids } => {
+                if let Some(slots) = self.slots(address, false) {
+                    slots.remove(ids);
+                }
+            }
+            JournalEntry::DeleteResource { address } => {
+                self.state.resources.remove(address);
+                self.touched.remove(address);
+            }
+            // Capped once in `finish`: keeping the newest N is the same at the end as at each step.
+            JournalEntry::History { entry } => self.state.history.push(entry.clone()),
+        }
+    }
+
+    /// The indexed nodes of `address`, taking them out of the state on first touch.
+    fn slots(&mut self, address: &str, create: bool) -> Option<&mut Slots> {
+        if !self.touched.contains_key(address) {
+            let nodes = match self.state.resources.get_mut(address) {
+                Some(resource) => std::mem::take(&mut resource.nodes),
+                None if create => {
+                    self.state.resources.insert(address.to_string(), bare_resource(address));
+                    Vec::new()
+                }
+                None => return None,
+            };
+            self.touched.insert(address.to_string(), Slots::from_nodes(nodes));
+        }
+        self.touched.get_mut(address)
+    }
+
+    pub fn finish(mut self) -> State {
+        for (address, slots) in self.touched {
+            if let Some(resource) = self.state.resources.get_mut(&address) {
+                resource.nodes = slots.into_nodes();
+            }
+        }
+        cap_history(&mut self.state.history);
+        self.state
+    }
+}
+
+fn dedup_nodes(nodes: &[Node]) -> Vec<Node> {
+    Slots::from_nodes(nodes.to_vec()).into_nodes()
+}
+
+fn bare_resource(address: &str) -> ResourceState {
+    let kind = address.split_once('.').map_or(address, |(kind, _)| kind);
+    ResourceState {
+        kind: kind.to_string(),
+        provider: None,
+        provider_kind: None,
+        region: None,
+        config: serde_json::Value::Null,
+        dependencies: Vec::new(),
+        nodes: Vec::new(),
+    }
+}
+
+fn cap_history(history: &mut Vec<HistoryEntry>) {
+    if history.len() > HISTORY_LIMIT {
+        history.drain(..history.len() - HISTORY_LIMIT);
+    }
+}

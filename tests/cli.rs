@@ -67,7 +67,6 @@ fn unimplemented_commands_exit_1_and_say_so() {
         (&["apply", "--auto-approve"], "apply"),
         (&["state", "list"], "state list"),
         (&["jobs"], "jobs list"),
-        (&["sim", "interrupt", "train", "--count", "2"], "sim interrupt"),
     ] {
         let r = run(tmp.path(), args);
         assert_eq!(r.code, 1, "{args:?}");

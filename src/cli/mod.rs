@@ -21,6 +21,7 @@ mod output;
 mod plan;
 mod runtime;
 mod settings;
+mod sim;
 mod validate;
 
 use std::ffi::OsString;
@@ -77,6 +78,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Apply(args) => apply::apply(settings, args),
         Command::Destroy(args) => apply::destroy(settings, args),
         Command::Drift(args) => drift::run(settings, args),
+        Command::Sim(command) => sim::run(settings, command),
         other => Err(CliError::not_implemented(&other.display_name()).into()),
     }
 }
@@ -169,6 +171,7 @@ impl Command {
             Command::State(s) => Some(s.name()),
             Command::Jobs(j) => Some(j.command.as_ref().map_or("list", JobsCommand::name)),
             Command::Sim(SimCommand::Interrupt { .. }) => Some("interrupt"),
+            Command::Sim(SimCommand::Capacity { .. }) => Some("capacity"),
             _ => None,
         };
         let top = match self {
@@ -445,6 +448,25 @@ pub enum SimCommand {
         /// How many nodes
         #[arg(long, value_name = "N", default_value_t = 1)]
         count: u32,
+    },
+    /// Limit live nodes per instance type in a zone, or restore the default
+    #[command(group = clap::ArgGroup::new("kind").required(true).args(["spot", "on_demand"]))]
+    #[command(group = clap::ArgGroup::new("amount").required(true).args(["limit", "reset"]))]
+    Capacity {
+        #[arg(value_name = "ZONE")]
+        zone: String,
+        /// Spot capacity
+        #[arg(long)]
+        spot: bool,
+        /// On-demand capacity
+        #[arg(long)]
+        on_demand: bool,
+        /// Live nodes allowed per instance type
+        #[arg(long, value_name = "N")]
+        limit: Option<u32>,
+        /// Back to the default (`GPUPLAN_SIM_ZONE_CAPACITY`, else 1,000)
+        #[arg(long)]
+        reset: bool,
     },
 }
 

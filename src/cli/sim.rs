@@ -1,0 +1,74 @@
+//! `gpuplan sim ...`: the embedded cloud's own controls (spot reclaims, capacity).
+//!
+//! These act on `state/<workspace>.sim.json` directly, as the cloud itself would; they do
+//! not take the state lock and never change gpuplan's state. The sim's settings come from
+//! `GPUPLAN_SIM_*` only (the spec is not loaded, so a broken spec cannot block them).
+
+use super::output;
+use super::{CliError, ExitStatus, Settings, SimCommand};
+use crate::addr::{Address, Kind, is_ident};
+use crate::engine::providers::sim_config;
+use crate::providers::Capacity;
+use crate::providers::sim::SimCloud;
+
+pub fn run(settings: &Settings, command: &SimCommand) -> miette::Result<ExitStatus> {
+    match command {
+        SimCommand::Interrupt { pool, count } => interrupt(settings, pool, *count),
+        SimCommand::Capacity { zone, spot, on_demand: _, limit, reset: _ } => {
+            let capacity = if *spot { Capacity::Spot } else { Capacity::OnDemand };
+            set_capacity(settings, zone, capacity, *limit)
+        }
+    }
+}
+
+fn interrupt(settings: &Settings, pool: &str, count: u32) -> miette::Result<ExitStatus> {
+    let pool = pool_address(pool)?;
+    let path = settings.workspace().sim_path();
+    // Reclaiming from a cloud that was never created would only create an empty one.
+    let ids = if path.exists() { open(settings)?.interrupt(&pool, count)? } else { Vec::new() };
+    if ids.is_empty() {
+        return Err(CliError::new(format!("no live spot node of `{pool}` in the simulated cloud `{}`", path.display()))
+            .hint(format!(
+                "only spot nodes are reclaimed: give `{pool}` a `mix {{ spot_percent = ... }}` and run `gpuplan apply` first"
+            ))
+            .into());
+    }
+    output::stdout(&ids.iter().map(|id| format!("{id}\n")).collect::<String>());
+    let noun = if ids.len() == 1 { "node" } else { "nodes" };
+    output::stderr(&format!("reclaimed {} spot {noun} of {pool}\n", ids.len()));
+    if (ids.len() as u32) < count {
+        output::stderr(&format!("note: asked for {count}; that was every live spot node of {pool}\n"));
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn set_capacity(settings: &Settings, zone: &str, capacity: Capacity, limit: Option<u32>) -> miette::Result<ExitStatus> {
+    let cloud = open(settings)?;
+    cloud.set_capacity(zone, capacity, limit)?;
+    let now = cloud.capacity(zone, capacity);
+    let how = if limit.is_some() { "set" } else { "default" };
+    output::stdout(&format!("{zone} {capacity}: {now} live nodes per instance type ({how})\n"));
+    Ok(ExitStatus::Success)
+}
+
+fn open(settings: &Settings) -> miette::Result<std::sync::Arc<SimCloud>> {
+    let ws = settings.workspace();
+    let config = sim_config(&ws, None)?;
+    Ok(SimCloud::open(&ws.sim_path(), config)?)
+}
+
+/// `train`, `gpu_pool.train` or `gpu_pool.train[0]`.
+fn pool_address(text: &str) -> Result<Address, CliError> {
+    let hint = "name a pool as `train` or `gpu_pool.train`";
+    if !text.contains('.') {
+        if is_ident(text) {
+            return Ok(Address::new(Kind::GpuPool, text));
+        }
+        return Err(CliError::new(format!("`{text}` is not a pool name")).hint(hint));
+    }
+    match text.parse::<Address>() {
+        Ok(a) if a.kind == Kind::GpuPool => Ok(a),
+        Ok(a) => Err(CliError::new(format!("`{a}` is a {}, not a gpu_pool", a.kind)).hint(hint)),
+        Err(e) => Err(CliError::new(e.to_string()).hint(hint)),
+    }
+}

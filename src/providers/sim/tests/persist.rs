@@ -1,0 +1,174 @@
+//! Persistence and locking: reopen, tokens, snapshot untouched by calls, torn lines,
+//! compaction, corrupt files, the lock.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::providers::sim::SimError;
+use crate::providers::sim::store::sibling;
+use crate::providers::{ListFilter, NodeState, Provider};
+
+fn all() -> ListFilter {
+    ListFilter { region: "us-east-1".into(), lineage: None }
+}
+
+#[tokio::test]
+async fn reopen_after_appends_sees_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cloud_path(&dir);
+    let before = {
+        let cloud = open(&path, SimConfig::default());
+        let p = SimProvider::new(cloud.clone());
+        let ids: Vec<String> = p
+            .create_nodes(&req("train", Capacity::Spot, 4, "a"))
+            .await
+            .unwrap()
+            .nodes
+            .into_iter()
+            .map(|n| n.id)
+            .collect();
+        p.terminate_nodes("us-east-1", &ids[..1]).await.unwrap();
+        cloud.interrupt(&pool("train"), 1).unwrap();
+        cloud.set_capacity("us-east-1b", Capacity::OnDemand, Some(7)).unwrap();
+        cloud.insert_untagged("us-east-1", "us-east-1a", "p4d.24xlarge").unwrap();
+        cloud.nodes()
+    };
+    let cloud = open(&path, SimConfig::default());
+    assert_eq!(cloud.nodes(), before);
+    let states: Vec<NodeState> = cloud.nodes().iter().map(|n| n.state).collect();
+    assert!(states.contains(&NodeState::Terminated) && states.contains(&NodeState::Reclaimed));
+    assert_eq!(cloud.capacity("us-east-1b", Capacity::OnDemand), 7);
+    // The counter survived too: a new create does not reuse an id.
+    let p = SimProvider::new(cloud.clone());
+    let new = p.create_nodes(&req("train", Capacity::Spot, 1, "b")).await.unwrap().nodes[0].id.clone();
+    assert!(before.iter().all(|n| n.id != new));
+}
+
+#[tokio::test]
+async fn tokens_are_idempotent_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cloud_path(&dir);
+    let first = {
+        let p = SimProvider::new(open(&path, SimConfig::default()));
+        p.create_nodes(&req("train", Capacity::OnDemand, 2, "tok")).await.unwrap()
+    };
+    let cloud = open(&path, SimConfig::default());
+    let p = SimProvider::new(cloud.clone());
+    let again = p.create_nodes(&req("train", Capacity::OnDemand, 2, "tok")).await.unwrap();
+    assert_eq!(again, first);
+    assert_eq!(cloud.nodes().len(), 2);
+    // A different token creates new nodes.
+    p.create_nodes(&req("train", Capacity::OnDemand, 2, "tok2")).await.unwrap();
+    assert_eq!(cloud.nodes().len(), 4);
+}
+
+#[tokio::test]
+async fn a_partial_token_repeats_its_shortfall() {
+    let (_dir, cloud, p) = fresh(SimConfig { zone_capacity: Some(1), ..SimConfig::default() });
+    let first = p.create_nodes(&req("train", Capacity::Spot, 3, "p")).await.unwrap();
+    assert_eq!((first.nodes.len(), first.errors.len()), (1, 1));
+    cloud.set_capacity("us-east-1a", Capacity::Spot, None).unwrap();
+    assert_eq!(cloud.capacity("us-east-1a", Capacity::Spot), 1, "None restores the configured default");
+    cloud.set_capacity("us-east-1a", Capacity::Spot, Some(10)).unwrap();
+    let again = p.create_nodes(&req("train", Capacity::Spot, 3, "p")).await.unwrap();
+    assert_eq!(again.nodes, first.nodes);
+    assert!(again.errors[0].message.contains("placed 1 of 3"), "{}", again.errors[0].message);
+}
+
+#[tokio::test]
+async fn a_create_appends_to_the_log_and_leaves_the_snapshot_alone() {
+    let (dir, _cloud, p) = fresh(SimConfig::default());
+    let path = cloud_path(&dir);
+    let log = sibling(&path, ".log");
+    let snapshot = std::fs::read(&path).unwrap();
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    p.create_nodes(&req("train", Capacity::Spot, 5, "a")).await.unwrap();
+    p.create_nodes(&req("train", Capacity::Spot, 5, "b")).await.unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), snapshot);
+    assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.lines().count(), 2, "one line per call:\n{text}");
+}
+
+#[tokio::test]
+async fn a_torn_last_line_is_ignored_and_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cloud_path(&dir);
+    let log = sibling(&path, ".log");
+    let kept = {
+        let p = SimProvider::new(open(&path, SimConfig::default()));
+        p.create_nodes(&req("train", Capacity::Spot, 2, "a")).await.unwrap();
+        p.create_nodes(&req("train", Capacity::Spot, 2, "b")).await.unwrap().nodes
+    };
+    // Simulate a crash mid-write: the last record loses its tail.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let torn = &text[..text.len() - 40];
+    std::fs::write(&log, torn).unwrap();
+    let cloud = open(&path, SimConfig::default());
+    assert_eq!(cloud.nodes().len(), 2);
+    assert!(cloud.nodes().iter().all(|n| !kept.contains(n)));
+    // Appends after the repair produce a clean log that replays.
+    let p = SimProvider::new(cloud.clone());
+    p.create_nodes(&req("train", Capacity::Spot, 1, "c")).await.unwrap();
+    drop((p, cloud));
+    assert_eq!(open(&path, SimConfig::default()).nodes().len(), 3);
+}
+
+#[tokio::test]
+async fn compaction_rewrites_the_snapshot_drops_terminated_and_keeps_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cloud_path(&dir);
+    let log = sibling(&path, ".log");
+    let cloud = SimCloud::open_inner(&path, SimConfig::default(), Duration::from_secs(1), 3).unwrap();
+    let p = SimProvider::new(cloud.clone());
+    let gone = p.create_nodes(&req("train", Capacity::Spot, 1, "a")).await.unwrap().nodes[0].id.clone();
+    p.terminate_nodes("us-east-1", std::slice::from_ref(&gone)).await.unwrap();
+    p.create_nodes(&req("train", Capacity::Spot, 1, "b")).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 3);
+    p.create_nodes(&req("train", Capacity::Spot, 1, "c")).await.unwrap();
+    // The fourth record passed the threshold: snapshot rewritten, log emptied.
+    assert_eq!(std::fs::read(&log).unwrap().len(), 0);
+    assert_eq!(cloud.nodes().len(), 2);
+    drop((p, cloud));
+    let cloud = open(&path, SimConfig::default());
+    assert!(cloud.nodes().iter().all(|n| n.id != gone && n.state == NodeState::Running));
+    let p = SimProvider::new(cloud.clone());
+    assert!(p.create_nodes(&req("train", Capacity::Spot, 1, "a")).await.unwrap().nodes.is_empty());
+    assert_eq!(p.list_nodes(&all()).await.unwrap().len(), 2);
+}
+
+#[test]
+fn corrupt_files_give_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cloud_path(&dir);
+    drop(open(&path, SimConfig::default()));
+    std::fs::write(sibling(&path, ".log"), "garbage\n{\"also\": 1}\n").unwrap();
+    let e = SimCloud::open(&path, SimConfig::default()).err().unwrap();
+    assert!(matches!(e, SimError::Corrupt { line: Some(1), .. }), "{e}");
+    assert!(e.to_string().contains("default.sim.json.log"), "{e}");
+    std::fs::write(&path, "{ not json").unwrap();
+    let e = SimCloud::open(&path, SimConfig::default()).err().unwrap();
+    assert!(e.to_string().contains("not a valid simulated cloud file"), "{e}");
+}
+
+#[test]
+fn a_second_open_waits_for_the_lock_then_fails_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cloud_path(&dir);
+    let first = open(&path, SimConfig::default());
+    let start = Instant::now();
+    let e = SimCloud::open_with_timeout(&path, SimConfig::default(), Duration::from_millis(300)).err().unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    assert!(matches!(e, SimError::Locked { .. }));
+    let msg = e.to_string();
+    assert!(msg.contains(&path.display().to_string()) && msg.contains("in use"), "{msg}");
+    assert!(msg.contains(&format!("pid {}", std::process::id())), "{msg}");
+    // Released on drop; a waiting opener gets in once the holder goes away.
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        drop(first);
+    });
+    SimCloud::open_with_timeout(&path, SimConfig::default(), Duration::from_secs(5)).unwrap();
+    t.join().unwrap();
+}

@@ -113,7 +113,8 @@ impl StateError {
 }
 
 fn holder_text(holder: &Option<LockInfo>, waited: &Duration) -> String {
-    let waited = if waited.is_zero() { String::new() } else { format!(" (waited {})", humantime::format_duration(*waited)) };
+    let waited =
+        if waited.is_zero() { String::new() } else { format!(" (waited {})", humantime::format_duration(*waited)) };
     match holder {
         Some(h) => {
             format!(" by {} (pid {}) running `{}` since {}{waited}", h.who, h.pid, h.operation, h.created)

@@ -46,7 +46,8 @@ pub struct Journal {
 impl Journal {
     /// Create `path` with its header (atomically: temp, fsync, rename), then open it to append.
     pub(crate) fn create(path: &Path, base: &State) -> Result<Journal, StateError> {
-        let header = JournalHeader { journal: JOURNAL_VERSION, lineage: base.lineage.clone(), base_serial: base.serial };
+        let header =
+            JournalHeader { journal: JOURNAL_VERSION, lineage: base.lineage.clone(), base_serial: base.serial };
         let mut line = serde_json::to_vec(&header).expect("header serializes");
         line.push(b'\n');
         fsutil::atomic_write(path, &line)?;
@@ -118,10 +119,12 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<JournalFile, StateError
     };
     let mut lines = complete.split(|&b| b == b'\n');
     let first = lines.next().unwrap_or_default();
-    let header: JournalHeader =
-        serde_json::from_slice(first).map_err(|e| damaged(1, format!("bad header: {e}")))?;
+    let header: JournalHeader = serde_json::from_slice(first).map_err(|e| damaged(1, format!("bad header: {e}")))?;
     if header.journal != JOURNAL_VERSION {
-        return Err(damaged(1, format!("journal version {} is not supported (expected {JOURNAL_VERSION})", header.journal)));
+        return Err(damaged(
+            1,
+            format!("journal version {} is not supported (expected {JOURNAL_VERSION})", header.journal),
+        ));
     }
     let mut entries = Vec::new();
     let mut first_bad: Option<(usize, String)> = None;

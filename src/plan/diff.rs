@@ -141,7 +141,8 @@ struct PoolCtx<'a, 'i> {
 }
 
 /// Attributes of a pool that cannot change in place: changing them replaces nodes.
-const IMMUTABLE: &[&str] = &["provider", "region", "gpu", "gpus_per_node", "instance_types", "image"];
+/// (`render/` reads it to mark `# forces replacement`.)
+pub const IMMUTABLE: &[&str] = &["provider", "region", "gpu", "gpus_per_node", "instance_types", "image"];
 
 fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
     let addr = cx.addr;
@@ -201,7 +202,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                 message: format!("node {} carries this state's tags but the state does not know it; {verb}", n.id),
             });
             if cx.pool.is_some() {
-                adopt.push(n.id.clone());
+                adopt.push((*n).clone());
             }
         }
     }
@@ -272,9 +273,12 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                 gpu: prior.and_then(|p| p.config.get("gpu")).and_then(Json::as_str).unwrap_or_default().to_string(),
                 before: before_counts,
                 after: NodeCounts { gpus_per_node: before_counts.gpus_per_node, ..NodeCounts::default() },
+                before_types: type_counts(&cx.live),
                 creates: vec![],
                 deletes,
                 adopt: vec![],
+                zones: vec![],
+                fallback: Default::default(),
                 create_before_destroy: false,
             }),
             after_changes: vec![],
@@ -432,9 +436,12 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
             gpu: shape.gpu.clone(),
             before: before_counts,
             after: after_counts,
+            before_types: type_counts(&cx.live),
             creates,
             deletes,
             adopt,
+            zones: shape.zones.clone(),
+            fallback: pool.mix.fallback.value,
             create_before_destroy: cbd,
         }),
         after_changes: vec![],
@@ -445,6 +452,14 @@ fn sorted<'a>(nodes: &[&'a Node]) -> Vec<&'a Node> {
     let mut v = nodes.to_vec();
     v.sort_by(|a, b| a.id.cmp(&b.id));
     v
+}
+
+fn type_counts(nodes: &[&Node]) -> Vec<TypeCount> {
+    let mut m: BTreeMap<(String, Capacity), u32> = BTreeMap::new();
+    for n in nodes {
+        *m.entry((n.instance_type.clone(), n.capacity)).or_default() += 1;
+    }
+    m.into_iter().map(|((instance_type, capacity), count)| TypeCount { instance_type, capacity, count }).collect()
 }
 
 fn count(nodes: &[&Node], gpus_per_node: u32) -> NodeCounts {

@@ -7,7 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::addr::Address;
-use crate::providers::{Capacity, CreateNodes};
+use crate::providers::{Capacity, CreateNodes, Node};
+use crate::spec::model::Fallback;
 
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -88,6 +89,14 @@ impl NodeCounts {
     }
 }
 
+/// How many live nodes of one instance type and capacity type a pool has.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TypeCount {
+    pub instance_type: String,
+    pub capacity: Capacity,
+    pub count: u32,
+}
+
 /// One node to terminate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeDelete {
@@ -108,12 +117,21 @@ pub struct PoolChange {
     pub gpu: String,
     pub before: NodeCounts,
     pub after: NodeCounts,
+    /// The live nodes before the change by instance type and capacity (for pricing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before_types: Vec<TypeCount>,
     /// Batches to create, each one provider call, each with its idempotency token.
     pub creates: Vec<CreateNodes>,
     pub deletes: Vec<NodeDelete>,
-    /// Orphan node ids (tagged for this pool, unknown to state) taken into state.
+    /// Orphan nodes (tagged for this pool, unknown to state) taken into state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub adopt: Vec<String>,
+    pub adopt: Vec<Node>,
+    /// The pool's zones, for falling back to another zone when one has no capacity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<String>,
+    /// What to do when spot capacity is short: `on_demand`, `wait` or `fail`.
+    #[serde(default)]
+    pub fallback: Fallback,
     /// Create replacements before deleting (the default for pools).
     pub create_before_destroy: bool,
 }

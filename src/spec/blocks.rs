@@ -173,7 +173,10 @@ pub fn provider(
 pub const POOL_ATTRS: &[&str] =
     &["provider", "region", "zones", "gpu", "gpus_per_node", "instance_types", "image", "nodes", "mix", "labels"];
 
-pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<GpuPool, Reported> {
+/// Decode a pool. When it fails but its identity (provider, GPU, GPUs per node) decoded,
+/// `partial` receives a pool with defaults elsewhere, so catalog checks still run and
+/// one run reports every problem.
+pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<GpuPool>) -> Result<GpuPool, Reported> {
     let meta = meta(&mut f, cx, POOL_ATTRS);
     let provider = f.string(cx, "provider");
     let provider = f.required(cx, provider, "provider", "\"sim\"");
@@ -211,6 +214,23 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<GpuPool, Repor
         }),
     };
     let labels = f.string_map(cx, "labels").map(|m| m.value).unwrap_or_default();
+    if f.failed
+        && let (Some(p), Some(g), Some(n)) = (&provider, &gpu, &gpus_per_node)
+    {
+        *partial = Some(GpuPool {
+            provider: p.clone(),
+            region: region.clone(),
+            zones: zones.clone(),
+            gpu: g.clone(),
+            gpus_per_node: n.clone(),
+            instance_types: instance_types.clone(),
+            image: image.clone(),
+            nodes: Nodes::default(),
+            mix: Mix::default(),
+            labels: Default::default(),
+            meta: meta.clone(),
+        });
+    }
     finish(f, cx, POOL_ATTRS)?;
     Ok(GpuPool {
         provider: provider.ok_or(Reported)?,

@@ -58,8 +58,17 @@ fn head(b: &Block) -> Span {
     b.labels.last().map(|l| b.kind.span.join(l.span)).unwrap_or(b.kind.span)
 }
 
-pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags: &mut Diagnostics) -> Spec {
+/// What decoding produced: the spec, plus pools that failed to decode but whose identity
+/// is known (validation still checks them against the catalog).
+#[derive(Debug, Default)]
+pub struct Decoded {
+    pub spec: Spec,
+    pub partial_pools: BTreeMap<Address, GpuPool>,
+}
+
+pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags: &mut Diagnostics) -> Decoded {
     let mut spec = Spec::default();
+    let mut partial_pools = BTreeMap::new();
     let collected = collect(files, diags);
 
     let mut declared: BTreeMap<Kind, BTreeSet<String>> = BTreeMap::new();
@@ -127,14 +136,16 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
                     poisoned.insert(item.key());
                 }
             },
-            Item::Resource(kind, block) => match resource(&mut cx, kind, block, &refs[i], &mut spec) {
-                Ok(v) => {
-                    resources.insert((kind, label(block).to_string()), v);
+            Item::Resource(kind, block) => {
+                match resource(&mut cx, kind, block, &refs[i], &mut spec, &mut partial_pools) {
+                    Ok(v) => {
+                        resources.insert((kind, label(block).to_string()), v);
+                    }
+                    Err(Reported) => {
+                        poisoned.insert(item.key());
+                    }
                 }
-                Err(Reported) => {
-                    poisoned.insert(item.key());
-                }
-            },
+            }
         }
     }
 
@@ -163,7 +174,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
             spec.outputs.insert(label(b).to_string(), Output { value, description, sensitive });
         }
     }
-    spec
+    Decoded { spec, partial_pools }
 }
 
 #[derive(Default)]
@@ -389,6 +400,7 @@ fn resource(
     b: &Block,
     refs: &[Spanned<Address>],
     spec: &mut Spec,
+    partial_pools: &mut BTreeMap<Address, GpuPool>,
 ) -> Result<Value, Reported> {
     let name = label(b).to_string();
     let what = format!("{kind} {name:?}");
@@ -483,6 +495,7 @@ fn resource(
             None => what.clone(),
         };
         let f = Fields::from_body(inst_what, head(b), &b.body, cx.diags);
+        let mut partial = None;
         let fix_meta = |m: &mut Meta| {
             m.key = key.clone();
             m.count = meta_count.clone();
@@ -491,7 +504,7 @@ fn resource(
         };
         let value = match kind {
             Kind::Provider => decode_provider(f, cx, b, spec),
-            Kind::GpuPool => blocks::gpu_pool(f, cx).map(|mut r| {
+            Kind::GpuPool => blocks::gpu_pool(f, cx, &mut partial).map(|mut r| {
                 fix_meta(&mut r.meta);
                 let v = to_value(&r, &addr);
                 spec.gpu_pools.insert(addr.clone(), r);
@@ -522,6 +535,9 @@ fn resource(
                 v
             }),
         };
+        if let Some(p) = partial.take() {
+            partial_pools.insert(addr.clone(), p);
+        }
         match value {
             Ok(v) => values.push((key, v)),
             Err(Reported) => failed = true,

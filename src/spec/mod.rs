@@ -114,8 +114,12 @@ pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
             files.push(raw::File { file: id, format, body });
         }
     }
-    let spec = decode::decode(&sources, &files, opts, &mut diags);
-    validate::validate(&spec, &mut diags);
+    let decoded = decode::decode(&sources, &files, opts, &mut diags);
+    let spec = decoded.spec;
+    validate::validate(&spec, &decoded.partial_pools, &mut diags);
+    for cycle in crate::graph::build(&spec).cycles() {
+        diags.push(cycle);
+    }
     diags.sort();
     Loaded { sources, spec, diags, files: vec![] }
 }
@@ -124,5 +128,5 @@ pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
 pub fn display_path(path: &Path) -> String {
     let cwd = std::env::current_dir().ok();
     let shown = cwd.as_deref().and_then(|c| path.strip_prefix(c).ok()).unwrap_or(path);
-    shown.display().to_string()
+    if shown.as_os_str().is_empty() { ".".to_string() } else { shown.display().to_string() }
 }

@@ -11,9 +11,9 @@ use crate::diag::{Diagnostic, Diagnostics, did_you_mean};
 use crate::spec::Spec;
 use crate::spec::model::{GpuPool, Provider, ProviderKind, Spanned};
 
-pub fn validate(spec: &Spec, diags: &mut Diagnostics) {
+pub fn validate(spec: &Spec, partial_pools: &BTreeMap<Address, GpuPool>, diags: &mut Diagnostics) {
     let cat = catalog::catalog();
-    for (addr, pool) in &spec.gpu_pools {
+    for (addr, pool) in spec.gpu_pools.iter().chain(partial_pools) {
         validate_pool(spec, cat, addr, pool, diags);
     }
     for q in spec.quotas.values() {

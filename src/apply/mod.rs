@@ -1,0 +1,209 @@
+//! The apply executor: runs a plan's changes against the providers.
+//!
+//! - Changes run in dependency order (`after_changes`); independent ones run together.
+//!   Provider calls are bounded by `--parallelism` (a semaphore around each call).
+//! - One task per address, so no two operations ever touch one address at once.
+//! - A failure stops that change's dependents; independent work finishes.
+//! - Every finished operation is journaled (durable) before it is reported done
+//!   (`recorder.rs`); the caller compacts the journal into the state file at the end.
+//! - Cancellation (Ctrl-C / SIGTERM) stops starting new work; in-flight calls finish
+//!   and are recorded.
+//! - Apply never re-reads the spec: it executes the plan it is given.
+
+pub mod policy;
+pub mod pool;
+pub mod progress;
+pub mod recorder;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::addr::Address;
+use crate::plan::{Action, Plan, ResourceChange};
+use crate::providers::Provider;
+use crate::state::JournalEntry;
+use crate::state::ResourceState;
+
+pub use progress::Progress;
+pub use recorder::Recorder;
+
+/// Providers by the local name pools use (`sim`, `aws`, an alias).
+pub type ProviderSet = BTreeMap<String, Arc<dyn Provider>>;
+
+/// Set when the user asked to stop (Ctrl-C, SIGTERM).
+#[derive(Debug, Default)]
+pub struct Cancel(AtomicBool);
+
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+pub struct ApplyOptions {
+    pub parallelism: usize,
+    pub progress: Arc<dyn Progress>,
+    pub cancel: Arc<Cancel>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    Done,
+    /// Done, but short of the plan (e.g. spot capacity with `fallback = "wait"`).
+    Partial(String),
+    Failed(String),
+    /// Not started: a dependency failed, or apply was cancelled.
+    Skipped(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub address: Address,
+    pub action: Action,
+    pub status: Status,
+    pub created: usize,
+    pub deleted: usize,
+}
+
+#[derive(Debug, Default)]
+pub struct ApplyReport {
+    pub outcomes: Vec<Outcome>,
+    pub cancelled: bool,
+}
+
+impl ApplyReport {
+    pub fn succeeded(&self) -> bool {
+        !self.cancelled && self.outcomes.iter().all(|o| matches!(o.status, Status::Done | Status::Partial(_)))
+    }
+    pub fn count(&self, f: impl Fn(&Status) -> bool) -> usize {
+        self.outcomes.iter().filter(|o| f(&o.status)).count()
+    }
+}
+
+/// Execute every non-no-op change of `plan`.
+pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorder, opts: &ApplyOptions) -> ApplyReport {
+    let work: Vec<usize> = (0..plan.changes.len()).filter(|i| plan.changes[*i].action != Action::NoOp).collect();
+    let pos: BTreeMap<&Address, usize> = work.iter().map(|i| (&plan.changes[*i].address, *i)).collect();
+    let mut remaining: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut dependents: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for &i in &work {
+        let deps: BTreeSet<usize> =
+            plan.changes[i].after_changes.iter().filter_map(|a| pos.get(a).copied()).filter(|j| *j != i).collect();
+        remaining.insert(i, deps.len());
+        for j in deps {
+            dependents.entry(j).or_default().push(i);
+        }
+    }
+    let mut ready: BTreeSet<usize> = remaining.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
+    let semaphore = Arc::new(Semaphore::new(opts.parallelism.max(1)));
+    let mut report = ApplyReport::default();
+    let mut outcomes: BTreeMap<usize, Outcome> = BTreeMap::new();
+    let mut tasks: JoinSet<(usize, Outcome)> = JoinSet::new();
+    opts.progress.start(work.len());
+
+    loop {
+        while let Some(i) = ready.pop_first() {
+            let change = &plan.changes[i];
+            if opts.cancel.is_cancelled() {
+                outcomes.insert(i, outcome(change, Status::Skipped("apply was interrupted".into())));
+                continue;
+            }
+            let plan = plan.clone();
+            let provider = change.pool.as_ref().and_then(|p| providers.get(&p.provider)).cloned();
+            let ctx = pool::Ctx {
+                recorder: recorder.clone(),
+                semaphore: semaphore.clone(),
+                cancel: opts.cancel.clone(),
+                progress: opts.progress.clone(),
+            };
+            tasks.spawn(async move {
+                let change = &plan.changes[i];
+                (i, run_change(change, provider, &ctx).await)
+            });
+        }
+        let Some(joined) = tasks.join_next().await else { break };
+        let (i, out) = match joined {
+            Ok(r) => r,
+            Err(e) => {
+                // A panicking task is a bug; keep going and report it as a failure.
+                report.cancelled |= e.is_cancelled();
+                continue;
+            }
+        };
+        let ok = matches!(out.status, Status::Done | Status::Partial(_));
+        let msg = match &out.status {
+            Status::Done => "done".to_string(),
+            Status::Partial(m) => format!("done, but {m}"),
+            Status::Failed(m) => format!("failed: {m}"),
+            Status::Skipped(m) => format!("skipped: {m}"),
+        };
+        opts.progress.finished(&out.address.to_string(), &msg);
+        outcomes.insert(i, out);
+        let mut stack = vec![(i, ok)];
+        while let Some((j, ok)) = stack.pop() {
+            for &d in dependents.get(&j).map(Vec::as_slice).unwrap_or_default() {
+                if outcomes.contains_key(&d) {
+                    continue;
+                }
+                if ok {
+                    let n = remaining.entry(d).or_insert(1);
+                    *n -= 1;
+                    if *n == 0 {
+                        ready.insert(d);
+                    }
+                } else {
+                    let why = format!("depends on {}, which did not complete", plan.changes[j].address);
+                    outcomes.insert(d, outcome(&plan.changes[d], Status::Skipped(why)));
+                    stack.push((d, false));
+                }
+            }
+        }
+    }
+    opts.progress.done();
+    report.cancelled |= opts.cancel.is_cancelled();
+    report.outcomes = outcomes.into_values().collect();
+    report
+}
+
+fn outcome(change: &ResourceChange, status: Status) -> Outcome {
+    Outcome { address: change.address.clone(), action: change.action, status, created: 0, deleted: 0 }
+}
+
+async fn run_change(change: &ResourceChange, provider: Option<Arc<dyn Provider>>, ctx: &pool::Ctx) -> Outcome {
+    let addr = change.address.to_string();
+    if let Some(pc) = &change.pool {
+        let Some(provider) = provider else {
+            return outcome(change, Status::Failed(format!("provider `{}` is not configured", pc.provider)));
+        };
+        return pool::run(change, pc, provider, ctx).await;
+    }
+    // Configuration-only resources: record the new configuration (or its removal).
+    let entry = match change.action {
+        Action::Delete => JournalEntry::DeleteResource { address: addr },
+        _ => JournalEntry::PutResource { address: addr, resource: resource_state(change, None) },
+    };
+    match ctx.recorder.record(vec![entry]).await {
+        Ok(()) => outcome(change, Status::Done),
+        Err(e) => outcome(change, Status::Failed(e)),
+    }
+}
+
+/// The state record of a change once applied.
+pub fn resource_state(change: &ResourceChange, pool: Option<&crate::plan::model::PoolChange>) -> ResourceState {
+    ResourceState {
+        kind: change.address.kind.to_string(),
+        provider: pool.map(|p| p.provider.clone()),
+        provider_kind: pool.map(|p| p.provider_kind.clone()),
+        region: pool.map(|p| p.region.clone()),
+        config: change.after.clone().unwrap_or_default(),
+        dependencies: change.after_changes.iter().map(|a| a.to_string()).collect(),
+        nodes: vec![],
+    }
+}

@@ -1,0 +1,139 @@
+//! Pieces the engine commands share: progress choice, Ctrl-C handling, confirmation,
+//! the apply summary, and saved plan files.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::output;
+use super::{CliError, Settings};
+use crate::apply::progress::{Bar, Lines};
+use crate::apply::{ApplyReport, Cancel, Progress, Status};
+use crate::plan::{Action, Plan};
+
+/// A bar on a terminal, lines in CI logs.
+pub fn progress(settings: &Settings) -> Arc<dyn Progress> {
+    if settings.interactive { Arc::new(Bar::new()) } else { Arc::new(Lines) }
+}
+
+/// Ctrl-C and SIGTERM stop starting new work; in-flight operations finish and are saved.
+pub fn cancel_on_signal() -> Arc<Cancel> {
+    let cancel = Arc::new(Cancel::default());
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut term = match signal(SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        output::stderr(
+            "\nInterrupt received: no new operations will start; finishing the ones in flight and saving state...\n",
+        );
+        c.cancel();
+    });
+    cancel
+}
+
+/// Ask for `yes` on a terminal; refuse without one (CI must say `--auto-approve`).
+pub fn confirm(settings: &Settings, question: &str, auto_approve: bool) -> Result<bool, CliError> {
+    if auto_approve {
+        return Ok(true);
+    }
+    if !settings.interactive {
+        return Err(CliError::new("refusing to change the fleet without confirmation: no terminal to ask on").hint(
+            "pass --auto-approve, or apply a saved plan: `gpuplan plan --out plan.json && gpuplan apply plan.json`",
+        ));
+    }
+    output::stderr(&format!("\n{question}\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: "));
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).map_err(|e| CliError::new(format!("cannot read the answer: {e}")))?;
+    Ok(line.trim() == "yes")
+}
+
+/// `Apply complete! Resources: 2 added, 1 changed, 0 destroyed.` and what did not happen.
+pub fn report(plan: &Plan, report: &ApplyReport, verb: &str) -> String {
+    let mut out = String::new();
+    let (mut added, mut changed, mut destroyed) = (0, 0, 0);
+    for o in &report.outcomes {
+        if !matches!(o.status, Status::Done | Status::Partial(_)) {
+            continue;
+        }
+        match o.action {
+            Action::Create => added += 1,
+            Action::Update => changed += 1,
+            Action::Delete => destroyed += 1,
+            Action::Replace => {
+                added += 1;
+                destroyed += 1;
+            }
+            Action::NoOp | Action::Read => {}
+        }
+    }
+    for o in &report.outcomes {
+        match &o.status {
+            Status::Failed(m) => out.push_str(&format!("Error: {} failed: {m}\n", o.address)),
+            Status::Skipped(m) => out.push_str(&format!("Skipped: {}: {m}\n", o.address)),
+            Status::Partial(m) => out.push_str(&format!("Warning: {}: {m}\n", o.address)),
+            Status::Done => {}
+        }
+    }
+    let nodes_created: usize = report.outcomes.iter().map(|o| o.created).sum();
+    let nodes_deleted: usize = report.outcomes.iter().map(|o| o.deleted).sum();
+    let resources = format!(
+        "Resources: {added} added, {changed} changed, {destroyed} destroyed. Nodes: {nodes_created} launched, {nodes_deleted} terminated."
+    );
+    if report.succeeded() {
+        out.push_str(&format!("\n{verb} complete! {resources}\n"));
+    } else if report.cancelled {
+        out.push_str(&format!(
+            "\n{verb} interrupted. {resources}\nhint: run `gpuplan plan` to see the remaining work\n"
+        ));
+    } else {
+        let failed = report.count(|s| matches!(s, Status::Failed(_)));
+        let skipped = report.count(|s| matches!(s, Status::Skipped(_)));
+        out.push_str(&format!(
+            "\n{verb} failed: {failed} change(s) failed, {skipped} skipped. {resources}\nhint: what completed is saved in state; fix the cause and run `gpuplan apply` again\n"
+        ));
+    }
+    let _ = plan;
+    out
+}
+
+/// Write a saved plan atomically.
+pub fn save_plan(path: &Path, plan: &Plan) -> Result<(), CliError> {
+    let json = serde_json::to_vec_pretty(plan).map_err(|e| CliError::new(format!("cannot encode the plan: {e}")))?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, &json)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| CliError::new(format!("cannot write `{}`: {e}", path.display())))
+}
+
+pub fn read_plan(path: &Path) -> Result<Plan, CliError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        CliError::new(format!("cannot read the plan file `{}`: {e}", path.display()))
+            .hint("save a plan with `gpuplan plan --out FILE`")
+    })?;
+    let plan: Plan = serde_json::from_slice(&bytes).map_err(|e| {
+        CliError::new(format!("`{}` is not a gpuplan plan file: {e}", path.display()))
+            .hint("save a plan with `gpuplan plan --out FILE`")
+    })?;
+    if plan.format_version != crate::plan::model::FORMAT_VERSION {
+        return Err(CliError::new(format!(
+            "plan file format {} is not supported (expected {})",
+            plan.format_version,
+            crate::plan::model::FORMAT_VERSION
+        ))
+        .hint("make the plan with this version of gpuplan"));
+    }
+    Ok(plan)
+}

@@ -1,0 +1,26 @@
+//! Loading the spec for commands that need a valid one: diagnostics go to stderr, and
+//! the caller stops with exit 1 if there were errors.
+
+use super::output;
+use super::{CliError, Settings};
+use crate::diag;
+use crate::spec::{self, Loaded};
+
+/// `Ok(None)` when the spec has errors (already printed).
+pub fn valid_spec(settings: &Settings) -> miette::Result<Option<Loaded>> {
+    let loaded = spec::load_dir(&settings.dir, &settings.load_options()).map_err(|e| {
+        CliError::new(format!("cannot read `{}`: {e}", settings.dir.display()))
+            .hint("check that the directory exists and is readable")
+    })?;
+    if !loaded.diags.items.is_empty() {
+        output::stderr(&diag::render_text(&loaded.sources, &loaded.diags.items, settings.width, settings.color_stderr));
+    }
+    if loaded.diags.has_errors() {
+        output::stderr(&format!(
+            "error: the spec has {} problem(s); nothing was done\nhint: fix them and run `gpuplan validate` to check\n",
+            loaded.diags.error_count()
+        ));
+        return Ok(None);
+    }
+    Ok(Some(loaded))
+}

@@ -1,0 +1,454 @@
+//! The command line: clap structs, [`Settings`] resolution and one thin file per command.
+//!
+//! [`run`] parses the raw arguments, resolves them once into [`Settings`] and hands both to
+//! the command's file, which calls into the library and renders. Commands own no logic of
+//! their own: anything a test would want to call without a process belongs in the library.
+//! Data goes to stdout; progress, warnings and diagnostics to stderr.
+//!
+//! Adding a command: give its variant a `run` in its own file (`plan.rs`: `pub fn run(&Settings,
+//! &PlanArgs) -> miette::Result<ExitStatus>`, or `async fn` wrapped in `runtime::block_on`)
+//! and add one arm to `dispatch`.
+
+mod apply;
+mod common;
+mod drift;
+mod error;
+mod exit;
+mod fmt;
+mod graph;
+mod load;
+mod output;
+mod plan;
+mod runtime;
+mod settings;
+mod validate;
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::addr::Address;
+use crate::spec::model::ProviderKind;
+
+pub use error::CliError;
+pub use exit::ExitStatus;
+pub use settings::Settings;
+
+/// Parse `args` (program name first), run the command, report its error if any.
+pub fn run<I, T>(args: I) -> ExitStatus
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // `--help` and `--version` are not failures; usage errors exit 1 like every other
+            // error (DESIGN.md reserves 2 and 3 for changes and policy denials).
+            return if e.use_stderr() { ExitStatus::Error } else { ExitStatus::Success };
+        }
+    };
+    let settings = match Settings::resolve(&cli.global, cli.command.vars()) {
+        Ok(s) => s,
+        Err(e) => {
+            e.print(settings::stderr_color_from_env(cli.global.no_color));
+            return ExitStatus::Error;
+        }
+    };
+    match dispatch(&cli.command, &settings) {
+        Ok(status) => status,
+        Err(report) => {
+            error::print_report(&report, &settings);
+            ExitStatus::Error
+        }
+    }
+}
+
+fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus> {
+    match command {
+        Command::Validate(args) => validate::run(settings, args),
+        Command::Fmt(args) => fmt::run(settings, args),
+        Command::Graph(args) => graph::run(settings, args),
+        Command::Plan(args) => plan::run(settings, args),
+        Command::Apply(args) => apply::apply(settings, args),
+        Command::Destroy(args) => apply::destroy(settings, args),
+        Command::Drift(args) => drift::run(settings, args),
+        other => Err(CliError::not_implemented(&other.display_name()).into()),
+    }
+}
+
+/// `gpuplan [-C DIR] [--state PATH] [--workspace NAME] [--no-color] COMMAND`
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpuplan",
+    version,
+    about = "Terraform for GPU fleets: plan, cost, apply and reconcile GPU pools across clouds",
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command accepts, before or after the command name.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global options")]
+pub struct GlobalArgs {
+    /// Run as if started in DIR: specs, `state/` and `policies/` are looked up there
+    #[arg(short = 'C', value_name = "DIR", global = true)]
+    pub dir: Option<PathBuf>,
+    /// State file [default: <DIR>/state/<WORKSPACE>.json]
+    #[arg(long, value_name = "PATH", global = true)]
+    pub state: Option<PathBuf>,
+    /// Workspace: selects the state file
+    #[arg(long, value_name = "NAME", default_value = "default", env = "GPUPLAN_WORKSPACE", global = true)]
+    pub workspace: String,
+    /// Plain output without colours (also with `NO_COLOR` set or without a terminal)
+    #[arg(long, global = true)]
+    pub no_color: bool,
+    /// How long to wait for another run's state lock, e.g. `30s`, `2m`
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = parse_duration, global = true)]
+    pub lock_timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the state folder and an example spec if none
+    Init,
+    /// Parse and check every spec file; all problems in one run
+    Validate(ValidateArgs),
+    /// Rewrite HCL/YAML specs in canonical format
+    Fmt(FmtArgs),
+    /// Refresh, diff, cost and check policies: show what apply would do
+    Plan(PlanArgs),
+    /// Execute a saved plan, or plan and confirm
+    Apply(ApplyArgs),
+    /// Remove everything the state owns
+    Destroy(DestroyArgs),
+    /// Show what the clouds run that the state or spec does not say
+    Drift(DriftArgs),
+    /// Refresh, autoscale, plan and apply within policy, on a schedule
+    Reconcile(ReconcileArgs),
+    /// Print the dependency graph
+    Graph(GraphArgs),
+    /// Price breakdown of the fleet
+    Cost(CostArgs),
+    /// Cheapest offers for a GPU model across clouds
+    Offers(OffersArgs),
+    /// Inspect and repair state
+    #[command(subcommand)]
+    State(StateCommand),
+    /// Launched jobs
+    Jobs(JobsArgs),
+    /// Controls of the embedded simulated cloud
+    #[command(subcommand)]
+    Sim(SimCommand),
+}
+
+impl Command {
+    /// `--var` pairs as typed, for the commands that take them.
+    pub fn vars(&self) -> &[String] {
+        match self {
+            Command::Validate(a) => &a.var,
+            Command::Plan(a) => &a.var,
+            Command::Apply(a) => &a.var,
+            _ => &[],
+        }
+    }
+
+    /// The command as users type it, e.g. `state list`.
+    pub fn display_name(&self) -> String {
+        let sub = match self {
+            Command::State(s) => Some(s.name()),
+            Command::Jobs(j) => Some(j.command.as_ref().map_or("list", JobsCommand::name)),
+            Command::Sim(SimCommand::Interrupt { .. }) => Some("interrupt"),
+            _ => None,
+        };
+        let top = match self {
+            Command::Init => "init",
+            Command::Validate(_) => "validate",
+            Command::Fmt(_) => "fmt",
+            Command::Plan(_) => "plan",
+            Command::Apply(_) => "apply",
+            Command::Destroy(_) => "destroy",
+            Command::Drift(_) => "drift",
+            Command::Reconcile(_) => "reconcile",
+            Command::Graph(_) => "graph",
+            Command::Cost(_) => "cost",
+            Command::Offers(_) => "offers",
+            Command::State(_) => "state",
+            Command::Jobs(_) => "jobs",
+            Command::Sim(_) => "sim",
+        };
+        match sub {
+            Some(sub) => format!("{top} {sub}"),
+            None => top.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Print diagnostics as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
+    /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub var: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct FmtArgs {
+    /// Write nothing; print a diff of each unformatted file and exit 1 if there is any
+    #[arg(long)]
+    pub check: bool,
+    /// Print a diff of each file that formatting changes
+    #[arg(long)]
+    pub diff: bool,
+    /// Files or directories to format [default: the working directory]
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    Text,
+    Json,
+    Markdown,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Save the plan to FILE for `gpuplan apply FILE`
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Shorthand for `--format json`
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+    /// How to print the plan
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<PlanFormat>,
+    /// Exit 2 when the plan has changes
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+    /// Ask the clouds what runs before planning (`--refresh=false` plans from state alone)
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub refresh: bool,
+    /// Plan only this resource and what it depends on (repeatable)
+    #[arg(long, value_name = "ADDR")]
+    pub target: Vec<Address>,
+    /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub var: Vec<String>,
+    /// Accept a failing soft policy by name (repeatable)
+    #[arg(long, value_name = "NAME")]
+    pub override_policy: Vec<String>,
+    /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
+    #[arg(long, value_name = "DIR")]
+    pub policy_dir: Vec<PathBuf>,
+}
+
+impl PlanArgs {
+    pub fn output_format(&self) -> PlanFormat {
+        if self.json { PlanFormat::Json } else { self.format.unwrap_or(PlanFormat::Text) }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A plan saved with `gpuplan plan --out` (refused when the state moved since)
+    #[arg(value_name = "PLANFILE")]
+    pub planfile: Option<PathBuf>,
+    /// Apply without asking for confirmation
+    #[arg(long)]
+    pub auto_approve: bool,
+    /// At most N operations at once
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub parallelism: u32,
+    /// Apply only this resource and what it depends on (repeatable)
+    #[arg(long, value_name = "ADDR")]
+    pub target: Vec<Address>,
+    /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub var: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DestroyArgs {
+    /// Destroy without asking for confirmation
+    #[arg(long)]
+    pub auto_approve: bool,
+    /// Destroy only this resource and what depends on it (repeatable)
+    #[arg(long, value_name = "ADDR")]
+    pub target: Vec<Address>,
+}
+
+#[derive(Debug, Args)]
+pub struct DriftArgs {
+    /// Exit 2 when there is drift
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+    /// Print drift as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// Run one pass and exit
+    #[arg(long, conflicts_with = "interval")]
+    pub once: bool,
+    /// Time between passes, e.g. `5m`
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+    /// Plan each pass but apply nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Refuse a pass that would destroy more than N resources
+    #[arg(long, value_name = "N")]
+    pub max_destroy: Option<u32>,
+    /// Print one JSON object per pass on stdout
+    #[arg(long)]
+    pub json: bool,
+    /// Serve Prometheus metrics on ADDR, e.g. `127.0.0.1:9100`
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphFormat {
+    Dot,
+    Mermaid,
+}
+
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// Graph language
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "dot")]
+    pub format: GraphFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct CostArgs {
+    /// Print the breakdown as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct OffersArgs {
+    /// GPU model from the catalog, e.g. `A100-80GB`
+    #[arg(long, value_name = "MODEL")]
+    pub gpu: String,
+    /// GPUs needed in total
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub count: Option<u32>,
+    /// Price spot capacity instead of on-demand
+    #[arg(long)]
+    pub spot: bool,
+    /// Only this cloud
+    #[arg(long, value_name = "P", value_parser = parse_provider)]
+    pub provider: Option<ProviderKind>,
+    /// Only this region
+    #[arg(long, value_name = "R")]
+    pub region: Option<String>,
+    /// Print offers as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// List the addresses the state holds
+    List,
+    /// Show one resource's recorded attributes
+    Show {
+        #[arg(value_name = "ADDR")]
+        addr: Address,
+    },
+    /// Forget resources without touching the clouds
+    Rm {
+        #[arg(value_name = "ADDR", required = true)]
+        addrs: Vec<Address>,
+    },
+    /// Remove a stale lock left by a crashed run
+    Unlock {
+        #[arg(value_name = "ID")]
+        id: String,
+    },
+}
+
+impl StateCommand {
+    fn name(&self) -> &'static str {
+        match self {
+            StateCommand::List => "list",
+            StateCommand::Show { .. } => "show",
+            StateCommand::Rm { .. } => "rm",
+            StateCommand::Unlock { .. } => "unlock",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// [default: list]
+    #[command(subcommand)]
+    pub command: Option<JobsCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// List launched jobs
+    List,
+    /// Show one job's replicas and their state
+    Status { name: String },
+    /// Print a job's logs
+    Logs { name: String },
+    /// Stop a job
+    Cancel { name: String },
+    /// Print what would be submitted for a job (e.g. its Kubernetes manifest)
+    Render { name: String },
+}
+
+impl JobsCommand {
+    fn name(&self) -> &'static str {
+        match self {
+            JobsCommand::List => "list",
+            JobsCommand::Status { .. } => "status",
+            JobsCommand::Logs { .. } => "logs",
+            JobsCommand::Cancel { .. } => "cancel",
+            JobsCommand::Render { .. } => "render",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Reclaim spot nodes of a pool, as the cloud would
+    Interrupt {
+        #[arg(value_name = "POOL")]
+        pool: String,
+        /// How many nodes
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        count: u32,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e}; try e.g. `30s`, `5m`, `1h`"))
+}
+
+fn parse_provider(s: &str) -> Result<ProviderKind, String> {
+    ProviderKind::ALL.into_iter().find(|p| p.as_str() == s).ok_or_else(|| {
+        let names: Vec<&str> = ProviderKind::ALL.iter().map(|p| p.as_str()).collect();
+        format!("expected one of {}", names.join(", "))
+    })
+}

@@ -1,0 +1,49 @@
+//! `gpuplan plan`: refresh, diff and show what apply would do; `--out` saves it.
+
+use super::output;
+use super::{ExitStatus, PlanArgs, PlanFormat, Settings, common, load, runtime};
+use crate::engine::{self, run::PlanRequest};
+use crate::render;
+
+/// Markdown plans are posted as pull-request comments, which GitHub caps at 65,536.
+pub const MARKDOWN_LIMIT: usize = 60_000;
+
+pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
+    let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
+    let ws = settings.workspace();
+    runtime::block_on(async {
+        let session = engine::open_session(&ws, "plan")?;
+        let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
+        let req = PlanRequest {
+            refresh: args.refresh,
+            targets: args.target.clone(),
+            destroy: false,
+            env: settings.env.clone(),
+        };
+        let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
+        let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
+        output::stdout(&match format {
+            PlanFormat::Text => {
+                render::plan_text(&plan, &render::TextOptions { color: settings.color_stdout, width: settings.width })
+            }
+            PlanFormat::Json => format!("{:#}\n", render::plan_json(&plan)),
+            PlanFormat::Markdown => render::plan_markdown(&plan, MARKDOWN_LIMIT),
+        });
+        if let Some(out) = &args.out {
+            let path = settings.resolve_path(out);
+            common::save_plan(&path, &plan)?;
+            output::stderr(&format!(
+                "\nSaved the plan to: {}\nTo perform exactly these actions, run:\n  gpuplan apply {}\n",
+                out.display(),
+                out.display()
+            ));
+        }
+        Ok::<_, miette::Report>(if !plan.errors.is_empty() {
+            ExitStatus::Error
+        } else if args.detailed_exitcode && plan.has_changes() {
+            ExitStatus::Changes
+        } else {
+            ExitStatus::Success
+        })
+    })?
+}

@@ -1,0 +1,256 @@
+//! Raw arguments and the process environment, resolved once into [`Settings`].
+//!
+//! Commands read only `Settings` (and their own clap struct), never `std::env` or the
+//! terminal: every default, path join and colour decision happens here, in one place that
+//! unit tests can drive with a fake [`Environment`].
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{CliError, GlobalArgs};
+use crate::spec::LoadOptions;
+
+/// Terminal width when `COLUMNS` is unset or unusable.
+pub const DEFAULT_WIDTH: usize = 100;
+
+/// Everything a command needs to know about its invocation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Absolute working directory (`-C DIR`, else the current directory); it exists.
+    pub dir: PathBuf,
+    /// Absolute state file: `--state PATH` (relative to `dir`), else `<dir>/state/<workspace>.json`.
+    pub state_path: PathBuf,
+    pub workspace: String,
+    pub lock_timeout: Duration,
+    /// Colour on stdout / stderr: off with `--no-color`, a non-empty `NO_COLOR`, or no terminal.
+    pub color_stdout: bool,
+    pub color_stderr: bool,
+    /// Both stdin and stderr are terminals, so the user can answer a confirmation prompt.
+    pub interactive: bool,
+    /// Columns for rendering diagnostics and tables: `COLUMNS`, else [`DEFAULT_WIDTH`].
+    pub width: usize,
+    /// `--var NAME=VALUE` pairs in command-line order (later wins).
+    pub vars: Vec<(String, String)>,
+    /// The process environment (UTF-8 entries only), for `env("X")` and `GPUPLAN_VAR_*`.
+    pub env: BTreeMap<String, String>,
+}
+
+/// What resolution reads from the process; [`Environment::capture`] takes the real one.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    pub cwd: PathBuf,
+    pub vars: BTreeMap<String, String>,
+    pub stdin_tty: bool,
+    pub stdout_tty: bool,
+    pub stderr_tty: bool,
+}
+
+impl Environment {
+    pub fn capture() -> Result<Self, CliError> {
+        let cwd = std::env::current_dir().map_err(|e| {
+            CliError::new(format!("cannot read the current directory: {e}")).hint("pass `-C DIR` with an absolute path")
+        })?;
+        let vars = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        Ok(Environment {
+            cwd,
+            vars: vars.collect(),
+            stdin_tty: std::io::stdin().is_terminal(),
+            stdout_tty: std::io::stdout().is_terminal(),
+            stderr_tty: std::io::stderr().is_terminal(),
+        })
+    }
+
+    fn no_color(&self) -> bool {
+        self.vars.get("NO_COLOR").is_some_and(|v| !v.is_empty())
+    }
+}
+
+impl Settings {
+    /// Resolve against the real process environment.
+    pub fn resolve(global: &GlobalArgs, vars: &[String]) -> Result<Settings, CliError> {
+        Settings::resolve_in(global, vars, Environment::capture()?)
+    }
+
+    pub fn resolve_in(global: &GlobalArgs, vars: &[String], env: Environment) -> Result<Settings, CliError> {
+        let dir = working_dir(global.dir.as_deref(), &env.cwd)?;
+        let workspace = workspace_name(&global.workspace)?;
+        let state_path = match &global.state {
+            Some(p) => absolute(&dir.join(p)),
+            None => dir.join("state").join(format!("{workspace}.json")),
+        };
+        let no_color = global.no_color || env.no_color();
+        let width = env.vars.get("COLUMNS").and_then(|c| c.trim().parse().ok()).filter(|w| *w > 0);
+        Ok(Settings {
+            dir,
+            state_path,
+            workspace,
+            lock_timeout: global.lock_timeout,
+            color_stdout: !no_color && env.stdout_tty,
+            color_stderr: !no_color && env.stderr_tty,
+            interactive: env.stdin_tty && env.stderr_tty,
+            width: width.unwrap_or(DEFAULT_WIDTH),
+            vars: vars.iter().map(|v| parse_var(v)).collect::<Result<_, _>>()?,
+            env: env.vars,
+        })
+    }
+
+    /// Inputs for [`crate::spec::load_dir`].
+    /// The engine's view of this run: paths, environment, lock timeout.
+    pub fn workspace(&self) -> crate::engine::Workspace {
+        crate::engine::Workspace {
+            dir: self.dir.clone(),
+            state_path: self.state_path.clone(),
+            env: self.env.clone(),
+            lock_timeout: self.lock_timeout,
+        }
+    }
+
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions { vars: self.vars.clone(), env: self.env.clone() }
+    }
+
+    /// `path` as typed on the command line, resolved like `-C` says: relative to `dir`.
+    pub fn resolve_path(&self, path: &Path) -> PathBuf {
+        absolute(&self.dir.join(path))
+    }
+}
+
+/// Colour for errors raised before [`Settings`] exist.
+pub fn stderr_color_from_env(no_color_flag: bool) -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color_flag && !no_color && std::io::stderr().is_terminal()
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn working_dir(given: Option<&Path>, cwd: &Path) -> Result<PathBuf, CliError> {
+    let Some(given) = given else {
+        return Ok(cwd.to_path_buf());
+    };
+    let dir = absolute(&cwd.join(given));
+    let shown = given.display();
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => Ok(dir),
+        Ok(_) => Err(CliError::new(format!("`-C {shown}` is not a directory: `{}`", dir.display()))
+            .hint("`-C` takes the directory that holds your spec files")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(CliError::new(format!("directory `{}` does not exist (from `-C {shown}`)", dir.display()))
+                .hint(format!("check the path, or create it with `mkdir -p {shown}` and run `gpuplan init` there")))
+        }
+        Err(e) => Err(CliError::new(format!("cannot open directory `{}`: {e}", dir.display()))
+            .hint("check the permissions of the path given to `-C`")),
+    }
+}
+
+fn workspace_name(name: &str) -> Result<String, CliError> {
+    let ok = !name.is_empty()
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(name.to_string())
+    } else {
+        Err(CliError::new(format!("invalid workspace name `{name}`"))
+            .hint("workspace names use letters, digits, `-`, `_` and `.`; each names `state/<workspace>.json`"))
+    }
+}
+
+/// `NAME=VALUE` → `(NAME, VALUE)`; the value may be empty or contain `=`.
+pub fn parse_var(raw: &str) -> Result<(String, String), CliError> {
+    let Some((name, value)) = raw.split_once('=') else {
+        return Err(CliError::new(format!("invalid `--var {raw}`: expected `NAME=VALUE`"))
+            .hint("for example `--var team=ml`; quote values with spaces: `--var 'owner=ML platform'`"));
+    };
+    if !crate::addr::is_ident(name) {
+        return Err(CliError::new(format!("invalid `--var {raw}`: `{name}` is not a variable name"))
+            .hint("variable names start with a letter or `_`, then letters, digits, `_` or `-`"));
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn global(dir: Option<&Path>) -> GlobalArgs {
+        GlobalArgs {
+            dir: dir.map(Path::to_path_buf),
+            state: None,
+            workspace: "default".into(),
+            no_color: false,
+            lock_timeout: Duration::ZERO,
+        }
+    }
+
+    fn env(cwd: &Path, vars: &[(&str, &str)]) -> Environment {
+        Environment {
+            cwd: cwd.to_path_buf(),
+            vars: vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            stdin_tty: true,
+            stdout_tty: true,
+            stderr_tty: true,
+        }
+    }
+
+    #[test]
+    fn defaults_follow_the_working_dir() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let s = Settings::resolve_in(&global(None), &[], env(tmp.path(), &[])).expect("settings");
+        assert_eq!(s.dir, tmp.path());
+        assert_eq!(s.state_path, tmp.path().join("state/default.json"));
+        assert_eq!(s.width, DEFAULT_WIDTH);
+        assert!(s.color_stderr && s.color_stdout && s.interactive);
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_dash_c() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(tmp.path().join("fleet")).expect("mkdir");
+        let mut g = global(Some(Path::new("fleet/.")));
+        g.state = Some("s/prod.json".into());
+        let s = Settings::resolve_in(&g, &[], env(tmp.path(), &[("COLUMNS", "80")])).expect("settings");
+        assert_eq!(s.dir, tmp.path().join("fleet"));
+        assert_eq!(s.state_path, tmp.path().join("fleet/s/prod.json"));
+        assert_eq!(s.width, 80);
+    }
+
+    #[test]
+    fn no_color_env_and_flag_turn_colour_off() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let s = Settings::resolve_in(&global(None), &[], env(tmp.path(), &[("NO_COLOR", "1")])).expect("settings");
+        assert!(!s.color_stderr && !s.color_stdout);
+        let mut g = global(None);
+        g.no_color = true;
+        let s = Settings::resolve_in(&g, &[], env(tmp.path(), &[])).expect("settings");
+        assert!(!s.color_stderr);
+    }
+
+    #[test]
+    fn missing_dir_names_the_path() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let e = Settings::resolve_in(&global(Some(Path::new("nope"))), &[], env(tmp.path(), &[])).unwrap_err();
+        assert!(e.message.contains(&tmp.path().join("nope").display().to_string()), "{e:?}");
+        assert!(e.hint.is_some());
+    }
+
+    #[test]
+    fn vars_parse_and_malformed_ones_are_explained() {
+        assert_eq!(parse_var("team=ml").expect("var"), ("team".into(), "ml".into()));
+        assert_eq!(parse_var("q=a=b").expect("var"), ("q".into(), "a=b".into()));
+        assert_eq!(parse_var("empty=").expect("var"), ("empty".into(), String::new()));
+        assert!(parse_var("team").unwrap_err().message.contains("expected `NAME=VALUE`"));
+        assert!(parse_var("=x").unwrap_err().message.contains("not a variable name"));
+        assert!(parse_var("9x=1").is_err());
+    }
+
+    #[test]
+    fn workspace_names_cannot_escape_the_state_dir() {
+        assert!(workspace_name("prod-eu_1").is_ok());
+        assert!(workspace_name("../etc").is_err());
+        assert!(workspace_name("a/b").is_err());
+        assert!(workspace_name("").is_err());
+    }
+}

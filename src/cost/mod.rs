@@ -1,0 +1,277 @@
+//! Pricing a plan: per pool, quota and fleet; hourly and monthly (730 h); before and
+//! after; split spot / on-demand; and a range (min / expected / max) where autoscaling
+//! can move the node count. Pure: prices come in through a [`PriceBook`].
+
+pub mod prices;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::Address;
+use crate::catalog;
+use crate::plan::Plan;
+use crate::plan::model::PoolChange;
+use crate::plan::shape;
+use crate::providers::Capacity;
+use crate::spec::Spec;
+use crate::spec::model::ProviderKind;
+
+pub use prices::{Price, PriceBook, Rate};
+
+/// Hours in a billing month, as the clouds' calculators use.
+pub const HOURS_PER_MONTH: f64 = 730.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Range {
+    pub hourly_min: f64,
+    pub hourly_expected: f64,
+    pub hourly_max: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alternative {
+    pub instance_type: String,
+    pub usd_per_hour: f64,
+    pub chosen: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolCost {
+    pub address: Address,
+    pub provider: String,
+    pub region: String,
+    pub gpu: String,
+    /// The instance type new nodes get (the cheapest allowed one).
+    pub instance_type: String,
+    pub gpus_before: u64,
+    pub gpus_after: u64,
+    pub on_demand_before: u32,
+    pub on_demand_after: u32,
+    pub spot_before: u32,
+    pub spot_after: u32,
+    pub hourly_before: f64,
+    pub hourly_after: f64,
+    pub on_demand_hourly_after: f64,
+    pub spot_hourly_after: f64,
+    /// After the change, per GPU-hour (0 when the pool has no nodes).
+    pub price_per_gpu_hour: f64,
+    pub on_demand_price: Option<Price>,
+    pub spot_price: Option<Price>,
+    /// Set when autoscaling can move the node count between `nodes.min` and `nodes.max`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<Range>,
+    /// Instance types considered when the pool leaves `instance_types` open.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Alternative>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuotaCost {
+    pub address: Address,
+    pub pools: Vec<Address>,
+    pub gpus_after: u64,
+    /// GPUs if every covered pool grew to `nodes.max`.
+    pub gpus_max: u64,
+    pub hourly_after: f64,
+    pub hourly_max: f64,
+    pub monthly_after: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CostReport {
+    pub currency: String,
+    pub hours_per_month: f64,
+    pub hourly_before: f64,
+    pub hourly_after: f64,
+    pub hourly_delta: f64,
+    pub monthly_before: f64,
+    pub monthly_after: f64,
+    pub monthly_delta: f64,
+    pub on_demand_hourly_after: f64,
+    pub spot_hourly_after: f64,
+    pub range: Range,
+    pub pools: Vec<PoolCost>,
+    pub quotas: Vec<QuotaCost>,
+    pub exchange_rates: Vec<Rate>,
+    /// Pools gpuplan could not price (unknown instance type in the catalog).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpriced: Vec<Address>,
+}
+
+fn money(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+/// Price every pool change of a plan.
+pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> CostReport {
+    let mut pools = Vec::new();
+    let mut unpriced = Vec::new();
+    let mut providers: Vec<(String, ProviderKind)> = Vec::new();
+    for c in &plan.changes {
+        let Some(pc) = &c.pool else { continue };
+        let kind = ProviderKind::ALL.into_iter().find(|k| k.as_str() == pc.provider_kind).unwrap_or(ProviderKind::Sim);
+        if !providers.iter().any(|(n, _)| *n == pc.provider) {
+            providers.push((pc.provider.clone(), kind));
+        }
+        match pool_cost(&c.address, pc, kind, spec, prices) {
+            Some(p) => pools.push(p),
+            None => unpriced.push(c.address.clone()),
+        }
+    }
+    let sum = |f: &dyn Fn(&PoolCost) -> f64| money(pools.iter().map(f).sum());
+    let hourly_before = sum(&|p| p.hourly_before);
+    let hourly_after = sum(&|p| p.hourly_after);
+    let range = Range {
+        hourly_min: sum(&|p| p.range.map(|r| r.hourly_min).unwrap_or(p.hourly_after)),
+        hourly_expected: hourly_after,
+        hourly_max: sum(&|p| p.range.map(|r| r.hourly_max).unwrap_or(p.hourly_after)),
+    };
+    let quotas = quota_costs(spec, &pools);
+    CostReport {
+        currency: "USD".into(),
+        hours_per_month: HOURS_PER_MONTH,
+        hourly_before,
+        hourly_after,
+        hourly_delta: money(hourly_after - hourly_before),
+        monthly_before: money(hourly_before * HOURS_PER_MONTH),
+        monthly_after: money(hourly_after * HOURS_PER_MONTH),
+        monthly_delta: money((hourly_after - hourly_before) * HOURS_PER_MONTH),
+        on_demand_hourly_after: sum(&|p| p.on_demand_hourly_after),
+        spot_hourly_after: sum(&|p| p.spot_hourly_after),
+        range,
+        pools,
+        quotas,
+        exchange_rates: prices.rates_used(&providers),
+        unpriced,
+    }
+}
+
+fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, prices: &PriceBook) -> Option<PoolCost> {
+    let price = |t: &str, cap| prices.price(&pc.provider, kind, &pc.region, t, cap);
+    // After = before − deletes + creates, node by node, so kept nodes keep their own price.
+    let mut after: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
+    let mut hourly_before = 0.0;
+    for t in &pc.before_types {
+        hourly_before += price(&t.instance_type, t.capacity)?.usd_per_hour * t.count as f64;
+        *after.entry((t.instance_type.clone(), t.capacity)).or_default() += t.count as i64;
+    }
+    for d in &pc.deletes {
+        *after.entry((d.instance_type.clone(), d.capacity)).or_default() -= 1;
+    }
+    let spec_pool = spec.gpu_pools.get(addr);
+    let shape = spec_pool.and_then(|p| shape::shape(spec, p, catalog::catalog()));
+    let preferred = shape
+        .as_ref()
+        .and_then(|s| s.instance_types.first().cloned())
+        .or_else(|| pc.creates.first().and_then(|c| c.instance_types.first().cloned()))
+        .or_else(|| pc.before_types.first().map(|t| t.instance_type.clone()))?;
+    for c in &pc.creates {
+        let t = c.instance_types.first().cloned().unwrap_or_else(|| preferred.clone());
+        *after.entry((t, c.capacity)).or_default() += c.count as i64;
+    }
+    let (mut od_after, mut spot_after) = (0.0, 0.0);
+    for ((t, cap), n) in &after {
+        let n = (*n).max(0) as f64;
+        if n == 0.0 {
+            continue;
+        }
+        let p = price(t, *cap)?.usd_per_hour * n;
+        match cap {
+            Capacity::OnDemand => od_after += p,
+            Capacity::Spot => spot_after += p,
+        }
+    }
+    let hourly_after = od_after + spot_after;
+    let od_price = price(&preferred, Capacity::OnDemand);
+    let spot_price = price(&preferred, Capacity::Spot);
+    let gpus_after = pc.after.gpus();
+    let autoscaled = spec.autoscalers.values().any(|a| &a.pool.value == addr);
+    let range = spec_pool.filter(|p| autoscaled || p.nodes.min.value != p.nodes.max.value).map(|p| {
+        let node_cost = |n: u32| {
+            let (od, spot) = shape::split(n, p.mix.on_demand_base.value, p.mix.spot_percent.value);
+            od_price.as_ref().map(|x| x.usd_per_hour).unwrap_or(0.0) * od as f64
+                + spot_price.as_ref().map(|x| x.usd_per_hour).unwrap_or(0.0) * spot as f64
+        };
+        Range {
+            hourly_min: money(node_cost(p.nodes.min.value)),
+            hourly_expected: money(hourly_after),
+            hourly_max: money(node_cost(p.nodes.max.value)),
+        }
+    });
+    let alternatives = match (spec_pool, &shape) {
+        (Some(p), Some(s)) if p.instance_types.is_empty() => s
+            .instance_types
+            .iter()
+            .take(4)
+            .filter_map(|t| {
+                price(t, Capacity::OnDemand).map(|pr| Alternative {
+                    instance_type: t.clone(),
+                    usd_per_hour: money(pr.usd_per_hour),
+                    chosen: *t == preferred,
+                })
+            })
+            .collect(),
+        _ => vec![],
+    };
+    Some(PoolCost {
+        address: addr.clone(),
+        provider: pc.provider.clone(),
+        region: pc.region.clone(),
+        gpu: pc.gpu.clone(),
+        instance_type: preferred,
+        gpus_before: pc.before.gpus(),
+        gpus_after,
+        on_demand_before: pc.before.on_demand,
+        on_demand_after: pc.after.on_demand,
+        spot_before: pc.before.spot,
+        spot_after: pc.after.spot,
+        hourly_before: money(hourly_before),
+        hourly_after: money(hourly_after),
+        on_demand_hourly_after: money(od_after),
+        spot_hourly_after: money(spot_after),
+        price_per_gpu_hour: if gpus_after == 0 { 0.0 } else { money(hourly_after / gpus_after as f64) },
+        on_demand_price: od_price,
+        spot_price,
+        range,
+        alternatives,
+    })
+}
+
+/// Pools a quota covers: its `pools`, plus the pools of jobs charged to it.
+pub fn quota_pools(spec: &Spec, quota: &Address) -> Vec<Address> {
+    let mut out: Vec<Address> =
+        spec.quotas.get(quota).map(|q| q.pools.iter().map(|p| p.value.clone()).collect()).unwrap_or_default();
+    for j in spec.jobs.values() {
+        if j.quota.as_ref().is_some_and(|q| &q.value == quota) && !out.contains(&j.pool.value) {
+            out.push(j.pool.value.clone());
+        }
+    }
+    out.sort();
+    out
+}
+
+fn quota_costs(spec: &Spec, pools: &[PoolCost]) -> Vec<QuotaCost> {
+    spec.quotas
+        .keys()
+        .map(|q| {
+            let covered = quota_pools(spec, q);
+            let mine: Vec<&PoolCost> = pools.iter().filter(|p| covered.contains(&p.address)).collect();
+            let gpus_max = covered
+                .iter()
+                .filter_map(|a| spec.gpu_pools.get(a))
+                .map(|p| p.nodes.max.value as u64 * p.gpus_per_node.value as u64)
+                .sum();
+            let hourly_after = money(mine.iter().map(|p| p.hourly_after).sum());
+            QuotaCost {
+                address: q.clone(),
+                pools: covered,
+                gpus_after: mine.iter().map(|p| p.gpus_after).sum(),
+                gpus_max,
+                hourly_after,
+                hourly_max: money(mine.iter().map(|p| p.range.map(|r| r.hourly_max).unwrap_or(p.hourly_after)).sum()),
+                monthly_after: money(hourly_after * HOURS_PER_MONTH),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,122 @@
+//! Prices per node-hour in USD: the catalog's on-demand prices, a spot price from the
+//! cloud's typical discount, replaced by live prices when a provider reports them.
+//! CNY prices are converted at a rate the user can set per provider (`cny_per_usd`) or
+//! globally (`GPUPLAN_CNY_PER_USD`); the rates used are part of every cost report.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::{self, Currency};
+use crate::providers::{Capacity, Offer};
+use crate::spec::Spec;
+use crate::spec::model::ProviderKind;
+
+/// One price, with where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Price {
+    pub usd_per_hour: f64,
+    /// The price in the cloud's own currency, when that is not USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<(f64, String)>,
+    /// `catalog`, `catalog-spot-model` or `live`.
+    pub source: String,
+    /// The catalog row's price was derived, not quoted.
+    #[serde(default)]
+    pub estimated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    pub currency: String,
+    pub per_usd: f64,
+    /// `provider "x"`, `GPUPLAN_CNY_PER_USD` or `default`.
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PriceBook {
+    /// CNY per USD by provider name.
+    rates: BTreeMap<String, f64>,
+    default_rate: f64,
+    default_source: String,
+    /// Live prices: (provider kind, region, instance type, capacity) → USD per hour.
+    live: BTreeMap<(ProviderKind, String, String, Capacity), f64>,
+}
+
+impl PriceBook {
+    /// Catalog prices with the spec's and environment's exchange rates.
+    pub fn new(spec: &Spec, env: &BTreeMap<String, String>) -> Self {
+        let (default_rate, default_source) =
+            match env.get("GPUPLAN_CNY_PER_USD").and_then(|v| v.trim().parse::<f64>().ok()) {
+                Some(r) if r > 0.0 && r.is_finite() => (r, "GPUPLAN_CNY_PER_USD".to_string()),
+                _ => (catalog::DEFAULT_CNY_PER_USD, "default".to_string()),
+            };
+        let rates = spec
+            .providers
+            .iter()
+            .filter_map(|(name, p)| p.cny_per_usd.as_ref().map(|r| (name.clone(), r.value)))
+            .collect();
+        PriceBook { rates, default_rate, default_source, live: BTreeMap::new() }
+    }
+
+    /// Use live offers (e.g. a cloud's current spot prices) instead of the catalog's.
+    pub fn with_live(mut self, offers: &[Offer]) -> Self {
+        for o in offers.iter().filter(|o| o.live_price) {
+            self.live.insert((o.provider, o.region.clone(), o.instance_type.clone(), o.capacity), o.price_usd);
+        }
+        self
+    }
+
+    pub fn rate(&self, provider: &str) -> f64 {
+        self.rates.get(provider).copied().unwrap_or(self.default_rate)
+    }
+
+    /// The rates a report used, for the providers it priced in CNY.
+    pub fn rates_used(&self, providers: &[(String, ProviderKind)]) -> Vec<Rate> {
+        let mut out: Vec<Rate> = Vec::new();
+        for (name, kind) in providers {
+            let cny =
+                matches!(kind, ProviderKind::Tencentcloud | ProviderKind::Alicloud) || (*kind == ProviderKind::Sim);
+            if !cny {
+                continue;
+            }
+            let (per_usd, source) = match self.rates.get(name) {
+                Some(r) => (*r, format!("provider \"{name}\"")),
+                None => (self.default_rate, self.default_source.clone()),
+            };
+            let r = Rate { currency: "CNY".into(), per_usd, source };
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// Price of one node-hour of `instance_type` on `capacity` for a pool of `provider`.
+    pub fn price(
+        &self,
+        provider: &str,
+        kind: ProviderKind,
+        region: &str,
+        instance_type: &str,
+        capacity: Capacity,
+    ) -> Option<Price> {
+        let t = catalog::catalog().instance_type(kind, instance_type)?;
+        let rate = self.rate(provider);
+        if let Some(p) = self.live.get(&(kind, region.to_string(), instance_type.to_string(), capacity)) {
+            return Some(Price { usd_per_hour: *p, native: None, source: "live".into(), estimated: false });
+        }
+        let (usd, native_price) = match capacity {
+            Capacity::OnDemand => (t.price_usd(rate), t.price),
+            Capacity::Spot => (t.spot_price_usd(rate), t.price * (1.0 - t.spot_discount)),
+        };
+        let native = (t.currency == Currency::Cny).then(|| (round(native_price), "CNY".to_string()));
+        let source = if capacity == Capacity::Spot { "catalog-spot-model" } else { "catalog" };
+        Some(Price { usd_per_hour: usd, native, source: source.into(), estimated: t.price_estimated })
+    }
+}
+
+pub fn round(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}

@@ -1,0 +1,72 @@
+//! Orchestration of the I/O phases around the pure planner: open the state under its
+//! lock, build the providers, refresh, plan, apply and compact. Commands in `cli/` are
+//! thin wrappers over these functions; tests and benchmarks call them directly.
+
+pub mod providers;
+pub mod refresh;
+pub mod run;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::state::{HistoryEntry, LocalBackend, State, StateError, StateLock};
+
+/// Where a workspace keeps its files and how it talks to them.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    /// The spec directory.
+    pub dir: PathBuf,
+    /// `state/<workspace>.json`.
+    pub state_path: PathBuf,
+    pub env: BTreeMap<String, String>,
+    pub lock_timeout: Duration,
+}
+
+impl Workspace {
+    /// The embedded sim cloud lives beside the state: `state/<workspace>.sim.json`.
+    pub fn sim_path(&self) -> PathBuf {
+        let stem = self.state_path.file_stem().and_then(|s| s.to_str()).unwrap_or("default");
+        self.state_path.with_file_name(format!("{stem}.sim.json"))
+    }
+    pub fn backend(&self) -> LocalBackend {
+        LocalBackend::new(&self.state_path)
+    }
+}
+
+/// The state opened for writing: its backend, the held lock and the current state.
+pub struct Session {
+    pub backend: LocalBackend,
+    pub lock: StateLock,
+    pub state: State,
+}
+
+/// Lock the state, fold in any journal a crashed apply left, and create the state on
+/// first use (a new lineage, written once, so plans made before the first apply are
+/// deterministic and their tokens stable).
+pub fn open_session(ws: &Workspace, operation: &str) -> Result<Session, StateError> {
+    if let Some(parent) = ws.state_path.parent() {
+        std::fs::create_dir_all(parent).map_err(StateError::io("create the state folder", parent))?;
+    }
+    let backend = ws.backend();
+    let lock = backend.lock(operation, ws.lock_timeout)?;
+    let state = match backend.recover(&lock)? {
+        Some(s) => s,
+        None => {
+            let mut s = State::new(uuid::Uuid::new_v4().to_string());
+            s.history.push(history("init", "state created"));
+            backend.write(&lock, &mut s)?;
+            s
+        }
+    };
+    Ok(Session { backend, lock, state })
+}
+
+/// A history entry stamped now.
+pub fn history(event: &str, detail: impl Into<String>) -> HistoryEntry {
+    HistoryEntry {
+        at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        event: event.to_string(),
+        detail: detail.into(),
+    }
+}

@@ -1,0 +1,53 @@
+//! Refresh: ask every provider in use what it runs with this state's tags, one paged
+//! list call per provider and region.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::apply::ProviderSet;
+use crate::catalog;
+use crate::plan::shape;
+use crate::providers::{ListFilter, Node, ProviderError};
+use crate::spec::Spec;
+use crate::state::State;
+
+/// (provider name, region) pairs the spec and the state use.
+pub fn regions(spec: &Spec, state: &State) -> BTreeSet<(String, String)> {
+    let cat = catalog::catalog();
+    let mut out = BTreeSet::new();
+    for pool in spec.gpu_pools.values() {
+        if let Some(s) = shape::shape(spec, pool, cat) {
+            out.insert((s.provider, s.region));
+        }
+    }
+    for r in state.resources.values() {
+        if let (Some(p), Some(region)) = (&r.provider, &r.region) {
+            out.insert((p.clone(), region.clone()));
+        }
+    }
+    out
+}
+
+/// Every node carrying this state's lineage, deduplicated by id (two provider names
+/// may reach the same cloud).
+pub async fn refresh(
+    providers: &ProviderSet,
+    spec: &Spec,
+    state: &State,
+) -> Result<Vec<Node>, (String, ProviderError)> {
+    let mut by_id: BTreeMap<String, Node> = BTreeMap::new();
+    let mut done: BTreeSet<(usize, String)> = BTreeSet::new();
+    for (name, region) in regions(spec, state) {
+        let Some(p) = providers.get(&name) else { continue };
+        // The same provider object under two names is listed once per region.
+        let identity = std::sync::Arc::as_ptr(p) as *const () as usize;
+        if !done.insert((identity, region.clone())) {
+            continue;
+        }
+        let filter = ListFilter { region: region.clone(), lineage: Some(state.lineage.clone()) };
+        let nodes = p.list_nodes(&filter).await.map_err(|e| (name.clone(), e))?;
+        for n in nodes {
+            by_id.insert(n.id.clone(), n);
+        }
+    }
+    Ok(by_id.into_values().collect())
+}

@@ -1,0 +1,128 @@
+//! The operations commands run: plan (refresh + diff) and apply (execute + compact).
+
+use std::sync::Arc;
+
+use crate::addr::Address;
+use crate::apply::{self, ApplyOptions, ApplyReport, ProviderSet, Recorder, Status};
+use crate::cost;
+use crate::engine::{Session, history, refresh};
+use crate::plan::Plan;
+use crate::plan::diff::{self, PlanInput};
+use crate::providers::ProviderError;
+use crate::spec::Spec;
+use crate::state::{JournalEntry, StateError};
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum RunError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    State(#[from] StateError),
+    #[error("refresh failed: provider `{provider}` answered {error}")]
+    #[diagnostic(
+        code(gpuplan::refresh),
+        help("check the provider's credentials and endpoint, or plan with --refresh=false")
+    )]
+    Refresh { provider: String, error: ProviderError },
+    #[error(
+        "the saved plan is stale: it was made against state {plan_lineage} serial {plan_serial}, but the state is now {lineage} serial {serial}"
+    )]
+    #[diagnostic(code(gpuplan::plan::stale), help("run `gpuplan plan --out FILE` again and apply the new plan"))]
+    StalePlan { plan_lineage: String, plan_serial: u64, lineage: String, serial: u64 },
+    #[error("the saved plan was made from a different spec (digest {plan} ≠ {current})")]
+    #[diagnostic(code(gpuplan::plan::spec_changed), help("the spec changed since the plan was saved: plan again"))]
+    SpecChanged { plan: String, current: String },
+    #[error("the state journal failed: {0}")]
+    #[diagnostic(code(gpuplan::state::journal))]
+    Journal(String),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PlanRequest {
+    pub refresh: bool,
+    pub targets: Vec<Address>,
+    pub destroy: bool,
+    /// The environment (exchange-rate overrides such as `GPUPLAN_CNY_PER_USD`).
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// Refresh (unless asked not to) and diff. Nothing is written.
+pub async fn plan(
+    spec: &Spec,
+    session: &Session,
+    providers: &ProviderSet,
+    req: &PlanRequest,
+) -> Result<Plan, RunError> {
+    let observed = if req.refresh {
+        Some(
+            refresh::refresh(providers, spec, &session.state)
+                .await
+                .map_err(|(provider, error)| RunError::Refresh { provider, error })?,
+        )
+    } else {
+        None
+    };
+    let input = PlanInput {
+        spec,
+        state: &session.state,
+        observed: observed.as_deref(),
+        targets: &req.targets,
+        destroy: req.destroy,
+        spec_digest: diff::spec_digest(spec),
+    };
+    let mut plan = diff::plan(&input);
+    let prices = cost::PriceBook::new(spec, &req.env);
+    plan.cost = serde_json::to_value(cost::cost(&plan, spec, &prices)).ok();
+    Ok(plan)
+}
+
+/// Refuse a saved plan whose state or spec moved on since it was made.
+pub fn check_fresh(plan: &Plan, session: &Session, spec: Option<&Spec>) -> Result<(), RunError> {
+    if plan.lineage != session.state.lineage || plan.serial != session.state.serial {
+        return Err(RunError::StalePlan {
+            plan_lineage: plan.lineage.clone(),
+            plan_serial: plan.serial,
+            lineage: session.state.lineage.clone(),
+            serial: session.state.serial,
+        });
+    }
+    if let Some(spec) = spec {
+        let current = diff::spec_digest(spec);
+        if !plan.destroy && current != plan.spec_digest {
+            return Err(RunError::SpecChanged { plan: short(&plan.spec_digest), current: short(&current) });
+        }
+    }
+    Ok(())
+}
+
+fn short(d: &str) -> String {
+    d.chars().take(12).collect()
+}
+
+/// Execute a plan: journal every finished operation, then fold the journal into the
+/// state file once. The state in `session` is updated to what was written.
+pub async fn apply(
+    session: &mut Session,
+    plan: Arc<Plan>,
+    providers: &ProviderSet,
+    opts: &ApplyOptions,
+) -> Result<ApplyReport, RunError> {
+    check_fresh(&plan, session, None)?;
+    let journal = session.backend.open_journal(&session.lock, &session.state)?;
+    let (recorder, handle) = Recorder::start(journal);
+    let report = apply::execute(plan.clone(), providers, recorder.clone(), opts).await;
+    let done = report.count(|s| matches!(s, Status::Done | Status::Partial(_)));
+    let event = if plan.destroy { "destroy" } else { "apply" };
+    let detail = format!(
+        "{done} of {} change(s) completed{}",
+        report.outcomes.len(),
+        if report.cancelled { ", interrupted" } else { "" }
+    );
+    let _ = recorder.record(vec![JournalEntry::History { entry: history(event, detail) }]).await;
+    drop(recorder);
+    let (journal, journal_error) = handle.finish().map_err(RunError::Journal)?;
+    session.backend.compact(&session.lock, journal, &mut session.state)?;
+    if let Some(e) = journal_error {
+        return Err(RunError::Journal(e));
+    }
+    Ok(report)
+}

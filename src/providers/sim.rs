@@ -1,1 +1,0 @@
-//! The embedded simulated cloud.

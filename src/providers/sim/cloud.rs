@@ -1,0 +1,227 @@
+//! [`SimCloud`]: the persistent simulated cloud, its controls and its statistics.
+//!
+//! The cloud's API calls (what a [`crate::providers::Provider`] may do) live in `nodes.rs`,
+//! `jobs.rs` and `offers.rs`; this file opens the cloud and holds the controls that only
+//! the cloud itself or a test may use: spot reclaims, capacity, foreign VMs, console
+//! deletions.
+//!
+//! One `Mutex` guards the world and the log. It is never held across an `.await`: callers
+//! sleep the latency first, then lock, act, append and unlock.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::config::SimConfig;
+use super::error::SimError;
+use super::store::Store;
+use super::world::{Change, JobEnd, Record, SimNode, World, now_ms};
+use super::{catalog_check, rng};
+use crate::addr::Address;
+use crate::providers::{Capacity, JobState, Node, NodeState};
+
+/// How long `open` waits for another process to release the cloud.
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(30);
+/// Log records after which the snapshot is rewritten and the log emptied.
+pub const COMPACT_AFTER: usize = 10_000;
+
+/// Calls per API, pages served and injected failures, for benchmarks. Counts cover this
+/// process only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SimStats {
+    /// API name (`create_nodes`, `list_nodes`, `terminate_nodes` per batch of ≤1,000, ...)
+    /// → calls, including the ones that failed by injection.
+    pub calls: BTreeMap<String, u64>,
+    /// Pages of ≤1,000 nodes served by `list_nodes`.
+    pub pages: u64,
+    /// Calls failed by failure injection.
+    pub injected_failures: u64,
+    /// Records appended to the event log.
+    pub records: u64,
+}
+
+pub struct SimCloud {
+    path: PathBuf,
+    pub(super) config: SimConfig,
+    inner: Mutex<Inner>,
+}
+
+pub(super) struct Inner {
+    pub world: World,
+    store: Store,
+    pub stats: SimStats,
+    /// API calls made in this process: numbers the failure-injection draws.
+    pub calls: u64,
+}
+
+impl Inner {
+    /// Persist the changes as one log record, then apply them.
+    pub fn commit(&mut self, changes: Vec<Change>) -> Result<(), SimError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let record = Record { seq: self.world.seq + 1, at_ms: now_ms(), changes };
+        self.store.append(&record)?;
+        self.world.apply_record(record);
+        self.stats.records += 1;
+        if self.store.wants_compaction() {
+            // The record is already durable; a failed compaction is retried on a later call
+            // or at the next open, so it must not fail this one.
+            let _ = self.store.compact(&mut self.world);
+        }
+        Ok(())
+    }
+
+    /// The next id from the seed and the persisted counter, skipping any id in use (only
+    /// possible when a cloud is reopened with another seed).
+    pub fn next_id(&mut self, prefix: &str, seed: u64, next: &mut u64) -> String {
+        loop {
+            let id = rng::id(prefix, seed, *next);
+            *next += 1;
+            if !self.world.nodes.contains_key(&id) && !self.world.jobs.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+}
+
+impl SimCloud {
+    /// Open (or create) the cloud kept at `path` (gpuplan uses `state/<workspace>.sim.json`),
+    /// waiting up to 30 s for another process to close it.
+    pub fn open(path: &Path, config: SimConfig) -> Result<Arc<SimCloud>, SimError> {
+        Self::open_with_timeout(path, config, LOCK_TIMEOUT)
+    }
+
+    pub fn open_with_timeout(
+        path: &Path,
+        config: SimConfig,
+        lock_timeout: Duration,
+    ) -> Result<Arc<SimCloud>, SimError> {
+        Self::open_inner(path, config, lock_timeout, COMPACT_AFTER)
+    }
+
+    pub(super) fn open_inner(
+        path: &Path,
+        config: SimConfig,
+        lock_timeout: Duration,
+        compact_after: usize,
+    ) -> Result<Arc<SimCloud>, SimError> {
+        let (store, world) = Store::open(path, lock_timeout, compact_after)?;
+        let inner = Inner { world, store, stats: SimStats::default(), calls: 0 };
+        Ok(Arc::new(SimCloud { path: path.to_path_buf(), config, inner: Mutex::new(inner) }))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Changes are applied only after they are persisted, so a panic elsewhere cannot
+        // leave a half-applied world behind: the poison flag carries no information.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Spot reclaim: mark up to `count` live spot nodes of `pool` reclaimed, highest ids
+    /// first (deterministic), and preempt their jobs. `pool` without an instance key covers
+    /// every instance (`gpu_pool.train` covers `gpu_pool.train[0]`).
+    pub fn interrupt(&self, pool: &Address, count: u32) -> Result<Vec<String>, SimError> {
+        let mut inner = self.lock();
+        let ids: Vec<String> = inner
+            .world
+            .nodes
+            .values()
+            .rev()
+            .filter(|n| n.is_live() && n.capacity == Capacity::Spot && n.is_managed())
+            .filter(|n| n.pool.as_ref().is_some_and(|p| p.matches_target(pool)))
+            .take(count as usize)
+            .map(|n| n.id.clone())
+            .collect();
+        let changes = end_nodes(&inner.world, &ids, NodeState::Reclaimed, JobState::Preempted, "node reclaimed (spot)");
+        inner.commit(changes)?;
+        Ok(ids)
+    }
+
+    /// Limit live nodes per instance type of `capacity` in `zone`; `None` restores the default.
+    pub fn set_capacity(&self, zone: &str, capacity: Capacity, limit: Option<u32>) -> Result<(), SimError> {
+        if catalog_check::region_of_zone(zone).is_none() {
+            return Err(SimError::Invalid(format!("unknown zone `{zone}`: no catalog region has it")));
+        }
+        let change = Change::Limit { zone: zone.to_string(), capacity, limit };
+        self.lock().commit(vec![change])
+    }
+
+    /// The limit in force for one instance type of `capacity` in `zone`.
+    pub fn capacity(&self, zone: &str, capacity: Capacity) -> u32 {
+        self.lock().world.limit(zone, capacity).unwrap_or_else(|| self.config.default_capacity())
+    }
+
+    /// A VM someone else runs (no gpuplan tags), for tests: the API never lists or deletes it.
+    pub fn insert_untagged(&self, region: &str, zone: &str, instance_type: &str) -> Result<String, SimError> {
+        let t = catalog_check::placeable(region, zone, &[instance_type.to_string()])
+            .map_err(|e| SimError::Invalid(e.message))?;
+        let mut inner = self.lock();
+        let mut next = inner.world.counter;
+        let id = inner.next_id("i-", self.config.seed, &mut next);
+        let node = SimNode {
+            id: id.clone(),
+            pool: None,
+            instance_type: t[0].name.clone(),
+            region: region.to_string(),
+            zone: zone.to_string(),
+            capacity: Capacity::OnDemand,
+            state: NodeState::Running,
+            image: None,
+            tags: BTreeMap::new(),
+            launched_ms: now_ms(),
+        };
+        inner.commit(vec![Change::Counter { next }, Change::Nodes { nodes: vec![node] }])?;
+        Ok(id)
+    }
+
+    /// Someone deletes a node in the console (drift tests): no tag check, no API call.
+    pub fn terminate_out_of_band(&self, id: &str) -> Result<(), SimError> {
+        let mut inner = self.lock();
+        if !inner.world.nodes.contains_key(id) {
+            return Err(SimError::Invalid(format!("no node `{id}` in the simulated cloud")));
+        }
+        let changes =
+            end_nodes(&inner.world, &[id.to_string()], NodeState::Terminated, JobState::Failed, "node terminated");
+        inner.commit(changes)
+    }
+
+    /// Every node, tagged or not, in any state, sorted by id.
+    pub fn nodes(&self) -> Vec<Node> {
+        self.lock().world.nodes.values().map(SimNode::to_node).collect()
+    }
+
+    pub fn stats(&self) -> SimStats {
+        self.lock().stats.clone()
+    }
+}
+
+/// Changes that move `ids` (those not already ended) to `state` and end their running jobs.
+pub(super) fn end_nodes(world: &World, ids: &[String], state: NodeState, job: JobState, why: &str) -> Vec<Change> {
+    let ids: Vec<String> = ids
+        .iter()
+        .filter(|id| world.nodes.get(*id).is_some_and(|n| n.state != NodeState::Terminated && n.state != state))
+        .cloned()
+        .collect();
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    let now = now_ms();
+    let jobs = world.running_jobs_on(&ids, now);
+    let mut changes = vec![Change::NodeState { ids, state }];
+    if !jobs.is_empty() {
+        changes
+            .push(Change::JobsEnded { ids: jobs, end: JobEnd { state: job, at_ms: now, message: Some(why.into()) } });
+    }
+    changes
+}

@@ -1,0 +1,81 @@
+//! How a simulated cloud behaves: seed, latency, failure rate, capacity, job length.
+//!
+//! Tests and benchmarks tune the sim through `GPUPLAN_SIM_*` environment variables; the
+//! caller passes the environment in as a map so this module never reads process state.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The default limit of live nodes per zone, capacity type and instance type.
+pub const DEFAULT_ZONE_CAPACITY: u32 = 1_000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Seeds node and job ids and the failure injection stream.
+    pub seed: u64,
+    /// Slept before every API call (and before every extra page of a paged call).
+    pub latency: Option<Duration>,
+    /// Probability (0..=1) that an API call fails with a retryable error before acting.
+    pub failure_rate: f64,
+    /// Live nodes allowed per zone, capacity type and instance type; `None` means
+    /// [`DEFAULT_ZONE_CAPACITY`]. `gpuplan sim capacity` overrides it per zone.
+    pub zone_capacity: Option<u32>,
+    /// Wall-clock time a launched job runs before it finishes.
+    pub job_duration: Duration,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 0,
+            latency: None,
+            failure_rate: 0.0,
+            zone_capacity: None,
+            job_duration: Duration::from_secs(60),
+        }
+    }
+}
+
+impl SimConfig {
+    /// Overlay `GPUPLAN_SIM_LATENCY` (`50ms`), `GPUPLAN_SIM_FAILURE_RATE` (`0.1`),
+    /// `GPUPLAN_SIM_ZONE_CAPACITY`, `GPUPLAN_SIM_SEED` and `GPUPLAN_SIM_JOB_DURATION` (`2m`)
+    /// from an environment map. Empty values are ignored.
+    pub fn with_env(mut self, env: &BTreeMap<String, String>) -> Result<Self, String> {
+        let get = |key: &str| env.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+        if let Some(v) = get("GPUPLAN_SIM_LATENCY") {
+            let d = duration("GPUPLAN_SIM_LATENCY", v)?;
+            self.latency = (!d.is_zero()).then_some(d);
+        }
+        if let Some(v) = get("GPUPLAN_SIM_FAILURE_RATE") {
+            let rate: f64 = v.parse().map_err(|_| bad("GPUPLAN_SIM_FAILURE_RATE", v, "a number from 0 to 1"))?;
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(bad("GPUPLAN_SIM_FAILURE_RATE", v, "a number from 0 to 1"));
+            }
+            self.failure_rate = rate;
+        }
+        if let Some(v) = get("GPUPLAN_SIM_ZONE_CAPACITY") {
+            let n = v.parse().map_err(|_| bad("GPUPLAN_SIM_ZONE_CAPACITY", v, "a whole number of nodes"))?;
+            self.zone_capacity = Some(n);
+        }
+        if let Some(v) = get("GPUPLAN_SIM_SEED") {
+            self.seed = v.parse().map_err(|_| bad("GPUPLAN_SIM_SEED", v, "a whole number"))?;
+        }
+        if let Some(v) = get("GPUPLAN_SIM_JOB_DURATION") {
+            self.job_duration = duration("GPUPLAN_SIM_JOB_DURATION", v)?;
+        }
+        Ok(self)
+    }
+
+    /// The limit that applies where `gpuplan sim capacity` set none.
+    pub fn default_capacity(&self) -> u32 {
+        self.zone_capacity.unwrap_or(DEFAULT_ZONE_CAPACITY)
+    }
+}
+
+fn duration(key: &str, v: &str) -> Result<Duration, String> {
+    humantime::parse_duration(v).map_err(|_| bad(key, v, "a duration such as `50ms` or `2m`"))
+}
+
+fn bad(key: &str, value: &str, expected: &str) -> String {
+    format!("{key}=`{value}` is not valid: expected {expected}")
+}

@@ -1,0 +1,82 @@
+//! The job API calls (minimal for now): launch on a live node, status, cancel.
+//!
+//! A job runs for the configured `job_duration` of wall-clock time from launch, then
+//! succeeds, or fails when the failure-injection draw for its id counter says so. Reclaims
+//! and terminations of its node end it early (see `cloud::end_nodes`).
+
+use super::catalog_check::invalid;
+use super::cloud::SimCloud;
+use super::rng::{self, Stream};
+use super::world::{Change, JobEnd, SimJob, now_ms};
+use crate::providers::{JobState, JobStatus, LaunchJob, ProviderError};
+
+impl SimCloud {
+    pub(super) fn api_launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        let mut inner = self.lock();
+        self.begin(&mut inner, "launch_job")?;
+        let now = now_ms();
+        if let Some(job) = inner.world.job_by_token(&req.token) {
+            return Ok(job.status(now));
+        }
+        let node = match inner.world.nodes.get(&req.node_id) {
+            Some(n) if n.is_managed() => n,
+            _ => return Err(invalid("SimNodeNotFound", format!("no gpuplan node `{}` to run a job on", req.node_id))),
+        };
+        if !node.is_live() {
+            return Err(invalid(
+                "SimNodeNotRunning",
+                format!("node `{}` is {:?}, not running", req.node_id, node.state).to_lowercase(),
+            ));
+        }
+        let region = node.region.clone();
+        let mut next = inner.world.counter;
+        let n = next;
+        let id = inner.next_id("j-", self.config.seed, &mut next);
+        let duration_ms = u64::try_from(self.config.job_duration.as_millis()).unwrap_or(u64::MAX);
+        let job = SimJob {
+            id,
+            job: req.job.clone(),
+            pool: req.pool.clone(),
+            node_id: req.node_id.clone(),
+            region,
+            attempt: req.attempt,
+            token: req.token.clone(),
+            started_ms: now,
+            ends_ms: now.saturating_add(duration_ms),
+            will_fail: rng::chance(self.config.seed, Stream::JobFailure, n, self.config.failure_rate),
+            ended: None,
+        };
+        let status = job.status(now);
+        inner.commit(vec![Change::Counter { next }, Change::Job { job }])?;
+        Ok(status)
+    }
+
+    pub(super) fn api_job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        let mut inner = self.lock();
+        self.begin(&mut inner, "job_status")?;
+        Ok(find(&inner.world.jobs, region, id)?.status(now_ms()))
+    }
+
+    /// Cancel a running job; a finished one is returned as it is.
+    pub(super) fn api_cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        let mut inner = self.lock();
+        self.begin(&mut inner, "cancel_job")?;
+        let now = now_ms();
+        let job = find(&inner.world.jobs, region, id)?;
+        if job.is_running(now) {
+            let end = JobEnd { state: JobState::Cancelled, at_ms: now, message: Some("cancelled".into()) };
+            inner.commit(vec![Change::JobsEnded { ids: vec![id.to_string()], end }])?;
+        }
+        Ok(find(&inner.world.jobs, region, id)?.status(now))
+    }
+}
+
+fn find<'a>(
+    jobs: &'a std::collections::BTreeMap<String, SimJob>,
+    region: &str,
+    id: &str,
+) -> Result<&'a SimJob, ProviderError> {
+    jobs.get(id)
+        .filter(|j| j.region == region)
+        .ok_or_else(|| invalid("SimJobNotFound", format!("no job `{id}` in region `{region}`")))
+}

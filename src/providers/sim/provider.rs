@@ -1,0 +1,96 @@
+//! [`SimProvider`]: the [`Provider`] trait over a shared [`SimCloud`].
+//!
+//! Every call sleeps the configured latency first and only then takes the cloud's lock,
+//! so concurrent tasks overlap their latency the way they would against a remote cloud.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::cloud::SimCloud;
+use super::nodes::{PAGE, dedup};
+use crate::providers::{
+    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError,
+};
+use crate::spec::model::ProviderKind;
+
+#[derive(Clone)]
+pub struct SimProvider {
+    cloud: Arc<SimCloud>,
+}
+
+impl SimProvider {
+    pub fn new(cloud: Arc<SimCloud>) -> Self {
+        SimProvider { cloud }
+    }
+
+    pub fn cloud(&self) -> &Arc<SimCloud> {
+        &self.cloud
+    }
+
+    /// The simulated network round trip, slept without holding any lock.
+    async fn pause(&self) {
+        if let Some(d) = self.cloud.config.latency {
+            tokio::time::sleep(d).await;
+        }
+    }
+}
+
+#[async_trait]
+impl Provider for SimProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Sim
+    }
+
+    async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
+        self.pause().await;
+        self.cloud.api_offers(gpu, region)
+    }
+
+    async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        let mut nodes = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            self.pause().await;
+            let (page, next) = self.cloud.api_list_page(filter, after.as_deref())?;
+            nodes.extend(page);
+            match next {
+                Some(id) => after = Some(id),
+                None => return Ok(nodes),
+            }
+        }
+    }
+
+    async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
+        self.pause().await;
+        self.cloud.api_create(req)
+    }
+
+    /// Refuses the whole request when any id is not gpuplan's; otherwise terminates in
+    /// batches of at most 1,000 and returns every requested id (unknown and already
+    /// terminated ids count as done).
+    async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
+        let ids = dedup(ids);
+        self.cloud.check_terminate(region, &ids)?;
+        for batch in ids.chunks(PAGE) {
+            self.pause().await;
+            self.cloud.api_terminate_batch(region, batch)?;
+        }
+        Ok(ids)
+    }
+
+    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        self.pause().await;
+        self.cloud.api_launch_job(req)
+    }
+
+    async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.pause().await;
+        self.cloud.api_job_status(region, id)
+    }
+
+    async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.pause().await;
+        self.cloud.api_cancel_job(region, id)
+    }
+}

@@ -1,0 +1,209 @@
+//! The simulated cloud's files: snapshot, event log and lock.
+//!
+//! - `<path>`: the snapshot, a pretty JSON [`World`], rewritten only at compaction
+//!   (temp file, fsync, rename), so a create does not rewrite thousands of nodes.
+//! - `<path>.log`: JSON lines, one [`Record`] per mutating call, appended in one write.
+//!   Appends are not fsynced on purpose: the sim models a remote cloud whose state must
+//!   survive the *client* process being killed (SIGKILL, Ctrl-C), and a write that reached
+//!   the page cache survives that; only an OS crash could lose it, which a laptop sim need
+//!   not survive. A torn last line (a crash mid-write) is ignored and cut off at open.
+//! - `<path>.lock`: held with an exclusive OS lock while a cloud is open, so two gpuplan
+//!   processes never interleave appends; it holds the holder's pid for the error message.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::error::SimError;
+use super::world::{FORMAT_VERSION, Record, World};
+
+/// Poll interval while another process holds the lock.
+const LOCK_POLL: Duration = Duration::from_millis(50);
+
+pub struct Store {
+    path: PathBuf,
+    log_path: PathBuf,
+    log: File,
+    /// Bytes of whole records in the log: a failed append is cut back to here.
+    log_len: u64,
+    /// Records in the log since the last compaction.
+    records: usize,
+    compact_after: usize,
+    /// Held for the lifetime of the store; dropping the file releases the OS lock.
+    _lock: File,
+}
+
+/// `<path><suffix>`, e.g. `default.sim.json.log`.
+pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut s: OsString = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+impl Store {
+    /// Lock, load the snapshot, replay the log, and compact if the log is long (or there
+    /// was no snapshot yet, so that the file exists from the first open).
+    pub fn open(path: &Path, lock_timeout: Duration, compact_after: usize) -> Result<(Store, World), SimError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(SimError::io("create the folder", dir))?;
+        }
+        let lock = acquire_lock(path, lock_timeout)?;
+        let (mut world, existed) = load_snapshot(path)?;
+        let log_path = sibling(path, ".log");
+        let (records, log_len) = replay(&log_path, &mut world)?;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(SimError::io("open the event log", &log_path))?;
+        let mut store = Store { path: path.to_path_buf(), log_path, log, log_len, records, compact_after, _lock: lock };
+        if !existed || records > compact_after {
+            store.compact(&mut world)?;
+        }
+        Ok((store, world))
+    }
+
+    /// Append one record as one line, in one write.
+    pub fn append(&mut self, record: &Record) -> Result<(), SimError> {
+        let mut line = serde_json::to_vec(record).map_err(|e| SimError::Corrupt {
+            path: self.log_path.clone(),
+            line: None,
+            message: format!("cannot encode an event: {e}"),
+        })?;
+        line.push(b'\n');
+        if let Err(e) = self.log.write_all(&line) {
+            // Cut a partial line off so that later appends do not follow garbage.
+            let _ = self.log.set_len(self.log_len);
+            return Err(SimError::io("append to the event log", &self.log_path)(e));
+        }
+        self.log_len += line.len() as u64;
+        self.records += 1;
+        Ok(())
+    }
+
+    pub fn wants_compaction(&self) -> bool {
+        self.records > self.compact_after
+    }
+
+    /// Write the whole world as the new snapshot and empty the log. Records carry sequence
+    /// numbers, so a crash between the rename and the truncation only leaves records that
+    /// the next open skips.
+    pub fn compact(&mut self, world: &mut World) -> Result<(), SimError> {
+        world.drop_terminated();
+        let bytes = serde_json::to_vec_pretty(world).map_err(|e| SimError::Corrupt {
+            path: self.path.clone(),
+            line: None,
+            message: format!("cannot encode the snapshot: {e}"),
+        })?;
+        let tmp = sibling(&self.path, ".tmp");
+        let write = || -> std::io::Result<()> {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            // Compaction is rare, so unlike appends it can afford an fsync: the rename must
+            // never expose an empty snapshot while the log is being emptied.
+            f.sync_all()?;
+            fs::rename(&tmp, &self.path)
+        };
+        write().map_err(SimError::io("write the snapshot", &self.path))?;
+        self.log.set_len(0).map_err(SimError::io("truncate the event log", &self.log_path))?;
+        self.log_len = 0;
+        self.records = 0;
+        Ok(())
+    }
+}
+
+fn acquire_lock(path: &Path, timeout: Duration) -> Result<File, SimError> {
+    let lock_path = sibling(path, ".lock");
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(SimError::io("open the lock file", &lock_path))?;
+    let start = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(TryLockError::WouldBlock) => {
+                let waited = start.elapsed();
+                if waited >= timeout {
+                    let holder = fs::read_to_string(&lock_path).ok().map(|s| s.trim().to_string()).unwrap_or_default();
+                    let holder = if holder.is_empty() { String::new() } else { format!(" ({holder})") };
+                    return Err(SimError::Locked { path: path.to_path_buf(), holder, waited });
+                }
+                std::thread::sleep(LOCK_POLL.min(timeout - waited));
+            }
+            Err(TryLockError::Error(e)) => return Err(SimError::io("lock", &lock_path)(e)),
+        }
+    }
+    // Best effort: the pid only improves the message another process shows.
+    let _ = file.set_len(0).and_then(|_| file.write_all(format!("pid {}\n", std::process::id()).as_bytes()));
+    Ok(file)
+}
+
+fn load_snapshot(path: &Path) -> Result<(World, bool), SimError> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((World::default(), false)),
+        Err(e) => return Err(SimError::io("read", path)(e)),
+    };
+    let mut world: World = serde_json::from_str(&text).map_err(|e| SimError::Corrupt {
+        path: path.to_path_buf(),
+        line: Some(e.line()),
+        message: e.to_string(),
+    })?;
+    if world.format_version > FORMAT_VERSION {
+        return Err(SimError::Corrupt {
+            path: path.to_path_buf(),
+            line: None,
+            message: format!(
+                "format_version {} was written by a newer gpuplan (this one reads {FORMAT_VERSION})",
+                world.format_version
+            ),
+        });
+    }
+    world.reindex();
+    Ok((world, true))
+}
+
+/// Apply the log's records newer than the snapshot. Returns the number of records in the
+/// log and the length of its whole lines; a torn tail is cut off.
+fn replay(log_path: &Path, world: &mut World) -> Result<(usize, u64), SimError> {
+    let bytes = match fs::read(log_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0)),
+        Err(e) => return Err(SimError::io("read", log_path)(e)),
+    };
+    let (mut pos, mut records, mut line_no) = (0usize, 0usize, 0usize);
+    while let Some(len) = bytes[pos..].iter().position(|&b| b == b'\n') {
+        line_no += 1;
+        let line = &bytes[pos..pos + len];
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            match serde_json::from_slice::<Record>(line) {
+                Ok(record) if record.seq > world.seq => world.apply_record(record),
+                Ok(_) => {}
+                // A bad last line is a write torn by a crash: the call never completed.
+                Err(_) if bytes[pos + len..].iter().all(u8::is_ascii_whitespace) => break,
+                Err(e) => {
+                    return Err(SimError::Corrupt {
+                        path: log_path.to_path_buf(),
+                        line: Some(line_no),
+                        message: e.to_string(),
+                    });
+                }
+            }
+            records += 1;
+        }
+        pos += len + 1;
+    }
+    // Whatever follows the last good newline is a torn write; cut it so appends start clean.
+    if pos < bytes.len() {
+        let f = OpenOptions::new().write(true).open(log_path).map_err(SimError::io("repair", log_path))?;
+        f.set_len(pos as u64).map_err(SimError::io("repair", log_path))?;
+    }
+    world.reindex();
+    Ok((records, pos as u64))
+}

@@ -1,0 +1,314 @@
+//! What the simulated cloud holds, and the only way it changes: [`Change`]s.
+//!
+//! Every mutation is first written down as a [`Record`] of changes (appended to the log by
+//! `store.rs`), then applied here. Replaying the log at open goes through the same
+//! [`World::apply`], so a reopened cloud is exactly the one that was left. Changes are facts
+//! ("these nodes are now reclaimed"), never commands to re-run, so replay needs no clock,
+//! no config and no randomness. This module does no I/O.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::{Address, Kind};
+use crate::providers::{Capacity, JobState, JobStatus, Node, NodeState, TAG_MANAGED};
+
+/// Snapshot format written by this version; newer files are refused.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One VM. `pool` is `None` for foreign VMs (see `SimCloud::insert_untagged`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimNode {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<Address>,
+    pub instance_type: String,
+    pub region: String,
+    pub zone: String,
+    pub capacity: Capacity,
+    pub state: NodeState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// Unix milliseconds.
+    pub launched_ms: u64,
+}
+
+impl SimNode {
+    /// Carries `gpuplan:managed=true`: the only nodes the API lets gpuplan see or delete.
+    pub fn is_managed(&self) -> bool {
+        self.tags.get(TAG_MANAGED).is_some_and(|v| v == "true")
+    }
+
+    pub fn is_live(&self) -> bool {
+        matches!(self.state, NodeState::Pending | NodeState::Running)
+    }
+
+    pub fn to_node(&self) -> Node {
+        Node {
+            id: self.id.clone(),
+            // Foreign VMs belong to no pool; `Node` needs one, so they report a name no
+            // gpuplan address can take (a leading `-` is not an identifier).
+            pool: self.pool.clone().unwrap_or_else(|| Address::new(Kind::GpuPool, "-foreign")),
+            instance_type: self.instance_type.clone(),
+            region: self.region.clone(),
+            zone: self.zone.clone(),
+            capacity: self.capacity,
+            state: self.state,
+            image: self.image.clone(),
+            tags: self.tags.clone(),
+        }
+    }
+}
+
+/// What an idempotency token produced, so a repeated call answers the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    pub ids: Vec<String>,
+    pub requested: u32,
+}
+
+/// A job run. Until `ended` is set its state follows the clock: running until `ends_ms`,
+/// then succeeded (or failed when `will_fail`). Fixing `ends_ms` at launch keeps the outcome
+/// independent of the config of whichever process looks later.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimJob {
+    pub id: String,
+    pub job: Address,
+    pub pool: Address,
+    pub node_id: String,
+    pub region: String,
+    pub attempt: u32,
+    pub token: String,
+    pub started_ms: u64,
+    pub ends_ms: u64,
+    pub will_fail: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<JobEnd>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobEnd {
+    pub state: JobState,
+    pub at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl SimJob {
+    pub fn is_running(&self, now_ms: u64) -> bool {
+        self.ended.is_none() && now_ms < self.ends_ms
+    }
+
+    pub fn status(&self, now_ms: u64) -> JobStatus {
+        let (state, message) = match &self.ended {
+            Some(end) => (end.state, end.message.clone()),
+            None if now_ms < self.ends_ms => (JobState::Running, None),
+            None if self.will_fail => (JobState::Failed, Some("simulated job failure (failure injection)".into())),
+            None => (JobState::Succeeded, None),
+        };
+        JobStatus {
+            id: self.id.clone(),
+            job: self.job.clone(),
+            node_id: self.node_id.clone(),
+            state,
+            attempt: self.attempt,
+            message,
+        }
+    }
+}
+
+/// One fact about the cloud. A log line holds the changes of one API call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Change {
+    /// The id counter moved on (ids are derived from it and the seed).
+    Counter {
+        next: u64,
+    },
+    /// Nodes created (or replaced whole).
+    Nodes {
+        nodes: Vec<SimNode>,
+    },
+    NodeState {
+        ids: Vec<String>,
+        state: NodeState,
+    },
+    Token {
+        token: String,
+        record: TokenRecord,
+    },
+    /// A capacity override for a zone; `None` restores the default.
+    Limit {
+        zone: String,
+        capacity: Capacity,
+        limit: Option<u32>,
+    },
+    Job {
+        job: SimJob,
+    },
+    JobsEnded {
+        ids: Vec<String>,
+        end: JobEnd,
+    },
+}
+
+/// One line of the event log: the changes of one call, numbered so that replay can skip
+/// what the snapshot already holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub seq: u64,
+    pub at_ms: u64,
+    pub changes: Vec<Change>,
+}
+
+/// The whole cloud; serialized as the snapshot file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct World {
+    pub format_version: u32,
+    /// The last record applied.
+    pub seq: u64,
+    pub counter: u64,
+    #[serde(default)]
+    pub limits: BTreeMap<String, BTreeMap<Capacity, u32>>,
+    #[serde(default)]
+    pub tokens: BTreeMap<String, TokenRecord>,
+    #[serde(default)]
+    pub nodes: BTreeMap<String, SimNode>,
+    #[serde(default)]
+    pub jobs: BTreeMap<String, SimJob>,
+    /// Live nodes per (zone, capacity, instance type): derived, kept so a create does not
+    /// scan every node.
+    #[serde(skip)]
+    live: HashMap<(String, Capacity, String), u32>,
+    /// Job launch token → job id: derived from `jobs`.
+    #[serde(skip)]
+    job_tokens: HashMap<String, String>,
+}
+
+impl Default for World {
+    fn default() -> Self {
+        World {
+            format_version: FORMAT_VERSION,
+            seq: 0,
+            counter: 0,
+            limits: BTreeMap::new(),
+            tokens: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            live: HashMap::new(),
+            job_tokens: HashMap::new(),
+        }
+    }
+}
+
+impl World {
+    /// Rebuild the derived indexes after deserializing.
+    pub fn reindex(&mut self) {
+        self.live.clear();
+        for n in self.nodes.values().filter(|n| n.is_live()) {
+            *self.live.entry(live_key(n)).or_default() += 1;
+        }
+        self.job_tokens = self.jobs.values().map(|j| (j.token.clone(), j.id.clone())).collect();
+    }
+
+    pub fn live_count(&self, zone: &str, capacity: Capacity, instance_type: &str) -> u32 {
+        self.live.get(&(zone.to_string(), capacity, instance_type.to_string())).copied().unwrap_or(0)
+    }
+
+    pub fn limit(&self, zone: &str, capacity: Capacity) -> Option<u32> {
+        self.limits.get(zone).and_then(|m| m.get(&capacity)).copied()
+    }
+
+    pub fn job_by_token(&self, token: &str) -> Option<&SimJob> {
+        self.job_tokens.get(token).and_then(|id| self.jobs.get(id))
+    }
+
+    pub fn apply_record(&mut self, record: Record) {
+        self.seq = record.seq;
+        for change in record.changes {
+            self.apply(change);
+        }
+    }
+
+    fn apply(&mut self, change: Change) {
+        match change {
+            Change::Counter { next } => self.counter = self.counter.max(next),
+            Change::Nodes { nodes } => {
+                for node in nodes {
+                    self.count_live(&node, 1);
+                    if let Some(old) = self.nodes.insert(node.id.clone(), node) {
+                        self.count_live(&old, -1);
+                    }
+                }
+            }
+            Change::NodeState { ids, state } => {
+                for id in ids {
+                    let Some(mut node) = self.nodes.remove(&id) else { continue };
+                    self.count_live(&node, -1);
+                    node.state = state;
+                    self.count_live(&node, 1);
+                    self.nodes.insert(id, node);
+                }
+            }
+            Change::Token { token, record } => {
+                self.tokens.insert(token, record);
+            }
+            Change::Limit { zone, capacity, limit } => {
+                let zone_limits = self.limits.entry(zone.clone()).or_default();
+                match limit {
+                    Some(n) => zone_limits.insert(capacity, n),
+                    None => zone_limits.remove(&capacity),
+                };
+                if zone_limits.is_empty() {
+                    self.limits.remove(&zone);
+                }
+            }
+            Change::Job { job } => {
+                self.job_tokens.insert(job.token.clone(), job.id.clone());
+                self.jobs.insert(job.id.clone(), job);
+            }
+            Change::JobsEnded { ids, end } => {
+                for id in ids {
+                    if let Some(job) = self.jobs.get_mut(&id) {
+                        job.ended = Some(end.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    fn count_live(&mut self, node: &SimNode, delta: i32) {
+        if !node.is_live() {
+            return;
+        }
+        let n = self.live.entry(live_key(node)).or_default();
+        *n = n.saturating_add_signed(delta);
+    }
+
+    /// Forget terminated nodes (at compaction): nothing can bring them back, and listing
+    /// them forever would grow every refresh.
+    pub fn drop_terminated(&mut self) {
+        self.nodes.retain(|_, n| n.state != NodeState::Terminated);
+    }
+
+    /// Jobs still running on any of `node_ids` at `now_ms`.
+    pub fn running_jobs_on(&self, node_ids: &[String], now_ms: u64) -> Vec<String> {
+        let on: std::collections::HashSet<&str> = node_ids.iter().map(String::as_str).collect();
+        self.jobs
+            .values()
+            .filter(|j| j.is_running(now_ms) && on.contains(j.node_id.as_str()))
+            .map(|j| j.id.clone())
+            .collect()
+    }
+}
+
+fn live_key(n: &SimNode) -> (String, Capacity, String) {
+    (n.zone.clone(), n.capacity, n.instance_type.clone())
+}
+
+pub fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}

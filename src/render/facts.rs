@@ -1,0 +1,201 @@
+//! Readings of the plan model that more than one view needs: changes in display order,
+//! attribute diffs, node counts, cost and policy lines.
+//!
+//! These only restate what the model says in words; they never decide anything. Cost and
+//! policies are free-form JSON filled by `cost/` and `policy/`, so they are read
+//! generically: known keys get a friendlier line, unknown keys are still shown.
+
+use serde_json::Value as Json;
+
+use crate::plan::diff::{IMMUTABLE, changed_paths};
+use crate::plan::model::{Action, NodeCounts, Plan, ResourceChange};
+
+/// Changes in display order: by address (kind, then name, then instance key).
+pub(crate) fn sorted_changes(plan: &Plan) -> Vec<&ResourceChange> {
+    let mut v: Vec<&ResourceChange> = plan.changes.iter().collect();
+    v.sort_by(|a, b| a.address.cmp(&b.address));
+    v
+}
+
+/// Changes that do something (everything but `no-op`), in display order.
+pub(crate) fn actionable(plan: &Plan) -> Vec<&ResourceChange> {
+    sorted_changes(plan).into_iter().filter(|c| c.action != Action::NoOp).collect()
+}
+
+/// `2 on-demand + 1 spot (24 GPUs)`.
+pub(crate) fn counts(c: &NodeCounts) -> String {
+    let gpus = c.gpus();
+    let unit = if gpus == 1 { "GPU" } else { "GPUs" };
+    format!("{} on-demand + {} spot ({gpus} {unit})", c.on_demand, c.spot)
+}
+
+/// `"A100-80GB"`, `8`, `["a", "b"]`, `{ team = "ml" }`: HCL-like, one line.
+pub(crate) fn value(v: &Json) -> String {
+    match v {
+        Json::String(s) => serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}")),
+        Json::Array(items) => format!("[{}]", items.iter().map(value).collect::<Vec<_>>().join(", ")),
+        Json::Object(map) if map.is_empty() => "{}".into(),
+        Json::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys.iter().map(|k| format!("{k} = {}", value(&map[k.as_str()]))).collect();
+            format!("{{ {} }}", parts.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// How one attribute line is marked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Marker {
+    Add,
+    Change,
+    Remove,
+}
+
+impl Marker {
+    pub(crate) fn symbol(self) -> &'static str {
+        match self {
+            Marker::Add => "+",
+            Marker::Change => "~",
+            Marker::Remove => "-",
+        }
+    }
+}
+
+/// One attribute line of a change body: `~ nodes.desired = 2 -> 3`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AttrLine {
+    pub marker: Marker,
+    pub path: String,
+    /// The value, or `before -> after`.
+    pub text: String,
+    /// The attribute cannot change in place (only marked on replacements).
+    pub forces_replacement: bool,
+}
+
+/// The attribute lines of a change: every attribute for creates and deletes, the changed
+/// leaves (as `plan::diff::changed_paths` finds them) for updates and replacements.
+pub(crate) fn attr_lines(change: &ResourceChange) -> Vec<AttrLine> {
+    match (change.action, &change.before, &change.after) {
+        (Action::NoOp, _, _) => vec![],
+        (Action::Update | Action::Replace, Some(before), Some(after)) => changed_paths(before, after)
+            .into_iter()
+            .map(|path| {
+                let (b, a) = (lookup(before, &path), lookup(after, &path));
+                let (marker, text) = match (b, a) {
+                    (None, Some(a)) => (Marker::Add, value(a)),
+                    (Some(b), None) => (Marker::Remove, format!("{} -> null", value(b))),
+                    (b, a) => (Marker::Change, format!("{} -> {}", or_null(b), or_null(a))),
+                };
+                let top = path.split('.').next().unwrap_or("");
+                let forces_replacement = change.action == Action::Replace && IMMUTABLE.contains(&top);
+                AttrLine { marker, path, text, forces_replacement }
+            })
+            .collect(),
+        (_, _, Some(after)) if change.action != Action::Delete => all_leaves(after, Marker::Add),
+        (_, Some(before), _) => all_leaves(before, Marker::Remove),
+        _ => vec![],
+    }
+}
+
+fn all_leaves(v: &Json, marker: Marker) -> Vec<AttrLine> {
+    let mut out = Vec::new();
+    leaves(v, String::new(), &mut out);
+    out.into_iter().map(|(path, v)| AttrLine { marker, path, text: value(v), forces_replacement: false }).collect()
+}
+
+/// Leaf paths in key order; arrays, scalars and empty objects are leaves.
+fn leaves<'a>(v: &'a Json, path: String, out: &mut Vec<(String, &'a Json)>) {
+    match v {
+        Json::Object(map) if !map.is_empty() => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            for k in keys {
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                leaves(&map[k.as_str()], p, out);
+            }
+        }
+        Json::Null => {}
+        _ => out.push((path, v)),
+    }
+}
+
+/// The value at a dotted path; `null` counts as absent, as it does in `changed_paths`.
+fn lookup<'a>(v: &'a Json, path: &str) -> Option<&'a Json> {
+    let mut cur = v;
+    for part in path.split('.') {
+        cur = cur.as_object()?.get(part)?;
+    }
+    (!cur.is_null()).then_some(cur)
+}
+
+fn or_null(v: Option<&Json>) -> String {
+    v.map(value).unwrap_or_else(|| "null".into())
+}
+
+/// The cost object as labelled lines. `arrow` is `->` in text, `→` in markdown.
+pub(crate) fn cost_lines(cost: &Json, arrow: &str) -> Vec<(String, String)> {
+    let Some(map) = cost.as_object() else {
+        return vec![("cost".into(), value(cost))];
+    };
+    let cur = map.get("currency").and_then(Json::as_str).map(|c| format!(" {c}")).unwrap_or_default();
+    let num = |k: &str| map.get(k).and_then(Json::as_f64);
+    let mut out = Vec::new();
+    let mut shown = vec!["currency"];
+    if let (Some(b), Some(a)) = (num("hourly_before"), num("hourly_after")) {
+        out.push(("hourly".into(), format!("{b:.2} {arrow} {a:.2}{cur} ({:+.2})", a - b)));
+        shown.extend(["hourly_before", "hourly_after"]);
+    }
+    if let Some(d) = num("monthly_delta") {
+        out.push(("monthly change".into(), format!("{d:+.2}{cur}")));
+        shown.push("monthly_delta");
+    }
+    let mut rest: Vec<(&String, &Json)> = map.iter().filter(|(k, _)| !shown.contains(&k.as_str())).collect();
+    rest.sort_by(|a, b| a.0.cmp(b.0));
+    for (k, v) in rest {
+        let text = match v {
+            Json::Number(n) if n.is_f64() => format!("{:.2}", n.as_f64().unwrap_or_default()),
+            Json::String(s) => s.clone(),
+            other => value(other),
+        };
+        out.push((k.clone(), text));
+    }
+    out
+}
+
+/// One policy verdict, read from the free-form JSON `policy/` fills.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub name: String,
+    pub enforcement: String,
+    /// `None` when the verdict does not say (shown as unknown, never as passed).
+    pub passed: Option<bool>,
+    pub message: String,
+}
+
+pub(crate) fn verdicts(plan: &Plan) -> Vec<Verdict> {
+    plan.policies
+        .iter()
+        .map(|p| {
+            let s = |k: &str| p.get(k).and_then(Json::as_str).unwrap_or_default().to_string();
+            Verdict {
+                name: p.get("name").and_then(Json::as_str).map(str::to_string).unwrap_or_else(|| value(p)),
+                enforcement: s("enforcement"),
+                passed: p.get("passed").and_then(Json::as_bool),
+                message: s("message"),
+            }
+        })
+        .collect()
+}
+
+/// `Plan: 1 to add, 2 to change, 0 to destroy.` without the `Plan:` label.
+pub(crate) fn summary_counts(plan: &Plan) -> String {
+    let s = &plan.summary;
+    format!("{} to add, {} to change, {} to destroy", s.add, s.change, s.destroy)
+}
+
+/// `1 change`, `37 changes`.
+pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

@@ -1,0 +1,226 @@
+//! The pull-request view of a plan: a title with the summary, the fleet table, errors,
+//! cost and policies, then drift and one collapsed `diff` block per change.
+//!
+//! GitHub refuses comments over 65,536 characters, so the output stays under a `limit`
+//! (in characters). Detail blocks are dropped from the end first and one closing line
+//! says what was cut; the title, the fleet table, errors, cost and policies always stay,
+//! and if even they do not fit, table rows are cut (and that is said too).
+
+use crate::plan::model::{Action, Plan, ResourceChange};
+use crate::render::facts;
+use crate::render::style::Paint;
+use crate::render::text::{self, TextOptions};
+
+/// The plan as a pull-request comment of at most `limit` characters.
+pub fn plan_markdown(plan: &Plan, limit: usize) -> String {
+    let title = title(plan);
+    let rows = table_rows(plan);
+    let tail = [errors(plan), cost(plan), policies(plan)].concat();
+    let mut blocks: Vec<String> = Vec::new();
+    let has_drift = !plan.drift.is_empty();
+    if has_drift {
+        blocks.push(drift_block(plan));
+    }
+    blocks.extend(facts::actionable(plan).into_iter().map(change_block));
+
+    let len = |s: &str| s.chars().count();
+    let head = |kept_rows: usize| {
+        let mut s = title.clone();
+        s += &table(&rows[..kept_rows], rows.len() - kept_rows, limit);
+        s += &tail;
+        s
+    };
+    let full = head(rows.len());
+    let footer = |kept: usize| {
+        let drift_cut = has_drift && kept == 0;
+        cut_line(blocks.len() - kept - usize::from(drift_cut), drift_cut, limit)
+    };
+
+    // Keep as many detail blocks as fit, in order.
+    let mut used = len(&full);
+    let mut kept = 0;
+    for b in &blocks {
+        if used + len(b) + len(&footer(kept + 1)) > limit {
+            break;
+        }
+        used += len(b);
+        kept += 1;
+    }
+    if len(&full) + len(&footer(kept)) <= limit || kept > 0 {
+        return [full, blocks[..kept].concat(), footer(kept)].concat();
+    }
+    // Not even the head fits: cut table rows from the end.
+    for r in (0..rows.len()).rev() {
+        let out = [head(r), footer(0)].concat();
+        if len(&out) <= limit {
+            return out;
+        }
+    }
+    // Only a limit smaller than the title and the closing line gets here.
+    [head(0), footer(0)].concat().chars().take(limit).collect()
+}
+
+fn title(plan: &Plan) -> String {
+    let what = if plan.has_changes() { facts::summary_counts(plan) } else { "no changes".to_string() };
+    let errors = match plan.errors.len() {
+        0 => String::new(),
+        n => format!(" — ❌ {}", facts::plural(n, "error", "errors")),
+    };
+    format!("### gpuplan plan: {what}{errors}\n\n")
+}
+
+fn table_rows(plan: &Plan) -> Vec<String> {
+    facts::sorted_changes(plan)
+        .into_iter()
+        .filter_map(|c| {
+            let pool = c.pool.as_ref()?;
+            let (b, a) = (&pool.before, &pool.after);
+            let gpus = arrow(b.gpus().to_string(), a.gpus().to_string());
+            let mix = arrow(format!("{} / {}", b.on_demand, b.spot), format!("{} / {}", a.on_demand, a.spot));
+            let action = match c.action {
+                Action::Replace | Action::Delete => format!("⚠️ {}", c.action.as_str()),
+                Action::NoOp => "no change".to_string(),
+                other => other.as_str().to_string(),
+            };
+            Some(format!("| {} | {gpus} | {mix} | {action} |\n", code(&c.address.to_string())))
+        })
+        .collect()
+}
+
+fn table(rows: &[String], cut: usize, limit: usize) -> String {
+    if rows.is_empty() && cut == 0 {
+        return String::new();
+    }
+    let mut s = "| Pool | GPUs before → after | On-demand / Spot (before → after) | Action |\n".to_string();
+    s += "|---|---|---|---|\n";
+    s += &rows.concat();
+    if cut > 0 {
+        s += &format!(
+            "\n_… {} not shown in this table (output limited to {limit} characters)._\n",
+            facts::plural(cut, "more pool", "more pools")
+        );
+    }
+    s.push('\n');
+    s
+}
+
+fn arrow(before: String, after: String) -> String {
+    if before == after { before } else { format!("{before} → {after}") }
+}
+
+fn errors(plan: &Plan) -> String {
+    let mut s = String::new();
+    for e in &plan.errors {
+        s += &format!("> [!CAUTION]\n> **Error:** {}\n", one_line(&e.message));
+        if let Some(hint) = &e.hint {
+            s += &format!(">\n> hint: {}\n", one_line(hint));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn cost(plan: &Plan) -> String {
+    let Some(cost) = &plan.cost else { return String::new() };
+    let mut s = "**Cost**\n\n".to_string();
+    for (k, v) in facts::cost_lines(cost, "→") {
+        s += &format!("- {k}: {v}\n");
+    }
+    s.push('\n');
+    s
+}
+
+fn policies(plan: &Plan) -> String {
+    let verdicts = facts::verdicts(plan);
+    if verdicts.is_empty() {
+        return String::new();
+    }
+    let mut s = "**Policies**\n\n| Policy | Enforcement | Result | Message |\n|---|---|---|---|\n".to_string();
+    for v in verdicts {
+        let result = match v.passed {
+            Some(true) => "✅ passed",
+            Some(false) => "❌ failed",
+            None => "❔ unknown",
+        };
+        s += &format!("| {} | {} | {result} | {} |\n", code(&v.name), cell(&v.enforcement), cell(&v.message));
+    }
+    s.push('\n');
+    s
+}
+
+fn drift_block(plan: &Plan) -> String {
+    let body = text::drift_text(&plan.drift, &TextOptions { color: false, width: 0 });
+    let summary = format!("Drift: {} outside gpuplan", facts::plural(plan.drift.len(), "change", "changes"));
+    details(&summary, &body, "text")
+}
+
+fn change_block(c: &ResourceChange) -> String {
+    let body = text::block(c, &TextOptions { color: false, width: 0 }, &Paint::new(false));
+    let warn = if matches!(c.action, Action::Replace | Action::Delete) { "⚠️ " } else { "" };
+    let summary = format!("{warn}<code>{}</code> {}", html(&c.address.to_string()), c.action.verb());
+    details(&summary, &diff_markers(&body), "diff")
+}
+
+fn details(summary: &str, body: &str, lang: &str) -> String {
+    let fence = "`".repeat(longest_backtick_run(body).max(2) + 1);
+    format!("<details><summary>{summary}</summary>\n\n{fence}{lang}\n{body}{fence}\n\n</details>\n\n")
+}
+
+/// Moves each line's marker to column 0, where GitHub's `diff` highlighting looks:
+/// `+` and `-` stay, `~` and `±` become `!` (highlighted as changed).
+fn diff_markers(body: &str) -> String {
+    let mut out = String::new();
+    for line in body.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let rest = &line[indent..];
+        let marker = ["+ ", "- ", "~ ", "± "].into_iter().find(|m| rest.starts_with(m));
+        match marker {
+            Some(m) => {
+                let sym = match m {
+                    "+ " => "+",
+                    "- " => "-",
+                    _ => "!",
+                };
+                out += &format!("{sym}{} {}\n", " ".repeat(indent), &rest[m.len()..]);
+            }
+            None => {
+                out += line;
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// The closing line saying what was cut, or nothing.
+fn cut_line(changes: usize, drift: bool, limit: usize) -> String {
+    let what = match (changes, drift) {
+        (0, false) => return String::new(),
+        (0, true) => "the drift details".to_string(),
+        (n, false) => facts::plural(n, "more change", "more changes"),
+        (n, true) => format!("{} and the drift details", facts::plural(n, "more change", "more changes")),
+    };
+    format!(
+        "_… {what} not shown (output limited to {limit} characters); run `gpuplan plan` locally for the full diff._\n"
+    )
+}
+
+fn longest_backtick_run(s: &str) -> usize {
+    s.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+fn code(s: &str) -> String {
+    format!("`{}`", s.replace('|', "\\|"))
+}
+
+fn cell(s: &str) -> String {
+    one_line(s).replace('|', "\\|")
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn html(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}

@@ -1,0 +1,405 @@
+//! Snapshots of what users see, over hand-built plans (no planner involved), and the
+//! contracts around them: colour only when asked, the JSON key set, the markdown limit.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value as Json, json};
+
+use super::*;
+use crate::addr::{Address, Kind};
+use crate::plan::model::*;
+use crate::providers::{Capacity, CreateNodes};
+
+const WIDTH: TextOptions = TextOptions { color: false, width: 80 };
+
+fn pool_addr(name: &str) -> Address {
+    Address::new(Kind::GpuPool, name)
+}
+
+fn pool_cfg(gpu: &str, desired: u32, spot_percent: u32) -> Json {
+    json!({
+        "provider": "sim",
+        "region": "us-east-1",
+        "zones": ["us-east-1a", "us-east-1b"],
+        "gpu": gpu,
+        "gpus_per_node": 8,
+        "instance_types": [if gpu == "H100" { "p5.48xlarge" } else { "p4de.24xlarge" }],
+        "nodes": {"min": 0, "desired": desired, "max": 8},
+        "mix": {"on_demand_base": 1, "spot_percent": spot_percent, "fallback": "on_demand"},
+        "labels": {"team": "ml"},
+    })
+}
+
+fn counts(on_demand: u32, spot: u32) -> NodeCounts {
+    NodeCounts { on_demand, spot, gpus_per_node: 8 }
+}
+
+fn create(pool: &str, zone: &str, capacity: Capacity, count: u32, instance_type: &str) -> CreateNodes {
+    CreateNodes {
+        pool: pool_addr(pool),
+        region: "us-east-1".into(),
+        zone: zone.into(),
+        instance_types: vec![instance_type.into()],
+        capacity,
+        count,
+        image: None,
+        max_spot_price: None,
+        token: format!("gp-{pool}-{zone}-{count}"),
+        tags: BTreeMap::new(),
+        user_data: None,
+    }
+}
+
+fn delete(id: &str, zone: &str, capacity: Capacity, reason: &str) -> NodeDelete {
+    NodeDelete {
+        id: id.into(),
+        zone: zone.into(),
+        instance_type: "p4de.24xlarge".into(),
+        capacity,
+        reason: reason.into(),
+    }
+}
+
+fn pool_change(gpu: &str, before: NodeCounts, after: NodeCounts) -> PoolChange {
+    PoolChange {
+        provider: "sim".into(),
+        provider_kind: "sim".into(),
+        region: "us-east-1".into(),
+        gpu: gpu.into(),
+        before,
+        after,
+        creates: vec![],
+        deletes: vec![],
+        adopt: vec![],
+        zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+        before_types: vec![],
+        fallback: Default::default(),
+        create_before_destroy: true,
+    }
+}
+
+fn change(address: Address, action: Action, before: Option<Json>, after: Option<Json>) -> ResourceChange {
+    ResourceChange { address, action, before, after, reasons: vec![], pool: None, after_changes: vec![] }
+}
+
+fn plan(changes: Vec<ResourceChange>) -> Plan {
+    let mut p = Plan {
+        format_version: FORMAT_VERSION,
+        lineage: "6f1c2d3e-0000-4000-8000-000000000001".into(),
+        serial: 7,
+        spec_digest: "ab".repeat(32),
+        refreshed: true,
+        targets: vec![],
+        destroy: false,
+        changes,
+        drift: vec![],
+        summary: Summary::default(),
+        errors: vec![],
+        cost: None,
+        policies: vec![],
+    };
+    p.summarize();
+    p
+}
+
+fn no_changes() -> Plan {
+    let mut c = change(pool_addr("train"), Action::NoOp, Some(pool_cfg("A100-80GB", 2, 50)), None);
+    c.after = c.before.clone();
+    c.pool = Some(pool_change("A100-80GB", counts(1, 1), counts(1, 1)));
+    plan(vec![c])
+}
+
+fn create_two_pools_and_quota() -> Plan {
+    let mut train = change(pool_addr("train"), Action::Create, None, Some(pool_cfg("A100-80GB", 3, 70)));
+    train.reasons.push(Reason::new("new", "`gpu_pool.train` is new in the spec"));
+    let mut p = pool_change("A100-80GB", NodeCounts::default(), counts(1, 2));
+    p.before.gpus_per_node = 8;
+    p.creates = vec![
+        create("train", "us-east-1a", Capacity::OnDemand, 1, "p4de.24xlarge"),
+        create("train", "us-east-1a", Capacity::Spot, 1, "p4de.24xlarge"),
+        create("train", "us-east-1b", Capacity::Spot, 1, "p4de.24xlarge"),
+    ];
+    train.pool = Some(p);
+    let mut infer = change(pool_addr("infer"), Action::Create, None, Some(pool_cfg("L4", 1, 0)));
+    infer.reasons.push(Reason::new("new", "`gpu_pool.infer` is new in the spec"));
+    let mut p = pool_change("L4", NodeCounts::default(), counts(1, 0));
+    p.creates = vec![create("infer", "us-east-1a", Capacity::OnDemand, 1, "g6.48xlarge")];
+    infer.pool = Some(p);
+    let quota_cfg = json!({"max_gpus": 64, "budget": {"hourly_usd": 500}, "gpus": ["A100-80GB", "L4"]});
+    let mut quota = change(Address::new(Kind::Quota, "ml"), Action::Create, None, Some(quota_cfg));
+    quota.reasons.push(Reason::new("new", "`quota.ml` is new in the spec"));
+    // Deliberately out of order: views sort by address.
+    plan(vec![quota, train, infer])
+}
+
+fn update_with_drift() -> Plan {
+    let mut c = change(
+        pool_addr("train"),
+        Action::Update,
+        Some(pool_cfg("A100-80GB", 2, 50)),
+        Some(pool_cfg("A100-80GB", 3, 70)),
+    );
+    c.reasons = vec![
+        Reason::new("changed:mix.spot_percent", "`mix.spot_percent` changed"),
+        Reason::new("changed:nodes.desired", "`nodes.desired` changed"),
+        Reason::new("drift", "1 node(s) disappeared outside gpuplan; restoring the mix"),
+        Reason::new("node_count", "nodes 2 → 3"),
+        Reason::new("adopt", "adopting 1 orphan node(s) tagged for this pool"),
+    ];
+    let mut p = pool_change("A100-80GB", counts(2, 0), counts(1, 2));
+    p.creates = vec![
+        create("train", "us-east-1a", Capacity::Spot, 1, "p4de.24xlarge"),
+        create("train", "us-east-1b", Capacity::Spot, 1, "p4de.24xlarge"),
+    ];
+    p.deletes = vec![delete("i-0b7e", "us-east-1b", Capacity::OnDemand, "rebalance")];
+    p.adopt = vec![crate::providers::Node {
+        id: "i-0orphan9".into(),
+        pool: "gpu_pool.train".parse().unwrap(),
+        instance_type: "p4de.24xlarge".into(),
+        region: "us-east-1".into(),
+        zone: "us-east-1a".into(),
+        capacity: Capacity::Spot,
+        state: crate::providers::NodeState::Running,
+        image: None,
+        tags: Default::default(),
+    }];
+    c.pool = Some(p);
+    let mut plan = plan(vec![c]);
+    plan.drift = vec![
+        DriftItem {
+            address: pool_addr("train"),
+            kind: "reclaimed".into(),
+            node_id: Some("i-0spot1".into()),
+            message: "spot node i-0spot1 in us-east-1b was reclaimed by the cloud".into(),
+        },
+        DriftItem {
+            address: pool_addr("train"),
+            kind: "orphan".into(),
+            node_id: Some("i-0orphan9".into()),
+            message: "node i-0orphan9 carries this state's tags but the state does not know it; adopting it".into(),
+        },
+    ];
+    plan.cost = Some(json!({
+        "hourly_before": 65.52, "hourly_after": 81.9, "monthly_delta": 11957.4, "currency": "USD",
+        "spot_savings_hourly": 40.2,
+    }));
+    plan.policies = vec![
+        json!({"name": "fleet_hourly_cap", "enforcement": "hard", "passed": true, "message": "fleet would cost 81.9 USD/h"}),
+        json!({"name": "min_spot_share", "enforcement": "advisory", "passed": false, "message": "spot share 67% < 70%"}),
+    ];
+    plan
+}
+
+fn replace_gpu() -> Plan {
+    let mut c =
+        change(pool_addr("train"), Action::Replace, Some(pool_cfg("A100-80GB", 2, 50)), Some(pool_cfg("H100", 2, 50)));
+    c.reasons =
+        vec![Reason::new("immutable", "gpu, instance_types cannot change in place; 2 node(s) will be replaced")];
+    let mut p = pool_change("H100", counts(1, 1), counts(1, 1));
+    p.creates = vec![
+        create("train", "us-east-1a", Capacity::OnDemand, 1, "p5.48xlarge"),
+        create("train", "us-east-1b", Capacity::Spot, 1, "p5.48xlarge"),
+    ];
+    p.deletes = vec![
+        delete(
+            "i-0a1",
+            "us-east-1a",
+            Capacity::OnDemand,
+            "replaced: instance type p4de.24xlarge no longer matches 8 × H100",
+        ),
+        delete(
+            "i-0a2",
+            "us-east-1b",
+            Capacity::Spot,
+            "replaced: instance type p4de.24xlarge no longer matches 8 × H100",
+        ),
+    ];
+    c.pool = Some(p);
+    plan(vec![c])
+}
+
+fn delete_prevented() -> Plan {
+    let mut cfg = pool_cfg("A100-80GB", 12, 50);
+    cfg["lifecycle"] = json!({"prevent_destroy": true});
+    let mut c = change(pool_addr("old"), Action::Delete, Some(cfg), None);
+    c.reasons = vec![Reason::new("removed_from_spec", "`gpu_pool.old` is removed from the spec")];
+    let mut p = pool_change("A100-80GB", counts(6, 6), counts(0, 0));
+    p.create_before_destroy = false;
+    p.deletes = (0..12)
+        .map(|i| {
+            let cap = if i % 2 == 0 { Capacity::OnDemand } else { Capacity::Spot };
+            delete(&format!("i-0old{i:02}"), "us-east-1a", cap, "removed from the spec")
+        })
+        .collect();
+    c.pool = Some(p);
+    let mut plan = plan(vec![c]);
+    plan.errors.push(PlanError {
+        address: pool_addr("old"),
+        message: "`gpu_pool.old` has `lifecycle.prevent_destroy` set, but this plan would destroy it".into(),
+        hint: Some("set prevent_destroy = false and apply first, if destroying it is really intended".into()),
+    });
+    plan
+}
+
+/// `n` pools each growing by one node: many detail blocks for the markdown limit.
+fn many_updates(n: usize) -> Plan {
+    let changes = (0..n)
+        .map(|i| {
+            let mut c = change(
+                pool_addr(&format!("p{i:02}")),
+                Action::Update,
+                Some(pool_cfg("A100-80GB", 2, 50)),
+                Some(pool_cfg("A100-80GB", 3, 50)),
+            );
+            c.reasons = vec![Reason::new("node_count", "nodes 2 → 3")];
+            let mut p = pool_change("A100-80GB", counts(1, 1), counts(1, 2));
+            p.creates = vec![create("p", "us-east-1b", Capacity::Spot, 1, "p4de.24xlarge")];
+            c.pool = Some(p);
+            c
+        })
+        .collect();
+    plan(changes)
+}
+
+fn all_fixtures() -> Vec<(&'static str, Plan)> {
+    vec![
+        ("no_changes", no_changes()),
+        ("create", create_two_pools_and_quota()),
+        ("update_drift", update_with_drift()),
+        ("replace", replace_gpu()),
+        ("delete_prevented", delete_prevented()),
+    ]
+}
+
+#[test]
+fn text_snapshots() {
+    for (name, plan) in all_fixtures() {
+        insta::assert_snapshot!(format!("text_{name}"), plan_text(&plan, &WIDTH));
+    }
+}
+
+#[test]
+fn markdown_snapshots() {
+    for (name, plan) in all_fixtures() {
+        insta::assert_snapshot!(format!("markdown_{name}"), plan_markdown(&plan, 60_000));
+    }
+}
+
+#[test]
+fn json_snapshots() {
+    insta::assert_json_snapshot!("json_update_drift", plan_json(&update_with_drift()));
+    insta::assert_json_snapshot!("json_create", plan_json(&create_two_pools_and_quota()));
+}
+
+#[test]
+fn drift_views() {
+    let plan = update_with_drift();
+    assert_eq!(drift_text(&[], &WIDTH), "No drift.\n");
+    insta::assert_snapshot!("drift_text", drift_text(&plan.drift, &WIDTH));
+    let j = drift_json(&plan.drift);
+    assert_eq!(j["summary"], json!({"items": 2, "resources": 1}));
+    assert_eq!(j["drift"][0]["kind"], "reclaimed");
+}
+
+#[test]
+fn json_has_the_design_keys_and_documented_extras() {
+    let design = ["format_version", "changes", "drift", "cost", "policies", "summary"];
+    let extras = ["errors", "lineage", "serial", "refreshed", "targets"];
+    let want: BTreeSet<&str> = design.into_iter().chain(extras).collect();
+    for (name, plan) in all_fixtures() {
+        let j = plan_json(&plan);
+        let got: BTreeSet<&str> = j.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(got, want, "{name}");
+        for c in j["changes"].as_array().unwrap() {
+            for k in ["address", "action", "before", "after", "reasons"] {
+                assert!(c.get(k).is_some(), "{name}: change without `{k}`");
+            }
+        }
+        let s = &j["summary"];
+        assert_eq!(s.as_object().unwrap().len(), 3, "{name}");
+        assert_eq!(
+            (s["add"].as_u64(), s["change"].as_u64()),
+            (Some(plan.summary.add as u64), Some(plan.summary.change as u64))
+        );
+    }
+    let j = plan_json(&no_changes());
+    assert_eq!(j["cost"], Json::Null);
+    let j = plan_json(&update_with_drift());
+    assert_eq!(j["cost"]["currency"], "USD");
+    assert_eq!(j["policies"][1]["passed"], false);
+    assert_eq!(
+        j["changes"][0]["reasons"][0],
+        json!({"code": "changed:mix.spot_percent", "message": "`mix.spot_percent` changed"})
+    );
+}
+
+#[test]
+fn colour_only_when_asked() {
+    for (name, plan) in all_fixtures() {
+        let plain = plan_text(&plan, &TextOptions { color: false, width: 80 });
+        assert!(!plain.contains('\x1b'), "{name}: escape codes without colour");
+        let colour = plan_text(&plan, &TextOptions { color: true, width: 80 });
+        assert!(colour.contains("\x1b["), "{name}: no escape codes with colour");
+        assert!(!plan_markdown(&plan, 60_000).contains('\x1b'), "{name}: escape codes in markdown");
+        assert!(!drift_text(&plan.drift, &TextOptions { color: false, width: 80 }).contains('\x1b'));
+    }
+    let colour = plan_text(&update_with_drift(), &TextOptions { color: true, width: 80 });
+    assert!(colour.contains("\x1b[33m~\x1b[0m"), "yellow ~");
+    assert!(colour.contains("\x1b[32m+\x1b[0m"), "green +");
+    assert!(colour.contains("\x1b[31m-\x1b[0m"), "red -");
+    let colour = plan_text(&replace_gpu(), &TextOptions { color: true, width: 80 });
+    assert!(colour.contains("\x1b[35m±\x1b[0m"), "magenta ±");
+}
+
+#[test]
+fn views_do_not_depend_on_input_order() {
+    let mut shuffled = create_two_pools_and_quota();
+    shuffled.changes.reverse();
+    let plan = create_two_pools_and_quota();
+    assert_eq!(plan_text(&plan, &WIDTH), plan_text(&shuffled, &WIDTH));
+    assert_eq!(plan_json(&plan), plan_json(&shuffled));
+    assert_eq!(plan_markdown(&plan, 60_000), plan_markdown(&shuffled, 60_000));
+}
+
+#[test]
+fn markdown_under_a_small_limit_drops_details_and_keeps_the_table() {
+    let plan = many_updates(40);
+    let full = plan_markdown(&plan, 1_000_000);
+    assert_eq!(full.matches("<details>").count(), 40);
+    assert!(!full.contains("not shown"));
+
+    let limit = 4_000;
+    let md = plan_markdown(&plan, limit);
+    assert!(md.chars().count() <= limit, "{} > {limit}", md.chars().count());
+    let shown = md.matches("<details>").count();
+    assert!(shown > 0 && shown < 40, "{shown} detail blocks");
+    for i in 0..40 {
+        assert!(md.contains(&format!("| `gpu_pool.p{i:02}` | 24 → 32 | 1 / 1 → 1 / 2 | update |")), "row {i}");
+    }
+    let line = format!(
+        "_… {} more changes not shown (output limited to 4000 characters); run `gpuplan plan` locally for the full diff._\n",
+        40 - shown
+    );
+    assert!(md.ends_with(&line), "{md}");
+    // The blocks that remain are the first ones, whole.
+    assert!(md.contains("<code>gpu_pool.p00</code>"));
+    assert_eq!(md.matches("</details>").count(), shown);
+    insta::assert_snapshot!("markdown_truncated", md);
+}
+
+#[test]
+fn markdown_cuts_table_rows_only_when_even_the_table_does_not_fit() {
+    let plan = many_updates(40);
+    let limit = 1_200;
+    let md = plan_markdown(&plan, limit);
+    assert!(md.chars().count() <= limit);
+    assert!(!md.contains("<details>"));
+    assert!(md.starts_with("### gpuplan plan: 0 to add, 40 to change, 0 to destroy\n"));
+    let rows = md.lines().filter(|l| l.starts_with("| `gpu_pool.")).count();
+    assert!(rows > 0 && rows < 40);
+    assert!(md.contains(&format!(
+        "_… {} more pools not shown in this table (output limited to 1200 characters)._",
+        40 - rows
+    )));
+    assert!(md.contains("_… 40 more changes not shown (output limited to 1200 characters)"));
+}

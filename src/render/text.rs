@@ -1,0 +1,234 @@
+//! The terminal view of a plan, Terraform-like: drift, then one block per change, then
+//! cost, policies, errors and the `Plan: …` summary line.
+//!
+//! Colour is used only when [`TextOptions::color`] is set; otherwise the output holds no
+//! escape codes. `width` wraps prose (reasons, messages, hints), never data lines.
+
+use crate::plan::model::{Action, DriftItem, Plan, PoolChange, ResourceChange};
+use crate::render::facts::{self, AttrLine};
+use crate::render::style::{Paint, paragraph};
+
+/// Node lines shown per list (deletes, adoptions) before `… and N more`.
+const MAX_NODE_LINES: usize = 10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextOptions {
+    /// Emit ANSI colour codes.
+    pub color: bool,
+    /// Wrap prose at this many columns (0: no wrapping).
+    pub width: usize,
+}
+
+impl Default for TextOptions {
+    fn default() -> Self {
+        TextOptions { color: false, width: 100 }
+    }
+}
+
+/// The whole plan as terminal text.
+pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
+    let p = Paint::new(opts.color);
+    let changes = facts::actionable(plan);
+    let mut out = String::new();
+    if !plan.refreshed {
+        out += &paragraph(
+            "Note: ",
+            &p.bold("Note: "),
+            6,
+            "the clouds were not refreshed; the state's record of nodes was taken as the truth.",
+            opts.width,
+        );
+        out.push('\n');
+    }
+    if !plan.targets.is_empty() {
+        let targets: Vec<String> = plan.targets.iter().map(|t| format!("`{t}`")).collect();
+        let text = format!("this plan is limited to {} and what they depend on.", targets.join(", "));
+        out += &paragraph("Note: ", &p.bold("Note: "), 6, &text, opts.width);
+        out.push('\n');
+    }
+    if !plan.drift.is_empty() {
+        out += &drift_section(&plan.drift, opts, &p);
+        out.push('\n');
+    }
+    if changes.is_empty() {
+        out += &format!("{} Your fleet matches the spec.\n", p.bold("No changes."));
+    } else {
+        out += &legend(&changes, &p);
+        out += "\ngpuplan will perform the following actions:\n";
+        for c in &changes {
+            out.push('\n');
+            out += &block(c, opts, &p);
+        }
+    }
+    if let Some(cost) = &plan.cost {
+        out += &format!("\n{}\n", p.bold("Cost:"));
+        let lines = facts::cost_lines(cost, "->");
+        let pad = lines.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0) + 1;
+        for (k, v) in lines {
+            out += &format!("  {:pad$} {v}\n", format!("{k}:"));
+        }
+    }
+    let verdicts = facts::verdicts(plan);
+    if !verdicts.is_empty() {
+        out += &format!("\n{}\n", p.bold("Policies:"));
+        for v in verdicts {
+            let (mark, painted) = match v.passed {
+                Some(true) => ("pass", p.green("pass")),
+                Some(false) => ("FAIL", p.red("FAIL")),
+                None => ("????", p.yellow("????")),
+            };
+            let enf = if v.enforcement.is_empty() { String::new() } else { format!(" ({})", v.enforcement) };
+            let msg = if v.message.is_empty() { String::new() } else { format!(": {}", v.message) };
+            let text = format!("{}{enf}{msg}", v.name);
+            out += &paragraph(&format!("  {mark} "), &format!("  {painted} "), 9, &text, opts.width);
+        }
+    }
+    for e in &plan.errors {
+        out.push('\n');
+        out += &paragraph("Error: ", &format!("{} ", p.error("Error:")), 7, &e.message, opts.width);
+        if let Some(hint) = &e.hint {
+            out += &paragraph("  hint: ", &format!("  {} ", p.cyan("hint:")), 8, hint, opts.width);
+        }
+    }
+    if !changes.is_empty() {
+        out += &format!("\n{} {}.\n", p.bold("Plan:"), facts::summary_counts(plan));
+    }
+    out
+}
+
+/// Drift alone, for `gpuplan drift`.
+pub fn drift_text(drift: &[DriftItem], opts: &TextOptions) -> String {
+    if drift.is_empty() {
+        return "No drift.\n".into();
+    }
+    let p = Paint::new(opts.color);
+    let mut resources: Vec<_> = drift.iter().map(|d| &d.address).collect();
+    resources.sort();
+    resources.dedup();
+    format!(
+        "{}\n{}.\n",
+        drift_section(drift, opts, &p),
+        p.bold(&format!(
+            "Drift: {} in {}",
+            facts::plural(drift.len(), "item", "items"),
+            facts::plural(resources.len(), "resource", "resources")
+        ))
+    )
+}
+
+fn drift_section(drift: &[DriftItem], opts: &TextOptions, p: &Paint) -> String {
+    let mut items: Vec<&DriftItem> = drift.iter().collect();
+    items.sort_by(|a, b| a.address.cmp(&b.address)); // stable: keeps the model's order within an address
+    let mut out = format!("{}\n", p.bold("Objects have changed outside of gpuplan:"));
+    let mut last = None;
+    for d in items {
+        if last != Some(&d.address) {
+            out += &format!("\n  # {}\n", p.bold(&d.address.to_string()));
+            last = Some(&d.address);
+        }
+        let prefix = format!("      {}: ", d.kind);
+        out += &paragraph(&prefix, &format!("      {}: ", p.yellow(&d.kind)), prefix.len(), &d.message, opts.width);
+    }
+    out
+}
+
+/// `Resource actions are indicated with the following symbols:` for the symbols used.
+fn legend(changes: &[&ResourceChange], p: &Paint) -> String {
+    let mut actions: Vec<Action> = changes.iter().map(|c| c.action).collect();
+    actions.sort();
+    actions.dedup();
+    let mut out = "Resource actions are indicated with the following symbols:\n".to_string();
+    for a in actions {
+        out += &format!("  {} {}\n", p.action(a), a.as_str());
+    }
+    out
+}
+
+/// One change: header comment, reasons, body with attributes and node operations.
+pub(crate) fn block(c: &ResourceChange, opts: &TextOptions, p: &Paint) -> String {
+    let addr = c.address.to_string();
+    let mut out = format!("  # {} {}\n", p.bold(&addr), c.action.verb());
+    for r in &c.reasons {
+        out += &paragraph("  # (", "  # (", 5, &format!("{})", r.message), opts.width);
+    }
+    if c.action == Action::Replace
+        && let Some(pool) = &c.pool
+    {
+        let order = if pool.create_before_destroy {
+            "new nodes are created before the old ones are destroyed"
+        } else {
+            "old nodes are destroyed before the new ones are created"
+        };
+        out += &format!("  # ({order})\n");
+    }
+    out += &format!("  {} {} {:?} {{\n", p.action(c.action), c.address.kind, c.address.name);
+    let attrs = facts::attr_lines(c);
+    out += &attr_block(&attrs, p);
+    if let Some(pool) = &c.pool {
+        if !attrs.is_empty() {
+            out.push('\n');
+        }
+        out += &nodes_block(c.action, pool, p);
+    }
+    out += "    }\n";
+    out
+}
+
+fn attr_block(attrs: &[AttrLine], p: &Paint) -> String {
+    let pad = attrs.iter().map(|a| a.path.chars().count()).max().unwrap_or(0);
+    let mut out = String::new();
+    for a in attrs {
+        let forces = if a.forces_replacement { format!(" {}", p.red("# forces replacement")) } else { String::new() };
+        out += &format!("      {} {:pad$} = {}{forces}\n", p.symbol(a.marker.symbol()), a.path, a.text);
+    }
+    out
+}
+
+fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
+    let (before, after) = (facts::counts(&pool.before), facts::counts(&pool.after));
+    let has_ops = !pool.creates.is_empty() || !pool.deletes.is_empty() || !pool.adopt.is_empty();
+    let (sym, text) = match action {
+        Action::Create => ("+", after),
+        Action::Delete => ("-", before),
+        _ if pool.before != pool.after => ("~", format!("{before} -> {after}")),
+        _ if has_ops => ("~", after),
+        _ => (" ", after),
+    };
+    let mut out = format!("      {} nodes: {text}\n", p.symbol(sym));
+    let creates: Vec<String> = pool
+        .creates
+        .iter()
+        .map(|b| {
+            let types =
+                if b.instance_types.is_empty() { String::new() } else { format!(" ({})", b.instance_types.join(", ")) };
+            format!("      {} {} {} in {}{types}\n", p.symbol("+"), b.count, b.capacity, b.zone)
+        })
+        .collect();
+    let deletes: Vec<String> = pool
+        .deletes
+        .iter()
+        .map(|d| format!("      {} {} {} {} ({})\n", p.symbol("-"), d.id, d.capacity, d.zone, d.reason))
+        .collect();
+    let deletes = capped(deletes, "to destroy");
+    if pool.create_before_destroy {
+        out += &creates.concat();
+        out += &deletes;
+    } else {
+        out += &deletes;
+        out += &creates.concat();
+    }
+    let adopt = pool.adopt.iter().map(|n| format!("      {} adopt {}\n", p.symbol("~"), n.id)).collect();
+    out += &capped(adopt, "to adopt");
+    out
+}
+
+/// At most [`MAX_NODE_LINES`] lines, then `… and N more <what>`.
+fn capped(lines: Vec<String>, what: &str) -> String {
+    if lines.len() <= MAX_NODE_LINES {
+        return lines.concat();
+    }
+    let more = lines.len() - MAX_NODE_LINES;
+    let mut out = lines[..MAX_NODE_LINES].concat();
+    out += &format!("        … and {more} more {what}\n");
+    out
+}

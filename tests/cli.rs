@@ -1,0 +1,154 @@
+//! The binary as users and scripts see it: subcommands, exit codes, where messages go.
+
+use std::path::Path;
+
+use assert_cmd::cargo::cargo_bin_cmd;
+
+/// `gpuplan` with plain, fixed-width output and no workspace from the caller's shell.
+fn gpuplan(dir: &Path) -> assert_cmd::Command {
+    let mut cmd = cargo_bin_cmd!("gpuplan");
+    cmd.current_dir(dir).env("NO_COLOR", "1").env("COLUMNS", "100").env_remove("GPUPLAN_WORKSPACE");
+    cmd
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(dir: &Path, args: &[&str]) -> Run {
+    let out = gpuplan(dir).args(args).output().expect("gpuplan runs");
+    Run {
+        code: out.status.code().expect("exit code"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+const COMMANDS: [&str; 14] = [
+    "init",
+    "validate",
+    "fmt",
+    "plan",
+    "apply",
+    "destroy",
+    "drift",
+    "reconcile",
+    "graph",
+    "cost",
+    "offers",
+    "state",
+    "jobs",
+    "sim",
+];
+
+#[test]
+fn help_lists_every_subcommand_and_exits_0() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let r = run(tmp.path(), &["--help"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let listed: Vec<&str> = r.stdout.lines().filter_map(|l| l.strip_prefix("  ")?.split_whitespace().next()).collect();
+    for cmd in COMMANDS {
+        assert!(listed.contains(&cmd), "`{cmd}` missing from --help:\n{}", r.stdout);
+    }
+    for flag in ["-C <DIR>", "--state <PATH>", "--workspace <NAME>", "--no-color", "--lock-timeout <DUR>"] {
+        assert!(r.stdout.contains(flag), "`{flag}` missing from --help:\n{}", r.stdout);
+    }
+    assert_eq!(run(tmp.path(), &["--version"]).code, 0);
+    assert_eq!(run(tmp.path(), &["plan", "--help"]).code, 0);
+}
+
+#[test]
+fn unimplemented_commands_exit_1_and_say_so() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (args, name) in [
+        (&["plan"][..], "plan"),
+        (&["apply", "--auto-approve"], "apply"),
+        (&["state", "list"], "state list"),
+        (&["jobs"], "jobs list"),
+        (&["sim", "interrupt", "train", "--count", "2"], "sim interrupt"),
+    ] {
+        let r = run(tmp.path(), args);
+        assert_eq!(r.code, 1, "{args:?}");
+        assert!(r.stderr.contains(&format!("error: `gpuplan {name}` is not yet implemented")), "{}", r.stderr);
+        assert!(r.stderr.contains("hint:"), "{}", r.stderr);
+        assert!(r.stdout.is_empty(), "{}", r.stdout);
+    }
+}
+
+#[test]
+fn usage_errors_exit_1() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for args in [&["frobnicate"][..], &["plan", "--no-such-flag"], &["graph", "--format", "png"], &[]] {
+        let r = run(tmp.path(), args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.is_empty());
+    }
+    let r = run(tmp.path(), &["plan", "--target", "nope"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("not a resource address"), "{}", r.stderr);
+}
+
+#[test]
+fn validate_on_an_empty_dir_points_at_init() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let r = run(tmp.path(), &["validate"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("no spec files"), "{}", r.stderr);
+    assert!(r.stderr.contains("gpuplan init"), "{}", r.stderr);
+    assert!(r.stderr.contains("error: 1 problem"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "diagnostics belong on stderr: {}", r.stdout);
+}
+
+#[test]
+fn validate_json_goes_to_stdout() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let fleet = tmp.path().join("fleet");
+    std::fs::create_dir(&fleet).expect("mkdir");
+    // `-C` after the command works too: global flags go anywhere.
+    let r = run(tmp.path(), &["validate", "--json", "-C", "fleet"]);
+    assert_eq!(r.code, 1);
+    let json: serde_json::Value = serde_json::from_str(&r.stdout).expect("stdout is JSON");
+    assert_eq!(json["valid"], false);
+    assert_eq!(json["error_count"], 1);
+    assert_eq!(json["diagnostics"][0]["code"], "gpuplan::spec::no_files");
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+}
+
+#[test]
+fn malformed_var_is_rejected_with_a_hint() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let r = run(tmp.path(), &["validate", "--var", "team"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("error: invalid `--var team`: expected `NAME=VALUE`"), "{}", r.stderr);
+    assert!(r.stderr.contains("hint:"), "{}", r.stderr);
+    let r = run(tmp.path(), &["validate", "--var", "team=ml", "--var", "=x"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("not a variable name"), "{}", r.stderr);
+}
+
+#[test]
+fn missing_working_dir_is_named() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let r = run(tmp.path(), &["-C", "no/such/dir", "validate"]);
+    assert_eq!(r.code, 1);
+    let missing = tmp.path().join("no/such/dir");
+    assert!(r.stderr.contains(&format!("`{}` does not exist", missing.display())), "{}", r.stderr);
+    assert!(r.stderr.contains("hint:"), "{}", r.stderr);
+    std::fs::write(tmp.path().join("file"), "").expect("write");
+    let r = run(tmp.path(), &["-C", "file", "validate"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("is not a directory"), "{}", r.stderr);
+}
+
+#[test]
+fn bad_workspace_and_lock_timeout_are_errors() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let r = run(tmp.path(), &["--workspace", "../x", "validate"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("invalid workspace name `../x`"), "{}", r.stderr);
+    let r = run(tmp.path(), &["--lock-timeout", "soon", "validate"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("--lock-timeout"), "{}", r.stderr);
+}

@@ -16,11 +16,17 @@ mod error;
 mod exit;
 mod fmt;
 mod graph;
+mod init;
 mod load;
 mod output;
 mod plan;
 mod runtime;
 mod settings;
+mod state_common;
+mod state_list;
+mod state_rm;
+mod state_show;
+mod state_unlock;
 mod validate;
 
 use std::ffi::OsString;
@@ -77,6 +83,11 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Apply(args) => apply::apply(settings, args),
         Command::Destroy(args) => apply::destroy(settings, args),
         Command::Drift(args) => drift::run(settings, args),
+        Command::Init => init::run(settings),
+        Command::State(StateCommand::List) => state_list::run(settings),
+        Command::State(StateCommand::Show { addr }) => state_show::run(settings, addr),
+        Command::State(StateCommand::Rm { addrs }) => state_rm::run(settings, addrs),
+        Command::State(StateCommand::Unlock { id }) => state_unlock::run(settings, id),
         other => Err(CliError::not_implemented(&other.display_name()).into()),
     }
 }

@@ -16,12 +16,18 @@ mod error;
 mod exit;
 mod fmt;
 mod graph;
+mod init;
 mod load;
 mod output;
 mod plan;
 mod runtime;
 mod settings;
 mod sim;
+mod state_common;
+mod state_list;
+mod state_rm;
+mod state_show;
+mod state_unlock;
 mod validate;
 
 use std::ffi::OsString;
@@ -79,6 +85,11 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Destroy(args) => apply::destroy(settings, args),
         Command::Drift(args) => drift::run(settings, args),
         Command::Sim(command) => sim::run(settings, command),
+        Command::Init => init::run(settings),
+        Command::State(StateCommand::List) => state_list::run(settings),
+        Command::State(StateCommand::Show { addr }) => state_show::run(settings, addr),
+        Command::State(StateCommand::Rm { addrs }) => state_rm::run(settings, addrs),
+        Command::State(StateCommand::Unlock { id }) => state_unlock::run(settings, id),
         other => Err(CliError::not_implemented(&other.display_name()).into()),
     }
 }

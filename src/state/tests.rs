@@ -1,1 +1,583 @@
+//! Tests for the local backend, lock, journal and replay: each asserts a contract from
+//! `DESIGN.md` "Files" that a plausible bug would break.
 
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::providers::{Capacity, Node, NodeState};
+
+const NO_WAIT: Duration = Duration::ZERO;
+
+fn backend(dir: &tempfile::TempDir) -> LocalBackend {
+    LocalBackend::new(dir.path().join("state").join("default.json"))
+}
+
+fn node(pool: &str, id: &str) -> Node {
+    Node {
+        id: id.to_string(),
+        pool: pool.parse().unwrap(),
+        instance_type: "g6.xlarge".into(),
+        region: "us-east-1".into(),
+        zone: "us-east-1a".into(),
+        capacity: Capacity::OnDemand,
+        state: NodeState::Running,
+        image: None,
+        tags: BTreeMap::new(),
+    }
+}
+
+fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
+    ResourceState {
+        kind: "gpu_pool".into(),
+        provider: Some("sim".into()),
+        provider_kind: Some("sim".into()),
+        region: Some("us-east-1".into()),
+        config,
+        dependencies: vec![],
+        nodes,
+    }
+}
+
+fn put(address: &str, config: serde_json::Value, nodes: Vec<Node>) -> JournalEntry {
+    JournalEntry::PutResource { address: address.into(), resource: resource(config, nodes) }
+}
+
+fn add(address: &str, ids: &[&str]) -> JournalEntry {
+    JournalEntry::AddNodes { address: address.into(), nodes: ids.iter().map(|id| node(address, id)).collect() }
+}
+
+fn remove(address: &str, ids: &[&str]) -> JournalEntry {
+    JournalEntry::RemoveNodes { address: address.into(), ids: ids.iter().map(|s| s.to_string()).collect() }
+}
+
+fn history(event: &str) -> JournalEntry {
+    JournalEntry::History {
+        entry: HistoryEntry { at: "2025-01-01T00:00:00Z".into(), event: event.into(), detail: String::new() },
+    }
+}
+
+fn ids(state: &State, address: &str) -> Vec<String> {
+    state.resources[address].nodes.iter().map(|n| n.id.clone()).collect()
+}
+
+/// A state on disk with one pool, written through the backend (serial 1).
+fn seeded(b: &LocalBackend) -> State {
+    let lock = b.lock("test", NO_WAIT).unwrap();
+    let mut state = State::new("lineage-1".into());
+    apply_entry(&mut state, &put("gpu_pool.a", serde_json::json!({"n": 1}), vec![node("gpu_pool.a", "i-1")]));
+    b.write(&lock, &mut state).unwrap();
+    state
+}
+
+fn sequence() -> Vec<JournalEntry> {
+    vec![
+        put("gpu_pool.b", serde_json::json!({"gpu": "L4"}), vec![]),
+        add("gpu_pool.b", &["i-1", "i-2", "i-3"]),
+        add("gpu_pool.a", &["i-2", "i-1"]),
+        remove("gpu_pool.b", &["i-2", "i-404"]),
+        history("apply"),
+        add("gpu_pool.b", &["i-2", "i-4", "i-4"]),
+        put("gpu_pool.b", serde_json::json!({"gpu": "L4", "v": 2}), vec![]),
+        add("gpu_pool.c", &["i-9"]),
+        put("gpu_pool.c", serde_json::json!({}), vec![]),
+        JournalEntry::DeleteResource { address: "gpu_pool.a".into() },
+        remove("gpu_pool.zzz", &["i-1"]),
+        put("gpu_pool.d", serde_json::json!({}), vec![node("gpu_pool.d", "x"), node("gpu_pool.d", "x")]),
+    ]
+}
+
+#[cfg(unix)]
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+// ---- writes -------------------------------------------------------------------------------
+
+#[test]
+fn write_is_atomic_keeps_backup_and_bumps_serial_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    assert_eq!(b.read().unwrap(), None);
+    let first = seeded(&b);
+    assert_eq!(first.serial, 1);
+    assert!(!b.backup_path().exists(), "no backup before there was a previous file");
+    let first_bytes = fs::read(b.path()).unwrap();
+
+    let lock = b.lock("apply", NO_WAIT).unwrap();
+    let mut state = b.read().unwrap().unwrap();
+    apply_entry(&mut state, &add("gpu_pool.a", &["i-2"]));
+    b.write(&lock, &mut state).unwrap();
+    assert_eq!(state.serial, 2, "serial bumped exactly once");
+    assert_eq!(b.read().unwrap().unwrap(), state);
+    assert_eq!(fs::read(b.backup_path()).unwrap(), first_bytes, "backup holds the previous file");
+    let leftovers: Vec<_> = fs::read_dir(b.path().parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temp files left behind: {leftovers:?}");
+    #[cfg(unix)]
+    {
+        assert_eq!(mode(b.path()), 0o600);
+        assert_eq!(mode(&b.backup_path()), 0o600);
+        assert_eq!(mode(&b.lock_path()), 0o600);
+    }
+}
+
+#[test]
+fn write_refuses_a_state_that_does_not_descend_from_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let mut old = seeded(&b);
+    let lock = b.lock("apply", NO_WAIT).unwrap();
+    let mut newer = old.clone();
+    b.write(&lock, &mut newer).unwrap();
+    let err = b.write(&lock, &mut old).unwrap_err();
+    assert!(matches!(err, StateError::Stale { expected_serial: 1, found_serial: 2, .. }), "{err:?}");
+    assert_eq!(old.serial, 1, "a refused write leaves the caller's serial alone");
+}
+
+#[test]
+fn write_needs_this_backends_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = backend(&dir);
+    let other = LocalBackend::new(dir.path().join("other.json"));
+    let lock = other.lock("apply", NO_WAIT).unwrap();
+    let err = a.write(&lock, &mut State::new("l".into())).unwrap_err();
+    assert!(matches!(err, StateError::WrongLock { .. }), "{err:?}");
+    assert!(!a.path().exists());
+}
+
+// ---- corrupt state ------------------------------------------------------------------------
+
+fn assert_corrupt_untouched(content: &[u8], expect_position: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let mut state = seeded(&b);
+    let lock = b.lock("apply", NO_WAIT).unwrap();
+    b.write(&lock, &mut state).unwrap(); // now a backup exists
+    let backup = fs::read(b.backup_path()).unwrap();
+    fs::write(b.path(), content).unwrap();
+
+    let err = b.read().unwrap_err();
+    let StateError::Corrupt { path, line, backup: named_backup, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(path, b.path());
+    assert_eq!(named_backup, &b.backup_path());
+    assert_eq!(line.is_some(), expect_position, "{err}");
+    let help = miette::Diagnostic::help(&err).unwrap().to_string();
+    assert!(help.contains(&b.backup_path().display().to_string()) && help.contains("cp "), "{help}");
+
+    // Every entry point that would write refuses, and nothing on disk changes.
+    assert!(matches!(b.recover(&lock), Err(StateError::Corrupt { .. })));
+    assert!(matches!(b.write(&lock, &mut state), Err(StateError::Corrupt { .. })));
+    assert!(matches!(b.open_journal(&lock, &state), Err(StateError::Corrupt { .. })));
+    assert_eq!(fs::read(b.path()).unwrap(), content);
+    assert_eq!(fs::read(b.backup_path()).unwrap(), backup);
+    assert!(!b.journal_path().exists());
+}
+
+#[test]
+fn truncated_state_is_corrupt_with_position_and_untouched() {
+    assert_corrupt_untouched(br#"{"format_version":1,"serial":3,"lineage":"x","resources":{"gpu_pool.a":{"ki"#, true);
+}
+
+#[test]
+fn bad_json_and_missing_fields_are_corrupt() {
+    assert_corrupt_untouched(b"not json at all", true);
+    assert_corrupt_untouched(br#"{"format_version":1,"lineage":"x"}"#, true);
+    assert_corrupt_untouched(b"", true);
+    assert_corrupt_untouched(&[0xff, 0xfe, 0x00], true);
+}
+
+#[test]
+fn wrong_format_version_is_corrupt_and_names_the_version() {
+    assert_corrupt_untouched(br#"{"format_version":9,"serial":1,"lineage":"x"}"#, false);
+    let err = local::parse_state(Path::new("s.json"), Path::new("s.json.backup"), br#"{"format_version":9,"x":[]}"#)
+        .unwrap_err();
+    assert!(err.to_string().contains("newer gpuplan"), "{err}");
+}
+
+// ---- lock ---------------------------------------------------------------------------------
+
+#[test]
+fn second_backend_in_same_process_waits_then_names_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = backend(&dir);
+    let b = backend(&dir);
+    let held = a.lock("apply", NO_WAIT).unwrap();
+    assert!(held.stale.is_none());
+    assert_eq!(a.lock_info().unwrap().as_ref(), Some(&held.info));
+
+    let start = Instant::now();
+    let err = b.lock("plan", Duration::from_millis(350)).unwrap_err();
+    assert!(start.elapsed() >= Duration::from_millis(350), "gave up early: {:?}", start.elapsed());
+    let StateError::Locked { holder: Some(holder), .. } = &err else { panic!("{err:?}") };
+    assert_eq!(holder, &held.info);
+    let text = err.to_string();
+    assert!(text.contains(&held.info.who) && text.contains(&held.info.pid.to_string()) && text.contains("apply"));
+    let help = miette::Diagnostic::help(&err).unwrap().to_string();
+    assert!(help.contains(&format!("gpuplan state unlock {}", held.info.id)) && help.contains("really gone"), "{help}");
+
+    // Zero timeout: exactly one try.
+    let start = Instant::now();
+    assert!(matches!(b.lock("plan", NO_WAIT), Err(StateError::Locked { .. })));
+    assert!(start.elapsed() < Duration::from_millis(90));
+
+    drop(held);
+    assert!(!a.lock_path().exists(), "release removes the lock file");
+    let again = b.lock("plan", NO_WAIT).unwrap();
+    assert!(again.stale.is_none());
+}
+
+#[test]
+fn waiter_gets_the_lock_when_the_holder_releases() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = backend(&dir);
+    let held = a.lock("apply", NO_WAIT).unwrap();
+    let b = backend(&dir);
+    let waiter = std::thread::spawn(move || b.lock("plan", Duration::from_secs(10)).map(|l| l.info.operation.clone()));
+    std::thread::sleep(Duration::from_millis(250));
+    drop(held);
+    assert_eq!(waiter.join().unwrap().unwrap(), "plan");
+}
+
+#[test]
+fn dead_holders_lock_is_taken_over_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    fs::create_dir_all(b.path().parent().unwrap()).unwrap();
+    let dead = LockInfo::new("apply");
+    fs::write(b.lock_path(), serde_json::to_vec(&dead).unwrap()).unwrap();
+
+    let lock = b.lock("plan", NO_WAIT).unwrap();
+    assert_eq!(lock.stale.as_ref(), Some(&dead));
+    assert_ne!(lock.info.id, dead.id);
+    assert_eq!(b.lock_info().unwrap().as_ref(), Some(&lock.info), "lock file rewritten with the new holder");
+}
+
+#[test]
+fn unlock_needs_the_exact_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    assert!(matches!(b.unlock("nope"), Err(StateError::NotLocked { .. })));
+    let held = b.lock("apply", NO_WAIT).unwrap();
+
+    let err = b.unlock("not-the-id").unwrap_err();
+    assert!(matches!(&err, StateError::UnlockMismatch { holder, .. } if holder == &held.info), "{err:?}");
+    assert!(b.lock_path().exists());
+
+    assert_eq!(b.unlock(&held.info.id).unwrap(), held.info);
+    assert!(!b.lock_path().exists());
+    // The force-unlocked holder must not write, and must not remove a newer holder's file.
+    let newer = b.lock("plan", NO_WAIT).unwrap();
+    assert!(matches!(b.write(&held, &mut State::new("l".into())), Err(StateError::LockLost { .. })));
+    drop(held);
+    assert_eq!(b.lock_info().unwrap().as_ref(), Some(&newer.info));
+}
+
+// ---- replay semantics ---------------------------------------------------------------------
+
+#[test]
+fn add_nodes_dedups_by_id_and_replaces_in_place() {
+    let mut state = State::new("l".into());
+    apply_entry(&mut state, &add("gpu_pool.a", &["i-1", "i-2", "i-1"]));
+    let mut newer = node("gpu_pool.a", "i-1");
+    newer.state = NodeState::Reclaimed;
+    apply_entry(&mut state, &JournalEntry::AddNodes { address: "gpu_pool.a".into(), nodes: vec![newer] });
+    assert_eq!(ids(&state, "gpu_pool.a"), ["i-1", "i-2"]);
+    assert_eq!(state.resources["gpu_pool.a"].nodes[0].state, NodeState::Reclaimed);
+    assert_eq!(state.resources["gpu_pool.a"].kind, "gpu_pool", "bare resource gets its kind from the address");
+}
+
+#[test]
+fn remove_nodes_and_delete_resource() {
+    let mut state = State::new("l".into());
+    apply_entry(&mut state, &add("gpu_pool.a", &["i-1", "i-2", "i-3"]));
+    apply_entry(&mut state, &remove("gpu_pool.a", &["i-2", "i-missing"]));
+    assert_eq!(ids(&state, "gpu_pool.a"), ["i-1", "i-3"]);
+    apply_entry(&mut state, &remove("gpu_pool.none", &["i-1"]));
+    assert!(!state.resources.contains_key("gpu_pool.none"));
+    apply_entry(&mut state, &JournalEntry::DeleteResource { address: "gpu_pool.a".into() });
+    assert!(state.resources.is_empty());
+}
+
+#[test]
+fn put_resource_keeps_nodes_unless_it_brings_some() {
+    let mut state = State::new("l".into());
+    apply_entry(&mut state, &add("gpu_pool.a", &["i-1", "i-2"]));
+    apply_entry(&mut state, &put("gpu_pool.a", serde_json::json!({"v": 2}), vec![]));
+    assert_eq!(ids(&state, "gpu_pool.a"), ["i-1", "i-2"]);
+    assert_eq!(state.resources["gpu_pool.a"].config, serde_json::json!({"v": 2}));
+    apply_entry(&mut state, &put("gpu_pool.a", serde_json::json!({"v": 3}), vec![node("gpu_pool.a", "i-9")]));
+    assert_eq!(ids(&state, "gpu_pool.a"), ["i-9"]);
+}
+
+#[test]
+fn history_is_capped_to_the_newest() {
+    let mut one_by_one = State::new("l".into());
+    let mut replay = Replay::new(State::new("l".into()));
+    for i in 0..model::HISTORY_LIMIT + 7 {
+        let e = history(&format!("e{i}"));
+        apply_entry(&mut one_by_one, &e);
+        replay.apply(&e);
+    }
+    assert_eq!(one_by_one.history.len(), model::HISTORY_LIMIT);
+    assert_eq!(one_by_one.history[0].event, "e7");
+    assert_eq!(replay.finish(), one_by_one);
+}
+
+#[test]
+fn replay_equals_applying_entries_one_by_one() {
+    let mut base = State::new("l".into());
+    apply_entry(&mut base, &put("gpu_pool.a", serde_json::json!({}), vec![node("gpu_pool.a", "i-0")]));
+    let mut expected = base.clone();
+    let mut replay = Replay::new(base);
+    for e in sequence() {
+        apply_entry(&mut expected, &e);
+        replay.apply(&e);
+    }
+    let got = replay.finish();
+    assert_eq!(got, expected);
+    assert_eq!(ids(&got, "gpu_pool.b"), ["i-1", "i-3", "i-2", "i-4"]);
+    assert_eq!(ids(&got, "gpu_pool.c"), ["i-9"]);
+    assert_eq!(ids(&got, "gpu_pool.d"), ["x"]);
+    assert!(!got.resources.contains_key("gpu_pool.a"));
+}
+
+#[test]
+fn journal_entry_wire_format() {
+    let json = serde_json::to_value(remove("gpu_pool.a", &["i-1"])).unwrap();
+    assert_eq!(json, serde_json::json!({"op": "remove_nodes", "address": "gpu_pool.a", "ids": ["i-1"]}));
+}
+
+// ---- journal on disk ----------------------------------------------------------------------
+
+/// Seed a state, append `sequence()` to a journal in batches, and drop it as a crash would.
+fn crashed_apply(b: &LocalBackend) -> (State, State) {
+    let base = seeded(b);
+    let lock = b.lock("apply", NO_WAIT).unwrap();
+    let mut journal = b.open_journal(&lock, &base).unwrap();
+    let entries = sequence();
+    journal.append(&entries[..3]).unwrap();
+    journal.append(&entries[3..]).unwrap();
+    journal.append(&[]).unwrap();
+    assert_eq!(journal.entries(), entries.len());
+    let mut expected = base.clone();
+    entries.iter().for_each(|e| apply_entry(&mut expected, e));
+    (base, expected)
+}
+
+#[test]
+fn journal_replays_on_read_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let (_, expected) = crashed_apply(&b);
+    #[cfg(unix)]
+    assert_eq!(mode(&b.journal_path()), 0o600);
+    let first_line = fs::read_to_string(b.journal_path()).unwrap().lines().next().unwrap().to_string();
+    assert_eq!(first_line, r#"{"journal":1,"lineage":"lineage-1","base_serial":1}"#);
+    let before = fs::read(b.path()).unwrap();
+    assert_eq!(b.read().unwrap().unwrap(), expected);
+    assert_eq!(fs::read(b.path()).unwrap(), before, "read never writes");
+    assert!(b.journal_path().exists());
+}
+
+#[test]
+fn recover_compacts_the_journal_into_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let (_, mut expected) = crashed_apply(&b);
+    let lock = b.lock("plan", NO_WAIT).unwrap();
+    let mut plain = expected.clone();
+    assert!(matches!(b.write(&lock, &mut plain), Err(StateError::PendingJournal { .. })));
+    assert!(matches!(b.open_journal(&lock, &expected), Err(StateError::PendingJournal { .. })));
+
+    let recovered = b.recover(&lock).unwrap().unwrap();
+    expected.serial = 2;
+    assert_eq!(recovered, expected);
+    assert!(!b.journal_path().exists());
+    assert_eq!(b.read().unwrap().unwrap(), expected);
+    assert_eq!(b.recover(&lock).unwrap().unwrap().serial, 2, "nothing left to recover: no write");
+}
+
+#[test]
+fn journal_without_state_file_starts_from_its_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let lock = b.lock("apply", NO_WAIT).unwrap();
+    let base = State::new("fresh".into());
+    let mut journal = b.open_journal(&lock, &base).unwrap();
+    journal.append(&[add("gpu_pool.a", &["i-1"])]).unwrap();
+    drop(journal);
+    let state = b.read().unwrap().unwrap();
+    assert_eq!((state.lineage.as_str(), state.serial), ("fresh", 0));
+    assert_eq!(ids(&state, "gpu_pool.a"), ["i-1"]);
+    assert_eq!(b.recover(&lock).unwrap().unwrap().serial, 1);
+    assert!(b.path().exists() && !b.journal_path().exists());
+}
+
+#[test]
+fn torn_last_line_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let (base, _) = crashed_apply(&b);
+    let full = fs::read(b.journal_path()).unwrap();
+    let mut expected = base.clone();
+    sequence().iter().for_each(|e| apply_entry(&mut expected, e));
+
+    // A partial append: no trailing newline, even if the bytes happen to be valid JSON.
+    for tail in [&br#"{"op":"delete_reso"#[..], br#"{"op":"delete_resource","address":"gpu_pool.b"}"#, b"\0\0\0\0"] {
+        let mut torn = full.clone();
+        torn.extend_from_slice(tail);
+        fs::write(b.journal_path(), &torn).unwrap();
+        assert_eq!(b.read().unwrap().unwrap(), expected, "tail {:?}", String::from_utf8_lossy(tail));
+    }
+    // Garbage lines at the very end (zero-filled blocks after a crash) are torn too.
+    let mut torn = full.clone();
+    torn.extend_from_slice(b"\0\0\0\n\0\0\n");
+    fs::write(b.journal_path(), &torn).unwrap();
+    assert_eq!(b.read().unwrap().unwrap(), expected);
+}
+
+#[test]
+fn damage_before_a_valid_line_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    crashed_apply(&b);
+    let text = fs::read_to_string(b.journal_path()).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[2] = "{garbage";
+    fs::write(b.journal_path(), lines.join("\n") + "\n").unwrap();
+    let err = b.read().unwrap_err();
+    assert!(matches!(err, StateError::JournalCorrupt { line: 3, .. }), "{err:?}");
+}
+
+#[test]
+fn journal_header_mismatch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    crashed_apply(&b);
+    let text = fs::read_to_string(b.journal_path()).unwrap();
+    let lock = b.lock("plan", NO_WAIT).unwrap();
+    for header in [
+        r#"{"journal":1,"lineage":"someone-else","base_serial":1}"#,
+        r#"{"journal":1,"lineage":"lineage-1","base_serial":0}"#,
+        r#"{"journal":1,"lineage":"lineage-1","base_serial":7}"#,
+    ] {
+        let rest = text.split_once('\n').unwrap().1;
+        fs::write(b.journal_path(), format!("{header}\n{rest}")).unwrap();
+        let before = fs::read(b.path()).unwrap();
+        assert!(matches!(b.read(), Err(StateError::JournalMismatch { .. })), "{header}");
+        assert!(matches!(b.recover(&lock), Err(StateError::JournalMismatch { .. })), "{header}");
+        assert_eq!(fs::read(b.path()).unwrap(), before);
+    }
+    fs::write(b.journal_path(), "{\"journal\":2,\"lineage\":\"lineage-1\",\"base_serial\":1}\n").unwrap();
+    assert!(matches!(b.read(), Err(StateError::JournalCorrupt { line: 1, .. })));
+}
+
+#[test]
+fn crash_between_compaction_write_and_journal_removal_is_recognised() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let (_, expected) = crashed_apply(&b);
+    let journal = fs::read(b.journal_path()).unwrap();
+    let lock = b.lock("plan", NO_WAIT).unwrap();
+    b.recover(&lock).unwrap();
+    fs::write(b.journal_path(), &journal).unwrap(); // as if the removal never happened
+
+    let state = b.read().unwrap().unwrap();
+    assert_eq!((state.serial, &state.resources), (2, &expected.resources), "not replayed twice");
+    assert_eq!(state.history.len(), 1);
+    b.recover(&lock).unwrap();
+    assert!(!b.journal_path().exists());
+    assert_eq!(b.read().unwrap().unwrap().serial, 2, "removing the stale journal needs no write");
+}
+
+#[test]
+fn compact_writes_once_and_removes_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let mut state = seeded(&b);
+    let lock = b.lock("apply", NO_WAIT).unwrap();
+    let mut journal = b.open_journal(&lock, &state).unwrap();
+    let mut expected = state.clone();
+    for e in sequence() {
+        apply_entry(&mut expected, &e);
+        journal.append(std::slice::from_ref(&e)).unwrap();
+    }
+    b.compact(&lock, journal, &mut state).unwrap();
+    expected.serial = 2;
+    assert_eq!(state, expected);
+    assert_eq!(b.read().unwrap().unwrap(), expected);
+    assert!(!b.journal_path().exists());
+    assert_eq!(b.read().unwrap().unwrap().serial, 2);
+}
+
+#[test]
+fn open_journal_refuses_a_base_that_is_not_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let mut state = seeded(&b);
+    state.serial = 0;
+    let lock = b.lock("apply", NO_WAIT).unwrap();
+    assert!(matches!(b.open_journal(&lock, &state), Err(StateError::Stale { .. })));
+    assert!(!b.journal_path().exists());
+}
+
+#[test]
+fn hundred_thousand_entries_append_and_compact() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let mut state = State::new("big".into());
+    let lock = b.lock("apply", NO_WAIT).unwrap();
+    let mut journal = b.open_journal(&lock, &state).unwrap();
+    // All nodes in one pool: a quadratic replay (scan per entry) would not finish in time.
+    let mut batch = vec![put("gpu_pool.big", serde_json::json!({}), vec![])];
+    for i in 0..100_000 {
+        batch.push(JournalEntry::AddNodes {
+            address: "gpu_pool.big".into(),
+            nodes: vec![node("gpu_pool.big", &format!("i-{i}"))],
+        });
+        if batch.len() == 1_000 {
+            journal.append(&batch).unwrap();
+            batch.clear();
+        }
+    }
+    journal.append(&batch).unwrap();
+    journal.append(&[remove("gpu_pool.big", &["i-0", "i-99999"])]).unwrap();
+    assert_eq!(journal.entries(), 100_002);
+    assert_eq!(b.read().unwrap().unwrap().resources["gpu_pool.big"].nodes.len(), 99_998);
+    b.compact(&lock, journal, &mut state).unwrap();
+    assert_eq!(state.serial, 1);
+    assert_eq!(state.resources["gpu_pool.big"].nodes.len(), 99_998);
+    assert!(!b.journal_path().exists());
+}
+
+#[test]
+fn arbitrary_bytes_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    seeded(&b);
+    let samples: [&[u8]; 6] = [b"\n", b"\n\n\n", b"{}\n", b"[1,2]\n{\"op\":1}\n", &[0xff; 64], b"{\"journal\":1}\n"];
+    for bytes in samples {
+        fs::write(b.journal_path(), bytes).unwrap();
+        assert!(b.read().is_err(), "{:?}", String::from_utf8_lossy(bytes));
+    }
+    fs::write(b.lock_path(), b"\xff garbage").unwrap();
+    assert_eq!(b.lock_info().unwrap(), None);
+    assert!(matches!(b.unlock("x"), Err(StateError::NotLocked { .. })));
+}
+
+#[test]
+fn sibling_file_names() {
+    let b = LocalBackend::new("state/prod.json");
+    let names = [b.backup_path(), b.lock_path(), b.journal_path()];
+    assert_eq!(
+        names.map(|p| p.display().to_string()),
+        ["state/prod.json.backup", "state/prod.json.lock", "state/prod.json.journal"]
+    );
+}

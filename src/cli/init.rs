@@ -1,0 +1,64 @@
+//! `gpuplan init`: create the state folder (with a README documenting its files) and, in a
+//! directory without spec files, a starter `main.hcl`. Never overwrites anything.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+
+use super::output::{self, Style};
+use super::{CliError, ExitStatus, Settings};
+use crate::spec;
+
+const STATE_README: &str = include_str!("templates/state-README.md");
+const STARTER_SPEC: &str = include_str!("templates/main.hcl");
+
+pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
+    let mut created = Vec::new();
+    let state_dir = settings.state_path.parent().unwrap_or(&settings.dir);
+    if !state_dir.is_dir() {
+        std::fs::create_dir_all(state_dir).map_err(|e| {
+            CliError::new(format!("cannot create `{}`: {e}", spec::display_path(state_dir)))
+                .hint("check the permissions of the directory, or pass `--state PATH`")
+        })?;
+        created.push(format!("{}/", spec::display_path(state_dir)));
+    }
+    if create_new(&state_dir.join("README.md"), STATE_README)? {
+        created.push(spec::display_path(&state_dir.join("README.md")));
+    }
+    let specs = spec::spec_files(&settings.dir).map_err(|e| {
+        CliError::new(format!("cannot list `{}`: {e}", spec::display_path(&settings.dir)))
+            .hint("check that the directory is readable")
+    })?;
+    if specs.is_empty() && create_new(&settings.dir.join("main.hcl"), STARTER_SPEC)? {
+        created.push(spec::display_path(&settings.dir.join("main.hcl")));
+    }
+
+    let ok = output::paint("Created", Style::Success, settings.color_stderr);
+    let mut text: String = created.iter().map(|c| format!("{ok} `{c}`\n")).collect();
+    if created.is_empty() {
+        text.push_str("Nothing to do: the state folder and its README already exist.\n");
+    }
+    if specs.is_empty() {
+        text.push_str("hint: run `gpuplan plan` to see what the starter fleet would create\n");
+    } else {
+        text.push_str("hint: run `gpuplan validate` to check your specs, then `gpuplan plan`\n");
+    }
+    output::stderr(&text);
+    Ok(ExitStatus::Success)
+}
+
+/// Write `text` to `path` only if nothing is there; `Ok(false)` when it already exists.
+fn create_new(path: &Path, text: &str) -> Result<bool, CliError> {
+    let file = OpenOptions::new().write(true).create_new(true).open(path);
+    let mut file = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+        Err(e) => {
+            return Err(CliError::new(format!("cannot create `{}`: {e}", spec::display_path(path)))
+                .hint("check the permissions of the directory"));
+        }
+    };
+    file.write_all(text.as_bytes())
+        .map_err(|e| CliError::new(format!("cannot write `{}`: {e}", spec::display_path(path))))?;
+    Ok(true)
+}

@@ -1,0 +1,45 @@
+//! `gpuplan state rm ADDR...`: forget resources without touching the clouds. Under the
+//! lock, all addresses checked first, one write, a history entry.
+
+use super::output::{self, Style};
+use super::{ExitStatus, Settings, state_common};
+use crate::addr::Address;
+use crate::state::{JournalEntry, LocalBackend, apply_entry};
+
+pub fn run(settings: &Settings, addresses: &[Address]) -> miette::Result<ExitStatus> {
+    let backend = LocalBackend::new(&settings.state_path);
+    let lock = backend.lock("state rm", settings.lock_timeout).map_err(state_common::cli_error)?;
+    state_common::warn_stale(&lock, settings);
+    let state = backend.recover(&lock).map_err(state_common::cli_error)?;
+    let mut names: Vec<String> = Vec::new();
+    for name in addresses.iter().map(Address::to_string) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    // Every address must exist before anything is removed: a typo must not half-apply.
+    let known = |a: &String| state.as_ref().is_some_and(|s| s.resources.contains_key(a));
+    if let Some(missing) = names.iter().find(|a| !known(a)) {
+        return Err(state_common::unknown_address(missing, state.as_ref(), settings).into());
+    }
+    let Some(mut state) = state else { return Ok(ExitStatus::Success) };
+
+    let live = |a: &String| state.resources[a].nodes.iter().filter(|n| n.is_live()).count();
+    let nodes: usize = names.iter().map(live).sum();
+    for address in &names {
+        apply_entry(&mut state, &JournalEntry::DeleteResource { address: address.clone() });
+    }
+    let entry = crate::engine::history("state_rm", names.join(", "));
+    apply_entry(&mut state, &JournalEntry::History { entry });
+    backend.write(&lock, &mut state).map_err(state_common::cli_error)?;
+
+    let mut text: String = names.iter().map(|n| format!("Removed `{n}`\n")).collect();
+    let warning = output::paint("warning:", Style::Warning, settings.color_stderr);
+    text.push_str(&format!(
+        "{warning} cloud objects were not destroyed: {nodes} live node(s) keep running and billing; \
+         `gpuplan plan` will report them as orphans\n"
+    ));
+    text.push_str("hint: adopt them back with `gpuplan plan`/`apply`, or delete them in the cloud console\n");
+    output::stderr(&text);
+    Ok(ExitStatus::Success)
+}

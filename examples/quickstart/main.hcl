@@ -21,7 +21,7 @@ locals {
   }
 }
 
-# Training nodes: 8 × A100 80GB each, one on-demand, the rest mostly on spot.
+# Training nodes: 8 × A100 80GB each: one on-demand, then 70 % of the rest on spot.
 gpu_pool "train" {
   provider       = "sim"
   zones          = ["us-east-1a", "us-east-1b"]
@@ -32,7 +32,7 @@ gpu_pool "train" {
 
   nodes {
     min     = 0
-    desired = 2
+    desired = 3
     max     = 4
   }
 

@@ -11,6 +11,14 @@ use crate::spec;
 
 const STATE_README: &str = include_str!("templates/state-README.md");
 const STARTER_SPEC: &str = include_str!("templates/main.hcl");
+/// The shipped default policies (`policies/` at the repository root).
+const DEFAULT_POLICIES: &[(&str, &str)] = &[
+    ("fleet_hourly_cap.hcl", include_str!("../../policies/fleet_hourly_cap.hcl")),
+    ("min_spot_share.hcl", include_str!("../../policies/min_spot_share.hcl")),
+    ("allowed_gpu_models.hcl", include_str!("../../policies/allowed_gpu_models.hcl")),
+    ("max_gpu_hour_price.hcl", include_str!("../../policies/max_gpu_hour_price.hcl")),
+    ("no_destroy_pool_with_jobs.hcl", include_str!("../../policies/no_destroy_pool_with_jobs.hcl")),
+];
 
 pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
     let mut created = Vec::new();
@@ -31,6 +39,19 @@ pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
     })?;
     if specs.is_empty() && create_new(&settings.dir.join("main.hcl"), STARTER_SPEC)? {
         created.push(spec::display_path(&settings.dir.join("main.hcl")));
+    }
+    // Default policies, only into a project that has none yet: editing them is expected.
+    let policy_dir = settings.dir.join("policies");
+    if !policy_dir.exists() {
+        std::fs::create_dir_all(&policy_dir).map_err(|e| {
+            CliError::new(format!("cannot create `{}`: {e}", spec::display_path(&policy_dir)))
+                .hint("check the permissions of the directory")
+        })?;
+        for (name, text) in DEFAULT_POLICIES {
+            if create_new(&policy_dir.join(name), text)? {
+                created.push(spec::display_path(&policy_dir.join(name)));
+            }
+        }
     }
 
     let ok = output::paint("Created", Style::Success, settings.color_stderr);

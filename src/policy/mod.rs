@@ -73,7 +73,13 @@ pub fn evaluate(policies: &[Policy], plan: &Plan, cost: &CostReport, spec: &Spec
                     Ok(v) => v.to_string(),
                     Err(e) => format!("policy {} failed (its message could not be rendered: {})", p.name, error_text(e)),
                 },
-                _ if passed => p.description.clone().unwrap_or_else(|| format!("policy {} passed", p.name)),
+                _ if passed => {
+                    let what = p.description.clone().unwrap_or_else(|| format!("policy {} passed", p.name));
+                    match &key {
+                        Some(k) => format!("{k}: {what}"),
+                        None => what,
+                    }
+                }
                 _ => format!("policy {} failed", p.name),
             };
             out.push(PolicyResult {

@@ -111,11 +111,14 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> CostReport {
     for c in &plan.changes {
         let Some(pc) = &c.pool else { continue };
         let kind = ProviderKind::ALL.into_iter().find(|k| k.as_str() == pc.provider_kind).unwrap_or(ProviderKind::Sim);
-        if !providers.iter().any(|(n, _)| *n == pc.provider) {
-            providers.push((pc.provider.clone(), kind));
-        }
         match pool_cost(&c.address, pc, kind, spec, prices) {
-            Some(p) => pools.push(p),
+            Some(p) => {
+                let cny = [&p.on_demand_price, &p.spot_price].iter().any(|x| x.as_ref().is_some_and(|x| x.native.is_some()));
+                if cny && !providers.iter().any(|(n, _)| *n == pc.provider) {
+                    providers.push((pc.provider.clone(), kind));
+                }
+                pools.push(p)
+            }
             None => unpriced.push(c.address.clone()),
         }
     }

@@ -133,6 +133,9 @@ fn errors(plan: &Plan) -> String {
 
 fn cost(plan: &Plan) -> String {
     let Some(cost) = &plan.cost else { return String::new() };
+    if let Some(report) = super::cost::report(cost) {
+        return super::cost::cost_markdown(&report);
+    }
     let mut s = "**Cost**\n\n".to_string();
     for (k, v) in facts::cost_lines(cost, "→") {
         s += &format!("- {k}: {v}\n");

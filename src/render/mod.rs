@@ -14,7 +14,8 @@
 //! nothing reads the clock or the environment.
 
 mod facts;
-pub mod json;
+pub mod cost;
+mod json;
 pub mod markdown;
 mod style;
 pub mod text;

@@ -60,7 +60,10 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
             out += &block(c, opts, &p);
         }
     }
-    if let Some(cost) = &plan.cost {
+    if let Some(report) = plan.cost.as_ref().and_then(super::cost::report) {
+        out += &format!("\n{}\n", p.bold("Cost:"));
+        out += &super::cost::cost_text(&report);
+    } else if let Some(cost) = &plan.cost {
         out += &format!("\n{}\n", p.bold("Cost:"));
         let lines = facts::cost_lines(cost, "->");
         let pad = lines.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0) + 1;

@@ -63,7 +63,13 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
     runtime::block_on(async {
         let mut session = engine::open_session(&ws, "destroy")?;
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
-        let req = PlanRequest { refresh: true, targets: args.target.clone(), destroy: true, env: settings.env.clone(), ..PlanRequest::default() };
+        let req = PlanRequest {
+            refresh: true,
+            targets: args.target.clone(),
+            destroy: true,
+            env: settings.env.clone(),
+            ..PlanRequest::default()
+        };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         output::stdout(&render::plan_text(&plan, &text_options(settings)));
         if plan.has_changes()
@@ -82,7 +88,9 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
 }
 
 fn denied() -> ExitStatus {
-    output::stderr("\nerror: a policy denied this plan; nothing was applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME when planning\n");
+    output::stderr(
+        "\nerror: a policy denied this plan; nothing was applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME when planning\n",
+    );
     ExitStatus::PolicyDenied
 }
 

@@ -142,8 +142,10 @@ pub fn read_plan(path: &Path) -> Result<Plan, CliError> {
 pub fn warn_unused_overrides(plan: &Plan, overrides: &[String]) {
     let results = crate::engine::run::policy_results(plan);
     for name in crate::policy::unused_overrides(&results, overrides) {
-        let hard = results.iter().any(|r| r.name == name && !r.passed && r.enforcement == crate::policy::Enforcement::Hard);
-        let why = if hard { "it is a hard policy and cannot be overridden" } else { "no soft policy by that name failed" };
+        let hard =
+            results.iter().any(|r| r.name == name && !r.passed && r.enforcement == crate::policy::Enforcement::Hard);
+        let why =
+            if hard { "it is a hard policy and cannot be overridden" } else { "no soft policy by that name failed" };
         output::stderr(&format!("warning: --override-policy {name} had no effect: {why}\n"));
     }
 }

@@ -27,7 +27,10 @@ pub fn valid_spec(settings: &Settings) -> miette::Result<Option<Loaded>> {
 
 /// Policies of `<DIR>/policies` and `--policy-dir`s; `Ok(None)` when a policy file has
 /// errors (already printed).
-pub fn policies(settings: &Settings, extra_dirs: &[std::path::PathBuf]) -> miette::Result<Option<Vec<crate::policy::Policy>>> {
+pub fn policies(
+    settings: &Settings,
+    extra_dirs: &[std::path::PathBuf],
+) -> miette::Result<Option<Vec<crate::policy::Policy>>> {
     use crate::policy::load;
     let extra: Vec<_> = extra_dirs.iter().map(|d| settings.resolve_path(d)).collect();
     for d in &extra {

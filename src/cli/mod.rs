@@ -11,6 +11,7 @@
 
 mod apply;
 mod common;
+mod cost;
 mod drift;
 mod error;
 mod exit;
@@ -18,6 +19,7 @@ mod fmt;
 mod graph;
 mod init;
 mod load;
+mod offers;
 mod output;
 mod plan;
 mod runtime;
@@ -84,6 +86,8 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Apply(args) => apply::apply(settings, args),
         Command::Destroy(args) => apply::destroy(settings, args),
         Command::Drift(args) => drift::run(settings, args),
+        Command::Cost(args) => cost::run(settings, args),
+        Command::Offers(args) => offers::run(settings, args),
         Command::Sim(command) => sim::run(settings, command),
         Command::Init => init::run(settings),
         Command::State(StateCommand::List) => state_list::run(settings),

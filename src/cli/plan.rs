@@ -45,7 +45,9 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         Ok::<_, miette::Report>(if !plan.errors.is_empty() {
             ExitStatus::Error
         } else if engine::run::denied(&plan) {
-            output::stderr("\nerror: a policy denied this plan; it cannot be applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME\n");
+            output::stderr(
+                "\nerror: a policy denied this plan; it cannot be applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME\n",
+            );
             ExitStatus::PolicyDenied
         } else if args.detailed_exitcode && plan.has_changes() {
             ExitStatus::Changes

@@ -2,6 +2,7 @@
 //! after; split spot / on-demand; and a range (min / expected / max) where autoscaling
 //! can move the node count. Pure: prices come in through a [`PriceBook`].
 
+pub mod offers;
 pub mod prices;
 
 use std::collections::BTreeMap;
@@ -113,7 +114,8 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> CostReport {
         let kind = ProviderKind::ALL.into_iter().find(|k| k.as_str() == pc.provider_kind).unwrap_or(ProviderKind::Sim);
         match pool_cost(&c.address, pc, kind, spec, prices) {
             Some(p) => {
-                let cny = [&p.on_demand_price, &p.spot_price].iter().any(|x| x.as_ref().is_some_and(|x| x.native.is_some()));
+                let cny =
+                    [&p.on_demand_price, &p.spot_price].iter().any(|x| x.as_ref().is_some_and(|x| x.native.is_some()));
                 if cny && !providers.iter().any(|(n, _)| *n == pc.provider) {
                     providers.push((pc.provider.clone(), kind));
                 }

@@ -71,7 +71,9 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec) -> Value {
         );
         o.insert(
             "allowed_gpus".into(),
-            Value::List(spec_q.map(|q| q.allowed_gpus.iter().map(|g| s(g.value.clone())).collect()).unwrap_or_default()),
+            Value::List(
+                spec_q.map(|q| q.allowed_gpus.iter().map(|g| s(g.value.clone())).collect()).unwrap_or_default(),
+            ),
         );
         quotas.insert(q.address.to_string(), Value::Object(o));
     }

@@ -47,9 +47,12 @@ pub fn load(files: &[PathBuf], sources: &mut Sources, diags: &mut Diagnostics) -
     out.retain(|p: &Policy| {
         if let Some((_, prev)) = seen.iter().find(|(n, _)| *n == p.name) {
             diags.push(
-                Diagnostic::error("gpuplan::policy::duplicate", format!("policy {:?} is defined more than once", p.name))
-                    .at(p.span, "defined again here")
-                    .at(*prev, "first defined here"),
+                Diagnostic::error(
+                    "gpuplan::policy::duplicate",
+                    format!("policy {:?} is defined more than once", p.name),
+                )
+                .at(p.span, "defined again here")
+                .at(*prev, "first defined here"),
             );
             return false;
         }
@@ -65,27 +68,39 @@ pub fn parse(file: u32, text: &str, sources: &Sources, diags: &mut Diagnostics) 
     let mut out = Vec::new();
     for a in &body.attrs {
         diags.push(
-            Diagnostic::error("gpuplan::policy::syntax", format!("`{}` cannot be set outside a `policy` block", a.key.name))
-                .at(a.key.span, "not inside a policy"),
+            Diagnostic::error(
+                "gpuplan::policy::syntax",
+                format!("`{}` cannot be set outside a `policy` block", a.key.name),
+            )
+            .at(a.key.span, "not inside a policy"),
         );
     }
     for b in &body.blocks {
         if b.kind.name != "policy" {
-            let d = Diagnostic::error("gpuplan::policy::syntax", format!("unknown block `{}` in a policy file", b.kind.name))
-                .at(b.kind.span, "only `policy` blocks belong here");
+            let d = Diagnostic::error(
+                "gpuplan::policy::syntax",
+                format!("unknown block `{}` in a policy file", b.kind.name),
+            )
+            .at(b.kind.span, "only `policy` blocks belong here");
             diags.push(d.help("write `policy \"NAME\" { enforcement = \"hard\" assert = ... }`"));
             continue;
         }
         let Some(label) = b.labels.first().filter(|_| b.labels.len() == 1) else {
-            diags.push(Diagnostic::error("gpuplan::policy::syntax", "a policy needs exactly one name").at(b.kind.span, "name missing"));
+            diags.push(
+                Diagnostic::error("gpuplan::policy::syntax", "a policy needs exactly one name")
+                    .at(b.kind.span, "name missing"),
+            );
             continue;
         };
         let head = b.kind.span.join(label.span);
         let mut ok = true;
         for a in &b.body.attrs {
             if !ATTRS.contains(&a.key.name.as_str()) {
-                let d = Diagnostic::error("gpuplan::policy::unknown_attribute", format!("unknown attribute `{}` in policy {:?}", a.key.name, label.name))
-                    .at(a.key.span, "not a policy attribute");
+                let d = Diagnostic::error(
+                    "gpuplan::policy::unknown_attribute",
+                    format!("unknown attribute `{}` in policy {:?}", a.key.name, label.name),
+                )
+                .at(a.key.span, "not a policy attribute");
                 diags.push(match did_you_mean(&a.key.name, ATTRS.iter().copied()) {
                     Some(s) => d.help(format!("did you mean `{s}`?")),
                     None => d.help(format!("policy attributes: {}", ATTRS.join(", "))),
@@ -101,8 +116,11 @@ pub fn parse(file: u32, text: &str, sources: &Sources, diags: &mut Diagnostics) 
                 ExprKind::String(s) if s == "hard" => Some(Enforcement::Hard),
                 _ => {
                     diags.push(
-                        Diagnostic::error("gpuplan::policy::enforcement", "`enforcement` must be \"advisory\", \"soft\" or \"hard\"")
-                            .at(e.span, "not an enforcement level"),
+                        Diagnostic::error(
+                            "gpuplan::policy::enforcement",
+                            "`enforcement` must be \"advisory\", \"soft\" or \"hard\"",
+                        )
+                        .at(e.span, "not an enforcement level"),
                     );
                     None
                 }

@@ -29,7 +29,13 @@ pub use model::{Enforcement, Policy, PolicyResult};
 
 /// Evaluate policies and quotas. A policy whose expression cannot be evaluated fails
 /// with the evaluation error as its message (a broken guard must not pass silently).
-pub fn evaluate(policies: &[Policy], plan: &Plan, cost: &CostReport, spec: &Spec, overrides: &[String]) -> Vec<PolicyResult> {
+pub fn evaluate(
+    policies: &[Policy],
+    plan: &Plan,
+    cost: &CostReport,
+    spec: &Spec,
+    overrides: &[String],
+) -> Vec<PolicyResult> {
     let mut out = quota::check(spec, cost);
     let plan_value = facts::plan_value(plan, cost, spec);
     let mut extra = BTreeMap::new();
@@ -39,11 +45,18 @@ pub fn evaluate(policies: &[Policy], plan: &Plan, cost: &CostReport, spec: &Spec
         let items: Vec<(Option<String>, Option<(Value, Value)>)> = match &p.for_each {
             None => vec![(None, None)],
             Some(fe) => match eval(fe, &mut scope) {
-                Ok(Value::Object(o)) => o.into_iter().map(|(k, v)| (Some(k.clone()), Some((Value::String(k), v)))).collect(),
+                Ok(Value::Object(o)) => {
+                    o.into_iter().map(|(k, v)| (Some(k.clone()), Some((Value::String(k), v)))).collect()
+                }
                 Ok(Value::List(l)) => l
                     .into_iter()
                     .enumerate()
-                    .map(|(i, v)| (Some(v.as_str().map(str::to_string).unwrap_or_else(|| i.to_string())), Some((Value::Number(i as f64), v))))
+                    .map(|(i, v)| {
+                        (
+                            Some(v.as_str().map(str::to_string).unwrap_or_else(|| i.to_string())),
+                            Some((Value::Number(i as f64), v)),
+                        )
+                    })
                     .collect(),
                 Ok(other) => {
                     out.push(broken(p, format!("`for_each` must be a map or list, found {}", other.type_name())));
@@ -71,7 +84,9 @@ pub fn evaluate(policies: &[Policy], plan: &Plan, cost: &CostReport, spec: &Spec
             let message = match &p.message {
                 Some(m) if !passed => match eval(m, &mut scope) {
                     Ok(v) => v.to_string(),
-                    Err(e) => format!("policy {} failed (its message could not be rendered: {})", p.name, error_text(e)),
+                    Err(e) => {
+                        format!("policy {} failed (its message could not be rendered: {})", p.name, error_text(e))
+                    }
                 },
                 _ if passed => {
                     let what = p.description.clone().unwrap_or_else(|| format!("policy {} passed", p.name));

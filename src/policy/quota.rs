@@ -9,7 +9,16 @@ use crate::spec::Spec;
 pub const DEFAULT_WARN_PERCENT: u32 = 80;
 
 fn result(name: String, passed: bool, warning: bool, message: String, source: &str) -> PolicyResult {
-    PolicyResult { name, enforcement: Enforcement::Hard, passed, message, key: None, overridden: false, source: source.into(), warning }
+    PolicyResult {
+        name,
+        enforcement: Enforcement::Hard,
+        passed,
+        message,
+        key: None,
+        overridden: false,
+        source: source.into(),
+        warning,
+    }
 }
 
 fn limit_check(quota: &str, what: &str, planned: f64, limit: f64, warn: u32, unit: &str) -> PolicyResult {
@@ -19,7 +28,10 @@ fn limit_check(quota: &str, what: &str, planned: f64, limit: f64, warn: u32, uni
     let msg = if !passed {
         format!("{quota} {what}: the plan needs {planned}{unit}, above the limit of {limit}{unit}")
     } else if warning {
-        format!("{quota} {what}: the plan uses {planned}{unit}, {:.0}% of the limit {limit}{unit}", planned * 100.0 / limit)
+        format!(
+            "{quota} {what}: the plan uses {planned}{unit}, {:.0}% of the limit {limit}{unit}",
+            planned * 100.0 / limit
+        )
     } else {
         format!("{quota} {what}: {planned}{unit} of {limit}{unit}")
     };
@@ -57,7 +69,14 @@ pub fn check(spec: &Spec, cost: &CostReport) -> Vec<PolicyResult> {
                 out.push(limit_check(&name, "budget.hourly_usd", round(qc.hourly_after), h.value, warn, " USD/h"));
             }
             if let Some(m) = &b.monthly_usd {
-                out.push(limit_check(&name, "budget.monthly_usd", round(qc.monthly_after), m.value, warn, " USD/month"));
+                out.push(limit_check(
+                    &name,
+                    "budget.monthly_usd",
+                    round(qc.monthly_after),
+                    m.value,
+                    warn,
+                    " USD/month",
+                ));
             }
         }
     }

@@ -21,7 +21,11 @@ fn split(p: &PoolCost) -> String {
 }
 
 fn rates(c: &CostReport) -> String {
-    c.exchange_rates.iter().map(|r| format!("{} at {} per USD ({})", r.currency, r.per_usd, r.source)).collect::<Vec<_>>().join("; ")
+    c.exchange_rates
+        .iter()
+        .map(|r| format!("{} at {} per USD ({})", r.currency, r.per_usd, r.source))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Plain-text cost section (no trailing blank line).
@@ -62,13 +66,23 @@ pub fn cost_text(c: &CostReport) -> String {
         delta(c.monthly_delta),
         c.hours_per_month
     );
-    out += &format!("  after: {} USD/h on-demand + {} USD/h spot", usd(c.on_demand_hourly_after), usd(c.spot_hourly_after));
+    out += &format!(
+        "  after: {} USD/h on-demand + {} USD/h spot",
+        usd(c.on_demand_hourly_after),
+        usd(c.spot_hourly_after)
+    );
     if (c.range.hourly_min - c.range.hourly_max).abs() > 1e-9 {
         out += &format!("; autoscaling range {}–{} USD/h", usd(c.range.hourly_min), usd(c.range.hourly_max));
     }
     out.push('\n');
     for q in &c.quotas {
-        out += &format!("  {}: {} GPUs, {} USD/h ({} USD/month)\n", q.address, q.gpus_after, usd(q.hourly_after), usd(q.monthly_after));
+        out += &format!(
+            "  {}: {} GPUs, {} USD/h ({} USD/month)\n",
+            q.address,
+            q.gpus_after,
+            usd(q.hourly_after),
+            usd(q.monthly_after)
+        );
     }
     for p in c.pools.iter().filter(|p| !p.alternatives.is_empty()) {
         let alts: Vec<String> = p

@@ -13,8 +13,8 @@
 //! Views are deterministic: changes are ordered by address, drift by address, and
 //! nothing reads the clock or the environment.
 
-mod facts;
 pub mod cost;
+mod facts;
 mod json;
 pub mod markdown;
 mod style;

@@ -1,0 +1,24 @@
+//! `gpuplan cost`: what the fleet costs now and after the spec is applied.
+
+use super::output;
+use super::{CostArgs, ExitStatus, Settings, load, runtime};
+use crate::engine::{self, run::PlanRequest};
+use crate::render;
+
+pub fn run(settings: &Settings, args: &CostArgs) -> miette::Result<ExitStatus> {
+    let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
+    let ws = settings.workspace();
+    runtime::block_on(async {
+        let session = engine::open_session(&ws, "cost")?;
+        let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
+        let req = PlanRequest { refresh: true, env: settings.env.clone(), ..PlanRequest::default() };
+        let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
+        let cost = plan.cost.clone().unwrap_or_default();
+        if args.json {
+            output::stdout(&format!("{cost:#}\n"));
+        } else if let Some(report) = render::cost::report(&cost) {
+            output::stdout(&render::cost::cost_text(&report));
+        }
+        Ok::<_, miette::Report>(ExitStatus::Success)
+    })?
+}

@@ -245,6 +245,13 @@ fn guess_cause(text: &str, at: usize, message: &str, lexed: &Lexed) -> Guess {
             "spec files must be plain text: remove it, or write it as an escape such as `\\u0000` inside a string",
         );
     }
+    if unquoted_label(text, at) {
+        return guess(
+            "block labels must be quoted",
+            "quote this label",
+            "write block headers as `kind \"label\" { ... }`, e.g. `gpu_pool \"train\" {`",
+        );
+    }
     if missing_equals(text, at) {
         return guess(
             "missing `=`",
@@ -284,6 +291,23 @@ fn closer_of(open: u8) -> char {
         b'[' => ']',
         _ => ')',
     }
+}
+
+/// True when the error is at a bare word or number between a block type and its `{`:
+/// `gpu_pool train {` or `gpu_pool 42 {`.
+fn unquoted_label(text: &str, at: usize) -> bool {
+    let at = at.min(text.len());
+    let line_start = text.as_bytes()[..at].iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+    let line_end = lex::find(text.as_bytes(), at, b"\n").unwrap_or(text.len());
+    let (Some(before), Some(after)) = (text.get(line_start..at), text.get(at..line_end)) else {
+        return false;
+    };
+    let is_word = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+    let mut head = before.split_whitespace();
+    let label_end = after.find(|c: char| c.is_whitespace() || c == '{').unwrap_or(after.len());
+    matches!((head.next(), head.next()), (Some(kind), None) if is_word(kind))
+        && is_word(&after[..label_end])
+        && after.trim_end().ends_with('{')
 }
 
 /// True when the error line reads `name value` (an identifier followed by something that

@@ -160,7 +160,8 @@ impl Diagnostics {
 #[derive(Debug)]
 struct MietteView {
     message: String,
-    code: &'static str,
+    /// `None` for related views: the code is already in the main header.
+    code: Option<&'static str>,
     severity: miette::Severity,
     help: Option<String>,
     src: NamedSource<String>,
@@ -176,7 +177,7 @@ impl std::fmt::Display for MietteView {
 impl std::error::Error for MietteView {}
 impl miette::Diagnostic for MietteView {
     fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
-        Some(Box::new(self.code))
+        self.code.map(|c| Box::new(c) as Box<dyn std::fmt::Display>)
     }
     fn severity(&self) -> Option<miette::Severity> {
         Some(self.severity)
@@ -212,34 +213,68 @@ fn miette_view(sources: &Sources, d: &Diagnostic) -> MietteView {
             files.push(s.file);
         }
     }
-    let view_for = |file: Option<u32>, message: String, help: Option<String>| {
-        let (name, text) = match file.and_then(|f| sources.get(f)) {
-            Some(sf) => (sf.name.clone(), sf.text.clone()),
-            None => (String::new(), String::new()),
+    let view_for = |file: Option<u32>, message: String, help: Option<String>, code: Option<&'static str>| {
+        let (name, raw) = match file.and_then(|f| sources.get(f)) {
+            Some(sf) => (sf.name.clone(), sf.text.as_str()),
+            None => (String::new(), ""),
         };
+        let (text, shifts) = visible(raw);
         let labels = d
             .labels
             .iter()
             .filter(|(s, _)| Some(s.file) == file)
             .map(|(s, l)| {
-                let start = (s.start as usize).min(text.len());
-                let len = (s.end as usize).min(text.len()).saturating_sub(start);
+                let start = shifted(&shifts, (s.start as usize).min(raw.len()));
+                let len = shifted(&shifts, (s.end as usize).min(raw.len())).saturating_sub(start);
                 LabeledSpan::new_with_span(Some(l.clone()), SourceSpan::new(start.into(), len))
             })
             .collect();
-        MietteView { message, code: d.code, severity, help, src: NamedSource::new(name, text), labels, related: vec![] }
+        MietteView { message, code, severity, help, src: NamedSource::new(name, text), labels, related: vec![] }
     };
-    let mut main = view_for(files.first().copied(), d.message.clone(), d.help.clone());
+    let mut main = view_for(files.first().copied(), d.message.clone(), d.help.clone(), Some(d.code));
     for f in files.iter().skip(1) {
-        main.related.push(view_for(Some(*f), "related location".to_string(), None));
+        let name = sources.get(*f).map(|s| s.name.as_str()).unwrap_or("?");
+        main.related.push(view_for(Some(*f), format!("continued in `{name}`"), None, None));
     }
     main
+}
+
+/// `text` with control characters (other than line breaks and tabs) replaced by visible
+/// symbols (NUL → `␀`), so rendering never writes raw control bytes to a terminal. Also
+/// returns, per replacement, its original byte offset and how many bytes it added.
+fn visible(text: &str) -> (String, Vec<(usize, usize)>) {
+    let hidden = |c: char| c.is_control() && !matches!(c, '\n' | '\r' | '\t');
+    if !text.chars().any(hidden) {
+        return (text.to_string(), Vec::new());
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut shifts = Vec::new();
+    for (i, c) in text.char_indices() {
+        if hidden(c) {
+            let shown = match c as u32 {
+                n @ 0..=0x1f => char::from_u32(0x2400 + n).unwrap_or('\u{fffd}'),
+                0x7f => '\u{2421}',
+                _ => '\u{fffd}',
+            };
+            out.push(shown);
+            shifts.push((i, shown.len_utf8() - c.len_utf8()));
+        } else {
+            out.push(c);
+        }
+    }
+    (out, shifts)
+}
+
+/// An original byte offset mapped into the text [`visible`] returned.
+fn shifted(shifts: &[(usize, usize)], offset: usize) -> usize {
+    offset + shifts.iter().take_while(|(at, _)| *at < offset).map(|(_, n)| n).sum::<usize>()
 }
 
 /// Render diagnostics for a terminal (or, with `color = false`, for logs and snapshots).
 pub fn render_text(sources: &Sources, diags: &[Diagnostic], width: usize, color: bool) -> String {
     let theme = if color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
-    let handler = GraphicalReportHandler::new_themed(theme).with_width(width).with_links(false);
+    let handler =
+        GraphicalReportHandler::new_themed(theme).with_width(width).with_links(false).with_show_related_as_nested(true);
     let mut out = String::new();
     for d in diags {
         let view = miette_view(sources, d);

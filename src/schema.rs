@@ -26,7 +26,42 @@ pub fn spec() -> Value {
         "pattern": "\\$\\{",
         "description": "An expression in ${...}: references such as ${var.team}, arithmetic, functions"
     });
+    // Lists, maps and nested blocks too: `labels: '${merge(local.a, local.b)}'` is valid.
+    if let Some(Value::Object(defs)) = v.get_mut("$defs") {
+        for def in defs.values_mut() {
+            if let Some(Value::Object(props)) = def.get_mut("properties") {
+                props.values_mut().for_each(allow_interpolation);
+            }
+        }
+    }
     v
+}
+
+/// Wrap a property schema in `anyOf: [it, Interpolation]` unless it already allows one.
+fn allow_interpolation(prop: &mut Value) {
+    let interp = json!({ "$ref": "#/$defs/Interpolation" });
+    let allows = |s: &Value| s.get("anyOf").and_then(Value::as_array).is_some_and(|a| a.contains(&interp));
+    if allows(prop) {
+        return;
+    }
+    // Optional values are `anyOf: [X, null]`: look one level in.
+    if let Some(Value::Array(alts)) = prop.get("anyOf")
+        && alts.iter().any(allows)
+    {
+        return;
+    }
+    let mut inner = std::mem::take(prop);
+    let mut outer = serde_json::Map::new();
+    // Keep the documentation on the outside, where editors look for it.
+    if let Value::Object(m) = &mut inner {
+        for key in ["description", "default", "title"] {
+            if let Some(d) = m.remove(key) {
+                outer.insert(key.to_string(), d);
+            }
+        }
+    }
+    outer.insert("anyOf".into(), json!([inner, interp]));
+    *prop = Value::Object(outer);
 }
 
 /// The state file.

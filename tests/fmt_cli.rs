@@ -1,5 +1,5 @@
-//! `gpuplan fmt` end to end. Most of these need the real formatters (`spec::hcl::format`,
-//! `spec::yaml::format`); until they land the formatter calls panic on `todo!()`.
+//! `gpuplan fmt` end to end over the real formatters (`spec::hcl::format`,
+//! `spec::yaml::format`): `--check`, `--diff`, explicit paths, parse errors, refusals.
 
 use std::path::Path;
 
@@ -90,8 +90,6 @@ fn parse_errors_are_rendered_and_exit_1() {
     assert!(r.stdout.is_empty(), "{}", r.stdout);
     assert_eq!(read(tmp.path(), "broken.hcl"), "gpu_pool \"train\" {\n  gpu = \n");
 }
-
-// These two never reach a formatter, so they pass before the merge too.
 
 #[test]
 fn non_spec_paths_are_refused() {

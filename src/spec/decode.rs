@@ -54,8 +54,14 @@ fn label(b: &Block) -> &str {
     b.labels.first().map(|l| l.name.as_str()).unwrap_or("")
 }
 
+/// The block's header: `gpu_pool "train"` in HCL; just the name in YAML, where the kind is
+/// the plural key further up (YAML block spans start at the name).
 fn head(b: &Block) -> Span {
-    b.labels.last().map(|l| b.kind.span.join(l.span)).unwrap_or(b.kind.span)
+    match (b.labels.first(), b.labels.last()) {
+        (Some(first), Some(last)) if b.span.start > b.kind.span.start => first.span.join(last.span),
+        (_, Some(last)) => b.kind.span.join(last.span),
+        _ => b.kind.span,
+    }
 }
 
 /// What decoding produced: the spec, plus pools that failed to decode but whose identity
@@ -70,6 +76,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
     let mut spec = Spec::default();
     let mut partial_pools = BTreeMap::new();
     let collected = collect(files, diags);
+    let yaml_files: BTreeSet<u32> = files.iter().filter(|f| f.format == raw::Format::Yaml).map(|f| f.file).collect();
 
     let mut declared: BTreeMap<Kind, BTreeSet<String>> = BTreeMap::new();
     for (kind, b) in &collected.resources {
@@ -125,6 +132,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
             },
             diags,
             declared: &declared,
+            yaml_files: &yaml_files,
         };
         match item {
             Item::Local(id, expr) => match cx.eval(expr) {
@@ -161,6 +169,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
             },
             diags,
             declared: &declared,
+            yaml_files: &yaml_files,
         };
         let mut f = Fields::from_body(format!("output {:?}", label(b)), head(b), &b.body, cx.diags);
         let value = f.value(&mut cx, "value");
@@ -648,7 +657,8 @@ fn variables(
     }
     for b in blocks {
         let name = label(b).to_string();
-        let mut cx = Cx { scope: Scope::default(), diags, declared: &declared };
+        let no_files = BTreeSet::new();
+        let mut cx = Cx { scope: Scope::default(), diags, declared: &declared, yaml_files: &no_files };
         let mut f = Fields::from_body(format!("variable {name:?}"), head(b), &b.body, cx.diags);
         // `type = string` is a bare keyword in HCL and a string in YAML.
         let ty = match f.raw("type") {
@@ -706,7 +716,7 @@ fn variables(
                 Some(v) => Some(Spanned::new(v, d.span)),
                 None => {
                     cx.error(
-                        type_error(&format!("default of variable `{name}`"), type_desc(ty.value), &d.value, d.span)
+                        type_error(&format!("the default of variable `{name}`"), type_desc(ty.value), &d.value, d.span)
                             .at(ty.span, "declared type"),
                     );
                     None

@@ -233,6 +233,7 @@ pub fn eval(expr: &Expr, scope: &mut Scope<'_>) -> EvalResult {
             )),
         },
         ExprKind::For(f) => eval_for(f, scope, span),
+        ExprKind::Invalid => Err(EvalError::Poisoned),
         ExprKind::Unsupported(what) => {
             Err(Diagnostic::error("gpuplan::eval::unsupported", format!("{what} are not supported"))
                 .at(span, "not supported here")

@@ -27,6 +27,8 @@ pub struct Cx<'a, 'd> {
     pub diags: &'d mut Diagnostics,
     /// Declared resource names per kind, for address checks.
     pub declared: &'a BTreeMap<Kind, BTreeSet<String>>,
+    /// Files written in YAML, so hints use that spelling there.
+    pub yaml_files: &'a BTreeSet<u32>,
 }
 
 impl Cx<'_, '_> {
@@ -80,7 +82,9 @@ pub fn type_error(what: &str, expected: &str, v: &Value, span: Span) -> Diagnost
         Value::Bool(b) => format!("bool {b}"),
         other => other.type_name().to_string(),
     };
-    Diagnostic::error("gpuplan::spec::type", format!("`{what}` must be {expected}, found {found}"))
+    // `what` is an attribute name, or already a phrase such as "the `nodes` block of ...".
+    let what = if what.contains(' ') { what.to_string() } else { format!("`{what}`") };
+    Diagnostic::error("gpuplan::spec::type", format!("{what} must be {expected}, found {found}"))
         .at(span, format!("expected {expected}"))
 }
 
@@ -171,7 +175,11 @@ impl<'r> Fields<'r> {
                 format!("{} is missing the required attribute `{name}`", self.what),
             )
             .at(self.head, format!("`{name}` is required here"))
-            .help(format!("add `{name} = {example}`")),
+            .help(if cx.yaml_files.contains(&self.head.file) {
+                format!("add `{name}: {}`", yaml_example(example))
+            } else {
+                format!("add `{name} = {example}`")
+            }),
         )
     }
 
@@ -268,8 +276,9 @@ impl<'r> Fields<'r> {
         match &v.value {
             Value::String(s) => match s.parse::<Duration>() {
                 Ok(d) => Ok(Some(Spanned::new(d, v.span))),
-                Err(e) => Err(cx.error(
-                    Diagnostic::error("gpuplan::spec::duration", format!("`{name}` is not a duration: {e}"))
+                // humantime's own messages ("expected number at 8") mean little to users.
+                Err(_) => Err(cx.error(
+                    Diagnostic::error("gpuplan::spec::duration", format!("`{name}` is not a duration: {s:?}"))
                         .at(v.span, "not a duration")
                         .help("write durations like \"90s\", \"15m\", \"2h\" or \"1h 30m\""),
                 )),
@@ -448,6 +457,15 @@ impl<'r> Fields<'r> {
                 cx.error(unknown_attr(&self.what, &b.kind.name, b.kind.span, known));
             }
         }
+    }
+}
+
+/// An HCL example value in YAML spelling: `{ min = 0 }` → `{min: 0}`, `"sim"` → `sim`.
+fn yaml_example(hcl: &str) -> String {
+    let s = hcl.replace(" = ", ": ").replace("{ ", "{").replace(" }", "}");
+    match s.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+        Some(inner) if !inner.contains([':', '#', '"']) => inner.to_string(),
+        _ => s,
     }
 }
 

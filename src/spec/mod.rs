@@ -17,12 +17,12 @@ pub mod raw;
 pub mod validate;
 pub mod yaml;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 pub use model::Spec;
 
-use crate::diag::{Diagnostic, Diagnostics, Sources};
+use crate::diag::{Diagnostic, Diagnostics, Sources, Span};
 
 /// Inputs to evaluation that do not come from spec files.
 #[derive(Debug, Clone, Default)]
@@ -62,6 +62,9 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
     let files = spec_files(dir)?;
     let mut sources = Sources::default();
     let mut diags = Diagnostics::default();
+    // Files that are not UTF-8 are kept (lossily) for rendering, but not parsed: their
+    // replacement characters would only cause confusing follow-up errors.
+    let mut unreadable = BTreeSet::new();
     for path in &files {
         let name = display_path(path);
         match std::fs::read(path) {
@@ -72,6 +75,7 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
                         let valid = e.utf8_error().valid_up_to();
                         let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
                         let id = sources.add(name, text);
+                        unreadable.insert(id);
                         diags.push(
                             Diagnostic::error("gpuplan::spec::encoding", "file is not valid UTF-8")
                                 .at(crate::diag::Span::new(id, valid, valid + 1), "invalid byte here")
@@ -94,7 +98,7 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
             .help("run `gpuplan init` to create a starter spec, or pass `-C DIR`"),
         );
     }
-    let mut loaded = load_sources(sources, opts);
+    let mut loaded = load_parsed(sources, opts, &unreadable);
     diags.extend(std::mem::take(&mut loaded.diags));
     diags.sort();
     loaded.diags = diags;
@@ -104,9 +108,14 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
 
 /// Parse, decode and validate already-read sources. Pure: no I/O.
 pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
+    load_parsed(sources, opts, &BTreeSet::new())
+}
+
+/// [`load_sources`], leaving out the files in `skip` (already reported as unreadable).
+fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Loaded {
     let mut diags = Diagnostics::default();
     let mut files = Vec::new();
-    for (id, f) in sources.files() {
+    for (id, f) in sources.files().filter(|(id, _)| !skip.contains(id)) {
         let is_yaml = f.name.ends_with(".yaml") || f.name.ends_with(".yml");
         let body = if is_yaml { yaml::parse(id, &f.text, &mut diags) } else { hcl::parse(id, &f.text, &mut diags) };
         if let Some(body) = body {
@@ -119,6 +128,21 @@ pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
     validate::validate(&spec, &decoded.partial_pools, &mut diags);
     for cycle in crate::graph::build(&spec).cycles() {
         diags.push(cycle);
+    }
+    // Empty files are fine (a fleet may be split oddly while being edited), but a spec
+    // that declares nothing at all is almost certainly the wrong directory, and planning
+    // it would propose deleting every pool the state holds.
+    let declares_nothing = files.iter().all(|f| f.body.blocks.is_empty() && f.body.attrs.is_empty());
+    if declares_nothing
+        && skip.is_empty()
+        && !diags.has_errors()
+        && let Some((id, f)) = sources.files().next()
+    {
+        diags.push(
+            Diagnostic::warning("gpuplan::spec::empty", "the spec declares nothing")
+                .at(Span::new(id, 0, 0), format!("`{}` holds no blocks", f.name))
+                .help("add a `provider` and a `gpu_pool` block (see examples/quickstart); planning an empty spec proposes deleting every pool the state holds"),
+        );
     }
     diags.sort();
     Loaded { sources, spec, diags, files: vec![] }

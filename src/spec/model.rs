@@ -60,11 +60,16 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Spanned<T> {
 }
 
 impl<T: JsonSchema> JsonSchema for Spanned<T> {
+    // Always inline, under its own name: sharing `T`'s name made `Spanned<T>` and `T` one
+    // definition that referred to itself, and `T`'s real schema was lost.
     fn schema_name() -> std::borrow::Cow<'static, str> {
-        T::schema_name()
+        format!("Spanned_{}", T::schema_name()).into()
+    }
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        format!("Spanned<{}>", T::schema_id()).into()
     }
     fn inline_schema() -> bool {
-        T::inline_schema()
+        true
     }
     fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
         // Any value may instead be written as an interpolation (`"${var.x}"`).
@@ -136,14 +141,19 @@ pub struct Spec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, Provider>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, GpuPool>")]
     pub gpu_pools: BTreeMap<Address, GpuPool>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, Quota>")]
     pub quotas: BTreeMap<Address, Quota>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, JobTemplate>")]
     pub job_templates: BTreeMap<Address, JobTemplate>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, Job>")]
     pub jobs: BTreeMap<Address, Job>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, Autoscaler>")]
     pub autoscalers: BTreeMap<Address, Autoscaler>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub variables: BTreeMap<String, Variable>,
@@ -304,6 +314,7 @@ fn is_false(b: &Spanned<bool>) -> bool {
     !b.value
 }
 
+/// `gpu_pool "NAME"`: nodes of one GPU shape on one provider.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GpuPool {
@@ -317,6 +328,7 @@ pub struct GpuPool {
     pub zones: Vec<Spanned<String>>,
     /// Canonical GPU model name from the catalog, e.g. `A100-80GB`.
     pub gpu: Spanned<String>,
+    #[schemars(extend("minimum" = 1, "maximum" = 16))]
     pub gpus_per_node: Spanned<u32>,
     /// Allowed instance types; default: the cheapest catalog types that match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -362,6 +374,7 @@ pub struct Mix {
     pub on_demand_base: Spanned<u32>,
     /// Percent (0–100) of the nodes above the base that run on spot.
     #[serde(default)]
+    #[schemars(extend("maximum" = 100))]
     pub spot_percent: Spanned<u32>,
     #[serde(default)]
     pub fallback: Spanned<Fallback>,
@@ -381,11 +394,13 @@ impl Default for Mix {
     }
 }
 
+/// `quota "NAME"`: a team's limits over pools.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Quota {
     /// Pools this quota covers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<Reference>")]
     pub pools: Vec<Spanned<Address>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_gpus: Option<Spanned<u32>>,
@@ -420,6 +435,7 @@ pub enum Priority {
     Low,
 }
 
+/// `job_template "NAME"`: what a job runs and needs.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobTemplate {
@@ -447,12 +463,16 @@ pub struct JobTemplate {
     pub meta: Meta,
 }
 
+/// `job "NAME"`: a launch of a template on a pool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Job {
+    #[schemars(with = "Reference")]
     pub template: Spanned<Address>,
+    #[schemars(with = "Reference")]
     pub pool: Spanned<Address>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Reference>")]
     pub quota: Option<Spanned<Address>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<Spanned<String>>,
@@ -464,19 +484,44 @@ pub struct Job {
     pub meta: Meta,
 }
 
+/// Schema only: how a spec refers to another resource: `gpu_pool.train`, just `train`
+/// where the kind is implied, or an interpolation.
+pub struct Reference;
+
+impl JsonSchema for Reference {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Reference".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "anyOf": [
+                {
+                    "type": "string",
+                    "description": "`gpu_pool.train`, or just `train` where the kind is implied",
+                    "pattern": "^((gpu_pool|quota|job_template|job|autoscaler)\\.)?[A-Za-z_][A-Za-z0-9_-]*(\\[(\\d+|\"[^\"]*\")\\])?$"
+                },
+                { "$ref": "#/$defs/Interpolation" }
+            ]
+        })
+    }
+}
+
 fn one() -> Spanned<u32> {
     Spanned::new(1, Span::default())
 }
 
+/// `autoscaler "NAME"`: scaling rules for one pool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Autoscaler {
+    #[schemars(with = "Reference")]
     pub pool: Spanned<Address>,
     /// Scale up when a job has waited longer than this (default 5m).
     #[serde(default)]
     pub queue_wait: Spanned<Duration>,
     /// Scale up when GPU utilization is above this percent (default 80).
     #[serde(default)]
+    #[schemars(extend("minimum" = 1, "maximum" = 100))]
     pub utilization_above: Spanned<u32>,
     /// Scale down nodes idle longer than this (default 15m).
     #[serde(default)]

@@ -105,6 +105,9 @@ pub enum ExprKind {
     /// A construct the evaluator does not support (splat, heredoc directives); the
     /// parser records what it was so the error can say so.
     Unsupported(String),
+    /// A value the parser already reported as wrong (e.g. a YAML number too large for
+    /// f64). Evaluating it fails without a second diagnostic.
+    Invalid,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -266,7 +269,8 @@ impl Expr {
             | ExprKind::Bool(_)
             | ExprKind::Number(_)
             | ExprKind::String(_)
-            | ExprKind::Unsupported(_) => {}
+            | ExprKind::Unsupported(_)
+            | ExprKind::Invalid => {}
         }
     }
 }

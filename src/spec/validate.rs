@@ -99,7 +99,11 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
             let d =
                 Diagnostic::error("gpuplan::spec::zone", format!("zone {:?} is not in region {:?}", z.value, reg.name))
                     .at(z.span, "unknown zone");
-            diags.push(match did_you_mean(&z.value, reg.zones.iter().map(String::as_str)) {
+            // A typo of one of the region's zones gets a suggestion (not one the pool lists
+            // already); a zone of another region gets the list.
+            let unused = reg.zones.iter().map(String::as_str).filter(|c| !pool.zones.iter().any(|z| z.value == *c));
+            let typo = if z.value.starts_with(reg.name.as_str()) { did_you_mean(&z.value, unused) } else { None };
+            diags.push(match typo {
                 Some(s) => d.help(format!("did you mean {s:?}?")),
                 None => d.help(format!("zones of {}: {}", reg.name, reg.zones.join(", "))),
             });
@@ -113,9 +117,16 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
                 format!("unknown instance type {:?} for provider `{kind}`", it.value),
             )
             .at(it.span, "not in the catalog");
-            diags.push(match did_you_mean(&it.value, names.iter().copied()) {
-                Some(s) => d.help(format!("did you mean {s:?}?")),
-                None => d.help("run `gpuplan offers --gpu MODEL` to list instance types"),
+            let elsewhere = ProviderKind::ALL
+                .into_iter()
+                .find(|k| *k != ProviderKind::Sim && cat.instance_type(*k, &it.value).is_some());
+            diags.push(match (did_you_mean(&it.value, names.iter().copied()), elsewhere) {
+                (_, Some(other)) => d.help(format!(
+                    "{:?} is an instance type of `{other}`; use it in a pool whose provider is `{other}`",
+                    it.value
+                )),
+                (Some(s), None) => d.help(format!("did you mean {s:?}?")),
+                (None, None) => d.help("run `gpuplan offers --gpu MODEL` to list instance types"),
             });
             continue;
         };

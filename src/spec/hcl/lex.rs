@@ -54,6 +54,12 @@ pub(super) struct Lexed {
     pub unclosed: Vec<(usize, u8)>,
     /// First closing bracket that matches no opener.
     pub unmatched: Option<usize>,
+    /// First closing bracket of the wrong kind: (its offset, the opener's offset, the opener).
+    /// `[ ... }` almost always means a forgotten `]`.
+    pub mismatched: Option<(usize, usize, u8)>,
+    /// Start of the first quoted string whose literal text runs over a line break. HCL
+    /// allows that, but it is nearly always a missing closing quote.
+    pub multiline_string: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -153,6 +159,14 @@ impl Lexer<'_> {
                 self.push(Frame::Interp(self.i));
                 self.i += 2;
             }
+            b'\n' if !raw => {
+                if let Some(Frame::Quoted(s)) = self.stack.last()
+                    && self.out.multiline_string.is_none()
+                {
+                    self.out.multiline_string = Some(*s);
+                }
+                self.i += 1;
+            }
             b'"' if !raw => {
                 let start = match self.stack.pop() {
                     Some(Frame::Quoted(s)) => s,
@@ -222,9 +236,10 @@ impl Lexer<'_> {
                 self.stack.pop();
                 self.i += 1;
             }
-            Some(Frame::Bracket(open, _)) => {
+            Some(Frame::Bracket(open, open_at)) => {
                 if closer_of(open) != c && self.out.unmatched.is_none() {
                     self.out.unmatched = Some(start);
+                    self.out.mismatched = Some((start, open_at, open));
                 }
                 self.stack.pop();
                 self.emit(Kind::Close(c), start, start + 1);

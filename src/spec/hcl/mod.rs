@@ -180,7 +180,35 @@ fn guess_cause(text: &str, at: usize, message: &str, lexed: &Lexed) -> Guess {
             "flatten the structure, e.g. move inner values into `locals`",
         );
     }
-    if let Some(&(open, c)) = lexed.unclosed.last() {
+    let unclosed = lexed.unclosed.last().copied();
+    let string_open = unclosed.filter(|(_, c)| matches!(c, b'"' | b'$'));
+    // An opening quote without its partner pairs every later quote wrongly; the first
+    // string that runs over a line break is where the partner went missing.
+    if let (Some((open, b'"')), Some(m)) = (string_open, lexed.multiline_string)
+        && m <= open
+    {
+        return Guess {
+            opened: Some((m, "this string is not closed on its line".to_string())),
+            ..guess(
+                "unclosed string",
+                "expected `\"` by here",
+                "add the closing `\"`; for text over several lines use a heredoc (`<<EOT`)",
+            )
+        };
+    }
+    // `[ ... }`: the `]` was forgotten, whatever else is still open at the end.
+    if let (None, Some((_, open, c))) = (string_open, lexed.mismatched) {
+        let closer = closer_of(c);
+        return Guess {
+            opened: Some((open, format!("`{}` opened here", c as char))),
+            ..guess(
+                &format!("unclosed `{}`", c as char),
+                &format!("expected `{closer}` by here"),
+                &format!("add the matching `{closer}`"),
+            )
+        };
+    }
+    if let Some((open, c)) = unclosed {
         let (reason, what, help) = match c {
             b'"' => ("unclosed string", "string starts here", "add the closing `\"`"),
             b'$' => ("unclosed interpolation", "`${` opened here", "close the interpolation with `}`"),
@@ -210,6 +238,20 @@ fn guess_cause(text: &str, at: usize, message: &str, lexed: &Lexed) -> Guess {
             )
         };
     }
+    if let Some(c) = text.get(at..).and_then(|t| t.chars().next()).filter(|c| c.is_control() && !c.is_whitespace()) {
+        return guess(
+            &format!("unexpected control character U+{:04X}", c as u32),
+            "control character here",
+            "spec files must be plain text: remove it, or write it as an escape such as `\\u0000` inside a string",
+        );
+    }
+    if unquoted_label(text, at) {
+        return guess(
+            "block labels must be quoted",
+            "quote this label",
+            "write block headers as `kind \"label\" { ... }`, e.g. `gpu_pool \"train\" {`",
+        );
+    }
     if missing_equals(text, at) {
         return guess(
             "missing `=`",
@@ -230,7 +272,42 @@ fn guess_cause(text: &str, at: usize, message: &str, lexed: &Lexed) -> Guess {
     } else {
         "check the syntax near here: attributes are `name = value`, blocks `kind \"label\" { ... }`"
     };
+    // `name =` with nothing after it on the line.
+    let before = text.get(..at.min(text.len())).unwrap_or("");
+    let line_before = before.rsplit('\n').next().unwrap_or("");
+    if short == "expected a value" && line_before.trim_end().ends_with('=') {
+        return guess(
+            "missing value after `=`",
+            "a value is missing here",
+            "write a value after `=`: a string \"...\", a number, true/false, a list [...] or a map { ... }",
+        );
+    }
     guess(&short, "unexpected here", help)
+}
+
+fn closer_of(open: u8) -> char {
+    match open {
+        b'{' => '}',
+        b'[' => ']',
+        _ => ')',
+    }
+}
+
+/// True when the error is at a bare word or number between a block type and its `{`:
+/// `gpu_pool train {` or `gpu_pool 42 {`.
+fn unquoted_label(text: &str, at: usize) -> bool {
+    let at = at.min(text.len());
+    let line_start = text.as_bytes()[..at].iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+    let line_end = lex::find(text.as_bytes(), at, b"\n").unwrap_or(text.len());
+    let (Some(before), Some(after)) = (text.get(line_start..at), text.get(at..line_end)) else {
+        return false;
+    };
+    let is_word = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+    let mut head = before.split_whitespace();
+    let label_end = after.find(|c: char| c.is_whitespace() || c == '{').unwrap_or(after.len());
+    matches!((head.next(), head.next()), (Some(kind), None) if is_word(kind))
+        && is_word(&after[..label_end])
+        && after.trim_end().ends_with('{')
 }
 
 /// True when the error line reads `name value` (an identifier followed by something that

@@ -38,7 +38,12 @@ fn zero_expr(e: &mut Expr) {
         }
     };
     match &mut e.kind {
-        ExprKind::Null | ExprKind::Bool(_) | ExprKind::Number(_) | ExprKind::String(_) | ExprKind::Unsupported(_) => {}
+        ExprKind::Null
+        | ExprKind::Bool(_)
+        | ExprKind::Number(_)
+        | ExprKind::String(_)
+        | ExprKind::Unsupported(_)
+        | ExprKind::Invalid => {}
         ExprKind::Template(parts) => parts.iter_mut().for_each(|p| {
             if let TemplatePart::Interp(e) = p {
                 zero_expr(e)

@@ -108,7 +108,7 @@ pub(super) fn scalar_expr(file: u32, text: &str, node: &Node, scalar: &Scalar, d
                         .at(span, "too large for a number")
                         .help("numbers must fit in a 64-bit float; quote the value to keep it as text"),
                 );
-                return Expr::new(ExprKind::Unsupported("number out of range".into()), span);
+                return Expr::new(ExprKind::Invalid, span);
             }
             Plain::String => {}
         }

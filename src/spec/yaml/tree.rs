@@ -318,7 +318,24 @@ pub(super) fn too_deep(file: u32, s: usize, e: usize) -> Diagnostic {
 fn syntax_error(file: u32, text: &str, offsets: &Offsets, e: &ScanError) -> Diagnostic {
     let info = e.info();
     let mut at = offsets.byte(e.marker().index());
-    let (label, help) = if info.contains("tab") {
+    let at_end = text[at..].trim().is_empty();
+    // "unprintable" contains "tab" too: test it first.
+    let (label, help) = if info.contains("unprintable") {
+        (
+            "control character here",
+            "spec files must be plain text: remove the control character (NUL, escape, ...), or write it as an escape in a double-quoted string",
+        )
+    } else if at_end && info.contains("did not find expected") {
+        // Pointing past the end shows nothing; point at the last thing written instead.
+        at = text.trim_end().len().saturating_sub(1);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        (
+            "the file ends before this is complete",
+            "close the `[...]`, `{...}` or quoted string that is still open, or give the last key a value",
+        )
+    } else if info.contains("tab") {
         // Point at the offending tab rather than at the text after it.
         let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
         if let Some(i) = text[line_start..at].find('\t') {

@@ -1,0 +1,3 @@
+locals {
+  y = local.x
+}

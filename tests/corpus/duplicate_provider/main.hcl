@@ -1,0 +1,7 @@
+provider "sim" {
+  region = "us-east-1"
+}
+
+provider "sim" {
+  region = "us-west-2"
+}

@@ -1,0 +1,3 @@
+gpu_pool 42 {
+  provider = "sim"
+}

@@ -1,0 +1,2 @@
+gpu_pool "my pool" {
+}

@@ -1,0 +1,25 @@
+provider "sim" {
+  region = "us-east-1"
+}
+
+gpu_pool "train" {
+  provider      = "sim"
+  gpu           = "A100-80GB"
+  gpus_per_node = 8
+
+  nodes {
+    min     = 0
+    desired = 1
+    max     = 2
+  }
+}
+
+job_template "big" {
+  image = "ghcr.io/example/big:1"
+  gpus  = 64
+}
+
+job "run" {
+  template = job_template.big
+  pool     = gpu_pool.train
+}

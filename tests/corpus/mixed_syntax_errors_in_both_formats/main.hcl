@@ -1,0 +1,3 @@
+gpu_pool "train" {
+  gpu = 
+}

@@ -1,0 +1,15 @@
+provider "sim" {
+  region = "us-east-1"
+}
+
+gpu_pool "train" {
+  provider      = "sim"
+  gpu           = "A100-80GB"
+  gpus_per_node = 8
+
+  nodes {
+    min     = 5
+    desired = 5
+    max     = 2
+  }
+}

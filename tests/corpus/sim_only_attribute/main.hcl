@@ -1,0 +1,4 @@
+provider "aws" {
+  region = "us-east-1"
+  seed   = 42
+}

@@ -1,0 +1,17 @@
+team = "ml"
+
+provider "sim" {
+  region = "us-east-1"
+}
+
+gpu_pool "train" {
+  provider      = "sim"
+  gpu           = "A100-80GB"
+  gpus_per_node = 8
+
+  nodes {
+    min     = 0
+    desired = 1
+    max     = 2
+  }
+}

@@ -1,0 +1,10 @@
+provider "sim" {
+  region = "us-east-1"
+}
+
+gpu_pools "train" {
+  provider = "sim"
+}
+
+node_group "x" {
+}

@@ -1,0 +1,3 @@
+locals {
+  labels = mergee({ a = "1" }, { b = "2" })
+}

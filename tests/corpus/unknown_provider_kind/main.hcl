@@ -1,0 +1,3 @@
+provider "gcp" {
+  region = "us-central1"
+}

@@ -1,0 +1,4 @@
+variable "size" {
+  type    = number
+  default = "big"
+}

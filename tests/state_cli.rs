@@ -64,7 +64,13 @@ fn init_never_overwrites_and_skips_the_starter_when_specs_exist() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!tmp.path().join("main.hcl").exists());
     assert_eq!(std::fs::read_to_string(tmp.path().join("state/README.md")).unwrap(), "mine");
-    assert!(r.stderr.contains("Nothing to do"), "{}", r.stderr);
+    // A project without policies gets the shipped defaults, once.
+    assert!(tmp.path().join("policies/fleet_hourly_cap.hcl").exists(), "{}", r.stderr);
+    std::fs::write(tmp.path().join("policies/fleet_hourly_cap.hcl"), "# edited").unwrap();
+    let again = run(tmp.path(), &["init"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(again.stderr.contains("Nothing to do"), "{}", again.stderr);
+    assert_eq!(std::fs::read_to_string(tmp.path().join("policies/fleet_hourly_cap.hcl")).unwrap(), "# edited");
 }
 
 #[test]

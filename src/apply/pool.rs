@@ -62,6 +62,10 @@ async fn run_inner(
     out: &mut Outcome,
 ) -> Result<Option<String>, String> {
     let addr = change.address.to_string();
+    if !pc.forget.is_empty() {
+        let ids = pc.forget.clone();
+        ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr.clone(), ids }]).await?;
+    }
     if !pc.adopt.is_empty() {
         ctx.recorder.record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: pc.adopt.clone() }]).await?;
     }

@@ -157,6 +157,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
 
     // Drift: only meaningful when we actually looked at the cloud.
     let mut adopt = Vec::new();
+    let mut forget: Vec<String> = Vec::new();
     if cx.input.observed.is_some() {
         let live_ids: BTreeSet<&str> = cx.live.iter().map(|n| n.id.as_str()).collect();
         if let Some(prior) = cx.prior {
@@ -170,6 +171,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                     }
                     _ => ("removed", format!("node {} in {} was terminated outside gpuplan", n.id, n.zone)),
                 };
+                forget.push(n.id.clone());
                 plan.drift.push(DriftItem {
                     address: addr.clone(),
                     kind: kind.into(),
@@ -302,6 +304,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                 creates: vec![],
                 deletes,
                 adopt: vec![],
+                forget: vec![],
                 zones: vec![],
                 fallback: Default::default(),
                 create_before_destroy: false,
@@ -390,7 +393,12 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         Action::Create
     } else if !stale.is_empty() && (!immutable_changed.is_empty() || fresh.is_empty()) {
         Action::Replace
-    } else if !creates.is_empty() || !deletes.is_empty() || !adopt.is_empty() || !changed.is_empty() {
+    } else if !creates.is_empty()
+        || !deletes.is_empty()
+        || !adopt.is_empty()
+        || !forget.is_empty()
+        || !changed.is_empty()
+    {
         Action::Update
     } else {
         Action::NoOp
@@ -427,6 +435,11 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         if lost > 0 && !creates.is_empty() {
             reasons
                 .push(Reason::new("drift", format!("{lost} node(s) disappeared outside gpuplan; restoring the mix")));
+        } else if lost > 0 {
+            reasons.push(Reason::new(
+                "drift",
+                format!("{lost} node(s) disappeared outside gpuplan; dropping them from state"),
+            ));
         }
         if before_counts.nodes() != n {
             reasons.push(Reason::new("node_count", format!("nodes {} → {n}", before_counts.nodes())));
@@ -467,6 +480,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
             creates,
             deletes,
             adopt,
+            forget,
             zones: shape.zones.clone(),
             fallback: pool.mix.fallback.value,
             create_before_destroy: cbd,

@@ -111,6 +111,7 @@ fn pool_json(p: &PoolChange) -> Json {
             "reason": d.reason,
         })).collect::<Vec<_>>(),
         "adopt": p.adopt,
+        "forget": p.forget,
         "create_before_destroy": p.create_before_destroy,
     })
 }

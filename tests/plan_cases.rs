@@ -119,6 +119,7 @@ cases!(
     prevent_destroy_delete,
     prevent_destroy_quota,
     ignore_changes_desired,
+    interrupted_create,
     autoscaled_pool,
     target_one_pool,
     destroy,

@@ -209,7 +209,10 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         }
     }
 
-    let before_cfg = cx.prior.map(|p| p.config.clone());
+    // A pool whose last apply was killed after launching nodes but before recording its
+    // configuration has nodes in state and a null config: no "before" to diff against.
+    let unfinished = cx.prior.is_some_and(|p| p.config.is_null());
+    let before_cfg = cx.prior.map(|p| p.config.clone()).filter(|c| !c.is_null());
     let mut after_cfg = cx.pool.map(|p| serde_json::to_value(p).unwrap_or(Json::Null));
     let mut ignore: Vec<String> = cx
         .pool
@@ -232,10 +235,8 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         _ => vec![],
     };
 
-    let before_counts = count(
-        &cx.live,
-        cx.prior.and_then(|p| p.config.get("gpus_per_node")).and_then(Json::as_u64).unwrap_or(0) as u32,
-    );
+    let before_gpus = before_cfg.as_ref().and_then(|c| c.get("gpus_per_node")).and_then(Json::as_u64).map(|g| g as u32);
+    let before_counts = count(&cx.live, before_gpus.or(shape.as_ref().map(|s| s.gpus_per_node)).unwrap_or(0));
     let Some(shape) = shape else {
         // Removed from the spec (or destroy): every node goes.
         if cx.prior.is_none() && cx.live.is_empty() {
@@ -398,6 +399,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         || !adopt.is_empty()
         || !forget.is_empty()
         || !changed.is_empty()
+        || unfinished
     {
         Action::Update
     } else {
@@ -449,6 +451,12 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                 format!("on-demand/spot {}/{} → {od}/{spot}", before_counts.on_demand, before_counts.spot),
             ));
         }
+    }
+    if unfinished {
+        reasons.push(Reason::new(
+            "unfinished",
+            format!("an interrupted apply launched nodes for `{addr}` but did not record its configuration"),
+        ));
     }
     if !adopt.is_empty() {
         reasons.push(Reason::new("adopt", format!("adopting {} orphan node(s) tagged for this pool", adopt.len())));

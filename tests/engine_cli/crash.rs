@@ -31,10 +31,14 @@ fn kill_9_mid_apply_leaves_exactly_the_remaining_work() {
         fleet.spawn(&["apply", "--auto-approve", "--parallelism", "2"], &[("GPUPLAN_SIM_LATENCY", "100ms")]);
     // The header plus a few finished operations.
     wait_until(Duration::from_secs(30), "the journal to have entries", || journal_lines(&fleet) >= 6);
+    let pid = child.id();
     child.kill().expect("kill -9");
     child.wait().expect("reaped");
 
-    let plan = fleet.plan_json();
+    let r = fleet.run(&["plan", "--json"]).expect(0);
+    let warning = flat(&r.stderr);
+    assert!(warning.contains(&format!("`gpuplan apply` (pid {pid},")), "no stale-lock warning: {warning}");
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).expect("plan --json is JSON");
     let state = fleet.state(); // the plan folded the journal in
     let live = fleet.live_tagged();
     let mut live_by_pool: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();

@@ -41,3 +41,23 @@ fn fallback_fail_exits_1() {
     assert!(r.stderr.contains("gpu_pool.burst failed"), "{}", r.stderr);
     assert_eq!(fleet.live_tagged(), vec![]);
 }
+
+#[test]
+fn on_demand_fallback_nodes_are_not_churned_while_spot_stays_short() {
+    let fleet = stocked_out("on_demand");
+    fleet.run(&["apply", "--auto-approve"]).expect(0);
+    let before: Vec<String> = fleet.live_tagged().into_iter().map(|n| n.id).collect();
+    assert_eq!(before.len(), 2);
+    // Spot is still short: the plan still wants spot, but replacing on-demand nodes with
+    // new on-demand nodes would only interrupt whatever runs on them.
+    fleet.run(&["plan", "--detailed-exitcode"]).expect(2);
+    let r = fleet.run(&["apply", "--auto-approve"]).expect(0);
+    assert!(r.stderr.contains("Warning: gpu_pool.burst"), "{}", r.stderr);
+    let after: Vec<String> = fleet.live_tagged().into_iter().map(|n| n.id).collect();
+    assert_eq!(after, before, "the on-demand nodes were replaced by new on-demand nodes");
+    // Once spot is back, the pool moves to spot.
+    fleet.sim(|c| c.set_capacity("us-east-1a", Capacity::Spot, None).expect("restore capacity"));
+    fleet.run(&["apply", "--auto-approve"]).expect(0);
+    assert_eq!(mix_of(&fleet.live_tagged(), "gpu_pool.burst"), (0, 2));
+    fleet.run(&["plan", "--detailed-exitcode"]).expect(0);
+}

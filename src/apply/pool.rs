@@ -3,7 +3,9 @@
 //!
 //! Order: create-before-destroy (the default) creates first and deletes afterwards;
 //! deletes that only move nodes between zones or capacity types ("rebalance") are
-//! skipped when the creates fell short, so a stock-out never shrinks the pool.
+//! skipped when the creates fell short, so a stock-out never shrinks the pool. Creates
+//! that only move nodes never fall back: the nodes they were to replace stay instead of
+//! being relaunched as the same kind of node on every apply.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,6 +64,10 @@ async fn run_inner(
     out: &mut Outcome,
 ) -> Result<Option<String>, String> {
     let addr = change.address.to_string();
+    if !pc.forget.is_empty() {
+        let ids = pc.forget.clone();
+        ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr.clone(), ids }]).await?;
+    }
     if !pc.adopt.is_empty() {
         ctx.recorder.record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: pc.adopt.clone() }]).await?;
     }
@@ -84,14 +90,31 @@ async fn creates(
     out: &mut Outcome,
 ) -> Result<Option<String>, String> {
     let mut shortfalls = Vec::new();
+    // Only nodes the pool lacks may fall back to another zone or to on-demand. Creates that
+    // replace "rebalance" deletes exist only to move nodes; placing them where the old ones
+    // already are would terminate and relaunch the same kind of node on every apply while
+    // the planned capacity stays short. Those old nodes stay instead.
+    let planned: u32 = pc.creates.iter().map(|b| b.count).sum();
+    let moving = pc.deletes.iter().filter(|d| d.reason == REBALANCE).count() as u32;
+    let mut may_fall_back = planned.saturating_sub(moving);
     for batch in &pc.creates {
         if ctx.cancel.is_cancelled() {
             return Err("apply was interrupted before all nodes were created".into());
         }
-        let (made, missing, why) = create_with_fallback(change, pc, batch, provider, ctx).await?;
-        out.created += made;
-        if missing > 0 {
-            let msg = format!("{missing} {} node(s) in {} could not be placed ({why})", batch.capacity, batch.zone);
+        let placed = create_with_fallback(change, pc, batch, provider, ctx, may_fall_back).await?;
+        may_fall_back -= placed.fell_back;
+        out.created += placed.made;
+        if placed.kept > 0 {
+            shortfalls.push(format!(
+                "{} {} node(s) in {} could not be placed ({}); the nodes they were to replace stay",
+                placed.kept, batch.capacity, batch.zone, placed.why
+            ));
+        }
+        if placed.missing > 0 {
+            let msg = format!(
+                "{} {} node(s) in {} could not be placed ({})",
+                placed.missing, batch.capacity, batch.zone, placed.why
+            );
             match (batch.capacity, pc.fallback) {
                 (_, Fallback::Wait) => shortfalls.push(msg),
                 _ => return Err(msg),
@@ -105,15 +128,32 @@ async fn creates(
     })
 }
 
+/// The deletes that only move nodes between zones or capacity types.
+const REBALANCE: &str = "rebalance";
+
+/// What one batch achieved.
+struct Placed {
+    made: usize,
+    /// Of `made`, placed somewhere other than planned.
+    fell_back: u32,
+    /// Not placed, and the pool is short of them.
+    missing: u32,
+    /// Not placed, but only meant to replace nodes that stay (see `creates`).
+    kept: u32,
+    /// The last stock-out message.
+    why: String,
+}
+
 /// Try the batch where planned, then the pool's other zones, then (spot with
-/// `fallback = "on_demand"`) on-demand. Returns (created, still missing, last reason).
+/// `fallback = "on_demand"`) on-demand, falling back for at most `may_fall_back` nodes.
 async fn create_with_fallback(
     change: &ResourceChange,
     pc: &PoolChange,
     batch: &CreateNodes,
     provider: &dyn Provider,
     ctx: &Ctx,
-) -> Result<(usize, u32, String), String> {
+    may_fall_back: u32,
+) -> Result<Placed, String> {
     let addr = change.address.to_string();
     let mut places: Vec<(String, Capacity)> = vec![(batch.zone.clone(), batch.capacity)];
     places.extend(pc.zones.iter().filter(|z| **z != batch.zone).map(|z| (z.clone(), batch.capacity)));
@@ -123,23 +163,24 @@ async fn create_with_fallback(
     }
     let mut missing = batch.count;
     let mut made = 0;
+    let mut fell_back = 0;
     let mut why = String::new();
     for (k, (zone, cap)) in places.into_iter().enumerate() {
-        if missing == 0 {
+        let want = if k == 0 { missing } else { missing.min(may_fall_back - fell_back) };
+        if want == 0 {
             break;
         }
         let mut req = batch.clone();
         req.zone = zone;
         req.capacity = cap;
-        req.count = missing;
+        req.count = want;
         if cap == Capacity::OnDemand {
             req.max_spot_price = None;
         }
         if k > 0 {
             // A distinct, still deterministic token per fallback placement.
             req.token = format!("{}-f{k}", batch.token);
-            ctx.progress
-                .event(&addr, &format!("falling back to {} in {} for {missing} node(s)", req.capacity, req.zone));
+            ctx.progress.event(&addr, &format!("falling back to {} in {} for {want} node(s)", req.capacity, req.zone));
         } else {
             ctx.progress.event(&addr, &format!("creating {missing} {} node(s) in {}", req.capacity, req.zone));
         }
@@ -154,6 +195,9 @@ async fn create_with_fallback(
             ctx.recorder.record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: result.nodes }]).await?;
             made += n;
             missing = missing.saturating_sub(n as u32);
+            if k > 0 {
+                fell_back += n as u32;
+            }
         }
         for e in &result.errors {
             if e.class != ErrorClass::OutOfCapacity {
@@ -162,7 +206,9 @@ async fn create_with_fallback(
             why = e.message.clone();
         }
     }
-    Ok((made, missing, why))
+    // What could not fall back (the allowance ran out) only moved nodes: those stay.
+    let kept = if fell_back >= may_fall_back { missing } else { 0 };
+    Ok(Placed { made, fell_back, missing: missing - kept, kept, why })
 }
 
 async fn deletes(
@@ -174,7 +220,7 @@ async fn deletes(
     creates_fell_short: bool,
 ) -> Result<(), String> {
     let ids: Vec<String> =
-        pc.deletes.iter().filter(|d| !(creates_fell_short && d.reason == "rebalance")).map(|d| d.id.clone()).collect();
+        pc.deletes.iter().filter(|d| !(creates_fell_short && d.reason == REBALANCE)).map(|d| d.id.clone()).collect();
     if ids.is_empty() {
         return Ok(());
     }

@@ -19,6 +19,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
     let ws = settings.workspace();
     runtime::block_on(async {
         let mut session = engine::open_session(&ws, "apply")?;
+        common::warn_stale_lock(&session);
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
         let plan = match saved {
             Some(plan) => {
@@ -62,6 +63,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
     let ws = settings.workspace();
     runtime::block_on(async {
         let mut session = engine::open_session(&ws, "destroy")?;
+        common::warn_stale_lock(&session);
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
         let req = PlanRequest {
             refresh: true,

@@ -43,6 +43,19 @@ pub fn cancel_on_signal() -> Arc<Cancel> {
     cancel
 }
 
+/// The lock was taken over from a process that died holding it (kill -9, a crash): say so,
+/// since that run may have stopped half way. What it finished is in the journal, which
+/// opening the session has already folded into the state.
+pub fn warn_stale_lock(session: &crate::engine::Session) {
+    if let Some(h) = &session.lock.stale {
+        output::stderr(&format!(
+            "warning: `gpuplan {}` (pid {}, {}, since {}) ended without releasing the state lock; \
+             the operations it finished were kept, and this run shows what is left\n",
+            h.operation, h.pid, h.who, h.created
+        ));
+    }
+}
+
 /// Ask for `yes` on a terminal; refuse without one (CI must say `--auto-approve`).
 pub fn confirm(settings: &Settings, question: &str, auto_approve: bool) -> Result<bool, CliError> {
     if auto_approve {

@@ -1,7 +1,7 @@
 //! `gpuplan drift`: what the clouds run that the state or spec does not say.
 
 use super::output;
-use super::{DriftArgs, ExitStatus, Settings, load, runtime};
+use super::{DriftArgs, ExitStatus, Settings, common, load, runtime};
 use crate::engine::{self, run::PlanRequest};
 use crate::render;
 
@@ -10,6 +10,7 @@ pub fn run(settings: &Settings, args: &DriftArgs) -> miette::Result<ExitStatus> 
     let ws = settings.workspace();
     runtime::block_on(async {
         let session = engine::open_session(&ws, "drift")?;
+        common::warn_stale_lock(&session);
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
         let req = PlanRequest { refresh: true, env: settings.env.clone(), ..PlanRequest::default() };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;

@@ -14,6 +14,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
     let ws = settings.workspace();
     runtime::block_on(async {
         let session = engine::open_session(&ws, "plan")?;
+        common::warn_stale_lock(&session);
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
         let req = PlanRequest {
             refresh: args.refresh,

@@ -18,9 +18,9 @@ use crate::catalog;
 use crate::graph;
 use crate::plan::model::*;
 use crate::plan::shape::{self, PoolShape};
-use crate::providers::{Capacity, CreateNodes, Node, NodeState, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED};
+use crate::providers::{Capacity, CreateNodes, Node, NodeState, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER};
 use crate::spec::Spec;
-use crate::spec::model::GpuPool;
+use crate::spec::model::{GpuPool, ProviderKind};
 use crate::state::{ResourceState, State};
 
 /// Everything a plan is computed from.
@@ -115,7 +115,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 };
                 pool_change(&ctx, cat, &mut plan)
             }
-            _ => config_change(input, addr, prior),
+            _ => config_change(input, addr, prior, &mut plan.errors),
         };
         if let Some(mut c) = change {
             if matches!(c.action, Action::Create | Action::Update | Action::Replace) {
@@ -157,6 +157,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
 
     // Drift: only meaningful when we actually looked at the cloud.
     let mut adopt = Vec::new();
+    let mut forget: Vec<String> = Vec::new();
     if cx.input.observed.is_some() {
         let live_ids: BTreeSet<&str> = cx.live.iter().map(|n| n.id.as_str()).collect();
         if let Some(prior) = cx.prior {
@@ -170,6 +171,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                     }
                     _ => ("removed", format!("node {} in {} was terminated outside gpuplan", n.id, n.zone)),
                 };
+                forget.push(n.id.clone());
                 plan.drift.push(DriftItem {
                     address: addr.clone(),
                     kind: kind.into(),
@@ -207,13 +209,22 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         }
     }
 
-    let before_cfg = cx.prior.map(|p| p.config.clone());
+    // A pool whose last apply was killed after launching nodes but before recording its
+    // configuration has nodes in state and a null config: no "before" to diff against.
+    let unfinished = cx.prior.is_some_and(|p| p.config.is_null());
+    let before_cfg = cx.prior.map(|p| p.config.clone()).filter(|c| !c.is_null());
     let mut after_cfg = cx.pool.map(|p| serde_json::to_value(p).unwrap_or(Json::Null));
-    let ignore: Vec<String> = cx
+    let mut ignore: Vec<String> = cx
         .pool
         .and_then(|p| p.meta.lifecycle.as_ref())
         .map(|l| l.ignore_changes.iter().map(|s| s.value.clone()).collect())
         .unwrap_or_default();
+    if cx.autoscaled && !ignore.iter().any(|p| p == "nodes" || p == "nodes.desired") {
+        // The autoscaler owns the node count: `nodes.desired` is only the starting size, and
+        // editing it must not show up as a change that does nothing (Terraform users write
+        // `ignore_changes = [desired_size]` for autoscaled node groups; here it is implied).
+        ignore.push("nodes.desired".into());
+    }
     if let (Some(before), Some(after)) = (&before_cfg, &mut after_cfg) {
         for path in &ignore {
             copy_path(before, after, path);
@@ -224,10 +235,8 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         _ => vec![],
     };
 
-    let before_counts = count(
-        &cx.live,
-        cx.prior.and_then(|p| p.config.get("gpus_per_node")).and_then(Json::as_u64).unwrap_or(0) as u32,
-    );
+    let before_gpus = before_cfg.as_ref().and_then(|c| c.get("gpus_per_node")).and_then(Json::as_u64).map(|g| g as u32);
+    let before_counts = count(&cx.live, before_gpus.or(shape.as_ref().map(|s| s.gpus_per_node)).unwrap_or(0));
     let Some(shape) = shape else {
         // Removed from the spec (or destroy): every node goes.
         if cx.prior.is_none() && cx.live.is_empty() {
@@ -245,13 +254,38 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                 hint: Some("set prevent_destroy = false and apply first, if destroying it is really intended".into()),
             });
         }
-        let why = if cx.input.destroy { "destroy requested" } else { "removed from the spec" };
-        reasons.push(Reason::new(
-            if cx.input.destroy { "destroy" } else { "removed_from_spec" },
-            format!("`{addr}` is {why}"),
-        ));
+        // Orphans of a pool neither the spec nor the state knows: terminated, not "removed".
+        let orphans_only = cx.prior.is_none() && !cx.input.destroy;
+        let (code, message, why) = if cx.input.destroy {
+            ("destroy", format!("destroy was requested for `{addr}`"), "destroy requested")
+        } else if orphans_only {
+            (
+                "orphan",
+                format!("`{addr}` is in neither the spec nor the state; its orphan node(s) will be terminated"),
+                "orphan",
+            )
+        } else {
+            ("removed_from_spec", format!("`{addr}` is removed from the spec"), "removed from the spec")
+        };
+        reasons.push(Reason::new(code, message));
         let deletes: Vec<NodeDelete> = sorted(&cx.live).into_iter().map(|n| delete(n, why)).collect();
         let prior = cx.prior;
+        let provider = prior.and_then(|p| p.provider.clone()).or_else(|| orphan_provider(spec, &cx.live));
+        let provider_kind = prior.and_then(|p| p.provider_kind.clone()).or_else(|| {
+            let name = provider.as_ref()?;
+            spec.providers.get(name).and_then(|p| p.kind.value).map(|k| k.to_string())
+        });
+        let mut before = before_counts;
+        if before.gpus_per_node == 0 {
+            // No configuration to read it from: the catalog knows the node's instance type.
+            let kind = provider_kind.as_deref().and_then(|k| ProviderKind::ALL.into_iter().find(|p| p.as_str() == k));
+            before.gpus_per_node = cx
+                .live
+                .first()
+                .zip(kind)
+                .and_then(|(n, k)| cat.instance_type(k, &n.instance_type))
+                .map_or(0, |t| t.gpus);
+        }
         return Some(ResourceChange {
             address: addr.clone(),
             action: Action::Delete,
@@ -259,24 +293,20 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
             after: None,
             reasons,
             pool: Some(PoolChange {
-                provider: prior.and_then(|p| p.provider.clone()).unwrap_or_else(|| {
-                    cx.live
-                        .first()
-                        .map(|n| n.tags.get("gpuplan:provider").cloned().unwrap_or_default())
-                        .unwrap_or_default()
-                }),
-                provider_kind: prior.and_then(|p| p.provider_kind.clone()).unwrap_or_default(),
+                provider: provider.unwrap_or_default(),
+                provider_kind: provider_kind.unwrap_or_default(),
                 region: prior
                     .and_then(|p| p.region.clone())
                     .or_else(|| cx.live.first().map(|n| n.region.clone()))
                     .unwrap_or_default(),
                 gpu: prior.and_then(|p| p.config.get("gpu")).and_then(Json::as_str).unwrap_or_default().to_string(),
-                before: before_counts,
-                after: NodeCounts { gpus_per_node: before_counts.gpus_per_node, ..NodeCounts::default() },
+                before,
+                after: NodeCounts { gpus_per_node: before.gpus_per_node, ..NodeCounts::default() },
                 before_types: type_counts(&cx.live),
                 creates: vec![],
                 deletes,
                 adopt: vec![],
+                forget: vec![],
                 zones: vec![],
                 fallback: Default::default(),
                 create_before_destroy: false,
@@ -322,9 +352,11 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
     };
     let layout = shape::layout(&shape, n, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
 
-    // Match fresh nodes to the layout bucket by bucket.
+    // Match fresh nodes to the layout bucket by bucket, oldest first, so that the nodes
+    // past a bucket's count (the ones that go) are the newest.
+    let age = age_rank(cx.prior);
     let mut by_bucket: BTreeMap<(String, Capacity), Vec<&Node>> = BTreeMap::new();
-    for node in sorted(&fresh) {
+    for node in oldest_first(&fresh, &age) {
         by_bucket.entry((node.zone.clone(), node.capacity)).or_default().push(node);
     }
     let mut creates = Vec::new();
@@ -345,7 +377,8 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
     // Surplus first (the pool shrank), the rest moves to other zones/capacity types.
     let surplus = fresh.len().saturating_sub(n as usize);
     let mut deletes: Vec<NodeDelete> = Vec::new();
-    excess.sort_by(|a, b| b.id.cmp(&a.id));
+    excess = oldest_first(&excess, &age);
+    excess.reverse();
     for (i, node) in excess.iter().enumerate() {
         deletes.push(delete(node, if i < surplus { "surplus" } else { "rebalance" }));
     }
@@ -362,7 +395,13 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         Action::Create
     } else if !stale.is_empty() && (!immutable_changed.is_empty() || fresh.is_empty()) {
         Action::Replace
-    } else if !creates.is_empty() || !deletes.is_empty() || !adopt.is_empty() || !changed.is_empty() {
+    } else if !creates.is_empty()
+        || !deletes.is_empty()
+        || !adopt.is_empty()
+        || !forget.is_empty()
+        || !changed.is_empty()
+        || unfinished
+    {
         Action::Update
     } else {
         Action::NoOp
@@ -399,6 +438,11 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         if lost > 0 && !creates.is_empty() {
             reasons
                 .push(Reason::new("drift", format!("{lost} node(s) disappeared outside gpuplan; restoring the mix")));
+        } else if lost > 0 {
+            reasons.push(Reason::new(
+                "drift",
+                format!("{lost} node(s) disappeared outside gpuplan; dropping them from state"),
+            ));
         }
         if before_counts.nodes() != n {
             reasons.push(Reason::new("node_count", format!("nodes {} → {n}", before_counts.nodes())));
@@ -408,6 +452,12 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                 format!("on-demand/spot {}/{} → {od}/{spot}", before_counts.on_demand, before_counts.spot),
             ));
         }
+    }
+    if unfinished {
+        reasons.push(Reason::new(
+            "unfinished",
+            format!("an interrupted apply launched nodes for `{addr}` but did not record its configuration"),
+        ));
     }
     if !adopt.is_empty() {
         reasons.push(Reason::new("adopt", format!("adopting {} orphan node(s) tagged for this pool", adopt.len())));
@@ -440,12 +490,26 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
             creates,
             deletes,
             adopt,
+            forget,
             zones: shape.zones.clone(),
             fallback: pool.mix.fallback.value,
             create_before_destroy: cbd,
         }),
         after_changes: vec![],
     })
+}
+
+/// The provider of orphan nodes the state has no record of: their `gpuplan:provider` tag,
+/// else the spec's only provider (nodes created before the tag existed).
+fn orphan_provider(spec: &Spec, live: &[&Node]) -> Option<String> {
+    if let Some(p) = live.iter().find_map(|n| n.tags.get(TAG_PROVIDER)) {
+        return Some(p.clone());
+    }
+    let mut names = spec.providers.keys();
+    match (names.next(), names.next()) {
+        (Some(only), None) => Some(only.clone()),
+        _ => None,
+    }
 }
 
 fn sorted<'a>(nodes: &[&'a Node]) -> Vec<&'a Node> {
@@ -460,6 +524,20 @@ fn type_counts(nodes: &[&Node]) -> Vec<TypeCount> {
         *m.entry((n.instance_type.clone(), n.capacity)).or_default() += 1;
     }
     m.into_iter().map(|((instance_type, capacity), count)| TypeCount { instance_type, capacity, count }).collect()
+}
+
+/// A node's age rank: its position in the state, which records nodes in the order they were
+/// created (journal `AddNodes` appends). Node ids carry no order (clouds hash them).
+fn age_rank(prior: Option<&ResourceState>) -> BTreeMap<&str, usize> {
+    prior.map(|p| p.nodes.iter().enumerate().map(|(i, n)| (n.id.as_str(), i)).collect()).unwrap_or_default()
+}
+
+/// Oldest first by [`age_rank`]; nodes the state does not know (orphans) count as newest;
+/// ties by id, for determinism.
+fn oldest_first<'a>(nodes: &[&'a Node], age: &BTreeMap<&str, usize>) -> Vec<&'a Node> {
+    let mut v = nodes.to_vec();
+    v.sort_by_key(|n| (age.get(n.id.as_str()).copied().unwrap_or(usize::MAX), n.id.clone()));
+    v
 }
 
 fn count(nodes: &[&Node], gpus_per_node: u32) -> NodeCounts {
@@ -492,6 +570,7 @@ fn create_batch(
     tags.insert(TAG_MANAGED.into(), "true".into());
     tags.insert(TAG_LINEAGE.into(), lineage.clone());
     tags.insert(TAG_ADDRESS.into(), cx.addr.to_string());
+    tags.insert(TAG_PROVIDER.into(), shape.provider.clone());
     CreateNodes {
         pool: cx.addr.clone(),
         region: shape.region.clone(),
@@ -508,7 +587,12 @@ fn create_batch(
 }
 
 /// Configuration-only resources (quotas, templates, jobs, autoscalers).
-fn config_change(input: &PlanInput<'_>, addr: &Address, prior: Option<&ResourceState>) -> Option<ResourceChange> {
+fn config_change(
+    input: &PlanInput<'_>,
+    addr: &Address,
+    prior: Option<&ResourceState>,
+    errors: &mut Vec<PlanError>,
+) -> Option<ResourceChange> {
     let spec = input.spec;
     let after = if input.destroy {
         None
@@ -526,15 +610,22 @@ fn config_change(input: &PlanInput<'_>, addr: &Address, prior: Option<&ResourceS
     let (action, reasons) = match (&before, &after) {
         (None, None) => return None,
         (None, Some(_)) => (Action::Create, vec![Reason::new("new", format!("`{addr}` is new in the spec"))]),
-        (Some(_), None) => {
-            let why = if input.destroy { "destroy requested" } else { "removed from the spec" };
-            (
-                Action::Delete,
-                vec![Reason::new(
-                    if input.destroy { "destroy" } else { "removed_from_spec" },
-                    format!("`{addr}` is {why}"),
-                )],
-            )
+        (Some(b), None) => {
+            if b.pointer("/lifecycle/prevent_destroy").and_then(Json::as_bool).unwrap_or(false) {
+                errors.push(PlanError {
+                    address: addr.clone(),
+                    message: format!("`{addr}` has `lifecycle.prevent_destroy` set, but this plan would destroy it"),
+                    hint: Some(
+                        "set prevent_destroy = false and apply first, if destroying it is really intended".into(),
+                    ),
+                });
+            }
+            let reason = if input.destroy {
+                Reason::new("destroy", format!("destroy was requested for `{addr}`"))
+            } else {
+                Reason::new("removed_from_spec", format!("`{addr}` is removed from the spec"))
+            };
+            (Action::Delete, vec![reason])
         }
         (Some(b), Some(a)) => {
             let changed = changed_paths(b, a);

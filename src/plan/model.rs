@@ -126,6 +126,10 @@ pub struct PoolChange {
     /// Orphan nodes (tagged for this pool, unknown to state) taken into state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adopt: Vec<Node>,
+    /// Nodes the state records but the cloud no longer runs (reclaimed, terminated outside
+    /// gpuplan): apply drops them from state, so the drift is reported once, not forever.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forget: Vec<String>,
     /// The pool's zones, for falling back to another zone when one has no capacity.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub zones: Vec<String>,

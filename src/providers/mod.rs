@@ -19,6 +19,8 @@ use crate::spec::model::ProviderKind;
 pub const TAG_MANAGED: &str = "gpuplan:managed";
 pub const TAG_LINEAGE: &str = "gpuplan:lineage";
 pub const TAG_ADDRESS: &str = "gpuplan:address";
+/// The provider block's local name, so orphans of a pool nobody remembers can be deleted.
+pub const TAG_PROVIDER: &str = "gpuplan:provider";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -111,6 +111,7 @@ fn pool_json(p: &PoolChange) -> Json {
             "reason": d.reason,
         })).collect::<Vec<_>>(),
         "adopt": p.adopt.iter().map(|n| n.id.as_str()).collect::<Vec<_>>(),
+        "forget": p.forget,
         "create_before_destroy": p.create_before_destroy,
     })
 }

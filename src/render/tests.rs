@@ -76,6 +76,7 @@ fn pool_change(gpu: &str, before: NodeCounts, after: NodeCounts) -> PoolChange {
         creates: vec![],
         deletes: vec![],
         adopt: vec![],
+        forget: vec![],
         zones: vec!["us-east-1a".into(), "us-east-1b".into()],
         before_types: vec![],
         fallback: Default::default(),

@@ -189,7 +189,8 @@ fn attr_block(attrs: &[AttrLine], p: &Paint) -> String {
 
 fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
     let (before, after) = (facts::counts(&pool.before), facts::counts(&pool.after));
-    let has_ops = !pool.creates.is_empty() || !pool.deletes.is_empty() || !pool.adopt.is_empty();
+    let has_ops =
+        !pool.creates.is_empty() || !pool.deletes.is_empty() || !pool.adopt.is_empty() || !pool.forget.is_empty();
     let (sym, text) = match action {
         Action::Create => ("+", after),
         Action::Delete => ("-", before),
@@ -222,6 +223,9 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
     }
     let adopt = pool.adopt.iter().map(|n| format!("      {} adopt {}\n", p.symbol("~"), n.id)).collect();
     out += &capped(adopt, "to adopt");
+    let forget =
+        pool.forget.iter().map(|id| format!("      {} forget {id} (gone outside gpuplan)\n", p.symbol("~"))).collect();
+    out += &capped(forget, "to forget");
     out
 }
 

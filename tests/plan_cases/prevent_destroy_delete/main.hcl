@@ -1,0 +1,29 @@
+provider "sim" {
+  region = "us-east-1"
+  seed   = 7
+}
+
+gpu_pool "train" {
+  provider       = "sim"
+  zones          = ["us-east-1a", "us-east-1b"]
+  gpu            = "A100-80GB"
+  gpus_per_node  = 8
+  instance_types = ["p4de.24xlarge"]
+
+  nodes {
+    min     = 0
+    desired = 4
+    max     = 8
+  }
+
+  mix {
+    on_demand_base = 1
+    spot_percent   = 50
+    fallback       = "on_demand"
+  }
+}
+
+quota "ml" {
+  pools    = [gpu_pool.train]
+  max_gpus = 64
+}

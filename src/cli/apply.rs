@@ -41,6 +41,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                 let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
                 output::stdout(&render::plan_text(&plan, &text_options(settings)));
                 common::warn_unused_overrides(&plan, &args.override_policy);
+                common::warn_near_limits(&plan);
                 if engine::run::denied(&plan) {
                     return Ok(denied());
                 }

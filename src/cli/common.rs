@@ -162,3 +162,10 @@ pub fn warn_unused_overrides(plan: &Plan, overrides: &[String]) {
         output::stderr(&format!("warning: --override-policy {name} had no effect: {why}\n"));
     }
 }
+
+/// Quota checks that passed but reached `warn_percent` of their limit: a warning on stderr.
+pub fn warn_near_limits(plan: &Plan) {
+    for r in crate::engine::run::policy_results(plan).iter().filter(|r| r.passed && r.warning) {
+        output::stderr(&format!("warning: {}\n", r.message));
+    }
+}

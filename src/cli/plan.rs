@@ -36,13 +36,22 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         if let Some(out) = &args.out {
             let path = settings.resolve_path(out);
             common::save_plan(&path, &plan)?;
-            output::stderr(&format!(
-                "\nSaved the plan to: {}\nTo perform exactly these actions, run:\n  gpuplan apply {}\n",
-                out.display(),
-                out.display()
-            ));
+            if engine::run::denied(&plan) {
+                // Saved for review, but `apply` will refuse it: do not suggest applying it.
+                output::stderr(&format!(
+                    "\nSaved the plan to: {} (denied by policy: apply will refuse it)\n",
+                    out.display()
+                ));
+            } else {
+                output::stderr(&format!(
+                    "\nSaved the plan to: {}\nTo perform exactly these actions, run:\n  gpuplan apply {}\n",
+                    out.display(),
+                    out.display()
+                ));
+            }
         }
         common::warn_unused_overrides(&plan, &args.override_policy);
+        common::warn_near_limits(&plan);
         Ok::<_, miette::Report>(if !plan.errors.is_empty() {
             ExitStatus::Error
         } else if engine::run::denied(&plan) {

@@ -124,28 +124,32 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> CostReport {
             None => unpriced.push(c.address.clone()),
         }
     }
-    let sum = |f: &dyn Fn(&PoolCost) -> f64| money(pools.iter().map(f).sum());
+    // Pools are priced unrounded and rounded only once the totals are taken, so monthly
+    // figures (× 730) do not multiply the rounding of every pool.
+    let sum = |f: &dyn Fn(&PoolCost) -> f64| -> f64 { pools.iter().map(f).sum() };
     let hourly_before = sum(&|p| p.hourly_before);
     let hourly_after = sum(&|p| p.hourly_after);
     let range = Range {
-        hourly_min: sum(&|p| p.range.map(|r| r.hourly_min).unwrap_or(p.hourly_after)),
-        hourly_expected: hourly_after,
-        hourly_max: sum(&|p| p.range.map(|r| r.hourly_max).unwrap_or(p.hourly_after)),
+        hourly_min: money(sum(&|p| p.range.map(|r| r.hourly_min).unwrap_or(p.hourly_after))),
+        hourly_expected: money(hourly_after),
+        hourly_max: money(sum(&|p| p.range.map(|r| r.hourly_max).unwrap_or(p.hourly_after))),
     };
     let quotas = quota_costs(spec, &pools);
+    let on_demand_hourly_after = money(sum(&|p| p.on_demand_hourly_after));
+    let spot_hourly_after = money(sum(&|p| p.spot_hourly_after));
     CostReport {
         currency: "USD".into(),
         hours_per_month: HOURS_PER_MONTH,
-        hourly_before,
-        hourly_after,
+        hourly_before: money(hourly_before),
+        hourly_after: money(hourly_after),
         hourly_delta: money(hourly_after - hourly_before),
         monthly_before: money(hourly_before * HOURS_PER_MONTH),
         monthly_after: money(hourly_after * HOURS_PER_MONTH),
         monthly_delta: money((hourly_after - hourly_before) * HOURS_PER_MONTH),
-        on_demand_hourly_after: sum(&|p| p.on_demand_hourly_after),
-        spot_hourly_after: sum(&|p| p.spot_hourly_after),
+        on_demand_hourly_after,
+        spot_hourly_after,
         range,
-        pools,
+        pools: pools.into_iter().map(round_pool).collect(),
         quotas,
         exchange_rates: prices.rates_used(&providers),
         unpriced,
@@ -199,9 +203,9 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
                 + spot_price.as_ref().map(|x| x.usd_per_hour).unwrap_or(0.0) * spot as f64
         };
         Range {
-            hourly_min: money(node_cost(p.nodes.min.value)),
-            hourly_expected: money(hourly_after),
-            hourly_max: money(node_cost(p.nodes.max.value)),
+            hourly_min: node_cost(p.nodes.min.value),
+            hourly_expected: hourly_after,
+            hourly_max: node_cost(p.nodes.max.value),
         }
     });
     let alternatives = match (spec_pool, &shape) {
@@ -231,16 +235,31 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         on_demand_after: pc.after.on_demand,
         spot_before: pc.before.spot,
         spot_after: pc.after.spot,
-        hourly_before: money(hourly_before),
-        hourly_after: money(hourly_after),
-        on_demand_hourly_after: money(od_after),
-        spot_hourly_after: money(spot_after),
-        price_per_gpu_hour: if gpus_after == 0 { 0.0 } else { money(hourly_after / gpus_after as f64) },
+        hourly_before,
+        hourly_after,
+        on_demand_hourly_after: od_after,
+        spot_hourly_after: spot_after,
+        price_per_gpu_hour: if gpus_after == 0 { 0.0 } else { hourly_after / gpus_after as f64 },
         on_demand_price: od_price,
         spot_price,
         range,
         alternatives,
     })
+}
+
+/// A pool's money fields as reports show them (1/10000 USD).
+fn round_pool(mut p: PoolCost) -> PoolCost {
+    p.hourly_before = money(p.hourly_before);
+    p.hourly_after = money(p.hourly_after);
+    p.on_demand_hourly_after = money(p.on_demand_hourly_after);
+    p.spot_hourly_after = money(p.spot_hourly_after);
+    p.price_per_gpu_hour = money(p.price_per_gpu_hour);
+    p.range = p.range.map(|r| Range {
+        hourly_min: money(r.hourly_min),
+        hourly_expected: money(r.hourly_expected),
+        hourly_max: money(r.hourly_max),
+    });
+    p
 }
 
 /// Pools a quota covers: its `pools`, plus the pools of jobs charged to it.
@@ -267,13 +286,13 @@ fn quota_costs(spec: &Spec, pools: &[PoolCost]) -> Vec<QuotaCost> {
                 .filter_map(|a| spec.gpu_pools.get(a))
                 .map(|p| p.nodes.max.value as u64 * p.gpus_per_node.value as u64)
                 .sum();
-            let hourly_after = money(mine.iter().map(|p| p.hourly_after).sum());
+            let hourly_after: f64 = mine.iter().map(|p| p.hourly_after).sum();
             QuotaCost {
                 address: q.clone(),
                 pools: covered,
                 gpus_after: mine.iter().map(|p| p.gpus_after).sum(),
                 gpus_max,
-                hourly_after,
+                hourly_after: money(hourly_after),
                 hourly_max: money(mine.iter().map(|p| p.range.map(|r| r.hourly_max).unwrap_or(p.hourly_after)).sum()),
                 monthly_after: money(hourly_after * HOURS_PER_MONTH),
             }

@@ -65,6 +65,11 @@ pub struct PolicyResult {
 impl PolicyResult {
     /// Does this result stop the plan from being applied?
     pub fn denies(&self) -> bool {
-        !self.passed && !self.overridden && matches!(self.enforcement, Enforcement::Hard | Enforcement::Soft)
+        // `overridden` is only honoured on soft policies, even in a hand-edited plan file.
+        match self.enforcement {
+            Enforcement::Advisory => false,
+            Enforcement::Soft => !self.passed && !self.overridden,
+            Enforcement::Hard => !self.passed,
+        }
     }
 }

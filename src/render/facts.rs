@@ -172,6 +172,10 @@ pub(crate) struct Verdict {
     /// `None` when the verdict does not say (shown as unknown, never as passed).
     pub passed: Option<bool>,
     pub message: String,
+    /// A soft failure accepted with `--override-policy` (failed, but does not block).
+    pub overridden: bool,
+    /// Passed, but close to a limit (quota warnings).
+    pub warning: bool,
 }
 
 pub(crate) fn verdicts(plan: &Plan) -> Vec<Verdict> {
@@ -184,6 +188,8 @@ pub(crate) fn verdicts(plan: &Plan) -> Vec<Verdict> {
                 enforcement: s("enforcement"),
                 passed: p.get("passed").and_then(Json::as_bool),
                 message: s("message"),
+                overridden: p.get("overridden").and_then(Json::as_bool).unwrap_or(false),
+                warning: p.get("warning").and_then(Json::as_bool).unwrap_or(false),
             }
         })
         .collect()

@@ -152,7 +152,9 @@ fn policies(plan: &Plan) -> String {
     let mut s = "**Policies**\n\n| Policy | Enforcement | Result | Message |\n|---|---|---|---|\n".to_string();
     for v in verdicts {
         let result = match v.passed {
+            Some(true) if v.warning => "⚠️ passed, near the limit",
             Some(true) => "✅ passed",
+            Some(false) if v.overridden => "⚠️ failed, overridden",
             Some(false) => "❌ failed",
             None => "❔ unknown",
         };

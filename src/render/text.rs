@@ -76,11 +76,15 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
         out += &format!("\n{}\n", p.bold("Policies:"));
         for v in verdicts {
             let (mark, painted) = match v.passed {
+                Some(true) if v.warning => ("warn", p.yellow("warn")),
                 Some(true) => ("pass", p.green("pass")),
+                Some(false) if v.overridden => ("FAIL", p.yellow("FAIL")),
                 Some(false) => ("FAIL", p.red("FAIL")),
                 None => ("????", p.yellow("????")),
             };
-            let enf = if v.enforcement.is_empty() { String::new() } else { format!(" ({})", v.enforcement) };
+            let overridden = if v.overridden { ", overridden" } else { "" };
+            let enf =
+                if v.enforcement.is_empty() { String::new() } else { format!(" ({}{overridden})", v.enforcement) };
             let msg = if v.message.is_empty() { String::new() } else { format!(": {}", v.message) };
             let text = format!("{}{enf}{msg}", v.name);
             out += &paragraph(&format!("  {mark} "), &format!("  {painted} "), 7, &text, opts.width);

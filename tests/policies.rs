@@ -1,0 +1,431 @@
+//! Cost policies and quotas as users see them: one fixture and one snapshot per default
+//! policy (`tests/policies/<name>/`), hard and soft verdicts through `plan` and `apply`,
+//! overrides recorded in state, quota limits, the markdown plan, and broken policy files.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use gpuplan::providers::sim::{SimCloud, SimConfig};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// What a snapshot holds: exit code, stdout and stderr, with random instance ids hidden.
+    fn snapshot(&self) -> String {
+        redact_ids(&format!(
+            "exit code: {}\n----- stdout -----\n{}----- stderr -----\n{}",
+            self.code, self.stdout, self.stderr
+        ))
+    }
+
+    fn all(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+/// `gpuplan ARGS` in `dir` with plain, fixed-width output.
+fn run(dir: &Path, args: &[&str]) -> Run {
+    let out = cargo_bin_cmd!("gpuplan")
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "100")
+        .env_remove("GPUPLAN_WORKSPACE")
+        .env_remove("GPUPLAN_CNY_PER_USD")
+        .args(args)
+        .output()
+        .expect("gpuplan runs");
+    Run {
+        code: out.status.code().expect("exit code"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Sim instance ids (`i-` and 17 hex digits) are random; snapshots show `i-<id>`.
+fn redact_ids(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("i-") {
+        let tail = &rest[i + 2..];
+        let hex = tail.chars().take_while(char::is_ascii_hexdigit).count();
+        out.push_str(&rest[..i + 2]);
+        if hex == 17 {
+            out.push_str("<id>");
+            rest = &tail[hex..];
+        } else {
+            rest = tail;
+        }
+    }
+    out + rest
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// A temp root holding `case/`: the fixture of `policy` plus the shipped `policies/<policy>.hcl`.
+/// Commands run in the root with `-C case`, so paths in messages are short and stable.
+fn fixture(policy: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let case = tmp.path().join("case");
+    copy_dir(&Path::new(ROOT).join("tests/policies").join(policy), &case);
+    install_policy(&case, policy);
+    (tmp, case)
+}
+
+fn install_policy(case: &Path, policy: &str) {
+    std::fs::create_dir_all(case.join("policies")).unwrap();
+    let file = format!("{policy}.hcl");
+    std::fs::copy(Path::new(ROOT).join("policies").join(&file), case.join("policies").join(&file)).unwrap();
+}
+
+fn plan(tmp: &Path, extra: &[&str]) -> Run {
+    let mut args = vec!["plan", "-C", "case"];
+    args.extend_from_slice(extra);
+    run(tmp, &args)
+}
+
+fn sim_nodes(case: &Path) -> usize {
+    SimCloud::open(&case.join("state/default.sim.json"), SimConfig::default()).expect("sim state").nodes().len()
+}
+
+fn state_json(case: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(case.join("state/default.json")).unwrap()).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------
+// One fixture and one snapshot per default policy.
+
+#[test]
+fn every_default_policy_has_a_fixture() {
+    for e in std::fs::read_dir(Path::new(ROOT).join("policies")).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        if let Some(policy) = name.strip_suffix(".hcl") {
+            let dir = Path::new(ROOT).join("tests/policies").join(policy);
+            assert!(dir.join("main.hcl").is_file(), "no fixture tests/policies/{policy}/main.hcl");
+        }
+    }
+}
+
+#[test]
+fn fleet_hourly_cap_is_hard() {
+    let (tmp, _) = fixture("fleet_hourly_cap");
+    let r = plan(tmp.path(), &[]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(r.stdout.contains("FAIL fleet_hourly_cap (hard)"), "{}", r.stdout);
+    insta::assert_snapshot!("fleet_hourly_cap", r.snapshot());
+}
+
+#[test]
+fn allowed_gpu_models_is_hard() {
+    let (tmp, _) = fixture("allowed_gpu_models");
+    let r = plan(tmp.path(), &[]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(r.stdout.contains("FAIL allowed_gpu_models (hard)"), "{}", r.stdout);
+    insta::assert_snapshot!("allowed_gpu_models", r.snapshot());
+}
+
+#[test]
+fn no_destroy_pool_with_jobs_is_hard() {
+    let (tmp, case) = fixture("no_destroy_pool_with_jobs");
+    // Apply the `before` spec, then switch to the fixture's spec.
+    let fixture_spec = std::fs::read_to_string(case.join("main.hcl")).unwrap();
+    std::fs::copy(case.join("before/main.hcl"), case.join("main.hcl")).unwrap();
+    let first = run(tmp.path(), &["apply", "-C", "case", "--auto-approve"]);
+    assert_eq!(first.code, 0, "{}", first.all());
+    std::fs::write(case.join("main.hcl"), fixture_spec).unwrap();
+    let r = plan(tmp.path(), &[]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(r.stdout.contains("FAIL no_destroy_pool_with_jobs (hard)"), "{}", r.stdout);
+    insta::assert_snapshot!("no_destroy_pool_with_jobs", r.snapshot());
+}
+
+#[test]
+fn max_gpu_hour_price_is_soft() {
+    let (tmp, _) = fixture("max_gpu_hour_price");
+    let r = plan(tmp.path(), &[]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(r.stdout.contains("FAIL max_gpu_hour_price (soft)"), "{}", r.stdout);
+    insta::assert_snapshot!("max_gpu_hour_price", r.snapshot());
+    let o = plan(tmp.path(), &["--override-policy", "max_gpu_hour_price"]);
+    assert_eq!(o.code, 0, "{}", o.all());
+    assert!(o.stdout.contains("FAIL max_gpu_hour_price (soft, overridden)"), "{}", o.stdout);
+}
+
+#[test]
+fn min_spot_share_is_soft() {
+    let (tmp, _) = fixture("min_spot_share");
+    let r = plan(tmp.path(), &[]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(r.stdout.contains("FAIL min_spot_share (soft)"), "{}", r.stdout);
+    insta::assert_snapshot!("min_spot_share", r.snapshot());
+    let o = plan(tmp.path(), &["--override-policy", "min_spot_share"]);
+    assert_eq!(o.code, 0, "{}", o.all());
+    assert!(o.stdout.contains("FAIL min_spot_share (soft, overridden)"), "{}", o.stdout);
+    assert!(!o.stderr.contains("denied"), "{}", o.stderr);
+}
+
+// ---------------------------------------------------------------------------------------
+// Hard policies cannot be applied; soft overrides are recorded.
+
+#[test]
+fn a_hard_policy_failure_cannot_be_applied_by_any_route() {
+    let (tmp, case) = fixture("fleet_hourly_cap");
+    assert_eq!(plan(tmp.path(), &[]).code, 3);
+
+    let r = run(tmp.path(), &["apply", "-C", "case", "--auto-approve"]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(r.stderr.contains("nothing was applied"), "{}", r.stderr);
+    assert_eq!(sim_nodes(&case), 0, "apply --auto-approve created nodes");
+    assert_eq!(state_json(&case)["resources"], serde_json::json!({}));
+
+    let saved = plan(tmp.path(), &["--out", "p.json"]);
+    assert_eq!(saved.code, 3, "{}", saved.all());
+    assert!(case.join("p.json").is_file());
+    assert!(!saved.stderr.contains("gpuplan apply p.json"), "a denied plan must not be suggested:\n{}", saved.stderr);
+    let r = run(tmp.path(), &["apply", "-C", "case", "p.json"]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert_eq!(sim_nodes(&case), 0, "apply of a denied plan file created nodes");
+    assert_eq!(state_json(&case)["resources"], serde_json::json!({}));
+}
+
+#[test]
+fn override_policy_on_a_hard_policy_has_no_effect() {
+    let (tmp, case) = fixture("fleet_hourly_cap");
+    let r = plan(tmp.path(), &["--override-policy", "fleet_hourly_cap", "--out", "p.json"]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(
+        r.stderr.contains(
+            "warning: --override-policy fleet_hourly_cap had no effect: it is a hard policy and cannot be overridden"
+        ),
+        "{}",
+        r.stderr
+    );
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.join("p.json")).unwrap()).unwrap();
+    let verdict = saved["policies"].as_array().unwrap().iter().find(|p| p["name"] == "fleet_hourly_cap").unwrap();
+    assert_eq!(verdict["passed"], false);
+    assert!(verdict.get("overridden").is_none_or(|o| o == false), "{verdict}");
+    let r = run(tmp.path(), &["apply", "-C", "case", "--auto-approve", "--override-policy", "fleet_hourly_cap"]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert_eq!(sim_nodes(&case), 0);
+}
+
+#[test]
+fn a_hand_edited_override_of_a_hard_policy_is_still_refused() {
+    let (tmp, case) = fixture("fleet_hourly_cap");
+    assert_eq!(plan(tmp.path(), &["--out", "p.json"]).code, 3);
+    let path = case.join("p.json");
+    let mut saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for p in saved["policies"].as_array_mut().unwrap() {
+        p["overridden"] = serde_json::Value::Bool(true);
+    }
+    std::fs::write(&path, serde_json::to_vec(&saved).unwrap()).unwrap();
+    let r = run(tmp.path(), &["apply", "-C", "case", "p.json"]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert_eq!(sim_nodes(&case), 0);
+}
+
+#[test]
+fn a_soft_override_is_saved_applied_and_recorded_in_history() {
+    let (tmp, case) = fixture("min_spot_share");
+    let r = plan(tmp.path(), &["--override-policy", "min_spot_share", "--out", "p.json"]);
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(r.stderr.contains("gpuplan apply p.json"), "{}", r.stderr);
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.join("p.json")).unwrap()).unwrap();
+    let verdict = saved["policies"].as_array().unwrap().iter().find(|p| p["name"] == "min_spot_share").unwrap();
+    assert_eq!(verdict["passed"], false, "{verdict}");
+    assert_eq!(verdict["overridden"], true, "{verdict}");
+
+    let r = run(tmp.path(), &["apply", "-C", "case", "p.json"]);
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert_eq!(sim_nodes(&case), 4);
+    let history = state_json(&case)["history"].as_array().unwrap().clone();
+    let overrides: Vec<&serde_json::Value> = history.iter().filter(|h| h["event"] == "policy_override").collect();
+    assert_eq!(overrides.len(), 1, "{history:?}");
+    assert!(overrides[0]["detail"].as_str().unwrap().starts_with("min_spot_share: "), "{:?}", overrides[0]);
+}
+
+#[test]
+fn a_soft_failure_without_override_cannot_be_applied() {
+    let (tmp, case) = fixture("min_spot_share");
+    let r = run(tmp.path(), &["apply", "-C", "case", "--auto-approve"]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert_eq!(sim_nodes(&case), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Quotas at plan time. The pool: 2 on-demand p4de.24xlarge = 16 GPUs,
+// 2 × 27.44705 = 54.8941 USD/h, × 730 = 40072.69 USD/month.
+
+fn quota_case(limits: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let case = tmp.path().join("case");
+    std::fs::create_dir_all(&case).unwrap();
+    let spec = format!(
+        r#"provider "sim" {{
+  region = "us-east-1"
+}}
+
+gpu_pool "train" {{
+  provider       = "sim"
+  gpu            = "A100-80GB"
+  gpus_per_node  = 8
+  instance_types = ["p4de.24xlarge"]
+  nodes {{
+    min     = 2
+    desired = 2
+    max     = 2
+  }}
+  mix {{
+    spot_percent = 0
+  }}
+}}
+
+quota "team" {{
+  pools = [gpu_pool.train]
+{limits}
+}}
+"#
+    );
+    std::fs::write(case.join("main.hcl"), spec).unwrap();
+    tmp
+}
+
+#[test]
+fn quota_limits_exceeded_exit_3_naming_quota_limit_and_planned_value() {
+    let cases = [
+        ("  max_gpus = 8", "quota.team max_gpus: the plan needs 16 GPUs, above the limit of 8 GPUs"),
+        ("  allowed_gpus = [\"H100\"]", "quota.team allowed_gpus: gpu_pool.train uses A100-80GB (allowed: H100)"),
+        (
+            "  budget {\n    hourly_usd = 50\n  }",
+            "quota.team budget.hourly_usd: the plan needs 54.89 USD/h, above the limit of 50 USD/h",
+        ),
+        (
+            "  budget {\n    monthly_usd = 30000\n  }",
+            "quota.team budget.monthly_usd: the plan needs 40072.69 USD/month, above the limit of 30000 USD/month",
+        ),
+    ];
+    for (limits, message) in cases {
+        let tmp = quota_case(limits);
+        let r = plan(tmp.path(), &["--json"]);
+        assert_eq!(r.code, 3, "{limits}: {}", r.all());
+        let json: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        let failed: Vec<&serde_json::Value> =
+            json["policies"].as_array().unwrap().iter().filter(|p| p["passed"] == false).collect();
+        assert_eq!(failed.len(), 1, "{limits}: {failed:?}");
+        assert_eq!(failed[0]["message"], message, "{limits}");
+        assert_eq!(failed[0]["enforcement"], "hard");
+        let text = plan(tmp.path(), &[]);
+        assert!(text.stdout.contains(&format!("FAIL {}", failed[0]["name"].as_str().unwrap())), "{}", text.stdout);
+    }
+}
+
+#[test]
+fn quotas_near_a_limit_warn_but_pass() {
+    let tmp = quota_case("  max_gpus = 20\n  budget {\n    hourly_usd  = 60\n    monthly_usd = 1000000\n  }");
+    let r = plan(tmp.path(), &[]);
+    assert_eq!(r.code, 0, "{}", r.all());
+    // 16 of 20 GPUs = 80 % (the default warn_percent); 54.89 of 60 USD/h = 91 %; 4 % of the monthly budget.
+    assert!(
+        r.stderr.contains("warning: quota.team max_gpus: the plan uses 16 GPUs, 80% of the limit 20 GPUs"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("warning: quota.team budget.hourly_usd: the plan uses 54.89 USD/h, 91% of the limit 60 USD/h"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("monthly_usd"), "{}", r.stderr);
+    assert!(r.stdout.contains("  warn quota.team.max_gpus (hard)"), "{}", r.stdout);
+    assert!(r.stdout.contains("  pass quota.team.budget.monthly_usd (hard)"), "{}", r.stdout);
+
+    // warn_percent = 95 silences both.
+    let tmp = quota_case("  max_gpus = 20\n  warn_percent = 95\n  budget {\n    hourly_usd = 60\n  }");
+    let r = plan(tmp.path(), &[]);
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(!r.stderr.contains("warning:"), "{}", r.stderr);
+}
+
+// ---------------------------------------------------------------------------------------
+// The markdown plan of the quickstart.
+
+#[test]
+fn quickstart_markdown_shows_cost_delta_and_policy_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&Path::new(ROOT).join("examples/quickstart"), &tmp.path().join("case"));
+    let r = plan(tmp.path(), &["--format", "markdown"]);
+    assert_eq!(r.code, 0, "{}", r.all());
+    // train 2.4 × 27.44705 + inference 1.4 × 0.8048 = 66.99964 USD/h.
+    assert!(r.stdout.contains("**Cost**: 0.00 → 67.00 USD/h (**+67.00**)"), "{}", r.stdout);
+    assert!(r.stdout.contains("| Policy | Enforcement | Result | Message |"), "{}", r.stdout);
+    insta::assert_snapshot!("quickstart_markdown", r.snapshot());
+}
+
+// ---------------------------------------------------------------------------------------
+// Broken policy files.
+
+fn broken_policy(policy: &str) -> Run {
+    let tmp = tempfile::tempdir().unwrap();
+    let case = tmp.path().join("case");
+    copy_dir(&Path::new(ROOT).join("tests/policies/min_spot_share"), &case);
+    std::fs::create_dir_all(case.join("policies")).unwrap();
+    std::fs::write(case.join("policies/p.hcl"), policy).unwrap();
+    plan(tmp.path(), &[])
+}
+
+#[test]
+fn malformed_policy_files_exit_1_with_a_located_diagnostic() {
+    let cases = [
+        ("unknown attribute", "policy \"a\" {\n  asert  = true\n  assert = true\n}\n", "case/policies/p.hcl:2:3"),
+        (
+            "bad enforcement",
+            "policy \"a\" {\n  enforcement = \"strict\"\n  assert      = true\n}\n",
+            "case/policies/p.hcl:2:17",
+        ),
+        ("missing assert", "policy \"a\" {\n  enforcement = \"hard\"\n}\n", "case/policies/p.hcl:1:1"),
+        ("syntax error", "policy \"a\" {\n  assert = plan.cost.hourly_after <=\n}\n", "case/policies/p.hcl:2:"),
+    ];
+    let mut all = String::new();
+    for (what, text, at) in cases {
+        let r = broken_policy(text);
+        assert_eq!(r.code, 1, "{what}: {}", r.all());
+        assert!(r.stderr.contains(&format!("╭─[{at}")), "{what}: not located at {at}:\n{}", r.stderr);
+        assert!(r.stdout.is_empty(), "{what}: {}", r.stdout);
+        all += &format!("===== {what}\n{}", r.snapshot());
+    }
+    insta::assert_snapshot!("malformed_policy_files", all);
+}
+
+#[test]
+fn a_policy_that_cannot_be_evaluated_fails_instead_of_passing() {
+    let r = broken_policy("policy \"a\" {\n  enforcement = \"hard\"\n  assert      = plan.nope > 1\n}\n");
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(r.stdout.contains("FAIL a (hard): policy a could not be evaluated: no attribute `nope`"), "{}", r.stdout);
+    let r = broken_policy("policy \"a\" {\n  enforcement = \"soft\"\n  assert      = plan.cost.hourly_after\n}\n");
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("FAIL a (soft): policy a could not be evaluated: `assert` must be true or false, found number"),
+        "{}",
+        r.stdout
+    );
+}

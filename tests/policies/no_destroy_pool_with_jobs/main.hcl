@@ -1,0 +1,30 @@
+# Changing the GPU model forces the pool to be replaced while a job still runs on it.
+provider "sim" {
+  region = "us-east-1"
+}
+
+gpu_pool "train" {
+  provider      = "sim"
+  gpu           = "T4"
+  gpus_per_node = 1
+
+  nodes {
+    min     = 0
+    desired = 1
+    max     = 1
+  }
+
+  mix {
+    spot_percent = 100
+  }
+}
+
+job_template "finetune" {
+  image = "ghcr.io/example/finetune:1.4"
+  gpus  = 1
+}
+
+job "finetune" {
+  template = job_template.finetune
+  pool     = gpu_pool.train
+}

@@ -22,7 +22,7 @@ pub fn chained(i: usize) -> bool {
 pub fn write_spec(dir: &Path, pools: usize) -> std::io::Result<u64> {
     std::fs::create_dir_all(dir)?;
     let main =
-        "provider \"sim\" {\n  region        = \"us-east-1\"\n  seed          = 7\n  zone_capacity = 10000000\n}\n";
+        "provider \"sim\" {\n  region        = \"us-east-1\"\n  seed          = 7\n  zone_capacity = 1000000\n}\n";
     std::fs::write(dir.join("main.hcl"), main)?;
     let mut bytes = main.len() as u64;
     for (file, start) in (0..pools).step_by(POOLS_PER_FILE).enumerate() {

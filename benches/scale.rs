@@ -9,7 +9,8 @@
 //!
 //! Environment: `GPUPLAN_BENCH_SIZES` (default `1000,10000`), `GPUPLAN_BENCH_PARALLELISM`
 //! (default 10), `GPUPLAN_BENCH_LATENCY_POOLS` (default 200; 0 skips the latency run),
-//! `GPUPLAN_BENCH_LATENCY_MS` (default 50), `GPUPLAN_BENCH_DIR` (where the specs, state
+//! `GPUPLAN_BENCH_LATENCY_MS` (default 50), `GPUPLAN_BENCH_VERBOSE` (RSS after each phase,
+//! on stderr), `GPUPLAN_BENCH_DIR` (where the specs, state
 //! and sim cloud go; default a temporary directory on the system temp folder).
 //!
 //! Each size runs in a fresh child process (this binary re-run with `--child`), so the

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gpuplan::apply::progress::Quiet;
@@ -48,18 +49,22 @@ pub fn size(root: &Path, pools: usize, parallelism: usize) -> SizeResult {
     let dir = root.join("spec");
     let spec_bytes = generate::write_spec(&dir, pools).expect("write the spec");
     let (spec, parse_s) = timed(|| load(&dir));
+    phase("parse");
     let ws = workspace(&dir, BTreeMap::new());
     rt().block_on(async {
         let mut session = engine::open_session(&ws, "bench").expect("open the state");
         let (providers, cloud) = sim_providers(&ws, &spec);
         let (plan, plan_create_s) = timed_async(make_plan(&spec, &session, &providers)).await;
+        phase("plan all-create");
         let creates = plan.changes.iter().filter(|c| c.action == Action::Create).count();
         assert_eq!(creates, pools, "every pool is created");
         let before = total_calls(&cloud);
         let (_, apply_s) = timed_async(apply(&mut session, plan, &providers, parallelism)).await;
         let calls = total_calls(&cloud) - before;
+        phase("apply");
         let (noop, plan_noop_s) = timed_async(make_plan(&spec, &session, &providers)).await;
         assert!(!noop.has_changes(), "a second plan after apply has no changes");
+        phase("plan no-op");
         SizeResult {
             pools,
             spec_bytes,
@@ -161,8 +166,28 @@ fn longest_chain(plan: &Plan) -> usize {
     (0..plan.changes.len()).map(|i| visit(i, plan, &index, &mut depth)).max().unwrap_or(0)
 }
 
-/// The process's peak resident set (`VmHWM`), in KiB.
+/// With `GPUPLAN_BENCH_VERBOSE` set: the resident set now and its peak so far, on stderr,
+/// then the peak is reset (where the kernel allows) so the next phase shows its own.
+fn phase(name: &str) {
+    if std::env::var_os("GPUPLAN_BENCH_VERBOSE").is_none() {
+        return;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim).unwrap_or("?").to_string();
+    eprintln!("    after {name}: rss {} (peak {})", field("VmRSS:"), field("VmHWM:"));
+    PEAK_SO_FAR.fetch_max(vm_hwm_kib(), Ordering::Relaxed);
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Peaks seen before [`phase`] reset the kernel's counter.
+static PEAK_SO_FAR: AtomicU64 = AtomicU64::new(0);
+
+/// The process's peak resident set (`VmHWM`, and any peak seen before a reset), in KiB.
 pub fn peak_rss_kib() -> u64 {
+    PEAK_SO_FAR.load(Ordering::Relaxed).max(vm_hwm_kib())
+}
+
+fn vm_hwm_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()

@@ -54,12 +54,18 @@ fn writer(mut journal: Journal, rx: mpsc::Receiver<Msg>) -> (Journal, Option<Str
         while let Ok(more) = rx.try_recv() {
             batch.push(more);
         }
-        let entries: Vec<JournalEntry> = batch.iter().flat_map(|(e, _)| e.iter().cloned()).collect();
-        let result = journal.append(&entries).map_err(|e| e.to_string());
+        // Moved, not cloned: a batch can hold thousands of resource configurations.
+        let mut entries: Vec<JournalEntry> = Vec::with_capacity(batch.iter().map(|(e, _)| e.len()).sum());
+        let mut acks = Vec::with_capacity(batch.len());
+        for (e, ack) in batch {
+            entries.extend(e);
+            acks.push(ack);
+        }
+        let result = journal.append_owned(entries).map_err(|e| e.to_string());
         if result.is_err() && first_error.is_none() {
             first_error = result.clone().err();
         }
-        for (_, ack) in batch {
+        for ack in acks {
             let _ = ack.send(result.clone());
         }
     }

@@ -156,8 +156,15 @@ pub fn build(spec: &Spec) -> Graph {
         let deps = meta.depends_on.iter().chain(meta.references.iter()).chain(extra);
         for d in deps {
             // A reference without an instance key means every instance of it.
+            // The index is sorted by (kind, name, key) with no key first, so a name's
+            // instances are one contiguous range: no scan over every address per reference.
             let targets: Vec<Address> = if d.value.key.is_none() {
-                g.index.keys().filter(|a| a.base() == d.value).cloned().collect::<Vec<_>>()
+                g.index
+                    .range(&d.value..)
+                    .map(|(a, _)| a)
+                    .take_while(|a| a.kind == d.value.kind && a.name == d.value.name)
+                    .cloned()
+                    .collect::<Vec<_>>()
             } else {
                 vec![d.value.clone()]
             };

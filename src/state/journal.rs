@@ -58,6 +58,12 @@ impl Journal {
     /// Append `entries` with one write and one fsync; durable when this returns `Ok`.
     /// Callers batch operations that finish together (group commit).
     pub fn append(&mut self, entries: &[JournalEntry]) -> Result<(), StateError> {
+        self.append_owned(entries.to_vec())
+    }
+
+    /// [`append`](Self::append) for entries the caller no longer needs: after the write
+    /// they move into the journal's copy of the state instead of being copied there.
+    pub fn append_owned(&mut self, entries: Vec<JournalEntry>) -> Result<(), StateError> {
         if self.poisoned {
             return Err(StateError::JournalPoisoned { path: self.path.clone() });
         }
@@ -65,7 +71,7 @@ impl Journal {
             return Ok(());
         }
         let mut buf = Vec::with_capacity(256 * entries.len());
-        for entry in entries {
+        for entry in &entries {
             serde_json::to_writer(&mut buf, entry).expect("journal entries serialize");
             buf.push(b'\n');
         }
@@ -73,10 +79,10 @@ impl Journal {
             self.poisoned = true;
             return Err(StateError::io("append to journal", &self.path)(e));
         }
-        for entry in entries {
-            self.replay.apply(entry);
-        }
         self.entries += entries.len();
+        for entry in entries {
+            self.replay.apply_owned(entry);
+        }
         Ok(())
     }
 

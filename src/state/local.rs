@@ -152,18 +152,24 @@ impl LocalBackend {
     fn write_unchecked(&self, state: &mut State) -> Result<(), StateError> {
         let dir = fsutil::parent_dir(&self.path);
         std::fs::create_dir_all(dir).map_err(StateError::io("create directory", dir))?;
-        let mut next = state.clone();
-        next.serial += 1;
-        next.format_version = FORMAT_VERSION;
-        let mut bytes = serde_json::to_vec_pretty(&next).expect("state serializes");
+        // Serialize the caller's copy with the next serial rather than a clone of it (a
+        // 100,000-pool state is hundreds of MB in memory), and put the old serial back if
+        // the write fails: the caller's copy advances only once the new serial is on disk.
+        let previous = (state.serial, state.format_version);
+        state.serial += 1;
+        state.format_version = FORMAT_VERSION;
+        let mut bytes = serde_json::to_vec_pretty(&*state).expect("state serializes");
         bytes.push(b'\n');
-        if self.path.exists() {
-            fsutil::snapshot(&self.path, &self.backup_path())?;
+        let written = (|| {
+            if self.path.exists() {
+                fsutil::snapshot(&self.path, &self.backup_path())?;
+            }
+            fsutil::atomic_write(&self.path, &bytes)
+        })();
+        if written.is_err() {
+            (state.serial, state.format_version) = previous;
         }
-        fsutil::atomic_write(&self.path, &bytes)?;
-        // Only now, when the new serial is on disk, does the caller's copy advance.
-        *state = next;
-        Ok(())
+        written
     }
 
     fn remove_journal(&self) -> Result<(), StateError> {

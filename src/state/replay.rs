@@ -134,37 +134,43 @@ impl Replay {
     }
 
     pub fn apply(&mut self, entry: &JournalEntry) {
+        self.apply_owned(entry.clone());
+    }
+
+    /// [`apply`](Self::apply) for an entry the caller no longer needs: its configuration
+    /// and nodes move into the state instead of being copied.
+    pub fn apply_owned(&mut self, entry: JournalEntry) {
         match entry {
-            JournalEntry::PutResource { address, resource } => {
-                let fresh = ResourceState { nodes: Vec::new(), ..resource.clone() };
-                let slots = if !resource.nodes.is_empty() {
-                    Slots::from_nodes(resource.nodes.clone())
-                } else if let Some(slots) = self.touched.remove(address) {
+            JournalEntry::PutResource { address, mut resource } => {
+                let nodes = std::mem::take(&mut resource.nodes);
+                let slots = if !nodes.is_empty() {
+                    Slots::from_nodes(nodes)
+                } else if let Some(slots) = self.touched.remove(&address) {
                     slots
-                } else if let Some(old) = self.state.resources.get_mut(address) {
+                } else if let Some(old) = self.state.resources.get_mut(&address) {
                     Slots::from_nodes(std::mem::take(&mut old.nodes))
                 } else {
                     Slots::default()
                 };
-                self.state.resources.insert(address.clone(), fresh);
-                self.touched.insert(address.clone(), slots);
+                self.state.resources.insert(address.clone(), resource);
+                self.touched.insert(address, slots);
             }
             JournalEntry::AddNodes { address, nodes } => {
-                if let Some(slots) = self.slots(address, true) {
-                    slots.add(nodes.iter().cloned());
+                if let Some(slots) = self.slots(&address, true) {
+                    slots.add(nodes);
                 }
             }
             JournalEntry::RemoveNodes { address, ids } => {
-                if let Some(slots) = self.slots(address, false) {
-                    slots.remove(ids);
+                if let Some(slots) = self.slots(&address, false) {
+                    slots.remove(&ids);
                 }
             }
             JournalEntry::DeleteResource { address } => {
-                self.state.resources.remove(address);
-                self.touched.remove(address);
+                self.state.resources.remove(&address);
+                self.touched.remove(&address);
             }
             // Capped once in `finish`: keeping the newest N is the same at the end as at each step.
-            JournalEntry::History { entry } => self.state.history.push(entry.clone()),
+            JournalEntry::History { entry } => self.state.history.push(entry),
         }
     }
 

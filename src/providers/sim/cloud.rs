@@ -25,7 +25,8 @@ use crate::providers::{Capacity, JobState, Node, NodeState};
 
 /// How long `open` waits for another process to release the cloud.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(30);
-/// Log records after which the snapshot is rewritten and the log emptied.
+/// Log records after which the snapshot is rewritten and the log emptied (or more, in a
+/// world with more nodes and jobs than this: see `Store::wants_compaction`).
 pub const COMPACT_AFTER: usize = 10_000;
 
 /// Calls per API, pages served and injected failures, for benchmarks. Counts cover this
@@ -67,7 +68,7 @@ impl Inner {
         self.store.append(&record)?;
         self.world.apply_record(record);
         self.stats.records += 1;
-        if self.store.wants_compaction() {
+        if self.store.wants_compaction(self.world.nodes.len() + self.world.jobs.len()) {
             // The record is already durable; a failed compaction is retried on a later call
             // or at the next open, so it must not fail this one.
             let _ = self.store.compact(&mut self.world);

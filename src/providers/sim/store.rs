@@ -1,7 +1,8 @@
 //! The simulated cloud's files: snapshot, event log and lock.
 //!
 //! - `<path>`: the snapshot, a pretty JSON [`World`], rewritten only at compaction
-//!   (temp file, fsync, rename), so a create does not rewrite thousands of nodes.
+//!   (temp file, fsync, rename), so a create does not rewrite thousands of nodes; the log
+//!   is compacted once it holds more records than both the threshold and the world's size.
 //! - `<path>.log`: JSON lines, one [`Record`] per mutating call, appended in one write.
 //!   Appends are not fsynced on purpose: the sim models a remote cloud whose state must
 //!   survive the *client* process being killed (SIGKILL, Ctrl-C), and a write that reached
@@ -83,8 +84,12 @@ impl Store {
         Ok(())
     }
 
-    pub fn wants_compaction(&self) -> bool {
-        self.records > self.compact_after
+    /// Whether the log is long enough to fold into a new snapshot. The threshold grows with
+    /// the world (`world_size`: nodes and jobs), so each compaction's full rewrite is paid
+    /// for by at least as many appends: compaction stays linear in the calls made instead
+    /// of quadratic in the fleet (100,000 creates rewrote a growing snapshot ten times).
+    pub fn wants_compaction(&self, world_size: usize) -> bool {
+        self.records > self.compact_after.max(world_size)
     }
 
     /// Write the whole world as the new snapshot and empty the log. Records carry sequence

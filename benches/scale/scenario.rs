@@ -128,7 +128,7 @@ fn sim_providers(ws: &Workspace, spec: &Spec) -> (ProviderSet, Arc<SimCloud>) {
 }
 
 async fn make_plan(spec: &Spec, session: &Session, providers: &ProviderSet) -> Plan {
-    let req = PlanRequest { refresh: true, targets: vec![], destroy: false };
+    let req = PlanRequest { refresh: true, ..PlanRequest::default() };
     let plan = engine::run::plan(spec, session, providers, &req).await.expect("plan");
     assert!(plan.errors.is_empty(), "plan errors: {:?}", plan.errors);
     plan

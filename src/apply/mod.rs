@@ -108,8 +108,13 @@ pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorde
     let mut tasks: JoinSet<(usize, Outcome)> = JoinSet::new();
     opts.progress.start(work.len());
 
+    // Tasks alive at once: enough to keep every provider permit busy and let journal
+    // writes batch, without holding a future per change for a 100,000-change plan.
+    let max_tasks = (opts.parallelism.max(1) * 8).max(256);
     loop {
-        while let Some(i) = ready.pop_first() {
+        while tasks.len() < max_tasks
+            && let Some(i) = ready.pop_first()
+        {
             let change = &plan.changes[i];
             if opts.cancel.is_cancelled() {
                 outcomes.insert(i, outcome(change, Status::Skipped("apply was interrupted".into())));

@@ -100,6 +100,29 @@ pub struct CostReport {
     pub unpriced: Vec<Address>,
 }
 
+impl CostReport {
+    /// The fleet-level figures without the per-pool and per-quota lists.
+    pub fn clone_summary(&self) -> CostReport {
+        CostReport {
+            currency: self.currency.clone(),
+            hours_per_month: self.hours_per_month,
+            hourly_before: self.hourly_before,
+            hourly_after: self.hourly_after,
+            hourly_delta: self.hourly_delta,
+            monthly_before: self.monthly_before,
+            monthly_after: self.monthly_after,
+            monthly_delta: self.monthly_delta,
+            on_demand_hourly_after: self.on_demand_hourly_after,
+            spot_hourly_after: self.spot_hourly_after,
+            range: self.range,
+            pools: vec![],
+            quotas: vec![],
+            exchange_rates: self.exchange_rates.clone(),
+            unpriced: self.unpriced.clone(),
+        }
+    }
+}
+
 fn money(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
@@ -195,6 +218,7 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
     let od_price = price(&preferred, Capacity::OnDemand);
     let spot_price = price(&preferred, Capacity::Spot);
     let gpus_after = pc.after.gpus();
+    // Few autoscalers per spec: a scan is cheaper than building a set per call.
     let autoscaled = spec.autoscalers.values().any(|a| &a.pool.value == addr);
     let range = spec_pool.filter(|p| autoscaled || p.nodes.min.value != p.nodes.max.value).map(|p| {
         let node_cost = |n: u32| {
@@ -280,7 +304,8 @@ fn quota_costs(spec: &Spec, pools: &[PoolCost]) -> Vec<QuotaCost> {
         .keys()
         .map(|q| {
             let covered = quota_pools(spec, q);
-            let mine: Vec<&PoolCost> = pools.iter().filter(|p| covered.contains(&p.address)).collect();
+            let covered_set: std::collections::BTreeSet<&Address> = covered.iter().collect();
+            let mine: Vec<&PoolCost> = pools.iter().filter(|p| covered_set.contains(&p.address)).collect();
             let gpus_max = covered
                 .iter()
                 .filter_map(|a| spec.gpu_pools.get(a))

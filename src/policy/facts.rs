@@ -20,16 +20,20 @@ fn s(x: impl Into<String>) -> Value {
 /// `plan.summary`.
 pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec) -> Value {
     let mut pools = BTreeMap::new();
+    let costs: BTreeMap<&crate::addr::Address, &crate::cost::PoolCost> =
+        cost.pools.iter().map(|p| (&p.address, p)).collect();
+    let with_jobs: std::collections::BTreeSet<&crate::addr::Address> =
+        spec.jobs.values().map(|j| &j.pool.value).collect();
     for c in &plan.changes {
         let Some(pc) = &c.pool else { continue };
-        let pc_cost = cost.pools.iter().find(|p| p.address == c.address);
+        let pc_cost = costs.get(&c.address).copied();
         let spec_pool = spec.gpu_pools.get(&c.address);
         let labels: BTreeMap<String, Value> = spec_pool
             .map(|p| p.labels.iter().map(|(k, v)| (k.clone(), s(v.value.clone()))).collect())
             .unwrap_or_default();
         let nodes_after = pc.after.nodes();
         let spot_share = if nodes_after == 0 { 0.0 } else { pc.after.spot as f64 * 100.0 / nodes_after as f64 };
-        let runs_jobs = spec.jobs.values().any(|j| j.pool.value == c.address);
+        let runs_jobs = with_jobs.contains(&c.address);
         let destroys = matches!(c.action, Action::Delete | Action::Replace);
         let mut o = BTreeMap::new();
         o.insert("address".into(), s(c.address.to_string()));
@@ -92,7 +96,13 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec) -> Value {
     summary.insert("add".into(), num(plan.summary.add as f64));
     summary.insert("change".into(), num(plan.summary.change as f64));
     summary.insert("destroy".into(), num(plan.summary.destroy as f64));
-    let cost_value = serde_json::to_value(cost).map(|j| Value::from_json(&j)).unwrap_or_default();
+    // Per-pool and per-quota cost is already under `plan.pools` / `plan.quotas`; copying
+    // it again here would double the facts for a large fleet.
+    let mut cost_value = serde_json::to_value(cost.clone_summary()).map(|j| Value::from_json(&j)).unwrap_or_default();
+    if let Value::Object(o) = &mut cost_value {
+        o.remove("pools");
+        o.remove("quotas");
+    }
     let mut root = BTreeMap::new();
     root.insert("cost".into(), cost_value);
     root.insert("pools".into(), Value::Object(pools));

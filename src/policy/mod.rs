@@ -37,6 +37,9 @@ pub fn evaluate(
     overrides: &[String],
 ) -> Vec<PolicyResult> {
     let mut out = quota::check(spec, cost);
+    if policies.is_empty() {
+        return out;
+    }
     let plan_value = facts::plan_value(plan, cost, spec);
     let mut extra = BTreeMap::new();
     extra.insert("plan".to_string(), plan_value);

@@ -513,36 +513,11 @@ fn resource(
         };
         let value = match kind {
             Kind::Provider => decode_provider(f, cx, b, spec),
-            Kind::GpuPool => blocks::gpu_pool(f, cx, &mut partial).map(|mut r| {
-                fix_meta(&mut r.meta);
-                let v = to_value(&r, &addr);
-                spec.gpu_pools.insert(addr.clone(), r);
-                v
-            }),
-            Kind::Quota => blocks::quota(f, cx).map(|mut r| {
-                fix_meta(&mut r.meta);
-                let v = to_value(&r, &addr);
-                spec.quotas.insert(addr.clone(), r);
-                v
-            }),
-            Kind::JobTemplate => blocks::job_template(f, cx).map(|mut r| {
-                fix_meta(&mut r.meta);
-                let v = to_value(&r, &addr);
-                spec.job_templates.insert(addr.clone(), r);
-                v
-            }),
-            Kind::Job => blocks::job(f, cx).map(|mut r| {
-                fix_meta(&mut r.meta);
-                let v = to_value(&r, &addr);
-                spec.jobs.insert(addr.clone(), r);
-                v
-            }),
-            Kind::Autoscaler => blocks::autoscaler(f, cx).map(|mut r| {
-                fix_meta(&mut r.meta);
-                let v = to_value(&r, &addr);
-                spec.autoscalers.insert(addr.clone(), r);
-                v
-            }),
+            Kind::GpuPool => store(blocks::gpu_pool(f, cx, &mut partial), &addr, &mut spec.gpu_pools, fix_meta),
+            Kind::Quota => store(blocks::quota(f, cx), &addr, &mut spec.quotas, fix_meta),
+            Kind::JobTemplate => store(blocks::job_template(f, cx), &addr, &mut spec.job_templates, fix_meta),
+            Kind::Job => store(blocks::job(f, cx), &addr, &mut spec.jobs, fix_meta),
+            Kind::Autoscaler => store(blocks::autoscaler(f, cx), &addr, &mut spec.autoscalers, fix_meta),
         };
         if let Some(p) = partial.take() {
             partial_pools.insert(addr.clone(), p);
@@ -571,6 +546,32 @@ fn resource(
         )
     } else {
         values.into_iter().next().map(|(_, v)| v).unwrap_or_default()
+    })
+}
+
+/// Resource blocks whose meta-arguments the driver fills in after decoding.
+trait HasMeta: serde::Serialize {
+    fn meta_mut(&mut self) -> &mut Meta;
+}
+
+macro_rules! has_meta {
+    ($($t:ty),*) => { $(impl HasMeta for $t { fn meta_mut(&mut self) -> &mut Meta { &mut self.meta } })* };
+}
+has_meta!(GpuPool, Quota, JobTemplate, Job, Autoscaler);
+
+/// Fill in the meta-arguments of a decoded resource, keep it in the spec, and return the
+/// value references to it see.
+fn store<T: HasMeta>(
+    decoded: Result<T, Reported>,
+    addr: &Address,
+    into: &mut BTreeMap<Address, T>,
+    fix_meta: impl Fn(&mut Meta),
+) -> Result<Value, Reported> {
+    decoded.map(|mut r| {
+        fix_meta(r.meta_mut());
+        let v = to_value(&r, addr);
+        into.insert(addr.clone(), r);
+        v
     })
 }
 

@@ -5,6 +5,7 @@
 //! fallbacks are decided in one place (`apply::policy`), not in each provider.
 
 pub mod sim;
+pub mod userdata;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,6 +22,9 @@ pub const TAG_LINEAGE: &str = "gpuplan:lineage";
 pub const TAG_ADDRESS: &str = "gpuplan:address";
 /// The provider block's local name, so orphans of a pool nobody remembers can be deleted.
 pub const TAG_PROVIDER: &str = "gpuplan:provider";
+/// On a node made for one job: the job's address, and its attempt number.
+pub const TAG_JOB: &str = "gpuplan:job";
+pub const TAG_ATTEMPT: &str = "gpuplan:attempt";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -173,10 +177,19 @@ pub struct Offer {
 }
 
 /// A job launch request (see `jobs/`).
+///
+/// Two ways to run: on an existing node (`node_id`, the sim cloud and the Kubernetes
+/// backend), or, for clouds, on a node made for the job: `shape` says what to create
+/// (count 1) and the provider boots it with [`userdata::job_script`], which runs the
+/// container with the NVIDIA runtime, prints `gpuplan-job-exit=N` on the console and
+/// powers the node off unless `keep_node`. `env` already carries
+/// `GPUPLAN_CHECKPOINT_URI` and `GPUPLAN_ATTEMPT` when the job has them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchJob {
     pub job: Address,
     pub pool: Address,
+    /// The node to run on; empty when `shape` asks the provider to create one.
+    #[serde(default)]
     pub node_id: String,
     pub image: String,
     pub command: Vec<String>,
@@ -184,6 +197,15 @@ pub struct LaunchJob {
     pub gpus: u32,
     pub attempt: u32,
     pub token: String,
+    /// Create a node of this shape for the job (user-data launch on clouds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<CreateNodes>,
+    /// Kill the container after this many seconds (`max_runtime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime_secs: Option<u64>,
+    /// Keep the node when the job ends (the pool keeps it); otherwise it powers off.
+    #[serde(default)]
+    pub keep_node: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

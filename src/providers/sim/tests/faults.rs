@@ -102,6 +102,9 @@ fn launch(node: &str, token: &str) -> LaunchJob {
         gpus: 8,
         attempt: 1,
         token: token.into(),
+        shape: None,
+        max_runtime_secs: None,
+        keep_node: false,
     }
 }
 

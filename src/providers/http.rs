@@ -1,0 +1,297 @@
+//! What the self-signed HTTP providers (Tencent Cloud, Alibaba Cloud) share: the HTTP
+//! client, credentials that never print, endpoint overrides and a client-side rate limit.
+//!
+//! Nothing here knows a cloud's wire format; each provider folder signs and parses its
+//! own requests.
+
+use std::fmt;
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use crate::providers::{ErrorClass, ProviderError};
+
+/// A secret that never shows up in `Debug`, `Display`, logs or serialized output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    /// The secret itself, for signing only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// An access key pair (and an optional STS session token).
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    pub id: String,
+    pub secret: Secret,
+    pub token: Option<Secret>,
+}
+
+/// Credentials from the provider block, else from the cloud's standard environment
+/// variables; `Err` names what is missing (never a value).
+pub fn credentials(
+    block: (Option<&str>, Option<&str>),
+    env: &std::collections::BTreeMap<String, String>,
+    id_var: &str,
+    secret_var: &str,
+    token_var: &str,
+) -> Result<Credentials, String> {
+    let get = |k: &str| env.get(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let id = block.0.map(str::to_string).or_else(|| get(id_var));
+    let secret = block.1.map(str::to_string).or_else(|| get(secret_var));
+    match (id, secret) {
+        (Some(id), Some(secret)) => {
+            Ok(Credentials { id, secret: Secret::new(secret), token: get(token_var).map(Secret::new) })
+        }
+        (id, _) => {
+            let missing = if id.is_none() { id_var } else { secret_var };
+            Err(format!("no credentials: `{missing}` is not set (nor `access_key`/`secret_key` in the provider block)"))
+        }
+    }
+}
+
+/// A parsed endpoint: scheme and authority (`host[:port]`), no path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub scheme: String,
+    pub authority: String,
+}
+
+impl Endpoint {
+    /// Parse `https://host[:port]` or `http://host[:port]` (a trailing `/` is allowed).
+    pub fn parse(s: &str) -> Result<Endpoint, String> {
+        let s = s.trim();
+        let (scheme, rest) = s
+            .split_once("://")
+            .ok_or_else(|| format!("`{s}` is not a URL: expected `https://HOST` or `http://HOST:PORT`"))?;
+        if scheme != "http" && scheme != "https" {
+            return Err(format!("`{s}` uses `{scheme}`: only `https` (and `http` for local test endpoints) work"));
+        }
+        let authority = rest.trim_end_matches('/');
+        if authority.is_empty() || authority.contains(['/', '?', '#', ' ', '@']) {
+            return Err(format!("`{s}` must be just a scheme and a host, like `https://cvm.tencentcloudapi.com`"));
+        }
+        // The URL library drops a default port, so the signed `Host` must too.
+        let default_port = if scheme == "https" { ":443" } else { ":80" };
+        let authority = authority.strip_suffix(default_port).unwrap_or(authority);
+        Ok(Endpoint { scheme: scheme.into(), authority: authority.into() })
+    }
+
+    pub fn url(&self, path_and_query: &str) -> String {
+        format!("{}://{}{path_and_query}", self.scheme, self.authority)
+    }
+}
+
+/// The HTTP client: rustls on ring (installed once as the process default), HTTP/1.1,
+/// bounded connect and request times.
+pub fn client() -> Result<reqwest::Client, ProviderError> {
+    static PROVIDER: Once = Once::new();
+    PROVIDER.call_once(|| {
+        // Another crate may have installed a provider first; either one works.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+        .http1_only()
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(60))
+        .build()
+        .map_err(|e| ProviderError::new(ErrorClass::Fatal, "HttpClient", format!("cannot build the HTTP client: {e}")))
+}
+
+/// A network failure as a provider error: retryable (the executor backs off and reuses
+/// the same idempotency token, so a request that did arrive is not repeated).
+pub fn network_error(what: &str, e: &reqwest::Error) -> ProviderError {
+    let cause = if e.is_timeout() {
+        "timed out".to_string()
+    } else if e.is_connect() {
+        "could not connect".to_string()
+    } else {
+        "failed".to_string()
+    };
+    // `reqwest::Error` shows the URL but never headers, so no credential leaks here.
+    ProviderError::new(ErrorClass::Retryable, "NetworkError", format!("{what} {cause}: {e}"))
+}
+
+/// Client-side rate limit: at most one call per `interval` (10 per second for Tencent's
+/// RunInstances and TerminateInstances).
+#[derive(Debug)]
+pub struct RateLimit {
+    interval: Duration,
+    next: tokio::sync::Mutex<Option<Instant>>,
+}
+
+impl RateLimit {
+    pub fn per_second(n: u32) -> Self {
+        RateLimit { interval: Duration::from_secs(1) / n.max(1), next: tokio::sync::Mutex::new(None) }
+    }
+
+    /// Wait for this call's slot.
+    pub async fn wait(&self) {
+        let slot = {
+            let mut next = self.next.lock().await;
+            let now = Instant::now();
+            let slot = next.map_or(now, |n| n.max(now));
+            *next = Some(slot + self.interval);
+            slot
+        };
+        tokio::time::sleep_until(slot.into()).await;
+    }
+}
+
+/// Catalog offers of one cloud for a GPU model (prices converted at `cny_per_usd`).
+pub fn catalog_offers(
+    kind: crate::spec::model::ProviderKind,
+    gpu: &str,
+    region: Option<&str>,
+    cny_per_usd: f64,
+) -> Vec<crate::providers::Offer> {
+    use crate::catalog::{catalog, gpu_models_like};
+    use crate::providers::{Capacity, Offer};
+    let models: Vec<&str> = match catalog().gpu_model(gpu) {
+        Some(m) => vec![m.name],
+        None => gpu_models_like(gpu).into_iter().map(|m| m.name).collect(),
+    };
+    let mut offers = Vec::new();
+    let Some(cloud) = catalog().cloud(kind) else { return offers };
+    for t in catalog().instance_types(kind).into_iter().filter(|t| models.contains(&t.gpu.as_str())) {
+        for r in cloud.regions.iter().filter(|r| t.offered_in(&r.name) && region.is_none_or(|x| x == r.name)) {
+            let zones: Vec<String> = t.zones_in(r).into_iter().map(String::from).collect();
+            for (capacity, price) in
+                [(Capacity::OnDemand, t.price_usd(cny_per_usd)), (Capacity::Spot, t.spot_price_usd(cny_per_usd))]
+            {
+                offers.push(Offer {
+                    provider: kind,
+                    instance_type: t.name.clone(),
+                    gpu: t.gpu.clone(),
+                    gpus: t.gpus,
+                    region: r.name.clone(),
+                    zones: zones.clone(),
+                    capacity,
+                    price_usd: price,
+                    live_price: false,
+                });
+            }
+        }
+    }
+    offers.sort_by(|a, b| {
+        (a.price_usd / f64::from(a.gpus.max(1)))
+            .total_cmp(&(b.price_usd / f64::from(b.gpus.max(1))))
+            .then_with(|| a.instance_type.cmp(&b.instance_type))
+    });
+    offers
+}
+
+/// The node request of a user-data job launch: one node of `req.shape`, booted with
+/// [`crate::providers::userdata::job_script`], tagged with the job and its attempt, under
+/// the launch's own idempotency token.
+pub fn job_node_request(req: &crate::providers::LaunchJob) -> Result<crate::providers::CreateNodes, ProviderError> {
+    use crate::providers::{TAG_ATTEMPT, TAG_JOB, TAG_MANAGED};
+    let mut shape = req.shape.clone().ok_or_else(|| {
+        ProviderError::new(
+            ErrorClass::Invalid,
+            "MissingJobShape",
+            format!("`{}`: this cloud runs a job on a node made for it, but the launch names no node shape", req.job),
+        )
+    })?;
+    shape.count = 1;
+    shape.token = req.token.clone();
+    shape.user_data = Some(crate::providers::userdata::job_script(req));
+    shape.tags.insert(TAG_MANAGED.into(), "true".into());
+    shape.tags.insert(TAG_JOB.into(), req.job.to_string());
+    shape.tags.insert(TAG_ATTEMPT.into(), req.attempt.to_string());
+    Ok(shape)
+}
+
+/// `ids` without repeats, first occurrence kept.
+pub fn dedup(ids: &[String]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    ids.iter().filter(|id| seen.insert(id.as_str())).cloned().collect()
+}
+
+/// Current unix time in seconds.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// A token the cloud accepts as `ClientToken` (ASCII, at most 64 characters): `base`
+/// with `suffix`, hashed down when too long. Deterministic, so retries reuse it.
+pub fn client_token(base: &str, suffix: &str) -> String {
+    let t = format!("{base}{suffix}");
+    if t.len() <= 64 && t.is_ascii() {
+        t
+    } else {
+        format!("gp-{}", &crate::providers::signing::sha256_hex(t.as_bytes())[..60])
+    }
+}
+
+/// A provider block's settings for a self-signed HTTP cloud, resolved once when the
+/// providers are built. Credentials stay here (redacted) and go nowhere else.
+#[derive(Debug, Clone)]
+pub struct CloudConfig {
+    /// The provider block's local name (`tencentcloud`, or its alias).
+    pub name: String,
+    /// `endpoint` in the block, else the `GPUPLAN_<CLOUD>_ENDPOINT` variable.
+    pub endpoint: Option<Endpoint>,
+    /// Missing credentials fail the first call (so `plan --refresh=false` needs none).
+    pub credentials: Result<Credentials, String>,
+    pub image: Option<String>,
+    /// Zone → subnet (Tencent `vpc-…/subnet-…`, Alibaba vSwitch id).
+    pub subnets: std::collections::BTreeMap<String, String>,
+    pub security_groups: Vec<String>,
+    pub key_name: Option<String>,
+    pub cluster_id: Option<String>,
+    /// CNY per USD: `max_spot_price` is given in USD, the clouds bid in CNY.
+    pub cny_per_usd: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_print() {
+        let c = Credentials { id: "AKID".into(), secret: Secret::new("s3cr3t"), token: None };
+        assert!(!format!("{c:?}").contains("s3cr3t"));
+    }
+
+    #[test]
+    fn endpoints_parse_and_refuse_nonsense() {
+        assert_eq!(
+            Endpoint::parse("http://127.0.0.1:8080/").unwrap(),
+            Endpoint { scheme: "http".into(), authority: "127.0.0.1:8080".into() }
+        );
+        assert!(Endpoint::parse("cvm.tencentcloudapi.com").is_err());
+        assert!(Endpoint::parse("ftp://x").is_err());
+        assert!(Endpoint::parse("https://x/path").is_err());
+    }
+
+    #[test]
+    fn credentials_prefer_the_block_then_the_environment() {
+        let env = [("ID".to_string(), "env-id".to_string()), ("SECRET".to_string(), "env-secret".to_string())].into();
+        let c = credentials((None, None), &env, "ID", "SECRET", "TOKEN").unwrap();
+        assert_eq!((c.id.as_str(), c.secret.expose()), ("env-id", "env-secret"));
+        let c = credentials((Some("b"), Some("bs")), &env, "ID", "SECRET", "TOKEN").unwrap();
+        assert_eq!(c.id, "b");
+        let e = credentials((None, None), &Default::default(), "ID", "SECRET", "TOKEN").unwrap_err();
+        assert!(e.contains("`ID`"), "{e}");
+    }
+
+    #[test]
+    fn client_tokens_stay_within_64_ascii_characters() {
+        assert_eq!(client_token("gp-abc", "-1"), "gp-abc-1");
+        let long = client_token(&"x".repeat(70), "-1");
+        assert_eq!(long.len(), 63);
+        assert_eq!(long, client_token(&"x".repeat(70), "-1"));
+    }
+}

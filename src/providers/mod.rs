@@ -7,6 +7,7 @@
 pub mod http;
 pub mod signing;
 pub mod sim;
+pub mod tencentcloud;
 pub mod userdata;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,247 @@
+//! CVM 2017-03-12 node calls: RunInstances in batches of at most 100 (spot as SPOTPAID),
+//! DescribeInstances filtered by gpuplan's tags and paged with Offset/Limit 100,
+//! TerminateInstances in batches of 100 after checking every id carries gpuplan's tags.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use super::TencentProvider;
+use super::client::CVM_VERSION;
+use crate::providers::http::client_token;
+use crate::providers::{
+    Capacity, CreateNodes, CreateResult, ErrorClass, ListFilter, Node, NodeState, ProviderError, TAG_JOB, TAG_LINEAGE,
+    TAG_MANAGED,
+};
+
+/// Instances per RunInstances / TerminateInstances call, and per DescribeInstances page.
+pub const BATCH: usize = 100;
+
+impl TencentProvider {
+    /// Create `req.count` instances: each allowed type in turn (preferred first) while the
+    /// cloud reports no stock, batches of at most 100, one ClientToken per batch derived
+    /// from the plan's token so a retried call never launches twice.
+    pub(super) async fn run_instances(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
+        let image = self.image_for(req)?;
+        let mut out = CreateResult::default();
+        let mut remaining = req.count as usize;
+        let mut last_stockout: Option<ProviderError> = None;
+        for (ti, itype) in req.instance_types.iter().enumerate() {
+            let mut bi = 0;
+            while remaining > 0 {
+                let n = remaining.min(BATCH);
+                let token =
+                    client_token(&req.token, &if ti == 0 && bi == 0 { String::new() } else { format!("-t{ti}b{bi}") });
+                let body = self.run_body(req, itype, &image, n, &token);
+                self.run_limit.wait().await;
+                match self.client.call("cvm", CVM_VERSION, "RunInstances", &req.region, &body).await {
+                    Ok(resp) => {
+                        let ids: Vec<String> = resp["InstanceIdSet"]
+                            .as_array()
+                            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+                            .unwrap_or_default();
+                        remaining = remaining.saturating_sub(ids.len());
+                        out.nodes.extend(ids.into_iter().map(|id| Node {
+                            id,
+                            pool: req.pool.clone(),
+                            instance_type: itype.clone(),
+                            region: req.region.clone(),
+                            zone: req.zone.clone(),
+                            capacity: req.capacity,
+                            state: NodeState::Pending,
+                            image: Some(image.clone()),
+                            tags: req.tags.clone(),
+                        }));
+                        bi += 1;
+                    }
+                    Err(e) if e.class == ErrorClass::OutOfCapacity => {
+                        last_stockout = Some(e);
+                        break; // next instance type
+                    }
+                    // Nodes made by earlier batches come back from the same tokens on retry.
+                    Err(e) => return Err(e),
+                }
+            }
+            if remaining == 0 {
+                break;
+            }
+        }
+        if remaining > 0 {
+            let why = last_stockout.map(|e| e.message).unwrap_or_default();
+            out.errors.push(ProviderError::new(
+                ErrorClass::OutOfCapacity,
+                "ResourceInsufficient",
+                format!(
+                    "{} of {} {} node(s) in {} could not be placed on {}: {why}",
+                    remaining,
+                    req.count,
+                    req.capacity,
+                    req.zone,
+                    req.instance_types.join(", ")
+                ),
+            ));
+        }
+        Ok(out)
+    }
+
+    fn image_for(&self, req: &CreateNodes) -> Result<String, ProviderError> {
+        req.image.clone().or_else(|| self.client.config().image.clone()).ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Invalid,
+                "MissingImage",
+                format!(
+                    "`{}` has no image to launch: CVM needs an ImageId (`img-…`)\nhint: set `image` in the pool or in `provider \"tencentcloud\"`",
+                    req.pool
+                ),
+            )
+        })
+    }
+
+    fn run_body(&self, req: &CreateNodes, itype: &str, image: &str, count: usize, token: &str) -> Value {
+        let cfg = self.client.config();
+        let tags: Vec<Value> = req.tags.iter().map(|(k, v)| json!({"Key": k, "Value": v})).collect();
+        let mut body = json!({
+            "InstanceChargeType": if req.capacity == Capacity::Spot { "SPOTPAID" } else { "POSTPAID_BY_HOUR" },
+            "Placement": {"Zone": req.zone, "ProjectId": 0},
+            "InstanceType": itype,
+            "ImageId": image,
+            "InstanceCount": count,
+            "InstanceName": format!("gpuplan-{}", req.pool).replace(['.', '[', ']', '"'], "-"),
+            "TagSpecification": [{"ResourceType": "instance", "Tags": tags}],
+            "ClientToken": token,
+        });
+        if req.capacity == Capacity::Spot {
+            let mut spot = json!({"SpotInstanceType": "one-time"});
+            if let Some(usd) = req.max_spot_price {
+                spot["MaxPrice"] = json!(format!("{:.4}", usd * cfg.cny_per_usd));
+            }
+            body["InstanceMarketOptions"] = json!({"MarketType": "spot", "SpotOptions": spot});
+        }
+        if let Some(subnet) = cfg.subnets.get(&req.zone) {
+            let (vpc, subnet) = subnet.split_once('/').unwrap_or(("", subnet.as_str()));
+            body["VirtualPrivateCloud"] = json!({"VpcId": vpc, "SubnetId": subnet});
+        }
+        if !cfg.security_groups.is_empty() {
+            body["SecurityGroupIds"] = json!(cfg.security_groups);
+        }
+        if let Some(k) = &cfg.key_name {
+            body["LoginSettings"] = json!({"KeyIds": [k]});
+        }
+        if let Some(u) = &req.user_data {
+            body["UserData"] = json!(base64::engine::general_purpose::STANDARD.encode(u));
+        }
+        body
+    }
+
+    /// Every instance with gpuplan's tags (and this lineage) in a region, 100 per page.
+    pub(super) async fn describe_tagged(&self, filter: &ListFilter) -> Result<Vec<Value>, ProviderError> {
+        let mut filters = vec![json!({"Name": format!("tag:{TAG_MANAGED}"), "Values": ["true"]})];
+        if let Some(l) = &filter.lineage {
+            filters.push(json!({"Name": format!("tag:{TAG_LINEAGE}"), "Values": [l]}));
+        }
+        let mut out = Vec::new();
+        let mut offset = 0u64;
+        loop {
+            let body = json!({"Filters": filters, "Offset": offset, "Limit": BATCH});
+            let resp = self.client.call("cvm", CVM_VERSION, "DescribeInstances", &filter.region, &body).await?;
+            let page = resp["InstanceSet"].as_array().cloned().unwrap_or_default();
+            let total = resp["TotalCount"].as_u64().unwrap_or(0);
+            let n = page.len() as u64;
+            out.extend(page);
+            offset += n;
+            if n == 0 || offset >= total {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Instances by id, 100 ids per call (no filters: the API takes one or the other).
+    pub(super) async fn describe_ids(&self, region: &str, ids: &[String]) -> Result<Vec<Value>, ProviderError> {
+        let mut out = Vec::new();
+        for chunk in ids.chunks(BATCH) {
+            let body = json!({"InstanceIds": chunk, "Limit": BATCH});
+            let resp = self.client.call("cvm", CVM_VERSION, "DescribeInstances", region, &body).await?;
+            out.extend(resp["InstanceSet"].as_array().cloned().unwrap_or_default());
+        }
+        Ok(out)
+    }
+
+    /// Refuse the whole request when any id lacks gpuplan's tag; then terminate in batches
+    /// of 100. Ids the cloud no longer knows count as done.
+    pub(super) async fn terminate(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
+        let ids = crate::providers::http::dedup(ids);
+        let found = self.describe_ids(region, &ids).await?;
+        let mut live = Vec::new();
+        for inst in &found {
+            let id = inst["InstanceId"].as_str().unwrap_or_default().to_string();
+            if tags_of(inst).get(TAG_MANAGED).map(String::as_str) != Some("true") {
+                return Err(ProviderError::new(
+                    ErrorClass::Invalid,
+                    "UnmanagedInstance",
+                    format!(
+                        "refusing to terminate `{id}` in {region}: it lacks the tag {TAG_MANAGED}=true, so gpuplan does not own it; nothing was terminated"
+                    ),
+                ));
+            }
+            if inst["InstanceState"].as_str() != Some("TERMINATING") {
+                live.push(id);
+            }
+        }
+        for chunk in live.chunks(BATCH) {
+            self.terminate_limit.wait().await;
+            let body = json!({"InstanceIds": chunk});
+            self.client.call("cvm", CVM_VERSION, "TerminateInstances", region, &body).await?;
+        }
+        Ok(ids)
+    }
+}
+
+/// An instance's tags as a map.
+pub fn tags_of(inst: &Value) -> BTreeMap<String, String> {
+    inst["Tags"]
+        .as_array()
+        .map(|a| {
+            a.iter().filter_map(|t| Some((t["Key"].as_str()?.to_string(), t["Value"].as_str()?.to_string()))).collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A pool node from a DescribeInstances entry; `None` for job nodes and instances
+/// whose address tag is not a pool address.
+pub fn to_node(inst: &Value, region: &str) -> Option<Node> {
+    let tags = tags_of(inst);
+    if tags.contains_key(TAG_JOB) {
+        return None;
+    }
+    let pool = tags.get(crate::providers::TAG_ADDRESS)?.parse().ok()?;
+    let capacity =
+        if inst["InstanceChargeType"].as_str() == Some("SPOTPAID") { Capacity::Spot } else { Capacity::OnDemand };
+    Some(Node {
+        id: inst["InstanceId"].as_str()?.to_string(),
+        pool,
+        instance_type: inst["InstanceType"].as_str().unwrap_or_default().to_string(),
+        region: region.to_string(),
+        zone: inst["Placement"]["Zone"].as_str().unwrap_or_default().to_string(),
+        capacity,
+        state: node_state(inst, capacity),
+        image: inst["ImageId"].as_str().map(String::from),
+        tags,
+    })
+}
+
+/// Instance states (reference B.4). A spot instance shut down or terminating without
+/// gpuplan having asked (its latest operation is not TerminateInstances) was reclaimed.
+pub fn node_state(inst: &Value, capacity: Capacity) -> NodeState {
+    match inst["InstanceState"].as_str().unwrap_or_default() {
+        "PENDING" | "STARTING" => NodeState::Pending,
+        "RUNNING" | "REBOOTING" => NodeState::Running,
+        "SHUTDOWN" | "TERMINATING"
+            if capacity == Capacity::Spot
+                && inst["LatestOperation"].as_str().is_none_or(|op| op != "TerminateInstances") =>
+        {
+            NodeState::Reclaimed
+        }
+        _ => NodeState::Terminated,
+    }
+}

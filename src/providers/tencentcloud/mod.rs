@@ -1,0 +1,92 @@
+//! Tencent Cloud: CVM 2017-03-12 for GPU nodes and job launches, TKE 2018-05-25 for the
+//! kubeconfig of the Kubernetes job backend. Requests are JSON POSTs signed in-project
+//! with TC3-HMAC-SHA256 (`providers::signing::tc3`); wire types stay in this folder.
+//!
+//! - `client.rs`: one signed call and its error envelope; `errors.rs`: codes → classes.
+//! - `cvm.rs`: run (batches of 100, ClientToken per batch), paged tag-filtered describe,
+//!   terminate (only tagged instances, batches of 100); `jobs.rs`: user-data job launches;
+//!   `tke.rs`: DescribeClusterKubeconfig.
+//!
+//! RunInstances and TerminateInstances are limited client-side to 10 calls per second,
+//! the documented API limit. Retries and backoff are the executor's (`apply::policy`).
+
+mod client;
+mod cvm;
+mod errors;
+mod jobs;
+mod tke;
+
+use async_trait::async_trait;
+
+use crate::providers::http::{CloudConfig, RateLimit, catalog_offers};
+use crate::providers::{
+    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError,
+};
+use crate::spec::model::ProviderKind;
+
+pub use errors::class_of;
+
+/// Environment variables the Tencent Cloud SDKs read.
+pub const ENV_SECRET_ID: &str = "TENCENTCLOUD_SECRET_ID";
+pub const ENV_SECRET_KEY: &str = "TENCENTCLOUD_SECRET_KEY";
+pub const ENV_SESSION_TOKEN: &str = "TENCENTCLOUD_SESSION_TOKEN";
+/// Endpoint override when the provider block sets none (tests, private endpoints).
+pub const ENV_ENDPOINT: &str = "GPUPLAN_TENCENTCLOUD_ENDPOINT";
+
+pub struct TencentProvider {
+    client: client::Client,
+    run_limit: RateLimit,
+    terminate_limit: RateLimit,
+}
+
+impl TencentProvider {
+    pub fn new(config: CloudConfig) -> Result<Self, ProviderError> {
+        Ok(TencentProvider {
+            client: client::Client::new(config)?,
+            run_limit: RateLimit::per_second(10),
+            terminate_limit: RateLimit::per_second(10),
+        })
+    }
+
+    /// The kubeconfig of the provider block's TKE cluster (`cluster_id`), for the
+    /// Kubernetes job backend. `extranet` asks for the public API server address.
+    pub async fn kubeconfig(&self, region: &str, extranet: bool) -> Result<String, ProviderError> {
+        tke::kubeconfig(&self.client, region, extranet).await
+    }
+}
+
+#[async_trait]
+impl Provider for TencentProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Tencentcloud
+    }
+
+    async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
+        Ok(catalog_offers(ProviderKind::Tencentcloud, gpu, region, self.client.config().cny_per_usd))
+    }
+
+    async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        let instances = self.describe_tagged(filter).await?;
+        Ok(instances.iter().filter_map(|i| cvm::to_node(i, &filter.region)).collect())
+    }
+
+    async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
+        self.run_instances(req).await
+    }
+
+    async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
+        self.terminate(region, ids).await
+    }
+
+    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        self.launch(req).await
+    }
+
+    async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.status(region, id).await
+    }
+
+    async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.cancel(region, id).await
+    }
+}

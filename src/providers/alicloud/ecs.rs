@@ -1,0 +1,264 @@
+//! ECS 2014-05-26 node calls: RunInstances (Amount ≤ 100 with MinAmount 1, so a short
+//! stock delivers what it can; SpotAsPriceGo or SpotWithPriceLimit; Tag.N; ClientToken),
+//! DescribeInstances filtered by gpuplan's tags and paged with MaxResults 100 + NextToken,
+//! DeleteInstances (Force, ≤ 100 ids) after checking every id carries gpuplan's tags.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::AlibabaProvider;
+use crate::providers::http::client_token;
+use crate::providers::{
+    Capacity, CreateNodes, CreateResult, ErrorClass, ListFilter, Node, NodeState, ProviderError, TAG_JOB, TAG_LINEAGE,
+    TAG_MANAGED,
+};
+
+pub const BATCH: usize = 100;
+
+fn p(k: impl Into<String>, v: impl Into<String>) -> (String, String) {
+    (k.into(), v.into())
+}
+
+impl AlibabaProvider {
+    pub(super) async fn run_instances(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
+        let image = self.image_for(req)?;
+        let mut out = CreateResult::default();
+        let mut remaining = req.count as usize;
+        let mut last_stockout: Option<ProviderError> = None;
+        for (ti, itype) in req.instance_types.iter().enumerate() {
+            let mut bi = 0;
+            while remaining > 0 {
+                let n = remaining.min(BATCH);
+                let token =
+                    client_token(&req.token, &if ti == 0 && bi == 0 { String::new() } else { format!("-t{ti}b{bi}") });
+                let params = self.run_params(req, itype, &image, n, &token);
+                match self.client.ecs("RunInstances", &req.region, params).await {
+                    Ok(resp) => {
+                        let ids: Vec<String> = resp["InstanceIdSets"]["InstanceIdSet"]
+                            .as_array()
+                            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+                            .unwrap_or_default();
+                        let got = ids.len();
+                        out.nodes.extend(ids.into_iter().map(|id| Node {
+                            id,
+                            pool: req.pool.clone(),
+                            instance_type: itype.clone(),
+                            region: req.region.clone(),
+                            zone: req.zone.clone(),
+                            capacity: req.capacity,
+                            state: NodeState::Pending,
+                            image: Some(image.clone()),
+                            tags: req.tags.clone(),
+                        }));
+                        remaining = remaining.saturating_sub(got);
+                        bi += 1;
+                        if got < n {
+                            // MinAmount let the cloud deliver part: the rest is out of stock.
+                            last_stockout = Some(ProviderError::new(
+                                ErrorClass::OutOfCapacity,
+                                "OperationDenied.NoStock",
+                                format!("{itype} delivered {got} of {n}"),
+                            ));
+                            break;
+                        }
+                    }
+                    Err(e) if e.class == ErrorClass::OutOfCapacity => {
+                        last_stockout = Some(e);
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if remaining == 0 {
+                break;
+            }
+        }
+        if remaining > 0 {
+            let why = last_stockout.map(|e| e.message).unwrap_or_default();
+            out.errors.push(ProviderError::new(
+                ErrorClass::OutOfCapacity,
+                "OperationDenied.NoStock",
+                format!(
+                    "{remaining} of {} {} node(s) in {} could not be placed on {}: {why}",
+                    req.count,
+                    req.capacity,
+                    req.zone,
+                    req.instance_types.join(", ")
+                ),
+            ));
+        }
+        Ok(out)
+    }
+
+    fn image_for(&self, req: &CreateNodes) -> Result<String, ProviderError> {
+        req.image.clone().or_else(|| self.client.config().image.clone()).ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Invalid,
+                "MissingImage",
+                format!(
+                    "`{}` has no image to launch: ECS needs an ImageId (`m-…` or a public image id)\nhint: set `image` in the pool or in `provider \"alicloud\"`",
+                    req.pool
+                ),
+            )
+        })
+    }
+
+    fn run_params(&self, req: &CreateNodes, itype: &str, image: &str, n: usize, token: &str) -> Vec<(String, String)> {
+        let cfg = self.client.config();
+        let mut ps = vec![
+            p("ZoneId", &req.zone),
+            p("InstanceType", itype),
+            p("ImageId", image),
+            p("Amount", n.to_string()),
+            p("MinAmount", "1"),
+            p("InstanceChargeType", "PostPaid"),
+            p("InstanceName", format!("gpuplan-{}", req.pool).replace(['.', '[', ']', '"'], "-")),
+            p("ClientToken", token),
+        ];
+        if req.capacity == Capacity::Spot {
+            match req.max_spot_price {
+                Some(usd) => {
+                    ps.push(p("SpotStrategy", "SpotWithPriceLimit"));
+                    ps.push(p("SpotPriceLimit", format!("{:.3}", usd * cfg.cny_per_usd)));
+                }
+                None => ps.push(p("SpotStrategy", "SpotAsPriceGo")),
+            }
+        }
+        for (i, (k, v)) in req.tags.iter().enumerate() {
+            ps.push(p(format!("Tag.{}.Key", i + 1), k));
+            ps.push(p(format!("Tag.{}.Value", i + 1), v));
+        }
+        if let Some(vsw) = cfg.subnets.get(&req.zone) {
+            ps.push(p("VSwitchId", vsw));
+        }
+        for (i, sg) in cfg.security_groups.iter().enumerate() {
+            ps.push(p(format!("SecurityGroupIds.{}", i + 1), sg));
+        }
+        if let Some(k) = &cfg.key_name {
+            ps.push(p("KeyPairName", k));
+        }
+        if let Some(u) = &req.user_data {
+            ps.push(p("UserData", base64::engine::general_purpose::STANDARD.encode(u)));
+        }
+        ps
+    }
+
+    /// Every instance with gpuplan's tags (and this lineage), 100 per page.
+    pub(super) async fn describe_tagged(&self, filter: &ListFilter) -> Result<Vec<Value>, ProviderError> {
+        let mut base = vec![p("Tag.1.Key", TAG_MANAGED), p("Tag.1.Value", "true"), p("MaxResults", BATCH.to_string())];
+        if let Some(l) = &filter.lineage {
+            base.push(p("Tag.2.Key", TAG_LINEAGE));
+            base.push(p("Tag.2.Value", l));
+        }
+        let mut out = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let mut params = base.clone();
+            if let Some(t) = &next {
+                params.push(p("NextToken", t));
+            }
+            let resp = self.client.ecs("DescribeInstances", &filter.region, params).await?;
+            out.extend(resp["Instances"]["Instance"].as_array().cloned().unwrap_or_default());
+            match resp["NextToken"].as_str().filter(|t| !t.is_empty()) {
+                Some(t) if Some(t) != next.as_deref() => next = Some(t.to_string()),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    pub(super) async fn describe_ids(&self, region: &str, ids: &[String]) -> Result<Vec<Value>, ProviderError> {
+        let mut out = Vec::new();
+        for chunk in ids.chunks(BATCH) {
+            let list = serde_json::to_string(chunk).unwrap_or_default();
+            let params = vec![p("InstanceIds", list), p("MaxResults", BATCH.to_string())];
+            let resp = self.client.ecs("DescribeInstances", region, params).await?;
+            out.extend(resp["Instances"]["Instance"].as_array().cloned().unwrap_or_default());
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn delete(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
+        let ids = crate::providers::http::dedup(ids);
+        let found = self.describe_ids(region, &ids).await?;
+        let mut live = Vec::new();
+        for inst in &found {
+            let id = inst["InstanceId"].as_str().unwrap_or_default().to_string();
+            if tags_of(inst).get(TAG_MANAGED).map(String::as_str) != Some("true") {
+                return Err(ProviderError::new(
+                    ErrorClass::Invalid,
+                    "UnmanagedInstance",
+                    format!(
+                        "refusing to delete `{id}` in {region}: it lacks the tag {TAG_MANAGED}=true, so gpuplan does not own it; nothing was deleted"
+                    ),
+                ));
+            }
+            live.push(id);
+        }
+        for chunk in live.chunks(BATCH) {
+            let mut params = vec![p("Force", "true")];
+            for (i, id) in chunk.iter().enumerate() {
+                params.push(p(format!("InstanceId.{}", i + 1), id));
+            }
+            match self.client.ecs("DeleteInstances", region, params).await {
+                Ok(_) => {}
+                // Released between the check and the call: done all the same.
+                Err(e) if e.code == "InvalidInstanceId.NotFound" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(ids)
+    }
+}
+
+pub fn tags_of(inst: &Value) -> BTreeMap<String, String> {
+    inst["Tags"]["Tag"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| Some((t["TagKey"].as_str()?.to_string(), t["TagValue"].as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn capacity_of(inst: &Value) -> Capacity {
+    match inst["SpotStrategy"].as_str() {
+        Some("SpotAsPriceGo") | Some("SpotWithPriceLimit") => Capacity::Spot,
+        _ => Capacity::OnDemand,
+    }
+}
+
+/// A spot instance the cloud is recycling (reclaim notice), from its operation locks.
+pub fn recycling(inst: &Value) -> bool {
+    inst["OperationLocks"]["LockReason"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|l| l["LockReason"].as_str() == Some("Recycling")))
+}
+
+pub fn to_node(inst: &Value, region: &str) -> Option<Node> {
+    let tags = tags_of(inst);
+    if tags.contains_key(TAG_JOB) {
+        return None;
+    }
+    let pool = tags.get(crate::providers::TAG_ADDRESS)?.parse().ok()?;
+    let capacity = capacity_of(inst);
+    let state = match inst["Status"].as_str().unwrap_or_default() {
+        _ if capacity == Capacity::Spot && recycling(inst) => NodeState::Reclaimed,
+        "Pending" | "Starting" => NodeState::Pending,
+        "Running" => NodeState::Running,
+        _ => NodeState::Terminated,
+    };
+    Some(Node {
+        id: inst["InstanceId"].as_str()?.to_string(),
+        pool,
+        instance_type: inst["InstanceType"].as_str().unwrap_or_default().to_string(),
+        region: region.to_string(),
+        zone: inst["ZoneId"].as_str().unwrap_or_default().to_string(),
+        capacity,
+        state,
+        image: inst["ImageId"].as_str().map(String::from),
+        tags,
+    })
+}

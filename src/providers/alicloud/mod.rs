@@ -1,0 +1,85 @@
+//! Alibaba Cloud: ECS 2014-05-26 for GPU nodes and job launches, ACK (CS 2015-12-15)
+//! for the kubeconfig of the Kubernetes job backend. Requests are signed in-project with
+//! ACS3-HMAC-SHA256 (`providers::signing::acs3`); wire types stay in this folder.
+//!
+//! - `client.rs`: RPC (ECS) and ROA (ACK) calls and the error envelope; `errors.rs`.
+//! - `ecs.rs`: run, paged tag-filtered describe, delete; `jobs.rs`: user-data job
+//!   launches with exit codes from GetInstanceConsoleOutput; `ack.rs`: user_config.
+//!
+//! ECS publishes no per-API rate numbers (Quota Center only), so there is no client-side
+//! limit: `Throttling*` answers make the executor back off (`apply::policy`).
+
+mod ack;
+mod client;
+mod ecs;
+mod errors;
+mod jobs;
+
+use async_trait::async_trait;
+
+use crate::providers::http::{CloudConfig, catalog_offers};
+use crate::providers::{
+    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError,
+};
+use crate::spec::model::ProviderKind;
+
+pub use errors::class_of;
+
+/// Environment variables the Alibaba Cloud SDK credential chain reads.
+pub const ENV_ACCESS_KEY_ID: &str = "ALIBABA_CLOUD_ACCESS_KEY_ID";
+pub const ENV_ACCESS_KEY_SECRET: &str = "ALIBABA_CLOUD_ACCESS_KEY_SECRET";
+pub const ENV_SECURITY_TOKEN: &str = "ALIBABA_CLOUD_SECURITY_TOKEN";
+/// Endpoint override when the provider block sets none (tests, private endpoints).
+pub const ENV_ENDPOINT: &str = "GPUPLAN_ALICLOUD_ENDPOINT";
+
+pub struct AlibabaProvider {
+    client: client::Client,
+}
+
+impl AlibabaProvider {
+    pub fn new(config: CloudConfig) -> Result<Self, ProviderError> {
+        Ok(AlibabaProvider { client: client::Client::new(config)? })
+    }
+
+    /// The kubeconfig of the provider block's ACK cluster (`cluster_id`), for the
+    /// Kubernetes job backend. `private` asks for the intranet API server address.
+    pub async fn kubeconfig(&self, region: &str, private: bool) -> Result<String, ProviderError> {
+        ack::kubeconfig(&self.client, region, private).await
+    }
+}
+
+#[async_trait]
+impl Provider for AlibabaProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Alicloud
+    }
+
+    async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
+        Ok(catalog_offers(ProviderKind::Alicloud, gpu, region, self.client.config().cny_per_usd))
+    }
+
+    async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        let instances = self.describe_tagged(filter).await?;
+        Ok(instances.iter().filter_map(|i| ecs::to_node(i, &filter.region)).collect())
+    }
+
+    async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
+        self.run_instances(req).await
+    }
+
+    async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
+        self.delete(region, ids).await
+    }
+
+    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        self.launch(req).await
+    }
+
+    async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.status(region, id).await
+    }
+
+    async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.cancel(region, id).await
+    }
+}

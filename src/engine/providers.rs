@@ -6,7 +6,10 @@ use std::sync::Arc;
 use crate::apply::ProviderSet;
 use crate::engine::Workspace;
 use crate::providers::Provider;
+use crate::providers::alicloud::{self, AlibabaProvider};
+use crate::providers::http::{CloudConfig, Endpoint, credentials};
 use crate::providers::sim::{SimCloud, SimConfig, SimProvider};
+use crate::providers::tencentcloud::{self, TencentProvider};
 use crate::spec::Spec;
 use crate::spec::model::{Provider as ProviderBlock, ProviderKind};
 use crate::state::State;
@@ -28,6 +31,12 @@ pub enum ProviderSetupError {
         help("GPUPLAN_SIM_* variables take durations like `50ms` and rates like `0.1`")
     )]
     SimConfig(String),
+    #[error("provider `{name}`: {message}")]
+    #[diagnostic(
+        code(gpuplan::provider::setup),
+        help("check the provider block's `endpoint` and the `{env}` variable")
+    )]
+    Cloud { name: String, env: String, message: String },
 }
 
 /// The sim cloud's settings: the first sim provider block, then `GPUPLAN_SIM_*` variables.
@@ -83,8 +92,79 @@ pub fn build(ws: &Workspace, spec: &Spec, state: &State) -> Result<ProviderSet, 
                     set.insert(name, s.clone());
                 }
             }
+            ProviderKind::Tencentcloud => {
+                let config = cloud_config(ws, spec, &name, tencentcloud::ENV_ENDPOINT, TENCENT_ENV)?;
+                let p = TencentProvider::new(config).map_err(|e| setup_error(&name, tencentcloud::ENV_ENDPOINT, e))?;
+                set.insert(name, Arc::new(p));
+            }
+            ProviderKind::Alicloud => {
+                let config = cloud_config(ws, spec, &name, alicloud::ENV_ENDPOINT, ALIBABA_ENV)?;
+                let p = AlibabaProvider::new(config).map_err(|e| setup_error(&name, alicloud::ENV_ENDPOINT, e))?;
+                set.insert(name, Arc::new(p));
+            }
             other => return Err(ProviderSetupError::Unavailable { name, kind: other.to_string() }),
         }
     }
     Ok(set)
+}
+
+/// The credential variables of a cloud: id, secret, session token.
+type EnvNames = (&'static str, &'static str, &'static str);
+const TENCENT_ENV: EnvNames =
+    (tencentcloud::ENV_SECRET_ID, tencentcloud::ENV_SECRET_KEY, tencentcloud::ENV_SESSION_TOKEN);
+const ALIBABA_ENV: EnvNames =
+    (alicloud::ENV_ACCESS_KEY_ID, alicloud::ENV_ACCESS_KEY_SECRET, alicloud::ENV_SECURITY_TOKEN);
+
+fn setup_error(name: &str, env: &str, e: crate::providers::ProviderError) -> ProviderSetupError {
+    ProviderSetupError::Cloud { name: name.to_string(), env: env.to_string(), message: e.message }
+}
+
+/// A self-signed cloud's settings from its provider block (by local name) and the
+/// environment. A provider only the state still names gets the environment alone.
+fn cloud_config(
+    ws: &Workspace,
+    spec: &Spec,
+    name: &str,
+    endpoint_env: &str,
+    vars: EnvNames,
+) -> Result<CloudConfig, ProviderSetupError> {
+    let block = spec.providers.get(name).or_else(|| spec.providers.values().find(|p| p.local_name() == name));
+    let value = |v: Option<&crate::spec::model::Spanned<String>>| v.map(|s| s.value.clone());
+    let env_endpoint = ws.env.get(endpoint_env).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let endpoint = match block.and_then(|b| value(b.endpoint.as_ref())).or(env_endpoint) {
+        Some(e) => Some(Endpoint::parse(&e).map_err(|message| ProviderSetupError::Cloud {
+            name: name.to_string(),
+            env: endpoint_env.to_string(),
+            message,
+        })?),
+        None => None,
+    };
+    let creds = credentials(
+        (
+            block.and_then(|b| b.access_key.as_ref()).map(|s| s.value.as_str()),
+            block.and_then(|b| b.secret_key.as_ref()).map(|s| s.value.as_str()),
+        ),
+        &ws.env,
+        vars.0,
+        vars.1,
+        vars.2,
+    );
+    let cny = block
+        .and_then(|b| b.cny_per_usd.as_ref().map(|c| c.value))
+        .or_else(|| ws.env.get("GPUPLAN_CNY_PER_USD").and_then(|v| v.trim().parse().ok()))
+        .filter(|c: &f64| c.is_finite() && *c > 0.0)
+        .unwrap_or(crate::catalog::DEFAULT_CNY_PER_USD);
+    Ok(CloudConfig {
+        name: name.to_string(),
+        endpoint,
+        credentials: creds,
+        image: block.and_then(|b| value(b.image.as_ref())),
+        subnets: block
+            .map(|b| b.subnets.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect())
+            .unwrap_or_default(),
+        security_groups: block.map(|b| b.security_groups.iter().map(|s| s.value.clone()).collect()).unwrap_or_default(),
+        key_name: block.and_then(|b| value(b.key_name.as_ref())),
+        cluster_id: block.and_then(|b| value(b.cluster_id.as_ref())),
+        cny_per_usd: cny,
+    })
 }

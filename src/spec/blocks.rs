@@ -156,6 +156,9 @@ pub fn provider(
         failure_rate: f.number(cx, "failure_rate", 0.0, 1.0),
         zone_capacity: f.u32(cx, "zone_capacity", 0, 1_000_000),
     };
+    if cloud_checks(&p, cx) {
+        f.failed = true;
+    }
     if let Some(a) = &p.alias
         && !crate::addr::is_ident(&a.value)
     {
@@ -168,6 +171,56 @@ pub fn provider(
     let failed = f.failed;
     f.finish(cx, PROVIDER_ATTRS);
     if failed { Err(Reported) } else { Ok(p) }
+}
+
+/// Checks of a cloud provider block that need no network: a usable `endpoint`, Tencent
+/// subnets as `vpc-…/subnet-…`, and AWS-only settings elsewhere. True when any failed.
+fn cloud_checks(p: &Provider, cx: &mut Cx<'_, '_>) -> bool {
+    let mut failed = false;
+    let Some(kind) = p.kind.value.filter(|k| *k != ProviderKind::Sim) else { return false };
+    if let Some(e) = &p.endpoint
+        && let Err(why) = crate::providers::http::Endpoint::parse(&e.value)
+    {
+        cx.error(
+            Diagnostic::error("gpuplan::spec::endpoint", format!("bad `endpoint` for `{kind}`: {why}"))
+                .at(e.span, "not a usable endpoint")
+                .help("write a scheme and host, e.g. `https://cvm.tencentcloudapi.com` or `http://127.0.0.1:8080`"),
+        );
+        failed = true;
+    }
+    if matches!(kind, ProviderKind::Tencentcloud | ProviderKind::Alicloud) {
+        for (attr, v) in [("profile", &p.profile), ("iam_instance_profile", &p.iam_instance_profile)] {
+            if let Some(v) = v {
+                cx.error(
+                    Diagnostic::error(
+                        "gpuplan::spec::aws_only",
+                        format!("`{attr}` applies only to the `aws` provider"),
+                    )
+                    .at(v.span, format!("not used by `{kind}`"))
+                    .help("credentials come from the cloud's environment variables or `access_key`/`secret_key`"),
+                );
+                failed = true;
+            }
+        }
+    }
+    if kind == ProviderKind::Tencentcloud {
+        for (zone, v) in &p.subnets {
+            let ok =
+                v.value.split_once('/').is_some_and(|(vpc, sn)| vpc.starts_with("vpc-") && sn.starts_with("subnet-"));
+            if !ok {
+                cx.error(
+                    Diagnostic::error(
+                        "gpuplan::spec::subnet",
+                        format!("the Tencent Cloud subnet for `{zone}` must name its VPC too"),
+                    )
+                    .at(v.span, "expected `vpc-…/subnet-…`")
+                    .help("CVM takes a VpcId with every SubnetId: write `\"vpc-abc/subnet-def\"`"),
+                );
+                failed = true;
+            }
+        }
+    }
+    failed
 }
 
 pub const POOL_ATTRS: &[&str] =

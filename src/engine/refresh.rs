@@ -44,10 +44,30 @@ pub async fn refresh(
             continue;
         }
         let filter = ListFilter { region: region.clone(), lineage: Some(state.lineage.clone()) };
-        let nodes = p.list_nodes(&filter).await.map_err(|e| (name.clone(), e))?;
+        let nodes = list_with_retry(p.as_ref(), &filter).await.map_err(|e| (name.clone(), e))?;
         for n in nodes {
             by_id.insert(n.id.clone(), n);
         }
     }
     Ok(by_id.into_values().collect())
+}
+
+/// One paged list call, retried on throttling and transient faults as `apply::policy`
+/// decides (a list is read-only, so retrying it is always safe).
+async fn list_with_retry(p: &dyn crate::providers::Provider, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+    use crate::apply::policy::{Decision, decide};
+    let seed = filter.region.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+    let mut attempt = 0;
+    loop {
+        match p.list_nodes(filter).await {
+            Ok(nodes) => return Ok(nodes),
+            Err(e) => {
+                attempt += 1;
+                match decide(&e, attempt, seed) {
+                    Decision::Retry(d) => tokio::time::sleep(d.min(std::time::Duration::from_secs(30))).await,
+                    _ => return Err(e),
+                }
+            }
+        }
+    }
 }

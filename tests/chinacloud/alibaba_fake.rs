@@ -367,7 +367,11 @@ fn describe(s: &State, region: &str, params: &BTreeMap<String, String>) -> Respo
         Some(j) => match serde_json::from_str::<Vec<String>>(j) {
             Ok(v) if v.len() <= 100 => Some(v),
             _ => {
-                return err(400, "InvalidInstanceIds.Malformed", "InstanceIds must be a JSON array of at most 100 ids.");
+                return err(
+                    400,
+                    "InvalidInstanceIds.Malformed",
+                    "InstanceIds must be a JSON array of at most 100 ids.",
+                );
             }
         },
         None => None,

@@ -8,6 +8,7 @@ mod alibaba_fake;
 mod server;
 mod tencent;
 mod tencent_fake;
+mod validate;
 
 use std::path::Path;
 use std::process::Stdio;

@@ -110,6 +110,9 @@ fn throttling_backs_off_and_retries_with_the_same_client_token() {
     let tokens = fake.calls("RunInstances");
     assert_eq!(tokens.len(), 3, "{tokens:?}");
     assert!(tokens.iter().all(|t| t == &tokens[0] && !t.is_empty()), "{tokens:?}");
+    // Refresh backs off too.
+    fake.throttle("DescribeInstances", 1);
+    f.run(&["plan", "--detailed-exitcode"]).expect(0);
 }
 
 #[test]

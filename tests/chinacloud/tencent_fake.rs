@@ -352,7 +352,7 @@ fn terminate(s: &mut State, region: &str, body: &Value) -> Response {
         return err("InvalidParameterValue.LimitExceeded", "InstanceIds must hold 1 to 100 ids.");
     }
     for id in &ids {
-        if !s.instances.get(id).is_some_and(|i| i.region == region) {
+        if s.instances.get(id).is_none_or(|i| i.region != region) {
             return err("InvalidInstanceId.NotFound", &format!("The instance `{id}` does not exist."));
         }
     }

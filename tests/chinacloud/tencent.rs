@@ -193,6 +193,21 @@ async fn batches_of_100_paged_lists_and_only_tagged_terminates() {
 }
 
 #[tokio::test]
+async fn a_quota_error_after_a_batch_reports_the_nodes_made() {
+    let fake = Fake::start();
+    fake.lock().quota_after = Some(1);
+    let p = provider(&fake, SECRET_KEY);
+    let made = p.create_nodes(&create(150, Capacity::OnDemand)).await.expect("partial");
+    assert_eq!(made.nodes.len(), 100);
+    assert_eq!(made.errors.len(), 1);
+    assert_eq!(
+        (made.errors[0].class, made.errors[0].code.as_str()),
+        (ErrorClass::Quota, "LimitExceeded.InstanceQuota")
+    );
+    assert!(made.errors[0].message.contains("hint:"), "{}", made.errors[0].message);
+}
+
+#[tokio::test]
 async fn wrong_key_is_an_auth_error_with_a_hint() {
     let fake = Fake::start();
     let p = provider(&fake, "not-the-key");

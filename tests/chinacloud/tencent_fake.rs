@@ -43,6 +43,8 @@ pub struct State {
     pub throttle: HashMap<String, u32>,
     /// Every authenticated call: (action, ClientToken or "").
     pub calls: Vec<(String, String)>,
+    /// RunInstances calls allowed before the account's instance quota is reached.
+    pub quota_after: Option<u32>,
 }
 
 #[derive(Clone)]
@@ -158,6 +160,14 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     }
     if region.is_empty() && action != "DescribeClusterKubeconfig" {
         return err("MissingParameter", "The request is missing a required parameter `Region`.");
+    }
+    if action == "RunInstances"
+        && let Some(n) = s.quota_after.as_mut()
+    {
+        if *n == 0 {
+            return err("LimitExceeded.InstanceQuota", "The instance quota of this account is exhausted.");
+        }
+        *n -= 1;
     }
     match action.as_str() {
         "RunInstances" => run(&mut s, &region, &body),

@@ -24,6 +24,13 @@ impl TencentProvider {
     /// from the plan's token so a retried call never launches twice.
     pub(super) async fn run_instances(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
         let image = self.image_for(req)?;
+        if req.instance_types.is_empty() {
+            return Err(ProviderError::new(
+                ErrorClass::Invalid,
+                "MissingInstanceType",
+                format!("`{}`: no instance type to launch in {}", req.pool, req.zone),
+            ));
+        }
         let mut out = CreateResult::default();
         let mut remaining = req.count as usize;
         let mut last_stockout: Option<ProviderError> = None;
@@ -60,7 +67,18 @@ impl TencentProvider {
                         break; // next instance type
                     }
                     // Nodes made by earlier batches come back from the same tokens on retry.
-                    Err(e) => return Err(e),
+                    // Throttling and transient faults: the executor retries the whole call and
+                    // earlier batches come back from their tokens. Anything else ends the call,
+                    // but the nodes made so far are reported so the state records them.
+                    Err(e)
+                        if out.nodes.is_empty() || matches!(e.class, ErrorClass::Throttled | ErrorClass::Retryable) =>
+                    {
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        out.errors.push(e);
+                        return Ok(out);
+                    }
                 }
             }
             if remaining == 0 {

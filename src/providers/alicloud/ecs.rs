@@ -280,3 +280,32 @@ pub fn to_node(inst: &Value, region: &str) -> Option<Node> {
         tags,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn inst(status: &str, strategy: &str, locks: &[&str]) -> Value {
+        json!({
+            "InstanceId": "i-1", "Status": status, "SpotStrategy": strategy, "ZoneId": "cn-hangzhou-h",
+            "InstanceType": "ecs.gn6i-c4g1.xlarge", "ImageId": "m-1",
+            "OperationLocks": {"LockReason": locks.iter().map(|l| json!({"LockReason": l})).collect::<Vec<_>>()},
+            "Tags": {"Tag": [
+                {"TagKey": TAG_MANAGED, "TagValue": "true"},
+                {"TagKey": crate::providers::TAG_ADDRESS, "TagValue": "gpu_pool.train"},
+            ]},
+        })
+    }
+
+    #[test]
+    fn instances_map_to_nodes_and_recycled_spot_is_reclaimed() {
+        let n = to_node(&inst("Running", "SpotAsPriceGo", &[]), "cn-hangzhou").expect("node");
+        assert_eq!((n.capacity, n.state, n.zone.as_str()), (Capacity::Spot, NodeState::Running, "cn-hangzhou-h"));
+        let r = to_node(&inst("Running", "SpotWithPriceLimit", &["Recycling"]), "r").expect("node");
+        assert_eq!(r.state, NodeState::Reclaimed);
+        let od = to_node(&inst("Stopped", "NoSpot", &[]), "r").expect("node");
+        assert_eq!((od.capacity, od.state), (Capacity::OnDemand, NodeState::Terminated));
+    }
+}

@@ -263,3 +263,34 @@ pub fn node_state(inst: &Value, capacity: Capacity) -> NodeState {
         _ => NodeState::Terminated,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inst(state: &str, charge: &str, op: &str, tags: &[(&str, &str)]) -> Value {
+        json!({
+            "InstanceId": "ins-1", "InstanceState": state, "InstanceChargeType": charge,
+            "InstanceType": "GN7.2XLARGE32", "Placement": {"Zone": "ap-guangzhou-3"}, "ImageId": "img-1",
+            "LatestOperation": op,
+            "Tags": tags.iter().map(|(k, v)| json!({"Key": k, "Value": v})).collect::<Vec<_>>(),
+        })
+    }
+
+    #[test]
+    fn instances_map_to_nodes_and_reclaims_are_told_apart() {
+        let pool = [(TAG_MANAGED, "true"), (crate::providers::TAG_ADDRESS, "gpu_pool.train")];
+        let n = to_node(&inst("RUNNING", "SPOTPAID", "RunInstances", &pool), "ap-guangzhou").expect("node");
+        assert_eq!((n.capacity, n.state, n.zone.as_str()), (Capacity::Spot, NodeState::Running, "ap-guangzhou-3"));
+        let reclaimed = to_node(&inst("SHUTDOWN", "SPOTPAID", "RunInstances", &pool), "r").expect("node");
+        assert_eq!(reclaimed.state, NodeState::Reclaimed);
+        let ours = to_node(&inst("TERMINATING", "SPOTPAID", "TerminateInstances", &pool), "r").expect("node");
+        assert_eq!(ours.state, NodeState::Terminated);
+        let od = to_node(&inst("PENDING", "POSTPAID_BY_HOUR", "RunInstances", &pool), "r").expect("node");
+        assert_eq!((od.capacity, od.state), (Capacity::OnDemand, NodeState::Pending));
+        // Job nodes and instances without a pool address are not pool nodes.
+        let job = [(TAG_MANAGED, "true"), (crate::providers::TAG_ADDRESS, "gpu_pool.train"), (TAG_JOB, "job.x")];
+        assert!(to_node(&inst("RUNNING", "SPOTPAID", "RunInstances", &job), "r").is_none());
+        assert!(to_node(&inst("RUNNING", "SPOTPAID", "RunInstances", &[(TAG_MANAGED, "true")]), "r").is_none());
+    }
+}

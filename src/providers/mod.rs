@@ -3,6 +3,10 @@
 //! The executor (`apply/`) and refresh talk only to [`Provider`]; SDK and wire types never
 //! leave a provider's folder. Errors carry an [`ErrorClass`] so retries, backoff and
 //! fallbacks are decided in one place (`apply::policy`), not in each provider.
+//!
+//! Clouds: [`sim`] (embedded), [`tencentcloud`] (CVM, TKE) and [`alicloud`] (ECS, ACK).
+//! The last two sign their own HTTP requests ([`signing`]) and share the client,
+//! credentials and endpoint handling in [`http`].
 
 pub mod alicloud;
 pub mod http;

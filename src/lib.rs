@@ -47,6 +47,7 @@
 
 pub mod addr;
 pub mod apply;
+pub mod autoscale;
 pub mod catalog;
 pub mod cli;
 pub mod cost;

@@ -15,6 +15,9 @@
 pub mod report;
 pub mod signals;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;

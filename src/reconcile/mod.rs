@@ -132,7 +132,8 @@ pub struct Pass {
     pub plan: Plan,
     pub decisions: Vec<PoolDecision>,
     pub apply: Option<ApplyReport>,
-    /// What refresh saw, for metrics.
+    /// The fleet after the pass, for metrics: what refresh saw, or after an apply the live
+    /// nodes the state recorded plus the reclaimed ones refresh saw.
     pub observed: Vec<Node>,
     /// Queued replicas per pool.
     pub queued: BTreeMap<Address, usize>,
@@ -245,6 +246,14 @@ pub async fn pass(
                 r.outcomes.iter().any(|o| o.address == d.pool && matches!(o.status, Status::Done | Status::Partial(_)));
         }
     }
+    // After an apply the state holds the live nodes; reclaimed ones stay as refresh saw them.
+    let observed = if report.is_some() {
+        let mut fleet: Vec<Node> = observed.into_iter().filter(|n| !n.is_live()).collect();
+        fleet.extend(session.state.resources.values().flat_map(|r| r.nodes.iter().filter(|n| n.is_live()).cloned()));
+        fleet
+    } else {
+        observed
+    };
     // The lock and the embedded cloud are released here, before the caller sleeps.
     drop(session);
     drop(providers);

@@ -125,6 +125,7 @@ cases!(
     ignore_changes_desired,
     interrupted_create,
     autoscaled_pool,
+    autoscale_down_idle,
     target_one_pool,
     destroy,
     quota_removed,

@@ -127,12 +127,14 @@ fn jittered(every: Duration) -> Duration {
 }
 
 /// Ctrl-C and SIGTERM: stop starting new apply work, end the sleep, stop the loop.
+/// SIGTERM is registered before this returns, so a signal sent right after start counts.
 fn stop_on_signal(cancel: Arc<Cancel>, stop: watch::Sender<bool>) {
+    #[cfg(unix)]
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
     tokio::spawn(async move {
         #[cfg(unix)]
         {
-            use tokio::signal::unix::{SignalKind, signal};
-            let Ok(mut term) = signal(SignalKind::terminate()) else { return };
+            let Ok(mut term) = term else { return };
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}

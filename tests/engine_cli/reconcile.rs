@@ -194,3 +194,34 @@ fn metrics_endpoint_answers_on_loopback_and_sigterm_stops_the_loop() {
     // The lock was released: another command runs at once.
     fleet.run(&["plan", "--detailed-exitcode"]).expect(0);
 }
+
+#[test]
+fn a_second_reconciler_never_acts_while_the_state_is_locked() {
+    let fleet = Fleet::new(&small_spec(1));
+    fleet.run(&["apply", "--auto-approve"]).expect(0);
+    fleet.write_spec(&small_spec(2));
+    let backend = gpuplan::state::LocalBackend::new(fleet.state_path());
+    let held = backend.lock("apply", Duration::ZERO).expect("the test takes the lock");
+
+    // `--once` fails naming the holder; nothing is launched.
+    let once = fleet.run(&["reconcile", "--once"]).expect(1);
+    assert!(once.stderr.contains("is locked"), "{}", once.stderr);
+    assert_eq!(fleet.live_tagged().len(), 2);
+
+    // The loop skips the round, says so, and stops cleanly on SIGTERM.
+    let mut child = fleet.spawn(&["reconcile", "--interval", "1h"], &[]);
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
+    let skipped = lines.find(|l| l.starts_with("Skipping this round")).expect("the loop reports the skip");
+    assert!(skipped.contains("another run holds the state lock"), "{skipped}");
+    assert_eq!(fleet.live_tagged().len(), 2, "a skipped round acted");
+    let killed = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(killed.success());
+    let rest: Vec<String> = lines.collect();
+    assert_eq!(child.wait().expect("exits").code(), Some(0), "{rest:?}");
+    drop(held);
+
+    // With the lock free, the next pass acts.
+    fleet.run(&["reconcile", "--once"]).expect(0);
+    assert_eq!(fleet.live_tagged().len(), 3);
+}

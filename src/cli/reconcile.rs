@@ -57,7 +57,11 @@ pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStat
         };
         let mut stop = stop;
         loop {
-            let _ = round(settings, args, &opts, &clock, &metrics, true).await?;
+            if let Err(report) = round(settings, args, &opts, &clock, &metrics, true).await {
+                // E.g. the spec folder vanished mid-checkout: report, count, try next round.
+                metrics.record_failure(clock.now());
+                error::print_report(&report, settings);
+            }
             if *stop.borrow() {
                 break;
             }

@@ -87,6 +87,26 @@ impl Fixture {
         SimCloud::open_with_timeout(&self.ws.sim_path(), config, Duration::from_secs(5)).expect("sim opens")
     }
 
+    /// A ten-hour job on `node`.
+    async fn run_job(&self, node: &str) {
+        let sim = SimProvider::new(self.cloud());
+        let job = LaunchJob {
+            job: Address::new(Kind::Job, "sweep"),
+            pool: pool(),
+            node_id: node.to_string(),
+            image: "img".into(),
+            command: vec![],
+            env: BTreeMap::new(),
+            gpus: 1,
+            attempt: 1,
+            token: format!("t-{node}"),
+            shape: None,
+            max_runtime_secs: None,
+            keep_node: true,
+        };
+        sim.launch_job(&job).await.expect("job launches");
+    }
+
     fn live(&self) -> Vec<Node> {
         self.cloud().nodes().into_iter().filter(|n| n.is_live()).collect()
     }
@@ -138,24 +158,7 @@ async fn scale_up_on_queue_wait_then_down_when_idle_on_a_paused_clock() {
     // The job lands on the first node; the queue empties. 20 minutes later the other node
     // has been idle longer than idle_for: it goes, the busy one stays.
     let busy = fx.live()[0].id.clone();
-    {
-        let sim = SimProvider::new(fx.cloud());
-        let job = LaunchJob {
-            job: Address::new(Kind::Job, "sweep"),
-            pool: pool(),
-            node_id: busy.clone(),
-            image: "img".into(),
-            command: vec![],
-            env: BTreeMap::new(),
-            gpus: 1,
-            attempt: 1,
-            token: "t-sweep-1".into(),
-            shape: None,
-            max_runtime_secs: None,
-            keep_node: true,
-        };
-        sim.launch_job(&job).await.expect("job launches");
-    }
+    fx.run_job(&busy).await;
     fx.queue.lock().unwrap().clear();
     tokio::time::advance(20 * MIN).await;
     let down = fx.pass(&clock).await;
@@ -208,5 +211,34 @@ async fn the_autoscalers_count_is_what_plan_converges_to_and_not_drift() {
     let fix = fx.pass(&clock).await;
     assert_eq!(fix.outcome, Outcome::Applied);
     assert_eq!(fix.plan.drift.len(), 1, "{:?}", fix.plan.drift);
+    assert_eq!(fx.live().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn quota_and_budget_hold_a_step_the_policy_would_deny() {
+    let spec = SPEC.replace("desired = 1", "desired = 2")
+        + "\nquota \"ml\" {\n  pools    = [gpu_pool.train]\n  max_gpus = 2\n}\n";
+    let fx = Fixture::new(&spec);
+    let clock = Clock::start();
+    fx.pass(&clock).await;
+    for n in fx.live() {
+        fx.run_job(&n.id).await;
+    }
+    let full = fx.pass(&clock).await;
+    assert_eq!(full.outcome, Outcome::NoChanges, "{:?}", full.decisions);
+    let d = decision(&full);
+    assert_eq!(d.action, "hold");
+    assert_eq!(d.reason, "utilization 100% > 80%, but the quota allows no more nodes");
+
+    // A budget of 2 USD/h over a pool at about 1.61 USD/h leaves no room for a 0.80 node.
+    let spec = SPEC.replace("desired = 1", "desired = 2")
+        + "\nquota \"ml\" {\n  pools = [gpu_pool.train]\n  budget {\n    hourly_usd = 2\n  }\n}\n";
+    let fx = Fixture::new(&spec);
+    fx.pass(&clock).await;
+    for n in fx.live() {
+        fx.run_job(&n.id).await;
+    }
+    let d = fx.pass(&clock).await.decisions.remove(0);
+    assert_eq!(d.reason, "utilization 100% > 80%, but the budget allows no more nodes");
     assert_eq!(fx.live().len(), 2);
 }

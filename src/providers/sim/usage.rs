@@ -17,16 +17,14 @@ pub struct NodeUsage {
 }
 
 impl SimCloud {
-    /// Usage of every live gpuplan node at `now_ms` (the caller's clock: tests run it ahead).
+    /// Usage of every live gpuplan node at `now_ms` (the caller's clock: tests run it ahead,
+    /// and a job started a moment "after" it by the cloud's clock still counts as running).
     pub fn usage(&self, now_ms: u64) -> Vec<NodeUsage> {
         let inner = self.lock();
         let world = &inner.world;
         let mut last_end: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
         let mut busy: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for j in world.jobs.values() {
-            if j.started_ms > now_ms {
-                continue; // launched after the moment asked about
-            }
             if j.is_running(now_ms) {
                 busy.insert(j.node_id.as_str());
             } else {

@@ -242,3 +242,29 @@ async fn quota_and_budget_hold_a_step_the_policy_would_deny() {
     assert_eq!(d.reason, "utilization 100% > 80%, but the budget allows no more nodes");
     assert_eq!(fx.live().len(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_step_a_policy_denies_is_held_and_the_rest_of_the_plan_applies() {
+    let mut fx = Fixture::new(&SPEC.replace("desired = 1", "desired = 2"));
+    let policy = "policy \"cap\" {\n  enforcement = \"hard\"\n  assert      = plan.cost.hourly_after <= 2\n  message     = \"too expensive\"\n}\n";
+    let mut sources = crate::diag::Sources::default();
+    let mut diags = crate::diag::Diagnostics::default();
+    let id = sources.add("cap.hcl", policy);
+    fx.opts.plan.policies = crate::policy::load::parse(id, policy, &sources, &mut diags);
+    assert!(!diags.has_errors() && fx.opts.plan.policies.len() == 1, "{:?}", diags.items);
+    let clock = Clock::start();
+    fx.pass(&clock).await;
+    let nodes = fx.live();
+    for n in &nodes {
+        fx.run_job(&n.id).await;
+    }
+    // A node lost outside gpuplan, and 100% utilization: the step to 3 nodes (~2.4 USD/h)
+    // breaks the cap, restoring the lost node (~1.6 USD/h) does not.
+    fx.cloud().terminate_out_of_band(&nodes[1].id).unwrap();
+    let p = fx.pass(&clock).await;
+    assert_eq!(p.outcome, Outcome::Applied, "{:?}", p.decisions);
+    let d = decision(&p);
+    assert_eq!((d.action, d.applied), ("hold", false), "{d:?}");
+    assert!(d.reason.ends_with("but the plan with this step is denied by policy"), "{d:?}");
+    assert_eq!(fx.live().len(), 2);
+}

@@ -36,6 +36,10 @@
 //! 6. [`state`]: versioned JSON with serial and lineage, atomic writes, a backup, a lock
 //!    and a journal compacted once per apply (linear in the fleet, not quadratic).
 //!
+//! 7. [`autoscale`]: a pure decision per autoscaled pool from its rules, limits and
+//!    signals; [`reconcile`] runs passes (refresh → drift → autoscale → plan → policies →
+//!    apply) once or on a loop, and [`metrics`] serves their Prometheus view.
+//!
 //! I/O lives in three places only: reading spec files, the state backend, providers.
 //!
 //! ## Where to start
@@ -47,15 +51,18 @@
 
 pub mod addr;
 pub mod apply;
+pub mod autoscale;
 pub mod catalog;
 pub mod cli;
 pub mod cost;
 pub mod diag;
 pub mod engine;
 pub mod graph;
+pub mod metrics;
 pub mod plan;
 pub mod policy;
 pub mod providers;
+pub mod reconcile;
 pub mod render;
 pub mod schema;
 pub mod spec;

@@ -49,6 +49,7 @@ fn price(hcl: &str, env: &[(&str, &str)]) -> CostReport {
         targets: &[],
         destroy: false,
         spec_digest: String::new(),
+        autoscale: &[],
     });
     let env: BTreeMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     cost::cost(&plan, &spec, &PriceBook::new(&spec, &env))

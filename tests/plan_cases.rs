@@ -31,6 +31,9 @@ struct Args {
     targets: Vec<String>,
     #[serde(default)]
     destroy: bool,
+    /// Autoscaler decisions, as `reconcile` passes them to the planner.
+    #[serde(default)]
+    autoscale: Vec<gpuplan::plan::model::ScaleAction>,
 }
 
 fn cases_dir() -> PathBuf {
@@ -57,6 +60,7 @@ fn plan_case(dir: &Path) -> Plan {
         targets: &targets,
         destroy: args.destroy,
         spec_digest: diff::spec_digest(&loaded.spec),
+        autoscale: &args.autoscale,
     };
     diff::plan(&input)
 }
@@ -121,6 +125,7 @@ cases!(
     ignore_changes_desired,
     interrupted_create,
     autoscaled_pool,
+    autoscale_down_idle,
     target_one_pool,
     destroy,
     quota_removed,

@@ -22,6 +22,7 @@ mod load;
 mod offers;
 mod output;
 mod plan;
+mod reconcile;
 mod runtime;
 mod settings;
 mod sim;
@@ -86,6 +87,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Apply(args) => apply::apply(settings, args),
         Command::Destroy(args) => apply::destroy(settings, args),
         Command::Drift(args) => drift::run(settings, args),
+        Command::Reconcile(args) => reconcile::run(settings, args),
         Command::Cost(args) => cost::run(settings, args),
         Command::Offers(args) => offers::run(settings, args),
         Command::Sim(command) => sim::run(settings, command),
@@ -176,6 +178,7 @@ impl Command {
             Command::Validate(a) => &a.var,
             Command::Plan(a) => &a.var,
             Command::Apply(a) => &a.var,
+            Command::Reconcile(a) => &a.var,
             _ => &[],
         }
     }
@@ -327,24 +330,39 @@ pub struct DriftArgs {
 
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
-    /// Run one pass and exit
+    /// Run one pass and exit (the default without --interval)
     #[arg(long, conflicts_with = "interval")]
     pub once: bool,
-    /// Time between passes, e.g. `5m`
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    /// Run a pass every DUR (±10% jitter) until Ctrl-C or SIGTERM, e.g. `5m`
+    #[arg(long, value_name = "DUR", value_parser = parse_interval)]
     pub interval: Option<Duration>,
     /// Plan each pass but apply nothing
     #[arg(long)]
     pub dry_run: bool,
-    /// Refuse a pass that would destroy more than N resources
+    /// Refuse to apply a pass that would terminate more than N nodes
     #[arg(long, value_name = "N")]
     pub max_destroy: Option<u32>,
-    /// Print one JSON object per pass on stdout
+    /// Print one JSON object per pass (one line each) on stdout
     #[arg(long)]
     pub json: bool,
-    /// Serve Prometheus metrics on ADDR, e.g. `127.0.0.1:9100`
+    /// With --once: exit 2 when the pass found changes (applied, or planned with --dry-run)
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics, e.g. `127.0.0.1:9464` (port 0: any free port)
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// At most N operations at once
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub parallelism: u32,
+    /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub var: Vec<String>,
+    /// Accept a failing soft policy by name (repeatable)
+    #[arg(long, value_name = "NAME")]
+    pub override_policy: Vec<String>,
+    /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
+    #[arg(long, value_name = "DIR")]
+    pub policy_dir: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -487,6 +505,14 @@ pub enum SimCommand {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e}; try e.g. `30s`, `5m`, `1h`"))
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(1) {
+        return Err("the interval must be at least 1s".into());
+    }
+    Ok(d)
 }
 
 fn parse_provider(s: &str) -> Result<ProviderKind, String> {

@@ -65,6 +65,16 @@ pub fn open_sim(ws: &Workspace, block: Option<&ProviderBlock>) -> Result<Arc<Sim
 
 /// Providers for every name the spec declares and the state still refers to.
 pub fn build(ws: &Workspace, spec: &Spec, state: &State) -> Result<ProviderSet, ProviderSetupError> {
+    build_with_sim(ws, spec, state).map(|(set, _)| set)
+}
+
+/// [`build`], plus the embedded cloud itself when one is in use (`reconcile` reads its job
+/// runs for the autoscaler; the cloud is one per process, so it cannot be opened twice).
+pub fn build_with_sim(
+    ws: &Workspace,
+    spec: &Spec,
+    state: &State,
+) -> Result<(ProviderSet, Option<Arc<SimCloud>>), ProviderSetupError> {
     let mut wanted: BTreeMap<String, ProviderKind> = BTreeMap::new();
     for (name, p) in &spec.providers {
         if let Some(k) = p.kind.value {
@@ -81,12 +91,15 @@ pub fn build(ws: &Workspace, spec: &Spec, state: &State) -> Result<ProviderSet, 
     }
     let mut set: ProviderSet = BTreeMap::new();
     let mut sim: Option<Arc<dyn Provider>> = None;
+    let mut cloud: Option<Arc<SimCloud>> = None;
     for (name, kind) in wanted {
         match kind {
             ProviderKind::Sim => {
                 if sim.is_none() {
                     let block = spec.providers.values().find(|p| p.kind.value == Some(ProviderKind::Sim));
-                    sim = Some(Arc::new(SimProvider::new(open_sim(ws, block)?)));
+                    let c = open_sim(ws, block)?;
+                    cloud = Some(c.clone());
+                    sim = Some(Arc::new(SimProvider::new(c)));
                 }
                 if let Some(s) = &sim {
                     set.insert(name, s.clone());
@@ -105,7 +118,7 @@ pub fn build(ws: &Workspace, spec: &Spec, state: &State) -> Result<ProviderSet, 
             other => return Err(ProviderSetupError::Unavailable { name, kind: other.to_string() }),
         }
     }
-    Ok(set)
+    Ok((set, cloud))
 }
 
 /// The credential variables of a cloud: id, secret, session token.

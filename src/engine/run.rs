@@ -8,10 +8,11 @@ use crate::cost;
 use crate::engine::{Session, history, refresh};
 use crate::plan::Plan;
 use crate::plan::diff::{self, PlanInput};
+use crate::plan::model::ScaleAction;
 use crate::policy;
-use crate::providers::ProviderError;
+use crate::providers::{Node, ProviderError};
 use crate::spec::Spec;
-use crate::state::{JournalEntry, StateError};
+use crate::state::{JournalEntry, ScaleRecord, StateError};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum RunError {
@@ -57,22 +58,34 @@ pub async fn plan(
     providers: &ProviderSet,
     req: &PlanRequest,
 ) -> Result<Plan, RunError> {
-    let observed = if req.refresh {
-        Some(
-            refresh::refresh(providers, spec, &session.state)
-                .await
-                .map_err(|(provider, error)| RunError::Refresh { provider, error })?,
-        )
-    } else {
-        None
-    };
+    let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
+    Ok(plan_observed(spec, session, observed.as_deref(), req, &[]))
+}
+
+/// Refresh: the nodes the clouds run with this state's tags.
+pub async fn observe(spec: &Spec, session: &Session, providers: &ProviderSet) -> Result<Vec<Node>, RunError> {
+    refresh::refresh(providers, spec, &session.state)
+        .await
+        .map_err(|(provider, error)| RunError::Refresh { provider, error })
+}
+
+/// Diff, cost and policies over nodes already observed (`None`: the state's record), with
+/// the autoscaler's decisions (`reconcile`; empty for `plan`). Pure.
+pub fn plan_observed(
+    spec: &Spec,
+    session: &Session,
+    observed: Option<&[Node]>,
+    req: &PlanRequest,
+    autoscale: &[ScaleAction],
+) -> Plan {
     let input = PlanInput {
         spec,
         state: &session.state,
-        observed: observed.as_deref(),
+        observed,
         targets: &req.targets,
         destroy: req.destroy,
         spec_digest: diff::spec_digest(spec),
+        autoscale,
     };
     let mut plan = diff::plan(&input);
     let prices = cost::PriceBook::new(spec, &req.env);
@@ -80,7 +93,7 @@ pub async fn plan(
     let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
     plan.policies = results.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
     plan.cost = serde_json::to_value(report).ok();
-    Ok(plan)
+    plan
 }
 
 /// The policy results stored in a plan.
@@ -138,6 +151,17 @@ pub async fn apply(
     let mut entries = vec![JournalEntry::History { entry: history(event, detail) }];
     for r in policy_results(&plan).iter().filter(|r| r.overridden) {
         entries.push(JournalEntry::History { entry: history("policy_override", format!("{}: {}", r.name, r.message)) });
+    }
+    // An autoscaler action counts (for its cooldown) once its pool change went through.
+    for a in &plan.autoscale {
+        let applied = report
+            .outcomes
+            .iter()
+            .any(|o| o.address == a.pool && matches!(o.status, Status::Done | Status::Partial(_)));
+        if applied {
+            let record = ScaleRecord { at: a.at.clone(), from: a.from, to: a.to, reason: a.reason.clone() };
+            entries.push(JournalEntry::Autoscale { pool: a.pool.to_string(), record });
+        }
     }
     let _ = recorder.record(entries).await;
     drop(recorder);

@@ -33,6 +33,8 @@ pub struct PlanInput<'a> {
     pub targets: &'a [Address],
     pub destroy: bool,
     pub spec_digest: String,
+    /// Autoscaler decisions (from `reconcile`): an autoscaled pool converges to their count.
+    pub autoscale: &'a [ScaleAction],
 }
 
 /// SHA-256 of the canonical JSON of a spec.
@@ -94,9 +96,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         errors: Vec::new(),
         cost: None,
         policies: Vec::new(),
+        autoscale: Vec::new(),
     };
 
     let autoscaled: BTreeSet<&Address> = spec.autoscalers.values().map(|a| &a.pool.value).collect();
+    if !input.destroy {
+        plan.autoscale = input.autoscale.iter().filter(|a| autoscaled.contains(&a.pool)).cloned().collect();
+    }
     for addr in &addresses {
         let key = addr.to_string();
         let prior = input.state.resources.get(&key);
@@ -230,6 +236,19 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
             copy_path(before, after, path);
         }
     }
+    // The autoscaler owns the count of an existing autoscaled pool: its decision in this
+    // run, else the count recorded in state (`config.nodes.desired`), else the live count.
+    let scale = cx.input.autoscale.iter().find(|a| &a.pool == addr).filter(|_| cx.autoscaled && !cx.input.destroy);
+    let owned: Option<u32> = (cx.autoscaled && cx.prior.is_some()).then(|| {
+        let recorded = before_cfg.as_ref().and_then(|c| c.pointer("/nodes/desired")).and_then(Json::as_u64);
+        scale.map(|s| s.to).or(recorded.map(|d| d.min(u32::MAX as u64) as u32)).unwrap_or(cx.live.len() as u32)
+    });
+    if let (Some(count), Some(pool), Some(after)) = (owned, cx.pool, &mut after_cfg)
+        && let Some(nodes) = after.get_mut("nodes").and_then(Json::as_object_mut)
+    {
+        let n = count.clamp(pool.nodes.min.value, pool.nodes.max.value.max(pool.nodes.min.value));
+        nodes.insert("desired".into(), Json::from(n));
+    }
     let changed = match (&before_cfg, &after_cfg) {
         (Some(b), Some(a)) => changed_paths(b, a),
         _ => vec![],
@@ -336,7 +355,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
     let nodes_cfg = &pool.nodes;
     let ignores_count = ignore.iter().any(|p| p == "nodes" || p == "nodes.desired");
     let n = if (cx.autoscaled || ignores_count) && cx.prior.is_some() {
-        let have = fresh.len().min(u32::MAX as usize) as u32;
+        let have = owned.unwrap_or(fresh.len().min(u32::MAX as usize) as u32);
         let n = have.clamp(nodes_cfg.min.value, nodes_cfg.max.value);
         let who =
             if cx.autoscaled { "the autoscaler owns the node count" } else { "`ignore_changes` covers nodes.desired" };
@@ -356,7 +375,11 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
     // past a bucket's count (the ones that go) are the newest.
     let age = age_rank(cx.prior);
     let mut by_bucket: BTreeMap<(String, Capacity), Vec<&Node>> = BTreeMap::new();
-    for node in oldest_first(&fresh, &age) {
+    let idle = |n: &Node| scale.is_some_and(|s| s.remove.contains(&n.id));
+    let mut ordered = oldest_first(&fresh, &age);
+    // Nodes the autoscaler found idle go first when a bucket shrinks (stable: age order kept).
+    ordered.sort_by_key(|n| idle(n));
+    for node in ordered {
         by_bucket.entry((node.zone.clone(), node.capacity)).or_default().push(node);
     }
     let mut creates = Vec::new();
@@ -379,8 +402,16 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
     let mut deletes: Vec<NodeDelete> = Vec::new();
     excess = oldest_first(&excess, &age);
     excess.reverse();
+    excess.sort_by_key(|n| !idle(n));
     for (i, node) in excess.iter().enumerate() {
-        deletes.push(delete(node, if i < surplus { "surplus" } else { "rebalance" }));
+        let why = if i >= surplus {
+            "rebalance"
+        } else if idle(node) {
+            "idle"
+        } else {
+            "surplus"
+        };
+        deletes.push(delete(node, why));
     }
     for node in sorted(&stale) {
         deletes.push(delete(node, &format!("replaced: {}", stale_reason(node).unwrap_or_default())));
@@ -421,7 +452,12 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         _ => {}
     }
     if action != Action::Create {
-        for p in changed.iter().filter(|p| !IMMUTABLE.contains(&p.split('.').next().unwrap_or(""))) {
+        if let Some(s) = scale {
+            reasons.push(Reason::new("autoscale", format!("autoscale: {}", s.reason)));
+        }
+        // An autoscaled pool's recorded count is the autoscaler's, not a spec change.
+        let owned_path = |p: &str| owned.is_some() && p == "nodes.desired";
+        for p in changed.iter().filter(|p| !IMMUTABLE.contains(&p.split('.').next().unwrap_or("")) && !owned_path(p)) {
             reasons.push(Reason::new(format!("changed:{p}"), format!("`{p}` changed")));
         }
         if !stale.is_empty() && action == Action::Update {

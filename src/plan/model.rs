@@ -208,6 +208,26 @@ pub struct Plan {
     /// Filled by `policy/`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<serde_json::Value>,
+    /// Autoscaler decisions this plan carries out (from `reconcile`); apply records them
+    /// in the state for the cooldown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub autoscale: Vec<ScaleAction>,
+}
+
+/// An autoscaler's decision for one pool, made before planning: the plan converges the
+/// pool to `to` nodes (instead of the count the state recorded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScaleAction {
+    pub pool: Address,
+    pub from: u32,
+    pub to: u32,
+    /// When scaling down: the idle nodes to remove first, by id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+    /// Why, e.g. `3 job(s) waited > 5m`.
+    pub reason: String,
+    /// RFC 3339 time of the decision.
+    pub at: String,
 }
 
 impl Plan {

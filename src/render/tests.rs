@@ -103,6 +103,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         errors: vec![],
         cost: None,
         policies: vec![],
+        autoscale: vec![],
     };
     p.summarize();
     p

@@ -474,7 +474,15 @@ pub fn autoscaler(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Autoscaler, 
     let utilization_above = f.or(utilization_above, 80);
     let idle_for = f.duration(cx, "idle_for");
     let idle_for = f.or(idle_for, Duration::secs(900));
-    let step = f.u32(cx, "step", 1, MAX_NODES);
+    let step = f.u32(cx, "step", 0, MAX_NODES);
+    if let Some(s) = step.as_ref().filter(|s| s.value == 0) {
+        cx.diags.push(
+            Diagnostic::error("gpuplan::spec::range", "`step` must be at least 1, found 0")
+                .at(s.span, "an autoscaler step of 0 never scales")
+                .help("`step` is how many nodes one action adds or removes; use 1 or more"),
+        );
+        f.failed = true;
+    }
     let step = f.or(step, 1);
     let cooldown = f.duration(cx, "cooldown");
     let cooldown = f.or(cooldown, Duration::secs(300));

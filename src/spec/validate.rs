@@ -36,6 +36,39 @@ pub fn validate(spec: &Spec, partial_pools: &BTreeMap<Address, GpuPool>, diags: 
             );
         }
     }
+    for a in spec.autoscalers.values() {
+        validate_autoscaler(spec, a, diags);
+    }
+}
+
+/// Rules that decode but cannot do what the user meant: a fixed-size pool, a step wider
+/// than the pool's whole range.
+fn validate_autoscaler(spec: &Spec, a: &crate::spec::model::Autoscaler, diags: &mut Diagnostics) {
+    let Some(pool) = spec.gpu_pools.get(&a.pool.value) else { return };
+    let (min, max) = (&pool.nodes.min, &pool.nodes.max);
+    if min.value == max.value {
+        diags.push(
+            Diagnostic::warning(
+                "gpuplan::spec::autoscaler_fixed",
+                format!("`{}` has min = max = {}: its autoscaler can never change its size", a.pool.value, max.value),
+            )
+            .at(a.pool.span, "autoscales a pool of fixed size")
+            .at(max.span, "max")
+            .help("widen `nodes { min max }`, or remove the autoscaler"),
+        );
+    } else if min.value < max.value && a.step.value > max.value - min.value {
+        diags.push(
+            Diagnostic::warning(
+                "gpuplan::spec::autoscaler_step",
+                format!(
+                    "`step = {}` is larger than the range of `{}` ({}..{}): one step goes from one bound to the other",
+                    a.step.value, a.pool.value, min.value, max.value
+                ),
+            )
+            .at(a.step.span, "step")
+            .help(format!("use a step of at most {} to scale gradually", max.value - min.value)),
+        );
+    }
 }
 
 /// The provider block a pool uses, if declared.

@@ -24,5 +24,5 @@ pub use error::StateError;
 pub use journal::{Journal, JournalHeader};
 pub use local::LocalBackend;
 pub use lock::{LockInfo, StateLock};
-pub use model::{HistoryEntry, ResourceState, State};
+pub use model::{HistoryEntry, ResourceState, ScaleRecord, State};
 pub use replay::{JournalEntry, Replay, apply_entry};

@@ -25,11 +25,22 @@ pub struct State {
     /// Notable events: applies, policy overrides. Newest last, capped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEntry>,
+    /// The last autoscaler action per pool address (its cooldown starts there). The count
+    /// the autoscaler chose lives in the pool's `config.nodes.desired`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub autoscale: BTreeMap<String, ScaleRecord>,
 }
 
 impl State {
     pub fn new(lineage: String) -> Self {
-        State { format_version: FORMAT_VERSION, serial: 0, lineage, resources: BTreeMap::new(), history: Vec::new() }
+        State {
+            format_version: FORMAT_VERSION,
+            serial: 0,
+            lineage,
+            resources: BTreeMap::new(),
+            history: Vec::new(),
+            autoscale: BTreeMap::new(),
+        }
     }
 }
 
@@ -65,4 +76,15 @@ pub struct HistoryEntry {
     pub event: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
+}
+
+/// One autoscaler action, as the state keeps it for cooldowns and reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ScaleRecord {
+    /// RFC 3339 time of the decision.
+    pub at: String,
+    pub from: u32,
+    pub to: u32,
+    /// Why, e.g. `3 job(s) waited > 5m`.
+    pub reason: String,
 }

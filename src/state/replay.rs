@@ -13,13 +13,14 @@
 //! - `RemoveNodes` removes nodes by id; unknown ids and addresses are ignored.
 //! - `DeleteResource` removes the resource; unknown addresses are ignored.
 //! - `History` appends, keeping the newest [`HISTORY_LIMIT`] entries.
+//! - `Autoscale` sets the pool's last autoscaler action (see `State::autoscale`).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{HISTORY_LIMIT, HistoryEntry, ResourceState, State};
+use super::model::{HISTORY_LIMIT, HistoryEntry, ResourceState, ScaleRecord, State};
 use crate::providers::Node;
 
 /// One finished operation, as one line of the journal.
@@ -31,6 +32,7 @@ pub enum JournalEntry {
     RemoveNodes { address: String, ids: Vec<String> },
     DeleteResource { address: String },
     History { entry: HistoryEntry },
+    Autoscale { pool: String, record: ScaleRecord },
 }
 
 /// Apply one entry to `state`. Pure: no I/O, no clock. Costs O(nodes of that resource),
@@ -71,6 +73,9 @@ pub fn apply_entry(state: &mut State, entry: &JournalEntry) {
         JournalEntry::History { entry } => {
             state.history.push(entry.clone());
             cap_history(&mut state.history);
+        }
+        JournalEntry::Autoscale { pool, record } => {
+            state.autoscale.insert(pool.clone(), record.clone());
         }
     }
 }
@@ -171,6 +176,9 @@ impl Replay {
             }
             // Capped once in `finish`: keeping the newest N is the same at the end as at each step.
             JournalEntry::History { entry } => self.state.history.push(entry),
+            JournalEntry::Autoscale { pool, record } => {
+                self.state.autoscale.insert(pool, record);
+            }
         }
     }
 

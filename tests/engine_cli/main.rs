@@ -10,6 +10,7 @@ mod crash;
 mod failures;
 mod fallback;
 mod ownership;
+mod reconcile;
 mod saved_plan;
 
 use std::path::{Path, PathBuf};

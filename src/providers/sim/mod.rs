@@ -26,6 +26,7 @@ mod offers;
 mod provider;
 mod rng;
 mod store;
+mod usage;
 mod world;
 
 #[cfg(test)]
@@ -35,3 +36,4 @@ pub use cloud::{COMPACT_AFTER, LOCK_TIMEOUT, SimCloud, SimStats};
 pub use config::{DEFAULT_ZONE_CAPACITY, SimConfig};
 pub use error::SimError;
 pub use provider::SimProvider;
+pub use usage::NodeUsage;

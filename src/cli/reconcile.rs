@@ -1,0 +1,153 @@
+//! `gpuplan reconcile`: one pass (`--once`, the default) or a pass every `--interval`,
+//! each refresh → drift → autoscale → plan → policies → apply, with a report per pass and
+//! Prometheus metrics on `--metrics-addr`.
+//!
+//! The loop holds the state lock only during a pass; a round whose lock is taken by
+//! another run is skipped and says so. Ctrl-C or SIGTERM stops the loop: an apply in
+//! flight finishes its started operations and saves state, a sleep ends at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::output;
+use super::{CliError, ExitStatus, ReconcileArgs, Settings, common, error, load, runtime};
+use crate::apply::{ApplyOptions, Cancel};
+use crate::engine::run::PlanRequest;
+use crate::metrics::{self, Metrics};
+use crate::reconcile::{self, Clock, NoQueue, Options, Outcome};
+use crate::render;
+
+pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStatus> {
+    let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
+    runtime::block_on(async {
+        let cancel = Arc::new(Cancel::default());
+        let (stop_tx, stop) = watch::channel(false);
+        stop_on_signal(cancel.clone(), stop_tx);
+        let metrics = Arc::new(Metrics::default());
+        if let Some(addr) = args.metrics_addr {
+            let listener = metrics::server::bind(addr).await.map_err(|e| {
+                CliError::new(format!("cannot serve metrics on {addr}: {e}"))
+                    .hint("pick a free address, e.g. `--metrics-addr 127.0.0.1:9464` (port 0 picks any free port)")
+            })?;
+            let bound = listener.local_addr().map_or_else(|_| addr.to_string(), |a| a.to_string());
+            output::stderr(&format!("Serving metrics on http://{bound}/metrics\n"));
+            tokio::spawn(metrics::server::serve(listener, metrics.clone(), stop.clone()));
+        }
+        let opts = Options {
+            plan: PlanRequest {
+                refresh: true,
+                env: settings.env.clone(),
+                policies,
+                overrides: args.override_policy.clone(),
+                ..PlanRequest::default()
+            },
+            dry_run: args.dry_run,
+            max_destroy: args.max_destroy,
+            apply: ApplyOptions {
+                parallelism: args.parallelism as usize,
+                progress: common::progress(settings),
+                cancel,
+            },
+        };
+        let clock = Clock::start();
+        let Some(every) = args.interval else {
+            return round(settings, args, &opts, &clock, &metrics, false).await;
+        };
+        let mut stop = stop;
+        loop {
+            if let Err(report) = round(settings, args, &opts, &clock, &metrics, true).await {
+                // E.g. the spec folder vanished mid-checkout: report, count, try next round.
+                metrics.record_failure(clock.now());
+                error::print_report(&report, settings);
+            }
+            if *stop.borrow() {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(jittered(every)) => {}
+                _ = stop.changed() => {}
+            }
+            if *stop.borrow() {
+                break;
+            }
+        }
+        output::stderr("Reconcile stopped.\n");
+        Ok::<_, miette::Report>(ExitStatus::Success)
+    })?
+}
+
+/// One round: load the spec, run a pass, report, update the metrics. In the loop, errors
+/// are reported and counted, and the loop goes on; with `--once` they end the command.
+async fn round(
+    settings: &Settings,
+    args: &ReconcileArgs,
+    opts: &Options,
+    clock: &Clock,
+    metrics: &Metrics,
+    looping: bool,
+) -> miette::Result<ExitStatus> {
+    let Some(loaded) = load::valid_spec(settings)? else {
+        metrics.record_failure(clock.now());
+        return Ok(ExitStatus::Error);
+    };
+    let ws = settings.workspace();
+    let pass = match reconcile::pass(&ws, &loaded.spec, opts, &NoQueue, clock).await {
+        Ok(pass) => pass,
+        Err(e) if looping && e.is_locked() => {
+            metrics.record_skip();
+            output::stderr(&format!("Skipping this round: another run holds the state lock.\n  {e}\n"));
+            return Ok(ExitStatus::Success);
+        }
+        Err(e) if looping => {
+            metrics.record_failure(clock.now());
+            error::print_report(&miette::Report::new(e), settings);
+            return Ok(ExitStatus::Error);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if args.json {
+        output::stdout(&format!("{}\n", reconcile::report::json(&pass)));
+    } else {
+        let opts = render::TextOptions { color: settings.color_stdout, width: settings.width };
+        output::stdout(&reconcile::report::text(&pass, &opts));
+    }
+    common::warn_near_limits(&pass.plan);
+    metrics.record_pass(&loaded.spec, &pass);
+    Ok(match pass.outcome {
+        Outcome::NoChanges => ExitStatus::Success,
+        Outcome::Applied | Outcome::DryRun if args.detailed_exitcode => ExitStatus::Changes,
+        Outcome::Applied | Outcome::DryRun => ExitStatus::Success,
+        Outcome::Denied | Outcome::MaxDestroy { .. } => ExitStatus::PolicyDenied,
+        Outcome::PlanErrors | Outcome::ApplyFailed | Outcome::Interrupted => ExitStatus::Error,
+    })
+}
+
+/// `every` ± 10%, so many reconcilers started together do not hit the clouds together.
+fn jittered(every: Duration) -> Duration {
+    let r = (uuid::Uuid::new_v4().as_u128() % 10_001) as f64 / 10_000.0; // 0..=1
+    every.mul_f64(0.9 + 0.2 * r)
+}
+
+/// Ctrl-C and SIGTERM: stop starting new apply work, end the sleep, stop the loop.
+/// SIGTERM is registered before this returns, so a signal sent right after start counts.
+fn stop_on_signal(cancel: Arc<Cancel>, stop: watch::Sender<bool>) {
+    #[cfg(unix)]
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            let Ok(mut term) = term else { return };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        output::stderr("\nStopping: finishing the operations in flight, then exiting...\n");
+        cancel.cancel();
+        let _ = stop.send(true);
+    });
+}

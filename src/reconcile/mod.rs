@@ -1,0 +1,262 @@
+//! Scheduled reconciliation: one [`pass`] is refresh → drift → autoscale → plan → policies
+//! → apply what policy allows, then a [`Pass`] report. `gpuplan reconcile` runs one pass
+//! (`--once`) or a loop of them (`--interval`); `metrics/` exposes the last one.
+//!
+//! A pass holds the state lock (and the embedded cloud) only while it acts and releases
+//! both before returning, so two reconcilers never act at once and other commands run
+//! between passes. Every step is idempotent: a pass that fails half way is finished by the
+//! next one. The time comes from a [`Clock`] over tokio's clock, so tests drive passes
+//! on a paused clock.
+//!
+//! It reuses the engine (`engine::run::{observe, plan_observed, apply}`) and the pure
+//! autoscaler (`autoscale::decide`); its own logic is gathering signals ([`signals`]) and
+//! deciding what a pass may apply.
+
+pub mod report;
+pub mod signals;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::addr::Address;
+use crate::apply::{ApplyOptions, ApplyReport, Status};
+use crate::autoscale::Waiting;
+use crate::engine::providers::ProviderSetupError;
+use crate::engine::run::{self, PlanRequest, RunError};
+use crate::engine::{self, Workspace};
+use crate::plan::Plan;
+use crate::providers::Node;
+use crate::spec::Spec;
+use crate::state::{State, StateError};
+
+pub use signals::PoolDecision;
+
+/// Wall-clock time that follows tokio's clock: real time in production, and time that
+/// only moves with `tokio::time::advance` under `tokio::time::pause` in tests.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    wall: SystemTime,
+    base: tokio::time::Instant,
+}
+
+impl Clock {
+    /// Must be called inside a tokio runtime.
+    pub fn start() -> Clock {
+        Clock { wall: SystemTime::now(), base: tokio::time::Instant::now() }
+    }
+    pub fn now(&self) -> SystemTime {
+        self.wall + self.base.elapsed()
+    }
+}
+
+/// Where queued jobs come from: the seam to the jobs engine (see [`Waiting`]).
+pub trait Queue: Send + Sync {
+    /// Replicas waiting for GPUs now, with the pool each targets.
+    fn waiting(&self, spec: &Spec, state: &State, now: SystemTime) -> Vec<Waiting>;
+}
+
+/// No jobs queue wired in: pools scale up on utilization only.
+pub struct NoQueue;
+
+impl Queue for NoQueue {
+    fn waiting(&self, _: &Spec, _: &State, _: SystemTime) -> Vec<Waiting> {
+        Vec::new()
+    }
+}
+
+impl<F: Fn(&Spec, &State, SystemTime) -> Vec<Waiting> + Send + Sync> Queue for F {
+    fn waiting(&self, spec: &Spec, state: &State, now: SystemTime) -> Vec<Waiting> {
+        self(spec, state, now)
+    }
+}
+
+pub struct Options {
+    /// Policies, overrides, targets and environment; refresh is always on.
+    pub plan: PlanRequest,
+    /// Plan and report, apply nothing.
+    pub dry_run: bool,
+    /// Refuse to apply a plan that terminates more than this many nodes.
+    pub max_destroy: Option<u32>,
+    pub apply: ApplyOptions,
+}
+
+/// How a pass ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The fleet matches the spec and the autoscaler: nothing to do.
+    NoChanges,
+    /// Changes were applied, all of them.
+    Applied,
+    /// `--dry-run`: changes were planned, not applied.
+    DryRun,
+    /// A policy (hard, or soft without override) denied the plan; nothing applied.
+    Denied,
+    /// The plan would terminate `nodes` nodes, more than `--max-destroy`; nothing applied.
+    MaxDestroy { nodes: u32, limit: u32 },
+    /// The plan has errors (e.g. `prevent_destroy`); nothing applied.
+    PlanErrors,
+    /// Some changes failed or were skipped.
+    ApplyFailed,
+    /// Ctrl-C / SIGTERM during apply: in-flight work finished and was saved.
+    Interrupted,
+}
+
+impl Outcome {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::NoChanges => "no-changes",
+            Outcome::Applied => "applied",
+            Outcome::DryRun => "dry-run",
+            Outcome::Denied => "policy-denied",
+            Outcome::MaxDestroy { .. } => "max-destroy",
+            Outcome::PlanErrors => "plan-errors",
+            Outcome::ApplyFailed => "apply-failed",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+    /// Whether the pass did what it should (the "last success" of the metrics).
+    pub fn succeeded(&self) -> bool {
+        matches!(self, Outcome::NoChanges | Outcome::Applied | Outcome::DryRun)
+    }
+}
+
+/// What one pass saw, decided and did.
+pub struct Pass {
+    pub at: SystemTime,
+    pub outcome: Outcome,
+    /// The plan the pass acted on (or would have).
+    pub plan: Plan,
+    pub decisions: Vec<PoolDecision>,
+    pub apply: Option<ApplyReport>,
+    /// The fleet after the pass, for metrics: what refresh saw, or after an apply the live
+    /// nodes the state recorded plus the reclaimed ones refresh saw.
+    pub observed: Vec<Node>,
+    /// Queued replicas per pool.
+    pub queued: BTreeMap<Address, usize>,
+    /// Node utilization per autoscaled pool, where known.
+    pub utilization: BTreeMap<Address, f64>,
+}
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Run(#[from] RunError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Providers(#[from] ProviderSetupError),
+}
+
+impl ReconcileError {
+    /// Another run holds the state lock: the pass did not start (the loop skips a round).
+    pub fn is_locked(&self) -> bool {
+        matches!(self, ReconcileError::Run(RunError::State(StateError::Locked { .. })))
+    }
+}
+
+impl From<StateError> for ReconcileError {
+    fn from(e: StateError) -> Self {
+        ReconcileError::Run(RunError::State(e))
+    }
+}
+
+/// Nodes a plan terminates (surplus, replaced, removed pools, orphans).
+pub fn nodes_destroyed(plan: &Plan) -> u32 {
+    let n: usize = plan.changes.iter().filter_map(|c| c.pool.as_ref()).map(|p| p.deletes.len()).sum();
+    n.min(u32::MAX as usize) as u32
+}
+
+/// One reconciliation pass. Holds the state lock from the start to the end of the pass.
+pub async fn pass(
+    ws: &Workspace,
+    spec: &Spec,
+    opts: &Options,
+    queue: &dyn Queue,
+    clock: &Clock,
+) -> Result<Pass, ReconcileError> {
+    let mut session = engine::open_session(ws, "reconcile")?;
+    let (providers, sim) = engine::providers::build_with_sim(ws, spec, &session.state)?;
+    let req = PlanRequest { refresh: true, destroy: false, ..opts.plan.clone() };
+    let observed = run::observe(spec, &session, &providers).await?;
+    let now = clock.now();
+    let baseline = run::plan_observed(spec, &session, Some(&observed), &req, &[]);
+
+    let waiting = queue.waiting(spec, &session.state, now);
+    let usage = sim.as_ref().map(|c| c.usage(signals::unix_ms(now)));
+    let ctx = signals::Context {
+        spec,
+        state: &session.state,
+        baseline: &baseline,
+        observed: &observed,
+        usage: usage.as_deref(),
+        waiting: &waiting,
+        now,
+    };
+    let (actions, mut decisions, utilization) = signals::autoscale(&ctx);
+    let queued = signals::queued_per_pool(spec, &waiting);
+
+    let mut plan = baseline;
+    if !actions.is_empty() {
+        let scaled = run::plan_observed(spec, &session, Some(&observed), &req, &actions);
+        if (run::denied(&scaled) || !scaled.errors.is_empty()) && !run::denied(&plan) && plan.errors.is_empty() {
+            // Apply what policy allows: the fleet's own drift fixes go ahead without the step.
+            for d in decisions.iter_mut().filter(|d| d.action != "hold") {
+                d.hold(format!("{}, but the plan with this step is denied by policy", d.reason));
+            }
+        } else {
+            plan = scaled;
+        }
+    }
+
+    let destroying = nodes_destroyed(&plan);
+    let mut report = None;
+    let outcome = if !plan.errors.is_empty() {
+        Outcome::PlanErrors
+    } else if run::denied(&plan) {
+        Outcome::Denied
+    } else if let Some(limit) = opts.max_destroy.filter(|m| destroying > *m) {
+        Outcome::MaxDestroy { nodes: destroying, limit }
+    } else if !plan.has_changes() {
+        Outcome::NoChanges
+    } else if opts.dry_run {
+        Outcome::DryRun
+    } else {
+        let r = run::apply(&mut session, Arc::new(plan.clone()), &providers, &opts.apply).await?;
+        let outcome = if r.succeeded() {
+            Outcome::Applied
+        } else if r.cancelled {
+            Outcome::Interrupted
+        } else {
+            Outcome::ApplyFailed
+        };
+        report = Some(r);
+        outcome
+    };
+    if !matches!(outcome, Outcome::Applied | Outcome::NoChanges) {
+        for d in decisions.iter_mut().filter(|d| d.action != "hold") {
+            d.applied = false;
+        }
+    } else if let Some(r) = &report {
+        for d in decisions.iter_mut() {
+            d.applied &=
+                r.outcomes.iter().any(|o| o.address == d.pool && matches!(o.status, Status::Done | Status::Partial(_)));
+        }
+    }
+    // After an apply the state holds the live nodes; reclaimed ones stay as refresh saw them.
+    let observed = if report.is_some() {
+        let mut fleet: Vec<Node> = observed.into_iter().filter(|n| !n.is_live()).collect();
+        fleet.extend(session.state.resources.values().flat_map(|r| r.nodes.iter().filter(|n| n.is_live()).cloned()));
+        fleet
+    } else {
+        observed
+    };
+    // The lock and the embedded cloud are released here, before the caller sleeps.
+    drop(session);
+    drop(providers);
+    drop(sim);
+    Ok(Pass { at: now, outcome, plan, decisions, apply: report, observed, queued, utilization })
+}

@@ -1,0 +1,113 @@
+//! What a pass prints: a short text report, or one JSON object per pass (`--json`).
+
+use serde_json::{Value as Json, json};
+
+use super::{Outcome, Pass, nodes_destroyed};
+use crate::apply::Status;
+use crate::plan::Action;
+use crate::render;
+
+/// Counts of what apply did: resources added/changed/destroyed, nodes launched/terminated.
+fn applied_counts(pass: &Pass) -> Option<Json> {
+    let r = pass.apply.as_ref()?;
+    let (mut added, mut changed, mut destroyed) = (0, 0, 0);
+    let mut failed = Vec::new();
+    for o in &r.outcomes {
+        match &o.status {
+            Status::Done | Status::Partial(_) => match o.action {
+                Action::Create => added += 1,
+                Action::Update => changed += 1,
+                Action::Delete => destroyed += 1,
+                Action::Replace => {
+                    added += 1;
+                    destroyed += 1;
+                }
+                Action::NoOp | Action::Read => {}
+            },
+            Status::Failed(m) | Status::Skipped(m) => {
+                failed.push(json!({"address": o.address.to_string(), "message": m}))
+            }
+        }
+    }
+    Some(json!({
+        "added": added,
+        "changed": changed,
+        "destroyed": destroyed,
+        "nodes_launched": r.outcomes.iter().map(|o| o.created).sum::<usize>(),
+        "nodes_terminated": r.outcomes.iter().map(|o| o.deleted).sum::<usize>(),
+        "failed": failed,
+        "interrupted": r.cancelled,
+    }))
+}
+
+/// One pass as a JSON object: `{at, outcome, summary, drift, autoscale, apply, plan, ...}`.
+pub fn json(pass: &Pass) -> Json {
+    let mut doc = json!({
+        "at": humantime::format_rfc3339_seconds(pass.at).to_string(),
+        "outcome": pass.outcome.as_str(),
+        "summary": {
+            "add": pass.plan.summary.add,
+            "change": pass.plan.summary.change,
+            "destroy": pass.plan.summary.destroy,
+            "nodes_destroyed": nodes_destroyed(&pass.plan),
+        },
+        "drift": pass.plan.drift.len(),
+        "autoscale": pass.decisions,
+        "apply": applied_counts(pass),
+        "plan": render::plan_json(&pass.plan),
+    });
+    if let Outcome::MaxDestroy { nodes, limit } = pass.outcome {
+        doc["max_destroy"] = json!({"nodes": nodes, "limit": limit});
+    }
+    doc
+}
+
+/// The pass's one-line verdict, e.g. `applied: 1 to add, 0 to change, 0 to destroy`.
+pub fn headline(pass: &Pass) -> String {
+    let s = &pass.plan.summary;
+    let changes = format!("{} to add, {} to change, {} to destroy", s.add, s.change, s.destroy);
+    let at = humantime::format_rfc3339_seconds(pass.at);
+    match &pass.outcome {
+        Outcome::NoChanges => format!("reconcile {at}: no changes; the fleet matches the spec"),
+        Outcome::Applied => format!("reconcile {at}: applied ({changes})"),
+        Outcome::DryRun => format!("reconcile {at}: dry run, nothing applied ({changes})"),
+        Outcome::Denied => format!("reconcile {at}: a policy denied the plan; nothing applied ({changes})"),
+        Outcome::MaxDestroy { nodes, limit } => format!(
+            "reconcile {at}: refused: the plan would terminate {nodes} node(s), more than --max-destroy {limit}; nothing applied"
+        ),
+        Outcome::PlanErrors => format!("reconcile {at}: the plan has errors; nothing applied"),
+        Outcome::ApplyFailed => format!("reconcile {at}: apply failed ({changes})"),
+        Outcome::Interrupted => format!("reconcile {at}: interrupted during apply; finished work was saved"),
+    }
+}
+
+/// The text report: the plan when it has changes, drift, autoscaler verdicts, the headline.
+pub fn text(pass: &Pass, opts: &render::TextOptions) -> String {
+    let mut out = String::new();
+    if pass.plan.has_changes() || !pass.plan.errors.is_empty() {
+        out += &render::plan_text(&pass.plan, opts);
+        out.push('\n');
+    } else if !pass.plan.drift.is_empty() {
+        out += &render::drift_text(&pass.plan.drift, opts);
+    }
+    for d in &pass.decisions {
+        let line = match d.action {
+            "hold" => format!("autoscale {}: hold at {} node(s): {}\n", d.pool, d.from, d.reason),
+            verb => format!("autoscale {}: {verb} {} → {}: {}\n", d.pool, d.from, d.to, d.reason),
+        };
+        out += &line;
+    }
+    if let Some(a) = applied_counts(pass) {
+        out += &format!("nodes: {} launched, {} terminated\n", a["nodes_launched"], a["nodes_terminated"]);
+        for f in a["failed"].as_array().into_iter().flatten() {
+            out +=
+                &format!("error: {}: {}\n", f["address"].as_str().unwrap_or(""), f["message"].as_str().unwrap_or(""));
+        }
+    }
+    out += &headline(pass);
+    out.push('\n');
+    if let Outcome::MaxDestroy { .. } = pass.outcome {
+        out += "hint: review the plan with `gpuplan plan`, then apply it by hand or raise --max-destroy\n";
+    }
+    out
+}

@@ -1,0 +1,209 @@
+//! From what a pass sees to the autoscaler's inputs, and its decisions to plan input:
+//! live nodes and their usage (the sim cloud's job runs), queued demand (the [`Queue`]),
+//! headroom in quotas and budgets (the baseline plan's cost), the last action (state).
+//!
+//! [`Queue`]: super::Queue
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::addr::Address;
+use crate::autoscale::{self, Decision, Limits, NodeSignal, Rules, Signals, Waiting};
+use crate::catalog;
+use crate::cost::{self, CostReport};
+use crate::plan::model::ScaleAction;
+use crate::plan::{Action, Plan, shape};
+use crate::providers::Node;
+use crate::providers::sim::NodeUsage;
+use crate::spec::Spec;
+use crate::state::State;
+
+/// One autoscaler's verdict in a pass, for reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PoolDecision {
+    pub autoscaler: Address,
+    pub pool: Address,
+    /// `up`, `down` or `hold`.
+    pub action: &'static str,
+    pub from: u32,
+    pub to: u32,
+    pub reason: String,
+    /// Whether the pass carried the step out (false for holds, dry runs and refusals).
+    pub applied: bool,
+}
+
+impl PoolDecision {
+    pub fn hold(&mut self, why: String) {
+        self.action = "hold";
+        self.to = self.from;
+        self.reason = why;
+        self.applied = false;
+    }
+}
+
+pub struct Context<'a> {
+    pub spec: &'a Spec,
+    pub state: &'a State,
+    /// The plan without autoscaling: what the pool converges to now, and its cost.
+    pub baseline: &'a Plan,
+    pub observed: &'a [Node],
+    /// Usage of the sim cloud's nodes; `None` without a sim cloud.
+    pub usage: Option<&'a [NodeUsage]>,
+    pub waiting: &'a [Waiting],
+    pub now: SystemTime,
+}
+
+pub fn unix_ms(t: SystemTime) -> u64 {
+    u64::try_from(t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(u64::MAX)
+}
+
+fn from_ms(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+pub fn queued_per_pool(spec: &Spec, waiting: &[Waiting]) -> BTreeMap<Address, usize> {
+    let mut out: BTreeMap<Address, usize> = spec.gpu_pools.keys().map(|p| (p.clone(), 0)).collect();
+    for w in waiting {
+        *out.entry(w.pool.clone()).or_default() += 1;
+    }
+    out
+}
+
+/// Decide for every autoscaler: the actions to plan with, every verdict, and utilization.
+pub fn autoscale(cx: &Context<'_>) -> (Vec<ScaleAction>, Vec<PoolDecision>, BTreeMap<Address, f64>) {
+    let cost: Option<CostReport> = cx.baseline.cost.clone().and_then(|c| serde_json::from_value(c).ok());
+    let at = humantime::format_rfc3339_seconds(cx.now).to_string();
+    let mut actions = Vec::new();
+    let mut decisions = Vec::new();
+    let mut utilization = BTreeMap::new();
+    for (name, a) in &cx.spec.autoscalers {
+        let pool_addr = &a.pool.value;
+        let Some(pool) = cx.spec.gpu_pools.get(pool_addr) else { continue };
+        let Some(change) = cx.baseline.changes.iter().find(|c| &c.address == pool_addr) else { continue };
+        let Some(pc) = &change.pool else { continue };
+        let current = pc.after.nodes();
+        let mut verdict = PoolDecision {
+            autoscaler: name.clone(),
+            pool: pool_addr.clone(),
+            action: "hold",
+            from: current,
+            to: current,
+            reason: String::new(),
+            applied: false,
+        };
+        let Some(shape) = shape::shape(cx.spec, pool, catalog::catalog()) else { continue };
+        if change.action == Action::Create {
+            verdict.reason = "the pool is created by this plan first".into();
+            decisions.push(verdict);
+            continue;
+        }
+        let signals = signals_for(cx, pool_addr, &pc.provider_kind);
+        if let Some(u) = signals.utilization() {
+            utilization.insert(pool_addr.clone(), u);
+        }
+        let limits = limits_for(cx, pool_addr, pool, current, cost.as_ref());
+        let last = cx.state.autoscale.get(&pool_addr.to_string()).and_then(|r| humantime::parse_rfc3339(&r.at).ok());
+        let (base, pct) = (pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
+        let layout = |n: u32| shape::layout(&shape, n, base, pct);
+        match autoscale::decide(&Rules::from(a), &limits, &signals, last, cx.now, &layout) {
+            Decision::Hold { why } => verdict.reason = why,
+            Decision::Up { to, reason } => {
+                (verdict.action, verdict.to, verdict.reason, verdict.applied) = ("up", to, reason.clone(), true);
+                actions.push(ScaleAction {
+                    pool: pool_addr.clone(),
+                    from: current,
+                    to,
+                    remove: vec![],
+                    reason,
+                    at: at.clone(),
+                });
+            }
+            Decision::Down { to, remove, reason } => {
+                (verdict.action, verdict.to, verdict.reason, verdict.applied) = ("down", to, reason.clone(), true);
+                actions.push(ScaleAction {
+                    pool: pool_addr.clone(),
+                    from: current,
+                    to,
+                    remove,
+                    reason,
+                    at: at.clone(),
+                });
+            }
+        }
+        decisions.push(verdict);
+    }
+    (actions, decisions, utilization)
+}
+
+/// Live nodes of the pool with their usage. Only the sim cloud reports usage today; other
+/// providers give `usage_known: false` (no scale-down, no utilization).
+fn signals_for(cx: &Context<'_>, pool: &Address, provider_kind: &str) -> Signals {
+    let usage: Option<BTreeMap<&str, &NodeUsage>> =
+        cx.usage.filter(|_| provider_kind == "sim").map(|u| u.iter().map(|n| (n.id.as_str(), n)).collect());
+    let nodes = cx
+        .observed
+        .iter()
+        .filter(|n| n.is_live() && &n.pool == pool)
+        .map(|n| {
+            let u = usage.as_ref().and_then(|m| m.get(n.id.as_str()));
+            NodeSignal {
+                id: n.id.clone(),
+                zone: n.zone.clone(),
+                capacity: n.capacity,
+                busy: u.is_some_and(|u| u.busy),
+                idle_since: u.and_then(|u| u.idle_since_ms).map(from_ms),
+            }
+        })
+        .collect();
+    Signals { nodes, usage_known: usage.is_some(), queued: autoscale::queued_demand(cx.waiting, pool) }
+}
+
+/// min..max, the tightest quota and budget over the pool (from the baseline plan's cost),
+/// and the pool's node prices.
+fn limits_for(
+    cx: &Context<'_>,
+    addr: &Address,
+    pool: &crate::spec::model::GpuPool,
+    current: u32,
+    cost: Option<&CostReport>,
+) -> Limits {
+    let mut limits = Limits {
+        current,
+        min: pool.nodes.min.value,
+        max: pool.nodes.max.value,
+        gpus_per_node: pool.gpus_per_node.value,
+        on_demand_base: pool.mix.on_demand_base.value,
+        spot_percent: pool.mix.spot_percent.value,
+        ..Limits::default()
+    };
+    let Some(cost) = cost else { return limits };
+    if let Some(p) = cost.pools.iter().find(|p| &p.address == addr) {
+        limits.on_demand_usd = p.on_demand_price.as_ref().map_or(0.0, |x| x.usd_per_hour);
+        limits.spot_usd = p.spot_price.as_ref().map_or(limits.on_demand_usd, |x| x.usd_per_hour);
+    }
+    for qc in &cost.quotas {
+        if !cost::quota_pools(cx.spec, &qc.address).contains(addr) {
+            continue;
+        }
+        let Some(q) = cx.spec.quotas.get(&qc.address) else { continue };
+        if let Some(max) = &q.max_gpus {
+            let left = (max.value as u64).saturating_sub(qc.gpus_after);
+            limits.quota_gpus_left = Some(limits.quota_gpus_left.map_or(left, |l| l.min(left)));
+        }
+        if let Some(b) = &q.budget {
+            let mut tightest = limits.budget_usd_left;
+            if let Some(h) = &b.hourly_usd {
+                let left = (h.value - qc.hourly_after).max(0.0);
+                tightest = Some(tightest.map_or(left, |l| l.min(left)));
+            }
+            if let Some(m) = &b.monthly_usd {
+                let left = ((m.value - qc.monthly_after) / cost::HOURS_PER_MONTH).max(0.0);
+                tightest = Some(tightest.map_or(left, |l| l.min(left)));
+            }
+            limits.budget_usd_left = tightest;
+        }
+    }
+    limits
+}

@@ -53,6 +53,7 @@ pub mod cost;
 pub mod diag;
 pub mod engine;
 pub mod graph;
+pub mod jobs;
 pub mod plan;
 pub mod policy;
 pub mod providers;

@@ -18,6 +18,7 @@ mod exit;
 mod fmt;
 mod graph;
 mod init;
+mod jobs;
 mod load;
 mod offers;
 mod output;
@@ -89,6 +90,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Cost(args) => cost::run(settings, args),
         Command::Offers(args) => offers::run(settings, args),
         Command::Sim(command) => sim::run(settings, command),
+        Command::Jobs(args) => jobs::run(settings, args.command.as_ref()),
         Command::Init => init::run(settings),
         Command::State(StateCommand::List) => state_list::run(settings),
         Command::State(StateCommand::Show { addr }) => state_show::run(settings, addr),
@@ -431,9 +433,18 @@ pub struct JobsArgs {
 #[derive(Debug, Subcommand)]
 pub enum JobsCommand {
     /// List launched jobs
-    List,
+    List {
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
     /// Show one job's replicas and their state
-    Status { name: String },
+    Status {
+        name: String,
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a job's logs
     Logs { name: String },
     /// Stop a job
@@ -445,7 +456,7 @@ pub enum JobsCommand {
 impl JobsCommand {
     fn name(&self) -> &'static str {
         match self {
-            JobsCommand::List => "list",
+            JobsCommand::List { .. } => "list",
             JobsCommand::Status { .. } => "status",
             JobsCommand::Logs { .. } => "logs",
             JobsCommand::Cancel { .. } => "cancel",

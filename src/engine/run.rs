@@ -6,6 +6,7 @@ use crate::addr::Address;
 use crate::apply::{self, ApplyOptions, ApplyReport, ProviderSet, Recorder, Status};
 use crate::cost;
 use crate::engine::{Session, history, refresh};
+use crate::jobs;
 use crate::plan::Plan;
 use crate::plan::diff::{self, PlanInput};
 use crate::policy;
@@ -80,7 +81,29 @@ pub async fn plan(
     let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
     plan.policies = results.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
     plan.cost = serde_json::to_value(report).ok();
+    plan.jobs = place_jobs(spec, session, providers, req, &plan).await?;
     Ok(plan)
+}
+
+/// The plan's jobs section: refresh the runs state records as active, then admit.
+async fn place_jobs(
+    spec: &Spec,
+    session: &Session,
+    providers: &ProviderSet,
+    req: &PlanRequest,
+    plan: &Plan,
+) -> Result<Vec<jobs::JobPlacement>, RunError> {
+    let observed = if req.refresh {
+        Some(
+            jobs::refresh::statuses(providers, &session.state)
+                .await
+                .map_err(|(provider, error)| RunError::Refresh { provider, error })?,
+        )
+    } else {
+        None
+    };
+    let input = jobs::place::PlaceInput { spec, state: &session.state, plan, observed: observed.as_ref() };
+    Ok(jobs::place::place(&input))
 }
 
 /// The policy results stored in a plan.
@@ -127,7 +150,10 @@ pub async fn apply(
     check_fresh(&plan, session, None)?;
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
-    let report = apply::execute(plan.clone(), providers, recorder.clone(), opts).await;
+    let mut report = apply::execute(plan.clone(), providers, recorder.clone(), opts).await;
+    if !report.cancelled {
+        report.outcomes.extend(jobs::launch::run(&plan, &session.state, providers, &recorder, opts).await);
+    }
     let done = report.count(|s| matches!(s, Status::Done | Status::Partial(_)));
     let event = if plan.destroy { "destroy" } else { "apply" };
     let detail = format!(

@@ -94,6 +94,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         errors: Vec::new(),
         cost: None,
         policies: Vec::new(),
+        jobs: Vec::new(),
     };
 
     let autoscaled: BTreeSet<&Address> = spec.autoscalers.values().map(|a| &a.pool.value).collect();

@@ -208,11 +208,14 @@ pub struct Plan {
     /// Filled by `policy/`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<serde_json::Value>,
+    /// Job admission and launches, filled by `jobs::place` (admission order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<crate::jobs::JobPlacement>,
 }
 
 impl Plan {
     pub fn has_changes(&self) -> bool {
-        self.changes.iter().any(|c| c.action != Action::NoOp)
+        self.changes.iter().any(|c| c.action != Action::NoOp) || self.jobs.iter().any(|j| j.needs_launch())
     }
 
     pub fn summarize(&mut self) {

@@ -103,6 +103,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         errors: vec![],
         cost: None,
         policies: vec![],
+        jobs: vec![],
     };
     p.summarize();
     p

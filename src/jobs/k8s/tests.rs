@@ -51,7 +51,7 @@ job "eval" {
 
 fn spec() -> Spec {
     let mut sources = Sources::default();
-    sources.add("main.hcl".into(), SPEC.into());
+    sources.add("main.hcl", SPEC);
     let loaded = crate::spec::load_sources(sources, &Default::default());
     assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
     loaded.spec

@@ -133,4 +133,6 @@ cases!(
     target_one_pool,
     destroy,
     quota_removed,
+    jobs_admission,
+    jobs_preempted_relaunch,
 );

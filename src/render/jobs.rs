@@ -91,6 +91,8 @@ pub(crate) fn json(plan: &Plan) -> Json {
                     "capacity": l.capacity,
                     "fallback": l.fallback,
                     "gpus": l.request.gpus,
+                    "node_shape": l.request.shape.is_some(),
+                    "env": l.request.env,
                     "token": l.request.token,
                 })).collect::<Vec<_>>(),
             })

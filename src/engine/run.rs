@@ -150,6 +150,7 @@ pub async fn apply(
     check_fresh(&plan, session, None)?;
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
+    jobs::launch::cancel_removed(&plan, &session.state, providers, opts).await;
     let mut report = apply::execute(plan.clone(), providers, recorder.clone(), opts).await;
     if !report.cancelled {
         report.outcomes.extend(jobs::launch::run(&plan, &session.state, providers, &recorder, opts).await);

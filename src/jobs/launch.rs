@@ -1,6 +1,6 @@
-//! The jobs phase of apply, after the node changes: launch the replicas the plan admitted,
-//! cancel the runs of jobs removed from the spec, and record every job's runs, age and
-//! queue time in the state journal.
+//! The jobs phase of apply. Before the node changes, [`cancel_removed`] stops the runs of
+//! jobs removed from the spec; after them, [`run`] launches the replicas the plan admitted
+//! and records every job's runs, age and queue time in the state journal.
 //!
 //! On `sim` (and later the Kubernetes backend) a replica runs on a live node of its pool
 //! with room: the planned capacity type first, then the fallback the plan allows (spot →
@@ -34,7 +34,6 @@ pub async fn run(
 ) -> Vec<Outcome> {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let mut outcomes = Vec::new();
-    cancel_removed(plan, prior, providers, opts).await;
     // Live nodes per pool, listed once per (provider, region) that has launches on nodes.
     let mut slots: BTreeMap<Address, Vec<Slot>> = BTreeMap::new();
     let mut listed: Vec<(String, String)> = Vec::new();
@@ -179,8 +178,9 @@ fn pick(slots: &[Slot], capacity: Capacity, gpus: u32, per_node: u32) -> Option<
         .map(|(i, _)| i)
 }
 
-/// Jobs removed from the spec (or destroyed): stop their active runs.
-async fn cancel_removed(plan: &Plan, prior: &State, providers: &ProviderSet, opts: &ApplyOptions) {
+/// Jobs removed from the spec (or destroyed): stop their active runs. Runs before the
+/// node changes, so a job is cancelled rather than killed with its node.
+pub async fn cancel_removed(plan: &Plan, prior: &State, providers: &ProviderSet, opts: &ApplyOptions) {
     for c in plan.changes.iter().filter(|c| c.action == Action::Delete && c.address.kind == crate::addr::Kind::Job) {
         let Some(rec) = prior_record(prior, &c.address) else { continue };
         for run in rec.runs.iter().filter(|r| r.is_active()) {

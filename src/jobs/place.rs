@@ -384,3 +384,6 @@ fn launch(
         request,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -235,6 +235,11 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
     let mut all: Vec<JobPlacement> = order.into_iter().filter_map(|a| out.remove(&a)).collect();
     let rank = |j: &JobPlacement| u8::from(!matches!(j.placement, Placement::Launch | Placement::Waiting));
     all.sort_by_key(rank); // stable: keeps admission order within each group
+    // `--target`: only jobs named, or running on a pool named, are launched.
+    let targets = &input.plan.targets;
+    if !targets.is_empty() {
+        all.retain(|j| targets.iter().any(|t| j.address.matches_target(t) || j.pool.matches_target(t)));
+    }
     all
 }
 

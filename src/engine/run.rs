@@ -93,6 +93,9 @@ async fn place_jobs(
     req: &PlanRequest,
     plan: &Plan,
 ) -> Result<Vec<jobs::JobPlacement>, RunError> {
+    if req.destroy {
+        return Ok(Vec::new());
+    }
     let observed = if req.refresh {
         Some(
             jobs::refresh::statuses(providers, &session.state)

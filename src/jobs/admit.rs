@@ -40,10 +40,12 @@ impl Demand {
 }
 
 /// Free GPUs on one node (planned or live).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRoom {
     pub capacity: Capacity,
     pub free: u32,
+    /// The live node's id; `None` for a node this plan creates.
+    pub id: Option<String>,
 }
 
 /// A pool's nodes as they will be after this plan, with what running jobs already use.

@@ -141,7 +141,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
         // Running replicas keep their GPUs: take them out of the room and the quota.
         for run in p.runs.iter().filter(|r| r.is_active()) {
             if let Some(room) = pools.get_mut(&job.pool.value) {
-                take(room, run.capacity, run.gpus);
+                take(room, &run.node_id, run.capacity, run.gpus);
             }
             if let Some(q) = job.quota.as_ref().and_then(|q| quotas.get_mut(&q.value)) {
                 q.used_gpus += run.gpus as u64;
@@ -243,11 +243,20 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
     all
 }
 
-/// Take a running replica's `gpus` off the fullest node of its capacity with room (the
-/// room model has no node ids: planned nodes have none yet).
-fn take(room: &mut PoolRoom, capacity: Capacity, gpus: u32) {
-    if let Some(n) = room.nodes.iter_mut().filter(|n| n.capacity == capacity && n.free >= gpus).min_by_key(|n| n.free) {
-        n.free -= gpus;
+/// Take a running replica's `gpus` off its node, or when that node is not among the
+/// pool's nodes after this plan (replaced, not yet refreshed), off the fullest node of its
+/// capacity with room.
+fn take(room: &mut PoolRoom, node_id: &str, capacity: Capacity, gpus: u32) {
+    let i = room.nodes.iter().position(|n| n.id.as_deref() == Some(node_id)).or_else(|| {
+        room.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.capacity == capacity && n.free >= gpus)
+            .min_by_key(|(_, n)| n.free)
+            .map(|(i, _)| i)
+    });
+    if let Some(i) = i {
+        room.nodes[i].free = room.nodes[i].free.saturating_sub(gpus);
     }
 }
 
@@ -270,18 +279,21 @@ fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) ->
                     input.state.resources.get(&addr.to_string()).map(|r| r.nodes.as_slice()).unwrap_or(&[]);
                 for n in state_nodes.iter().chain(pc.adopt.iter()) {
                     if n.state != NodeState::Reclaimed && n.is_live() && !gone.contains(&n.id.as_str()) {
-                        nodes.push(NodeRoom { capacity: n.capacity, free: gpn });
+                        nodes.push(NodeRoom { capacity: n.capacity, free: gpn, id: Some(n.id.clone()) });
                     }
                 }
                 for c in &pc.creates {
-                    nodes.extend(std::iter::repeat_n(NodeRoom { capacity: c.capacity, free: gpn }, c.count as usize));
+                    let new = NodeRoom { capacity: c.capacity, free: gpn, id: None };
+                    nodes.extend(std::iter::repeat_n(new, c.count as usize));
                 }
             }
             None => {
                 if let Some(r) = input.state.resources.get(&addr.to_string()) {
-                    nodes.extend(
-                        r.nodes.iter().filter(|n| n.is_live()).map(|n| NodeRoom { capacity: n.capacity, free: gpn }),
-                    );
+                    nodes.extend(r.nodes.iter().filter(|n| n.is_live()).map(|n| NodeRoom {
+                        capacity: n.capacity,
+                        free: gpn,
+                        id: Some(n.id.clone()),
+                    }));
                 }
             }
         }

@@ -24,8 +24,8 @@ fn quota_addr() -> Address {
 
 /// A pool of 8-GPU nodes: `od` on-demand and `spot` spot nodes, all free.
 fn pool(od: u32, spot: u32, fallback: Fallback) -> BTreeMap<Address, PoolRoom> {
-    let mut nodes = vec![NodeRoom { capacity: Capacity::OnDemand, free: 8 }; od as usize];
-    nodes.extend(vec![NodeRoom { capacity: Capacity::Spot, free: 8 }; spot as usize]);
+    let mut nodes = vec![NodeRoom { capacity: Capacity::OnDemand, free: 8, id: None }; od as usize];
+    nodes.extend(vec![NodeRoom { capacity: Capacity::Spot, free: 8, id: None }; spot as usize]);
     let room = PoolRoom {
         gpu: "A100-80GB".into(),
         gpus_per_node: 8,

@@ -33,7 +33,10 @@
 //!    reasons; the node operations it carries are exactly what apply will do.
 //! 5. [`apply`]: the executor walks the plan in dependency order with bounded parallelism,
 //!    journals each finished operation durably, and never re-reads the spec.
-//! 6. [`state`]: versioned JSON with serial and lineage, atomic writes, a backup, a lock
+//! 6. [`jobs`]: admission of `job` blocks into the plan (pure: priority, age, quotas,
+//!    capacity), their launch after the node changes, status on refresh, relaunch after
+//!    preemption, and the Kubernetes manifests of `gpuplan jobs render`.
+//! 7. [`state`]: versioned JSON with serial and lineage, atomic writes, a backup, a lock
 //!    and a journal compacted once per apply (linear in the fleet, not quadratic).
 //!
 //! 7. [`autoscale`]: a pure decision per autoscaled pool from its rules, limits and
@@ -58,6 +61,7 @@ pub mod cost;
 pub mod diag;
 pub mod engine;
 pub mod graph;
+pub mod jobs;
 pub mod metrics;
 pub mod plan;
 pub mod policy;

@@ -60,18 +60,6 @@ fn help_lists_every_subcommand_and_exits_0() {
 }
 
 #[test]
-fn unimplemented_commands_exit_1_and_say_so() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    for (args, name) in [(&["jobs"][..], "jobs list")] {
-        let r = run(tmp.path(), args);
-        assert_eq!(r.code, 1, "{args:?}");
-        assert!(r.stderr.contains(&format!("error: `gpuplan {name}` is not yet implemented")), "{}", r.stderr);
-        assert!(r.stderr.contains("hint:"), "{}", r.stderr);
-        assert!(r.stdout.is_empty(), "{}", r.stdout);
-    }
-}
-
-#[test]
 fn usage_errors_exit_1() {
     let tmp = tempfile::tempdir().expect("tempdir");
     for args in [&["frobnicate"][..], &["plan", "--no-such-flag"], &["graph", "--format", "png"], &[]] {

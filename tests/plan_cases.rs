@@ -5,19 +5,23 @@
 //! - `state.json` (optional): the prior state; absent means a fresh state;
 //! - `observed.json` (optional): a JSON list of `providers::Node` from refresh; absent
 //!   means `--refresh=false` (the state's own nodes are the truth);
-//! - `args.json` (optional): `{"targets": ["gpu_pool.x"], "destroy": true}`.
+//! - `args.json` (optional): `{"targets": ["gpu_pool.x"], "destroy": true}`;
+//! - `job_status.json` (optional): run id → job status from refresh (jobs cases).
 //!
 //! Outputs, snapshotted with insta beside the inputs: `text.snap` (no colour, width 100),
 //! `json.snap` (`render::plan_json`) and `markdown.snap` (`render::plan_markdown`).
-//! Everything goes through the pure planner (`spec::load_dir` + `plan::diff::plan`): no
+//! Everything goes through the pure planner (`spec::load_dir` + `plan::diff::plan` + `jobs::place::place`): no
 //! clock, no network. Each case is planned twice and both plans must be equal.
 
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeMap;
+
 use gpuplan::addr::Address;
+use gpuplan::jobs::place::{self, PlaceInput};
 use gpuplan::plan::Plan;
 use gpuplan::plan::diff::{self, PlanInput};
-use gpuplan::providers::Node;
+use gpuplan::providers::{JobStatus, Node};
 use gpuplan::render;
 use gpuplan::state::State;
 
@@ -62,7 +66,12 @@ fn plan_case(dir: &Path) -> Plan {
         spec_digest: diff::spec_digest(&loaded.spec),
         autoscale: &args.autoscale,
     };
-    diff::plan(&input)
+    let mut plan = diff::plan(&input);
+    // `job_status.json` (optional): run id → `providers::JobStatus` as refresh saw it.
+    let statuses: Option<BTreeMap<String, JobStatus>> = read_json(&dir.join("job_status.json"));
+    let jobs = PlaceInput { spec: &loaded.spec, state: &state, plan: &plan, observed: statuses.as_ref() };
+    plan.jobs = place::place(&jobs);
+    plan
 }
 
 fn check(case: &str) {
@@ -129,4 +138,6 @@ cases!(
     target_one_pool,
     destroy,
     quota_removed,
+    jobs_admission,
+    jobs_preempted_relaunch,
 );

@@ -210,5 +210,6 @@ pub fn resource_state(change: &ResourceChange, pool: Option<&crate::plan::model:
         config: change.after.clone().unwrap_or_default(),
         dependencies: change.after_changes.iter().map(|a| a.to_string()).collect(),
         nodes: vec![],
+        job: None,
     }
 }

@@ -18,6 +18,7 @@ mod exit;
 mod fmt;
 mod graph;
 mod init;
+mod jobs;
 mod load;
 mod offers;
 mod output;
@@ -91,12 +92,12 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Cost(args) => cost::run(settings, args),
         Command::Offers(args) => offers::run(settings, args),
         Command::Sim(command) => sim::run(settings, command),
+        Command::Jobs(args) => jobs::run(settings, args.command.as_ref()),
         Command::Init => init::run(settings),
         Command::State(StateCommand::List) => state_list::run(settings),
         Command::State(StateCommand::Show { addr }) => state_show::run(settings, addr),
         Command::State(StateCommand::Rm { addrs }) => state_rm::run(settings, addrs),
         Command::State(StateCommand::Unlock { id }) => state_unlock::run(settings, id),
-        other => Err(CliError::not_implemented(&other.display_name()).into()),
     }
 }
 
@@ -449,9 +450,18 @@ pub struct JobsArgs {
 #[derive(Debug, Subcommand)]
 pub enum JobsCommand {
     /// List launched jobs
-    List,
+    List {
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
     /// Show one job's replicas and their state
-    Status { name: String },
+    Status {
+        name: String,
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a job's logs
     Logs { name: String },
     /// Stop a job
@@ -463,7 +473,7 @@ pub enum JobsCommand {
 impl JobsCommand {
     fn name(&self) -> &'static str {
         match self {
-            JobsCommand::List => "list",
+            JobsCommand::List { .. } => "list",
             JobsCommand::Status { .. } => "status",
             JobsCommand::Logs { .. } => "logs",
             JobsCommand::Cancel { .. } => "cancel",

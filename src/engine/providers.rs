@@ -51,6 +51,9 @@ pub fn sim_config(ws: &Workspace, block: Option<&ProviderBlock>) -> Result<SimCo
             c.failure_rate = f.value;
         }
         c.zone_capacity = b.zone_capacity.as_ref().map(|z| z.value);
+        if let Some(d) = &b.job_duration {
+            c.job_duration = d.value.0;
+        }
     }
     c.with_env(&ws.env).map_err(ProviderSetupError::SimConfig)
 }

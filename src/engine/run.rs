@@ -6,6 +6,7 @@ use crate::addr::Address;
 use crate::apply::{self, ApplyOptions, ApplyReport, ProviderSet, Recorder, Status};
 use crate::cost;
 use crate::engine::{Session, history, refresh};
+use crate::jobs;
 use crate::plan::Plan;
 use crate::plan::diff::{self, PlanInput};
 use crate::plan::model::ScaleAction;
@@ -59,7 +60,9 @@ pub async fn plan(
     req: &PlanRequest,
 ) -> Result<Plan, RunError> {
     let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
-    Ok(plan_observed(spec, session, observed.as_deref(), req, &[]))
+    let mut plan = plan_observed(spec, session, observed.as_deref(), req, &[]);
+    plan.jobs = place_jobs(spec, session, providers, req, &plan).await?;
+    Ok(plan)
 }
 
 /// Refresh: the nodes the clouds run with this state's tags.
@@ -94,6 +97,30 @@ pub fn plan_observed(
     plan.policies = results.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
     plan.cost = serde_json::to_value(report).ok();
     plan
+}
+
+/// The plan's jobs section: refresh the runs state records as active, then admit.
+pub async fn place_jobs(
+    spec: &Spec,
+    session: &Session,
+    providers: &ProviderSet,
+    req: &PlanRequest,
+    plan: &Plan,
+) -> Result<Vec<jobs::JobPlacement>, RunError> {
+    if req.destroy {
+        return Ok(Vec::new());
+    }
+    let observed = if req.refresh {
+        Some(
+            jobs::refresh::statuses(providers, &session.state)
+                .await
+                .map_err(|(provider, error)| RunError::Refresh { provider, error })?,
+        )
+    } else {
+        None
+    };
+    let input = jobs::place::PlaceInput { spec, state: &session.state, plan, observed: observed.as_ref() };
+    Ok(jobs::place::place(&input))
 }
 
 /// The policy results stored in a plan.
@@ -140,7 +167,11 @@ pub async fn apply(
     check_fresh(&plan, session, None)?;
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
-    let report = apply::execute(plan.clone(), providers, recorder.clone(), opts).await;
+    jobs::launch::cancel_removed(&plan, &session.state, providers, opts).await;
+    let mut report = apply::execute(plan.clone(), providers, recorder.clone(), opts).await;
+    if !report.cancelled {
+        report.outcomes.extend(jobs::launch::run(&plan, &session.state, providers, &recorder, opts).await);
+    }
     let done = report.count(|s| matches!(s, Status::Done | Status::Partial(_)));
     let event = if plan.destroy { "destroy" } else { "apply" };
     let detail = format!(

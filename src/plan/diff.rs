@@ -97,6 +97,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         cost: None,
         policies: Vec::new(),
         autoscale: Vec::new(),
+        jobs: Vec::new(),
     };
 
     let autoscaled: BTreeSet<&Address> = spec.autoscalers.values().map(|a| &a.pool.value).collect();

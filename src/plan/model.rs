@@ -208,6 +208,9 @@ pub struct Plan {
     /// Filled by `policy/`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<serde_json::Value>,
+    /// Job admission and launches, filled by `jobs::place` (admission order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<crate::jobs::JobPlacement>,
     /// Autoscaler decisions this plan carries out (from `reconcile`); apply records them
     /// in the state for the cooldown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -232,7 +235,7 @@ pub struct ScaleAction {
 
 impl Plan {
     pub fn has_changes(&self) -> bool {
-        self.changes.iter().any(|c| c.action != Action::NoOp)
+        self.changes.iter().any(|c| c.action != Action::NoOp) || self.jobs.iter().any(|j| j.needs_launch())
     }
 
     pub fn summarize(&mut self) {

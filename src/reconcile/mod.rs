@@ -170,6 +170,22 @@ pub fn nodes_destroyed(plan: &Plan) -> u32 {
     n.min(u32::MAX as usize) as u32
 }
 
+/// The replicas a plan's admission left waiting for capacity or priority (more nodes
+/// would help; quota waits would not), one [`Waiting`] per replica, since when the state
+/// recorded the wait (or `now` when this plan is the first to see it).
+pub fn jobs_waiting(plan: &Plan, now: SystemTime) -> Vec<Waiting> {
+    let mut out = Vec::new();
+    for (pool, jobs) in crate::jobs::queue::waiting(plan) {
+        for w in jobs.into_iter().filter(|w| w.reason != "quota") {
+            let since = w.since.as_deref().and_then(|s| humantime::parse_rfc3339_weak(s).ok()).unwrap_or(now);
+            for _ in 0..w.replicas {
+                out.push(Waiting { job: w.job.clone(), pool: pool.clone(), gpus: w.gpus_per_replica, since });
+            }
+        }
+    }
+    out
+}
+
 /// One reconciliation pass. Holds the state lock from the start to the end of the pass.
 pub async fn pass(
     ws: &Workspace,
@@ -183,9 +199,11 @@ pub async fn pass(
     let req = PlanRequest { refresh: true, destroy: false, ..opts.plan.clone() };
     let observed = run::observe(spec, &session, &providers).await?;
     let now = clock.now();
-    let baseline = run::plan_observed(spec, &session, Some(&observed), &req, &[]);
+    let mut baseline = run::plan_observed(spec, &session, Some(&observed), &req, &[]);
+    baseline.jobs = run::place_jobs(spec, &session, &providers, &req, &baseline).await?;
 
-    let waiting = queue.waiting(spec, &session.state, now);
+    let mut waiting = jobs_waiting(&baseline, now);
+    waiting.extend(queue.waiting(spec, &session.state, now));
     let usage = sim.as_ref().map(|c| c.usage(signals::unix_ms(now)));
     let ctx = signals::Context {
         spec,
@@ -201,7 +219,8 @@ pub async fn pass(
 
     let mut plan = baseline;
     if !actions.is_empty() {
-        let scaled = run::plan_observed(spec, &session, Some(&observed), &req, &actions);
+        let mut scaled = run::plan_observed(spec, &session, Some(&observed), &req, &actions);
+        scaled.jobs = run::place_jobs(spec, &session, &providers, &req, &scaled).await?;
         if (run::denied(&scaled) || !scaled.errors.is_empty()) && !run::denied(&plan) && plan.errors.is_empty() {
             // Apply what policy allows: the fleet's own drift fixes go ahead without the step.
             for d in decisions.iter_mut().filter(|d| d.action != "hold") {

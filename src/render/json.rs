@@ -8,7 +8,12 @@
 //!   as `policy/` fills them), `summary` (`{add, change, destroy}`);
 //! - extras for scripts: `errors` (`[{address, message, hint}]`: the plan cannot be
 //!   applied while this is non-empty), `lineage` and `serial` (the prior state the plan
-//!   was made against), `refreshed` (false with `--refresh=false`), `targets`.
+//!   was made against), `refreshed` (false with `--refresh=false`), `targets`, and
+//!   `jobs` when the plan has any (`[{address, pool, quota, priority, preemptible, replicas, gpus_per_replica,
+//!   gpus, placement, capacity, attempt, retries, reason, first_seen, waiting_since,
+//!   launches}]` in admission order; `placement` is `launch`, `waiting`, `running`,
+//!   `succeeded`, `failed` or `cancelled`; `reason` is `{code, message}` with code
+//!   `quota`, `capacity` or `priority` when the job waits).
 //!
 //! Each change is `{address, action, before, after, reasons}` where `reasons` are objects
 //! `{code, message}` (the code is stable, the message is for people), plus `pool` for GPU
@@ -22,7 +27,7 @@ use crate::render::facts;
 
 /// The `plan --json` document.
 pub fn plan_json(plan: &Plan) -> Json {
-    json!({
+    let mut doc = json!({
         "format_version": plan.format_version,
         "changes": facts::sorted_changes(plan).into_iter().map(change).collect::<Vec<_>>(),
         "drift": drift_items(&plan.drift),
@@ -42,7 +47,11 @@ pub fn plan_json(plan: &Plan) -> Json {
         "serial": plan.serial,
         "refreshed": plan.refreshed,
         "targets": plan.targets.iter().map(ToString::to_string).collect::<Vec<_>>(),
-    })
+    });
+    if !plan.jobs.is_empty() {
+        doc["jobs"] = super::jobs::json(plan);
+    }
+    doc
 }
 
 /// The `drift --json` document: `{format_version, drift: [{address, kind, node_id,

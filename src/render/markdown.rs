@@ -26,7 +26,7 @@ pub fn plan_markdown(plan: &Plan, limit: usize) -> String {
 fn assemble(plan: &Plan, limit: usize) -> String {
     let title = title(plan);
     let rows = table_rows(plan);
-    let tail = [errors(plan), cost(plan), policies(plan)].concat();
+    let tail = [errors(plan), jobs(plan), cost(plan), policies(plan)].concat();
     let mut blocks: Vec<String> = Vec::new();
     let has_drift = !plan.drift.is_empty();
     if has_drift {
@@ -128,6 +128,18 @@ fn errors(plan: &Plan) -> String {
         }
         s.push('\n');
     }
+    s
+}
+
+fn jobs(plan: &Plan) -> String {
+    if plan.jobs.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("**Jobs** ({})\n\n| Job | Placement |\n|---|---|\n", super::jobs::summary(plan));
+    for (_, addr, text) in super::jobs::lines(plan) {
+        s += &format!("| {} | {} |\n", code(&addr), cell(&text));
+    }
+    s.push('\n');
     s
 }
 

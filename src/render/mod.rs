@@ -15,6 +15,7 @@
 
 pub mod cost;
 mod facts;
+mod jobs;
 mod json;
 pub mod markdown;
 mod style;

@@ -104,6 +104,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         cost: None,
         policies: vec![],
         autoscale: vec![],
+        jobs: vec![],
     };
     p.summarize();
     p

@@ -50,14 +50,25 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
         out += &drift_section(&plan.drift, opts, &p);
         out.push('\n');
     }
-    if changes.is_empty() {
+    if changes.is_empty() && !plan.has_changes() {
         out += &format!("{} Your fleet matches the spec.\n", p.bold("No changes."));
+    } else if changes.is_empty() {
+        out += &format!("{} Only jobs to launch.\n", p.bold("No resource changes."));
     } else {
         out += &legend(&changes, &p);
         out += "\ngpuplan will perform the following actions:\n";
         for c in &changes {
             out.push('\n');
             out += &block(c, opts, &p);
+        }
+    }
+    if !plan.jobs.is_empty() {
+        out += &format!("\n{}\n", p.bold("Jobs (admission order):"));
+        let lines = super::jobs::lines(plan);
+        let pad = lines.iter().map(|(_, a, _)| a.chars().count()).max().unwrap_or(0);
+        for (sym, addr, text) in lines {
+            let first = format!("  {sym} {addr:pad$}  ");
+            out += &paragraph(&first, &first, pad + 6, &text, opts.width);
         }
     }
     if let Some(report) = plan.cost.as_ref().and_then(super::cost::report) {
@@ -99,6 +110,10 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
     }
     if !changes.is_empty() {
         out += &format!("\n{} {}.\n", p.bold("Plan:"), facts::summary_counts(plan));
+    }
+    if !plan.jobs.is_empty() {
+        let lead = if changes.is_empty() { "\n" } else { "" };
+        out += &format!("{lead}{} {}.\n", p.bold("Jobs:"), super::jobs::summary(plan));
     }
     out
 }

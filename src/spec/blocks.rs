@@ -116,8 +116,9 @@ pub const PROVIDER_ATTRS: &[&str] = &[
     "latency",
     "failure_rate",
     "zone_capacity",
+    "job_duration",
 ];
-const SIM_ONLY: &[&str] = &["seed", "latency", "failure_rate", "zone_capacity"];
+const SIM_ONLY: &[&str] = &["seed", "latency", "failure_rate", "zone_capacity", "job_duration"];
 
 pub fn provider(
     mut f: Fields<'_>,
@@ -155,6 +156,7 @@ pub fn provider(
         latency: f.duration(cx, "latency"),
         failure_rate: f.number(cx, "failure_rate", 0.0, 1.0),
         zone_capacity: f.u32(cx, "zone_capacity", 0, 1_000_000),
+        job_duration: f.duration(cx, "job_duration"),
     };
     if cloud_checks(&p, cx) {
         f.failed = true;

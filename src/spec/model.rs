@@ -247,6 +247,10 @@ pub struct Provider {
     /// sim: nodes each zone can hold per instance type before it reports no capacity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone_capacity: Option<Spanned<u32>>,
+    /// sim: how long a launched job runs before it finishes (default 60s;
+    /// `GPUPLAN_SIM_JOB_DURATION` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_duration: Option<Spanned<Duration>>,
 }
 
 impl Provider {

@@ -66,6 +66,9 @@ pub struct ResourceState {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<serde_json::Value>")]
     pub nodes: Vec<Node>,
+    /// For jobs: age, queue time and the runs launched (see `jobs::model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<crate::jobs::JobRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

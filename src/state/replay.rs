@@ -5,7 +5,8 @@
 //! - `PutResource` replaces kind, provider, provider_kind, region, config and dependencies.
 //!   It keeps the resource's existing nodes unless the entry carries nodes, which then
 //!   replace them (deduplicated by id). Executors record nodes with `AddNodes` as they
-//!   appear, so a later `PutResource` with no nodes must not forget them.
+//!   appear, so a later `PutResource` with no nodes must not forget them. Likewise a
+//!   job's record (`job`) is kept unless the entry carries one.
 //! - `AddNodes` adds nodes by id: a node whose id is already present replaces it in place
 //!   (a newer observation), others are appended in order. On an address the state does not
 //!   know it creates a bare resource (kind from the address, null config): a node that
@@ -46,7 +47,9 @@ pub fn apply_entry(state: &mut State, entry: &JournalEntry) {
                 } else {
                     dedup_nodes(&resource.nodes)
                 };
-                *existing = ResourceState { nodes, ..resource.clone() };
+                // Like nodes, a job's record survives a configuration update without one.
+                let job = resource.job.clone().or_else(|| existing.job.take());
+                *existing = ResourceState { nodes, job, ..resource.clone() };
             }
             None => {
                 let nodes = dedup_nodes(&resource.nodes);
@@ -157,6 +160,9 @@ impl Replay {
                 } else {
                     Slots::default()
                 };
+                if resource.job.is_none() {
+                    resource.job = self.state.resources.get_mut(&address).and_then(|old| old.job.take());
+                }
                 self.state.resources.insert(address.clone(), resource);
                 self.touched.insert(address, slots);
             }
@@ -223,6 +229,7 @@ fn bare_resource(address: &str) -> ResourceState {
         config: serde_json::Value::Null,
         dependencies: Vec::new(),
         nodes: Vec::new(),
+        job: None,
     }
 }
 

@@ -38,6 +38,7 @@ fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
         config,
         dependencies: vec![],
         nodes,
+        job: None,
     }
 }
 

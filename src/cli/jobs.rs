@@ -1,0 +1,283 @@
+//! `gpuplan jobs [list|status NAME|logs NAME|cancel NAME|render NAME]`.
+//!
+//! `list`, `status` and `logs` read the state without locking it and ask the providers
+//! for the current status of active runs (the provider's view; the state is only updated
+//! by `plan`/`apply`). `cancel` takes the state lock, cancels active runs through the
+//! provider and marks the job cancelled so apply does not launch it again. `render`
+//! needs only the spec.
+
+use std::collections::BTreeMap;
+
+use super::output::{self, Style};
+use super::{CliError, ExitStatus, JobsCommand, Settings, load, runtime, state_common};
+use crate::addr::Address;
+use crate::jobs::model::state_str;
+use crate::jobs::status::{self, JobSummary};
+use crate::jobs::{JobRecord, k8s, yaml};
+use crate::providers::JobStatus;
+use crate::spec::{self, Spec};
+use crate::state::State;
+
+pub fn run(settings: &Settings, command: Option<&JobsCommand>) -> miette::Result<ExitStatus> {
+    match command.unwrap_or(&JobsCommand::List { json: false }) {
+        JobsCommand::List { json } => list(settings, *json),
+        JobsCommand::Status { name, json } => show(settings, name, *json),
+        JobsCommand::Logs { name } => logs(settings, name),
+        JobsCommand::Cancel { name } => cancel(settings, name),
+        JobsCommand::Render { name } => render(settings, name),
+    }
+}
+
+/// The spec when it loads without errors (these commands work from state alone otherwise).
+fn quiet_spec(settings: &Settings) -> Spec {
+    match spec::load_dir(&settings.dir, &settings.load_options()) {
+        Ok(l) if !l.diags.has_errors() => l.spec,
+        _ => Spec::default(),
+    }
+}
+
+/// Every job the spec declares or the state remembers.
+fn job_addresses(spec: &Spec, state: Option<&State>) -> Vec<Address> {
+    let mut all: Vec<Address> = spec.jobs.keys().cloned().collect();
+    for a in state.iter().flat_map(|s| s.resources.keys()).filter_map(|a| a.parse::<Address>().ok()) {
+        if a.kind == crate::addr::Kind::Job && !all.contains(&a) {
+            all.push(a);
+        }
+    }
+    all.sort();
+    all
+}
+
+fn record<'s>(state: Option<&'s State>, addr: &Address) -> Option<&'s JobRecord> {
+    state.and_then(|s| crate::jobs::place::record(s, addr))
+}
+
+/// Statuses of the active runs, from the providers. Providers that cannot be reached give
+/// a warning and the state's record stands.
+fn observe(settings: &Settings, spec: &Spec, state: Option<&State>) -> miette::Result<BTreeMap<String, JobStatus>> {
+    let Some(state) = state else { return Ok(BTreeMap::new()) };
+    if !state.resources.values().filter_map(|r| r.job.as_ref()).any(|j| j.runs.iter().any(|r| r.is_active())) {
+        return Ok(BTreeMap::new());
+    }
+    let ws = settings.workspace();
+    let providers = match crate::engine::providers::build(&ws, spec, state) {
+        Ok(p) => p,
+        Err(e) => {
+            warn(settings, &format!("showing the state's record: {e}"));
+            return Ok(BTreeMap::new());
+        }
+    };
+    let seen = runtime::block_on(crate::jobs::refresh::statuses(&providers, state))?;
+    Ok(seen.unwrap_or_else(|(p, e)| {
+        warn(settings, &format!("provider `{p}` answered {e}; showing the state's record"));
+        BTreeMap::new()
+    }))
+}
+
+fn warn(settings: &Settings, text: &str) {
+    let w = output::paint("warning:", Style::Warning, settings.color_stderr);
+    output::stderr(&format!("{w} {text}\n"));
+}
+
+fn summaries(settings: &Settings) -> miette::Result<(Spec, Vec<JobSummary>)> {
+    let state = state_common::read(settings)?;
+    let spec = quiet_spec(settings);
+    let seen = observe(settings, &spec, state.as_ref())?;
+    let out = job_addresses(&spec, state.as_ref())
+        .iter()
+        .map(|a| {
+            let replicas = spec.jobs.get(a).map(|j| j.replicas.value);
+            status::summarize(a, record(state.as_ref(), a), replicas, &seen)
+        })
+        .collect();
+    Ok((spec, out))
+}
+
+fn list(settings: &Settings, json: bool) -> miette::Result<ExitStatus> {
+    let (_, jobs) = summaries(settings)?;
+    if json {
+        let doc = serde_json::json!({ "format_version": 1, "jobs": jobs });
+        output::stdout(&format!("{doc:#}\n"));
+        return Ok(ExitStatus::Success);
+    }
+    if jobs.is_empty() {
+        output::stderr("No jobs: declare `job` blocks in the spec and run `gpuplan apply`.\n");
+        return Ok(ExitStatus::Success);
+    }
+    let rows: Vec<[String; 4]> = jobs
+        .iter()
+        .map(|j| {
+            [j.address.to_string(), j.state.clone(), format!("{}/{}", j.running, j.replicas), j.attempt.to_string()]
+        })
+        .collect();
+    output::stdout(&table(["JOB", "STATE", "RUNNING", "ATTEMPT"], &rows));
+    Ok(ExitStatus::Success)
+}
+
+fn table<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String {
+    let mut width = head.map(|h| h.chars().count());
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let s: Vec<String> = cells.iter().enumerate().map(|(i, c)| format!("{c:<w$}", w = width[i])).collect();
+        format!("{}\n", s.join("  ").trim_end())
+    };
+    let mut out = line(head.to_vec());
+    for r in rows {
+        out += &line(r.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// The one job (instance) a name means, or an error naming what exists.
+fn one<'j>(jobs: &'j [JobSummary], name: &str) -> Result<Vec<&'j JobSummary>, CliError> {
+    let target: Option<Address> =
+        if name.starts_with("job.") { name.parse().ok() } else { format!("job.{name}").parse().ok() };
+    let found: Vec<&JobSummary> = match &target {
+        Some(t) => jobs.iter().filter(|j| j.address.matches_target(t)).collect(),
+        None => vec![],
+    };
+    if found.is_empty() {
+        let names: Vec<String> = jobs.iter().map(|j| j.address.to_string()).collect();
+        let hint = match crate::diag::did_you_mean(name, names.iter().map(String::as_str)) {
+            Some(n) => format!("did you mean `{n}`?"),
+            None if names.is_empty() => "no jobs are declared or recorded; add a `job` block to the spec".into(),
+            None => format!("known jobs: {}", names.join(", ")),
+        };
+        return Err(CliError::new(format!("no job `{name}`")).hint(hint));
+    }
+    Ok(found)
+}
+
+fn show(settings: &Settings, name: &str, json: bool) -> miette::Result<ExitStatus> {
+    let (_, jobs) = summaries(settings)?;
+    let found = one(&jobs, name)?;
+    if json {
+        let doc = serde_json::json!({ "format_version": 1, "jobs": found });
+        output::stdout(&format!("{doc:#}\n"));
+        return Ok(ExitStatus::Success);
+    }
+    let mut out = String::new();
+    for j in found {
+        out += &format!(
+            "{}: {} ({}/{} replicas running, attempt {})\n",
+            j.address, j.state, j.running, j.replicas, j.attempt
+        );
+        if let Some(t) = &j.waiting_since {
+            out += &format!("  waiting since {t}\n");
+        }
+        let rows: Vec<[String; 7]> = j
+            .runs
+            .iter()
+            .map(|r| {
+                [
+                    r.replica.to_string(),
+                    r.attempt.to_string(),
+                    r.id.clone(),
+                    r.node_id.clone(),
+                    r.capacity.to_string(),
+                    state_str(r.status).to_string(),
+                    r.message.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        if !rows.is_empty() {
+            let t = table(["REPLICA", "ATTEMPT", "RUN", "NODE", "CAPACITY", "STATE", "MESSAGE"], &rows);
+            out += &t.lines().map(|l| format!("  {l}\n")).collect::<String>();
+        }
+    }
+    output::stdout(&out);
+    Ok(ExitStatus::Success)
+}
+
+fn logs(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
+    let (_, jobs) = summaries(settings)?;
+    let lines: String = one(&jobs, name)?.into_iter().flat_map(status::log_lines).map(|l| format!("{l}\n")).collect();
+    output::stdout(&lines);
+    Ok(ExitStatus::Success)
+}
+
+fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
+    let ws = settings.workspace();
+    let spec = quiet_spec(settings);
+    runtime::block_on(async {
+        let mut session = crate::engine::open_session(&ws, "jobs cancel")?;
+        let jobs: Vec<JobSummary> = job_addresses(&spec, Some(&session.state))
+            .iter()
+            .map(|a| status::summarize(a, record(Some(&session.state), a), None, &BTreeMap::new()))
+            .collect();
+        let targets: Vec<Address> = one(&jobs, name)?.into_iter().map(|j| j.address.clone()).collect();
+        let providers = crate::engine::providers::build(&ws, &spec, &session.state)?;
+        let mut text = String::new();
+        let mut failed = false;
+        for addr in &targets {
+            let key = addr.to_string();
+            let mut rec = record(Some(&session.state), addr).cloned().unwrap_or_default();
+            for run in rec.runs.iter_mut().filter(|r| r.is_active()) {
+                let Some(p) = providers.get(&run.provider) else { continue };
+                match p.cancel_job(&run.region, &run.id).await {
+                    Ok(s) => {
+                        run.status = s.state;
+                        run.message = s.message;
+                        text += &format!("{addr}: run {} {}\n", run.id, state_str(s.state));
+                    }
+                    Err(e) => {
+                        failed = true;
+                        text += &format!("{addr}: could not cancel run {}: {e}\n", run.id);
+                    }
+                }
+            }
+            rec.cancelled = true;
+            rec.waiting_since = None;
+            let resource = session.state.resources.entry(key.clone()).or_insert_with(|| crate::state::ResourceState {
+                kind: "job".into(),
+                provider: None,
+                provider_kind: None,
+                region: None,
+                config: serde_json::Value::Null,
+                dependencies: vec![],
+                nodes: vec![],
+                job: None,
+            });
+            resource.job = Some(rec);
+            text += &format!("{addr}: cancelled; apply will not launch it again\n");
+        }
+        session.state.history.push(crate::engine::history(
+            "jobs_cancel",
+            targets.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        ));
+        session.backend.write(&session.lock, &mut session.state)?;
+        output::stderr(&text);
+        output::stderr("hint: `gpuplan state rm job.NAME` forgets a job, so the next apply launches it anew\n");
+        Ok::<_, miette::Report>(if failed { ExitStatus::Error } else { ExitStatus::Success })
+    })?
+}
+
+fn render(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
+    let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
+    let spec = &loaded.spec;
+    let addrs = k8s::resolve(spec, name);
+    if addrs.is_empty() {
+        let names: Vec<String> = spec.jobs.keys().map(ToString::to_string).collect();
+        let hint = match crate::diag::did_you_mean(name, names.iter().map(String::as_str)) {
+            Some(n) => format!("did you mean `{n}`?"),
+            None if names.is_empty() => "the spec declares no `job` blocks".into(),
+            None => format!("jobs in the spec: {}", names.join(", ")),
+        };
+        return Err(CliError::new(format!("no job `{name}` in the spec")).hint(hint).into());
+    }
+    let docs: Vec<yaml::Yaml> = addrs
+        .into_iter()
+        .filter_map(|a| {
+            let state = state_common::read(settings).ok().flatten();
+            let next =
+                record(state.as_ref(), a).map(|r| r.runs.iter().map(|r| r.attempt).max().unwrap_or(0) + 1).unwrap_or(1);
+            k8s::manifest(spec, a, next)
+        })
+        .collect();
+    output::stdout(&yaml::documents(&docs));
+    Ok(ExitStatus::Success)
+}

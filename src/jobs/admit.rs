@@ -1,0 +1,282 @@
+//! Admission: which waiting jobs get GPUs now, on which capacity, and why the others wait.
+//!
+//! Pure and deterministic: the caller (`place.rs`) reads the spec, the state and the
+//! plan into [`Demand`]s, [`PoolRoom`]s and [`QuotaRoom`]s; this module only decides.
+//!
+//! Order: priority (critical > high > medium > low), then age (first seen, oldest
+//! first; jobs never seen before come after, by address). Each replica needs all its
+//! GPUs on one node. Preemptible jobs prefer spot nodes and use on-demand ones only when
+//! the pool's `mix.fallback` is `on_demand`; other jobs use on-demand nodes only. A job is
+//! admitted whole (every replica) or not at all; a job that does not fit does not block
+//! smaller, lower-priority jobs behind it (backfill). Running jobs keep their GPUs: the
+//! caller has already taken them out of the room.
+
+use std::collections::BTreeMap;
+
+use crate::addr::Address;
+use crate::jobs::model::{WaitReason, priority_str};
+use crate::providers::Capacity;
+use crate::spec::model::{Fallback, Priority};
+
+/// One job asking for GPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Demand {
+    pub address: Address,
+    pub pool: Address,
+    pub quota: Option<Address>,
+    pub priority: Priority,
+    /// First seen (RFC 3339); `None` for a job new in this plan.
+    pub age: Option<String>,
+    pub preemptible: bool,
+    /// Replicas to place now.
+    pub replicas: u32,
+    pub gpus_per_replica: u32,
+}
+
+impl Demand {
+    pub fn gpus(&self) -> u64 {
+        self.replicas as u64 * self.gpus_per_replica as u64
+    }
+}
+
+/// Free GPUs on one node (planned or live).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRoom {
+    pub capacity: Capacity,
+    pub free: u32,
+    /// The live node's id; `None` for a node this plan creates.
+    pub id: Option<String>,
+}
+
+/// A pool's nodes as they will be after this plan, with what running jobs already use.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PoolRoom {
+    pub gpu: String,
+    pub gpus_per_node: u32,
+    pub fallback: Fallback,
+    pub nodes: Vec<NodeRoom>,
+    /// USD per GPU-hour on on-demand and on spot nodes, when known (for budgets).
+    pub usd_per_gpu_hour_on_demand: Option<f64>,
+    pub usd_per_gpu_hour_spot: Option<f64>,
+}
+
+impl PoolRoom {
+    fn price(&self, c: Capacity) -> f64 {
+        match c {
+            Capacity::OnDemand => self.usd_per_gpu_hour_on_demand,
+            Capacity::Spot => self.usd_per_gpu_hour_spot,
+        }
+        .unwrap_or(0.0)
+    }
+}
+
+/// A quota's limits and what running jobs already use of them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QuotaRoom {
+    pub max_gpus: Option<u64>,
+    /// Allowed GPU models; empty allows all.
+    pub allowed_gpus: Vec<String>,
+    pub hourly_usd: Option<f64>,
+    pub monthly_usd: Option<f64>,
+    pub used_gpus: u64,
+    pub used_hourly_usd: f64,
+}
+
+/// The decision for one job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admission {
+    pub address: Address,
+    /// The capacity type of each replica when admitted.
+    pub placed: Option<Vec<Capacity>>,
+    pub reason: Option<WaitReason>,
+}
+
+/// The order jobs are considered in.
+pub fn order(demands: &mut [Demand]) {
+    demands.sort_by(|a, b| {
+        a.priority
+            .cmp(&b.priority)
+            .then_with(|| match (&a.age, &b.age) {
+                (Some(x), Some(y)) => x.cmp(y),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => std::cmp::Ordering::Equal,
+            })
+            .then_with(|| a.address.cmp(&b.address))
+    });
+}
+
+/// Admit `demands` into `pools` within `quotas`. Returns one decision per demand, in
+/// admission order.
+pub fn admit(
+    mut demands: Vec<Demand>,
+    pools: &BTreeMap<Address, PoolRoom>,
+    quotas: &BTreeMap<Address, QuotaRoom>,
+) -> Vec<Admission> {
+    order(&mut demands);
+    let initial = pools.clone();
+    let mut pools = pools.clone();
+    let mut quotas = quotas.clone();
+    let mut takers: BTreeMap<Address, Vec<Taker>> = BTreeMap::new();
+    let mut out = Vec::with_capacity(demands.len());
+    for d in demands {
+        let before: Vec<u32> = pools.get(&d.pool).map(|r| r.nodes.iter().map(|n| n.free).collect()).unwrap_or_default();
+        let decision = decide(&d, &initial, &mut pools, &mut quotas, &takers);
+        if decision.placed.is_some()
+            && let Some(room) = pools.get(&d.pool)
+        {
+            let taken = room.nodes.iter().zip(&before).map(|(n, b)| b - n.free).collect();
+            takers.entry(d.pool.clone()).or_default().push(Taker {
+                priority: d.priority,
+                address: d.address.clone(),
+                taken,
+            });
+        }
+        out.push(decision);
+    }
+    out
+}
+
+/// A job admitted earlier in this round: what it took from each node of its pool.
+struct Taker {
+    priority: Priority,
+    address: Address,
+    taken: Vec<u32>,
+}
+
+fn wait(d: &Demand, code: &str, message: String) -> Admission {
+    Admission { address: d.address.clone(), placed: None, reason: Some(WaitReason { code: code.into(), message }) }
+}
+
+fn decide(
+    d: &Demand,
+    initial: &BTreeMap<Address, PoolRoom>,
+    pools: &mut BTreeMap<Address, PoolRoom>,
+    quotas: &mut BTreeMap<Address, QuotaRoom>,
+    takers: &BTreeMap<Address, Vec<Taker>>,
+) -> Admission {
+    let Some(room) = pools.get_mut(&d.pool) else {
+        return wait(d, "capacity", format!("`{}` has no nodes in this plan", d.pool));
+    };
+    let quota = d.quota.as_ref().and_then(|q| quotas.get(q).map(|r| (q, r)));
+    if let Some((q, qr)) = quota {
+        if !qr.allowed_gpus.is_empty() && !qr.allowed_gpus.iter().any(|g| g == &room.gpu) {
+            return wait(
+                d,
+                "quota",
+                format!("`{q}` does not allow {} GPUs (allowed: {})", room.gpu, qr.allowed_gpus.join(", ")),
+            );
+        }
+        if let Some(max) = qr.max_gpus
+            && qr.used_gpus + d.gpus() > max
+        {
+            return wait(
+                d,
+                "quota",
+                format!("`{q}` allows {max} GPUs; {} are in use and this job needs {}", qr.used_gpus, d.gpus()),
+            );
+        }
+    }
+    let prefs = preferences(d, room.fallback);
+    let Some((nodes, placed)) = fit(&room.nodes, d, &prefs) else {
+        let fits_initially = initial.get(&d.pool).and_then(|r| fit(&r.nodes, d, &prefs)).is_some();
+        let takers = takers.get(&d.pool).map(Vec::as_slice).unwrap_or_default();
+        // Would it fit if the higher-priority jobs had not taken anything?
+        let mut without_higher = room.nodes.clone();
+        let mut higher: Vec<&Address> = Vec::new();
+        for t in takers.iter().filter(|t| t.priority < d.priority) {
+            for (n, g) in without_higher.iter_mut().zip(&t.taken) {
+                n.free += g;
+            }
+            if t.taken.iter().any(|g| *g > 0) {
+                higher.push(&t.address);
+            }
+        }
+        let what = needs(d, &prefs);
+        if !higher.is_empty() && fit(&without_higher, d, &prefs).is_some() {
+            let names: Vec<String> = higher.iter().take(3).map(|a| format!("`{a}`")).collect();
+            return wait(d, "priority", format!("{what}; higher-priority jobs took them ({})", names.join(", ")));
+        }
+        if fits_initially {
+            return wait(
+                d,
+                "capacity",
+                format!("{what}; {} priority jobs queued earlier took them", priority_str(d.priority)),
+            );
+        }
+        let free: u32 = room.nodes.iter().filter(|n| prefs.contains(&n.capacity)).map(|n| n.free).sum();
+        return wait(d, "capacity", format!("{what}; `{}` has {free} free on such nodes", d.pool));
+    };
+    if let Some((q, qr)) = quota {
+        let cost: f64 = placed.iter().map(|c| room.price(*c) * d.gpus_per_replica as f64).sum();
+        let hourly = qr.used_hourly_usd + cost;
+        if let Some(limit) = qr.hourly_usd
+            && hourly > limit + 1e-9
+        {
+            return wait(
+                d,
+                "quota",
+                format!(
+                    "`{q}` budget is {limit} USD/h; running jobs use {:.2} and this one would add {cost:.2}",
+                    qr.used_hourly_usd
+                ),
+            );
+        }
+        if let Some(limit) = qr.monthly_usd
+            && hourly * crate::cost::HOURS_PER_MONTH > limit + 1e-9
+        {
+            return wait(
+                d,
+                "quota",
+                format!(
+                    "`{q}` budget is {limit} USD/month; with this job its jobs would cost {:.0} USD/month",
+                    hourly * crate::cost::HOURS_PER_MONTH
+                ),
+            );
+        }
+        let q = q.clone();
+        if let Some(qr) = quotas.get_mut(&q) {
+            qr.used_gpus += d.gpus();
+            qr.used_hourly_usd = hourly;
+        }
+    }
+    room.nodes = nodes;
+    Admission { address: d.address.clone(), placed: Some(placed), reason: None }
+}
+
+/// Capacity types a job may use, preferred first.
+pub fn preferences(d: &Demand, fallback: Fallback) -> Vec<Capacity> {
+    match (d.preemptible, fallback) {
+        (true, Fallback::OnDemand) => vec![Capacity::Spot, Capacity::OnDemand],
+        (true, _) => vec![Capacity::Spot],
+        (false, _) => vec![Capacity::OnDemand],
+    }
+}
+
+fn needs(d: &Demand, prefs: &[Capacity]) -> String {
+    let on: Vec<&str> = prefs.iter().map(|c| c.as_str()).collect();
+    format!("needs {} × {} GPUs on {} nodes", d.replicas, d.gpus_per_replica, on.join(" or "))
+}
+
+/// Place every replica (best fit: the fullest node that still has room, preferred
+/// capacity first). `None` unless all fit.
+fn fit(nodes: &[NodeRoom], d: &Demand, prefs: &[Capacity]) -> Option<(Vec<NodeRoom>, Vec<Capacity>)> {
+    let mut nodes = nodes.to_vec();
+    let mut placed = Vec::with_capacity(d.replicas as usize);
+    for _ in 0..d.replicas {
+        let slot = prefs.iter().find_map(|cap| {
+            nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.capacity == *cap && n.free >= d.gpus_per_replica)
+                .min_by_key(|(i, n)| (n.free, *i))
+                .map(|(i, _)| i)
+        })?;
+        nodes[slot].free -= d.gpus_per_replica;
+        placed.push(nodes[slot].capacity);
+    }
+    Some((nodes, placed))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,210 @@
+use super::*;
+use crate::addr::Kind;
+
+fn job(name: &str, priority: Priority, age: Option<&str>, gpus: u32, replicas: u32, preemptible: bool) -> Demand {
+    Demand {
+        address: Address::new(Kind::Job, name),
+        pool: pool_addr(),
+        quota: Some(quota_addr()),
+        priority,
+        age: age.map(str::to_string),
+        preemptible,
+        replicas,
+        gpus_per_replica: gpus,
+    }
+}
+
+fn pool_addr() -> Address {
+    Address::new(Kind::GpuPool, "train")
+}
+
+fn quota_addr() -> Address {
+    Address::new(Kind::Quota, "ml")
+}
+
+/// A pool of 8-GPU nodes: `od` on-demand and `spot` spot nodes, all free.
+fn pool(od: u32, spot: u32, fallback: Fallback) -> BTreeMap<Address, PoolRoom> {
+    let mut nodes = vec![NodeRoom { capacity: Capacity::OnDemand, free: 8, id: None }; od as usize];
+    nodes.extend(vec![NodeRoom { capacity: Capacity::Spot, free: 8, id: None }; spot as usize]);
+    let room = PoolRoom {
+        gpu: "A100-80GB".into(),
+        gpus_per_node: 8,
+        fallback,
+        nodes,
+        usd_per_gpu_hour_on_demand: Some(5.0),
+        usd_per_gpu_hour_spot: Some(2.0),
+    };
+    BTreeMap::from([(pool_addr(), room)])
+}
+
+fn quota(q: QuotaRoom) -> BTreeMap<Address, QuotaRoom> {
+    BTreeMap::from([(quota_addr(), q)])
+}
+
+fn names(out: &[Admission]) -> Vec<String> {
+    out.iter().map(|a| a.address.name.clone()).collect()
+}
+
+fn get<'a>(out: &'a [Admission], name: &str) -> &'a Admission {
+    out.iter().find(|a| a.address.name == name).expect("job decided")
+}
+
+fn code(out: &[Admission], name: &str) -> Option<String> {
+    get(out, name).reason.as_ref().map(|r| r.code.clone())
+}
+
+#[test]
+fn order_is_priority_then_age_then_address() {
+    let demands = vec![
+        job("low_old", Priority::Low, Some("2026-01-01T00:00:00Z"), 1, 1, false),
+        job("new_b", Priority::High, None, 1, 1, false),
+        job("new_a", Priority::High, None, 1, 1, false),
+        job("high_young", Priority::High, Some("2026-03-01T00:00:00Z"), 1, 1, false),
+        job("high_old", Priority::High, Some("2026-02-01T00:00:00Z"), 1, 1, false),
+        job("critical", Priority::Critical, None, 1, 1, false),
+        job("medium", Priority::Medium, None, 1, 1, false),
+    ];
+    let out = admit(demands, &pool(4, 0, Fallback::OnDemand), &quota(QuotaRoom::default()));
+    assert_eq!(names(&out), ["critical", "high_old", "high_young", "new_a", "new_b", "medium", "low_old"]);
+    assert!(out.iter().all(|a| a.placed.is_some()));
+}
+
+#[test]
+fn preemptible_jobs_prefer_spot_and_others_stay_on_demand() {
+    let demands =
+        vec![job("batch", Priority::Medium, None, 8, 1, true), job("serve", Priority::Medium, None, 8, 1, false)];
+    let out = admit(demands, &pool(1, 1, Fallback::OnDemand), &quota(QuotaRoom::default()));
+    assert_eq!(get(&out, "batch").placed, Some(vec![Capacity::Spot]));
+    assert_eq!(get(&out, "serve").placed, Some(vec![Capacity::OnDemand]));
+}
+
+#[test]
+fn non_preemptible_job_never_uses_spot() {
+    let out = admit(
+        vec![job("serve", Priority::Critical, None, 8, 1, false)],
+        &pool(0, 4, Fallback::OnDemand),
+        &quota(QuotaRoom::default()),
+    );
+    assert_eq!(get(&out, "serve").placed, None);
+    assert_eq!(code(&out, "serve").as_deref(), Some("capacity"));
+    assert!(get(&out, "serve").reason.as_ref().unwrap().message.contains("on-demand nodes"));
+}
+
+#[test]
+fn preemptible_job_falls_back_to_on_demand_only_when_the_pool_allows() {
+    let d = || vec![job("batch", Priority::Medium, None, 8, 1, true)];
+    let out = admit(d(), &pool(1, 0, Fallback::OnDemand), &quota(QuotaRoom::default()));
+    assert_eq!(get(&out, "batch").placed, Some(vec![Capacity::OnDemand]));
+    let out = admit(d(), &pool(1, 0, Fallback::Wait), &quota(QuotaRoom::default()));
+    assert_eq!(get(&out, "batch").placed, None);
+    assert_eq!(code(&out, "batch").as_deref(), Some("capacity"));
+}
+
+#[test]
+fn replicas_each_need_a_node_and_are_admitted_whole() {
+    // Two 6-GPU replicas cannot share an 8-GPU node: with one node the job waits whole.
+    let out = admit(
+        vec![job("ddp", Priority::High, None, 6, 2, false)],
+        &pool(1, 0, Fallback::OnDemand),
+        &quota(QuotaRoom::default()),
+    );
+    assert_eq!(get(&out, "ddp").placed, None);
+    let out = admit(
+        vec![job("ddp", Priority::High, None, 6, 2, false)],
+        &pool(2, 0, Fallback::OnDemand),
+        &quota(QuotaRoom::default()),
+    );
+    assert_eq!(get(&out, "ddp").placed, Some(vec![Capacity::OnDemand, Capacity::OnDemand]));
+}
+
+#[test]
+fn higher_priority_job_takes_the_gpus_and_the_other_waits_for_priority() {
+    let demands = vec![
+        job("low", Priority::Low, Some("2020-01-01T00:00:00Z"), 8, 1, false),
+        job("crit", Priority::Critical, None, 8, 1, false),
+    ];
+    let out = admit(demands, &pool(1, 0, Fallback::OnDemand), &quota(QuotaRoom::default()));
+    assert_eq!(names(&out), ["crit", "low"]);
+    assert!(get(&out, "crit").placed.is_some());
+    assert_eq!(code(&out, "low").as_deref(), Some("priority"));
+    assert!(get(&out, "low").reason.as_ref().unwrap().message.contains("`job.crit`"));
+}
+
+#[test]
+fn older_job_of_equal_priority_comes_first_and_the_newer_waits_for_capacity() {
+    let demands = vec![
+        job("young", Priority::High, Some("2026-05-01T00:00:00Z"), 8, 1, false),
+        job("old", Priority::High, Some("2026-04-01T00:00:00Z"), 8, 1, false),
+    ];
+    let out = admit(demands, &pool(1, 0, Fallback::OnDemand), &quota(QuotaRoom::default()));
+    assert!(get(&out, "old").placed.is_some());
+    assert_eq!(code(&out, "young").as_deref(), Some("capacity"));
+    assert!(get(&out, "young").reason.as_ref().unwrap().message.contains("queued earlier"));
+}
+
+#[test]
+fn a_job_too_big_for_the_pool_does_not_block_smaller_ones() {
+    let demands =
+        vec![job("huge", Priority::Critical, None, 8, 3, false), job("small", Priority::Low, None, 2, 1, false)];
+    let out = admit(demands, &pool(2, 0, Fallback::OnDemand), &quota(QuotaRoom::default()));
+    assert_eq!(code(&out, "huge").as_deref(), Some("capacity"));
+    assert!(get(&out, "huge").reason.as_ref().unwrap().message.contains("has 16 free"));
+    assert!(get(&out, "small").placed.is_some());
+}
+
+#[test]
+fn quota_max_gpus_refuses_what_would_exceed_it() {
+    let q = QuotaRoom { max_gpus: Some(12), used_gpus: 4, ..QuotaRoom::default() };
+    let demands = vec![job("a", Priority::High, None, 8, 1, false), job("b", Priority::Medium, None, 1, 1, false)];
+    let out = admit(demands, &pool(4, 0, Fallback::OnDemand), &quota(q));
+    // 4 in use + 8 = 12: admitted; then 12 + 1 > 12: refused.
+    assert!(get(&out, "a").placed.is_some());
+    assert_eq!(code(&out, "b").as_deref(), Some("quota"));
+    assert!(get(&out, "b").reason.as_ref().unwrap().message.contains("allows 12 GPUs; 12 are in use"));
+}
+
+#[test]
+fn quota_allowed_gpus_refuses_other_models() {
+    let q = QuotaRoom { allowed_gpus: vec!["H100".into()], ..QuotaRoom::default() };
+    let out = admit(vec![job("a", Priority::High, None, 1, 1, false)], &pool(1, 0, Fallback::OnDemand), &quota(q));
+    assert_eq!(code(&out, "a").as_deref(), Some("quota"));
+    assert!(get(&out, "a").reason.as_ref().unwrap().message.contains("does not allow A100-80GB"));
+}
+
+#[test]
+fn quota_hourly_budget_counts_the_capacity_the_job_lands_on() {
+    // 8 GPUs on spot cost 16 USD/h, on-demand 40 USD/h.
+    let q = || QuotaRoom { hourly_usd: Some(20.0), ..QuotaRoom::default() };
+    let spot = admit(vec![job("a", Priority::High, None, 8, 1, true)], &pool(1, 1, Fallback::OnDemand), &quota(q()));
+    assert_eq!(get(&spot, "a").placed, Some(vec![Capacity::Spot]));
+    let od = admit(vec![job("a", Priority::High, None, 8, 1, false)], &pool(1, 1, Fallback::OnDemand), &quota(q()));
+    assert_eq!(code(&od, "a").as_deref(), Some("quota"));
+    assert!(get(&od, "a").reason.as_ref().unwrap().message.contains("budget is 20 USD/h"));
+}
+
+#[test]
+fn quota_monthly_budget_refuses_too() {
+    let q = QuotaRoom { monthly_usd: Some(1000.0), ..QuotaRoom::default() };
+    // 1 GPU on-demand: 5 USD/h × 730 h = 3650 USD/month.
+    let out = admit(vec![job("a", Priority::High, None, 1, 1, false)], &pool(1, 0, Fallback::OnDemand), &quota(q));
+    assert_eq!(code(&out, "a").as_deref(), Some("quota"));
+    assert!(get(&out, "a").reason.as_ref().unwrap().message.contains("USD/month"));
+}
+
+#[test]
+fn a_refused_job_leaves_the_room_to_others() {
+    let q = QuotaRoom { max_gpus: Some(4), ..QuotaRoom::default() };
+    let demands =
+        vec![job("big", Priority::Critical, None, 8, 1, false), job("fits", Priority::Low, None, 4, 1, false)];
+    let out = admit(demands, &pool(1, 0, Fallback::OnDemand), &quota(q));
+    assert_eq!(code(&out, "big").as_deref(), Some("quota"));
+    assert_eq!(get(&out, "fits").placed, Some(vec![Capacity::OnDemand]));
+}
+
+#[test]
+fn a_job_for_a_pool_without_nodes_waits_for_capacity() {
+    let mut d = job("a", Priority::High, None, 1, 1, false);
+    d.pool = Address::new(Kind::GpuPool, "gone");
+    let out = admit(vec![d], &pool(1, 0, Fallback::OnDemand), &BTreeMap::new());
+    assert_eq!(code(&out, "a").as_deref(), Some("capacity"));
+}

@@ -1,0 +1,188 @@
+use super::*;
+use crate::diag::Sources;
+use crate::jobs::yaml;
+
+const SPEC: &str = r#"
+provider "sim" {
+  region = "us-east-1"
+}
+
+gpu_pool "train" {
+  provider      = "sim"
+  gpu           = "A100-80GB"
+  gpus_per_node = 8
+  nodes {
+    min     = 0
+    desired = 2
+    max     = 4
+  }
+}
+
+job_template "finetune" {
+  image          = "ghcr.io/example/finetune:1.4"
+  command        = ["python", "train.py"]
+  env            = { WANDB_PROJECT = "ml-finetune", YES = "yes", ODD = "a: b # c" }
+  gpus           = 8
+  priority       = "high"
+  preemptible    = true
+  max_runtime    = "12h"
+  retries        = 2
+  checkpoint_uri = "s3://example-ckpt/ml/finetune"
+}
+
+job_template "serve" {
+  image = "nginx"
+  gpus  = 1
+}
+
+job "llama_sweep" {
+  count    = 2
+  template = job_template.finetune
+  pool     = gpu_pool.train
+  args     = ["--lr", "0.001"]
+  replicas = 2
+}
+
+job "eval" {
+  template = job_template.serve
+  pool     = gpu_pool.train
+}
+"#;
+
+fn spec() -> Spec {
+    let mut sources = Sources::default();
+    sources.add("main.hcl", SPEC);
+    let loaded = crate::spec::load_sources(sources, &Default::default());
+    assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
+    loaded.spec
+}
+
+fn render(spec: &Spec, name: &str) -> String {
+    let docs: Vec<Yaml> = resolve(spec, name).into_iter().filter_map(|a| manifest(spec, a, 1)).collect();
+    yaml::documents(&docs)
+}
+
+/// Read YAML back with saphyr-parser into JSON: plain scalars resolved as YAML 1.2 core
+/// (ints, bools, null), quoted ones as strings.
+fn parse_back(text: &str) -> Vec<serde_json::Value> {
+    use saphyr_parser::{Event, Parser, ScalarStyle};
+    use serde_json::Value as J;
+    enum Frame {
+        Map(serde_json::Map<String, J>, Option<String>),
+        Seq(Vec<J>),
+    }
+    let mut docs = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let push = |stack: &mut Vec<Frame>, docs: &mut Vec<J>, v: J| match stack.last_mut() {
+        Some(Frame::Seq(s)) => s.push(v),
+        Some(Frame::Map(m, key)) => match key.take() {
+            Some(k) => {
+                m.insert(k, v);
+            }
+            None => *key = Some(v.as_str().expect("string keys").to_string()),
+        },
+        None => docs.push(v),
+    };
+    for ev in Parser::new_from_str(text) {
+        let (ev, _) = ev.expect("the rendered YAML parses");
+        match ev {
+            Event::Scalar(v, style, _, _) => {
+                let j = if style == ScalarStyle::Plain {
+                    if let Ok(i) = v.parse::<i64>() {
+                        J::from(i)
+                    } else if v == "true" || v == "false" {
+                        J::Bool(v == "true")
+                    } else {
+                        J::String(v.to_string())
+                    }
+                } else {
+                    J::String(v.to_string())
+                };
+                push(&mut stack, &mut docs, j);
+            }
+            Event::MappingStart(..) => stack.push(Frame::Map(Default::default(), None)),
+            Event::SequenceStart(..) => stack.push(Frame::Seq(Vec::new())),
+            Event::MappingEnd | Event::SequenceEnd => {
+                let v = match stack.pop().expect("balanced") {
+                    Frame::Map(m, _) => J::Object(m),
+                    Frame::Seq(s) => J::Array(s),
+                };
+                push(&mut stack, &mut docs, v);
+            }
+            _ => {}
+        }
+    }
+    docs
+}
+
+fn to_json(y: &Yaml) -> serde_json::Value {
+    match y {
+        Yaml::Str(s) => s.clone().into(),
+        Yaml::Int(i) => (*i).into(),
+        Yaml::Bool(b) => (*b).into(),
+        Yaml::Seq(s) => s.iter().map(to_json).collect(),
+        Yaml::Map(m) => m.iter().map(|(k, v)| (k.clone(), to_json(v))).collect::<serde_json::Map<_, _>>().into(),
+    }
+}
+
+#[test]
+fn preemptible_job_manifest_snapshot() {
+    let spec = spec();
+    insta::assert_snapshot!("k8s_llama_sweep_0", render(&spec, "llama_sweep[0]"));
+}
+
+#[test]
+fn on_demand_job_manifest_snapshot() {
+    let spec = spec();
+    insta::assert_snapshot!("k8s_eval", render(&spec, "job.eval"));
+}
+
+#[test]
+fn manifests_parse_back_to_the_same_values() {
+    let spec = spec();
+    let addrs = resolve(&spec, "llama_sweep");
+    assert_eq!(addrs.len(), 2, "a name without a key selects every instance");
+    let docs: Vec<Yaml> = addrs.iter().map(|a| manifest(&spec, a, 3).expect("renders")).collect();
+    let text = yaml::documents(&docs);
+    let back = parse_back(&text);
+    assert_eq!(back, docs.iter().map(to_json).collect::<Vec<_>>());
+    let first = &back[0];
+    assert_eq!(first["spec"]["backoffLimit"], 2);
+    assert_eq!(first["spec"]["activeDeadlineSeconds"], 12 * 3600);
+    assert_eq!(first["spec"]["completions"], 2);
+    let pod = &first["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], 8);
+    assert_eq!(pod["priorityClassName"], "gpuplan-high");
+    assert_eq!(pod["nodeSelector"]["gpuplan.dev/pool"], "train");
+    let env = pod["containers"][0]["env"].as_array().expect("env list");
+    let value = |k: &str| env.iter().find(|e| e["name"] == k).map(|e| e["value"].clone());
+    assert_eq!(value("GPUPLAN_CHECKPOINT_URI"), Some("s3://example-ckpt/ml/finetune".into()));
+    assert_eq!(value("GPUPLAN_ATTEMPT"), Some("3".into()), "a quoted number stays a string");
+    assert_eq!(value("YES"), Some("yes".into()), "`yes` stays a string");
+    assert_eq!(value("ODD"), Some("a: b # c".into()));
+    assert_eq!(first["metadata"]["name"], "llama-sweep-0");
+}
+
+#[test]
+fn only_preemptible_jobs_tolerate_spot_and_others_select_on_demand() {
+    let spec = spec();
+    let json = |name: &str| to_json(&manifest(&spec, resolve(&spec, name)[0], 1).expect("renders"));
+    let sweep = json("llama_sweep[1]");
+    let eval = json("eval");
+    let tolerates_spot = |j: &serde_json::Value| {
+        j["spec"]["template"]["spec"]["tolerations"].as_array().unwrap().iter().any(|t| t["value"] == "spot")
+    };
+    assert!(tolerates_spot(&sweep));
+    assert!(!tolerates_spot(&eval));
+    assert_eq!(eval["spec"]["template"]["spec"]["nodeSelector"]["gpuplan.dev/capacity"], "on-demand");
+    assert!(sweep["spec"]["template"]["spec"]["nodeSelector"].get("gpuplan.dev/capacity").is_none());
+    assert!(eval["spec"].get("activeDeadlineSeconds").is_none());
+    assert_eq!(eval["spec"]["template"]["spec"]["priorityClassName"], "gpuplan-medium");
+}
+
+#[test]
+fn object_names_are_dns_labels() {
+    assert_eq!(object_name(&"job.llama_sweep[2]".parse().unwrap()), "llama-sweep-2");
+    assert_eq!(object_name(&"job.x[\"EU West\"]".parse().unwrap()), "x-eu-west");
+    assert!(resolve(&spec(), "nope").is_empty());
+}

@@ -1,0 +1,25 @@
+//! Jobs: admission, launch and lifecycle of `job` blocks, and the Kubernetes backend.
+//!
+//! - `admit.rs`: pure admission (priority, age, quotas, capacity) over [`admit::Demand`]s.
+//! - `place.rs`: pure: spec + state + plan + observed run statuses → the plan's
+//!   [`model::JobPlacement`]s, with the exact launch requests apply will send.
+//! - `refresh.rs`: reads the status of the runs state records as active (provider calls).
+//! - `launch.rs`: the apply phase after the node changes: launch admitted replicas,
+//!   record runs in the state journal.
+//! - `queue.rs`: the demand waiting per pool, for the autoscaler.
+//! - `k8s.rs` + `yaml.rs`: batch/v1 Job manifests for `gpuplan jobs render`.
+//!
+//! Nothing here reads the clock except `launch.rs` (it stamps times into state), and
+//! nothing re-reads the spec at apply: launches are in the plan.
+
+pub mod admit;
+pub mod k8s;
+pub mod launch;
+pub mod model;
+pub mod place;
+pub mod queue;
+pub mod refresh;
+pub mod status;
+pub mod yaml;
+
+pub use model::{JobPlacement, JobRecord, JobRun, Placement};

@@ -1,0 +1,406 @@
+//! The jobs section of a plan: spec + state + plan + observed run statuses →
+//! [`JobPlacement`]s. Pure: no I/O, no clock.
+//!
+//! Each replica's latest run decides what it needs: none yet → launch attempt 1; queued
+//! or running → keeps its GPUs; succeeded or cancelled → done; failed or preempted →
+//! launch the next attempt while `retries` allow (so a reclaimed spot node's job comes
+//! back with `GPUPLAN_ATTEMPT=2` and its checkpoint URI). Replicas that need a launch go
+//! through [`admit`](super::admit) against the pool's nodes as this plan leaves them.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+use super::admit::{self, Demand, NodeRoom, PoolRoom, QuotaRoom};
+use super::model::{JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch};
+use crate::addr::Address;
+use crate::catalog;
+use crate::plan::Plan;
+use crate::plan::shape::{self, PoolShape};
+use crate::providers::{
+    Capacity, CreateNodes, JobState, JobStatus, LaunchJob, NodeState, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB, TAG_LINEAGE,
+    TAG_MANAGED, TAG_PROVIDER,
+};
+use crate::spec::Spec;
+use crate::spec::model::{Fallback, Job, JobTemplate, ProviderKind};
+use crate::state::State;
+
+/// Environment variables every launch carries.
+pub const ENV_CHECKPOINT: &str = "GPUPLAN_CHECKPOINT_URI";
+pub const ENV_ATTEMPT: &str = "GPUPLAN_ATTEMPT";
+pub const ENV_JOB: &str = "GPUPLAN_JOB";
+pub const ENV_REPLICA: &str = "GPUPLAN_REPLICA";
+pub const ENV_REPLICAS: &str = "GPUPLAN_REPLICAS";
+
+pub struct PlaceInput<'a> {
+    pub spec: &'a Spec,
+    pub state: &'a State,
+    /// The plan so far (pool changes and cost): the nodes jobs can use.
+    pub plan: &'a Plan,
+    /// Run id → status from refresh; `None` when not refreshed (state is the truth).
+    pub observed: Option<&'a BTreeMap<String, JobStatus>>,
+}
+
+/// One job's replicas, read from state and refresh.
+struct Progress {
+    runs: Vec<JobRun>,
+    /// (replica, attempt) to launch.
+    pending: Vec<(u32, u32)>,
+    running: bool,
+    failed: bool,
+    cancelled: bool,
+}
+
+/// The job record in state for `addr`, if any.
+pub fn record<'s>(state: &'s State, addr: &Address) -> Option<&'s JobRecord> {
+    state.resources.get(&addr.to_string()).and_then(|r| r.job.as_ref())
+}
+
+/// Runs with their statuses updated from refresh.
+pub fn observed_runs(rec: Option<&JobRecord>, observed: Option<&BTreeMap<String, JobStatus>>) -> Vec<JobRun> {
+    let mut runs: Vec<JobRun> = rec.map(|r| r.runs.clone()).unwrap_or_default();
+    if let Some(seen) = observed {
+        for run in runs.iter_mut().filter(|r| r.is_active()) {
+            if let Some(s) = seen.get(&run.id) {
+                run.status = s.state;
+                run.message = s.message.clone();
+            }
+        }
+    }
+    runs
+}
+
+fn progress(
+    job: &Job,
+    t: &JobTemplate,
+    rec: Option<&JobRecord>,
+    observed: Option<&BTreeMap<String, JobStatus>>,
+) -> Progress {
+    let runs = observed_runs(rec, observed);
+    let mut p = Progress { runs: Vec::new(), pending: Vec::new(), running: false, failed: false, cancelled: false };
+    p.cancelled = rec.is_some_and(|r| r.cancelled);
+    for replica in 0..job.replicas.value {
+        let latest = runs.iter().filter(|r| r.replica == replica).max_by_key(|r| r.attempt);
+        match latest.map(|r| (r.status, r.attempt)) {
+            None if !p.cancelled => p.pending.push((replica, 1)),
+            None => {}
+            Some((JobState::Queued | JobState::Running, _)) => p.running = true,
+            Some((JobState::Succeeded, _)) => {}
+            Some((JobState::Cancelled, _)) => p.cancelled = true,
+            Some((JobState::Failed | JobState::Preempted, attempt)) => {
+                if attempt <= t.retries.value && !p.cancelled {
+                    p.pending.push((replica, attempt + 1));
+                } else {
+                    p.failed = true;
+                }
+            }
+        }
+    }
+    if p.cancelled {
+        p.pending.clear();
+    }
+    p.runs = runs;
+    p
+}
+
+/// The plan's jobs, in admission order (priority, then age).
+pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
+    let spec = input.spec;
+    if input.plan.destroy {
+        return Vec::new();
+    }
+    let cat = catalog::catalog();
+    let shapes: BTreeMap<&Address, PoolShape> =
+        spec.gpu_pools.iter().filter_map(|(a, p)| shape::shape(spec, p, cat).map(|s| (a, s))).collect();
+    let mut pools = pool_rooms(input, &shapes);
+    let mut quotas: BTreeMap<Address, QuotaRoom> = spec
+        .quotas
+        .iter()
+        .map(|(a, q)| {
+            let room = QuotaRoom {
+                max_gpus: q.max_gpus.as_ref().map(|m| m.value as u64),
+                allowed_gpus: q.allowed_gpus.iter().map(|g| g.value.clone()).collect(),
+                hourly_usd: q.budget.as_ref().and_then(|b| b.hourly_usd.as_ref()).map(|v| v.value),
+                monthly_usd: q.budget.as_ref().and_then(|b| b.monthly_usd.as_ref()).map(|v| v.value),
+                used_gpus: 0,
+                used_hourly_usd: 0.0,
+            };
+            (a.clone(), room)
+        })
+        .collect();
+
+    let mut out: BTreeMap<Address, JobPlacement> = BTreeMap::new();
+    let mut demands = Vec::new();
+    for (addr, job) in &spec.jobs {
+        let (Some(t), Some(_)) = (spec.job_templates.get(&job.template.value), spec.gpu_pools.get(&job.pool.value))
+        else {
+            continue; // validation explains
+        };
+        let rec = record(input.state, addr);
+        let p = progress(job, t, rec, input.observed);
+        // Running replicas keep their GPUs: take them out of the room and the quota.
+        for run in p.runs.iter().filter(|r| r.is_active()) {
+            if let Some(room) = pools.get_mut(&job.pool.value) {
+                take(room, &run.node_id, run.capacity, run.gpus);
+            }
+            if let Some(q) = job.quota.as_ref().and_then(|q| quotas.get_mut(&q.value)) {
+                q.used_gpus += run.gpus as u64;
+                let price = pools.get(&job.pool.value).map(|r| match run.capacity {
+                    Capacity::OnDemand => r.usd_per_gpu_hour_on_demand,
+                    Capacity::Spot => r.usd_per_gpu_hour_spot,
+                });
+                q.used_hourly_usd += price.flatten().unwrap_or(0.0) * run.gpus as f64;
+            }
+        }
+        let placement = if !p.pending.is_empty() {
+            Placement::Waiting
+        } else if p.running {
+            Placement::Running
+        } else if p.cancelled {
+            Placement::Cancelled
+        } else if p.failed {
+            Placement::Failed
+        } else {
+            Placement::Succeeded
+        };
+        let attempt = p.pending.iter().map(|(_, a)| *a).chain(p.runs.iter().map(|r| r.attempt)).max().unwrap_or(1);
+        let mut capacity: Vec<Capacity> = p.runs.iter().filter(|r| r.is_active()).map(|r| r.capacity).collect();
+        capacity.sort();
+        out.insert(
+            addr.clone(),
+            JobPlacement {
+                address: addr.clone(),
+                pool: job.pool.value.clone(),
+                quota: job.quota.as_ref().map(|q| q.value.clone()),
+                priority: t.priority.value,
+                preemptible: t.preemptible.value,
+                replicas: job.replicas.value,
+                gpus_per_replica: t.gpus.value,
+                placement,
+                capacity,
+                attempt,
+                retries: t.retries.value,
+                reason: None,
+                first_seen: rec.and_then(|r| r.first_seen.clone()),
+                waiting_since: rec.and_then(|r| r.waiting_since.clone()),
+                launches: Vec::new(),
+                runs: p.runs.clone(),
+            },
+        );
+        if !p.pending.is_empty() {
+            demands.push((
+                Demand {
+                    address: addr.clone(),
+                    pool: job.pool.value.clone(),
+                    quota: job.quota.as_ref().map(|q| q.value.clone()),
+                    priority: t.priority.value,
+                    age: rec.and_then(|r| r.first_seen.clone()),
+                    preemptible: t.preemptible.value,
+                    replicas: p.pending.len() as u32,
+                    gpus_per_replica: t.gpus.value,
+                },
+                p.pending,
+            ));
+        }
+    }
+
+    let pending: BTreeMap<Address, Vec<(u32, u32)>> =
+        demands.iter().map(|(d, p)| (d.address.clone(), p.clone())).collect();
+    let decisions = admit::admit(demands.into_iter().map(|(d, _)| d).collect(), &pools, &quotas);
+    let mut order: Vec<Address> = decisions.iter().map(|d| d.address.clone()).collect();
+    for d in decisions {
+        let Some(jp) = out.get_mut(&d.address) else { continue };
+        match d.placed {
+            Some(caps) => {
+                let job = &spec.jobs[&d.address];
+                let t = &spec.job_templates[&job.template.value];
+                let shape = shapes.get(&job.pool.value);
+                let fallback = spec.gpu_pools.get(&job.pool.value).map(|p| p.mix.fallback.value);
+                jp.placement = Placement::Launch;
+                for ((replica, attempt), cap) in pending[&d.address].iter().zip(&caps) {
+                    if let Some(shape) = shape {
+                        let l = launch(input, &d.address, job, t, shape, *replica, *attempt, *cap, fallback);
+                        jp.launches.push(l);
+                    }
+                }
+                jp.capacity.extend(caps);
+                jp.capacity.sort();
+            }
+            None => jp.reason = d.reason,
+        }
+    }
+    // Admission order first, then the jobs that needed nothing, by address.
+    let rest: Vec<Address> = out.keys().filter(|a| !order.contains(a)).cloned().collect();
+    order.extend(rest);
+    let mut all: Vec<JobPlacement> = order.into_iter().filter_map(|a| out.remove(&a)).collect();
+    let rank = |j: &JobPlacement| u8::from(!matches!(j.placement, Placement::Launch | Placement::Waiting));
+    all.sort_by_key(rank); // stable: keeps admission order within each group
+    // `--target`: only jobs named, or running on a pool named, are launched.
+    let targets = &input.plan.targets;
+    if !targets.is_empty() {
+        all.retain(|j| targets.iter().any(|t| j.address.matches_target(t) || j.pool.matches_target(t)));
+    }
+    all
+}
+
+/// Take a running replica's `gpus` off its node, or when that node is not among the
+/// pool's nodes after this plan (replaced, not yet refreshed), off the fullest node of its
+/// capacity with room.
+fn take(room: &mut PoolRoom, node_id: &str, capacity: Capacity, gpus: u32) {
+    let i = room.nodes.iter().position(|n| n.id.as_deref() == Some(node_id)).or_else(|| {
+        room.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.capacity == capacity && n.free >= gpus)
+            .min_by_key(|(_, n)| n.free)
+            .map(|(i, _)| i)
+    });
+    if let Some(i) = i {
+        room.nodes[i].free = room.nodes[i].free.saturating_sub(gpus);
+    }
+}
+
+/// Each pool's nodes once this plan is applied: live nodes it keeps, nodes it adopts and
+/// nodes it creates, all with `gpus_per_node` free.
+fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) -> BTreeMap<Address, PoolRoom> {
+    let report =
+        input.plan.cost.as_ref().and_then(|c| serde_json::from_value::<crate::cost::CostReport>(c.clone()).ok());
+    let mut rooms = BTreeMap::new();
+    for (addr, pool) in &input.spec.gpu_pools {
+        let Some(shape) = shapes.get(addr) else { continue };
+        let gpn = shape.gpus_per_node;
+        let change = input.plan.changes.iter().find(|c| &c.address == addr).and_then(|c| c.pool.as_ref());
+        let mut nodes: Vec<NodeRoom> = Vec::new();
+        match change {
+            Some(pc) => {
+                let gone: Vec<&str> =
+                    pc.deletes.iter().map(|d| d.id.as_str()).chain(pc.forget.iter().map(String::as_str)).collect();
+                let state_nodes =
+                    input.state.resources.get(&addr.to_string()).map(|r| r.nodes.as_slice()).unwrap_or(&[]);
+                for n in state_nodes.iter().chain(pc.adopt.iter()) {
+                    if n.state != NodeState::Reclaimed && n.is_live() && !gone.contains(&n.id.as_str()) {
+                        nodes.push(NodeRoom { capacity: n.capacity, free: gpn, id: Some(n.id.clone()) });
+                    }
+                }
+                for c in &pc.creates {
+                    let new = NodeRoom { capacity: c.capacity, free: gpn, id: None };
+                    nodes.extend(std::iter::repeat_n(new, c.count as usize));
+                }
+            }
+            None => {
+                if let Some(r) = input.state.resources.get(&addr.to_string()) {
+                    nodes.extend(r.nodes.iter().filter(|n| n.is_live()).map(|n| NodeRoom {
+                        capacity: n.capacity,
+                        free: gpn,
+                        id: Some(n.id.clone()),
+                    }));
+                }
+            }
+        }
+        let cost = report.as_ref().and_then(|r| r.pools.iter().find(|p| &p.address == addr));
+        let per_gpu = |p: Option<&crate::cost::Price>| p.map(|p| p.usd_per_hour / gpn.max(1) as f64);
+        rooms.insert(
+            addr.clone(),
+            PoolRoom {
+                gpu: shape.gpu.clone(),
+                gpus_per_node: gpn,
+                fallback: pool.mix.fallback.value,
+                nodes,
+                usd_per_gpu_hour_on_demand: per_gpu(cost.and_then(|c| c.on_demand_price.as_ref())),
+                usd_per_gpu_hour_spot: per_gpu(cost.and_then(|c| c.spot_price.as_ref())),
+            },
+        );
+    }
+    rooms
+}
+
+/// The idempotency token of one replica attempt: the same attempt never launches twice,
+/// however often it is planned.
+pub fn token(lineage: &str, job: &Address, replica: u32, attempt: u32) -> String {
+    let seed = format!("{lineage}|{job}|{replica}|{attempt}");
+    let digest = Sha256::digest(seed.as_bytes());
+    let hex: String = digest.iter().take(20).map(|b| format!("{b:02x}")).collect();
+    format!("gj-{hex}")
+}
+
+/// The environment of one replica attempt: template env, job env, then gpuplan's own.
+pub fn env(job_addr: &Address, job: &Job, t: &JobTemplate, replica: u32, attempt: u32) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = t.env.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
+    env.extend(job.env.iter().map(|(k, v)| (k.clone(), v.value.clone())));
+    if let Some(uri) = &t.checkpoint_uri {
+        env.insert(ENV_CHECKPOINT.into(), uri.value.clone());
+    }
+    env.insert(ENV_ATTEMPT.into(), attempt.to_string());
+    env.insert(ENV_JOB.into(), job_addr.to_string());
+    env.insert(ENV_REPLICA.into(), replica.to_string());
+    env.insert(ENV_REPLICAS.into(), job.replicas.value.to_string());
+    env
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch(
+    input: &PlaceInput<'_>,
+    addr: &Address,
+    job: &Job,
+    t: &JobTemplate,
+    shape: &PoolShape,
+    replica: u32,
+    attempt: u32,
+    capacity: Capacity,
+    fallback: Option<Fallback>,
+) -> ReplicaLaunch {
+    let lineage = &input.state.lineage;
+    let token = token(lineage, addr, replica, attempt);
+    let mut command: Vec<String> = t.command.iter().map(|c| c.value.clone()).collect();
+    command.extend(job.args.iter().map(|a| a.value.clone()));
+    // Clouds make a node for the job from the pool's shape; sim runs it on a pool node.
+    let node_shape = (shape.provider_kind != ProviderKind::Sim).then(|| {
+        let mut tags = BTreeMap::new();
+        tags.insert(TAG_MANAGED.to_string(), "true".to_string());
+        tags.insert(TAG_LINEAGE.to_string(), lineage.clone());
+        tags.insert(TAG_ADDRESS.to_string(), job.pool.value.to_string());
+        tags.insert(TAG_PROVIDER.to_string(), shape.provider.clone());
+        tags.insert(TAG_JOB.to_string(), addr.to_string());
+        tags.insert(TAG_ATTEMPT.to_string(), attempt.to_string());
+        CreateNodes {
+            pool: job.pool.value.clone(),
+            region: shape.region.clone(),
+            zone: shape.zones.get(replica as usize % shape.zones.len().max(1)).cloned().unwrap_or_default(),
+            instance_types: shape.instance_types.clone(),
+            capacity,
+            count: 1,
+            image: shape.image.clone(),
+            max_spot_price: if capacity == Capacity::Spot { shape.max_spot_price } else { None },
+            token: token.clone(),
+            tags,
+            user_data: None,
+        }
+    });
+    let request = LaunchJob {
+        job: addr.clone(),
+        pool: job.pool.value.clone(),
+        node_id: String::new(),
+        image: t.image.value.clone(),
+        command,
+        env: env(addr, job, t, replica, attempt),
+        gpus: t.gpus.value,
+        attempt,
+        token,
+        shape: node_shape,
+        max_runtime_secs: t.max_runtime.as_ref().map(|d| d.value.as_secs()),
+        keep_node: false,
+    };
+    let fallback = (capacity == Capacity::Spot && fallback == Some(Fallback::OnDemand)).then_some(Capacity::OnDemand);
+    ReplicaLaunch {
+        replica,
+        capacity,
+        fallback,
+        provider: shape.provider.clone(),
+        region: shape.region.clone(),
+        gpus_per_node: shape.gpus_per_node,
+        request,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,225 @@
+use super::*;
+use crate::diag::Sources;
+use crate::jobs::model::JobRecord;
+use crate::plan::diff::{self, PlanInput};
+use crate::providers::{Node, NodeState};
+use crate::state::ResourceState;
+
+const LINEAGE: &str = "00000000-0000-4000-8000-000000000000";
+
+fn spec(provider: &str) -> Spec {
+    let text = format!(
+        r#"
+provider "{provider}" {{
+  region = "us-east-1"
+}}
+
+gpu_pool "train" {{
+  provider       = "{provider}"
+  zones          = ["us-east-1a"]
+  gpu            = "A100-80GB"
+  gpus_per_node  = 8
+  instance_types = ["p4de.24xlarge"]
+  nodes {{
+    min     = 0
+    desired = 1
+    max     = 2
+  }}
+}}
+
+job_template "t" {{
+  image          = "img:1"
+  gpus           = 8
+  retries        = 1
+  max_runtime    = "2h"
+  checkpoint_uri = "s3://c/t"
+}}
+
+job "a" {{
+  template = job_template.t
+  pool     = gpu_pool.train
+}}
+
+job "b" {{
+  template = job_template.t
+  pool     = gpu_pool.train
+}}
+"#
+    );
+    let mut sources = Sources::default();
+    sources.add("main.hcl", text);
+    let loaded = crate::spec::load_sources(sources, &Default::default());
+    assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
+    loaded.spec
+}
+
+fn place_with(spec: &Spec, state: &State) -> Vec<JobPlacement> {
+    let input = PlanInput {
+        spec,
+        state,
+        observed: None,
+        targets: &[],
+        destroy: false,
+        spec_digest: diff::spec_digest(spec),
+        autoscale: &[],
+    };
+    let plan = diff::plan(&input);
+    place(&PlaceInput { spec, state, plan: &plan, observed: None })
+}
+
+fn get<'a>(jobs: &'a [JobPlacement], name: &str) -> &'a JobPlacement {
+    jobs.iter().find(|j| j.address.name == name).expect("job placed")
+}
+
+fn run(attempt: u32, status: JobState) -> JobRun {
+    JobRun {
+        replica: 0,
+        attempt,
+        id: format!("j-{attempt}"),
+        provider: "sim".into(),
+        region: "us-east-1".into(),
+        node_id: "i-1".into(),
+        capacity: Capacity::OnDemand,
+        gpus: 8,
+        status,
+        message: None,
+        launched_at: None,
+    }
+}
+
+/// A state where the pool has one live on-demand node and job `a` has `rec`.
+fn state_with(spec: &Spec, rec: JobRecord) -> State {
+    let mut state = State::new(LINEAGE.into());
+    let node = Node {
+        id: "i-1".into(),
+        pool: "gpu_pool.train".parse().unwrap(),
+        instance_type: "p4de.24xlarge".into(),
+        region: "us-east-1".into(),
+        zone: "us-east-1a".into(),
+        capacity: Capacity::OnDemand,
+        state: NodeState::Running,
+        image: None,
+        tags: BTreeMap::new(),
+    };
+    let pool_cfg = serde_json::to_value(&spec.gpu_pools[&"gpu_pool.train".parse::<Address>().unwrap()]).unwrap();
+    let resource = |kind: &str, config: serde_json::Value| ResourceState {
+        kind: kind.into(),
+        provider: Some("sim".into()),
+        provider_kind: Some("sim".into()),
+        region: Some("us-east-1".into()),
+        config,
+        dependencies: vec![],
+        nodes: vec![],
+        job: None,
+    };
+    state
+        .resources
+        .insert("gpu_pool.train".into(), ResourceState { nodes: vec![node], ..resource("gpu_pool", pool_cfg) });
+    state
+        .resources
+        .insert("job.a".into(), ResourceState { job: Some(rec), ..resource("job", serde_json::Value::Null) });
+    state
+}
+
+#[test]
+fn cloud_launches_carry_a_one_node_shape_with_job_tags() {
+    let spec = spec("aws");
+    let jobs = place_with(&spec, &State::new(LINEAGE.into()));
+    let a = get(&jobs, "a");
+    assert_eq!(a.placement, Placement::Launch);
+    let req = &a.launches[0].request;
+    let shape = req.shape.as_ref().expect("clouds get a node shape");
+    assert_eq!((shape.count, shape.capacity), (1, Capacity::OnDemand));
+    assert_eq!(shape.instance_types, ["p4de.24xlarge"]);
+    assert_eq!(shape.tags.get(TAG_JOB).map(String::as_str), Some("job.a"));
+    assert_eq!(shape.tags.get(TAG_ATTEMPT).map(String::as_str), Some("1"));
+    assert_eq!(shape.tags.get(TAG_LINEAGE).map(String::as_str), Some(LINEAGE));
+    assert_eq!(shape.token, req.token);
+    assert!(req.node_id.is_empty());
+    assert_eq!(req.max_runtime_secs, Some(7200));
+    assert_eq!(req.env.get(ENV_CHECKPOINT).map(String::as_str), Some("s3://c/t"));
+    // One 8-GPU node: `b` (same priority, later address) waits for capacity.
+    assert_eq!(get(&jobs, "b").reason.as_ref().map(|r| r.code.as_str()), Some("capacity"));
+}
+
+#[test]
+fn sim_launches_run_on_pool_nodes_and_tokens_are_stable_per_attempt() {
+    let spec = spec("sim");
+    let state = State::new(LINEAGE.into());
+    let a = place_with(&spec, &state);
+    let again = place_with(&spec, &state);
+    assert_eq!(a, again, "placement is deterministic");
+    let l = &get(&a, "a").launches[0];
+    assert!(l.request.shape.is_none());
+    assert_eq!(l.request.token, token(LINEAGE, &"job.a".parse().unwrap(), 0, 1));
+    assert_ne!(l.request.token, token(LINEAGE, &"job.a".parse().unwrap(), 0, 2));
+}
+
+#[test]
+fn a_running_job_keeps_its_gpus_and_the_next_one_waits() {
+    let spec = spec("sim");
+    let rec = JobRecord {
+        first_seen: Some("2026-01-01T00:00:00Z".into()),
+        runs: vec![run(1, JobState::Running)],
+        ..Default::default()
+    };
+    let jobs = place_with(&spec, &state_with(&spec, rec));
+    assert_eq!(get(&jobs, "a").placement, Placement::Running);
+    assert!(get(&jobs, "a").launches.is_empty());
+    assert_eq!(get(&jobs, "b").placement, Placement::Waiting);
+}
+
+#[test]
+fn a_preempted_run_is_retried_then_the_job_fails_when_retries_are_spent() {
+    let spec = spec("sim");
+    let rec = JobRecord { runs: vec![run(1, JobState::Preempted)], ..Default::default() };
+    let jobs = place_with(&spec, &state_with(&spec, rec));
+    let a = get(&jobs, "a");
+    assert_eq!((a.placement, a.attempt), (Placement::Launch, 2));
+    assert_eq!(a.launches[0].request.env.get(ENV_ATTEMPT).map(String::as_str), Some("2"));
+
+    let rec = JobRecord { runs: vec![run(1, JobState::Preempted), run(2, JobState::Failed)], ..Default::default() };
+    let jobs = place_with(&spec, &state_with(&spec, rec));
+    assert_eq!(get(&jobs, "a").placement, Placement::Failed);
+    assert!(get(&jobs, "a").launches.is_empty());
+    // Its GPUs are free again: `b` launches.
+    assert_eq!(get(&jobs, "b").placement, Placement::Launch);
+}
+
+#[test]
+fn cancelled_and_succeeded_jobs_are_not_launched() {
+    let spec = spec("sim");
+    let rec = JobRecord { cancelled: true, ..Default::default() };
+    assert_eq!(get(&place_with(&spec, &state_with(&spec, rec)), "a").placement, Placement::Cancelled);
+    let rec = JobRecord { runs: vec![run(1, JobState::Succeeded)], ..Default::default() };
+    assert_eq!(get(&place_with(&spec, &state_with(&spec, rec)), "a").placement, Placement::Succeeded);
+}
+
+#[test]
+fn refreshed_statuses_override_the_state_record() {
+    let spec = spec("sim");
+    let state = state_with(&spec, JobRecord { runs: vec![run(1, JobState::Running)], ..Default::default() });
+    let input = PlanInput {
+        spec: &spec,
+        state: &state,
+        observed: None,
+        targets: &[],
+        destroy: false,
+        spec_digest: diff::spec_digest(&spec),
+        autoscale: &[],
+    };
+    let plan = diff::plan(&input);
+    let status = JobStatus {
+        id: "j-1".into(),
+        job: "job.a".parse().unwrap(),
+        node_id: "i-1".into(),
+        state: JobState::Preempted,
+        attempt: 1,
+        message: Some("node reclaimed (spot)".into()),
+    };
+    let seen = BTreeMap::from([("j-1".to_string(), status)]);
+    let jobs = place(&PlaceInput { spec: &spec, state: &state, plan: &plan, observed: Some(&seen) });
+    let a = get(&jobs, "a");
+    assert_eq!(a.runs[0].status, JobState::Preempted);
+    assert_eq!((a.placement, a.attempt), (Placement::Launch, 2));
+}

@@ -1,0 +1,32 @@
+//! Refresh for jobs: ask the providers for the status of every run state records as
+//! queued or running. One call per active run (clouds have no batched job status); runs
+//! already finished are never asked about again.
+
+use std::collections::BTreeMap;
+
+use crate::apply::ProviderSet;
+use crate::providers::{JobStatus, ProviderError};
+use crate::state::State;
+
+/// Run id → status, for every active run in state. A run the provider no longer knows is
+/// left out (the state's record stands) rather than failing the whole refresh.
+pub async fn statuses(
+    providers: &ProviderSet,
+    state: &State,
+) -> Result<BTreeMap<String, JobStatus>, (String, ProviderError)> {
+    let mut out = BTreeMap::new();
+    for r in state.resources.values() {
+        let Some(rec) = &r.job else { continue };
+        for run in rec.runs.iter().filter(|r| r.is_active()) {
+            let Some(p) = providers.get(&run.provider) else { continue };
+            match p.job_status(&run.region, &run.id).await {
+                Ok(s) => {
+                    out.insert(run.id.clone(), s);
+                }
+                Err(e) if e.class == crate::providers::ErrorClass::Invalid => {}
+                Err(e) => return Err((run.provider.clone(), e)),
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,101 @@
+//! The jobs section of a plan: admission order, where each job goes or why it waits.
+//! Read from `plan.jobs` only (filled by `jobs::place`); decides nothing.
+
+use serde_json::{Value as Json, json};
+
+use crate::jobs::model::{JobPlacement, Placement, priority_str};
+use crate::plan::Plan;
+use crate::providers::Capacity;
+
+/// `2 × 8 GPUs` and `spot` / `on-demand` / `1 spot + 1 on-demand`.
+fn capacity(c: &[Capacity]) -> String {
+    let spot = c.iter().filter(|c| **c == Capacity::Spot).count();
+    let od = c.len() - spot;
+    match (spot, od) {
+        (0, 0) => String::new(),
+        (_, 0) => "spot".into(),
+        (0, _) => "on-demand".into(),
+        (s, o) => format!("{s} spot + {o} on-demand"),
+    }
+}
+
+/// One line per job: `(symbol, address, text)`.
+pub(crate) fn lines(plan: &Plan) -> Vec<(&'static str, String, String)> {
+    plan.jobs.iter().map(|j| (symbol(j), j.address.to_string(), describe(j))).collect()
+}
+
+fn symbol(j: &JobPlacement) -> &'static str {
+    match j.placement {
+        Placement::Launch => "+",
+        Placement::Waiting => "…",
+        _ => " ",
+    }
+}
+
+fn describe(j: &JobPlacement) -> String {
+    let size = format!("{} × {} GPUs", j.replicas, j.gpus_per_replica);
+    let prio = priority_str(j.priority);
+    match j.placement {
+        Placement::Launch => {
+            let n = j.launches.len();
+            let caps: Vec<Capacity> = j.launches.iter().map(|l| l.capacity).collect();
+            let retry =
+                if j.attempt > 1 { format!(", attempt {} of {}", j.attempt, j.retries + 1) } else { String::new() };
+            let which = if n as u32 == j.replicas { size } else { format!("{n} of {size}") };
+            format!("launch {which} on {} ({}){retry}, {prio} priority", j.pool, capacity(&caps))
+        }
+        Placement::Waiting => {
+            let why = j.reason.as_ref().map(|r| format!("{}: {}", r.code, r.message)).unwrap_or_default();
+            format!("waits ({size} on {}, {prio} priority): {why}", j.pool)
+        }
+        Placement::Running => {
+            format!("running on {} ({}), attempt {}", j.pool, capacity(&j.capacity), j.attempt)
+        }
+        Placement::Succeeded => "succeeded".into(),
+        Placement::Failed => format!("failed after {} attempt(s)", j.attempt),
+        Placement::Cancelled => "cancelled".into(),
+    }
+}
+
+/// `1 to launch, 2 waiting`.
+pub(crate) fn summary(plan: &Plan) -> String {
+    let launch = plan.jobs.iter().filter(|j| j.needs_launch()).count();
+    let waiting = plan.jobs.iter().filter(|j| j.placement == Placement::Waiting).count();
+    format!("{launch} to launch, {waiting} waiting")
+}
+
+/// The `jobs` array of `plan --json`.
+pub(crate) fn json(plan: &Plan) -> Json {
+    plan.jobs
+        .iter()
+        .map(|j| {
+            json!({
+                "address": j.address.to_string(),
+                "pool": j.pool.to_string(),
+                "quota": j.quota.as_ref().map(ToString::to_string),
+                "priority": priority_str(j.priority),
+                "preemptible": j.preemptible,
+                "replicas": j.replicas,
+                "gpus_per_replica": j.gpus_per_replica,
+                "gpus": j.gpus(),
+                "placement": j.placement.as_str(),
+                "capacity": j.capacity,
+                "attempt": j.attempt,
+                "retries": j.retries,
+                "reason": j.reason.as_ref().map(|r| json!({"code": r.code, "message": r.message})),
+                "first_seen": j.first_seen,
+                "waiting_since": j.waiting_since,
+                "launches": j.launches.iter().map(|l| json!({
+                    "replica": l.replica,
+                    "attempt": l.request.attempt,
+                    "capacity": l.capacity,
+                    "fallback": l.fallback,
+                    "gpus": l.request.gpus,
+                    "node_shape": l.request.shape.is_some(),
+                    "env": l.request.env,
+                    "token": l.request.token,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
+}

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::apply::ProviderSet;
 use crate::engine::Workspace;
 use crate::providers::Provider;
+use crate::providers::aws::{AwsProvider, AwsSettings};
 use crate::providers::sim::{SimCloud, SimConfig, SimProvider};
 use crate::spec::Spec;
 use crate::spec::model::{Provider as ProviderBlock, ProviderKind};
@@ -82,6 +83,16 @@ pub fn build(ws: &Workspace, spec: &Spec, state: &State) -> Result<ProviderSet, 
                 if let Some(s) = &sim {
                     set.insert(name, s.clone());
                 }
+            }
+            ProviderKind::Aws => {
+                // A block removed from the spec while the state still has its nodes: the
+                // standard credential chain and the regions the state records.
+                let settings = spec
+                    .providers
+                    .get(&name)
+                    .map(|b| AwsSettings::from_block(&name, b))
+                    .unwrap_or_else(|| AwsSettings { name: name.clone(), ..AwsSettings::default() });
+                set.insert(name, Arc::new(AwsProvider::new(settings)));
             }
             other => return Err(ProviderSetupError::Unavailable { name, kind: other.to_string() }),
         }

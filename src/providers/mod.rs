@@ -4,6 +4,7 @@
 //! leave a provider's folder. Errors carry an [`ErrorClass`] so retries, backoff and
 //! fallbacks are decided in one place (`apply::policy`), not in each provider.
 
+pub mod aws;
 pub mod sim;
 pub mod userdata;
 

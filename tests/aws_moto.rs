@@ -161,7 +161,7 @@ async fn terminate_refuses_an_untagged_instance_and_touches_nothing() {
     let c = client(region).await;
     let foreign = foreign_instance(&c).await;
     let p = AwsProvider::new(settings());
-    let err = p.terminate_nodes(region, &[foreign.clone()]).await.unwrap_err();
+    let err = p.terminate_nodes(region, std::slice::from_ref(&foreign)).await.unwrap_err();
     assert_eq!(err.class, ErrorClass::Invalid, "{err}");
     assert!(err.message.contains("lacks the tag gpuplan:managed=true"), "{err}");
     assert_eq!(state_of(&c, &foreign).await, InstanceStateName::Running);

@@ -240,21 +240,6 @@ fn missing(api: &str) -> ProviderError {
     ProviderError::new(ErrorClass::Retryable, "BadResponse", format!("{api}: the response lacks the launch template"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_valid_and_distinct_per_state_and_pool() {
-        let a = template_name("0f3a9c1e-77aa-4c1b-9d2e-1234567890ab", "gpu_pool.train");
-        assert_eq!(a, "gpuplan-0f3a9c1e-gpu_pool.train");
-        let b = template_name("11111111-2222", "gpu_pool.x[\"a b\"]");
-        assert_eq!(b, "gpuplan-11111111-gpu_pool.x__a_b__");
-        let long = template_name("l", &format!("gpu_pool.{}", "x".repeat(300)));
-        assert!(long.len() <= 128, "{}", long.len());
-    }
-}
-
 impl AwsProvider {
     /// Delete a pool's launch template once none of its instances is left (after a
     /// destroy or a scale to zero). Only gpuplan's own template of that name is deleted.
@@ -302,5 +287,20 @@ impl AwsProvider {
         }
         self.templates.cache.lock().await.remove(&(region.to_string(), name));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_valid_and_distinct_per_state_and_pool() {
+        let a = template_name("0f3a9c1e-77aa-4c1b-9d2e-1234567890ab", "gpu_pool.train");
+        assert_eq!(a, "gpuplan-0f3a9c1e-gpu_pool.train");
+        let b = template_name("11111111-2222", "gpu_pool.x[\"a b\"]");
+        assert_eq!(b, "gpuplan-11111111-gpu_pool.x__a_b__");
+        let long = template_name("l", &format!("gpu_pool.{}", "x".repeat(300)));
+        assert!(long.len() <= 128, "{}", long.len());
     }
 }

@@ -8,6 +8,7 @@ use crate::engine::Workspace;
 use crate::providers::Provider;
 use crate::providers::alicloud::{self, AlibabaProvider};
 use crate::providers::http::{CloudConfig, Endpoint, credentials};
+use crate::providers::aws::{AwsProvider, AwsSettings};
 use crate::providers::sim::{SimCloud, SimConfig, SimProvider};
 use crate::providers::tencentcloud::{self, TencentProvider};
 use crate::spec::Spec;
@@ -118,7 +119,16 @@ pub fn build_with_sim(
                 let p = AlibabaProvider::new(config).map_err(|e| setup_error(&name, alicloud::ENV_ENDPOINT, e))?;
                 set.insert(name, Arc::new(p));
             }
-            other => return Err(ProviderSetupError::Unavailable { name, kind: other.to_string() }),
+            ProviderKind::Aws => {
+                // A block removed from the spec while the state still has its nodes: the
+                // standard credential chain and the regions the state records.
+                let settings = spec
+                    .providers
+                    .get(&name)
+                    .map(|b| AwsSettings::from_block(&name, b))
+                    .unwrap_or_else(|| AwsSettings { name: name.clone(), ..AwsSettings::default() });
+                set.insert(name, Arc::new(AwsProvider::new(settings)));
+            }
         }
     }
     Ok((set, cloud))

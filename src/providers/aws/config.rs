@@ -1,0 +1,137 @@
+//! The `provider "aws"` settings and the EC2 clients built from them.
+//!
+//! Credentials come from the standard AWS chain (environment, shared config and
+//! credentials files with `profile`, web identity, ECS and instance metadata) unless the
+//! block sets `access_key`/`secret_key`. The endpoint is the block's `endpoint`, else the
+//! SDK's own `AWS_ENDPOINT_URL_EC2` / `AWS_ENDPOINT_URL`. The secret key is never
+//! printed: `Debug` shows it as `<redacted>` and nothing here serializes it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use aws_config::BehaviorVersion;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_sdk_ec2::config::{Credentials, Region};
+
+use crate::spec::model::Provider as ProviderBlock;
+
+/// Everything the AWS provider needs from its block.
+#[derive(Clone, Default, PartialEq)]
+pub struct AwsSettings {
+    /// The block's local name (`aws`, or its alias), for messages and tags.
+    pub name: String,
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    pub profile: Option<String>,
+    pub access_key: Option<String>,
+    pub secret_key: Option<String>,
+    /// Subnet id per zone.
+    pub subnets: BTreeMap<String, String>,
+    pub security_groups: Vec<String>,
+    pub key_name: Option<String>,
+    pub iam_instance_profile: Option<String>,
+    pub image: Option<String>,
+}
+
+impl fmt::Debug for AwsSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AwsSettings")
+            .field("name", &self.name)
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
+            .field("profile", &self.profile)
+            .field("access_key", &self.access_key.as_ref().map(|_| "<set>"))
+            .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
+            .field("subnets", &self.subnets)
+            .field("security_groups", &self.security_groups)
+            .field("key_name", &self.key_name)
+            .field("iam_instance_profile", &self.iam_instance_profile)
+            .field("image", &self.image)
+            .finish()
+    }
+}
+
+impl AwsSettings {
+    pub fn from_block(name: &str, b: &ProviderBlock) -> Self {
+        let s = |v: &Option<crate::spec::model::Spanned<String>>| {
+            v.as_ref().map(|x| x.value.trim().to_string()).filter(|x| !x.is_empty())
+        };
+        AwsSettings {
+            name: name.to_string(),
+            region: s(&b.region),
+            endpoint: s(&b.endpoint),
+            profile: s(&b.profile),
+            access_key: s(&b.access_key),
+            secret_key: s(&b.secret_key),
+            subnets: b.subnets.iter().map(|(z, v)| (z.clone(), v.value.clone())).collect(),
+            security_groups: b.security_groups.iter().map(|g| g.value.clone()).collect(),
+            key_name: s(&b.key_name),
+            iam_instance_profile: s(&b.iam_instance_profile),
+            image: s(&b.image),
+        }
+    }
+
+    /// Load the shared SDK configuration: credentials chain, endpoint, timeouts. SDK-level
+    /// retries are off: the executor retries with the same idempotency token, and the
+    /// provider retries its own reads (see `AwsProvider::read`).
+    pub async fn load(&self) -> aws_config::SdkConfig {
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+                aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+            ))
+            .build_https();
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(http)
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(5))
+                    .operation_attempt_timeout(Duration::from_secs(120))
+                    .build(),
+            );
+        // Every client gets its call's region; the loader's own region only matters to
+        // credential providers. Without one, the SDK would probe instance metadata.
+        let env_region = ["AWS_REGION", "AWS_DEFAULT_REGION"].iter().any(|k| std::env::var_os(k).is_some());
+        match &self.region {
+            Some(r) => loader = loader.region(Region::new(r.clone())),
+            None if !env_region && self.profile.is_none() => loader = loader.region(Region::new("us-east-1")),
+            None => {}
+        }
+        if let Some(e) = &self.endpoint {
+            loader = loader.endpoint_url(e.clone());
+        }
+        if let Some(p) = &self.profile {
+            loader = loader.profile_name(p.clone());
+        }
+        if let (Some(id), Some(secret)) = (&self.access_key, &self.secret_key) {
+            loader = loader.credentials_provider(Credentials::new(id, secret, None, None, "gpuplan-provider-block"));
+        }
+        loader.load().await
+    }
+
+    /// An EC2 client for one region.
+    pub fn client(sdk: &aws_config::SdkConfig, region: &str) -> aws_sdk_ec2::Client {
+        let conf = aws_sdk_ec2::config::Builder::from(sdk).region(Region::new(region.to_string())).build();
+        aws_sdk_ec2::Client::from_conf(conf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_secret() {
+        let s = AwsSettings {
+            access_key: Some("AKIAEXAMPLE".into()),
+            secret_key: Some("wJalrXUtnFEMI/K7MDENG".into()),
+            ..Default::default()
+        };
+        let text = format!("{s:?}");
+        assert!(!text.contains("wJalrXUtnFEMI"), "{text}");
+        assert!(!text.contains("AKIAEXAMPLE"), "{text}");
+        assert!(text.contains("<redacted>"), "{text}");
+    }
+}

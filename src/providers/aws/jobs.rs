@@ -1,0 +1,225 @@
+//! Jobs on AWS: one instance per launch, booted with [`userdata::job_script`].
+//!
+//! `launch_job` runs `RunInstances` for one instance of the job's shape (the first
+//! allowed type with capacity), with the script as user data, the pool's ownership tags
+//! plus `gpuplan:job` and `gpuplan:attempt`, and `stop` as the shutdown behaviour so the
+//! console output stays readable after the job powers the node off. The job's id is the
+//! instance id. `job_status` reads the instance: pending → queued, running → running,
+//! stopped or terminated by a spot interruption → preempted, otherwise the exit code the
+//! script printed on the console (`GetConsoleOutput`) → succeeded or failed. `cancel_job`
+//! marks the instance `gpuplan:cancelled=true`, then terminates it; it also removes the
+//! stopped node of a finished job. Job nodes are not pool nodes: `list_nodes` skips them.
+
+use aws_sdk_ec2::types::{
+    HttpTokensState, IamInstanceProfileSpecification, InstanceMarketOptionsRequest, InstanceStateName, InstanceType,
+    MarketType, Placement, ResourceType, ShutdownBehavior, SpotMarketOptions, Tag,
+};
+use base64::Engine;
+use sha2::{Digest, Sha256};
+
+use super::errors::from_sdk;
+use super::fleet::{price, tag_specs};
+use super::nodes::{filter, spot_reclaimed, tags};
+use super::{AwsProvider, Bucket, read};
+use crate::addr::Address;
+use crate::providers::userdata::{self, TIMED_OUT};
+use crate::providers::{Capacity, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError, TAG_ATTEMPT, TAG_JOB};
+
+/// Set on a job's instance by `cancel_job` before it terminates it.
+pub const TAG_CANCELLED: &str = "gpuplan:cancelled";
+
+/// An idempotency token EC2 accepts (at most 64 ASCII characters).
+fn client_token(token: &str, suffix: usize) -> String {
+    let t = if suffix == 0 { token.to_string() } else { format!("{token}-t{suffix}") };
+    if t.len() <= 64 && t.is_ascii() {
+        return t;
+    }
+    let h: String = Sha256::digest(t.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    format!("gp-{}", &h[..48])
+}
+
+impl AwsProvider {
+    pub(super) async fn launch(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        let Some(shape) = &req.shape else {
+            return Err(ProviderError::new(
+                ErrorClass::Invalid,
+                "MissingShape",
+                format!(
+                    "job `{}`: the aws provider runs each job on a node made for it, but no shape was given",
+                    req.job
+                ),
+            ));
+        };
+        let region = shape.region.as_str();
+        let types = self.usable_types(region, &shape.instance_types).await?;
+        let image = super::template::image_of(self, shape)?;
+        let client = self.client(region).await?;
+        let user_data = base64::engine::general_purpose::STANDARD.encode(userdata::job_script(req));
+        let mut job_req = shape.clone();
+        job_req.tags.insert(TAG_JOB.into(), req.job.to_string());
+        job_req.tags.insert(TAG_ATTEMPT.into(), req.attempt.to_string());
+        let mut last = None;
+        for (i, t) in types.iter().enumerate() {
+            let mut call = client
+                .run_instances()
+                .image_id(&image)
+                .instance_type(InstanceType::from(t.as_str()))
+                .min_count(1)
+                .max_count(1)
+                .user_data(&user_data)
+                .instance_initiated_shutdown_behavior(ShutdownBehavior::Stop)
+                .metadata_options(
+                    aws_sdk_ec2::types::InstanceMetadataOptionsRequest::builder()
+                        .http_tokens(HttpTokensState::Required)
+                        .build(),
+                )
+                .set_key_name(self.settings.key_name.clone())
+                .set_tag_specifications(Some(tag_specs(&job_req, &[ResourceType::Instance, ResourceType::Volume])))
+                .client_token(client_token(&req.token, i));
+            call = match self.subnet_for(region, &shape.zone).await? {
+                Some(s) => call.subnet_id(s),
+                None => call.placement(Placement::builder().availability_zone(&shape.zone).build()),
+            };
+            if !self.settings.security_groups.is_empty() {
+                call = call.set_security_group_ids(Some(self.settings.security_groups.clone()));
+            }
+            if let Some(p) = &self.settings.iam_instance_profile {
+                let spec = IamInstanceProfileSpecification::builder();
+                call =
+                    call.iam_instance_profile(if p.starts_with("arn:") { spec.arn(p) } else { spec.name(p) }.build());
+            }
+            if shape.capacity == Capacity::Spot {
+                call = call.instance_market_options(
+                    InstanceMarketOptionsRequest::builder()
+                        .market_type(MarketType::Spot)
+                        .spot_options(
+                            SpotMarketOptions::builder().set_max_price(shape.max_spot_price.map(price)).build(),
+                        )
+                        .build(),
+                );
+            }
+            self.pace(region, "RunInstances", Bucket::RunInstances, Some((Bucket::RunInstancesResource, 1))).await;
+            match call.send().await.map_err(|e| from_sdk("RunInstances", e)) {
+                Ok(out) => {
+                    let id = out
+                        .instances()
+                        .first()
+                        .and_then(|i| i.instance_id())
+                        .ok_or_else(|| {
+                            ProviderError::new(
+                                ErrorClass::Retryable,
+                                "BadResponse",
+                                "RunInstances returned no instance",
+                            )
+                        })?
+                        .to_string();
+                    return Ok(JobStatus {
+                        id: id.clone(),
+                        job: req.job.clone(),
+                        node_id: id,
+                        state: JobState::Queued,
+                        attempt: req.attempt,
+                        message: Some(format!("{} {} in {}", shape.capacity, t, shape.zone)),
+                    });
+                }
+                Err(e) if e.class == ErrorClass::OutOfCapacity => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            ProviderError::new(ErrorClass::OutOfCapacity, "InsufficientInstanceCapacity", "no capacity")
+        }))
+    }
+
+    pub(super) async fn status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        let found = self.describe_all(region, vec![filter("instance-id", [id])]).await?;
+        let Some(i) = found.first() else {
+            return Err(ProviderError::new(
+                ErrorClass::Invalid,
+                "JobNotFound",
+                format!("no job instance `{id}` in {region}"),
+            ));
+        };
+        let tags = tags(i);
+        let job: Address = tags.get(TAG_JOB).and_then(|j| j.parse().ok()).ok_or_else(|| {
+            ProviderError::new(ErrorClass::Invalid, "NotAJob", format!("instance `{id}` carries no {TAG_JOB} tag"))
+        })?;
+        let attempt = tags.get(TAG_ATTEMPT).and_then(|a| a.parse().ok()).unwrap_or(0);
+        let status = |state, message: Option<String>| JobStatus {
+            id: id.to_string(),
+            job: job.clone(),
+            node_id: id.to_string(),
+            state,
+            attempt,
+            message,
+        };
+        let name = i.state().and_then(|s| s.name()).cloned();
+        match name {
+            Some(InstanceStateName::Pending) => return Ok(status(JobState::Queued, None)),
+            Some(InstanceStateName::Running) => return Ok(status(JobState::Running, None)),
+            _ => {}
+        }
+        if spot_reclaimed(i) {
+            return Ok(status(JobState::Preempted, Some("the spot instance was reclaimed by EC2".into())));
+        }
+        if tags.get(TAG_CANCELLED).is_some_and(|v| v == "true") {
+            return Ok(status(JobState::Cancelled, Some("cancelled".into())));
+        }
+        let client = self.client(region).await?;
+        let console = read(|| async {
+            self.pace(region, "GetConsoleOutput", Bucket::NonMutating, None).await;
+            client.get_console_output().instance_id(id).send().await.map_err(|e| from_sdk("GetConsoleOutput", e))
+        })
+        .await
+        .ok()
+        .and_then(|o| o.output().map(str::to_string))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+        Ok(match userdata::exit_code(&console) {
+            Some(0) => status(JobState::Succeeded, None),
+            Some(TIMED_OUT) => status(JobState::Failed, Some("ran past max_runtime (exit code 124)".into())),
+            Some(n) => status(JobState::Failed, Some(format!("exit code {n}"))),
+            None => {
+                let reason = i.state_reason().and_then(|r| r.message()).unwrap_or("no reason given");
+                status(JobState::Failed, Some(format!("the node stopped without reporting an exit code ({reason})")))
+            }
+        })
+    }
+
+    pub(super) async fn cancel(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        let before = self.status(region, id).await?;
+        let running = matches!(before.state, JobState::Queued | JobState::Running);
+        if running {
+            let client = self.client(region).await?;
+            self.pace(region, "CreateTags", Bucket::CreateTags, None).await;
+            client
+                .create_tags()
+                .resources(id)
+                .tags(Tag::builder().key(TAG_CANCELLED).value("true").build())
+                .send()
+                .await
+                .map_err(|e| from_sdk("CreateTags", e))?;
+        }
+        // The status call checked the instance is a gpuplan job node.
+        self.terminate_owned(region, &[id.to_string()]).await?;
+        Ok(if running {
+            JobStatus { state: JobState::Cancelled, message: Some("cancelled".into()), ..before }
+        } else {
+            before
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_tokens_fit_ec2s_limit() {
+        assert_eq!(client_token("gp-abc", 0), "gp-abc");
+        assert_eq!(client_token("gp-abc", 2), "gp-abc-t2");
+        let long = client_token(&"x".repeat(80), 0);
+        assert!(long.len() <= 64 && long.starts_with("gp-"), "{long}");
+    }
+}

@@ -1,0 +1,134 @@
+//! The AWS EC2 provider, on the official `aws-sdk-ec2` crate: `provider "aws"`.
+//!
+//! - Pools: one launch template per pool (created and versioned by gpuplan, tagged),
+//!   then one `CreateFleet` of type `instant` per [`CreateNodes`] batch, with overrides
+//!   for every allowed instance type in the batch's zone (`fleet.rs`).
+//! - Refresh: one paged `DescribeInstances` per region by tag filter, 1,000 per page;
+//!   terminate in batches of at most 1,000 after checking every id's tags (`nodes.rs`).
+//! - Prices and shapes: live spot prices from `DescribeSpotPriceHistory` and GPU checks
+//!   against `DescribeInstanceTypes`, both cached per run (`prices.rs`).
+//! - Jobs: one instance per launch booted with the user-data job script (`jobs.rs`).
+//! - Errors become [`ErrorClass`]es in `errors.rs`; calls are paced by token buckets that
+//!   follow EC2's documented limits (`throttle.rs`).
+//!
+//! SDK types never leave this folder. Nothing here decides retries of mutating calls or
+//! fallbacks: the executor does, from the error class.
+
+mod config;
+mod errors;
+mod fleet;
+mod jobs;
+mod nodes;
+mod prices;
+mod provider;
+mod template;
+mod throttle;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::OnceCell;
+
+pub use config::AwsSettings;
+pub use throttle::{Bucket, Limit};
+
+use crate::providers::{ErrorClass, ProviderError};
+use throttle::Throttle;
+
+/// Ids per `TerminateInstances` call and instances per `DescribeInstances` page.
+pub const PAGE: usize = 1_000;
+
+/// The provider for one `provider "aws"` block.
+pub struct AwsProvider {
+    settings: AwsSettings,
+    sdk: OnceCell<aws_config::SdkConfig>,
+    clients: Mutex<HashMap<String, aws_sdk_ec2::Client>>,
+    throttle: Throttle,
+    calls: Mutex<BTreeMap<&'static str, u64>>,
+    total_calls: AtomicU64,
+    caches: prices::Caches,
+    templates: template::Templates,
+    warned: Mutex<std::collections::HashSet<String>>,
+    /// (region, zone) → the zone's default subnet, when `subnets` names none.
+    default_subnets: tokio::sync::Mutex<HashMap<(String, String), Option<String>>>,
+}
+
+impl AwsProvider {
+    pub fn new(settings: AwsSettings) -> Self {
+        AwsProvider {
+            settings,
+            sdk: OnceCell::new(),
+            clients: Mutex::new(HashMap::new()),
+            throttle: Throttle::default(),
+            calls: Mutex::new(BTreeMap::new()),
+            total_calls: AtomicU64::new(0),
+            caches: prices::Caches::default(),
+            templates: template::Templates::default(),
+            warned: Mutex::new(Default::default()),
+            default_subnets: Default::default(),
+        }
+    }
+
+    pub fn settings(&self) -> &AwsSettings {
+        &self.settings
+    }
+
+    /// API calls made so far, by EC2 action name (for benchmarks and tests).
+    pub fn calls(&self) -> BTreeMap<&'static str, u64> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn total_calls(&self) -> u64 {
+        self.total_calls.load(Ordering::Relaxed)
+    }
+
+    /// The EC2 client of a region, built on first use (credentials load lazily too).
+    async fn client(&self, region: &str) -> Result<aws_sdk_ec2::Client, ProviderError> {
+        if region.trim().is_empty() {
+            return Err(ProviderError::new(
+                ErrorClass::Invalid,
+                "MissingRegion",
+                "no AWS region: set `region` on the pool or in the provider \"aws\" block",
+            ));
+        }
+        let sdk = self.sdk.get_or_init(|| self.settings.load()).await;
+        let mut map = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(map.entry(region.to_string()).or_insert_with(|| AwsSettings::client(sdk, region)).clone())
+    }
+
+    /// Wait for the call's tokens, and count it.
+    async fn pace(&self, region: &str, api: &'static str, bucket: Bucket, resources: Option<(Bucket, u32)>) {
+        self.throttle.acquire(region, bucket, 1).await;
+        if let Some((b, n)) = resources {
+            self.throttle.acquire(region, b, n).await;
+        }
+        *self.calls.lock().unwrap_or_else(|p| p.into_inner()).entry(api).or_default() += 1;
+        self.total_calls.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Retry a read (Describe*/Get*) on throttling and transient faults: reads have no
+/// executor around them during refresh, and repeating one is always safe.
+async fn read<T, F, Fut>(mut op: F) -> Result<T, ProviderError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ProviderError>>,
+{
+    let mut attempt: u32 = 0;
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if matches!(e.class, ErrorClass::Throttled | ErrorClass::Retryable) && attempt < READ_RETRIES => {
+                attempt += 1;
+                let base = if e.class == ErrorClass::Throttled { 400 } else { 100 };
+                let ms = (base * (1u64 << attempt.min(6))).min(10_000);
+                let told = e.retry_after_secs.map(|s| (s * 1000.0) as u64).unwrap_or(0);
+                tokio::time::sleep(std::time::Duration::from_millis(ms.max(told))).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+const READ_RETRIES: u32 = 5;

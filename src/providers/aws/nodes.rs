@@ -1,0 +1,186 @@
+//! Refresh and terminate: one paged `DescribeInstances` per region by tag filter, and
+//! `TerminateInstances` in batches of at most 1,000 after checking every id's tags.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_ec2::types::{Filter, Instance, InstanceLifecycleType, InstanceStateName};
+
+use super::errors::from_sdk;
+use super::{AwsProvider, Bucket, PAGE, read};
+use crate::addr::Address;
+use crate::providers::{
+    Capacity, ErrorClass, ListFilter, Node, NodeState, ProviderError, TAG_ADDRESS, TAG_JOB, TAG_LINEAGE, TAG_MANAGED,
+};
+
+/// Values per `instance-id` filter in the ownership check.
+const IDS_PER_FILTER: usize = 200;
+
+pub fn filter(name: &str, values: impl IntoIterator<Item = impl Into<String>>) -> Filter {
+    Filter::builder().name(name).set_values(Some(values.into_iter().map(Into::into).collect())).build()
+}
+
+/// An instance's tags as a map.
+pub fn tags(i: &Instance) -> BTreeMap<String, String> {
+    i.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
+}
+
+pub fn is_managed(tags: &BTreeMap<String, String>) -> bool {
+    tags.get(TAG_MANAGED).is_some_and(|v| v == "true")
+}
+
+/// Was this instance stopped or terminated by a spot interruption?
+pub fn spot_reclaimed(i: &Instance) -> bool {
+    i.instance_lifecycle() == Some(&InstanceLifecycleType::Spot)
+        && i.state_reason().and_then(|r| r.code()).is_some_and(|c| c.starts_with("Server.SpotInstance"))
+}
+
+/// A gpuplan node from an instance; `None` for one without a parsable address tag.
+pub fn to_node(i: &Instance, region: &str) -> Option<Node> {
+    let tags = tags(i);
+    let pool: Address = tags.get(TAG_ADDRESS)?.parse().ok()?;
+    let state = match i.state().and_then(|s| s.name()) {
+        Some(InstanceStateName::Running) => NodeState::Running,
+        _ if spot_reclaimed(i) => NodeState::Reclaimed,
+        Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated) => NodeState::Terminated,
+        // Pending, and nodes stopped outside gpuplan: still there (they count, and
+        // destroy terminates them), but not serving.
+        _ => NodeState::Pending,
+    };
+    Some(Node {
+        id: i.instance_id()?.to_string(),
+        pool,
+        instance_type: i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+        region: region.to_string(),
+        zone: i.placement().and_then(|p| p.availability_zone()).unwrap_or_default().to_string(),
+        capacity: if i.instance_lifecycle() == Some(&InstanceLifecycleType::Spot) {
+            Capacity::Spot
+        } else {
+            Capacity::OnDemand
+        },
+        state,
+        image: i.image_id().map(str::to_string),
+        tags,
+    })
+}
+
+impl AwsProvider {
+    /// Every instance matching `filters` in a region: one paged call, 1,000 per page.
+    pub(super) async fn describe_all(
+        &self,
+        region: &str,
+        filters: Vec<Filter>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        let client = self.client(region).await?;
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = read(|| async {
+                self.pace(region, "DescribeInstances", Bucket::NonMutating, None).await;
+                client
+                    .describe_instances()
+                    .set_filters(Some(filters.clone()))
+                    .max_results(PAGE as i32)
+                    .set_next_token(token.clone())
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk("DescribeInstances", e))
+            })
+            .await?;
+            for r in page.reservations() {
+                out.extend(r.instances().iter().cloned());
+            }
+            match page.next_token() {
+                Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    pub(super) async fn list(&self, f: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        let mut filters = vec![filter(&format!("tag:{TAG_MANAGED}"), ["true"])];
+        if let Some(l) = &f.lineage {
+            filters.push(filter(&format!("tag:{TAG_LINEAGE}"), [l.as_str()]));
+        }
+        let instances = self.describe_all(&f.region, filters).await?;
+        let mut by_id = BTreeMap::new();
+        for i in &instances {
+            let tags = tags(i);
+            // Job nodes belong to their job, not to the pool's node count (`jobs.rs`).
+            if !is_managed(&tags) || tags.contains_key(TAG_JOB) {
+                continue;
+            }
+            if let Some(n) = to_node(i, &f.region) {
+                by_id.insert(n.id.clone(), n);
+            }
+        }
+        Ok(by_id.into_values().collect())
+    }
+
+    /// Refuse the whole request when any id is an instance without gpuplan's tags;
+    /// otherwise terminate the live ones in batches of at most 1,000. Ids that no longer
+    /// exist or are already terminated count as done.
+    pub(super) async fn terminate(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
+        let mut seen = BTreeSet::new();
+        let ids: Vec<String> = ids.iter().filter(|id| seen.insert(id.as_str())).cloned().collect();
+        let mut live = Vec::new();
+        let mut pools = BTreeSet::new();
+        for chunk in ids.chunks(IDS_PER_FILTER) {
+            let found = self.describe_all(region, vec![filter("instance-id", chunk.iter().cloned())]).await?;
+            for i in &found {
+                let id = i.instance_id().unwrap_or_default().to_string();
+                if !is_managed(&tags(i)) {
+                    return Err(ProviderError::new(
+                        ErrorClass::Invalid,
+                        "UnmanagedInstance",
+                        format!(
+                            "refusing to terminate `{id}`: it lacks the tag {TAG_MANAGED}=true, so gpuplan does not own it; nothing was terminated"
+                        ),
+                    ));
+                }
+                let gone = matches!(
+                    i.state().and_then(|s| s.name()),
+                    Some(InstanceStateName::Terminated | InstanceStateName::ShuttingDown)
+                );
+                if !gone {
+                    let t = tags(i);
+                    if let (Some(l), Some(a), false) = (t.get(TAG_LINEAGE), t.get(TAG_ADDRESS), t.contains_key(TAG_JOB))
+                    {
+                        pools.insert((l.clone(), a.clone()));
+                    }
+                    live.push(id);
+                }
+            }
+        }
+        self.terminate_owned(region, &live).await?;
+        // The pools' launch templates go with their last node. A failure here leaves a
+        // template behind, never a node: it is not worth failing the terminate for.
+        for (lineage, pool) in pools {
+            if let Err(e) = self.drop_template_if_unused(region, &lineage, &pool).await {
+                self.warn_once(region, &format!("could not delete the launch template of `{pool}`: {e}"));
+            }
+        }
+        Ok(ids)
+    }
+
+    /// `TerminateInstances` in batches; the ids were checked to be gpuplan's.
+    pub(super) async fn terminate_owned(&self, region: &str, ids: &[String]) -> Result<(), ProviderError> {
+        let client = self.client(region).await?;
+        for batch in ids.chunks(PAGE) {
+            let n = batch.len() as u32;
+            self.pace(
+                region,
+                "TerminateInstances",
+                Bucket::TerminateInstances,
+                Some((Bucket::TerminateInstancesResource, n)),
+            )
+            .await;
+            client
+                .terminate_instances()
+                .set_instance_ids(Some(batch.to_vec()))
+                .send()
+                .await
+                .map_err(|e| from_sdk("TerminateInstances", e))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,45 @@
+//! The [`Provider`] trait over [`AwsProvider`]; the calls live in `fleet.rs`,
+//! `nodes.rs`, `prices.rs` and `jobs.rs`.
+
+use async_trait::async_trait;
+
+use super::AwsProvider;
+use crate::providers::{
+    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError,
+};
+use crate::spec::model::ProviderKind;
+
+#[async_trait]
+impl Provider for AwsProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Aws
+    }
+
+    async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
+        self.priced_offers(gpu, region).await
+    }
+
+    async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        self.list(filter).await
+    }
+
+    async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
+        self.create(req).await
+    }
+
+    async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
+        self.terminate(region, ids).await
+    }
+
+    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        self.launch(req).await
+    }
+
+    async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.status(region, id).await
+    }
+
+    async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.cancel(region, id).await
+    }
+}

@@ -1,0 +1,306 @@
+//! One launch template per pool, created and versioned by gpuplan, tagged as its own.
+//!
+//! The template holds what every node of the pool shares (image, key pair, security
+//! groups, instance profile, IMDSv2); instance types and subnets go in CreateFleet's
+//! overrides. Its name is derived from the state's lineage and the pool's address, so
+//! each state has its own templates. A version's description carries a digest of its
+//! data: when the data changes gpuplan adds a version (CreateLaunchTemplateVersion)
+//! and launches with that version number. A template of that name without gpuplan's
+//! tags is never used or changed. Results are cached for the run.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_ec2::types::{
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMetadataOptionsRequest, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification,
+};
+use sha2::{Digest, Sha256};
+
+use super::errors::from_sdk;
+use super::nodes::filter;
+use super::{AwsProvider, Bucket, read};
+use crate::providers::{CreateNodes, ErrorClass, ProviderError, TAG_LINEAGE, TAG_MANAGED};
+
+/// A launch template version to launch with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateRef {
+    pub id: String,
+    pub version: i64,
+}
+
+/// Per-run cache: (region, name) → the version matching a digest.
+#[derive(Debug, Default)]
+pub struct Templates {
+    cache: tokio::sync::Mutex<HashMap<(String, String), (TemplateRef, String)>>,
+}
+
+/// The template's name: `gpuplan-<lineage prefix>-<address>`, with characters EC2
+/// does not allow replaced, at most 128 characters.
+pub fn template_name(lineage: &str, pool: &str) -> String {
+    let clean: String =
+        pool.chars().map(|c| if c.is_ascii_alphanumeric() || "().-/_".contains(c) { c } else { '_' }).collect();
+    let prefix: String = lineage.chars().filter(|c| c.is_ascii_alphanumeric()).take(8).collect();
+    let mut name = format!("gpuplan-{prefix}-{clean}");
+    if name.len() > 128 {
+        let digest = hex(&Sha256::digest(pool.as_bytes()))[..16].to_string();
+        name.truncate(110);
+        name = format!("{name}-{digest}");
+    }
+    name
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// What goes into the template, and its digest.
+struct Data {
+    image: String,
+    key_name: Option<String>,
+    security_groups: Vec<String>,
+    iam_instance_profile: Option<String>,
+}
+
+impl Data {
+    fn digest(&self) -> String {
+        let text = format!(
+            "v1|{}|{}|{}|{}",
+            self.image,
+            self.key_name.as_deref().unwrap_or_default(),
+            self.security_groups.join(","),
+            self.iam_instance_profile.as_deref().unwrap_or_default()
+        );
+        hex(&Sha256::digest(text.as_bytes()))[..24].to_string()
+    }
+
+    fn request(&self) -> RequestLaunchTemplateData {
+        let mut b = RequestLaunchTemplateData::builder()
+            .image_id(&self.image)
+            .set_key_name(self.key_name.clone())
+            .metadata_options(
+                LaunchTemplateInstanceMetadataOptionsRequest::builder()
+                    .http_tokens(LaunchTemplateHttpTokensState::Required)
+                    .build(),
+            );
+        if !self.security_groups.is_empty() {
+            b = b.set_security_group_ids(Some(self.security_groups.clone()));
+        }
+        if let Some(p) = &self.iam_instance_profile {
+            let spec = LaunchTemplateIamInstanceProfileSpecificationRequest::builder();
+            let spec = if p.starts_with("arn:") { spec.arn(p) } else { spec.name(p) };
+            b = b.iam_instance_profile(spec.build());
+        }
+        b.build()
+    }
+}
+
+/// The image of a launch: the request's, else the provider block's.
+pub fn image_of(p: &AwsProvider, req: &CreateNodes) -> Result<String, ProviderError> {
+    req.image.clone().or_else(|| p.settings.image.clone()).ok_or_else(|| {
+        ProviderError::new(
+            ErrorClass::Invalid,
+            "MissingImage",
+            format!(
+                "`{}` has no image: AWS needs an AMI id (hint: set `image` in the gpu_pool or in the provider \"aws\" block)",
+                req.pool
+            ),
+        )
+    })
+}
+
+/// gpuplan's own tags from a request (never the user's labels) for the template.
+fn ownership_tags(req: &CreateNodes) -> Vec<Tag> {
+    req.tags
+        .iter()
+        .filter(|(k, _)| k.starts_with("gpuplan:"))
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect()
+}
+
+impl AwsProvider {
+    /// The pool's template at a version holding the request's launch data.
+    pub(super) async fn ensure_template(&self, req: &CreateNodes) -> Result<TemplateRef, ProviderError> {
+        let data = Data {
+            image: image_of(self, req)?,
+            key_name: self.settings.key_name.clone(),
+            security_groups: self.settings.security_groups.clone(),
+            iam_instance_profile: self.settings.iam_instance_profile.clone(),
+        };
+        let digest = data.digest();
+        let lineage = req.tags.get(TAG_LINEAGE).cloned().unwrap_or_default();
+        let name = template_name(&lineage, &req.pool.to_string());
+        let key = (req.region.clone(), name.clone());
+        let mut cache = self.templates.cache.lock().await;
+        if let Some((t, d)) = cache.get(&key)
+            && *d == digest
+        {
+            return Ok(t.clone());
+        }
+        let region = req.region.as_str();
+        let client = self.client(region).await?;
+        let description = format!("gpuplan {digest}");
+        let found = read(|| async {
+            self.pace(region, "DescribeLaunchTemplates", Bucket::NonMutating, None).await;
+            client
+                .describe_launch_templates()
+                .filters(filter("launch-template-name", [name.as_str()]))
+                .send()
+                .await
+                .map_err(|e| from_sdk("DescribeLaunchTemplates", e))
+        })
+        .await?;
+        let existing = found.launch_templates().iter().find(|t| t.launch_template_name() == Some(name.as_str()));
+        let token = format!("gp-lt-{}", &hex(&Sha256::digest(format!("{name}|{digest}").as_bytes()))[..40]);
+        let t = match existing {
+            None => {
+                self.pace(region, "CreateLaunchTemplate", Bucket::Mutating, None).await;
+                let out = client
+                    .create_launch_template()
+                    .launch_template_name(&name)
+                    .version_description(&description)
+                    .launch_template_data(data.request())
+                    .tag_specifications(
+                        TagSpecification::builder()
+                            .resource_type(ResourceType::LaunchTemplate)
+                            .set_tags(Some(ownership_tags(req)))
+                            .build(),
+                    )
+                    .client_token(&token)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk("CreateLaunchTemplate", e))?;
+                let lt = out.launch_template().ok_or_else(|| missing("CreateLaunchTemplate"))?;
+                TemplateRef {
+                    id: lt.launch_template_id().unwrap_or_default().to_string(),
+                    version: lt.latest_version_number().unwrap_or(1),
+                }
+            }
+            Some(lt) => {
+                let tags: BTreeMap<&str, &str> =
+                    lt.tags().iter().filter_map(|t| Some((t.key()?, t.value().unwrap_or_default()))).collect();
+                if tags.get(TAG_MANAGED) != Some(&"true") {
+                    return Err(ProviderError::new(
+                        ErrorClass::Invalid,
+                        "UnmanagedLaunchTemplate",
+                        format!(
+                            "a launch template named `{name}` exists in {region} without the tag {TAG_MANAGED}=true; gpuplan will not use or change it (hint: rename or delete it)"
+                        ),
+                    ));
+                }
+                let id = lt.launch_template_id().unwrap_or_default().to_string();
+                match self.latest_matching(region, &id, &description).await? {
+                    Some(version) => TemplateRef { id, version },
+                    None => {
+                        self.pace(region, "CreateLaunchTemplateVersion", Bucket::LaunchTemplateVersion, None).await;
+                        let out = client
+                            .create_launch_template_version()
+                            .launch_template_id(&id)
+                            .version_description(&description)
+                            .launch_template_data(data.request())
+                            .client_token(&token)
+                            .send()
+                            .await
+                            .map_err(|e| from_sdk("CreateLaunchTemplateVersion", e))?;
+                        let version = out
+                            .launch_template_version()
+                            .and_then(|v| v.version_number())
+                            .ok_or_else(|| missing("CreateLaunchTemplateVersion"))?;
+                        TemplateRef { id, version }
+                    }
+                }
+            }
+        };
+        cache.insert(key, (t.clone(), digest));
+        Ok(t)
+    }
+
+    /// The latest version of a template, if its description says it holds `description`.
+    async fn latest_matching(&self, region: &str, id: &str, description: &str) -> Result<Option<i64>, ProviderError> {
+        let client = self.client(region).await?;
+        let out = read(|| async {
+            self.pace(region, "DescribeLaunchTemplateVersions", Bucket::NonMutating, None).await;
+            client
+                .describe_launch_template_versions()
+                .launch_template_id(id)
+                .versions("$Latest")
+                .send()
+                .await
+                .map_err(|e| from_sdk("DescribeLaunchTemplateVersions", e))
+        })
+        .await?;
+        Ok(out
+            .launch_template_versions()
+            .iter()
+            .find(|v| v.version_description() == Some(description))
+            .and_then(|v| v.version_number()))
+    }
+}
+
+fn missing(api: &str) -> ProviderError {
+    ProviderError::new(ErrorClass::Retryable, "BadResponse", format!("{api}: the response lacks the launch template"))
+}
+
+impl AwsProvider {
+    /// Delete a pool's launch template once none of its instances is left (after a
+    /// destroy or a scale to zero). Only gpuplan's own template of that name is deleted.
+    pub(super) async fn drop_template_if_unused(
+        &self,
+        region: &str,
+        lineage: &str,
+        pool: &str,
+    ) -> Result<(), ProviderError> {
+        let alive = self
+            .describe_all(
+                region,
+                vec![
+                    filter(&format!("tag:{TAG_LINEAGE}"), [lineage]),
+                    filter(&format!("tag:{}", crate::providers::TAG_ADDRESS), [pool]),
+                    filter("instance-state-name", ["pending", "running", "stopping", "stopped"]),
+                ],
+            )
+            .await?;
+        if !alive.is_empty() {
+            return Ok(());
+        }
+        let name = template_name(lineage, pool);
+        let client = self.client(region).await?;
+        let found = read(|| async {
+            self.pace(region, "DescribeLaunchTemplates", Bucket::NonMutating, None).await;
+            client
+                .describe_launch_templates()
+                .filters(filter("launch-template-name", [name.as_str()]))
+                .send()
+                .await
+                .map_err(|e| from_sdk("DescribeLaunchTemplates", e))
+        })
+        .await?;
+        for lt in found.launch_templates().iter().filter(|t| t.launch_template_name() == Some(name.as_str())) {
+            let owned = lt.tags().iter().any(|t| t.key() == Some(TAG_MANAGED) && t.value() == Some("true"));
+            let Some(id) = lt.launch_template_id().filter(|_| owned) else { continue };
+            self.pace(region, "DeleteLaunchTemplate", Bucket::Mutating, None).await;
+            client
+                .delete_launch_template()
+                .launch_template_id(id)
+                .send()
+                .await
+                .map_err(|e| from_sdk("DeleteLaunchTemplate", e))?;
+        }
+        self.templates.cache.lock().await.remove(&(region.to_string(), name));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_valid_and_distinct_per_state_and_pool() {
+        let a = template_name("0f3a9c1e-77aa-4c1b-9d2e-1234567890ab", "gpu_pool.train");
+        assert_eq!(a, "gpuplan-0f3a9c1e-gpu_pool.train");
+        let b = template_name("11111111-2222", "gpu_pool.x[\"a b\"]");
+        assert_eq!(b, "gpuplan-11111111-gpu_pool.x__a_b__");
+        let long = template_name("l", &format!("gpu_pool.{}", "x".repeat(300)));
+        assert!(long.len() <= 128, "{}", long.len());
+    }
+}

@@ -1,0 +1,197 @@
+//! A scripted EC2 endpoint on 127.0.0.1 for the paths moto cannot produce (stock-outs in
+//! CreateFleet's `Errors`, throttling, auth failures): a tiny HTTP/1.1 server that reads
+//! each form-encoded EC2 Query request and answers with canned XML from a script.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One request as the fake saw it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub action: String,
+    pub params: BTreeMap<String, String>,
+    pub at: Instant,
+}
+
+/// An answer: HTTP status and XML body.
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+}
+
+pub type Script = dyn Fn(&Request, &[Request]) -> Reply + Send + Sync;
+
+pub struct FakeEc2 {
+    pub url: String,
+    log: Arc<Mutex<Vec<Request>>>,
+}
+
+impl FakeEc2 {
+    /// Start serving `script` (given each request and every earlier one) on a free port.
+    /// The listener thread lives until the test process exits.
+    pub fn start(script: impl Fn(&Request, &[Request]) -> Reply + Send + Sync + 'static) -> FakeEc2 {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let log: Arc<Mutex<Vec<Request>>> = Arc::default();
+        let script: Arc<Script> = Arc::new(script);
+        let l = log.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (log, script) = (l.clone(), script.clone());
+                std::thread::spawn(move || serve(stream, &log, script.as_ref()));
+            }
+        });
+        FakeEc2 { url, log }
+    }
+
+    pub fn requests(&self) -> Vec<Request> {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn actions(&self, action: &str) -> Vec<Request> {
+        self.requests().into_iter().filter(|r| r.action == action).collect()
+    }
+}
+
+fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, script: &Script) {
+    let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
+    let mut out = stream;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut length = 0usize;
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let params = parse_form(&String::from_utf8_lossy(&body));
+        let req = Request { action: params.get("Action").cloned().unwrap_or_default(), params, at: Instant::now() };
+        let reply = {
+            let mut log = log.lock().unwrap();
+            let reply = script(&req, &log);
+            log.push(req);
+            reply
+        };
+        let reason = if reply.status < 300 { "OK" } else { "Error" };
+        let head = format!(
+            "HTTP/1.1 {} {reason}\r\nContent-Type: text/xml;charset=UTF-8\r\nContent-Length: {}\r\n\r\n",
+            reply.status,
+            reply.body.len()
+        );
+        if out.write_all(head.as_bytes()).and_then(|_| out.write_all(reply.body.as_bytes())).is_err() {
+            return;
+        }
+    }
+}
+
+fn parse_form(s: &str) -> BTreeMap<String, String> {
+    s.split('&')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            Some((decode(k), decode(v)))
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("");
+                out.push(u8::from_str_radix(hex, 16).unwrap_or(b'?'));
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+const NS: &str = "http://ec2.amazonaws.com/doc/2016-11-15/";
+
+/// A successful answer to `action` with `inner` XML.
+pub fn ok(action: &str, inner: &str) -> Reply {
+    Reply {
+        status: 200,
+        body: format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<{action}Response xmlns=\"{NS}\"><requestId>req-1</requestId>{inner}</{action}Response>"
+        ),
+    }
+}
+
+/// An EC2 error answer.
+pub fn error(status: u16, code: &str, message: &str) -> Reply {
+    Reply {
+        status,
+        body: format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>req-err</RequestID></Response>"
+        ),
+    }
+}
+
+/// The answers a create path needs besides CreateFleet: an empty account with one GPU type.
+pub fn baseline(req: &Request) -> Option<Reply> {
+    Some(match req.action.as_str() {
+        "DescribeInstances" => ok("DescribeInstances", "<reservationSet/>"),
+        "DescribeInstanceTypes" => ok(
+            "DescribeInstanceTypes",
+            "<instanceTypeSet><item><instanceType>g5.xlarge</instanceType><gpuInfo><gpus><item><name>A10G</name>\
+             <manufacturer>NVIDIA</manufacturer><count>1</count><memoryInfo><sizeInMiB>22888</sizeInMiB></memoryInfo>\
+             </item></gpus><totalGpuMemoryInMiB>22888</totalGpuMemoryInMiB></gpuInfo></item></instanceTypeSet>",
+        ),
+        "DescribeLaunchTemplates" => ok("DescribeLaunchTemplates", "<launchTemplates/>"),
+        // No default VPC: overrides name the zone.
+        "DescribeSubnets" => ok("DescribeSubnets", "<subnetSet/>"),
+        "CreateLaunchTemplate" => ok(
+            "CreateLaunchTemplate",
+            "<launchTemplate><launchTemplateId>lt-0fake</launchTemplateId><launchTemplateName>t</launchTemplateName>\
+             <latestVersionNumber>1</latestVersionNumber><defaultVersionNumber>1</defaultVersionNumber></launchTemplate>",
+        ),
+        _ => return None,
+    })
+}
+
+/// A CreateFleet answer with `ids` launched as `lifecycle` and `errors` (code, message).
+pub fn fleet(ids: &[String], lifecycle: &str, errors: &[(&str, &str)]) -> Reply {
+    let errs: String = errors
+        .iter()
+        .map(|(c, m)| {
+            format!("<item><errorCode>{c}</errorCode><errorMessage>{m}</errorMessage><lifecycle>{lifecycle}</lifecycle></item>")
+        })
+        .collect();
+    let inst = if ids.is_empty() {
+        "<fleetInstanceSet/>".to_string()
+    } else {
+        let items: String = ids.iter().map(|i| format!("<item>{i}</item>")).collect();
+        format!(
+            "<fleetInstanceSet><item><instanceIds>{items}</instanceIds><instanceType>g5.xlarge</instanceType>\
+             <lifecycle>{lifecycle}</lifecycle></item></fleetInstanceSet>"
+        )
+    };
+    ok("CreateFleet", &format!("<fleetId>fleet-0fake</fleetId><errorSet>{errs}</errorSet>{inst}"))
+}

@@ -38,6 +38,10 @@
 //!
 //! I/O lives in three places only: reading spec files, the state backend, providers.
 //!
+//! Memory: configurations in plans and state, and a plan's cost report, are kept as
+//! compact JSON text ([`json_text::JsonText`]), shared between a plan and the state it
+//! produces; large files are streamed, never built whole in memory.
+//!
 //! ## Where to start
 //! - A new spec attribute: `spec/model.rs` (type), `spec/blocks.rs` (decoding),
 //!   `spec/validate.rs` (cross-checks); the schema test then asks to regenerate
@@ -53,6 +57,7 @@ pub mod cost;
 pub mod diag;
 pub mod engine;
 pub mod graph;
+pub mod json_text;
 pub mod plan;
 pub mod policy;
 pub mod providers;

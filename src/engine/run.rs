@@ -6,6 +6,7 @@ use crate::addr::Address;
 use crate::apply::{self, ApplyOptions, ApplyReport, ProviderSet, Recorder, Status};
 use crate::cost;
 use crate::engine::{Session, history, refresh};
+use crate::json_text::JsonText;
 use crate::plan::Plan;
 use crate::plan::diff::{self, PlanInput};
 use crate::policy;
@@ -75,11 +76,14 @@ pub async fn plan(
         spec_digest: diff::spec_digest(spec),
     };
     let mut plan = diff::plan(&input);
+    drop(observed);
     let prices = cost::PriceBook::new(spec, &req.env);
     let report = cost::cost(&plan, spec, &prices);
     let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
     plan.policies = results.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
-    plan.cost = serde_json::to_value(report).ok();
+    // Stored as text of exactly its size, never compared: at 100,000 pools the report is
+    // tens of MB, and a sorted copy or a `Value` tree of it would be several times that.
+    plan.cost = JsonText::to_json_unsorted(&report).ok();
     Ok(plan)
 }
 

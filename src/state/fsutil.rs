@@ -55,6 +55,8 @@ pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> 
 
 /// [`atomic_write`] with the content streamed by `write` into a buffered temp file, so a
 /// large file never needs to exist in memory as a whole.
+// `StateError` is large, as everywhere in this module (boxing it is a separate change).
+#[allow(clippy::result_large_err)]
 pub(crate) fn atomic_write_with(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,

@@ -190,6 +190,8 @@ impl LocalBackend {
     /// The lineage and serial of a state file, streamed: the rest of the file is checked
     /// to be well-formed JSON but not kept (parsing all of it into a `State` before every
     /// write doubled an apply's peak memory for a large fleet). `None` if missing.
+    // `StateError` is large, as everywhere in this module (boxing it is a separate change).
+    #[allow(clippy::result_large_err)]
     fn read_header(&self, path: &Path) -> Result<Option<Header>, StateError> {
         let file = match std::fs::File::open(path) {
             Ok(f) => f,

@@ -5,6 +5,7 @@
 //! problem, then rendered either through miette (file:line:col, the source line, a label,
 //! a hint) or as JSON for editors and CI. This module does no I/O.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
@@ -87,7 +88,7 @@ impl Sources {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Error,
@@ -95,7 +96,7 @@ pub enum Severity {
 }
 
 /// One problem, with a primary location, optional secondary labels and a hint.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Diagnostic {
     pub severity: Severity,
     /// Stable machine-readable code, e.g. `gpuplan::spec::unknown_attribute`.
@@ -131,13 +132,20 @@ impl Diagnostic {
 #[derive(Debug, Default, Clone)]
 pub struct Diagnostics {
     pub items: Vec<Diagnostic>,
+    /// What `push` added, so that deduplicating is O(1) per push rather than a scan of
+    /// every earlier item (quadratic for a spec with many problems). If `items` was
+    /// shortened by hand, a repeat is confirmed against `items` before it is dropped.
+    seen: HashSet<Diagnostic>,
 }
 
 impl Diagnostics {
+    /// Add `d` unless an equal diagnostic is already there.
     pub fn push(&mut self, d: Diagnostic) {
-        if !self.items.contains(&d) {
-            self.items.push(d);
+        if self.seen.contains(&d) && (self.items.len() >= self.seen.len() || self.items.contains(&d)) {
+            return;
         }
+        self.seen.insert(d.clone());
+        self.items.push(d);
     }
     pub fn has_errors(&self) -> bool {
         self.items.iter().any(|d| d.severity == Severity::Error)
@@ -359,4 +367,62 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
         .filter(|(score, _)| *score > 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(code: &'static str, message: &str, at: u32) -> Diagnostic {
+        Diagnostic::error(code, message).at(Span::new(0, at as usize, at as usize + 1), "here")
+    }
+
+    #[test]
+    fn push_drops_exact_duplicates_and_keeps_first_order() {
+        let mut diags = Diagnostics::default();
+        diags.push(d("gpuplan::a", "one", 1));
+        diags.push(d("gpuplan::b", "two", 2));
+        diags.push(d("gpuplan::a", "one", 1));
+        // Differs only in the label, the span, the help or the severity: all kept.
+        diags.push(d("gpuplan::a", "one", 3));
+        diags.push(Diagnostic::error("gpuplan::a", "one").at(Span::new(0, 1, 2), "elsewhere"));
+        diags.push(d("gpuplan::a", "one", 1).help("try this"));
+        diags.push(Diagnostic::warning("gpuplan::a", "one").at(Span::new(0, 1, 2), "here"));
+        diags.push(d("gpuplan::b", "two", 2));
+        let codes: Vec<(&str, &str, Option<Span>)> =
+            diags.items.iter().map(|d| (d.code, d.message.as_str(), d.primary())).collect();
+        assert_eq!(diags.items.len(), 6, "{codes:?}");
+        assert_eq!(diags.items[0], d("gpuplan::a", "one", 1));
+        assert_eq!(diags.items[1], d("gpuplan::b", "two", 2));
+    }
+
+    #[test]
+    fn dedup_holds_after_extend_and_after_items_are_removed() {
+        let mut a = Diagnostics::default();
+        a.push(d("gpuplan::a", "one", 1));
+        let mut b = Diagnostics::default();
+        b.push(d("gpuplan::a", "one", 1));
+        b.push(d("gpuplan::c", "three", 5));
+        a.extend(b);
+        assert_eq!(a.items.len(), 2);
+        // Removing an item by hand must not stop an equal one from being added again.
+        a.items.remove(0);
+        a.push(d("gpuplan::a", "one", 1));
+        assert_eq!(a.items.len(), 2);
+        a.sort();
+        a.push(d("gpuplan::c", "three", 5));
+        assert_eq!(a.items.len(), 2);
+    }
+
+    #[test]
+    fn many_distinct_diagnostics_are_all_kept() {
+        let mut diags = Diagnostics::default();
+        for i in 0..50_000 {
+            diags.push(d("gpuplan::many", "same message", i));
+        }
+        for i in 0..50_000 {
+            diags.push(d("gpuplan::many", "same message", i));
+        }
+        assert_eq!(diags.items.len(), 50_000);
+    }
 }

@@ -45,6 +45,10 @@
 //!
 //! I/O lives in three places only: reading spec files, the state backend, providers.
 //!
+//! Memory: configurations in plans and state, and a plan's cost report, are kept as
+//! compact JSON text ([`json_text::JsonText`]), shared between a plan and the state it
+//! produces; large files are streamed, never built whole in memory.
+//!
 //! ## Where to start
 //! - A new spec attribute: `spec/model.rs` (type), `spec/blocks.rs` (decoding),
 //!   `spec/validate.rs` (cross-checks); the schema test then asks to regenerate
@@ -62,6 +66,7 @@ pub mod diag;
 pub mod engine;
 pub mod graph;
 pub mod jobs;
+pub mod json_text;
 pub mod metrics;
 pub mod plan;
 pub mod policy;

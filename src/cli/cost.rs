@@ -15,7 +15,7 @@ pub fn run(settings: &Settings, args: &CostArgs) -> miette::Result<ExitStatus> {
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         let cost = plan.cost.clone().unwrap_or_default();
         if args.json {
-            output::stdout(&format!("{cost:#}\n"));
+            output::stdout(&format!("{:#}\n", cost.to_value()));
         } else if let Some(report) = render::cost::report(&cost) {
             output::stdout(&render::cost::cost_text(&report));
         }

@@ -237,7 +237,7 @@ fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
                 provider: None,
                 provider_kind: None,
                 region: None,
-                config: serde_json::Value::Null,
+                config: crate::json_text::JsonText::null(),
                 dependencies: vec![],
                 nodes: vec![],
                 job: None,

@@ -1,7 +1,8 @@
 //! Refresh: ask every provider in use what it runs with this state's tags, one paged
 //! list call per provider and region.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::apply::ProviderSet;
 use crate::catalog;
@@ -28,13 +29,15 @@ pub fn regions(spec: &Spec, state: &State) -> BTreeSet<(String, String)> {
 }
 
 /// Every node carrying this state's lineage, deduplicated by id (two provider names
-/// may reach the same cloud).
+/// may reach the same cloud; the last answer wins), sorted by id. Kept in one vector
+/// indexed by id rather than a map of whole nodes: a fleet's worth of nodes is big.
 pub async fn refresh(
     providers: &ProviderSet,
     spec: &Spec,
     state: &State,
 ) -> Result<Vec<Node>, (String, ProviderError)> {
-    let mut by_id: BTreeMap<String, Node> = BTreeMap::new();
+    let mut out: Vec<Node> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
     let mut done: BTreeSet<(usize, String)> = BTreeSet::new();
     for (name, region) in regions(spec, state) {
         let Some(p) = providers.get(&name) else { continue };
@@ -45,11 +48,20 @@ pub async fn refresh(
         }
         let filter = ListFilter { region: region.clone(), lineage: Some(state.lineage.clone()) };
         let nodes = list_with_retry(p.as_ref(), &filter).await.map_err(|e| (name.clone(), e))?;
+        out.reserve(nodes.len());
         for n in nodes {
-            by_id.insert(n.id.clone(), n);
+            match at.entry(n.id.clone()) {
+                Entry::Occupied(i) => out[*i.get()] = n,
+                Entry::Vacant(v) => {
+                    v.insert(out.len());
+                    out.push(n);
+                }
+            }
         }
     }
-    Ok(by_id.into_values().collect())
+    drop(at);
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
 }
 
 /// One paged list call, retried on throttling and transient faults as `apply::policy`

@@ -7,6 +7,7 @@ use crate::apply::{self, ApplyOptions, ApplyReport, ProviderSet, Recorder, Statu
 use crate::cost;
 use crate::engine::{Session, history, refresh};
 use crate::jobs;
+use crate::json_text::JsonText;
 use crate::plan::Plan;
 use crate::plan::diff::{self, PlanInput};
 use crate::plan::model::ScaleAction;
@@ -59,8 +60,11 @@ pub async fn plan(
     providers: &ProviderSet,
     req: &PlanRequest,
 ) -> Result<Plan, RunError> {
-    let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
-    let mut plan = plan_observed(spec, session, observed.as_deref(), req, &[]);
+    let plan = {
+        let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
+        diff_observed(spec, session, observed.as_deref(), req, &[])
+    }; // the observed fleet is freed before costing (memory at 100,000 pools)
+    let mut plan = assess(plan, spec, req);
     plan.jobs = place_jobs(spec, session, providers, req, &plan).await?;
     Ok(plan)
 }
@@ -81,6 +85,17 @@ pub fn plan_observed(
     req: &PlanRequest,
     autoscale: &[ScaleAction],
 ) -> Plan {
+    assess(diff_observed(spec, session, observed, req, autoscale), spec, req)
+}
+
+/// The diff alone (no cost, no policies).
+fn diff_observed(
+    spec: &Spec,
+    session: &Session,
+    observed: Option<&[Node]>,
+    req: &PlanRequest,
+    autoscale: &[ScaleAction],
+) -> Plan {
     let input = PlanInput {
         spec,
         state: &session.state,
@@ -90,12 +105,18 @@ pub fn plan_observed(
         spec_digest: diff::spec_digest(spec),
         autoscale,
     };
-    let mut plan = diff::plan(&input);
+    diff::plan(&input)
+}
+
+/// Cost and policy verdicts for a diffed plan.
+fn assess(mut plan: Plan, spec: &Spec, req: &PlanRequest) -> Plan {
     let prices = cost::PriceBook::new(spec, &req.env);
     let report = cost::cost(&plan, spec, &prices);
     let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
     plan.policies = results.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
-    plan.cost = serde_json::to_value(report).ok();
+    // Stored as text of exactly its size, never compared: at 100,000 pools the report is
+    // tens of MB, and a sorted copy or a `Value` tree of it would be several times that.
+    plan.cost = JsonText::to_json_unsorted(&report).ok();
     plan
 }
 

@@ -263,8 +263,7 @@ fn take(room: &mut PoolRoom, node_id: &str, capacity: Capacity, gpus: u32) {
 /// Each pool's nodes once this plan is applied: live nodes it keeps, nodes it adopts and
 /// nodes it creates, all with `gpus_per_node` free.
 fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) -> BTreeMap<Address, PoolRoom> {
-    let report =
-        input.plan.cost.as_ref().and_then(|c| serde_json::from_value::<crate::cost::CostReport>(c.clone()).ok());
+    let report = input.plan.cost.as_ref().and_then(|c| c.decode::<crate::cost::CostReport>().ok());
     let mut rooms = BTreeMap::new();
     for (addr, pool) in &input.spec.gpu_pools {
         let Some(shape) = shapes.get(addr) else { continue };

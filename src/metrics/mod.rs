@@ -234,7 +234,7 @@ fn fleet(spec: &Spec, pass: &Pass) -> Fleet {
     f.utilization = pass.utilization.iter().map(|(p, u)| (p.to_string(), *u)).collect();
     f.queued = pass.queued.iter().map(|(p, n)| (p.to_string(), *n)).collect();
     let done = matches!(pass.outcome, Outcome::Applied | Outcome::NoChanges);
-    if let Some(cost) = pass.plan.cost.clone().and_then(|c| serde_json::from_value::<CostReport>(c).ok()) {
+    if let Some(cost) = pass.plan.cost.as_ref().and_then(|c| c.decode::<CostReport>().ok()) {
         f.hourly = if done { cost.hourly_after } else { cost.hourly_before };
         for p in &cost.pools {
             f.pool_hourly.insert(p.address.to_string(), if done { p.hourly_after } else { p.hourly_before });

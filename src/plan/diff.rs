@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::addr::{Address, Kind};
 use crate::catalog;
 use crate::graph;
+use crate::json_text::JsonText;
 use crate::plan::model::*;
 use crate::plan::shape::{self, PoolShape};
 use crate::providers::{Capacity, CreateNodes, Node, NodeState, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER};
@@ -37,10 +38,28 @@ pub struct PlanInput<'a> {
     pub autoscale: &'a [ScaleAction],
 }
 
-/// SHA-256 of the canonical JSON of a spec.
+/// SHA-256 of the canonical JSON of a spec, streamed into the hash (a large fleet's spec
+/// is tens of MB as JSON).
 pub fn spec_digest(spec: &Spec) -> String {
-    let json = serde_json::to_vec(spec).unwrap_or_default();
-    hex(&Sha256::digest(&json))
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, Hashing(Sha256::new()));
+    if serde_json::to_writer(&mut w, spec).is_err() {
+        // As before: a spec that cannot be serialized digests as empty input.
+        return hex(&Sha256::digest(b""));
+    }
+    match w.into_inner() {
+        Ok(h) => hex(&h.0.finalize()),
+        Err(_) => hex(&Sha256::digest(b"")),
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -90,7 +109,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         refreshed: input.observed.is_some(),
         targets: input.targets.to_vec(),
         destroy: input.destroy,
-        changes: Vec::new(),
+        // Exact: a change is several hundred bytes, and doubling growth of a 100,000-change
+        // vector would leave up to half of it unused.
+        changes: Vec::with_capacity(addresses.len()),
         drift: Vec::new(),
         summary: Summary::default(),
         errors: Vec::new(),
@@ -220,7 +241,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
     // configuration has nodes in state and a null config: no "before" to diff against.
     let unfinished = cx.prior.is_some_and(|p| p.config.is_null());
     let before_cfg = cx.prior.map(|p| p.config.clone()).filter(|c| !c.is_null());
-    let mut after_cfg = cx.pool.map(|p| serde_json::to_value(p).unwrap_or(Json::Null));
+    let mut after_cfg = cx.pool.map(|p| JsonText::to_json(p).unwrap_or_default());
     let mut ignore: Vec<String> = cx
         .pool
         .and_then(|p| p.meta.lifecycle.as_ref())
@@ -232,30 +253,41 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         // `ignore_changes = [desired_size]` for autoscaled node groups; here it is implied).
         ignore.push("nodes.desired".into());
     }
-    if let (Some(before), Some(after)) = (&before_cfg, &mut after_cfg) {
+    if let (Some(before), Some(after)) = (&before_cfg, &mut after_cfg)
+        && !ignore.is_empty()
+    {
+        let (before, mut edited) = (before.to_value(), after.to_value());
         for path in &ignore {
-            copy_path(before, after, path);
+            copy_path(&before, &mut edited, path);
         }
+        *after = JsonText::from_value(&edited);
     }
     // The autoscaler owns the count of an existing autoscaled pool: its decision in this
     // run, else the count recorded in state (`config.nodes.desired`), else the live count.
     let scale = cx.input.autoscale.iter().find(|a| &a.pool == addr).filter(|_| cx.autoscaled && !cx.input.destroy);
     let owned: Option<u32> = (cx.autoscaled && cx.prior.is_some()).then(|| {
-        let recorded = before_cfg.as_ref().and_then(|c| c.pointer("/nodes/desired")).and_then(Json::as_u64);
+        let recorded = before_cfg.as_ref().and_then(|c| c.pointer("/nodes/desired")).and_then(|d| d.as_u64());
         scale.map(|s| s.to).or(recorded.map(|d| d.min(u32::MAX as u64) as u32)).unwrap_or(cx.live.len() as u32)
     });
-    if let (Some(count), Some(pool), Some(after)) = (owned, cx.pool, &mut after_cfg)
-        && let Some(nodes) = after.get_mut("nodes").and_then(Json::as_object_mut)
-    {
-        let n = count.clamp(pool.nodes.min.value, pool.nodes.max.value.max(pool.nodes.min.value));
-        nodes.insert("desired".into(), Json::from(n));
+    if let (Some(count), Some(pool), Some(after)) = (owned, cx.pool, &mut after_cfg) {
+        let mut edited = after.to_value();
+        if let Some(nodes) = edited.get_mut("nodes").and_then(Json::as_object_mut) {
+            let n = count.clamp(pool.nodes.min.value, pool.nodes.max.value.max(pool.nodes.min.value));
+            nodes.insert("desired".into(), Json::from(n));
+            *after = JsonText::from_value(&edited);
+        }
     }
     let changed = match (&before_cfg, &after_cfg) {
-        (Some(b), Some(a)) => changed_paths(b, a),
+        (Some(b), Some(a)) => changed_text(b, a),
         _ => vec![],
     };
+    if changed.is_empty() && before_cfg.is_some() && after_cfg.is_some() {
+        // Unchanged: share the state's copy instead of holding a second one.
+        after_cfg.clone_from(&before_cfg);
+    }
 
-    let before_gpus = before_cfg.as_ref().and_then(|c| c.get("gpus_per_node")).and_then(Json::as_u64).map(|g| g as u32);
+    let before_gpus =
+        before_cfg.as_ref().and_then(|c| c.get("gpus_per_node")).and_then(|g| g.as_u64()).map(|g| g as u32);
     let before_counts = count(&cx.live, before_gpus.or(shape.as_ref().map(|s| s.gpus_per_node)).unwrap_or(0));
     let Some(shape) = shape else {
         // Removed from the spec (or destroy): every node goes.
@@ -265,7 +297,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
         let prevent = cx
             .prior
             .and_then(|p| p.config.pointer("/lifecycle/prevent_destroy"))
-            .and_then(Json::as_bool)
+            .and_then(|b| b.as_bool())
             .unwrap_or(false);
         if prevent {
             plan.errors.push(PlanError {
@@ -319,7 +351,10 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
                     .and_then(|p| p.region.clone())
                     .or_else(|| cx.live.first().map(|n| n.region.clone()))
                     .unwrap_or_default(),
-                gpu: prior.and_then(|p| p.config.get("gpu")).and_then(Json::as_str).unwrap_or_default().to_string(),
+                gpu: prior
+                    .and_then(|p| p.config.get("gpu"))
+                    .and_then(|g| g.as_str().map(str::to_string))
+                    .unwrap_or_default(),
                 before,
                 after: NodeCounts { gpus_per_node: before.gpus_per_node, ..NodeCounts::default() },
                 before_types: type_counts(&cx.live),
@@ -398,6 +433,9 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
     for (_, rest) in by_bucket {
         excess.extend(rest);
     }
+    // A first push reserves room for four; most pools create one batch, and the plan
+    // keeps them until apply ends.
+    creates.shrink_to_fit();
     // Surplus first (the pool shrank), the rest moves to other zones/capacity types.
     let surplus = fresh.len().saturating_sub(n as usize);
     let mut deletes: Vec<NodeDelete> = Vec::new();
@@ -510,6 +548,9 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
     }
     let cbd =
         pool.meta.lifecycle.as_ref().and_then(|l| l.create_before_destroy.as_ref()).map(|b| b.value).unwrap_or(true);
+    reasons.shrink_to_fit();
+    // Only creates fall back to other zones: a change without any does not carry them.
+    let zones = if creates.is_empty() { vec![] } else { shape.zones.clone() };
     Some(ResourceChange {
         address: addr.clone(),
         action,
@@ -528,7 +569,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
             deletes,
             adopt,
             forget,
-            zones: shape.zones.clone(),
+            zones,
             fallback: pool.mix.fallback.value,
             create_before_destroy: cbd,
         }),
@@ -635,10 +676,10 @@ fn config_change(
         None
     } else {
         match addr.kind {
-            Kind::Quota => spec.quotas.get(addr).map(serde_json::to_value),
-            Kind::JobTemplate => spec.job_templates.get(addr).map(serde_json::to_value),
-            Kind::Job => spec.jobs.get(addr).map(serde_json::to_value),
-            Kind::Autoscaler => spec.autoscalers.get(addr).map(serde_json::to_value),
+            Kind::Quota => spec.quotas.get(addr).map(JsonText::to_json),
+            Kind::JobTemplate => spec.job_templates.get(addr).map(JsonText::to_json),
+            Kind::Job => spec.jobs.get(addr).map(JsonText::to_json),
+            Kind::Autoscaler => spec.autoscalers.get(addr).map(JsonText::to_json),
             Kind::GpuPool | Kind::Provider => None,
         }
         .and_then(Result::ok)
@@ -648,7 +689,7 @@ fn config_change(
         (None, None) => return None,
         (None, Some(_)) => (Action::Create, vec![Reason::new("new", format!("`{addr}` is new in the spec"))]),
         (Some(b), None) => {
-            if b.pointer("/lifecycle/prevent_destroy").and_then(Json::as_bool).unwrap_or(false) {
+            if b.pointer("/lifecycle/prevent_destroy").and_then(|p| p.as_bool()).unwrap_or(false) {
                 errors.push(PlanError {
                     address: addr.clone(),
                     message: format!("`{addr}` has `lifecycle.prevent_destroy` set, but this plan would destroy it"),
@@ -665,9 +706,19 @@ fn config_change(
             (Action::Delete, vec![reason])
         }
         (Some(b), Some(a)) => {
-            let changed = changed_paths(b, a);
+            let changed = changed_text(b, a);
             if changed.is_empty() {
-                (Action::NoOp, vec![])
+                // Unchanged: share the state's copy instead of holding a second one.
+                let after = Some(b.clone());
+                return Some(ResourceChange {
+                    address: addr.clone(),
+                    action: Action::NoOp,
+                    before,
+                    after,
+                    reasons: vec![],
+                    pool: None,
+                    after_changes: vec![],
+                });
             } else {
                 (
                     Action::Update,
@@ -679,19 +730,27 @@ fn config_change(
     Some(ResourceChange { address: addr.clone(), action, before, after, reasons, pool: None, after_changes: vec![] })
 }
 
-/// Deletes wait for the deletes of whatever depended on them.
+/// Deletes wait for the deletes of whatever depended on them. One pass over the state's
+/// recorded dependencies builds the reverse index, so destroying N resources is
+/// O(N log N), not O(N²).
 fn order_deletes(plan: &mut Plan, state: &State) {
-    let deleted: BTreeSet<Address> =
-        plan.changes.iter().filter(|c| c.action == Action::Delete).map(|c| c.address.clone()).collect();
+    let deleted: BTreeSet<&Address> =
+        plan.changes.iter().filter(|c| c.action == Action::Delete).map(|c| &c.address).collect();
+    if deleted.is_empty() {
+        return;
+    }
+    // A recorded dependency (as written in state) → the deleted resources that depended on
+    // it, in the state's order, each once.
+    let mut dependents: BTreeMap<&str, Vec<Address>> = BTreeMap::new();
+    for (addr, r) in &state.resources {
+        let Some(addr) = addr.parse::<Address>().ok().filter(|a| deleted.contains(a)) else { continue };
+        let deps: BTreeSet<&str> = r.dependencies.iter().map(String::as_str).collect();
+        for dep in deps {
+            dependents.entry(dep).or_default().push(addr.clone());
+        }
+    }
     for c in plan.changes.iter_mut().filter(|c| c.action == Action::Delete) {
-        let me = c.address.to_string();
-        c.after_changes = state
-            .resources
-            .iter()
-            .filter(|(_, r)| r.dependencies.contains(&me))
-            .filter_map(|(a, _)| a.parse::<Address>().ok())
-            .filter(|a| deleted.contains(a))
-            .collect();
+        c.after_changes = dependents.remove(c.address.to_string().as_str()).unwrap_or_default();
     }
 }
 
@@ -716,6 +775,11 @@ fn apply_targets(plan: &mut Plan, graph: &graph::Graph) {
     plan.changes.retain(|c| keep.contains(&c.address));
     plan.drift.retain(|d| keep.contains(&d.address));
     plan.errors.retain(|e| keep.contains(&e.address));
+}
+
+/// [`changed_paths`] of stored configurations; equal text (the common case) is no change.
+fn changed_text(before: &JsonText, after: &JsonText) -> Vec<String> {
+    if before == after { vec![] } else { changed_paths(&before.to_value(), &after.to_value()) }
 }
 
 /// Dotted paths of leaves that differ between two JSON values.

@@ -5,3 +5,6 @@ pub mod model;
 pub mod shape;
 
 pub use model::{Action, Plan, ResourceChange};
+
+#[cfg(test)]
+mod tests;

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::addr::Address;
+use crate::json_text::JsonText;
 use crate::providers::{Capacity, CreateNodes, Node};
 use crate::spec::model::Fallback;
 
@@ -144,9 +145,10 @@ pub struct PoolChange {
 pub struct ResourceChange {
     pub address: Address,
     pub action: Action,
-    /// Attributes before (from state) and after (from the spec), as JSON.
-    pub before: Option<serde_json::Value>,
-    pub after: Option<serde_json::Value>,
+    /// Attributes before (from state) and after (from the spec), as JSON. Kept as text:
+    /// the state records `after` as the resource's configuration, sharing the same copy.
+    pub before: Option<JsonText>,
+    pub after: Option<JsonText>,
     pub reasons: Vec<Reason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<PoolChange>,
@@ -202,9 +204,10 @@ pub struct Plan {
     pub summary: Summary,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<PlanError>,
-    /// Filled by `cost/` (issue: cost model).
+    /// Filled by `cost/`: a `CostReport` (per pool, quota and fleet), kept as JSON text
+    /// because a large fleet's report is big and is only read to render it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<serde_json::Value>,
+    pub cost: Option<JsonText>,
     /// Filled by `policy/`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<serde_json::Value>,

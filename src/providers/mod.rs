@@ -8,8 +8,8 @@
 //! The last two sign their own HTTP requests ([`signing`]) and share the client,
 //! credentials and endpoint handling in [`http`].
 
-pub mod aws;
 pub mod alicloud;
+pub mod aws;
 pub mod http;
 pub mod signing;
 pub mod sim;

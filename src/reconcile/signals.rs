@@ -73,7 +73,7 @@ pub fn queued_per_pool(spec: &Spec, waiting: &[Waiting]) -> BTreeMap<Address, us
 
 /// Decide for every autoscaler: the actions to plan with, every verdict, and utilization.
 pub fn autoscale(cx: &Context<'_>) -> (Vec<ScaleAction>, Vec<PoolDecision>, BTreeMap<Address, f64>) {
-    let cost: Option<CostReport> = cx.baseline.cost.clone().and_then(|c| serde_json::from_value(c).ok());
+    let cost: Option<CostReport> = cx.baseline.cost.as_ref().and_then(|c| c.decode().ok());
     let at = humantime::format_rfc3339_seconds(cx.now).to_string();
     let mut actions = Vec::new();
     let mut decisions = Vec::new();

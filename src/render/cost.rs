@@ -3,6 +3,7 @@
 //! that are not a `CostReport`.
 
 use crate::cost::{CostReport, PoolCost};
+use crate::json_text::JsonText;
 
 fn usd(x: f64) -> String {
     format!("{x:.2}")
@@ -139,6 +140,6 @@ pub fn cost_markdown(c: &CostReport) -> String {
 }
 
 /// The plan's cost as a [`CostReport`], when it is one.
-pub fn report(cost: &serde_json::Value) -> Option<CostReport> {
-    serde_json::from_value(cost.clone()).ok()
+pub fn report(cost: &JsonText) -> Option<CostReport> {
+    cost.decode().ok()
 }

@@ -7,6 +7,7 @@
 
 use serde_json::Value as Json;
 
+use crate::json_text::JsonText;
 use crate::plan::diff::{IMMUTABLE, changed_paths};
 use crate::plan::model::{Action, NodeCounts, Plan, ResourceChange};
 
@@ -77,7 +78,9 @@ pub(crate) struct AttrLine {
 /// The attribute lines of a change: every attribute for creates and deletes, the changed
 /// leaves (as `plan::diff::changed_paths` finds them) for updates and replacements.
 pub(crate) fn attr_lines(change: &ResourceChange) -> Vec<AttrLine> {
-    match (change.action, &change.before, &change.after) {
+    let before = change.before.as_ref().map(JsonText::to_value);
+    let after = change.after.as_ref().map(JsonText::to_value);
+    match (change.action, &before, &after) {
         (Action::NoOp, _, _) => vec![],
         (Action::Update | Action::Replace, Some(before), Some(after)) => changed_paths(before, after)
             .into_iter()

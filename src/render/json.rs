@@ -31,7 +31,7 @@ pub fn plan_json(plan: &Plan) -> Json {
         "format_version": plan.format_version,
         "changes": facts::sorted_changes(plan).into_iter().map(change).collect::<Vec<_>>(),
         "drift": drift_items(&plan.drift),
-        "cost": plan.cost.clone().unwrap_or(Json::Null),
+        "cost": plan.cost,
         "policies": plan.policies,
         "summary": {
             "add": plan.summary.add,

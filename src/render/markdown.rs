@@ -149,7 +149,7 @@ fn cost(plan: &Plan) -> String {
         return super::cost::cost_markdown(&report);
     }
     let mut s = "**Cost**\n\n".to_string();
-    for (k, v) in facts::cost_lines(cost, "→") {
+    for (k, v) in facts::cost_lines(&cost.to_value(), "→") {
         s += &format!("- {k}: {v}\n");
     }
     s.push('\n');

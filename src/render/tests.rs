@@ -7,6 +7,7 @@ use serde_json::{Value as Json, json};
 
 use super::*;
 use crate::addr::{Address, Kind};
+use crate::json_text::JsonText;
 use crate::plan::model::*;
 use crate::providers::{Capacity, CreateNodes};
 
@@ -85,6 +86,7 @@ fn pool_change(gpu: &str, before: NodeCounts, after: NodeCounts) -> PoolChange {
 }
 
 fn change(address: Address, action: Action, before: Option<Json>, after: Option<Json>) -> ResourceChange {
+    let (before, after) = (before.map(JsonText::from), after.map(JsonText::from));
     ResourceChange { address, action, before, after, reasons: vec![], pool: None, after_changes: vec![] }
 }
 
@@ -187,10 +189,10 @@ fn update_with_drift() -> Plan {
             message: "node i-0orphan9 carries this state's tags but the state does not know it; adopting it".into(),
         },
     ];
-    plan.cost = Some(json!({
+    plan.cost = Some(JsonText::from(json!({
         "hourly_before": 65.52, "hourly_after": 81.9, "monthly_delta": 11957.4, "currency": "USD",
         "spot_savings_hourly": 40.2,
-    }));
+    })));
     plan.policies = vec![
         json!({"name": "fleet_hourly_cap", "enforcement": "hard", "passed": true, "message": "fleet would cost 81.9 USD/h"}),
         json!({"name": "min_spot_share", "enforcement": "advisory", "passed": false, "message": "spot share 67% < 70%"}),

@@ -76,7 +76,7 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
         out += &super::cost::cost_text(&report);
     } else if let Some(cost) = &plan.cost {
         out += &format!("\n{}\n", p.bold("Cost:"));
-        let lines = facts::cost_lines(cost, "->");
+        let lines = facts::cost_lines(&cost.to_value(), "->");
         let pad = lines.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0) + 1;
         for (k, v) in lines {
             out += &format!("  {:pad$} {v}\n", format!("{k}:"));

@@ -102,6 +102,24 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
             }
         }
     }
+    // Only the values something refers to are built for evaluation: keeping every
+    // resource's value would hold a large fleet twice (typed and as a value tree) until
+    // decoding ends. Outputs are evaluated last and may refer to any resource.
+    let mut referenced = vec![false; items.len()];
+    for e in graph.edge_indices() {
+        if let Some((_, to)) = graph.edge_endpoints(e) {
+            referenced[graph[to]] = true;
+        }
+    }
+    for b in &collected.outputs {
+        let mut exprs = Vec::new();
+        collect_exprs(&b.body, &mut exprs);
+        for (target, _) in expr_references(exprs) {
+            if let Some(&j) = index.get(&target) {
+                referenced[j] = true;
+            }
+        }
+    }
     let mut poisoned: BTreeSet<String> = BTreeSet::new();
     let mut order = Vec::new();
     // Tarjan yields components dependencies-first for edges dependent → dependency.
@@ -145,7 +163,9 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
                 }
             },
             Item::Resource(kind, block) => {
-                match resource(&mut cx, kind, block, &refs[i], &mut spec, &mut partial_pools) {
+                let keep = referenced[i];
+                match resource(&mut cx, kind, block, &refs[i], keep, &mut spec, &mut partial_pools) {
+                    // Unreferenced resources stay as `Null` keys: "did you mean" lists them.
                     Ok(v) => {
                         resources.insert((kind, label(block).to_string()), v);
                     }
@@ -300,6 +320,11 @@ fn references(item: &Item<'_>) -> Vec<(String, Span)> {
         Item::Local(_, e) => exprs.push(e),
         Item::Resource(_, b) => collect_exprs(&b.body, &mut exprs),
     }
+    expr_references(exprs)
+}
+
+/// Every `local.x` / `KIND.NAME` these expressions refer to, with where.
+fn expr_references(exprs: Vec<&Expr>) -> Vec<(String, Span)> {
     let mut out = Vec::new();
     for e in exprs {
         let mut bound = BTreeSet::new();
@@ -402,12 +427,15 @@ fn report_cycle(graph: &DiGraph<usize, Span>, scc: &[NodeIndex], items: &[Item<'
     diags.push(d.help("break the cycle: one of these must not depend on the other"));
 }
 
-/// Expand and decode one resource block; returns the value other blocks see.
+/// Expand and decode one resource block; returns the value other blocks see (`Null`
+/// unless `keep`: nothing refers to it).
+#[allow(clippy::too_many_arguments)]
 fn resource(
     cx: &mut Cx<'_, '_>,
     kind: Kind,
     b: &Block,
     refs: &[Spanned<Address>],
+    keep: bool,
     spec: &mut Spec,
     partial_pools: &mut BTreeMap<Address, GpuPool>,
 ) -> Result<Value, Reported> {
@@ -513,11 +541,11 @@ fn resource(
         };
         let value = match kind {
             Kind::Provider => decode_provider(f, cx, b, spec),
-            Kind::GpuPool => store(blocks::gpu_pool(f, cx, &mut partial), &addr, &mut spec.gpu_pools, fix_meta),
-            Kind::Quota => store(blocks::quota(f, cx), &addr, &mut spec.quotas, fix_meta),
-            Kind::JobTemplate => store(blocks::job_template(f, cx), &addr, &mut spec.job_templates, fix_meta),
-            Kind::Job => store(blocks::job(f, cx), &addr, &mut spec.jobs, fix_meta),
-            Kind::Autoscaler => store(blocks::autoscaler(f, cx), &addr, &mut spec.autoscalers, fix_meta),
+            Kind::GpuPool => store(blocks::gpu_pool(f, cx, &mut partial), &addr, &mut spec.gpu_pools, keep, fix_meta),
+            Kind::Quota => store(blocks::quota(f, cx), &addr, &mut spec.quotas, keep, fix_meta),
+            Kind::JobTemplate => store(blocks::job_template(f, cx), &addr, &mut spec.job_templates, keep, fix_meta),
+            Kind::Job => store(blocks::job(f, cx), &addr, &mut spec.jobs, keep, fix_meta),
+            Kind::Autoscaler => store(blocks::autoscaler(f, cx), &addr, &mut spec.autoscalers, keep, fix_meta),
         };
         if let Some(p) = partial.take() {
             partial_pools.insert(addr.clone(), p);
@@ -560,16 +588,17 @@ macro_rules! has_meta {
 has_meta!(GpuPool, Quota, JobTemplate, Job, Autoscaler);
 
 /// Fill in the meta-arguments of a decoded resource, keep it in the spec, and return the
-/// value references to it see.
+/// value references to it see (when `keep`; else `Null`).
 fn store<T: HasMeta>(
     decoded: Result<T, Reported>,
     addr: &Address,
     into: &mut BTreeMap<Address, T>,
+    keep: bool,
     fix_meta: impl Fn(&mut Meta),
 ) -> Result<Value, Reported> {
     decoded.map(|mut r| {
         fix_meta(r.meta_mut());
-        let v = to_value(&r, addr);
+        let v = if keep { to_value(&r, addr) } else { Value::Null };
         into.insert(addr.clone(), r);
         v
     })

@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::error::StateError;
@@ -50,6 +50,17 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StateError> {
 /// Replace `path` with `bytes` atomically: readers see the old or the new file, never a
 /// mix, and after return the new content survives a power cut. Mode 0600.
 pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    atomic_write_with(path, |w| w.write_all(bytes))
+}
+
+/// [`atomic_write`] with the content streamed by `write` into a buffered temp file, so a
+/// large file never needs to exist in memory as a whole.
+// `StateError` is large, as everywhere in this module (boxing it is a separate change).
+#[allow(clippy::result_large_err)]
+pub(crate) fn atomic_write_with(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> Result<(), StateError> {
     let tmp = sibling(path, ".tmp");
     // A temp file left by a crash may have other permissions; `mode` only applies on create.
     match fs::remove_file(&tmp) {
@@ -58,9 +69,10 @@ pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> 
         Err(e) => return Err(StateError::io("remove stale temp file", &tmp)(e)),
     }
     let result = (|| {
-        let mut file = private(OpenOptions::new().write(true).create_new(true)).open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()
+        let file = private(OpenOptions::new().write(true).create_new(true)).open(&tmp)?;
+        let mut out = BufWriter::with_capacity(1 << 16, file);
+        write(&mut out)?;
+        out.into_inner().map_err(io::IntoInnerError::into_error)?.sync_all()
     })();
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);

@@ -8,6 +8,7 @@
 //! - While a journal exists the state file alone is not the state: plain writes are
 //!   refused until the journal is folded in (`recover` or `compact`).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -136,7 +137,7 @@ impl LocalBackend {
     /// Refuse to write `state` unless it descends from the file on disk: a lost update would
     /// silently forget resources another run recorded.
     fn check_base(&self, state: &State) -> Result<(), StateError> {
-        let Some(disk) = self.read_file(&self.path)? else { return Ok(()) };
+        let Some(disk) = self.read_header(&self.path)? else { return Ok(()) };
         if disk.lineage != state.lineage || disk.serial != state.serial {
             return Err(StateError::Stale {
                 path: self.path.clone(),
@@ -158,13 +159,15 @@ impl LocalBackend {
         let previous = (state.serial, state.format_version);
         state.serial += 1;
         state.format_version = FORMAT_VERSION;
-        let mut bytes = serde_json::to_vec_pretty(&*state).expect("state serializes");
-        bytes.push(b'\n');
         let written = (|| {
             if self.path.exists() {
                 fsutil::snapshot(&self.path, &self.backup_path())?;
             }
-            fsutil::atomic_write(&self.path, &bytes)
+            // Streamed: the serialized state of a large fleet is hundreds of MB.
+            fsutil::atomic_write_with(&self.path, |out| {
+                serde_json::to_writer_pretty(&mut *out, &*state).map_err(std::io::Error::from)?;
+                out.write_all(b"\n")
+            })
         })();
         if written.is_err() {
             (state.serial, state.format_version) = previous;
@@ -182,6 +185,43 @@ impl LocalBackend {
     fn read_file(&self, path: &Path) -> Result<Option<State>, StateError> {
         let Some(bytes) = fsutil::read_optional(path)? else { return Ok(None) };
         parse_state(path, &self.backup_path(), &bytes).map(Some)
+    }
+
+    /// The lineage and serial of a state file, streamed: the rest of the file is checked
+    /// to be well-formed JSON but not kept (parsing all of it into a `State` before every
+    /// write doubled an apply's peak memory for a large fleet). `None` if missing.
+    // `StateError` is large, as everywhere in this module (boxing it is a separate change).
+    #[allow(clippy::result_large_err)]
+    fn read_header(&self, path: &Path) -> Result<Option<Header>, StateError> {
+        let file = match std::fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StateError::io("read", path)(e)),
+        };
+        let corrupt = |line, column, message| StateError::Corrupt {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message,
+            backup: self.backup_path(),
+        };
+        let mut found = None;
+        let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, file));
+        let result =
+            serde::Deserializer::deserialize_map(&mut de, HeaderVisitor { found: &mut found }).and_then(|()| de.end());
+        match (found, result) {
+            (_, Err(e)) => {
+                let message = e.to_string();
+                let suffix = format!(" at line {} column {}", e.line(), e.column());
+                let message = message.strip_suffix(&suffix).unwrap_or(&message).to_string();
+                Err(corrupt(Some(e.line()), Some(e.column()), message))
+            }
+            (Some(h), Ok(())) if h.format_version != FORMAT_VERSION => {
+                Err(corrupt(None, None, unsupported(h.format_version)))
+            }
+            (Some(h), Ok(())) => Ok(Some(h)),
+            (None, Ok(())) => Err(corrupt(None, None, "missing field `format_version`, `serial` or `lineage`".into())),
+        }
     }
 
     fn load(&self) -> Result<Option<Loaded>, StateError> {
@@ -232,6 +272,43 @@ impl LocalBackend {
             other => return Err(mismatch(&other)),
         };
         Ok(Some(Loaded { state: fold(base), journal: JournalStatus::Replayed }))
+    }
+}
+
+/// What [`LocalBackend::read_header`] reads.
+struct Header {
+    format_version: u32,
+    serial: u64,
+    lineage: String,
+}
+
+struct HeaderVisitor<'a> {
+    found: &'a mut Option<Header>,
+}
+
+impl<'de> serde::de::Visitor<'de> for HeaderVisitor<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a gpuplan state object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let (mut format_version, mut serial, mut lineage) = (None, None, None);
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*key {
+                "format_version" => format_version = Some(map.next_value::<u32>()?),
+                "serial" => serial = Some(map.next_value::<u64>()?),
+                "lineage" => lineage = Some(map.next_value::<String>()?),
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        if let (Some(format_version), Some(serial), Some(lineage)) = (format_version, serial, lineage) {
+            *self.found = Some(Header { format_version, serial, lineage });
+        }
+        Ok(())
     }
 }
 

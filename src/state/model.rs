@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::json_text::JsonText;
 use crate::providers::Node;
 
 pub const FORMAT_VERSION: u32 = 1;
@@ -58,7 +59,8 @@ pub struct ResourceState {
     pub region: Option<String>,
     /// The configuration last applied (the spec's attributes as JSON).
     #[serde(default)]
-    pub config: serde_json::Value,
+    #[schemars(with = "serde_json::Value")]
+    pub config: JsonText,
     /// Addresses this resource depended on when applied: destroy runs in reverse.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<String>,

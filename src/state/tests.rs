@@ -35,7 +35,7 @@ fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
         provider: Some("sim".into()),
         provider_kind: Some("sim".into()),
         region: Some("us-east-1".into()),
-        config,
+        config: config.into(),
         dependencies: vec![],
         nodes,
         job: None,

@@ -27,8 +27,7 @@ fn journal_lines(fleet: &Fleet) -> usize {
 #[test]
 fn sigterm_mid_apply_finishes_in_flight_work_saves_state_and_exits_1() {
     let fleet = Fleet::new(&many_pools());
-    let child =
-        fleet.spawn(&["apply", "--auto-approve", "--parallelism", "2"], &[("GPUPLAN_SIM_LATENCY", "100ms")]);
+    let child = fleet.spawn(&["apply", "--auto-approve", "--parallelism", "2"], &[("GPUPLAN_SIM_LATENCY", "100ms")]);
     wait_until(Duration::from_secs(30), "the journal to have entries", || journal_lines(&fleet) >= 6);
     let status = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
     assert!(status.success());

@@ -86,7 +86,7 @@ fn the_autoscalers_count_is_kept_not_reported_as_drift_and_restored() {
     let plan = fleet.run(&["plan", "--detailed-exitcode"]).expect(0);
     assert!(plan.stdout.contains("No changes"), "{}", plan.stdout);
     fleet.run(&["drift", "--detailed-exitcode"]).expect(0);
-    assert_eq!(fleet.state().resources["gpu_pool.train"].config["nodes"]["desired"], 2);
+    assert_eq!(fleet.state().resources["gpu_pool.train"].config.to_value()["nodes"]["desired"], 2);
 
     // A node lost outside gpuplan comes back to the autoscaler's count (cooldown holds it at 2).
     let idle = fleet.live_tagged().into_iter().find(|n| n.id != first[0].id).expect("the new node").id;

@@ -107,7 +107,7 @@ fn state_with(spec: &Spec, rec: JobRecord) -> State {
         provider: Some("sim".into()),
         provider_kind: Some("sim".into()),
         region: Some("us-east-1".into()),
-        config,
+        config: config.into(),
         dependencies: vec![],
         nodes: vec![],
         job: None,

@@ -97,15 +97,12 @@ impl Store {
     /// the next open skips.
     pub fn compact(&mut self, world: &mut World) -> Result<(), SimError> {
         world.drop_terminated();
-        let bytes = serde_json::to_vec_pretty(world).map_err(|e| SimError::Corrupt {
-            path: self.path.clone(),
-            line: None,
-            message: format!("cannot encode the snapshot: {e}"),
-        })?;
         let tmp = sibling(&self.path, ".tmp");
         let write = || -> std::io::Result<()> {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&bytes)?;
+            // Streamed: a world of 100,000 nodes is about 100 MB of JSON.
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, File::create(&tmp)?);
+            serde_json::to_writer_pretty(&mut out, &*world).map_err(std::io::Error::from)?;
+            let f = out.into_inner().map_err(std::io::IntoInnerError::into_error)?;
             // Compaction is rare, so unlike appends it can afford an fsync: the rename must
             // never expose an empty snapshot while the log is being emptied.
             f.sync_all()?;

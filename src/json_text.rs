@@ -1,0 +1,294 @@
+//! [`JsonText`]: a JSON value kept as its compact text, for data that is stored and
+//! compared far more often than it is looked into (resource configurations in plans and
+//! state, a plan's cost report).
+//!
+//! Why not `serde_json::Value`: a pool configuration as a `Value` tree is about 2 KB of
+//! small allocations; as text it is about 200 bytes, and an `Arc` lets a plan and the
+//! state share one copy. A 100,000-pool fleet holds several such copies per pool.
+//!
+//! The text is compact and, except from [`JsonText::to_json_unsorted`], canonical (object
+//! keys sorted, numbers as `serde_json` prints them: exactly what
+//! `serde_json::to_string(&Value)` gives), so equal values have equal text and comparing
+//! is mostly a string comparison. Serializing walks the text one level at a time and
+//! writes what serializing the `Value` would write (pretty or compact, keys sorted),
+//! without ever building the tree; deserializing accepts any JSON and canonicalizes it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::ser::{Error as _, SerializeMap, SerializeSeq};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// `Arc<Box<str>>` rather than `Arc<str>`: a finished `String` moves in without being
+/// copied, which matters for a report of tens of MB.
+#[derive(Clone)]
+pub struct JsonText(Arc<Box<str>>);
+
+impl JsonText {
+    fn new(text: String) -> Self {
+        JsonText(Arc::new(text.into_boxed_str()))
+    }
+
+    /// `null`.
+    pub fn null() -> Self {
+        JsonText::new("null".into())
+    }
+
+    /// The canonical text of a `Value` (a `Value` already prints canonically).
+    pub fn from_value(v: &Value) -> Self {
+        JsonText::new(v.to_string())
+    }
+
+    /// Serialize `v` straight to canonical text, without an intermediate `Value` tree.
+    pub fn to_json<T: Serialize + ?Sized>(v: &T) -> serde_json::Result<Self> {
+        let text = serde_json::to_string(v)?;
+        Self::parse(&text)
+    }
+
+    /// Serialize `v` in its own key order, into a buffer of exactly the right size (one
+    /// pass counts, one writes): for large documents that are only stored and written
+    /// out, never compared often. Writing it out still sorts keys; equality still holds
+    /// by value.
+    pub fn to_json_unsorted<T: Serialize + ?Sized>(v: &T) -> serde_json::Result<Self> {
+        struct Count(usize);
+        impl std::io::Write for Count {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0 += buf.len();
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut count = Count(0);
+        serde_json::to_writer(&mut count, v)?;
+        let mut bytes = Vec::with_capacity(count.0);
+        serde_json::to_writer(&mut bytes, v)?;
+        let text = String::from_utf8(bytes).map_err(serde::ser::Error::custom)?;
+        Ok(JsonText::new(text))
+    }
+
+    /// Canonicalize JSON text.
+    pub fn parse(text: &str) -> serde_json::Result<Self> {
+        let raw: &RawValue = serde_json::from_str(text)?;
+        let canonical = serde_json::to_string(&Canonical(raw))?;
+        Ok(JsonText::new(canonical))
+    }
+
+    /// The value as a tree (for looking into it; keep such trees short-lived).
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.as_str()).unwrap_or(Value::Null)
+    }
+
+    /// Decode the value into a typed structure.
+    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> serde_json::Result<T> {
+        serde_json::from_str(self.as_str())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_null(&self) -> bool {
+        self.as_str() == "null"
+    }
+
+    /// The member `key` of an object (`None` for other values and missing keys).
+    pub fn get(&self, key: &str) -> Option<Value> {
+        if !self.as_str().starts_with('{') {
+            return None;
+        }
+        let members: BTreeMap<String, &RawValue> = serde_json::from_str(self.as_str()).ok()?;
+        members.get(key).and_then(|raw| serde_json::from_str(raw.get()).ok())
+    }
+
+    /// The value at a JSON pointer (`/lifecycle/prevent_destroy`).
+    pub fn pointer(&self, pointer: &str) -> Option<Value> {
+        self.to_value().pointer(pointer).cloned()
+    }
+}
+
+/// Equal values: equal text (the canonical case) or, failing that, equal parsed values.
+impl PartialEq for JsonText {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.as_str() == other.as_str() || self.to_value() == other.to_value()
+    }
+}
+
+impl Default for JsonText {
+    fn default() -> Self {
+        JsonText::null()
+    }
+}
+
+impl fmt::Debug for JsonText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for JsonText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Value> for JsonText {
+    fn from(v: Value) -> Self {
+        JsonText::from_value(&v)
+    }
+}
+
+impl From<&Value> for JsonText {
+    fn from(v: &Value) -> Self {
+        JsonText::from_value(v)
+    }
+}
+
+impl PartialEq<Value> for JsonText {
+    fn eq(&self, other: &Value) -> bool {
+        self.to_value() == *other
+    }
+}
+
+impl Serialize for JsonText {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let raw: &RawValue = serde_json::from_str(self.as_str()).map_err(S::Error::custom)?;
+        Canonical(raw).serialize(s)
+    }
+}
+
+/// Through a `Value`: a `RawValue` cannot be read from the buffered content serde uses
+/// for internally tagged enums (journal entries), and configurations are small.
+impl<'de> Deserialize<'de> for JsonText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(|v| JsonText::from_value(&v))
+    }
+}
+
+/// Serializes JSON text as its `Value` would serialize (object keys sorted), one level at a
+/// time: objects and arrays are split into borrowed members, scalars parsed on their own.
+struct Canonical<'a>(&'a RawValue);
+
+impl Serialize for Canonical<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let text = self.0.get().trim_start();
+        match text.as_bytes().first() {
+            Some(b'{') => {
+                let members: BTreeMap<String, &RawValue> = serde_json::from_str(text).map_err(S::Error::custom)?;
+                let mut map = s.serialize_map(Some(members.len()))?;
+                for (k, v) in &members {
+                    map.serialize_entry(k, &Canonical(v))?;
+                }
+                map.end()
+            }
+            Some(b'[') => {
+                let items: Vec<&RawValue> = serde_json::from_str(text).map_err(S::Error::custom)?;
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for v in &items {
+                    seq.serialize_element(&Canonical(v))?;
+                }
+                seq.end()
+            }
+            _ => serde_json::from_str::<Value>(text).map_err(S::Error::custom)?.serialize(s),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn sample() -> Value {
+        json!({
+            "zeta": [1, 2.5, {"b": null, "a": "x\"y"}],
+            "alpha": {"nested": {"deep": [true, false, -3]}, "empty": {}, "list": []},
+            "num": 18446744073709551615u64,
+            "neg": -9223372036854775808i64,
+            "float": 1e-7,
+            "unicode": "é ✓ \u{1}",
+        })
+    }
+
+    #[test]
+    fn text_is_what_the_value_prints() {
+        let v = sample();
+        let t = JsonText::from_value(&v);
+        assert_eq!(t.as_str(), v.to_string());
+        assert_eq!(t.to_value(), v);
+    }
+
+    #[test]
+    fn parse_canonicalizes_order_and_whitespace() {
+        let v = sample();
+        let pretty = serde_json::to_string_pretty(&v).unwrap();
+        let unsorted = r#"{"b": 1, "a": {"y": [ 1 , 2 ], "x": null}}"#;
+        assert_eq!(JsonText::parse(&pretty).unwrap(), JsonText::from_value(&v));
+        assert_eq!(JsonText::parse(unsorted).unwrap().as_str(), r#"{"a":{"x":null,"y":[1,2]},"b":1}"#);
+    }
+
+    #[test]
+    fn serializes_exactly_like_the_value() {
+        let v = sample();
+        let t = JsonText::from_value(&v);
+        assert_eq!(serde_json::to_string(&t).unwrap(), serde_json::to_string(&v).unwrap());
+        assert_eq!(serde_json::to_string_pretty(&t).unwrap(), serde_json::to_string_pretty(&v).unwrap());
+        assert_eq!(serde_json::to_value(&t).unwrap(), v);
+        for scalar in [json!(null), json!(true), json!(7), json!(-1.5), json!("s")] {
+            let t = JsonText::from_value(&scalar);
+            assert_eq!(serde_json::to_string_pretty(&t).unwrap(), serde_json::to_string_pretty(&scalar).unwrap());
+        }
+    }
+
+    #[test]
+    fn round_trips_through_serde() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct Holder {
+            config: JsonText,
+        }
+        let h = Holder { config: JsonText::from_value(&sample()) };
+        let pretty = serde_json::to_string_pretty(&h).unwrap();
+        assert_eq!(serde_json::from_str::<Holder>(&pretty).unwrap(), h);
+        let as_value = serde_json::to_value(&h).unwrap();
+        assert_eq!(serde_json::from_value::<Holder>(as_value).unwrap(), h);
+    }
+
+    #[test]
+    fn reads_inside_internally_tagged_enums() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        #[serde(tag = "op", rename_all = "snake_case")]
+        enum Entry {
+            Put { config: JsonText },
+        }
+        let e = Entry::Put { config: JsonText::from_value(&sample()) };
+        let line = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<Entry>(&line).unwrap(), e);
+    }
+
+    #[test]
+    fn structs_serialize_to_sorted_text() {
+        #[derive(Serialize)]
+        struct Pool {
+            region: &'static str,
+            gpu: &'static str,
+            nodes: BTreeMap<&'static str, u32>,
+        }
+        let p = Pool { region: "us-east-1", gpu: "L4", nodes: BTreeMap::from([("min", 0), ("desired", 1)]) };
+        let t = JsonText::to_json(&p).unwrap();
+        assert_eq!(t.as_str(), serde_json::to_value(&p).unwrap().to_string());
+        assert_eq!(t.get("gpu"), Some(json!("L4")));
+        assert_eq!(t.get("missing"), None);
+        assert_eq!(t.pointer("/nodes/desired"), Some(json!(1)));
+        assert!(JsonText::default().is_null());
+        let unsorted = JsonText::to_json_unsorted(&p).unwrap();
+        assert_eq!(unsorted.as_str(), serde_json::to_string(&p).unwrap());
+        assert_eq!(unsorted, t);
+        assert_eq!(serde_json::to_string_pretty(&unsorted).unwrap(), serde_json::to_string_pretty(&t).unwrap());
+        assert_eq!(JsonText::null().get("gpu"), None);
+    }
+}

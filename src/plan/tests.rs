@@ -1,0 +1,105 @@
+//! Planner behaviour that no snapshot case pins down on its own: the order of deletes in
+//! a destroy, over dependency shapes larger than the snapshot cases.
+
+use std::collections::BTreeMap;
+
+use crate::json_text::JsonText;
+use crate::plan::diff::{PlanInput, plan};
+use crate::plan::{Action, Plan};
+use crate::spec::Spec;
+use crate::state::{ResourceState, State};
+
+/// A state of configuration-only quotas (no nodes, no provider) with recorded dependencies.
+fn state(deps: &[(&str, &[&str])]) -> State {
+    let mut s = State::new("00000000-0000-4000-8000-000000000000".into());
+    for (addr, on) in deps {
+        let r = ResourceState {
+            kind: "quota".into(),
+            provider: None,
+            provider_kind: None,
+            region: None,
+            config: JsonText::from_value(&serde_json::json!({"max_gpus": 8})),
+            dependencies: on.iter().map(|d| d.to_string()).collect(),
+            nodes: vec![],
+            job: None,
+        };
+        s.resources.insert(addr.to_string(), r);
+    }
+    s
+}
+
+fn destroy(state: &State) -> Plan {
+    let spec = Spec::default();
+    plan(&PlanInput {
+        spec: &spec,
+        state,
+        observed: None,
+        targets: &[],
+        destroy: true,
+        spec_digest: String::new(),
+        autoscale: &[],
+    })
+}
+
+/// Each delete's `after_changes`, by address.
+fn waits(plan: &Plan) -> BTreeMap<String, Vec<String>> {
+    plan.changes
+        .iter()
+        .filter(|c| c.action == Action::Delete)
+        .map(|c| (c.address.to_string(), c.after_changes.iter().map(ToString::to_string).collect()))
+        .collect()
+}
+
+#[test]
+fn destroy_waits_for_every_dependent_in_address_order() {
+    // b and c depend on a; c also on b (written twice, and out of order); d on nothing.
+    let s = state(&[
+        ("quota.a", &[]),
+        ("quota.b", &["quota.a"]),
+        ("quota.c", &["quota.b", "quota.a", "quota.b"]),
+        ("quota.d", &[]),
+    ]);
+    let w = waits(&destroy(&s));
+    assert_eq!(w["quota.a"], ["quota.b", "quota.c"]);
+    assert_eq!(w["quota.b"], ["quota.c"]);
+    assert!(w["quota.c"].is_empty());
+    assert!(w["quota.d"].is_empty());
+}
+
+#[test]
+fn deletes_do_not_wait_for_resources_that_stay() {
+    // quota.b stays in the spec, so quota.a's delete must not wait for it; quota.c goes
+    // and depended on quota.a (and on a resource the state no longer has).
+    let s = state(&[("quota.a", &[]), ("quota.b", &["quota.a"]), ("quota.c", &["quota.a", "quota.gone"])]);
+    let mut sources = crate::diag::Sources::default();
+    sources.add("main.hcl", "quota \"b\" {\n  max_gpus = 8\n}\n");
+    let loaded = crate::spec::load_sources(sources, &Default::default());
+    assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
+    let p = plan(&PlanInput {
+        spec: &loaded.spec,
+        state: &s,
+        observed: None,
+        targets: &[],
+        destroy: false,
+        spec_digest: String::new(),
+        autoscale: &[],
+    });
+    let w = waits(&p);
+    assert_eq!(w.keys().collect::<Vec<_>>(), ["quota.a", "quota.c"]);
+    assert_eq!(w["quota.a"], ["quota.c"]);
+    assert!(w["quota.c"].is_empty());
+}
+
+#[test]
+fn a_long_chain_is_ordered_link_by_link() {
+    let names: Vec<String> = (0..2_000).map(|i| format!("quota.q{i:05}")).collect();
+    let deps: Vec<Vec<&str>> =
+        (0..names.len()).map(|i| if i == 0 { vec![] } else { vec![names[i - 1].as_str()] }).collect();
+    let pairs: Vec<(&str, &[&str])> = names.iter().zip(&deps).map(|(n, d)| (n.as_str(), d.as_slice())).collect();
+    let w = waits(&destroy(&state(&pairs)));
+    assert_eq!(w.len(), names.len());
+    for (i, n) in names.iter().enumerate() {
+        let expected: Vec<String> = names.get(i + 1).cloned().into_iter().collect();
+        assert_eq!(w[n], expected, "{n}");
+    }
+}

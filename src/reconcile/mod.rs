@@ -53,13 +53,14 @@ impl Clock {
     }
 }
 
-/// Where queued jobs come from: the seam to the jobs engine (see [`Waiting`]).
+/// Demand queued outside the spec's jobs (the spec's own waiting jobs are always counted,
+/// see [`jobs_waiting`]); tests inject demand through it.
 pub trait Queue: Send + Sync {
     /// Replicas waiting for GPUs now, with the pool each targets.
     fn waiting(&self, spec: &Spec, state: &State, now: SystemTime) -> Vec<Waiting>;
 }
 
-/// No jobs queue wired in: pools scale up on utilization only.
+/// No demand beyond the spec's jobs.
 pub struct NoQueue;
 
 impl Queue for NoQueue {

@@ -268,3 +268,48 @@ async fn a_step_a_policy_denies_is_held_and_the_rest_of_the_plan_applies() {
     assert!(d.reason.ends_with("but the plan with this step is denied by policy"), "{d:?}");
     assert_eq!(fx.live().len(), 2);
 }
+
+/// The jobs engine feeds the autoscaler: a job the plan's admission leaves waiting for
+/// capacity (two replicas, one single-GPU node) grows the pool once it has waited longer
+/// than `queue_wait`, and then launches on the new node.
+#[tokio::test(start_paused = true)]
+async fn a_job_waiting_for_capacity_scales_the_pool_up_and_then_launches() {
+    let spec = format!(
+        "{SPEC}\n{}",
+        r#"
+job_template "sweep" {
+  image = "img"
+  gpus  = 1
+}
+
+job "sweep" {
+  template = job_template.sweep
+  pool     = gpu_pool.train
+  replicas = 2
+}
+"#
+    );
+    let fx = Fixture::new(&spec);
+    let clock = Clock::start();
+
+    let first = fx.pass(&clock).await;
+    assert_eq!(first.outcome, Outcome::Applied, "{:?}", first.decisions);
+    let job = first.plan.jobs.iter().find(|j| j.address == Address::new(Kind::Job, "sweep")).expect("job placed");
+    assert_eq!(job.placement, crate::jobs::model::Placement::Waiting, "{job:?}");
+    assert_eq!(job.reason.as_ref().map(|r| r.code.as_str()), Some("capacity"), "{job:?}");
+    assert_eq!(first.queued.get(&pool()).copied(), Some(2), "both replicas queue: {:?}", first.queued);
+    assert_eq!(fx.live().len(), 1);
+
+    tokio::time::advance(2 * MIN).await;
+    let early = fx.pass(&clock).await;
+    assert_eq!(decision(&early).action, "hold", "{:?}", decision(&early));
+
+    tokio::time::advance(4 * MIN).await;
+    let up = fx.pass(&clock).await;
+    let d = decision(&up);
+    assert_eq!((d.action, d.from, d.to, d.applied), ("up", 1, 2, true), "{d:?}");
+    assert!(d.reason.contains("job(s) waited > 5m"), "{d:?}");
+    assert_eq!(fx.live().len(), 2);
+    let job = up.plan.jobs.iter().find(|j| j.address == Address::new(Kind::Job, "sweep")).expect("job placed");
+    assert_eq!(job.launches.len(), 2, "the scaled plan admits the job: {job:?}");
+}

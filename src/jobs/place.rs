@@ -106,12 +106,18 @@ fn progress(
 /// The plan's jobs, in admission order (priority, then age).
 pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
     let spec = input.spec;
-    if input.plan.destroy {
+    if input.plan.destroy || spec.jobs.is_empty() {
         return Vec::new();
     }
     let cat = catalog::catalog();
-    let shapes: BTreeMap<&Address, PoolShape> =
-        spec.gpu_pools.iter().filter_map(|(a, p)| shape::shape(spec, p, cat).map(|s| (a, s))).collect();
+    // Only the pools jobs run on: a fleet of 100,000 pools with a few jobs stays linear.
+    let used: std::collections::BTreeSet<&Address> = spec.jobs.values().map(|j| &j.pool.value).collect();
+    let shapes: BTreeMap<&Address, PoolShape> = spec
+        .gpu_pools
+        .iter()
+        .filter(|(a, _)| used.contains(a))
+        .filter_map(|(a, p)| shape::shape(spec, p, cat).map(|s| (a, s)))
+        .collect();
     let mut pools = pool_rooms(input, &shapes);
     let mut quotas: BTreeMap<Address, QuotaRoom> = spec
         .quotas
@@ -265,10 +271,21 @@ fn take(room: &mut PoolRoom, node_id: &str, capacity: Capacity, gpus: u32) {
 fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) -> BTreeMap<Address, PoolRoom> {
     let report = input.plan.cost.as_ref().and_then(|c| c.decode::<crate::cost::CostReport>().ok());
     let mut rooms = BTreeMap::new();
-    for (addr, pool) in &input.spec.gpu_pools {
-        let Some(shape) = shapes.get(addr) else { continue };
+    let changes: BTreeMap<&Address, &crate::plan::model::PoolChange> = input
+        .plan
+        .changes
+        .iter()
+        .filter(|c| shapes.contains_key(&c.address))
+        .filter_map(|c| c.pool.as_ref().map(|p| (&c.address, p)))
+        .collect();
+    let costs: BTreeMap<&Address, &crate::cost::PoolCost> = report
+        .as_ref()
+        .map(|r| r.pools.iter().filter(|p| shapes.contains_key(&p.address)).map(|p| (&p.address, p)).collect())
+        .unwrap_or_default();
+    for (addr, shape) in shapes {
+        let Some(pool) = input.spec.gpu_pools.get(*addr) else { continue };
         let gpn = shape.gpus_per_node;
-        let change = input.plan.changes.iter().find(|c| &c.address == addr).and_then(|c| c.pool.as_ref());
+        let change = changes.get(*addr).copied();
         let mut nodes: Vec<NodeRoom> = Vec::new();
         match change {
             Some(pc) => {
@@ -296,10 +313,10 @@ fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) ->
                 }
             }
         }
-        let cost = report.as_ref().and_then(|r| r.pools.iter().find(|p| &p.address == addr));
+        let cost = costs.get(*addr).copied();
         let per_gpu = |p: Option<&crate::cost::Price>| p.map(|p| p.usd_per_hour / gpn.max(1) as f64);
         rooms.insert(
-            addr.clone(),
+            (*addr).clone(),
             PoolRoom {
                 gpu: shape.gpu.clone(),
                 gpus_per_node: gpn,

@@ -92,11 +92,9 @@ fn main() {
                 image: None,
                 max_spot_price: None,
                 token: format!("gp-bench-{}-{batch}", &lineage[6..14]),
-                tags: BTreeMap::from([
-                    (TAG_MANAGED.to_string(), "true".to_string()),
-                    (TAG_LINEAGE.to_string(), lineage.clone()),
-                    (TAG_ADDRESS.to_string(), "gpu_pool.bench".to_string()),
-                ]),
+                tags: [(TAG_MANAGED, "true"), (TAG_LINEAGE, lineage.as_str()), (TAG_ADDRESS, "gpu_pool.bench")]
+                    .into_iter()
+                    .collect(),
                 user_data: None,
             };
             let r = p.create_nodes(&req).await.expect("create");

@@ -1,6 +1,5 @@
 //! `gpuplan sim interrupt` and `gpuplan sim capacity` against the workspace's embedded cloud.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::cargo::cargo_bin_cmd;
@@ -45,10 +44,7 @@ fn create(pool: &str, capacity: Capacity, count: u32, token: &str) -> CreateNode
         image: None,
         max_spot_price: None,
         token: token.into(),
-        tags: BTreeMap::from([
-            (TAG_MANAGED.to_string(), "true".to_string()),
-            (TAG_ADDRESS.to_string(), format!("gpu_pool.{pool}")),
-        ]),
+        tags: [(TAG_MANAGED, "true".to_string()), (TAG_ADDRESS, format!("gpu_pool.{pool}"))].into_iter().collect(),
         user_data: None,
     }
 }

@@ -19,7 +19,7 @@ use crate::plan::Plan;
 use crate::plan::shape::{self, PoolShape};
 use crate::providers::{
     Capacity, CreateNodes, JobState, JobStatus, LaunchJob, NodeState, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB, TAG_LINEAGE,
-    TAG_MANAGED, TAG_PROVIDER,
+    TAG_MANAGED, TAG_PROVIDER, Tags,
 };
 use crate::spec::Spec;
 use crate::spec::model::{Fallback, Job, JobTemplate, ProviderKind};
@@ -371,13 +371,16 @@ fn launch(
     command.extend(job.args.iter().map(|a| a.value.clone()));
     // Clouds make a node for the job from the pool's shape; sim runs it on a pool node.
     let node_shape = (shape.provider_kind != ProviderKind::Sim).then(|| {
-        let mut tags = BTreeMap::new();
-        tags.insert(TAG_MANAGED.to_string(), "true".to_string());
-        tags.insert(TAG_LINEAGE.to_string(), lineage.clone());
-        tags.insert(TAG_ADDRESS.to_string(), job.pool.value.to_string());
-        tags.insert(TAG_PROVIDER.to_string(), shape.provider.clone());
-        tags.insert(TAG_JOB.to_string(), addr.to_string());
-        tags.insert(TAG_ATTEMPT.to_string(), attempt.to_string());
+        let tags: Tags = [
+            (TAG_MANAGED, "true".to_string()),
+            (TAG_LINEAGE, lineage.clone()),
+            (TAG_ADDRESS, job.pool.value.to_string()),
+            (TAG_PROVIDER, shape.provider.clone()),
+            (TAG_JOB, addr.to_string()),
+            (TAG_ATTEMPT, attempt.to_string()),
+        ]
+        .into_iter()
+        .collect();
         CreateNodes {
             pool: job.pool.value.clone(),
             region: shape.region.clone(),

@@ -19,7 +19,9 @@ use crate::graph;
 use crate::json_text::JsonText;
 use crate::plan::model::*;
 use crate::plan::shape::{self, PoolShape};
-use crate::providers::{Capacity, CreateNodes, Node, NodeState, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER};
+use crate::providers::{
+    Capacity, CreateNodes, Node, NodeState, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, Tags,
+};
 use crate::spec::Spec;
 use crate::spec::model::{GpuPool, ProviderKind};
 use crate::state::{ResourceState, State};
@@ -581,7 +583,7 @@ fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) ->
 /// else the spec's only provider (nodes created before the tag existed).
 fn orphan_provider(spec: &Spec, live: &[&Node]) -> Option<String> {
     if let Some(p) = live.iter().find_map(|n| n.tags.get(TAG_PROVIDER)) {
-        return Some(p.clone());
+        return Some(p.to_string());
     }
     let mut names = spec.providers.keys();
     match (names.next(), names.next()) {
@@ -644,11 +646,11 @@ fn create_batch(
     let lineage = &cx.input.state.lineage;
     let seed = format!("{lineage}|{}|{}|{zone}|{cap}|{count}", cx.input.state.serial, cx.addr);
     let token = format!("gp-{}", &hex(&Sha256::digest(seed.as_bytes()))[..40]);
-    let mut tags: BTreeMap<String, String> = pool.labels.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
-    tags.insert(TAG_MANAGED.into(), "true".into());
-    tags.insert(TAG_LINEAGE.into(), lineage.clone());
-    tags.insert(TAG_ADDRESS.into(), cx.addr.to_string());
-    tags.insert(TAG_PROVIDER.into(), shape.provider.clone());
+    // The ownership tags come last so that they win over a label of the same key.
+    let address = cx.addr.to_string();
+    let ownership =
+        [(TAG_MANAGED, "true"), (TAG_LINEAGE, lineage), (TAG_ADDRESS, &address), (TAG_PROVIDER, &shape.provider)];
+    let tags: Tags = pool.labels.iter().map(|(k, v)| (k.as_str(), v.value.as_str())).chain(ownership).collect();
     CreateNodes {
         pool: cx.addr.clone(),
         region: shape.region.clone(),

@@ -207,9 +207,11 @@ pub fn job_node_request(req: &crate::providers::LaunchJob) -> Result<crate::prov
     shape.count = 1;
     shape.token = req.token.clone();
     shape.user_data = Some(crate::providers::userdata::job_script(req));
-    shape.tags.insert(TAG_MANAGED.into(), "true".into());
-    shape.tags.insert(TAG_JOB.into(), req.job.to_string());
-    shape.tags.insert(TAG_ATTEMPT.into(), req.attempt.to_string());
+    shape.tags.extend([
+        (TAG_MANAGED, "true".to_string()),
+        (TAG_JOB, req.job.to_string()),
+        (TAG_ATTEMPT, req.attempt.to_string()),
+    ]);
     Ok(shape)
 }
 

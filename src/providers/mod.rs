@@ -13,6 +13,7 @@ pub mod aws;
 pub mod http;
 pub mod signing;
 pub mod sim;
+pub mod tags;
 pub mod tencentcloud;
 pub mod userdata;
 
@@ -24,6 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::Address;
 use crate::spec::model::ProviderKind;
+
+pub use tags::Tags;
 
 /// Tag keys every object gpuplan creates carries (see DESIGN "Cloud ownership").
 pub const TAG_MANAGED: &str = "gpuplan:managed";
@@ -82,8 +85,8 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// All tags, including gpuplan's ownership tags.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub tags: Tags,
 }
 
 impl Node {
@@ -110,7 +113,7 @@ pub struct CreateNodes {
     /// Idempotency token derived from the plan: the same token never launches twice.
     pub token: String,
     /// Tags to set, including the ownership tags.
-    pub tags: BTreeMap<String, String>,
+    pub tags: Tags,
     /// Cloud-init user data (job launches).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_data: Option<String>,

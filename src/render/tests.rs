@@ -1,7 +1,7 @@
 //! Snapshots of what users see, over hand-built plans (no planner involved), and the
 //! contracts around them: colour only when asked, the JSON key set, the markdown limit.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde_json::{Value as Json, json};
 
@@ -51,7 +51,7 @@ fn create(pool: &str, zone: &str, capacity: Capacity, count: u32, instance_type:
         image: None,
         max_spot_price: None,
         token: format!("gp-{pool}-{zone}-{count}"),
-        tags: BTreeMap::new(),
+        tags: crate::providers::Tags::new(),
         user_data: None,
     }
 }

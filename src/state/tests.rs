@@ -1,7 +1,6 @@
 //! Tests for the local backend, lock, journal and replay: each asserts a contract from
 //! `DESIGN.md` "Files" that a plausible bug would break.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -25,7 +24,7 @@ fn node(pool: &str, id: &str) -> Node {
         capacity: Capacity::OnDemand,
         state: NodeState::Running,
         image: None,
-        tags: BTreeMap::new(),
+        tags: crate::providers::Tags::new(),
     }
 }
 

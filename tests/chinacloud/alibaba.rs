@@ -8,7 +8,7 @@ use gpuplan::providers::http::{CloudConfig, Credentials, Endpoint, Secret};
 use gpuplan::providers::signing::{acs3, iso8601, sha256_hex};
 use gpuplan::providers::{
     Capacity, CreateNodes, ErrorClass, JobState, LaunchJob, ListFilter, Provider, TAG_ADDRESS, TAG_JOB, TAG_LINEAGE,
-    TAG_MANAGED,
+    TAG_MANAGED, Tags,
 };
 use serde_json::Value;
 
@@ -122,10 +122,9 @@ fn provider(fake: &Fake, secret: &str) -> AlibabaProvider {
 }
 
 fn create(count: u32, capacity: Capacity, max_spot_price: Option<f64>) -> CreateNodes {
-    let tags: BTreeMap<String, String> =
+    let tags: Tags =
         [(TAG_MANAGED, "true"), (TAG_LINEAGE, "L1"), (TAG_ADDRESS, "gpu_pool.big"), ("team", "ml platform")]
             .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
     CreateNodes {
         pool: "gpu_pool.big".parse().expect("addr"),

@@ -139,11 +139,8 @@ fn provider(fake: &Fake, key: &str) -> TencentProvider {
     .expect("provider")
 }
 
-fn tags(lineage: &str) -> std::collections::BTreeMap<String, String> {
-    [(TAG_MANAGED, "true"), (TAG_LINEAGE, lineage), (TAG_ADDRESS, "gpu_pool.big")]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+fn tags(lineage: &str) -> gpuplan::providers::Tags {
+    [(TAG_MANAGED, "true"), (TAG_LINEAGE, lineage), (TAG_ADDRESS, "gpu_pool.big")].into_iter().collect()
 }
 
 fn create(count: u32, capacity: Capacity) -> CreateNodes {

@@ -82,7 +82,7 @@ fn kill_9_mid_apply_leaves_exactly_the_remaining_work() {
     let live = fleet.live_tagged();
     let mut live_by_pool: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for n in &live {
-        let addr = n.tags.get(TAG_ADDRESS).cloned().unwrap_or_default();
+        let addr = n.tags.get(TAG_ADDRESS).unwrap_or_default().to_string();
         live_by_pool.entry(addr).or_default().insert(n.id.clone());
     }
     let known: BTreeSet<String> = (0..POOLS).map(|i| format!("gpu_pool.p{i:02}")).collect();

@@ -126,8 +126,7 @@ pub fn flat(s: &str) -> String {
 
 /// Live tagged nodes of one pool, split (on-demand, spot).
 pub fn mix_of(nodes: &[Node], pool: &str) -> (usize, usize) {
-    let of_pool: Vec<&Node> =
-        nodes.iter().filter(|n| n.tags.get(TAG_ADDRESS).map(String::as_str) == Some(pool)).collect();
+    let of_pool: Vec<&Node> = nodes.iter().filter(|n| n.tags.get(TAG_ADDRESS) == Some(pool)).collect();
     let spot = of_pool.iter().filter(|n| n.capacity == Capacity::Spot).count();
     (of_pool.len() - spot, spot)
 }

@@ -2,7 +2,7 @@ use super::*;
 use crate::diag::Sources;
 use crate::jobs::model::JobRecord;
 use crate::plan::diff::{self, PlanInput};
-use crate::providers::{Node, NodeState};
+use crate::providers::{Node, NodeState, Tags};
 use crate::state::ResourceState;
 
 const LINEAGE: &str = "00000000-0000-4000-8000-000000000000";
@@ -99,7 +99,7 @@ fn state_with(spec: &Spec, rec: JobRecord) -> State {
         capacity: Capacity::OnDemand,
         state: NodeState::Running,
         image: None,
-        tags: BTreeMap::new(),
+        tags: Tags::new(),
     };
     let pool_cfg = serde_json::to_value(&spec.gpu_pools[&"gpu_pool.train".parse::<Address>().unwrap()]).unwrap();
     let resource = |kind: &str, config: serde_json::Value| ResourceState {
@@ -131,9 +131,9 @@ fn cloud_launches_carry_a_one_node_shape_with_job_tags() {
     let shape = req.shape.as_ref().expect("clouds get a node shape");
     assert_eq!((shape.count, shape.capacity), (1, Capacity::OnDemand));
     assert_eq!(shape.instance_types, ["p4de.24xlarge"]);
-    assert_eq!(shape.tags.get(TAG_JOB).map(String::as_str), Some("job.a"));
-    assert_eq!(shape.tags.get(TAG_ATTEMPT).map(String::as_str), Some("1"));
-    assert_eq!(shape.tags.get(TAG_LINEAGE).map(String::as_str), Some(LINEAGE));
+    assert_eq!(shape.tags.get(TAG_JOB), Some("job.a"));
+    assert_eq!(shape.tags.get(TAG_ATTEMPT), Some("1"));
+    assert_eq!(shape.tags.get(TAG_LINEAGE), Some(LINEAGE));
     assert_eq!(shape.token, req.token);
     assert!(req.node_id.is_empty());
     assert_eq!(req.max_runtime_secs, Some(7200));

@@ -3,8 +3,6 @@
 //! DescribeInstances filtered by gpuplan's tags and paged with MaxResults 100 + NextToken,
 //! DeleteInstances (Force, ≤ 100 ids) after checking every id carries gpuplan's tags.
 
-use std::collections::BTreeMap;
-
 use base64::Engine as _;
 use serde_json::Value;
 
@@ -12,7 +10,7 @@ use super::AlibabaProvider;
 use crate::providers::http::client_token;
 use crate::providers::{
     Capacity, CreateNodes, CreateResult, ErrorClass, ListFilter, Node, NodeState, ProviderError, TAG_JOB, TAG_LINEAGE,
-    TAG_MANAGED,
+    TAG_MANAGED, Tags,
 };
 
 pub const BATCH: usize = 100;
@@ -203,7 +201,7 @@ impl AlibabaProvider {
         let mut live = Vec::new();
         for inst in &found {
             let id = inst["InstanceId"].as_str().unwrap_or_default().to_string();
-            if tags_of(inst).get(TAG_MANAGED).map(String::as_str) != Some("true") {
+            if tags_of(inst).get(TAG_MANAGED) != Some("true") {
                 return Err(ProviderError::new(
                     ErrorClass::Invalid,
                     "UnmanagedInstance",
@@ -230,14 +228,10 @@ impl AlibabaProvider {
     }
 }
 
-pub fn tags_of(inst: &Value) -> BTreeMap<String, String> {
+pub fn tags_of(inst: &Value) -> Tags {
     inst["Tags"]["Tag"]
         .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| Some((t["TagKey"].as_str()?.to_string(), t["TagValue"].as_str()?.to_string())))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|t| Some((t["TagKey"].as_str()?, t["TagValue"].as_str()?))).collect())
         .unwrap_or_default()
 }
 

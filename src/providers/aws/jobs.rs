@@ -56,8 +56,8 @@ impl AwsProvider {
         let client = self.client(region).await?;
         let user_data = base64::engine::general_purpose::STANDARD.encode(userdata::job_script(req));
         let mut job_req = shape.clone();
-        job_req.tags.insert(TAG_JOB.into(), req.job.to_string());
-        job_req.tags.insert(TAG_ATTEMPT.into(), req.attempt.to_string());
+        job_req.tags.insert(TAG_JOB, req.job.to_string());
+        job_req.tags.insert(TAG_ATTEMPT, req.attempt.to_string());
         let mut last = None;
         for (i, t) in types.iter().enumerate() {
             let mut call = client

@@ -10,6 +10,7 @@ use super::{AwsProvider, Bucket, PAGE, read};
 use crate::addr::Address;
 use crate::providers::{
     Capacity, ErrorClass, ListFilter, Node, NodeState, ProviderError, TAG_ADDRESS, TAG_JOB, TAG_LINEAGE, TAG_MANAGED,
+    Tags,
 };
 
 /// Values per `instance-id` filter in the ownership check.
@@ -20,11 +21,11 @@ pub fn filter(name: &str, values: impl IntoIterator<Item = impl Into<String>>) -
 }
 
 /// An instance's tags as a map.
-pub fn tags(i: &Instance) -> BTreeMap<String, String> {
-    i.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
+pub fn tags(i: &Instance) -> Tags {
+    i.tags().iter().filter_map(|t| Some((t.key()?, t.value().unwrap_or_default()))).collect()
 }
 
-pub fn is_managed(tags: &BTreeMap<String, String>) -> bool {
+pub fn is_managed(tags: &Tags) -> bool {
     tags.get(TAG_MANAGED).is_some_and(|v| v == "true")
 }
 
@@ -145,7 +146,7 @@ impl AwsProvider {
                     let t = tags(i);
                     if let (Some(l), Some(a), false) = (t.get(TAG_LINEAGE), t.get(TAG_ADDRESS), t.contains_key(TAG_JOB))
                     {
-                        pools.insert((l.clone(), a.clone()));
+                        pools.insert((l.to_string(), a.to_string()));
                     }
                     live.push(id);
                 }

@@ -127,7 +127,7 @@ impl AwsProvider {
             iam_instance_profile: self.settings.iam_instance_profile.clone(),
         };
         let digest = data.digest();
-        let lineage = req.tags.get(TAG_LINEAGE).cloned().unwrap_or_default();
+        let lineage = req.tags.get(TAG_LINEAGE).unwrap_or_default().to_string();
         let name = template_name(&lineage, &req.pool.to_string());
         let key = (req.region.clone(), name.clone());
         let mut cache = self.templates.cache.lock().await;

@@ -21,7 +21,7 @@ use super::store::Store;
 use super::world::{Change, JobEnd, Record, SimNode, World, now_ms};
 use super::{catalog_check, rng};
 use crate::addr::Address;
-use crate::providers::{Capacity, JobState, Node, NodeState};
+use crate::providers::{Capacity, JobState, Node, NodeState, Tags};
 
 /// How long `open` waits for another process to release the cloud.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -179,7 +179,7 @@ impl SimCloud {
             capacity: Capacity::OnDemand,
             state: NodeState::Running,
             image: None,
-            tags: BTreeMap::new(),
+            tags: Tags::new(),
             launched_ms: now_ms(),
         };
         inner.commit(vec![Change::Counter { next }, Change::Nodes { nodes: vec![node] }])?;

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Address, Kind};
-use crate::providers::{Capacity, JobState, JobStatus, Node, NodeState, TAG_MANAGED};
+use crate::providers::{Capacity, JobState, JobStatus, Node, NodeState, TAG_MANAGED, Tags};
 
 /// Snapshot format written by this version; newer files are refused.
 pub const FORMAT_VERSION: u32 = 1;
@@ -29,8 +29,8 @@ pub struct SimNode {
     pub state: NodeState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub tags: Tags,
     /// Unix milliseconds.
     pub launched_ms: u64,
 }

@@ -2,8 +2,6 @@
 //! DescribeInstances filtered by gpuplan's tags and paged with Offset/Limit 100,
 //! TerminateInstances in batches of 100 after checking every id carries gpuplan's tags.
 
-use std::collections::BTreeMap;
-
 use base64::Engine as _;
 use serde_json::{Value, json};
 
@@ -12,7 +10,7 @@ use super::client::CVM_VERSION;
 use crate::providers::http::client_token;
 use crate::providers::{
     Capacity, CreateNodes, CreateResult, ErrorClass, ListFilter, Node, NodeState, ProviderError, TAG_JOB, TAG_LINEAGE,
-    TAG_MANAGED,
+    TAG_MANAGED, Tags,
 };
 
 /// Instances per RunInstances / TerminateInstances call, and per DescribeInstances page.
@@ -193,7 +191,7 @@ impl TencentProvider {
         let mut live = Vec::new();
         for inst in &found {
             let id = inst["InstanceId"].as_str().unwrap_or_default().to_string();
-            if tags_of(inst).get(TAG_MANAGED).map(String::as_str) != Some("true") {
+            if tags_of(inst).get(TAG_MANAGED) != Some("true") {
                 return Err(ProviderError::new(
                     ErrorClass::Invalid,
                     "UnmanagedInstance",
@@ -216,12 +214,10 @@ impl TencentProvider {
 }
 
 /// An instance's tags as a map.
-pub fn tags_of(inst: &Value) -> BTreeMap<String, String> {
+pub fn tags_of(inst: &Value) -> Tags {
     inst["Tags"]
         .as_array()
-        .map(|a| {
-            a.iter().filter_map(|t| Some((t["Key"].as_str()?.to_string(), t["Value"].as_str()?.to_string()))).collect()
-        })
+        .map(|a| a.iter().filter_map(|t| Some((t["Key"].as_str()?, t["Value"].as_str()?))).collect())
         .unwrap_or_default()
 }
 

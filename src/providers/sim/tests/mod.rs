@@ -4,13 +4,12 @@ mod faults;
 mod nodes;
 mod persist;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{SimCloud, SimConfig, SimProvider};
 use crate::addr::Address;
-use crate::providers::{Capacity, CreateNodes, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED};
+use crate::providers::{Capacity, CreateNodes, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, Tags};
 
 pub const LINEAGE: &str = "0f0e0d0c-lineage";
 
@@ -34,12 +33,10 @@ pub fn pool(name: &str) -> Address {
     format!("gpu_pool.{name}").parse().unwrap()
 }
 
-pub fn tags(pool: &Address) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (TAG_MANAGED.to_string(), "true".to_string()),
-        (TAG_LINEAGE.to_string(), LINEAGE.to_string()),
-        (TAG_ADDRESS.to_string(), pool.to_string()),
-    ])
+pub fn tags(pool: &Address) -> Tags {
+    [(TAG_MANAGED, "true".to_string()), (TAG_LINEAGE, LINEAGE.to_string()), (TAG_ADDRESS, pool.to_string())]
+        .into_iter()
+        .collect()
 }
 
 /// `count` A100-80GB nodes of pool `name` in us-east-1a.

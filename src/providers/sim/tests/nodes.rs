@@ -1,7 +1,7 @@
 //! The node API: round trips, ids, capacity, ownership, batching, reclaims.
 
 use super::*;
-use crate::providers::{ErrorClass, ListFilter, NodeState, Provider};
+use crate::providers::{ErrorClass, ListFilter, NodeState, Provider, Tags};
 
 fn filter(lineage: Option<&str>) -> ListFilter {
     ListFilter { region: "us-east-1".into(), lineage: lineage.map(String::from) }
@@ -23,7 +23,7 @@ async fn create_then_list_round_trips_with_tags() {
         ("gpu_pool.train", "us-east-1a", Capacity::Spot)
     );
     assert_eq!(n.state, NodeState::Running);
-    assert_eq!(n.tags.get(TAG_ADDRESS).map(String::as_str), Some("gpu_pool.train"));
+    assert_eq!(n.tags.get(TAG_ADDRESS), Some("gpu_pool.train"));
     assert_eq!(n.image.as_deref(), Some("ami-123"));
     assert!(n.id.starts_with("i-") && n.id.len() == 19, "{}", n.id);
     // Another lineage or region sees nothing; no lineage sees every gpuplan node.
@@ -116,7 +116,7 @@ async fn untagged_nodes_are_never_listed_nor_terminated() {
     assert!(cloud.nodes().iter().all(|n| n.state == NodeState::Running));
     // A create without the ownership tag is refused rather than leaking invisible nodes.
     let mut untagged = req("train", Capacity::OnDemand, 1, "u");
-    untagged.tags.clear();
+    untagged.tags = Tags::new();
     assert_eq!(p.create_nodes(&untagged).await.unwrap_err().code, "SimMissingOwnershipTag");
 }
 

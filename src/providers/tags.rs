@@ -1,0 +1,263 @@
+//! [`Tags`]: a node's cloud tags, kept as one small allocation.
+//!
+//! Every node gpuplan knows carries its tags in several places at once (the state, the
+//! plan's create requests, the refreshed fleet, the sim cloud). As a `BTreeMap<String,
+//! String>` four ownership tags cost about 800 bytes (a full B-tree leaf plus eight
+//! strings); here they cost one buffer of about 150. At 100,000 nodes that difference is
+//! hundreds of MB. Maps of cloud tags are small (a few to a few dozen entries), so lookups
+//! scan.
+//!
+//! Semantics are those of the map it replaces: keys are unique, iteration and
+//! serialization are in key order, a later insert of a key replaces its value. It
+//! serializes as a JSON object, so files are unchanged.
+
+use std::fmt;
+
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Tags in key order, encoded as `[key length u32 LE][value length u32 LE][key][value]`
+/// entries in one buffer. The keys and values are always valid UTF-8 (they come from
+/// `&str`), which is checked again on the way out rather than assumed.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Tags {
+    buf: Box<[u8]>,
+}
+
+impl Tags {
+    pub fn new() -> Self {
+        Tags::default()
+    }
+
+    /// Every entry, in key order.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter { rest: &self.buf }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Set `key` to `value`, replacing any value it had.
+    pub fn insert(&mut self, key: impl AsRef<str>, value: impl AsRef<str>) {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let mut entries: Vec<(&str, &str)> = self.iter().filter(|(k, _)| *k != key).collect();
+        let at = entries.partition_point(|(k, _)| *k < key);
+        entries.insert(at, (key, value));
+        self.buf = encode(&entries);
+    }
+
+    /// Remove `key`, returning whether it was there.
+    pub fn remove(&mut self, key: &str) -> bool {
+        if !self.contains_key(key) {
+            return false;
+        }
+        let entries: Vec<(&str, &str)> = self.iter().filter(|(k, _)| *k != key).collect();
+        self.buf = encode(&entries);
+        true
+    }
+}
+
+/// Encode entries already sorted by key with no key repeated.
+fn encode(entries: &[(&str, &str)]) -> Box<[u8]> {
+    let size = entries.iter().map(|(k, v)| 8 + k.len() + v.len()).sum();
+    let mut buf = Vec::with_capacity(size);
+    for (k, v) in entries {
+        buf.extend_from_slice(&len32(k).to_le_bytes());
+        buf.extend_from_slice(&len32(v).to_le_bytes());
+        buf.extend_from_slice(k.as_bytes());
+        buf.extend_from_slice(v.as_bytes());
+    }
+    buf.into_boxed_slice()
+}
+
+fn len32(s: &str) -> u32 {
+    // Cloud tags are at most a few hundred bytes; 4 GiB would not fit any API request.
+    u32::try_from(s.len()).expect("a tag shorter than 4 GiB")
+}
+
+/// The entries of a [`Tags`], in key order.
+pub struct Iter<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.len() < 8 {
+            return None;
+        }
+        let (head, tail) = self.rest.split_at(8);
+        let klen = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let vlen = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+        let (k, tail) = tail.split_at(klen);
+        let (v, tail) = tail.split_at(vlen);
+        self.rest = tail;
+        Some((text(k), text(v)))
+    }
+}
+
+fn text(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).expect("tags are encoded from &str")
+}
+
+impl<'a> IntoIterator for &'a Tags {
+    type Item = (&'a str, &'a str);
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Tags {
+    /// As a map collects: sorted by key, the last value of a repeated key wins.
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut owned: Vec<(K, V)> = iter.into_iter().collect();
+        // Stable sort keeps repeated keys in input order; keep the last of each run.
+        owned.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
+        let mut entries: Vec<(&str, &str)> = Vec::with_capacity(owned.len());
+        for (k, v) in &owned {
+            match entries.last_mut() {
+                Some(last) if last.0 == k.as_ref() => last.1 = v.as_ref(),
+                _ => entries.push((k.as_ref(), v.as_ref())),
+            }
+        }
+        Tags { buf: encode(&entries) }
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> Extend<(K, V)> for Tags {
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
+        let added: Vec<(K, V)> = iter.into_iter().collect();
+        let mut all: Vec<(&str, &str)> = self.iter().collect();
+        all.extend(added.iter().map(|(k, v)| (k.as_ref(), v.as_ref())));
+        *self = all.into_iter().collect();
+    }
+}
+
+impl fmt::Debug for Tags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for Tags {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Tags {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TagsVisitor;
+        impl<'de> Visitor<'de> for TagsVisitor {
+            type Value = Tags;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of tag keys to string values")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tags, A::Error> {
+                let mut entries: Vec<(String, String)> = Vec::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some(entry) = map.next_entry::<String, String>()? {
+                    entries.push(entry);
+                }
+                Ok(entries.into_iter().collect())
+            }
+        }
+        deserializer.deserialize_map(TagsVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::Tags;
+
+    #[test]
+    fn behaves_as_a_sorted_map() {
+        let mut t = Tags::new();
+        assert!(t.is_empty());
+        t.insert("b", "2");
+        t.insert("a", "1");
+        t.insert("c", "");
+        t.insert("b", "two");
+        assert_eq!(t.iter().collect::<Vec<_>>(), [("a", "1"), ("b", "two"), ("c", "")]);
+        assert_eq!(t.get("b"), Some("two"));
+        assert_eq!(t.get("c"), Some(""));
+        assert_eq!(t.get("d"), None);
+        assert_eq!(t.len(), 3);
+        assert!(t.remove("a"));
+        assert!(!t.remove("a"));
+        assert_eq!(t.iter().collect::<Vec<_>>(), [("b", "two"), ("c", "")]);
+    }
+
+    #[test]
+    fn serializes_as_the_json_object_a_map_gives() {
+        let t: Tags = [("z", "1"), ("gpuplan:managed", "true"), ("z", "last")].into_iter().collect();
+        assert_eq!(serde_json::to_string(&t).unwrap(), r#"{"gpuplan:managed":"true","z":"last"}"#);
+        let back: Tags = serde_json::from_str(r#"{"b":"x","a":"y"}"#).unwrap();
+        assert_eq!(back.iter().collect::<Vec<_>>(), [("a", "y"), ("b", "x")]);
+        assert!(serde_json::from_str::<Tags>(r#"{"a":1}"#).is_err());
+        assert_eq!(format!("{back:?}"), r#"{"a": "y", "b": "x"}"#);
+    }
+
+    #[test]
+    fn is_several_times_smaller_than_a_btreemap() {
+        let t: Tags = [
+            ("gpuplan:address", "gpu_pool.p000005"),
+            ("gpuplan:lineage", "839365c5-c2c5-4bb0-985a-b77e76014166"),
+            ("gpuplan:managed", "true"),
+            ("gpuplan:provider", "sim"),
+        ]
+        .into_iter()
+        .collect();
+        // One heap buffer: entry headers plus the text itself.
+        assert_eq!(t.buf.len(), 4 * 8 + 15 + 16 + 15 + 36 + 15 + 4 + 16 + 3);
+        assert_eq!(std::mem::size_of::<Tags>(), 16);
+    }
+
+    proptest! {
+        #[test]
+        fn agrees_with_btreemap(ops in proptest::collection::vec((0u8..3, "[a-c]{0,2}", "\\PC{0,4}"), 0..24)) {
+            let (mut tags, mut map) = (Tags::new(), BTreeMap::new());
+            for (op, k, v) in &ops {
+                match op {
+                    0 | 1 => {
+                        tags.insert(k, v);
+                        map.insert(k.clone(), v.clone());
+                    }
+                    _ => {
+                        prop_assert_eq!(tags.remove(k), map.remove(k).is_some());
+                    }
+                }
+                let expected: Vec<(&str, &str)> = map.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                prop_assert_eq!(tags.iter().collect::<Vec<_>>(), expected);
+                prop_assert_eq!(tags.len(), map.len());
+            }
+            let collected: Tags = ops.iter().map(|(_, k, v)| (k.as_str(), v.as_str())).collect();
+            let reference: BTreeMap<&str, &str> = ops.iter().map(|(_, k, v)| (k.as_str(), v.as_str())).collect();
+            prop_assert_eq!(collected.iter().collect::<BTreeMap<_, _>>(), reference);
+            let json = serde_json::to_string(&collected).unwrap();
+            prop_assert_eq!(&json, &serde_json::to_string(&collected.iter().collect::<BTreeMap<_, _>>()).unwrap());
+            prop_assert_eq!(serde_json::from_str::<Tags>(&json).unwrap(), collected);
+        }
+    }
+}

@@ -27,6 +27,10 @@ use std::time::Duration;
 
 use scenario::{LatencyResult, SizeResult};
 
+/// The binary's allocator, so the measured peak is the one `gpuplan` itself would reach.
+#[global_allocator]
+static ALLOCATOR: gpuplan::Allocator = gpuplan::Allocator;
+
 const RESULT: &str = "RESULT ";
 
 fn main() {

@@ -76,3 +76,8 @@ pub mod render;
 pub mod schema;
 pub mod spec;
 pub mod state;
+
+/// The allocator the `gpuplan` binary runs on (and the scale benchmark, so it measures
+/// the same process): mimalloc, which keeps large plans' freed memory reusable where
+/// glibc's malloc leaves it fragmented. Declared by the executable, not by this library.
+pub use mimalloc::MiMalloc as Allocator;

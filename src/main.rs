@@ -4,6 +4,9 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+#[global_allocator]
+static ALLOCATOR: gpuplan::Allocator = gpuplan::Allocator;
+
 fn main() -> ExitCode {
     install_miette_hook();
     gpuplan::cli::run(std::env::args_os()).into()

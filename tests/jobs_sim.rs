@@ -151,7 +151,7 @@ impl World {
     }
 
     fn record(&self) -> gpuplan::jobs::JobRecord {
-        self.session.state.resources["job.ft"].job.clone().expect("the job has a record in state")
+        self.session.state.resources["job.ft"].job.as_deref().cloned().expect("the job has a record in state")
     }
 }
 

@@ -119,8 +119,8 @@ async fn execute(
         return Ok(ExitStatus::Success);
     }
     let opts = ApplyOptions { parallelism, progress: common::progress(settings), cancel: common::cancel_on_signal() };
-    let plan = Arc::new(plan);
-    let report = engine::run::apply(session, plan.clone(), providers, &opts).await?;
-    output::stderr(&common::report(&plan, &report, verb));
+    // The plan was shown; the apply owns it from here and frees it before it writes the state.
+    let report = engine::run::apply(session, Arc::new(plan), providers, &opts).await?;
+    output::stderr(&common::report(&report, verb));
     Ok(if report.succeeded() { ExitStatus::Success } else { ExitStatus::Error })
 }

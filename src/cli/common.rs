@@ -74,7 +74,7 @@ pub fn confirm(settings: &Settings, question: &str, auto_approve: bool) -> Resul
 }
 
 /// `Apply complete! Resources: 2 added, 1 changed, 0 destroyed.` and what did not happen.
-pub fn report(plan: &Plan, report: &ApplyReport, verb: &str) -> String {
+pub fn report(report: &ApplyReport, verb: &str) -> String {
     let mut out = String::new();
     let (mut added, mut changed, mut destroyed) = (0, 0, 0);
     for o in &report.outcomes {
@@ -118,7 +118,6 @@ pub fn report(plan: &Plan, report: &ApplyReport, verb: &str) -> String {
             "\n{verb} failed: {failed} change(s) failed, {skipped} skipped. {resources}\nhint: what completed is saved in state; fix the cause and run `gpuplan apply` again\n"
         ));
     }
-    let _ = plan;
     out
 }
 

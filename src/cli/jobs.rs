@@ -242,7 +242,7 @@ fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
                 nodes: vec![],
                 job: None,
             });
-            resource.job = Some(rec);
+            resource.job = Some(Box::new(rec));
             text += &format!("{addr}: cancelled; apply will not launch it again\n");
         }
         session.state.history.push(crate::engine::history(

@@ -142,7 +142,7 @@ pub async fn run(
             },
         };
         if prior_record(prior, &j.address) != Some(&rec) {
-            let resource = crate::state::ResourceState { job: Some(rec), ..resource };
+            let resource = crate::state::ResourceState { job: Some(Box::new(rec)), ..resource };
             entries.push(JournalEntry::PutResource { address: j.address.to_string(), resource });
         }
     }

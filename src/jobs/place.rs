@@ -53,7 +53,7 @@ struct Progress {
 
 /// The job record in state for `addr`, if any.
 pub fn record<'s>(state: &'s State, addr: &Address) -> Option<&'s JobRecord> {
-    state.resources.get(&addr.to_string()).and_then(|r| r.job.as_ref())
+    state.resources.get(&addr.to_string()).and_then(|r| r.job.as_deref())
 }
 
 /// Runs with their statuses updated from refresh.

@@ -70,7 +70,7 @@ pub struct ResourceState {
     pub nodes: Vec<Node>,
     /// For jobs: age, queue time and the runs launched (see `jobs::model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job: Option<crate::jobs::JobRecord>,
+    pub job: Option<Box<crate::jobs::JobRecord>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

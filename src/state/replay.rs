@@ -128,7 +128,11 @@ impl Slots {
         }
     }
     fn into_nodes(self) -> Vec<Node> {
-        self.nodes.into_iter().flatten().collect()
+        // Sized up front: collected from `flatten` (no lower bound), a one-node pool
+        // would get room for four.
+        let mut nodes = Vec::with_capacity(self.by_id.len());
+        nodes.extend(self.nodes.into_iter().flatten());
+        nodes
     }
 }
 

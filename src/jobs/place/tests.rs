@@ -117,7 +117,7 @@ fn state_with(spec: &Spec, rec: JobRecord) -> State {
         .insert("gpu_pool.train".into(), ResourceState { nodes: vec![node], ..resource("gpu_pool", pool_cfg) });
     state
         .resources
-        .insert("job.a".into(), ResourceState { job: Some(rec), ..resource("job", serde_json::Value::Null) });
+        .insert("job.a".into(), ResourceState { job: Some(Box::new(rec)), ..resource("job", serde_json::Value::Null) });
     state
 }
 

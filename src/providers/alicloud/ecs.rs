@@ -7,7 +7,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::AlibabaProvider;
-use crate::providers::http::client_token;
+use crate::providers::launch;
 use crate::providers::{
     Capacity, CreateNodes, CreateResult, ErrorClass, ListFilter, Node, NodeState, ProviderError, TAG_JOB, TAG_LINEAGE,
     TAG_MANAGED, Tags,
@@ -22,90 +22,14 @@ fn p(k: impl Into<String>, v: impl Into<String>) -> (String, String) {
 impl AlibabaProvider {
     pub(super) async fn run_instances(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
         let image = self.image_for(req)?;
-        if req.instance_types.is_empty() {
-            return Err(ProviderError::new(
-                ErrorClass::Invalid,
-                "MissingInstanceType",
-                format!("`{}`: no instance type to launch in {}", req.pool, req.zone),
-            ));
-        }
-        let mut out = CreateResult::default();
-        let mut remaining = req.count as usize;
-        let mut last_stockout: Option<ProviderError> = None;
-        for (ti, itype) in req.instance_types.iter().enumerate() {
-            let mut bi = 0;
-            while remaining > 0 {
-                let n = remaining.min(BATCH);
-                let token =
-                    client_token(&req.token, &if ti == 0 && bi == 0 { String::new() } else { format!("-t{ti}b{bi}") });
-                let params = self.run_params(req, itype, &image, n, &token);
-                match self.client.ecs("RunInstances", &req.region, params).await {
-                    Ok(resp) => {
-                        let ids: Vec<String> = resp["InstanceIdSets"]["InstanceIdSet"]
-                            .as_array()
-                            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
-                            .unwrap_or_default();
-                        let got = ids.len();
-                        out.nodes.extend(ids.into_iter().map(|id| Node {
-                            id,
-                            pool: req.pool.clone(),
-                            instance_type: itype.clone(),
-                            region: req.region.clone(),
-                            zone: req.zone.clone(),
-                            capacity: req.capacity,
-                            state: NodeState::Pending,
-                            image: Some(image.clone()),
-                            tags: req.tags.clone(),
-                        }));
-                        remaining = remaining.saturating_sub(got);
-                        bi += 1;
-                        if got < n {
-                            // MinAmount let the cloud deliver part: the rest is out of stock.
-                            last_stockout = Some(ProviderError::new(
-                                ErrorClass::OutOfCapacity,
-                                "OperationDenied.NoStock",
-                                format!("{itype} delivered {got} of {n}"),
-                            ));
-                            break;
-                        }
-                    }
-                    Err(e) if e.class == ErrorClass::OutOfCapacity => {
-                        last_stockout = Some(e);
-                        break;
-                    }
-                    // Throttling and transient faults: the executor retries the whole call and
-                    // earlier batches come back from their tokens. Anything else ends the call,
-                    // but the nodes made so far are reported so the state records them.
-                    Err(e)
-                        if out.nodes.is_empty() || matches!(e.class, ErrorClass::Throttled | ErrorClass::Retryable) =>
-                    {
-                        return Err(e);
-                    }
-                    Err(e) => {
-                        out.errors.push(e);
-                        return Ok(out);
-                    }
-                }
+        launch::create_in_batches(req, &image, BATCH, "OperationDenied.NoStock", |itype, n, token| {
+            let params = self.run_params(req, &itype, &image, n, &token);
+            async move {
+                let resp = self.client.ecs("RunInstances", &req.region, params).await?;
+                Ok(launch::string_ids(&resp["InstanceIdSets"]["InstanceIdSet"]))
             }
-            if remaining == 0 {
-                break;
-            }
-        }
-        if remaining > 0 {
-            let why = last_stockout.map(|e| e.message).unwrap_or_default();
-            out.errors.push(ProviderError::new(
-                ErrorClass::OutOfCapacity,
-                "OperationDenied.NoStock",
-                format!(
-                    "{remaining} of {} {} node(s) in {} could not be placed on {}: {why}",
-                    req.count,
-                    req.capacity,
-                    req.zone,
-                    req.instance_types.join(", ")
-                ),
-            ));
-        }
-        Ok(out)
+        })
+        .await
     }
 
     fn image_for(&self, req: &CreateNodes) -> Result<String, ProviderError> {

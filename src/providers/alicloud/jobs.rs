@@ -8,37 +8,19 @@ use serde_json::Value;
 use super::AlibabaProvider;
 use super::ecs::{capacity_of, recycling, tags_of};
 use crate::providers::http::job_node_request;
+use crate::providers::launch;
 use crate::providers::userdata::exit_code;
-use crate::providers::{Capacity, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError, TAG_ATTEMPT, TAG_JOB};
+use crate::providers::{Capacity, JobState, JobStatus, LaunchJob, ProviderError};
 
 impl AlibabaProvider {
     pub(super) async fn launch(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        let shape = job_node_request(req)?;
-        let made = self.run_instances(&shape).await?;
-        let Some(node) = made.nodes.first() else {
-            return Err(made.errors.into_iter().next().unwrap_or_else(|| {
-                ProviderError::new(ErrorClass::OutOfCapacity, "OperationDenied.NoStock", "no instance was created")
-            }));
-        };
-        Ok(JobStatus {
-            id: node.id.clone(),
-            job: req.job.clone(),
-            node_id: node.id.clone(),
-            state: JobState::Queued,
-            attempt: req.attempt,
-            message: Some(format!("instance {} in {} boots the job", node.id, node.zone)),
-        })
+        let made = self.run_instances(&job_node_request(req)?).await?;
+        launch::launched(req, made, "OperationDenied.NoStock")
     }
 
     async fn job_instance(&self, region: &str, id: &str) -> Result<Value, ProviderError> {
         let found = self.describe_ids(region, &[id.to_string()]).await?;
-        found.into_iter().find(|i| tags_of(i).contains_key(TAG_JOB)).ok_or_else(|| {
-            ProviderError::new(
-                ErrorClass::Invalid,
-                "JobNotFound",
-                format!("no gpuplan job instance `{id}` in {region}"),
-            )
-        })
+        launch::job_instance(found, tags_of, region, id)
     }
 
     pub(super) async fn status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
@@ -74,7 +56,6 @@ impl AlibabaProvider {
 }
 
 fn base_status(inst: &Value, id: &str) -> Result<JobStatus, ProviderError> {
-    let tags = tags_of(inst);
     let (state, message) = if capacity_of(inst) == Capacity::Spot && recycling(inst) {
         (JobState::Preempted, Some("spot instance reclaimed".to_string()))
     } else {
@@ -85,19 +66,5 @@ fn base_status(inst: &Value, id: &str) -> Result<JobStatus, ProviderError> {
             other => (JobState::Failed, Some(format!("instance is {other}"))),
         }
     };
-    let job = tags.get(TAG_JOB).and_then(|j| j.parse().ok()).ok_or_else(|| {
-        ProviderError::new(
-            ErrorClass::Invalid,
-            "JobNotFound",
-            format!("instance `{id}` carries no valid {TAG_JOB} tag"),
-        )
-    })?;
-    Ok(JobStatus {
-        id: id.to_string(),
-        job,
-        node_id: id.to_string(),
-        state,
-        attempt: tags.get(TAG_ATTEMPT).and_then(|a| a.parse().ok()).unwrap_or(0),
-        message,
-    })
+    launch::job_status(id, &tags_of(inst), state, message)
 }

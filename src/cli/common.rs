@@ -123,11 +123,17 @@ pub fn report(report: &ApplyReport, verb: &str) -> String {
 
 /// Write a saved plan atomically.
 pub fn save_plan(path: &Path, plan: &Plan) -> Result<(), CliError> {
-    let json = serde_json::to_vec_pretty(plan).map_err(|e| CliError::new(format!("cannot encode the plan: {e}")))?;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, &json)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| CliError::new(format!("cannot write `{}`: {e}", path.display())))
+    // Streamed to the file: a 100,000-pool plan is hundreds of MB of text.
+    let write = || -> std::io::Result<()> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        serde_json::to_writer_pretty(&mut out, plan)?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()
+    };
+    write().and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        CliError::new(format!("cannot write `{}`: {e}", path.display()))
+    })
 }
 
 pub fn read_plan(path: &Path) -> Result<Plan, CliError> {

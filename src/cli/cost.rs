@@ -17,7 +17,7 @@ pub fn run(settings: &Settings, args: &CostArgs) -> miette::Result<ExitStatus> {
         if args.json {
             output::stdout(&format!("{:#}\n", cost.to_value()));
         } else if let Some(report) = render::cost::report(&cost) {
-            output::stdout(&render::cost::cost_text(&report));
+            output::stdout(&render::cost::cost_text(&report, true));
         }
         Ok::<_, miette::Report>(ExitStatus::Success)
     })?

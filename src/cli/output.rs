@@ -31,6 +31,13 @@ pub fn stdout(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
+/// Data written straight to stdout by `write` (large documents never held whole). A
+/// closed pipe (`| head`) is not an error, as with [`stdout`].
+pub fn stdout_with(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
+    let mut out = std::io::stdout().lock();
+    let _ = write(&mut out).and_then(|()| out.flush());
+}
+
 /// Diagnostics, summaries, hints.
 pub fn stderr(text: &str) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());

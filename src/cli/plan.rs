@@ -26,13 +26,14 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
-        output::stdout(&match format {
-            PlanFormat::Text => {
-                render::plan_text(&plan, &render::TextOptions { color: settings.color_stdout, width: settings.width })
-            }
-            PlanFormat::Json => format!("{:#}\n", render::plan_json(&plan)),
-            PlanFormat::Markdown => render::plan_markdown(&plan, MARKDOWN_LIMIT),
-        });
+        match format {
+            PlanFormat::Text => output::stdout(&render::plan_text(
+                &plan,
+                &render::TextOptions { color: settings.color_stdout, width: settings.width },
+            )),
+            PlanFormat::Json => output::stdout_with(|out| render::write_plan_json(&plan, out)),
+            PlanFormat::Markdown => output::stdout(&render::plan_markdown(&plan, MARKDOWN_LIMIT)),
+        }
         if let Some(out) = &args.out {
             let path = settings.resolve_path(out);
             common::save_plan(&path, &plan)?;

@@ -29,8 +29,18 @@ fn rates(c: &CostReport) -> String {
         .join("; ")
 }
 
-/// Plain-text cost section (no trailing blank line).
-pub fn cost_text(c: &CostReport) -> String {
+/// Does the pool's row say anything a plan review needs (GPUs, split or price moved)?
+fn changed(p: &PoolCost) -> bool {
+    p.gpus_before != p.gpus_after
+        || (p.on_demand_before, p.spot_before) != (p.on_demand_after, p.spot_after)
+        || usd(p.hourly_before) != usd(p.hourly_after)
+}
+
+/// Plain-text cost section (no trailing blank line). `every_pool` lists each pool (`gpuplan
+/// cost`); otherwise only pools whose cost changes are rows, as a diff shows (the plan:
+/// at 100,000 pools a full table is 100,000 lines saying nothing changed), with a line
+/// counting the rest. The fleet totals always cover every pool.
+pub fn cost_text(c: &CostReport, every_pool: bool) -> String {
     let mut rows = vec![[
         "pool".to_string(),
         "GPUs".to_string(),
@@ -40,7 +50,8 @@ pub fn cost_text(c: &CostReport) -> String {
         "USD/GPU-h".to_string(),
         "autoscale range USD/h".to_string(),
     ]];
-    for p in &c.pools {
+    let shown: Vec<&PoolCost> = c.pools.iter().filter(|p| every_pool || changed(p)).collect();
+    for p in &shown {
         rows.push([
             p.address.to_string(),
             format!("{} → {}", p.gpus_before, p.gpus_after),
@@ -53,12 +64,23 @@ pub fn cost_text(c: &CostReport) -> String {
     }
     let widths: Vec<usize> = (0..7).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
-    for r in &rows {
-        let line: Vec<String> = r.iter().enumerate().map(|(i, cell)| format!("{cell:<w$}", w = widths[i])).collect();
-        out += &format!("  {}\n", line.join("  ").trim_end());
+    if !shown.is_empty() {
+        for r in &rows {
+            let line: Vec<String> =
+                r.iter().enumerate().map(|(i, cell)| format!("{cell:<w$}", w = widths[i])).collect();
+            out += &format!("  {}\n", line.join("  ").trim_end());
+        }
+    }
+    let unchanged = c.pools.len() - shown.len();
+    if unchanged > 0 {
+        let others = if shown.is_empty() { "" } else { "other " };
+        out += &format!("  {unchanged} {others}pool(s) with unchanged cost (`gpuplan cost` lists every pool)\n");
+    }
+    if !out.is_empty() {
+        out.push('\n');
     }
     out += &format!(
-        "\n  fleet: {} -> {} USD/h ({}), {} -> {} USD/month ({}) at {} h/month\n",
+        "  fleet: {} -> {} USD/h ({}), {} -> {} USD/month ({}) at {} h/month\n",
         usd(c.hourly_before),
         usd(c.hourly_after),
         delta(c.hourly_delta),
@@ -85,7 +107,7 @@ pub fn cost_text(c: &CostReport) -> String {
             usd(q.monthly_after)
         );
     }
-    for p in c.pools.iter().filter(|p| !p.alternatives.is_empty()) {
+    for p in shown.iter().filter(|p| !p.alternatives.is_empty()) {
         let alts: Vec<String> = p
             .alternatives
             .iter()
@@ -112,8 +134,12 @@ pub fn cost_markdown(c: &CostReport) -> String {
         delta(c.hourly_delta),
         delta(c.monthly_delta)
     );
-    s += "| Pool | GPUs | On-demand / Spot | USD/h before → after | USD per GPU-hour | Autoscale range USD/h |\n|---|---|---|---|---|---|\n";
-    for p in &c.pools {
+    // As in the text plan, only pools whose cost moves: a comment has room for a diff.
+    let shown: Vec<&PoolCost> = c.pools.iter().filter(|p| changed(p)).collect();
+    if !shown.is_empty() {
+        s += "| Pool | GPUs | On-demand / Spot | USD/h before → after | USD per GPU-hour | Autoscale range USD/h |\n|---|---|---|---|---|---|\n";
+    }
+    for p in shown.iter() {
         s += &format!(
             "| `{}` | {} → {} | {} | {} → {} | {} | {} |\n",
             p.address,
@@ -125,6 +151,11 @@ pub fn cost_markdown(c: &CostReport) -> String {
             usd(p.price_per_gpu_hour),
             range(p)
         );
+    }
+    let unchanged = c.pools.len() - shown.len();
+    if unchanged > 0 {
+        let others = if shown.is_empty() { "" } else { "other " };
+        s += &format!("\n{unchanged} {others}pool(s) with unchanged cost.\n");
     }
     s += &format!(
         "\nAfter: {} USD/h on-demand + {} USD/h spot ({} h/month).",
@@ -142,4 +173,68 @@ pub fn cost_markdown(c: &CostReport) -> String {
 /// The plan's cost as a [`CostReport`], when it is one.
 pub fn report(cost: &JsonText) -> Option<CostReport> {
     cost.decode().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pool(name: &str, before: (u32, u32), after: (u32, u32), price: f64) -> serde_json::Value {
+        let nodes = |(od, spot): (u32, u32)| (od + spot) as u64;
+        json!({
+            "address": format!("gpu_pool.{name}"), "provider": "sim", "region": "us-east-1", "gpu": "L4",
+            "instance_type": "g6.xlarge", "gpus_before": nodes(before), "gpus_after": nodes(after),
+            "on_demand_before": before.0, "spot_before": before.1, "on_demand_after": after.0, "spot_after": after.1,
+            "hourly_before": nodes(before) as f64 * price, "hourly_after": nodes(after) as f64 * price,
+            "on_demand_hourly_after": after.0 as f64 * price, "spot_hourly_after": 0.0,
+            "price_per_gpu_hour": price, "on_demand_price": null, "spot_price": null,
+            "alternatives": [{"instance_type": "g6.xlarge", "usd_per_hour": price, "chosen": true}],
+        })
+    }
+
+    fn report(pools: Vec<serde_json::Value>) -> CostReport {
+        serde_json::from_value(json!({
+            "currency": "USD", "hours_per_month": 730.0, "hourly_before": 1.6, "hourly_after": 2.4,
+            "hourly_delta": 0.8, "monthly_before": 1168.0, "monthly_after": 1752.0, "monthly_delta": 584.0,
+            "on_demand_hourly_after": 2.4, "spot_hourly_after": 0.0,
+            "range": {"hourly_min": 2.4, "hourly_expected": 2.4, "hourly_max": 2.4},
+            "pools": pools, "quotas": [], "exchange_rates": [],
+        }))
+        .expect("a cost report")
+    }
+
+    #[test]
+    fn the_plan_lists_only_pools_whose_cost_moves() {
+        let c = report(vec![
+            pool("a", (1, 0), (2, 0), 0.8),
+            pool("b", (1, 0), (1, 0), 0.8),
+            pool("c", (1, 0), (0, 1), 0.8),
+        ]);
+        let plan = cost_text(&c, false);
+        assert!(plan.contains("gpu_pool.a  1 → 2") && plan.contains("gpu_pool.c  1 → 1  1/0 → 0/1"), "{plan}");
+        assert!(!plan.contains("gpu_pool.b"), "{plan}");
+        assert!(plan.contains("  1 other pool(s) with unchanged cost (`gpuplan cost` lists every pool)\n"), "{plan}");
+        assert!(plan.contains("fleet: 1.60 -> 2.40 USD/h (+0.80)"), "{plan}");
+        let every = cost_text(&c, true);
+        assert!(every.contains("gpu_pool.b") && !every.contains("unchanged cost"), "{every}");
+        assert!(every.contains("gpu_pool.b instance types considered"), "{every}");
+        let md = cost_markdown(&c);
+        assert!(md.contains("| `gpu_pool.a` | 1 → 2 |") && !md.contains("gpu_pool.b"), "{md}");
+        assert!(md.contains("\n1 other pool(s) with unchanged cost.\n"), "{md}");
+    }
+
+    #[test]
+    fn a_plan_with_no_cost_change_shows_only_the_totals() {
+        let c = report(vec![pool("a", (1, 0), (1, 0), 0.8), pool("b", (2, 0), (2, 0), 0.8)]);
+        let plan = cost_text(&c, false);
+        assert!(
+            plan.starts_with("  2 pool(s) with unchanged cost (`gpuplan cost` lists every pool)\n\n  fleet:"),
+            "{plan}"
+        );
+        assert!(!plan.contains("USD/h before") && !plan.contains("instance types considered"), "{plan}");
+        let none = cost_text(&report(vec![]), false);
+        assert!(none.starts_with("  fleet:"), "{none}");
+    }
 }

@@ -20,38 +20,235 @@
 //! pools (node counts before/after and the node operations) and `depends_on`. Every change
 //! is listed, `no-op` ones included, ordered by address.
 
+use std::fmt::Display;
+use std::io::Write;
+
+use serde::{Serialize, Serializer};
 use serde_json::{Value as Json, json};
 
+use crate::json_text::JsonText;
 use crate::plan::model::{DriftItem, NodeCounts, Plan, PoolChange, ResourceChange};
 use crate::render::facts;
 
-/// The `plan --json` document.
+/// The `plan --json` document as a tree (tests, and reports that embed it). Large plans
+/// should be written with [`write_plan_json`], which never builds the tree.
 pub fn plan_json(plan: &Plan) -> Json {
-    let mut doc = json!({
-        "format_version": plan.format_version,
-        "changes": facts::sorted_changes(plan).into_iter().map(change).collect::<Vec<_>>(),
-        "drift": drift_items(&plan.drift),
-        "cost": plan.cost,
-        "policies": plan.policies,
-        "summary": {
-            "add": plan.summary.add,
-            "change": plan.summary.change,
-            "destroy": plan.summary.destroy,
-        },
-        "errors": plan.errors.iter().map(|e| json!({
-            "address": e.address.to_string(),
-            "message": e.message,
-            "hint": e.hint,
-        })).collect::<Vec<_>>(),
-        "lineage": plan.lineage,
-        "serial": plan.serial,
-        "refreshed": plan.refreshed,
-        "targets": plan.targets.iter().map(ToString::to_string).collect::<Vec<_>>(),
-    });
-    if !plan.jobs.is_empty() {
-        doc["jobs"] = super::jobs::json(plan);
+    serde_json::to_value(PlanDoc::new(plan)).unwrap_or(Json::Null)
+}
+
+/// Write the `plan --json` document, pretty-printed with a final newline, streaming: at
+/// 100,000 pools its tree would take GBs, the text goes out as it is made. The bytes are
+/// those of [`plan_json`] printed with `{:#}`.
+pub fn write_plan_json(plan: &Plan, out: impl Write) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(out);
+    serde_json::to_writer_pretty(&mut out, &PlanDoc::new(plan))?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+// The document's structs list their fields in key order: a `Value` object sorts its keys,
+// and the streamed text must be the same as the tree's.
+
+#[derive(Serialize)]
+struct PlanDoc<'a> {
+    changes: Vec<ChangeDoc<'a>>,
+    cost: &'a Option<JsonText>,
+    drift: Vec<DriftDoc<'a>>,
+    errors: Vec<ErrorDoc<'a>>,
+    format_version: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jobs: Option<Json>,
+    lineage: &'a str,
+    policies: &'a [Json],
+    refreshed: bool,
+    serial: u64,
+    summary: SummaryDoc,
+    targets: Vec<Shown<'a>>,
+}
+
+impl<'a> PlanDoc<'a> {
+    fn new(plan: &'a Plan) -> Self {
+        PlanDoc {
+            changes: facts::sorted_changes(plan).into_iter().map(ChangeDoc::new).collect(),
+            cost: &plan.cost,
+            drift: drift_docs(&plan.drift),
+            errors: plan
+                .errors
+                .iter()
+                .map(|e| ErrorDoc { address: Shown(&e.address), hint: &e.hint, message: &e.message })
+                .collect(),
+            format_version: plan.format_version,
+            jobs: (!plan.jobs.is_empty()).then(|| super::jobs::json(plan)),
+            lineage: &plan.lineage,
+            policies: &plan.policies,
+            refreshed: plan.refreshed,
+            serial: plan.serial,
+            summary: SummaryDoc { add: plan.summary.add, change: plan.summary.change, destroy: plan.summary.destroy },
+            targets: plan.targets.iter().map(|t| Shown(t)).collect(),
+        }
     }
-    doc
+}
+
+/// A value serialized as its `Display` text (addresses), without an intermediate `String`.
+struct Shown<'a>(&'a dyn Display);
+
+impl Serialize for Shown<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self.0)
+    }
+}
+
+#[derive(Serialize)]
+struct SummaryDoc {
+    add: usize,
+    change: usize,
+    destroy: usize,
+}
+
+#[derive(Serialize)]
+struct ErrorDoc<'a> {
+    address: Shown<'a>,
+    hint: &'a Option<String>,
+    message: &'a str,
+}
+
+#[derive(Serialize)]
+struct DriftDoc<'a> {
+    address: Shown<'a>,
+    kind: &'a str,
+    message: &'a str,
+    node_id: &'a Option<String>,
+}
+
+fn drift_docs(drift: &[DriftItem]) -> Vec<DriftDoc<'_>> {
+    let mut items: Vec<&DriftItem> = drift.iter().collect();
+    items.sort_by(|a, b| a.address.cmp(&b.address));
+    items
+        .into_iter()
+        .map(|d| DriftDoc { address: Shown(&d.address), kind: &d.kind, message: &d.message, node_id: &d.node_id })
+        .collect()
+}
+
+#[derive(Serialize)]
+struct ChangeDoc<'a> {
+    action: &'static str,
+    address: Shown<'a>,
+    after: &'a Option<JsonText>,
+    before: &'a Option<JsonText>,
+    depends_on: Vec<Shown<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool: Option<PoolDoc<'a>>,
+    reasons: Vec<ReasonDoc<'a>>,
+}
+
+impl<'a> ChangeDoc<'a> {
+    fn new(c: &'a ResourceChange) -> Self {
+        ChangeDoc {
+            action: c.action.as_str(),
+            address: Shown(&c.address),
+            after: &c.after,
+            before: &c.before,
+            depends_on: c.after_changes.iter().map(|a| Shown(a)).collect(),
+            pool: c.pool.as_ref().map(PoolDoc::new),
+            reasons: c.reasons.iter().map(|r| ReasonDoc { code: &r.code, message: &r.message }).collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ReasonDoc<'a> {
+    code: &'a str,
+    message: &'a str,
+}
+
+#[derive(Serialize)]
+struct PoolDoc<'a> {
+    adopt: Vec<&'a str>,
+    after: CountsDoc,
+    before: CountsDoc,
+    create_before_destroy: bool,
+    creates: Vec<CreateDoc<'a>>,
+    deletes: Vec<DeleteDoc<'a>>,
+    forget: &'a [String],
+    gpu: &'a str,
+    provider: &'a str,
+    provider_kind: &'a str,
+    region: &'a str,
+}
+
+impl<'a> PoolDoc<'a> {
+    fn new(p: &'a PoolChange) -> Self {
+        PoolDoc {
+            adopt: p.adopt.iter().map(|n| n.id.as_str()).collect(),
+            after: CountsDoc::new(&p.after),
+            before: CountsDoc::new(&p.before),
+            create_before_destroy: p.create_before_destroy,
+            creates: p
+                .creates
+                .iter()
+                .map(|b| CreateDoc {
+                    capacity: b.capacity,
+                    count: b.count,
+                    instance_types: &b.instance_types,
+                    zone: &b.zone,
+                })
+                .collect(),
+            deletes: p
+                .deletes
+                .iter()
+                .map(|d| DeleteDoc {
+                    capacity: d.capacity,
+                    id: &d.id,
+                    instance_type: &d.instance_type,
+                    reason: &d.reason,
+                    zone: &d.zone,
+                })
+                .collect(),
+            forget: &p.forget,
+            gpu: &p.gpu,
+            provider: &p.provider,
+            provider_kind: &p.provider_kind,
+            region: &p.region,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct CreateDoc<'a> {
+    capacity: crate::providers::Capacity,
+    count: u32,
+    instance_types: &'a [String],
+    zone: &'a str,
+}
+
+#[derive(Serialize)]
+struct DeleteDoc<'a> {
+    capacity: crate::providers::Capacity,
+    id: &'a str,
+    instance_type: &'a str,
+    reason: &'a str,
+    zone: &'a str,
+}
+
+#[derive(Serialize)]
+struct CountsDoc {
+    gpus: u64,
+    gpus_per_node: u32,
+    nodes: u32,
+    on_demand: u32,
+    spot: u32,
+}
+
+impl CountsDoc {
+    fn new(c: &NodeCounts) -> Self {
+        CountsDoc {
+            gpus: c.gpus(),
+            gpus_per_node: c.gpus_per_node,
+            nodes: c.nodes(),
+            on_demand: c.on_demand,
+            spot: c.spot,
+        }
+    }
 }
 
 /// The `drift --json` document: `{format_version, drift: [{address, kind, node_id,
@@ -62,75 +259,7 @@ pub fn drift_json(drift: &[DriftItem]) -> Json {
     resources.dedup();
     json!({
         "format_version": crate::plan::model::FORMAT_VERSION,
-        "drift": drift_items(drift),
+        "drift": drift_docs(drift),
         "summary": { "items": drift.len(), "resources": resources.len() },
-    })
-}
-
-fn drift_items(drift: &[DriftItem]) -> Vec<Json> {
-    let mut items: Vec<&DriftItem> = drift.iter().collect();
-    items.sort_by(|a, b| a.address.cmp(&b.address));
-    items
-        .into_iter()
-        .map(|d| {
-            json!({
-                "address": d.address.to_string(),
-                "kind": d.kind,
-                "node_id": d.node_id,
-                "message": d.message,
-            })
-        })
-        .collect()
-}
-
-fn change(c: &ResourceChange) -> Json {
-    let mut v = json!({
-        "address": c.address.to_string(),
-        "action": c.action.as_str(),
-        "before": c.before,
-        "after": c.after,
-        "reasons": c.reasons.iter().map(|r| json!({"code": r.code, "message": r.message})).collect::<Vec<_>>(),
-        "depends_on": c.after_changes.iter().map(ToString::to_string).collect::<Vec<_>>(),
-    });
-    if let Some(pool) = &c.pool {
-        v["pool"] = pool_json(pool);
-    }
-    v
-}
-
-fn pool_json(p: &PoolChange) -> Json {
-    json!({
-        "provider": p.provider,
-        "provider_kind": p.provider_kind,
-        "region": p.region,
-        "gpu": p.gpu,
-        "before": counts(&p.before),
-        "after": counts(&p.after),
-        "creates": p.creates.iter().map(|b| json!({
-            "zone": b.zone,
-            "capacity": b.capacity,
-            "count": b.count,
-            "instance_types": b.instance_types,
-        })).collect::<Vec<_>>(),
-        "deletes": p.deletes.iter().map(|d| json!({
-            "id": d.id,
-            "zone": d.zone,
-            "instance_type": d.instance_type,
-            "capacity": d.capacity,
-            "reason": d.reason,
-        })).collect::<Vec<_>>(),
-        "adopt": p.adopt.iter().map(|n| n.id.as_str()).collect::<Vec<_>>(),
-        "forget": p.forget,
-        "create_before_destroy": p.create_before_destroy,
-    })
-}
-
-fn counts(c: &NodeCounts) -> Json {
-    json!({
-        "on_demand": c.on_demand,
-        "spot": c.spot,
-        "gpus_per_node": c.gpus_per_node,
-        "nodes": c.nodes(),
-        "gpus": c.gpus(),
     })
 }

@@ -302,6 +302,18 @@ fn json_snapshots() {
 }
 
 #[test]
+fn streamed_json_is_the_tree_printed_pretty() {
+    // The streamed document lists keys in its structs' field order; a tree sorts them. The
+    // bytes must agree, or `plan --json` would change with the size of the plan.
+    for (name, plan) in all_fixtures() {
+        let mut streamed = Vec::new();
+        super::write_plan_json(&plan, &mut streamed).unwrap();
+        let tree = format!("{:#}\n", plan_json(&plan));
+        assert_eq!(String::from_utf8(streamed).unwrap(), tree, "{name}");
+    }
+}
+
+#[test]
 fn drift_views() {
     let plan = update_with_drift();
     assert_eq!(drift_text(&[], &WIDTH), "No drift.\n");

@@ -73,7 +73,7 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
     }
     if let Some(report) = plan.cost.as_ref().and_then(super::cost::report) {
         out += &format!("\n{}\n", p.bold("Cost:"));
-        out += &super::cost::cost_text(&report);
+        out += &super::cost::cost_text(&report, false);
     } else if let Some(cost) = &plan.cost {
         out += &format!("\n{}\n", p.bold("Cost:"));
         let lines = facts::cost_lines(&cost.to_value(), "->");

@@ -108,7 +108,7 @@ async fn round(
         Err(e) => return Err(e.into()),
     };
     if args.json {
-        output::stdout(&format!("{}\n", reconcile::report::json(&pass)));
+        output::stdout_with(|out| reconcile::report::write_json(&pass, out));
     } else {
         let opts = render::TextOptions { color: settings.color_stdout, width: settings.width };
         output::stdout(&reconcile::report::text(&pass, &opts));

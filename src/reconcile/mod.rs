@@ -129,8 +129,8 @@ impl Outcome {
 pub struct Pass {
     pub at: SystemTime,
     pub outcome: Outcome,
-    /// The plan the pass acted on (or would have).
-    pub plan: Plan,
+    /// The plan the pass acted on (or would have), shared with the apply rather than copied.
+    pub plan: Arc<Plan>,
     pub decisions: Vec<PoolDecision>,
     pub apply: Option<ApplyReport>,
     /// The fleet after the pass, for metrics: what refresh saw, or after an apply the live
@@ -233,6 +233,7 @@ pub async fn pass(
     }
 
     let destroying = nodes_destroyed(&plan);
+    let plan = Arc::new(plan);
     let mut report = None;
     let outcome = if !plan.errors.is_empty() {
         Outcome::PlanErrors
@@ -245,7 +246,7 @@ pub async fn pass(
     } else if opts.dry_run {
         Outcome::DryRun
     } else {
-        let r = run::apply(&mut session, Arc::new(plan.clone()), &providers, &opts.apply).await?;
+        let r = run::apply(&mut session, plan.clone(), &providers, &opts.apply).await?;
         let outcome = if r.succeeded() {
             Outcome::Applied
         } else if r.cancelled {

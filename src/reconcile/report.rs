@@ -1,5 +1,8 @@
 //! What a pass prints: a short text report, or one JSON object per pass (`--json`).
 
+use std::io::Write;
+
+use serde::Serialize;
 use serde_json::{Value as Json, json};
 
 use super::{Outcome, Pass, nodes_destroyed};
@@ -42,24 +45,50 @@ fn applied_counts(pass: &Pass) -> Option<Json> {
 
 /// One pass as a JSON object: `{at, outcome, summary, drift, autoscale, apply, plan, ...}`.
 pub fn json(pass: &Pass) -> Json {
-    let mut doc = json!({
-        "at": humantime::format_rfc3339_seconds(pass.at).to_string(),
-        "outcome": pass.outcome.as_str(),
-        "summary": {
+    serde_json::to_value(pass_doc(pass)).unwrap_or(Json::Null)
+}
+
+/// [`json`] written as one line, streamed (the embedded plan is large for large fleets).
+pub fn write_json(pass: &Pass, out: impl Write) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(out);
+    serde_json::to_writer(&mut out, &pass_doc(pass))?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+/// Fields in key order, as a `Value` object would print them; the small parts are trees.
+#[derive(Serialize)]
+struct PassDoc<P: Serialize> {
+    apply: Option<Json>,
+    at: String,
+    autoscale: Json,
+    drift: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_destroy: Option<Json>,
+    outcome: &'static str,
+    plan: P,
+    summary: Json,
+}
+
+fn pass_doc(pass: &Pass) -> PassDoc<impl Serialize + '_> {
+    PassDoc {
+        apply: applied_counts(pass),
+        at: humantime::format_rfc3339_seconds(pass.at).to_string(),
+        autoscale: serde_json::to_value(&pass.decisions).unwrap_or(Json::Null),
+        drift: pass.plan.drift.len(),
+        max_destroy: match pass.outcome {
+            Outcome::MaxDestroy { nodes, limit } => Some(json!({"nodes": nodes, "limit": limit})),
+            _ => None,
+        },
+        outcome: pass.outcome.as_str(),
+        plan: render::plan_document(&pass.plan),
+        summary: json!({
             "add": pass.plan.summary.add,
             "change": pass.plan.summary.change,
             "destroy": pass.plan.summary.destroy,
             "nodes_destroyed": nodes_destroyed(&pass.plan),
-        },
-        "drift": pass.plan.drift.len(),
-        "autoscale": pass.decisions,
-        "apply": applied_counts(pass),
-        "plan": render::plan_json(&pass.plan),
-    });
-    if let Outcome::MaxDestroy { nodes, limit } = pass.outcome {
-        doc["max_destroy"] = json!({"nodes": nodes, "limit": limit});
+        }),
     }
-    doc
 }
 
 /// The pass's one-line verdict, e.g. `applied: 1 to add, 0 to change, 0 to destroy`.

@@ -212,6 +212,10 @@ async fn the_autoscalers_count_is_what_plan_converges_to_and_not_drift() {
     assert_eq!(fix.outcome, Outcome::Applied);
     assert_eq!(fix.plan.drift.len(), 1, "{:?}", fix.plan.drift);
     assert_eq!(fx.live().len(), 2);
+    // `--json` streams the pass; its bytes are the tree's, keys sorted at every level.
+    let mut streamed = Vec::new();
+    super::report::write_json(&fix, &mut streamed).unwrap();
+    assert_eq!(String::from_utf8(streamed).unwrap(), format!("{}\n", super::report::json(&fix)));
 }
 
 #[tokio::test(start_paused = true)]

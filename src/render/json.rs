@@ -46,6 +46,12 @@ pub fn write_plan_json(plan: &Plan, out: impl Write) -> std::io::Result<()> {
     out.flush()
 }
 
+/// The `plan --json` document as a value to serialize, for documents that embed it and
+/// are streamed too (`reconcile --json`).
+pub fn plan_document(plan: &Plan) -> impl Serialize + '_ {
+    PlanDoc::new(plan)
+}
+
 // The document's structs list their fields in key order: a `Value` object sorts its keys,
 // and the streamed text must be the same as the tree's.
 

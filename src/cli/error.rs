@@ -26,11 +26,6 @@ impl CliError {
         self
     }
 
-    pub fn not_implemented(command: &str) -> Self {
-        CliError::new(format!("`gpuplan {command}` is not yet implemented"))
-            .hint("`gpuplan validate` and `gpuplan fmt` work today; see README.md for the roadmap")
-    }
-
     /// `error: ...` and `hint: ...` on stderr, readable without colour.
     pub fn print(&self, color: bool) {
         let mut text = format!("{} {}\n", output::paint("error:", Style::Error, color), self.message);

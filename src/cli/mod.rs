@@ -183,37 +183,6 @@ impl Command {
             _ => &[],
         }
     }
-
-    /// The command as users type it, e.g. `state list`.
-    pub fn display_name(&self) -> String {
-        let sub = match self {
-            Command::State(s) => Some(s.name()),
-            Command::Jobs(j) => Some(j.command.as_ref().map_or("list", JobsCommand::name)),
-            Command::Sim(SimCommand::Interrupt { .. }) => Some("interrupt"),
-            Command::Sim(SimCommand::Capacity { .. }) => Some("capacity"),
-            _ => None,
-        };
-        let top = match self {
-            Command::Init => "init",
-            Command::Validate(_) => "validate",
-            Command::Fmt(_) => "fmt",
-            Command::Plan(_) => "plan",
-            Command::Apply(_) => "apply",
-            Command::Destroy(_) => "destroy",
-            Command::Drift(_) => "drift",
-            Command::Reconcile(_) => "reconcile",
-            Command::Graph(_) => "graph",
-            Command::Cost(_) => "cost",
-            Command::Offers(_) => "offers",
-            Command::State(_) => "state",
-            Command::Jobs(_) => "jobs",
-            Command::Sim(_) => "sim",
-        };
-        match sub {
-            Some(sub) => format!("{top} {sub}"),
-            None => top.to_string(),
-        }
-    }
 }
 
 #[derive(Debug, Args)]
@@ -429,17 +398,6 @@ pub enum StateCommand {
     },
 }
 
-impl StateCommand {
-    fn name(&self) -> &'static str {
-        match self {
-            StateCommand::List => "list",
-            StateCommand::Show { .. } => "show",
-            StateCommand::Rm { .. } => "rm",
-            StateCommand::Unlock { .. } => "unlock",
-        }
-    }
-}
-
 #[derive(Debug, Args)]
 pub struct JobsArgs {
     /// [default: list]
@@ -468,18 +426,6 @@ pub enum JobsCommand {
     Cancel { name: String },
     /// Print what would be submitted for a job (e.g. its Kubernetes manifest)
     Render { name: String },
-}
-
-impl JobsCommand {
-    fn name(&self) -> &'static str {
-        match self {
-            JobsCommand::List { .. } => "list",
-            JobsCommand::Status { .. } => "status",
-            JobsCommand::Logs { .. } => "logs",
-            JobsCommand::Cancel { .. } => "cancel",
-            JobsCommand::Render { .. } => "render",
-        }
-    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -199,11 +199,28 @@ fn autoscaled_pool_has_a_min_expected_max_range() {
 }
 
 #[test]
+fn only_what_moves_the_count_makes_a_range() {
+    // `min < max` with nothing to move the count: plan and apply hold it at `desired`.
+    let c = price(&format!("{SIM_US}{}", l4(1, 2, 6)), &[]);
+    assert_eq!(c.pools[0].range, None);
+    close(c.range.hourly_min, G6 + G6_SPOT);
+    close(c.range.hourly_max, G6 + G6_SPOT);
+    // `ignore_changes` on the count hands it to someone else: the range is back.
+    let ignored =
+        l4(1, 2, 6).replace("  gpu = ", "  lifecycle {\n    ignore_changes = [\"nodes.desired\"]\n  }\n  gpu = ");
+    let c = price(&format!("{SIM_US}{ignored}"), &[]);
+    let r = c.pools[0].range.expect("a range");
+    close(r.hourly_min, G6);
+    close(r.hourly_max, 3.0 * G6 + 3.0 * G6_SPOT);
+}
+
+#[test]
 fn quota_totals_add_up_its_pools() {
     let hcl = format!(
-        "{SIM_US}{}{}quota \"team\" {{\n  pools = [gpu_pool.train, gpu_pool.serve]\n}}\n",
+        "{SIM_US}{}{}{}quota \"team\" {{\n  pools = [gpu_pool.train, gpu_pool.serve]\n}}\n",
         train(2, 2, 2, 1, 100),
-        l4(1, 2, 6)
+        l4(1, 2, 6),
+        "autoscaler \"serve\" {\n  pool = gpu_pool.serve\n}\n"
     );
     let c = price(&hcl, &[]);
     let q = &c.quotas[0];
@@ -281,9 +298,11 @@ fn scaling_up_and_deleting_an_applied_pool() {
         [&Value::from(1), &Value::from(1), &Value::from(1), &Value::from(3)]
     );
     close(num(&p["spot_hourly_after"]), 3.0 * P4DE_SPOT);
-    // min 2 nodes (1 + 1) to max 4 (1 + 3).
-    close(num(&p["range"]["hourly_min"]), P4DE + P4DE_SPOT);
-    close(num(&p["range"]["hourly_max"]), P4DE + 3.0 * P4DE_SPOT);
+    // min 2 < max 4, but nothing moves the count (no autoscaler, no ignore_changes): the
+    // pool costs what `desired` costs, and no range is claimed.
+    assert!(p.get("range").is_none(), "{p}");
+    close(num(&c["range"]["hourly_min"]), P4DE + 3.0 * P4DE_SPOT);
+    close(num(&c["range"]["hourly_max"]), P4DE + 3.0 * P4DE_SPOT);
     assert_eq!(c["currency"], "USD");
     assert_eq!(c["exchange_rates"], serde_json::json!([]));
 

@@ -59,7 +59,8 @@ pub struct PoolCost {
     pub price_per_gpu_hour: f64,
     pub on_demand_price: Option<Price>,
     pub spot_price: Option<Price>,
-    /// Set when autoscaling can move the node count between `nodes.min` and `nodes.max`.
+    /// Set when something can move the node count between `nodes.min` and `nodes.max`: an
+    /// autoscaler, or `ignore_changes` on `nodes.desired`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range: Option<Range>,
     /// Instance types considered when the pool leaves `instance_types` open.
@@ -220,7 +221,17 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
     let gpus_after = pc.after.gpus();
     // Few autoscalers per spec: a scan is cheaper than building a set per call.
     let autoscaled = spec.autoscalers.values().any(|a| &a.pool.value == addr);
-    let range = spec_pool.filter(|p| autoscaled || p.nodes.min.value != p.nodes.max.value).map(|p| {
+    // A range only where something moves the count: an autoscaler, or `ignore_changes`
+    // handing `nodes.desired` to someone else. `min < max` alone moves nothing: plan and
+    // apply keep such a pool at `desired`.
+    let count_moves = |p: &&crate::spec::model::GpuPool| {
+        autoscaled
+            || p.meta
+                .lifecycle
+                .as_ref()
+                .is_some_and(|l| l.ignore_changes.iter().any(|s| s.value == "nodes" || s.value == "nodes.desired"))
+    };
+    let range = spec_pool.filter(count_moves).map(|p| {
         let node_cost = |n: u32| {
             let (od, spot) = shape::split(n, p.mix.on_demand_base.value, p.mix.spot_percent.value);
             od_price.as_ref().map(|x| x.usd_per_hour).unwrap_or(0.0) * od as f64

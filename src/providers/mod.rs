@@ -189,6 +189,17 @@ pub struct Offer {
     pub live_price: bool,
 }
 
+/// Cheapest per GPU-hour first; ties by instance type, region, then capacity type.
+pub fn sort_offers(offers: &mut [Offer]) {
+    offers.sort_by(|a, b| {
+        (a.price_usd / f64::from(a.gpus.max(1)))
+            .total_cmp(&(b.price_usd / f64::from(b.gpus.max(1))))
+            .then_with(|| a.instance_type.cmp(&b.instance_type))
+            .then_with(|| a.region.cmp(&b.region))
+            .then(a.capacity.cmp(&b.capacity))
+    });
+}
+
 /// A job launch request (see `jobs/`).
 ///
 /// Two ways to run: on an existing node (`node_id`, the sim cloud and the Kubernetes

@@ -17,7 +17,7 @@ use aws_sdk_ec2::types::InstanceType;
 use super::errors::from_sdk;
 use super::{AwsProvider, Bucket, read};
 use crate::catalog::{self, DEFAULT_CNY_PER_USD};
-use crate::providers::{Capacity, ErrorClass, Offer, ProviderError};
+use crate::providers::{Capacity, ErrorClass, Offer, ProviderError, sort_offers};
 use crate::spec::model::ProviderKind;
 
 /// What `DescribeInstanceTypes` says about a type's GPUs.
@@ -245,13 +245,7 @@ impl AwsProvider {
                 }
             }
         }
-        offers.sort_by(|a, b| {
-            (a.price_usd / f64::from(a.gpus.max(1)))
-                .total_cmp(&(b.price_usd / f64::from(b.gpus.max(1))))
-                .then_with(|| a.instance_type.cmp(&b.instance_type))
-                .then_with(|| a.region.cmp(&b.region))
-                .then(a.capacity.cmp(&b.capacity))
-        });
+        sort_offers(&mut offers);
         Ok(offers)
     }
 }

@@ -139,17 +139,8 @@ impl AwsProvider {
         let region = req.region.as_str();
         let client = self.client(region).await?;
         let description = format!("gpuplan {digest}");
-        let found = read(|| async {
-            self.pace(region, "DescribeLaunchTemplates", Bucket::NonMutating, None).await;
-            client
-                .describe_launch_templates()
-                .filters(filter("launch-template-name", [name.as_str()]))
-                .send()
-                .await
-                .map_err(|e| from_sdk("DescribeLaunchTemplates", e))
-        })
-        .await?;
-        let existing = found.launch_templates().iter().find(|t| t.launch_template_name() == Some(name.as_str()));
+        let found = self.templates_named(&client, region, &name).await?;
+        let existing = found.iter().find(|t| t.launch_template_name() == Some(name.as_str()));
         let token = format!("gp-lt-{}", &hex(&Sha256::digest(format!("{name}|{digest}").as_bytes()))[..40]);
         let t = match existing {
             None => {
@@ -236,6 +227,28 @@ impl AwsProvider {
     }
 }
 
+impl AwsProvider {
+    /// The launch templates called `name` in `region` (one DescribeLaunchTemplates call).
+    async fn templates_named(
+        &self,
+        client: &aws_sdk_ec2::Client,
+        region: &str,
+        name: &str,
+    ) -> Result<Vec<aws_sdk_ec2::types::LaunchTemplate>, ProviderError> {
+        let found = read(|| async {
+            self.pace(region, "DescribeLaunchTemplates", Bucket::NonMutating, None).await;
+            client
+                .describe_launch_templates()
+                .filters(filter("launch-template-name", [name]))
+                .send()
+                .await
+                .map_err(|e| from_sdk("DescribeLaunchTemplates", e))
+        })
+        .await?;
+        Ok(found.launch_templates.unwrap_or_default())
+    }
+}
+
 fn missing(api: &str) -> ProviderError {
     ProviderError::new(ErrorClass::Retryable, "BadResponse", format!("{api}: the response lacks the launch template"))
 }
@@ -264,17 +277,8 @@ impl AwsProvider {
         }
         let name = template_name(lineage, pool);
         let client = self.client(region).await?;
-        let found = read(|| async {
-            self.pace(region, "DescribeLaunchTemplates", Bucket::NonMutating, None).await;
-            client
-                .describe_launch_templates()
-                .filters(filter("launch-template-name", [name.as_str()]))
-                .send()
-                .await
-                .map_err(|e| from_sdk("DescribeLaunchTemplates", e))
-        })
-        .await?;
-        for lt in found.launch_templates().iter().filter(|t| t.launch_template_name() == Some(name.as_str())) {
+        let found = self.templates_named(&client, region, &name).await?;
+        for lt in found.iter().filter(|t| t.launch_template_name() == Some(name.as_str())) {
             let owned = lt.tags().iter().any(|t| t.key() == Some(TAG_MANAGED) && t.value() == Some("true"));
             let Some(id) = lt.launch_template_id().filter(|_| owned) else { continue };
             self.pace(region, "DeleteLaunchTemplate", Bucket::Mutating, None).await;

@@ -8,7 +8,7 @@
 use super::catalog_check::{check_region, invalid};
 use super::cloud::SimCloud;
 use crate::catalog::{DEFAULT_CNY_PER_USD, catalog, gpu_models_like};
-use crate::providers::{Capacity, Offer, ProviderError};
+use crate::providers::{Capacity, Offer, ProviderError, sort_offers};
 use crate::spec::model::ProviderKind;
 
 impl SimCloud {
@@ -41,13 +41,7 @@ impl SimCloud {
                 }
             }
         }
-        offers.sort_by(|a, b| {
-            (a.price_usd / f64::from(a.gpus.max(1)))
-                .total_cmp(&(b.price_usd / f64::from(b.gpus.max(1))))
-                .then_with(|| a.instance_type.cmp(&b.instance_type))
-                .then_with(|| a.region.cmp(&b.region))
-                .then(a.capacity.cmp(&b.capacity))
-        });
+        sort_offers(&mut offers);
         Ok(offers)
     }
 }

@@ -68,6 +68,7 @@ pub mod graph;
 pub mod jobs;
 pub mod json_text;
 pub mod metrics;
+pub mod model;
 pub mod plan;
 pub mod policy;
 pub mod providers;

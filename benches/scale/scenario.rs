@@ -103,7 +103,7 @@ pub fn latency(root: &Path, pools: usize, latency: Duration, parallelism: usize)
 }
 
 fn load(dir: &Path) -> Spec {
-    let loaded = spec::load_dir(dir, &LoadOptions::default()).expect("read the spec");
+    let loaded = spec::load_dir(dir, &LoadOptions::default()).map(gpuplan::graph::checked).expect("read the spec");
     let first: Vec<_> = loaded.diags.items.iter().take(3).map(|d| d.message.clone()).collect();
     assert!(!loaded.diags.has_errors(), "generated spec is invalid: {first:?}");
     loaded.spec

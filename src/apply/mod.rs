@@ -10,6 +10,7 @@
 //!   and are recorded.
 //! - Apply never re-reads the spec: it executes the plan it is given.
 
+pub mod jobs;
 pub mod policy;
 pub mod pool;
 pub mod progress;
@@ -31,8 +32,7 @@ use crate::state::ResourceState;
 pub use progress::Progress;
 pub use recorder::Recorder;
 
-/// Providers by the local name pools use (`sim`, `aws`, an alias).
-pub type ProviderSet = BTreeMap<String, Arc<dyn Provider>>;
+pub use crate::providers::ProviderSet;
 
 /// Set when the user asked to stop (Ctrl-C, SIGTERM).
 #[derive(Debug, Default)]

@@ -17,5 +17,5 @@ mod signals;
 #[cfg(test)]
 mod tests;
 
-pub use decide::{Decision, Limits, Rules, decide};
+pub use decide::{Decision, Direction, Limits, Rules, decide};
 pub use signals::{Demand, NodeSignal, Signals, Waiting, queued_demand};

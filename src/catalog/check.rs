@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use super::{CloudCatalog, Currency, GPU_MODELS};
-use crate::spec::model::ProviderKind;
+use crate::model::ProviderKind;
 
 /// Everything wrong with `cloud`, one message per problem. Dates (`as_of`) must be valid
 /// `YYYY-MM-DD` and not after `not_after`.

@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec::model::ProviderKind;
+use crate::model::ProviderKind;
 
 /// CNY per USD used when no rate is configured (approximate; see README.md).
 pub const DEFAULT_CNY_PER_USD: f64 = 7.1;
@@ -78,6 +78,15 @@ pub const GPU_MODELS: &[GpuModel] = &[
     // AWS reports 179 GiB per B200 (NVIDIA markets 192 GB, 180 GB usable).
     gpu("B200", 179, &["B200-180GB", "B200-192GB"]),
 ];
+
+/// Resolve a GPU name the user typed (`a100-80gb`, `H100`) to catalog names: the exact
+/// model when there is one, else every model it could mean.
+pub fn resolve_gpu(name: &str) -> Vec<&'static str> {
+    if let Some(m) = catalog().gpu_model(name) {
+        return vec![m.name];
+    }
+    gpu_models_like(name).into_iter().map(|m| m.name).collect()
+}
 
 /// Models whose canonical name or an alias equals `name`, ignoring case, `-`, `_` and spaces.
 /// Several models come back for ambiguous spellings such as `A100`.

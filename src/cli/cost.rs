@@ -13,11 +13,12 @@ pub fn run(settings: &Settings, args: &CostArgs) -> miette::Result<ExitStatus> {
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
         let req = PlanRequest { refresh: true, env: settings.env.clone(), ..PlanRequest::default() };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
-        let cost = plan.cost.clone().unwrap_or_default();
         if args.json {
-            output::stdout(&format!("{:#}\n", cost.to_value()));
-        } else if let Some(report) = render::cost::report(&cost) {
-            output::stdout(&render::cost::cost_text(&report, true));
+            let text = serde_json::to_string_pretty(&plan.cost)
+                .map_err(|e| super::CliError::new(format!("cannot write the cost report: {e}")))?;
+            output::stdout(&format!("{text}\n"));
+        } else if let Some(report) = &plan.cost {
+            output::stdout(&render::cost::cost_text(report, true));
         }
         Ok::<_, miette::Report>(ExitStatus::Success)
     })?

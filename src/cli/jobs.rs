@@ -30,7 +30,7 @@ pub fn run(settings: &Settings, command: Option<&JobsCommand>) -> miette::Result
 
 /// The spec when it loads without errors (these commands work from state alone otherwise).
 fn quiet_spec(settings: &Settings) -> Spec {
-    match spec::load_dir(&settings.dir, &settings.load_options()) {
+    match spec::load_dir(&settings.dir, &settings.load_options()).map(crate::graph::checked) {
         Ok(l) if !l.diags.has_errors() => l.spec,
         _ => Spec::default(),
     }

@@ -8,7 +8,7 @@ use crate::spec::{self, Loaded};
 
 /// `Ok(None)` when the spec has errors (already printed).
 pub fn valid_spec(settings: &Settings) -> miette::Result<Option<Loaded>> {
-    let loaded = spec::load_dir(&settings.dir, &settings.load_options()).map_err(|e| {
+    let loaded = spec::load_dir(&settings.dir, &settings.load_options()).map(crate::graph::checked).map_err(|e| {
         CliError::new(format!("cannot read `{}`: {e}", settings.dir.display()))
             .hint("check that the directory exists and is readable")
     })?;

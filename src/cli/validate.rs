@@ -9,7 +9,7 @@ use crate::diag::{self, Diagnostic, Severity};
 use crate::spec;
 
 pub fn run(settings: &Settings, args: &ValidateArgs) -> miette::Result<ExitStatus> {
-    let loaded = spec::load_dir(&settings.dir, &settings.load_options()).map_err(|e| {
+    let loaded = spec::load_dir(&settings.dir, &settings.load_options()).map(crate::graph::checked).map_err(|e| {
         CliError::new(format!("cannot read `{}`: {e}", settings.dir.display()))
             .hint("check that the directory exists and is readable")
     })?;

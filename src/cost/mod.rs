@@ -7,8 +7,6 @@ pub mod prices;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::addr::Address;
 use crate::catalog;
 use crate::plan::Plan;
@@ -18,111 +16,11 @@ use crate::providers::Capacity;
 use crate::spec::Spec;
 use crate::spec::model::ProviderKind;
 
-pub use prices::{Price, PriceBook, Rate};
+pub use crate::plan::report::{Alternative, CostReport, PoolCost, Price, QuotaCost, Range, Rate};
+pub use prices::PriceBook;
 
 /// Hours in a billing month, as the clouds' calculators use.
 pub const HOURS_PER_MONTH: f64 = 730.0;
-
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Range {
-    pub hourly_min: f64,
-    pub hourly_expected: f64,
-    pub hourly_max: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Alternative {
-    pub instance_type: String,
-    pub usd_per_hour: f64,
-    pub chosen: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PoolCost {
-    pub address: Address,
-    pub provider: String,
-    pub region: String,
-    pub gpu: String,
-    /// The instance type new nodes get (the cheapest allowed one).
-    pub instance_type: String,
-    pub gpus_before: u64,
-    pub gpus_after: u64,
-    pub on_demand_before: u32,
-    pub on_demand_after: u32,
-    pub spot_before: u32,
-    pub spot_after: u32,
-    pub hourly_before: f64,
-    pub hourly_after: f64,
-    pub on_demand_hourly_after: f64,
-    pub spot_hourly_after: f64,
-    /// After the change, per GPU-hour (0 when the pool has no nodes).
-    pub price_per_gpu_hour: f64,
-    pub on_demand_price: Option<Price>,
-    pub spot_price: Option<Price>,
-    /// Set when something can move the node count between `nodes.min` and `nodes.max`: an
-    /// autoscaler, or `ignore_changes` on `nodes.desired`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub range: Option<Range>,
-    /// Instance types considered when the pool leaves `instance_types` open.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub alternatives: Vec<Alternative>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QuotaCost {
-    pub address: Address,
-    pub pools: Vec<Address>,
-    pub gpus_after: u64,
-    /// GPUs if every covered pool grew to `nodes.max`.
-    pub gpus_max: u64,
-    pub hourly_after: f64,
-    pub hourly_max: f64,
-    pub monthly_after: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CostReport {
-    pub currency: String,
-    pub hours_per_month: f64,
-    pub hourly_before: f64,
-    pub hourly_after: f64,
-    pub hourly_delta: f64,
-    pub monthly_before: f64,
-    pub monthly_after: f64,
-    pub monthly_delta: f64,
-    pub on_demand_hourly_after: f64,
-    pub spot_hourly_after: f64,
-    pub range: Range,
-    pub pools: Vec<PoolCost>,
-    pub quotas: Vec<QuotaCost>,
-    pub exchange_rates: Vec<Rate>,
-    /// Pools gpuplan could not price (unknown instance type in the catalog).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unpriced: Vec<Address>,
-}
-
-impl CostReport {
-    /// The fleet-level figures without the per-pool and per-quota lists.
-    pub fn clone_summary(&self) -> CostReport {
-        CostReport {
-            currency: self.currency.clone(),
-            hours_per_month: self.hours_per_month,
-            hourly_before: self.hourly_before,
-            hourly_after: self.hourly_after,
-            hourly_delta: self.hourly_delta,
-            monthly_before: self.monthly_before,
-            monthly_after: self.monthly_after,
-            monthly_delta: self.monthly_delta,
-            on_demand_hourly_after: self.on_demand_hourly_after,
-            spot_hourly_after: self.spot_hourly_after,
-            range: self.range,
-            pools: vec![],
-            quotas: vec![],
-            exchange_rates: self.exchange_rates.clone(),
-            unpriced: self.unpriced.clone(),
-        }
-    }
-}
 
 fn money(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0

@@ -38,13 +38,7 @@ pub struct OfferQuery {
     pub region: Option<String>,
 }
 
-/// Resolve a GPU name the user typed (`a100-80gb`, `H100`) to catalog names.
-pub fn resolve_gpu(name: &str) -> Vec<&'static str> {
-    if let Some(m) = catalog::catalog().gpu_model(name) {
-        return vec![m.name];
-    }
-    catalog::gpu_models_like(name).into_iter().map(|m| m.name).collect()
-}
+pub use crate::catalog::resolve_gpu;
 
 /// Offers sorted cheapest first: by total for `count` GPUs when given, else per GPU-hour.
 pub fn offers(q: &OfferQuery, prices: &PriceBook) -> Vec<OfferRow> {

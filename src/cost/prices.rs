@@ -5,34 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::catalog::{self, Currency};
 use crate::providers::{Capacity, Offer};
 use crate::spec::Spec;
 use crate::spec::model::ProviderKind;
 
-/// One price, with where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Price {
-    pub usd_per_hour: f64,
-    /// The price in the cloud's own currency, when that is not USD.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub native: Option<(f64, String)>,
-    /// `catalog`, `catalog-spot-model` or `live`.
-    pub source: String,
-    /// The catalog row's price was derived, not quoted.
-    #[serde(default)]
-    pub estimated: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Rate {
-    pub currency: String,
-    pub per_usd: f64,
-    /// `provider "x"`, `GPUPLAN_CNY_PER_USD` or `default`.
-    pub source: String,
-}
+pub use crate::plan::report::{Price, Rate};
 
 #[derive(Debug, Clone, Default)]
 pub struct PriceBook {

@@ -7,7 +7,6 @@ use crate::apply::{self, ApplyOptions, ApplyReport, ProviderSet, Recorder, Statu
 use crate::cost;
 use crate::engine::{Session, history, refresh};
 use crate::jobs;
-use crate::json_text::JsonText;
 use crate::plan::Plan;
 use crate::plan::diff::{self, PlanInput};
 use crate::plan::model::ScaleAction;
@@ -113,10 +112,8 @@ fn assess(mut plan: Plan, spec: &Spec, req: &PlanRequest) -> Plan {
     let prices = cost::PriceBook::new(spec, &req.env);
     let report = cost::cost(&plan, spec, &prices);
     let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
-    plan.policies = results.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
-    // Stored as text of exactly its size, never compared: at 100,000 pools the report is
-    // tens of MB, and a sorted copy or a `Value` tree of it would be several times that.
-    plan.cost = JsonText::to_json_unsorted(&report).ok();
+    plan.policies = results;
+    plan.cost = Some(report);
     plan
 }
 
@@ -145,13 +142,13 @@ pub async fn place_jobs(
 }
 
 /// The policy results stored in a plan.
-pub fn policy_results(plan: &Plan) -> Vec<policy::PolicyResult> {
-    plan.policies.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect()
+pub fn policy_results(plan: &Plan) -> &[policy::PolicyResult] {
+    &plan.policies
 }
 
 /// Does a plan's policy verdict forbid applying it?
 pub fn denied(plan: &Plan) -> bool {
-    policy::denied(&policy_results(plan))
+    policy::denied(&plan.policies)
 }
 
 /// Refuse a saved plan whose state or spec moved on since it was made.
@@ -189,10 +186,10 @@ pub async fn apply(
     check_fresh(&plan, session, None)?;
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
-    jobs::launch::cancel_removed(&plan, &session.state, providers, opts).await;
+    apply::jobs::cancel_removed(&plan, &session.state, providers, opts).await;
     let mut report = apply::execute(plan.clone(), providers, recorder.clone(), opts).await;
     if !report.cancelled {
-        report.outcomes.extend(jobs::launch::run(&plan, &session.state, providers, &recorder, opts).await);
+        report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts).await);
     }
     let done = report.count(|s| matches!(s, Status::Done | Status::Partial(_)));
     let event = if plan.destroy { "destroy" } else { "apply" };

@@ -13,8 +13,8 @@ use petgraph::visit::EdgeRef;
 
 use crate::addr::Address;
 use crate::diag::{Diagnostic, Span};
-use crate::spec::Spec;
 use crate::spec::model::{Meta, Spanned};
+use crate::spec::{Loaded, Spec};
 
 /// Why one resource depends on another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +148,20 @@ impl Graph {
 }
 
 /// Build the graph of a spec. Every declared resource is a node.
+/// A loaded spec with its reference cycles added to its diagnostics: what every command
+/// that loads a spec runs next (`spec/` decodes and validates one object at a time and
+/// does not know the graph; the graph is built on top of it).
+pub fn checked(mut loaded: Loaded) -> Loaded {
+    let cycles = build(&loaded.spec).cycles();
+    if !cycles.is_empty() {
+        for cycle in cycles {
+            loaded.diags.push(cycle);
+        }
+        loaded.diags.sort();
+    }
+    loaded
+}
+
 pub fn build(spec: &Spec) -> Graph {
     let mut g = Graph::default();
     let add = |g: &mut Graph, from: &Address, meta: &Meta, extra: Vec<&Spanned<Address>>| {

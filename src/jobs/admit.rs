@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use crate::addr::Address;
-use crate::jobs::model::{WaitReason, priority_str};
+use crate::jobs::model::{WaitCode, WaitReason, priority_str};
 use crate::providers::Capacity;
 use crate::spec::model::{Fallback, Priority};
 
@@ -144,8 +144,8 @@ struct Taker {
     taken: Vec<u32>,
 }
 
-fn wait(d: &Demand, code: &str, message: String) -> Admission {
-    Admission { address: d.address.clone(), placed: None, reason: Some(WaitReason { code: code.into(), message }) }
+fn wait(d: &Demand, code: WaitCode, message: String) -> Admission {
+    Admission { address: d.address.clone(), placed: None, reason: Some(WaitReason { code, message }) }
 }
 
 fn decide(
@@ -156,14 +156,14 @@ fn decide(
     takers: &BTreeMap<Address, Vec<Taker>>,
 ) -> Admission {
     let Some(room) = pools.get_mut(&d.pool) else {
-        return wait(d, "capacity", format!("`{}` has no nodes in this plan", d.pool));
+        return wait(d, WaitCode::Capacity, format!("`{}` has no nodes in this plan", d.pool));
     };
     let quota = d.quota.as_ref().and_then(|q| quotas.get(q).map(|r| (q, r)));
     if let Some((q, qr)) = quota {
         if !qr.allowed_gpus.is_empty() && !qr.allowed_gpus.iter().any(|g| g == &room.gpu) {
             return wait(
                 d,
-                "quota",
+                WaitCode::Quota,
                 format!("`{q}` does not allow {} GPUs (allowed: {})", room.gpu, qr.allowed_gpus.join(", ")),
             );
         }
@@ -172,7 +172,7 @@ fn decide(
         {
             return wait(
                 d,
-                "quota",
+                WaitCode::Quota,
                 format!("`{q}` allows {max} GPUs; {} are in use and this job needs {}", qr.used_gpus, d.gpus()),
             );
         }
@@ -195,17 +195,21 @@ fn decide(
         let what = needs(d, &prefs);
         if !higher.is_empty() && fit(&without_higher, d, &prefs).is_some() {
             let names: Vec<String> = higher.iter().take(3).map(|a| format!("`{a}`")).collect();
-            return wait(d, "priority", format!("{what}; higher-priority jobs took them ({})", names.join(", ")));
+            return wait(
+                d,
+                WaitCode::Priority,
+                format!("{what}; higher-priority jobs took them ({})", names.join(", ")),
+            );
         }
         if fits_initially {
             return wait(
                 d,
-                "capacity",
+                WaitCode::Capacity,
                 format!("{what}; {} priority jobs queued earlier took them", priority_str(d.priority)),
             );
         }
         let free: u32 = room.nodes.iter().filter(|n| prefs.contains(&n.capacity)).map(|n| n.free).sum();
-        return wait(d, "capacity", format!("{what}; `{}` has {free} free on such nodes", d.pool));
+        return wait(d, WaitCode::Capacity, format!("{what}; `{}` has {free} free on such nodes", d.pool));
     };
     if let Some((q, qr)) = quota {
         let cost: f64 = placed.iter().map(|c| room.price(*c) * d.gpus_per_replica as f64).sum();
@@ -215,7 +219,7 @@ fn decide(
         {
             return wait(
                 d,
-                "quota",
+                WaitCode::Quota,
                 format!(
                     "`{q}` budget is {limit} USD/h; running jobs use {:.2} and this one would add {cost:.2}",
                     qr.used_hourly_usd
@@ -227,7 +231,7 @@ fn decide(
         {
             return wait(
                 d,
-                "quota",
+                WaitCode::Quota,
                 format!(
                     "`{q}` budget is {limit} USD/month; with this job its jobs would cost {:.0} USD/month",
                     hourly * crate::cost::HOURS_PER_MONTH

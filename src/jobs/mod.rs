@@ -4,8 +4,6 @@
 //! - `place.rs`: pure: spec + state + plan + observed run statuses → the plan's
 //!   [`model::JobPlacement`]s, with the exact launch requests apply will send.
 //! - `refresh.rs`: reads the status of the runs state records as active (provider calls).
-//! - `launch.rs`: the apply phase after the node changes: launch admitted replicas,
-//!   record runs in the state journal.
 //! - `queue.rs`: the demand waiting per pool, for the autoscaler.
 //! - `k8s.rs` + `yaml.rs`: batch/v1 Job manifests for `gpuplan jobs render`.
 //!
@@ -14,8 +12,7 @@
 
 pub mod admit;
 pub mod k8s;
-pub mod launch;
-pub mod model;
+pub use crate::model::job as model;
 pub mod place;
 pub mod queue;
 pub mod refresh;

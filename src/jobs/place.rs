@@ -269,7 +269,7 @@ fn take(room: &mut PoolRoom, node_id: &str, capacity: Capacity, gpus: u32) {
 /// Each pool's nodes once this plan is applied: live nodes it keeps, nodes it adopts and
 /// nodes it creates, all with `gpus_per_node` free.
 fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) -> BTreeMap<Address, PoolRoom> {
-    let report = input.plan.cost.as_ref().and_then(|c| c.decode::<crate::cost::CostReport>().ok());
+    let report = input.plan.cost.as_ref();
     let mut rooms = BTreeMap::new();
     let changes: BTreeMap<&Address, &crate::plan::model::PoolChange> = input
         .plan
@@ -278,7 +278,7 @@ fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) ->
         .filter(|c| shapes.contains_key(&c.address))
         .filter_map(|c| c.pool.as_ref().map(|p| (&c.address, p)))
         .collect();
-    let costs: BTreeMap<&Address, &crate::cost::PoolCost> = report
+    let costs: BTreeMap<&Address, &crate::plan::report::PoolCost> = report
         .as_ref()
         .map(|r| r.pools.iter().filter(|p| shapes.contains_key(&p.address)).map(|p| (&p.address, p)).collect())
         .unwrap_or_default();

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::addr::Address;
-use crate::jobs::model::Placement;
+use crate::jobs::model::{Placement, WaitCode};
 use crate::plan::Plan;
 
 /// One job waiting for GPUs on a pool.
@@ -21,7 +21,7 @@ pub struct Waiting {
     pub since: Option<String>,
     /// `quota`, `capacity` or `priority`: only `capacity` and `priority` waits are helped
     /// by more nodes.
-    pub reason: String,
+    pub reason: Option<WaitCode>,
 }
 
 /// Jobs the plan could not admit, per pool, in admission order (priority, then age).
@@ -35,7 +35,7 @@ pub fn waiting(plan: &Plan) -> BTreeMap<Address, Vec<Waiting>> {
             replicas: waiting_replicas,
             gpus_per_replica: j.gpus_per_replica,
             since: j.waiting_since.clone(),
-            reason: j.reason.as_ref().map(|r| r.code.clone()).unwrap_or_default(),
+            reason: j.reason.as_ref().map(|r| r.code),
         });
     }
     out
@@ -45,7 +45,7 @@ pub fn waiting(plan: &Plan) -> BTreeMap<Address, Vec<Waiting>> {
 pub fn scale_up_demand(plan: &Plan) -> BTreeMap<Address, u64> {
     waiting(plan)
         .into_iter()
-        .map(|(pool, w)| (pool, w.iter().filter(|w| w.reason != "quota").map(|w| w.gpus).sum::<u64>()))
+        .map(|(pool, w)| (pool, w.iter().filter(|w| w.reason != Some(WaitCode::Quota)).map(|w| w.gpus).sum::<u64>()))
         .filter(|(_, g)| *g > 0)
         .collect()
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::apply::ProviderSet;
+use crate::providers::ProviderSet;
 use crate::providers::{JobStatus, ProviderError};
 use crate::state::State;
 

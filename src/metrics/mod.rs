@@ -17,7 +17,6 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::addr::Address;
-use crate::cost::CostReport;
 use crate::providers::{Capacity, NodeState};
 use crate::reconcile::{Outcome, Pass};
 use crate::spec::Spec;
@@ -77,8 +76,8 @@ impl Metrics {
         } else {
             r.failures += 1;
         }
-        for d in pass.decisions.iter().filter(|d| d.applied && d.action != "hold") {
-            *r.scale_actions.entry((d.pool.to_string(), d.action)).or_default() += 1;
+        for d in pass.decisions.iter().filter(|d| d.applied && d.action != crate::autoscale::Direction::Hold) {
+            *r.scale_actions.entry((d.pool.to_string(), d.action.as_str())).or_default() += 1;
         }
         r.fleet = Some(fleet);
     }
@@ -234,7 +233,7 @@ fn fleet(spec: &Spec, pass: &Pass) -> Fleet {
     f.utilization = pass.utilization.iter().map(|(p, u)| (p.to_string(), *u)).collect();
     f.queued = pass.queued.iter().map(|(p, n)| (p.to_string(), *n)).collect();
     let done = matches!(pass.outcome, Outcome::Applied | Outcome::NoChanges);
-    if let Some(cost) = pass.plan.cost.as_ref().and_then(|c| c.decode::<CostReport>().ok()) {
+    if let Some(cost) = &pass.plan.cost {
         f.hourly = if done { cost.hourly_after } else { cost.hourly_before };
         for p in &cost.pools {
             f.pool_hourly.insert(p.address.to_string(), if done { p.hourly_after } else { p.hourly_before });

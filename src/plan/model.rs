@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::Address;
 use crate::json_text::JsonText;
+use crate::plan::report::{CostReport, PolicyResult};
 use crate::providers::{Capacity, CreateNodes, Node};
 use crate::spec::model::Fallback;
 
@@ -204,16 +205,15 @@ pub struct Plan {
     pub summary: Summary,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<PlanError>,
-    /// Filled by `cost/`: a `CostReport` (per pool, quota and fleet), kept as JSON text
-    /// because a large fleet's report is big and is only read to render it.
+    /// Filled by `cost/`: per pool, quota and fleet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<JsonText>,
-    /// Filled by `policy/`.
+    pub cost: Option<CostReport>,
+    /// Filled by `policy/`: the verdict of every policy and quota.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub policies: Vec<serde_json::Value>,
+    pub policies: Vec<PolicyResult>,
     /// Job admission and launches, filled by `jobs::place` (admission order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub jobs: Vec<crate::jobs::JobPlacement>,
+    pub jobs: Vec<crate::model::JobPlacement>,
     /// Autoscaler decisions this plan carries out (from `reconcile`); apply records them
     /// in the state for the cooldown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -177,7 +177,7 @@ pub fn nodes_destroyed(plan: &Plan) -> u32 {
 pub fn jobs_waiting(plan: &Plan, now: SystemTime) -> Vec<Waiting> {
     let mut out = Vec::new();
     for (pool, jobs) in crate::jobs::queue::waiting(plan) {
-        for w in jobs.into_iter().filter(|w| w.reason != "quota") {
+        for w in jobs.into_iter().filter(|w| w.reason != Some(crate::model::WaitCode::Quota)) {
             let since = w.since.as_deref().and_then(|s| humantime::parse_rfc3339_weak(s).ok()).unwrap_or(now);
             for _ in 0..w.replicas {
                 out.push(Waiting { job: w.job.clone(), pool: pool.clone(), gpus: w.gpus_per_replica, since });
@@ -224,7 +224,7 @@ pub async fn pass(
         scaled.jobs = run::place_jobs(spec, &session, &providers, &req, &scaled).await?;
         if (run::denied(&scaled) || !scaled.errors.is_empty()) && !run::denied(&plan) && plan.errors.is_empty() {
             // Apply what policy allows: the fleet's own drift fixes go ahead without the step.
-            for d in decisions.iter_mut().filter(|d| d.action != "hold") {
+            for d in decisions.iter_mut().filter(|d| d.action != crate::autoscale::Direction::Hold) {
                 d.hold(format!("{}, but the plan with this step is denied by policy", d.reason));
             }
         } else {
@@ -258,7 +258,7 @@ pub async fn pass(
         outcome
     };
     if !matches!(outcome, Outcome::Applied | Outcome::NoChanges) {
-        for d in decisions.iter_mut().filter(|d| d.action != "hold") {
+        for d in decisions.iter_mut().filter(|d| d.action != crate::autoscale::Direction::Hold) {
             d.applied = false;
         }
     } else if let Some(r) = &report {

@@ -121,7 +121,9 @@ pub fn text(pass: &Pass, opts: &render::TextOptions) -> String {
     }
     for d in &pass.decisions {
         let line = match d.action {
-            "hold" => format!("autoscale {}: hold at {} node(s): {}\n", d.pool, d.from, d.reason),
+            crate::autoscale::Direction::Hold => {
+                format!("autoscale {}: hold at {} node(s): {}\n", d.pool, d.from, d.reason)
+            }
             verb => format!("autoscale {}: {verb} {} → {}: {}\n", d.pool, d.from, d.to, d.reason),
         };
         out += &line;

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::addr::Address;
-use crate::autoscale::{self, Decision, Limits, NodeSignal, Rules, Signals, Waiting};
+use crate::autoscale::{self, Decision, Direction, Limits, NodeSignal, Rules, Signals, Waiting};
 use crate::catalog;
 use crate::cost::{self, CostReport};
 use crate::plan::model::ScaleAction;
@@ -25,8 +25,7 @@ use crate::state::State;
 pub struct PoolDecision {
     pub autoscaler: Address,
     pub pool: Address,
-    /// `up`, `down` or `hold`.
-    pub action: &'static str,
+    pub action: Direction,
     pub from: u32,
     pub to: u32,
     pub reason: String,
@@ -36,7 +35,7 @@ pub struct PoolDecision {
 
 impl PoolDecision {
     pub fn hold(&mut self, why: String) {
-        self.action = "hold";
+        self.action = Direction::Hold;
         self.to = self.from;
         self.reason = why;
         self.applied = false;
@@ -73,7 +72,7 @@ pub fn queued_per_pool(spec: &Spec, waiting: &[Waiting]) -> BTreeMap<Address, us
 
 /// Decide for every autoscaler: the actions to plan with, every verdict, and utilization.
 pub fn autoscale(cx: &Context<'_>) -> (Vec<ScaleAction>, Vec<PoolDecision>, BTreeMap<Address, f64>) {
-    let cost: Option<CostReport> = cx.baseline.cost.as_ref().and_then(|c| c.decode().ok());
+    let cost: Option<&CostReport> = cx.baseline.cost.as_ref();
     let at = humantime::format_rfc3339_seconds(cx.now).to_string();
     let mut actions = Vec::new();
     let mut decisions = Vec::new();
@@ -87,7 +86,7 @@ pub fn autoscale(cx: &Context<'_>) -> (Vec<ScaleAction>, Vec<PoolDecision>, BTre
         let mut verdict = PoolDecision {
             autoscaler: name.clone(),
             pool: pool_addr.clone(),
-            action: "hold",
+            action: Direction::Hold,
             from: current,
             to: current,
             reason: String::new(),
@@ -103,14 +102,15 @@ pub fn autoscale(cx: &Context<'_>) -> (Vec<ScaleAction>, Vec<PoolDecision>, BTre
         if let Some(u) = signals.utilization() {
             utilization.insert(pool_addr.clone(), u);
         }
-        let limits = limits_for(cx, pool_addr, pool, current, cost.as_ref());
+        let limits = limits_for(cx, pool_addr, pool, current, cost);
         let last = cx.state.autoscale.get(&pool_addr.to_string()).and_then(|r| humantime::parse_rfc3339(&r.at).ok());
         let (base, pct) = (pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
         let layout = |n: u32| shape::layout(&shape, n, base, pct);
         match autoscale::decide(&Rules::from(a), &limits, &signals, last, cx.now, &layout) {
             Decision::Hold { why } => verdict.reason = why,
             Decision::Up { to, reason } => {
-                (verdict.action, verdict.to, verdict.reason, verdict.applied) = ("up", to, reason.clone(), true);
+                (verdict.action, verdict.to, verdict.reason, verdict.applied) =
+                    (Direction::Up, to, reason.clone(), true);
                 actions.push(ScaleAction {
                     pool: pool_addr.clone(),
                     from: current,
@@ -121,7 +121,8 @@ pub fn autoscale(cx: &Context<'_>) -> (Vec<ScaleAction>, Vec<PoolDecision>, BTre
                 });
             }
             Decision::Down { to, remove, reason } => {
-                (verdict.action, verdict.to, verdict.reason, verdict.applied) = ("down", to, reason.clone(), true);
+                (verdict.action, verdict.to, verdict.reason, verdict.applied) =
+                    (Direction::Down, to, reason.clone(), true);
                 actions.push(ScaleAction {
                     pool: pool_addr.clone(),
                     from: current,

@@ -9,6 +9,7 @@ use super::*;
 use crate::addr::{Address, Kind};
 use crate::apply::progress::Quiet;
 use crate::apply::{ApplyOptions, Cancel};
+use crate::autoscale::Direction;
 use crate::autoscale::Waiting;
 use crate::engine::Workspace;
 use crate::providers::sim::{SimCloud, SimConfig, SimProvider};
@@ -139,12 +140,12 @@ async fn scale_up_on_queue_wait_then_down_when_idle_on_a_paused_clock() {
     tokio::time::advance(4 * MIN).await;
     let early = fx.pass(&clock).await;
     assert_eq!(early.outcome, Outcome::NoChanges, "{:?}", early.decisions);
-    assert_eq!(decision(&early).action, "hold");
+    assert_eq!(decision(&early).action, Direction::Hold);
     tokio::time::advance(2 * MIN).await;
     let up = fx.pass(&clock).await;
     assert_eq!(up.outcome, Outcome::Applied);
     let d = decision(&up);
-    assert_eq!((d.action, d.from, d.to, d.applied), ("up", 1, 2, true), "{d:?}");
+    assert_eq!((d.action, d.from, d.to, d.applied), (Direction::Up, 1, 2, true), "{d:?}");
     assert!(d.reason.contains("1 job(s) waited > 5m"), "{d:?}");
     let change = up.plan.changes.iter().find(|c| c.address == pool()).expect("pool change");
     assert!(change.reasons.iter().any(|r| r.code == "autoscale" && r.message == "autoscale: 1 job(s) waited > 5m"));
@@ -164,7 +165,7 @@ async fn scale_up_on_queue_wait_then_down_when_idle_on_a_paused_clock() {
     let down = fx.pass(&clock).await;
     assert_eq!(down.outcome, Outcome::Applied, "{:?}", down.decisions);
     let d = decision(&down);
-    assert_eq!((d.action, d.from, d.to), ("down", 2, 1), "{d:?}");
+    assert_eq!((d.action, d.from, d.to), (Direction::Down, 2, 1), "{d:?}");
     assert!(d.reason.contains("idle > 15m"), "{d:?}");
     let live = fx.live();
     assert_eq!(live.iter().map(|n| n.id.as_str()).collect::<Vec<_>>(), vec![busy.as_str()], "the busy node stays");
@@ -180,7 +181,7 @@ async fn scale_up_on_queue_wait_then_down_when_idle_on_a_paused_clock() {
     tokio::time::advance(5 * MIN).await;
     let hot = fx.pass(&clock).await;
     let d = decision(&hot);
-    assert_eq!((d.action, d.to, d.reason.as_str()), ("up", 2, "utilization 100% > 80%"), "{d:?}");
+    assert_eq!((d.action, d.to, d.reason.as_str()), (Direction::Up, 2, "utilization 100% > 80%"), "{d:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -231,7 +232,7 @@ async fn quota_and_budget_hold_a_step_the_policy_would_deny() {
     let full = fx.pass(&clock).await;
     assert_eq!(full.outcome, Outcome::NoChanges, "{:?}", full.decisions);
     let d = decision(&full);
-    assert_eq!(d.action, "hold");
+    assert_eq!(d.action, Direction::Hold);
     assert_eq!(d.reason, "utilization 100% > 80%, but the quota allows no more nodes");
 
     // A budget of 2 USD/h over a pool at about 1.61 USD/h leaves no room for a 0.80 node.
@@ -268,7 +269,7 @@ async fn a_step_a_policy_denies_is_held_and_the_rest_of_the_plan_applies() {
     let p = fx.pass(&clock).await;
     assert_eq!(p.outcome, Outcome::Applied, "{:?}", p.decisions);
     let d = decision(&p);
-    assert_eq!((d.action, d.applied), ("hold", false), "{d:?}");
+    assert_eq!((d.action, d.applied), (Direction::Hold, false), "{d:?}");
     assert!(d.reason.ends_with("but the plan with this step is denied by policy"), "{d:?}");
     assert_eq!(fx.live().len(), 2);
 }
@@ -306,12 +307,12 @@ job "sweep" {
 
     tokio::time::advance(2 * MIN).await;
     let early = fx.pass(&clock).await;
-    assert_eq!(decision(&early).action, "hold", "{:?}", decision(&early));
+    assert_eq!(decision(&early).action, Direction::Hold, "{:?}", decision(&early));
 
     tokio::time::advance(4 * MIN).await;
     let up = fx.pass(&clock).await;
     let d = decision(&up);
-    assert_eq!((d.action, d.from, d.to, d.applied), ("up", 1, 2, true), "{d:?}");
+    assert_eq!((d.action, d.from, d.to, d.applied), (Direction::Up, 1, 2, true), "{d:?}");
     assert!(d.reason.contains("job(s) waited > 5m"), "{d:?}");
     assert_eq!(fx.live().len(), 2);
     let job = up.plan.jobs.iter().find(|j| j.address == Address::new(Kind::Job, "sweep")).expect("job placed");

@@ -3,7 +3,6 @@
 //! that are not a `CostReport`.
 
 use crate::cost::{CostReport, PoolCost};
-use crate::json_text::JsonText;
 
 fn usd(x: f64) -> String {
     format!("{x:.2}")
@@ -168,11 +167,6 @@ pub fn cost_markdown(c: &CostReport) -> String {
     }
     s += "\n\n";
     s
-}
-
-/// The plan's cost as a [`CostReport`], when it is one.
-pub fn report(cost: &JsonText) -> Option<CostReport> {
-    cost.decode().ok()
 }
 
 #[cfg(test)]

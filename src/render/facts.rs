@@ -137,37 +137,7 @@ fn or_null(v: Option<&Json>) -> String {
     v.map(value).unwrap_or_else(|| "null".into())
 }
 
-/// The cost object as labelled lines. `arrow` is `->` in text, `→` in markdown.
-pub(crate) fn cost_lines(cost: &Json, arrow: &str) -> Vec<(String, String)> {
-    let Some(map) = cost.as_object() else {
-        return vec![("cost".into(), value(cost))];
-    };
-    let cur = map.get("currency").and_then(Json::as_str).map(|c| format!(" {c}")).unwrap_or_default();
-    let num = |k: &str| map.get(k).and_then(Json::as_f64);
-    let mut out = Vec::new();
-    let mut shown = vec!["currency"];
-    if let (Some(b), Some(a)) = (num("hourly_before"), num("hourly_after")) {
-        out.push(("hourly".into(), format!("{b:.2} {arrow} {a:.2}{cur} ({:+.2})", a - b)));
-        shown.extend(["hourly_before", "hourly_after"]);
-    }
-    if let Some(d) = num("monthly_delta") {
-        out.push(("monthly change".into(), format!("{d:+.2}{cur}")));
-        shown.push("monthly_delta");
-    }
-    let mut rest: Vec<(&String, &Json)> = map.iter().filter(|(k, _)| !shown.contains(&k.as_str())).collect();
-    rest.sort_by(|a, b| a.0.cmp(b.0));
-    for (k, v) in rest {
-        let text = match v {
-            Json::Number(n) if n.is_f64() => format!("{:.2}", n.as_f64().unwrap_or_default()),
-            Json::String(s) => s.clone(),
-            other => value(other),
-        };
-        out.push((k.clone(), text));
-    }
-    out
-}
-
-/// One policy verdict, read from the free-form JSON `policy/` fills.
+/// One policy verdict as the views show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Verdict {
     pub name: String,
@@ -184,16 +154,13 @@ pub(crate) struct Verdict {
 pub(crate) fn verdicts(plan: &Plan) -> Vec<Verdict> {
     plan.policies
         .iter()
-        .map(|p| {
-            let s = |k: &str| p.get(k).and_then(Json::as_str).unwrap_or_default().to_string();
-            Verdict {
-                name: p.get("name").and_then(Json::as_str).map(str::to_string).unwrap_or_else(|| value(p)),
-                enforcement: s("enforcement"),
-                passed: p.get("passed").and_then(Json::as_bool),
-                message: s("message"),
-                overridden: p.get("overridden").and_then(Json::as_bool).unwrap_or(false),
-                warning: p.get("warning").and_then(Json::as_bool).unwrap_or(false),
-            }
+        .map(|p| Verdict {
+            name: p.name.clone(),
+            enforcement: p.enforcement.as_str().to_string(),
+            passed: Some(p.passed),
+            message: p.message.clone(),
+            overridden: p.overridden,
+            warning: p.warning,
         })
         .collect()
 }

@@ -28,6 +28,7 @@ use serde_json::{Value as Json, json};
 
 use crate::json_text::JsonText;
 use crate::plan::model::{DriftItem, NodeCounts, Plan, PoolChange, ResourceChange};
+use crate::plan::report::{CostReport, PolicyResult};
 use crate::render::facts;
 
 /// The `plan --json` document as a tree (tests, and reports that embed it). Large plans
@@ -58,14 +59,14 @@ pub fn plan_document(plan: &Plan) -> impl Serialize + '_ {
 #[derive(Serialize)]
 struct PlanDoc<'a> {
     changes: Vec<ChangeDoc<'a>>,
-    cost: &'a Option<JsonText>,
+    cost: &'a Option<CostReport>,
     drift: Vec<DriftDoc<'a>>,
     errors: Vec<ErrorDoc<'a>>,
     format_version: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     jobs: Option<Json>,
     lineage: &'a str,
-    policies: &'a [Json],
+    policies: &'a [PolicyResult],
     refreshed: bool,
     serial: u64,
     summary: SummaryDoc,

@@ -144,16 +144,8 @@ fn jobs(plan: &Plan) -> String {
 }
 
 fn cost(plan: &Plan) -> String {
-    let Some(cost) = &plan.cost else { return String::new() };
-    if let Some(report) = super::cost::report(cost) {
-        return super::cost::cost_markdown(&report);
-    }
-    let mut s = "**Cost**\n\n".to_string();
-    for (k, v) in facts::cost_lines(&cost.to_value(), "→") {
-        s += &format!("- {k}: {v}\n");
-    }
-    s.push('\n');
-    s
+    let Some(report) = &plan.cost else { return String::new() };
+    super::cost::cost_markdown(report)
 }
 
 fn policies(plan: &Plan) -> String {

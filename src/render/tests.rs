@@ -189,13 +189,37 @@ fn update_with_drift() -> Plan {
             message: "node i-0orphan9 carries this state's tags but the state does not know it; adopting it".into(),
         },
     ];
-    plan.cost = Some(JsonText::from(json!({
-        "hourly_before": 65.52, "hourly_after": 81.9, "monthly_delta": 11957.4, "currency": "USD",
-        "spot_savings_hourly": 40.2,
-    })));
+    plan.cost = Some(crate::plan::report::CostReport {
+        currency: "USD".into(),
+        exchange_rates: vec![],
+        hourly_after: 81.9,
+        hourly_before: 65.52,
+        hourly_delta: 16.38,
+        hours_per_month: 730.0,
+        monthly_after: 59787.0,
+        monthly_before: 47829.6,
+        monthly_delta: 11957.4,
+        on_demand_hourly_after: 40.95,
+        pools: vec![],
+        quotas: vec![],
+        range: Default::default(),
+        spot_hourly_after: 40.95,
+        unpriced: vec![],
+    });
+    let verdict = |name: &str, enforcement, passed, message: &str| crate::plan::report::PolicyResult {
+        enforcement,
+        key: None,
+        message: message.into(),
+        name: name.into(),
+        overridden: false,
+        passed,
+        source: format!("policies/{name}.hcl:1"),
+        warning: false,
+    };
+    use crate::plan::report::Enforcement;
     plan.policies = vec![
-        json!({"name": "fleet_hourly_cap", "enforcement": "hard", "passed": true, "message": "fleet would cost 81.9 USD/h"}),
-        json!({"name": "min_spot_share", "enforcement": "advisory", "passed": false, "message": "spot share 67% < 70%"}),
+        verdict("fleet_hourly_cap", Enforcement::Hard, true, "fleet would cost 81.9 USD/h"),
+        verdict("min_spot_share", Enforcement::Advisory, false, "spot share 67% < 70%"),
     ];
     plan
 }

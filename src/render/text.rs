@@ -71,16 +71,9 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
             out += &paragraph(&first, &first, pad + 6, &text, opts.width);
         }
     }
-    if let Some(report) = plan.cost.as_ref().and_then(super::cost::report) {
+    if let Some(report) = &plan.cost {
         out += &format!("\n{}\n", p.bold("Cost:"));
-        out += &super::cost::cost_text(&report, false);
-    } else if let Some(cost) = &plan.cost {
-        out += &format!("\n{}\n", p.bold("Cost:"));
-        let lines = facts::cost_lines(&cost.to_value(), "->");
-        let pad = lines.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0) + 1;
-        for (k, v) in lines {
-            out += &format!("  {:pad$} {v}\n", format!("{k}:"));
-        }
+        out += &super::cost::cost_text(report, false);
     }
     let verdicts = facts::verdicts(plan);
     if !verdicts.is_empty() {

@@ -181,7 +181,7 @@ fn cloud_checks(p: &Provider, cx: &mut Cx<'_, '_>) -> bool {
     let mut failed = false;
     let Some(kind) = p.kind.value.filter(|k| *k != ProviderKind::Sim) else { return false };
     if let Some(e) = &p.endpoint
-        && let Err(why) = crate::providers::http::Endpoint::parse(&e.value)
+        && let Err(why) = crate::model::Endpoint::parse(&e.value)
     {
         cx.error(
             Diagnostic::error("gpuplan::spec::endpoint", format!("bad `endpoint` for `{kind}`: {why}"))

@@ -136,9 +136,6 @@ fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Lo
     spec.gpu_pools = std::mem::take(&mut spec.gpu_pools).into_iter().collect();
     validate::validate(&spec, &decoded.partial_pools, &mut diags);
     drop(decoded.partial_pools);
-    for cycle in crate::graph::build(&spec).cycles() {
-        diags.push(cycle);
-    }
     if declares_nothing
         && skip.is_empty()
         && !diags.has_errors()

@@ -18,6 +18,9 @@ use crate::addr::{Address, InstanceKey};
 use crate::diag::Span;
 use crate::spec::eval::Value;
 
+// Shared vocabulary, defined in `model/` (layer 0); the spec speaks it too.
+pub use crate::model::{Priority, ProviderKind};
+
 /// A value with the span of the expression (or block) it came from.
 #[derive(Debug, Clone, Default)]
 pub struct Spanned<T> {
@@ -161,34 +164,6 @@ pub struct Spec {
     pub locals: BTreeMap<String, Spanned<Value>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, Output>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    Sim,
-    Aws,
-    Tencentcloud,
-    Alicloud,
-}
-
-impl ProviderKind {
-    pub const ALL: [ProviderKind; 4] =
-        [ProviderKind::Sim, ProviderKind::Aws, ProviderKind::Tencentcloud, ProviderKind::Alicloud];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderKind::Sim => "sim",
-            ProviderKind::Aws => "aws",
-            ProviderKind::Tencentcloud => "tencentcloud",
-            ProviderKind::Alicloud => "alicloud",
-        }
-    }
-}
-
-impl fmt::Display for ProviderKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// `provider "aws" { region = "us-east-1" }`. Credentials are never stored here except
@@ -427,16 +402,6 @@ pub struct Budget {
     pub hourly_usd: Option<Spanned<f64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monthly_usd: Option<Spanned<f64>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Priority {
-    Critical,
-    High,
-    #[default]
-    Medium,
-    Low,
 }
 
 /// `job_template "NAME"`: what a job runs and needs.

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::json_text::JsonText;
-use crate::providers::Node;
+use crate::model::Node;
 
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -70,7 +70,7 @@ pub struct ResourceState {
     pub nodes: Vec<Node>,
     /// For jobs: age, queue time and the runs launched (see `jobs::model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job: Option<Box<crate::jobs::JobRecord>>,
+    pub job: Option<Box<crate::model::JobRecord>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -22,7 +22,7 @@ use std::collections::hash_map::Entry;
 use serde::{Deserialize, Serialize};
 
 use super::model::{HISTORY_LIMIT, HistoryEntry, ResourceState, ScaleRecord, State};
-use crate::providers::Node;
+use crate::model::Node;
 
 /// One finished operation, as one line of the journal.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::providers::{Capacity, Node, NodeState};
+use crate::model::{Capacity, Node, NodeState};
 
 const NO_WAIT: Duration = Duration::ZERO;
 
@@ -24,7 +24,7 @@ fn node(pool: &str, id: &str) -> Node {
         capacity: Capacity::OnDemand,
         state: NodeState::Running,
         image: None,
-        tags: crate::providers::Tags::new(),
+        tags: crate::model::Tags::new(),
     }
 }
 

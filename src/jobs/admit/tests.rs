@@ -49,8 +49,8 @@ fn get<'a>(out: &'a [Admission], name: &str) -> &'a Admission {
     out.iter().find(|a| a.address.name == name).expect("job decided")
 }
 
-fn code(out: &[Admission], name: &str) -> Option<String> {
-    get(out, name).reason.as_ref().map(|r| r.code.clone())
+fn code(out: &[Admission], name: &str) -> Option<&'static str> {
+    get(out, name).reason.as_ref().map(|r| r.code.as_str())
 }
 
 #[test]

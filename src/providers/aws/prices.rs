@@ -203,7 +203,7 @@ impl AwsProvider {
 
     /// Catalog on-demand prices and live spot prices for a GPU model.
     pub(super) async fn priced_offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
-        let models = crate::cost::offers::resolve_gpu(gpu);
+        let models = crate::catalog::resolve_gpu(gpu);
         if models.is_empty() {
             return Err(ProviderError::new(ErrorClass::Invalid, "UnknownGpu", format!("unknown GPU model `{gpu}`")));
         }

@@ -1,0 +1,196 @@
+//! The jobs phase of apply. Before the node changes, [`cancel_removed`] stops the runs of
+//! jobs removed from the spec; after them, [`run`] launches the replicas the plan admitted
+//! and records every job's runs, age and queue time in the state journal.
+//!
+//! On `sim` (and later the Kubernetes backend) a replica runs on a live node of its pool
+//! with room: the planned capacity type first, then the fallback the plan allows (spot →
+//! on-demand when `mix.fallback = "on_demand"`). For clouds the plan already carries the
+//! node shape and the provider creates a node for the job. Launch tokens come from the
+//! plan, so a retried apply never launches a replica attempt twice.
+
+use std::collections::BTreeMap;
+
+use crate::addr::Address;
+use crate::apply::{ApplyOptions, Outcome, ProviderSet, Recorder, Status};
+use crate::model::{JobPlacement, JobRecord, JobRun, Placement};
+use crate::plan::{Action, Plan};
+use crate::providers::{Capacity, JobState, ListFilter, Node};
+use crate::state::{JournalEntry, State};
+
+/// A live node and the GPUs jobs use on it.
+struct Slot {
+    node: Node,
+    used: u32,
+}
+
+/// Launch, cancel and record. Returns one outcome per job that could not do what the
+/// plan said (failed launches as failures, replicas without room as partial).
+pub async fn run(
+    plan: &Plan,
+    prior: &State,
+    providers: &ProviderSet,
+    recorder: &Recorder,
+    opts: &ApplyOptions,
+) -> Vec<Outcome> {
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let mut outcomes = Vec::new();
+    // Live nodes per pool, listed once per (provider, region) that has launches on nodes.
+    let mut slots: BTreeMap<Address, Vec<Slot>> = BTreeMap::new();
+    let mut listed: Vec<(String, String)> = Vec::new();
+    for l in plan.jobs.iter().flat_map(|j| &j.launches).filter(|l| l.request.shape.is_none()) {
+        let key = (l.provider.clone(), l.region.clone());
+        if listed.contains(&key) {
+            continue;
+        }
+        listed.push(key);
+        let Some(p) = providers.get(&l.provider) else { continue };
+        let filter = ListFilter { region: l.region.clone(), lineage: Some(plan.lineage.clone()) };
+        match p.list_nodes(&filter).await {
+            Ok(nodes) => {
+                for n in nodes.into_iter().filter(Node::is_live) {
+                    slots.entry(n.pool.clone()).or_default().push(Slot { node: n, used: 0 });
+                }
+            }
+            Err(e) => opts.progress.event(&l.request.pool.to_string(), &format!("could not list nodes: {e}")),
+        }
+    }
+    for j in &plan.jobs {
+        for run in j.runs.iter().filter(|r| r.is_active()) {
+            if let Some(s) = slots.get_mut(&j.pool).and_then(|s| s.iter_mut().find(|s| s.node.id == run.node_id)) {
+                s.used += run.gpus;
+            }
+        }
+    }
+
+    let mut entries = Vec::new();
+    for j in &plan.jobs {
+        let mut rec = JobRecord {
+            first_seen: j.first_seen.clone().or_else(|| Some(now.clone())),
+            waiting_since: None,
+            cancelled: prior_record(prior, &j.address).is_some_and(|r| r.cancelled),
+            runs: j.runs.clone(),
+        };
+        let mut short = Vec::new();
+        let mut failed = Vec::new();
+        for l in &j.launches {
+            let Some(provider) = providers.get(&l.provider) else {
+                failed.push(format!("provider `{}` is not configured", l.provider));
+                continue;
+            };
+            let mut req = l.request.clone();
+            let mut capacity = l.capacity;
+            if req.shape.is_none() {
+                let pool = slots.get_mut(&j.pool).map(Vec::as_mut_slice).unwrap_or_default();
+                let per_node = l.gpus_per_node;
+                let pick = pick(pool, l.capacity, req.gpus, per_node)
+                    .map(|i| (i, l.capacity))
+                    .or_else(|| l.fallback.and_then(|f| pick(pool, f, req.gpus, per_node).map(|i| (i, f))));
+                let Some((i, cap)) = pick else {
+                    short.push(format!(
+                        "replica {} found no {} node with {} free GPUs",
+                        l.replica, l.capacity, req.gpus
+                    ));
+                    continue;
+                };
+                pool[i].used += req.gpus;
+                req.node_id = pool[i].node.id.clone();
+                capacity = cap;
+            }
+            match provider.launch_job(&req).await {
+                Ok(status) => {
+                    opts.progress.event(
+                        &j.address.to_string(),
+                        &format!(
+                            "replica {} attempt {} launched as {} on {} ({capacity})",
+                            l.replica,
+                            l.attempt(),
+                            status.id,
+                            status.node_id
+                        ),
+                    );
+                    rec.runs.push(JobRun {
+                        replica: l.replica,
+                        attempt: req.attempt,
+                        id: status.id,
+                        provider: l.provider.clone(),
+                        region: l.region.clone(),
+                        node_id: status.node_id,
+                        capacity,
+                        gpus: req.gpus,
+                        status: status.state,
+                        message: status.message,
+                        launched_at: Some(now.clone()),
+                    });
+                }
+                Err(e) => failed.push(format!("replica {} attempt {}: {e}", l.replica, req.attempt)),
+            }
+        }
+        let waits = j.placement == Placement::Waiting || !short.is_empty() || !failed.is_empty();
+        if waits {
+            rec.waiting_since = j.waiting_since.clone().or_else(|| Some(now.clone()));
+        }
+        if !failed.is_empty() {
+            outcomes.push(outcome(j, Status::Failed(format!("job launch failed: {}", failed.join("; ")))));
+        } else if !short.is_empty() {
+            outcomes.push(outcome(j, Status::Partial(format!("stays queued: {}", short.join("; ")))));
+        }
+        let resource = match plan.changes.iter().find(|c| c.address == j.address) {
+            Some(c) if c.action != Action::Delete => crate::apply::resource_state(c, None),
+            _ => match prior.resources.get(&j.address.to_string()) {
+                Some(r) => r.clone(),
+                None => continue,
+            },
+        };
+        if prior_record(prior, &j.address) != Some(&rec) {
+            let resource = crate::state::ResourceState { job: Some(Box::new(rec)), ..resource };
+            entries.push(JournalEntry::PutResource { address: j.address.to_string(), resource });
+        }
+    }
+    if !entries.is_empty()
+        && let Err(e) = recorder.record(entries).await
+    {
+        opts.progress.event("jobs", &format!("could not record job runs: {e}"));
+    }
+    outcomes
+}
+
+impl crate::jobs::model::ReplicaLaunch {
+    pub fn attempt(&self) -> u32 {
+        self.request.attempt
+    }
+}
+
+fn prior_record<'s>(state: &'s State, addr: &Address) -> Option<&'s JobRecord> {
+    crate::jobs::place::record(state, addr)
+}
+
+fn outcome(j: &JobPlacement, status: Status) -> Outcome {
+    Outcome { address: j.address.clone(), action: Action::NoOp, status, created: 0, deleted: 0 }
+}
+
+/// The fullest node of `capacity` that still has `gpus` free of its `per_node` (best fit).
+fn pick(slots: &[Slot], capacity: Capacity, gpus: u32, per_node: u32) -> Option<usize> {
+    slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.node.capacity == capacity && per_node.saturating_sub(s.used) >= gpus)
+        .min_by_key(|(i, s)| (per_node - s.used, *i))
+        .map(|(i, _)| i)
+}
+
+/// Jobs removed from the spec (or destroyed): stop their active runs. Runs before the
+/// node changes, so a job is cancelled rather than killed with its node.
+pub async fn cancel_removed(plan: &Plan, prior: &State, providers: &ProviderSet, opts: &ApplyOptions) {
+    for c in plan.changes.iter().filter(|c| c.action == Action::Delete && c.address.kind == crate::addr::Kind::Job) {
+        let Some(rec) = prior_record(prior, &c.address) else { continue };
+        for run in rec.runs.iter().filter(|r| r.is_active()) {
+            let Some(p) = providers.get(&run.provider) else { continue };
+            let msg = match p.cancel_job(&run.region, &run.id).await {
+                Ok(s) if s.state == JobState::Cancelled => format!("run {} cancelled", run.id),
+                Ok(s) => format!("run {} already {}", run.id, crate::jobs::model::state_str(s.state)),
+                Err(e) => format!("could not cancel run {}: {e}", run.id),
+            };
+            opts.progress.event(&c.address.to_string(), &msg);
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! What jobs look like in a plan ([`JobPlacement`]) and in state ([`JobRecord`]).
+//!
+//! Both are additive to their formats: a plan without jobs and a state written before
+//! jobs existed read and write exactly as before.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::addr::Address;
+use crate::model::{Capacity, JobState, LaunchJob};
+
+/// A job's priority: admission order, and who may preempt whom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    Critical,
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+/// Where one job stands after admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// Admitted: apply launches the replicas listed in `launches`.
+    Launch,
+    /// Already running (all replicas that still need to run are running).
+    Running,
+    /// Not admitted: `reason` says why (quota, capacity or priority).
+    Waiting,
+    /// Finished: every replica succeeded.
+    Succeeded,
+    /// Failed with no retries left.
+    Failed,
+    /// Cancelled with `gpuplan jobs cancel`.
+    Cancelled,
+}
+
+impl Placement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::Launch => "launch",
+            Placement::Running => "running",
+            Placement::Waiting => "waiting",
+            Placement::Succeeded => "succeeded",
+            Placement::Failed => "failed",
+            Placement::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Why a job waits: its code is stable (`quota`, `capacity`, `priority`), its message is
+/// for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitReason {
+    pub code: WaitCode,
+    pub message: String,
+}
+
+/// The stable part of a [`WaitReason`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitCode {
+    /// The job's quota has no GPUs (or budget) left for it; more nodes would not help.
+    Quota,
+    /// Its pool has no node with room for a replica.
+    Capacity,
+    /// Higher-priority jobs took the room there was.
+    Priority,
+}
+
+impl WaitCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitCode::Quota => "quota",
+            WaitCode::Capacity => "capacity",
+            WaitCode::Priority => "priority",
+        }
+    }
+}
+
+impl std::fmt::Display for WaitCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One job in the plan: its admission and, when admitted, exactly what apply launches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobPlacement {
+    pub address: Address,
+    pub pool: Address,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Address>,
+    pub priority: Priority,
+    pub preemptible: bool,
+    pub replicas: u32,
+    pub gpus_per_replica: u32,
+    pub placement: Placement,
+    /// Replicas placed by capacity type, in this plan (launches) or already running.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity: Vec<Capacity>,
+    /// The attempt the launches carry (1 for a first launch).
+    pub attempt: u32,
+    pub retries: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<WaitReason>,
+    /// When the job was first seen (RFC 3339, from state); `None` for a new job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seen: Option<String>,
+    /// When it started waiting (RFC 3339, from state), if it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<String>,
+    /// The replica launches apply performs (node chosen at apply on `sim`; a node shape
+    /// for clouds).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launches: Vec<ReplicaLaunch>,
+    /// The runs as refresh observed them; apply records them in state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<JobRun>,
+}
+
+impl JobPlacement {
+    pub fn gpus(&self) -> u64 {
+        self.replicas as u64 * self.gpus_per_replica as u64
+    }
+    /// Does applying this plan do something for the job?
+    pub fn needs_launch(&self) -> bool {
+        !self.launches.is_empty()
+    }
+}
+
+/// One replica to launch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaLaunch {
+    pub replica: u32,
+    /// The capacity type admission placed it on.
+    pub capacity: Capacity,
+    /// Other capacity apply may use when the planned one has no room (the pool's
+    /// `fallback = "on_demand"` for preemptible jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Capacity>,
+    pub provider: String,
+    pub region: String,
+    /// The pool's GPUs per node (room on a node = this minus what runs there).
+    pub gpus_per_node: u32,
+    pub request: LaunchJob,
+}
+
+/// A job's record in state (`resources["job.x"].job`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JobRecord {
+    /// When gpuplan first recorded the job (RFC 3339): its age for admission order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seen: Option<String>,
+    /// Since when it waits for admission (RFC 3339); cleared on launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<String>,
+    /// Set by `gpuplan jobs cancel`: the job is not launched again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
+    /// Every run, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<JobRun>,
+}
+
+/// One replica attempt launched through a provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JobRun {
+    pub replica: u32,
+    pub attempt: u32,
+    /// The provider's job id.
+    pub id: String,
+    /// The provider block's local name and the region, to ask for status later.
+    pub provider: String,
+    pub region: String,
+    pub node_id: String,
+    #[schemars(with = "String")]
+    pub capacity: Capacity,
+    pub gpus: u32,
+    #[schemars(with = "String")]
+    pub status: JobState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched_at: Option<String>,
+}
+
+impl JobRun {
+    pub fn is_active(&self) -> bool {
+        matches!(self.status, JobState::Queued | JobState::Running)
+    }
+}
+
+pub fn state_str(s: JobState) -> &'static str {
+    match s {
+        JobState::Queued => "queued",
+        JobState::Running => "running",
+        JobState::Succeeded => "succeeded",
+        JobState::Failed => "failed",
+        JobState::Preempted => "preempted",
+        JobState::Cancelled => "cancelled",
+    }
+}
+
+pub fn priority_str(p: Priority) -> &'static str {
+    match p {
+        Priority::Critical => "critical",
+        Priority::High => "high",
+        Priority::Medium => "medium",
+        Priority::Low => "low",
+    }
+}

@@ -1,0 +1,22 @@
+//! The shared vocabulary (layer 0): the words every later phase speaks, as plain data.
+//!
+//! [`ProviderKind`], job [`Priority`], node [`Capacity`], [`Node`], [`Offer`], [`Tags`],
+//! job runs and records, and [`Endpoint`]. Nothing here does I/O or depends on another
+//! top-level module except `addr`; the spec, the state, the plan, the providers and the
+//! executor all build on it, so none of them needs to reach up or sideways for a type
+//! (the module graph stays one-way: `tests` in `lib.rs` checks it).
+
+pub mod endpoint;
+pub mod job;
+pub mod kind;
+pub mod node;
+pub mod tags;
+
+pub use endpoint::Endpoint;
+pub use job::{JobPlacement, JobRecord, JobRun, Placement, Priority, ReplicaLaunch, WaitCode, WaitReason};
+pub use kind::{ProviderKind, UnknownProviderKind};
+pub use node::{
+    Capacity, CreateNodes, CreateResult, ErrorClass, JobState, JobStatus, LaunchJob, ListFilter, Node, NodeState,
+    Offer, ProviderError,
+};
+pub use tags::Tags;

@@ -1,0 +1,235 @@
+//! Nodes, offers, job runs and provider errors: what the provider seam, the plan, the
+//! state and the executor all speak of. Plain data: no I/O, no SDK types.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::Address;
+use crate::model::{ProviderKind, Tags};
+
+/// Tag keys every object gpuplan creates carries (see DESIGN "Cloud ownership").
+pub const TAG_MANAGED: &str = "gpuplan:managed";
+pub const TAG_LINEAGE: &str = "gpuplan:lineage";
+pub const TAG_ADDRESS: &str = "gpuplan:address";
+/// The provider block's local name, so orphans of a pool nobody remembers can be deleted.
+pub const TAG_PROVIDER: &str = "gpuplan:provider";
+/// On a node made for one job: the job's address, and its attempt number.
+pub const TAG_JOB: &str = "gpuplan:job";
+pub const TAG_ATTEMPT: &str = "gpuplan:attempt";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capacity {
+    OnDemand,
+    Spot,
+}
+
+impl Capacity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capacity::OnDemand => "on-demand",
+            Capacity::Spot => "spot",
+        }
+    }
+}
+
+impl fmt::Display for Capacity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeState {
+    Pending,
+    Running,
+    /// Terminating or terminated by gpuplan.
+    Terminated,
+    /// Reclaimed by the cloud (spot interruption).
+    Reclaimed,
+}
+
+/// One GPU node as a cloud reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub id: String,
+    /// The pool it belongs to (from the `gpuplan:address` tag).
+    pub pool: Address,
+    pub instance_type: String,
+    pub region: String,
+    pub zone: String,
+    pub capacity: Capacity,
+    pub state: NodeState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// All tags, including gpuplan's ownership tags.
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub tags: Tags,
+}
+
+impl Node {
+    pub fn is_live(&self) -> bool {
+        matches!(self.state, NodeState::Pending | NodeState::Running)
+    }
+}
+
+/// Create `count` nodes of one shape in one zone: one provider call per batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreateNodes {
+    pub pool: Address,
+    pub region: String,
+    pub zone: String,
+    /// Allowed instance types, preferred first; the provider may fall back within them.
+    pub instance_types: Vec<String>,
+    pub capacity: Capacity,
+    pub count: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Highest spot price per node-hour in USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_spot_price: Option<f64>,
+    /// Idempotency token derived from the plan: the same token never launches twice.
+    pub token: String,
+    /// Tags to set, including the ownership tags.
+    pub tags: Tags,
+    /// Cloud-init user data (job launches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
+}
+
+/// What a create call achieved: it may be partial (`errors` say why the rest failed).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CreateResult {
+    pub nodes: Vec<Node>,
+    pub errors: Vec<ProviderError>,
+}
+
+/// How the executor should treat a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// A transient fault; retry with backoff.
+    Retryable,
+    /// Rate limited; back off longer, then retry.
+    Throttled,
+    /// No capacity for this shape in this zone; try the pool's fallback.
+    OutOfCapacity,
+    /// An account limit; retrying will not help until the limit is raised.
+    Quota,
+    /// The request is wrong (bad parameter, price too low); do not retry.
+    Invalid,
+    /// Credentials missing, wrong or not allowed.
+    Auth,
+    /// Anything else; stop.
+    Fatal,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ProviderError {
+    pub class: ErrorClass,
+    /// The cloud's own error code, e.g. `InsufficientInstanceCapacity`.
+    pub code: String,
+    pub message: String,
+    /// Seconds to wait before retrying, when the cloud says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<f64>,
+}
+
+impl ProviderError {
+    pub fn new(class: ErrorClass, code: impl Into<String>, message: impl Into<String>) -> Self {
+        ProviderError { class, code: code.into(), message: message.into(), retry_after_secs: None }
+    }
+}
+
+/// Which nodes a list call returns: those tagged with this lineage (or every gpuplan
+/// node when `lineage` is `None`, to find orphans of other states).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ListFilter {
+    pub region: String,
+    pub lineage: Option<String>,
+}
+
+/// One priced way to get GPUs from a provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Offer {
+    pub provider: ProviderKind,
+    pub instance_type: String,
+    pub gpu: String,
+    pub gpus: u32,
+    pub region: String,
+    pub zones: Vec<String>,
+    pub capacity: Capacity,
+    /// Per node-hour, in USD.
+    pub price_usd: f64,
+    /// True when the price is live from the provider, false when from the catalog.
+    pub live_price: bool,
+}
+
+/// Cheapest per GPU-hour first; ties by instance type, region, then capacity type.
+pub fn sort_offers(offers: &mut [Offer]) {
+    offers.sort_by(|a, b| {
+        (a.price_usd / f64::from(a.gpus.max(1)))
+            .total_cmp(&(b.price_usd / f64::from(b.gpus.max(1))))
+            .then_with(|| a.instance_type.cmp(&b.instance_type))
+            .then_with(|| a.region.cmp(&b.region))
+            .then(a.capacity.cmp(&b.capacity))
+    });
+}
+
+/// A job launch request (see `jobs/`).
+///
+/// Two ways to run: on an existing node (`node_id`, the sim cloud and the Kubernetes
+/// backend), or, for clouds, on a node made for the job: `shape` says what to create
+/// (count 1) and the provider boots it with [`userdata::job_script`], which runs the
+/// container with the NVIDIA runtime, prints `gpuplan-job-exit=N` on the console and
+/// powers the node off unless `keep_node`. `env` already carries
+/// `GPUPLAN_CHECKPOINT_URI` and `GPUPLAN_ATTEMPT` when the job has them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchJob {
+    pub job: Address,
+    pub pool: Address,
+    /// The node to run on; empty when `shape` asks the provider to create one.
+    #[serde(default)]
+    pub node_id: String,
+    pub image: String,
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub gpus: u32,
+    pub attempt: u32,
+    pub token: String,
+    /// Create a node of this shape for the job (user-data launch on clouds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<CreateNodes>,
+    /// Kill the container after this many seconds (`max_runtime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime_secs: Option<u64>,
+    /// Keep the node when the job ends (the pool keeps it); otherwise it powers off.
+    #[serde(default)]
+    pub keep_node: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Preempted,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobStatus {
+    pub id: String,
+    pub job: Address,
+    pub node_id: String,
+    pub state: JobState,
+    pub attempt: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}

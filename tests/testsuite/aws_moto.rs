@@ -1,0 +1,216 @@
+//! The aws provider through the CLI against moto's EC2 server (started by
+//! `scripts/test`, which exports GPUPLAN_TEST_MOTO_ENDPOINT). Without the endpoint these
+//! tests fail: they are the provider's real integration tests, never skipped quietly.
+//!
+//! moto keeps one account for every test of the run, so each test works in its own
+//! region and counts only instances carrying its own state's lineage.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::aws::cli::{lineage, pool_spec, run};
+use aws_sdk_ec2::Client;
+use aws_sdk_ec2::types::{Filter, InstanceStateName, InstanceType, ResourceType, Tag, TagSpecification};
+use gpuplan::providers::aws::{AwsProvider, AwsSettings};
+use gpuplan::providers::{ErrorClass, ListFilter, Provider};
+
+fn endpoint() -> String {
+    match std::env::var("GPUPLAN_TEST_MOTO_ENDPOINT") {
+        Ok(e) if !e.trim().is_empty() => e,
+        _ => panic!(
+            "GPUPLAN_TEST_MOTO_ENDPOINT is not set: run the tests with `scripts/test`, which installs moto into .venv/ and starts it"
+        ),
+    }
+}
+
+/// An SDK client on moto, built the way the provider builds its own.
+async fn client(region: &str) -> Client {
+    let sdk = settings().load().await;
+    AwsSettings::client(&sdk, region)
+}
+
+fn settings() -> AwsSettings {
+    AwsSettings {
+        name: "aws".into(),
+        endpoint: Some(endpoint()),
+        access_key: Some("testing".into()),
+        secret_key: Some("testing".into()),
+        ..Default::default()
+    }
+}
+
+/// Live instances carrying `lineage`, as (id, lifecycle, tags).
+async fn tagged(c: &Client, lineage: &str) -> Vec<(String, String, BTreeMap<String, String>)> {
+    let out = c
+        .describe_instances()
+        .filters(Filter::builder().name("tag:gpuplan:lineage").values(lineage).build())
+        .filters(Filter::builder().name("instance-state-name").values("pending").values("running").build())
+        .max_results(1000)
+        .send()
+        .await
+        .expect("DescribeInstances");
+    let mut v = Vec::new();
+    for r in out.reservations() {
+        for i in r.instances() {
+            let tags =
+                i.tags().iter().map(|t| (t.key().unwrap().to_string(), t.value().unwrap().to_string())).collect();
+            let life = i.instance_lifecycle().map(|l| l.as_str().to_string()).unwrap_or_else(|| "on-demand".into());
+            v.push((i.instance_id().unwrap().to_string(), life, tags));
+        }
+    }
+    v
+}
+
+/// An instance gpuplan does not own, in the same region.
+async fn foreign_instance(c: &Client) -> String {
+    let out = c
+        .run_instances()
+        .image_id("ami-0123456789abcdef0")
+        .instance_type(InstanceType::G5Xlarge)
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .tags(Tag::builder().key("team").value("someone-else").build())
+                .build(),
+        )
+        .send()
+        .await
+        .expect("RunInstances");
+    out.instances()[0].instance_id().unwrap().to_string()
+}
+
+async fn state_of(c: &Client, id: &str) -> InstanceStateName {
+    let out = c.describe_instances().instance_ids(id).send().await.expect("DescribeInstances by id");
+    out.reservations()[0].instances()[0].state().unwrap().name().unwrap().clone()
+}
+
+fn write_spec(dir: &Path, spec: &str) {
+    std::fs::write(dir.join("main.hcl"), spec).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mixed_pool_lifecycle_apply_noop_drift_replace_destroy() {
+    let region = "us-west-2";
+    let c = client(region).await;
+    let foreign = foreign_instance(&c).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // 5 nodes: 1 on-demand base, 50 % of the other 4 on spot → 3 on-demand, 2 spot.
+    write_spec(dir, &pool_spec(&endpoint(), region, &["us-west-2a", "us-west-2b"], 5, 1, 50, ""));
+
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    let lineage = lineage(dir);
+    let nodes = tagged(&c, &lineage).await;
+    assert_eq!(nodes.len(), 5, "{nodes:?}");
+    assert_eq!(nodes.iter().filter(|n| n.1 == "spot").count(), 2, "{nodes:?}");
+    assert_eq!(nodes.iter().filter(|n| n.1 == "on-demand").count(), 3, "{nodes:?}");
+    for (id, _, tags) in &nodes {
+        assert_eq!(tags.get("gpuplan:managed").map(String::as_str), Some("true"), "{id}: {tags:?}");
+        assert_eq!(tags.get("gpuplan:address").map(String::as_str), Some("gpu_pool.train"), "{id}");
+        assert_eq!(tags.get("gpuplan:provider").map(String::as_str), Some("aws"), "{id}");
+        assert_eq!(tags.get("team").map(String::as_str), Some("ml"), "labels become tags: {id}");
+    }
+
+    // Nothing to do afterwards.
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "plan after apply must be a no-op:\n{}\n{}", r.stdout, r.stderr);
+
+    // Terminated behind gpuplan's back: drift, then apply replaces it.
+    let victim = nodes[0].0.clone();
+    c.terminate_instances().instance_ids(&victim).send().await.expect("TerminateInstances");
+    let r = run(dir, &["drift", "--detailed-exitcode"]);
+    assert_eq!(r.code, 2, "drift:\n{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains(&victim) || r.stderr.contains(&victim), "{}\n{}", r.stdout, r.stderr);
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply after drift:\n{}\n{}", r.stdout, r.stderr);
+    let after = tagged(&c, &lineage).await;
+    assert_eq!(after.len(), 5, "{after:?}");
+    assert!(!after.iter().any(|n| n.0 == victim));
+    assert_eq!(after.iter().filter(|n| n.1 == "spot").count(), 2, "{after:?}");
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "no-op again:\n{}\n{}", r.stdout, r.stderr);
+
+    // Destroy leaves nothing tagged, and never touches the foreign instance.
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "destroy:\n{}\n{}", r.stdout, r.stderr);
+    assert!(tagged(&c, &lineage).await.is_empty());
+    assert_eq!(state_of(&c, &foreign).await, InstanceStateName::Running);
+    // The pool's launch template went with its last node.
+    let name = format!(
+        "gpuplan-{}-gpu_pool.train",
+        lineage.chars().filter(|c| c.is_ascii_alphanumeric()).take(8).collect::<String>()
+    );
+    let lts = c
+        .describe_launch_templates()
+        .filters(Filter::builder().name("launch-template-name").values(&name).build())
+        .send()
+        .await
+        .expect("DescribeLaunchTemplates");
+    assert!(lts.launch_templates().is_empty(), "{name}: {lts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn terminate_refuses_an_untagged_instance_and_touches_nothing() {
+    let region = "eu-central-1";
+    let c = client(region).await;
+    let foreign = foreign_instance(&c).await;
+    let p = AwsProvider::new(settings());
+    let err = p.terminate_nodes(region, std::slice::from_ref(&foreign)).await.unwrap_err();
+    assert_eq!(err.class, ErrorClass::Invalid, "{err}");
+    assert!(err.message.contains("lacks the tag gpuplan:managed=true"), "{err}");
+    assert_eq!(state_of(&c, &foreign).await, InstanceStateName::Running);
+    // Refresh never reports it either.
+    let listed = p.list_nodes(&ListFilter { region: region.into(), lineage: None }).await.unwrap();
+    assert!(!listed.iter().any(|n| n.id == foreign), "{listed:?}");
+    assert_eq!(p.calls().get("TerminateInstances"), None, "no terminate call was made");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn secrets_never_reach_state_plan_files_or_output() {
+    let region = "ap-northeast-1";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let secret = "SECRETgpuplan/Zq9+never-print";
+    let extra = format!("  access_key = \"AKIAGPUPLANSPEC\"\n  secret_key = \"{secret}\"\n");
+    write_spec(dir, &pool_spec(&endpoint(), region, &["ap-northeast-1a"], 1, 1, 0, &extra));
+    let mut outputs = Vec::new();
+    for args in [
+        &["apply", "--auto-approve"][..],
+        &["plan", "--out", "saved.plan"],
+        &["plan", "--json"],
+        &["state", "show", "gpu_pool.train"],
+        &["destroy", "--auto-approve"],
+    ] {
+        let r = run(dir, args);
+        assert!(r.code == 0 || r.code == 2, "{args:?}:\n{}\n{}", r.stdout, r.stderr);
+        outputs.push(r.stdout);
+        outputs.push(r.stderr);
+    }
+    for o in &outputs {
+        assert!(!o.contains(secret), "secret printed:\n{o}");
+    }
+    let mut files = vec![dir.join("saved.plan")];
+    for e in std::fs::read_dir(dir.join("state")).unwrap() {
+        files.push(e.unwrap().path());
+    }
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        assert!(!text.contains(secret), "secret in {}", f.display());
+        assert!(!text.contains("AKIAGPUPLANSPEC"), "access key in {}", f.display());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_spot_prices_and_gpu_shapes_come_from_the_api() {
+    let p = AwsProvider::new(settings());
+    let offers = p.offers("A10G", Some("us-east-1")).await.unwrap();
+    let spot: Vec<_> = offers.iter().filter(|o| o.capacity == gpuplan::providers::Capacity::Spot).collect();
+    assert!(!spot.is_empty() && spot.iter().all(|o| o.live_price), "{offers:?}");
+    // Cached for the run: asking again makes no new call.
+    let before = p.total_calls();
+    p.offers("A10G", Some("us-east-1")).await.unwrap();
+    assert_eq!(p.total_calls(), before);
+}

@@ -1,0 +1,286 @@
+//! Alibaba Cloud (ECS, ACK) against the fake endpoint: through the CLI, through the
+//! provider API, and raw requests for the fake's own checks.
+
+use std::collections::BTreeMap;
+
+use gpuplan::providers::alicloud::AlibabaProvider;
+use gpuplan::providers::http::{CloudConfig, Credentials, Endpoint, Secret};
+use gpuplan::providers::signing::{acs3, iso8601, sha256_hex};
+use gpuplan::providers::{
+    Capacity, CreateNodes, ErrorClass, JobState, LaunchJob, ListFilter, Provider, TAG_ADDRESS, TAG_JOB, TAG_LINEAGE,
+    TAG_MANAGED, Tags,
+};
+use serde_json::Value;
+
+use crate::chinacloud::alibaba_fake::{ACCESS_KEY_ID, ACCESS_KEY_SECRET, Fake};
+use crate::chinacloud::{Fleet, pool};
+
+const REGION: &str = "cn-hangzhou";
+const ZH: &str = "cn-hangzhou-h";
+const ZI: &str = "cn-hangzhou-i";
+
+fn fleet(fake: &Fake, zones: &[&str], desired: u32, mix: &str) -> Fleet {
+    // The endpoint comes from the environment here (the spec's `endpoint` is the other way).
+    let spec = format!(
+        "provider \"alicloud\" {{\n  region = \"{REGION}\"\n  image  = \"m-gpuplan\"\n}}\n{}",
+        pool("alicloud", zones, "T4", "ecs.gn6i-c4g1.xlarge", desired, mix)
+    );
+    Fleet::new(
+        &spec,
+        &[
+            ("ALIBABA_CLOUD_ACCESS_KEY_ID", ACCESS_KEY_ID),
+            ("ALIBABA_CLOUD_ACCESS_KEY_SECRET", ACCESS_KEY_SECRET),
+            ("GPUPLAN_ALICLOUD_ENDPOINT", &fake.url),
+        ],
+    )
+}
+
+fn mix(fake: &Fake) -> (usize, usize) {
+    let of_pool: Vec<_> = fake
+        .instances()
+        .into_iter()
+        .filter(|i| i.tags.get(TAG_ADDRESS).map(String::as_str) == Some("gpu_pool.train"))
+        .collect();
+    let spot = of_pool.iter().filter(|i| i.spot_strategy != "NoSpot").count();
+    (of_pool.len() - spot, spot)
+}
+
+#[test]
+fn apply_plan_drift_repair_and_destroy_a_mixed_pool() {
+    let fake = Fake::start();
+    let foreign = fake.add(REGION, ZH, &[("team", "someone-else")]);
+    let f = fleet(&fake, &[ZH, ZI], 5, "    on_demand_base = 1\n    spot_percent   = 50");
+    let mut outputs = String::new();
+    let r = f.run(&["apply", "--auto-approve"]).expect(0);
+    outputs.push_str(&(r.stdout + &r.stderr));
+    assert_eq!(mix(&fake), (3, 2));
+    assert!(
+        fake.instances().iter().filter(|i| i.spot_strategy != "NoSpot").all(|i| i.spot_strategy == "SpotAsPriceGo")
+    );
+    for i in fake.instances().iter().filter(|i| i.id != foreign) {
+        assert_eq!(i.tags.get(TAG_MANAGED).map(String::as_str), Some("true"), "{i:?}");
+        assert!(i.tags.contains_key(TAG_LINEAGE), "{i:?}");
+    }
+    let r = f.run(&["plan", "--detailed-exitcode", "--out", "saved.plan"]).expect(0);
+    outputs.push_str(&(r.stdout + &r.stderr));
+
+    let victim = fake.instances().into_iter().find(|i| i.id != foreign).expect("a node").id;
+    fake.remove(&victim);
+    let r = f.run(&["drift", "--detailed-exitcode"]).expect(2);
+    assert!(r.stdout.contains(&victim), "{}", r.stdout);
+    outputs.push_str(&(r.stdout + &r.stderr));
+    let r = f.run(&["apply", "--auto-approve"]).expect(0);
+    outputs.push_str(&(r.stdout + &r.stderr));
+    assert_eq!(mix(&fake), (3, 2));
+    f.run(&["plan", "--detailed-exitcode"]).expect(0);
+
+    let r = f.run(&["destroy", "--auto-approve"]).expect(0);
+    outputs.push_str(&(r.stdout + &r.stderr));
+    let left: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(left, vec![foreign], "destroy leaves only what gpuplan does not own");
+    assert!(!outputs.contains(ACCESS_KEY_SECRET), "the secret was printed");
+    assert!(!f.all_files_text().contains(ACCESS_KEY_SECRET), "the secret was written to a file");
+}
+
+#[test]
+fn stock_out_falls_back_to_the_other_zone_then_on_demand() {
+    let fake = Fake::start();
+    // One spot node left in h, none in i: one lands in h, the rest go on-demand.
+    fake.set_stock(ZH, true, 1);
+    fake.set_stock(ZI, true, 0);
+    let f = fleet(&fake, &[ZH, ZI], 3, "    spot_percent = 100\n    fallback     = \"on_demand\"");
+    let r = f.run(&["apply", "--auto-approve"]).expect(0);
+    assert!(r.stderr.contains("falling back to on-demand"), "{}", r.stderr);
+    assert_eq!(mix(&fake), (2, 1));
+}
+
+#[test]
+fn throttling_backs_off_and_retries_with_the_same_client_token() {
+    let fake = Fake::start();
+    fake.throttle("RunInstances", 2);
+    let f = fleet(&fake, &[ZH], 1, "    spot_percent = 0");
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    assert_eq!(mix(&fake), (1, 0));
+    let tokens = fake.calls("RunInstances");
+    assert_eq!(tokens.len(), 3, "{tokens:?}");
+    assert!(tokens.iter().all(|t| t == &tokens[0] && !t.is_empty()), "{tokens:?}");
+}
+
+fn provider(fake: &Fake, secret: &str) -> AlibabaProvider {
+    AlibabaProvider::new(CloudConfig {
+        name: "alicloud".into(),
+        endpoint: Some(Endpoint::parse(&fake.url).expect("endpoint")),
+        credentials: Ok(Credentials { id: ACCESS_KEY_ID.into(), secret: Secret::new(secret), token: None }),
+        image: Some("m-test".into()),
+        subnets: [(ZH.to_string(), "vsw-h".to_string())].into(),
+        security_groups: vec!["sg-1".into()],
+        key_name: None,
+        cluster_id: Some("c-gpuplan".into()),
+        cny_per_usd: 7.0,
+    })
+    .expect("provider")
+}
+
+fn create(count: u32, capacity: Capacity, max_spot_price: Option<f64>) -> CreateNodes {
+    let tags: Tags =
+        [(TAG_MANAGED, "true"), (TAG_LINEAGE, "L1"), (TAG_ADDRESS, "gpu_pool.big"), ("team", "ml platform")]
+            .into_iter()
+            .collect();
+    CreateNodes {
+        pool: "gpu_pool.big".parse().expect("addr"),
+        region: REGION.into(),
+        zone: ZH.into(),
+        instance_types: vec!["ecs.gn6i-c4g1.xlarge".into(), "ecs.gn6i-c8g1.2xlarge".into()],
+        capacity,
+        count,
+        image: None,
+        max_spot_price,
+        token: "gp-ali-token".into(),
+        tags,
+        user_data: None,
+    }
+}
+
+#[tokio::test]
+async fn batches_paging_price_limits_and_only_tagged_deletes() {
+    let fake = Fake::start();
+    let p = provider(&fake, ACCESS_KEY_SECRET);
+    let made = p.create_nodes(&create(230, Capacity::Spot, Some(1.0))).await.expect("create");
+    assert_eq!((made.nodes.len(), made.errors.len()), (230, 0));
+    assert_eq!(fake.calls("RunInstances").len(), 3, "Amount at most 100");
+    assert!(fake.instances().iter().all(|i| i.spot_strategy == "SpotWithPriceLimit"
+        && i.spot_price_limit.as_deref() == Some("7.000")
+        && i.tags.get("team").map(String::as_str) == Some("ml platform")));
+    p.create_nodes(&create(230, Capacity::Spot, Some(1.0))).await.expect("again");
+    assert_eq!(fake.instances().len(), 230, "the same token never launches twice");
+
+    let before = fake.calls("DescribeInstances").len();
+    let nodes = p.list_nodes(&ListFilter { region: REGION.into(), lineage: Some("L1".into()) }).await.expect("list");
+    assert_eq!(nodes.len(), 230);
+    assert_eq!(fake.calls("DescribeInstances").len() - before, 3, "MaxResults 100 + NextToken");
+
+    let foreign = fake.add(REGION, ZH, &[]);
+    let mut ids: Vec<String> = nodes.iter().map(|n| n.id.clone()).collect();
+    ids.push(foreign);
+    let e = p.terminate_nodes(REGION, &ids).await.expect_err("untagged refused");
+    assert_eq!(e.class, ErrorClass::Invalid);
+    assert_eq!(fake.instances().len(), 231);
+    p.terminate_nodes(REGION, &ids[..230]).await.expect("delete");
+    assert_eq!(fake.calls("DeleteInstances").len(), 3);
+    assert_eq!(fake.instances().len(), 1);
+}
+
+#[tokio::test]
+async fn a_short_stock_delivers_part_then_tries_the_next_type() {
+    let fake = Fake::start();
+    let p = provider(&fake, ACCESS_KEY_SECRET);
+    fake.set_stock(ZH, false, 2);
+    let made = p.create_nodes(&create(5, Capacity::OnDemand, None)).await.expect("create");
+    assert_eq!(made.nodes.len(), 2);
+    assert_eq!(made.errors.len(), 1);
+    assert_eq!(made.errors[0].class, ErrorClass::OutOfCapacity);
+}
+
+#[tokio::test]
+async fn price_limit_below_market_is_invalid_with_a_hint() {
+    let fake = Fake::start();
+    let p = provider(&fake, ACCESS_KEY_SECRET);
+    let e = p.create_nodes(&create(1, Capacity::Spot, Some(0.01))).await.expect_err("too low");
+    assert_eq!((e.class, e.code.as_str()), (ErrorClass::Invalid, "InvalidSpotPriceLimit.LowerThanPublicPrice"));
+    assert!(e.message.contains("max_spot_price"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn wrong_secret_is_an_auth_error() {
+    let fake = Fake::start();
+    let p = provider(&fake, "nope");
+    let e = p.list_nodes(&ListFilter { region: REGION.into(), lineage: None }).await.expect_err("bad secret");
+    assert_eq!((e.class, e.code.as_str()), (ErrorClass::Auth, "SignatureDoesNotMatch"));
+    assert!(e.message.contains("ALIBABA_CLOUD_ACCESS_KEY_ID"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn jobs_read_their_exit_code_from_the_console() {
+    let fake = Fake::start();
+    let p = provider(&fake, ACCESS_KEY_SECRET);
+    let req = LaunchJob {
+        job: "job.eval".parse().expect("addr"),
+        pool: "gpu_pool.big".parse().expect("addr"),
+        node_id: String::new(),
+        image: "ghcr.io/acme/eval:1".into(),
+        command: vec!["eval".into()],
+        env: Default::default(),
+        gpus: 1,
+        attempt: 1,
+        token: "gp-job".into(),
+        shape: Some(create(1, Capacity::Spot, None)),
+        max_runtime_secs: None,
+        keep_node: false,
+    };
+    let st = p.launch_job(&req).await.expect("launch");
+    let inst = fake.instances().into_iter().find(|i| i.id == st.id).expect("instance");
+    assert_eq!(inst.tags.get(TAG_JOB).map(String::as_str), Some("job.eval"));
+    assert!(inst.user_data.is_some());
+    assert_eq!(p.job_status(REGION, &st.id).await.expect("status").state, JobState::Running);
+    fake.stop(&st.id, "boot\ngpuplan-job-exit=3\n");
+    let s = p.job_status(REGION, &st.id).await.expect("status");
+    assert_eq!((s.state, s.message.as_deref()), (JobState::Failed, Some("exit code 3")));
+    fake.stop(&st.id, "gpuplan-job-exit=0\n");
+    assert_eq!(p.job_status(REGION, &st.id).await.expect("status").state, JobState::Succeeded);
+}
+
+#[tokio::test]
+async fn ack_kubeconfig() {
+    let fake = Fake::start();
+    let p = provider(&fake, ACCESS_KEY_SECRET);
+    let k = p.kubeconfig(REGION, true).await.expect("kubeconfig");
+    assert!(k.contains("kind: Config") && k.contains("192.168.0.10"), "{k}");
+}
+
+async fn raw(fake: &Fake, action: &str, secret: &str, date: &str, nonce: &str) -> (u16, Value) {
+    let host = fake.url.trim_start_matches("http://").to_string();
+    let empty = sha256_hex(b"");
+    let headers: BTreeMap<String, String> = [
+        ("host", host.as_str()),
+        ("x-acs-action", action),
+        ("x-acs-version", "2014-05-26"),
+        ("x-acs-date", date),
+        ("x-acs-signature-nonce", nonce),
+        ("x-acs-content-sha256", empty.as_str()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let query = vec![("RegionId".to_string(), REGION.to_string())];
+    let sig = acs3::sign(
+        ACCESS_KEY_ID,
+        secret,
+        &acs3::Request { method: "POST", path: "/", query: &query, headers: &headers, payload_hash: &empty },
+    );
+    let mut req = reqwest::Client::new().post(format!("{}/?{}", fake.url, acs3::canonical_query(&query)));
+    for (k, v) in headers.iter().filter(|(k, _)| k.as_str() != "host") {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    let resp = req.header("Authorization", sig.authorization).send().await.expect("send");
+    let status = resp.status().as_u16();
+    (status, serde_json::from_str(&resp.text().await.expect("body")).expect("json"))
+}
+
+#[tokio::test]
+async fn the_fake_answers_like_alibaba_cloud() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = Fake::start();
+    let now = iso8601(crate::chinacloud::server::now());
+    let (s, v) = raw(&fake, "DescribeInstances", ACCESS_KEY_SECRET, &now, "n1").await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = raw(&fake, "DescribeInstances", ACCESS_KEY_SECRET, &now, "n1").await;
+    assert_eq!((s, v["Code"].as_str()), (400, Some("SignatureNonceUsed")));
+    let (s, v) = raw(&fake, "DescribeInstances", "wrong", &now, "n2").await;
+    assert_eq!((s, v["Code"].as_str()), (400, Some("SignatureDoesNotMatch")));
+    let old = iso8601(crate::chinacloud::server::now() - 3600);
+    let (s, v) = raw(&fake, "DescribeInstances", ACCESS_KEY_SECRET, &old, "n3").await;
+    assert_eq!((s, v["Code"].as_str()), (400, Some("InvalidTimeStamp.Expired")));
+    let (s, v) = raw(&fake, "DescribeNothing", ACCESS_KEY_SECRET, &now, "n4").await;
+    assert_eq!((s, v["Code"].as_str()), (404, Some("InvalidAction.NotFound")));
+    assert!(v["RequestId"].is_string() && v["Recommend"].is_string());
+}

@@ -1,0 +1,429 @@
+//! A fake Alibaba Cloud endpoint: ECS 2014-05-26 (RPC) and ACK user_config (ROA).
+//!
+//! It recomputes the ACS3-HMAC-SHA256 signature of every request from what it received
+//! (the query re-canonicalized, the signed headers, the body hash), answers bad
+//! signatures, unknown keys, stale dates, reused nonces and unknown actions with
+//! Alibaba's error shapes and HTTP statuses, keeps instances in memory, pages
+//! DescribeInstances with MaxResults/NextToken, honours ClientToken, and can be told
+//! to run out of stock or to throttle an action.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use gpuplan::providers::signing::{acs3, constant_time_eq, hex, hmac_sha256, percent_encode, sha256_hex};
+use serde_json::{Value, json};
+
+use crate::chinacloud::server::{self, Request, Response, query_pairs};
+
+pub const ACCESS_KEY_ID: &str = "LTAIgpuplanFAKE0001";
+pub const ACCESS_KEY_SECRET: &str = "ali-secret-never-printed-9c1d";
+
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub id: String,
+    pub region: String,
+    pub zone: String,
+    pub instance_type: String,
+    pub image: String,
+    pub spot_strategy: String,
+    pub spot_price_limit: Option<String>,
+    pub status: String,
+    pub tags: BTreeMap<String, String>,
+    pub user_data: Option<String>,
+    pub console: String,
+}
+
+#[derive(Default)]
+pub struct State {
+    pub instances: BTreeMap<String, Instance>,
+    pub tokens: HashMap<String, Vec<String>>,
+    pub nonces: HashSet<String>,
+    pub counter: u64,
+    /// (zone, spot) → instances still in stock (absent: unlimited).
+    pub stock: HashMap<(String, bool), u64>,
+    pub throttle: HashMap<String, u32>,
+    /// Every authenticated call: (action, ClientToken or "").
+    pub calls: Vec<(String, String)>,
+}
+
+#[derive(Clone)]
+pub struct Fake {
+    pub url: String,
+    pub state: Arc<Mutex<State>>,
+}
+
+impl Fake {
+    pub fn start() -> Fake {
+        let state = Arc::new(Mutex::new(State::default()));
+        let s = state.clone();
+        let addr = server::start(Arc::new(move |req: &Request| handle(&s, req)));
+        Fake { url: format!("http://{addr}"), state }
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn instances(&self) -> Vec<Instance> {
+        self.lock().instances.values().cloned().collect()
+    }
+
+    pub fn set_stock(&self, zone: &str, spot: bool, n: u64) {
+        self.lock().stock.insert((zone.to_string(), spot), n);
+    }
+
+    pub fn throttle(&self, action: &str, times: u32) {
+        self.lock().throttle.insert(action.to_string(), times);
+    }
+
+    pub fn calls(&self, action: &str) -> Vec<String> {
+        self.lock().calls.iter().filter(|(a, _)| a == action).map(|(_, t)| t.clone()).collect()
+    }
+
+    pub fn remove(&self, id: &str) {
+        self.lock().instances.remove(id);
+    }
+
+    pub fn stop(&self, id: &str, console: &str) {
+        if let Some(i) = self.lock().instances.get_mut(id) {
+            i.status = "Stopped".into();
+            i.console = console.into();
+        }
+    }
+
+    pub fn add(&self, region: &str, zone: &str, tags: &[(&str, &str)]) -> String {
+        let mut s = self.lock();
+        s.counter += 1;
+        let id = format!("i-fake{:012x}", s.counter);
+        s.instances.insert(
+            id.clone(),
+            Instance {
+                id: id.clone(),
+                region: region.into(),
+                zone: zone.into(),
+                instance_type: "ecs.gn6i-c4g1.xlarge".into(),
+                image: "m-other".into(),
+                spot_strategy: "NoSpot".into(),
+                spot_price_limit: None,
+                status: "Running".into(),
+                tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                user_data: None,
+                console: String::new(),
+            },
+        );
+        id
+    }
+}
+
+fn ok(mut body: Value) -> Response {
+    body["RequestId"] = json!(uuid::Uuid::new_v4().to_string().to_uppercase());
+    Response { status: 200, body: body.to_string() }
+}
+
+/// RPC error body with its HTTP status.
+pub fn err(status: u16, code: &str, message: &str) -> Response {
+    let body = json!({
+        "RequestId": uuid::Uuid::new_v4().to_string().to_uppercase(),
+        "HostId": "ecs.aliyuncs.com",
+        "Code": code,
+        "Message": message,
+        "Recommend": format!("https://api.aliyun.com/troubleshoot?q={code}"),
+    });
+    Response { status, body: body.to_string() }
+}
+
+fn handle(state: &Mutex<State>, req: &Request) -> Response {
+    let h = |k: &str| req.headers.get(k).map(String::as_str).unwrap_or("");
+    {
+        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = verify(&mut s, req) {
+            return e;
+        }
+    }
+    let action = h("x-acs-action").to_string();
+    let version = h("x-acs-version");
+    let params: BTreeMap<String, String> = query_pairs(&req.query).into_iter().collect();
+    let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+    s.calls.push((action.clone(), params.get("ClientToken").cloned().unwrap_or_default()));
+    if version == "2015-12-15" {
+        return ack(req);
+    }
+    let known = version == "2014-05-26"
+        && matches!(
+            action.as_str(),
+            "RunInstances" | "DescribeInstances" | "DeleteInstances" | "GetInstanceConsoleOutput"
+        );
+    if !known {
+        return err(404, "InvalidAction.NotFound", "Specified api is not found, please check your url and method.");
+    }
+    if let Some(n) = s.throttle.get_mut(&action)
+        && *n > 0
+    {
+        *n -= 1;
+        return err(400, "Throttling.User", "Request was denied due to user flow control.");
+    }
+    let Some(region) = params.get("RegionId").cloned() else {
+        return err(400, "MissingRegionId", "RegionId is mandatory for this action.");
+    };
+    match action.as_str() {
+        "RunInstances" => run(&mut s, &region, &params),
+        "DescribeInstances" => describe(&s, &region, &params),
+        "DeleteInstances" => delete(&mut s, &region, &params),
+        _ => match params.get("InstanceId").and_then(|id| s.instances.get(id)) {
+            Some(i) => {
+                use base64::Engine as _;
+                ok(
+                    json!({"InstanceId": i.id, "ConsoleOutput": base64::engine::general_purpose::STANDARD.encode(&i.console)}),
+                )
+            }
+            None => err(404, "InvalidInstanceId.NotFound", "The specified InstanceId does not exist."),
+        },
+    }
+}
+
+fn ack(req: &Request) -> Response {
+    let path = server::decode(&req.path);
+    let parts: Vec<&str> = path.split('/').collect();
+    match parts.as_slice() {
+        ["", "k8s", "c-gpuplan", "user_config"] if req.method == "GET" => {
+            let private = query_pairs(&req.query).iter().any(|(k, v)| k == "PrivateIpAddress" && v == "true");
+            let server = if private { "https://192.168.0.10:6443" } else { "https://47.0.0.10:6443" };
+            ok(
+                json!({"config": format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c-gpuplan\n  cluster:\n    server: {server}\n"), "expiration": "2029-01-01T00:00:00Z"}),
+            )
+        }
+        ["", "k8s", _, "user_config"] => Response {
+            status: 404,
+            body: json!({"code": "ErrorClusterNotFound", "message": "cluster not found", "requestId": "R-1"})
+                .to_string(),
+        },
+        _ => err(404, "InvalidAction.NotFound", "Specified api is not found, please check your url and method."),
+    }
+}
+
+/// Check the ACS3 signature, date window and nonce from the bytes received.
+fn verify(s: &mut State, req: &Request) -> Result<(), Response> {
+    let h = |k: &str| req.headers.get(k).map(String::as_str).unwrap_or("");
+    let Some(rest) = h("authorization").strip_prefix("ACS3-HMAC-SHA256 ") else {
+        return Err(err(400, "IncompleteSignature", "The request signature does not conform to Aliyun standards."));
+    };
+    let fields: HashMap<&str, &str> = rest.split(',').filter_map(|f| f.split_once('=')).collect();
+    if fields.get("Credential").copied() != Some(ACCESS_KEY_ID) {
+        return Err(err(404, "InvalidAccessKeyId.NotFound", "Specified access key is not found."));
+    }
+    let date = h("x-acs-date");
+    let ts = humantime::parse_rfc3339(date)
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    if ts.is_none_or(|t| t.abs_diff(server::now()) > 15 * 60) {
+        return Err(err(
+            400,
+            "InvalidTimeStamp.Expired",
+            &format!("Specified time stamp or date value is expired: {date}."),
+        ));
+    }
+    if h("x-acs-content-sha256") != sha256_hex(&req.body) {
+        return Err(err(400, "SignatureDoesNotMatch", "x-acs-content-sha256 does not match the body."));
+    }
+    let signed_headers = fields.get("SignedHeaders").copied().unwrap_or("");
+    for required in ["host", "x-acs-action", "x-acs-version", "x-acs-date", "x-acs-signature-nonce"] {
+        if !signed_headers.split(';').any(|k| k == required) {
+            return Err(err(400, "SignatureDoesNotMatch", &format!("`{required}` must be signed.")));
+        }
+    }
+    let canonical_headers: String = signed_headers.split(';').map(|k| format!("{k}:{}\n", h(k).trim())).collect();
+    let mut pairs: Vec<(String, String)> =
+        query_pairs(&req.query).into_iter().map(|(k, v)| (percent_encode(&k), percent_encode(&v))).collect();
+    pairs.sort();
+    let cq = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&");
+    let canonical_request = format!(
+        "{}\n{}\n{cq}\n{canonical_headers}\n{signed_headers}\n{}",
+        req.method,
+        req.path,
+        h("x-acs-content-sha256")
+    );
+    let string_to_sign = format!("{}\n{}", acs3::ALGORITHM, sha256_hex(canonical_request.as_bytes()));
+    let expected = hex(&hmac_sha256(ACCESS_KEY_SECRET.as_bytes(), string_to_sign.as_bytes()));
+    if !constant_time_eq(&expected, fields.get("Signature").copied().unwrap_or("")) {
+        return Err(err(
+            400,
+            "SignatureDoesNotMatch",
+            &format!(
+                "Specified signature is not matched with our calculation. server string to sign is:{string_to_sign}"
+            ),
+        ));
+    }
+    let nonce = h("x-acs-signature-nonce").to_string();
+    if !s.nonces.insert(nonce) {
+        return Err(err(400, "SignatureNonceUsed", "Specified signature nonce was used already."));
+    }
+    Ok(())
+}
+
+fn indexed(params: &BTreeMap<String, String>, prefix: &str) -> Vec<(String, String)> {
+    (1..=20)
+        .filter_map(|n| {
+            Some((
+                params.get(&format!("{prefix}.{n}.Key"))?.clone(),
+                params.get(&format!("{prefix}.{n}.Value")).cloned().unwrap_or_default(),
+            ))
+        })
+        .collect()
+}
+
+fn run(s: &mut State, region: &str, params: &BTreeMap<String, String>) -> Response {
+    let token = params.get("ClientToken").cloned().unwrap_or_default();
+    if let Some(ids) = s.tokens.get(&token).filter(|_| !token.is_empty()) {
+        return ok(json!({"InstanceIdSets": {"InstanceIdSet": ids}, "TradePrice": 0.0}));
+    }
+    let amount: u64 = params.get("Amount").and_then(|v| v.parse().ok()).unwrap_or(1);
+    let min: u64 = params.get("MinAmount").and_then(|v| v.parse().ok()).unwrap_or(amount);
+    if !(1..=100).contains(&amount) || min < 1 || min > amount {
+        return err(400, "InvalidAmount.Malformed", "Amount must be 1-100 and MinAmount at most Amount.");
+    }
+    let (Some(zone), Some(itype), Some(image)) =
+        (params.get("ZoneId"), params.get("InstanceType"), params.get("ImageId"))
+    else {
+        return err(400, "MissingParameter", "ZoneId, InstanceType and ImageId are required here.");
+    };
+    if !zone.starts_with(region) {
+        return err(400, "InvalidZoneId.NotFound", "The specified zone does not exist in the region.");
+    }
+    let strategy = params.get("SpotStrategy").cloned().unwrap_or_else(|| "NoSpot".into());
+    if !matches!(strategy.as_str(), "NoSpot" | "SpotAsPriceGo" | "SpotWithPriceLimit") {
+        return err(400, "InvalidSpotStrategy", "The specified SpotStrategy is not valid.");
+    }
+    let limit = params.get("SpotPriceLimit").cloned();
+    if strategy == "SpotWithPriceLimit" && limit.as_deref().and_then(|l| l.parse::<f64>().ok()).is_none_or(|l| l < 0.5)
+    {
+        return err(
+            400,
+            "InvalidSpotPriceLimit.LowerThanPublicPrice",
+            "The specified SpotPriceLimit is lower than the current public price.",
+        );
+    }
+    let spot = strategy != "NoSpot";
+    let key = (zone.clone(), spot);
+    let available = s.stock.get(&key).copied().unwrap_or(u64::MAX);
+    if available < min {
+        return err(
+            403,
+            "OperationDenied.NoStock",
+            "The resource is out of stock in the specified zone. Please try other types, or choose other regions and zones.",
+        );
+    }
+    let n = amount.min(available);
+    if let Some(st) = s.stock.get_mut(&key) {
+        *st -= n;
+    }
+    let tags: BTreeMap<String, String> = indexed(params, "Tag").into_iter().collect();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        s.counter += 1;
+        let id = format!("i-fake{:012x}", s.counter);
+        s.instances.insert(
+            id.clone(),
+            Instance {
+                id: id.clone(),
+                region: region.into(),
+                zone: zone.clone(),
+                instance_type: itype.clone(),
+                image: image.clone(),
+                spot_strategy: strategy.clone(),
+                spot_price_limit: limit.clone(),
+                status: "Running".into(),
+                tags: tags.clone(),
+                user_data: params.get("UserData").cloned(),
+                console: String::new(),
+            },
+        );
+        ids.push(id);
+    }
+    if !token.is_empty() {
+        s.tokens.insert(token, ids.clone());
+    }
+    ok(json!({"InstanceIdSets": {"InstanceIdSet": ids}, "TradePrice": 0.0}))
+}
+
+fn view(i: &Instance) -> Value {
+    json!({
+        "InstanceId": i.id,
+        "RegionId": i.region,
+        "ZoneId": i.zone,
+        "InstanceType": i.instance_type,
+        "ImageId": i.image,
+        "Status": i.status,
+        "SpotStrategy": i.spot_strategy,
+        "SpotPriceLimit": i.spot_price_limit.as_deref().and_then(|l| l.parse::<f64>().ok()).unwrap_or(0.0),
+        "OperationLocks": {"LockReason": []},
+        "Tags": {"Tag": i.tags.iter().map(|(k, v)| json!({"TagKey": k, "TagValue": v})).collect::<Vec<_>>()},
+    })
+}
+
+fn describe(s: &State, region: &str, params: &BTreeMap<String, String>) -> Response {
+    let max: usize = params.get("MaxResults").and_then(|v| v.parse().ok()).unwrap_or(10).clamp(10, 100);
+    let ids: Option<Vec<String>> = match params.get("InstanceIds") {
+        Some(j) => match serde_json::from_str::<Vec<String>>(j) {
+            Ok(v) if v.len() <= 100 => Some(v),
+            _ => {
+                return err(
+                    400,
+                    "InvalidInstanceIds.Malformed",
+                    "InstanceIds must be a JSON array of at most 100 ids.",
+                );
+            }
+        },
+        None => None,
+    };
+    let tags = indexed(params, "Tag");
+    let after = params.get("NextToken").cloned().unwrap_or_default();
+    let matching: Vec<&Instance> = s
+        .instances
+        .values()
+        .filter(|i| i.region == region)
+        .filter(|i| ids.as_ref().is_none_or(|ids| ids.contains(&i.id)))
+        .filter(|i| tags.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
+        .collect();
+    let page: Vec<&Instance> =
+        matching.iter().filter(|i| after.is_empty() || i.id > after).take(max).copied().collect();
+    let more = page.last().is_some_and(|last| matching.iter().any(|i| i.id > last.id));
+    let next = if more { page.last().map(|i| i.id.clone()).unwrap_or_default() } else { String::new() };
+    ok(json!({
+        "TotalCount": matching.len(),
+        "MaxResults": max,
+        "NextToken": next,
+        "Instances": {"Instance": page.iter().map(|i| view(i)).collect::<Vec<_>>()},
+    }))
+}
+
+fn delete(s: &mut State, region: &str, params: &BTreeMap<String, String>) -> Response {
+    let ids: Vec<String> = (1..=101).filter_map(|n| params.get(&format!("InstanceId.{n}")).cloned()).collect();
+    if ids.is_empty() || ids.len() > 100 {
+        return err(400, "InvalidParameter", "InstanceId.N must hold 1 to 100 ids.");
+    }
+    let force = params.get("Force").map(String::as_str) == Some("true");
+    for id in &ids {
+        match s.instances.get(id).filter(|i| i.region == region) {
+            None => {
+                return err(
+                    404,
+                    "InvalidInstanceId.NotFound",
+                    &format!("The specified InstanceId `{id}` does not exist."),
+                );
+            }
+            Some(i) if i.status == "Running" && !force => {
+                return err(
+                    403,
+                    "IncorrectInstanceStatus",
+                    "The current status of the resource does not support this operation.",
+                );
+            }
+            _ => {}
+        }
+    }
+    for id in &ids {
+        s.instances.remove(id);
+    }
+    ok(json!({}))
+}

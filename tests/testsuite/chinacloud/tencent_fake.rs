@@ -1,0 +1,373 @@
+//! A fake Tencent Cloud API 3.0 endpoint (CVM 2017-03-12, TKE 2018-05-25).
+//!
+//! It recomputes the TC3-HMAC-SHA256 signature of every request from the bytes it
+//! received, answers bad signatures, unknown keys, stale timestamps and unknown actions
+//! with Tencent's error envelope, keeps instances in memory, pages DescribeInstances by
+//! Offset/Limit (max 100), honours ClientToken, and can be told to sell out a zone or to
+//! throttle an action.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use gpuplan::providers::signing::{constant_time_eq, hex, hmac_sha256, sha256_hex, utc_date};
+use serde_json::{Value, json};
+
+use crate::chinacloud::server::{self, Request, Response};
+
+pub const SECRET_ID: &str = "AKIDgpuplanFAKE0001";
+pub const SECRET_KEY: &str = "tc-secret-never-printed-7f3a";
+
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub id: String,
+    pub region: String,
+    pub zone: String,
+    pub instance_type: String,
+    pub image: String,
+    pub charge_type: String,
+    pub state: String,
+    pub latest_operation: String,
+    pub tags: BTreeMap<String, String>,
+    pub user_data: Option<String>,
+    pub max_price: Option<String>,
+}
+
+#[derive(Default)]
+pub struct State {
+    pub instances: BTreeMap<String, Instance>,
+    pub tokens: HashMap<String, Vec<String>>,
+    pub counter: u64,
+    /// (zone, spot) pairs that answer a stock-out.
+    pub sold_out: HashSet<(String, bool)>,
+    /// Action → how many more calls to throttle.
+    pub throttle: HashMap<String, u32>,
+    /// Every authenticated call: (action, ClientToken or "").
+    pub calls: Vec<(String, String)>,
+    /// RunInstances calls allowed before the account's instance quota is reached.
+    pub quota_after: Option<u32>,
+}
+
+#[derive(Clone)]
+pub struct Fake {
+    pub url: String,
+    pub state: Arc<Mutex<State>>,
+}
+
+impl Fake {
+    pub fn start() -> Fake {
+        let state = Arc::new(Mutex::new(State::default()));
+        let s = state.clone();
+        let addr = server::start(Arc::new(move |req: &Request| handle(&s, req)));
+        Fake { url: format!("http://{addr}"), state }
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn instances(&self) -> Vec<Instance> {
+        self.lock().instances.values().cloned().collect()
+    }
+
+    pub fn sell_out(&self, zone: &str, spot: bool) {
+        self.lock().sold_out.insert((zone.to_string(), spot));
+    }
+
+    pub fn throttle(&self, action: &str, times: u32) {
+        self.lock().throttle.insert(action.to_string(), times);
+    }
+
+    pub fn calls(&self, action: &str) -> Vec<String> {
+        self.lock().calls.iter().filter(|(a, _)| a == action).map(|(_, t)| t.clone()).collect()
+    }
+
+    /// Terminate behind gpuplan's back.
+    pub fn remove(&self, id: &str) {
+        self.lock().instances.remove(id);
+    }
+
+    pub fn set_state(&self, id: &str, state: &str) {
+        if let Some(i) = self.lock().instances.get_mut(id) {
+            i.state = state.to_string();
+        }
+    }
+
+    /// An instance someone else made, or one with gpuplan's tags made directly.
+    pub fn add(&self, region: &str, zone: &str, tags: &[(&str, &str)]) -> String {
+        let mut s = self.lock();
+        s.counter += 1;
+        let id = format!("ins-{:08x}", s.counter);
+        s.instances.insert(
+            id.clone(),
+            Instance {
+                id: id.clone(),
+                region: region.into(),
+                zone: zone.into(),
+                instance_type: "GN7.2XLARGE32".into(),
+                image: "img-other".into(),
+                charge_type: "POSTPAID_BY_HOUR".into(),
+                state: "RUNNING".into(),
+                latest_operation: "RunInstances".into(),
+                tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                user_data: None,
+                max_price: None,
+            },
+        );
+        id
+    }
+}
+
+fn ok(mut body: Value) -> Response {
+    body["RequestId"] = json!(uuid::Uuid::new_v4().to_string());
+    Response { status: 200, body: json!({"Response": body}).to_string() }
+}
+
+/// Tencent answers errors with HTTP 200 and an `Error` object.
+pub fn err(code: &str, message: &str) -> Response {
+    ok(json!({"Error": {"Code": code, "Message": message}}))
+}
+
+fn handle(state: &Mutex<State>, req: &Request) -> Response {
+    if req.method != "POST" || req.path != "/" {
+        return err("UnsupportedProtocol", "only POST / is served here");
+    }
+    let h = |k: &str| req.headers.get(k).map(String::as_str).unwrap_or("");
+    if let Err(e) = verify(req) {
+        return e;
+    }
+    let action = h("x-tc-action").to_string();
+    let version = h("x-tc-version");
+    let region = h("x-tc-region").to_string();
+    let body: Value = match serde_json::from_slice(&req.body) {
+        Ok(v) => v,
+        Err(_) => return err("InvalidParameter", "the request body is not JSON"),
+    };
+    let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+    s.calls.push((action.clone(), body["ClientToken"].as_str().unwrap_or("").to_string()));
+    let known = matches!(
+        (version, action.as_str()),
+        ("2017-03-12", "RunInstances" | "DescribeInstances" | "TerminateInstances")
+            | ("2018-05-25", "DescribeClusterKubeconfig")
+    );
+    if !known {
+        return err("InvalidAction", &format!("The requested action `{action}` (version `{version}`) does not exist."));
+    }
+    if let Some(n) = s.throttle.get_mut(&action)
+        && *n > 0
+    {
+        *n -= 1;
+        return err("RequestLimitExceeded", "Your current request times equals to `limit` (10 per second).");
+    }
+    if region.is_empty() && action != "DescribeClusterKubeconfig" {
+        return err("MissingParameter", "The request is missing a required parameter `Region`.");
+    }
+    if action == "RunInstances"
+        && let Some(n) = s.quota_after.as_mut()
+    {
+        if *n == 0 {
+            return err("LimitExceeded.InstanceQuota", "The instance quota of this account is exhausted.");
+        }
+        *n -= 1;
+    }
+    match action.as_str() {
+        "RunInstances" => run(&mut s, &region, &body),
+        "DescribeInstances" => describe(&s, &region, &body),
+        "TerminateInstances" => terminate(&mut s, &region, &body),
+        _ => match body["ClusterId"].as_str() {
+            Some("cls-gpuplan") => ok(json!({"Kubeconfig": format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: cls-gpuplan\n  cluster:\n    server: https://{}.cls-gpuplan.example\n",
+                if body["IsExtranet"].as_bool() == Some(true) { "public" } else { "private" }
+            )})),
+            _ => err("ResourceNotFound.ClusterNotFound", "The cluster does not exist."),
+        },
+    }
+}
+
+/// Check the TC3 signature and timestamp from the bytes received.
+fn verify(req: &Request) -> Result<(), Response> {
+    let h = |k: &str| req.headers.get(k).map(String::as_str).unwrap_or("");
+    let auth = h("authorization");
+    let Some(rest) = auth.strip_prefix("TC3-HMAC-SHA256 ") else {
+        return Err(err("AuthFailure.SignatureFailure", "The request authorization is not TC3-HMAC-SHA256."));
+    };
+    let fields: HashMap<&str, &str> = rest.split(", ").filter_map(|f| f.split_once('=')).collect();
+    let credential = fields.get("Credential").copied().unwrap_or("");
+    let parts: Vec<&str> = credential.split('/').collect();
+    let [id, date, service, "tc3_request"] = parts.as_slice() else {
+        return Err(err("AuthFailure.SignatureFailure", "The Credential of the authorization is malformed."));
+    };
+    if *id != SECRET_ID {
+        return Err(err(
+            "AuthFailure.SecretIdNotFound",
+            "The SecretId is not found, please ensure that your SecretId is correct.",
+        ));
+    }
+    let ts: u64 = h("x-tc-timestamp").parse().unwrap_or(0);
+    if ts.abs_diff(server::now()) > 300 {
+        return Err(err(
+            "AuthFailure.SignatureExpire",
+            &format!("Signature expired. Timestamp is {ts}, server time is {}.", server::now()),
+        ));
+    }
+    if *date != utc_date(ts) {
+        return Err(err("AuthFailure.SignatureFailure", "The credential date does not match the timestamp (use UTC)."));
+    }
+    let signed_headers = fields.get("SignedHeaders").copied().unwrap_or("");
+    let canonical_headers: String = signed_headers.split(';').map(|k| format!("{k}:{}\n", h(k).trim())).collect();
+    let canonical_request = format!("POST\n/\n\n{canonical_headers}\n{signed_headers}\n{}", sha256_hex(&req.body));
+    let string_to_sign =
+        format!("TC3-HMAC-SHA256\n{ts}\n{date}/{service}/tc3_request\n{}", sha256_hex(canonical_request.as_bytes()));
+    let k_date = hmac_sha256(format!("TC3{SECRET_KEY}").as_bytes(), date.as_bytes());
+    let k_service = hmac_sha256(&k_date, service.as_bytes());
+    let k_signing = hmac_sha256(&k_service, b"tc3_request");
+    let expected = hex(&hmac_sha256(&k_signing, string_to_sign.as_bytes()));
+    let got = fields.get("Signature").copied().unwrap_or("");
+    if !signed_headers.split(';').any(|k| k == "host") || !constant_time_eq(&expected, got) {
+        return Err(err(
+            "AuthFailure.SignatureFailure",
+            "The provided credentials could not be validated. Please check your signature is correct.",
+        ));
+    }
+    let expected_service = if h("x-tc-version") == "2018-05-25" { "tke" } else { "cvm" };
+    if *service != expected_service {
+        return Err(err("AuthFailure.SignatureFailure", "The credential scope names another service."));
+    }
+    Ok(())
+}
+
+fn run(s: &mut State, region: &str, body: &Value) -> Response {
+    let token = body["ClientToken"].as_str().unwrap_or("").to_string();
+    if token.len() > 64 {
+        return err("InvalidClientToken.TooLong", "The ClientToken exceeds 64 characters.");
+    }
+    if let Some(ids) = s.tokens.get(&token).filter(|_| !token.is_empty()) {
+        return ok(json!({"InstanceIdSet": ids}));
+    }
+    let count = body["InstanceCount"].as_u64().unwrap_or(1);
+    if !(1..=100).contains(&count) {
+        return err("InvalidParameterValue.Range", "InstanceCount must be within [1, 100].");
+    }
+    let zone = body["Placement"]["Zone"].as_str().unwrap_or("").to_string();
+    if !zone.starts_with(region) {
+        return err("InvalidZone.MismatchRegion", &format!("The zone `{zone}` is not in region `{region}`."));
+    }
+    let (Some(itype), Some(image)) = (body["InstanceType"].as_str(), body["ImageId"].as_str()) else {
+        return err("MissingParameter", "InstanceType and ImageId are required.");
+    };
+    let charge = body["InstanceChargeType"].as_str().unwrap_or("POSTPAID_BY_HOUR").to_string();
+    let spot = charge == "SPOTPAID";
+    if spot && body["InstanceMarketOptions"]["MarketType"].as_str().is_some_and(|m| m != "spot") {
+        return err("InvalidParameterValue", "MarketType must be `spot`.");
+    }
+    if s.sold_out.contains(&(zone.clone(), spot)) {
+        return if spot {
+            err(
+                "InvalidParameterValue.InsufficientOffering",
+                "Insufficient spot inventory for the specified instance type.",
+            )
+        } else {
+            err("ResourceInsufficient.SpecifiedInstanceType", "The specified instance type is sold out in this zone.")
+        };
+    }
+    let mut tags = BTreeMap::new();
+    for spec in body["TagSpecification"].as_array().into_iter().flatten() {
+        if spec["ResourceType"] == "instance" {
+            for t in spec["Tags"].as_array().into_iter().flatten() {
+                tags.insert(t["Key"].as_str().unwrap_or("").to_string(), t["Value"].as_str().unwrap_or("").to_string());
+            }
+        }
+    }
+    let mut ids = Vec::new();
+    for _ in 0..count {
+        s.counter += 1;
+        let id = format!("ins-{:08x}", s.counter);
+        s.instances.insert(
+            id.clone(),
+            Instance {
+                id: id.clone(),
+                region: region.into(),
+                zone: zone.clone(),
+                instance_type: itype.into(),
+                image: image.into(),
+                charge_type: charge.clone(),
+                state: "RUNNING".into(),
+                latest_operation: "RunInstances".into(),
+                tags: tags.clone(),
+                user_data: body["UserData"].as_str().map(String::from),
+                max_price: body["InstanceMarketOptions"]["SpotOptions"]["MaxPrice"].as_str().map(String::from),
+            },
+        );
+        ids.push(id);
+    }
+    if !token.is_empty() {
+        s.tokens.insert(token, ids.clone());
+    }
+    ok(json!({"InstanceIdSet": ids}))
+}
+
+fn view(i: &Instance) -> Value {
+    json!({
+        "InstanceId": i.id,
+        "InstanceState": i.state,
+        "InstanceChargeType": i.charge_type,
+        "InstanceType": i.instance_type,
+        "Placement": {"Zone": i.zone, "ProjectId": 0},
+        "ImageId": i.image,
+        "LatestOperation": i.latest_operation,
+        "LatestOperationState": "SUCCESS",
+        "Tags": i.tags.iter().map(|(k, v)| json!({"Key": k, "Value": v})).collect::<Vec<_>>(),
+    })
+}
+
+fn describe(s: &State, region: &str, body: &Value) -> Response {
+    let ids: Option<Vec<&str>> = body["InstanceIds"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect());
+    let filters = body["Filters"].as_array().cloned().unwrap_or_default();
+    if ids.is_some() && !filters.is_empty() {
+        return err("InvalidParameterCombination", "InstanceIds and Filters cannot be specified at the same time.");
+    }
+    if ids.as_ref().is_some_and(|i| i.len() > 100) || filters.len() > 10 {
+        return err("InvalidParameterValue.LimitExceeded", "At most 100 InstanceIds and 10 Filters per request.");
+    }
+    let limit = body["Limit"].as_u64().unwrap_or(20);
+    if limit > 100 {
+        return err("InvalidParameterValue.LimitExceeded", "Limit must be within [1, 100].");
+    }
+    let offset = body["Offset"].as_u64().unwrap_or(0) as usize;
+    let matching: Vec<&Instance> = s
+        .instances
+        .values()
+        .filter(|i| i.region == region)
+        .filter(|i| ids.as_ref().is_none_or(|ids| ids.contains(&i.id.as_str())))
+        .filter(|i| {
+            filters.iter().all(|f| {
+                let name = f["Name"].as_str().unwrap_or("");
+                let values: Vec<&str> =
+                    f["Values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+                match name.strip_prefix("tag:") {
+                    Some(key) => i.tags.get(key).is_some_and(|v| values.contains(&v.as_str())),
+                    None if name == "zone" => values.contains(&i.zone.as_str()),
+                    None => false,
+                }
+            })
+        })
+        .collect();
+    let page: Vec<Value> = matching.iter().skip(offset).take(limit as usize).map(|i| view(i)).collect();
+    ok(json!({"TotalCount": matching.len(), "InstanceSet": page}))
+}
+
+fn terminate(s: &mut State, region: &str, body: &Value) -> Response {
+    let ids: Vec<String> =
+        body["InstanceIds"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(String::from)).collect();
+    if ids.is_empty() || ids.len() > 100 {
+        return err("InvalidParameterValue.LimitExceeded", "InstanceIds must hold 1 to 100 ids.");
+    }
+    for id in &ids {
+        if s.instances.get(id).is_none_or(|i| i.region != region) {
+            return err("InvalidInstanceId.NotFound", &format!("The instance `{id}` does not exist."));
+        }
+    }
+    for id in &ids {
+        s.instances.remove(id);
+    }
+    ok(json!({}))
+}

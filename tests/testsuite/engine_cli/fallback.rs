@@ -1,0 +1,63 @@
+//! Spot stock-outs and the pool's `fallback`: on-demand instead, wait short, or fail.
+
+use gpuplan::providers::Capacity;
+
+use crate::engine_cli::{Fleet, PROVIDER, mix_of, pool};
+
+/// Two all-spot nodes in one zone whose spot capacity is zero.
+fn stocked_out(fallback: &str) -> Fleet {
+    let extra = format!("\n  mix {{\n    spot_percent = 100\n    fallback     = \"{fallback}\"\n  }}\n");
+    let fleet = Fleet::new(&format!("{PROVIDER}{}", pool("burst", &["us-east-1a"], 2, &extra)));
+    fleet.sim(|c| c.set_capacity("us-east-1a", Capacity::Spot, Some(0)).expect("set capacity"));
+    fleet
+}
+
+#[test]
+fn fallback_on_demand_launches_on_demand_nodes_instead() {
+    let fleet = stocked_out("on_demand");
+    let r = fleet.run(&["apply", "--auto-approve"]).expect(0);
+    assert!(r.stderr.contains("falling back to on-demand"), "{}", r.stderr);
+    assert_eq!(mix_of(&fleet.live_tagged(), "gpu_pool.burst"), (2, 0));
+}
+
+#[test]
+fn fallback_wait_completes_short_with_a_warning_and_retries_next_time() {
+    let fleet = stocked_out("wait");
+    let r = fleet.run(&["apply", "--auto-approve"]).expect(0);
+    assert!(r.stderr.contains("Warning: gpu_pool.burst"), "{}", r.stderr);
+    assert_eq!(mix_of(&fleet.live_tagged(), "gpu_pool.burst"), (0, 0));
+    // The pool is recorded, and the shortfall is still planned.
+    assert!(fleet.state().resources.contains_key("gpu_pool.burst"));
+    fleet.run(&["plan", "--detailed-exitcode"]).expect(2);
+    fleet.sim(|c| c.set_capacity("us-east-1a", Capacity::Spot, None).expect("restore capacity"));
+    fleet.run(&["apply", "--auto-approve"]).expect(0);
+    assert_eq!(mix_of(&fleet.live_tagged(), "gpu_pool.burst"), (0, 2));
+}
+
+#[test]
+fn fallback_fail_exits_1() {
+    let fleet = stocked_out("fail");
+    let r = fleet.run(&["apply", "--auto-approve"]).expect(1);
+    assert!(r.stderr.contains("gpu_pool.burst failed"), "{}", r.stderr);
+    assert_eq!(fleet.live_tagged(), vec![]);
+}
+
+#[test]
+fn on_demand_fallback_nodes_are_not_churned_while_spot_stays_short() {
+    let fleet = stocked_out("on_demand");
+    fleet.run(&["apply", "--auto-approve"]).expect(0);
+    let before: Vec<String> = fleet.live_tagged().into_iter().map(|n| n.id).collect();
+    assert_eq!(before.len(), 2);
+    // Spot is still short: the plan still wants spot, but replacing on-demand nodes with
+    // new on-demand nodes would only interrupt whatever runs on them.
+    fleet.run(&["plan", "--detailed-exitcode"]).expect(2);
+    let r = fleet.run(&["apply", "--auto-approve"]).expect(0);
+    assert!(r.stderr.contains("Warning: gpu_pool.burst"), "{}", r.stderr);
+    let after: Vec<String> = fleet.live_tagged().into_iter().map(|n| n.id).collect();
+    assert_eq!(after, before, "the on-demand nodes were replaced by new on-demand nodes");
+    // Once spot is back, the pool moves to spot.
+    fleet.sim(|c| c.set_capacity("us-east-1a", Capacity::Spot, None).expect("restore capacity"));
+    fleet.run(&["apply", "--auto-approve"]).expect(0);
+    assert_eq!(mix_of(&fleet.live_tagged(), "gpu_pool.burst"), (0, 2));
+    fleet.run(&["plan", "--detailed-exitcode"]).expect(0);
+}

@@ -1,0 +1,28 @@
+//! gpuplan's integration tests, in one test binary (cargo's `tests/testsuite` layout, as
+//! cargo itself uses): every module below used to be a binary of its own, and each linked
+//! the AWS SDK again. One binary links it once.
+//!
+//! Data stays beside the code that reads it: bad-input specs in `tests/corpus/`, plan
+//! cases in `tests/plan_cases/`, policy fixtures in `tests/policies/`, and insta
+//! snapshots in `tests/testsuite/snapshots/` (named `testsuite__<module>__<name>.snap`).
+
+mod aws;
+mod aws_fake;
+mod aws_moto;
+mod chinacloud;
+mod cli;
+mod corpus;
+mod cost;
+mod engine_cli;
+mod examples;
+mod fmt_cli;
+mod jobs_cli;
+mod jobs_sim;
+mod layering;
+mod no_panic;
+mod plan_cases;
+mod policies;
+mod schema;
+mod sim_cli;
+mod spec_roundtrip;
+mod state_cli;

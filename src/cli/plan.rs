@@ -37,7 +37,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         if let Some(out) = &args.out {
             let path = settings.resolve_path(out);
             common::save_plan(&path, &plan)?;
-            if engine::run::denied(&plan) {
+            if engine::run::denied(&plan)? {
                 // Saved for review, but `apply` will refuse it: do not suggest applying it.
                 output::stderr(&format!(
                     "\nSaved the plan to: {} (denied by policy: apply will refuse it)\n",
@@ -51,11 +51,11 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
                 ));
             }
         }
-        common::warn_unused_overrides(&plan, &args.override_policy);
-        common::warn_near_limits(&plan);
+        common::warn_unused_overrides(&plan, &args.override_policy)?;
+        common::warn_near_limits(&plan)?;
         Ok::<_, miette::Report>(if !plan.errors.is_empty() {
             ExitStatus::Error
-        } else if engine::run::denied(&plan) {
+        } else if engine::run::denied(&plan)? {
             output::stderr(
                 "\nerror: a policy denied this plan; it cannot be applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME\n",
             );

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use serde::Deserialize;
+
 use crate::addr::Address;
 use crate::apply::{self, ApplyOptions, ApplyReport, ProviderSet, Recorder, Status};
 use crate::cost;
@@ -38,6 +40,17 @@ pub enum RunError {
     #[error("the state journal failed: {0}")]
     #[diagnostic(code(gpuplan::state::journal))]
     Journal(String),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Cost(#[from] cost::CostError),
+    /// A cost report or policy verdict that cannot be written into the plan or read back
+    /// from it: never taken as a pass.
+    #[error("the plan's {what} cannot be {doing}: {error}")]
+    #[diagnostic(
+        code(gpuplan::plan::document),
+        help("a plan file written by another gpuplan version, or edited, cannot be trusted: plan again")
+    )]
+    PlanDocument { what: &'static str, doing: &'static str, error: String },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -64,7 +77,7 @@ pub async fn plan(
         let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
         diff_observed(spec, session, observed.as_deref(), req, &[])
     }; // the observed fleet is freed before costing (memory at 100,000 pools)
-    let mut plan = assess(plan, spec, req);
+    let mut plan = assess(plan, spec, req)?;
     plan.jobs = place_jobs(spec, session, providers, req, &plan).await?;
     Ok(plan)
 }
@@ -84,7 +97,7 @@ pub fn plan_observed(
     observed: Option<&[Node]>,
     req: &PlanRequest,
     autoscale: &[ScaleAction],
-) -> Plan {
+) -> Result<Plan, RunError> {
     assess(diff_observed(spec, session, observed, req, autoscale), spec, req)
 }
 
@@ -109,15 +122,16 @@ fn diff_observed(
 }
 
 /// Cost and policy verdicts for a diffed plan.
-fn assess(mut plan: Plan, spec: &Spec, req: &PlanRequest) -> Plan {
+fn assess(mut plan: Plan, spec: &Spec, req: &PlanRequest) -> Result<Plan, RunError> {
     let prices = cost::PriceBook::new(spec, &req.env);
-    let report = cost::cost(&plan, spec, &prices);
+    let report = cost::cost(&plan, spec, &prices)?;
     let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
-    plan.policies = results.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
+    let written = |what| move |e: serde_json::Error| RunError::PlanDocument { what, doing: "written", error: e.to_string() };
+    plan.policies = results.iter().map(serde_json::to_value).collect::<Result<_, _>>().map_err(written("policy verdicts"))?;
     // Stored as text of exactly its size, never compared: at 100,000 pools the report is
     // tens of MB, and a sorted copy or a `Value` tree of it would be several times that.
-    plan.cost = JsonText::to_json_unsorted(&report).ok();
-    plan
+    plan.cost = Some(JsonText::to_json_unsorted(&report).map_err(written("cost report"))?);
+    Ok(plan)
 }
 
 /// The plan's jobs section: refresh the runs state records as active, then admit.
@@ -144,14 +158,19 @@ pub async fn place_jobs(
     Ok(jobs::place::place(&input))
 }
 
-/// The policy results stored in a plan.
-pub fn policy_results(plan: &Plan) -> Vec<policy::PolicyResult> {
-    plan.policies.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect()
+/// The policy results stored in a plan. One that does not decode is an error: a verdict
+/// that cannot be read must never count as a pass.
+pub fn policy_results(plan: &Plan) -> Result<Vec<policy::PolicyResult>, RunError> {
+    plan.policies
+        .iter()
+        .map(policy::PolicyResult::deserialize)
+        .collect::<Result<_, _>>()
+        .map_err(|e| RunError::PlanDocument { what: "policy verdicts", doing: "read", error: e.to_string() })
 }
 
-/// Does a plan's policy verdict forbid applying it?
-pub fn denied(plan: &Plan) -> bool {
-    policy::denied(&policy_results(plan))
+/// Does a plan's policy verdict forbid applying it? An unreadable verdict is an error.
+pub fn denied(plan: &Plan) -> Result<bool, RunError> {
+    Ok(policy::denied(&policy_results(plan)?))
 }
 
 /// Refuse a saved plan whose state or spec moved on since it was made.
@@ -187,6 +206,8 @@ pub async fn apply(
     opts: &ApplyOptions,
 ) -> Result<ApplyReport, RunError> {
     check_fresh(&plan, session, None)?;
+    // Read before the journal opens: an unreadable verdict stops the apply before it starts.
+    let overridden: Vec<policy::PolicyResult> = policy_results(&plan)?.into_iter().filter(|r| r.overridden).collect();
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
     jobs::launch::cancel_removed(&plan, &session.state, providers, opts).await;
@@ -202,7 +223,7 @@ pub async fn apply(
         if report.cancelled { ", interrupted" } else { "" }
     );
     let mut entries = vec![JournalEntry::History { entry: history(event, detail) }];
-    for r in policy_results(&plan).iter().filter(|r| r.overridden) {
+    for r in &overridden {
         entries.push(JournalEntry::History { entry: history("policy_override", format!("{}: {}", r.name, r.message)) });
     }
     // An autoscaler action counts (for its cooldown) once its pool change went through.

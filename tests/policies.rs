@@ -319,7 +319,8 @@ fn destroy_of_a_pool_running_jobs_is_denied_and_changes_nothing() {
     assert_eq!(std::fs::read(case.join("state/default.json")).unwrap(), state, "the state file changed");
     assert_eq!(live_nodes(&case), nodes, "the fleet changed");
     // A hard policy cannot be overridden.
-    let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve", "--override-policy", "no_destroy_pool_with_jobs"]);
+    let r =
+        run(tmp.path(), &["destroy", "-C", "case", "--auto-approve", "--override-policy", "no_destroy_pool_with_jobs"]);
     assert_eq!(r.code, 3, "{}", r.all());
     assert!(r.stderr.contains("it is a hard policy and cannot be overridden"), "{}", r.stderr);
     assert_eq!(live_nodes(&case), nodes);
@@ -331,7 +332,11 @@ fn destroy_denied_by_a_soft_policy_proceeds_with_override_policy() {
     let nodes = live_nodes(&case);
     let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve"]);
     assert_eq!(r.code, 3, "{}", r.all());
-    assert!(r.stderr.contains("policy `no_destroy` (soft) denies this plan: gpu_pool.train would be destroyed"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("policy `no_destroy` (soft) denies this plan: gpu_pool.train would be destroyed"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(live_nodes(&case), nodes);
 
     let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve", "--override-policy", "no_destroy"]);
@@ -342,7 +347,9 @@ fn destroy_denied_by_a_soft_policy_proceeds_with_override_policy() {
     assert_eq!(state["resources"].as_object().map_or(0, |r| r.len()), 0, "{state}");
     let history = state["history"].as_array().unwrap();
     assert!(
-        history.iter().any(|h| h["event"] == "policy_override" && h["detail"].as_str().unwrap().starts_with("no_destroy: ")),
+        history
+            .iter()
+            .any(|h| h["event"] == "policy_override" && h["detail"].as_str().unwrap().starts_with("no_destroy: ")),
         "the override is recorded: {history:?}"
     );
 }

@@ -95,7 +95,13 @@ impl ApplyReport {
 pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorder, opts: &ApplyOptions) -> ApplyReport {
     let work: Vec<usize> = (0..plan.changes.len()).filter(|i| plan.changes[*i].action != Action::NoOp).collect();
     let pos: BTreeMap<&Address, usize> = work.iter().map(|i| (&plan.changes[*i].address, *i)).collect();
-    let mut book = Book { plan: &plan, remaining: BTreeMap::new(), dependents: BTreeMap::new(), ready: BTreeSet::new(), outcomes: BTreeMap::new() };
+    let mut book = Book {
+        plan: &plan,
+        remaining: BTreeMap::new(),
+        dependents: BTreeMap::new(),
+        ready: BTreeSet::new(),
+        outcomes: BTreeMap::new(),
+    };
     for &i in &work {
         let deps: BTreeSet<usize> =
             plan.changes[i].after_changes.iter().filter_map(|a| pos.get(a).copied()).filter(|j| *j != i).collect();
@@ -140,7 +146,10 @@ pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorde
             Err(e) => {
                 let Some(i) = task_change.remove(&e.id()) else { continue };
                 let why = if e.is_panic() {
-                    format!("gpuplan bug: the change panicked ({}); what it finished is saved in state", panic_message(e))
+                    format!(
+                        "gpuplan bug: the change panicked ({}); what it finished is saved in state",
+                        panic_message(e)
+                    )
                 } else {
                     "the change's task was cancelled before it finished".to_string()
                 };

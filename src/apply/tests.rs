@@ -202,7 +202,10 @@ impl Run {
     }
     /// The capacity of every node the state records for a pool.
     fn capacities(&self, name: &str) -> Vec<Capacity> {
-        self.state.resources.get(&format!("gpu_pool.{name}")).map_or(vec![], |r| r.nodes.iter().map(|n| n.capacity).collect())
+        self.state
+            .resources
+            .get(&format!("gpu_pool.{name}"))
+            .map_or(vec![], |r| r.nodes.iter().map(|n| n.capacity).collect())
     }
 }
 

@@ -38,7 +38,11 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     policies,
                     overrides: args.override_policy.clone(),
                 };
-                let ask = Ask { question: "Do you want to perform these actions?", verb: "Apply", auto_approve: args.auto_approve };
+                let ask = Ask {
+                    question: "Do you want to perform these actions?",
+                    verb: "Apply",
+                    auto_approve: args.auto_approve,
+                };
                 match plan_and_confirm(settings, &session, &loaded.spec, &providers, &req, &ask).await? {
                     Ok(plan) => plan,
                     Err(status) => return Ok(status),
@@ -116,7 +120,12 @@ async fn plan_and_confirm(
 fn denied(plan: &Plan) -> Result<ExitStatus, engine::run::RunError> {
     let mut text = String::from("\n");
     for r in engine::run::policy_results(plan)?.iter().filter(|r| r.denies()) {
-        text.push_str(&format!("error: policy `{}` ({}) denies this plan: {}\n", r.name, r.enforcement.as_str(), r.message));
+        text.push_str(&format!(
+            "error: policy `{}` ({}) denies this plan: {}\n",
+            r.name,
+            r.enforcement.as_str(),
+            r.message
+        ));
     }
     text.push_str(
         "error: a policy denied this plan; nothing was applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME when planning\n",

@@ -131,23 +131,18 @@ fn money(x: f64) -> f64 {
 /// A plan gpuplan cannot price. Never priced as something else instead: money is involved.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum CostError {
-    #[error("cannot price `{address}`: its provider kind {} is not one gpuplan knows", describe_kind(kind))]
+    #[error("cannot price `{address}`: its provider kind {} is not one gpuplan knows", describe_kind(.kind))]
     #[diagnostic(
         code(gpuplan::cost::provider_kind),
         help(
-            "the kind comes from the spec's provider block `{provider}` or, for a pool the spec no longer has, from the state (`resources.\"{address}\".provider_kind`); gpuplan knows {}",
-            known_kinds()
+            "the kind comes from the spec's provider block `{provider}` or, for a pool the spec no longer has, from the state (`resources.\"{address}\".provider_kind`); gpuplan knows {known}"
         )
     )]
-    UnknownProviderKind { address: Address, provider: String, kind: String },
+    UnknownProviderKind { address: Address, provider: String, kind: String, known: String },
 }
 
 fn describe_kind(kind: &str) -> String {
     if kind.is_empty() { "(none recorded)".into() } else { format!("`{kind}`") }
-}
-
-fn known_kinds() -> String {
-    ProviderKind::ALL.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
 }
 
 /// Price every pool change of a plan.
@@ -162,6 +157,7 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> Result<CostReport, 
                 address: c.address.clone(),
                 provider: pc.provider.clone(),
                 kind: pc.provider_kind.clone(),
+                known: ProviderKind::ALL.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "),
             }
         })?;
         match pool_cost(&c.address, pc, kind, spec, prices) {

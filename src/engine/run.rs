@@ -126,8 +126,10 @@ fn assess(mut plan: Plan, spec: &Spec, req: &PlanRequest) -> Result<Plan, RunErr
     let prices = cost::PriceBook::new(spec, &req.env);
     let report = cost::cost(&plan, spec, &prices)?;
     let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
-    let written = |what| move |e: serde_json::Error| RunError::PlanDocument { what, doing: "written", error: e.to_string() };
-    plan.policies = results.iter().map(serde_json::to_value).collect::<Result<_, _>>().map_err(written("policy verdicts"))?;
+    let written =
+        |what| move |e: serde_json::Error| RunError::PlanDocument { what, doing: "written", error: e.to_string() };
+    plan.policies =
+        results.iter().map(serde_json::to_value).collect::<Result<_, _>>().map_err(written("policy verdicts"))?;
     // Stored as text of exactly its size, never compared: at 100,000 pools the report is
     // tens of MB, and a sorted copy or a `Value` tree of it would be several times that.
     plan.cost = Some(JsonText::to_json_unsorted(&report).map_err(written("cost report"))?);

@@ -127,7 +127,7 @@ fn assess(mut plan: Plan, spec: &Spec, req: &PlanRequest) -> Result<Plan, RunErr
     let report = cost::cost(&plan, spec, &prices)?;
     let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
     let written =
-        |what| move |e: serde_json::Error| RunError::PlanDocument { what, doing: "written", error: e.to_string() };
+        |what: &'static str| move |e: serde_json::Error| RunError::PlanDocument { what, doing: "written", error: e.to_string() };
     plan.policies =
         results.iter().map(serde_json::to_value).collect::<Result<_, _>>().map_err(written("policy verdicts"))?;
     // Stored as text of exactly its size, never compared: at 100,000 pools the report is

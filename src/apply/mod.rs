@@ -15,8 +15,10 @@ pub mod policy;
 pub mod pool;
 pub mod progress;
 pub mod recorder;
+#[cfg(test)]
+mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -87,25 +89,32 @@ impl ApplyReport {
     }
 }
 
-/// Execute every non-no-op change of `plan`.
+/// Execute every non-no-op change of `plan`. Every one of them gets an outcome: a task
+/// that panics (a bug) is recorded as failed with the panic's message, its dependents
+/// as skipped, so the run can never report success for work that did not happen.
 pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorder, opts: &ApplyOptions) -> ApplyReport {
     let work: Vec<usize> = (0..plan.changes.len()).filter(|i| plan.changes[*i].action != Action::NoOp).collect();
     let pos: BTreeMap<&Address, usize> = work.iter().map(|i| (&plan.changes[*i].address, *i)).collect();
-    let mut remaining: BTreeMap<usize, usize> = BTreeMap::new();
-    let mut dependents: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut book = Book {
+        plan: &plan,
+        remaining: BTreeMap::new(),
+        dependents: BTreeMap::new(),
+        ready: BTreeSet::new(),
+        outcomes: BTreeMap::new(),
+    };
     for &i in &work {
         let deps: BTreeSet<usize> =
             plan.changes[i].after_changes.iter().filter_map(|a| pos.get(a).copied()).filter(|j| *j != i).collect();
-        remaining.insert(i, deps.len());
+        book.remaining.insert(i, deps.len());
         for j in deps {
-            dependents.entry(j).or_default().push(i);
+            book.dependents.entry(j).or_default().push(i);
         }
     }
-    let mut ready: BTreeSet<usize> = remaining.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
+    book.ready = book.remaining.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
     let semaphore = Arc::new(Semaphore::new(opts.parallelism.max(1)));
-    let mut report = ApplyReport::default();
-    let mut outcomes: BTreeMap<usize, Outcome> = BTreeMap::new();
-    let mut tasks: JoinSet<(usize, Outcome)> = JoinSet::new();
+    let mut tasks: JoinSet<Outcome> = JoinSet::new();
+    // Which change each task runs: a task that panics returns only its id.
+    let mut task_change: HashMap<tokio::task::Id, usize> = HashMap::new();
     opts.progress.start(work.len());
 
     // Tasks alive at once: enough to keep every provider permit busy and let journal
@@ -113,11 +122,11 @@ pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorde
     let max_tasks = (opts.parallelism.max(1) * 8).max(256);
     loop {
         while tasks.len() < max_tasks
-            && let Some(i) = ready.pop_first()
+            && let Some(i) = book.ready.pop_first()
         {
             let change = &plan.changes[i];
             if opts.cancel.is_cancelled() {
-                outcomes.insert(i, outcome(change, Status::Skipped("apply was interrupted".into())));
+                book.settle(i, outcome(change, Status::Skipped("apply was interrupted".into())));
                 continue;
             }
             let plan = plan.clone();
@@ -128,53 +137,99 @@ pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorde
                 cancel: opts.cancel.clone(),
                 progress: opts.progress.clone(),
             };
-            tasks.spawn(async move {
-                let change = &plan.changes[i];
-                (i, run_change(change, provider, &ctx).await)
-            });
+            let handle = tasks.spawn(async move { run_change(&plan.changes[i], provider, &ctx).await });
+            task_change.insert(handle.id(), i);
         }
-        let Some(joined) = tasks.join_next().await else { break };
+        let Some(joined) = tasks.join_next_with_id().await else { break };
         let (i, out) = match joined {
-            Ok(r) => r,
+            Ok((id, out)) => (task_change.remove(&id), out),
             Err(e) => {
-                // A panicking task is a bug; keep going and report it as a failure.
-                report.cancelled |= e.is_cancelled();
-                continue;
+                let Some(i) = task_change.remove(&e.id()) else { continue };
+                let why = if e.is_panic() {
+                    format!(
+                        "gpuplan bug: the change panicked ({}); what it finished is saved in state",
+                        panic_message(e)
+                    )
+                } else {
+                    "the change's task was cancelled before it finished".to_string()
+                };
+                (Some(i), outcome(&plan.changes[i], Status::Failed(why)))
             }
         };
+        // Every task is in the map; an unknown id is caught below as a change with no outcome.
+        let Some(i) = i else { continue };
+        opts.progress.finished(&out.address.to_string(), &progress_message(&out.status));
+        book.settle(i, out);
+    }
+    // A change with no outcome here never started: it waited on one that never finished.
+    for &i in &work {
+        if !book.outcomes.contains_key(&i) {
+            let why = "never started: it waits on a change that never finished".to_string();
+            book.outcomes.insert(i, outcome(&plan.changes[i], Status::Skipped(why)));
+        }
+    }
+    opts.progress.done();
+    ApplyReport { outcomes: book.outcomes.into_values().collect(), cancelled: opts.cancel.is_cancelled() }
+}
+
+/// The executor's bookkeeping: what waits on what, what may start, what has finished.
+struct Book<'p> {
+    plan: &'p Plan,
+    /// Unfinished dependencies per change.
+    remaining: BTreeMap<usize, usize>,
+    dependents: BTreeMap<usize, Vec<usize>>,
+    ready: BTreeSet<usize>,
+    outcomes: BTreeMap<usize, Outcome>,
+}
+
+impl Book<'_> {
+    /// Record a change's outcome: its dependents become ready when it went through, and
+    /// are skipped (transitively) when it did not.
+    fn settle(&mut self, i: usize, out: Outcome) {
         let ok = matches!(out.status, Status::Done | Status::Partial(_));
-        let msg = match &out.status {
-            Status::Done => "done".to_string(),
-            Status::Partial(m) => format!("done, but {m}"),
-            Status::Failed(m) => format!("failed: {m}"),
-            Status::Skipped(m) => format!("skipped: {m}"),
-        };
-        opts.progress.finished(&out.address.to_string(), &msg);
-        outcomes.insert(i, out);
+        self.outcomes.insert(i, out);
         let mut stack = vec![(i, ok)];
         while let Some((j, ok)) = stack.pop() {
-            for &d in dependents.get(&j).map(Vec::as_slice).unwrap_or_default() {
-                if outcomes.contains_key(&d) {
+            for &d in self.dependents.get(&j).map(Vec::as_slice).unwrap_or_default() {
+                if self.outcomes.contains_key(&d) {
                     continue;
                 }
                 if ok {
-                    let n = remaining.entry(d).or_insert(1);
+                    let n = self.remaining.entry(d).or_insert(1);
                     *n -= 1;
                     if *n == 0 {
-                        ready.insert(d);
+                        self.ready.insert(d);
                     }
                 } else {
-                    let why = format!("depends on {}, which did not complete", plan.changes[j].address);
-                    outcomes.insert(d, outcome(&plan.changes[d], Status::Skipped(why)));
+                    let why = format!("depends on {}, which did not complete", self.plan.changes[j].address);
+                    self.outcomes.insert(d, outcome(&self.plan.changes[d], Status::Skipped(why)));
+                    self.ready.remove(&d);
                     stack.push((d, false));
                 }
             }
         }
     }
-    opts.progress.done();
-    report.cancelled |= opts.cancel.is_cancelled();
-    report.outcomes = outcomes.into_values().collect();
-    report
+}
+
+fn progress_message(status: &Status) -> String {
+    match status {
+        Status::Done => "done".to_string(),
+        Status::Partial(m) => format!("done, but {m}"),
+        Status::Failed(m) => format!("failed: {m}"),
+        Status::Skipped(m) => format!("skipped: {m}"),
+    }
+}
+
+/// The text a task panicked with (`panic!("...")` gives a `&str` or a `String`).
+fn panic_message(e: tokio::task::JoinError) -> String {
+    let payload = e.into_panic();
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "no message".to_string()
+    }
 }
 
 fn outcome(change: &ResourceChange, status: Status) -> Outcome {

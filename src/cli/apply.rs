@@ -25,7 +25,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
             Some(plan) => {
                 engine::run::check_fresh(&plan, &session, Some(&loaded.spec))?;
                 if engine::run::denied(&plan) {
-                    return Ok(denied());
+                    return Ok(denied(&plan)?);
                 }
                 plan
             }
@@ -38,29 +38,26 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     policies,
                     overrides: args.override_policy.clone(),
                 };
-                let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
-                output::stdout(&render::plan_text(&plan, &text_options(settings)));
-                common::warn_unused_overrides(&plan, &args.override_policy);
-                common::warn_near_limits(&plan);
-                if engine::run::denied(&plan) {
-                    return Ok(denied());
+                let ask = Ask {
+                    question: "Do you want to perform these actions?",
+                    verb: "Apply",
+                    auto_approve: args.auto_approve,
+                };
+                match plan_and_confirm(settings, &session, &loaded.spec, &providers, &req, &ask).await? {
+                    Ok(plan) => plan,
+                    Err(status) => return Ok(status),
                 }
-                if plan.has_changes()
-                    && plan.errors.is_empty()
-                    && !common::confirm(settings, "Do you want to perform these actions?", args.auto_approve)?
-                {
-                    output::stderr("Apply cancelled.\n");
-                    return Ok(ExitStatus::Error);
-                }
-                plan
             }
         };
         execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Apply").await
     })?
 }
 
+/// `destroy` is a plan like any other: costed, checked against the policies (soft ones
+/// overridable), shown, confirmed, and executed `--parallelism` at a time.
 pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitStatus> {
     let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
+    let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
     let ws = settings.workspace();
     runtime::block_on(async {
         let mut session = engine::open_session(&ws, "destroy")?;
@@ -71,30 +68,70 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             targets: args.target.clone(),
             destroy: true,
             env: settings.env.clone(),
-            ..PlanRequest::default()
+            policies,
+            overrides: args.override_policy.clone(),
         };
-        let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
-        output::stdout(&render::plan_text(&plan, &text_options(settings)));
-        if plan.has_changes()
-            && plan.errors.is_empty()
-            && !common::confirm(
-                settings,
-                "Do you really want to destroy everything this state owns?",
-                args.auto_approve,
-            )?
-        {
-            output::stderr("Destroy cancelled.\n");
-            return Ok(ExitStatus::Error);
-        }
-        execute(settings, &mut session, plan, &providers, 10, "Destroy").await
+        let ask = Ask {
+            question: "Do you really want to destroy everything this state owns?",
+            verb: "Destroy",
+            auto_approve: args.auto_approve,
+        };
+        let plan = match plan_and_confirm(settings, &session, &loaded.spec, &providers, &req, &ask).await? {
+            Ok(plan) => plan,
+            Err(status) => return Ok(status),
+        };
+        execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Destroy").await
     })?
 }
 
-fn denied() -> ExitStatus {
-    output::stderr(
-        "\nerror: a policy denied this plan; nothing was applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME when planning\n",
+/// How to ask before changing the fleet.
+struct Ask {
+    question: &'static str,
+    /// `Apply` or `Destroy`.
+    verb: &'static str,
+    auto_approve: bool,
+}
+
+/// Plan afresh and show the plan with its cost and policy verdicts; then the plan to
+/// execute, or the exit status when it must not go ahead (denied, or not confirmed).
+async fn plan_and_confirm(
+    settings: &Settings,
+    session: &engine::Session,
+    spec: &crate::spec::Spec,
+    providers: &crate::apply::ProviderSet,
+    req: &PlanRequest,
+    ask: &Ask,
+) -> miette::Result<Result<Plan, ExitStatus>> {
+    let plan = engine::run::plan(spec, session, providers, req).await?;
+    output::stdout(&render::plan_text(&plan, &text_options(settings)));
+    common::warn_unused_overrides(&plan, &req.overrides)?;
+    common::warn_near_limits(&plan)?;
+    if engine::run::denied(&plan) {
+        return Ok(Err(denied(&plan)?));
+    }
+    if plan.has_changes() && plan.errors.is_empty() && !common::confirm(settings, ask.question, ask.auto_approve)? {
+        output::stderr(&format!("{} cancelled.\n", ask.verb));
+        return Ok(Err(ExitStatus::Error));
+    }
+    Ok(Ok(plan))
+}
+
+/// Refuse a denied plan, naming the policies that deny it.
+fn denied(plan: &Plan) -> Result<ExitStatus, engine::run::RunError> {
+    let mut text = String::from("\n");
+    for r in engine::run::policy_results(plan).iter().filter(|r| r.denies()) {
+        text.push_str(&format!(
+            "error: policy `{}` ({}) denies this plan: {}\n",
+            r.name,
+            r.enforcement.as_str(),
+            r.message
+        ));
+    }
+    text.push_str(
+        "error: a policy denied this plan; nothing was applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME when planning\n",
     );
-    ExitStatus::PolicyDenied
+    output::stderr(&text);
+    Ok(ExitStatus::PolicyDenied)
 }
 
 fn text_options(settings: &Settings) -> render::TextOptions {

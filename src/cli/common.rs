@@ -9,6 +9,7 @@ use super::output;
 use super::{CliError, Settings};
 use crate::apply::progress::{Bar, Lines};
 use crate::apply::{ApplyReport, Cancel, Progress, Status};
+use crate::engine::run::RunError;
 use crate::plan::{Action, Plan};
 
 /// A bar on a terminal, lines in CI logs.
@@ -157,7 +158,7 @@ pub fn read_plan(path: &Path) -> Result<Plan, CliError> {
 }
 
 /// Say so when `--override-policy` names something that did not need overriding.
-pub fn warn_unused_overrides(plan: &Plan, overrides: &[String]) {
+pub fn warn_unused_overrides(plan: &Plan, overrides: &[String]) -> Result<(), RunError> {
     let results = crate::engine::run::policy_results(plan);
     for name in crate::policy::unused_overrides(&results, overrides) {
         let hard =
@@ -166,11 +167,13 @@ pub fn warn_unused_overrides(plan: &Plan, overrides: &[String]) {
             if hard { "it is a hard policy and cannot be overridden" } else { "no soft policy by that name failed" };
         output::stderr(&format!("warning: --override-policy {name} had no effect: {why}\n"));
     }
+    Ok(())
 }
 
 /// Quota checks that passed but reached `warn_percent` of their limit: a warning on stderr.
-pub fn warn_near_limits(plan: &Plan) {
+pub fn warn_near_limits(plan: &Plan) -> Result<(), RunError> {
     for r in crate::engine::run::policy_results(plan).iter().filter(|r| r.passed && r.warning) {
         output::stderr(&format!("warning: {}\n", r.message));
     }
+    Ok(())
 }

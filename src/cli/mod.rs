@@ -180,6 +180,7 @@ impl Command {
             Command::Plan(a) => &a.var,
             Command::Apply(a) => &a.var,
             Command::Reconcile(a) => &a.var,
+            Command::Destroy(a) => &a.var,
             _ => &[],
         }
     }
@@ -283,9 +284,21 @@ pub struct DestroyArgs {
     /// Destroy without asking for confirmation
     #[arg(long)]
     pub auto_approve: bool,
+    /// At most N operations at once
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub parallelism: u32,
     /// Destroy only this resource and what depends on it (repeatable)
     #[arg(long, value_name = "ADDR")]
     pub target: Vec<Address>,
+    /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub var: Vec<String>,
+    /// Accept a failing soft policy by name (repeatable)
+    #[arg(long, value_name = "NAME")]
+    pub override_policy: Vec<String>,
+    /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
+    #[arg(long, value_name = "DIR")]
+    pub policy_dir: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -51,8 +51,8 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
                 ));
             }
         }
-        common::warn_unused_overrides(&plan, &args.override_policy);
-        common::warn_near_limits(&plan);
+        common::warn_unused_overrides(&plan, &args.override_policy)?;
+        common::warn_near_limits(&plan)?;
         Ok::<_, miette::Report>(if !plan.errors.is_empty() {
             ExitStatus::Error
         } else if engine::run::denied(&plan) {

@@ -113,7 +113,7 @@ async fn round(
         let opts = render::TextOptions { color: settings.color_stdout, width: settings.width };
         output::stdout(&reconcile::report::text(&pass, &opts));
     }
-    common::warn_near_limits(&pass.plan);
+    common::warn_near_limits(&pass.plan)?;
     metrics.record_pass(&loaded.spec, &pass);
     Ok(match pass.outcome {
         Outcome::NoChanges => ExitStatus::Success,

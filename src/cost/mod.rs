@@ -26,14 +26,38 @@ fn money(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 
+/// A plan gpuplan cannot price. Never priced as something else instead: money is involved.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum CostError {
+    #[error("cannot price `{address}`: its provider kind {} is not one gpuplan knows", describe_kind(.kind))]
+    #[diagnostic(
+        code(gpuplan::cost::provider_kind),
+        help(
+            "the kind comes from the spec's provider block `{provider}` or, for a pool the spec no longer has, from the state (`resources.\"{address}\".provider_kind`); gpuplan knows {known}"
+        )
+    )]
+    UnknownProviderKind { address: Address, provider: String, kind: String, known: String },
+}
+
+fn describe_kind(kind: &str) -> String {
+    if kind.is_empty() { "(none recorded)".into() } else { format!("`{kind}`") }
+}
+
 /// Price every pool change of a plan.
-pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> CostReport {
+pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> Result<CostReport, CostError> {
     let mut pools = Vec::new();
     let mut unpriced = Vec::new();
     let mut providers: Vec<(String, ProviderKind)> = Vec::new();
     for c in &plan.changes {
         let Some(pc) = &c.pool else { continue };
-        let kind = ProviderKind::ALL.into_iter().find(|k| k.as_str() == pc.provider_kind).unwrap_or(ProviderKind::Sim);
+        let kind = ProviderKind::ALL.into_iter().find(|k| k.as_str() == pc.provider_kind).ok_or_else(|| {
+            CostError::UnknownProviderKind {
+                address: c.address.clone(),
+                provider: pc.provider.clone(),
+                kind: pc.provider_kind.clone(),
+                known: ProviderKind::ALL.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "),
+            }
+        })?;
         match pool_cost(&c.address, pc, kind, spec, prices) {
             Some(p) => {
                 let cny =
@@ -59,7 +83,7 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> CostReport {
     let quotas = quota_costs(spec, &pools);
     let on_demand_hourly_after = money(sum(&|p| p.on_demand_hourly_after));
     let spot_hourly_after = money(sum(&|p| p.spot_hourly_after));
-    CostReport {
+    Ok(CostReport {
         currency: "USD".into(),
         hours_per_month: HOURS_PER_MONTH,
         hourly_before: money(hourly_before),
@@ -75,7 +99,7 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> CostReport {
         quotas,
         exchange_rates: prices.rates_used(&providers),
         unpriced,
-    }
+    })
 }
 
 fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, prices: &PriceBook) -> Option<PoolCost> {

@@ -38,6 +38,12 @@ pub enum ProviderSetupError {
         help("check the provider block's `endpoint` and the `{env}` variable")
     )]
     Cloud { name: String, env: String, message: String },
+    #[error("`{path}`: `resources.\"{address}\".provider_kind` is `{kind}`, a provider kind gpuplan does not know")]
+    #[diagnostic(
+        code(gpuplan::state::provider_kind),
+        help("gpuplan knows {known}; a state written by a newer gpuplan needs that version")
+    )]
+    UnknownKind { path: String, address: String, kind: String, known: String },
 }
 
 /// The sim cloud's settings: the first sim provider block, then `GPUPLAN_SIM_*` variables.
@@ -85,12 +91,18 @@ pub fn build_with_sim(
             wanted.insert(name.clone(), k);
         }
     }
-    for r in state.resources.values() {
+    for (address, r) in &state.resources {
         if let (Some(name), Some(kind)) = (&r.provider, &r.provider_kind) {
-            let kind = ProviderKind::ALL.into_iter().find(|k| k.as_str() == kind);
-            if let Some(k) = kind {
-                wanted.entry(name.clone()).or_insert(k);
-            }
+            // Never skipped: the pool's nodes would be left without a provider to manage them.
+            let Some(k) = ProviderKind::ALL.into_iter().find(|k| k.as_str() == kind) else {
+                return Err(ProviderSetupError::UnknownKind {
+                    path: ws.state_path.display().to_string(),
+                    address: address.clone(),
+                    kind: kind.clone(),
+                    known: ProviderKind::ALL.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "),
+                });
+            };
+            wanted.entry(name.clone()).or_insert(k);
         }
     }
     let mut set: ProviderSet = BTreeMap::new();

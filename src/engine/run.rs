@@ -37,6 +37,9 @@ pub enum RunError {
     #[error("the state journal failed: {0}")]
     #[diagnostic(code(gpuplan::state::journal))]
     Journal(String),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Cost(#[from] cost::CostError),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -63,7 +66,7 @@ pub async fn plan(
         let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
         diff_observed(spec, session, observed.as_deref(), req, &[])
     }; // the observed fleet is freed before costing (memory at 100,000 pools)
-    let mut plan = assess(plan, spec, req);
+    let mut plan = assess(plan, spec, req)?;
     plan.jobs = place_jobs(spec, session, providers, req, &plan).await?;
     Ok(plan)
 }
@@ -83,7 +86,7 @@ pub fn plan_observed(
     observed: Option<&[Node]>,
     req: &PlanRequest,
     autoscale: &[ScaleAction],
-) -> Plan {
+) -> Result<Plan, RunError> {
     assess(diff_observed(spec, session, observed, req, autoscale), spec, req)
 }
 
@@ -108,13 +111,13 @@ fn diff_observed(
 }
 
 /// Cost and policy verdicts for a diffed plan.
-fn assess(mut plan: Plan, spec: &Spec, req: &PlanRequest) -> Plan {
+fn assess(mut plan: Plan, spec: &Spec, req: &PlanRequest) -> Result<Plan, RunError> {
     let prices = cost::PriceBook::new(spec, &req.env);
-    let report = cost::cost(&plan, spec, &prices);
+    let report = cost::cost(&plan, spec, &prices)?;
     let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
     plan.policies = results;
     plan.cost = Some(report);
-    plan
+    Ok(plan)
 }
 
 /// The plan's jobs section: refresh the runs state records as active, then admit.
@@ -184,6 +187,8 @@ pub async fn apply(
     opts: &ApplyOptions,
 ) -> Result<ApplyReport, RunError> {
     check_fresh(&plan, session, None)?;
+    // Read before the journal opens: an unreadable verdict stops the apply before it starts.
+    let overridden: Vec<policy::PolicyResult> = plan.policies.iter().filter(|r| r.overridden).cloned().collect();
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
     apply::jobs::cancel_removed(&plan, &session.state, providers, opts).await;
@@ -199,7 +204,7 @@ pub async fn apply(
         if report.cancelled { ", interrupted" } else { "" }
     );
     let mut entries = vec![JournalEntry::History { entry: history(event, detail) }];
-    for r in policy_results(&plan).iter().filter(|r| r.overridden) {
+    for r in &overridden {
         entries.push(JournalEntry::History { entry: history("policy_override", format!("{}: {}", r.name, r.message)) });
     }
     // An autoscaler action counts (for its cooldown) once its pool change went through.

@@ -52,7 +52,7 @@ fn price(hcl: &str, env: &[(&str, &str)]) -> CostReport {
         autoscale: &[],
     });
     let env: BTreeMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    cost::cost(&plan, &spec, &PriceBook::new(&spec, &env))
+    cost::cost(&plan, &spec, &PriceBook::new(&spec, &env)).expect("the plan prices")
 }
 
 fn pool(name: &str, body: &str) -> String {
@@ -108,6 +108,30 @@ fn aws_pool_splits_spot_and_on_demand_and_prices_from_the_catalog() {
     assert_eq!(c.currency, "USD");
     assert!(c.exchange_rates.is_empty(), "no CNY price used: {:?}", c.exchange_rates);
     assert!(c.unpriced.is_empty());
+}
+
+#[test]
+fn an_unknown_provider_kind_is_an_error_never_priced_as_sim() {
+    // A state written by a newer gpuplan, or edited: the pool's recorded kind is unknown.
+    let spec = spec(&format!("{SIM_US}{}", train(2, 2, 2, 1, 0)));
+    let state = State::new("lineage".into());
+    let mut plan = diff::plan(&PlanInput {
+        spec: &spec,
+        state: &state,
+        observed: None,
+        targets: &[],
+        destroy: false,
+        spec_digest: String::new(),
+        autoscale: &[],
+    });
+    for (kind, shown) in [("gcp", "`gcp`"), ("", "(none recorded)")] {
+        plan.changes[0].pool.as_mut().unwrap().provider_kind = kind.into();
+        let err = cost::cost(&plan, &spec, &PriceBook::new(&spec, &BTreeMap::new())).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("`gpu_pool.train`") && text.contains(shown), "{text}");
+        let help = miette::Diagnostic::help(&err).map(|h| h.to_string()).unwrap_or_default();
+        assert!(help.contains("resources.\"gpu_pool.train\".provider_kind") && help.contains("`sim`"), "{help}");
+    }
 }
 
 const SIM_GZ: &str = "provider \"sim\" {\n  region = \"ap-guangzhou\"\n}\n";

@@ -275,6 +275,98 @@ fn a_soft_failure_without_override_cannot_be_applied() {
 }
 
 // ---------------------------------------------------------------------------------------
+// `destroy` is a plan like any other: its verdicts stop it, soft ones can be overridden.
+
+/// The live sim nodes, by id.
+fn live_nodes(case: &Path) -> Vec<String> {
+    let cloud = SimCloud::open(&case.join("state/default.sim.json"), SimConfig::default()).expect("sim state");
+    let mut ids: Vec<String> = cloud.nodes().into_iter().filter(|n| n.is_live()).map(|n| n.id).collect();
+    ids.sort();
+    ids
+}
+
+/// `case/` running the `no_destroy_pool_with_jobs` fixture's `before` spec (a pool a job
+/// runs on), applied, with `policy` files installed afterwards.
+fn applied_pool_with_a_job(policies: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let case = tmp.path().join("case");
+    std::fs::create_dir_all(&case).unwrap();
+    let before = Path::new(ROOT).join("tests/policies/no_destroy_pool_with_jobs/before/main.hcl");
+    std::fs::copy(before, case.join("main.hcl")).unwrap();
+    let first = run(tmp.path(), &["apply", "-C", "case", "--auto-approve"]);
+    assert_eq!(first.code, 0, "{}", first.all());
+    assert!(!live_nodes(&case).is_empty(), "the pool runs nodes");
+    std::fs::create_dir_all(case.join("policies")).unwrap();
+    for (file, text) in policies {
+        std::fs::write(case.join("policies").join(file), text).unwrap();
+    }
+    (tmp, case)
+}
+
+const NO_DESTROY_SOFT: &str = "policy \"no_destroy\" {\n  enforcement = \"soft\"\n  for_each    = plan.pools\n  assert      = !each.value.destroys\n  message     = \"${each.key} would be destroyed\"\n}\n";
+
+#[test]
+fn destroy_of_a_pool_running_jobs_is_denied_and_changes_nothing() {
+    let hard = std::fs::read_to_string(Path::new(ROOT).join("policies/no_destroy_pool_with_jobs.hcl")).unwrap();
+    let (tmp, case) = applied_pool_with_a_job(&[("no_destroy_pool_with_jobs.hcl", &hard)]);
+    let state = std::fs::read(case.join("state/default.json")).unwrap();
+    let nodes = live_nodes(&case);
+    let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve"]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(r.stdout.contains("FAIL no_destroy_pool_with_jobs (hard)"), "the plan shows the verdict: {}", r.stdout);
+    assert!(r.stderr.contains("policy `no_destroy_pool_with_jobs` (hard) denies this plan"), "{}", r.stderr);
+    assert!(r.stderr.contains("nothing was applied"), "{}", r.stderr);
+    assert_eq!(std::fs::read(case.join("state/default.json")).unwrap(), state, "the state file changed");
+    assert_eq!(live_nodes(&case), nodes, "the fleet changed");
+    // A hard policy cannot be overridden.
+    let r =
+        run(tmp.path(), &["destroy", "-C", "case", "--auto-approve", "--override-policy", "no_destroy_pool_with_jobs"]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(r.stderr.contains("it is a hard policy and cannot be overridden"), "{}", r.stderr);
+    assert_eq!(live_nodes(&case), nodes);
+}
+
+#[test]
+fn destroy_denied_by_a_soft_policy_proceeds_with_override_policy() {
+    let (tmp, case) = applied_pool_with_a_job(&[("no_destroy.hcl", NO_DESTROY_SOFT)]);
+    let nodes = live_nodes(&case);
+    let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve"]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(
+        r.stderr.contains("policy `no_destroy` (soft) denies this plan: gpu_pool.train would be destroyed"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(live_nodes(&case), nodes);
+
+    let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve", "--override-policy", "no_destroy"]);
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(r.stderr.contains("Destroy complete!"), "{}", r.stderr);
+    assert_eq!(live_nodes(&case), Vec::<String>::new());
+    let state = state_json(&case);
+    assert_eq!(state["resources"].as_object().map_or(0, |r| r.len()), 0, "{state}");
+    let history = state["history"].as_array().unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|h| h["event"] == "policy_override" && h["detail"].as_str().unwrap().starts_with("no_destroy: ")),
+        "the override is recorded: {history:?}"
+    );
+}
+
+#[test]
+fn destroy_honours_parallelism() {
+    let (tmp, case) = applied_pool_with_a_job(&[]);
+    let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve", "--parallelism", "1"]);
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(r.stderr.contains("Destroy complete!"), "{}", r.stderr);
+    assert_eq!(live_nodes(&case), Vec::<String>::new());
+    let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve", "--parallelism", "0"]);
+    assert_eq!(r.code, 1, "a usage error: {}", r.all());
+    assert!(r.stderr.contains("--parallelism"), "{}", r.stderr);
+}
+
+// ---------------------------------------------------------------------------------------
 // Quotas at plan time. The pool: 2 on-demand p4de.24xlarge = 16 GPUs,
 // 2 × 27.44705 = 54.8941 USD/h, × 730 = 40072.69 USD/month.
 

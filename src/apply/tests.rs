@@ -1,0 +1,368 @@
+//! `execute` against a scripted provider: each pool's calls follow a script (succeed,
+//! fail, panic, delay, no spot capacity), so order, skip-on-failure, cancel, panic and
+//! fallback are checked without a cloud. The journal is real (a temporary state folder).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::*;
+use crate::json_text::JsonText;
+use crate::plan::model::{FORMAT_VERSION, NodeCounts, PoolChange, Summary};
+use crate::providers::{
+    Capacity, CreateNodes, CreateResult, ErrorClass, JobStatus, LaunchJob, ListFilter, Node, NodeState, Offer,
+    ProviderError, Tags,
+};
+use crate::spec::model::{Fallback, ProviderKind};
+use crate::state::{LocalBackend, State};
+
+/// What a pool's create calls do.
+#[derive(Clone)]
+enum Step {
+    Succeed,
+    /// A non-retryable error.
+    Fail,
+    Panic,
+    /// Succeed after this long.
+    Delay(Duration),
+    /// Spot calls find no capacity; on-demand ones succeed.
+    NoSpot,
+    /// Ask the run to stop (as Ctrl-C would), then succeed.
+    CancelRun(Arc<Cancel>),
+}
+
+/// A provider whose create calls follow a script per pool, and which logs every call.
+struct Scripted {
+    script: BTreeMap<String, Step>,
+    /// `start NAME`, `end NAME`, and `create NAME CAPACITY ZONE` lines, in call order.
+    log: Mutex<Vec<String>>,
+}
+
+impl Scripted {
+    fn new(script: &[(&str, Step)]) -> Arc<Scripted> {
+        let script = script.iter().map(|(n, s)| (n.to_string(), s.clone())).collect();
+        Arc::new(Scripted { script, log: Mutex::new(vec![]) })
+    }
+    fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+    fn push(&self, line: String) {
+        self.log.lock().unwrap().push(line);
+    }
+}
+
+fn unused<T>() -> Result<T, ProviderError> {
+    Err(ProviderError::new(ErrorClass::Fatal, "Unused", "not part of these tests"))
+}
+
+#[async_trait]
+impl Provider for Scripted {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Sim
+    }
+    async fn offers(&self, _: &str, _: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
+        unused()
+    }
+    async fn list_nodes(&self, _: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        unused()
+    }
+    async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
+        let name = req.pool.name.clone();
+        self.push(format!("create {name} {} {}", req.capacity, req.zone));
+        self.push(format!("start {name}"));
+        let step = self.script.get(&name).cloned().unwrap_or(Step::Succeed);
+        let result = match step {
+            Step::Succeed => Ok(made(req)),
+            Step::Fail => Err(ProviderError::new(ErrorClass::Invalid, "InvalidParameter", "scripted failure")),
+            Step::Panic => panic!("scripted panic in {name}"),
+            Step::Delay(d) => {
+                tokio::time::sleep(d).await;
+                Ok(made(req))
+            }
+            Step::NoSpot if req.capacity == Capacity::Spot => {
+                Err(ProviderError::new(ErrorClass::OutOfCapacity, "InsufficientInstanceCapacity", "no spot here"))
+            }
+            Step::NoSpot => Ok(made(req)),
+            Step::CancelRun(cancel) => {
+                cancel.cancel();
+                Ok(made(req))
+            }
+        };
+        self.push(format!("end {name}"));
+        result
+    }
+    async fn terminate_nodes(&self, _: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
+        Ok(ids.to_vec())
+    }
+    async fn launch_job(&self, _: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        unused()
+    }
+    async fn job_status(&self, _: &str, _: &str) -> Result<JobStatus, ProviderError> {
+        unused()
+    }
+    async fn cancel_job(&self, _: &str, _: &str) -> Result<JobStatus, ProviderError> {
+        unused()
+    }
+}
+
+/// The nodes a successful create call returns.
+fn made(req: &CreateNodes) -> CreateResult {
+    let nodes = (0..req.count)
+        .map(|k| Node {
+            id: format!("{}-{k}", req.token),
+            pool: req.pool.clone(),
+            instance_type: req.instance_types[0].clone(),
+            region: req.region.clone(),
+            zone: req.zone.clone(),
+            capacity: req.capacity,
+            state: NodeState::Running,
+            image: None,
+            tags: Tags::new(),
+        })
+        .collect();
+    CreateResult { nodes, errors: vec![] }
+}
+
+/// A create of `count` nodes for `gpu_pool.NAME`, after the pools named in `after`.
+fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> ResourceChange {
+    let address: Address = format!("gpu_pool.{name}").parse().unwrap();
+    let batch = CreateNodes {
+        pool: address.clone(),
+        region: "us-east-1".into(),
+        zone: "us-east-1a".into(),
+        instance_types: vec!["g6.xlarge".into()],
+        capacity,
+        count,
+        image: None,
+        max_spot_price: None,
+        token: format!("tok-{name}"),
+        tags: Tags::new(),
+        user_data: None,
+    };
+    let nodes = NodeCounts { on_demand: 0, spot: 0, gpus_per_node: 1 };
+    let pool = PoolChange {
+        provider: "scripted".into(),
+        provider_kind: "sim".into(),
+        region: "us-east-1".into(),
+        gpu: "L4".into(),
+        before: nodes,
+        after: nodes,
+        before_types: vec![],
+        creates: vec![batch],
+        deletes: vec![],
+        adopt: vec![],
+        forget: vec![],
+        zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+        fallback: Fallback::OnDemand,
+        create_before_destroy: true,
+    };
+    ResourceChange {
+        address,
+        action: Action::Create,
+        before: None,
+        after: Some(JsonText::from_value(&serde_json::json!({ "gpu": "L4" }))),
+        reasons: vec![],
+        pool: Some(pool),
+        after_changes: after.iter().map(|a| format!("gpu_pool.{a}").parse().unwrap()).collect(),
+    }
+}
+
+fn plan(changes: Vec<ResourceChange>) -> Plan {
+    Plan {
+        format_version: FORMAT_VERSION,
+        lineage: "00000000-0000-4000-8000-000000000000".into(),
+        serial: 1,
+        spec_digest: String::new(),
+        refreshed: true,
+        targets: vec![],
+        destroy: false,
+        changes,
+        drift: vec![],
+        summary: Summary::default(),
+        errors: vec![],
+        cost: None,
+        policies: vec![],
+        jobs: vec![],
+        autoscale: vec![],
+    }
+}
+
+/// What a run left behind: the report, and the state its journal folds into.
+struct Run {
+    report: ApplyReport,
+    state: State,
+}
+
+impl Run {
+    fn status(&self, name: &str) -> &Status {
+        let o = self.report.outcomes.iter().find(|o| o.address.name == name);
+        &o.unwrap_or_else(|| panic!("no outcome for {name}: {:?}", self.report.outcomes)).status
+    }
+    /// The capacity of every node the state records for a pool.
+    fn capacities(&self, name: &str) -> Vec<Capacity> {
+        self.state
+            .resources
+            .get(&format!("gpu_pool.{name}"))
+            .map_or(vec![], |r| r.nodes.iter().map(|n| n.capacity).collect())
+    }
+}
+
+async fn run(changes: Vec<ResourceChange>, provider: Arc<Scripted>, cancel: Arc<Cancel>, parallelism: usize) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::new(dir.path().join("state").join("default.json"));
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    let lock = backend.lock("apply", Duration::ZERO).unwrap();
+    let mut state = State::new("00000000-0000-4000-8000-000000000000".into());
+    backend.write(&lock, &mut state).unwrap();
+    let journal = backend.open_journal(&lock, &state).unwrap();
+    let (recorder, handle) = Recorder::start(journal);
+    let providers: ProviderSet = BTreeMap::from([("scripted".to_string(), provider as Arc<dyn Provider>)]);
+    let opts = ApplyOptions { parallelism, progress: Arc::new(progress::Quiet), cancel };
+    let report = execute(Arc::new(plan(changes)), &providers, recorder, &opts).await;
+    let (journal, error) = handle.finish().unwrap();
+    assert_eq!(error, None);
+    backend.compact(&lock, journal, &mut state).unwrap();
+    Run { report, state }
+}
+
+fn position(log: &[String], line: &str) -> usize {
+    log.iter().position(|l| l == line).unwrap_or_else(|| panic!("`{line}` not in {log:?}"))
+}
+
+#[tokio::test]
+async fn dependencies_finish_before_their_dependents_start() {
+    // c after b after a; a is slow, so starting b early would show in the log.
+    let p = Scripted::new(&[("a", Step::Delay(Duration::from_millis(50))), ("b", Step::Succeed)]);
+    let changes = vec![
+        create("c", 1, Capacity::OnDemand, &["b"]),
+        create("b", 1, Capacity::OnDemand, &["a"]),
+        create("a", 1, Capacity::OnDemand, &[]),
+    ];
+    let r = run(changes, p.clone(), Arc::default(), 4).await;
+    assert!(r.report.succeeded(), "{:?}", r.report);
+    let log = p.log();
+    assert!(position(&log, "end a") < position(&log, "start b"), "{log:?}");
+    assert!(position(&log, "end b") < position(&log, "start c"), "{log:?}");
+    for name in ["a", "b", "c"] {
+        assert_eq!(r.status(name), &Status::Done);
+        assert_eq!(r.capacities(name), vec![Capacity::OnDemand], "{name} in state");
+    }
+}
+
+#[tokio::test]
+async fn a_failure_skips_its_dependents_and_independent_work_finishes() {
+    // b and c wait on a (c through b); d is independent and slower than a's failure.
+    let p = Scripted::new(&[("a", Step::Fail), ("d", Step::Delay(Duration::from_millis(30)))]);
+    let changes = vec![
+        create("a", 1, Capacity::OnDemand, &[]),
+        create("b", 1, Capacity::OnDemand, &["a"]),
+        create("c", 1, Capacity::OnDemand, &["b"]),
+        create("d", 2, Capacity::OnDemand, &[]),
+    ];
+    let r = run(changes, p.clone(), Arc::default(), 4).await;
+    assert!(!r.report.succeeded());
+    assert!(!r.report.cancelled);
+    assert!(matches!(r.status("a"), Status::Failed(m) if m.contains("scripted failure")), "{:?}", r.status("a"));
+    assert!(matches!(r.status("b"), Status::Skipped(m) if m.contains("gpu_pool.a")), "{:?}", r.status("b"));
+    assert!(matches!(r.status("c"), Status::Skipped(m) if m.contains("gpu_pool.b")), "{:?}", r.status("c"));
+    assert_eq!(r.status("d"), &Status::Done);
+    assert_eq!(r.capacities("d").len(), 2);
+    assert_eq!(r.report.outcomes.len(), 4, "every change has an outcome");
+    let log = p.log();
+    assert!(!log.iter().any(|l| l.ends_with(" b") || l.ends_with(" c")), "skipped changes made calls: {log:?}");
+}
+
+#[tokio::test]
+async fn cancel_skips_what_has_not_started_and_reports_cancelled() {
+    // a asks the run to stop while it runs; it finishes, b and c never start.
+    let cancel = Arc::new(Cancel::default());
+    let p = Scripted::new(&[("a", Step::CancelRun(cancel.clone()))]);
+    let changes = vec![
+        create("a", 1, Capacity::OnDemand, &[]),
+        create("b", 1, Capacity::OnDemand, &["a"]),
+        create("c", 1, Capacity::OnDemand, &["b"]),
+    ];
+    let r = run(changes, p.clone(), cancel, 4).await;
+    assert!(r.report.cancelled);
+    assert!(!r.report.succeeded());
+    assert_eq!(r.status("a"), &Status::Done, "in-flight work finishes and is recorded");
+    assert_eq!(r.capacities("a"), vec![Capacity::OnDemand]);
+    assert!(matches!(r.status("b"), Status::Skipped(m) if m.contains("interrupted")), "{:?}", r.status("b"));
+    assert!(matches!(r.status("c"), Status::Skipped(_)), "{:?}", r.status("c"));
+    assert_eq!(p.log().iter().filter(|l| l.starts_with("start")).count(), 1);
+}
+
+#[tokio::test]
+async fn a_panicking_change_fails_and_its_dependents_are_skipped() {
+    let p = Scripted::new(&[("a", Step::Panic), ("c", Step::Delay(Duration::from_millis(20)))]);
+    let changes = vec![
+        create("a", 1, Capacity::OnDemand, &[]),
+        create("b", 1, Capacity::OnDemand, &["a"]),
+        create("c", 1, Capacity::OnDemand, &[]),
+    ];
+    let r = run(changes, p, Arc::default(), 4).await;
+    assert!(!r.report.succeeded(), "a panic must never count as success");
+    assert!(!r.report.cancelled);
+    assert!(
+        matches!(r.status("a"), Status::Failed(m) if m.contains("panicked") && m.contains("scripted panic in a")),
+        "{:?}",
+        r.status("a")
+    );
+    assert!(matches!(r.status("b"), Status::Skipped(m) if m.contains("gpu_pool.a")), "{:?}", r.status("b"));
+    assert_eq!(r.status("c"), &Status::Done);
+    assert_eq!(r.report.outcomes.len(), 3);
+}
+
+#[tokio::test]
+async fn short_spot_capacity_falls_back_to_other_zones_then_on_demand() {
+    let p = Scripted::new(&[("a", Step::NoSpot)]);
+    let r = run(vec![create("a", 3, Capacity::Spot, &[])], p.clone(), Arc::default(), 1).await;
+    assert!(r.report.succeeded(), "{:?}", r.report);
+    assert_eq!(r.status("a"), &Status::Done);
+    assert_eq!(r.report.outcomes[0].created, 3);
+    assert_eq!(r.capacities("a"), vec![Capacity::OnDemand; 3]);
+    let creates: Vec<String> = p.log().into_iter().filter(|l| l.starts_with("create")).collect();
+    assert_eq!(
+        creates,
+        ["create a spot us-east-1a", "create a spot us-east-1b", "create a on-demand us-east-1a"],
+        "the planned zone, the pool's other zone, then on-demand"
+    );
+}
+
+#[tokio::test]
+async fn short_spot_capacity_without_fallback_waits_or_fails_as_the_pool_says() {
+    for (fallback, want_partial) in [(Fallback::Wait, true), (Fallback::Fail, false)] {
+        let p = Scripted::new(&[("a", Step::NoSpot), ("b", Step::Succeed)]);
+        let mut a = create("a", 2, Capacity::Spot, &[]);
+        a.pool.as_mut().unwrap().fallback = fallback;
+        let r = run(vec![a, create("b", 1, Capacity::OnDemand, &["a"])], p.clone(), Arc::default(), 2).await;
+        assert!(r.capacities("a").is_empty(), "{fallback:?}: no node may be placed");
+        assert!(!p.log().iter().any(|l| l.contains("on-demand us-east-1a") && l.contains(" a ")), "{fallback:?}");
+        if want_partial {
+            assert!(matches!(r.status("a"), Status::Partial(m) if m.contains("2 spot")), "{:?}", r.status("a"));
+            assert_eq!(r.status("b"), &Status::Done, "a partial change lets its dependents go ahead");
+            assert!(r.report.succeeded());
+        } else {
+            assert!(matches!(r.status("a"), Status::Failed(m) if m.contains("no spot here")), "{:?}", r.status("a"));
+            assert!(matches!(r.status("b"), Status::Skipped(_)));
+            assert!(!r.report.succeeded());
+        }
+    }
+}
+
+#[tokio::test]
+async fn parallelism_bounds_the_provider_calls_in_flight() {
+    let slow = Step::Delay(Duration::from_millis(10));
+    let p = Scripted::new(&[("a", slow.clone()), ("b", slow.clone()), ("c", slow.clone()), ("d", slow)]);
+    let changes = ["a", "b", "c", "d"].iter().map(|n| create(n, 1, Capacity::OnDemand, &[])).collect();
+    let r = run(changes, p.clone(), Arc::default(), 1).await;
+    assert!(r.report.succeeded(), "{:?}", r.report);
+    let calls: Vec<String> = p.log().into_iter().filter(|l| !l.starts_with("create")).collect();
+    for pair in calls.chunks(2) {
+        let name = pair[0].strip_prefix("start ").unwrap_or_else(|| panic!("two calls at once: {calls:?}"));
+        assert_eq!(pair[1], format!("end {name}"), "two calls at once: {calls:?}");
+    }
+    assert_eq!(calls.len(), 8);
+}

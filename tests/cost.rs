@@ -50,7 +50,8 @@ fn price(hcl: &str, env: &[(&str, &str)]) -> CostReport {
         destroy: false,
         spec_digest: String::new(),
         autoscale: &[],
-    });
+    })
+    .expect("the state's keys are addresses");
     let env: BTreeMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     cost::cost(&plan, &spec, &PriceBook::new(&spec, &env))
 }

@@ -35,6 +35,9 @@ pub enum RunError {
     #[error("the saved plan was made from a different spec (digest {plan} ≠ {current})")]
     #[diagnostic(code(gpuplan::plan::spec_changed), help("the spec changed since the plan was saved: plan again"))]
     SpecChanged { plan: String, current: String },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    StateKey(#[from] diff::BadStateKey),
     #[error("the state journal failed: {0}")]
     #[diagnostic(code(gpuplan::state::journal))]
     Journal(String),
@@ -62,7 +65,7 @@ pub async fn plan(
 ) -> Result<Plan, RunError> {
     let plan = {
         let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
-        diff_observed(spec, session, observed.as_deref(), req, &[])
+        diff_observed(spec, session, observed.as_deref(), req, &[])?
     }; // the observed fleet is freed before costing (memory at 100,000 pools)
     let mut plan = assess(plan, spec, req);
     plan.jobs = place_jobs(spec, session, providers, req, &plan).await?;
@@ -84,8 +87,8 @@ pub fn plan_observed(
     observed: Option<&[Node]>,
     req: &PlanRequest,
     autoscale: &[ScaleAction],
-) -> Plan {
-    assess(diff_observed(spec, session, observed, req, autoscale), spec, req)
+) -> Result<Plan, RunError> {
+    Ok(assess(diff_observed(spec, session, observed, req, autoscale)?, spec, req))
 }
 
 /// The diff alone (no cost, no policies).
@@ -95,7 +98,7 @@ fn diff_observed(
     observed: Option<&[Node]>,
     req: &PlanRequest,
     autoscale: &[ScaleAction],
-) -> Plan {
+) -> Result<Plan, diff::BadStateKey> {
     let input = PlanInput {
         spec,
         state: &session.state,

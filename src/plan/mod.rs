@@ -2,6 +2,7 @@
 
 pub mod diff;
 pub mod model;
+mod pool;
 pub mod shape;
 
 pub use model::{Action, Plan, ResourceChange};

@@ -200,7 +200,7 @@ pub async fn pass(
     let req = PlanRequest { refresh: true, destroy: false, ..opts.plan.clone() };
     let observed = run::observe(spec, &session, &providers).await?;
     let now = clock.now();
-    let mut baseline = run::plan_observed(spec, &session, Some(&observed), &req, &[]);
+    let mut baseline = run::plan_observed(spec, &session, Some(&observed), &req, &[])?;
     baseline.jobs = run::place_jobs(spec, &session, &providers, &req, &baseline).await?;
 
     let mut waiting = jobs_waiting(&baseline, now);
@@ -220,7 +220,7 @@ pub async fn pass(
 
     let mut plan = baseline;
     if !actions.is_empty() {
-        let mut scaled = run::plan_observed(spec, &session, Some(&observed), &req, &actions);
+        let mut scaled = run::plan_observed(spec, &session, Some(&observed), &req, &actions)?;
         scaled.jobs = run::place_jobs(spec, &session, &providers, &req, &scaled).await?;
         if (run::denied(&scaled) || !scaled.errors.is_empty()) && !run::denied(&plan) && plan.errors.is_empty() {
             // Apply what policy allows: the fleet's own drift fixes go ahead without the step.

@@ -567,9 +567,10 @@ fn for_each_instances(
                 };
                 keys.insert(s.clone());
             }
-            instances.extend(keys.into_iter().map(|k| {
-                (Some(InstanceKey::Str(k.clone())), Some((Value::String(k.clone()), Value::String(k))))
-            }));
+            instances.extend(
+                keys.into_iter()
+                    .map(|k| (Some(InstanceKey::Str(k.clone())), Some((Value::String(k.clone()), Value::String(k))))),
+            );
         }
         other => return Err(cx.error(type_error("for_each", "a map or a list of strings", other, expr.span))),
     }

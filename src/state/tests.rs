@@ -479,7 +479,10 @@ fn a_state_key_that_is_not_an_address_is_refused_with_the_file_and_key() {
     let b = backend(&dir);
     fs::create_dir_all(b.path().parent().unwrap()).unwrap();
     for (text, key) in [
-        (r#"{"format_version":1,"serial":1,"lineage":"x","resources":{"gpu_pool..bad":{"kind":"gpu_pool"}}}"#, "gpu_pool..bad"),
+        (
+            r#"{"format_version":1,"serial":1,"lineage":"x","resources":{"gpu_pool..bad":{"kind":"gpu_pool"}}}"#,
+            "gpu_pool..bad",
+        ),
         (r#"{"format_version":1,"serial":1,"lineage":"x","resources":{"train":{"kind":"gpu_pool"}}}"#, "train"),
         (
             r#"{"format_version":1,"serial":1,"lineage":"x","autoscale":{"pool.x":{"at":"t","from":1,"to":2,"reason":"r"}}}"#,

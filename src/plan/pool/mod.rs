@@ -344,7 +344,8 @@ pub(crate) fn target_count(
     }
     let have = owned.unwrap_or(fresh.min(u32::MAX as usize) as u32);
     let n = have.clamp(nodes_cfg.min.value, nodes_cfg.max.value);
-    let who = if cx.autoscaled { "the autoscaler owns the node count" } else { "`ignore_changes` covers nodes.desired" };
+    let who =
+        if cx.autoscaled { "the autoscaler owns the node count" } else { "`ignore_changes` covers nodes.desired" };
     let reason = (n != have).then(|| {
         Reason::new(
             "node_bounds",
@@ -441,7 +442,10 @@ fn change_reasons(f: &Facts<'_>) -> Vec<Reason> {
     if lost > 0 && f.creates {
         reasons.push(Reason::new("drift", format!("{lost} node(s) disappeared outside gpuplan; restoring the mix")));
     } else if lost > 0 {
-        reasons.push(Reason::new("drift", format!("{lost} node(s) disappeared outside gpuplan; dropping them from state")));
+        reasons.push(Reason::new(
+            "drift",
+            format!("{lost} node(s) disappeared outside gpuplan; dropping them from state"),
+        ));
     }
     let (before, n) = (f.before, f.after.nodes());
     let (od, spot) = (f.after.on_demand, f.after.spot);

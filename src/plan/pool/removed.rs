@@ -66,8 +66,11 @@ pub(crate) fn removed(
 /// The refusal when the configuration last applied has `lifecycle.prevent_destroy`.
 fn prevent_destroy_error(cx: &PoolCtx<'_, '_>) -> Option<PlanError> {
     let addr = cx.addr;
-    let prevent =
-        cx.prior.and_then(|p| p.config.pointer("/lifecycle/prevent_destroy")).and_then(|b| b.as_bool()).unwrap_or(false);
+    let prevent = cx
+        .prior
+        .and_then(|p| p.config.pointer("/lifecycle/prevent_destroy"))
+        .and_then(|b| b.as_bool())
+        .unwrap_or(false);
     prevent.then(|| PlanError {
         address: addr.clone(),
         message: format!("`{addr}` has `lifecycle.prevent_destroy` set, but this plan would destroy it"),
@@ -83,7 +86,11 @@ pub(crate) fn removal_reason(cx: &PoolCtx<'_, '_>) -> (Reason, &'static str) {
     let (code, message, why) = if cx.input.destroy {
         ("destroy", format!("destroy was requested for `{addr}`"), "destroy requested")
     } else if orphans_only {
-        ("orphan", format!("`{addr}` is in neither the spec nor the state; its orphan node(s) will be terminated"), "orphan")
+        (
+            "orphan",
+            format!("`{addr}` is in neither the spec nor the state; its orphan node(s) will be terminated"),
+            "orphan",
+        )
     } else {
         ("removed_from_spec", format!("`{addr}` is removed from the spec"), "removed from the spec")
     };

@@ -372,10 +372,7 @@ fn fill_layout_creates_what_buckets_lack_and_returns_the_newest_extra_nodes() {
     let world = World::new(Some(resource(serde_json::json!({}), vec![a1.clone(), a2.clone(), a3.clone()])), None);
     let shape = shape_of(&world);
     let pool = &world.spec.gpu_pools[&train()];
-    let layout = vec![
-        ("us-east-1a".to_string(), Capacity::OnDemand, 1),
-        ("us-east-1b".to_string(), Capacity::Spot, 2),
-    ];
+    let layout = vec![("us-east-1a".to_string(), Capacity::OnDemand, 1), ("us-east-1b".to_string(), Capacity::Spot, 2)];
     let fresh = [&a3, &a1, &a2];
     let (creates, excess) = with_cx(&world, true, false, |cx| {
         let age = age_rank(cx.prior);

@@ -43,7 +43,8 @@ fn count_expands_to_numbered_instances() {
 
 #[test]
 fn count_must_be_a_whole_number_in_range() {
-    for (value, code) in [("-1", "gpuplan::spec::type"), ("1.5", "gpuplan::spec::type"), ("\"2\"", "gpuplan::spec::type")]
+    for (value, code) in
+        [("-1", "gpuplan::spec::type"), ("1.5", "gpuplan::spec::type"), ("\"2\"", "gpuplan::spec::type")]
     {
         let errs = expanded(Kind::Quota, &format!("quota \"q\" {{\n  count = {value}\n}}\n")).err().unwrap();
         assert_eq!(errs[0].0, code, "{value}: {errs:?}");

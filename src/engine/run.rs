@@ -34,6 +34,9 @@ pub enum RunError {
     #[error("the saved plan was made from a different spec (digest {plan} ≠ {current})")]
     #[diagnostic(code(gpuplan::plan::spec_changed), help("the spec changed since the plan was saved: plan again"))]
     SpecChanged { plan: String, current: String },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    StateKey(#[from] diff::BadStateKey),
     #[error("the state journal failed: {0}")]
     #[diagnostic(code(gpuplan::state::journal))]
     Journal(String),
@@ -64,7 +67,7 @@ pub async fn plan(
 ) -> Result<Plan, RunError> {
     let plan = {
         let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
-        diff_observed(spec, session, observed.as_deref(), req, &[])
+        diff_observed(spec, session, observed.as_deref(), req, &[])?
     }; // the observed fleet is freed before costing (memory at 100,000 pools)
     let mut plan = assess(plan, spec, req)?;
     plan.jobs = place_jobs(spec, session, providers, req, &plan).await?;
@@ -87,7 +90,7 @@ pub fn plan_observed(
     req: &PlanRequest,
     autoscale: &[ScaleAction],
 ) -> Result<Plan, RunError> {
-    assess(diff_observed(spec, session, observed, req, autoscale), spec, req)
+    assess(diff_observed(spec, session, observed, req, autoscale)?, spec, req)
 }
 
 /// The diff alone (no cost, no policies).
@@ -97,7 +100,7 @@ fn diff_observed(
     observed: Option<&[Node]>,
     req: &PlanRequest,
     autoscale: &[ScaleAction],
-) -> Plan {
+) -> Result<Plan, diff::BadStateKey> {
     let input = PlanInput {
         spec,
         state: &session.state,

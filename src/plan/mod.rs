@@ -2,6 +2,7 @@
 
 pub mod diff;
 pub mod model;
+mod pool;
 pub mod report;
 pub mod shape;
 

@@ -39,6 +39,7 @@ fn destroy(state: &State) -> Plan {
         spec_digest: String::new(),
         autoscale: &[],
     })
+    .expect("the state's keys are addresses")
 }
 
 /// Each delete's `after_changes`, by address.
@@ -83,7 +84,8 @@ fn deletes_do_not_wait_for_resources_that_stay() {
         destroy: false,
         spec_digest: String::new(),
         autoscale: &[],
-    });
+    })
+    .expect("the state's keys are addresses");
     let w = waits(&p);
     assert_eq!(w.keys().collect::<Vec<_>>(), ["quota.a", "quota.c"]);
     assert_eq!(w["quota.a"], ["quota.c"]);
@@ -102,4 +104,26 @@ fn a_long_chain_is_ordered_link_by_link() {
         let expected: Vec<String> = names.get(i + 1).cloned().into_iter().collect();
         assert_eq!(w[n], expected, "{n}");
     }
+}
+
+#[test]
+fn a_state_key_that_is_no_address_is_an_error_not_dropped() {
+    // The state layer refuses such a file when it reads it; a state built in memory still
+    // must not lose the resource silently.
+    let mut s = state(&[("quota.a", &[])]);
+    let bad = s.resources["quota.a"].clone();
+    s.resources.insert("gpu_pool..bad".into(), bad);
+    let spec = Spec::default();
+    let err = plan(&PlanInput {
+        spec: &spec,
+        state: &s,
+        observed: None,
+        targets: &[],
+        destroy: false,
+        spec_digest: String::new(),
+        autoscale: &[],
+    })
+    .unwrap_err();
+    assert_eq!(err.key, "gpu_pool..bad");
+    assert!(err.to_string().contains("`gpu_pool..bad`") && err.to_string().contains("not a resource address"), "{err}");
 }

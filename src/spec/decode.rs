@@ -25,6 +25,9 @@ use crate::spec::{LoadOptions, Spec};
 const BLOCK_KINDS: &[&str] =
     &["provider", "gpu_pool", "quota", "job_template", "job", "autoscaler", "variable", "locals", "output"];
 
+#[cfg(test)]
+mod tests;
+
 /// Most instances one `count`/`for_each` may create.
 const MAX_INSTANCES: u64 = 100_000;
 
@@ -441,81 +444,7 @@ fn resource(
 ) -> Result<Value, Reported> {
     let name = label(b).to_string();
     let what = format!("{kind} {name:?}");
-    let count = b.body.attr("count");
-    let for_each = b.body.attr("for_each");
-    if let (Some(c), Some(fe)) = (count, for_each) {
-        return Err(cx.error(
-            Diagnostic::error("gpuplan::spec::count_for_each", "`count` and `for_each` cannot both be set")
-                .at(c.key.span, "count")
-                .at(fe.key.span, "for_each")
-                .help("keep one of them"),
-        ));
-    }
-    if kind == Kind::Provider && (count.is_some() || for_each.is_some()) {
-        let span = count.or(for_each).map(|a| a.key.span).unwrap_or(b.kind.span);
-        return Err(cx.error(
-            Diagnostic::error("gpuplan::spec::count", "providers cannot use `count` or `for_each`")
-                .at(span, "not allowed here"),
-        ));
-    }
-    let mut instances: Vec<(Option<InstanceKey>, Option<(Value, Value)>)> = Vec::new();
-    let mut meta_count = None;
-    let mut meta_for_each = None;
-    if let Some(c) = count {
-        let v = cx.eval(&c.value)?;
-        let n = match v {
-            Value::Number(n) if n.fract() == 0.0 && n >= 0.0 && n <= MAX_INSTANCES as f64 => n as u64,
-            Value::Number(n) if n.fract() == 0.0 && n >= 0.0 => {
-                return Err(cx.error(crate::spec::fields::range_error(
-                    "count",
-                    &format!("{n}"),
-                    "0",
-                    &MAX_INSTANCES.to_string(),
-                    c.value.span,
-                )));
-            }
-            other => return Err(cx.error(type_error("count", "a whole number ≥ 0", &other, c.value.span))),
-        };
-        meta_count = Some(Spanned::new(n, c.value.span));
-        instances.extend((0..n).map(|i| (Some(InstanceKey::Int(i)), None)));
-    } else if let Some(fe) = for_each {
-        let v = cx.eval(&fe.value)?;
-        match &v {
-            Value::Object(o) => instances
-                .extend(o.iter().map(|(k, val)| {
-                    (Some(InstanceKey::Str(k.clone())), Some((Value::String(k.clone()), val.clone())))
-                })),
-            Value::List(l) => {
-                let mut keys = BTreeSet::new();
-                for item in l {
-                    let Value::String(s) = item else {
-                        return Err(cx.error(type_error(
-                            "for_each",
-                            "a map or a list of strings",
-                            item,
-                            fe.value.span,
-                        )));
-                    };
-                    keys.insert(s.clone());
-                }
-                instances.extend(
-                    keys.into_iter().map(|k| {
-                        (Some(InstanceKey::Str(k.clone())), Some((Value::String(k.clone()), Value::String(k))))
-                    }),
-                );
-            }
-            other => return Err(cx.error(type_error("for_each", "a map or a list of strings", other, fe.value.span))),
-        }
-        if instances.len() as u64 > MAX_INSTANCES {
-            return Err(cx.error(
-                Diagnostic::error("gpuplan::spec::for_each", "`for_each` creates too many instances")
-                    .at(fe.value.span, "too many"),
-            ));
-        }
-        meta_for_each = Some(Spanned::new(v, fe.value.span));
-    } else {
-        instances.push((None, None));
-    }
+    let Expansion { instances, count: meta_count, for_each: meta_for_each } = expand(cx, kind, b)?;
 
     let mut values: Vec<(Option<InstanceKey>, Value)> = Vec::new();
     let mut failed = false;
@@ -560,9 +489,106 @@ fn resource(
     if failed {
         return Err(Reported);
     }
-    Ok(if meta_count.is_some() {
+    Ok(instances_value(meta_count.is_some(), meta_for_each.is_some(), values))
+}
+
+/// The instances a resource block expands to: a key and, for `for_each`, its `each`
+/// (key, value); and the meta-arguments as written.
+struct Expansion {
+    instances: Vec<(Option<InstanceKey>, Option<(Value, Value)>)>,
+    count: Option<Spanned<u64>>,
+    for_each: Option<Spanned<Value>>,
+}
+
+/// Evaluate `count` or `for_each` (at most one, and not on a provider).
+fn expand(cx: &mut Cx<'_, '_>, kind: Kind, b: &Block) -> Result<Expansion, Reported> {
+    let count = b.body.attr("count");
+    let for_each = b.body.attr("for_each");
+    if let (Some(c), Some(fe)) = (count, for_each) {
+        return Err(cx.error(
+            Diagnostic::error("gpuplan::spec::count_for_each", "`count` and `for_each` cannot both be set")
+                .at(c.key.span, "count")
+                .at(fe.key.span, "for_each")
+                .help("keep one of them"),
+        ));
+    }
+    if kind == Kind::Provider && (count.is_some() || for_each.is_some()) {
+        let span = count.or(for_each).map(|a| a.key.span).unwrap_or(b.kind.span);
+        return Err(cx.error(
+            Diagnostic::error("gpuplan::spec::count", "providers cannot use `count` or `for_each`")
+                .at(span, "not allowed here"),
+        ));
+    }
+    if let Some(c) = count {
+        let n = count_value(cx, &c.value)?;
+        let instances = (0..n).map(|i| (Some(InstanceKey::Int(i)), None)).collect();
+        Ok(Expansion { instances, count: Some(Spanned::new(n, c.value.span)), for_each: None })
+    } else if let Some(fe) = for_each {
+        let (instances, v) = for_each_instances(cx, &fe.value)?;
+        Ok(Expansion { instances, count: None, for_each: Some(Spanned::new(v, fe.value.span)) })
+    } else {
+        Ok(Expansion { instances: vec![(None, None)], count: None, for_each: None })
+    }
+}
+
+/// `count`: a whole number from 0 to [`MAX_INSTANCES`].
+fn count_value(cx: &mut Cx<'_, '_>, expr: &Expr) -> Result<u64, Reported> {
+    match cx.eval(expr)? {
+        Value::Number(n) if n.fract() == 0.0 && n >= 0.0 && n <= MAX_INSTANCES as f64 => Ok(n as u64),
+        Value::Number(n) if n.fract() == 0.0 && n >= 0.0 => Err(cx.error(crate::spec::fields::range_error(
+            "count",
+            &format!("{n}"),
+            "0",
+            &MAX_INSTANCES.to_string(),
+            expr.span,
+        ))),
+        other => Err(cx.error(type_error("count", "a whole number ≥ 0", &other, expr.span))),
+    }
+}
+
+/// `for_each`: a map (each key with its value) or a list of strings (each distinct string
+/// as both key and value, sorted), at most [`MAX_INSTANCES`]; with the evaluated value.
+#[allow(clippy::type_complexity)]
+fn for_each_instances(
+    cx: &mut Cx<'_, '_>,
+    expr: &Expr,
+) -> Result<(Vec<(Option<InstanceKey>, Option<(Value, Value)>)>, Value), Reported> {
+    let v = cx.eval(expr)?;
+    let mut instances = Vec::new();
+    match &v {
+        Value::Object(o) => instances.extend(
+            o.iter().map(|(k, val)| (Some(InstanceKey::Str(k.clone())), Some((Value::String(k.clone()), val.clone())))),
+        ),
+        Value::List(l) => {
+            let mut keys = BTreeSet::new();
+            for item in l {
+                let Value::String(s) = item else {
+                    return Err(cx.error(type_error("for_each", "a map or a list of strings", item, expr.span)));
+                };
+                keys.insert(s.clone());
+            }
+            instances.extend(
+                keys.into_iter()
+                    .map(|k| (Some(InstanceKey::Str(k.clone())), Some((Value::String(k.clone()), Value::String(k))))),
+            );
+        }
+        other => return Err(cx.error(type_error("for_each", "a map or a list of strings", other, expr.span))),
+    }
+    if instances.len() as u64 > MAX_INSTANCES {
+        return Err(cx.error(
+            Diagnostic::error("gpuplan::spec::for_each", "`for_each` creates too many instances")
+                .at(expr.span, "too many"),
+        ));
+    }
+    Ok((instances, v))
+}
+
+/// What other blocks see of a resource: a list for `count`, an object by key for
+/// `for_each`, else the one instance's value.
+fn instances_value(counted: bool, for_each: bool, values: Vec<(Option<InstanceKey>, Value)>) -> Value {
+    if counted {
         Value::List(values.into_iter().map(|(_, v)| v).collect())
-    } else if meta_for_each.is_some() {
+    } else if for_each {
         Value::Object(
             values
                 .into_iter()
@@ -574,7 +600,7 @@ fn resource(
         )
     } else {
         values.into_iter().next().map(|(_, v)| v).unwrap_or_default()
-    })
+    }
 }
 
 /// Resource blocks whose meta-arguments the driver fills in after decoding.

@@ -41,6 +41,12 @@ pub enum StateError {
     #[diagnostic(code(gpuplan::state::corrupt), help("{}", corrupt_help(path, backup)))]
     Corrupt { path: PathBuf, line: Option<usize>, column: Option<usize>, message: String, backup: PathBuf },
 
+    /// A resource (or autoscaler record) key that is not an address: the planner could not
+    /// tell which object it is, so it would have to drop it and forget nodes that cost money.
+    #[error("state file `{}` has the key `{key}`, which is not a resource address: {reason}", path.display())]
+    #[diagnostic(code(gpuplan::state::bad_address), help("{}", bad_address_help(path, backup)))]
+    BadAddress { path: PathBuf, key: String, reason: &'static str, backup: PathBuf },
+
     #[error("journal `{}` is damaged at line {line}: {message}", path.display())]
     #[diagnostic(
         code(gpuplan::state::journal_corrupt),
@@ -154,6 +160,14 @@ fn corrupt_help(path: &std::path::Path, backup: &std::path::Path) -> String {
     } else {
         format!("nothing was written, and there is no `{}` to restore from; fix the file by hand", backup.display())
     }
+}
+
+fn bad_address_help(path: &std::path::Path, backup: &std::path::Path) -> String {
+    let fix = format!(
+        "nothing was written. Keys are addresses such as `gpu_pool.train` or `job.eval[2]`: correct the key in `{}` by hand",
+        path.display()
+    );
+    if backup.exists() { format!("{fix}, or restore the previous state from `{}`", backup.display()) } else { fix }
 }
 
 fn state_text(lineage: &Option<String>, serial: &Option<u64>) -> String {

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::addr::Address;
+
 use super::error::StateError;
 use super::fsutil::{self, private};
 use super::model::State;
@@ -140,6 +142,11 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<JournalFile, StateError
             Ok(entry) => {
                 if let Some((line, message)) = first_bad {
                     return Err(damaged(line, message));
+                }
+                // Complete JSON naming no address is not a torn append: it is damage, and
+                // replaying it would put a key the planner cannot read into the state.
+                if let Some(Err(e)) = entry.address().map(str::parse::<Address>) {
+                    return Err(damaged(number, e.to_string()));
                 }
                 entries.push(entry);
             }

@@ -324,7 +324,8 @@ enum JournalStatus {
     AlreadyCompacted,
 }
 
-/// Decode a state file, turning every defect into [`StateError::Corrupt`].
+/// Decode a state file, turning every defect into [`StateError::Corrupt`], and a key
+/// that is not an address into [`StateError::BadAddress`].
 pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<State, StateError> {
     let corrupt = |line, column, message| StateError::Corrupt {
         path: path.to_path_buf(),
@@ -334,7 +335,15 @@ pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<St
         backup: backup.to_path_buf(),
     };
     match serde_json::from_slice::<State>(bytes) {
-        Ok(state) if state.format_version == FORMAT_VERSION => Ok(state),
+        Ok(state) if state.format_version == FORMAT_VERSION => match state.bad_address() {
+            None => Ok(state),
+            Some(e) => Err(StateError::BadAddress {
+                path: path.to_path_buf(),
+                key: e.input,
+                reason: e.reason,
+                backup: backup.to_path_buf(),
+            }),
+        },
         Ok(state) => Err(corrupt(None, None, unsupported(state.format_version))),
         Err(e) => {
             // A newer format may not fit today's struct: say "newer gpuplan", not "bad field".

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::addr::{Address, AddressError};
 use crate::json_text::JsonText;
 use crate::model::Node;
 
@@ -42,6 +43,13 @@ impl State {
             history: Vec::new(),
             autoscale: BTreeMap::new(),
         }
+    }
+
+    /// The first key of `resources` or `autoscale` that is not a resource address. Files
+    /// are checked when they are read, so the planner only ever sees addresses: it could
+    /// not say what an unparsable key is, and dropping it would forget nodes that cost money.
+    pub fn bad_address(&self) -> Option<AddressError> {
+        self.resources.keys().chain(self.autoscale.keys()).find_map(|k| k.parse::<Address>().err())
     }
 }
 

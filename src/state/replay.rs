@@ -36,6 +36,20 @@ pub enum JournalEntry {
     Autoscale { pool: String, record: ScaleRecord },
 }
 
+impl JournalEntry {
+    /// The resource (or autoscaled pool) address the entry is about, if any.
+    pub fn address(&self) -> Option<&str> {
+        match self {
+            JournalEntry::PutResource { address, .. }
+            | JournalEntry::AddNodes { address, .. }
+            | JournalEntry::RemoveNodes { address, .. }
+            | JournalEntry::DeleteResource { address } => Some(address),
+            JournalEntry::Autoscale { pool, .. } => Some(pool),
+            JournalEntry::History { .. } => None,
+        }
+    }
+}
+
 /// Apply one entry to `state`. Pure: no I/O, no clock. Costs O(nodes of that resource),
 /// so use [`Replay`] for long sequences.
 pub fn apply_entry(state: &mut State, entry: &JournalEntry) {

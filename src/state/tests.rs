@@ -457,6 +457,51 @@ fn damage_before_a_valid_line_is_refused() {
 }
 
 #[test]
+fn a_journal_entry_for_a_key_that_is_not_an_address_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    crashed_apply(&b);
+    let mut text = fs::read_to_string(b.journal_path()).unwrap();
+    let line = text.lines().count() + 1;
+    // Well-formed and newline-terminated: not a torn append, so it is not ignored.
+    text.push_str(r#"{"op":"add_nodes","address":"gpu_pool..bad","nodes":[]}"#);
+    text.push('\n');
+    fs::write(b.journal_path(), &text).unwrap();
+    let err = b.read().unwrap_err();
+    let StateError::JournalCorrupt { line: at, message, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(*at, line);
+    assert!(message.contains("`gpu_pool..bad` is not a resource address"), "{message}");
+}
+
+#[test]
+fn a_state_key_that_is_not_an_address_is_refused_with_the_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    fs::create_dir_all(b.path().parent().unwrap()).unwrap();
+    for (text, key) in [
+        (
+            r#"{"format_version":1,"serial":1,"lineage":"x","resources":{"gpu_pool..bad":{"kind":"gpu_pool"}}}"#,
+            "gpu_pool..bad",
+        ),
+        (r#"{"format_version":1,"serial":1,"lineage":"x","resources":{"train":{"kind":"gpu_pool"}}}"#, "train"),
+        (
+            r#"{"format_version":1,"serial":1,"lineage":"x","autoscale":{"pool.x":{"at":"t","from":1,"to":2,"reason":"r"}}}"#,
+            "pool.x",
+        ),
+    ] {
+        fs::write(b.path(), text).unwrap();
+        let err = b.read().unwrap_err();
+        let StateError::BadAddress { path, key: found, .. } = &err else { panic!("{err:?}") };
+        assert_eq!((path.as_path(), found.as_str()), (b.path(), key));
+        let shown = err.to_string();
+        assert!(shown.contains("default.json") && shown.contains(&format!("`{key}`")), "{shown}");
+        let help = miette::Diagnostic::help(&err).unwrap().to_string();
+        assert!(help.contains("nothing was written") && help.contains("gpu_pool.train"), "{help}");
+        assert_eq!(fs::read_to_string(b.path()).unwrap(), text, "reading never writes");
+    }
+}
+
+#[test]
 fn journal_header_mismatch_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let b = backend(&dir);

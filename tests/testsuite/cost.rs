@@ -50,7 +50,8 @@ fn price(hcl: &str, env: &[(&str, &str)]) -> CostReport {
         destroy: false,
         spec_digest: String::new(),
         autoscale: &[],
-    });
+    })
+    .expect("the state's keys are addresses");
     let env: BTreeMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     cost::cost(&plan, &spec, &PriceBook::new(&spec, &env)).expect("the plan prices")
 }
@@ -123,7 +124,8 @@ fn an_unknown_provider_kind_is_an_error_never_priced_as_sim() {
         destroy: false,
         spec_digest: String::new(),
         autoscale: &[],
-    });
+    })
+    .expect("the state's keys are addresses");
     for (kind, shown) in [("gcp", "`gcp`"), ("", "(none recorded)")] {
         plan.changes[0].pool.as_mut().unwrap().provider_kind = kind.into();
         let err = cost::cost(&plan, &spec, &PriceBook::new(&spec, &BTreeMap::new())).unwrap_err();

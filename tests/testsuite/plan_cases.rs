@@ -66,7 +66,7 @@ fn plan_case(dir: &Path) -> Plan {
         spec_digest: diff::spec_digest(&loaded.spec),
         autoscale: &args.autoscale,
     };
-    let mut plan = diff::plan(&input);
+    let mut plan = diff::plan(&input).expect("the state's keys are addresses");
     // `job_status.json` (optional): run id → `providers::JobStatus` as refresh saw it.
     let statuses: Option<BTreeMap<String, JobStatus>> = read_json(&dir.join("job_status.json"));
     let jobs = PlaceInput { spec: &loaded.spec, state: &state, plan: &plan, observed: statuses.as_ref() };

@@ -120,6 +120,30 @@ fn state_rm_on_corrupt_state_fails_and_writes_nothing() {
 }
 
 #[test]
+fn plan_refuses_a_state_key_that_is_not_an_address_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), "provider \"sim\" {}\n").unwrap();
+    std::fs::create_dir(tmp.path().join("state")).unwrap();
+    let state = serde_json::json!({
+        "format_version": 1, "serial": 3, "lineage": "l-1",
+        "resources": {"gpu_pool..bad": {"kind": "gpu_pool", "config": {}}},
+    });
+    let text = serde_json::to_string_pretty(&state).unwrap();
+    std::fs::write(tmp.path().join("state/default.json"), &text).unwrap();
+    let r = run(tmp.path(), &["plan", "--refresh=false"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(r.stderr.contains("state/default.json") && r.stderr.contains("`gpu_pool..bad`"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("which is not a") && r.stderr.contains("help: nothing was written"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(tmp.path().join("state/default.json")).unwrap(), text);
+}
+
+#[test]
 fn state_rm_removes_with_one_write_and_warns_about_cloud_objects() {
     let tmp = tempfile::tempdir().unwrap();
     seed_state(tmp.path());

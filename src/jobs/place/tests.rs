@@ -63,7 +63,7 @@ fn place_with(spec: &Spec, state: &State) -> Vec<JobPlacement> {
         spec_digest: diff::spec_digest(spec),
         autoscale: &[],
     };
-    let plan = diff::plan(&input);
+    let plan = diff::plan(&input).expect("the state's keys are addresses");
     place(&PlaceInput { spec, state, plan: &plan, observed: None })
 }
 
@@ -208,7 +208,7 @@ fn refreshed_statuses_override_the_state_record() {
         spec_digest: diff::spec_digest(&spec),
         autoscale: &[],
     };
-    let plan = diff::plan(&input);
+    let plan = diff::plan(&input).expect("the state's keys are addresses");
     let status = JobStatus {
         id: "j-1".into(),
         job: "job.a".parse().unwrap(),

@@ -1,0 +1,506 @@
+//! One pool's change: its live nodes against the layout the spec asks for. Pure.
+//!
+//! [`pool_change`] runs named steps, each tested on its own (`tests.rs`):
+//! 1. [`observe_drift`] (refreshed plans only): nodes the cloud lost or changed, and
+//!    orphans tagged for the pool that the state does not know;
+//! 2. [`configs`]: the configuration before (state) and after (spec, with `ignore_changes`
+//!    and the autoscaler's count applied), and the paths that differ;
+//! 3. a pool gone from the spec, or a destroy, becomes [`removed`]: every node goes;
+//! 4. otherwise [`target_count`] says how many nodes, [`node_ops`] which to create and
+//!    delete, [`choose_action`] the action, [`explain`] why and
+//!    [`prevent_destroy_error`] whether `lifecycle.prevent_destroy` refuses it.
+
+mod nodes;
+mod removed;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value as Json;
+
+use crate::addr::Address;
+use crate::catalog;
+use crate::json_text::JsonText;
+use crate::plan::diff::{IMMUTABLE, PlanInput, changed_text, copy_path};
+use crate::plan::model::*;
+use crate::plan::shape::{self, PoolShape};
+use crate::providers::{Node, NodeState};
+use crate::spec::model::GpuPool;
+use crate::state::ResourceState;
+
+pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
+pub(crate) use removed::removed;
+
+/// What one pool's change is computed from.
+pub(crate) struct PoolCtx<'a, 'i> {
+    pub input: &'a PlanInput<'i>,
+    pub addr: &'a Address,
+    /// The pool in the spec; `None` when it was removed or for a destroy.
+    pub pool: Option<&'a GpuPool>,
+    pub prior: Option<&'a ResourceState>,
+    pub live: Vec<&'a Node>,
+    /// Every observed node by id (for drift messages).
+    pub seen_by_id: &'a BTreeMap<&'a str, &'a Node>,
+    pub autoscaled: bool,
+}
+
+pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
+    let shape = cx.pool.and_then(|p| shape::shape(cx.input.spec, p, cat));
+    if cx.pool.is_some() && shape.is_none() {
+        return None; // invalid spec; validation explains
+    }
+    let Drift { items, adopt, forget } = observe_drift(cx);
+    let lost = forget.len();
+    plan.drift.extend(items);
+    let cfg = configs(cx);
+    let before = before_counts(&cx.live, cfg.before.as_ref(), shape.as_ref());
+    let (Some(pool), Some(shape)) = (cx.pool, shape) else {
+        let (change, error) = removed(cx, cat, cfg.before, before)?;
+        plan.errors.extend(error);
+        return Some(change);
+    };
+
+    let (stale, fresh): (Vec<&Node>, Vec<&Node>) =
+        cx.live.iter().copied().partition(|n| stale_reason(&shape, n).is_some());
+    let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, fresh.len());
+    let NodeOps { creates, deletes } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
+    let (od, spot) = shape::split(n, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
+    let after = NodeCounts { on_demand: od, spot, gpus_per_node: shape.gpus_per_node };
+    let immutable_changed: Vec<&str> = cfg.changed.iter().map(String::as_str).filter(|p| is_immutable(p)).collect();
+    let moves = !creates.is_empty()
+        || !deletes.is_empty()
+        || !adopt.is_empty()
+        || !forget.is_empty()
+        || !cfg.changed.is_empty()
+        || cfg.unfinished;
+    let action = choose_action(cx.prior.is_some(), stale.len(), fresh.len(), !immutable_changed.is_empty(), moves);
+
+    let mut reasons: Vec<Reason> = bounds.into_iter().collect();
+    reasons.extend(explain(&Facts {
+        addr: cx.addr,
+        action,
+        immutable_changed: &immutable_changed,
+        changed: &cfg.changed,
+        stale: stale.len(),
+        scale: cfg.scale,
+        owned: cfg.owned.is_some(),
+        creates: !creates.is_empty(),
+        lost,
+        before,
+        after,
+        unfinished: cfg.unfinished,
+        adopted: adopt.len(),
+    }));
+    reasons.shrink_to_fit();
+    plan.errors.extend(prevent_destroy_error(cx.addr, pool, action, stale.len(), &deletes));
+    let cbd =
+        pool.meta.lifecycle.as_ref().and_then(|l| l.create_before_destroy.as_ref()).map(|b| b.value).unwrap_or(true);
+    // Only creates fall back to other zones: a change without any does not carry them.
+    let zones = if creates.is_empty() { vec![] } else { shape.zones.clone() };
+    Some(ResourceChange {
+        address: cx.addr.clone(),
+        action,
+        before: cfg.before,
+        after: cfg.after,
+        reasons,
+        pool: Some(PoolChange {
+            provider: shape.provider.clone(),
+            provider_kind: shape.provider_kind.to_string(),
+            region: shape.region.clone(),
+            gpu: shape.gpu.clone(),
+            before,
+            after,
+            before_types: type_counts(&cx.live),
+            creates,
+            deletes,
+            adopt,
+            forget,
+            zones,
+            fallback: pool.mix.fallback.value,
+            create_before_destroy: cbd,
+        }),
+        after_changes: vec![],
+    })
+}
+
+/// Does a changed path (`gpu`, `nodes.desired`) name an attribute that cannot change in place?
+fn is_immutable(path: &str) -> bool {
+    IMMUTABLE.contains(&path.split('.').next().unwrap_or(""))
+}
+
+// ---- 1. drift ------------------------------------------------------------------------------
+
+/// What refresh found for one pool that the state does not say.
+#[derive(Debug, Default)]
+pub(crate) struct Drift {
+    pub items: Vec<DriftItem>,
+    /// Orphans tagged for a pool that is still in the spec: taken into state.
+    pub adopt: Vec<Node>,
+    /// Ids the state records but the cloud no longer runs (reclaimed or removed).
+    pub forget: Vec<String>,
+}
+
+/// Drift of one pool; only meaningful when the plan actually looked at the cloud.
+pub(crate) fn observe_drift(cx: &PoolCtx<'_, '_>) -> Drift {
+    let mut drift = Drift::default();
+    if cx.input.observed.is_none() {
+        return drift;
+    }
+    if let Some(prior) = cx.prior {
+        lost_nodes(cx, prior, &mut drift);
+        drift.items.extend(changed_nodes(cx, prior));
+    }
+    orphans(cx, &mut drift);
+    drift
+}
+
+/// Nodes the state records as live that refresh did not find live: reclaimed (spot) or
+/// terminated outside gpuplan. They are forgotten, so the drift is reported once.
+fn lost_nodes(cx: &PoolCtx<'_, '_>, prior: &ResourceState, drift: &mut Drift) {
+    let live_ids: BTreeSet<&str> = cx.live.iter().map(|n| n.id.as_str()).collect();
+    for n in prior.nodes.iter().filter(|n| n.is_live()) {
+        if live_ids.contains(n.id.as_str()) {
+            continue;
+        }
+        let (kind, message) = match cx.seen_by_id.get(n.id.as_str()).map(|s| s.state) {
+            Some(NodeState::Reclaimed) => {
+                ("reclaimed", format!("{} node {} in {} was reclaimed by the cloud", n.capacity, n.id, n.zone))
+            }
+            _ => ("removed", format!("node {} in {} was terminated outside gpuplan", n.id, n.zone)),
+        };
+        drift.forget.push(n.id.clone());
+        drift.items.push(DriftItem {
+            address: cx.addr.clone(),
+            kind: kind.into(),
+            node_id: Some(n.id.clone()),
+            message,
+        });
+    }
+}
+
+/// Live nodes whose type, zone or capacity differ from what the state recorded.
+fn changed_nodes(cx: &PoolCtx<'_, '_>, prior: &ResourceState) -> Vec<DriftItem> {
+    let mut items = Vec::new();
+    for n in &cx.live {
+        if let Some(old) = prior.nodes.iter().find(|o| o.id == n.id)
+            && (old.instance_type != n.instance_type || old.zone != n.zone || old.capacity != n.capacity)
+        {
+            items.push(DriftItem {
+                address: cx.addr.clone(),
+                kind: "changed".into(),
+                node_id: Some(n.id.clone()),
+                message: format!(
+                    "node {} changed outside gpuplan ({} {} → {} {})",
+                    n.id, old.instance_type, old.zone, n.instance_type, n.zone
+                ),
+            });
+        }
+    }
+    items
+}
+
+/// Live nodes tagged for this pool that the state does not know: adopted while the pool
+/// is in the spec, terminated otherwise.
+fn orphans(cx: &PoolCtx<'_, '_>, drift: &mut Drift) {
+    let state_ids: BTreeSet<&str> =
+        cx.prior.map(|p| p.nodes.iter().map(|n| n.id.as_str()).collect()).unwrap_or_default();
+    for n in cx.live.iter().filter(|n| !state_ids.contains(n.id.as_str())) {
+        let verb = if cx.pool.is_some() { "adopting it" } else { "it will be terminated" };
+        drift.items.push(DriftItem {
+            address: cx.addr.clone(),
+            kind: "orphan".into(),
+            node_id: Some(n.id.clone()),
+            message: format!("node {} carries this state's tags but the state does not know it; {verb}", n.id),
+        });
+        if cx.pool.is_some() {
+            drift.adopt.push((*n).clone());
+        }
+    }
+}
+
+// ---- 2. configuration ----------------------------------------------------------------------
+
+/// The pool's configuration before and after, as the plan shows and apply records it.
+#[derive(Debug)]
+pub(crate) struct Configs<'a> {
+    /// The configuration last applied; `None` for a new pool or an unfinished apply.
+    pub before: Option<JsonText>,
+    /// The spec's, with ignored paths kept from `before` and the autoscaler's count.
+    pub after: Option<JsonText>,
+    /// Dotted paths whose values differ.
+    pub changed: Vec<String>,
+    /// `ignore_changes`, plus `nodes.desired` for an autoscaled pool.
+    pub ignore: Vec<String>,
+    /// The state has the pool but no configuration: an apply was killed after launching
+    /// nodes and before recording it, so there is no "before" to diff against.
+    pub unfinished: bool,
+    /// The autoscaler's decision for this pool in this run.
+    pub scale: Option<&'a ScaleAction>,
+    /// The node count the autoscaler owns (an autoscaled pool the state knows).
+    pub owned: Option<u32>,
+}
+
+pub(crate) fn configs<'a>(cx: &PoolCtx<'a, '_>) -> Configs<'a> {
+    let unfinished = cx.prior.is_some_and(|p| p.config.is_null());
+    let before = cx.prior.map(|p| p.config.clone()).filter(|c| !c.is_null());
+    let mut after = cx.pool.map(|p| JsonText::to_json(p).unwrap_or_default());
+    let ignore = ignored_paths(cx.pool, cx.autoscaled);
+    if let (Some(before), Some(after)) = (&before, &mut after) {
+        keep_ignored(before, after, &ignore);
+    }
+    let scale = scale_decision(cx);
+    let owned = owned_count(cx, before.as_ref(), scale);
+    if let (Some(count), Some(pool), Some(after)) = (owned, cx.pool, &mut after) {
+        set_desired(after, count, pool);
+    }
+    let changed = match (&before, &after) {
+        (Some(b), Some(a)) => changed_text(b, a),
+        _ => vec![],
+    };
+    if changed.is_empty() && before.is_some() && after.is_some() {
+        // Unchanged: share the state's copy instead of holding a second one.
+        after.clone_from(&before);
+    }
+    Configs { before, after, changed, ignore, unfinished, scale, owned }
+}
+
+/// The paths `lifecycle.ignore_changes` names, and `nodes.desired` for an autoscaled pool.
+pub(crate) fn ignored_paths(pool: Option<&GpuPool>, autoscaled: bool) -> Vec<String> {
+    let mut ignore: Vec<String> = pool
+        .and_then(|p| p.meta.lifecycle.as_ref())
+        .map(|l| l.ignore_changes.iter().map(|s| s.value.clone()).collect())
+        .unwrap_or_default();
+    if autoscaled && !ignore.iter().any(|p| p == "nodes" || p == "nodes.desired") {
+        // The autoscaler owns the node count: `nodes.desired` is only the starting size, and
+        // editing it must not show up as a change that does nothing (Terraform users write
+        // `ignore_changes = [desired_size]` for autoscaled node groups; here it is implied).
+        ignore.push("nodes.desired".into());
+    }
+    ignore
+}
+
+/// Copy each ignored path's value from `before` into `after`, so it shows no change.
+pub(crate) fn keep_ignored(before: &JsonText, after: &mut JsonText, ignore: &[String]) {
+    if ignore.is_empty() {
+        return;
+    }
+    let (before, mut edited) = (before.to_value(), after.to_value());
+    for path in ignore {
+        copy_path(&before, &mut edited, path);
+    }
+    *after = JsonText::from_value(&edited);
+}
+
+/// The autoscaler's decision for this pool, if it is autoscaled and this is no destroy.
+fn scale_decision<'a>(cx: &PoolCtx<'a, '_>) -> Option<&'a ScaleAction> {
+    let autoscale: &'a [ScaleAction] = cx.input.autoscale;
+    autoscale.iter().find(|a| &a.pool == cx.addr).filter(|_| cx.autoscaled && !cx.input.destroy)
+}
+
+/// The autoscaler owns the count of an existing autoscaled pool: its decision in this
+/// run, else the count recorded in state (`config.nodes.desired`), else the live count.
+pub(crate) fn owned_count(cx: &PoolCtx<'_, '_>, before: Option<&JsonText>, scale: Option<&ScaleAction>) -> Option<u32> {
+    (cx.autoscaled && cx.prior.is_some()).then(|| {
+        let recorded = before.and_then(|c| c.pointer("/nodes/desired")).and_then(|d| d.as_u64());
+        scale.map(|s| s.to).or(recorded.map(|d| d.min(u32::MAX as u64) as u32)).unwrap_or(cx.live.len() as u32)
+    })
+}
+
+/// Record `count`, within the pool's bounds, as `nodes.desired` of the configuration.
+pub(crate) fn set_desired(after: &mut JsonText, count: u32, pool: &GpuPool) {
+    let mut edited = after.to_value();
+    if let Some(nodes) = edited.get_mut("nodes").and_then(Json::as_object_mut) {
+        let n = count.clamp(pool.nodes.min.value, pool.nodes.max.value.max(pool.nodes.min.value));
+        nodes.insert("desired".into(), Json::from(n));
+        *after = JsonText::from_value(&edited);
+    }
+}
+
+/// The live nodes by capacity, with the GPUs per node the last applied configuration
+/// recorded (else the spec's).
+pub(crate) fn before_counts(live: &[&Node], before: Option<&JsonText>, shape: Option<&PoolShape>) -> NodeCounts {
+    let before_gpus = before.and_then(|c| c.get("gpus_per_node")).and_then(|g| g.as_u64()).map(|g| g as u32);
+    count(live, before_gpus.or(shape.map(|s| s.gpus_per_node)).unwrap_or(0))
+}
+
+// ---- 4. count, action, reasons -------------------------------------------------------------
+
+/// How many nodes the pool should have: `nodes.desired`, unless the autoscaler or
+/// `ignore_changes` owns the count of a pool that exists, which then keeps its count
+/// within `min..max` (with a reason when that moves it).
+pub(crate) fn target_count(
+    cx: &PoolCtx<'_, '_>,
+    pool: &GpuPool,
+    ignore: &[String],
+    owned: Option<u32>,
+    fresh: usize,
+) -> (u32, Option<Reason>) {
+    let nodes_cfg = &pool.nodes;
+    let ignores_count = ignore.iter().any(|p| p == "nodes" || p == "nodes.desired");
+    if !((cx.autoscaled || ignores_count) && cx.prior.is_some()) {
+        return (nodes_cfg.desired.value, None);
+    }
+    let have = owned.unwrap_or(fresh.min(u32::MAX as usize) as u32);
+    let n = have.clamp(nodes_cfg.min.value, nodes_cfg.max.value);
+    let who =
+        if cx.autoscaled { "the autoscaler owns the node count" } else { "`ignore_changes` covers nodes.desired" };
+    let reason = (n != have).then(|| {
+        Reason::new(
+            "node_bounds",
+            format!("{have} nodes is outside min..max ({}..{}); {who}", nodes_cfg.min.value, nodes_cfg.max.value),
+        )
+    });
+    (n, reason)
+}
+
+/// Create for a pool the state does not know; replace when nodes no longer match and
+/// either an immutable attribute changed or no matching node is left; update when
+/// anything else `moves` (nodes, configuration, an unfinished apply).
+pub(crate) fn choose_action(known: bool, stale: usize, fresh: usize, immutable_changed: bool, moves: bool) -> Action {
+    if !known {
+        Action::Create
+    } else if stale > 0 && (immutable_changed || fresh == 0) {
+        Action::Replace
+    } else if moves {
+        Action::Update
+    } else {
+        Action::NoOp
+    }
+}
+
+/// What [`explain`] explains.
+pub(crate) struct Facts<'a> {
+    pub addr: &'a Address,
+    pub action: Action,
+    pub immutable_changed: &'a [&'a str],
+    pub changed: &'a [String],
+    /// Nodes that no longer match the pool.
+    pub stale: usize,
+    pub scale: Option<&'a ScaleAction>,
+    /// The autoscaler owns the count (its `nodes.desired` is no spec change).
+    pub owned: bool,
+    /// Nodes will be created.
+    pub creates: bool,
+    /// Nodes that disappeared outside gpuplan.
+    pub lost: usize,
+    pub before: NodeCounts,
+    pub after: NodeCounts,
+    pub unfinished: bool,
+    pub adopted: usize,
+}
+
+/// The reasons of a pool change, in the order users read them.
+pub(crate) fn explain(f: &Facts<'_>) -> Vec<Reason> {
+    let addr = f.addr;
+    let mut reasons = Vec::new();
+    match f.action {
+        Action::Create => reasons.push(Reason::new("new", format!("`{addr}` is new in the spec"))),
+        Action::Replace => {
+            let attrs = if f.immutable_changed.is_empty() {
+                "nodes no longer match the pool".to_string()
+            } else {
+                format!("{} cannot change in place", f.immutable_changed.join(", "))
+            };
+            reasons.push(Reason::new("immutable", format!("{attrs}; {} node(s) will be replaced", f.stale)));
+        }
+        _ => {}
+    }
+    if f.action != Action::Create {
+        reasons.extend(change_reasons(f));
+    }
+    if f.unfinished {
+        reasons.push(Reason::new(
+            "unfinished",
+            format!("an interrupted apply launched nodes for `{addr}` but did not record its configuration"),
+        ));
+    }
+    if f.adopted > 0 {
+        reasons.push(Reason::new("adopt", format!("adopting {} orphan node(s) tagged for this pool", f.adopted)));
+    }
+    reasons
+}
+
+/// Why a pool the state knows changes: the autoscaler, attributes, outdated nodes, drift,
+/// and the node count or mix.
+fn change_reasons(f: &Facts<'_>) -> Vec<Reason> {
+    let mut reasons = Vec::new();
+    if let Some(s) = f.scale {
+        reasons.push(Reason::new("autoscale", format!("autoscale: {}", s.reason)));
+    }
+    // An autoscaled pool's recorded count is the autoscaler's, not a spec change.
+    let owned_path = |p: &str| f.owned && p == "nodes.desired";
+    for p in f.changed.iter().filter(|p| !is_immutable(p) && !owned_path(p)) {
+        reasons.push(Reason::new(format!("changed:{p}"), format!("`{p}` changed")));
+    }
+    if f.stale > 0 && f.action == Action::Update {
+        reasons
+            .push(Reason::new("outdated_nodes", format!("{} node(s) no longer match and will be replaced", f.stale)));
+    }
+    let lost = f.lost;
+    if lost > 0 && f.creates {
+        reasons.push(Reason::new("drift", format!("{lost} node(s) disappeared outside gpuplan; restoring the mix")));
+    } else if lost > 0 {
+        reasons.push(Reason::new(
+            "drift",
+            format!("{lost} node(s) disappeared outside gpuplan; dropping them from state"),
+        ));
+    }
+    let (before, n) = (f.before, f.after.nodes());
+    let (od, spot) = (f.after.on_demand, f.after.spot);
+    if before.nodes() != n {
+        reasons.push(Reason::new("node_count", format!("nodes {} → {n}", before.nodes())));
+    } else if (before.on_demand, before.spot) != (od, spot) {
+        reasons.push(Reason::new("mix", format!("on-demand/spot {}/{} → {od}/{spot}", before.on_demand, before.spot)));
+    }
+    reasons
+}
+
+/// `lifecycle.prevent_destroy` refuses a plan that replaces the pool or any of its nodes.
+pub(crate) fn prevent_destroy_error(
+    addr: &Address,
+    pool: &GpuPool,
+    action: Action,
+    stale: usize,
+    deletes: &[NodeDelete],
+) -> Option<PlanError> {
+    let prevent = pool.meta.lifecycle.as_ref().is_some_and(|l| l.prevent_destroy.value);
+    let destroys_nodes = stale > 0 || deletes.iter().any(|d| d.reason.starts_with("replaced"));
+    (prevent && (action == Action::Replace || destroys_nodes)).then(|| PlanError {
+        address: addr.clone(),
+        message: format!("`{addr}` has `lifecycle.prevent_destroy` set, but this plan would replace its nodes"),
+        hint: Some("revert the change to the pool's immutable attributes, or set prevent_destroy = false".into()),
+    })
+}
+
+// ---- helpers -------------------------------------------------------------------------------
+
+fn type_counts(nodes: &[&Node]) -> Vec<TypeCount> {
+    let mut m: BTreeMap<(String, crate::providers::Capacity), u32> = BTreeMap::new();
+    for n in nodes {
+        *m.entry((n.instance_type.clone(), n.capacity)).or_default() += 1;
+    }
+    m.into_iter().map(|((instance_type, capacity), count)| TypeCount { instance_type, capacity, count }).collect()
+}
+
+fn count(nodes: &[&Node], gpus_per_node: u32) -> NodeCounts {
+    let spot = nodes.iter().filter(|n| n.capacity == crate::providers::Capacity::Spot).count() as u32;
+    NodeCounts { on_demand: nodes.len() as u32 - spot, spot, gpus_per_node }
+}
+
+fn sorted<'a>(nodes: &[&'a Node]) -> Vec<&'a Node> {
+    let mut v = nodes.to_vec();
+    v.sort_by(|a, b| a.id.cmp(&b.id));
+    v
+}
+
+fn delete(n: &Node, reason: &str) -> NodeDelete {
+    NodeDelete {
+        id: n.id.clone(),
+        zone: n.zone.clone(),
+        instance_type: n.instance_type.clone(),
+        capacity: n.capacity,
+        reason: reason.to_string(),
+    }
+}

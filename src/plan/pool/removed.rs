@@ -1,0 +1,131 @@
+//! A pool that goes: removed from the spec, destroyed, or orphan nodes of a pool neither
+//! the spec nor the state knows. Every live node is deleted; what the spec no longer says
+//! (provider, region, GPUs per node) comes from the state, the nodes and the catalog.
+
+use super::{PoolCtx, delete, sorted, type_counts};
+use crate::catalog;
+use crate::json_text::JsonText;
+use crate::plan::model::*;
+use crate::providers::{Node, TAG_PROVIDER};
+use crate::spec::Spec;
+use crate::spec::model::ProviderKind;
+
+/// The delete of a pool that goes, and the refusal if its recorded configuration has
+/// `lifecycle.prevent_destroy`. `None` when there is nothing to delete.
+pub(crate) fn removed(
+    cx: &PoolCtx<'_, '_>,
+    cat: &catalog::Catalog,
+    before_cfg: Option<JsonText>,
+    before_counts: NodeCounts,
+) -> Option<(ResourceChange, Option<PlanError>)> {
+    if cx.prior.is_none() && cx.live.is_empty() {
+        return None;
+    }
+    let addr = cx.addr;
+    let (reason, why) = removal_reason(cx);
+    let deletes: Vec<NodeDelete> = sorted(&cx.live).into_iter().map(|n| delete(n, why)).collect();
+    let prior = cx.prior;
+    let (provider, provider_kind) = removed_provider(cx);
+    let mut before = before_counts;
+    if before.gpus_per_node == 0 {
+        before.gpus_per_node = catalog_gpus(cat, provider_kind.as_deref(), &cx.live);
+    }
+    let change = ResourceChange {
+        address: addr.clone(),
+        action: Action::Delete,
+        before: before_cfg,
+        after: None,
+        reasons: vec![reason],
+        pool: Some(PoolChange {
+            provider: provider.unwrap_or_default(),
+            provider_kind: provider_kind.unwrap_or_default(),
+            region: prior
+                .and_then(|p| p.region.clone())
+                .or_else(|| cx.live.first().map(|n| n.region.clone()))
+                .unwrap_or_default(),
+            gpu: prior
+                .and_then(|p| p.config.get("gpu"))
+                .and_then(|g| g.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            before,
+            after: NodeCounts { gpus_per_node: before.gpus_per_node, ..NodeCounts::default() },
+            before_types: type_counts(&cx.live),
+            creates: vec![],
+            deletes,
+            adopt: vec![],
+            forget: vec![],
+            zones: vec![],
+            fallback: Default::default(),
+            create_before_destroy: false,
+        }),
+        after_changes: vec![],
+    };
+    Some((change, prevent_destroy_error(cx)))
+}
+
+/// The refusal when the configuration last applied has `lifecycle.prevent_destroy`.
+fn prevent_destroy_error(cx: &PoolCtx<'_, '_>) -> Option<PlanError> {
+    let addr = cx.addr;
+    let prevent = cx
+        .prior
+        .and_then(|p| p.config.pointer("/lifecycle/prevent_destroy"))
+        .and_then(|b| b.as_bool())
+        .unwrap_or(false);
+    prevent.then(|| PlanError {
+        address: addr.clone(),
+        message: format!("`{addr}` has `lifecycle.prevent_destroy` set, but this plan would destroy it"),
+        hint: Some("set prevent_destroy = false and apply first, if destroying it is really intended".into()),
+    })
+}
+
+/// The reason for the delete, and the reason each node delete carries.
+pub(crate) fn removal_reason(cx: &PoolCtx<'_, '_>) -> (Reason, &'static str) {
+    let addr = cx.addr;
+    // Orphans of a pool neither the spec nor the state knows: terminated, not "removed".
+    let orphans_only = cx.prior.is_none() && !cx.input.destroy;
+    let (code, message, why) = if cx.input.destroy {
+        ("destroy", format!("destroy was requested for `{addr}`"), "destroy requested")
+    } else if orphans_only {
+        (
+            "orphan",
+            format!("`{addr}` is in neither the spec nor the state; its orphan node(s) will be terminated"),
+            "orphan",
+        )
+    } else {
+        ("removed_from_spec", format!("`{addr}` is removed from the spec"), "removed from the spec")
+    };
+    (Reason::new(code, message), why)
+}
+
+/// The provider's name and kind: as the state recorded them, else from the orphan nodes
+/// and the spec.
+pub(crate) fn removed_provider(cx: &PoolCtx<'_, '_>) -> (Option<String>, Option<String>) {
+    let spec = cx.input.spec;
+    let prior = cx.prior;
+    let provider = prior.and_then(|p| p.provider.clone()).or_else(|| orphan_provider(spec, &cx.live));
+    let provider_kind = prior.and_then(|p| p.provider_kind.clone()).or_else(|| {
+        let name = provider.as_ref()?;
+        spec.providers.get(name).and_then(|p| p.kind.value).map(|k| k.to_string())
+    });
+    (provider, provider_kind)
+}
+
+/// The provider of orphan nodes the state has no record of: their `gpuplan:provider` tag,
+/// else the spec's only provider (nodes created before the tag existed).
+pub(crate) fn orphan_provider(spec: &Spec, live: &[&Node]) -> Option<String> {
+    if let Some(p) = live.iter().find_map(|n| n.tags.get(TAG_PROVIDER)) {
+        return Some(p.to_string());
+    }
+    let mut names = spec.providers.keys();
+    match (names.next(), names.next()) {
+        (Some(only), None) => Some(only.clone()),
+        _ => None,
+    }
+}
+
+/// GPUs per node when no configuration records it: the catalog knows the first node's
+/// instance type. 0 if nothing says.
+pub(crate) fn catalog_gpus(cat: &catalog::Catalog, provider_kind: Option<&str>, live: &[&Node]) -> u32 {
+    let kind = provider_kind.and_then(|k| ProviderKind::ALL.into_iter().find(|p| p.as_str() == k));
+    live.first().zip(kind).and_then(|(n, k)| cat.instance_type(k, &n.instance_type)).map_or(0, |t| t.gpus)
+}

@@ -1,0 +1,96 @@
+//! The steps of expanding one resource block: `count`, `for_each` and the value other
+//! blocks see. (Whole specs are covered by `tests/corpus` and the plan cases.)
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Expansion, expand, instances_value};
+use crate::addr::{InstanceKey, Kind};
+use crate::diag::Diagnostics;
+use crate::spec::eval::{Scope, Value};
+use crate::spec::fields::Cx;
+use crate::spec::hcl;
+
+/// Expand the first block of `text` as a `kind`; the diagnostics' codes on failure.
+fn expanded(kind: Kind, text: &str) -> Result<Expansion, Vec<(&'static str, String)>> {
+    let mut diags = Diagnostics::default();
+    let body = hcl::parse(0, text, &mut diags).expect("parses");
+    let (declared, yaml) = (BTreeMap::new(), BTreeSet::new());
+    let mut cx = Cx { scope: Scope::default(), diags: &mut diags, declared: &declared, yaml_files: &yaml };
+    let result = expand(&mut cx, kind, &body.blocks[0]);
+    match result {
+        Ok(e) => {
+            assert!(diags.items.is_empty(), "{:?}", diags.items);
+            Ok(e)
+        }
+        Err(_) => Err(diags.items.iter().map(|d| (d.code, d.message.clone())).collect()),
+    }
+}
+
+fn keys(e: &Expansion) -> Vec<Option<InstanceKey>> {
+    e.instances.iter().map(|(k, _)| k.clone()).collect()
+}
+
+#[test]
+fn count_expands_to_numbered_instances() {
+    let e = expanded(Kind::Quota, "quota \"q\" {\n  count = 1 + 2\n}\n").unwrap();
+    assert_eq!(keys(&e), [0, 1, 2].map(|i| Some(InstanceKey::Int(i))));
+    assert!(e.instances.iter().all(|(_, each)| each.is_none()));
+    assert_eq!(e.count.map(|c| c.value), Some(3));
+    assert!(e.for_each.is_none());
+    let zero = expanded(Kind::Quota, "quota \"q\" {\n  count = 0\n}\n").unwrap();
+    assert!(zero.instances.is_empty());
+}
+
+#[test]
+fn count_must_be_a_whole_number_in_range() {
+    for (value, code) in
+        [("-1", "gpuplan::spec::type"), ("1.5", "gpuplan::spec::type"), ("\"2\"", "gpuplan::spec::type")]
+    {
+        let errs = expanded(Kind::Quota, &format!("quota \"q\" {{\n  count = {value}\n}}\n")).err().unwrap();
+        assert_eq!(errs[0].0, code, "{value}: {errs:?}");
+        assert!(errs[0].1.contains("a whole number ≥ 0"), "{errs:?}");
+    }
+    let errs = expanded(Kind::Quota, "quota \"q\" {\n  count = 100001\n}\n").err().unwrap();
+    assert_eq!(errs, [("gpuplan::spec::range", "`count` must be between 0 and 100000, found 100001".to_string())]);
+}
+
+#[test]
+fn for_each_over_a_list_takes_each_distinct_string_sorted() {
+    let e = expanded(Kind::Job, "job \"j\" {\n  for_each = [\"b\", \"a\", \"b\"]\n}\n").unwrap();
+    let s = |k: &str| Value::String(k.into());
+    assert_eq!(keys(&e), ["a", "b"].map(|k| Some(InstanceKey::Str(k.into()))));
+    assert_eq!(e.instances[0].1, Some((s("a"), s("a"))));
+    assert_eq!(e.for_each.map(|f| f.value), Some(Value::List(vec![s("b"), s("a"), s("b")])));
+
+    let map = expanded(Kind::Job, "job \"j\" {\n  for_each = { x = 1, y = 2 }\n}\n").unwrap();
+    assert_eq!(keys(&map), ["x", "y"].map(|k| Some(InstanceKey::Str(k.into()))));
+    assert_eq!(map.instances[1].1, Some((s("y"), Value::Number(2.0))));
+
+    let errs = expanded(Kind::Job, "job \"j\" {\n  for_each = [\"a\", 1]\n}\n").err().unwrap();
+    assert_eq!(errs[0].1, "`for_each` must be a map or a list of strings, found number 1");
+    let errs = expanded(Kind::Job, "job \"j\" {\n  for_each = 3\n}\n").err().unwrap();
+    assert_eq!(errs[0].1, "`for_each` must be a map or a list of strings, found number 3");
+}
+
+#[test]
+fn no_meta_argument_is_one_instance_and_both_or_a_provider_are_refused() {
+    let one = expanded(Kind::Quota, "quota \"q\" {\n  max_gpus = 8\n}\n").unwrap();
+    assert_eq!(keys(&one), [None]);
+    assert!(one.count.is_none() && one.for_each.is_none());
+
+    let errs = expanded(Kind::Quota, "quota \"q\" {\n  count = 1\n  for_each = [\"a\"]\n}\n").err().unwrap();
+    assert_eq!(errs[0].0, "gpuplan::spec::count_for_each");
+    let errs = expanded(Kind::Provider, "provider \"sim\" {\n  count = 2\n}\n").err().unwrap();
+    assert_eq!(errs[0], ("gpuplan::spec::count", "providers cannot use `count` or `for_each`".to_string()));
+}
+
+#[test]
+fn the_value_others_see_is_a_list_an_object_or_the_one_instance() {
+    let n = |x: f64| Value::Number(x);
+    let counted = vec![(Some(InstanceKey::Int(0)), n(1.0)), (Some(InstanceKey::Int(1)), n(2.0))];
+    assert_eq!(instances_value(true, false, counted), Value::List(vec![n(1.0), n(2.0)]));
+    let keyed = vec![(Some(InstanceKey::Str("a".into())), n(1.0))];
+    assert_eq!(instances_value(false, true, keyed), Value::Object([("a".to_string(), n(1.0))].into()));
+    assert_eq!(instances_value(false, false, vec![(None, n(7.0))]), n(7.0));
+    assert_eq!(instances_value(false, false, vec![]), Value::Null, "a failed instance leaves nothing");
+}

@@ -31,6 +31,22 @@ pub fn policies(
     settings: &Settings,
     extra_dirs: &[std::path::PathBuf],
 ) -> miette::Result<Option<Vec<crate::policy::Policy>>> {
+    let files = policy_files(settings, extra_dirs)?;
+    let mut sources = crate::diag::Sources::default();
+    let mut diags = crate::diag::Diagnostics::default();
+    let policies = crate::policy::load::load(&files, &mut sources, &mut diags);
+    if !diags.items.is_empty() {
+        output::stderr(&diag::render_text(&sources, &diags.items, settings.width, settings.color_stderr));
+    }
+    if diags.has_errors() {
+        output::stderr("error: the policy files have problems; nothing was done\n");
+        return Ok(None);
+    }
+    Ok(Some(policies))
+}
+
+/// The policy files of `<DIR>/policies` and the `--policy-dir`s, which must exist.
+pub fn policy_files(settings: &Settings, extra_dirs: &[std::path::PathBuf]) -> miette::Result<Vec<std::path::PathBuf>> {
     use crate::policy::load;
     let extra: Vec<_> = extra_dirs.iter().map(|d| settings.resolve_path(d)).collect();
     for d in &extra {
@@ -40,16 +56,5 @@ pub fn policies(
                 .into());
         }
     }
-    let files = load::policy_files(&load::default_dirs(&settings.dir, &extra));
-    let mut sources = crate::diag::Sources::default();
-    let mut diags = crate::diag::Diagnostics::default();
-    let policies = load::load(&files, &mut sources, &mut diags);
-    if !diags.items.is_empty() {
-        output::stderr(&diag::render_text(&sources, &diags.items, settings.width, settings.color_stderr));
-    }
-    if diags.has_errors() {
-        output::stderr("error: the policy files have problems; nothing was done\n");
-        return Ok(None);
-    }
-    Ok(Some(policies))
+    Ok(load::policy_files(&load::default_dirs(&settings.dir, &extra)))
 }

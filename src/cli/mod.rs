@@ -194,6 +194,9 @@ pub struct ValidateArgs {
     /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,
+    /// Also check the policies of DIR (repeatable) [default: <DIR>/policies]
+    #[arg(long, value_name = "DIR")]
+    pub policy_dir: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

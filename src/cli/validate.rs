@@ -1,18 +1,24 @@
-//! `gpuplan validate`: load every spec file of the working directory and report all
-//! problems at once: rendered on stderr, or as JSON on stdout with `--json`.
+//! `gpuplan validate`: load every spec file of the working directory and the policy files
+//! `plan` would read, and report all problems at once: rendered on stderr, or as JSON on
+//! stdout with `--json`.
 
 use std::collections::BTreeSet;
 
 use super::output::{self, Style};
-use super::{CliError, ExitStatus, Settings, ValidateArgs};
+use super::{CliError, ExitStatus, Settings, ValidateArgs, load};
 use crate::diag::{self, Diagnostic, Severity};
 use crate::spec;
 
 pub fn run(settings: &Settings, args: &ValidateArgs) -> miette::Result<ExitStatus> {
-    let loaded = spec::load_dir(&settings.dir, &settings.load_options()).map(crate::graph::checked).map_err(|e| {
-        CliError::new(format!("cannot read `{}`: {e}", settings.dir.display()))
-            .hint("check that the directory exists and is readable")
-    })?;
+    let mut loaded =
+        spec::load_dir(&settings.dir, &settings.load_options()).map(crate::graph::checked).map_err(|e| {
+            CliError::new(format!("cannot read `{}`: {e}", settings.dir.display()))
+                .hint("check that the directory exists and is readable")
+        })?;
+    // The policies `plan` would load, checked the same way and reported in the same run.
+    let policy_files = load::policy_files(settings, &args.policy_dir)?;
+    crate::policy::load::load(&policy_files, &mut loaded.sources, &mut loaded.diags);
+    loaded.diags.sort();
     let diags = &loaded.diags.items;
     if args.json {
         let json = diag::to_json(&loaded.sources, diags);

@@ -141,7 +141,7 @@ pub fn parse(file: u32, text: &str, sources: &Sources, diags: &mut Diagnostics) 
         let (Some(enforcement), true) = (enforcement, ok) else { continue };
         let (line, _) = sources.line_col(file, head.start);
         let location = format!("{}:{line}", sources.get(file).map(|f| f.name.as_str()).unwrap_or("?"));
-        out.push(Policy {
+        let policy = Policy {
             name: label.name.clone(),
             enforcement,
             description,
@@ -150,7 +150,12 @@ pub fn parse(file: u32, text: &str, sources: &Sources, diags: &mut Diagnostics) 
             message: b.body.attr("message").map(|a| a.value.clone()),
             span: head,
             location,
-        });
+        };
+        // A policy reading a fact the plan does not offer could never pass: reject it
+        // now, with its location, rather than fail it on every plan.
+        if crate::policy::check::check(&policy, diags) {
+            out.push(policy);
+        }
     }
     out
 }

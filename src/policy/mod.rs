@@ -12,6 +12,7 @@
 //! A plan is denied when a hard policy fails, or a soft one fails without
 //! `--override-policy NAME`. Denied plans exit 3 and cannot be applied.
 
+pub mod check;
 pub mod facts;
 pub mod load;
 pub mod model;

@@ -5,7 +5,7 @@
 //! `Err(Reported)` if anything failed.
 
 use crate::addr::Kind;
-use crate::diag::Diagnostic;
+use crate::diag::{Diagnostic, did_you_mean};
 use crate::spec::fields::{Cx, Fields, Reported};
 use crate::spec::model::*;
 use crate::spec::raw::{ExprKind, Step};
@@ -65,18 +65,19 @@ fn lifecycle(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, own: &[&str]) -> Result<Lif
                 _ => None,
             };
             match path {
-                Some(p) if own.contains(&p.split('.').next().unwrap_or("")) => {
-                    ignore_changes.push(Spanned::new(p, item.span))
-                }
+                Some(p) if ignorable(own, &p) => ignore_changes.push(Spanned::new(p, item.span)),
                 Some(p) => {
-                    cx.error(
-                        Diagnostic::error(
-                            "gpuplan::spec::ignore_changes",
-                            format!("`ignore_changes` names `{p}`, which is not an attribute of this block"),
-                        )
-                        .at(item.span, "unknown attribute")
-                        .help(format!("attributes: {}", own.join(", "))),
-                    );
+                    let valid = ignorable_paths(own);
+                    let d = Diagnostic::error(
+                        "gpuplan::spec::ignore_changes",
+                        format!("`ignore_changes` names `{p}`, which is not an attribute of this block"),
+                    )
+                    .at(item.span, "unknown attribute");
+                    let names = valid.iter().map(String::as_str).filter(|v| !v.ends_with(".KEY"));
+                    cx.error(match did_you_mean(&p, names) {
+                        Some(s) => d.help(format!("did you mean `{s}`? attributes: {}", valid.join(", "))),
+                        None => d.help(format!("attributes: {}", valid.join(", "))),
+                    });
                     f.failed = true;
                 }
                 None => {
@@ -96,6 +97,44 @@ fn lifecycle(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, own: &[&str]) -> Result<Lif
     let failed = f.failed;
     f.finish(cx, &["prevent_destroy", "create_before_destroy", "ignore_changes"]);
     if failed { Err(Reported) } else { Ok(out) }
+}
+
+/// What `ignore_changes` may name below an attribute: the fields of a nested block, or
+/// `*` for any key of a map. Attributes not listed here have no parts to name.
+const SUB_PATHS: &[(&str, &[&str])] = &[
+    ("nodes", &["min", "desired", "max"]),
+    ("mix", &["on_demand_base", "spot_percent", "fallback", "max_spot_price"]),
+    ("budget", &["hourly_usd", "monthly_usd"]),
+    ("labels", &["*"]),
+    ("env", &["*"]),
+];
+
+fn sub_paths(attr: &str) -> &'static [&'static str] {
+    SUB_PATHS.iter().find(|(a, _)| *a == attr).map(|(_, s)| *s).unwrap_or(&[])
+}
+
+/// Does the dotted `path` name an attribute of a block whose attributes are `own`?
+fn ignorable(own: &[&str], path: &str) -> bool {
+    let (head, rest) = path.split_once('.').map_or((path, None), |(h, r)| (h, Some(r)));
+    if !own.contains(&head) {
+        return false;
+    }
+    match rest {
+        None => true,
+        Some(r) => sub_paths(head).iter().any(|s| *s == r || (*s == "*" && !r.is_empty() && !r.contains('.'))),
+    }
+}
+
+/// Every path `ignore_changes` accepts for a block, for hints (`labels.KEY` for maps).
+fn ignorable_paths(own: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for a in own {
+        out.push(a.to_string());
+        for s in sub_paths(a) {
+            out.push(if *s == "*" { format!("{a}.KEY") } else { format!("{a}.{s}") });
+        }
+    }
+    out
 }
 
 pub const PROVIDER_ATTRS: &[&str] = &[
@@ -490,4 +529,42 @@ pub fn autoscaler(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Autoscaler, 
     let cooldown = f.or(cooldown, Duration::secs(300));
     finish(f, cx, AUTOSCALER_ATTRS)?;
     Ok(Autoscaler { pool: pool.ok_or(Reported)?, queue_wait, utilization_above, idle_for, step, cooldown, meta })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The nested blocks' field lists follow the model, so a new field is ignorable at once.
+    #[test]
+    fn sub_paths_match_the_model_fields() {
+        fn fields<T: schemars::JsonSchema>() -> Vec<String> {
+            let schema = schemars::schema_for!(T).to_value();
+            let mut keys: Vec<String> = schema["properties"].as_object().expect("properties").keys().cloned().collect();
+            keys.sort();
+            keys
+        }
+        let listed = |a: &str| {
+            let mut v: Vec<String> = sub_paths(a).iter().map(|s| s.to_string()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(listed("nodes"), fields::<Nodes>());
+        assert_eq!(listed("mix"), fields::<Mix>());
+        assert_eq!(listed("budget"), fields::<Budget>());
+    }
+
+    #[test]
+    fn ignorable_paths_are_attributes_their_fields_and_map_keys() {
+        for ok in ["nodes", "nodes.desired", "mix.spot_percent", "labels", "labels.team", "image"] {
+            assert!(ignorable(POOL_ATTRS, ok), "{ok}");
+        }
+        for bad in ["nodes.desred", "nodes.desired.x", "labels.", "labels.a.b", "image.tag", "count", "budget"] {
+            assert!(!ignorable(POOL_ATTRS, bad), "{bad}");
+        }
+        assert!(ignorable(QUOTA_ATTRS, "budget.hourly_usd"));
+        assert!(ignorable(JOB_ATTRS, "env.TOKEN"));
+        let paths = ignorable_paths(POOL_ATTRS);
+        assert!(paths.contains(&"nodes.desired".to_string()) && paths.contains(&"labels.KEY".to_string()), "{paths:?}");
+    }
 }

@@ -9,7 +9,7 @@ use crate::addr::Address;
 use crate::catalog::{self, Catalog};
 use crate::diag::{Diagnostic, Diagnostics, did_you_mean};
 use crate::spec::Spec;
-use crate::spec::model::{GpuPool, Provider, ProviderKind, Spanned};
+use crate::spec::model::{GpuPool, Job, JobTemplate, Provider, ProviderKind, Spanned};
 
 pub fn validate(spec: &Spec, partial_pools: &BTreeMap<Address, GpuPool>, diags: &mut Diagnostics) {
     let cat = catalog::catalog();
@@ -272,21 +272,7 @@ fn validate_jobs(spec: &Spec, diags: &mut Diagnostics) {
         else {
             continue;
         };
-        let capacity = pool.gpus_per_node.value.saturating_mul(pool.nodes.max.value);
-        if t.gpus.value > capacity {
-            diags.push(
-                Diagnostic::error(
-                    "gpuplan::spec::job_gpus",
-                    format!(
-                        "`{addr}` needs {} GPUs per replica, but `{}` can hold at most {capacity}",
-                        t.gpus.value, job.pool.value
-                    ),
-                )
-                .at(job.pool.span, "pool too small")
-                .at(t.gpus.span, "GPUs per replica")
-                .help("raise the pool's `nodes.max` or lower the template's `gpus`"),
-            );
-        }
+        check_job_fits(addr, job, t, pool, diags);
         if let Some(q) = &job.quota
             && let Some(quota) = spec.quotas.get(&q.value)
             && !quota.pools.is_empty()
@@ -302,5 +288,53 @@ fn validate_jobs(spec: &Spec, diags: &mut Diagnostics) {
                 .help(format!("add {} to the quota's `pools`", job.pool.value)),
             );
         }
+        // A job its quota can never admit (a GPU model it does not allow, more GPUs than
+        // `max_gpus`) stays a planning verdict: it waits with the reason `quota`, shown in
+        // the plan, so a quota can be raised without the spec becoming invalid.
+    }
+}
+
+/// A job's replicas are placed together (all or none), each on a single node: a replica
+/// wider than a node, or more replicas than `nodes.max` nodes can hold, would wait forever.
+fn check_job_fits(addr: &Address, job: &Job, t: &JobTemplate, pool: &GpuPool, diags: &mut Diagnostics) {
+    let (gpus, per_node, max) = (t.gpus.value, pool.gpus_per_node.value, pool.nodes.max.value);
+    if gpus > per_node {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::job_gpus",
+                format!(
+                    "`{addr}` needs {gpus} GPUs per replica, but a node of `{}` has {per_node}; a replica runs on one node",
+                    job.pool.value
+                ),
+            )
+            .at(t.gpus.span, "GPUs per replica")
+            .at(job.pool.span, "pool")
+            .at(pool.gpus_per_node.span, format!("{per_node} GPUs per node"))
+            .help(format!(
+                "lower the template's `gpus` to at most {per_node}, or run the job on a pool with larger nodes"
+            )),
+        );
+        return;
+    }
+    let replicas = job.replicas.value;
+    // gpus ≥ 1 (decoding enforces it) and ≤ per_node here, so at least one fits a node.
+    let per_node_replicas = (per_node / gpus.max(1)).max(1);
+    let nodes_needed = replicas.div_ceil(per_node_replicas);
+    if nodes_needed > max {
+        let mut d = Diagnostic::error(
+            "gpuplan::spec::job_gpus",
+            format!(
+                "`{addr}` needs {replicas} × {gpus} GPUs, which takes {nodes_needed} nodes of `{}` ({per_node_replicas} replica(s) per node), but its `nodes.max` is {max}",
+                job.pool.value
+            ),
+        )
+        .at(job.pool.span, "pool too small");
+        if job.replicas.span != job.meta.span {
+            d = d.at(job.replicas.span, "replicas");
+        }
+        diags.push(
+            d.at(pool.nodes.max.span, "nodes.max")
+                .help(format!("raise the pool's `nodes.max` to at least {nodes_needed}, or run fewer replicas")),
+        );
     }
 }

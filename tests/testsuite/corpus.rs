@@ -1,5 +1,6 @@
 //! The bad-input corpus: `gpuplan validate` on every case under `tests/corpus/<case>/`
-//! (one or more spec files, HCL and YAML mixed), plus inputs generated here because they
+//! (one or more spec files, HCL and YAML mixed, and policy files in `<case>/policies/`,
+//! which `validate` checks as `plan` would), plus inputs generated here because they
 //! are too binary or too big to check in. Each case's rendered stderr and exit code are
 //! snapshotted together (`tests/testsuite/snapshots/testsuite__corpus__<case>.snap`); every case must exit 1 with
 //! a `file:line:col` location, except the few listed in [`VALID`], and nothing may panic.

@@ -134,11 +134,7 @@ fn plan_refuses_a_state_key_that_is_not_an_address_and_writes_nothing() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
     assert!(r.stderr.contains("state/default.json") && r.stderr.contains("`gpu_pool..bad`"), "{}", r.stderr);
-    assert!(
-        r.stderr.contains("which is not a") && r.stderr.contains("help: nothing was written"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("which is not a") && r.stderr.contains("help: nothing was written"), "{}", r.stderr);
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(tmp.path().join("state/default.json")).unwrap(), text);
 }
@@ -185,4 +181,39 @@ fn state_unlock_needs_the_right_id() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("ci@runner"), "{}", r.stderr);
     assert!(!lock_path.exists());
+}
+
+/// What a new user does first: `init` in an empty folder, then plan, apply and plan
+/// again. The starter fleet must pass every starter policy `init` copies, or the very
+/// first `plan` exits 3.
+#[test]
+fn first_run_init_plan_apply_plan_passes_the_starter_policies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let init = run(tmp.path(), &["init"]);
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    let policies = std::fs::read_dir(tmp.path().join("policies")).unwrap().count();
+    assert!(policies >= 5, "init copied {policies} policies");
+
+    let plan = run(tmp.path(), &["plan", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 2, "the first plan should propose the starter pool:\n{}{}", plan.stdout, plan.stderr);
+    assert!(plan.stdout.contains("gpu_pool.starter"), "{}", plan.stdout);
+    assert!(plan.stdout.contains("Policies:"), "the starter policies were not checked:\n{}", plan.stdout);
+    assert!(plan.stdout.contains("pass min_spot_share"), "{}", plan.stdout);
+    for bad in ["FAIL", "denied", "could not be evaluated"] {
+        assert!(!plan.stdout.contains(bad) && !plan.stderr.contains(bad), "`{bad}`:\n{}{}", plan.stdout, plan.stderr);
+    }
+
+    let apply = run(tmp.path(), &["apply", "--auto-approve"]);
+    assert_eq!(apply.code, 0, "{}{}", apply.stdout, apply.stderr);
+    assert!(
+        apply.stderr.contains("Apply complete!") || apply.stdout.contains("Apply complete!"),
+        "{}{}",
+        apply.stdout,
+        apply.stderr
+    );
+
+    let again = run(tmp.path(), &["plan", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "the second plan should find nothing to do:\n{}{}", again.stdout, again.stderr);
+    assert!(again.stdout.contains("No changes."), "{}", again.stdout);
+    assert!(!again.stdout.contains("FAIL"), "{}", again.stdout);
 }

@@ -16,4 +16,12 @@ gpu_pool "starter" {
     desired = 1
     max     = 2
   }
+
+  # Spot is the cheap way to run GPUs; the starter policy `min_spot_share`
+  # (policies/min_spot_share.hcl) asks pools not labelled critical for at least 30 %.
+  # When spot runs short, the node starts on-demand instead.
+  mix {
+    spot_percent = 100
+    fallback     = "on_demand"
+  }
 }

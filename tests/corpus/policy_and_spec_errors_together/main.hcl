@@ -1,0 +1,19 @@
+provider "sim" {
+  region = "us-east-1"
+}
+
+gpu_pool "train" {
+  provider      = "sim"
+  gpu           = "L4"
+  gpus_per_node = 1
+
+  nodes {
+    min     = 0
+    desired = 1
+    max     = 2
+  }
+
+  lifecycle {
+    ignore_changes = [nodes.desired, lables]
+  }
+}

@@ -1,0 +1,3 @@
+policy "gpu_models" {
+  assert = each.value.gpu == "L4"
+}

@@ -1,0 +1,3 @@
+policy "broken" {
+  assert = plan.cost.hourly_after <=
+}

@@ -63,7 +63,7 @@ pub fn confirm(settings: &Settings, question: &str, auto_approve: bool) -> Resul
     }
     if !settings.interactive {
         return Err(CliError::new("refusing to change the fleet without confirmation: no terminal to ask on").hint(
-            "pass --auto-approve, or apply a saved plan: `gpuplan plan --out plan.json && gpuplan apply plan.json`",
+            "pass --auto-approve, or apply a saved plan: `gpuplan plan --out plan.out && gpuplan apply plan.out`",
         ));
     }
     output::stderr(&format!("\n{question}\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: "));

@@ -7,7 +7,8 @@
 //! GPUPLAN_BENCH_SIZES=1000,10000,100000 cargo bench --bench scale
 //! ```
 //!
-//! Environment: `GPUPLAN_BENCH_SIZES` (default `1000,10000`), `GPUPLAN_BENCH_PARALLELISM`
+//! Environment: `GPUPLAN_BENCH_SIZES` (default `1000,10000`), `GPUPLAN_BENCH_PLANFILE`
+//! (default 1; 0 skips the saved-plan runs), `GPUPLAN_BENCH_PARALLELISM`
 //! (default 10), `GPUPLAN_BENCH_LATENCY_POOLS` (default 200; 0 skips the latency run),
 //! `GPUPLAN_BENCH_LATENCY_MS` (default 50), `GPUPLAN_BENCH_VERBOSE` (RSS after each phase,
 //! on stderr), `GPUPLAN_BENCH_DIR` (where the specs, state
@@ -25,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use scenario::{LatencyResult, SizeResult};
+use scenario::{ApplyFileResult, LatencyResult, SaveResult, SizeResult};
 
 /// The binary's allocator, so the measured peak is the one `gpuplan` itself would reach.
 #[global_allocator]
@@ -50,14 +51,25 @@ fn main() {
     let root = std::env::var_os("GPUPLAN_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|| temp.path().to_path_buf());
 
     println!("gpuplan scale benchmark: {} cores, parallelism {parallelism}", cores());
+    let planfile = env("GPUPLAN_BENCH_PLANFILE", "1") != "0";
     let mut results = Vec::new();
+    let mut saved = Vec::new();
     for n in &sizes {
         let dir = fresh(&root, &format!("size-{n}"));
         let r: SizeResult = run_child(&["size", &n.to_string(), &parallelism.to_string()], &dir);
         eprintln!("  {n} pools done");
         results.push(r);
+        if planfile {
+            // Two processes, as CI runs them: `plan --out FILE` on the PR, `apply FILE` on merge.
+            let dir = fresh(&root, &format!("planfile-{n}"));
+            let s: SaveResult = run_child(&["save", &n.to_string()], &dir);
+            let a: ApplyFileResult = run_child(&["apply-file", &n.to_string(), &parallelism.to_string()], &dir);
+            eprintln!("  {n} pools, saved plan done");
+            saved.push((s, a));
+        }
     }
     print_sizes(&results);
+    print_saved(&saved);
     if latency_pools > 0 {
         let dir = fresh(&root, "latency");
         let args = ["latency", &latency_pools.to_string(), &latency_ms.to_string(), &parallelism.to_string()];
@@ -73,6 +85,8 @@ fn child(args: &[String]) {
     let dir = Path::new(args.last().expect("child directory"));
     let line = match args[0].as_str() {
         "size" => serde_json::to_string(&scenario::size(dir, num(1), num(2))),
+        "save" => serde_json::to_string(&scenario::save(dir, num(1))),
+        "apply-file" => serde_json::to_string(&scenario::apply_file(dir, num(1), num(2))),
         "latency" => {
             serde_json::to_string(&scenario::latency(dir, num(1), Duration::from_millis(num(2) as u64), num(3)))
         }
@@ -131,6 +145,37 @@ fn print_sizes(results: &[SizeResult]) {
     let apply_at = |n: usize| results.iter().find(|r| r.pools == n).map(|r| r.apply_s);
     if let (Some(small), Some(big)) = (apply_at(10_000), apply_at(100_000)) {
         println!("| apply 100k / apply 10k | | {:.1}× | ≤ 12× |", big / small);
+    }
+}
+
+fn print_saved(results: &[(SaveResult, ApplyFileResult)]) {
+    if results.is_empty() {
+        return;
+    }
+    println!("\nsaved plan (`plan --out FILE`, then `apply FILE` in a new process)");
+    println!("| benchmark | size | result | target |\n|---|---|---|---|");
+    for (s, a) in results {
+        let n = s.pools;
+        let big = n >= 100_000;
+        let per_pool = s.file_bytes as f64 / n as f64;
+        println!(
+            "| plan file size | {n} | {:.1} MB ({per_pool:.0} B/pool) | {} |",
+            s.file_bytes as f64 / 1e6,
+            if big { "≤ 1 KB/pool" } else { "" }
+        );
+        println!("| plan (all create), then save | {n} | {} + {} | |", secs(s.plan_s), secs(s.save_s));
+        println!("| peak RSS, plan --out | {n} | {:.0} MiB | |", s.peak_rss_kib as f64 / 1024.0);
+        println!(
+            "| apply FILE: parse + read plan + apply | {n} | {} + {} + {} | |",
+            secs(a.parse_s),
+            secs(a.load_s),
+            secs(a.apply_s)
+        );
+        println!(
+            "| peak RSS, apply FILE | {n} | {:.0} MiB | {} |",
+            a.peak_rss_kib as f64 / 1024.0,
+            if big { "≤ 1 GiB" } else { "" }
+        );
     }
 }
 

@@ -161,11 +161,97 @@ impl Serialize for JsonText {
     }
 }
 
-/// Through a `Value`: a `RawValue` cannot be read from the buffered content serde uses
-/// for internally tagged enums (journal entries), and configurations are small.
+/// Straight to canonical text, one level at a time, never through a `Value` tree: a saved
+/// plan's cost report is tens of MB of text, and its tree would be ten times that. Not
+/// through a `RawValue` either: that cannot be read from the buffered content serde uses
+/// for internally tagged enums (journal entries), nor from an `io::Read` stream.
 impl<'de> Deserialize<'de> for JsonText {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Value::deserialize(d).map(|v| JsonText::from_value(&v))
+        d.deserialize_any(CanonicalText).map(JsonText::new)
+    }
+}
+
+/// Builds the canonical text of any value: what `serde_json::to_string(&Value)` prints for
+/// the `Value` the same input would give (keys sorted, the last of duplicate keys kept,
+/// each scalar printed by `serde_json`).
+struct CanonicalText;
+
+/// One value's canonical text, as an element of an array or object.
+struct CanonicalPart(String);
+
+impl<'de> Deserialize<'de> for CanonicalPart {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CanonicalText).map(CanonicalPart)
+    }
+}
+
+fn scalar<T: Serialize + ?Sized, E: serde::de::Error>(v: &T) -> Result<String, E> {
+    serde_json::to_string(v).map_err(E::custom)
+}
+
+impl<'de> serde::de::Visitor<'de> for CanonicalText {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<String, E> {
+        scalar(&v)
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
+        scalar(&v)
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
+        scalar(&v)
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<String, E> {
+        // As `Value` keeps it: a non-finite float becomes `null`.
+        scalar(&Value::from(v))
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+        scalar(v)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<String, E> {
+        Ok("null".into())
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<String, E> {
+        Ok("null".into())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_any(CanonicalText)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<String, A::Error> {
+        let mut out = String::from("[");
+        while let Some(CanonicalPart(item)) = seq.next_element()? {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&item);
+        }
+        out.push(']');
+        Ok(out)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
+        let mut members: Vec<(String, String)> = Vec::new();
+        while let Some((key, CanonicalPart(value))) = map.next_entry::<String, CanonicalPart>()? {
+            members.push((key, value));
+        }
+        // Stable: of equal keys the last one read is last, and it is the one kept.
+        members.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out = String::from("{");
+        for (i, (key, value)) in members.iter().enumerate() {
+            if members.get(i + 1).is_some_and(|next| next.0 == *key) {
+                continue;
+            }
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&scalar::<_, A::Error>(key.as_str())?);
+            out.push(':');
+            out.push_str(value);
+        }
+        out.push('}');
+        Ok(out)
     }
 }
 
@@ -256,6 +342,24 @@ mod tests {
         assert_eq!(serde_json::from_str::<Holder>(&pretty).unwrap(), h);
         let as_value = serde_json::to_value(&h).unwrap();
         assert_eq!(serde_json::from_value::<Holder>(as_value).unwrap(), h);
+    }
+
+    #[test]
+    fn reads_to_the_text_its_value_prints() {
+        let inputs = [
+            serde_json::to_string_pretty(&sample()).unwrap(),
+            r#"{"b": 1, "a": {"y": [ 1 , 2.0, -0.0, 1e300 ], "x": null}, "b": "last wins", "": []}"#.to_string(),
+            r#"[{"k": "\u00e9\n\"q\""}, 12345678901234567890123, -5, true, false]"#.to_string(),
+            "\"just a string\"".to_string(),
+            "{}".to_string(),
+        ];
+        for text in inputs {
+            let value: Value = serde_json::from_str(&text).unwrap();
+            let from_str: JsonText = serde_json::from_str(&text).unwrap();
+            let from_reader: JsonText = serde_json::from_reader(text.as_bytes()).unwrap();
+            assert_eq!(from_str.as_str(), value.to_string(), "{text}");
+            assert_eq!(from_reader.as_str(), value.to_string(), "{text}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The measured scenarios, each run inside one child process so that its peak memory is
-//! its own: the pipeline at size N (parse, plan, apply, no-op plan) and apply under
+//! its own: the pipeline at size N (parse, plan, apply, no-op plan), the saved-plan path
+//! CI takes (`plan --out FILE` in one process, `apply FILE` in the next) and apply under
 //! injected latency against its ideal schedule.
 
 use std::collections::BTreeMap;
@@ -29,6 +30,27 @@ pub struct SizeResult {
     pub plan_noop_s: f64,
     pub creates: usize,
     pub calls: u64,
+    pub peak_rss_kib: u64,
+}
+
+/// `plan --out FILE` at size N: parse, plan (all create), save.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SaveResult {
+    pub pools: usize,
+    pub plan_s: f64,
+    pub save_s: f64,
+    pub file_bytes: u64,
+    pub peak_rss_kib: u64,
+}
+
+/// `apply FILE` at size N in a fresh process: parse, read the saved plan, check it is
+/// fresh, apply.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ApplyFileResult {
+    pub pools: usize,
+    pub parse_s: f64,
+    pub load_s: f64,
+    pub apply_s: f64,
     pub peak_rss_kib: u64,
 }
 
@@ -76,6 +98,52 @@ pub fn size(root: &Path, pools: usize, parallelism: usize) -> SizeResult {
             calls,
             peak_rss_kib: peak_rss_kib(),
         }
+    })
+}
+
+/// The saved plan's path inside a scenario directory.
+fn plan_path(root: &Path) -> std::path::PathBuf {
+    root.join("plan.out")
+}
+
+/// The first half of the saved-plan path: what `gpuplan plan --out FILE` does (without
+/// printing the plan). The spec stays in `root` for [`apply_file`].
+pub fn save(root: &Path, pools: usize) -> SaveResult {
+    let dir = root.join("spec");
+    generate::write_spec(&dir, pools).expect("write the spec");
+    let spec = load(&dir);
+    let ws = workspace(&dir, BTreeMap::new());
+    rt().block_on(async {
+        let session = engine::open_session(&ws, "bench").expect("open the state");
+        let (providers, _cloud) = sim_providers(&ws, &spec);
+        let (plan, plan_s) = timed_async(make_plan(&spec, &session, &providers)).await;
+        phase("plan all-create");
+        let path = plan_path(root);
+        let (saved, save_s) = timed(|| engine::planfile::save(&path, &plan));
+        saved.expect("save the plan");
+        phase("save");
+        let file_bytes = std::fs::metadata(&path).expect("the saved plan").len();
+        SaveResult { pools, plan_s, save_s, file_bytes, peak_rss_kib: peak_rss_kib() }
+    })
+}
+
+/// The second half, in its own process: what `gpuplan apply FILE` does, in its order
+/// (spec, plan file, state, freshness check, apply).
+pub fn apply_file(root: &Path, pools: usize, parallelism: usize) -> ApplyFileResult {
+    let dir = root.join("spec");
+    let (spec, parse_s) = timed(|| load(&dir));
+    phase("parse");
+    let (plan, load_s) = timed(|| engine::planfile::load(&plan_path(root)).expect("read the saved plan"));
+    phase("read plan file");
+    assert_eq!(plan.changes.len(), pools, "the saved plan has every pool");
+    let ws = workspace(&dir, BTreeMap::new());
+    rt().block_on(async {
+        let mut session = engine::open_session(&ws, "bench").expect("open the state");
+        let (providers, _cloud) = sim_providers(&ws, &spec);
+        engine::run::check_fresh(&plan, &session, Some(&spec)).expect("the saved plan is fresh");
+        let (_, apply_s) = timed_async(apply(&mut session, plan, &providers, parallelism)).await;
+        phase("apply");
+        ApplyFileResult { pools, parse_s, load_s, apply_s, peak_rss_kib: peak_rss_kib() }
     })
 }
 

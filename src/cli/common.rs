@@ -64,7 +64,7 @@ pub fn confirm(settings: &Settings, question: &str, auto_approve: bool) -> Resul
     }
     if !settings.interactive {
         return Err(CliError::new("refusing to change the fleet without confirmation: no terminal to ask on").hint(
-            "pass --auto-approve, or apply a saved plan: `gpuplan plan --out plan.json && gpuplan apply plan.json`",
+            "pass --auto-approve, or apply a saved plan: `gpuplan plan --out plan.out && gpuplan apply plan.out`",
         ));
     }
     output::stderr(&format!("\n{question}\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: "));
@@ -122,39 +122,22 @@ pub fn report(report: &ApplyReport, verb: &str) -> String {
     out
 }
 
-/// Write a saved plan atomically.
+/// Write a saved plan atomically (`engine::planfile`), as a CLI error on failure.
 pub fn save_plan(path: &Path, plan: &Plan) -> Result<(), CliError> {
-    let tmp = path.with_extension("tmp");
-    // Streamed to the file: a 100,000-pool plan is hundreds of MB of text.
-    let write = || -> std::io::Result<()> {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        serde_json::to_writer_pretty(&mut out, plan)?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()
-    };
-    write().and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        CliError::new(format!("cannot write `{}`: {e}", path.display()))
-    })
+    crate::engine::planfile::save(path, plan).map_err(planfile_error)
 }
 
 pub fn read_plan(path: &Path) -> Result<Plan, CliError> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        CliError::new(format!("cannot read the plan file `{}`: {e}", path.display()))
-            .hint("save a plan with `gpuplan plan --out FILE`")
-    })?;
-    let plan: Plan = serde_json::from_slice(&bytes).map_err(|e| {
-        CliError::new(format!("`{}` is not a gpuplan plan file: {e}", path.display()))
-            .hint("save a plan with `gpuplan plan --out FILE`")
-    })?;
-    if plan.format_version != crate::plan::model::FORMAT_VERSION {
-        return Err(CliError::new(format!(
-            "plan file format {} is not supported (expected {})",
-            plan.format_version,
-            crate::plan::model::FORMAT_VERSION
-        ))
-        .hint("make the plan with this version of gpuplan"));
+    crate::engine::planfile::load(path).map_err(planfile_error)
+}
+
+fn planfile_error(e: crate::engine::planfile::PlanFileError) -> CliError {
+    let hint = e.hint();
+    let err = CliError::new(e.to_string());
+    match hint {
+        Some(h) => err.hint(h),
+        None => err,
     }
-    Ok(plan)
 }
 
 /// Say so when `--override-policy` names something that did not need overriding.

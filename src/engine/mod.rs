@@ -2,6 +2,7 @@
 //! lock, build the providers, refresh, plan, apply and compact. Commands in `cli/` are
 //! thin wrappers over these functions; tests and benchmarks call them directly.
 
+pub mod planfile;
 pub mod providers;
 pub mod refresh;
 pub mod run;

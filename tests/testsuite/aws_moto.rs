@@ -192,12 +192,18 @@ async fn secrets_never_reach_state_plan_files_or_output() {
     for o in &outputs {
         assert!(!o.contains(secret), "secret printed:\n{o}");
     }
-    let mut files = vec![dir.join("saved.plan")];
+    // The plan file is compressed: search its JSON, read as `gpuplan` reads it.
+    let mut saved = String::new();
+    std::io::Read::read_to_string(&mut gpuplan::engine::planfile::open(&dir.join("saved.plan")).unwrap(), &mut saved)
+        .unwrap();
+    assert!(saved.contains("gpu_pool.train"), "the saved plan was not read: {saved}");
+    let mut files = vec![(dir.join("saved.plan"), saved)];
     for e in std::fs::read_dir(dir.join("state")).unwrap() {
-        files.push(e.unwrap().path());
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        files.push((path, text));
     }
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap_or_default();
+    for (f, text) in files {
         assert!(!text.contains(secret), "secret in {}", f.display());
         assert!(!text.contains("AKIAGPUPLANSPEC"), "access key in {}", f.display());
     }

@@ -108,6 +108,12 @@ fn sim_nodes(case: &Path) -> usize {
     SimCloud::open(&case.join("state/default.sim.json"), SimConfig::default()).expect("sim state").nodes().len()
 }
 
+/// A saved plan's JSON, read as `gpuplan` reads it (the file is compressed).
+fn saved_plan(path: &Path) -> serde_json::Value {
+    let json = gpuplan::engine::planfile::open(path).expect("a plan file");
+    serde_json::from_reader(json).expect("the plan file holds JSON")
+}
+
 fn state_json(case: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(case.join("state/default.json")).unwrap()).unwrap()
 }
@@ -220,8 +226,7 @@ fn override_policy_on_a_hard_policy_has_no_effect() {
         "{}",
         r.stderr
     );
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(case.join("p.json")).unwrap()).unwrap();
+    let saved = saved_plan(&case.join("p.json"));
     let verdict = saved["policies"].as_array().unwrap().iter().find(|p| p["name"] == "fleet_hourly_cap").unwrap();
     assert_eq!(verdict["passed"], false);
     assert!(verdict.get("overridden").is_none_or(|o| o == false), "{verdict}");
@@ -235,7 +240,7 @@ fn a_hand_edited_override_of_a_hard_policy_is_still_refused() {
     let (tmp, case) = fixture("fleet_hourly_cap");
     assert_eq!(plan(tmp.path(), &["--out", "p.json"]).code, 3);
     let path = case.join("p.json");
-    let mut saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut saved = saved_plan(&path);
     for p in saved["policies"].as_array_mut().unwrap() {
         p["overridden"] = serde_json::Value::Bool(true);
     }
@@ -251,8 +256,7 @@ fn a_soft_override_is_saved_applied_and_recorded_in_history() {
     let r = plan(tmp.path(), &["--override-policy", "min_spot_share", "--out", "p.json"]);
     assert_eq!(r.code, 0, "{}", r.all());
     assert!(r.stderr.contains("gpuplan apply p.json"), "{}", r.stderr);
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(case.join("p.json")).unwrap()).unwrap();
+    let saved = saved_plan(&case.join("p.json"));
     let verdict = saved["policies"].as_array().unwrap().iter().find(|p| p["name"] == "min_spot_share").unwrap();
     assert_eq!(verdict["passed"], false, "{verdict}");
     assert_eq!(verdict["overridden"], true, "{verdict}");

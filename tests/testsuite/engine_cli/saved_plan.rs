@@ -33,3 +33,44 @@ fn a_plan_saved_before_a_spec_edit_is_refused() {
     assert!(flat(&r.stderr).contains("different spec"), "{}", r.stderr);
     assert_eq!(fleet.live_tagged().len(), 3, "a refused plan launched nodes");
 }
+
+#[test]
+fn a_saved_plan_keeps_what_apply_needs_and_is_compact() {
+    let fleet = Fleet::new(&small_spec(3));
+    fleet.run(&["plan", "--out", "p.plan"]).expect(0);
+    let path = fleet.path().join("p.plan");
+    let plan = gpuplan::engine::planfile::load(&path).expect("the saved plan reads back");
+    let state = fleet.state();
+    assert_eq!((plan.lineage.as_str(), plan.serial), (state.lineage.as_str(), state.serial));
+    assert!(plan.spec_digest.len() >= 12, "no spec digest: {}", plan.spec_digest);
+    assert_eq!(plan.changes.len(), 3);
+    assert!(plan.cost.is_some(), "the saved plan lost its cost report");
+    assert!(!plan.policies.is_empty(), "the saved plan lost its policy verdicts");
+    // Written again, it reads back equal (the file is the plan, nothing lost or added).
+    let again = fleet.path().join("again.plan");
+    gpuplan::engine::planfile::save(&again, &plan).unwrap();
+    assert_eq!(gpuplan::engine::planfile::load(&again).unwrap(), plan);
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes[..2], [0x1f, 0x8b], "a plan file is a gzip stream");
+}
+
+#[test]
+fn a_truncated_or_corrupt_plan_file_is_refused_naming_it() {
+    let fleet = Fleet::new(&small_spec(2));
+    fleet.run(&["plan", "--out", "p.plan"]).expect(0);
+    let bytes = std::fs::read(fleet.path().join("p.plan")).unwrap();
+    let mut corrupt = bytes.clone();
+    let mid = corrupt.len() / 2;
+    corrupt[mid] ^= 0x55;
+    for (name, content) in [("cut.plan", &bytes[..bytes.len() - 9]), ("bad.plan", &corrupt[..])] {
+        std::fs::write(fleet.path().join(name), content).unwrap();
+        let r = fleet.run(&["apply", name]).expect(1);
+        let err = flat(&r.stderr);
+        assert!(err.contains(&format!("/{name}` is truncated or corrupt")), "{}", r.stderr);
+        assert!(err.contains("hint: save the plan again with `gpuplan plan --out FILE`"), "{}", r.stderr);
+        assert!(fleet.live_tagged().is_empty(), "a refused plan file launched nodes");
+    }
+    // The intact file still applies.
+    fleet.run(&["apply", "p.plan"]).expect(0);
+    assert_eq!(fleet.live_tagged().len(), 3, "train's 2 nodes and serve's 1");
+}

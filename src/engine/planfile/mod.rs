@@ -1,0 +1,164 @@
+//! Saved plan files (`plan --out FILE`, `apply FILE`): the container, writing one
+//! atomically, and reading one back as a stream, with errors that name the file.
+//!
+//! The container: a gzip stream (RFC 1952) of the [`Plan`] as compact JSON, so
+//! `zcat FILE | jq .` reads it. Why gzip: a plan's JSON repeats the same keys and values
+//! for every pool and compresses about tenfold at the fastest level, which is cheap enough
+//! for small fleets; gzip's CRC-32 and length trailer catch a truncated or corrupted file;
+//! and the backend (`flate2` on `miniz_oxide`) is pure Rust and quick to build.
+//!
+//! Reading never holds the file or a `Value` tree: the bytes are inflated through small
+//! buffers and deserialized straight into the plan's types. A plan file written as plain
+//! JSON by an earlier gpuplan (same document, `format_version` 1, no container) is still
+//! read: the container changed, the document inside did not.
+//!
+//! A future `gpuplan show FILE` reads through [`open`] (the JSON text) or [`load`].
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Read};
+use std::path::{Path, PathBuf};
+
+use flate2::Compression;
+use flate2::bufread::MultiGzDecoder;
+use flate2::write::GzEncoder;
+
+use crate::plan::Plan;
+use crate::plan::model::FORMAT_VERSION;
+
+/// gzip's magic bytes, the start of every plan file this version writes.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Buffer sizes: large enough that the inflater and the JSON reader work on whole blocks.
+const BUFFER: usize = 64 * 1024;
+
+/// A plan file that cannot be written or read. The message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanFileError {
+    #[error("cannot write `{}`: {error}", path.display())]
+    Write { path: PathBuf, error: std::io::Error },
+    #[error("cannot read the plan file `{}`: {error}", path.display())]
+    Read { path: PathBuf, error: std::io::Error },
+    #[error("`{}` is not a gpuplan plan file: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
+    #[error("the plan file `{}` is truncated or corrupt: {message}", path.display())]
+    Corrupt { path: PathBuf, message: String },
+    #[error("the plan file `{}` has format {found}; this gpuplan reads format {FORMAT_VERSION}", path.display())]
+    Version { path: PathBuf, found: u32 },
+}
+
+impl PlanFileError {
+    /// The next step for the user.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            PlanFileError::Write { .. } => None,
+            PlanFileError::Read { .. } | PlanFileError::Invalid { .. } | PlanFileError::Corrupt { .. } => {
+                Some("save the plan again with `gpuplan plan --out FILE`")
+            }
+            PlanFileError::Version { .. } => Some("make the plan with this version of gpuplan"),
+        }
+    }
+}
+
+/// Write a saved plan atomically: to a temporary file beside it, synced, then renamed.
+pub fn save(path: &Path, plan: &Plan) -> Result<(), PlanFileError> {
+    let tmp = path.with_extension("tmp");
+    let write = || -> std::io::Result<()> {
+        let file = BufWriter::with_capacity(BUFFER, File::create(&tmp)?);
+        // The JSON writer makes many small writes: buffer them, so the compressor gets blocks.
+        let mut out = BufWriter::with_capacity(BUFFER, GzEncoder::new(file, Compression::fast()));
+        serde_json::to_writer(&mut out, plan)?;
+        let gz = out.into_inner().map_err(|e| e.into_error())?;
+        gz.finish()?.into_inner().map_err(|e| e.into_error())?.sync_all()
+    };
+    write().and_then(|()| std::fs::rename(&tmp, path)).map_err(|error| {
+        let _ = std::fs::remove_file(&tmp);
+        PlanFileError::Write { path: path.to_path_buf(), error }
+    })
+}
+
+/// Read a saved plan, streaming: checks the container, the JSON and the format version.
+pub fn load(path: &Path) -> Result<Plan, PlanFileError> {
+    // By value: `serde_json` reads byte by byte, which `std` makes cheap on a `BufReader`.
+    let read: serde_json::Result<Plan> = match open(path)?.inner {
+        Inner::Gzip(r) => serde_json::from_reader(r),
+        Inner::Plain(r) => serde_json::from_reader(r),
+    };
+    let plan = read.map_err(|e| json_error(path, e))?;
+    if plan.format_version != FORMAT_VERSION {
+        return Err(PlanFileError::Version { path: path.to_path_buf(), found: plan.format_version });
+    }
+    Ok(plan)
+}
+
+/// A plan file's JSON text, inflated as it is read. The gzip trailer (CRC-32 and length)
+/// is checked when the end is reached, and bytes after the stream are an error.
+pub struct PlanJson {
+    inner: Inner,
+}
+
+enum Inner {
+    // Multi-member: after the plan's member, anything but the end of the file is an error
+    // (a damaged or concatenated file), not silently ignored.
+    Gzip(BufReader<MultiGzDecoder<BufReader<File>>>),
+    /// A plain-JSON plan file from an earlier gpuplan.
+    Plain(BufReader<File>),
+}
+
+/// Open a plan file for reading its JSON. Fails on a file that is neither a gzip stream
+/// nor JSON.
+pub fn open(path: &Path) -> Result<PlanJson, PlanFileError> {
+    let read_error = |error| PlanFileError::Read { path: path.to_path_buf(), error };
+    let mut file = BufReader::with_capacity(BUFFER, File::open(path).map_err(read_error)?);
+    let head = file.fill_buf().map_err(read_error)?;
+    let inner = if head.starts_with(&GZIP_MAGIC) {
+        Inner::Gzip(BufReader::with_capacity(BUFFER, MultiGzDecoder::new(file)))
+    } else if head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        Inner::Plain(file)
+    } else if head.is_empty() {
+        return Err(PlanFileError::Invalid { path: path.to_path_buf(), message: "the file is empty".into() });
+    } else {
+        return Err(PlanFileError::Invalid {
+            path: path.to_path_buf(),
+            message: "it is neither a gzip stream nor JSON".into(),
+        });
+    };
+    Ok(PlanJson { inner })
+}
+
+impl Read for PlanJson {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match &mut self.inner {
+            Inner::Gzip(r) => r.read(buf),
+            Inner::Plain(r) => r.read(buf),
+        }
+    }
+}
+
+impl BufRead for PlanJson {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        match &mut self.inner {
+            Inner::Gzip(r) => r.fill_buf(),
+            Inner::Plain(r) => r.fill_buf(),
+        }
+    }
+    fn consume(&mut self, n: usize) {
+        match &mut self.inner {
+            Inner::Gzip(r) => r.consume(n),
+            Inner::Plain(r) => r.consume(n),
+        }
+    }
+}
+
+/// Sort a JSON reading error: a failing inflater, a cut-off or garbled document is a
+/// damaged file; well-formed JSON of another shape is not a plan.
+fn json_error(path: &Path, e: serde_json::Error) -> PlanFileError {
+    let path = path.to_path_buf();
+    if e.is_data() {
+        PlanFileError::Invalid { path, message: e.to_string() }
+    } else {
+        PlanFileError::Corrupt { path, message: e.to_string() }
+    }
+}
+
+#[cfg(test)]
+mod tests;

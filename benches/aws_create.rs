@@ -7,6 +7,7 @@
 //! cargo bench --bench aws_create                          # starts moto from .venv/
 //! GPUPLAN_BENCH_MOTO_ENDPOINT=http://127.0.0.1:5000 cargo bench --bench aws_create
 //! GPUPLAN_BENCH_ROUNDS=1 cargo bench --bench aws_create
+//! GPUPLAN_BENCH_BIN=/tmp/gpuplan-old cargo bench --bench aws_create   # another build of gpuplan
 //! ```
 //!
 //! The pool: 500 nodes of `g5.xlarge` or `g5.2xlarge` over two zones, half on spot. Both
@@ -131,14 +132,37 @@ fn gpuplan_create(proxy: &FakeEc2, region: &str, zones: &[String]) -> (Duration,
     std::fs::write(tmp.path().join("main.hcl"), spec).expect("write spec");
     let before = proxy.requests().len();
     let t = Instant::now();
-    let r = cli::run(tmp.path(), &["apply", "--auto-approve"]);
+    let r = apply(tmp.path());
     let took = t.elapsed();
-    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    assert!(r.status.success(), "apply:\n{}", String::from_utf8_lossy(&r.stderr));
     let mut calls = BTreeMap::new();
     for req in &proxy.requests()[before..] {
         *calls.entry(req.action.clone()).or_default() += 1;
     }
     (took, calls)
+}
+
+/// `gpuplan apply --auto-approve` in `dir`, the way `tests/aws/cli.rs` runs it, with the
+/// binary of this build or `GPUPLAN_BENCH_BIN` (to measure an older build).
+fn apply(dir: &std::path::Path) -> std::process::Output {
+    let bin = std::env::var("GPUPLAN_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_gpuplan").to_string());
+    Command::new(bin)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("GPUPLAN_WORKSPACE")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_ENDPOINT_URL_EC2")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env("AWS_ACCESS_KEY_ID", cli::ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", cli::SECRET_KEY)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", dir.join("no-aws-config"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-aws-credentials"))
+        .args(["apply", "--auto-approve"])
+        .output()
+        .expect("gpuplan runs")
 }
 
 /// Two CreateFleet calls of 250, spot then on-demand, as bare as the pool allows.

@@ -197,6 +197,7 @@ impl<'a> PoolDoc<'a> {
                     count: b.count,
                     instance_types: &b.instance_types,
                     zone: &b.zone,
+                    zones: &b.zones,
                 })
                 .collect(),
             deletes: p
@@ -225,6 +226,9 @@ struct CreateDoc<'a> {
     count: u32,
     instance_types: &'a [String],
     zone: &'a str,
+    /// Every zone the provider may place the batch in (EC2 fleets); absent: `zone` alone.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    zones: &'a [String],
 }
 
 #[derive(Serialize)]

@@ -233,6 +233,11 @@ pub fn baseline(req: &Request) -> Option<Reply> {
 
 /// A CreateFleet answer with `ids` launched as `lifecycle` and `errors` (code, message).
 pub fn fleet(ids: &[String], lifecycle: &str, errors: &[(&str, &str)]) -> Reply {
+    fleet_in(ids, lifecycle, None, errors)
+}
+
+/// [`fleet`], with the override (zone) the instances were launched by, as EC2 names it.
+pub fn fleet_in(ids: &[String], lifecycle: &str, zone: Option<&str>, errors: &[(&str, &str)]) -> Reply {
     let errs: String = errors
         .iter()
         .map(|(c, m)| {
@@ -245,7 +250,12 @@ pub fn fleet(ids: &[String], lifecycle: &str, errors: &[(&str, &str)]) -> Reply 
         let items: String = ids.iter().map(|i| format!("<item>{i}</item>")).collect();
         format!(
             "<fleetInstanceSet><item><instanceIds>{items}</instanceIds><instanceType>g5.xlarge</instanceType>\
-             <lifecycle>{lifecycle}</lifecycle></item></fleetInstanceSet>"
+             <lifecycle>{lifecycle}</lifecycle>{}</item></fleetInstanceSet>",
+            zone.map(|z| format!(
+                "<launchTemplateAndOverrides><overrides><instanceType>g5.xlarge</instanceType>\
+                 <availabilityZone>{z}</availabilityZone></overrides></launchTemplateAndOverrides>"
+            ))
+            .unwrap_or_default()
         )
     };
     ok("CreateFleet", &format!("<fleetId>fleet-0fake</fleetId><errorSet>{errs}</errorSet>{inst}"))

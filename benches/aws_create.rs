@@ -29,9 +29,9 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_ec2::Client;
 use aws_sdk_ec2::types::{
-    DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
-    FleetLaunchTemplateSpecificationRequest, FleetType, Filter, InstanceType, RequestLaunchTemplateData, ResourceType,
-    Tag, TagSpecification, TargetCapacitySpecificationRequest,
+    DefaultTargetCapacityType, Filter, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
+    FleetLaunchTemplateSpecificationRequest, FleetType, InstanceType, RequestLaunchTemplateData, ResourceType, Tag,
+    TagSpecification, TargetCapacitySpecificationRequest,
 };
 use fake_ec2::FakeEc2;
 use gpuplan::providers::aws::AwsSettings;
@@ -186,7 +186,10 @@ async fn bare_create(c: &Client, region: &str, zones: &[String]) -> Duration {
             .iter()
             .flat_map(|t| {
                 subnets.iter().map(move |s| {
-                    FleetLaunchTemplateOverridesRequest::builder().instance_type(InstanceType::from(*t)).subnet_id(s).build()
+                    FleetLaunchTemplateOverridesRequest::builder()
+                        .instance_type(InstanceType::from(*t))
+                        .subnet_id(s)
+                        .build()
                 })
             })
             .collect();

@@ -271,7 +271,12 @@ fn partial_spot_shortfall_with_fail_fails_but_records_what_launched() {
     let (fake, r, nodes) = apply_short_spot("fail");
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(fake.actions("CreateFleet").len(), 1, "no on-demand fallback");
-    assert!(r.stderr.contains("InsufficientInstanceCapacity") || r.stdout.contains("could not be placed"), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("InsufficientInstanceCapacity") || r.stdout.contains("could not be placed"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
     assert_eq!(nodes.len(), 3, "launched nodes are never orphaned: {nodes:?}");
     assert_eq!(distinct(&nodes), 3);
 }

@@ -82,10 +82,7 @@ pub fn overrides(
 
 /// The zone an answer's group (or error) was launched in, from its override's zone or
 /// subnet; `None` when the answer names neither.
-fn zone_of(
-    ov: Option<&aws_sdk_ec2::types::FleetLaunchTemplateOverrides>,
-    targets: &[Target],
-) -> Option<String> {
+fn zone_of(ov: Option<&aws_sdk_ec2::types::FleetLaunchTemplateOverrides>, targets: &[Target]) -> Option<String> {
     let ov = ov?;
     if let Some(z) = ov.availability_zone().filter(|z| !z.is_empty()) {
         return Some(z.to_string());
@@ -211,10 +208,8 @@ impl AwsProvider {
                 let mut pe = from_code(code, e.error_message().unwrap_or_default());
                 let ov = e.launch_template_and_overrides().and_then(|l| l.overrides());
                 let zone = zone_of(ov, &targets).unwrap_or_else(|| req.placement());
-                let types = ov
-                    .and_then(|o| o.instance_type())
-                    .map(|t| format!(" for {}", t.as_str()))
-                    .unwrap_or_default();
+                let types =
+                    ov.and_then(|o| o.instance_type()).map(|t| format!(" for {}", t.as_str())).unwrap_or_default();
                 pe.message = format!("CreateFleet {} in {zone}{types}: {}", req.capacity, pe.message);
                 if !errors.iter().any(|x| x.code == pe.code && x.message == pe.message) {
                     errors.push(pe);

@@ -9,7 +9,7 @@ use crate::spec::raw::{Body, Expr, ExprKind, ObjectKey, TemplatePart};
 
 /// Every schema, by file name under `schemas/`.
 pub fn all() -> Vec<(&'static str, Value)> {
-    vec![("spec.schema.json", spec()), ("state.schema.json", state())]
+    vec![("spec.schema.json", spec()), ("state.schema.json", state()), ("plan.schema.json", plan())]
 }
 
 fn generator() -> schemars::SchemaGenerator {
@@ -62,6 +62,13 @@ fn allow_interpolation(prop: &mut Value) {
     }
     outer.insert("anyOf".into(), json!([inner, interp]));
     *prop = Value::Object(outer);
+}
+
+/// The `plan --json` document.
+pub fn plan() -> Value {
+    let mut v = crate::render::plan_schema(generator()).to_value();
+    v["$id"] = json!("https://gpuplan.dev/schemas/plan.schema.json");
+    v
 }
 
 /// The state file.

@@ -19,7 +19,7 @@ pub const TAG_PROVIDER: &str = "gpuplan:provider";
 pub const TAG_JOB: &str = "gpuplan:job";
 pub const TAG_ATTEMPT: &str = "gpuplan:attempt";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Capacity {
     OnDemand,

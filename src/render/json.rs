@@ -23,6 +23,7 @@
 use std::fmt::Display;
 use std::io::Write;
 
+use schemars::JsonSchema;
 use serde::{Serialize, Serializer};
 use serde_json::{Value as Json, json};
 
@@ -47,6 +48,12 @@ pub fn write_plan_json(plan: &Plan, out: impl Write) -> std::io::Result<()> {
     out.flush()
 }
 
+/// The JSON Schema of the `plan --json` document (`schemas/plan.schema.json`), generated
+/// from the very structs that write it.
+pub fn plan_schema(generator: schemars::SchemaGenerator) -> schemars::Schema {
+    generator.into_root_schema_for::<PlanDoc<'static>>()
+}
+
 /// The `plan --json` document as a value to serialize, for documents that embed it and
 /// are streamed too (`reconcile --json`).
 pub fn plan_document(plan: &Plan) -> impl Serialize + '_ {
@@ -56,13 +63,15 @@ pub fn plan_document(plan: &Plan) -> impl Serialize + '_ {
 // The document's structs list their fields in key order: a `Value` object sorts its keys,
 // and the streamed text must be the same as the tree's.
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct PlanDoc<'a> {
     changes: Vec<ChangeDoc<'a>>,
+    /// `null` until `cost/` has run.
     cost: &'a Option<CostReport>,
     drift: Vec<DriftDoc<'a>>,
     errors: Vec<ErrorDoc<'a>>,
     format_version: u32,
+    /// Present when the plan has jobs (see the module docs for the fields).
     #[serde(skip_serializing_if = "Option::is_none")]
     jobs: Option<Json>,
     lineage: &'a str,
@@ -70,6 +79,7 @@ struct PlanDoc<'a> {
     refreshed: bool,
     serial: u64,
     summary: SummaryDoc,
+    #[schemars(with = "Vec<String>")]
     targets: Vec<Shown<'a>>,
 }
 
@@ -105,22 +115,24 @@ impl Serialize for Shown<'_> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct SummaryDoc {
     add: usize,
     change: usize,
     destroy: usize,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct ErrorDoc<'a> {
+    #[schemars(with = "String")]
     address: Shown<'a>,
     hint: &'a Option<String>,
     message: &'a str,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct DriftDoc<'a> {
+    #[schemars(with = "String")]
     address: Shown<'a>,
     kind: &'a str,
     message: &'a str,
@@ -136,12 +148,17 @@ fn drift_docs(drift: &[DriftItem]) -> Vec<DriftDoc<'_>> {
         .collect()
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct ChangeDoc<'a> {
+    #[schemars(with = "crate::plan::Action")]
     action: &'static str,
+    #[schemars(with = "String")]
     address: Shown<'a>,
+    #[schemars(with = "Option<serde_json::Value>")]
     after: &'a Option<JsonText>,
+    #[schemars(with = "Option<serde_json::Value>")]
     before: &'a Option<JsonText>,
+    #[schemars(with = "Vec<String>")]
     depends_on: Vec<Shown<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pool: Option<PoolDoc<'a>>,
@@ -162,13 +179,13 @@ impl<'a> ChangeDoc<'a> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct ReasonDoc<'a> {
     code: &'a str,
     message: &'a str,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct PoolDoc<'a> {
     adopt: Vec<&'a str>,
     after: CountsDoc,
@@ -220,7 +237,7 @@ impl<'a> PoolDoc<'a> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct CreateDoc<'a> {
     capacity: crate::providers::Capacity,
     count: u32,
@@ -228,7 +245,7 @@ struct CreateDoc<'a> {
     zone: &'a str,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct DeleteDoc<'a> {
     capacity: crate::providers::Capacity,
     id: &'a str,
@@ -237,7 +254,7 @@ struct DeleteDoc<'a> {
     zone: &'a str,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct CountsDoc {
     gpus: u64,
     gpus_per_node: u32,

@@ -24,6 +24,6 @@ pub mod text;
 #[cfg(test)]
 mod tests;
 
-pub use json::{drift_json, plan_document, plan_json, write_plan_json};
+pub use json::{drift_json, plan_document, plan_json, plan_schema, write_plan_json};
 pub use markdown::plan_markdown;
 pub use text::{TextOptions, drift_text, plan_text};

@@ -166,3 +166,39 @@ fn wrong_documents_fail_the_schema() {
     assert!(!v.is_valid(&json!({"gpu_pool": {}})), "the schema accepted an unknown top-level key");
     assert!(v.is_valid(&json!({})), "an empty document is a valid (empty) spec");
 }
+
+/// The plan schema accepts what `plan --json` prints: every plan case's JSON snapshot.
+#[test]
+fn every_plan_case_json_matches_the_plan_schema() {
+    let schema = schema::all().into_iter().find(|(n, _)| *n == "plan.schema.json").expect("plan schema").1;
+    let validator = jsonschema::validator_for(&schema).expect("the plan schema is a valid JSON Schema");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root().join("tests/plan_cases")).expect("plan cases") {
+        let path = entry.expect("entry").path().join("json.snap");
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        // An insta snapshot: a `---` header, then the document.
+        let body = text.splitn(3, "---\n").nth(2).expect("a snapshot header");
+        let doc: Value = serde_json::from_str(body).expect("the snapshot is JSON");
+        let errs = errors(&validator, &doc);
+        assert!(errs.is_empty(), "{}: {errs:#?}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} plan cases checked");
+    // And it is no blank cheque: a wrong action and a missing summary are refused.
+    let mut wrong: Value = json!({"format_version": 1});
+    assert!(!errors(&validator, &wrong).is_empty());
+    wrong = serde_json::from_str(
+        std::fs::read_to_string(root().join("tests/plan_cases/all_create/json.snap"))
+            .unwrap()
+            .splitn(3, "---\n")
+            .nth(2)
+            .unwrap(),
+    )
+    .unwrap();
+    wrong["changes"][0]["action"] = json!("explode");
+    assert!(
+        errors(&validator, &wrong).iter().any(|e| e.contains("/changes/0/action")),
+        "{:?}",
+        errors(&validator, &wrong)
+    );
+}

@@ -159,12 +159,42 @@ pub struct ResourceChange {
     pub after_changes: Vec<Address>,
 }
 
+/// What kind of drift a [`DriftItem`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DriftKind {
+    /// A spot node the cloud took back.
+    Reclaimed,
+    /// A node terminated outside gpuplan.
+    Removed,
+    /// A node whose type, zone or capacity changed outside gpuplan.
+    Changed,
+    /// A node with this state's tags that the state does not know.
+    Orphan,
+}
+
+impl DriftKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriftKind::Reclaimed => "reclaimed",
+            DriftKind::Removed => "removed",
+            DriftKind::Changed => "changed",
+            DriftKind::Orphan => "orphan",
+        }
+    }
+}
+
+impl std::fmt::Display for DriftKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Something the clouds run that state or spec does not say.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriftItem {
     pub address: Address,
-    /// `reclaimed`, `removed`, `changed`, `orphan`, `untracked_pool`.
-    pub kind: String,
+    pub kind: DriftKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
     pub message: String,

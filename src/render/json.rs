@@ -134,7 +134,7 @@ struct ErrorDoc<'a> {
 struct DriftDoc<'a> {
     #[schemars(with = "String")]
     address: Shown<'a>,
-    kind: &'a str,
+    kind: crate::plan::model::DriftKind,
     message: &'a str,
     node_id: &'a Option<String>,
 }
@@ -144,7 +144,7 @@ fn drift_docs(drift: &[DriftItem]) -> Vec<DriftDoc<'_>> {
     items.sort_by(|a, b| a.address.cmp(&b.address));
     items
         .into_iter()
-        .map(|d| DriftDoc { address: Shown(&d.address), kind: &d.kind, message: &d.message, node_id: &d.node_id })
+        .map(|d| DriftDoc { address: Shown(&d.address), kind: d.kind, message: &d.message, node_id: &d.node_id })
         .collect()
 }
 

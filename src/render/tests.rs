@@ -178,13 +178,13 @@ fn update_with_drift() -> Plan {
     plan.drift = vec![
         DriftItem {
             address: pool_addr("train"),
-            kind: "reclaimed".into(),
+            kind: DriftKind::Reclaimed,
             node_id: Some("i-0spot1".into()),
             message: "spot node i-0spot1 in us-east-1b was reclaimed by the cloud".into(),
         },
         DriftItem {
             address: pool_addr("train"),
-            kind: "orphan".into(),
+            kind: DriftKind::Orphan,
             node_id: Some("i-0orphan9".into()),
             message: "node i-0orphan9 carries this state's tags but the state does not know it; adopting it".into(),
         },

@@ -142,7 +142,13 @@ fn drift_section(drift: &[DriftItem], opts: &TextOptions, p: &Paint) -> String {
             last = Some(&d.address);
         }
         let prefix = format!("      {}: ", d.kind);
-        out += &paragraph(&prefix, &format!("      {}: ", p.yellow(&d.kind)), prefix.len(), &d.message, opts.width);
+        out += &paragraph(
+            &prefix,
+            &format!("      {}: ", p.yellow(d.kind.as_str())),
+            prefix.len(),
+            &d.message,
+            opts.width,
+        );
     }
     out
 }

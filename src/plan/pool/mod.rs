@@ -166,17 +166,12 @@ fn lost_nodes(cx: &PoolCtx<'_, '_>, prior: &ResourceState, drift: &mut Drift) {
         }
         let (kind, message) = match cx.seen_by_id.get(n.id.as_str()).map(|s| s.state) {
             Some(NodeState::Reclaimed) => {
-                ("reclaimed", format!("{} node {} in {} was reclaimed by the cloud", n.capacity, n.id, n.zone))
+                (DriftKind::Reclaimed, format!("{} node {} in {} was reclaimed by the cloud", n.capacity, n.id, n.zone))
             }
-            _ => ("removed", format!("node {} in {} was terminated outside gpuplan", n.id, n.zone)),
+            _ => (DriftKind::Removed, format!("node {} in {} was terminated outside gpuplan", n.id, n.zone)),
         };
         drift.forget.push(n.id.clone());
-        drift.items.push(DriftItem {
-            address: cx.addr.clone(),
-            kind: kind.into(),
-            node_id: Some(n.id.clone()),
-            message,
-        });
+        drift.items.push(DriftItem { address: cx.addr.clone(), kind, node_id: Some(n.id.clone()), message });
     }
 }
 
@@ -189,7 +184,7 @@ fn changed_nodes(cx: &PoolCtx<'_, '_>, prior: &ResourceState) -> Vec<DriftItem> 
         {
             items.push(DriftItem {
                 address: cx.addr.clone(),
-                kind: "changed".into(),
+                kind: DriftKind::Changed,
                 node_id: Some(n.id.clone()),
                 message: format!(
                     "node {} changed outside gpuplan ({} {} → {} {})",
@@ -210,7 +205,7 @@ fn orphans(cx: &PoolCtx<'_, '_>, drift: &mut Drift) {
         let verb = if cx.pool.is_some() { "adopting it" } else { "it will be terminated" };
         drift.items.push(DriftItem {
             address: cx.addr.clone(),
-            kind: "orphan".into(),
+            kind: DriftKind::Orphan,
             node_id: Some(n.id.clone()),
             message: format!("node {} carries this state's tags but the state does not know it; {verb}", n.id),
         });

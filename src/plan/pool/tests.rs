@@ -594,7 +594,7 @@ fn pool_change_runs_the_steps_in_order() {
     let change = with_cx(&world, true, false, |cx| pool_change(cx, catalog::catalog(), &mut plan)).expect("a change");
     assert_eq!(change.action, Action::Update);
     assert_eq!(plan.drift.len(), 1);
-    assert_eq!(plan.drift[0].kind, "reclaimed");
+    assert_eq!(plan.drift[0].kind, DriftKind::Reclaimed);
     let pool = change.pool.expect("a pool change");
     assert_eq!(pool.forget, ["i-2"]);
     assert_eq!(pool.creates.iter().map(|c| c.count).sum::<u32>(), 3, "4 desired, 1 live");

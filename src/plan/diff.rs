@@ -232,7 +232,7 @@ fn config_change(
     let before = prior.map(|p| p.config.clone());
     let (action, reasons) = match (&before, &after) {
         (None, None) => return None,
-        (None, Some(_)) => (Action::Create, vec![Reason::new("new", format!("`{addr}` is new in the spec"))]),
+        (None, Some(_)) => (Action::Create, vec![Reason::new(ReasonCode::New, format!("`{addr}` is new in the spec"))]),
         (Some(b), None) => {
             if b.pointer("/lifecycle/prevent_destroy").and_then(|p| p.as_bool()).unwrap_or(false) {
                 errors.push(PlanError {
@@ -244,9 +244,9 @@ fn config_change(
                 });
             }
             let reason = if input.destroy {
-                Reason::new("destroy", format!("destroy was requested for `{addr}`"))
+                Reason::new(ReasonCode::Destroy, format!("destroy was requested for `{addr}`"))
             } else {
-                Reason::new("removed_from_spec", format!("`{addr}` is removed from the spec"))
+                Reason::new(ReasonCode::RemovedFromSpec, format!("`{addr}` is removed from the spec"))
             };
             (Action::Delete, vec![reason])
         }
@@ -267,7 +267,10 @@ fn config_change(
             } else {
                 (
                     Action::Update,
-                    changed.iter().map(|p| Reason::new(format!("changed:{p}"), format!("`{p}` changed"))).collect(),
+                    changed
+                        .iter()
+                        .map(|p| Reason::new(ReasonCode::Changed(p.to_string()), format!("`{p}` changed")))
+                        .collect(),
                 )
             }
         }

@@ -62,15 +62,109 @@ impl Action {
 /// Why a change is planned (explains; never drives apply).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reason {
-    /// Stable code, e.g. `new`, `removed_from_spec`, `node_count`, `immutable:gpu`,
-    /// `drift:reclaimed`, `orphan`, `autoscaler`.
-    pub code: String,
+    pub code: ReasonCode,
     pub message: String,
 }
 
 impl Reason {
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Reason { code: code.into(), message: message.into() }
+    pub fn new(code: ReasonCode, message: impl Into<String>) -> Self {
+        Reason { code, message: message.into() }
+    }
+}
+
+/// The stable part of a [`Reason`], written as its code string (`new`,
+/// `changed:mix.spot_percent`, ...) in plans and `--json`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ReasonCode {
+    /// The resource is new in the spec.
+    New,
+    /// The resource left the spec.
+    RemovedFromSpec,
+    /// `destroy` was requested.
+    Destroy,
+    /// Orphan nodes of a pool neither the spec nor the state knows.
+    Orphan,
+    /// An attribute that cannot change in place changed: the nodes are replaced.
+    Immutable,
+    /// This attribute path changed (`changed:<path>`).
+    Changed(String),
+    /// Nodes that no longer match the spec are replaced.
+    OutdatedNodes,
+    /// Nodes disappeared outside gpuplan.
+    Drift,
+    /// The node count moves.
+    NodeCount,
+    /// The on-demand/spot split moves.
+    Mix,
+    /// The owned node count is outside `nodes.min..max`.
+    NodeBounds,
+    /// An interrupted apply launched nodes but did not record the configuration.
+    Unfinished,
+    /// Orphan nodes tagged for this pool are taken into state.
+    Adopt,
+    /// An autoscaler decided the count.
+    Autoscale,
+}
+
+impl ReasonCode {
+    const PLAIN: [(ReasonCode, &'static str); 13] = [
+        (ReasonCode::New, "new"),
+        (ReasonCode::RemovedFromSpec, "removed_from_spec"),
+        (ReasonCode::Destroy, "destroy"),
+        (ReasonCode::Orphan, "orphan"),
+        (ReasonCode::Immutable, "immutable"),
+        (ReasonCode::OutdatedNodes, "outdated_nodes"),
+        (ReasonCode::Drift, "drift"),
+        (ReasonCode::NodeCount, "node_count"),
+        (ReasonCode::Mix, "mix"),
+        (ReasonCode::NodeBounds, "node_bounds"),
+        (ReasonCode::Unfinished, "unfinished"),
+        (ReasonCode::Adopt, "adopt"),
+        (ReasonCode::Autoscale, "autoscale"),
+    ];
+}
+
+impl std::fmt::Display for ReasonCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReasonCode::Changed(path) => write!(f, "changed:{path}"),
+            other => {
+                let (_, text) = Self::PLAIN.iter().find(|(c, _)| c == other).expect("every plain code is listed");
+                f.write_str(text)
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for ReasonCode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(path) = s.strip_prefix("changed:") {
+            return Ok(ReasonCode::Changed(path.to_string()));
+        }
+        Self::PLAIN
+            .iter()
+            .find(|(_, text)| *text == s)
+            .map(|(c, _)| c.clone())
+            .ok_or_else(|| format!("unknown reason code `{s}`"))
+    }
+}
+
+impl PartialEq<&str> for ReasonCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.to_string() == *other
+    }
+}
+
+impl Serialize for ReasonCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ReasonCode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -286,5 +380,23 @@ impl Plan {
             }
         }
         self.summary = s;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_codes_print_and_parse_as_plans_write_them() {
+        for (code, text) in ReasonCode::PLAIN {
+            assert_eq!(code.to_string(), text);
+            assert_eq!(text.parse::<ReasonCode>(), Ok(code.clone()));
+            assert_eq!(serde_json::to_string(&code).unwrap(), format!("\"{text}\""));
+        }
+        let changed = ReasonCode::Changed("mix.spot_percent".into());
+        assert_eq!(changed.to_string(), "changed:mix.spot_percent");
+        assert_eq!(serde_json::from_str::<ReasonCode>("\"changed:mix.spot_percent\"").unwrap(), changed);
+        assert!(serde_json::from_str::<ReasonCode>("\"explode\"").is_err(), "an unknown code is refused");
     }
 }

@@ -181,7 +181,8 @@ impl<'a> ChangeDoc<'a> {
 
 #[derive(Serialize, JsonSchema)]
 struct ReasonDoc<'a> {
-    code: &'a str,
+    #[schemars(with = "String")]
+    code: &'a crate::plan::model::ReasonCode,
     message: &'a str,
 }
 

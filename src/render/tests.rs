@@ -6,6 +6,11 @@ use std::collections::BTreeSet;
 use serde_json::{Value as Json, json};
 
 use super::*;
+
+/// A reason code from its text, as plans print it.
+fn rc(code: &str) -> ReasonCode {
+    code.parse().expect("a known reason code")
+}
 use crate::addr::{Address, Kind};
 use crate::json_text::JsonText;
 use crate::plan::model::*;
@@ -121,7 +126,7 @@ fn no_changes() -> Plan {
 
 fn create_two_pools_and_quota() -> Plan {
     let mut train = change(pool_addr("train"), Action::Create, None, Some(pool_cfg("A100-80GB", 3, 70)));
-    train.reasons.push(Reason::new("new", "`gpu_pool.train` is new in the spec"));
+    train.reasons.push(Reason::new(rc("new"), "`gpu_pool.train` is new in the spec"));
     let mut p = pool_change("A100-80GB", NodeCounts::default(), counts(1, 2));
     p.before.gpus_per_node = 8;
     p.creates = vec![
@@ -131,13 +136,13 @@ fn create_two_pools_and_quota() -> Plan {
     ];
     train.pool = Some(p);
     let mut infer = change(pool_addr("infer"), Action::Create, None, Some(pool_cfg("L4", 1, 0)));
-    infer.reasons.push(Reason::new("new", "`gpu_pool.infer` is new in the spec"));
+    infer.reasons.push(Reason::new(rc("new"), "`gpu_pool.infer` is new in the spec"));
     let mut p = pool_change("L4", NodeCounts::default(), counts(1, 0));
     p.creates = vec![create("infer", "us-east-1a", Capacity::OnDemand, 1, "g6.48xlarge")];
     infer.pool = Some(p);
     let quota_cfg = json!({"max_gpus": 64, "budget": {"hourly_usd": 500}, "gpus": ["A100-80GB", "L4"]});
     let mut quota = change(Address::new(Kind::Quota, "ml"), Action::Create, None, Some(quota_cfg));
-    quota.reasons.push(Reason::new("new", "`quota.ml` is new in the spec"));
+    quota.reasons.push(Reason::new(rc("new"), "`quota.ml` is new in the spec"));
     // Deliberately out of order: views sort by address.
     plan(vec![quota, train, infer])
 }
@@ -150,11 +155,11 @@ fn update_with_drift() -> Plan {
         Some(pool_cfg("A100-80GB", 3, 70)),
     );
     c.reasons = vec![
-        Reason::new("changed:mix.spot_percent", "`mix.spot_percent` changed"),
-        Reason::new("changed:nodes.desired", "`nodes.desired` changed"),
-        Reason::new("drift", "1 node(s) disappeared outside gpuplan; restoring the mix"),
-        Reason::new("node_count", "nodes 2 → 3"),
-        Reason::new("adopt", "adopting 1 orphan node(s) tagged for this pool"),
+        Reason::new(rc("changed:mix.spot_percent"), "`mix.spot_percent` changed"),
+        Reason::new(rc("changed:nodes.desired"), "`nodes.desired` changed"),
+        Reason::new(rc("drift"), "1 node(s) disappeared outside gpuplan; restoring the mix"),
+        Reason::new(rc("node_count"), "nodes 2 → 3"),
+        Reason::new(rc("adopt"), "adopting 1 orphan node(s) tagged for this pool"),
     ];
     let mut p = pool_change("A100-80GB", counts(2, 0), counts(1, 2));
     p.creates = vec![
@@ -228,7 +233,7 @@ fn replace_gpu() -> Plan {
     let mut c =
         change(pool_addr("train"), Action::Replace, Some(pool_cfg("A100-80GB", 2, 50)), Some(pool_cfg("H100", 2, 50)));
     c.reasons =
-        vec![Reason::new("immutable", "gpu, instance_types cannot change in place; 2 node(s) will be replaced")];
+        vec![Reason::new(rc("immutable"), "gpu, instance_types cannot change in place; 2 node(s) will be replaced")];
     let mut p = pool_change("H100", counts(1, 1), counts(1, 1));
     p.creates = vec![
         create("train", "us-east-1a", Capacity::OnDemand, 1, "p5.48xlarge"),
@@ -256,7 +261,7 @@ fn delete_prevented() -> Plan {
     let mut cfg = pool_cfg("A100-80GB", 12, 50);
     cfg["lifecycle"] = json!({"prevent_destroy": true});
     let mut c = change(pool_addr("old"), Action::Delete, Some(cfg), None);
-    c.reasons = vec![Reason::new("removed_from_spec", "`gpu_pool.old` is removed from the spec")];
+    c.reasons = vec![Reason::new(rc("removed_from_spec"), "`gpu_pool.old` is removed from the spec")];
     let mut p = pool_change("A100-80GB", counts(6, 6), counts(0, 0));
     p.create_before_destroy = false;
     p.deletes = (0..12)
@@ -285,7 +290,7 @@ fn many_updates(n: usize) -> Plan {
                 Some(pool_cfg("A100-80GB", 2, 50)),
                 Some(pool_cfg("A100-80GB", 3, 50)),
             );
-            c.reasons = vec![Reason::new("node_count", "nodes 2 → 3")];
+            c.reasons = vec![Reason::new(rc("node_count"), "nodes 2 → 3")];
             let mut p = pool_change("A100-80GB", counts(1, 1), counts(1, 2));
             p.creates = vec![create("p", "us-east-1b", Capacity::Spot, 1, "p4de.24xlarge")];
             c.pool = Some(p);

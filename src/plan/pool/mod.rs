@@ -343,7 +343,7 @@ pub(crate) fn target_count(
         if cx.autoscaled { "the autoscaler owns the node count" } else { "`ignore_changes` covers nodes.desired" };
     let reason = (n != have).then(|| {
         Reason::new(
-            "node_bounds",
+            ReasonCode::NodeBounds,
             format!("{have} nodes is outside min..max ({}..{}); {who}", nodes_cfg.min.value, nodes_cfg.max.value),
         )
     });
@@ -391,14 +391,14 @@ pub(crate) fn explain(f: &Facts<'_>) -> Vec<Reason> {
     let addr = f.addr;
     let mut reasons = Vec::new();
     match f.action {
-        Action::Create => reasons.push(Reason::new("new", format!("`{addr}` is new in the spec"))),
+        Action::Create => reasons.push(Reason::new(ReasonCode::New, format!("`{addr}` is new in the spec"))),
         Action::Replace => {
             let attrs = if f.immutable_changed.is_empty() {
                 "nodes no longer match the pool".to_string()
             } else {
                 format!("{} cannot change in place", f.immutable_changed.join(", "))
             };
-            reasons.push(Reason::new("immutable", format!("{attrs}; {} node(s) will be replaced", f.stale)));
+            reasons.push(Reason::new(ReasonCode::Immutable, format!("{attrs}; {} node(s) will be replaced", f.stale)));
         }
         _ => {}
     }
@@ -407,12 +407,15 @@ pub(crate) fn explain(f: &Facts<'_>) -> Vec<Reason> {
     }
     if f.unfinished {
         reasons.push(Reason::new(
-            "unfinished",
+            ReasonCode::Unfinished,
             format!("an interrupted apply launched nodes for `{addr}` but did not record its configuration"),
         ));
     }
     if f.adopted > 0 {
-        reasons.push(Reason::new("adopt", format!("adopting {} orphan node(s) tagged for this pool", f.adopted)));
+        reasons.push(Reason::new(
+            ReasonCode::Adopt,
+            format!("adopting {} orphan node(s) tagged for this pool", f.adopted),
+        ));
     }
     reasons
 }
@@ -422,32 +425,40 @@ pub(crate) fn explain(f: &Facts<'_>) -> Vec<Reason> {
 fn change_reasons(f: &Facts<'_>) -> Vec<Reason> {
     let mut reasons = Vec::new();
     if let Some(s) = f.scale {
-        reasons.push(Reason::new("autoscale", format!("autoscale: {}", s.reason)));
+        reasons.push(Reason::new(ReasonCode::Autoscale, format!("autoscale: {}", s.reason)));
     }
     // An autoscaled pool's recorded count is the autoscaler's, not a spec change.
     let owned_path = |p: &str| f.owned && p == "nodes.desired";
     for p in f.changed.iter().filter(|p| !is_immutable(p) && !owned_path(p)) {
-        reasons.push(Reason::new(format!("changed:{p}"), format!("`{p}` changed")));
+        reasons.push(Reason::new(ReasonCode::Changed(p.to_string()), format!("`{p}` changed")));
     }
     if f.stale > 0 && f.action == Action::Update {
-        reasons
-            .push(Reason::new("outdated_nodes", format!("{} node(s) no longer match and will be replaced", f.stale)));
+        reasons.push(Reason::new(
+            ReasonCode::OutdatedNodes,
+            format!("{} node(s) no longer match and will be replaced", f.stale),
+        ));
     }
     let lost = f.lost;
     if lost > 0 && f.creates {
-        reasons.push(Reason::new("drift", format!("{lost} node(s) disappeared outside gpuplan; restoring the mix")));
+        reasons.push(Reason::new(
+            ReasonCode::Drift,
+            format!("{lost} node(s) disappeared outside gpuplan; restoring the mix"),
+        ));
     } else if lost > 0 {
         reasons.push(Reason::new(
-            "drift",
+            ReasonCode::Drift,
             format!("{lost} node(s) disappeared outside gpuplan; dropping them from state"),
         ));
     }
     let (before, n) = (f.before, f.after.nodes());
     let (od, spot) = (f.after.on_demand, f.after.spot);
     if before.nodes() != n {
-        reasons.push(Reason::new("node_count", format!("nodes {} → {n}", before.nodes())));
+        reasons.push(Reason::new(ReasonCode::NodeCount, format!("nodes {} → {n}", before.nodes())));
     } else if (before.on_demand, before.spot) != (od, spot) {
-        reasons.push(Reason::new("mix", format!("on-demand/spot {}/{} → {od}/{spot}", before.on_demand, before.spot)));
+        reasons.push(Reason::new(
+            ReasonCode::Mix,
+            format!("on-demand/spot {}/{} → {od}/{spot}", before.on_demand, before.spot),
+        ));
     }
     reasons
 }

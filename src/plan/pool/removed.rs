@@ -84,15 +84,15 @@ pub(crate) fn removal_reason(cx: &PoolCtx<'_, '_>) -> (Reason, &'static str) {
     // Orphans of a pool neither the spec nor the state knows: terminated, not "removed".
     let orphans_only = cx.prior.is_none() && !cx.input.destroy;
     let (code, message, why) = if cx.input.destroy {
-        ("destroy", format!("destroy was requested for `{addr}`"), "destroy requested")
+        (ReasonCode::Destroy, format!("destroy was requested for `{addr}`"), "destroy requested")
     } else if orphans_only {
         (
-            "orphan",
+            ReasonCode::Orphan,
             format!("`{addr}` is in neither the spec nor the state; its orphan node(s) will be terminated"),
             "orphan",
         )
     } else {
-        ("removed_from_spec", format!("`{addr}` is removed from the spec"), "removed from the spec")
+        (ReasonCode::RemovedFromSpec, format!("`{addr}` is removed from the spec"), "removed from the spec")
     };
     (Reason::new(code, message), why)
 }

@@ -332,10 +332,10 @@ fn removal_reason_says_destroy_orphan_or_removed() {
     assert_eq!(with_cx(&world, false, false, removal_reason).1, "removed from the spec");
     world.destroy = true;
     let (reason, why) = with_cx(&world, false, false, removal_reason);
-    assert_eq!((reason.code.as_str(), why), ("destroy", "destroy requested"));
+    assert_eq!((reason.code.to_string().as_str(), why), ("destroy", "destroy requested"));
     let orphans = World::new(None, Some(vec![node("i-1", "us-east-1a", Capacity::Spot)]));
     let (reason, why) = with_cx(&orphans, false, false, removal_reason);
-    assert_eq!((reason.code.as_str(), why), ("orphan", "orphan"));
+    assert_eq!((reason.code.to_string().as_str(), why), ("orphan", "orphan"));
     assert!(reason.message.contains("in neither the spec nor the state"), "{}", reason.message);
 }
 
@@ -470,7 +470,7 @@ fn target_count_is_desired_unless_the_count_is_owned_then_clamped_with_a_reason(
         // `ignore_changes` on the count keeps the fresh nodes, within min..max.
         let (n, reason) = target_count(cx, pool, &["nodes.desired".into()], None, 9);
         let reason = reason.expect("clamped");
-        assert_eq!((n, reason.code.as_str()), (6, "node_bounds"));
+        assert_eq!((n, reason.code.to_string().as_str()), (6, "node_bounds"));
         assert_eq!(reason.message, "9 nodes is outside min..max (1..6); `ignore_changes` covers nodes.desired");
         assert_eq!(target_count(cx, pool, &["nodes".into()], None, 3), (3, None));
     });
@@ -513,8 +513,8 @@ fn facts<'a>(addr: &'a Address, action: Action) -> Facts<'a> {
     }
 }
 
-fn codes(reasons: &[Reason]) -> Vec<&str> {
-    reasons.iter().map(|r| r.code.as_str()).collect()
+fn codes(reasons: &[Reason]) -> Vec<String> {
+    reasons.iter().map(|r| r.code.to_string()).collect()
 }
 
 #[test]

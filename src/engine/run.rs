@@ -1,5 +1,6 @@
 //! The operations commands run: plan (refresh + diff) and apply (execute + compact).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::addr::Address;
@@ -11,9 +12,9 @@ use crate::plan::Plan;
 use crate::plan::diff::{self, PlanInput};
 use crate::plan::model::ScaleAction;
 use crate::policy;
-use crate::providers::{Node, ProviderError};
+use crate::providers::{JobStatus, Node, ProviderError};
 use crate::spec::Spec;
-use crate::state::{JournalEntry, ScaleRecord, StateError};
+use crate::state::{JournalEntry, ScaleRecord, State, StateError};
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum RunError {
@@ -65,12 +66,36 @@ pub async fn plan(
     providers: &ProviderSet,
     req: &PlanRequest,
 ) -> Result<Plan, RunError> {
-    let plan = {
-        let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
-        diff_observed(spec, session, observed.as_deref(), req, &[])?
-    }; // the observed fleet is freed before costing (memory at 100,000 pools)
+    let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
+    let statuses = if req.refresh && !req.destroy {
+        Some(
+            jobs::refresh::statuses(providers, &session.state)
+                .await
+                .map_err(|(provider, error)| RunError::Refresh { provider, error })?,
+        )
+    } else {
+        None
+    };
+    plan_refreshed(spec, &session.state, observed, statuses.as_ref(), req, &[])
+}
+
+/// Everything `plan` does once the clouds have been read, and nothing else: diff, cost,
+/// policies, job admission. Pure. `gpuplan plan` and the plan-case snapshots
+/// (`tests/plan_cases/`) both go through it, so the snapshots show what users see.
+pub fn plan_refreshed(
+    spec: &Spec,
+    state: &State,
+    observed: Option<Vec<Node>>,
+    statuses: Option<&BTreeMap<String, JobStatus>>,
+    req: &PlanRequest,
+    autoscale: &[ScaleAction],
+) -> Result<Plan, RunError> {
+    let plan = diff_observed(spec, state, observed.as_deref(), req, autoscale)?;
+    drop(observed); // the observed fleet is freed before costing (memory at 100,000 pools)
     let mut plan = assess(plan, spec, req)?;
-    plan.jobs = place_jobs(spec, session, providers, req, &plan).await?;
+    if !req.destroy {
+        plan.jobs = jobs::place::place(&jobs::place::PlaceInput { spec, state, plan: &plan, observed: statuses });
+    }
     Ok(plan)
 }
 
@@ -90,20 +115,20 @@ pub fn plan_observed(
     req: &PlanRequest,
     autoscale: &[ScaleAction],
 ) -> Result<Plan, RunError> {
-    assess(diff_observed(spec, session, observed, req, autoscale)?, spec, req)
+    assess(diff_observed(spec, &session.state, observed, req, autoscale)?, spec, req)
 }
 
 /// The diff alone (no cost, no policies).
 fn diff_observed(
     spec: &Spec,
-    session: &Session,
+    state: &State,
     observed: Option<&[Node]>,
     req: &PlanRequest,
     autoscale: &[ScaleAction],
 ) -> Result<Plan, diff::BadStateKey> {
     let input = PlanInput {
         spec,
-        state: &session.state,
+        state,
         observed,
         targets: &req.targets,
         destroy: req.destroy,

@@ -10,17 +10,17 @@
 //!
 //! Outputs, snapshotted with insta beside the inputs: `text.snap` (no colour, width 100),
 //! `json.snap` (`render::plan_json`) and `markdown.snap` (`render::plan_markdown`).
-//! Everything goes through the pure planner (`spec::load_dir` + `plan::diff::plan` + `jobs::place::place`): no
-//! clock, no network. Each case is planned twice and both plans must be equal.
+//! Everything goes through `engine::run::plan_refreshed`, the pure steps `gpuplan plan`
+//! runs after its refresh (diff, cost, the case's `policies/` and quotas, job admission),
+//! so the snapshots show the cost and verdicts users see: no clock, no network. Each case is planned twice and both plans must be equal.
 
 use std::path::{Path, PathBuf};
 
 use std::collections::BTreeMap;
 
 use gpuplan::addr::Address;
-use gpuplan::jobs::place::{self, PlaceInput};
+use gpuplan::engine::run::PlanRequest;
 use gpuplan::plan::Plan;
-use gpuplan::plan::diff::{self, PlanInput};
 use gpuplan::providers::{JobStatus, Node};
 use gpuplan::render;
 use gpuplan::state::State;
@@ -57,21 +57,19 @@ fn plan_case(dir: &Path) -> Plan {
     let observed: Option<Vec<Node>> = read_json(&dir.join("observed.json"));
     let args: Args = read_json(&dir.join("args.json")).unwrap_or_default();
     let targets: Vec<Address> = args.targets.iter().map(|t| t.parse().expect("target parses")).collect();
-    let input = PlanInput {
-        spec: &loaded.spec,
-        state: &state,
-        observed: observed.as_deref(),
-        targets: &targets,
-        destroy: args.destroy,
-        spec_digest: diff::spec_digest(&loaded.spec),
-        autoscale: &args.autoscale,
-    };
-    let mut plan = diff::plan(&input).expect("the state's keys are addresses");
     // `job_status.json` (optional): run id → `providers::JobStatus` as refresh saw it.
     let statuses: Option<BTreeMap<String, JobStatus>> = read_json(&dir.join("job_status.json"));
-    let jobs = PlaceInput { spec: &loaded.spec, state: &state, plan: &plan, observed: statuses.as_ref() };
-    plan.jobs = place::place(&jobs);
-    plan
+    // The case's own `policies/`, as `gpuplan plan` reads them (quotas are always checked).
+    let mut sources = gpuplan::diag::Sources::default();
+    let mut diags = gpuplan::diag::Diagnostics::default();
+    let files = gpuplan::policy::load::policy_files(&[dir.join("policies")]);
+    let policies = gpuplan::policy::load::load(&files, &mut sources, &mut diags);
+    assert!(!diags.has_errors(), "{}: policy errors: {:?}", dir.display(), diags.items);
+    let req =
+        PlanRequest { refresh: observed.is_some(), targets, destroy: args.destroy, policies, ..PlanRequest::default() };
+    // The same pure steps as `gpuplan plan` after its refresh: diff, cost, policies, jobs.
+    gpuplan::engine::run::plan_refreshed(&loaded.spec, &state, observed, statuses.as_ref(), &req, &args.autoscale)
+        .expect("the case plans")
 }
 
 fn check(case: &str) {

@@ -71,6 +71,9 @@ pub fn save(path: &Path, plan: &Plan) -> Result<(), PlanFileError> {
         gz.finish()?.into_inner().map_err(|e| e.into_error())?.sync_all()
     };
     write().and_then(|()| std::fs::rename(&tmp, path)).map_err(|error| {
+        // Best-effort cleanup of the half-written temp file: the write error below is what
+        // the user sees, and a temp file that cannot be removed either never existed or is
+        // overwritten by the next save.
         let _ = std::fs::remove_file(&tmp);
         PlanFileError::Write { path: path.to_path_buf(), error }
     })

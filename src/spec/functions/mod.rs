@@ -734,6 +734,8 @@ fn format(c: &Call<'_>) -> EvalResult {
                 digits.push(*d);
                 chars.next();
             }
+            // Only ASCII digits were collected: `None` means `%.f` without digits (or a
+            // number too long to parse), both meaning "default precision", as before.
             precision = digits.parse().ok().map(|p: usize| p.min(20));
         }
         let verb = chars.next();

@@ -86,6 +86,7 @@ fn main() {
                 pool: "gpu_pool.bench".parse().unwrap(),
                 region: region.clone(),
                 zone: zone.into(),
+                zones: vec![],
                 instance_types: vec!["g5.xlarge".into()],
                 capacity: if batch % 2 == 0 { Capacity::OnDemand } else { Capacity::Spot },
                 count,

@@ -107,13 +107,19 @@ async fn creates(
         if placed.kept > 0 {
             shortfalls.push(format!(
                 "{} {} node(s) in {} could not be placed ({}); the nodes they were to replace stay",
-                placed.kept, batch.capacity, batch.zone, placed.why
+                placed.kept,
+                batch.capacity,
+                batch.placement(),
+                placed.why
             ));
         }
         if placed.missing > 0 {
             let msg = format!(
                 "{} {} node(s) in {} could not be placed ({})",
-                placed.missing, batch.capacity, batch.zone, placed.why
+                placed.missing,
+                batch.capacity,
+                batch.placement(),
+                placed.why
             );
             match (batch.capacity, pc.fallback) {
                 (_, Fallback::Wait) => shortfalls.push(msg),
@@ -146,6 +152,8 @@ struct Placed {
 
 /// Try the batch where planned, then the pool's other zones, then (spot with
 /// `fallback = "on_demand"`) on-demand, falling back for at most `may_fall_back` nodes.
+/// A batch the provider places across several zones (EC2 fleets) has tried them all in
+/// its one call: its only fallback is one on-demand call over the same zones.
 async fn create_with_fallback(
     change: &ResourceChange,
     pc: &PoolChange,
@@ -155,11 +163,13 @@ async fn create_with_fallback(
     may_fall_back: u32,
 ) -> Result<Placed, String> {
     let addr = change.address.to_string();
+    let tried = batch.placement_zones();
+    let others: Vec<&String> = pc.zones.iter().filter(|z| !tried.contains(&z.as_str())).collect();
     let mut places: Vec<(String, Capacity)> = vec![(batch.zone.clone(), batch.capacity)];
-    places.extend(pc.zones.iter().filter(|z| **z != batch.zone).map(|z| (z.clone(), batch.capacity)));
+    places.extend(others.iter().map(|z| ((*z).clone(), batch.capacity)));
     if batch.capacity == Capacity::Spot && pc.fallback == Fallback::OnDemand {
         places.push((batch.zone.clone(), Capacity::OnDemand));
-        places.extend(pc.zones.iter().filter(|z| **z != batch.zone).map(|z| (z.clone(), Capacity::OnDemand)));
+        places.extend(others.iter().map(|z| ((*z).clone(), Capacity::OnDemand)));
     }
     let mut missing = batch.count;
     let mut made = 0;
@@ -171,6 +181,10 @@ async fn create_with_fallback(
             break;
         }
         let mut req = batch.clone();
+        if zone != batch.zone {
+            // Another single zone: the batch's own zones were all tried.
+            req.zones = vec![];
+        }
         req.zone = zone;
         req.capacity = cap;
         req.count = want;
@@ -180,9 +194,10 @@ async fn create_with_fallback(
         if k > 0 {
             // A distinct, still deterministic token per fallback placement.
             req.token = format!("{}-f{k}", batch.token);
-            ctx.progress.event(&addr, &format!("falling back to {} in {} for {want} node(s)", req.capacity, req.zone));
+            let msg = format!("falling back to {} in {} for {want} node(s)", req.capacity, req.placement());
+            ctx.progress.event(&addr, &msg);
         } else {
-            ctx.progress.event(&addr, &format!("creating {missing} {} node(s) in {}", req.capacity, req.zone));
+            ctx.progress.event(&addr, &format!("creating {missing} {} node(s) in {}", req.capacity, req.placement()));
         }
         let result = match call(ctx, &req.token, || provider.create_nodes(&req)).await {
             Ok(r) => r,

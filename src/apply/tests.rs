@@ -132,6 +132,7 @@ fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> Resourc
         pool: address.clone(),
         region: "us-east-1".into(),
         zone: "us-east-1a".into(),
+        zones: vec![],
         instance_types: vec!["g6.xlarge".into()],
         capacity,
         count,

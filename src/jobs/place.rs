@@ -385,6 +385,7 @@ fn launch(
             pool: job.pool.value.clone(),
             region: shape.region.clone(),
             zone: shape.zones.get(replica as usize % shape.zones.len().max(1)).cloned().unwrap_or_default(),
+            zones: vec![],
             instance_types: shape.instance_types.clone(),
             capacity,
             count: 1,

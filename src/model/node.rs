@@ -76,12 +76,18 @@ impl Node {
     }
 }
 
-/// Create `count` nodes of one shape in one zone: one provider call per batch.
+/// Create `count` nodes of one shape in one zone (or, with `zones`, in any of several):
+/// one provider call per batch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateNodes {
     pub pool: Address,
     pub region: String,
     pub zone: String,
+    /// Every zone the provider may place this batch in, in the one call, when it chooses
+    /// zones itself (EC2 fleets: `PoolShape::provider_places_zones`); `zone` is the first.
+    /// Empty: `zone` alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<String>,
     /// Allowed instance types, preferred first; the provider may fall back within them.
     pub instance_types: Vec<String>,
     pub capacity: Capacity,
@@ -98,6 +104,18 @@ pub struct CreateNodes {
     /// Cloud-init user data (job launches).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_data: Option<String>,
+}
+
+impl CreateNodes {
+    /// The zones this batch may go to: `zones`, else `zone` alone.
+    pub fn placement_zones(&self) -> Vec<&str> {
+        if self.zones.is_empty() { vec![self.zone.as_str()] } else { self.zones.iter().map(String::as_str).collect() }
+    }
+
+    /// Where the batch goes, for messages: `us-east-1a` or `us-east-1a, us-east-1b`.
+    pub fn placement(&self) -> String {
+        self.placement_zones().join(", ")
+    }
 }
 
 /// What a create call achieved: it may be partial (`errors` say why the rest failed).

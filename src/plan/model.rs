@@ -226,7 +226,8 @@ pub struct PoolChange {
     /// gpuplan): apply drops them from state, so the drift is reported once, not forever.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forget: Vec<String>,
-    /// The pool's zones, for falling back to another zone when one has no capacity.
+    /// The pool's zones, for falling back to another zone when one has no capacity (a
+    /// batch over several zones has tried them all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub zones: Vec<String>,
     /// What to do when spot capacity is short: `on_demand`, `wait` or `fail`.

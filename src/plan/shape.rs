@@ -45,9 +45,35 @@ pub fn spread(count: u32, zones: usize, offset: usize) -> Vec<u32> {
         .collect()
 }
 
-/// Desired (zone, capacity) → count for a pool of `n` nodes.
+/// The bucket key of every allowed zone of a pool whose provider places nodes across its
+/// zones itself (see [`PoolShape::provider_places_zones`]).
+pub const ANY_ZONE: &str = "*";
+
+impl PoolShape {
+    /// Does the provider choose each node's zone among the pool's zones? EC2 fleets do:
+    /// one `CreateFleet` per capacity type with overrides for every allowed subnet lets
+    /// EC2's allocation strategy pick the zones with capacity (and the lowest spot
+    /// interruption risk), as AWS recommends. The plan then counts nodes per capacity type
+    /// over all allowed zones: holding them to a per-zone split would move the nodes EC2
+    /// placed back on every apply. The other clouds launch into one zone per call.
+    pub fn provider_places_zones(&self) -> bool {
+        self.provider_kind == ProviderKind::Aws && self.zones.len() > 1
+    }
+}
+
+/// The layout bucket a node in `zone` counts in: [`ANY_ZONE`] for any allowed zone of a
+/// pool whose provider places nodes across zones, otherwise the zone itself.
+pub fn bucket<'a>(shape: &PoolShape, zone: &'a str) -> &'a str {
+    if shape.provider_places_zones() && shape.zones.iter().any(|z| z == zone) { ANY_ZONE } else { zone }
+}
+
+/// Desired (zone, capacity) → count for a pool of `n` nodes. A pool whose provider places
+/// nodes across zones has one bucket per capacity type, keyed by [`ANY_ZONE`].
 pub fn layout(shape: &PoolShape, n: u32, on_demand_base: u32, spot_percent: u32) -> Vec<(String, Capacity, u32)> {
     let (od, spot) = split(n, on_demand_base, spot_percent);
+    if shape.provider_places_zones() {
+        return vec![(ANY_ZONE.to_string(), Capacity::OnDemand, od), (ANY_ZONE.to_string(), Capacity::Spot, spot)];
+    }
     let z = shape.zones.len();
     let od_by_zone = spread(od, z, 0);
     // Start spot where on-demand left off, so zones stay balanced overall.
@@ -110,6 +136,35 @@ mod tests {
         assert_eq!(split(10, 0, 100), (0, 10));
         assert_eq!(split(3, 5, 50), (3, 0)); // base larger than the pool
         assert_eq!(split(0, 1, 50), (0, 0));
+    }
+
+    fn aws_shape(zones: &[&str]) -> PoolShape {
+        PoolShape {
+            provider: "aws".into(),
+            provider_kind: ProviderKind::Aws,
+            region: "us-east-1".into(),
+            zones: zones.iter().map(|z| z.to_string()).collect(),
+            gpu: "A10G".into(),
+            gpus_per_node: 1,
+            instance_types: vec!["g5.xlarge".into()],
+            image: None,
+            max_spot_price: None,
+        }
+    }
+
+    #[test]
+    fn fleets_over_several_zones_count_per_capacity_type_only() {
+        let s = aws_shape(&["us-east-1a", "us-east-1b"]);
+        let any = ANY_ZONE.to_string();
+        assert_eq!(layout(&s, 5, 1, 50), vec![(any.clone(), Capacity::OnDemand, 3), (any, Capacity::Spot, 2)]);
+        assert_eq!(bucket(&s, "us-east-1b"), ANY_ZONE);
+        assert_eq!(bucket(&s, "us-east-1c"), "us-east-1c", "a zone the pool no longer allows stays its own bucket");
+        // One zone, or another cloud: per-zone buckets as before.
+        let one = aws_shape(&["us-east-1a"]);
+        assert_eq!(layout(&one, 2, 2, 0)[0], ("us-east-1a".to_string(), Capacity::OnDemand, 2));
+        assert_eq!(bucket(&one, "us-east-1a"), "us-east-1a");
+        let sim = PoolShape { provider_kind: ProviderKind::Sim, ..s };
+        assert_eq!(layout(&sim, 4, 0, 50).len(), 4);
     }
 
     #[test]

@@ -127,3 +127,57 @@ fn a_state_key_that_is_no_address_is_an_error_not_dropped() {
     assert_eq!(err.key, "gpu_pool..bad");
     assert!(err.to_string().contains("`gpu_pool..bad`") && err.to_string().contains("not a resource address"), "{err}");
 }
+
+#[test]
+fn an_aws_pool_over_two_zones_creates_one_batch_per_capacity_type_over_both() {
+    let mut sources = crate::diag::Sources::default();
+    sources.add(
+        "main.hcl",
+        r#"provider "aws" {
+  region = "us-east-1"
+  image  = "ami-0123456789abcdef0"
+}
+
+gpu_pool "p" {
+  provider       = "aws"
+  zones          = ["us-east-1a", "us-east-1b"]
+  gpu            = "A10G"
+  gpus_per_node  = 1
+  instance_types = ["g5.xlarge", "g5.2xlarge"]
+  nodes {
+    min     = 0
+    desired = 5
+    max     = 10
+  }
+  mix {
+    on_demand_base = 1
+    spot_percent   = 50
+    fallback       = "on_demand"
+  }
+}
+"#,
+    );
+    let loaded = crate::spec::load_sources(sources, &Default::default());
+    assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
+    let s = State::new("00000000-0000-4000-8000-000000000000".into());
+    let p = plan(&PlanInput {
+        spec: &loaded.spec,
+        state: &s,
+        observed: Some(&[]),
+        targets: &[],
+        destroy: false,
+        spec_digest: String::new(),
+        autoscale: &[],
+    })
+    .unwrap();
+    let pc = p.changes[0].pool.as_ref().expect("a pool change");
+    let batches: Vec<(crate::providers::Capacity, u32, &str, Vec<&str>)> = pc
+        .creates
+        .iter()
+        .map(|b| (b.capacity, b.count, b.zone.as_str(), b.zones.iter().map(String::as_str).collect()))
+        .collect();
+    use crate::providers::Capacity::{OnDemand, Spot};
+    let both = vec!["us-east-1a", "us-east-1b"];
+    assert_eq!(batches, [(OnDemand, 3, "us-east-1a", both.clone()), (Spot, 2, "us-east-1a", both)]);
+    assert_ne!(pc.creates[0].token, pc.creates[1].token);
+}

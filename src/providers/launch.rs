@@ -170,6 +170,7 @@ mod tests {
             pool: "gpu_pool.p".parse().expect("address"),
             region: "r".into(),
             zone: "r-a".into(),
+            zones: vec![],
             instance_types: types.iter().map(|t| t.to_string()).collect(),
             capacity: Capacity::OnDemand,
             count,

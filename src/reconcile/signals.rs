@@ -98,7 +98,11 @@ pub fn autoscale(cx: &Context<'_>) -> (Vec<ScaleAction>, Vec<PoolDecision>, BTre
             decisions.push(verdict);
             continue;
         }
-        let signals = signals_for(cx, pool_addr, &pc.provider_kind);
+        let mut signals = signals_for(cx, pool_addr, &pc.provider_kind);
+        // Nodes count in the planner's buckets (all allowed zones are one for EC2 fleets).
+        for n in &mut signals.nodes {
+            n.zone = shape::bucket(&shape, &n.zone).to_string();
+        }
         if let Some(u) = signals.utilization() {
             utilization.insert(pool_addr.clone(), u);
         }

@@ -216,6 +216,7 @@ impl<'a> PoolDoc<'a> {
                     count: b.count,
                     instance_types: &b.instance_types,
                     zone: &b.zone,
+                    zones: &b.zones,
                 })
                 .collect(),
             deletes: p
@@ -244,6 +245,10 @@ struct CreateDoc<'a> {
     count: u32,
     instance_types: &'a [String],
     zone: &'a str,
+    /// Every zone the provider may place the batch in (EC2 fleets); absent: `zone` alone.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    #[schemars(default)]
+    zones: &'a [String],
 }
 
 #[derive(Serialize, JsonSchema)]

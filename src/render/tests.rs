@@ -50,6 +50,7 @@ fn create(pool: &str, zone: &str, capacity: Capacity, count: u32, instance_type:
         pool: pool_addr(pool),
         region: "us-east-1".into(),
         zone: zone.into(),
+        zones: vec![],
         instance_types: vec![instance_type.into()],
         capacity,
         count,
@@ -453,4 +454,17 @@ fn markdown_cuts_table_rows_only_when_even_the_table_does_not_fit() {
         40 - rows
     )));
     assert!(md.contains("_… 40 more changes not shown (output limited to 1200 characters)"));
+}
+
+#[test]
+fn a_batch_over_several_zones_names_them_all() {
+    let mut p = create_two_pools_and_quota();
+    let c = p.changes.iter_mut().find(|c| c.address == pool_addr("train")).expect("train");
+    let mut b = create("train", "us-east-1a", Capacity::Spot, 2, "p4de.24xlarge");
+    b.zones = vec!["us-east-1a".into(), "us-east-1b".into()];
+    c.pool.as_mut().expect("pool").creates = vec![b];
+    let text = plan_text(&p, &WIDTH);
+    assert!(text.contains("+ 2 spot across us-east-1a, us-east-1b (p4de.24xlarge)"), "{text}");
+    let json = plan_json(&p).to_string();
+    assert!(json.contains(r#""zone":"us-east-1a","zones":["us-east-1a","us-east-1b"]"#), "{json}");
 }

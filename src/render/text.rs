@@ -223,7 +223,8 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
         .map(|b| {
             let types =
                 if b.instance_types.is_empty() { String::new() } else { format!(" ({})", b.instance_types.join(", ")) };
-            format!("      {} {} {} in {}{types}\n", p.symbol("+"), b.count, b.capacity, b.zone)
+            let place = if b.zones.is_empty() { format!("in {}", b.zone) } else { format!("across {}", b.placement()) };
+            format!("      {} {} {} {place}{types}\n", p.symbol("+"), b.count, b.capacity)
         })
         .collect();
     let deletes: Vec<String> = pool

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::aws::cli::{self, pool_spec, run};
-use crate::aws::fake_ec2::{self, FakeEc2, baseline, error, fleet};
+use crate::aws::fake_ec2::{self, FakeEc2, baseline, error, fleet, fleet_in};
 
 fn ids(prefix: &str, n: usize, seq: &AtomicU32) -> Vec<String> {
     (0..n).map(|_| format!("i-{prefix}{:012x}", seq.fetch_add(1, Ordering::SeqCst))).collect()
@@ -19,12 +19,21 @@ fn spot(req: &fake_ec2::Request) -> bool {
     req.params.get("TargetCapacitySpecification.DefaultTargetCapacityType").map(String::as_str) == Some("spot")
 }
 
-fn zone(req: &fake_ec2::Request) -> String {
-    req.params.get("LaunchTemplateConfigs.1.Overrides.1.AvailabilityZone").cloned().unwrap_or_default()
+/// The zones a fleet's overrides name, sorted and deduplicated.
+fn zones(req: &fake_ec2::Request) -> Vec<String> {
+    let mut z: Vec<String> = req
+        .params
+        .iter()
+        .filter(|(k, _)| k.starts_with("LaunchTemplateConfigs.1.Overrides.") && k.ends_with(".AvailabilityZone"))
+        .map(|(_, v)| v.clone())
+        .collect();
+    z.sort();
+    z.dedup();
+    z
 }
 
 #[test]
-fn spot_stock_out_in_fleet_errors_falls_back_to_other_zones_then_on_demand() {
+fn spot_stock_out_in_fleet_errors_falls_back_to_on_demand_over_all_zones() {
     let seq = AtomicU32::new(1);
     let fake = FakeEc2::start(move |req, _| {
         if let Some(r) = baseline(req) {
@@ -50,12 +59,10 @@ fn spot_stock_out_in_fleet_errors_falls_back_to_other_zones_then_on_demand() {
     let r = run(tmp.path(), &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let fleets = fake.actions("CreateFleet");
-    let tried: Vec<(bool, String)> = fleets.iter().map(|f| (spot(f), zone(f))).collect();
-    // One spot node per zone was planned; each tries its zone, then the other, then on-demand.
-    assert!(tried.iter().filter(|(s, _)| *s).count() >= 2, "{tried:?}");
-    assert!(tried.contains(&(true, "us-east-1a".into())) && tried.contains(&(true, "us-east-1b".into())), "{tried:?}");
-    let od: usize = fleets.iter().filter(|f| !spot(f)).map(count).sum();
-    assert_eq!(od, 2, "both nodes fell back to on-demand: {tried:?}");
+    let tried: Vec<(bool, usize, Vec<String>)> = fleets.iter().map(|f| (spot(f), count(f), zones(f))).collect();
+    // One spot fleet over both zones for both nodes, then one on-demand fleet for both.
+    let both = vec!["us-east-1a".to_string(), "us-east-1b".to_string()];
+    assert_eq!(tried, [(true, 2, both.clone()), (false, 2, both)], "{tried:?}");
     assert!(r.stderr.contains("falling back to on-demand"), "{}", r.stderr);
     let state = std::fs::read_to_string(tmp.path().join("state/default.json")).unwrap();
     assert_eq!(state.matches("\"capacity\": \"on-demand\"").count(), 2, "{state}");
@@ -174,4 +181,97 @@ fn spot_price_too_low_is_reported_not_retried() {
     assert!(r.stderr.contains("SpotMaxPriceTooLow") && r.stderr.contains("max_spot_price"), "{}", r.stderr);
     let f = &fake.actions("CreateFleet")[0];
     assert_eq!(f.params.get("LaunchTemplateConfigs.1.Overrides.1.MaxPrice").map(String::as_str), Some("0.01"));
+}
+
+/// A spot fleet that launches `got` of its nodes in us-east-1b and reports a stock-out
+/// for the rest; on-demand fleets launch everything in us-east-1a.
+fn short_spot(got: usize) -> FakeEc2 {
+    let seq = AtomicU32::new(1);
+    FakeEc2::start(move |req, _| {
+        if let Some(r) = baseline(req) {
+            return r;
+        }
+        match req.action.as_str() {
+            "CreateFleet" if spot(req) => fleet_in(
+                &ids("05", got.min(count(req)), &seq),
+                "spot",
+                Some("us-east-1b"),
+                &[("InsufficientInstanceCapacity", "There is not enough capacity to fulfill your request.")],
+            ),
+            "CreateFleet" => fleet_in(&ids("0d", count(req), &seq), "on-demand", Some("us-east-1a"), &[]),
+            other => error(400, "InvalidAction", other),
+        }
+    })
+}
+
+/// Apply a 5-node all-spot pool over two zones with `fallback`; the fake, the run and the
+/// state's nodes as (id, capacity, zone).
+fn apply_short_spot(fallback: &str) -> (FakeEc2, cli::Run, Vec<(String, String, String)>) {
+    let fake = short_spot(3);
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = pool_spec(&fake.url, "us-east-1", &["us-east-1a", "us-east-1b"], 5, 0, 100, "")
+        .replace("fallback       = \"on_demand\"", &format!("fallback       = \"{fallback}\""));
+    std::fs::write(tmp.path().join("main.hcl"), spec).unwrap();
+    let r = run(tmp.path(), &["apply", "--auto-approve"]);
+    let text = std::fs::read_to_string(tmp.path().join("state/default.json")).unwrap();
+    let state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let nodes = state["resources"]["gpu_pool.train"]["nodes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|n| {
+                    let s = |k: &str| n[k].as_str().unwrap_or_default().to_string();
+                    (s("id"), s("capacity"), s("zone"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (fake, r, nodes)
+}
+
+fn distinct(nodes: &[(String, String, String)]) -> usize {
+    nodes.iter().map(|n| &n.0).collect::<std::collections::BTreeSet<_>>().len()
+}
+
+#[test]
+fn partial_spot_shortfall_keeps_what_launched_and_falls_back_to_on_demand_for_the_rest() {
+    let (fake, r, nodes) = apply_short_spot("on_demand");
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let fleets: Vec<(bool, usize)> = fake.actions("CreateFleet").iter().map(|f| (spot(f), count(f))).collect();
+    assert_eq!(fleets, [(true, 5), (false, 2)], "only the 2 missing nodes go on-demand");
+    assert_eq!(nodes.len(), 5, "{nodes:?}");
+    assert_eq!(distinct(&nodes), 5, "no node recorded twice: {nodes:?}");
+    let spot_nodes: Vec<_> = nodes.iter().filter(|n| n.1 == "spot").collect();
+    assert_eq!(spot_nodes.len(), 3, "{nodes:?}");
+    assert!(spot_nodes.iter().all(|n| n.2 == "us-east-1b"), "each node in the zone EC2 chose: {nodes:?}");
+    assert!(nodes.iter().filter(|n| n.1 == "on-demand").all(|n| n.2 == "us-east-1a"), "{nodes:?}");
+    assert!(r.stderr.contains("falling back to on-demand"), "{}", r.stderr);
+}
+
+#[test]
+fn partial_spot_shortfall_with_wait_keeps_what_launched_and_reports_the_rest() {
+    let (fake, r, nodes) = apply_short_spot("wait");
+    assert_eq!(r.code, 0, "a shortfall under `wait` is a warning:\n{}\n{}", r.stdout, r.stderr);
+    assert_eq!(fake.actions("CreateFleet").len(), 1, "no on-demand fallback");
+    let out = format!("{}{}", r.stdout, r.stderr);
+    assert!(out.contains("2 spot node(s) in us-east-1a, us-east-1b could not be placed"), "{out}");
+    assert!(out.contains("will retry on the next apply"), "{out}");
+    assert_eq!(nodes.len(), 3, "the 3 launched nodes are recorded: {nodes:?}");
+    assert_eq!(distinct(&nodes), 3);
+    assert!(nodes.iter().all(|n| n.1 == "spot"), "{nodes:?}");
+}
+
+#[test]
+fn partial_spot_shortfall_with_fail_fails_but_records_what_launched() {
+    let (fake, r, nodes) = apply_short_spot("fail");
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(fake.actions("CreateFleet").len(), 1, "no on-demand fallback");
+    assert!(
+        r.stderr.contains("2 spot node(s) in us-east-1a, us-east-1b could not be placed"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert_eq!(nodes.len(), 3, "launched nodes are never orphaned: {nodes:?}");
+    assert_eq!(distinct(&nodes), 3);
 }

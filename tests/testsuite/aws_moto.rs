@@ -220,3 +220,61 @@ async fn live_spot_prices_and_gpu_shapes_come_from_the_api() {
     p.offers("A10G", Some("us-east-1")).await.unwrap();
     assert_eq!(p.total_calls(), before);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mixed_pool_over_two_zones_and_two_types_is_one_fleet_per_capacity_type() {
+    let region = "us-east-2";
+    let c = client(region).await;
+    // Every call of the apply crosses this proxy on its way to moto, and is counted there.
+    let proxy = crate::aws::fake_ec2::FakeEc2::proxy(&endpoint());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // 6 nodes: 1 on-demand base, 60 % of the other 5 on spot → 3 on-demand, 3 spot.
+    let spec = pool_spec(&proxy.url, region, &["us-east-2a", "us-east-2b"], 6, 1, 60, "")
+        .replace("instance_types = [\"g5.xlarge\"]", "instance_types = [\"g5.xlarge\", \"g5.2xlarge\"]");
+    write_spec(dir, &spec);
+
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    let calls = proxy.requests();
+    let actions: Vec<&str> = calls.iter().map(|q| q.action.as_str()).collect();
+    assert!(calls.len() <= 8, "{} calls: {actions:?}", calls.len());
+    let fleets = proxy.actions("CreateFleet");
+    assert_eq!(fleets.len(), 2, "one fleet per capacity type: {actions:?}");
+    for f in &fleets {
+        let p = |k: &str| f.params.get(k).map(String::as_str);
+        let spot = p("TargetCapacitySpecification.DefaultTargetCapacityType") == Some("spot");
+        assert_eq!(p("TargetCapacitySpecification.TotalTargetCapacity"), Some("3"), "{:?}", f.params);
+        let strategy = if spot { p("SpotOptions.AllocationStrategy") } else { p("OnDemandOptions.AllocationStrategy") };
+        assert_eq!(strategy, Some(if spot { "price-capacity-optimized" } else { "prioritized" }));
+        // Every allowed type in every allowed zone's subnet.
+        let mut pools: Vec<(&str, &str)> = (1..=8)
+            .filter_map(|i| {
+                let o = format!("LaunchTemplateConfigs.1.Overrides.{i}");
+                Some((p(&format!("{o}.InstanceType"))?, p(&format!("{o}.SubnetId"))?))
+            })
+            .collect();
+        pools.sort();
+        pools.dedup();
+        assert_eq!(pools.len(), 4, "2 types × 2 subnets: {pools:?}");
+    }
+
+    let lineage = lineage(dir);
+    let nodes = tagged(&c, &lineage).await;
+    assert_eq!(nodes.len(), 6, "{nodes:?}");
+    assert_eq!(nodes.iter().filter(|n| n.1 == "spot").count(), 3, "{nodes:?}");
+    assert_eq!(nodes.iter().filter(|n| n.1 == "on-demand").count(), 3, "{nodes:?}");
+    for (id, _, tags) in &nodes {
+        assert_eq!(tags.get("gpuplan:managed").map(String::as_str), Some("true"), "{id}: {tags:?}");
+        assert_eq!(tags.get("gpuplan:lineage"), Some(&lineage), "{id}");
+        assert_eq!(tags.get("gpuplan:address").map(String::as_str), Some("gpu_pool.train"), "{id}");
+        assert_eq!(tags.get("team").map(String::as_str), Some("ml"), "{id}");
+    }
+
+    // Wherever EC2 put the nodes among the allowed zones, the next plan keeps them.
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "plan after apply must be a no-op:\n{}\n{}", r.stdout, r.stderr);
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "destroy:\n{}\n{}", r.stdout, r.stderr);
+    assert!(tagged(&c, &lineage).await.is_empty());
+}

@@ -38,6 +38,7 @@ fn create(pool: &str, capacity: Capacity, count: u32, token: &str) -> CreateNode
         pool: format!("gpu_pool.{pool}").parse().unwrap(),
         region: "us-east-1".into(),
         zone: "us-east-1a".into(),
+        zones: vec![],
         instance_types: vec!["p4de.24xlarge".into()],
         capacity,
         count,

@@ -81,7 +81,7 @@ pub(crate) fn fill_layout<'a>(
     // Nodes the autoscaler found idle go first when a bucket shrinks (stable: age order kept).
     ordered.sort_by_key(|n| idle(scale, n));
     for node in ordered {
-        by_bucket.entry((node.zone.clone(), node.capacity)).or_default().push(node);
+        by_bucket.entry((shape::bucket(shape, &node.zone).to_string(), node.capacity)).or_default().push(node);
     }
     let mut creates = Vec::new();
     let mut excess: Vec<&Node> = Vec::new();
@@ -141,6 +141,12 @@ pub(crate) fn create_batch(
 ) -> CreateNodes {
     let lineage = &cx.input.state.lineage;
     let seed = format!("{lineage}|{}|{}|{zone}|{cap}|{count}", cx.input.state.serial, cx.addr);
+    // The bucket of every allowed zone: one batch the provider places across them all.
+    let (zone, zones) = if zone == shape::ANY_ZONE {
+        (shape.zones.first().cloned().unwrap_or_default(), shape.zones.clone())
+    } else {
+        (zone.to_string(), vec![])
+    };
     let token = format!("gp-{}", &hex(&Sha256::digest(seed.as_bytes()))[..40]);
     // The ownership tags come last so that they win over a label of the same key.
     let address = cx.addr.to_string();
@@ -150,7 +156,8 @@ pub(crate) fn create_batch(
     CreateNodes {
         pool: cx.addr.clone(),
         region: shape.region.clone(),
-        zone: zone.to_string(),
+        zone,
+        zones,
         instance_types: shape.instance_types.clone(),
         capacity: cap,
         count,

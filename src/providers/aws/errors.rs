@@ -62,7 +62,7 @@ pub fn class_of(code: &str) -> ErrorClass {
 fn hint(code: &str) -> Option<&'static str> {
     Some(match code {
         "InsufficientInstanceCapacity" | "InsufficientCapacity" | "UnfulfillableCapacity" => {
-            "EC2 has no spare capacity for these instance types here right now; gpuplan tries the pool's other zones, then on-demand (`mix.fallback`)"
+            "EC2 has no spare capacity for these instance types in these zones right now; gpuplan falls back as `mix.fallback` says (on-demand, or wait, or fail)"
         }
         "InsufficientFreeAddressesInSubnet" => {
             "the zone's subnet has no free IP addresses; use a larger subnet in `subnets`"

@@ -1,8 +1,9 @@
 //! The AWS EC2 provider, on the official `aws-sdk-ec2` crate: `provider "aws"`.
 //!
 //! - Pools: one launch template per pool (created and versioned by gpuplan, tagged),
-//!   then one `CreateFleet` of type `instant` per [`CreateNodes`] batch, with overrides
-//!   for every allowed instance type in the batch's zone (`fleet.rs`).
+//!   then one `CreateFleet` of type `instant` per [`CreateNodes`] batch (one per capacity
+//!   type), with overrides for every allowed instance type in every zone of the batch,
+//!   so EC2 places the nodes (`fleet.rs`).
 //! - Refresh: one paged `DescribeInstances` per region by tag filter, 1,000 per page;
 //!   terminate in batches of at most 1,000 after checking every id's tags (`nodes.rs`).
 //! - Prices and shapes: live spot prices from `DescribeSpotPriceHistory` and GPU checks

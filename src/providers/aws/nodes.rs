@@ -14,7 +14,7 @@ use crate::providers::{
 };
 
 /// Values per `instance-id` filter in the ownership check.
-const IDS_PER_FILTER: usize = 200;
+pub(super) const IDS_PER_FILTER: usize = 200;
 
 pub fn filter(name: &str, values: impl IntoIterator<Item = impl Into<String>>) -> Filter {
     Filter::builder().name(name).set_values(Some(values.into_iter().map(Into::into).collect())).build()

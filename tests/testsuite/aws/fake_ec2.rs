@@ -1,6 +1,10 @@
+#![allow(dead_code)]
+
 //! A scripted EC2 endpoint on 127.0.0.1 for the paths moto cannot produce (stock-outs in
 //! CreateFleet's `Errors`, throttling, auth failures): a tiny HTTP/1.1 server that reads
 //! each form-encoded EC2 Query request and answers with canned XML from a script.
+//! [`FakeEc2::proxy`] forwards every request to a real server (moto) instead, so a test
+//! or benchmark can count the API calls gpuplan makes as they cross the wire.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -14,6 +18,9 @@ pub struct Request {
     pub action: String,
     pub params: BTreeMap<String, String>,
     pub at: Instant,
+    /// Header names in lower case.
+    pub headers: BTreeMap<String, String>,
+    pub body: String,
 }
 
 /// An answer: HTTP status and XML body.
@@ -47,6 +54,13 @@ impl FakeEc2 {
         FakeEc2 { url, log }
     }
 
+    /// Forward every request to `upstream` (`http://host:port`) and relay its answer,
+    /// logging each one like a scripted fake does.
+    pub fn proxy(upstream: &str) -> FakeEc2 {
+        let host = upstream.trim_start_matches("http://").trim_end_matches('/').to_string();
+        FakeEc2::start(move |req, _| forward(&host, req))
+    }
+
     pub fn requests(&self) -> Vec<Request> {
         self.log.lock().unwrap().clone()
     }
@@ -65,6 +79,7 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, script: &Script) {
             return;
         }
         let mut length = 0usize;
+        let mut headers = BTreeMap::new();
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h).unwrap_or(0) == 0 {
@@ -74,18 +89,21 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, script: &Script) {
             if h.is_empty() {
                 break;
             }
-            if let Some((k, v)) = h.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse().unwrap_or(0);
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
             }
         }
         let mut body = vec![0; length];
         if reader.read_exact(&mut body).is_err() {
             return;
         }
-        let params = parse_form(&String::from_utf8_lossy(&body));
-        let req = Request { action: params.get("Action").cloned().unwrap_or_default(), params, at: Instant::now() };
+        let body = String::from_utf8_lossy(&body).into_owned();
+        let params = parse_form(&body);
+        let action = params.get("Action").cloned().unwrap_or_default();
+        let req = Request { action, params, at: Instant::now(), headers, body };
         let reply = {
             let mut log = log.lock().unwrap();
             let reply = script(&req, &log);
@@ -102,6 +120,43 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, script: &Script) {
             return;
         }
     }
+}
+
+/// One request to the real server (a fresh connection each, closed after the answer).
+fn forward(host: &str, req: &Request) -> Reply {
+    let mut head = format!("POST / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (k, v) in &req.headers {
+        if !matches!(k.as_str(), "host" | "connection" | "content-length" | "transfer-encoding") {
+            head += &format!("{k}: {v}\r\n");
+        }
+    }
+    head += &format!("Content-Length: {}\r\n\r\n", req.body.len());
+    let mut up = TcpStream::connect(host).expect("connect to the upstream EC2 server");
+    up.write_all(head.as_bytes()).and_then(|_| up.write_all(req.body.as_bytes())).expect("forward the request");
+    let mut raw = Vec::new();
+    up.read_to_end(&mut raw).expect("read the upstream answer");
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    let mut body = raw[split + 4..].to_vec();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("a status code");
+    if head.contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    Reply { status, body: String::from_utf8_lossy(&body).into_owned() }
+}
+
+fn dechunk(mut s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = s.windows(2).position(|w| w == b"\r\n") {
+        let n = usize::from_str_radix(String::from_utf8_lossy(&s[..eol]).trim(), 16).unwrap_or(0);
+        let rest = &s[eol + 2..];
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.extend_from_slice(&rest[..n]);
+        s = rest[n..].strip_prefix(b"\r\n").unwrap_or(&rest[n..]);
+    }
+    out
 }
 
 fn parse_form(s: &str) -> BTreeMap<String, String> {
@@ -178,6 +233,11 @@ pub fn baseline(req: &Request) -> Option<Reply> {
 
 /// A CreateFleet answer with `ids` launched as `lifecycle` and `errors` (code, message).
 pub fn fleet(ids: &[String], lifecycle: &str, errors: &[(&str, &str)]) -> Reply {
+    fleet_in(ids, lifecycle, None, errors)
+}
+
+/// [`fleet`], with the override (zone) the instances were launched by, as EC2 names it.
+pub fn fleet_in(ids: &[String], lifecycle: &str, zone: Option<&str>, errors: &[(&str, &str)]) -> Reply {
     let errs: String = errors
         .iter()
         .map(|(c, m)| {
@@ -190,7 +250,12 @@ pub fn fleet(ids: &[String], lifecycle: &str, errors: &[(&str, &str)]) -> Reply 
         let items: String = ids.iter().map(|i| format!("<item>{i}</item>")).collect();
         format!(
             "<fleetInstanceSet><item><instanceIds>{items}</instanceIds><instanceType>g5.xlarge</instanceType>\
-             <lifecycle>{lifecycle}</lifecycle></item></fleetInstanceSet>"
+             <lifecycle>{lifecycle}</lifecycle>{}</item></fleetInstanceSet>",
+            zone.map(|z| format!(
+                "<launchTemplateAndOverrides><overrides><instanceType>g5.xlarge</instanceType>\
+                 <availabilityZone>{z}</availabilityZone></overrides></launchTemplateAndOverrides>"
+            ))
+            .unwrap_or_default()
         )
     };
     ok("CreateFleet", &format!("<fleetId>fleet-0fake</fleetId><errorSet>{errs}</errorSet>{inst}"))

@@ -130,6 +130,7 @@ fn create(count: u32, capacity: Capacity, max_spot_price: Option<f64>) -> Create
         pool: "gpu_pool.big".parse().expect("addr"),
         region: REGION.into(),
         zone: ZH.into(),
+        zones: vec![],
         instance_types: vec!["ecs.gn6i-c4g1.xlarge".into(), "ecs.gn6i-c8g1.2xlarge".into()],
         capacity,
         count,

@@ -148,6 +148,7 @@ fn create(count: u32, capacity: Capacity) -> CreateNodes {
         pool: "gpu_pool.big".parse().expect("addr"),
         region: REGION.into(),
         zone: Z3.into(),
+        zones: vec![],
         instance_types: vec!["GN7.2XLARGE32".into()],
         capacity,
         count,

@@ -47,6 +47,7 @@ pub fn req(name: &str, capacity: Capacity, count: u32, token: &str) -> CreateNod
         pool,
         region: "us-east-1".into(),
         zone: "us-east-1a".into(),
+        zones: vec![],
         instance_types: vec!["p4de.24xlarge".into()],
         capacity,
         count,

@@ -90,15 +90,24 @@ async fn client(endpoint: &str, region: &str) -> Client {
     AwsSettings::client(&sdk, region)
 }
 
-/// Live instances in a region (moto answers one page: it pages by reservation).
+/// Live instances in a region, every page.
 async fn live(c: &Client) -> usize {
-    let out = c
-        .describe_instances()
-        .filters(Filter::builder().name("instance-state-name").values("pending").values("running").build())
-        .send()
-        .await
-        .expect("DescribeInstances");
-    out.reservations().iter().map(|r| r.instances().len()).sum()
+    let mut n = 0;
+    let mut token: Option<String> = None;
+    loop {
+        let out = c
+            .describe_instances()
+            .filters(Filter::builder().name("instance-state-name").values("pending").values("running").build())
+            .set_next_token(token.take())
+            .send()
+            .await
+            .expect("DescribeInstances");
+        n += out.reservations().iter().map(|r| r.instances().len()).sum::<usize>();
+        match out.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_string()),
+            _ => return n,
+        }
+    }
 }
 
 /// The default subnets of two zones.

@@ -183,6 +183,8 @@ fn workspace(dir: &Path, env: BTreeMap<String, String>) -> Workspace {
         state_path: dir.join("state").join("default.json"),
         env,
         lock_timeout: Duration::from_secs(5),
+        workspace: "default".into(),
+        backend: None,
     }
 }
 

@@ -16,7 +16,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
         Some(p) => Some(common::read_plan(&settings.resolve_path(p))?),
         None => None,
     };
-    let ws = settings.workspace();
+    let ws = settings.workspace().with_backend(&loaded.spec);
     runtime::block_on(async {
         let mut session = engine::open_session(&ws, "apply")?;
         common::warn_stale_lock(&session);
@@ -58,7 +58,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
 pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitStatus> {
     let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
     let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
-    let ws = settings.workspace();
+    let ws = settings.workspace().with_backend(&loaded.spec);
     runtime::block_on(async {
         let mut session = engine::open_session(&ws, "destroy")?;
         common::warn_stale_lock(&session);

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::output::{self, Style};
-use super::{CliError, ExitStatus, Settings};
+use super::{CliError, ExitStatus, InitArgs, Settings, state_common, state_remote};
 use crate::spec;
 
 const STATE_README: &str = include_str!("templates/state-README.md");
@@ -20,7 +20,7 @@ const DEFAULT_POLICIES: &[(&str, &str)] = &[
     ("no_destroy_pool_with_jobs.hcl", include_str!("../../policies/no_destroy_pool_with_jobs.hcl")),
 ];
 
-pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
+pub fn run(settings: &Settings, args: &InitArgs) -> miette::Result<ExitStatus> {
     let mut created = Vec::new();
     let state_dir = settings.state_path.parent().unwrap_or(&settings.dir);
     if !state_dir.is_dir() {
@@ -58,6 +58,29 @@ pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
     let mut text: String = created.iter().map(|c| format!("{ok} `{c}`\n")).collect();
     if created.is_empty() {
         text.push_str("Nothing to do: the state folder and its README already exist.\n");
+    }
+    // A remote backend: check once that the store can hold a lock safely (a second
+    // create-only write must fail, and so must a write with a wrong ETag), then migrate.
+    if !specs.is_empty() {
+        let backend = state_common::backend(settings)?;
+        if let crate::state::Backend::Remote(remote) = &backend {
+            remote.probe().map_err(state_common::cli_error)?;
+            let ok = output::paint("Checked", Style::Success, settings.color_stderr);
+            let how = match remote.mode() {
+                crate::state::remote::LockMode::Conditional => "If-None-Match and If-Match",
+                crate::state::remote::LockMode::Cos => "x-cos-forbid-overwrite",
+                crate::state::remote::LockMode::Oss => "x-oss-forbid-overwrite",
+            };
+            text.push_str(&format!(
+                "{ok} remote state `{}`: the store refuses overwrites ({how}), so it can be locked\n",
+                remote.url()
+            ));
+        }
+        if args.migrate_state {
+            state_remote::migrate(settings, &mut text)?;
+        }
+    } else if args.migrate_state {
+        return Err(CliError::new("--migrate-state needs a spec with a remote backend in this directory").into());
     }
     if specs.is_empty() {
         text.push_str("hint: run `gpuplan plan` to see what the starter fleet would create\n");

@@ -59,7 +59,7 @@ fn observe(settings: &Settings, spec: &Spec, state: Option<&State>) -> miette::R
     if !state.resources.values().filter_map(|r| r.job.as_ref()).any(|j| j.runs.iter().any(|r| r.is_active())) {
         return Ok(BTreeMap::new());
     }
-    let ws = settings.workspace();
+    let ws = settings.workspace().with_backend(spec);
     let providers = match crate::engine::providers::build(&ws, spec, state) {
         Ok(p) => p,
         Err(e) => {
@@ -201,8 +201,8 @@ fn logs(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
 }
 
 fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
-    let ws = settings.workspace();
     let spec = quiet_spec(settings);
+    let ws = settings.workspace().with_backend(&spec);
     runtime::block_on(async {
         let mut session = crate::engine::open_session(&ws, "jobs cancel")?;
         let jobs: Vec<JobSummary> = job_addresses(&spec, Some(&session.state))

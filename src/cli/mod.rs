@@ -29,6 +29,7 @@ mod settings;
 mod sim;
 mod state_common;
 mod state_list;
+mod state_remote;
 mod state_rm;
 mod state_show;
 mod state_unlock;
@@ -93,11 +94,13 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Offers(args) => offers::run(settings, args),
         Command::Sim(command) => sim::run(settings, command),
         Command::Jobs(args) => jobs::run(settings, args.command.as_ref()),
-        Command::Init => init::run(settings),
+        Command::Init(args) => init::run(settings, args),
         Command::State(StateCommand::List) => state_list::run(settings),
         Command::State(StateCommand::Show { addr }) => state_show::run(settings, addr),
         Command::State(StateCommand::Rm { addrs }) => state_rm::run(settings, addrs),
         Command::State(StateCommand::Unlock { id }) => state_unlock::run(settings, id),
+        Command::State(StateCommand::Pull) => state_remote::pull(settings),
+        Command::State(StateCommand::Push { file, force }) => state_remote::push(settings, file, *force),
     }
 }
 
@@ -140,8 +143,8 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create the state folder and an example spec if none
-    Init,
+    /// Create the state folder and an example spec if none; check a remote backend
+    Init(InitArgs),
     /// Parse and check every spec file; all problems in one run
     Validate(ValidateArgs),
     /// Rewrite HCL/YAML specs in canonical format
@@ -412,6 +415,23 @@ pub enum StateCommand {
         #[arg(value_name = "ID")]
         id: String,
     },
+    /// Print the current state (local or remote) as JSON
+    Pull,
+    /// Replace the state with FILE (same lineage and a higher serial, unless --force)
+    Push {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Push even a state of another lineage or a lower serial
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Copy the local state into the remote backend the spec configures
+    #[arg(long)]
+    pub migrate_state: bool,
 }
 
 #[derive(Debug, Args)]

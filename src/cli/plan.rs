@@ -11,7 +11,7 @@ pub const MARKDOWN_LIMIT: usize = 60_000;
 pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
     let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
     let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
-    let ws = settings.workspace();
+    let ws = settings.workspace().with_backend(&loaded.spec);
     runtime::block_on(async {
         let session = engine::open_session(&ws, "plan")?;
         common::warn_stale_lock(&session);

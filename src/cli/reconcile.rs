@@ -92,7 +92,7 @@ async fn round(
         metrics.record_failure(clock.now());
         return Ok(ExitStatus::Error);
     };
-    let ws = settings.workspace();
+    let ws = settings.workspace().with_backend(&loaded.spec);
     let pass = match reconcile::pass(&ws, &loaded.spec, opts, &NoQueue, clock).await {
         Ok(pass) => pass,
         Err(e) if looping && e.is_locked() => {

@@ -104,6 +104,8 @@ impl Settings {
             state_path: self.state_path.clone(),
             env: self.env.clone(),
             lock_timeout: self.lock_timeout,
+            workspace: self.workspace.clone(),
+            backend: None,
         }
     }
 

@@ -4,10 +4,10 @@
 use super::output::{self, Style};
 use super::{ExitStatus, Settings, state_common};
 use crate::addr::Address;
-use crate::state::{JournalEntry, LocalBackend, apply_entry};
+use crate::state::{JournalEntry, apply_entry};
 
 pub fn run(settings: &Settings, addresses: &[Address]) -> miette::Result<ExitStatus> {
-    let backend = LocalBackend::new(&settings.state_path);
+    let backend = state_common::backend(settings)?;
     let lock = backend.lock("state rm", settings.lock_timeout).map_err(state_common::cli_error)?;
     state_common::warn_stale(&lock, settings);
     let state = backend.recover(&lock).map_err(state_common::cli_error)?;

@@ -2,15 +2,13 @@
 
 use super::output::{self, Style};
 use super::{ExitStatus, Settings, state_common};
-use crate::state::LocalBackend;
-
 pub fn run(settings: &Settings, id: &str) -> miette::Result<ExitStatus> {
-    let backend = LocalBackend::new(&settings.state_path);
+    let backend = state_common::backend(settings)?;
     let holder = backend.unlock(id).map_err(state_common::cli_error)?;
     let ok = output::paint("Unlocked", Style::Success, settings.color_stderr);
     output::stderr(&format!(
         "{ok} `{}` (was held by {} pid {} for `{}` since {})\n",
-        crate::spec::display_path(&settings.state_path),
+        state_common::location(&backend),
         holder.who,
         holder.pid,
         holder.operation,

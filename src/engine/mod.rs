@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::state::{HistoryEntry, LocalBackend, State, StateError, StateLock};
+use crate::spec::backend::BackendConfig;
+use crate::state::{Backend, HistoryEntry, LocalBackend, RemoteBackend, State, StateError, StateLock};
 
 /// Where a workspace keeps its files and how it talks to them.
 #[derive(Debug, Clone)]
@@ -22,6 +23,10 @@ pub struct Workspace {
     pub state_path: PathBuf,
     pub env: BTreeMap<String, String>,
     pub lock_timeout: Duration,
+    /// The workspace's name (`default`, or `GPUPLAN_WORKSPACE` / `--workspace`).
+    pub workspace: String,
+    /// The spec's `gpuplan { backend ... }`; `None` (or `local`) keeps `state_path`.
+    pub backend: Option<BackendConfig>,
 }
 
 impl Workspace {
@@ -30,14 +35,31 @@ impl Workspace {
         let stem = self.state_path.file_stem().and_then(|s| s.to_str()).unwrap_or("default");
         self.state_path.with_file_name(format!("{stem}.sim.json"))
     }
-    pub fn backend(&self) -> LocalBackend {
-        LocalBackend::new(&self.state_path)
+    /// The spec's backend for this workspace (call after loading the spec).
+    pub fn with_backend(mut self, spec: &crate::spec::Spec) -> Self {
+        self.backend = spec.backend.clone();
+        self
+    }
+
+    /// Where the state lives: the local file, or the remote object for this workspace.
+    pub fn backend(&self) -> Result<Backend, StateError> {
+        match &self.backend {
+            Some(cfg) if !cfg.is_local() => Ok(Backend::Remote(RemoteBackend::new(cfg, &self.workspace)?)),
+            Some(cfg) => Ok(Backend::Local(LocalBackend::new(match cfg.get("path") {
+                Some(p) => {
+                    let p = self.dir.join(p);
+                    if self.workspace == "default" { p } else { p.with_file_name(format!("{}.json", self.workspace)) }
+                }
+                None => self.state_path.clone(),
+            }))),
+            None => Ok(Backend::Local(LocalBackend::new(&self.state_path))),
+        }
     }
 }
 
 /// The state opened for writing: its backend, the held lock and the current state.
 pub struct Session {
-    pub backend: LocalBackend,
+    pub backend: Backend,
     pub lock: StateLock,
     pub state: State,
 }
@@ -46,10 +68,12 @@ pub struct Session {
 /// first use (a new lineage, written once, so plans made before the first apply are
 /// deterministic and their tokens stable).
 pub fn open_session(ws: &Workspace, operation: &str) -> Result<Session, StateError> {
-    if let Some(parent) = ws.state_path.parent() {
+    let backend = ws.backend()?;
+    if let Backend::Local(local) = &backend
+        && let Some(parent) = local.path().parent()
+    {
         std::fs::create_dir_all(parent).map_err(StateError::io("create the state folder", parent))?;
     }
-    let backend = ws.backend();
     let lock = backend.lock(operation, ws.lock_timeout)?;
     let state = match backend.recover(&lock)? {
         Some(s) => s,

@@ -11,6 +11,7 @@ pub mod job;
 pub mod kind;
 pub mod node;
 pub mod tags;
+pub mod tls;
 
 pub use endpoint::Endpoint;
 pub use job::{JobPlacement, JobRecord, JobRun, Placement, Priority, ReplicaLaunch, WaitCode, WaitReason};

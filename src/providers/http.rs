@@ -5,7 +5,6 @@
 //! own requests.
 
 use std::fmt;
-use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use crate::providers::{ErrorClass, ProviderError};
@@ -66,11 +65,7 @@ pub use crate::model::Endpoint;
 /// The HTTP client: rustls on ring (installed once as the process default), HTTP/1.1,
 /// bounded connect and request times.
 pub fn client() -> Result<reqwest::Client, ProviderError> {
-    static PROVIDER: Once = Once::new();
-    PROVIDER.call_once(|| {
-        // Another crate may have installed a provider first; either one works.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+    crate::model::tls::install_ring();
     reqwest::Client::builder()
         .http1_only()
         .connect_timeout(Duration::from_secs(10))

@@ -66,6 +66,8 @@ impl Fixture {
             state_path: dir.path().join("state/default.json"),
             env: env.clone(),
             lock_timeout: Duration::ZERO,
+            workspace: "default".into(),
+            backend: None,
         };
         let opts = Options {
             plan: PlanRequest { refresh: true, env, ..PlanRequest::default() },

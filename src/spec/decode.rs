@@ -23,7 +23,7 @@ use crate::spec::raw::{self, Block, Expr, ExprKind, Ident};
 use crate::spec::{LoadOptions, Spec};
 
 const BLOCK_KINDS: &[&str] =
-    &["provider", "gpu_pool", "quota", "job_template", "job", "autoscaler", "variable", "locals", "output"];
+    &["provider", "gpu_pool", "quota", "job_template", "job", "autoscaler", "variable", "locals", "output", "gpuplan"];
 
 #[cfg(test)]
 mod tests;
@@ -86,6 +86,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
         declared.entry(*kind).or_default().insert(label(b).to_string());
     }
 
+    spec.backend = crate::spec::backend::decode(&collected.settings, diags);
     let vars = variables(&collected.variables, opts, diags, &mut spec);
 
     // Order locals and resources by the references between them.
@@ -211,6 +212,8 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
 
 #[derive(Default)]
 struct Collected<'r> {
+    /// `gpuplan { backend ... }` blocks.
+    settings: Vec<&'r Block>,
     variables: Vec<&'r Block>,
     outputs: Vec<&'r Block>,
     locals: Vec<(&'r Ident, &'r Expr)>,
@@ -248,11 +251,11 @@ fn collect<'r>(files: &'r [raw::File], diags: &mut Diagnostics) -> Collected<'r>
                 diags.push(d);
                 continue;
             }
-            let want_labels = usize::from(kind != "locals");
+            let want_labels = usize::from(kind != "locals" && kind != "gpuplan");
             if b.labels.len() != want_labels {
                 let span = b.labels.get(want_labels).map(|l| l.span).unwrap_or(b.kind.span);
                 let d = if want_labels == 0 {
-                    Diagnostic::error("gpuplan::spec::labels", "a `locals` block takes no name")
+                    Diagnostic::error("gpuplan::spec::labels", format!("a `{kind}` block takes no name"))
                         .at(span, "remove this label")
                 } else if b.labels.is_empty() {
                     let example = if kind == "provider" { "\"sim\"" } else { "\"NAME\"" };
@@ -264,6 +267,10 @@ fn collect<'r>(files: &'r [raw::File], diags: &mut Diagnostics) -> Collected<'r>
                         .at(span, "extra label")
                 };
                 diags.push(d);
+                continue;
+            }
+            if kind == "gpuplan" {
+                c.settings.push(b);
                 continue;
             }
             if kind == "locals" {

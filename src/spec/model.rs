@@ -164,6 +164,9 @@ pub struct Spec {
     pub locals: BTreeMap<String, Spanned<Value>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, Output>,
+    /// `gpuplan { backend "KIND" { ... } }`: where the state lives; `None` is local.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<crate::spec::backend::BackendConfig>,
 }
 
 /// `provider "aws" { region = "us-east-1" }`. Credentials are never stored here except

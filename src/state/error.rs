@@ -101,6 +101,10 @@ pub enum StateError {
     #[diagnostic(code(gpuplan::state::stale), help("re-run the command so it starts from the current state"))]
     Stale { path: PathBuf, expected_lineage: String, expected_serial: u64, found_lineage: String, found_serial: u64 },
 
+    #[error("cannot {action} remote state `{url}`: {message}")]
+    #[diagnostic(code(gpuplan::state::remote), help("{hint}"))]
+    Remote { action: &'static str, url: String, message: String, hint: String },
+
     #[error("cannot {action} `{}`", path.display())]
     #[diagnostic(code(gpuplan::state::io))]
     Io {

@@ -37,7 +37,7 @@ pub struct JournalHeader {
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
-    file: File,
+    sink: Sink,
     replay: Replay,
     entries: usize,
     /// Set when an append failed: the file may end in a partial line, and appending after
@@ -45,7 +45,29 @@ pub struct Journal {
     poisoned: bool,
 }
 
+/// Where appended entries become durable.
+#[derive(Debug)]
+enum Sink {
+    /// The local journal file: one write and one fsync per append.
+    File(File),
+    /// A remote backend has no append: the folded state is written to the store (CAS)
+    /// at most every [`super::remote::FLUSH_EVERY`], and once more when the apply ends.
+    Remote { backend: super::remote::RemoteBackend, last: std::time::Instant, dirty: bool },
+}
+
 impl Journal {
+    /// A journal for an apply on a remote backend: entries are folded in memory and the
+    /// state is written to the store every few seconds.
+    pub(crate) fn remote(backend: super::remote::RemoteBackend, base: &State) -> Journal {
+        Journal {
+            path: PathBuf::from(backend.url()),
+            sink: Sink::Remote { backend, last: std::time::Instant::now(), dirty: false },
+            replay: Replay::new(base.clone()),
+            entries: 0,
+            poisoned: false,
+        }
+    }
+
     /// Create `path` with its header (atomically: temp, fsync, rename), then open it to append.
     pub(crate) fn create(path: &Path, base: &State) -> Result<Journal, StateError> {
         let header =
@@ -54,7 +76,13 @@ impl Journal {
         line.push(b'\n');
         fsutil::atomic_write(path, &line)?;
         let file = private(OpenOptions::new().append(true)).open(path).map_err(StateError::io("open journal", path))?;
-        Ok(Journal { path: path.to_path_buf(), file, replay: Replay::new(base.clone()), entries: 0, poisoned: false })
+        Ok(Journal {
+            path: path.to_path_buf(),
+            sink: Sink::File(file),
+            replay: Replay::new(base.clone()),
+            entries: 0,
+            poisoned: false,
+        })
     }
 
     /// Append `entries` with one write and one fsync; durable when this returns `Ok`.
@@ -72,12 +100,22 @@ impl Journal {
         if entries.is_empty() {
             return Ok(());
         }
+        let file = match &mut self.sink {
+            Sink::File(file) => file,
+            Sink::Remote { .. } => {
+                self.entries += entries.len();
+                for entry in entries {
+                    self.replay.apply_owned(entry);
+                }
+                return self.flush_remote(false);
+            }
+        };
         let mut buf = Vec::with_capacity(256 * entries.len());
         for entry in &entries {
             serde_json::to_writer(&mut buf, entry).expect("journal entries serialize");
             buf.push(b'\n');
         }
-        if let Err(e) = self.file.write_all(&buf).and_then(|()| self.file.sync_data()) {
+        if let Err(e) = file.write_all(&buf).and_then(|()| file.sync_data()) {
             self.poisoned = true;
             return Err(StateError::io("append to journal", &self.path)(e));
         }
@@ -85,6 +123,25 @@ impl Journal {
         for entry in entries {
             self.replay.apply_owned(entry);
         }
+        Ok(())
+    }
+
+    /// Remote: write the folded state when [`super::remote::FLUSH_EVERY`] has passed since
+    /// the last write (or now, with `force`). Each write bumps the serial, as any write does.
+    fn flush_remote(&mut self, force: bool) -> Result<(), StateError> {
+        let Sink::Remote { backend, last, dirty } = &mut self.sink else { return Ok(()) };
+        *dirty = true;
+        if !force && last.elapsed() < super::remote::FLUSH_EVERY {
+            return Ok(());
+        }
+        let mut snapshot = self.replay.snapshot();
+        if let Err(e) = backend.write_unchecked(&mut snapshot) {
+            self.poisoned = true;
+            return Err(e);
+        }
+        self.replay.set_serial(snapshot.serial);
+        *last = std::time::Instant::now();
+        *dirty = false;
         Ok(())
     }
 

@@ -92,6 +92,17 @@ impl LocalBackend {
         self.write_unchecked(state)
     }
 
+    /// Replace the state with `state` whatever is on disk (`state push`, `init
+    /// --migrate-state`; the caller checked lineage and serial): written with `serial + 1`,
+    /// the previous file kept as `.backup`.
+    pub fn replace(&self, lock: &StateLock, state: &mut State) -> Result<(), StateError> {
+        self.check_lock(lock)?;
+        if self.journal_path().exists() {
+            return Err(StateError::PendingJournal { path: self.journal_path() });
+        }
+        self.write_unchecked(state)
+    }
+
     /// Start a journal for an apply on top of `base`, which must be what is on disk.
     pub fn open_journal(&self, lock: &StateLock, base: &State) -> Result<Journal, StateError> {
         self.check_lock(lock)?;

@@ -46,42 +46,74 @@ impl LockInfo {
     }
 }
 
-/// A held lock. Dropping it releases the OS lock and removes the lock file.
+/// A held lock. Dropping it releases the lock: the OS lock and the lock file, or the
+/// remote lock object.
 #[derive(Debug)]
 pub struct StateLock {
     pub info: LockInfo,
     /// The lock of a dead holder that was taken over; the CLI warns about it because that
-    /// holder may have left an apply half done (its journal is recovered on read).
+    /// holder may have left an apply half done (its journal is recovered on read). Always
+    /// `None` for a remote lock: a store cannot tell a dead holder from a slow one.
     pub stale: Option<LockInfo>,
-    file: File,
+    held: Held,
     path: PathBuf,
 }
 
+#[derive(Debug)]
+enum Held {
+    File(File),
+    Remote(super::remote::RemoteBackend),
+}
+
 impl StateLock {
-    /// The lock file's path (`<state>.lock`).
+    pub(crate) fn remote(info: LockInfo, backend: super::remote::RemoteBackend) -> StateLock {
+        let path = PathBuf::from(backend.lock_url());
+        StateLock { info, stale: None, held: Held::Remote(backend), path }
+    }
+
+    /// The lock file's path (`<state>.lock`), or the lock object's URL.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Still ours: the lock file was not force-removed or replaced since we took it.
+    /// Still ours: the lock file was not force-removed or replaced since we took it (for a
+    /// remote lock: the lock object still holds our id).
     pub(crate) fn check(&self) -> Result<(), StateError> {
-        if fsutil::same_file(&self.file, &self.path) {
-            Ok(())
-        } else {
-            Err(StateError::LockLost { path: self.path.clone() })
+        match &self.held {
+            Held::File(file) if fsutil::same_file(file, &self.path) => Ok(()),
+            Held::File(_) => Err(StateError::LockLost { path: self.path.clone() }),
+            Held::Remote(backend) => backend.check_lock(self),
         }
     }
 }
 
 impl Drop for StateLock {
     fn drop(&mut self) {
-        // Remove the file while still holding the OS lock, and only if it is still ours: after
-        // a force-unlock the path may hold someone else's lock. A waiter that locked the
-        // unlinked file notices (same_file) and retries on the new one.
-        if fsutil::same_file(&self.file, &self.path) {
-            let _ = std::fs::remove_file(&self.path);
+        match &self.held {
+            Held::File(file) => {
+                // Remove the file while still holding the OS lock, and only if it is still
+                // ours: after a force-unlock the path may hold someone else's lock. A waiter
+                // that locked the unlinked file notices (same_file) and retries on the new one.
+                if fsutil::same_file(file, &self.path) {
+                    // A file left behind is harmless: the next holder takes it over (the OS
+                    // lock, not the file, is the lock).
+                    let _ = std::fs::remove_file(&self.path);
+                }
+                // Closing the file releases the OS lock in any case.
+                let _ = file.unlock();
+            }
+            Held::Remote(backend) => {
+                // Drop cannot return an error; a lock left in the store would block the next
+                // run, so say so where the user sees it, with the way out.
+                if let Err(e) = backend.release(&self.info.id) {
+                    eprintln!(
+                        "warning: could not remove the state lock `{}`: {e}\nhint: once no gpuplan runs on this state, run `gpuplan state unlock {}`",
+                        self.path.display(),
+                        self.info.id
+                    );
+                }
+            }
         }
-        let _ = self.file.unlock();
     }
 }
 
@@ -104,7 +136,7 @@ pub(crate) fn acquire(path: &Path, operation: &str, timeout: Duration) -> Result
                 let stale = read_info(&mut file);
                 let info = LockInfo::new(operation);
                 write_info(&mut file, path, &info)?;
-                return Ok(StateLock { info, stale, file, path: path.to_path_buf() });
+                return Ok(StateLock { info, stale, held: Held::File(file), path: path.to_path_buf() });
             }
             Err(TryLockError::WouldBlock) => {
                 let waited = start.elapsed();

@@ -7,22 +7,29 @@
 //! - [`lock`]: the `.lock` file ([`LockInfo`]) held with an OS lock; dead holders are taken over.
 //! - [`journal`]: the append-only `.journal` an apply writes (one fsync per batch).
 //! - [`replay`]: what each [`JournalEntry`] means ([`apply_entry`]) and linear replay.
+//! - [`remote`]: [`RemoteBackend`], the state in an object store (S3 and S3-compatible
+//!   stores, GCS, Azure) with a create-only lock object and compare-and-swap writes.
+//! - [`backend`]: [`Backend`], either of the two behind one API.
 //! - [`error`]: [`StateError`], every failure as a diagnostic with a next step.
 
+pub mod backend;
 pub mod error;
 mod fsutil;
 pub mod journal;
 pub mod local;
 pub mod lock;
 pub mod model;
+pub mod remote;
 pub mod replay;
 
 #[cfg(test)]
 mod tests;
 
+pub use backend::Backend;
 pub use error::StateError;
 pub use journal::{Journal, JournalHeader};
 pub use local::LocalBackend;
 pub use lock::{LockInfo, StateLock};
+pub use remote::RemoteBackend;
 pub use model::{HistoryEntry, ResourceState, ScaleRecord, State};
 pub use replay::{JournalEntry, Replay, apply_entry};

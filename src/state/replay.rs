@@ -226,6 +226,24 @@ impl Replay {
         self.touched.get_mut(address)
     }
 
+    /// A copy of the state as [`finish`](Self::finish) would return it, leaving the replay
+    /// going (a remote apply's periodic write).
+    pub fn snapshot(&self) -> State {
+        let mut state = self.state.clone();
+        for (address, slots) in &self.touched {
+            if let Some(resource) = state.resources.get_mut(address) {
+                resource.nodes = slots.nodes.iter().flatten().cloned().collect();
+            }
+        }
+        cap_history(&mut state.history);
+        state
+    }
+
+    /// After the state was written with a new serial, later writes build on that one.
+    pub(crate) fn set_serial(&mut self, serial: u64) {
+        self.state.serial = serial;
+    }
+
     pub fn finish(mut self) -> State {
         for (address, slots) in self.touched {
             if let Some(resource) = self.state.resources.get_mut(&address) {

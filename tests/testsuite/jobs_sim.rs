@@ -121,6 +121,8 @@ fn world(text: &str) -> World {
         state_path: dir.path().join("state/default.json"),
         env: BTreeMap::new(),
         lock_timeout: Duration::from_secs(5),
+        workspace: "default".into(),
+        backend: None,
     };
     let session = engine::open_session(&ws, "test").expect("open the state");
     let cloud = engine::providers::open_sim(&ws, spec.providers.get("sim")).expect("open the sim cloud");

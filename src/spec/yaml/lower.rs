@@ -11,7 +11,7 @@ use crate::diag::{Diagnostic, Diagnostics, Span, did_you_mean};
 use crate::spec::raw::{Attr, Block, Body, Expr, ExprKind, Ident, ObjectKey};
 
 /// Top-level keys and the block kind each declares (resources first, in `Kind::ALL` order).
-pub(super) const TOP_LEVEL: [(&str, &str); 9] = [
+pub(super) const TOP_LEVEL: [(&str, &str); 10] = [
     ("providers", "provider"),
     ("gpu_pools", "gpu_pool"),
     ("quotas", "quota"),
@@ -21,6 +21,7 @@ pub(super) const TOP_LEVEL: [(&str, &str); 9] = [
     ("variables", "variable"),
     ("locals", "locals"),
     ("outputs", "output"),
+    ("gpuplan", "gpuplan"),
 ];
 
 struct Lower<'a> {
@@ -58,7 +59,7 @@ pub(super) fn lower(file: u32, text: &str, root: &Node, diags: &mut Diagnostics)
         let Some(items) = l.mapping(value, &format!("`{}`", key_text(key)), "names to their attributes") else {
             continue;
         };
-        if singular == "locals" {
+        if singular == "locals" || singular == "gpuplan" {
             let attrs = l.attrs(items);
             let span = value.span(file);
             body.blocks.push(Block {

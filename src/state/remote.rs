@@ -1,0 +1,550 @@
+//! Remote state on an object store (DESIGN.md, "Team state"): S3 and S3-compatible stores
+//! (Tencent COS, Alibaba OSS, MinIO, Ceph), Google Cloud Storage and Azure Blob, through
+//! the `object_store` crate.
+//!
+//! Objects, for state object `O` (`key`, or `env:/W/key` for workspace W):
+//! - `O`: the state, the same JSON as a local state file.
+//! - `O.lock`: the lock, a [`LockInfo`] written create-only (`If-None-Match: *`, or the
+//!   store's own create-only header: `x-cos-forbid-overwrite` on COS, `x-oss-forbid-overwrite`
+//!   on OSS, which ignore `If-None-Match`). A second writer fails at once or polls up to its
+//!   `--lock-timeout`, naming the holder. Nothing removes a lock but its holder or
+//!   `gpuplan state unlock ID`: an object store cannot tell a dead holder from a slow one.
+//! - `O.backup`: the previous state, copied before every write.
+//!
+//! Every state write is compare-and-swap on the ETag this process last read or wrote
+//! (`If-Match`; the first write is create-only): a writer whose lock was broken can never
+//! overwrite a newer state. An apply writes its progress every [`FLUSH_EVERY`] (see
+//! [`super::journal`]); nodes launched after the last write are adopted from their tags by
+//! the next plan.
+//!
+//! The store's calls run on a small runtime this backend owns, from a scoped thread, so
+//! the synchronous state API can be called from anywhere (inside the CLI's runtime too).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+
+use super::error::StateError;
+use super::local::parse_state;
+use super::lock::LockInfo;
+use super::model::{FORMAT_VERSION, State};
+use crate::spec::backend::BackendConfig;
+
+/// How often an apply on a remote backend makes its progress durable.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
+
+/// How often a waiting lock retries.
+const POLL: Duration = Duration::from_millis(500);
+
+/// How a store refuses to overwrite an object that exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    /// `If-None-Match: *` for create-only, `If-Match: ETAG` for compare-and-swap (AWS S3,
+    /// MinIO, Ceph, GCS and Azure through their own preconditions).
+    Conditional,
+    /// Tencent COS: `x-cos-forbid-overwrite: true`.
+    Cos,
+    /// Alibaba OSS: `x-oss-forbid-overwrite: true`.
+    Oss,
+}
+
+impl LockMode {
+    fn header(self) -> Option<&'static str> {
+        match self {
+            LockMode::Conditional => None,
+            LockMode::Cos => Some("x-cos-forbid-overwrite"),
+            LockMode::Oss => Some("x-oss-forbid-overwrite"),
+        }
+    }
+}
+
+/// A state in an object store. Cheap to clone (one shared connection).
+#[derive(Clone)]
+pub struct RemoteBackend {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RemoteBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteBackend").field("url", &self.inner.url).finish()
+    }
+}
+
+struct Inner {
+    rt: RuntimeBox,
+    /// For state reads and conditional writes.
+    store: Arc<dyn ObjectStore>,
+    /// For the create-only lock object: the same store, with the vendor header when the
+    /// store needs one.
+    lock_store: Arc<dyn ObjectStore>,
+    mode: LockMode,
+    key: ObjectPath,
+    /// `s3://bucket/key`, for messages.
+    url: String,
+    /// The ETag of the state object as this process last read or wrote it; `None` before
+    /// a read, or when there was no object.
+    etag: Mutex<Option<String>>,
+}
+
+/// The backend's runtime, shut down without blocking (it may be dropped inside another).
+struct RuntimeBox(Option<tokio::runtime::Runtime>);
+
+impl Drop for RuntimeBox {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// What a store call failed with, as the state layer reports it.
+fn store_error(url: &str, action: &'static str, e: object_store::Error) -> StateError {
+    use object_store::Error as E;
+    let (message, hint) = match &e {
+        E::PermissionDenied { .. } => {
+            ("access denied".to_string(), "the credentials in the environment may not read and write this object")
+        }
+        E::Unauthenticated { .. } => (
+            "the store did not accept the credentials".to_string(),
+            "check the store's credentials in the environment (for s3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)",
+        ),
+        E::NotFound { .. } => (
+            "not found (does the bucket exist?)".to_string(),
+            "create the bucket first; gpuplan never creates buckets",
+        ),
+        _ => (
+            one_line(&e.to_string()),
+            "check the backend's endpoint, region and bucket, and that the store is reachable",
+        ),
+    };
+    StateError::Remote { action, url: url.to_string(), message, hint: hint.to_string() }
+}
+
+fn one_line(s: &str) -> String {
+    let s = s.replace('\n', " ");
+    if s.len() > 400 { format!("{}…", &s[..s.floor_char_boundary(400)]) } else { s }
+}
+
+impl RemoteBackend {
+    /// Connect to the store `cfg` names, for `workspace` (`default` uses `key` itself).
+    /// No request is made yet.
+    pub fn new(cfg: &BackendConfig, workspace: &str) -> Result<RemoteBackend, StateError> {
+        let key = cfg.get("key").unwrap_or("gpuplan.json");
+        let key = if workspace == "default" { key.to_string() } else { format!("env:/{workspace}/{key}") };
+        let (store, lock_store, mode, url) = build(cfg, &key)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("gpuplan-state")
+            .enable_all()
+            .build()
+            .map_err(|e| StateError::Remote {
+                action: "start the client for",
+                url: url.clone(),
+                message: e.to_string(),
+                hint: String::new(),
+            })?;
+        let key = ObjectPath::parse(&key).map_err(|e| StateError::Remote {
+            action: "name",
+            url: url.clone(),
+            message: e.to_string(),
+            hint: "object keys are `/`-separated names without empty, `.` or `..` parts".into(),
+        })?;
+        Ok(RemoteBackend {
+            inner: Arc::new(Inner {
+                rt: RuntimeBox(Some(rt)),
+                store,
+                lock_store,
+                mode,
+                key,
+                url,
+                etag: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// `s3://bucket/key`.
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The URL as a path, for errors shared with the local backend.
+    pub fn display_path(&self) -> PathBuf {
+        PathBuf::from(&self.inner.url)
+    }
+
+    pub fn lock_url(&self) -> String {
+        format!("{}.lock", self.inner.url)
+    }
+
+    pub fn backup_url(&self) -> String {
+        format!("{}.backup", self.inner.url)
+    }
+
+    pub fn mode(&self) -> LockMode {
+        self.inner.mode
+    }
+
+    fn lock_key(&self) -> ObjectPath {
+        ObjectPath::from(format!("{}.lock", self.inner.key))
+    }
+
+    fn backup_key(&self) -> ObjectPath {
+        ObjectPath::from(format!("{}.backup", self.inner.key))
+    }
+
+    /// Run `fut` on the backend's runtime and wait for it, from any thread.
+    fn block<F, T>(&self, fut: F) -> T
+    where
+        F: std::future::Future<Output = T> + Send,
+        T: Send,
+    {
+        let rt = self.inner.rt.0.as_ref().expect("the runtime lives as long as the backend");
+        std::thread::scope(|s| s.spawn(|| rt.block_on(fut)).join().expect("a store call does not panic"))
+    }
+
+    /// The state object's bytes and ETag; `None` if there is none.
+    fn get(&self, key: &ObjectPath, what: &'static str) -> Result<Option<(bytes::Bytes, Option<String>)>, StateError> {
+        let store = self.inner.store.clone();
+        let url = self.inner.url.clone();
+        self.block(async move {
+            match store.get(key).await {
+                Ok(r) => {
+                    let etag = r.meta.e_tag.clone();
+                    let bytes = r.bytes().await.map_err(|e| store_error(&url, what, e))?;
+                    Ok(Some((bytes, etag)))
+                }
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(store_error(&url, what, e)),
+            }
+        })
+    }
+
+    /// The current state, or `None` if the object does not exist. Remembers its ETag for
+    /// the next write.
+    pub fn read(&self) -> Result<Option<State>, StateError> {
+        let got = self.get(&self.inner.key.clone(), "read the state")?;
+        let Some((bytes, etag)) = got else {
+            *self.inner.etag.lock().expect("etag lock") = None;
+            return Ok(None);
+        };
+        let state = parse_state(&self.display_path(), &PathBuf::from(self.backup_url()), &bytes)?;
+        *self.inner.etag.lock().expect("etag lock") = etag;
+        Ok(Some(state))
+    }
+
+    /// Write `state` with `serial + 1`: compare-and-swap on the ETag last seen (create-only
+    /// when there was no object), the previous version copied to `O.backup` first. The
+    /// caller's serial advances only once the write succeeded.
+    pub fn write(&self, lock: &super::StateLock, state: &mut State) -> Result<(), StateError> {
+        self.check_lock(lock)?;
+        self.write_unchecked(state)
+    }
+
+    /// [`write`](Self::write) without the lock check: for an apply's periodic flush, whose
+    /// lock was checked when the apply began and whose CAS still guards the object.
+    pub(crate) fn write_unchecked(&self, state: &mut State) -> Result<(), StateError> {
+        let mut body = Vec::with_capacity(1 << 16);
+        // Serialize the caller's copy with the next serial (a clone of a large state is
+        // hundreds of MB), then put the old serial back.
+        let previous = (state.serial, state.format_version);
+        let next_serial = state.serial + 1;
+        (state.serial, state.format_version) = (next_serial, FORMAT_VERSION);
+        let encoded = serde_json::to_writer_pretty(&mut body, &*state);
+        (state.serial, state.format_version) = previous;
+        encoded.map_err(|e| StateError::Remote {
+            action: "encode the state for",
+            url: self.inner.url.clone(),
+            message: e.to_string(),
+            hint: String::new(),
+        })?;
+        body.push(b'\n');
+        let etag = self.inner.etag.lock().expect("etag lock").clone();
+        let (store, key, backup, url) =
+            (self.inner.store.clone(), self.inner.key.clone(), self.backup_key(), self.inner.url.clone());
+        let expected = (state.lineage.clone(), state.serial);
+        let result = self.block(async move {
+            let mode = match &etag {
+                Some(tag) => {
+                    // Keep the previous version. Copy is unconditional, so it runs only
+                    // when the object is still the one we read (else the put below fails).
+                    store.copy(&key, &backup).await.map_err(|e| store_error(&url, "back up the state", e))?;
+                    PutMode::Update(UpdateVersion { e_tag: Some(tag.clone()), version: None })
+                }
+                None => PutMode::Create,
+            };
+            match store.put_opts(&key, PutPayload::from(body), PutOptions::from(mode)).await {
+                Ok(r) => Ok(r.e_tag),
+                Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => {
+                    Err(None)
+                }
+                Err(e) => Err(Some(store_error(&url, "write the state", e))),
+            }
+        });
+        match result {
+            Ok(new_etag) => {
+                *self.inner.etag.lock().expect("etag lock") = new_etag;
+                state.serial = next_serial;
+                state.format_version = FORMAT_VERSION;
+                Ok(())
+            }
+            Err(Some(e)) => Err(e),
+            Err(None) => {
+                // Someone wrote since we read: say what is there now.
+                let found = self.get(&self.inner.key.clone(), "read the state")?.and_then(|(b, _)| header_of(&b));
+                let (found_lineage, found_serial) = found.unwrap_or_default();
+                Err(StateError::Stale {
+                    path: self.display_path(),
+                    expected_lineage: expected.0,
+                    expected_serial: expected.1,
+                    found_lineage,
+                    found_serial,
+                })
+            }
+        }
+    }
+
+    /// Take the lock: a create-only write of `O.lock`, retried every [`POLL`] until
+    /// `timeout` has passed.
+    pub fn lock(&self, operation: &str, timeout: Duration) -> Result<super::StateLock, StateError> {
+        let start = Instant::now();
+        let info = LockInfo::new(operation);
+        let body = serde_json::to_vec_pretty(&info).expect("lock info serializes");
+        loop {
+            let (store, key, url, body) =
+                (self.inner.lock_store.clone(), self.lock_key(), self.lock_url(), body.clone());
+            let created = self.block(async move {
+                match store.put_opts(&key, PutPayload::from(body), PutOptions::from(PutMode::Create)).await {
+                    Ok(_) => Ok(true),
+                    Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                        Ok(false)
+                    }
+                    Err(e) => Err(store_error(&url, "write the lock", e)),
+                }
+            })?;
+            if created {
+                return Ok(super::StateLock::remote(info, self.clone()));
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                let holder = self.lock_info()?;
+                let waited = if timeout.is_zero() { Duration::ZERO } else { waited };
+                return Err(StateError::Locked { path: PathBuf::from(self.lock_url()), holder, waited });
+            }
+            std::thread::sleep(POLL.min(timeout - waited));
+        }
+    }
+
+    /// The lock object's content; `None` if there is no lock.
+    pub fn lock_info(&self) -> Result<Option<LockInfo>, StateError> {
+        let Some((bytes, _)) = self.get(&self.lock_key(), "read the lock")? else { return Ok(None) };
+        Ok(serde_json::from_slice(&bytes).ok())
+    }
+
+    /// Still ours: the lock object holds our id.
+    pub(crate) fn check_lock(&self, lock: &super::StateLock) -> Result<(), StateError> {
+        match self.lock_info()? {
+            Some(info) if info.id == lock.info.id => Ok(()),
+            _ => Err(StateError::LockLost { path: PathBuf::from(self.lock_url()) }),
+        }
+    }
+
+    /// Force-unlock: delete the lock object if its id is `id`.
+    pub fn unlock(&self, id: &str) -> Result<LockInfo, StateError> {
+        let Some((bytes, _)) = self.get(&self.lock_key(), "read the lock")? else {
+            return Err(StateError::NotLocked { path: self.display_path() });
+        };
+        let Ok(holder) = serde_json::from_slice::<LockInfo>(&bytes) else {
+            return Err(StateError::NotLocked { path: self.display_path() });
+        };
+        if holder.id != id.trim() {
+            return Err(StateError::UnlockMismatch { path: PathBuf::from(self.lock_url()), given: id.into(), holder });
+        }
+        self.delete_lock()?;
+        Ok(holder)
+    }
+
+    /// Release our lock (the holder's own delete). Only if it is still ours.
+    pub(crate) fn release(&self, id: &str) -> Result<(), StateError> {
+        match self.lock_info()? {
+            Some(info) if info.id == id => self.delete_lock(),
+            _ => Ok(()),
+        }
+    }
+
+    fn delete_lock(&self) -> Result<(), StateError> {
+        let (store, key, url) = (self.inner.lock_store.clone(), self.lock_key(), self.lock_url());
+        self.block(async move { store.delete(&key).await.map_err(|e| store_error(&url, "remove the lock", e)) })
+    }
+
+    /// `gpuplan init`'s check that the store refuses to overwrite: a probe object written
+    /// create-only twice must fail the second time, and a write with a wrong ETag must
+    /// fail. The probe is removed. A store that fails this cannot hold a lock safely.
+    pub fn probe(&self) -> Result<(), StateError> {
+        let probe = ObjectPath::from(format!("{}.probe-{}", self.inner.key, uuid::Uuid::new_v4()));
+        let (lock_store, store, url, mode) =
+            (self.inner.lock_store.clone(), self.inner.store.clone(), self.inner.url.clone(), self.inner.mode);
+        let refused = |what: &str| StateError::Remote {
+            action: "use",
+            url: url.clone(),
+            message: format!("the store accepted {what}: it cannot lock the state safely"),
+            hint: match mode {
+                LockMode::Conditional => "for Tencent COS set `lock_mode = \"cos\"`, for Alibaba OSS `lock_mode = \"oss\"`; otherwise use a store that honours If-None-Match and If-Match (AWS S3, MinIO, Ceph)".into(),
+                _ => "check that the bucket never had versioning enabled (COS ignores x-cos-forbid-overwrite then)".into(),
+            },
+        };
+        let outcome: Result<(), StateError> = self.block(async {
+            let create = || PutOptions::from(PutMode::Create);
+            lock_store
+                .put_opts(&probe, PutPayload::from_static(b"1"), create())
+                .await
+                .map_err(|e| store_error(&url, "write a probe object in", e))?;
+            let second = lock_store.put_opts(&probe, PutPayload::from_static(b"2"), create()).await;
+            let result = match second {
+                Ok(_) => Err(refused("a second create-only write of the same object")),
+                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(()),
+                Err(e) => Err(store_error(&url, "probe", e)),
+            };
+            let result = match (result, mode) {
+                (Ok(()), LockMode::Conditional) => {
+                    let stale = UpdateVersion { e_tag: Some("\"0-not-the-etag\"".into()), version: None };
+                    match store.put_opts(&probe, PutPayload::from_static(b"3"), PutOptions::from(PutMode::Update(stale))).await {
+                        Ok(_) => Err(refused("a write whose If-Match named a wrong ETag")),
+                        Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => {
+                            Ok(())
+                        }
+                        Err(e) => Err(store_error(&url, "probe", e)),
+                    }
+                }
+                (r, _) => r,
+            };
+            let cleanup = lock_store.delete(&probe).await.map_err(|e| store_error(&url, "remove the probe object in", e));
+            result.and(cleanup)
+        });
+        outcome
+    }
+}
+
+fn header_of(bytes: &[u8]) -> Option<(String, u64)> {
+    #[derive(serde::Deserialize)]
+    struct H {
+        lineage: String,
+        serial: u64,
+    }
+    serde_json::from_slice::<H>(bytes).ok().map(|h| (h.lineage, h.serial))
+}
+
+/// The stores for `cfg`: (state store, lock store, lock mode, URL of the state object).
+#[allow(clippy::type_complexity)]
+fn build(
+    cfg: &BackendConfig,
+    key: &str,
+) -> Result<(Arc<dyn ObjectStore>, Arc<dyn ObjectStore>, LockMode, String), StateError> {
+    let fail = |url: &str, e: object_store::Error| StateError::Remote {
+        action: "configure",
+        url: url.to_string(),
+        message: one_line(&e.to_string()),
+        hint: "check the backend block's settings and the store's environment variables".into(),
+    };
+    let client = object_store::ClientOptions::new()
+        .with_connect_timeout(Duration::from_secs(10))
+        .with_timeout(Duration::from_secs(60));
+    // A few quick retries: a state call that waits minutes on a dead endpoint helps nobody.
+    let retry = object_store::RetryConfig {
+        max_retries: 2,
+        retry_timeout: Duration::from_secs(20),
+        ..Default::default()
+    };
+    match cfg.kind.as_str() {
+        "s3" => {
+            crate::model::tls::install_ring();
+            let bucket = cfg.get("bucket").unwrap_or_default();
+            let url = format!("s3://{bucket}/{key}");
+            let endpoint = cfg.get("endpoint");
+            let host = endpoint.map(|e| e.split("://").nth(1).unwrap_or(e).split('/').next().unwrap_or("")).unwrap_or("");
+            let mode = match cfg.get("lock_mode") {
+                Some("cos") => LockMode::Cos,
+                Some("oss") => LockMode::Oss,
+                Some(_) => LockMode::Conditional,
+                None if host.ends_with(".myqcloud.com") => LockMode::Cos,
+                None if host.ends_with(".aliyuncs.com") => LockMode::Oss,
+                None => LockMode::Conditional,
+            };
+            // COS and OSS address buckets by virtual host; others by path unless told.
+            let path_style = match cfg.get("force_path_style") {
+                Some(v) => v == "true",
+                None => mode == LockMode::Conditional,
+            };
+            let builder = |headers: Option<&'static str>| {
+                let mut client = client.clone();
+                if let Some(h) = headers {
+                    let mut map = http::HeaderMap::new();
+                    map.insert(h, http::HeaderValue::from_static("true"));
+                    client = client.with_default_headers(map);
+                }
+                let mut b = object_store::aws::AmazonS3Builder::from_env()
+                    .with_bucket_name(bucket)
+                    .with_client_options(client)
+                    .with_retry(retry.clone());
+                if let Some(region) = cfg.get("region") {
+                    b = b.with_region(region);
+                }
+                if let Some(e) = endpoint {
+                    let e = e.trim_end_matches('/');
+                    b = b.with_allow_http(e.starts_with("http://"));
+                    if path_style {
+                        b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
+                    } else {
+                        let (scheme, rest) = e.split_once("://").unwrap_or(("https", e));
+                        b = b.with_endpoint(format!("{scheme}://{bucket}.{rest}")).with_virtual_hosted_style_request(true);
+                    }
+                }
+                b.build()
+            };
+            let store: Arc<dyn ObjectStore> = Arc::new(builder(None).map_err(|e| fail(&url, e))?);
+            let lock_store: Arc<dyn ObjectStore> = match mode.header() {
+                None => store.clone(),
+                Some(h) => Arc::new(builder(Some(h)).map_err(|e| fail(&url, e))?),
+            };
+            Ok((store, lock_store, mode, url))
+        }
+        "gcs" => {
+            crate::model::tls::install_ring();
+            let bucket = cfg.get("bucket").unwrap_or_default();
+            let url = format!("gs://{bucket}/{key}");
+            let store: Arc<dyn ObjectStore> = Arc::new(
+                object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_bucket_name(bucket)
+                    .with_client_options(client)
+                    .with_retry(retry)
+                    .build()
+                    .map_err(|e| fail(&url, e))?,
+            );
+            Ok((store.clone(), store, LockMode::Conditional, url))
+        }
+        "azurerm" => {
+            crate::model::tls::install_ring();
+            let account = cfg.get("storage_account_name").unwrap_or_default();
+            let container = cfg.get("container_name").unwrap_or_default();
+            let url = format!("az://{account}/{container}/{key}");
+            let store: Arc<dyn ObjectStore> = Arc::new(
+                object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_account(account)
+                    .with_container_name(container)
+                    .with_client_options(client)
+                    .with_retry(retry)
+                    .build()
+                    .map_err(|e| fail(&url, e))?,
+            );
+            Ok((store.clone(), store, LockMode::Conditional, url))
+        }
+        other => Err(StateError::Remote {
+            action: "use",
+            url: format!("{other}://{key}"),
+            message: format!("unknown backend kind `{other}`"),
+            hint: "kinds: local, s3, gcs, azurerm".into(),
+        }),
+    }
+}

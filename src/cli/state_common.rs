@@ -55,7 +55,8 @@ pub fn warn_stale(lock: &StateLock, settings: &Settings) {
 
 /// `no resource `x` in state` with a did-you-mean, or a pointer to `state list`.
 pub fn unknown_address(address: &str, state: Option<&State>, settings: &Settings) -> CliError {
-    let path = backend(settings).map(|b| location(&b)).unwrap_or_else(|_| crate::spec::display_path(&settings.state_path));
+    let path =
+        backend(settings).map(|b| location(&b)).unwrap_or_else(|_| crate::spec::display_path(&settings.state_path));
     let Some(state) = state else {
         return CliError::new(format!("no resource `{address}`: there is no state yet at `{path}`"))
             .hint("`gpuplan apply` creates the state");

@@ -7,7 +7,6 @@ use std::path::Path;
 use super::output::{self, Style};
 use super::{CliError, ExitStatus, Settings, state_common};
 
-
 /// Print the current state as JSON (stdout), as the backend holds it.
 pub fn pull(settings: &Settings) -> miette::Result<ExitStatus> {
     let backend = state_common::backend(settings)?;
@@ -71,7 +70,7 @@ pub fn push(settings: &Settings, file: &Path, force: bool) -> miette::Result<Exi
 }
 
 /// `init --migrate-state`: copy the local state file into the configured remote backend.
-/// Refused when the remote holds another lineage; nothing to do when it already holds this
+/// Refused when the remote holds resources of another lineage; nothing to do when it already holds this
 /// state or a newer one. The local file stays (delete it once the remote is in use).
 pub fn migrate(settings: &Settings, text: &mut String) -> Result<(), CliError> {
     let backend = state_common::backend(settings)?;
@@ -90,12 +89,16 @@ pub fn migrate(settings: &Settings, text: &mut String) -> Result<(), CliError> {
     let at = state_common::location(&backend);
     let lock = backend.lock("init -migrate-state", settings.lock_timeout).map_err(state_common::cli_error)?;
     match backend.recover(&lock).map_err(state_common::cli_error)? {
-        Some(remote) if remote.lineage != state.lineage => {
+        // A remote state of another lineage that holds nothing was only created by a plan
+        // run against the new backend before migrating: replacing it loses nothing.
+        Some(remote) if remote.lineage != state.lineage && !remote.resources.is_empty() => {
             return Err(CliError::new(format!(
                 "refusing to migrate: `{at}` holds lineage `{}`, the local state `{}`",
                 remote.lineage, state.lineage
             ))
-            .hint("the remote belongs to another fleet: pick another `key`, or `gpuplan state push --force` deliberately"));
+            .hint(
+                "the remote belongs to another fleet: pick another `key`, or `gpuplan state push --force` deliberately",
+            ));
         }
         Some(remote) if remote.serial >= state.serial => {
             text.push_str(&format!(
@@ -117,4 +120,3 @@ pub fn migrate(settings: &Settings, text: &mut String) -> Result<(), CliError> {
     ));
     Ok(())
 }
-

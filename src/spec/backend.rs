@@ -219,8 +219,9 @@ fn one(
         }
         if !names.contains(&name.as_str()) {
             failed = true;
-            let d = Diagnostic::error("gpuplan::backend::attribute", format!("backend `{kind}` has no setting `{name}`"))
-                .at(name_span, "unknown setting");
+            let d =
+                Diagnostic::error("gpuplan::backend::attribute", format!("backend `{kind}` has no setting `{name}`"))
+                    .at(name_span, "unknown setting");
             diags.push(match did_you_mean(&name, names.iter().copied()) {
                 Some(s) => d.help(format!("did you mean `{s}`? settings: {}", names.join(", "))),
                 None => d.help(format!("settings: {}", names.join(", "))),

@@ -30,6 +30,6 @@ pub use error::StateError;
 pub use journal::{Journal, JournalHeader};
 pub use local::LocalBackend;
 pub use lock::{LockInfo, StateLock};
-pub use remote::RemoteBackend;
 pub use model::{HistoryEntry, ResourceState, ScaleRecord, State};
+pub use remote::RemoteBackend;
 pub use replay::{JournalEntry, Replay, apply_entry};

@@ -111,9 +111,12 @@ fn store_error(url: &str, action: &'static str, e: object_store::Error) -> State
             "the store did not accept the credentials".to_string(),
             "check the store's credentials in the environment (for s3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)",
         ),
-        E::NotFound { .. } => (
-            "not found (does the bucket exist?)".to_string(),
-            "create the bucket first; gpuplan never creates buckets",
+        E::NotFound { .. } => {
+            ("not found (does the bucket exist?)".to_string(), "create the bucket first; gpuplan never creates buckets")
+        }
+        _ if e.to_string().contains("169.254.169.254") => (
+            "no credentials in the environment (the instance metadata service did not answer either)".to_string(),
+            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or run where an instance role or web identity is available",
         ),
         _ => (
             one_line(&e.to_string()),
@@ -225,7 +228,7 @@ impl RemoteBackend {
     /// The current state, or `None` if the object does not exist. Remembers its ETag for
     /// the next write.
     pub fn read(&self) -> Result<Option<State>, StateError> {
-        let got = self.get(&self.inner.key.clone(), "read the state")?;
+        let got = self.get(&self.inner.key.clone(), "read")?;
         let Some((bytes, etag)) = got else {
             *self.inner.etag.lock().expect("etag lock") = None;
             return Ok(None);
@@ -270,17 +273,15 @@ impl RemoteBackend {
                 Some(tag) => {
                     // Keep the previous version. Copy is unconditional, so it runs only
                     // when the object is still the one we read (else the put below fails).
-                    store.copy(&key, &backup).await.map_err(|e| store_error(&url, "back up the state", e))?;
+                    store.copy(&key, &backup).await.map_err(|e| store_error(&url, "back up", e))?;
                     PutMode::Update(UpdateVersion { e_tag: Some(tag.clone()), version: None })
                 }
                 None => PutMode::Create,
             };
             match store.put_opts(&key, PutPayload::from(body), PutOptions::from(mode)).await {
                 Ok(r) => Ok(r.e_tag),
-                Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => {
-                    Err(None)
-                }
-                Err(e) => Err(Some(store_error(&url, "write the state", e))),
+                Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => Err(None),
+                Err(e) => Err(Some(store_error(&url, "write", e))),
             }
         });
         match result {
@@ -293,7 +294,7 @@ impl RemoteBackend {
             Err(Some(e)) => Err(e),
             Err(None) => {
                 // Someone wrote since we read: say what is there now.
-                let found = self.get(&self.inner.key.clone(), "read the state")?.and_then(|(b, _)| header_of(&b));
+                let found = self.get(&self.inner.key.clone(), "read")?.and_then(|(b, _)| header_of(&b));
                 let (found_lineage, found_serial) = found.unwrap_or_default();
                 Err(StateError::Stale {
                     path: self.display_path(),
@@ -321,7 +322,7 @@ impl RemoteBackend {
                     Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
                         Ok(false)
                     }
-                    Err(e) => Err(store_error(&url, "write the lock", e)),
+                    Err(e) => Err(store_error(&url, "write the lock of", e)),
                 }
             })?;
             if created {
@@ -339,7 +340,7 @@ impl RemoteBackend {
 
     /// The lock object's content; `None` if there is no lock.
     pub fn lock_info(&self) -> Result<Option<LockInfo>, StateError> {
-        let Some((bytes, _)) = self.get(&self.lock_key(), "read the lock")? else { return Ok(None) };
+        let Some((bytes, _)) = self.get(&self.lock_key(), "read the lock of")? else { return Ok(None) };
         Ok(serde_json::from_slice(&bytes).ok())
     }
 
@@ -353,7 +354,7 @@ impl RemoteBackend {
 
     /// Force-unlock: delete the lock object if its id is `id`.
     pub fn unlock(&self, id: &str) -> Result<LockInfo, StateError> {
-        let Some((bytes, _)) = self.get(&self.lock_key(), "read the lock")? else {
+        let Some((bytes, _)) = self.get(&self.lock_key(), "read the lock of")? else {
             return Err(StateError::NotLocked { path: self.display_path() });
         };
         let Ok(holder) = serde_json::from_slice::<LockInfo>(&bytes) else {
@@ -376,7 +377,7 @@ impl RemoteBackend {
 
     fn delete_lock(&self) -> Result<(), StateError> {
         let (store, key, url) = (self.inner.lock_store.clone(), self.lock_key(), self.lock_url());
-        self.block(async move { store.delete(&key).await.map_err(|e| store_error(&url, "remove the lock", e)) })
+        self.block(async move { store.delete(&key).await.map_err(|e| store_error(&url, "remove the lock of", e)) })
     }
 
     /// `gpuplan init`'s check that the store refuses to overwrite: a probe object written
@@ -386,7 +387,8 @@ impl RemoteBackend {
         let probe = ObjectPath::from(format!("{}.probe-{}", self.inner.key, uuid::Uuid::new_v4()));
         let (lock_store, store, url, mode) =
             (self.inner.lock_store.clone(), self.inner.store.clone(), self.inner.url.clone(), self.inner.mode);
-        let refused = |what: &str| StateError::Remote {
+        let refused = |what: &str| {
+            StateError::Remote {
             action: "use",
             url: url.clone(),
             message: format!("the store accepted {what}: it cannot lock the state safely"),
@@ -394,6 +396,7 @@ impl RemoteBackend {
                 LockMode::Conditional => "for Tencent COS set `lock_mode = \"cos\"`, for Alibaba OSS `lock_mode = \"oss\"`; otherwise use a store that honours If-None-Match and If-Match (AWS S3, MinIO, Ceph)".into(),
                 _ => "check that the bucket never had versioning enabled (COS ignores x-cos-forbid-overwrite then)".into(),
             },
+        }
         };
         let outcome: Result<(), StateError> = self.block(async {
             let create = || PutOptions::from(PutMode::Create);
@@ -410,7 +413,10 @@ impl RemoteBackend {
             let result = match (result, mode) {
                 (Ok(()), LockMode::Conditional) => {
                     let stale = UpdateVersion { e_tag: Some("\"0-not-the-etag\"".into()), version: None };
-                    match store.put_opts(&probe, PutPayload::from_static(b"3"), PutOptions::from(PutMode::Update(stale))).await {
+                    match store
+                        .put_opts(&probe, PutPayload::from_static(b"3"), PutOptions::from(PutMode::Update(stale)))
+                        .await
+                    {
                         Ok(_) => Err(refused("a write whose If-Match named a wrong ETag")),
                         Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => {
                             Ok(())
@@ -420,7 +426,8 @@ impl RemoteBackend {
                 }
                 (r, _) => r,
             };
-            let cleanup = lock_store.delete(&probe).await.map_err(|e| store_error(&url, "remove the probe object in", e));
+            let cleanup =
+                lock_store.delete(&probe).await.map_err(|e| store_error(&url, "remove the probe object in", e));
             result.and(cleanup)
         });
         outcome
@@ -452,18 +459,16 @@ fn build(
         .with_connect_timeout(Duration::from_secs(10))
         .with_timeout(Duration::from_secs(60));
     // A few quick retries: a state call that waits minutes on a dead endpoint helps nobody.
-    let retry = object_store::RetryConfig {
-        max_retries: 2,
-        retry_timeout: Duration::from_secs(20),
-        ..Default::default()
-    };
+    let retry =
+        object_store::RetryConfig { max_retries: 2, retry_timeout: Duration::from_secs(20), ..Default::default() };
     match cfg.kind.as_str() {
         "s3" => {
             crate::model::tls::install_ring();
             let bucket = cfg.get("bucket").unwrap_or_default();
             let url = format!("s3://{bucket}/{key}");
             let endpoint = cfg.get("endpoint");
-            let host = endpoint.map(|e| e.split("://").nth(1).unwrap_or(e).split('/').next().unwrap_or("")).unwrap_or("");
+            let host =
+                endpoint.map(|e| e.split("://").nth(1).unwrap_or(e).split('/').next().unwrap_or("")).unwrap_or("");
             let mode = match cfg.get("lock_mode") {
                 Some("cos") => LockMode::Cos,
                 Some("oss") => LockMode::Oss,
@@ -498,7 +503,9 @@ fn build(
                         b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
                     } else {
                         let (scheme, rest) = e.split_once("://").unwrap_or(("https", e));
-                        b = b.with_endpoint(format!("{scheme}://{bucket}.{rest}")).with_virtual_hosted_style_request(true);
+                        b = b
+                            .with_endpoint(format!("{scheme}://{bucket}.{rest}"))
+                            .with_virtual_hosted_style_request(true);
                     }
                 }
                 b.build()

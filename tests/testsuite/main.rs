@@ -26,3 +26,4 @@ mod schema;
 mod sim_cli;
 mod spec_roundtrip;
 mod state_cli;
+mod state_s3;

@@ -1,0 +1,393 @@
+//! Remote state on S3, end to end: the real binary against moto's S3 server (started by
+//! `scripts/test`, which exports GPUPLAN_TEST_MOTO_ENDPOINT; moto honours If-None-Match
+//! and If-Match on PutObject). Each test uses a bucket of its own.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+fn endpoint() -> String {
+    match std::env::var("GPUPLAN_TEST_MOTO_ENDPOINT") {
+        Ok(e) if !e.trim().is_empty() => e,
+        _ => panic!(
+            "GPUPLAN_TEST_MOTO_ENDPOINT is not set: run the tests with `scripts/test`, which installs moto into .venv/ and starts it"
+        ),
+    }
+}
+
+/// A raw HTTP/1.0 request to moto (bucket creation needs no signature there): (status, body).
+fn http(method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let host = endpoint().trim_start_matches("http://").trim_end_matches('/').to_string();
+    let mut s = TcpStream::connect(&host).expect("moto answers");
+    let head = format!("{method} {path} HTTP/1.0\r\nHost: {host}\r\nContent-Length: {}\r\n\r\n", body.len());
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP response");
+    let status: u16 = String::from_utf8_lossy(&out[..split]).split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, out[split + 4..].to_vec())
+}
+
+/// A new bucket for one test.
+fn bucket() -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let name = format!("gp-state-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
+    let (status, _) = http("PUT", &format!("/{name}"), b"");
+    assert_eq!(status, 200, "create bucket {name}");
+    name
+}
+
+/// The S3 client the tests read and write objects with (signed, as moto wants for objects).
+fn store(bucket: &str) -> object_store::aws::AmazonS3 {
+    gpuplan::model::tls::install_ring();
+    object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(endpoint())
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_bucket_name(bucket)
+        .with_access_key_id("testing")
+        .with_secret_access_key("testing")
+        .build()
+        .expect("an S3 client")
+}
+
+fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+fn object(bucket: &str, key: &str) -> Option<Vec<u8>> {
+    use object_store::ObjectStoreExt;
+    let s = store(bucket);
+    block(async move {
+        match s.get(&object_store::path::Path::from(key)).await {
+            Ok(r) => Some(r.bytes().await.expect("object body").to_vec()),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => panic!("GET {key}: {e}"),
+        }
+    })
+}
+
+fn put(bucket: &str, key: &str, body: &'static [u8]) {
+    use object_store::ObjectStoreExt;
+    let s = store(bucket);
+    block(async move { s.put(&object_store::path::Path::from(key), body.into()).await.expect("PUT") });
+}
+
+fn spec(bucket: &str, endpoint: &str, pools: usize) -> String {
+    let mut s = format!(
+        r#"gpuplan {{
+  backend "s3" {{
+    bucket   = "{bucket}"
+    key      = "fleets/prod.json"
+    region   = "us-east-1"
+    endpoint = "{endpoint}"
+  }}
+}}
+
+provider "sim" {{}}
+"#
+    );
+    for i in 0..pools {
+        s += &format!(
+            r#"
+gpu_pool "p{i}" {{
+  provider      = "sim"
+  region        = "us-east-1"
+  zones         = ["us-east-1a"]
+  gpu           = "L4"
+  gpus_per_node = 1
+  nodes {{
+    min     = 0
+    desired = 2
+    max     = 4
+  }}
+  mix {{
+    on_demand_base = 0
+    spot_percent   = 50
+  }}
+}}
+"#
+        );
+    }
+    s
+}
+
+fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+    cmd.current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "100")
+        .env_remove("GPUPLAN_WORKSPACE")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_ENDPOINT")
+        .env_remove("AWS_PROFILE")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(dir: &Path, args: &[&str]) -> Run {
+    run_env(dir, args, &[])
+}
+
+fn run_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let out = command(dir, args, env).output().expect("gpuplan runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn spawn(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Child {
+    command(dir, args, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("gpuplan starts")
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn state_json(bucket: &str) -> serde_json::Value {
+    serde_json::from_slice(&object(bucket, "fleets/prod.json").expect("the state object exists")).unwrap()
+}
+
+fn node_count(state: &serde_json::Value, pool: &str) -> usize {
+    state["resources"][pool]["nodes"].as_array().map_or(0, Vec::len)
+}
+
+fn setup(pools: usize) -> (tempfile::TempDir, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = bucket();
+    std::fs::write(tmp.path().join("main.hcl"), spec(&b, &endpoint(), pools)).unwrap();
+    (tmp, b)
+}
+
+#[test]
+fn apply_writes_the_state_object_and_no_local_state_and_the_next_plan_is_clean() {
+    let (tmp, b) = setup(2);
+    let init = run(tmp.path(), &["init"]);
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    assert!(init.stderr.contains(&format!("s3://{b}/fleets/prod.json")) && init.stderr.contains("can be locked"));
+    assert!(object(&b, "fleets/prod.json").is_none(), "init writes no state");
+
+    let apply = run(tmp.path(), &["apply", "--auto-approve"]);
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(!tmp.path().join("state/default.json").exists(), "no local state file");
+    assert!(!tmp.path().join("state/default.json.journal").exists(), "no local journal");
+    let state = state_json(&b);
+    assert_eq!(node_count(&state, "gpu_pool.p0"), 2);
+    assert_eq!(node_count(&state, "gpu_pool.p1"), 2);
+    assert!(object(&b, "fleets/prod.json.lock").is_none(), "the lock is released");
+    assert!(object(&b, "fleets/prod.json.backup").is_some(), "the previous version is kept");
+
+    let plan = run(tmp.path(), &["plan", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 0, "a fresh runner sees the remote state:\n{}\n{}", plan.stdout, plan.stderr);
+    let list = run(tmp.path(), &["state", "list"]);
+    assert_eq!(list.stdout, "gpu_pool.p0\ngpu_pool.p1\n");
+
+    // Another workspace is another object: `env:/staging/fleets/prod.json`.
+    let ws = run_env(tmp.path(), &["apply", "--auto-approve"], &[("GPUPLAN_WORKSPACE", "staging")]);
+    assert_eq!(ws.code, 0, "{}", ws.stderr);
+    let staged = object(&b, "env:/staging/fleets/prod.json").expect("the workspace's object");
+    let staged: serde_json::Value = serde_json::from_slice(&staged).unwrap();
+    assert_ne!(staged["lineage"], state["lineage"], "a workspace has its own lineage");
+}
+
+#[test]
+fn a_second_writer_fails_at_once_naming_the_holder() {
+    let (tmp, b) = setup(3);
+    let slow =
+        spawn(tmp.path(), &["apply", "--auto-approve", "--parallelism", "1"], &[("GPUPLAN_SIM_LATENCY", "700ms")]);
+    wait_for("the first apply's lock", Duration::from_secs(30), || object(&b, "fleets/prod.json.lock").is_some());
+    let lock: serde_json::Value = serde_json::from_slice(&object(&b, "fleets/prod.json.lock").unwrap()).unwrap();
+    let id = lock["id"].as_str().unwrap().to_string();
+    assert_eq!(lock["operation"], "apply");
+
+    let t = Instant::now();
+    let second = run(tmp.path(), &["apply", "--auto-approve"]);
+    assert_eq!(second.code, 1, "{}", second.stderr);
+    assert!(t.elapsed() < Duration::from_secs(20), "without --lock-timeout it fails at once");
+    assert!(second.stderr.contains("is locked by"), "{}", second.stderr);
+    assert!(second.stderr.contains(&format!("gpuplan state unlock {id}")), "{}", second.stderr);
+    assert!(second.stderr.contains(&format!("s3://{b}/fleets/prod.json.lock")), "{}", second.stderr);
+
+    let first = slow.wait_with_output().unwrap();
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    assert_eq!(node_count(&state_json(&b), "gpu_pool.p2"), 2);
+
+    // With --lock-timeout a waiter gets the lock once it is free.
+    let wait = run(tmp.path(), &["plan", "--lock-timeout", "10s", "--detailed-exitcode"]);
+    assert_eq!(wait.code, 0, "{}", wait.stderr);
+}
+
+#[test]
+fn kill_9_mid_apply_leaves_the_lock_then_unlock_and_apply_converge_without_duplicates() {
+    let (tmp, b) = setup(6);
+    let mut child =
+        spawn(tmp.path(), &["apply", "--auto-approve", "--parallelism", "1"], &[("GPUPLAN_SIM_LATENCY", "500ms")]);
+    wait_for("a first progress write", Duration::from_secs(60), || {
+        object(&b, "fleets/prod.json").is_some_and(|s| {
+            let s: serde_json::Value = serde_json::from_slice(&s).unwrap();
+            (0..6).any(|i| node_count(&s, &format!("gpu_pool.p{i}")) > 0)
+        })
+    });
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let partial = state_json(&b);
+    let recorded: usize = (0..6).map(|i| node_count(&partial, &format!("gpu_pool.p{i}"))).sum();
+    assert!(recorded > 0 && recorded < 12, "progress was written before the kill: {recorded} node(s)");
+
+    let locked = run(tmp.path(), &["plan"]);
+    assert_eq!(locked.code, 1, "{}", locked.stderr);
+    let lock: serde_json::Value = serde_json::from_slice(&object(&b, "fleets/prod.json.lock").unwrap()).unwrap();
+    let id = lock["id"].as_str().unwrap();
+    assert!(locked.stderr.contains(&format!("gpuplan state unlock {id}")), "{}", locked.stderr);
+
+    let wrong = run(tmp.path(), &["state", "unlock", "not-the-id"]);
+    assert_eq!(wrong.code, 1, "{}", wrong.stderr);
+    assert!(object(&b, "fleets/prod.json.lock").is_some(), "a wrong id removes nothing");
+    let unlock = run(tmp.path(), &["state", "unlock", id]);
+    assert_eq!(unlock.code, 0, "{}", unlock.stderr);
+    assert!(unlock.stderr.contains("Unlocked") && unlock.stderr.contains("s3://"), "{}", unlock.stderr);
+
+    let apply = run(tmp.path(), &["apply", "--auto-approve"]);
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    let state = state_json(&b);
+    for i in 0..6 {
+        assert_eq!(node_count(&state, &format!("gpu_pool.p{i}")), 2, "gpu_pool.p{i}: no duplicate, none missing");
+    }
+    let plan = run(tmp.path(), &["plan", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 0, "converged, no orphan left:\n{}", plan.stdout);
+    let drift = run(tmp.path(), &["drift"]);
+    assert_eq!(drift.code, 0, "{}\n{}", drift.stdout, drift.stderr);
+}
+
+#[test]
+fn migrate_state_keeps_the_lineage_and_refuses_another_fleets_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = bucket();
+    let full = spec(&b, &endpoint(), 1);
+    let local_only = full[full.find("provider \"sim\"").unwrap()..].to_string();
+    std::fs::write(tmp.path().join("main.hcl"), &local_only).unwrap();
+    assert_eq!(run(tmp.path(), &["apply", "--auto-approve"]).code, 0);
+    let local: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("state/default.json")).unwrap()).unwrap();
+
+    std::fs::write(tmp.path().join("main.hcl"), &full).unwrap();
+    let before = run(tmp.path(), &["plan", "--detailed-exitcode"]);
+    assert_eq!(before.code, 2, "without migration the remote is empty: the plan wants to create");
+    // That plan left an empty remote state of a new lineage: migrating over it loses nothing.
+    let m = run(tmp.path(), &["init", "--migrate-state"]);
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    assert!(m.stderr.contains("Migrated"), "{}", m.stderr);
+    let remote = state_json(&b);
+    assert_eq!(remote["lineage"], local["lineage"]);
+    assert!(remote["serial"].as_u64() > local["serial"].as_u64());
+    let plan = run(tmp.path(), &["plan", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+    let again = run(tmp.path(), &["init", "--migrate-state"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(again.stderr.contains("nothing copied"), "{}", again.stderr);
+
+    // A local state of another lineage is refused, and nothing is written.
+    let mut other = local.clone();
+    other["lineage"] = "another-fleet".into();
+    other["serial"] = 99.into();
+    std::fs::write(tmp.path().join("state/default.json"), serde_json::to_vec(&other).unwrap()).unwrap();
+    let refused = run(tmp.path(), &["init", "--migrate-state"]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("refusing to migrate"), "{}", refused.stderr);
+    assert_eq!(state_json(&b), remote, "nothing written");
+}
+
+#[test]
+fn state_push_checks_lineage_and_serial_and_pull_prints_the_state() {
+    let (tmp, b) = setup(1);
+    assert_eq!(run(tmp.path(), &["apply", "--auto-approve"]).code, 0);
+    let pull = run(tmp.path(), &["state", "pull"]);
+    assert_eq!(pull.code, 0, "{}", pull.stderr);
+    let pulled: serde_json::Value = serde_json::from_str(&pull.stdout).unwrap();
+    assert_eq!(pulled, state_json(&b));
+
+    let file = tmp.path().join("old.json");
+    let mut old = pulled.clone();
+    old["serial"] = 1.into();
+    std::fs::write(&file, serde_json::to_vec(&old).unwrap()).unwrap();
+    let refused = run(tmp.path(), &["state", "push", "old.json"]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("lower than the current state"), "{}", refused.stderr);
+    let mut foreign = pulled.clone();
+    foreign["lineage"] = "x".into();
+    std::fs::write(&file, serde_json::to_vec(&foreign).unwrap()).unwrap();
+    let refused = run(tmp.path(), &["state", "push", "old.json"]);
+    assert!(refused.code == 1 && refused.stderr.contains("another fleet"), "{}", refused.stderr);
+    assert_eq!(state_json(&b), pulled, "nothing written");
+
+    std::fs::write(&file, serde_json::to_vec(&old).unwrap()).unwrap();
+    let forced = run(tmp.path(), &["state", "push", "--force", "old.json"]);
+    assert_eq!(forced.code, 0, "{}", forced.stderr);
+    let now = state_json(&b);
+    assert!(now["serial"].as_u64() > pulled["serial"].as_u64(), "a push always moves the serial forward");
+    assert_eq!(now["history"].as_array().unwrap().last().unwrap()["event"], "state_push");
+}
+
+#[test]
+fn a_corrupt_remote_state_is_an_error_naming_the_object_and_nothing_is_written() {
+    let (tmp, b) = setup(1);
+    put(&b, "fleets/prod.json", b"{\"format_version\": 1, \"serial\": ");
+    let plan = run(tmp.path(), &["plan"]);
+    assert_eq!(plan.code, 1);
+    assert!(plan.stderr.contains(&format!("s3://{b}/fleets/prod.json")), "{}", plan.stderr);
+    assert!(plan.stderr.contains("unreadable"), "{}", plan.stderr);
+    let apply = run(tmp.path(), &["apply", "--auto-approve"]);
+    assert_eq!(apply.code, 1);
+    assert_eq!(object(&b, "fleets/prod.json").unwrap(), b"{\"format_version\": 1, \"serial\": ");
+    assert!(object(&b, "fleets/prod.json.lock").is_none(), "the lock is released on the error");
+}
+
+#[test]
+fn a_missing_bucket_and_an_unreachable_endpoint_are_errors_naming_the_object() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), spec("no-such-bucket-gp", &endpoint(), 1)).unwrap();
+    let r = run(tmp.path(), &["plan"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("s3://no-such-bucket-gp/fleets/prod.json"), "{}", r.stderr);
+    assert!(r.stderr.contains("bucket"), "{}", r.stderr);
+    assert!(!tmp.path().join("state/default.json").exists(), "no local fallback");
+
+    std::fs::write(tmp.path().join("main.hcl"), spec("b", "http://127.0.0.1:9", 1)).unwrap();
+    let r = run(tmp.path(), &["plan"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("s3://b/fleets/prod.json"), "{}", r.stderr);
+    assert!(r.stderr.contains("reachable"), "{}", r.stderr);
+
+    // No credentials anywhere: a clear error, not a hang on the metadata service.
+    let (tmp2, _) = setup(1);
+    let out = command(tmp2.path(), &["plan"], &[])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("credentials") || stderr.contains("AWS_ACCESS_KEY_ID"), "{stderr}");
+}

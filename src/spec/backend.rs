@@ -207,7 +207,9 @@ fn one(
     let names: Vec<&str> = attrs.iter().map(|a| a.trim_start_matches('*')).collect();
     let mut failed = false;
     let mut out = BTreeMap::new();
-    for (name, name_span, value) in settings {
+    let settings_written: Vec<&str> = settings.iter().map(|(n, _, _)| n.as_str()).collect();
+    for (name, name_span, value) in &settings {
+        let (name, name_span, value) = (name.clone(), *name_span, *value);
         if SECRETS.contains(&name.as_str()) {
             failed = true;
             diags.push(
@@ -248,7 +250,9 @@ fn one(
         out.insert(name, text);
     }
     for required in attrs.iter().filter_map(|a| a.strip_prefix('*')) {
-        if !out.contains_key(required) && !failed {
+        // Reported even beside other problems, unless the setting was there but invalid.
+        let written = settings_written.contains(&required);
+        if !out.contains_key(required) && !written {
             failed = true;
             diags.push(
                 Diagnostic::error("gpuplan::backend::missing", format!("backend `{kind}` needs `{required}`"))
@@ -266,7 +270,9 @@ fn required_list(attrs: &[&str]) -> String {
 
 fn credential_hint(kind: &str) -> &'static str {
     match kind {
-        "s3" => "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the environment",
+        "s3" => {
+            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment (or run with an instance role or web identity)"
+        }
         "gcs" => "set GOOGLE_APPLICATION_CREDENTIALS (or GOOGLE_SERVICE_ACCOUNT) in the environment",
         "azurerm" => "set AZURE_STORAGE_ACCOUNT_KEY (or AZURE_CLIENT_ID and AZURE_CLIENT_SECRET) in the environment",
         _ => "credentials come from the environment",
@@ -310,5 +316,48 @@ fn literal(e: &Expr) -> Option<String> {
             })
             .collect::<Option<String>>(),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diag::Sources;
+
+    fn load(text: &str) -> crate::spec::Loaded {
+        let mut sources = Sources::default();
+        sources.add("main.hcl", text);
+        crate::spec::load_sources(sources, &Default::default())
+    }
+
+    #[test]
+    fn gcs_and_azurerm_blocks_decode_to_their_settings() {
+        let gcs =
+            load("gpuplan {\n  backend \"gcs\" {\n    bucket = \"acme\"\n    key = \"fleets/prod.json\"\n  }\n}\n");
+        assert!(!gcs.diags.has_errors(), "{:?}", gcs.diags.items);
+        let b = gcs.spec.backend.expect("a backend");
+        assert_eq!((b.kind.as_str(), b.get("bucket"), b.get("key")), ("gcs", Some("acme"), Some("fleets/prod.json")));
+
+        let az = load(
+            "gpuplan {\n  backend \"azurerm\" {\n    storage_account_name = \"acme\"\n    container_name = \"state\"\n    key = \"prod.json\"\n  }\n}\n",
+        );
+        assert!(!az.diags.has_errors(), "{:?}", az.diags.items);
+        let b = az.spec.backend.expect("a backend");
+        assert_eq!(b.get("container_name"), Some("state"));
+        assert!(!b.is_local());
+    }
+
+    #[test]
+    fn gcs_and_azurerm_settings_are_checked_like_s3() {
+        let gcs = load("gpuplan {\n  backend \"gcs\" {\n    bucket = \"a/b\"\n    credentials = \"{}\"\n  }\n}\n");
+        let codes: Vec<&str> = gcs.diags.items.iter().map(|d| d.code).collect();
+        assert_eq!(codes, ["gpuplan::backend::missing", "gpuplan::backend::value", "gpuplan::backend::secret"]);
+        let az = load(
+            "gpuplan {\n  backend \"azurerm\" {\n    storage_account_name = \"acme\"\n    container = \"x\"\n  }\n}\n",
+        );
+        let messages: Vec<String> = az.diags.items.iter().map(|d| d.message.clone()).collect();
+        assert!(messages.iter().any(|m| m.contains("needs `container_name`")), "{messages:?}");
+        assert!(messages.iter().any(|m| m.contains("needs `key`")), "{messages:?}");
+        assert!(messages.iter().any(|m| m.contains("no setting `container`")), "{messages:?}");
+        assert!(gcs.spec.backend.is_none() && az.spec.backend.is_none(), "a broken backend is never used");
     }
 }

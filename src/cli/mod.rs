@@ -26,6 +26,7 @@ mod plan;
 mod reconcile;
 mod runtime;
 mod settings;
+mod show;
 mod sim;
 mod state_common;
 mod state_list;
@@ -95,6 +96,8 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Sim(command) => sim::run(settings, command),
         Command::Jobs(args) => jobs::run(settings, args.command.as_ref()),
         Command::Init(args) => init::run(settings, args),
+        Command::Show(args) => show::run(settings, args),
+        Command::Completions { shell } => show::completions(*shell),
         Command::State(StateCommand::List) => state_list::run(settings),
         Command::State(StateCommand::Show { addr }) => state_show::run(settings, addr),
         Command::State(StateCommand::Rm { addrs }) => state_rm::run(settings, addrs),
@@ -151,6 +154,13 @@ pub enum Command {
     Fmt(FmtArgs),
     /// Refresh, diff, cost and check policies: show what apply would do
     Plan(PlanArgs),
+    /// Print a saved plan (`plan --out FILE`) without touching state or clouds
+    Show(ShowArgs),
+    /// Print shell completions for bash, zsh or fish
+    Completions {
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: CompletionShell,
+    },
     /// Execute a saved plan, or plan and confirm
     Apply(ApplyArgs),
     /// Remove everything the state owns
@@ -425,6 +435,26 @@ pub enum StateCommand {
         #[arg(long)]
         force: bool,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// A plan saved with `gpuplan plan --out FILE`
+    #[arg(value_name = "PLANFILE")]
+    pub planfile: PathBuf,
+    /// Shorthand for `--format json`
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+    /// How to print the plan
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<PlanFormat>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Debug, Args)]

@@ -26,11 +26,13 @@ fn run(dir: &Path, args: &[&str]) -> Run {
     }
 }
 
-const COMMANDS: [&str; 14] = [
+const COMMANDS: [&str; 16] = [
     "init",
     "validate",
     "fmt",
     "plan",
+    "show",
+    "completions",
     "apply",
     "destroy",
     "drift",
@@ -133,4 +135,46 @@ fn bad_workspace_and_lock_timeout_are_errors() {
     let r = run(tmp.path(), &["--lock-timeout", "soon", "validate"]);
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("--lock-timeout"), "{}", r.stderr);
+}
+
+#[test]
+fn show_renders_a_saved_plan_as_plan_printed_it_without_state_or_spec() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    assert_eq!(run(tmp.path(), &["init"]).code, 0);
+    let text = run(tmp.path(), &["plan", "--out", "pr.plan"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let json = run(tmp.path(), &["plan", "--json"]);
+    let md = run(tmp.path(), &["plan", "--format", "markdown"]);
+    // A reviewer's machine has only the artifact: no spec, no state, no sim cloud.
+    let review = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(tmp.path().join("pr.plan"), review.path().join("pr.plan")).unwrap();
+    let shown = run(review.path(), &["show", "pr.plan"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert_eq!(shown.stdout, text.stdout);
+    assert_eq!(run(review.path(), &["show", "pr.plan", "--json"]).stdout, json.stdout);
+    assert_eq!(run(review.path(), &["show", "--format", "markdown", "pr.plan"]).stdout, md.stdout);
+    assert_eq!(std::fs::read_dir(review.path()).unwrap().count(), 1, "show writes nothing");
+
+    std::fs::write(review.path().join("bad.plan"), b"not a plan").unwrap();
+    let bad = run(review.path(), &["show", "bad.plan"]);
+    assert_eq!(bad.code, 1);
+    assert!(bad.stderr.contains("bad.plan"), "{}", bad.stderr);
+}
+
+#[test]
+fn completions_cover_every_subcommand_for_bash_zsh_and_fish() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for shell in ["bash", "zsh", "fish"] {
+        let r = run(tmp.path(), &["completions", shell]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        for cmd in COMMANDS {
+            assert!(r.stdout.contains(cmd), "{shell}: `{cmd}` missing");
+        }
+        assert!(r.stdout.contains("lock-timeout") && r.stdout.contains("migrate-state"), "{shell}");
+    }
+    let bash = run(tmp.path(), &["completions", "bash"]).stdout;
+    assert!(bash.contains("complete -F _gpuplan"), "a bash completion function");
+    let out = std::process::Command::new("bash").args(["-n", "-c", &bash]).output().unwrap();
+    assert!(out.status.success(), "bash parses it: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(run(tmp.path(), &["completions", "powershell"]).code, 1, "unknown shells are usage errors");
 }

@@ -10,6 +10,7 @@
 //! and add one arm to `dispatch`.
 
 mod apply;
+mod check;
 mod common;
 mod cost;
 mod drift;
@@ -97,6 +98,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Jobs(args) => jobs::run(settings, args.command.as_ref()),
         Command::Init(args) => init::run(settings, args),
         Command::Show(args) => show::run(settings, args),
+        Command::Check => check::run(settings),
         Command::Completions { shell } => show::completions(*shell),
         Command::State(StateCommand::List) => state_list::run(settings),
         Command::State(StateCommand::Show { addr }) => state_show::run(settings, addr),
@@ -150,6 +152,8 @@ pub enum Command {
     Init(InitArgs),
     /// Parse and check every spec file; all problems in one run
     Validate(ValidateArgs),
+    /// Check every provider's credentials, endpoint and region, and the state backend
+    Check,
     /// Rewrite HCL/YAML specs in canonical format
     Fmt(FmtArgs),
     /// Refresh, diff, cost and check policies: show what apply would do

@@ -103,25 +103,40 @@ impl Drop for RuntimeBox {
 /// What a store call failed with, as the state layer reports it.
 fn store_error(url: &str, action: &'static str, e: object_store::Error) -> StateError {
     use object_store::Error as E;
-    let (message, hint) = match &e {
-        E::PermissionDenied { .. } => {
-            ("access denied".to_string(), "the credentials in the environment may not read and write this object")
-        }
-        E::Unauthenticated { .. } => (
-            "the store did not accept the credentials".to_string(),
-            "check the store's credentials in the environment (for s3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)",
+    let text = e.to_string();
+    let code = ["NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken"]
+        .into_iter()
+        .find(|c| text.contains(&format!("<Code>{c}</Code>")));
+    let (message, hint) = match (&e, code) {
+        (_, Some("NoSuchBucket")) => (
+            "the bucket does not exist (NoSuchBucket)".to_string(),
+            "create the bucket first; gpuplan never creates buckets",
         ),
-        E::NotFound { .. } => {
-            ("not found (does the bucket exist?)".to_string(), "create the bucket first; gpuplan never creates buckets")
-        }
-        _ if e.to_string().contains("169.254.169.254") => (
-            "no credentials in the environment (the instance metadata service did not answer either)".to_string(),
-            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or run where an instance role or web identity is available",
+        (_, Some(c @ ("AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "ExpiredToken"))) => (
+            format!("access denied ({c})"),
+            "check the credentials in the environment and that they may read and write this bucket and key",
         ),
-        _ => (
-            one_line(&e.to_string()),
-            "check the backend's endpoint, region and bucket, and that the store is reachable",
-        ),
+        _ => match &e {
+            E::PermissionDenied { .. } => {
+                ("access denied".to_string(), "the credentials in the environment may not read and write this object")
+            }
+            E::Unauthenticated { .. } => (
+                "the store did not accept the credentials".to_string(),
+                "check the store's credentials in the environment (for s3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)",
+            ),
+            E::NotFound { .. } => (
+                "not found (does the bucket exist?)".to_string(),
+                "create the bucket first; gpuplan never creates buckets",
+            ),
+            _ if e.to_string().contains("169.254.169.254") => (
+                "no credentials in the environment (the instance metadata service did not answer either)".to_string(),
+                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or run where an instance role or web identity is available",
+            ),
+            _ => (
+                one_line(&e.to_string()),
+                "check the backend's endpoint, region and bucket, and that the store is reachable",
+            ),
+        },
     };
     StateError::Remote { action, url: url.to_string(), message, hint: hint.to_string() }
 }
@@ -378,6 +393,32 @@ impl RemoteBackend {
     fn delete_lock(&self) -> Result<(), StateError> {
         let (store, key, url) = (self.inner.lock_store.clone(), self.lock_key(), self.lock_url());
         self.block(async move { store.delete(&key).await.map_err(|e| store_error(&url, "remove the lock of", e)) })
+    }
+
+    /// `gpuplan check`: one listing under the state's key proves the credentials, the
+    /// endpoint and the bucket (a missing bucket fails here, where a read of a missing key
+    /// would look like "no state yet"). Says whether the state exists. Writes nothing.
+    pub fn check(&self) -> Result<String, StateError> {
+        let (store, key, url) = (self.inner.store.clone(), self.inner.key.clone(), self.inner.url.clone());
+        self.block(async move {
+            let listed = store
+                .list_with_delimiter(
+                    key.parts()
+                        .count()
+                        .checked_sub(1)
+                        .map(|_| {
+                            let parent: Vec<_> = key.parts().collect();
+                            ObjectPath::from_iter(parent[..parent.len() - 1].iter().cloned())
+                        })
+                        .as_ref(),
+                )
+                .await;
+            match listed {
+                Ok(list) if list.objects.iter().any(|o| o.location == key) => Ok("reachable, state found".to_string()),
+                Ok(_) => Ok("reachable, no state yet (the first apply writes it)".to_string()),
+                Err(e) => Err(store_error(&url, "list", e)),
+            }
+        })
     }
 
     /// `gpuplan init`'s check that the store refuses to overwrite: a probe object written

@@ -10,6 +10,7 @@ mod aws;
 mod aws_fake;
 mod aws_moto;
 mod chinacloud;
+mod ci_recipes;
 mod cli;
 mod corpus;
 mod cost;

@@ -391,3 +391,67 @@ fn a_missing_bucket_and_an_unreachable_endpoint_are_errors_naming_the_object() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("credentials") || stderr.contains("AWS_ACCESS_KEY_ID"), "{stderr}");
 }
+
+#[test]
+fn check_proves_each_provider_and_the_backend_and_names_each_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = bucket();
+    let ok = format!(
+        "{}\nprovider \"aws\" {{\n  region   = \"us-east-1\"\n  endpoint = \"{}\"\n  image    = \"ami-0123456789abcdef0\"\n}}\n",
+        spec(&b, &endpoint(), 1),
+        endpoint()
+    );
+    std::fs::write(tmp.path().join("main.hcl"), &ok).unwrap();
+    let r = run(tmp.path(), &["check"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(&format!("ok   state backend: s3://{b}/fleets/prod.json: reachable, no state yet")),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("ok   provider \"aws\" (aws, us-east-1)"), "{}", r.stdout);
+    assert!(r.stdout.contains("ok   provider \"sim\""), "{}", r.stdout);
+    assert!(r.stdout.contains("3 passed, 0 failed"), "{}", r.stdout);
+    assert!(
+        object(&b, "fleets/prod.json").is_none() && object(&b, "fleets/prod.json.lock").is_none(),
+        "check writes nothing"
+    );
+
+    // A missing bucket and an unreachable cloud endpoint: both reported, with hints, exit 1.
+    let bad = ok
+        .replace(&format!("bucket   = \"{b}\""), "bucket   = \"no-such-bucket-gp\"")
+        .replace(&format!("  endpoint = \"{}\"\n  image", endpoint()), "  endpoint = \"http://127.0.0.1:9\"\n  image");
+    std::fs::write(tmp.path().join("main.hcl"), &bad).unwrap();
+    let r = run(tmp.path(), &["check"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("FAIL state backend: s3://no-such-bucket-gp/fleets/prod.json"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("the bucket does not exist") && r.stdout.contains("gpuplan never creates buckets"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("FAIL provider \"aws\" (aws, us-east-1)"), "{}", r.stdout);
+    assert!(r.stdout.contains("1 passed, 2 failed"), "{}", r.stdout);
+}
+
+/// The CI recipes' flow (examples/ci/): plan on the pull request with `--out`, render it
+/// for the comment with `show`, apply exactly that file on merge, reconcile on a schedule;
+/// all against the S3 state. A plan applied once is refused the second time.
+#[test]
+fn the_ci_flow_plan_out_show_apply_planfile_reconcile_runs_on_remote_state() {
+    let (tmp, b) = setup(2);
+    assert_eq!(run(tmp.path(), &["check"]).code, 0);
+    let plan = run(tmp.path(), &["plan", "--out", "pr.plan", "--detailed-exitcode", "--lock-timeout", "5m"]);
+    assert_eq!(plan.code, 2, "{}", plan.stderr);
+    let md = run(tmp.path(), &["show", "pr.plan", "--format", "markdown"]);
+    assert_eq!(md.code, 0);
+    assert!(md.stdout.contains("gpu_pool.p0") && md.stdout.contains("gpu_pool.p1"), "{}", md.stdout);
+    let apply = run(tmp.path(), &["apply", "pr.plan", "--lock-timeout", "10m"]);
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(node_count(&state_json(&b), "gpu_pool.p1"), 2);
+    let again = run(tmp.path(), &["apply", "pr.plan"]);
+    assert_eq!(again.code, 1, "a plan applied once is stale: {}", again.stderr);
+    assert!(object(&b, "fleets/prod.json.lock").is_none());
+    let reconcile = run(tmp.path(), &["reconcile", "--once", "--lock-timeout", "10m", "--detailed-exitcode"]);
+    assert_eq!(reconcile.code, 0, "nothing drifted:\n{}\n{}", reconcile.stdout, reconcile.stderr);
+}

@@ -1,0 +1,158 @@
+//! `gpuplan check`: before anything else in CI, ask every provider block and the state
+//! backend whether the credentials, endpoint and region work (as SkyPilot's `sky check`
+//! does). One cheap read per provider and region, in parallel, each bounded in time; a
+//! fix hint per failure; exit 1 when any fails. Nothing is written.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::output::{self, Style};
+use super::{ExitStatus, Settings, load, runtime};
+use crate::model::{ErrorClass, ListFilter, ProviderKind};
+use crate::state::Backend;
+
+/// How long one probe may take: a dead endpoint must not stall a CI job.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+
+struct Outcome {
+    what: String,
+    result: Result<String, (String, String)>,
+}
+
+pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
+    let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
+    let spec = &loaded.spec;
+    let ws = settings.workspace().with_backend(spec);
+    let mut outcomes = Vec::new();
+
+    // The state backend.
+    match ws.backend() {
+        Ok(Backend::Local(b)) => outcomes
+            .push(Outcome { what: "state backend: local".into(), result: Ok(crate::spec::display_path(b.path())) }),
+        Ok(Backend::Remote(b)) => {
+            let t = Instant::now();
+            let result = b.check().map(|found| format!("{found} ({:.1} s)", t.elapsed().as_secs_f64()));
+            outcomes.push(Outcome {
+                what: format!("state backend: {}", b.url()),
+                result: result.map_err(|e| {
+                    let hint = miette::Diagnostic::help(&e).map(|h| h.to_string()).unwrap_or_default();
+                    (e.to_string(), hint)
+                }),
+            });
+        }
+        Err(e) => {
+            let hint = miette::Diagnostic::help(&e).map(|h| h.to_string()).unwrap_or_default();
+            outcomes.push(Outcome { what: "state backend".into(), result: Err((e.to_string(), hint)) });
+        }
+    }
+
+    // Every provider, in every region its pools use (its own region when none does).
+    let mut regions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, p) in &spec.providers {
+        let list = regions.entry(name.clone()).or_default();
+        if let Some(r) = &p.region {
+            list.push(r.value.clone());
+        }
+    }
+    for pool in spec.gpu_pools.values() {
+        let name = pool.provider.value.clone();
+        let region = pool.region.as_ref().map(|r| r.value.clone());
+        if let (Some(list), Some(r)) = (regions.get_mut(&name), region)
+            && !list.contains(&r)
+        {
+            list.push(r);
+        }
+    }
+    let empty = crate::state::State::new("gpuplan-check".into());
+    let providers = crate::engine::providers::build(&ws, spec, &empty);
+    match providers {
+        Err(e) => outcomes.push(Outcome { what: "providers".into(), result: Err((e.to_string(), String::new())) }),
+        Ok(set) => {
+            let probes = regions.iter().flat_map(|(name, rs)| rs.iter().map(move |r| (name.clone(), r.clone())));
+            let futures: Vec<_> = probes
+                .filter_map(|(name, region)| set.get(&name).map(|p| (name, region, p.clone())))
+                .map(|(name, region, provider)| async move {
+                    let kind = provider.kind();
+                    let what = format!("provider \"{name}\" ({kind}, {region})");
+                    let t = Instant::now();
+                    // A lineage nothing carries: the call proves access and lists nothing.
+                    let filter = ListFilter { region: region.clone(), lineage: Some("gpuplan-check".into()) };
+                    let result = match tokio::time::timeout(PROBE_TIMEOUT, provider.list_nodes(&filter)).await {
+                        Ok(Ok(_)) => Ok(format!("credentials and endpoint work ({:.1} s)", t.elapsed().as_secs_f64())),
+                        Ok(Err(e)) => Err((e.to_string(), hint(kind, e.class))),
+                        Err(_) => Err((
+                            format!("no answer within {} s", PROBE_TIMEOUT.as_secs()),
+                            "check the endpoint and the network path to it".into(),
+                        )),
+                    };
+                    Outcome { what, result }
+                })
+                .collect();
+            outcomes.extend(runtime::block_on(join_all(futures))?);
+        }
+    }
+
+    let mut text = String::new();
+    let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
+    for o in &outcomes {
+        match &o.result {
+            Ok(detail) => {
+                text +=
+                    &format!("{} {}: {detail}\n", output::paint("ok  ", Style::Success, settings.color_stdout), o.what)
+            }
+            Err((message, hint)) => {
+                text +=
+                    &format!("{} {}: {message}\n", output::paint("FAIL", Style::Error, settings.color_stdout), o.what);
+                if !hint.is_empty() {
+                    text += &format!("     hint: {hint}\n");
+                }
+            }
+        }
+    }
+    text += "GPU quotas: not checked yet (gpuplan does not read the clouds' quota APIs); a launch over quota fails with the cloud's quota error\n";
+    text += &format!("{} passed, {failed} failed\n", outcomes.len() - failed);
+    output::stdout(&text);
+    Ok(if failed > 0 { ExitStatus::Error } else { ExitStatus::Success })
+}
+
+/// Run the probes concurrently (a slow endpoint does not hold up the others), in order.
+async fn join_all<F>(futures: Vec<F>) -> Vec<Outcome>
+where
+    F: std::future::Future<Output = Outcome> + Send + 'static,
+{
+    let mut set = tokio::task::JoinSet::new();
+    for (i, f) in futures.into_iter().enumerate() {
+        set.spawn(async move { (i, f.await) });
+    }
+    let mut out: Vec<(usize, Outcome)> = Vec::new();
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok(pair) => out.push(pair),
+            // A probe that panicked is a failed check, never a silent pass.
+            Err(e) => out.push((
+                usize::MAX,
+                Outcome {
+                    what: "a provider check".into(),
+                    result: Err((format!("the check crashed: {e}"), String::new())),
+                },
+            )),
+        }
+    }
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, o)| o).collect()
+}
+
+fn hint(kind: ProviderKind, class: ErrorClass) -> String {
+    let creds = match kind {
+        ProviderKind::Aws => "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance role",
+        ProviderKind::Tencentcloud => "TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY",
+        ProviderKind::Alicloud => "ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+        ProviderKind::Sim => "nothing: the sim cloud needs no credentials",
+    };
+    match class {
+        ErrorClass::Auth => format!("the cloud refused the credentials; set {creds}"),
+        ErrorClass::Invalid => "check the provider block's region and endpoint".into(),
+        ErrorClass::Throttled | ErrorClass::Retryable => "a transient fault; run `gpuplan check` again".into(),
+        _ => format!("check the endpoint and region, and the credentials ({creds})"),
+    }
+}

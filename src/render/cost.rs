@@ -8,6 +8,26 @@ fn usd(x: f64) -> String {
     format!("{x:.2}")
 }
 
+/// `80945.9` as `80,945.90`: money in a pull-request comment is read, not parsed.
+pub(crate) fn usd_grouped(x: f64) -> String {
+    let text = format!("{:.2}", x.abs());
+    let (int, frac) = text.split_once('.').unwrap_or((&text, "00"));
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let sign = if x < 0.0 && text != "0.00" { "-" } else { "" };
+    format!("{sign}{grouped}.{frac}")
+}
+
+/// `+1,234.50` / `-3.00`.
+pub(crate) fn delta_grouped(x: f64) -> String {
+    if x >= 0.0 { format!("+{}", usd_grouped(x)) } else { usd_grouped(x) }
+}
+
 fn delta(x: f64) -> String {
     if x >= 0.0 { format!("+{x:.2}") } else { format!("{x:.2}") }
 }
@@ -128,10 +148,10 @@ pub fn cost_text(c: &CostReport, every_pool: bool) -> String {
 pub fn cost_markdown(c: &CostReport) -> String {
     let mut s = format!(
         "**Cost**: {} → {} USD/h (**{}**), {} USD/month\n\n",
-        usd(c.hourly_before),
-        usd(c.hourly_after),
-        delta(c.hourly_delta),
-        delta(c.monthly_delta)
+        usd_grouped(c.hourly_before),
+        usd_grouped(c.hourly_after),
+        delta_grouped(c.hourly_delta),
+        delta_grouped(c.monthly_delta)
     );
     // As in the text plan, only pools whose cost moves: a comment has room for a diff.
     let shown: Vec<&PoolCost> = c.pools.iter().filter(|p| changed(p)).collect();
@@ -145,9 +165,9 @@ pub fn cost_markdown(c: &CostReport) -> String {
             p.gpus_before,
             p.gpus_after,
             split(p),
-            usd(p.hourly_before),
-            usd(p.hourly_after),
-            usd(p.price_per_gpu_hour),
+            usd_grouped(p.hourly_before),
+            usd_grouped(p.hourly_after),
+            usd_grouped(p.price_per_gpu_hour),
             range(p)
         );
     }
@@ -158,8 +178,8 @@ pub fn cost_markdown(c: &CostReport) -> String {
     }
     s += &format!(
         "\nAfter: {} USD/h on-demand + {} USD/h spot ({} h/month).",
-        usd(c.on_demand_hourly_after),
-        usd(c.spot_hourly_after),
+        usd_grouped(c.on_demand_hourly_after),
+        usd_grouped(c.spot_hourly_after),
         c.hours_per_month
     );
     if !c.exchange_rates.is_empty() {
@@ -174,6 +194,16 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn grouped_money_has_thousands_separators() {
+        assert_eq!(usd_grouped(80945.9), "80,945.90");
+        assert_eq!(usd_grouped(999.999), "1,000.00");
+        assert_eq!(usd_grouped(0.5), "0.50");
+        assert_eq!(usd_grouped(-1234567.0), "-1,234,567.00");
+        assert_eq!(delta_grouped(20036.35), "+20,036.35");
+        assert_eq!(delta_grouped(-0.001), "0.00");
+    }
 
     fn pool(name: &str, before: (u32, u32), after: (u32, u32), price: f64) -> serde_json::Value {
         let nodes = |(od, spot): (u32, u32)| (od + spot) as u64;

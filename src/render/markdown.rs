@@ -1,12 +1,15 @@
-//! The pull-request view of a plan: a title with the summary, the fleet table, errors,
-//! cost and policies, then drift and one collapsed `diff` block per change.
+//! The pull-request view of a plan, led by what the reviewer must decide: the verdict
+//! (ready, or blocked by which policy and how to override it) with the counts and the
+//! money, errors and failed policies (passes as a count), the pool table with each pool's
+//! changed attributes, jobs and cost, then drift and one collapsed `diff` block per change.
 //!
 //! GitHub refuses comments over 65,536 characters, so the output stays under a `limit`
 //! (in characters). Detail blocks are dropped from the end first and one closing line
-//! says what was cut; the title, the fleet table, errors, cost and policies always stay,
+//! says what was cut; the title, errors, policies, the fleet table and cost always stay,
 //! and if even they do not fit, table rows are cut (and that is said too).
 
 use crate::plan::model::{Action, Plan, ResourceChange};
+use crate::plan::report::Enforcement;
 use crate::render::facts;
 use crate::render::style::Paint;
 use crate::render::text::{self, TextOptions};
@@ -26,7 +29,9 @@ pub fn plan_markdown(plan: &Plan, limit: usize) -> String {
 fn assemble(plan: &Plan, limit: usize) -> String {
     let title = title(plan);
     let rows = table_rows(plan);
-    let tail = [errors(plan), jobs(plan), cost(plan), policies(plan)].concat();
+    // What blocks the plan leads: errors, then policy failures; then the pools, jobs, cost.
+    let lead = [errors(plan), policies(plan)].concat();
+    let tail = [jobs(plan), cost(plan)].concat();
     let mut blocks: Vec<String> = Vec::new();
     let has_drift = !plan.drift.is_empty();
     if has_drift {
@@ -37,6 +42,7 @@ fn assemble(plan: &Plan, limit: usize) -> String {
     let len = |s: &str| s.chars().count();
     let head = |kept_rows: usize| {
         let mut s = title.clone();
+        s += &lead;
         s += &table(&rows[..kept_rows], rows.len() - kept_rows, limit);
         s += &tail;
         s
@@ -71,13 +77,58 @@ fn assemble(plan: &Plan, limit: usize) -> String {
     [head(0), footer(0)].concat().chars().take(limit).collect()
 }
 
+/// The verdict first (what the reviewer must decide), then the counts and the money.
 fn title(plan: &Plan) -> String {
-    let what = if plan.has_changes() { facts::summary_counts(plan) } else { "no changes".to_string() };
-    let errors = match plan.errors.len() {
-        0 => String::new(),
-        n => format!(" — ❌ {}", facts::plural(n, "error", "errors")),
+    let failed: Vec<&crate::plan::report::PolicyResult> =
+        plan.policies.iter().filter(|p| !p.passed && !p.overridden && p.enforcement != Enforcement::Advisory).collect();
+    let names = |ps: &[&crate::plan::report::PolicyResult]| {
+        let mut v: Vec<String> = ps.iter().map(|p| code(&p.name)).collect();
+        v.dedup();
+        v
     };
-    format!("### gpuplan plan: {what}{errors}\n\n")
+    let hard: Vec<&crate::plan::report::PolicyResult> =
+        failed.iter().copied().filter(|p| p.enforcement == Enforcement::Hard).collect();
+    let (headline, next) = if !plan.errors.is_empty() {
+        (
+            format!("❌ Cannot be applied: {}", facts::plural(plan.errors.len(), "error", "errors")),
+            "Fix the errors below and plan again.".to_string(),
+        )
+    } else if !hard.is_empty() {
+        (
+            format!("❌ Blocked by hard policy {}", names(&hard).join(", ")),
+            "Hard policies cannot be overridden: change the spec (or the policy) and plan again.".to_string(),
+        )
+    } else if !failed.is_empty() {
+        let mut soft: Vec<String> = failed.iter().map(|p| p.name.clone()).collect();
+        soft.dedup();
+        let flags: Vec<String> = soft.iter().map(|n| format!("--override-policy {n}")).collect();
+        (
+            format!("❌ Blocked by soft policy {}", names(&failed).join(", ")),
+            format!("To apply anyway, plan again with `{}` (recorded in state history).", flags.join(" ")),
+        )
+    } else if plan.has_changes() {
+        ("✅ Ready to apply".to_string(), String::new())
+    } else {
+        ("✅ No changes".to_string(), String::new())
+    };
+    let what = if plan.has_changes() { facts::summary_counts(plan) } else { "no changes".to_string() };
+    let money = plan
+        .cost
+        .as_ref()
+        .filter(|c| c.hourly_delta.abs() >= 0.005)
+        .map(|c| {
+            format!(
+                " · **{} USD/h** ({} USD/month)",
+                super::cost::delta_grouped(c.hourly_delta),
+                super::cost::delta_grouped(c.monthly_delta)
+            )
+        })
+        .unwrap_or_default();
+    let mut s = format!("### {headline}\n\n**gpuplan plan**: {what}{money}\n\n");
+    if !next.is_empty() {
+        s += &format!("{next}\n\n");
+    }
+    s
 }
 
 fn table_rows(plan: &Plan) -> Vec<String> {
@@ -93,7 +144,7 @@ fn table_rows(plan: &Plan) -> Vec<String> {
                 Action::NoOp => "no change".to_string(),
                 other => other.as_str().to_string(),
             };
-            Some(format!("| {} | {gpus} | {mix} | {action} |\n", code(&c.address.to_string())))
+            Some(format!("| {} | {action} | {gpus} | {mix} | {} |\n", code(&c.address.to_string()), changed_attrs(c)))
         })
         .collect()
 }
@@ -102,8 +153,8 @@ fn table(rows: &[String], cut: usize, limit: usize) -> String {
     if rows.is_empty() && cut == 0 {
         return String::new();
     }
-    let mut s = "| Pool | GPUs before → after | On-demand / Spot (before → after) | Action |\n".to_string();
-    s += "|---|---|---|---|\n";
+    let mut s = "| Pool | Action | GPUs | On-demand / Spot | What changes |\n".to_string();
+    s += "|---|---|---|---|---|\n";
     s += &rows.concat();
     if cut > 0 {
         s += &format!(
@@ -114,6 +165,38 @@ fn table(rows: &[String], cut: usize, limit: usize) -> String {
     s.push('\n');
     s
 }
+
+/// What changes in a pool, in its row: `nodes.desired` 3 → 4, `mix.spot_percent` 70 → 50.
+/// At most [`ATTRS_IN_ROW`] attributes; the rest are counted (all are in the details).
+fn changed_attrs(c: &ResourceChange) -> String {
+    match c.action {
+        Action::Create => return "new pool".into(),
+        Action::Delete => return "removed".into(),
+        Action::NoOp => return String::new(),
+        _ => {}
+    }
+    let lines = facts::attr_lines(c);
+    let mut parts: Vec<String> = lines
+        .iter()
+        .take(ATTRS_IN_ROW)
+        .map(|l| {
+            let text = l.text.replace(" -> ", " → ");
+            let mark = if l.forces_replacement { " (forces replacement)" } else { "" };
+            format!("{} {}{mark}", code(&l.path), cell(&text))
+        })
+        .collect();
+    if lines.len() > ATTRS_IN_ROW {
+        parts.push(format!("and {} more", lines.len() - ATTRS_IN_ROW));
+    }
+    if parts.is_empty() {
+        // Node-level work only (a reclaimed node replaced, a rebalance).
+        let reasons: Vec<String> = c.reasons.iter().map(|r| r.message.clone()).collect();
+        return cell(&reasons.join("; "));
+    }
+    parts.join(", ")
+}
+
+const ATTRS_IN_ROW: usize = 4;
 
 fn arrow(before: String, after: String) -> String {
     if before == after { before } else { format!("{before} → {after}") }
@@ -153,8 +236,16 @@ fn policies(plan: &Plan) -> String {
     if verdicts.is_empty() {
         return String::new();
     }
+    // Failures (and overrides, warnings) in the table; passes as a count.
+    let (passed, shown): (Vec<_>, Vec<_>) =
+        verdicts.into_iter().partition(|v| v.passed == Some(true) && !v.warning && !v.overridden);
+    let count = facts::plural(passed.len(), "policy check", "policy checks");
+    if shown.is_empty() {
+        let all = if passed.len() > 1 { "all " } else { "" };
+        return format!("**Policies**: ✅ {all}{count} passed.\n\n");
+    }
     let mut s = "**Policies**\n\n| Policy | Enforcement | Result | Message |\n|---|---|---|---|\n".to_string();
-    for v in verdicts {
+    for v in shown {
         let result = match v.passed {
             Some(true) if v.warning => "⚠️ passed, near the limit",
             Some(true) => "✅ passed",
@@ -163,6 +254,9 @@ fn policies(plan: &Plan) -> String {
             None => "❔ unknown",
         };
         s += &format!("| {} | {} | {result} | {} |\n", code(&v.name), cell(&v.enforcement), cell(&v.message));
+    }
+    if !passed.is_empty() {
+        s += &format!("\n✅ {count} passed.\n");
     }
     s.push('\n');
     s

@@ -426,7 +426,7 @@ fn markdown_under_a_small_limit_drops_details_and_keeps_the_table() {
     let shown = md.matches("<details>").count();
     assert!(shown > 0 && shown < 40, "{shown} detail blocks");
     for i in 0..40 {
-        assert!(md.contains(&format!("| `gpu_pool.p{i:02}` | 16 → 24 | 1 / 1 → 1 / 2 | update |")), "row {i}");
+        assert!(md.contains(&format!("| `gpu_pool.p{i:02}` | update | 16 → 24 | 1 / 1 → 1 / 2 |")), "row {i}");
     }
     let line = format!(
         "_… {} more changes not shown (output limited to 4000 characters); run `gpuplan plan` locally for the full diff._\n",
@@ -446,7 +446,7 @@ fn markdown_cuts_table_rows_only_when_even_the_table_does_not_fit() {
     let md = plan_markdown(&plan, limit);
     assert!(md.chars().count() <= limit);
     assert!(!md.contains("<details>"));
-    assert!(md.starts_with("### gpuplan plan: 0 to add, 40 to change, 0 to destroy\n"));
+    assert!(md.starts_with("### ✅ Ready to apply\n\n**gpuplan plan**: 0 to add, 40 to change, 0 to destroy"), "{md}");
     let rows = md.lines().filter(|l| l.starts_with("| `gpu_pool.")).count();
     assert!(rows > 0 && rows < 40);
     assert!(md.contains(&format!(

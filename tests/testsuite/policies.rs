@@ -476,7 +476,10 @@ fn quickstart_markdown_shows_cost_delta_and_policy_table() {
     assert_eq!(r.code, 0, "{}", r.all());
     // train 2.4 × 27.44705 + inference 1.4 × 0.8048 = 66.99964 USD/h.
     assert!(r.stdout.contains("**Cost**: 0.00 → 67.00 USD/h (**+67.00**)"), "{}", r.stdout);
-    assert!(r.stdout.contains("| Policy | Enforcement | Result | Message |"), "{}", r.stdout);
+    // A plan every policy passes leads with the verdict and shows the passes as a count.
+    assert!(r.stdout.starts_with("### ✅ Ready to apply\n"), "{}", r.stdout);
+    assert!(r.stdout.contains("**Policies**: ✅ all 12 policy checks passed."), "{}", r.stdout);
+    assert!(!r.stdout.contains("| Policy | Enforcement | Result | Message |"), "{}", r.stdout);
     insta::assert_snapshot!("quickstart_markdown", r.snapshot());
 }
 

@@ -19,6 +19,47 @@ use crate::plan::model::{PoolChange, ResourceChange};
 use crate::providers::{Capacity, CreateNodes, CreateResult, ErrorClass, Provider, ProviderError};
 use crate::spec::model::Fallback;
 use crate::state::JournalEntry;
+use crate::state::model::SpendEntry;
+
+/// Ledger lines for `nodes` of pool `addr`, opened now by the provider's clock at the
+/// catalog price in force (on-demand, or the catalog's spot estimate).
+fn spend_open(addr: &str, pc: &PoolChange, provider: &dyn Provider, nodes: &[crate::providers::Node]) -> JournalEntry {
+    let now = provider.clock_ms();
+    let kind: Option<crate::model::ProviderKind> = pc.provider_kind.parse().ok();
+    let entries = nodes
+        .iter()
+        .map(|n| {
+            let t = kind.and_then(|k| crate::catalog::catalog().instance_type(k, &n.instance_type));
+            let (usd_per_hour, price_source) = match t {
+                Some(t) => {
+                    let rate = crate::catalog::DEFAULT_CNY_PER_USD;
+                    let usd = if n.capacity == Capacity::Spot { t.spot_price_usd(rate) } else { t.price_usd(rate) };
+                    (usd, format!("catalog (as of {})", t.as_of))
+                }
+                // An instance type the catalog does not know is recorded at 0 and says so.
+                None => (0.0, "unknown: the catalog has no price for this instance type".to_string()),
+            };
+            let entry = SpendEntry {
+                pool: addr.to_string(),
+                provider: pc.provider.clone(),
+                job: n.tags.get(crate::providers::TAG_JOB).map(str::to_string),
+                instance_type: n.instance_type.clone(),
+                capacity: n.capacity,
+                usd_per_hour,
+                price_source,
+                start_ms: now,
+                end_ms: None,
+            };
+            (n.id.clone(), entry)
+        })
+        .collect();
+    JournalEntry::SpendOpen { entries }
+}
+
+/// Close the ledger lines of `ids` now, by the provider's clock.
+fn spend_close(provider: &dyn Provider, ids: &[String]) -> JournalEntry {
+    JournalEntry::SpendClose { ids: ids.to_vec(), at_ms: provider.clock_ms() }
+}
 
 pub struct Ctx {
     pub recorder: Recorder,
@@ -66,10 +107,14 @@ async fn run_inner(
     let addr = change.address.to_string();
     if !pc.forget.is_empty() {
         let ids = pc.forget.clone();
-        ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr.clone(), ids }]).await?;
+        let close = spend_close(provider, &ids);
+        ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr.clone(), ids }, close]).await?;
     }
     if !pc.adopt.is_empty() {
-        ctx.recorder.record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: pc.adopt.clone() }]).await?;
+        let open = spend_open(&addr, pc, provider, &pc.adopt);
+        ctx.recorder
+            .record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: pc.adopt.clone() }, open])
+            .await?;
     }
     let creates_first = pc.create_before_destroy || change.action != Action::Replace;
     if creates_first {
@@ -207,7 +252,10 @@ async fn create_with_fallback(
         };
         if !result.nodes.is_empty() {
             let n = result.nodes.len();
-            ctx.recorder.record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: result.nodes }]).await?;
+            let open = spend_open(&addr, pc, provider, &result.nodes);
+            ctx.recorder
+                .record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: result.nodes }, open])
+                .await?;
             made += n;
             missing = missing.saturating_sub(n as u32);
             if k > 0 {
@@ -246,7 +294,8 @@ async fn deletes(
     ctx.progress.event(&addr, &format!("terminating {} node(s)", ids.len()));
     let gone = call(ctx, &ids[0], || provider.terminate_nodes(&pc.region, &ids)).await.map_err(describe)?;
     out.deleted += gone.len();
-    ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr, ids: gone }]).await?;
+    let close = spend_close(provider, &gone);
+    ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr, ids: gone }, close]).await?;
     Ok(())
 }
 

@@ -527,6 +527,11 @@ pub enum SimCommand {
         #[arg(long)]
         reset: bool,
     },
+    /// Move the sim clock forward, e.g. `10h` or `31days`: nodes accrue hours, jobs progress
+    Advance {
+        #[arg(value_name = "DUR", value_parser = parse_duration)]
+        by: Duration,
+    },
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -1,4 +1,4 @@
-//! `gpuplan sim ...`: the embedded cloud's own controls (spot reclaims, capacity).
+//! `gpuplan sim ...`: the embedded cloud's own controls (spot reclaims, capacity, its clock).
 //!
 //! These act on `state/<workspace>.sim.json` directly, as the cloud itself would; they do
 //! not take the state lock and never change gpuplan's state. The sim's settings come from
@@ -17,6 +17,13 @@ pub fn run(settings: &Settings, command: &SimCommand) -> miette::Result<ExitStat
         SimCommand::Capacity { zone, spot, on_demand: _, limit, reset: _ } => {
             let capacity = if *spot { Capacity::Spot } else { Capacity::OnDemand };
             set_capacity(settings, zone, capacity, *limit)
+        }
+        SimCommand::Advance { by } => {
+            let now = open(settings)?.advance(*by)?;
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(now);
+            output::stdout(&format!("{}\n", humantime::format_rfc3339_seconds(at)));
+            output::stderr(&format!("the sim clock moved forward {}\n", humantime::format_duration(*by)));
+            Ok(ExitStatus::Success)
         }
     }
 }

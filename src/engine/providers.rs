@@ -29,7 +29,9 @@ pub enum ProviderSetupError {
     #[error("bad simulated-cloud setting: {0}")]
     #[diagnostic(
         code(gpuplan::provider::sim_config),
-        help("GPUPLAN_SIM_* variables take durations like `50ms` and rates like `0.1`")
+        help(
+            "GPUPLAN_SIM_* variables take durations like `50ms`, rates like `0.1` and times like `2026-03-01T00:00:00Z`"
+        )
     )]
     SimConfig(String),
     #[error("provider `{name}`: {message}")]

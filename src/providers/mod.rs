@@ -37,6 +37,13 @@ pub type ProviderSet = BTreeMap<String, Arc<dyn Provider>>;
 pub trait Provider: Send + Sync {
     fn kind(&self) -> ProviderKind;
 
+    /// The provider's clock, in ms since the epoch: spend accrues by it. Real clouds run
+    /// on the wall clock; the sim cloud has its own (`GPUPLAN_SIM_START`, `sim advance`).
+    fn clock_ms(&self) -> u64 {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+    }
+
     /// Priced offers for a GPU model (catalog prices, replaced by live ones if known).
     async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError>;
 

@@ -145,6 +145,32 @@ pub fn cost_text(c: &CostReport, every_pool: bool) -> String {
 }
 
 /// Markdown cost section for pull requests.
+/// The short spend section of `gpuplan cost`: month-to-date from the ledger in state.
+pub fn spend_text(s: &crate::state::spend::SpendReport) -> String {
+    let mut out = format!(
+        "\nSpent in {} (to {}): {} USD, {} node(s) running\n",
+        s.month,
+        s.as_of,
+        usd_grouped(s.month_to_date_usd),
+        s.open_nodes
+    );
+    let section = |title: &str, m: &std::collections::BTreeMap<String, f64>| {
+        if m.is_empty() {
+            return String::new();
+        }
+        let width = m.keys().map(String::len).max().unwrap_or(0);
+        let mut t = format!("  by {title}:\n");
+        for (k, v) in m {
+            t += &format!("    {k:<width$}  {:>12} USD\n", usd_grouped(*v));
+        }
+        t
+    };
+    out += &section("pool", &s.by_pool);
+    out += &section("quota", &s.by_quota);
+    out += &section("job", &s.by_job);
+    out
+}
+
 pub fn cost_markdown(c: &CostReport) -> String {
     let mut s = format!(
         "**Cost**: {} → {} USD/h (**{}**), {} USD/month\n\n",

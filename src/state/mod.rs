@@ -21,6 +21,7 @@ pub mod lock;
 pub mod model;
 pub mod remote;
 pub mod replay;
+pub mod spend;
 
 #[cfg(test)]
 mod tests;

@@ -31,6 +31,34 @@ pub struct State {
     /// the autoscaler chose lives in the pool's `config.nodes.desired`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub autoscale: BTreeMap<String, ScaleRecord>,
+    /// The spend ledger: every node gpuplan launched or adopted, by node id, from launch to
+    /// termination at the price in force. Closed entries stay (a month's total needs them);
+    /// see [`crate::state::spend`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spend: BTreeMap<String, SpendEntry>,
+}
+
+/// One node's line in the spend ledger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SpendEntry {
+    /// The pool address the node belonged to.
+    pub pool: String,
+    /// The provider block's local name (its clock is the one the hours are counted by).
+    pub provider: String,
+    /// The job address, for a node made for one job (its `gpuplan:job` tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    pub instance_type: String,
+    pub capacity: crate::model::Capacity,
+    /// USD per node-hour in force when it launched.
+    pub usd_per_hour: f64,
+    /// Where that price came from: `catalog (as of 2026-01-15)`, or a live source.
+    pub price_source: String,
+    /// Launch, by the provider's clock (ms since the epoch).
+    pub start_ms: u64,
+    /// Termination (or when gpuplan saw it gone), by the provider's clock; open while `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<u64>,
 }
 
 impl State {
@@ -42,6 +70,7 @@ impl State {
             resources: BTreeMap::new(),
             history: Vec::new(),
             autoscale: BTreeMap::new(),
+            spend: BTreeMap::new(),
         }
     }
 

@@ -16,8 +16,8 @@
 //! - `History` appends, keeping the newest [`HISTORY_LIMIT`] entries.
 //! - `Autoscale` sets the pool's last autoscaler action (see `State::autoscale`).
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -28,12 +28,37 @@ use crate::model::Node;
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum JournalEntry {
-    PutResource { address: String, resource: ResourceState },
-    AddNodes { address: String, nodes: Vec<Node> },
-    RemoveNodes { address: String, ids: Vec<String> },
-    DeleteResource { address: String },
-    History { entry: HistoryEntry },
-    Autoscale { pool: String, record: ScaleRecord },
+    PutResource {
+        address: String,
+        resource: ResourceState,
+    },
+    AddNodes {
+        address: String,
+        nodes: Vec<Node>,
+    },
+    RemoveNodes {
+        address: String,
+        ids: Vec<String>,
+    },
+    DeleteResource {
+        address: String,
+    },
+    History {
+        entry: HistoryEntry,
+    },
+    Autoscale {
+        pool: String,
+        record: ScaleRecord,
+    },
+    /// Spend ledger lines opened for nodes launched or adopted (an id already open is kept).
+    SpendOpen {
+        entries: Vec<(String, crate::state::model::SpendEntry)>,
+    },
+    /// Spend ledger lines closed: the nodes ended at `at_ms` (provider clock).
+    SpendClose {
+        ids: Vec<String>,
+        at_ms: u64,
+    },
 }
 
 impl JournalEntry {
@@ -45,7 +70,7 @@ impl JournalEntry {
             | JournalEntry::RemoveNodes { address, .. }
             | JournalEntry::DeleteResource { address } => Some(address),
             JournalEntry::Autoscale { pool, .. } => Some(pool),
-            JournalEntry::History { .. } => None,
+            JournalEntry::History { .. } | JournalEntry::SpendOpen { .. } | JournalEntry::SpendClose { .. } => None,
         }
     }
 }
@@ -93,6 +118,35 @@ pub fn apply_entry(state: &mut State, entry: &JournalEntry) {
         }
         JournalEntry::Autoscale { pool, record } => {
             state.autoscale.insert(pool.clone(), record.clone());
+        }
+        JournalEntry::SpendOpen { entries } => open_spend(&mut state.spend, entries.iter().cloned()),
+        JournalEntry::SpendClose { ids, at_ms } => close_spend(&mut state.spend, ids, *at_ms),
+    }
+}
+
+/// Open ledger lines; a node already open keeps its line (an adopted node re-recorded, a
+/// replayed journal), a closed one that is seen again reopens from now.
+fn open_spend(
+    spend: &mut BTreeMap<String, crate::state::model::SpendEntry>,
+    entries: impl Iterator<Item = (String, crate::state::model::SpendEntry)>,
+) {
+    for (id, entry) in entries {
+        match spend.get(&id) {
+            Some(open) if open.end_ms.is_none() => {}
+            _ => {
+                spend.insert(id, entry);
+            }
+        }
+    }
+}
+
+/// Close the open lines of `ids` at `at_ms` (never before they started).
+fn close_spend(spend: &mut BTreeMap<String, crate::state::model::SpendEntry>, ids: &[String], at_ms: u64) {
+    for id in ids {
+        if let Some(e) = spend.get_mut(id)
+            && e.end_ms.is_none()
+        {
+            e.end_ms = Some(at_ms.max(e.start_ms));
         }
     }
 }
@@ -207,6 +261,8 @@ impl Replay {
             JournalEntry::Autoscale { pool, record } => {
                 self.state.autoscale.insert(pool, record);
             }
+            JournalEntry::SpendOpen { entries } => open_spend(&mut self.state.spend, entries.into_iter()),
+            JournalEntry::SpendClose { ids, at_ms } => close_spend(&mut self.state.spend, &ids, at_ms),
         }
     }
 

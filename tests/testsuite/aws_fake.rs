@@ -64,8 +64,14 @@ fn spot_stock_out_in_fleet_errors_falls_back_to_on_demand_over_all_zones() {
     let both = vec!["us-east-1a".to_string(), "us-east-1b".to_string()];
     assert_eq!(tried, [(true, 2, both.clone()), (false, 2, both)], "{tried:?}");
     assert!(r.stderr.contains("falling back to on-demand"), "{}", r.stderr);
-    let state = std::fs::read_to_string(tmp.path().join("state/default.json")).unwrap();
-    assert_eq!(state.matches("\"capacity\": \"on-demand\"").count(), 2, "{state}");
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("state/default.json")).unwrap()).unwrap();
+    let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.iter().filter(|n| n["capacity"] == "on-demand").count(), 2, "{state}");
+    // The spend ledger opened one line per node, on-demand priced.
+    let ledger = state["spend"].as_object().expect("a spend ledger");
+    assert_eq!(ledger.len(), 2, "{state}");
+    assert!(ledger.values().all(|e| e["capacity"] == "on-demand" && e["usd_per_hour"].as_f64() > Some(0.0)));
     // Each launch carried the ownership tags and a plan-derived idempotency token.
     for f in &fleets {
         let token = f.params.get("ClientToken").expect("ClientToken");

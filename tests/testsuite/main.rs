@@ -26,5 +26,6 @@ mod policies;
 mod schema;
 mod sim_cli;
 mod spec_roundtrip;
+mod spend_sim;
 mod state_cli;
 mod state_s3;

@@ -111,7 +111,13 @@ impl SimCloud {
         compact_after: usize,
     ) -> Result<Arc<SimCloud>, SimError> {
         let (store, world) = Store::open(path, lock_timeout, compact_after)?;
-        let inner = Inner { world, store, stats: SimStats::default(), calls: 0 };
+        let fresh = world.seq == 0;
+        let mut inner = Inner { world, store, stats: SimStats::default(), calls: 0 };
+        // `GPUPLAN_SIM_START` sets the clock of a new world only: an existing world's
+        // history (launch times, spend) must not jump.
+        if let (true, Some(start)) = (fresh, config.start_ms) {
+            inner.commit(vec![Change::Clock { offset_ms: start as i64 - now_ms() as i64 }])?;
+        }
         Ok(Arc::new(SimCloud { path: path.to_path_buf(), config, inner: Mutex::new(inner) }))
     }
 
@@ -149,6 +155,21 @@ impl SimCloud {
         Ok(ids)
     }
 
+    /// Move the sim clock forward by `by` (`gpuplan sim advance`): nodes accrue hours and
+    /// jobs progress as if that time had passed. Returns the new sim time (ms).
+    pub fn advance(&self, by: Duration) -> Result<u64, SimError> {
+        let mut inner = self.lock();
+        let by = i64::try_from(by.as_millis()).map_err(|_| SimError::Invalid("that duration is too long".into()))?;
+        let offset_ms = inner.world.clock_offset_ms.saturating_add(by);
+        inner.commit(vec![Change::Clock { offset_ms }])?;
+        Ok(inner.world.now_ms())
+    }
+
+    /// The sim clock (ms since the epoch).
+    pub fn now_ms(&self) -> u64 {
+        self.lock().world.now_ms()
+    }
+
     /// Limit live nodes per instance type of `capacity` in `zone`; `None` restores the default.
     pub fn set_capacity(&self, zone: &str, capacity: Capacity, limit: Option<u32>) -> Result<(), SimError> {
         if catalog_check::region_of_zone(zone).is_none() {
@@ -180,7 +201,7 @@ impl SimCloud {
             state: NodeState::Running,
             image: None,
             tags: Tags::new(),
-            launched_ms: now_ms(),
+            launched_ms: inner.world.now_ms(),
         };
         inner.commit(vec![Change::Counter { next }, Change::Nodes { nodes: vec![node] }])?;
         Ok(id)
@@ -217,7 +238,7 @@ pub(super) fn end_nodes(world: &World, ids: &[String], state: NodeState, job: Jo
     if ids.is_empty() {
         return Vec::new();
     }
-    let now = now_ms();
+    let now = world.now_ms();
     let jobs = world.running_jobs_on(&ids, now);
     let mut changes = vec![Change::NodeState { ids, state }];
     if !jobs.is_empty() {

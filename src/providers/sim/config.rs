@@ -22,6 +22,8 @@ pub struct SimConfig {
     pub zone_capacity: Option<u32>,
     /// Wall-clock time a launched job runs before it finishes.
     pub job_duration: Duration,
+    /// `GPUPLAN_SIM_START` (RFC 3339): where the clock of a newly created world starts.
+    pub start_ms: Option<u64>,
 }
 
 impl Default for SimConfig {
@@ -32,6 +34,7 @@ impl Default for SimConfig {
             failure_rate: 0.0,
             zone_capacity: None,
             job_duration: Duration::from_secs(60),
+            start_ms: None,
         }
     }
 }
@@ -62,6 +65,14 @@ impl SimConfig {
         }
         if let Some(v) = get("GPUPLAN_SIM_JOB_DURATION") {
             self.job_duration = duration("GPUPLAN_SIM_JOB_DURATION", v)?;
+        }
+        if let Some(v) = get("GPUPLAN_SIM_START") {
+            let at = humantime::parse_rfc3339_weak(v)
+                .map_err(|_| bad("GPUPLAN_SIM_START", v, "an RFC 3339 time such as `2026-03-01T00:00:00Z`"))?;
+            let ms = at
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_err(|_| bad("GPUPLAN_SIM_START", v, "a time after 1970"))?;
+            self.start_ms = Some(u64::try_from(ms.as_millis()).unwrap_or(u64::MAX));
         }
         Ok(self)
     }

@@ -7,14 +7,14 @@
 use super::catalog_check::invalid;
 use super::cloud::SimCloud;
 use super::rng::{self, Stream};
-use super::world::{Change, JobEnd, SimJob, now_ms};
+use super::world::{Change, JobEnd, SimJob};
 use crate::providers::{JobState, JobStatus, LaunchJob, ProviderError};
 
 impl SimCloud {
     pub(super) fn api_launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
         let mut inner = self.lock();
         self.begin(&mut inner, "launch_job")?;
-        let now = now_ms();
+        let now = inner.world.now_ms();
         if let Some(job) = inner.world.job_by_token(&req.token) {
             return Ok(job.status(now));
         }
@@ -54,14 +54,15 @@ impl SimCloud {
     pub(super) fn api_job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let mut inner = self.lock();
         self.begin(&mut inner, "job_status")?;
-        Ok(find(&inner.world.jobs, region, id)?.status(now_ms()))
+        let now = inner.world.now_ms();
+        Ok(find(&inner.world.jobs, region, id)?.status(now))
     }
 
     /// Cancel a running job; a finished one is returned as it is.
     pub(super) fn api_cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let mut inner = self.lock();
         self.begin(&mut inner, "cancel_job")?;
-        let now = now_ms();
+        let now = inner.world.now_ms();
         let job = find(&inner.world.jobs, region, id)?;
         if job.is_running(now) {
             let end = JobEnd { state: JobState::Cancelled, at_ms: now, message: Some("cancelled".into()) };

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use super::catalog_check::{invalid, placeable};
 use super::cloud::{Inner, SimCloud, end_nodes};
 use super::rng::{self, Stream};
-use super::world::{Change, SimNode, TokenRecord, now_ms};
+use super::world::{Change, SimNode, TokenRecord};
 use crate::providers::{
     Capacity, CreateNodes, CreateResult, ErrorClass, JobState, ListFilter, Node, NodeState, ProviderError, TAG_LINEAGE,
     TAG_MANAGED,
@@ -66,7 +66,7 @@ impl SimCloud {
         }
         let limit = inner.world.limit(&req.zone, req.capacity).unwrap_or_else(|| self.config.default_capacity());
         let (mut next, mut remaining, mut nodes) = (inner.world.counter, req.count, Vec::new());
-        let launched_ms = now_ms();
+        let launched_ms = inner.world.now_ms();
         for t in &types {
             let free = limit.saturating_sub(inner.world.live_count(&req.zone, req.capacity, &t.name));
             for _ in 0..free.min(remaining) {

@@ -42,6 +42,10 @@ impl Provider for SimProvider {
         ProviderKind::Sim
     }
 
+    fn clock_ms(&self) -> u64 {
+        self.cloud.now_ms()
+    }
+
     async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
         self.pause().await;
         self.cloud.api_offers(gpu, region)

@@ -152,6 +152,10 @@ pub enum Change {
         ids: Vec<String>,
         end: JobEnd,
     },
+    /// The sim clock's distance from the wall clock (`GPUPLAN_SIM_START`, `sim advance`).
+    Clock {
+        offset_ms: i64,
+    },
 }
 
 /// One line of the event log: the changes of one call, numbered so that replay can skip
@@ -178,6 +182,10 @@ pub struct World {
     pub nodes: BTreeMap<String, SimNode>,
     #[serde(default)]
     pub jobs: BTreeMap<String, SimJob>,
+    /// The sim clock runs this far ahead of the wall clock (it never runs behind a start
+    /// set in the past either: it is an offset, so time still passes between commands).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub clock_offset_ms: i64,
     /// Live nodes per (zone, capacity, instance type): derived, kept so a create does not
     /// scan every node.
     #[serde(skip)]
@@ -197,6 +205,7 @@ impl Default for World {
             tokens: BTreeMap::new(),
             nodes: BTreeMap::new(),
             jobs: BTreeMap::new(),
+            clock_offset_ms: 0,
             live: HashMap::new(),
             job_tokens: HashMap::new(),
         }
@@ -269,6 +278,7 @@ impl World {
                 self.job_tokens.insert(job.token.clone(), job.id.clone());
                 self.jobs.insert(job.id.clone(), job);
             }
+            Change::Clock { offset_ms } => self.clock_offset_ms = offset_ms,
             Change::JobsEnded { ids, end } => {
                 for id in ids {
                     if let Some(job) = self.jobs.get_mut(&id) {
@@ -308,6 +318,20 @@ fn live_key(n: &SimNode) -> (String, Capacity, String) {
     (n.zone.clone(), n.capacity, n.instance_type.clone())
 }
 
+fn is_zero(v: &i64) -> bool {
+    *v == 0
+}
+
+impl World {
+    /// The sim cloud's clock: the wall clock moved by [`World::clock_offset_ms`]. Launch
+    /// times, job progress and spend on sim pools follow it.
+    pub fn now_ms(&self) -> u64 {
+        let wall = now_ms() as i64;
+        u64::try_from(wall.saturating_add(self.clock_offset_ms)).unwrap_or(0)
+    }
+}
+
+/// The wall clock, in ms since the epoch.
 pub fn now_ms() -> u64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)

@@ -1,0 +1,126 @@
+//! Spend on the sim cloud with its own clock (`GPUPLAN_SIM_START`, `gpuplan sim advance`):
+//! month-to-date from the ledger in state is hours × price per node, survives destroy and
+//! starts again at a month boundary.
+
+use std::path::Path;
+use std::process::Command;
+
+const SPEC: &str = r#"provider "sim" {}
+
+quota "ml" {
+  pools = [gpu_pool.train]
+}
+
+gpu_pool "train" {
+  provider      = "sim"
+  region        = "us-east-1"
+  zones         = ["us-east-1a"]
+  gpu           = "L4"
+  gpus_per_node = 1
+  nodes {
+    min     = 0
+    desired = 2
+    max     = 4
+  }
+  mix {
+    on_demand_base = 1
+    spot_percent   = 100
+  }
+}
+"#;
+
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("GPUPLAN_WORKSPACE")
+        .env("GPUPLAN_SIM_START", "2026-03-10T00:00:00Z")
+        .args(args)
+        .output()
+        .expect("gpuplan runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn spend(dir: &Path) -> serde_json::Value {
+    let (code, out, err) = run(dir, &["cost", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("cost --json is JSON");
+    doc["spend"].clone()
+}
+
+/// The ledger's prices, from the state file: one line per node.
+fn prices(dir: &Path) -> Vec<f64> {
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("state/default.json")).unwrap()).unwrap();
+    state["spend"].as_object().expect("a ledger").values().map(|e| e["usd_per_hour"].as_f64().unwrap()).collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 0.011
+}
+
+#[test]
+fn month_to_date_is_hours_times_price_survives_destroy_and_resets_at_the_month() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), SPEC).unwrap();
+    let (code, _, err) = run(tmp.path(), &["apply", "--auto-approve"]);
+    assert_eq!(code, 0, "{err}");
+    let p = prices(tmp.path());
+    assert_eq!(p.len(), 2, "one ledger line per node");
+    assert!(p.iter().all(|x| *x > 0.0), "{p:?}");
+    // The on-demand node is priced as the plan priced it; the spot one at the catalog's estimate.
+    assert!(p[0] != p[1], "on-demand and spot prices differ: {p:?}");
+
+    let (code, out, _) = run(tmp.path(), &["sim", "advance", "10h"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("2026-03-10T10:00:"), "{out}");
+    let s = spend(tmp.path());
+    assert_eq!(s["month"], "2026-03");
+    let expected = 10.0 * (p[0] + p[1]);
+    let mtd = s["month_to_date_usd"].as_f64().unwrap();
+    assert!(close(mtd, expected), "month to date {mtd} vs 10 h × {p:?} = {expected}");
+    assert!(close(s["by_pool"]["gpu_pool.train"].as_f64().unwrap(), expected), "{s}");
+    assert!(close(s["by_quota"]["quota.ml"].as_f64().unwrap(), expected), "{s}");
+    assert_eq!(s["open_nodes"], 2);
+    let (_, text, _) = run(tmp.path(), &["cost"]);
+    assert!(text.contains("Spent in 2026-03") && text.contains("gpu_pool.train"), "{text}");
+
+    // Destroy closes the lines; the money spent stays in the month.
+    let (code, _, err) = run(tmp.path(), &["destroy", "--auto-approve"]);
+    assert_eq!(code, 0, "{err}");
+    run(tmp.path(), &["sim", "advance", "5h"]);
+    let s = spend(tmp.path());
+    assert!(close(s["month_to_date_usd"].as_f64().unwrap(), expected), "spend survives destroy: {s}");
+    assert_eq!(s["open_nodes"], 0);
+
+    // Running again, then across the month boundary: the new month counts only its hours.
+    assert_eq!(run(tmp.path(), &["apply", "--auto-approve"]).0, 0);
+    run(tmp.path(), &["sim", "advance", "22days"]); // 2026-03-10T15:00 → 2026-04-01T15:00
+    let s = spend(tmp.path());
+    assert_eq!(s["month"], "2026-04", "{s}");
+    let april = 15.0 * (p[0] + p[1]);
+    assert!(close(s["month_to_date_usd"].as_f64().unwrap(), april), "only April's 15 h: {s}");
+}
+
+#[test]
+fn a_bad_sim_start_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), SPEC).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .current_dir(tmp.path())
+        .env("NO_COLOR", "1")
+        .env("GPUPLAN_SIM_START", "next tuesday")
+        .args(["plan"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("GPUPLAN_SIM_START") && err.contains("next tuesday") && err.contains("2026-03-01T00:00:00Z"),
+        "{err}"
+    );
+}

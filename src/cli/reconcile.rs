@@ -113,6 +113,21 @@ async fn round(
         let opts = render::TextOptions { color: settings.color_stdout, width: settings.width };
         output::stdout(&reconcile::report::text(&pass, &opts));
     }
+    for a in &pass.alerts {
+        let what = format!(
+            "budget alert: `{}` crossed {}% of its monthly budget in {} ({:.2} of {:.2} USD)",
+            a.quota, a.threshold, a.month, a.spent_usd, a.budget_usd
+        );
+        if a.delivered > 0 {
+            output::stderr(&format!("{what}: posted to {} hook(s)\n", a.delivered));
+        } else {
+            // Not fatal: the pass did its work; the alert is tried again on the next pass.
+            output::stderr(&format!(
+                "warning: {what}: not delivered ({}); retried on the next pass\n",
+                a.errors.join("; ")
+            ));
+        }
+    }
     common::warn_near_limits(&pass.plan)?;
     metrics.record_pass(&loaded.spec, &pass);
     Ok(match pass.outcome {

@@ -12,6 +12,7 @@
 //! autoscaler (`autoscale::decide`); its own logic is gathering signals ([`signals`]) and
 //! deciding what a pass may apply.
 
+pub mod alerts;
 pub mod report;
 pub mod signals;
 
@@ -140,6 +141,8 @@ pub struct Pass {
     pub queued: BTreeMap<Address, usize>,
     /// Node utilization per autoscaled pool, where known.
     pub utilization: BTreeMap<Address, f64>,
+    /// Budget thresholds crossed in this pass and what their hooks said.
+    pub alerts: Vec<alerts::Alert>,
 }
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -275,9 +278,21 @@ pub async fn pass(
     } else {
         observed
     };
+    // Budget alerts, from the ledger the apply just updated (not on a dry run: no side
+    // effects). Delivered thresholds are recorded so none is posted twice.
+    let alerts = if opts.dry_run {
+        Vec::new()
+    } else {
+        let spend = alerts::spend_report(spec, &session.state, &providers);
+        let sent = alerts::deliver(spec, &mut session.state, &spend).await;
+        if sent.iter().any(|a| a.delivered > 0) {
+            session.backend.write(&session.lock, &mut session.state).map_err(RunError::from)?;
+        }
+        sent
+    };
     // The lock and the embedded cloud are released here, before the caller sleeps.
     drop(session);
     drop(providers);
     drop(sim);
-    Ok(Pass { at: now, outcome, plan, decisions, apply: report, observed, queued, utilization })
+    Ok(Pass { at: now, outcome, plan, decisions, apply: report, observed, queued, utilization, alerts })
 }

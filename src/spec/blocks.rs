@@ -104,7 +104,7 @@ fn lifecycle(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, own: &[&str]) -> Result<Lif
 const SUB_PATHS: &[(&str, &[&str])] = &[
     ("nodes", &["min", "desired", "max"]),
     ("mix", &["on_demand_base", "spot_percent", "fallback", "max_spot_price"]),
-    ("budget", &["hourly_usd", "monthly_usd"]),
+    ("budget", &["alert_at", "hourly_usd", "monthly_usd"]),
     ("labels", &["*"]),
     ("env", &["*"]),
 ];
@@ -411,7 +411,7 @@ fn mix(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, nodes: Option<&Nodes>) -> Result<
     if failed { Err(Reported) } else { Ok(Mix { on_demand_base, spot_percent, fallback, max_spot_price }) }
 }
 
-pub const QUOTA_ATTRS: &[&str] = &["pools", "max_gpus", "allowed_gpus", "budget", "warn_percent"];
+pub const QUOTA_ATTRS: &[&str] = &["pools", "max_gpus", "allowed_gpus", "budget", "warn_percent", "notify"];
 
 pub fn quota(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Quota, Reported> {
     let meta = meta(&mut f, cx, QUOTA_ATTRS);
@@ -422,6 +422,33 @@ pub fn quota(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Quota, Reported> 
         Some(mut bf) => {
             let hourly_usd = bf.number(cx, "hourly_usd", 0.0, 1e9);
             let monthly_usd = bf.number(cx, "monthly_usd", 0.0, 1e12);
+            let mut alert_at = Vec::new();
+            for item in bf.string_list(cx, "alert_at").map(|v| v.value).unwrap_or_default() {
+                match item.value.parse::<u32>() {
+                    Ok(p) if (1..=1000).contains(&p) => alert_at.push(Spanned::new(p, item.span)),
+                    _ => {
+                        bf.failed = true;
+                        cx.diags.push(
+                            Diagnostic::error(
+                                "gpuplan::spec::alert_at",
+                                format!("`alert_at` holds {:?}, not a percentage of the monthly budget", item.value),
+                            )
+                            .at(item.span, "expected a whole number from 1 to 1000")
+                            .help("e.g. `alert_at = [50, 80, 100]`"),
+                        );
+                    }
+                }
+            }
+            if !alert_at.is_empty() && monthly_usd.is_none() && !bf.failed {
+                cx.diags.push(
+                    Diagnostic::warning(
+                        "gpuplan::spec::alert_at",
+                        "`alert_at` needs a `monthly_usd` to be a percentage of",
+                    )
+                    .at(alert_at[0].span, "no monthly budget")
+                    .help("set `monthly_usd`; alerts compare month-to-date spend with it"),
+                );
+            }
             if hourly_usd.is_none() && monthly_usd.is_none() && !bf.failed {
                 cx.diags.push(
                     Diagnostic::warning("gpuplan::spec::budget", "this `budget` block sets no limit")
@@ -430,15 +457,31 @@ pub fn quota(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Quota, Reported> 
                 );
             }
             let failed = bf.failed;
-            bf.finish(cx, &["hourly_usd", "monthly_usd"]);
+            bf.finish(cx, &["hourly_usd", "monthly_usd", "alert_at"]);
             f.failed |= failed;
-            Some(Budget { hourly_usd, monthly_usd })
+            Some(Budget { hourly_usd, monthly_usd, alert_at })
         }
         None => None,
     };
     let warn_percent = f.u32(cx, "warn_percent", 1, 100);
+    let mut notify = Vec::new();
+    for url in f.string_list(cx, "notify").map(|v| v.value).unwrap_or_default() {
+        if url.value.starts_with("https://") || url.value.starts_with("http://") {
+            notify.push(url);
+        } else {
+            f.failed = true;
+            cx.diags.push(
+                Diagnostic::error(
+                    "gpuplan::spec::notify",
+                    format!("`notify` holds {:?}, which is not a webhook URL", url.value),
+                )
+                .at(url.span, "expected an http(s) URL")
+                .help("e.g. `notify = [\"https://hooks.slack.com/services/...\"]`"),
+            );
+        }
+    }
     finish(f, cx, QUOTA_ATTRS)?;
-    Ok(Quota { pools, max_gpus, allowed_gpus, budget, warn_percent, meta })
+    Ok(Quota { pools, max_gpus, allowed_gpus, budget, warn_percent, notify, meta })
 }
 
 pub const TEMPLATE_ATTRS: &[&str] =

@@ -394,6 +394,10 @@ pub struct Quota {
     /// Warn when a plan reaches this percent of a limit (default 80).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warn_percent: Option<Spanned<u32>>,
+    /// Webhooks (Slack-compatible JSON) that `reconcile` tells when month-to-date spend
+    /// crosses a `budget.alert_at` threshold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<Spanned<String>>,
     #[serde(flatten)]
     pub meta: Meta,
 }
@@ -405,6 +409,23 @@ pub struct Budget {
     pub hourly_usd: Option<Spanned<f64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monthly_usd: Option<Spanned<f64>>,
+    /// Percentages of `monthly_usd` whose crossing (by month-to-date spend) `reconcile`
+    /// posts to the quota's `notify` hooks, once per month each; empty means 80 and 100.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alert_at: Vec<Spanned<u32>>,
+}
+
+impl Budget {
+    /// The alert thresholds in force, ascending: `alert_at`, else 80 and 100.
+    pub fn thresholds(&self) -> Vec<u32> {
+        let mut t: Vec<u32> = self.alert_at.iter().map(|a| a.value).collect();
+        if t.is_empty() {
+            t = vec![80, 100];
+        }
+        t.sort_unstable();
+        t.dedup();
+        t
+    }
 }
 
 /// `job_template "NAME"`: what a job runs and needs.

@@ -36,6 +36,10 @@ pub struct State {
     /// see [`crate::state::spend`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub spend: BTreeMap<String, SpendEntry>,
+    /// Budget alerts delivered, per quota address and month (`2026-03`): the thresholds
+    /// (percent of `monthly_usd`) already posted, so none is posted twice.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub alerts: BTreeMap<String, BTreeMap<String, Vec<u32>>>,
 }
 
 /// One node's line in the spend ledger.
@@ -71,6 +75,7 @@ impl State {
             history: Vec::new(),
             autoscale: BTreeMap::new(),
             spend: BTreeMap::new(),
+            alerts: BTreeMap::new(),
         }
     }
 

@@ -124,3 +124,93 @@ fn a_bad_sim_start_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// A local webhook receiver: answers 500 to the first request (so the sender must retry),
+/// then 200; keeps every body it got.
+fn receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<(u16, String)>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hooks/T0/secret", listener.local_addr().unwrap());
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = got.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; len];
+            reader.read_exact(&mut body).unwrap();
+            let mut all = seen.lock().unwrap();
+            let status = if all.is_empty() { 500 } else { 200 };
+            all.push((status, String::from_utf8_lossy(&body).into_owned()));
+            drop(all);
+            let reply = format!("HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    (url, got)
+}
+
+#[test]
+fn budget_alerts_fire_once_each_in_order_and_a_failed_post_is_retried() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), SPEC).unwrap();
+    assert_eq!(run(tmp.path(), &["apply", "--auto-approve"]).0, 0);
+    let hourly: f64 = prices(tmp.path()).iter().sum();
+    // A monthly budget the fleet's projection fits under (730 h × 1.05), alerting at 10, 20
+    // and 30 %: crossed after 76.65 h, 153.3 h and 229.95 h of spend.
+    let (url, got) = receiver();
+    let with_budget = SPEC.replace(
+        "  pools = [gpu_pool.train]\n",
+        &format!(
+            "  pools = [gpu_pool.train]\n  notify = [\"{url}\"]\n  budget {{\n    monthly_usd = {:.4}\n    alert_at    = [10, 20, 30]\n  }}\n",
+            730.0 * 1.05 * hourly
+        ),
+    );
+    std::fs::write(tmp.path().join("main.hcl"), with_budget).unwrap();
+    let pass = |dir: &Path| {
+        let (code, out, err) = run(dir, &["reconcile", "--once"]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        err
+    };
+    let err = pass(tmp.path());
+    assert!(got.lock().unwrap().is_empty(), "nothing crossed yet: {err}");
+
+    run(tmp.path(), &["sim", "advance", "80h"]);
+    let err = pass(tmp.path());
+    assert!(err.contains("crossed 10% of its monthly budget in 2026-03") && err.contains("posted to 1 hook"), "{err}");
+    run(tmp.path(), &["sim", "advance", "80h"]);
+    pass(tmp.path());
+    let again = pass(tmp.path());
+    assert!(!again.contains("budget alert"), "never twice for the same threshold and month: {again}");
+    run(tmp.path(), &["sim", "advance", "75h"]);
+    pass(tmp.path());
+
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), 4, "one refused post, then 10, 20 and 30: {got:?}");
+    assert_eq!(got[0].0, 500);
+    assert_eq!(got[0].1, got[1].1, "the refused post was retried as it was");
+    let texts: Vec<String> = got[1..]
+        .iter()
+        .map(|(_, body)| serde_json::from_str::<serde_json::Value>(body).unwrap()["text"].as_str().unwrap().to_string())
+        .collect();
+    for (text, t) in texts.iter().zip([10, 20, 30]) {
+        assert!(text.contains("`quota.ml`") && text.contains(&format!("(alert at {t}%)")), "{text}");
+    }
+    let body: serde_json::Value = serde_json::from_str(&got[3].1).unwrap();
+    let fields = body["attachments"][0]["fields"].as_array().unwrap();
+    assert!(fields.iter().any(|f| f["title"] == "threshold" && f["value"] == "30%"), "{body}");
+    // Delivered thresholds are in state, per quota and month.
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("state/default.json")).unwrap()).unwrap();
+    assert_eq!(state["alerts"]["quota.ml"]["2026-03"], serde_json::json!([10, 20, 30]));
+}

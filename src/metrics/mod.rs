@@ -7,7 +7,8 @@
 //! `hourly_cost_usd`, `pool_hourly_cost_usd{pool}`, `drift_items`, `pending_changes`,
 //! `last_run_timestamp_seconds`, `last_success_timestamp_seconds`,
 //! `reconcile_runs_total`, `reconcile_failures_total`, `reconcile_skipped_total`,
-//! `autoscale_actions_total{pool,direction}`. Only this module knows their names.
+//! `autoscale_actions_total{pool,direction}`, `spend_month_to_date_usd{pool}` and
+//! `quota_spend_month_to_date_usd{quota}`. Only this module knows their names.
 
 pub mod server;
 
@@ -53,6 +54,9 @@ struct Fleet {
     pool_hourly: BTreeMap<String, f64>,
     drift: usize,
     pending: usize,
+    /// Month-to-date spend from the ledger, by pool and by quota.
+    spend_pool: BTreeMap<String, f64>,
+    spend_quota: BTreeMap<String, f64>,
 }
 
 fn seconds(t: SystemTime) -> f64 {
@@ -189,12 +193,29 @@ impl Metrics {
             "Changes the last pass planned but did not apply (dry run, denial, refusal, failure).",
             vec![(String::new(), f.pending as f64)],
         );
+        family(
+            "spend_month_to_date_usd",
+            "gauge",
+            "Spend this calendar month (UTC) in USD from the ledger in state, by pool.",
+            f.spend_pool.iter().map(|(p, c)| (labels(&[("pool", p)]), *c)).collect(),
+        );
+        family(
+            "quota_spend_month_to_date_usd",
+            "gauge",
+            "Spend this calendar month (UTC) in USD from the ledger in state, by quota.",
+            f.spend_quota.iter().map(|(q, c)| (labels(&[("quota", q)]), *c)).collect(),
+        );
         out
     }
 }
 
 fn fleet(spec: &Spec, pass: &Pass) -> Fleet {
-    let mut f = Fleet { pools: spec.gpu_pools.len(), ..Fleet::default() };
+    let mut f = Fleet {
+        pools: spec.gpu_pools.len(),
+        spend_pool: pass.spend.by_pool.clone(),
+        spend_quota: pass.spend.by_quota.clone(),
+        ..Fleet::default()
+    };
     let gpus_per_node = |pool: &Address| spec.gpu_pools.get(pool).map_or(0, |p| p.gpus_per_node.value as u64);
     let pools: Vec<&Address> = spec.gpu_pools.keys().collect();
     for p in &pools {

@@ -143,6 +143,8 @@ pub struct Pass {
     pub utilization: BTreeMap<Address, f64>,
     /// Budget thresholds crossed in this pass and what their hooks said.
     pub alerts: Vec<alerts::Alert>,
+    /// Month-to-date spend from the ledger after the pass.
+    pub spend: crate::state::spend::SpendReport,
 }
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -280,10 +282,10 @@ pub async fn pass(
     };
     // Budget alerts, from the ledger the apply just updated (not on a dry run: no side
     // effects). Delivered thresholds are recorded so none is posted twice.
+    let spend = alerts::spend_report(spec, &session.state, &providers);
     let alerts = if opts.dry_run {
         Vec::new()
     } else {
-        let spend = alerts::spend_report(spec, &session.state, &providers);
         let sent = alerts::deliver(spec, &mut session.state, &spend).await;
         if sent.iter().any(|a| a.delivered > 0) {
             session.backend.write(&session.lock, &mut session.state).map_err(RunError::from)?;
@@ -294,5 +296,5 @@ pub async fn pass(
     drop(session);
     drop(providers);
     drop(sim);
-    Ok(Pass { at: now, outcome, plan, decisions, apply: report, observed, queued, utilization, alerts })
+    Ok(Pass { at: now, outcome, plan, decisions, apply: report, observed, queued, utilization, alerts, spend })
 }

@@ -213,4 +213,8 @@ fn budget_alerts_fire_once_each_in_order_and_a_failed_post_is_retried() {
     let state: serde_json::Value =
         serde_json::from_slice(&std::fs::read(tmp.path().join("state/default.json")).unwrap()).unwrap();
     assert_eq!(state["alerts"]["quota.ml"]["2026-03"], serde_json::json!([10, 20, 30]));
+    // The same month-to-date is what `reconcile --json` would feed the metrics endpoint.
+    let s = spend(tmp.path());
+    let budget = 730.0 * 1.05 * hourly;
+    assert!(s["by_quota"]["quota.ml"].as_f64().unwrap() >= 0.3 * budget, "{s}");
 }

@@ -170,6 +170,8 @@ fn metrics_endpoint_answers_on_loopback_and_sigterm_stops_the_loop() {
         "gpuplan_drift_items 0\n",
         "gpuplan_reconcile_failures_total 0\n",
         "# TYPE gpuplan_last_success_timestamp_seconds gauge\ngpuplan_last_success_timestamp_seconds ",
+        "# TYPE gpuplan_spend_month_to_date_usd gauge\n",
+        "# TYPE gpuplan_quota_spend_month_to_date_usd gauge\n",
     ] {
         assert!(body.contains(expected), "missing {expected:?} in\n{body}");
     }

@@ -1,6 +1,9 @@
 //! One state API over both backends: the local file ([`LocalBackend`]) and an object store
 //! ([`RemoteBackend`]). Commands and the engine hold a [`Backend`] and never ask which.
 
+// `StateError` is large, as everywhere in the state module (boxing it is a separate change).
+#![allow(clippy::result_large_err)]
+
 use std::path::PathBuf;
 use std::time::Duration;
 

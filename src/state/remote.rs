@@ -20,6 +20,9 @@
 //! The store's calls run on a small runtime this backend owns, from a scoped thread, so
 //! the synchronous state API can be called from anywhere (inside the CLI's runtime too).
 
+// `StateError` is large, as everywhere in the state module (boxing it is a separate change).
+#![allow(clippy::result_large_err)]
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -143,7 +146,10 @@ fn store_error(url: &str, action: &'static str, e: object_store::Error) -> State
 
 fn one_line(s: &str) -> String {
     let s = s.replace('\n', " ");
-    if s.len() > 400 { format!("{}…", &s[..s.floor_char_boundary(400)]) } else { s }
+    match s.char_indices().nth(400) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s,
+    }
 }
 
 impl RemoteBackend {

@@ -37,6 +37,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     env: settings.env.clone(),
                     policies,
                     overrides: args.override_policy.clone(),
+                    live_prices: vec![],
                 };
                 let ask = Ask {
                     question: "Do you want to perform these actions?",
@@ -70,6 +71,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             env: settings.env.clone(),
             policies,
             overrides: args.override_policy.clone(),
+            live_prices: vec![],
         };
         let ask = Ask {
             question: "Do you really want to destroy everything this state owns?",

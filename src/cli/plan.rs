@@ -23,6 +23,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
             env: settings.env.clone(),
             policies,
             overrides: args.override_policy.clone(),
+            live_prices: vec![],
         };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };

@@ -57,6 +57,9 @@ pub struct PlanRequest {
     pub policies: Vec<policy::Policy>,
     /// Soft policies accepted with `--override-policy`.
     pub overrides: Vec<String>,
+    /// Live prices the providers reported during refresh (AWS spot prices), used over the
+    /// catalog's; filled by [`plan`].
+    pub live_prices: Vec<crate::model::Offer>,
 }
 
 /// Refresh (unless asked not to) and diff. Nothing is written.
@@ -76,7 +79,46 @@ pub async fn plan(
     } else {
         None
     };
+    if req.refresh && !req.destroy {
+        let mut with_prices = req.clone();
+        with_prices.live_prices = live_prices(spec, providers).await;
+        return plan_refreshed(spec, &session.state, observed, statuses.as_ref(), &with_prices, &[]);
+    }
     plan_refreshed(spec, &session.state, observed, statuses.as_ref(), req, &[])
+}
+
+/// Live prices for the pools' GPU models and regions, from providers that report them
+/// (AWS spot, from `DescribeSpotPriceHistory`; the others price from the catalog). A
+/// provider that cannot answer is a warning, and the catalog's price stands: prices
+/// never block a plan, and the plan's cost says which prices are live.
+pub async fn live_prices(spec: &Spec, providers: &ProviderSet) -> Vec<crate::model::Offer> {
+    let mut asks: std::collections::BTreeSet<(String, String, String)> = std::collections::BTreeSet::new();
+    for pool in spec.gpu_pools.values() {
+        let name = &pool.provider.value;
+        let Some(p) = providers.get(name) else { continue };
+        if p.kind() != crate::model::ProviderKind::Aws {
+            continue;
+        }
+        let region = pool
+            .region
+            .as_ref()
+            .map(|r| r.value.clone())
+            .or_else(|| spec.providers.get(name).and_then(|b| b.region.as_ref()).map(|r| r.value.clone()));
+        if let Some(region) = region {
+            asks.insert((name.clone(), pool.gpu.value.clone(), region));
+        }
+    }
+    let mut out = Vec::new();
+    for (name, gpu, region) in asks {
+        let Some(p) = providers.get(&name) else { continue };
+        match p.offers(&gpu, Some(&region)).await {
+            Ok(offers) => out.extend(offers.into_iter().filter(|o| o.live_price)),
+            Err(e) => eprintln!(
+                "warning: provider \"{name}\" gave no live prices for {gpu} in {region}: {e}; using catalog prices"
+            ),
+        }
+    }
+    out
 }
 
 /// Everything `plan` does once the clouds have been read, and nothing else: diff, cost,
@@ -140,7 +182,7 @@ fn diff_observed(
 
 /// Cost and policy verdicts for a diffed plan.
 fn assess(mut plan: Plan, spec: &Spec, req: &PlanRequest) -> Result<Plan, RunError> {
-    let prices = cost::PriceBook::new(spec, &req.env);
+    let prices = cost::PriceBook::new(spec, &req.env).with_live(&req.live_prices);
     let report = cost::cost(&plan, spec, &prices)?;
     let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
     plan.policies = results;

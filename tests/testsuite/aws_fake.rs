@@ -281,3 +281,47 @@ fn partial_spot_shortfall_with_fail_fails_but_records_what_launched() {
     assert_eq!(nodes.len(), 3, "launched nodes are never orphaned: {nodes:?}");
     assert_eq!(distinct(&nodes), 3);
 }
+
+/// `plan --json` for a spot pool while the fake answers DescribeSpotPriceHistory with
+/// `price`, dated now: the spot price the plan's cost uses, and the run's stderr.
+fn plan_with_spot_price(price: &str) -> (serde_json::Value, String) {
+    let price = price.to_string();
+    let fake = FakeEc2::start(move |req, _| {
+        if let Some(r) = baseline(req) {
+            return r;
+        }
+        match req.action.as_str() {
+            "DescribeSpotPriceHistory" => {
+                let now = humantime::format_rfc3339_millis(std::time::SystemTime::now());
+                fake_ec2::ok(
+                    "DescribeSpotPriceHistory",
+                    &format!(
+                        "<spotPriceHistorySet><item><availabilityZone>us-east-1a</availabilityZone>\
+                         <instanceType>g5.xlarge</instanceType><productDescription>Linux/UNIX</productDescription>\
+                         <spotPrice>{price}</spotPrice><timestamp>{now}</timestamp></item></spotPriceHistorySet>"
+                    ),
+                )
+            }
+            other => error(400, "InvalidAction", &format!("the fake does not know {other}")),
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), pool_spec(&fake.url, "us-east-1", &["us-east-1a"], 2, 0, 100, ""))
+        .unwrap();
+    let r = run(tmp.path(), &["plan", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let pool = plan["cost"]["pools"].as_array().unwrap().iter().find(|p| p["address"] == "gpu_pool.train").cloned();
+    (pool.expect("the pool's cost")["spot_price"].clone(), r.stderr)
+}
+
+#[test]
+fn a_fresh_spot_price_from_the_api_prices_the_plan_and_an_absurd_one_is_refused() {
+    let (spot, _) = plan_with_spot_price("0.450000");
+    assert_eq!(spot["source"], "live", "{spot}");
+    assert_eq!(spot["usd_per_hour"], 0.45, "{spot}");
+
+    let (spot, stderr) = plan_with_spot_price("0.000010");
+    assert_eq!(spot["source"], "catalog-spot-model", "an absurd answer keeps the catalog's estimate: {spot}");
+    assert!(stderr.contains("ignoring the live spot price 0.00001 USD/h of g5.xlarge"), "{stderr}");
+}

@@ -149,7 +149,8 @@ impl AwsProvider {
         }
     }
 
-    /// Current spot prices (lowest over zones) of `types` in a region.
+    /// Current spot prices (lowest over zones) of `types` in a region; prices dated more
+    /// than [`STALE_AFTER`] ago are dropped with a warning.
     pub(super) async fn spot_prices(
         &self,
         region: &str,
@@ -183,6 +184,23 @@ impl AwsProvider {
                     else {
                         continue;
                     };
+                    // A price older than STALE_AFTER is not the price in force (moto answers
+                    // prices dated 2006): the catalog's estimate is used instead, and said so.
+                    let age = p
+                        .timestamp()
+                        .and_then(|ts| SystemTime::try_from(*ts).ok())
+                        .and_then(|ts| SystemTime::now().duration_since(ts).ok());
+                    if age.is_none_or(|a| a > STALE_AFTER) {
+                        let when = p.timestamp().map_or("no date".to_string(), |ts| ts.to_string());
+                        self.warn_once(
+                            region,
+                            &format!(
+                                "DescribeSpotPriceHistory gave {} a price dated {when}; using the catalog's spot estimate",
+                                t.as_str()
+                            ),
+                        );
+                        continue;
+                    }
                     let e = lowest.entry(t.as_str().to_string()).or_insert(f64::MAX);
                     *e = e.min(price);
                 }
@@ -239,7 +257,20 @@ impl AwsProvider {
                     })
                 };
                 push(Capacity::OnDemand, t.price_usd(DEFAULT_CNY_PER_USD), false);
+                let on_demand = t.price_usd(DEFAULT_CNY_PER_USD);
                 match live.get(&t.name) {
+                    // A spot price far below or above on-demand is a broken answer, not a
+                    // bargain: keep the catalog's estimate and say why.
+                    Some(p) if *p < on_demand * ABSURD_BELOW || *p > on_demand * ABSURD_ABOVE => {
+                        self.warn_once(
+                            &r.name,
+                            &format!(
+                                "ignoring the live spot price {p} USD/h of {} (on-demand {on_demand:.4} USD/h); using the catalog's spot estimate",
+                                t.name
+                            ),
+                        );
+                        push(Capacity::Spot, t.spot_price_usd(DEFAULT_CNY_PER_USD), false)
+                    }
                     Some(p) => push(Capacity::Spot, *p, true),
                     None => push(Capacity::Spot, t.spot_price_usd(DEFAULT_CNY_PER_USD), false),
                 }
@@ -249,6 +280,12 @@ impl AwsProvider {
         Ok(offers)
     }
 }
+
+/// A spot price older than this is not the price in force.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(2 * 24 * 3600);
+/// Live spot prices outside these fractions of on-demand are broken answers.
+const ABSURD_BELOW: f64 = 0.02;
+const ABSURD_ABOVE: f64 = 3.0;
 
 #[cfg(test)]
 mod tests {

@@ -132,7 +132,7 @@ pub struct GlobalArgs {
     /// Run as if started in DIR: specs, `state/` and `policies/` are looked up there
     #[arg(short = 'C', value_name = "DIR", global = true)]
     pub dir: Option<PathBuf>,
-    /// State file [default: <DIR>/state/<WORKSPACE>.json]
+    /// State file of the local backend [default: <DIR>/state/<WORKSPACE>.json]
     #[arg(long, value_name = "PATH", global = true)]
     pub state: Option<PathBuf>,
     /// Workspace: selects the state file
@@ -160,11 +160,6 @@ pub enum Command {
     Plan(PlanArgs),
     /// Print a saved plan (`plan --out FILE`) without touching state or clouds
     Show(ShowArgs),
-    /// Print shell completions for bash, zsh or fish
-    Completions {
-        #[arg(value_enum, value_name = "SHELL")]
-        shell: CompletionShell,
-    },
     /// Execute a saved plan, or plan and confirm
     Apply(ApplyArgs),
     /// Remove everything the state owns
@@ -187,6 +182,11 @@ pub enum Command {
     /// Controls of the embedded simulated cloud
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Print shell completions for bash, zsh or fish
+    Completions {
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: CompletionShell,
+    },
 }
 
 impl Command {

@@ -158,7 +158,6 @@ impl RemoteBackend {
     pub fn new(cfg: &BackendConfig, workspace: &str) -> Result<RemoteBackend, StateError> {
         let key = cfg.get("key").unwrap_or("gpuplan.json");
         let key = if workspace == "default" { key.to_string() } else { format!("env:/{workspace}/{key}") };
-        let (store, lock_store, mode, url) = build(cfg, &key)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("gpuplan-state")
@@ -166,27 +165,22 @@ impl RemoteBackend {
             .build()
             .map_err(|e| StateError::Remote {
                 action: "start the client for",
-                url: url.clone(),
+                url: key.clone(),
                 message: e.to_string(),
                 hint: String::new(),
             })?;
+        // Boxed at once: dropped on an early return below, it must not block (we may be
+        // inside the CLI's runtime).
+        let rt = RuntimeBox(Some(rt));
+        let profile = if cfg.kind == "s3" { profile_credentials(rt.0.as_ref().expect("just built"))? } else { None };
+        let (store, lock_store, mode, url) = build(cfg, &key, profile.as_ref())?;
         let key = ObjectPath::parse(&key).map_err(|e| StateError::Remote {
             action: "name",
             url: url.clone(),
             message: e.to_string(),
             hint: "object keys are `/`-separated names without empty, `.` or `..` parts".into(),
         })?;
-        Ok(RemoteBackend {
-            inner: Arc::new(Inner {
-                rt: RuntimeBox(Some(rt)),
-                store,
-                lock_store,
-                mode,
-                key,
-                url,
-                etag: Mutex::new(None),
-            }),
-        })
+        Ok(RemoteBackend { inner: Arc::new(Inner { rt, store, lock_store, mode, key, url, etag: Mutex::new(None) }) })
     }
 
     /// `s3://bucket/key`.
@@ -490,11 +484,50 @@ fn header_of(bytes: &[u8]) -> Option<(String, u64)> {
     serde_json::from_slice::<H>(bytes).ok().map(|h| (h.lineage, h.serial))
 }
 
+/// Static keys from the shared AWS files, when the environment has none: `AWS_PROFILE`
+/// (else `default`) in `~/.aws/credentials` / `~/.aws/config` (or `AWS_SHARED_CREDENTIALS_FILE`,
+/// `AWS_CONFIG_FILE`). Without a usable profile the rest of the chain applies (web
+/// identity, ECS, instance role), as object_store resolves it. A profile named in
+/// `AWS_PROFILE` that cannot be read is an error, never silently skipped.
+fn profile_credentials(rt: &tokio::runtime::Runtime) -> Result<Option<aws_credential_types::Credentials>, StateError> {
+    use aws_credential_types::provider::ProvideCredentials;
+    if std::env::var_os("AWS_ACCESS_KEY_ID").is_some() {
+        return Ok(None);
+    }
+    let named = std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty());
+    // The provider builds an instance-metadata client up front, which needs an HTTP
+    // client: the same rustls-on-ring one the EC2 provider uses. A profile that assumes a
+    // role would call STS through it.
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    let config = aws_config::provider_config::ProviderConfig::without_region().with_http_client(http);
+    let builder = aws_config::profile::ProfileFileCredentialsProvider::builder().configure(&config);
+    let provider = match &named {
+        Some(p) => builder.profile_name(p).build(),
+        None => builder.build(),
+    };
+    let got = std::thread::scope(|s| s.spawn(|| rt.block_on(provider.provide_credentials())).join());
+    match (got, named) {
+        (Ok(Ok(c)), _) => Ok(Some(c)),
+        (Ok(Err(e)), Some(p)) => Err(StateError::Remote {
+            action: "find credentials for",
+            url: format!("s3 (AWS_PROFILE={p})"),
+            message: e.to_string(),
+            hint: "check the profile in ~/.aws/credentials (static keys) or unset AWS_PROFILE".into(),
+        }),
+        _ => Ok(None),
+    }
+}
+
 /// The stores for `cfg`: (state store, lock store, lock mode, URL of the state object).
 #[allow(clippy::type_complexity)]
 fn build(
     cfg: &BackendConfig,
     key: &str,
+    profile: Option<&aws_credential_types::Credentials>,
 ) -> Result<(Arc<dyn ObjectStore>, Arc<dyn ObjectStore>, LockMode, String), StateError> {
     let fail = |url: &str, e: object_store::Error| StateError::Remote {
         action: "configure",
@@ -540,6 +573,12 @@ fn build(
                     .with_bucket_name(bucket)
                     .with_client_options(client)
                     .with_retry(retry.clone());
+                if let Some(c) = profile {
+                    b = b.with_access_key_id(c.access_key_id()).with_secret_access_key(c.secret_access_key());
+                    if let Some(t) = c.session_token() {
+                        b = b.with_token(t);
+                    }
+                }
                 if let Some(region) = cfg.get("region") {
                     b = b.with_region(region);
                 }

@@ -500,3 +500,30 @@ fn access_denied_is_a_clear_error_naming_the_object() {
     assert_eq!(check.code, 1);
     assert!(check.stdout.contains("FAIL state backend") && check.stdout.contains("access denied"), "{}", check.stdout);
 }
+
+/// Static keys from a shared credentials file (`AWS_PROFILE`), as CI runners and laptops
+/// keep them: without them the store would fall through to the metadata service and fail.
+#[test]
+fn credentials_come_from_a_named_profile_in_the_shared_files() {
+    let (tmp, b) = setup(1);
+    let creds = tmp.path().join("aws-credentials");
+    std::fs::write(&creds, "[ci]\naws_access_key_id = testing\naws_secret_access_key = testing\n").unwrap();
+    let with_profile = |profile: &str| {
+        command(tmp.path(), &["apply", "--auto-approve"], &[])
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env("AWS_SHARED_CREDENTIALS_FILE", &creds)
+            .env("AWS_CONFIG_FILE", tmp.path().join("no-aws-config"))
+            .env("AWS_PROFILE", profile)
+            .output()
+            .unwrap()
+    };
+    let out = with_profile("ci");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(node_count(&state_json(&b), "gpu_pool.p0"), 2);
+
+    let out = with_profile("nope");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("AWS_PROFILE=nope"), "{stderr}");
+}

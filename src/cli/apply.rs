@@ -38,6 +38,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     policies,
                     overrides: args.override_policy.clone(),
                     live_prices: vec![],
+                    month_to_date: Default::default(),
                 };
                 let ask = Ask {
                     question: "Do you want to perform these actions?",
@@ -72,6 +73,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             policies,
             overrides: args.override_policy.clone(),
             live_prices: vec![],
+            month_to_date: Default::default(),
         };
         let ask = Ask {
             question: "Do you really want to destroy everything this state owns?",

@@ -60,6 +60,9 @@ pub struct PlanRequest {
     /// Live prices the providers reported during refresh (AWS spot prices), used over the
     /// catalog's; filled by [`plan`].
     pub live_prices: Vec<crate::model::Offer>,
+    /// Month-to-date spend per quota address from the ledger ([`month_to_date`]); quotas
+    /// with a `monthly_usd` budget are checked against it. Empty: not checked.
+    pub month_to_date: BTreeMap<String, f64>,
 }
 
 /// Refresh (unless asked not to) and diff. Nothing is written.
@@ -82,9 +85,28 @@ pub async fn plan(
     if req.refresh && !req.destroy {
         let mut with_prices = req.clone();
         with_prices.live_prices = live_prices(spec, providers).await;
+        with_prices.month_to_date = month_to_date(spec, &session.state, providers).by_quota;
         return plan_refreshed(spec, &session.state, observed, statuses.as_ref(), &with_prices, &[]);
     }
     plan_refreshed(spec, &session.state, observed, statuses.as_ref(), req, &[])
+}
+
+/// Month-to-date spend from the ledger in `state`, each line by its provider's clock
+/// (the sim cloud's own, the wall clock for real clouds), per pool, quota and job.
+pub fn month_to_date(spec: &Spec, state: &State, providers: &ProviderSet) -> crate::state::spend::SpendReport {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let quotas: Vec<(String, Vec<String>)> = spec
+        .quotas
+        .keys()
+        .map(|q| (q.to_string(), cost::quota_pools(spec, q).iter().map(ToString::to_string).collect()))
+        .collect();
+    crate::state::spend::month_to_date(
+        state,
+        |name| providers.get(name).map_or(wall, |p| p.clock_ms()),
+        |pool| quotas.iter().filter(|(_, pools)| pools.iter().any(|p| p == pool)).map(|(q, _)| q.clone()).collect(),
+    )
 }
 
 /// Live prices for the pools' GPU models and regions, from providers that report them
@@ -184,7 +206,7 @@ fn diff_observed(
 fn assess(mut plan: Plan, spec: &Spec, req: &PlanRequest) -> Result<Plan, RunError> {
     let prices = cost::PriceBook::new(spec, &req.env).with_live(&req.live_prices);
     let report = cost::cost(&plan, spec, &prices)?;
-    let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides);
+    let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides, &req.month_to_date);
     plan.policies = results;
     plan.cost = Some(report);
     Ok(plan)

@@ -36,8 +36,9 @@ pub fn evaluate(
     cost: &CostReport,
     spec: &Spec,
     overrides: &[String],
+    month_to_date: &BTreeMap<String, f64>,
 ) -> Vec<PolicyResult> {
-    let mut out = quota::check(spec, cost);
+    let mut out = quota::check(spec, cost, month_to_date);
     if policies.is_empty() {
         return out;
     }

@@ -38,7 +38,15 @@ fn limit_check(quota: &str, what: &str, planned: f64, limit: f64, warn: u32, uni
     result(name, passed, warning, msg, quota)
 }
 
-pub fn check(spec: &Spec, cost: &CostReport) -> Vec<PolicyResult> {
+/// `month_to_date`: spend so far this month per quota address (from the ledger); a quota
+/// with a `monthly_usd` budget and a ledger line is also checked against it: once the
+/// month's spend reached the budget, a plan that adds cost to the quota's pools fails
+/// (the stop at 100 %), while one that keeps or lowers it passes.
+pub fn check(
+    spec: &Spec,
+    cost: &CostReport,
+    month_to_date: &std::collections::BTreeMap<String, f64>,
+) -> Vec<PolicyResult> {
     let mut out = Vec::new();
     for qc in &cost.quotas {
         let Some(q) = spec.quotas.get(&qc.address) else { continue };
@@ -77,6 +85,27 @@ pub fn check(spec: &Spec, cost: &CostReport) -> Vec<PolicyResult> {
                     warn,
                     " USD/month",
                 ));
+                if let Some(spent) = month_to_date.get(&name) {
+                    let delta: f64 = cost
+                        .pools
+                        .iter()
+                        .filter(|p| qc.pools.contains(&p.address))
+                        .map(|p| p.hourly_after - p.hourly_before)
+                        .sum();
+                    let adds = delta > 0.005;
+                    let over = *spent >= m.value - 1e-9;
+                    let passed = !(over && adds);
+                    let warning = passed && m.value > 0.0 && *spent >= m.value * warn as f64 / 100.0;
+                    let msg = if !passed {
+                        format!(
+                            "{name} budget.month_to_date: {spent:.2} USD spent this month, the whole {} USD budget; the plan adds {delta:.2} USD/h to its pools",
+                            m.value
+                        )
+                    } else {
+                        format!("{name} budget.month_to_date: {spent:.2} of {} USD spent this month", m.value)
+                    };
+                    out.push(result(format!("{name}.budget.month_to_date"), passed, warning, msg, &name));
+                }
             }
         }
     }

@@ -37,19 +37,7 @@ pub struct Alert {
 
 /// The spend report for `state`, each ledger line by its provider's clock.
 pub fn spend_report(spec: &Spec, state: &State, providers: &ProviderSet) -> SpendReport {
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let quotas: Vec<(String, Vec<String>)> = spec
-        .quotas
-        .keys()
-        .map(|q| (q.to_string(), crate::cost::quota_pools(spec, q).iter().map(ToString::to_string).collect()))
-        .collect();
-    crate::state::spend::month_to_date(
-        state,
-        |name| providers.get(name).map_or(wall, |p| p.clock_ms()),
-        |pool| quotas.iter().filter(|(_, pools)| pools.iter().any(|p| p == pool)).map(|(q, _)| q.clone()).collect(),
-    )
+    crate::engine::run::month_to_date(spec, state, providers)
 }
 
 /// Thresholds crossed and not yet delivered this month: (quota, threshold, spent, budget).

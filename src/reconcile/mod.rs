@@ -202,7 +202,9 @@ pub async fn pass(
 ) -> Result<Pass, ReconcileError> {
     let mut session = engine::open_session(ws, "reconcile")?;
     let (providers, sim) = engine::providers::build_with_sim(ws, spec, &session.state)?;
-    let req = PlanRequest { refresh: true, destroy: false, ..opts.plan.clone() };
+    let mut req = PlanRequest { refresh: true, destroy: false, ..opts.plan.clone() };
+    // The budget's stop at 100 %: what this month already spent, from the ledger.
+    req.month_to_date = run::month_to_date(spec, &session.state, &providers).by_quota;
     let observed = run::observe(spec, &session, &providers).await?;
     let now = clock.now();
     let mut baseline = run::plan_observed(spec, &session, Some(&observed), &req, &[])?;

@@ -218,3 +218,50 @@ fn budget_alerts_fire_once_each_in_order_and_a_failed_post_is_retried() {
     let budget = 730.0 * 1.05 * hourly;
     assert!(s["by_quota"]["quota.ml"].as_f64().unwrap() >= 0.3 * budget, "{s}");
 }
+
+/// The budget's stop at 100 %: once a quota's month-to-date spend reached `monthly_usd`,
+/// a plan that adds cost to its pools fails `budget.month_to_date`; one that does not passes.
+#[test]
+fn a_spent_monthly_budget_stops_plans_that_add_cost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gp = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .current_dir(tmp.path())
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "200")
+            .env_remove("GPUPLAN_WORKSPACE")
+            .env("GPUPLAN_SIM_START", "2026-03-01T00:00:00Z")
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let one = SPEC.replace("desired = 2", "desired = 1").replace("on_demand_base = 1", "on_demand_base = 0");
+    std::fs::write(tmp.path().join("main.hcl"), &one).unwrap();
+    assert_eq!(gp(&["apply", "--auto-approve"]).0, 0);
+    let hourly: f64 = prices(tmp.path()).iter().sum();
+    // Just above a full month of this fleet, so the projection passes; spent after 734 h.
+    let budget = 1.005 * 730.0 * hourly;
+    let with_budget = |spec: &str| {
+        spec.replace(
+            "  pools = [gpu_pool.train]\n",
+            &format!("  pools = [gpu_pool.train]\n  budget {{\n    monthly_usd = {budget:.4}\n  }}\n"),
+        )
+    };
+    std::fs::write(tmp.path().join("main.hcl"), with_budget(&one)).unwrap();
+    let (code, out) = gp(&["plan"]);
+    assert!(code == 0 || code == 2, "{out}");
+    assert!(out.contains("pass quota.ml.budget.month_to_date"), "{out}");
+
+    gp(&["sim", "advance", "740h"]); // 2026-03-31T20:00, still March
+    let (code, out) = gp(&["plan"]);
+    assert!(code == 0 || code == 2, "keeping the fleet passes: {out}");
+    assert!(out.contains("quota.ml.budget.month_to_date"), "{out}");
+    assert!(!out.contains("FAIL quota.ml.budget.month_to_date"), "{out}");
+
+    std::fs::write(tmp.path().join("main.hcl"), with_budget(&one.replace("desired = 1", "desired = 2"))).unwrap();
+    let (code, out) = gp(&["plan"]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("FAIL quota.ml.budget.month_to_date"), "{out}");
+    assert!(out.contains("the whole") && out.contains("USD budget; the plan adds"), "{out}");
+}

@@ -25,6 +25,8 @@ use crate::state::model::SpendEntry;
 /// catalog price in force (on-demand, or the catalog's spot estimate).
 fn spend_open(addr: &str, pc: &PoolChange, provider: &dyn Provider, nodes: &[crate::providers::Node]) -> JournalEntry {
     let now = provider.clock_ms();
+    // A kind this build does not know cannot come from a plan it made (the planner refuses
+    // unknown kinds); if one did, the lines below say "unknown" instead of a price.
     let kind: Option<crate::model::ProviderKind> = pc.provider_kind.parse().ok();
     let entries = nodes
         .iter()

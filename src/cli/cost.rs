@@ -14,22 +14,7 @@ pub fn run(settings: &Settings, args: &CostArgs) -> miette::Result<ExitStatus> {
         let req = PlanRequest { refresh: true, env: settings.env.clone(), ..PlanRequest::default() };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         // What was spent, from the ledger in state, each line by its provider's clock.
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let quotas: Vec<(String, Vec<String>)> = loaded
-            .spec
-            .quotas
-            .keys()
-            .map(|q| {
-                (q.to_string(), crate::cost::quota_pools(&loaded.spec, q).iter().map(ToString::to_string).collect())
-            })
-            .collect();
-        let spend = crate::state::spend::month_to_date(
-            &session.state,
-            |name| providers.get(name).map_or(wall, |p| p.clock_ms()),
-            |pool| quotas.iter().filter(|(_, pools)| pools.iter().any(|p| p == pool)).map(|(q, _)| q.clone()).collect(),
-        );
+        let spend = engine::run::month_to_date(&loaded.spec, &session.state, &providers);
         if args.json {
             let mut doc = serde_json::to_value(&plan.cost)
                 .map_err(|e| super::CliError::new(format!("cannot write the cost report: {e}")))?;

@@ -17,6 +17,7 @@ mod cost;
 mod engine_cli;
 mod examples;
 mod fmt_cli;
+mod http_stub;
 mod jobs_cli;
 mod jobs_sim;
 mod layering;

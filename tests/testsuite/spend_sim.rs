@@ -128,36 +128,8 @@ fn a_bad_sim_start_is_a_clear_error() {
 /// A local webhook receiver: answers 500 to the first request (so the sender must retry),
 /// then 200; keeps every body it got.
 fn receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<(u16, String)>>>) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hooks/T0/secret", listener.local_addr().unwrap());
-    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = got.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; len];
-            reader.read_exact(&mut body).unwrap();
-            let mut all = seen.lock().unwrap();
-            let status = if all.is_empty() { 500 } else { 200 };
-            all.push((status, String::from_utf8_lossy(&body).into_owned()));
-            drop(all);
-            let reply = format!("HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
-            let _ = stream.write_all(reply.as_bytes());
-        }
-    });
-    (url, got)
+    let (base, log) = crate::http_stub::serve(|n, _| (if n == 0 { 500 } else { 200 }, "text/plain", "ok".into()));
+    (format!("{base}/hooks/T0/secret"), log)
 }
 
 #[test]

@@ -460,32 +460,9 @@ fn the_ci_flow_plan_out_show_apply_planfile_reconcile_runs_on_remote_state() {
 /// would (moto does not enforce auth): the error names the object and nothing is written.
 #[test]
 fn access_denied_is_a_clear_error_naming_the_object() {
-    use std::io::{BufRead, BufReader, Read as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; len];
-            let _ = reader.read_exact(&mut body);
-            let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>";
-            let reply = format!(
-                "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{xml}",
-                xml.len()
-            );
-            let _ = stream.write_all(reply.as_bytes());
-        }
+    let (url, _) = crate::http_stub::serve(|_, _| {
+        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>";
+        (403, "application/xml", xml.to_string())
     });
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("main.hcl"), spec("locked-down", &url, 1)).unwrap();

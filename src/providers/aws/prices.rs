@@ -186,10 +186,13 @@ impl AwsProvider {
                     };
                     // A price older than STALE_AFTER is not the price in force (moto answers
                     // prices dated 2006): the catalog's estimate is used instead, and said so.
+                    // No date, or one SystemTime cannot hold: the age is unknown and the
+                    // price is refused like a stale one. A date slightly ahead of our clock
+                    // (skew) counts as fresh.
                     let age = p
                         .timestamp()
                         .and_then(|ts| SystemTime::try_from(*ts).ok())
-                        .and_then(|ts| SystemTime::now().duration_since(ts).ok());
+                        .map(|ts| SystemTime::now().duration_since(ts).unwrap_or_default());
                     if age.is_none_or(|a| a > STALE_AFTER) {
                         let when = p.timestamp().map_or("no date".to_string(), |ts| ts.to_string());
                         self.warn_once(

@@ -2,10 +2,11 @@
 //! jobs removed from the spec; after them, [`run`] launches the replicas the plan admitted
 //! and records every job's runs, age and queue time in the state journal.
 //!
-//! On `sim` (and later the Kubernetes backend) a replica runs on a live node of its pool
+//! On `sim` a replica runs on a live node of its pool
 //! with room: the planned capacity type first, then the fallback the plan allows (spot →
 //! on-demand when `mix.fallback = "on_demand"`). For clouds the plan already carries the
-//! node shape and the provider creates a node for the job. Launch tokens come from the
+//! node shape and the provider creates a node for the job. Pools with a `kubernetes {}`
+//! block submit their Job to the cluster (`providers/kube`), which places the replicas. Launch tokens come from the
 //! plan, so a retried apply never launches a replica attempt twice.
 
 use std::collections::BTreeMap;
@@ -37,7 +38,9 @@ pub async fn run(
     // Live nodes per pool, listed once per (provider, region) that has launches on nodes.
     let mut slots: BTreeMap<Address, Vec<Slot>> = BTreeMap::new();
     let mut listed: Vec<(String, String)> = Vec::new();
-    for l in plan.jobs.iter().flat_map(|j| &j.launches).filter(|l| l.request.shape.is_none()) {
+    // Kubernetes launches need no node: the cluster places them on the pool's nodes.
+    let on_node = |l: &&crate::model::ReplicaLaunch| l.request.shape.is_none() && l.request.kube.is_none();
+    for l in plan.jobs.iter().flat_map(|j| &j.launches).filter(on_node) {
         let key = (l.provider.clone(), l.region.clone());
         if listed.contains(&key) {
             continue;
@@ -79,7 +82,7 @@ pub async fn run(
             };
             let mut req = l.request.clone();
             let mut capacity = l.capacity;
-            if req.shape.is_none() {
+            if req.shape.is_none() && req.kube.is_none() {
                 let pool = slots.get_mut(&j.pool).map(Vec::as_mut_slice).unwrap_or_default();
                 let per_node = l.gpus_per_node;
                 let pick = pick(pool, l.capacity, req.gpus, per_node)

@@ -13,7 +13,7 @@ use super::{CliError, ExitStatus, JobsCommand, Settings, load, runtime, state_co
 use crate::addr::Address;
 use crate::jobs::model::state_str;
 use crate::jobs::status::{self, JobSummary};
-use crate::jobs::{JobRecord, k8s, yaml};
+use crate::jobs::{JobRecord, k8s};
 use crate::providers::JobStatus;
 use crate::spec::{self, Spec};
 use crate::state::State;
@@ -269,15 +269,18 @@ fn render(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
         };
         return Err(CliError::new(format!("no job `{name}` in the spec")).hint(hint).into());
     }
-    let docs: Vec<yaml::Yaml> = addrs
+    // The attempt and lineage a submission would carry now, when there is a state.
+    let state = state_common::read(settings)?;
+    let lineage = state.as_ref().map(|s| s.lineage.as_str());
+    let docs: Vec<_> = addrs
         .into_iter()
         .filter_map(|a| {
-            let state = state_common::read(settings).ok().flatten();
             let next =
                 record(state.as_ref(), a).map(|r| r.runs.iter().map(|r| r.attempt).max().unwrap_or(0) + 1).unwrap_or(1);
-            k8s::manifest(spec, a, next)
+            k8s::manifest(spec, a, next, lineage)
         })
         .collect();
-    output::stdout(&yaml::documents(&docs));
+    let text = k8s::to_yaml(&docs).map_err(|e| CliError::new(format!("cannot write the manifests as YAML: {e}")))?;
+    output::stdout(&text);
     Ok(ExitStatus::Success)
 }

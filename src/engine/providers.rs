@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::apply::ProviderSet;
 use crate::engine::Workspace;
-use crate::providers::Provider;
+use crate::providers::{Provider, kube};
 use crate::providers::alicloud::{self, AlibabaProvider};
 use crate::providers::aws::{AwsProvider, AwsSettings};
 use crate::providers::http::{CloudConfig, Endpoint, credentials};
@@ -107,7 +107,10 @@ pub fn build_with_sim(
             wanted.entry(name.clone()).or_insert(k);
         }
     }
+    let kinds = wanted.clone();
     let mut set: ProviderSet = BTreeMap::new();
+    // TKE and ACK: their kubeconfigs, for pools with `kubernetes { cluster_id }`.
+    let mut sources: BTreeMap<String, Arc<dyn kube::KubeconfigSource>> = BTreeMap::new();
     let mut sim: Option<Arc<dyn Provider>> = None;
     let mut cloud: Option<Arc<SimCloud>> = None;
     for (name, kind) in wanted {
@@ -126,12 +129,16 @@ pub fn build_with_sim(
             ProviderKind::Tencentcloud => {
                 let config = cloud_config(ws, spec, &name, tencentcloud::ENV_ENDPOINT, TENCENT_ENV)?;
                 let p = TencentProvider::new(config).map_err(|e| setup_error(&name, tencentcloud::ENV_ENDPOINT, e))?;
-                set.insert(name, Arc::new(p));
+                let p = Arc::new(p);
+                sources.insert(name.clone(), p.clone());
+                set.insert(name, p);
             }
             ProviderKind::Alicloud => {
                 let config = cloud_config(ws, spec, &name, alicloud::ENV_ENDPOINT, ALIBABA_ENV)?;
                 let p = AlibabaProvider::new(config).map_err(|e| setup_error(&name, alicloud::ENV_ENDPOINT, e))?;
-                set.insert(name, Arc::new(p));
+                let p = Arc::new(p);
+                sources.insert(name.clone(), p.clone());
+                set.insert(name, p);
             }
             ProviderKind::Aws => {
                 // A block removed from the spec while the state still has its nodes: the
@@ -143,6 +150,23 @@ pub fn build_with_sim(
                     .unwrap_or_else(|| AwsSettings { name: name.clone(), ..AwsSettings::default() });
                 set.insert(name, Arc::new(AwsProvider::new(settings)));
             }
+        }
+    }
+    // The Kubernetes backend of every provider whose pools have a `kubernetes {}` block,
+    // or whose jobs the state recorded through one (a pool since removed from the spec).
+    let mut kube_for: Vec<String> =
+        spec.gpu_pools.values().filter(|p| p.kubernetes.is_some()).map(|p| p.provider.value.clone()).collect();
+    for r in state.resources.values().filter_map(|r| r.job.as_ref()) {
+        kube_for.extend(r.runs.iter().filter_map(|run| run.provider.strip_prefix(kube::PREFIX)).map(str::to_string));
+    }
+    let home = ws.env.get("HOME").map(std::path::PathBuf::from);
+    for provider in kube_for {
+        let name = kube::name(&provider);
+        // A run whose provider block is gone entirely keeps the state's record (its
+        // provider is reported as not configured where it is needed).
+        if let (Some(kind), false) = (kinds.get(&provider), set.contains_key(&name)) {
+            let source = sources.get(&provider).cloned();
+            set.insert(name, Arc::new(kube::KubeJobs::new(*kind, &ws.dir, home.clone(), &state.lineage, source)));
         }
     }
     Ok((set, cloud))

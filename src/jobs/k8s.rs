@@ -16,22 +16,43 @@
 //! | `priority` | `priorityClassName: gpuplan-<priority>` (classes the cluster defines) |
 //! | `retries` | `backoffLimit` |
 //! | `max_runtime` | `activeDeadlineSeconds` |
+//! | spot reclaims | `podFailurePolicy` ignores pods with a `DisruptionTarget` condition (`restartPolicy: Never`, `podReplacementPolicy: Failed`): a reclaimed pod is replaced without spending `backoffLimit` |
+//! | pool `kubernetes.namespace` | `metadata.namespace` |
 //! | env, checkpoint URI | container `env` with `GPUPLAN_CHECKPOINT_URI`, `GPUPLAN_JOB`, `GPUPLAN_REPLICAS`; `GPUPLAN_REPLICA` from the completion index |
 //!
 //! Kubernetes restarts failed pods itself, so `GPUPLAN_ATTEMPT` is the attempt gpuplan
 //! submits the Job as (1 unless state says otherwise); pods learn their own retry count
-//! from the checkpoint they find. Pure: no I/O.
+//! from the checkpoint they find. Built as typed `k8s-openapi` objects; `jobs render`
+//! prints them as YAML (serde-saphyr) and apply submits the same object. Pure: no I/O.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job as K8sJob, JobSpec, PodFailurePolicy, PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec, ResourceRequirements, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::addr::Address;
 use crate::jobs::model::priority_str;
 use crate::jobs::place::{self, ENV_REPLICA};
-use crate::jobs::yaml::Yaml;
 use crate::spec::Spec;
 
 pub const LABEL_POOL: &str = "gpuplan.dev/pool";
 pub const LABEL_CAPACITY: &str = "gpuplan.dev/capacity";
 pub const LABEL_JOB: &str = "gpuplan.dev/job";
+/// The state lineage that submitted a Job: gpuplan only reads, follows and deletes Jobs
+/// carrying its own lineage (a Job of the same name without it is someone else's).
+pub const LABEL_LINEAGE: &str = "gpuplan.dev/lineage";
+pub const LABEL_ATTEMPT: &str = "gpuplan.dev/attempt";
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const ANNOTATION_ADDRESS: &str = "gpuplan.dev/address";
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// The container every gpuplan Job runs (its logs are the job's output).
+pub const CONTAINER: &str = "job";
+/// The annotation Kubernetes sets on an Indexed Job's pods: the replica.
+pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
 /// A DNS-1123 name for a job address: `job.llama_sweep[2]` → `llama-sweep-2`.
 pub fn object_name(addr: &Address) -> String {
@@ -53,104 +74,129 @@ pub fn object_name(addr: &Address) -> String {
     if name.is_empty() { "job".into() } else { name }
 }
 
-/// The manifest of one job instance; `None` when its template or pool is missing
-/// (validation reports that).
-pub fn manifest(spec: &Spec, addr: &Address, attempt: u32) -> Option<Yaml> {
+/// The `batch/v1` Job of one job instance; `None` when its template or pool is missing
+/// (validation reports that). `lineage` labels the Job as this state's (apply passes
+/// it; `jobs render` passes the state's when there is one).
+pub fn manifest(spec: &Spec, addr: &Address, attempt: u32, lineage: Option<&str>) -> Option<K8sJob> {
     let job = spec.jobs.get(addr)?;
     let t = spec.job_templates.get(&job.template.value)?;
-    let pool = &job.pool.value;
+    let pool_addr = &job.pool.value;
+    let pool = spec.gpu_pools.get(pool_addr);
     let name = object_name(addr);
-    fn s(x: impl Into<String>) -> Yaml {
-        Yaml::Str(x.into())
-    }
 
-    let mut env: Vec<Yaml> = place::env(addr, job, t, 0, attempt)
+    let mut env: Vec<EnvVar> = place::env(addr, job, t, 0, attempt)
         .into_iter()
         .filter(|(k, _)| k != ENV_REPLICA)
-        .map(|(k, v)| Yaml::map(vec![("name", s(k)), ("value", s(v))]))
+        .map(|(name, value)| EnvVar { name, value: Some(value), ..Default::default() })
         .collect();
-    env.push(Yaml::map(vec![
-        ("name", s(ENV_REPLICA)),
-        (
-            "valueFrom",
-            Yaml::map(vec![(
-                "fieldRef",
-                Yaml::map(vec![("fieldPath", s("metadata.annotations['batch.kubernetes.io/job-completion-index']"))]),
-            )]),
-        ),
-    ]));
+    env.push(EnvVar {
+        name: ENV_REPLICA.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: format!("metadata.annotations['{COMPLETION_INDEX}']"),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let limits = BTreeMap::from([(GPU_RESOURCE.to_string(), Quantity(t.gpus.value.to_string()))]);
+    let container = Container {
+        name: CONTAINER.into(),
+        image: Some(t.image.value.clone()),
+        command: (!t.command.is_empty()).then(|| t.command.iter().map(|c| c.value.clone()).collect()),
+        args: (!job.args.is_empty()).then(|| job.args.iter().map(|a| a.value.clone()).collect()),
+        env: Some(env),
+        resources: Some(ResourceRequirements { limits: Some(limits), ..Default::default() }),
+        ..Default::default()
+    };
 
-    let mut container = vec![("name", s("job")), ("image", s(t.image.value.clone()))];
-    if !t.command.is_empty() {
-        container.push(("command", Yaml::Seq(t.command.iter().map(|c| s(c.value.clone())).collect())));
-    }
-    if !job.args.is_empty() {
-        container.push(("args", Yaml::Seq(job.args.iter().map(|a| s(a.value.clone())).collect())));
-    }
-    container.push(("env", Yaml::Seq(env)));
-    container.push((
-        "resources",
-        Yaml::map(vec![("limits", Yaml::map(vec![(GPU_RESOURCE, Yaml::Int(t.gpus.value as i64))]))]),
-    ));
-
-    let mut selector = vec![(LABEL_POOL, s(pool.name.clone()))];
-    let mut tolerations =
-        vec![Yaml::map(vec![("key", s(GPU_RESOURCE)), ("operator", s("Exists")), ("effect", s("NoSchedule"))])];
+    let mut selector = BTreeMap::from([(LABEL_POOL.to_string(), pool_addr.name.clone())]);
+    let mut tolerations = vec![Toleration {
+        key: Some(GPU_RESOURCE.into()),
+        operator: Some("Exists".into()),
+        effect: Some("NoSchedule".into()),
+        ..Default::default()
+    }];
     if t.preemptible.value {
-        tolerations.push(Yaml::map(vec![
-            ("key", s(LABEL_CAPACITY)),
-            ("operator", s("Equal")),
-            ("value", s("spot")),
-            ("effect", s("NoSchedule")),
-        ]));
+        tolerations.push(Toleration {
+            key: Some(LABEL_CAPACITY.into()),
+            operator: Some("Equal".into()),
+            value: Some("spot".into()),
+            effect: Some("NoSchedule".into()),
+            ..Default::default()
+        });
     } else {
-        selector.push((LABEL_CAPACITY, s("on-demand")));
+        selector.insert(LABEL_CAPACITY.into(), "on-demand".into());
     }
+    let pod_spec = PodSpec {
+        restart_policy: Some("Never".into()),
+        priority_class_name: Some(priority_class(t.priority.value)),
+        node_selector: Some(selector),
+        tolerations: Some(tolerations),
+        containers: vec![container],
+        ..Default::default()
+    };
 
-    let pod_spec = Yaml::map(vec![
-        ("restartPolicy", s("Never")),
-        ("priorityClassName", s(format!("gpuplan-{}", priority_str(t.priority.value)))),
-        ("nodeSelector", Yaml::map(selector)),
-        ("tolerations", Yaml::Seq(tolerations)),
-        ("containers", Yaml::Seq(vec![Yaml::map(container)])),
+    let mut labels = BTreeMap::from([
+        (LABEL_MANAGED_BY.to_string(), "gpuplan".to_string()),
+        (LABEL_JOB.to_string(), name.clone()),
+        (LABEL_POOL.to_string(), pool_addr.name.clone()),
+        (LABEL_ATTEMPT.to_string(), attempt.to_string()),
     ]);
-    let replicas = job.replicas.value as i64;
-    let mut job_spec = vec![
-        ("completions", Yaml::Int(replicas)),
-        ("parallelism", Yaml::Int(replicas)),
-        ("completionMode", s("Indexed")),
-        ("backoffLimit", Yaml::Int(t.retries.value as i64)),
-    ];
-    if let Some(d) = &t.max_runtime {
-        job_spec.push(("activeDeadlineSeconds", Yaml::Int(d.value.as_secs() as i64)));
+    if let Some(l) = lineage {
+        labels.insert(LABEL_LINEAGE.into(), l.to_string());
     }
-    job_spec.push((
-        "template",
-        Yaml::map(vec![
-            ("metadata", Yaml::map(vec![("labels", Yaml::map(vec![(LABEL_JOB, s(name.clone()))]))])),
-            ("spec", pod_spec),
-        ]),
-    ));
-    Some(Yaml::map(vec![
-        ("apiVersion", s("batch/v1")),
-        ("kind", s("Job")),
-        (
-            "metadata",
-            Yaml::map(vec![
-                ("name", s(name.clone())),
-                (
-                    "labels",
-                    Yaml::map(vec![
-                        ("app.kubernetes.io/managed-by", s("gpuplan")),
-                        (LABEL_JOB, s(name)),
-                        (LABEL_POOL, s(pool.name.clone())),
-                    ]),
-                ),
-                ("annotations", Yaml::map(vec![("gpuplan.dev/address", s(addr.to_string()))])),
-            ]),
-        ),
-        ("spec", Yaml::map(job_spec)),
-    ]))
+    let replicas = i32::try_from(job.replicas.value).unwrap_or(i32::MAX);
+    let spec = JobSpec {
+        completions: Some(replicas),
+        parallelism: Some(replicas),
+        completion_mode: Some("Indexed".into()),
+        backoff_limit: Some(i32::try_from(t.retries.value).unwrap_or(i32::MAX)),
+        // A pod evicted because its spot node went away (or preempted by the scheduler)
+        // gets a `DisruptionTarget` condition: replace it without spending a retry.
+        pod_failure_policy: Some(PodFailurePolicy {
+            rules: vec![PodFailurePolicyRule {
+                action: "Ignore".into(),
+                on_pod_conditions: Some(vec![PodFailurePolicyOnPodConditionsPattern {
+                    type_: "DisruptionTarget".into(),
+                    status: "True".into(),
+                }]),
+                ..Default::default()
+            }],
+        }),
+        pod_replacement_policy: Some("Failed".into()),
+        active_deadline_seconds: t.max_runtime.as_ref().map(|d| i64::try_from(d.value.as_secs()).unwrap_or(i64::MAX)),
+        template: PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(BTreeMap::from([(LABEL_JOB.to_string(), name.clone())])),
+                ..Default::default()
+            }),
+            spec: Some(pod_spec),
+        },
+        ..Default::default()
+    };
+    Some(K8sJob {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: pool.and_then(|p| p.kubernetes.as_ref()).map(|k| k.namespace.value.clone()),
+            labels: Some(labels),
+            annotations: Some(BTreeMap::from([(ANNOTATION_ADDRESS.to_string(), addr.to_string())])),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: None,
+    })
+}
+
+/// The PriorityClass a priority maps to (the cluster defines them).
+pub fn priority_class(p: crate::spec::model::Priority) -> String {
+    format!("gpuplan-{}", priority_str(p))
+}
+
+/// Manifests as a YAML stream (`---` between documents), as `kubectl apply -f` reads.
+pub fn to_yaml(jobs: &[K8sJob]) -> Result<String, serde_saphyr::ser::Error> {
+    serde_saphyr::to_string_multiple(jobs)
 }
 
 /// The job instances a name on the command line means: `x`, `job.x` (every instance),

@@ -5,7 +5,8 @@
 //!   [`model::JobPlacement`]s, with the exact launch requests apply will send.
 //! - `refresh.rs`: reads the status of the runs state records as active (provider calls).
 //! - `queue.rs`: the demand waiting per pool, for the autoscaler.
-//! - `k8s.rs` + `yaml.rs`: batch/v1 Job manifests for `gpuplan jobs render`.
+//! - `k8s.rs`: typed batch/v1 Job manifests, for `gpuplan jobs render` and the
+//!   Kubernetes backend (`providers/kube`), which submits the same objects.
 //!
 //! Nothing here reads the clock except `launch.rs` (it stamps times into state), and
 //! nothing re-reads the spec at apply: launches are in the plan.
@@ -17,6 +18,5 @@ pub mod place;
 pub mod queue;
 pub mod refresh;
 pub mod status;
-pub mod yaml;
 
 pub use model::{JobPlacement, JobRecord, JobRun, Placement};

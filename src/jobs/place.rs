@@ -18,7 +18,7 @@ use crate::catalog;
 use crate::plan::Plan;
 use crate::plan::shape::{self, PoolShape};
 use crate::providers::{
-    Capacity, CreateNodes, JobState, JobStatus, LaunchJob, NodeState, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB, TAG_LINEAGE,
+    Capacity, CreateNodes, JobState, JobStatus, KubeLaunch, LaunchJob, kube, NodeState, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB, TAG_LINEAGE,
     TAG_MANAGED, TAG_PROVIDER, Tags,
 };
 use crate::spec::Spec;
@@ -70,11 +70,15 @@ pub fn observed_runs(rec: Option<&JobRecord>, observed: Option<&BTreeMap<String,
     runs
 }
 
+/// `in_cluster`: the job's pool runs jobs in a Kubernetes cluster, which retries failed
+/// pods itself (`backoffLimit` = `retries`, reclaims ignored by the pod failure policy):
+/// a failed Job has spent its retries, and gpuplan does not submit it again.
 fn progress(
     job: &Job,
     t: &JobTemplate,
     rec: Option<&JobRecord>,
     observed: Option<&BTreeMap<String, JobStatus>>,
+    in_cluster: bool,
 ) -> Progress {
     let runs = observed_runs(rec, observed);
     let mut p = Progress { runs: Vec::new(), pending: Vec::new(), running: false, failed: false, cancelled: false };
@@ -87,6 +91,7 @@ fn progress(
             Some((JobState::Queued | JobState::Running, _)) => p.running = true,
             Some((JobState::Succeeded, _)) => {}
             Some((JobState::Cancelled, _)) => p.cancelled = true,
+            Some((JobState::Failed | JobState::Preempted, _)) if in_cluster => p.failed = true,
             Some((JobState::Failed | JobState::Preempted, attempt)) => {
                 if attempt <= t.retries.value && !p.cancelled {
                     p.pending.push((replica, attempt + 1));
@@ -143,7 +148,8 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
             continue; // validation explains
         };
         let rec = record(input.state, addr);
-        let p = progress(job, t, rec, input.observed);
+        let in_cluster = spec.gpu_pools.get(&job.pool.value).is_some_and(|p| p.kubernetes.is_some());
+        let p = progress(job, t, rec, input.observed, in_cluster);
         // Running replicas keep their GPUs: take them out of the room and the quota.
         for run in p.runs.iter().filter(|r| r.is_active()) {
             if let Some(room) = pools.get_mut(&job.pool.value) {
@@ -396,6 +402,28 @@ fn launch(
             user_data: None,
         }
     });
+    // A pool in a Kubernetes cluster: the cluster places the replica on one of the pool's
+    // nodes; every replica carries the job instance's Job (the first creates it).
+    let pool = input.spec.gpu_pools.get(&job.pool.value);
+    let kube = pool.and_then(|p| p.kubernetes.as_ref()).map(|k| {
+        let cluster = match (&k.kubeconfig, &k.cluster_id) {
+            (Some(path), _) => kube::locator(&path.value, k.context.as_ref().map(|c| c.value.as_str())),
+            (None, Some(id)) => kube::cluster_locator(&shape.region, &id.value),
+            (None, None) => String::new(), // validation refuses this block
+        };
+        let manifest = super::k8s::manifest(input.spec, addr, attempt, Some(lineage.as_str()))
+            .map(|m| serde_json::to_value(m).expect("a Job is plain data and always serializes"))
+            .unwrap_or_default();
+        KubeLaunch {
+            cluster,
+            namespace: k.namespace.value.clone(),
+            name: super::k8s::object_name(addr),
+            replica,
+            lineage: lineage.clone(),
+            manifest,
+        }
+    });
+    let node_shape = if kube.is_some() { None } else { node_shape };
     let request = LaunchJob {
         job: addr.clone(),
         pool: job.pool.value.clone(),
@@ -409,14 +437,19 @@ fn launch(
         shape: node_shape,
         max_runtime_secs: t.max_runtime.as_ref().map(|d| d.value.as_secs()),
         keep_node: false,
+        kube: kube.clone(),
     };
     let fallback = (capacity == Capacity::Spot && fallback == Some(Fallback::OnDemand)).then_some(Capacity::OnDemand);
+    let (provider, region) = match &kube {
+        Some(k) => (kube::name(&shape.provider), k.cluster.clone()),
+        None => (shape.provider.clone(), shape.region.clone()),
+    };
     ReplicaLaunch {
         replica,
         capacity,
         fallback,
-        provider: shape.provider.clone(),
-        region: shape.region.clone(),
+        provider,
+        region,
         gpus_per_node: shape.gpus_per_node,
         request,
     }

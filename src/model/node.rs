@@ -228,6 +228,28 @@ pub struct LaunchJob {
     /// Keep the node when the job ends (the pool keeps it); otherwise it powers off.
     #[serde(default)]
     pub keep_node: bool,
+    /// Submit to a Kubernetes cluster instead (pools with a `kubernetes {}` block).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube: Option<KubeLaunch>,
+}
+
+/// One job instance submitted to a Kubernetes cluster as a `batch/v1` Job: every replica
+/// of the job carries the same Job (an Indexed Job runs them all; the first submission
+/// creates it, the others find it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KubeLaunch {
+    /// Which cluster: `kubeconfig:<absolute path>#<context>` (an empty context means the
+    /// kubeconfig's current one).
+    pub cluster: String,
+    pub namespace: String,
+    /// The Job's name (a DNS-1123 label).
+    pub name: String,
+    /// The replica (completion index) this launch stands for.
+    pub replica: u32,
+    /// The state lineage the Job is labelled with: gpuplan touches only its own Jobs.
+    pub lineage: String,
+    /// The Job object, as `gpuplan jobs render` prints it.
+    pub manifest: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,6 +11,7 @@
 pub mod alicloud;
 pub mod aws;
 pub mod http;
+pub mod kube;
 pub mod launch;
 pub mod signing;
 pub mod sim;

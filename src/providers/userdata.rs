@@ -94,6 +94,7 @@ mod tests {
             shape: None,
             max_runtime_secs: Some(3600),
             keep_node: false,
+            kube: None,
         }
     }
 

@@ -106,6 +106,7 @@ impl Fixture {
             shape: None,
             max_runtime_secs: None,
             keep_node: true,
+            kube: None,
         };
         sim.launch_job(&job).await.expect("job launches");
     }

@@ -265,7 +265,7 @@ fn cloud_checks(p: &Provider, cx: &mut Cx<'_, '_>) -> bool {
 }
 
 pub const POOL_ATTRS: &[&str] =
-    &["provider", "region", "zones", "gpu", "gpus_per_node", "instance_types", "image", "nodes", "mix", "labels"];
+    &["provider", "region", "zones", "gpu", "gpus_per_node", "instance_types", "image", "nodes", "mix", "labels", "kubernetes"];
 
 /// Decode a pool. When it fails but its identity (provider, GPU, GPUs per node) decoded,
 /// `partial` receives a pool with defaults elsewhere, so catalog checks still run and
@@ -308,6 +308,13 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         }),
     };
     let labels = f.string_map(cx, "labels").map(|m| m.value).unwrap_or_default();
+    let kubernetes = match f.nested(cx, "kubernetes") {
+        Some(kf) => {
+            let r = kubernetes(kf, cx);
+            f.check(r)
+        }
+        None => None,
+    };
     if f.failed
         && let (Some(p), Some(g), Some(n)) = (&provider, &gpu, &gpus_per_node)
     {
@@ -322,6 +329,7 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
             nodes: Nodes::default(),
             mix: Mix::default(),
             labels: Default::default(),
+            kubernetes: None,
             meta: meta.clone(),
         });
     }
@@ -337,8 +345,77 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         nodes: nodes.ok_or(Reported)?,
         mix: mix.ok_or(Reported)?,
         labels,
+        kubernetes,
         meta,
     })
+}
+
+/// A pool's `kubernetes {}` block: `cluster_id` (TKE, ACK) or `kubeconfig` [+ `context`],
+/// and `namespace` (default `default`). Which clouds take `cluster_id` is checked with
+/// the provider blocks (validate.rs).
+fn kubernetes(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Kubernetes, Reported> {
+    let cluster_id = f.string(cx, "cluster_id");
+    let kubeconfig = f.string(cx, "kubeconfig");
+    let context = f.string(cx, "context");
+    let namespace = f.string(cx, "namespace");
+    let head = f.head;
+    match (&cluster_id, &kubeconfig) {
+        (None, None) if !f.failed => {
+            f.failed = true;
+            cx.diags.push(
+                Diagnostic::error(
+                    "gpuplan::spec::kubernetes_cluster",
+                    "this `kubernetes` block names no cluster",
+                )
+                .at(head, "needs `cluster_id` or `kubeconfig`")
+                .help("TKE and ACK pools: `cluster_id = \"cls-8xk2p4\"`; any other cluster: `kubeconfig = \"~/.kube/config\"` and `context = \"prod\"`"),
+            );
+        }
+        (Some(c), Some(_)) => {
+            f.failed = true;
+            cx.diags.push(
+                Diagnostic::error(
+                    "gpuplan::spec::kubernetes_cluster",
+                    "`cluster_id` and `kubeconfig` both name the cluster",
+                )
+                .at(c.span, "remove this or `kubeconfig`")
+                .help("`cluster_id` fetches the kubeconfig with the pool's provider (TKE, ACK); `kubeconfig` reads a file"),
+            );
+        }
+        _ => {}
+    }
+    if let (Some(c), None) = (&context, &kubeconfig) {
+        f.failed = true;
+        cx.diags.push(
+            Diagnostic::error("gpuplan::spec::kubernetes_context", "`context` needs `kubeconfig`")
+                .at(c.span, "a context of which kubeconfig?")
+                .help("add `kubeconfig = \"~/.kube/config\"`, or remove `context` to use the fetched kubeconfig of `cluster_id`"),
+        );
+    }
+    if let Some(n) = &namespace
+        && !is_dns_label(&n.value)
+    {
+        f.failed = true;
+        cx.diags.push(
+            Diagnostic::error("gpuplan::spec::kubernetes_namespace", format!("`{}` is not a Kubernetes namespace name", n.value))
+                .at(n.span, "not a DNS-1123 label")
+                .help("at most 63 lowercase letters, digits and `-`, starting and ending with a letter or digit, e.g. `ml-jobs`"),
+        );
+    }
+    let namespace = f.or(namespace, "default".to_string());
+    let failed = f.failed;
+    f.finish(cx, &["cluster_id", "kubeconfig", "context", "namespace"]);
+    if failed { Err(Reported) } else { Ok(Kubernetes { cluster_id, kubeconfig, context, namespace }) }
+}
+
+/// A DNS-1123 label (namespace names).
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
 }
 
 fn nodes(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Nodes, Reported> {

@@ -323,8 +323,28 @@ pub struct GpuPool {
     pub mix: Mix,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, Spanned<String>>,
+    /// Run the pool's jobs as Kubernetes Jobs in this cluster (DESIGN.md, "Where jobs run").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<Kubernetes>,
     #[serde(flatten)]
     pub meta: Meta,
+}
+
+/// A pool's `kubernetes {}` block: the cluster its nodes join and its jobs run in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Kubernetes {
+    /// A TKE or ACK cluster id: its kubeconfig is fetched with the pool's provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<Spanned<String>>,
+    /// A kubeconfig file (any cluster); relative paths are relative to the spec folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<Spanned<String>>,
+    /// The kubeconfig context; default: its `current-context`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Spanned<String>>,
+    /// The namespace Jobs are created in.
+    pub namespace: Spanned<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]

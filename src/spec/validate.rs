@@ -103,6 +103,18 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
         return;
     };
     let Some(kind) = provider.kind.value else { return };
+    if let Some(c) = pool.kubernetes.as_ref().and_then(|k| k.cluster_id.as_ref())
+        && !matches!(kind, ProviderKind::Tencentcloud | ProviderKind::Alicloud)
+    {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::kubernetes_cluster_id",
+                format!("`{addr}` is a `{kind}` pool: `cluster_id` names TKE and ACK clusters only"),
+            )
+            .at(c.span, "gpuplan cannot fetch this cluster's kubeconfig")
+            .help("use `kubeconfig = \"~/.kube/config\"` (and `context`) for this cluster"),
+        );
+    }
     let Some(region) = pool_region(spec, pool) else {
         diags.push(
             Diagnostic::error("gpuplan::spec::missing_region", format!("`{addr}` has no region"))

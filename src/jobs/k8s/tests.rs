@@ -1,6 +1,6 @@
 use super::*;
+use k8s_openapi::api::batch::v1::Job as K8sJob;
 use crate::diag::Sources;
-use crate::jobs::yaml;
 
 const SPEC: &str = r#"
 provider "sim" {
@@ -58,71 +58,17 @@ fn spec() -> Spec {
 }
 
 fn render(spec: &Spec, name: &str) -> String {
-    let docs: Vec<Yaml> = resolve(spec, name).into_iter().filter_map(|a| manifest(spec, a, 1)).collect();
-    yaml::documents(&docs)
+    let docs: Vec<K8sJob> = resolve(spec, name).into_iter().filter_map(|a| manifest(spec, a, 1, None)).collect();
+    to_yaml(&docs).expect("serializes")
 }
 
-/// Read YAML back with saphyr-parser into JSON: plain scalars resolved as YAML 1.2 core
-/// (ints, bools, null), quoted ones as strings.
+/// Read a YAML stream back (serde-saphyr's YAML 1.2 reader) as JSON values.
 fn parse_back(text: &str) -> Vec<serde_json::Value> {
-    use saphyr_parser::{Event, Parser, ScalarStyle};
-    use serde_json::Value as J;
-    enum Frame {
-        Map(serde_json::Map<String, J>, Option<String>),
-        Seq(Vec<J>),
-    }
-    let mut docs = Vec::new();
-    let mut stack: Vec<Frame> = Vec::new();
-    let push = |stack: &mut Vec<Frame>, docs: &mut Vec<J>, v: J| match stack.last_mut() {
-        Some(Frame::Seq(s)) => s.push(v),
-        Some(Frame::Map(m, key)) => match key.take() {
-            Some(k) => {
-                m.insert(k, v);
-            }
-            None => *key = Some(v.as_str().expect("string keys").to_string()),
-        },
-        None => docs.push(v),
-    };
-    for ev in Parser::new_from_str(text) {
-        let (ev, _) = ev.expect("the rendered YAML parses");
-        match ev {
-            Event::Scalar(v, style, _, _) => {
-                let j = if style == ScalarStyle::Plain {
-                    if let Ok(i) = v.parse::<i64>() {
-                        J::from(i)
-                    } else if v == "true" || v == "false" {
-                        J::Bool(v == "true")
-                    } else {
-                        J::String(v.to_string())
-                    }
-                } else {
-                    J::String(v.to_string())
-                };
-                push(&mut stack, &mut docs, j);
-            }
-            Event::MappingStart(..) => stack.push(Frame::Map(Default::default(), None)),
-            Event::SequenceStart(..) => stack.push(Frame::Seq(Vec::new())),
-            Event::MappingEnd | Event::SequenceEnd => {
-                let v = match stack.pop().expect("balanced") {
-                    Frame::Map(m, _) => J::Object(m),
-                    Frame::Seq(s) => J::Array(s),
-                };
-                push(&mut stack, &mut docs, v);
-            }
-            _ => {}
-        }
-    }
-    docs
+    serde_saphyr::from_multiple(text).expect("the rendered YAML parses")
 }
 
-fn to_json(y: &Yaml) -> serde_json::Value {
-    match y {
-        Yaml::Str(s) => s.clone().into(),
-        Yaml::Int(i) => (*i).into(),
-        Yaml::Bool(b) => (*b).into(),
-        Yaml::Seq(s) => s.iter().map(to_json).collect(),
-        Yaml::Map(m) => m.iter().map(|(k, v)| (k.clone(), to_json(v))).collect::<serde_json::Map<_, _>>().into(),
-    }
+fn to_json(j: &K8sJob) -> serde_json::Value {
+    serde_json::to_value(j).expect("a Job serializes")
 }
 
 #[test]
@@ -142,8 +88,8 @@ fn manifests_parse_back_to_the_same_values() {
     let spec = spec();
     let addrs = resolve(&spec, "llama_sweep");
     assert_eq!(addrs.len(), 2, "a name without a key selects every instance");
-    let docs: Vec<Yaml> = addrs.iter().map(|a| manifest(&spec, a, 3).expect("renders")).collect();
-    let text = yaml::documents(&docs);
+    let docs: Vec<K8sJob> = addrs.iter().map(|a| manifest(&spec, a, 3, Some("lin-1")).expect("renders")).collect();
+    let text = to_yaml(&docs).expect("serializes");
     let back = parse_back(&text);
     assert_eq!(back, docs.iter().map(to_json).collect::<Vec<_>>());
     let first = &back[0];
@@ -151,7 +97,14 @@ fn manifests_parse_back_to_the_same_values() {
     assert_eq!(first["spec"]["activeDeadlineSeconds"], 12 * 3600);
     assert_eq!(first["spec"]["completions"], 2);
     let pod = &first["spec"]["template"]["spec"];
-    assert_eq!(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], 8);
+    assert_eq!(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "8");
+    assert_eq!(pod["restartPolicy"], "Never");
+    assert_eq!(first["spec"]["podReplacementPolicy"], "Failed");
+    let rule = &first["spec"]["podFailurePolicy"]["rules"][0];
+    assert_eq!(rule["action"], "Ignore", "a reclaimed pod does not spend a retry");
+    assert_eq!(rule["onPodConditions"][0]["type"], "DisruptionTarget");
+    assert_eq!(first["metadata"]["labels"]["gpuplan.dev/lineage"], "lin-1");
+    assert_eq!(first["metadata"]["labels"]["gpuplan.dev/attempt"], "3");
     assert_eq!(pod["priorityClassName"], "gpuplan-high");
     assert_eq!(pod["nodeSelector"]["gpuplan.dev/pool"], "train");
     let env = pod["containers"][0]["env"].as_array().expect("env list");
@@ -166,7 +119,7 @@ fn manifests_parse_back_to_the_same_values() {
 #[test]
 fn only_preemptible_jobs_tolerate_spot_and_others_select_on_demand() {
     let spec = spec();
-    let json = |name: &str| to_json(&manifest(&spec, resolve(&spec, name)[0], 1).expect("renders"));
+    let json = |name: &str| to_json(&manifest(&spec, resolve(&spec, name)[0], 1, None).expect("renders"));
     let sweep = json("llama_sweep[1]");
     let eval = json("eval");
     let tolerates_spot = |j: &serde_json::Value| {

@@ -12,6 +12,16 @@ pub async fn kubeconfig(client: &Client, region: &str, private: bool) -> Result<
             "the Kubernetes job backend needs an ACK cluster\nhint: set `cluster_id` in `provider \"alicloud\"`",
         )
     })?;
+    cluster_kubeconfig(client, &cluster, region, private).await
+}
+
+/// The kubeconfig of an ACK cluster by id (a pool's `kubernetes { cluster_id }`).
+pub async fn cluster_kubeconfig(
+    client: &Client,
+    cluster: &str,
+    region: &str,
+    private: bool,
+) -> Result<String, ProviderError> {
     let path = format!("/k8s/{cluster}/user_config");
     let query = vec![("PrivateIpAddress".to_string(), private.to_string())];
     let resp = client.cs("GET", &path, "DescribeClusterUserKubeconfig", region, &query).await?;

@@ -48,6 +48,15 @@ impl AlibabaProvider {
     }
 }
 
+/// A pool's `kubernetes { cluster_id }`: the cluster's kubeconfig, for the API server's
+/// public address (gpuplan usually runs outside the cluster's network).
+#[async_trait]
+impl crate::providers::kube::KubeconfigSource for AlibabaProvider {
+    async fn kubeconfig(&self, cluster_id: &str, region: &str) -> Result<String, ProviderError> {
+        ack::cluster_kubeconfig(&self.client, cluster_id, region, false).await
+    }
+}
+
 #[async_trait]
 impl Provider for AlibabaProvider {
     fn kind(&self) -> ProviderKind {

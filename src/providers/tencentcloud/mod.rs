@@ -55,6 +55,15 @@ impl TencentProvider {
     }
 }
 
+/// A pool's `kubernetes { cluster_id }`: the cluster's kubeconfig, for the API server's
+/// public address (gpuplan usually runs outside the cluster's network).
+#[async_trait]
+impl crate::providers::kube::KubeconfigSource for TencentProvider {
+    async fn kubeconfig(&self, cluster_id: &str, region: &str) -> Result<String, ProviderError> {
+        tke::cluster_kubeconfig(&self.client, cluster_id, region, true).await
+    }
+}
+
 #[async_trait]
 impl Provider for TencentProvider {
     fn kind(&self) -> ProviderKind {

@@ -14,6 +14,16 @@ pub async fn kubeconfig(client: &Client, region: &str, extranet: bool) -> Result
             "the Kubernetes job backend needs a TKE cluster\nhint: set `cluster_id` in `provider \"tencentcloud\"`",
         )
     })?;
+    cluster_kubeconfig(client, &cluster, region, extranet).await
+}
+
+/// The kubeconfig of a TKE cluster by id (a pool's `kubernetes { cluster_id }`).
+pub async fn cluster_kubeconfig(
+    client: &Client,
+    cluster: &str,
+    region: &str,
+    extranet: bool,
+) -> Result<String, ProviderError> {
     let body = json!({"ClusterId": cluster, "IsExtranet": extranet});
     let resp = client.call("tke", TKE_VERSION, "DescribeClusterKubeconfig", region, &body).await?;
     resp["Kubeconfig"].as_str().map(String::from).ok_or_else(|| {

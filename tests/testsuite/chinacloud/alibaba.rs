@@ -217,6 +217,7 @@ async fn jobs_read_their_exit_code_from_the_console() {
         shape: Some(create(1, Capacity::Spot, None)),
         max_runtime_secs: None,
         keep_node: false,
+        kube: None,
     };
     let st = p.launch_job(&req).await.expect("launch");
     let inst = fake.instances().into_iter().find(|i| i.id == st.id).expect("instance");

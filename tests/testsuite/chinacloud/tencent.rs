@@ -233,6 +233,7 @@ async fn jobs_boot_from_user_data_and_end_with_the_instance() {
         shape: Some(create(1, Capacity::OnDemand)),
         max_runtime_secs: Some(60),
         keep_node: false,
+        kube: None,
     };
     let st = p.launch_job(&req).await.expect("launch");
     let inst = fake.instances().into_iter().find(|i| i.id == st.id).expect("instance");

@@ -59,6 +59,7 @@ fn run_job_on(fleet: &Fleet, node: &str) {
         shape: None,
         max_runtime_secs: None,
         keep_node: true,
+        kube: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(SimProvider::new(cloud).launch_job(&job)).expect("job launches");

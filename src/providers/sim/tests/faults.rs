@@ -105,6 +105,7 @@ fn launch(node: &str, token: &str) -> LaunchJob {
         shape: None,
         max_runtime_secs: None,
         keep_node: false,
+        kube: None,
     }
 }
 

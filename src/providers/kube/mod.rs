@@ -1,0 +1,517 @@
+//! The Kubernetes job backend: jobs of pools with a `kubernetes {}` block run as
+//! `batch/v1` Jobs in that cluster, through its API server (kube-rs).
+//!
+//! It is registered in the [`ProviderSet`](super::ProviderSet) as `@kubernetes.<provider>`
+//! beside the pool's own provider, so refresh, `jobs status`, `jobs cancel` and apply
+//! reach it like any provider's jobs. It owns no nodes: the pool's nodes belong to the
+//! pool's provider and join the cluster with gpuplan's labels.
+//!
+//! - One Job per job instance (an Indexed Job runs every replica); each replica's run
+//!   id is `<namespace>/<job name>/<replica>`, and its region is the cluster locator
+//!   (`kubeconfig:<path>#<context>`).
+//! - Submission is idempotent: a Job of the same name carrying this state's lineage and
+//!   attempt labels is the one submitted before. A Job of that name without them is
+//!   someone else's: gpuplan reports the collision and never touches it (nor reads,
+//!   follows or deletes it).
+//! - Before the first submission to a cluster, the Job's PriorityClass must exist:
+//!   without it the Job would be accepted but its pods never created.
+//! - Cancel deletes the Job with background propagation (without it Kubernetes keeps
+//!   the pods running).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use ::kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use ::kube::config::{KubeConfigOptions, Kubeconfig};
+
+use super::{
+    CreateNodes, CreateResult, ErrorClass, JobState, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider,
+    ProviderError,
+};
+use crate::model::ProviderKind;
+
+/// The prefix of the backend's name in a provider set.
+pub const PREFIX: &str = "@kubernetes.";
+/// Labels gpuplan puts on its Jobs (also written by `jobs/k8s.rs`).
+pub const LABEL_LINEAGE: &str = "gpuplan.dev/lineage";
+pub const LABEL_ATTEMPT: &str = "gpuplan.dev/attempt";
+const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+const INDEX_LABEL: &str = "batch.kubernetes.io/job-completion-index";
+/// The container whose output `jobs logs` prints.
+pub const CONTAINER: &str = "job";
+
+/// The backend's name for the jobs of a pool whose provider block is `provider`.
+pub fn name(provider: &str) -> String {
+    format!("{PREFIX}{provider}")
+}
+
+/// The cluster locator of a kubeconfig file and context (empty: the current context).
+pub fn locator(kubeconfig: &str, context: Option<&str>) -> String {
+    format!("kubeconfig:{kubeconfig}#{}", context.unwrap_or(""))
+}
+
+/// The cluster locator of a TKE or ACK cluster, whose kubeconfig the pool's provider
+/// fetches.
+pub fn cluster_locator(region: &str, cluster_id: &str) -> String {
+    format!("cluster:{region}/{cluster_id}")
+}
+
+/// Where a cluster's kubeconfig comes from.
+enum Locator<'a> {
+    File { path: &'a str, context: Option<&'a str> },
+    Cloud { region: &'a str, cluster_id: &'a str },
+}
+
+fn parse_locator(loc: &str) -> Option<Locator<'_>> {
+    if let Some(rest) = loc.strip_prefix("kubeconfig:") {
+        let (path, ctx) = rest.rsplit_once('#')?;
+        return Some(Locator::File { path, context: (!ctx.is_empty()).then_some(ctx) });
+    }
+    let (region, cluster_id) = loc.strip_prefix("cluster:")?.split_once('/')?;
+    Some(Locator::Cloud { region, cluster_id })
+}
+
+/// A cloud that hands out its managed clusters' kubeconfigs (TKE, ACK).
+#[async_trait]
+pub trait KubeconfigSource: Send + Sync {
+    async fn kubeconfig(&self, cluster_id: &str, region: &str) -> Result<String, ProviderError>;
+}
+
+/// A run id: `<namespace>/<name>/<replica>`.
+pub fn run_id(namespace: &str, name: &str, replica: u32) -> String {
+    format!("{namespace}/{name}/{replica}")
+}
+
+fn parse_run_id(id: &str) -> Option<(&str, &str, u32)> {
+    let mut it = id.splitn(3, '/');
+    let (ns, name, replica) = (it.next()?, it.next()?, it.next()?);
+    Some((ns, name, replica.parse().ok()?))
+}
+
+/// The Kubernetes backend of one provider block's pools.
+pub struct KubeJobs {
+    kind: ProviderKind,
+    /// The spec folder: relative kubeconfig paths start here.
+    dir: PathBuf,
+    home: Option<PathBuf>,
+    lineage: String,
+    /// The pool's cloud, for `cluster_id` clusters.
+    source: Option<std::sync::Arc<dyn KubeconfigSource>>,
+    clients: tokio::sync::Mutex<HashMap<String, ::kube::Client>>,
+}
+
+impl KubeJobs {
+    /// `kind` is the kind of the provider whose pools' jobs this runs.
+    pub fn new(
+        kind: ProviderKind,
+        dir: &Path,
+        home: Option<PathBuf>,
+        lineage: &str,
+        source: Option<std::sync::Arc<dyn KubeconfigSource>>,
+    ) -> Self {
+        KubeJobs { kind, dir: dir.to_path_buf(), home, lineage: lineage.to_string(), source, clients: Default::default() }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        match (p.strip_prefix("~/"), &self.home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ => self.dir.join(p),
+        }
+    }
+
+    /// A client for a cluster locator, connected once per run.
+    async fn client(&self, loc: &str) -> Result<::kube::Client, ProviderError> {
+        let mut clients = self.clients.lock().await;
+        if let Some(c) = clients.get(loc) {
+            return Ok(c.clone());
+        }
+        let unknown =
+            || ProviderError::new(ErrorClass::Invalid, "BadCluster", format!("`{loc}` is not a cluster gpuplan knows"));
+        let (text, context, origin) = match parse_locator(loc).ok_or_else(unknown)? {
+            Locator::File { path, context } => {
+                let file = self.path(path);
+                let text = std::fs::read_to_string(&file).map_err(|e| {
+                    ProviderError::new(
+                        ErrorClass::Invalid,
+                        "Kubeconfig",
+                        format!("cannot read the kubeconfig `{}`: {e}", file.display()),
+                    )
+                })?;
+                (text, context, format!("kubeconfig `{}`", file.display()))
+            }
+            Locator::Cloud { region, cluster_id } => {
+                let source = self.source.as_ref().ok_or_else(|| {
+                    ProviderError::new(
+                        ErrorClass::Invalid,
+                        "NoClusterApi",
+                        format!("cluster `{cluster_id}`: only tencentcloud (TKE) and alicloud (ACK) pools fetch a kubeconfig by `cluster_id`"),
+                    )
+                })?;
+                (source.kubeconfig(cluster_id, region).await?, None, format!("the kubeconfig of cluster `{cluster_id}`"))
+            }
+        };
+        let bad = |e: &dyn std::fmt::Display| ProviderError::new(ErrorClass::Invalid, "Kubeconfig", format!("{origin}: {e}"));
+        let kc = Kubeconfig::from_yaml(&text).map_err(|e| bad(&e))?;
+        let opts = KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
+        let config = ::kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| bad(&e))?;
+        let client = ::kube::Client::try_from(config).map_err(|e| bad(&e))?;
+        clients.insert(loc.to_string(), client.clone());
+        Ok(client)
+    }
+
+    /// The Job of a run, if it is this state's; `Ok(None)` when it is gone.
+    async fn owned_job(&self, jobs: &Api<Job>, loc: &str, ns: &str, name: &str) -> Result<Option<Job>, ProviderError> {
+        match jobs.get_opt(name).await.map_err(|e| api_error(e, loc, ns, name))? {
+            Some(j) if self.owns(&j) => Ok(Some(j)),
+            Some(_) => Err(not_ours(loc, ns, name)),
+            None => Ok(None),
+        }
+    }
+
+    fn owns(&self, j: &Job) -> bool {
+        j.metadata.labels.as_ref().and_then(|l| l.get(LABEL_LINEAGE)) == Some(&self.lineage)
+    }
+
+    /// Every pod of a Job, by replica, with each pod's own output (`jobs logs`). With
+    /// `follow`, each line is passed to `out` as it comes until every pod ends.
+    pub async fn logs(
+        &self,
+        loc: &str,
+        ns: &str,
+        name: &str,
+        follow: bool,
+        out: &(dyn Fn(u32, &str) + Send + Sync),
+    ) -> Result<(), ProviderError> {
+        use futures::AsyncBufReadExt;
+        use futures::StreamExt;
+        let client = self.client(loc).await?;
+        let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+        if self.owned_job(&jobs, loc, ns, name).await?.is_none() {
+            return Err(ProviderError::new(
+                ErrorClass::Invalid,
+                "NotFound",
+                format!("Job `{ns}/{name}` is no longer in cluster `{loc}`; its pods' output went with it"),
+            ));
+        }
+        let pods: Api<Pod> = Api::namespaced(client, ns);
+        let list = pods
+            .list(&ListParams::default().labels(&format!("{JOB_NAME_LABEL}={name}")))
+            .await
+            .map_err(|e| api_error(e, loc, ns, name))?;
+        let mut found: Vec<(u32, String)> = list
+            .items
+            .iter()
+            .filter_map(|p| {
+                let idx = p.metadata.labels.as_ref()?.get(INDEX_LABEL)?.parse().ok()?;
+                Some((idx, p.metadata.name.clone()?))
+            })
+            .collect();
+        found.sort();
+        let lp = LogParams { container: Some(CONTAINER.into()), follow, ..Default::default() };
+        if !follow {
+            for (idx, pod) in &found {
+                let text = pods.logs(pod, &lp).await.map_err(|e| api_error(e, loc, ns, pod))?;
+                for line in text.lines() {
+                    out(*idx, line);
+                }
+            }
+            return Ok(());
+        }
+        let mut streams = Vec::new();
+        for (idx, pod) in &found {
+            let s = pods.log_stream(pod, &lp).await.map_err(|e| api_error(e, loc, ns, pod))?;
+            let idx = *idx;
+            streams.push(s.lines().map(move |l| (idx, l)).boxed());
+        }
+        let mut all = futures::stream::select_all(streams);
+        while let Some((idx, line)) = all.next().await {
+            let line = line.map_err(|e| {
+                ProviderError::new(ErrorClass::Retryable, "LogStream", format!("reading Job `{ns}/{name}`'s logs: {e}"))
+            })?;
+            out(idx, &line);
+        }
+        Ok(())
+    }
+}
+
+/// A Job of this name exists and is not this state's.
+fn not_ours(loc: &str, ns: &str, name: &str) -> ProviderError {
+    ProviderError::new(
+        ErrorClass::Invalid,
+        "NameTaken",
+        format!(
+            "a Job `{ns}/{name}` already exists in cluster `{loc}` and gpuplan does not own it \
+             (no `{LABEL_LINEAGE}` label of this state); gpuplan leaves it alone: rename the job \
+             or delete that Job yourself"
+        ),
+    )
+}
+
+/// An API error as a provider error naming the object and the cluster.
+fn api_error(e: ::kube::Error, loc: &str, ns: &str, name: &str) -> ProviderError {
+    let what = format!("`{ns}/{name}` in cluster `{loc}`");
+    match e {
+        ::kube::Error::Api(s) => {
+            let class = match s.code {
+                401 | 403 => ErrorClass::Auth,
+                404 | 409 | 400 | 422 => ErrorClass::Invalid,
+                429 => ErrorClass::Throttled,
+                500..=599 => ErrorClass::Retryable,
+                _ => ErrorClass::Fatal,
+            };
+            let reason = if s.reason.is_empty() { s.code.to_string() } else { s.reason.clone() };
+            ProviderError::new(class, reason, format!("{what}: the API server answered {} {}", s.code, s.message))
+        }
+        other => ProviderError::new(
+            ErrorClass::Retryable,
+            "Unreachable",
+            format!("{what}: cannot reach the API server: {}", error_chain(&other)),
+        ),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s += &format!(": {m}");
+        }
+        src = c.source();
+    }
+    s
+}
+
+/// A replica's state from its Job's status.
+fn replica_status(job: &Job, replica: u32, pods: &[Pod]) -> (JobState, String, Option<String>) {
+    let status = job.status.clone().unwrap_or_default();
+    let cond = |t: &str| {
+        status.conditions.iter().flatten().find(|c| c.type_ == t && c.status == "True").map(|c| {
+            let m = c.message.clone().unwrap_or_default();
+            let r = c.reason.clone().unwrap_or_default();
+            if m.is_empty() { r } else { format!("{r}: {m}") }
+        })
+    };
+    let node = pods
+        .iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .find_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()))
+        .or_else(|| pods.iter().find_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone())))
+        .unwrap_or_default();
+    if in_index_set(status.completed_indexes.as_deref().unwrap_or(""), replica) {
+        return (JobState::Succeeded, node, None);
+    }
+    if let Some(m) = cond("Failed") {
+        return (JobState::Failed, node, Some(m));
+    }
+    if cond("Complete").is_some() {
+        return (JobState::Succeeded, node, None);
+    }
+    let running = pods.iter().any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+    let state = if running { JobState::Running } else { JobState::Queued };
+    (state, node, None)
+}
+
+/// Is `i` in a Kubernetes index set such as `"1,3-5,7"`?
+fn in_index_set(set: &str, i: u32) -> bool {
+    set.split(',').filter(|p| !p.is_empty()).any(|part| match part.split_once('-') {
+        Some((a, b)) => matches!((a.parse::<u32>(), b.parse::<u32>()), (Ok(a), Ok(b)) if (a..=b).contains(&i)),
+        None => part.parse::<u32>() == Ok(i),
+    })
+}
+
+#[async_trait]
+impl Provider for KubeJobs {
+    fn kind(&self) -> ProviderKind {
+        self.kind
+    }
+
+    /// The cluster sells nothing: prices are the pool's provider's.
+    async fn offers(&self, _gpu: &str, _region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
+        Ok(Vec::new())
+    }
+
+    /// The pool's nodes are the pool's provider's; this backend owns none.
+    async fn list_nodes(&self, _filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        Ok(Vec::new())
+    }
+
+    async fn create_nodes(&self, _req: &CreateNodes) -> Result<CreateResult, ProviderError> {
+        Err(ProviderError::new(
+            ErrorClass::Invalid,
+            "NotANodeProvider",
+            "the Kubernetes backend runs jobs; the pool's provider makes its nodes",
+        ))
+    }
+
+    async fn terminate_nodes(&self, _region: &str, _ids: &[String]) -> Result<Vec<String>, ProviderError> {
+        Err(ProviderError::new(
+            ErrorClass::Invalid,
+            "NotANodeProvider",
+            "the Kubernetes backend runs jobs; the pool's provider terminates its nodes",
+        ))
+    }
+
+    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        let Some(k) = &req.kube else {
+            return Err(ProviderError::new(
+                ErrorClass::Invalid,
+                "NotAKubernetesJob",
+                format!("`{}` has no Kubernetes cluster", req.job),
+            ));
+        };
+        let (loc, ns, name) = (k.cluster.as_str(), k.namespace.as_str(), k.name.as_str());
+        let replica = k.replica;
+        let status = |state| JobStatus {
+            id: run_id(ns, name, replica),
+            job: req.job.clone(),
+            node_id: String::new(),
+            state,
+            attempt: req.attempt,
+            message: None,
+        };
+        let job: Job = serde_json::from_value(k.manifest.clone()).map_err(|e| {
+            ProviderError::new(ErrorClass::Invalid, "BadManifest", format!("the plan's Job for `{}`: {e}", req.job))
+        })?;
+        let client = self.client(loc).await?;
+        let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+        // Submitted before (another replica of this plan, or a retried apply)?
+        if let Some(j) = jobs.get_opt(name).await.map_err(|e| api_error(e, loc, ns, name))? {
+            let labels = j.metadata.labels.clone().unwrap_or_default();
+            if !self.owns(&j) {
+                return Err(not_ours(loc, ns, name));
+            }
+            if labels.get(LABEL_ATTEMPT) != Some(&req.attempt.to_string()) {
+                return Err(ProviderError::new(
+                    ErrorClass::Invalid,
+                    "AttemptExists",
+                    format!(
+                        "Job `{ns}/{name}` in cluster `{loc}` is attempt {} of `{}`; delete it with `gpuplan jobs cancel` before attempt {}",
+                        labels.get(LABEL_ATTEMPT).map(String::as_str).unwrap_or("?"),
+                        req.job,
+                        req.attempt
+                    ),
+                ));
+            }
+            return Ok(status(JobState::Queued));
+        }
+        let class = job.spec.as_ref().and_then(|s| s.template.spec.as_ref()).and_then(|p| p.priority_class_name.clone());
+        if let Some(pc) = class {
+            let classes: Api<PriorityClass> = Api::all(client.clone());
+            if classes.get_opt(&pc).await.map_err(|e| api_error(e, loc, "priorityclasses", &pc))?.is_none() {
+                return Err(ProviderError::new(
+                    ErrorClass::Invalid,
+                    "NoPriorityClass",
+                    format!(
+                        "cluster `{loc}` has no PriorityClass `{pc}`, which `{}` asks for: its pods would never start; \
+                         create the classes gpuplan uses (gpuplan-critical, gpuplan-high, gpuplan-medium, gpuplan-low), \
+                         e.g. `kubectl create priorityclass {pc} --value=1000`",
+                        req.job
+                    ),
+                ));
+            }
+        }
+        match jobs.create(&PostParams::default(), &job).await {
+            Ok(_) => Ok(status(JobState::Queued)),
+            // Created by someone between our read and our create: decide on what is there.
+            Err(::kube::Error::Api(s)) if s.code == 409 => match jobs.get_opt(name).await {
+                Ok(Some(j)) if self.owns(&j) => Ok(status(JobState::Queued)),
+                Ok(_) => Err(not_ours(loc, ns, name)),
+                Err(e) => Err(api_error(e, loc, ns, name)),
+            },
+            Err(e) => Err(api_error(e, loc, ns, name)),
+        }
+    }
+
+    async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        let (ns, name, replica) = parse_run_id(id).ok_or_else(|| {
+            ProviderError::new(ErrorClass::Invalid, "BadRunId", format!("`{id}` is not a Kubernetes run id"))
+        })?;
+        let client = self.client(region).await?;
+        let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+        let mut out = JobStatus {
+            id: id.to_string(),
+            job: crate::addr::Address::new(crate::addr::Kind::Job, name),
+            node_id: String::new(),
+            state: JobState::Cancelled,
+            attempt: 0,
+            message: None,
+        };
+        let Some(job) = self.owned_job(&jobs, region, ns, name).await? else {
+            out.message = Some(format!("Job `{ns}/{name}` was deleted from the cluster"));
+            return Ok(out);
+        };
+        if let Some(a) = job.metadata.labels.as_ref().and_then(|l| l.get(LABEL_ATTEMPT)).and_then(|a| a.parse().ok()) {
+            out.attempt = a;
+        }
+        let pods: Api<Pod> = Api::namespaced(client, ns);
+        let selector = format!("{JOB_NAME_LABEL}={name},{INDEX_LABEL}={replica}");
+        let list = pods.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error(e, region, ns, name))?;
+        let (state, node, message) = replica_status(&job, replica, &list.items);
+        out.state = state;
+        out.node_id = node;
+        out.message = message;
+        Ok(out)
+    }
+
+    async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        let (ns, name, _) = parse_run_id(id).ok_or_else(|| {
+            ProviderError::new(ErrorClass::Invalid, "BadRunId", format!("`{id}` is not a Kubernetes run id"))
+        })?;
+        let client = self.client(region).await?;
+        let jobs: Api<Job> = Api::namespaced(client, ns);
+        let mut message = format!("Job `{ns}/{name}` deleted with its pods");
+        if self.owned_job(&jobs, region, ns, name).await?.is_some() {
+            match jobs.delete(name, &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(::kube::Error::Api(s)) if s.code == 404 => message = format!("Job `{ns}/{name}` was already gone"),
+                Err(e) => return Err(api_error(e, region, ns, name)),
+            }
+        } else {
+            message = format!("Job `{ns}/{name}` was already gone");
+        }
+        Ok(JobStatus {
+            id: id.to_string(),
+            job: crate::addr::Address::new(crate::addr::Kind::Job, name),
+            node_id: String::new(),
+            state: JobState::Cancelled,
+            attempt: 0,
+            message: Some(message),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_sets_read_like_kubernetes_writes_them() {
+        assert!(in_index_set("0,2-4,7", 3));
+        assert!(in_index_set("0,2-4,7", 7));
+        assert!(!in_index_set("0,2-4,7", 5));
+        assert!(!in_index_set("", 0));
+    }
+
+    #[test]
+    fn locators_and_run_ids_round_trip() {
+        let file = |l: &str| match parse_locator(l) {
+            Some(Locator::File { path, context }) => Some((path.to_string(), context.map(str::to_string))),
+            _ => None,
+        };
+        let l = locator("clusters/kind#1.yaml", Some("kind-gpu"));
+        assert_eq!(file(&l), Some(("clusters/kind#1.yaml".into(), Some("kind-gpu".into()))));
+        assert_eq!(file(&locator("~/.kube/config", None)), Some(("~/.kube/config".into(), None)));
+        let cloud = cluster_locator("ap-guangzhou", "cls-8xk2p4");
+        assert!(
+            matches!(parse_locator(&cloud), Some(Locator::Cloud { region: "ap-guangzhou", cluster_id: "cls-8xk2p4" }))
+        );
+        assert_eq!(parse_run_id(&run_id("ml", "train-0", 3)), Some(("ml", "train-0", 3)));
+        assert_eq!(parse_run_id("ml/train"), None);
+    }
+}

@@ -144,7 +144,9 @@ fn render_prints_a_kubernetes_job_and_refuses_unknown_names() {
     for needle in [
         "apiVersion: batch/v1",
         "kind: Job",
-        "nvidia.com/gpu: 8",
+        "nvidia.com/gpu: \"8\"",
+        "action: Ignore",
+        "type: DisruptionTarget",
         "gpuplan.dev/pool: train",
         "priorityClassName: gpuplan-high",
         "backoffLimit: 1",

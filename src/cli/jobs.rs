@@ -14,7 +14,7 @@ use crate::addr::Address;
 use crate::jobs::model::state_str;
 use crate::jobs::status::{self, JobSummary};
 use crate::jobs::{JobRecord, k8s};
-use crate::providers::JobStatus;
+use crate::providers::{JobStatus, kube};
 use crate::spec::{self, Spec};
 use crate::state::State;
 
@@ -22,7 +22,7 @@ pub fn run(settings: &Settings, command: Option<&JobsCommand>) -> miette::Result
     match command.unwrap_or(&JobsCommand::List { json: false }) {
         JobsCommand::List { json } => list(settings, *json),
         JobsCommand::Status { name, json } => show(settings, name, *json),
-        JobsCommand::Logs { name } => logs(settings, name),
+        JobsCommand::Logs { name, follow } => logs(settings, name, *follow),
         JobsCommand::Cancel { name } => cancel(settings, name),
         JobsCommand::Render { name } => render(settings, name),
     }
@@ -193,11 +193,53 @@ fn show(settings: &Settings, name: &str, json: bool) -> miette::Result<ExitStatu
     Ok(ExitStatus::Success)
 }
 
-fn logs(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
-    let (_, jobs) = summaries(settings)?;
-    let lines: String = one(&jobs, name)?.into_iter().flat_map(status::log_lines).map(|l| format!("{l}\n")).collect();
-    output::stdout(&lines);
+/// A job's own output where its provider can read it (the Kubernetes backend: every
+/// pod's log, prefixed with its replica), else its launch history from state.
+fn logs(settings: &Settings, name: &str, follow: bool) -> miette::Result<ExitStatus> {
+    let (spec, jobs) = summaries(settings)?;
+    let found = one(&jobs, name)?;
+    // One output source per Kubernetes Job: its latest attempt's runs share it.
+    let mut sources: Vec<(&JobSummary, &crate::jobs::JobRun)> = Vec::new();
+    for j in &found {
+        let latest = j.runs.iter().map(|r| r.attempt).max();
+        for r in j.runs.iter().filter(|r| Some(r.attempt) == latest && r.provider.starts_with(kube::PREFIX)) {
+            if !sources.iter().any(|(_, s)| s.provider == r.provider && s.region == r.region && same_job(&s.id, &r.id))
+            {
+                sources.push((j, r));
+            }
+        }
+    }
+    if sources.is_empty() {
+        if follow {
+            warn(settings, "`--follow` needs a job in a Kubernetes cluster; showing its launch history");
+        }
+        let lines: String = found.into_iter().flat_map(status::log_lines).map(|l| format!("{l}\n")).collect();
+        output::stdout(&lines);
+        return Ok(ExitStatus::Success);
+    }
+    let state = state_common::read(settings)?.unwrap_or_else(|| State::new(String::new()));
+    let ws = settings.workspace().with_backend(&spec);
+    let providers = crate::engine::providers::build(&ws, &spec, &state)?;
+    let several = found.len() > 1;
+    runtime::block_on(async {
+        for (j, run) in sources {
+            let Some(p) = providers.get(&run.provider) else {
+                return Err(CliError::new(format!("{}: provider `{}` is not configured", j.address, run.provider)));
+            };
+            let prefix = if several { format!("{} ", j.address) } else { String::new() };
+            let print = |replica: u32, line: &str| output::stdout(&format!("{prefix}[replica {replica}] {line}\n"));
+            p.job_logs(&run.region, &run.id, follow, &print)
+                .await
+                .map_err(|e| CliError::new(format!("{}: cannot read its output: {e}", j.address)))?;
+        }
+        Ok(())
+    })??;
     Ok(ExitStatus::Success)
+}
+
+/// Do two Kubernetes run ids (`<namespace>/<name>/<replica>`) name the same Job?
+fn same_job(a: &str, b: &str) -> bool {
+    a.rsplit_once('/').map(|x| x.0) == b.rsplit_once('/').map(|x| x.0)
 }
 
 fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {

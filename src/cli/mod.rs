@@ -490,8 +490,14 @@ pub enum JobsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Print a job's logs
-    Logs { name: String },
+    /// Print a job's output (Kubernetes pods' logs, per replica) or, where gpuplan cannot
+    /// read it, its launch history
+    Logs {
+        name: String,
+        /// Keep printing the output as the job writes it, until it ends
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
     /// Stop a job
     Cancel { name: String },
     /// Print what would be submitted for a job (e.g. its Kubernetes manifest)

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use crate::apply::ProviderSet;
 use crate::engine::Workspace;
-use crate::providers::{Provider, kube};
 use crate::providers::alicloud::{self, AlibabaProvider};
 use crate::providers::aws::{AwsProvider, AwsSettings};
 use crate::providers::http::{CloudConfig, Endpoint, credentials};
 use crate::providers::sim::{SimCloud, SimConfig, SimProvider};
 use crate::providers::tencentcloud::{self, TencentProvider};
+use crate::providers::{Provider, kube};
 use crate::spec::Spec;
 use crate::spec::model::{Provider as ProviderBlock, ProviderKind};
 use crate::state::State;

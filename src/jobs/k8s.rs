@@ -27,7 +27,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::batch::v1::{Job as K8sJob, JobSpec, PodFailurePolicy, PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule};
+use k8s_openapi::api::batch::v1::{
+    Job as K8sJob, JobSpec, PodFailurePolicy, PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
+};
 use k8s_openapi::api::core::v1::{
     Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec, ResourceRequirements, Toleration,
 };

@@ -18,8 +18,8 @@ use crate::catalog;
 use crate::plan::Plan;
 use crate::plan::shape::{self, PoolShape};
 use crate::providers::{
-    Capacity, CreateNodes, JobState, JobStatus, KubeLaunch, LaunchJob, kube, NodeState, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB, TAG_LINEAGE,
-    TAG_MANAGED, TAG_PROVIDER, Tags,
+    Capacity, CreateNodes, JobState, JobStatus, KubeLaunch, LaunchJob, NodeState, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB,
+    TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, Tags, kube,
 };
 use crate::spec::Spec;
 use crate::spec::model::{Fallback, Job, JobTemplate, ProviderKind};
@@ -64,6 +64,10 @@ pub fn observed_runs(rec: Option<&JobRecord>, observed: Option<&BTreeMap<String,
             if let Some(s) = seen.get(&run.id) {
                 run.status = s.state;
                 run.message = s.message.clone();
+                // A Kubernetes replica learns its node once the scheduler binds it.
+                if !s.node_id.is_empty() {
+                    run.node_id = s.node_id.clone();
+                }
             }
         }
     }
@@ -444,15 +448,7 @@ fn launch(
         Some(k) => (kube::name(&shape.provider), k.cluster.clone()),
         None => (shape.provider.clone(), shape.region.clone()),
     };
-    ReplicaLaunch {
-        replica,
-        capacity,
-        fallback,
-        provider,
-        region,
-        gpus_per_node: shape.gpus_per_node,
-        request,
-    }
+    ReplicaLaunch { replica, capacity, fallback, provider, region, gpus_per_node: shape.gpus_per_node, request }
 }
 
 #[cfg(test)]

@@ -62,4 +62,20 @@ pub trait Provider: Send + Sync {
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError>;
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
+
+    /// The job's own output, line by line with its replica, for `gpuplan jobs logs`
+    /// (`follow`: until it ends). Providers that cannot read it say so.
+    async fn job_logs(
+        &self,
+        _region: &str,
+        id: &str,
+        _follow: bool,
+        _out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
+    ) -> Result<(), ProviderError> {
+        Err(ProviderError::new(
+            ErrorClass::Invalid,
+            "NoJobOutput",
+            format!("provider `{}` cannot read the output of run {id} yet", self.kind()),
+        ))
+    }
 }

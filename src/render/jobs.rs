@@ -5,7 +5,7 @@ use serde_json::{Value as Json, json};
 
 use crate::jobs::model::{JobPlacement, Placement, priority_str};
 use crate::plan::Plan;
-use crate::providers::Capacity;
+use crate::providers::{Capacity, kube};
 
 /// `2 × 8 GPUs` and `spot` / `on-demand` / `1 spot + 1 on-demand`.
 fn capacity(c: &[Capacity]) -> String {
@@ -42,7 +42,13 @@ fn describe(j: &JobPlacement) -> String {
             let retry =
                 if j.attempt > 1 { format!(", attempt {} of {}", j.attempt, j.retries + 1) } else { String::new() };
             let which = if n as u32 == j.replicas { size } else { format!("{n} of {size}") };
-            format!("launch {which} on {} ({}){retry}, {prio} priority", j.pool, capacity(&caps))
+            let cluster = j
+                .launches
+                .iter()
+                .find_map(|l| l.request.kube.as_ref())
+                .map(|k| format!(" as Kubernetes Job {}/{} in {}", k.namespace, k.name, kube::describe(&k.cluster)))
+                .unwrap_or_default();
+            format!("launch {which} on {} ({}){retry}{cluster}, {prio} priority", j.pool, capacity(&caps))
         }
         Placement::Waiting => {
             let why = j.reason.as_ref().map(|r| format!("{}: {}", r.code, r.message)).unwrap_or_default();
@@ -85,7 +91,8 @@ pub(crate) fn json(plan: &Plan) -> Json {
                 "reason": j.reason.as_ref().map(|r| json!({"code": r.code, "message": r.message})),
                 "first_seen": j.first_seen,
                 "waiting_since": j.waiting_since,
-                "launches": j.launches.iter().map(|l| json!({
+                "launches": j.launches.iter().map(|l| {
+                    let mut launch = json!({
                     "replica": l.replica,
                     "attempt": l.request.attempt,
                     "capacity": l.capacity,
@@ -94,7 +101,13 @@ pub(crate) fn json(plan: &Plan) -> Json {
                     "node_shape": l.request.shape.is_some(),
                     "env": l.request.env,
                     "token": l.request.token,
-                })).collect::<Vec<_>>(),
+                    });
+                    // Only launches submitted to a cluster say which.
+                    if let Some(k) = &l.request.kube {
+                        launch["kubernetes"] = json!({"cluster": k.cluster, "namespace": k.namespace, "job": k.name});
+                    }
+                    launch
+                }).collect::<Vec<_>>(),
             })
         })
         .collect()

@@ -264,8 +264,19 @@ fn cloud_checks(p: &Provider, cx: &mut Cx<'_, '_>) -> bool {
     failed
 }
 
-pub const POOL_ATTRS: &[&str] =
-    &["provider", "region", "zones", "gpu", "gpus_per_node", "instance_types", "image", "nodes", "mix", "labels", "kubernetes"];
+pub const POOL_ATTRS: &[&str] = &[
+    "provider",
+    "region",
+    "zones",
+    "gpu",
+    "gpus_per_node",
+    "instance_types",
+    "image",
+    "nodes",
+    "mix",
+    "labels",
+    "kubernetes",
+];
 
 /// Decode a pool. When it fails but its identity (provider, GPU, GPUs per node) decoded,
 /// `partial` receives a pool with defaults elsewhere, so catalog checks still run and

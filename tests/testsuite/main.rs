@@ -20,6 +20,8 @@ mod fmt_cli;
 mod http_stub;
 mod jobs_cli;
 mod jobs_sim;
+mod kube_fake;
+mod kube_jobs;
 mod layering;
 mod no_panic;
 mod plan_cases;

@@ -1,6 +1,6 @@
 use super::*;
-use k8s_openapi::api::batch::v1::Job as K8sJob;
 use crate::diag::Sources;
+use k8s_openapi::api::batch::v1::Job as K8sJob;
 
 const SPEC: &str = r#"
 provider "sim" {

@@ -21,12 +21,12 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use ::kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use ::kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
-use ::kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::{
     CreateNodes, CreateResult, ErrorClass, JobState, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider,
@@ -75,6 +75,16 @@ fn parse_locator(loc: &str) -> Option<Locator<'_>> {
     Some(Locator::Cloud { region, cluster_id })
 }
 
+/// A locator for people: `kube/config (context prod)`, `cluster cls-8xk2p4 (ap-guangzhou)`.
+pub fn describe(loc: &str) -> String {
+    match parse_locator(loc) {
+        Some(Locator::File { path, context: Some(c) }) => format!("{path} (context {c})"),
+        Some(Locator::File { path, context: None }) => format!("{path} (current context)"),
+        Some(Locator::Cloud { region, cluster_id }) => format!("{cluster_id} ({region})"),
+        None => loc.to_string(),
+    }
+}
+
 /// A cloud that hands out its managed clusters' kubeconfigs (TKE, ACK).
 #[async_trait]
 pub trait KubeconfigSource: Send + Sync {
@@ -113,7 +123,14 @@ impl KubeJobs {
         lineage: &str,
         source: Option<std::sync::Arc<dyn KubeconfigSource>>,
     ) -> Self {
-        KubeJobs { kind, dir: dir.to_path_buf(), home, lineage: lineage.to_string(), source, clients: Default::default() }
+        KubeJobs {
+            kind,
+            dir: dir.to_path_buf(),
+            home,
+            lineage: lineage.to_string(),
+            source,
+            clients: Default::default(),
+        }
     }
 
     fn path(&self, p: &str) -> PathBuf {
@@ -151,10 +168,15 @@ impl KubeJobs {
                         format!("cluster `{cluster_id}`: only tencentcloud (TKE) and alicloud (ACK) pools fetch a kubeconfig by `cluster_id`"),
                     )
                 })?;
-                (source.kubeconfig(cluster_id, region).await?, None, format!("the kubeconfig of cluster `{cluster_id}`"))
+                (
+                    source.kubeconfig(cluster_id, region).await?,
+                    None,
+                    format!("the kubeconfig of cluster `{cluster_id}`"),
+                )
             }
         };
-        let bad = |e: &dyn std::fmt::Display| ProviderError::new(ErrorClass::Invalid, "Kubeconfig", format!("{origin}: {e}"));
+        let bad =
+            |e: &dyn std::fmt::Display| ProviderError::new(ErrorClass::Invalid, "Kubeconfig", format!("{origin}: {e}"));
         let kc = Kubeconfig::from_yaml(&text).map_err(|e| bad(&e))?;
         let opts = KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
         let config = ::kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| bad(&e))?;
@@ -178,13 +200,13 @@ impl KubeJobs {
 
     /// Every pod of a Job, by replica, with each pod's own output (`jobs logs`). With
     /// `follow`, each line is passed to `out` as it comes until every pod ends.
-    pub async fn logs(
+    async fn logs(
         &self,
         loc: &str,
         ns: &str,
         name: &str,
         follow: bool,
-        out: &(dyn Fn(u32, &str) + Send + Sync),
+        out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
     ) -> Result<(), ProviderError> {
         use futures::AsyncBufReadExt;
         use futures::StreamExt;
@@ -194,7 +216,7 @@ impl KubeJobs {
             return Err(ProviderError::new(
                 ErrorClass::Invalid,
                 "NotFound",
-                format!("Job `{ns}/{name}` is no longer in cluster `{loc}`; its pods' output went with it"),
+                format!("Job `{ns}/{name}` is no longer in cluster {}; its pods' output went with it", describe(loc)),
             ));
         }
         let pods: Api<Pod> = Api::namespaced(client, ns);
@@ -244,16 +266,17 @@ fn not_ours(loc: &str, ns: &str, name: &str) -> ProviderError {
         ErrorClass::Invalid,
         "NameTaken",
         format!(
-            "a Job `{ns}/{name}` already exists in cluster `{loc}` and gpuplan does not own it \
+            "a Job `{ns}/{name}` already exists in cluster {} and gpuplan does not own it \
              (no `{LABEL_LINEAGE}` label of this state); gpuplan leaves it alone: rename the job \
-             or delete that Job yourself"
+             or delete that Job yourself",
+            describe(loc)
         ),
     )
 }
 
 /// An API error as a provider error naming the object and the cluster.
 fn api_error(e: ::kube::Error, loc: &str, ns: &str, name: &str) -> ProviderError {
-    let what = format!("`{ns}/{name}` in cluster `{loc}`");
+    let what = format!("`{ns}/{name}` in cluster {}", describe(loc));
     match e {
         ::kube::Error::Api(s) => {
             let class = match s.code {
@@ -391,7 +414,8 @@ impl Provider for KubeJobs {
                     ErrorClass::Invalid,
                     "AttemptExists",
                     format!(
-                        "Job `{ns}/{name}` in cluster `{loc}` is attempt {} of `{}`; delete it with `gpuplan jobs cancel` before attempt {}",
+                        "Job `{ns}/{name}` in cluster {} is attempt {} of `{}`; delete it with `gpuplan jobs cancel` before attempt {}",
+                        describe(loc),
                         labels.get(LABEL_ATTEMPT).map(String::as_str).unwrap_or("?"),
                         req.job,
                         req.attempt
@@ -400,7 +424,8 @@ impl Provider for KubeJobs {
             }
             return Ok(status(JobState::Queued));
         }
-        let class = job.spec.as_ref().and_then(|s| s.template.spec.as_ref()).and_then(|p| p.priority_class_name.clone());
+        let class =
+            job.spec.as_ref().and_then(|s| s.template.spec.as_ref()).and_then(|p| p.priority_class_name.clone());
         if let Some(pc) = class {
             let classes: Api<PriorityClass> = Api::all(client.clone());
             if classes.get_opt(&pc).await.map_err(|e| api_error(e, loc, "priorityclasses", &pc))?.is_none() {
@@ -408,9 +433,10 @@ impl Provider for KubeJobs {
                     ErrorClass::Invalid,
                     "NoPriorityClass",
                     format!(
-                        "cluster `{loc}` has no PriorityClass `{pc}`, which `{}` asks for: its pods would never start; \
+                        "cluster {} has no PriorityClass `{pc}`, which `{}` asks for: its pods would never start; \
                          create the classes gpuplan uses (gpuplan-critical, gpuplan-high, gpuplan-medium, gpuplan-low), \
                          e.g. `kubectl create priorityclass {pc} --value=1000`",
+                        describe(loc),
                         req.job
                     ),
                 ));
@@ -451,12 +477,27 @@ impl Provider for KubeJobs {
         }
         let pods: Api<Pod> = Api::namespaced(client, ns);
         let selector = format!("{JOB_NAME_LABEL}={name},{INDEX_LABEL}={replica}");
-        let list = pods.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error(e, region, ns, name))?;
+        let list =
+            pods.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error(e, region, ns, name))?;
         let (state, node, message) = replica_status(&job, replica, &list.items);
         out.state = state;
         out.node_id = node;
         out.message = message;
         Ok(out)
+    }
+
+    /// The pods' output of the run's Job, every replica (`region` is the cluster).
+    async fn job_logs(
+        &self,
+        region: &str,
+        id: &str,
+        follow: bool,
+        out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
+    ) -> Result<(), ProviderError> {
+        let (ns, name, _) = parse_run_id(id).ok_or_else(|| {
+            ProviderError::new(ErrorClass::Invalid, "BadRunId", format!("`{id}` is not a Kubernetes run id"))
+        })?;
+        self.logs(region, ns, name, follow, out).await
     }
 
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
@@ -508,9 +549,10 @@ mod tests {
         assert_eq!(file(&l), Some(("clusters/kind#1.yaml".into(), Some("kind-gpu".into()))));
         assert_eq!(file(&locator("~/.kube/config", None)), Some(("~/.kube/config".into(), None)));
         let cloud = cluster_locator("ap-guangzhou", "cls-8xk2p4");
-        assert!(
-            matches!(parse_locator(&cloud), Some(Locator::Cloud { region: "ap-guangzhou", cluster_id: "cls-8xk2p4" }))
-        );
+        assert!(matches!(
+            parse_locator(&cloud),
+            Some(Locator::Cloud { region: "ap-guangzhou", cluster_id: "cls-8xk2p4" })
+        ));
         assert_eq!(parse_run_id(&run_id("ml", "train-0", 3)), Some(("ml", "train-0", 3)));
         assert_eq!(parse_run_id("ml/train"), None);
     }

@@ -1,0 +1,445 @@
+//! An in-process Kubernetes API server double for the Kubernetes job backend tests: the
+//! Job, Pod, pod log and PriorityClass endpoints over HTTP/1.1 on 127.0.0.1, driven by
+//! kube-rs through a kubeconfig like any cluster.
+//!
+//! It keeps Jobs and their pods and runs the Job controller's rules on what gpuplan
+//! submitted: an Indexed Job gets one pod per index; a pod that fails with a
+//! `DisruptionTarget` condition is replaced without counting when the Job's
+//! `podFailurePolicy` says `Ignore` for it, and counts otherwise; more failures than
+//! `backoffLimit` fail the Job; every index succeeded completes it. Tests move pods
+//! along (`run_all`, `succeed`, `fail`, `reclaim`) and read what the client did
+//! (`requests`). Bearer-token auth; `deny(401|403)` answers everything with that code.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+pub const TOKEN: &str = "gpuplan-test-token";
+
+#[derive(Default)]
+struct Pod {
+    name: String,
+    index: u32,
+    phase: &'static str,
+    node: String,
+    disrupted: bool,
+    log: Vec<String>,
+}
+
+struct FakeJob {
+    object: Value,
+    pods: Vec<Pod>,
+    failed: u32,
+    pod_seq: u32,
+}
+
+#[derive(Default)]
+struct Cluster {
+    jobs: BTreeMap<(String, String), FakeJob>,
+    priority_classes: Vec<String>,
+    deny: Option<u16>,
+    /// Job names whose creation is refused as invalid (422).
+    invalid: Vec<String>,
+    requests: Vec<(String, String, String)>,
+}
+
+#[derive(Clone)]
+pub struct FakeApi {
+    pub url: String,
+    inner: Arc<Mutex<Cluster>>,
+}
+
+fn status(code: u16, reason: &str, message: &str) -> (u16, Value) {
+    (
+        code,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": message, "reason": reason, "code": code}),
+    )
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => {
+                out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).expect("percent-encoded byte"));
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).expect("UTF-8 query")
+}
+
+impl FakeApi {
+    /// A cluster with gpuplan's four priority classes.
+    pub fn start() -> FakeApi {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let url = format!("http://{}", listener.local_addr().expect("bound"));
+        let inner = Arc::new(Mutex::new(Cluster {
+            priority_classes: ["critical", "high", "medium", "low"].map(|p| format!("gpuplan-{p}")).to_vec(),
+            ..Cluster::default()
+        }));
+        let api = FakeApi { url, inner };
+        let served = api.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let s = served.clone();
+                std::thread::spawn(move || s.serve(stream));
+            }
+        });
+        api
+    }
+
+    fn serve(&self, mut stream: std::net::TcpStream) {
+        let mut reader = BufReader::new(stream.try_clone().expect("a second handle"));
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let target = parts.next().unwrap_or("").to_string();
+        let (mut len, mut auth) = (0usize, String::new());
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                break;
+            }
+            let lower = h.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                len = v.trim().parse().expect("a numeric Content-Length");
+            }
+            if lower.starts_with("authorization:") {
+                auth = h["authorization:".len()..].trim().to_string();
+            }
+        }
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body).expect("the whole body");
+        let body = String::from_utf8_lossy(&body).into_owned();
+        let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+        let query: BTreeMap<String, String> = query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .filter_map(|p| p.split_once('=').map(|(k, v)| (decode(k), decode(v))))
+            .collect();
+        self.inner.lock().expect("cluster").requests.push((method.clone(), path.to_string(), body.clone()));
+
+        // A followed log streams until its pod ends.
+        if method == "GET" && path.ends_with("/log") && query.get("follow").map(String::as_str) == Some("true") {
+            return self.follow(stream, path);
+        }
+        let (code, reply) = if auth != format!("Bearer {TOKEN}") {
+            status(401, "Unauthorized", "Unauthorized")
+        } else {
+            self.answer(&method, path, &query, &body)
+        };
+        let (ctype, text) = match reply {
+            Value::String(s) => ("text/plain", s),
+            v => ("application/json", v.to_string()),
+        };
+        let head = format!(
+            "HTTP/1.1 {code} X\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            text.len()
+        );
+        // The client may have gone (a cancelled follow); nothing to report then.
+        let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(text.as_bytes()));
+    }
+
+    fn follow(&self, mut stream: std::net::TcpStream, path: &str) {
+        let head =
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+        if stream.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        let segs: Vec<&str> = path.split('/').collect();
+        let (ns, pod) = (segs[4].to_string(), segs[6].to_string());
+        let mut sent = 0;
+        loop {
+            let (lines, done) = {
+                let c = self.inner.lock().expect("cluster");
+                let p = c.jobs.iter().filter(|((n, _), _)| *n == ns).flat_map(|(_, j)| &j.pods).find(|p| p.name == pod);
+                match p {
+                    Some(p) => (p.log[sent..].to_vec(), matches!(p.phase, "Succeeded" | "Failed")),
+                    None => (vec![], true),
+                }
+            };
+            for l in &lines {
+                let chunk = format!("{l}\n");
+                if stream.write_all(format!("{:x}\r\n{chunk}\r\n", chunk.len()).as_bytes()).is_err() {
+                    return;
+                }
+            }
+            sent += lines.len();
+            if done {
+                let _ = stream.write_all(b"0\r\n\r\n");
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    fn answer(&self, method: &str, path: &str, query: &BTreeMap<String, String>, body: &str) -> (u16, Value) {
+        let mut c = self.inner.lock().expect("cluster");
+        if let Some(code) = c.deny {
+            let reason = if code == 401 { "Unauthorized" } else { "Forbidden" };
+            return status(code, reason, &format!("{reason}: the fake cluster denies everything"));
+        }
+        let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match (method, segs.as_slice()) {
+            ("GET", ["apis", "scheduling.k8s.io", "v1", "priorityclasses", name]) => {
+                if c.priority_classes.iter().any(|p| p == name) {
+                    (
+                        200,
+                        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                 "metadata": {"name": name}, "value": 1000}),
+                    )
+                } else {
+                    status(404, "NotFound", &format!("priorityclasses.scheduling.k8s.io \"{name}\" not found"))
+                }
+            }
+            ("POST", ["apis", "batch", "v1", "namespaces", ns, "jobs"]) => {
+                let mut job: Value = serde_json::from_str(body).expect("a JSON Job");
+                assert_eq!(job["kind"], "Job", "only Jobs are posted");
+                let name = job["metadata"]["name"].as_str().expect("a named Job").to_string();
+                if c.invalid.contains(&name) {
+                    return status(
+                        422,
+                        "Invalid",
+                        &format!("Job.batch \"{name}\" is invalid: spec.template: Invalid value"),
+                    );
+                }
+                let key = (ns.to_string(), name.clone());
+                if c.jobs.contains_key(&key) {
+                    return status(409, "AlreadyExists", &format!("jobs.batch \"{name}\" already exists"));
+                }
+                job["metadata"]["namespace"] = json!(ns);
+                job["metadata"]["uid"] = json!(format!("uid-{name}"));
+                let completions = job["spec"]["completions"].as_u64().unwrap_or(1) as u32;
+                let mut fj = FakeJob { object: job, pods: Vec::new(), failed: 0, pod_seq: 0 };
+                for i in 0..completions {
+                    new_pod(&mut fj, &name, i);
+                }
+                refresh(&mut fj);
+                let obj = fj.object.clone();
+                c.jobs.insert(key, fj);
+                (201, obj)
+            }
+            ("GET", ["apis", "batch", "v1", "namespaces", ns, "jobs", name]) => {
+                match c.jobs.get(&(ns.to_string(), name.to_string())) {
+                    Some(j) => (200, j.object.clone()),
+                    None => status(404, "NotFound", &format!("jobs.batch \"{name}\" not found")),
+                }
+            }
+            ("DELETE", ["apis", "batch", "v1", "namespaces", ns, "jobs", name]) => {
+                match c.jobs.remove(&(ns.to_string(), name.to_string())) {
+                    Some(_) => (200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+                    None => status(404, "NotFound", &format!("jobs.batch \"{name}\" not found")),
+                }
+            }
+            ("GET", ["api", "v1", "namespaces", ns, "pods"]) => {
+                let want: Vec<(String, String)> = query
+                    .get("labelSelector")
+                    .map(|s| {
+                        s.split(',').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect()
+                    })
+                    .unwrap_or_default();
+                let items: Vec<Value> = c
+                    .jobs
+                    .iter()
+                    .filter(|((n, _), _)| n == ns)
+                    .flat_map(|((_, job), j)| j.pods.iter().map(move |p| pod_json(ns, job, p)))
+                    .filter(|p| want.iter().all(|(k, v)| p["metadata"]["labels"][k] == json!(v)))
+                    .collect();
+                (200, json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}))
+            }
+            ("GET", ["api", "v1", "namespaces", ns, "pods", pod, "log"]) => {
+                let p = c.jobs.iter().filter(|((n, _), _)| n == ns).flat_map(|(_, j)| &j.pods).find(|p| p.name == *pod);
+                match p {
+                    Some(p) => (200, Value::String(p.log.iter().map(|l| format!("{l}\n")).collect())),
+                    None => status(404, "NotFound", &format!("pods \"{pod}\" not found")),
+                }
+            }
+            _ => status(404, "NotFound", &format!("the fake has no {method} {path}")),
+        }
+    }
+
+    fn with_job<T>(&self, ns: &str, name: &str, f: impl FnOnce(&mut FakeJob) -> T) -> T {
+        let mut c = self.inner.lock().expect("cluster");
+        let j = c.jobs.get_mut(&(ns.to_string(), name.to_string())).unwrap_or_else(|| panic!("no Job {ns}/{name}"));
+        let out = f(j);
+        refresh(j);
+        out
+    }
+
+    /// The scheduler binds every pending pod to a node; each writes a first line.
+    pub fn run_all(&self, ns: &str, name: &str) {
+        self.with_job(ns, name, |j| {
+            for p in j.pods.iter_mut().filter(|p| p.phase == "Pending") {
+                p.phase = "Running";
+                p.node = format!("gpu-node-{}", p.index);
+                p.log.push(format!("replica {} starting on {}", p.index, p.node));
+            }
+        })
+    }
+
+    /// The running pod of `index` writes `line`.
+    pub fn log(&self, ns: &str, name: &str, index: u32, line: &str) {
+        self.with_job(ns, name, |j| live(j, index).log.push(line.to_string()))
+    }
+
+    pub fn succeed(&self, ns: &str, name: &str, index: u32) {
+        self.with_job(ns, name, |j| live(j, index).phase = "Succeeded")
+    }
+
+    /// The pod of `index` exits non-zero: counts toward `backoffLimit`.
+    pub fn fail(&self, ns: &str, name: &str, index: u32) {
+        self.with_job(ns, name, |j| {
+            live(j, index).phase = "Failed";
+            judge(j, name, index, false);
+        })
+    }
+
+    /// The node under the pod of `index` is reclaimed: the pod fails with a
+    /// `DisruptionTarget` condition.
+    pub fn reclaim(&self, ns: &str, name: &str, index: u32) {
+        self.with_job(ns, name, |j| {
+            let p = live(j, index);
+            p.phase = "Failed";
+            p.disrupted = true;
+            judge(j, name, index, true);
+        })
+    }
+
+    /// Put a Job there as someone else would (no gpuplan labels).
+    pub fn foreign_job(&self, ns: &str, name: &str) {
+        let object = json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": ns, "labels": {"team": "data"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "etl", "image": "etl:1"}], "restartPolicy": "Never"}}}});
+        self.inner
+            .lock()
+            .expect("cluster")
+            .jobs
+            .insert((ns.into(), name.into()), FakeJob { object, pods: vec![], failed: 0, pod_seq: 0 });
+    }
+
+    pub fn job(&self, ns: &str, name: &str) -> Option<Value> {
+        self.inner.lock().expect("cluster").jobs.get(&(ns.to_string(), name.to_string())).map(|j| j.object.clone())
+    }
+
+    pub fn pods(&self, ns: &str, name: &str) -> usize {
+        self.with_job(ns, name, |j| j.pods.len())
+    }
+
+    pub fn deny(&self, code: u16) {
+        self.inner.lock().expect("cluster").deny = Some(code);
+    }
+
+    pub fn refuse_as_invalid(&self, name: &str) {
+        self.inner.lock().expect("cluster").invalid.push(name.to_string());
+    }
+
+    pub fn drop_priority_classes(&self) {
+        self.inner.lock().expect("cluster").priority_classes.clear();
+    }
+
+    /// (method, path, body) of every request, in order.
+    pub fn requests(&self) -> Vec<(String, String, String)> {
+        self.inner.lock().expect("cluster").requests.clone()
+    }
+
+    pub fn count(&self, method: &str, path_suffix: &str) -> usize {
+        self.requests().iter().filter(|(m, p, _)| m == method && p.ends_with(path_suffix)).count()
+    }
+}
+
+/// A kubeconfig with one context, `fake`, for an API server at `url`.
+pub fn kubeconfig_for(url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters:\n- name: fake\n  cluster:\n    server: {url}\n\
+         contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: tester\n\
+         users:\n- name: tester\n  user:\n    token: {TOKEN}\n"
+    )
+}
+
+fn new_pod(j: &mut FakeJob, job: &str, index: u32) {
+    j.pod_seq += 1;
+    j.pods.push(Pod { name: format!("{job}-{index}-{}", j.pod_seq), index, phase: "Pending", ..Pod::default() });
+}
+
+/// The current (last) pod of `index`.
+fn live(j: &mut FakeJob, index: u32) -> &mut Pod {
+    j.pods.iter_mut().rev().find(|p| p.index == index).expect("a pod for this index")
+}
+
+/// The Job controller's decision on a failed pod of `index`.
+fn judge(j: &mut FakeJob, name: &str, index: u32, disrupted: bool) {
+    let ignored = disrupted
+        && j.object["spec"]["podFailurePolicy"]["rules"].as_array().is_some_and(|rules| {
+            rules.iter().any(|r| {
+                r["action"] == "Ignore"
+                    && r["onPodConditions"]
+                        .as_array()
+                        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "DisruptionTarget" && c["status"] == "True"))
+            })
+        });
+    if !ignored {
+        j.failed += 1;
+    }
+    let limit = j.object["spec"]["backoffLimit"].as_u64().unwrap_or(6) as u32;
+    if j.failed <= limit {
+        new_pod(j, name, index);
+    }
+}
+
+/// The Job's status from its pods, as the controller writes it.
+fn refresh(j: &mut FakeJob) {
+    let completions = j.object["spec"]["completions"].as_u64().unwrap_or(1) as u32;
+    let limit = j.object["spec"]["backoffLimit"].as_u64().unwrap_or(6) as u32;
+    let done: Vec<u32> =
+        (0..completions).filter(|i| j.pods.iter().any(|p| p.index == *i && p.phase == "Succeeded")).collect();
+    let active = j.pods.iter().filter(|p| matches!(p.phase, "Pending" | "Running")).count();
+    let mut conditions = Vec::new();
+    if j.failed > limit {
+        conditions.push(json!({"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded",
+                               "message": "Job has reached the specified backoff limit"}));
+        conditions.push(json!({"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                               "message": "Job has reached the specified backoff limit"}));
+    } else if done.len() as u32 == completions {
+        conditions.push(json!({"type": "SuccessCriteriaMet", "status": "True"}));
+        conditions.push(json!({"type": "Complete", "status": "True"}));
+    }
+    let completed: Vec<String> = done.iter().map(u32::to_string).collect();
+    j.object["status"] = json!({
+        "active": active, "succeeded": done.len(), "failed": j.failed,
+        "completedIndexes": completed.join(","), "conditions": conditions,
+    });
+}
+
+fn pod_json(ns: &str, job: &str, p: &Pod) -> Value {
+    let mut conditions = vec![];
+    if p.disrupted {
+        conditions.push(json!({"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC"}));
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": p.name, "namespace": ns, "labels": {
+            "batch.kubernetes.io/job-name": job, "job-name": job,
+            "batch.kubernetes.io/job-completion-index": p.index.to_string()}},
+        "spec": {"nodeName": if p.node.is_empty() { Value::Null } else { json!(p.node) },
+                 "containers": [{"name": "job", "image": "x"}]},
+        "status": {"phase": p.phase, "conditions": conditions},
+    })
+}

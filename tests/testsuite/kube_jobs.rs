@@ -1,0 +1,279 @@
+//! The Kubernetes job backend through the binary: a sim pool with a `kubernetes {}` block
+//! submits its jobs to the in-process API server double (`kube_fake.rs`) through kube-rs.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::kube_fake::{FakeApi, kubeconfig_for};
+
+fn spec(retries: u32, replicas: u32) -> String {
+    format!(
+        r#"
+provider "sim" {{
+  region = "us-east-1"
+}}
+
+gpu_pool "train" {{
+  provider       = "sim"
+  zones          = ["us-east-1a"]
+  gpu            = "A100-80GB"
+  gpus_per_node  = 8
+  instance_types = ["p4de.24xlarge"]
+  nodes {{
+    min     = 0
+    desired = 2
+    max     = 4
+  }}
+  kubernetes {{
+    kubeconfig = "kube/config"
+    context    = "fake"
+    namespace  = "ml"
+  }}
+}}
+
+job_template "finetune" {{
+  image          = "ghcr.io/example/finetune:1.4"
+  gpus           = 8
+  retries        = {retries}
+  checkpoint_uri = "s3://ckpt/ft"
+}}
+
+job "ft" {{
+  template = job_template.finetune
+  pool     = gpu_pool.train
+  replicas = {replicas}
+}}
+"#
+    )
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn command(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+    cmd.current_dir(dir).env("NO_COLOR", "1").env("COLUMNS", "120").env_remove("GPUPLAN_WORKSPACE");
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("GPUPLAN_")) {
+        cmd.env_remove(k);
+    }
+    cmd.args(args);
+    cmd
+}
+
+fn gpuplan(dir: &Path, args: &[&str]) -> Out {
+    let out = command(dir, args).output().expect("gpuplan runs");
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[track_caller]
+fn ok(dir: &Path, args: &[&str]) -> Out {
+    let out = gpuplan(dir, args);
+    assert_eq!(out.code, 0, "{args:?}\n--- stdout\n{}\n--- stderr\n{}", out.stdout, out.stderr);
+    out
+}
+
+fn fleet(api_url: &str, retries: u32, replicas: u32) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("main.hcl"), spec(retries, replicas)).expect("write spec");
+    // Not beside the spec files: every `*.yaml` there is read as spec.
+    std::fs::create_dir(dir.path().join("kube")).expect("mkdir");
+    std::fs::write(dir.path().join("kube/config"), kubeconfig_for(api_url)).expect("write kubeconfig");
+    dir
+}
+
+fn lineage(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join("state/default.json")).expect("local state");
+    let state: serde_json::Value = serde_json::from_str(&text).expect("state JSON");
+    state["lineage"].as_str().expect("a lineage").to_string()
+}
+
+/// `jobs status ft --json`: the job's state and its runs' states.
+fn status(dir: &Path) -> (String, Vec<String>) {
+    let out = ok(dir, &["jobs", "status", "ft", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let job = &v["jobs"][0];
+    let runs =
+        job["runs"].as_array().map(|r| r.iter().map(|r| r["status"].as_str().unwrap_or("").to_string()).collect());
+    (job["state"].as_str().unwrap_or("").to_string(), runs.unwrap_or_default())
+}
+
+#[test]
+fn apply_submits_once_status_converges_and_logs_stream() {
+    let api = FakeApi::start();
+    let dir = fleet(&api.url, 1, 2);
+    let d = dir.path();
+    let out = ok(d, &["apply", "--auto-approve"]);
+    assert!(out.stderr.contains("job.ft") || out.stdout.contains("job.ft"), "{}\n{}", out.stdout, out.stderr);
+
+    // One Job, in the pool's namespace, labelled as this state's.
+    assert_eq!(api.count("POST", "/namespaces/ml/jobs"), 1);
+    let job = api.job("ml", "ft").expect("the Job was created");
+    let labels = &job["metadata"]["labels"];
+    assert_eq!(labels["gpuplan.dev/lineage"], lineage(d).as_str());
+    assert_eq!(labels["app.kubernetes.io/managed-by"], "gpuplan");
+    assert_eq!(job["spec"]["completions"], 2);
+    assert_eq!(job["spec"]["backoffLimit"], 1);
+    assert_eq!(job["spec"]["template"]["spec"]["priorityClassName"], "gpuplan-medium");
+    assert_eq!(api.pods("ml", "ft"), 2);
+    assert_eq!(status(d).1, ["queued", "queued"], "submitted, not yet scheduled");
+
+    // The scheduler starts both pods: status follows, with the nodes they run on.
+    api.run_all("ml", "ft");
+    assert_eq!(status(d).1, ["running", "running"]);
+    let table = ok(d, &["jobs", "status", "ft"]).stdout;
+    assert!(table.contains("gpu-node-1") && table.contains("ml/ft/1"), "{table}");
+
+    // The pods' own output, per replica.
+    api.log("ml", "ft", 0, "epoch 1 loss 0.52");
+    let logs = ok(d, &["jobs", "logs", "ft"]).stdout;
+    assert!(logs.contains("[replica 0] epoch 1 loss 0.52"), "{logs}");
+    assert!(logs.contains("[replica 1] replica 1 starting on gpu-node-1"), "{logs}");
+
+    // `--follow` prints lines as they come and returns when the pods end.
+    let child = command(d, &["jobs", "logs", "ft", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    api.log("ml", "ft", 1, "epoch 2 loss 0.31");
+    api.succeed("ml", "ft", 0);
+    api.succeed("ml", "ft", 1);
+    let followed = child.wait_with_output().expect("follow ends when the pods end");
+    let text = String::from_utf8_lossy(&followed.stdout);
+    assert!(followed.status.success(), "{text}\n{}", String::from_utf8_lossy(&followed.stderr));
+    assert!(text.contains("[replica 1] epoch 2 loss 0.31"), "{text}");
+    assert!(text.contains("[replica 0] epoch 1 loss 0.52"), "{text}");
+
+    assert_eq!(status(d), ("succeeded".to_string(), vec!["succeeded".to_string(), "succeeded".to_string()]));
+
+    // Reruns never submit twice: not after success, and not when the state forgot the
+    // job (the Job in the cluster is recognised as this state's attempt 1).
+    ok(d, &["apply", "--auto-approve"]);
+    ok(d, &["state", "rm", "job.ft"]);
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(api.count("POST", "/namespaces/ml/jobs"), 1, "{:#?}", api.requests());
+    assert_eq!(status(d).0, "succeeded");
+}
+
+#[test]
+fn a_reclaimed_pod_does_not_spend_retries_and_real_failures_do() {
+    let api = FakeApi::start();
+    let dir = fleet(&api.url, 1, 1);
+    let d = dir.path();
+    ok(d, &["apply", "--auto-approve"]);
+    api.run_all("ml", "ft");
+    // Two spot reclaims: replaced each time, nothing counted (backoffLimit is 1).
+    for _ in 0..2 {
+        api.reclaim("ml", "ft", 0);
+        api.run_all("ml", "ft");
+    }
+    let job = api.job("ml", "ft").expect("job");
+    assert_eq!(job["status"]["failed"], 0, "{job:#}");
+    assert_eq!(api.pods("ml", "ft"), 3);
+    assert_eq!(status(d).0, "running");
+
+    // A real failure is retried once; the second fails the Job.
+    api.fail("ml", "ft", 0);
+    api.run_all("ml", "ft");
+    assert_eq!(status(d).0, "running");
+    api.fail("ml", "ft", 0);
+    let (state, runs) = status(d);
+    assert_eq!((state.as_str(), runs), ("failed", vec!["failed".to_string()]));
+
+    // The cluster spent the retries: gpuplan does not submit the job again.
+    let plan = ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(api.count("POST", "/namespaces/ml/jobs"), 1, "{}", plan.stdout);
+    assert_eq!(status(d).0, "failed");
+}
+
+#[test]
+fn cancel_and_destroy_delete_the_job_with_its_pods() {
+    let api = FakeApi::start();
+    let dir = fleet(&api.url, 0, 1);
+    let d = dir.path();
+    ok(d, &["apply", "--auto-approve"]);
+    api.run_all("ml", "ft");
+    let out = ok(d, &["jobs", "cancel", "ft"]);
+    assert!(out.stderr.contains("cancelled"), "{}", out.stderr);
+    assert!(api.job("ml", "ft").is_none(), "the Job is deleted");
+    let deletes: Vec<_> = api.requests().into_iter().filter(|(m, _, _)| m == "DELETE").collect();
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+    assert!(deletes[0].2.contains("\"propagationPolicy\":\"Background\""), "pods go with the Job: {deletes:?}");
+    assert_eq!(status(d).0, "cancelled");
+
+    // A second job instance, then destroy: its Job goes too.
+    let dir2 = fleet(&api.url, 0, 1);
+    let d2 = dir2.path();
+    ok(d2, &["apply", "--auto-approve"]);
+    assert!(api.job("ml", "ft").is_some());
+    ok(d2, &["destroy", "--auto-approve"]);
+    assert!(api.job("ml", "ft").is_none(), "destroy cancels the pool's Jobs");
+}
+
+#[test]
+fn a_job_gpuplan_does_not_own_is_never_touched() {
+    let api = FakeApi::start();
+    api.foreign_job("ml", "ft");
+    let dir = fleet(&api.url, 0, 1);
+    let d = dir.path();
+    let out = gpuplan(d, &["apply", "--auto-approve"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(all.contains("job.ft"), "{all}");
+    assert!(all.contains("ml/ft") && all.contains("does not own"), "{all}");
+    assert!(all.contains("kube/config"), "names the cluster: {all}");
+    // The other team's Job is as it was: never posted over, never deleted.
+    assert_eq!(api.job("ml", "ft").expect("still there")["metadata"]["labels"]["team"], "data");
+    assert_eq!(api.count("POST", "/jobs"), 0);
+    // Nothing was recorded as running; cancel and destroy leave it alone too.
+    assert!(status(d).1.is_empty());
+    ok(d, &["jobs", "cancel", "ft"]);
+    ok(d, &["destroy", "--auto-approve"]);
+    assert_eq!(api.requests().iter().filter(|(m, _, _)| m == "DELETE").count(), 0);
+    assert!(api.job("ml", "ft").is_some());
+}
+
+/// Each fault: apply exits 1 with an error naming the job and the cluster, and the state
+/// records no run (the next apply tries again).
+#[test]
+fn faults_are_clear_errors_and_record_nothing() {
+    let check = |dir: &Path, needles: &[&str]| {
+        let out = gpuplan(dir, &["apply", "--auto-approve"]);
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert_eq!(out.code, 1, "{all}");
+        for n in ["job.ft", "kube/config"].iter().chain(needles) {
+            assert!(all.contains(n), "missing {n:?} in\n{all}");
+        }
+        assert!(status(dir).1.is_empty(), "no run recorded");
+    };
+
+    // Nothing listens there.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let url = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    check(fleet(&url, 0, 1).path(), &["cannot reach the API server"]);
+
+    for code in [401u16, 403] {
+        let api = FakeApi::start();
+        api.deny(code);
+        check(fleet(&api.url, 0, 1).path(), &[&format!("answered {code}")]);
+    }
+
+    let api = FakeApi::start();
+    api.refuse_as_invalid("ft");
+    check(fleet(&api.url, 0, 1).path(), &["answered 422", "is invalid"]);
+
+    let api = FakeApi::start();
+    api.drop_priority_classes();
+    let dir = fleet(&api.url, 0, 1);
+    check(dir.path(), &["no PriorityClass `gpuplan-medium`", "kubectl create priorityclass"]);
+    assert_eq!(api.count("POST", "/jobs"), 0, "nothing is submitted without its priority class");
+}

@@ -86,7 +86,12 @@ pub fn load(path: &Path) -> Result<Plan, PlanFileError> {
         Inner::Gzip(r) => serde_json::from_reader(r),
         Inner::Plain(r) => serde_json::from_reader(r),
     };
-    let plan = read.map_err(|e| json_error(path, e))?;
+    let plan = read.map_err(|e| match damaged(path) {
+        // A flipped byte can inflate to JSON that fails before the gzip trailer is
+        // reached: the damage, not the JSON, is the cause to report.
+        Some(message) => PlanFileError::Corrupt { path: path.to_path_buf(), message },
+        None => json_error(path, e),
+    })?;
     if plan.format_version != FORMAT_VERSION {
         return Err(PlanFileError::Version { path: path.to_path_buf(), found: plan.format_version });
     }
@@ -154,6 +159,16 @@ impl BufRead for PlanJson {
 
 /// Sort a JSON reading error: a failing inflater, a cut-off or garbled document is a
 /// damaged file; well-formed JSON of another shape is not a plan.
+/// Why a gzip plan file fails its CRC-32 or length check, read to the end; `None` when
+/// it is intact (or plain JSON).
+fn damaged(path: &Path) -> Option<String> {
+    let mut r = open(path).ok()?;
+    if matches!(r.inner, Inner::Plain(_)) {
+        return None;
+    }
+    std::io::copy(&mut r, &mut std::io::sink()).err().map(|e| e.to_string())
+}
+
 fn json_error(path: &Path, e: serde_json::Error) -> PlanFileError {
     let path = path.to_path_buf();
     if e.is_data() {

@@ -190,3 +190,21 @@ fn data_after_the_compressed_plan_is_refused() {
     let appended = write(dir.path(), "appended.out", &bytes);
     assert!(refused(&appended).contains("truncated or corrupt"));
 }
+
+/// Any flipped byte of the compressed body is reported as damage, even where it inflates
+/// to JSON that fails before the gzip trailer is reached.
+#[test]
+fn a_flipped_byte_anywhere_is_reported_as_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.out");
+    save(&path, &plan(20, "flip", 1, 2, 1.5)).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    // After the 10-byte gzip header, up to the 8-byte trailer.
+    for at in (10..bytes.len() - 8).step_by(((bytes.len() - 18) / 97).max(1)) {
+        let mut bad = bytes.clone();
+        bad[at] ^= 0x55;
+        let p = write(dir.path(), "flipped.out", &bad);
+        let msg = refused(&p);
+        assert!(msg.contains("truncated or corrupt"), "byte {at}: {msg}");
+    }
+}

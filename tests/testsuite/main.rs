@@ -20,6 +20,7 @@ mod fmt_cli;
 mod http_stub;
 mod jobs_cli;
 mod jobs_sim;
+mod k8s_schema;
 mod kube_fake;
 mod kube_jobs;
 mod layering;

@@ -97,6 +97,7 @@ fn main() {
                     .into_iter()
                     .collect(),
                 user_data: None,
+                join: None,
             };
             let r = p.create_nodes(&req).await.expect("create");
             assert!(r.errors.is_empty(), "{:?}", r.errors);

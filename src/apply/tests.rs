@@ -141,6 +141,7 @@ fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> Resourc
         token: format!("tok-{name}"),
         tags: Tags::new(),
         user_data: None,
+        join: None,
     };
     let nodes = NodeCounts { on_demand: 0, spot: 0, gpus_per_node: 1 };
     let pool = PoolChange {

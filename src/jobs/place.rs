@@ -404,6 +404,7 @@ fn launch(
             token: token.clone(),
             tags,
             user_data: None,
+            join: None,
         }
     });
     // A pool in a Kubernetes cluster: the cluster places the replica on one of the pool's

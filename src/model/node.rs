@@ -104,6 +104,23 @@ pub struct CreateNodes {
     /// Cloud-init user data (job launches).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_data: Option<String>,
+    /// Join the nodes to a managed Kubernetes cluster once they exist (TKE, ACK).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join: Option<ClusterJoin>,
+}
+
+/// A pool's nodes join its `kubernetes { cluster_id }` cluster with gpuplan's labels
+/// (`gpuplan.dev/pool`, `gpuplan.dev/capacity`) and, on spot nodes, its taint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterJoin {
+    pub cluster_id: String,
+    pub labels: Vec<(String, String)>,
+    /// `(key, value, effect)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<(String, String, String)>,
+    /// The ECS key pair ACK logs in with to attach a node (`kubernetes.key_pair`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_pair: Option<String>,
 }
 
 impl CreateNodes {

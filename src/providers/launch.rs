@@ -179,6 +179,7 @@ mod tests {
             token: "tok".into(),
             tags: Tags::new(),
             user_data: None,
+            join: None,
         }
     }
 

@@ -59,6 +59,7 @@ fn create(pool: &str, zone: &str, capacity: Capacity, count: u32, instance_type:
         token: format!("gp-{pool}-{zone}-{count}"),
         tags: crate::providers::Tags::new(),
         user_data: None,
+        join: None,
     }
 }
 

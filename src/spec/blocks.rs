@@ -369,6 +369,7 @@ fn kubernetes(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Kubernetes, Repo
     let kubeconfig = f.string(cx, "kubeconfig");
     let context = f.string(cx, "context");
     let namespace = f.string(cx, "namespace");
+    let key_pair = f.string(cx, "key_pair");
     let head = f.head;
     match (&cluster_id, &kubeconfig) {
         (None, None) if !f.failed => {
@@ -415,8 +416,8 @@ fn kubernetes(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Kubernetes, Repo
     }
     let namespace = f.or(namespace, "default".to_string());
     let failed = f.failed;
-    f.finish(cx, &["cluster_id", "kubeconfig", "context", "namespace"]);
-    if failed { Err(Reported) } else { Ok(Kubernetes { cluster_id, kubeconfig, context, namespace }) }
+    f.finish(cx, &["cluster_id", "kubeconfig", "context", "namespace", "key_pair"]);
+    if failed { Err(Reported) } else { Ok(Kubernetes { cluster_id, kubeconfig, context, namespace, key_pair }) }
 }
 
 /// A DNS-1123 label (namespace names).

@@ -345,6 +345,9 @@ pub struct Kubernetes {
     pub context: Option<Spanned<String>>,
     /// The namespace Jobs are created in.
     pub namespace: Spanned<String>,
+    /// ACK: the ECS key pair ACK logs in with to attach the pool's nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_pair: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]

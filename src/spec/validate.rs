@@ -115,6 +115,11 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
             .help("use `kubeconfig = \"~/.kube/config\"` (and `context`) for this cluster"),
         );
     }
+    if let Some(k) = &pool.kubernetes
+        && let Some(c) = &k.cluster_id
+    {
+        check_cluster_join(addr, pool, kind, k, c, diags);
+    }
     let Some(region) = pool_region(spec, pool) else {
         diags.push(
             Diagnostic::error("gpuplan::spec::missing_region", format!("`{addr}` has no region"))
@@ -261,6 +266,41 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
 }
 
 /// Is `gpu` a canonical catalog GPU model? Reports and returns false if not.
+/// What joining a pool's nodes to its TKE or ACK cluster needs (README, "Kubernetes").
+fn check_cluster_join(
+    addr: &Address,
+    pool: &GpuPool,
+    kind: ProviderKind,
+    k: &crate::spec::model::Kubernetes,
+    cluster: &Spanned<String>,
+    diags: &mut Diagnostics,
+) {
+    let may_spot = pool.mix.spot_percent.value > 0 && pool.mix.on_demand_base.value < pool.nodes.max.value;
+    if kind == ProviderKind::Tencentcloud && may_spot {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::tke_spot",
+                format!("`{addr}` may launch spot nodes, which cannot join TKE cluster `{}`", cluster.value),
+            )
+            .at(pool.mix.spot_percent.span, "spot CVMs cannot be added to a TKE cluster")
+            .help(
+                "TKE's AddExistedInstances refuses spot instances (spot GPU nodes in TKE come from a TKE node pool, \
+                 which gpuplan does not manage yet): set `spot_percent = 0`, or run the pool without `cluster_id`",
+            ),
+        );
+    }
+    if kind == ProviderKind::Alicloud && k.key_pair.is_none() {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::ack_key_pair",
+                format!("`{addr}` joins ACK cluster `{}` but names no `key_pair`", cluster.value),
+            )
+            .at(cluster.span, "ACK logs in to each node to attach it")
+            .help("add `key_pair = \"NAME\"`, an ECS key pair of the region that ACK may use"),
+        );
+    }
+}
+
 fn check_gpu_model(cat: &Catalog, gpu: &Spanned<String>, diags: &mut Diagnostics) -> bool {
     if cat.gpu_model(&gpu.value).is_some() {
         return true;

@@ -10,7 +10,9 @@ use super::{PoolCtx, delete, sorted};
 use crate::plan::diff::hex;
 use crate::plan::model::{NodeDelete, ScaleAction};
 use crate::plan::shape::{self, PoolShape};
-use crate::providers::{Capacity, CreateNodes, Node, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, Tags};
+use crate::providers::{
+    Capacity, ClusterJoin, CreateNodes, Node, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, Tags,
+};
 use crate::spec::model::GpuPool;
 use crate::state::ResourceState;
 
@@ -166,7 +168,26 @@ pub(crate) fn create_batch(
         token,
         tags,
         user_data: None,
+        join: join(pool, &cx.addr.name, cap),
     }
+}
+
+/// How a batch joins the pool's TKE or ACK cluster (`kubernetes { cluster_id }`): the
+/// labels Kubernetes Jobs select (DESIGN.md, "Where jobs run") and the spot taint.
+fn join(pool: &GpuPool, pool_name: &str, cap: Capacity) -> Option<ClusterJoin> {
+    let k = pool.kubernetes.as_ref()?;
+    let cluster_id = k.cluster_id.as_ref()?.value.clone();
+    let capacity = if cap == Capacity::Spot { "spot" } else { "on-demand" };
+    let labels = vec![
+        ("gpuplan.dev/pool".to_string(), pool_name.to_string()),
+        ("gpuplan.dev/capacity".to_string(), capacity.to_string()),
+    ];
+    let taints = if cap == Capacity::Spot {
+        vec![("gpuplan.dev/capacity".to_string(), "spot".to_string(), "NoSchedule".to_string())]
+    } else {
+        vec![]
+    };
+    Some(ClusterJoin { cluster_id, labels, taints, key_pair: k.key_pair.as_ref().map(|p| p.value.clone()) })
 }
 
 /// A node's age rank: its position in the state, which records nodes in the order they were

@@ -33,3 +33,52 @@ pub async fn cluster_kubeconfig(
         )
     })
 }
+
+/// ACK attaches at most this many instances per call (its console's batch size).
+const ATTACH_BATCH: usize = 20;
+
+/// Attach freshly created ECS instances to an ACK cluster (`AttachInstances`, `POST
+/// /clusters/{id}/attach`) with gpuplan's node labels (ACK's `tags` are node labels; it
+/// takes no taints, so spot nodes carry the capacity label without the taint). ACK
+/// logs in with the pool's key pair; the instance keeps its name and data disks. The
+/// attach runs as an ACK task; a refused instance comes back as one error each, and
+/// the instances stay in the pool.
+pub async fn attach(
+    client: &Client,
+    region: &str,
+    join: &crate::providers::ClusterJoin,
+    ids: &[String],
+) -> Result<Vec<ProviderError>, ProviderError> {
+    let tags: Vec<_> = join.labels.iter().map(|(k, v)| serde_json::json!({"key": k, "value": v})).collect();
+    let path = format!("/clusters/{}/attach", join.cluster_id);
+    let mut failed = Vec::new();
+    for batch in ids.chunks(ATTACH_BATCH) {
+        let mut body = serde_json::json!({
+            "instances": batch,
+            "tags": tags,
+            "keep_instance_name": true,
+            "format_disk": false,
+        });
+        if let Some(k) = &join.key_pair {
+            body["key_pair"] = serde_json::json!(k);
+        }
+        let resp = client.cs_json(&path, "AttachInstances", region, &body).await?;
+        for r in resp["list"].as_array().into_iter().flatten() {
+            let code = r["code"].as_str().unwrap_or("200");
+            if code != "200" {
+                failed.push(ProviderError::new(
+                    ErrorClass::Fatal,
+                    "JoinFailed",
+                    format!(
+                        "{} did not attach to ACK cluster `{}`: {} {}",
+                        r["instanceId"].as_str().unwrap_or("?"),
+                        join.cluster_id,
+                        code,
+                        r["message"].as_str().unwrap_or("")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(failed)
+}

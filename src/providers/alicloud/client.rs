@@ -35,7 +35,7 @@ impl Client {
         mut params: Vec<(String, String)>,
     ) -> Result<Value, ProviderError> {
         params.push(("RegionId".into(), region.into()));
-        self.call("ecs", ECS_VERSION, "POST", "/", action, region, &params).await
+        self.call("ecs", ECS_VERSION, "POST", "/", action, region, &params, b"").await
     }
 
     /// A CS (ACK) ROA call.
@@ -47,7 +47,13 @@ impl Client {
         region: &str,
         query: &[(String, String)],
     ) -> Result<Value, ProviderError> {
-        self.call("cs", CS_VERSION, method, path, action, region, query).await
+        self.call("cs", CS_VERSION, method, path, action, region, query, b"").await
+    }
+
+    /// A CS (ROA) call with a JSON body, e.g. `POST /clusters/{id}/attach`.
+    pub async fn cs_json(&self, path: &str, action: &str, region: &str, body: &Value) -> Result<Value, ProviderError> {
+        let bytes = serde_json::to_vec(body).expect("a JSON value always serializes");
+        self.call("cs", CS_VERSION, "POST", path, action, region, &[], &bytes).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -60,6 +66,7 @@ impl Client {
         action: &str,
         region: &str,
         query: &[(String, String)],
+        body: &[u8],
     ) -> Result<Value, ProviderError> {
         let creds = self.config.credentials.as_ref().map_err(|m| {
             ProviderError::new(
@@ -75,8 +82,11 @@ impl Client {
             scheme: "https".into(),
             authority: format!("{product}.{region}.aliyuncs.com"),
         });
-        let payload_hash = sha256_hex(b"");
+        let payload_hash = sha256_hex(body);
         let mut headers: BTreeMap<String, String> = BTreeMap::new();
+        if !body.is_empty() {
+            headers.insert("content-type".into(), "application/json".into());
+        }
         headers.insert("host".into(), endpoint.authority.clone());
         headers.insert("x-acs-action".into(), action.into());
         headers.insert("x-acs-version".into(), version.into());
@@ -99,6 +109,9 @@ impl Client {
             req = req.header(k.as_str(), v.as_str());
         }
         req = req.header("Authorization", sig.authorization);
+        if !body.is_empty() {
+            req = req.body(body.to_vec());
+        }
         let what = format!("{action} in {region}");
         let resp = req.send().await.map_err(|e| network_error(&format!("Alibaba Cloud {what}"), &e))?;
         let status = resp.status().as_u16();

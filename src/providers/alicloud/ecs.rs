@@ -22,14 +22,35 @@ fn p(k: impl Into<String>, v: impl Into<String>) -> (String, String) {
 impl AlibabaProvider {
     pub(super) async fn run_instances(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
         let image = self.image_for(req)?;
-        launch::create_in_batches(req, &image, BATCH, "OperationDenied.NoStock", |itype, n, token| {
+        let mut made = launch::create_in_batches(req, &image, BATCH, "OperationDenied.NoStock", |itype, n, token| {
             let params = self.run_params(req, &itype, &image, n, &token);
             async move {
                 let resp = self.client.ecs("RunInstances", &req.region, params).await?;
                 Ok(launch::string_ids(&resp["InstanceIdSets"]["InstanceIdSet"]))
             }
         })
-        .await
+        .await?;
+        // A pool in an ACK cluster: the new nodes are attached to it. Instances that are
+        // not stay in the pool (tagged, recorded) and the apply reports them.
+        if let Some(join) = &req.join
+            && !made.nodes.is_empty()
+        {
+            let ids: Vec<String> = made.nodes.iter().map(|n| n.id.clone()).collect();
+            match super::ack::attach(&self.client, &req.region, join, &ids).await {
+                Ok(failed) => made.errors.extend(failed),
+                Err(e) => made.errors.push(ProviderError::new(
+                    ErrorClass::Fatal,
+                    e.code.clone(),
+                    format!(
+                        "{} node(s) were created but not attached to ACK cluster `{}`: {}",
+                        ids.len(),
+                        join.cluster_id,
+                        e.message
+                    ),
+                )),
+            }
+        }
+        Ok(made)
     }
 
     fn image_for(&self, req: &CreateNodes) -> Result<String, ProviderError> {

@@ -22,7 +22,7 @@ impl TencentProvider {
     /// from the plan's token so a retried call never launches twice.
     pub(super) async fn run_instances(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
         let image = self.image_for(req)?;
-        launch::create_in_batches(req, &image, BATCH, "ResourceInsufficient", |itype, n, token| {
+        let mut made = launch::create_in_batches(req, &image, BATCH, "ResourceInsufficient", |itype, n, token| {
             let body = self.run_body(req, &itype, &image, n, &token);
             async move {
                 self.run_limit.wait().await;
@@ -30,7 +30,28 @@ impl TencentProvider {
                 Ok(launch::string_ids(&resp["InstanceIdSet"]))
             }
         })
-        .await
+        .await?;
+        // A pool in a TKE cluster: the new nodes join it. Instances that do not join stay
+        // in the pool (tagged, recorded) and the apply reports them; nothing is orphaned.
+        if let Some(join) = &req.join
+            && !made.nodes.is_empty()
+        {
+            let ids: Vec<String> = made.nodes.iter().map(|n| n.id.clone()).collect();
+            match super::tke::add_existed(&self.client, &req.region, join, &ids).await {
+                Ok(failed) => made.errors.extend(failed),
+                Err(e) => made.errors.push(ProviderError::new(
+                    ErrorClass::Fatal,
+                    e.code.clone(),
+                    format!(
+                        "{} node(s) were created but did not join TKE cluster `{}`: {}",
+                        ids.len(),
+                        join.cluster_id,
+                        e.message
+                    ),
+                )),
+            }
+        }
+        Ok(made)
     }
 
     fn image_for(&self, req: &CreateNodes) -> Result<String, ProviderError> {

@@ -139,6 +139,7 @@ fn create(count: u32, capacity: Capacity, max_spot_price: Option<f64>) -> Create
         token: "gp-ali-token".into(),
         tags,
         user_data: None,
+        join: None,
     }
 }
 

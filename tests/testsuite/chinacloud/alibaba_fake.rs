@@ -44,6 +44,10 @@ pub struct State {
     pub throttle: HashMap<String, u32>,
     /// Every authenticated call: (action, ClientToken or "").
     pub calls: Vec<(String, String)>,
+    /// Instances AttachInstances attached: id → (cluster, request body).
+    pub attached: BTreeMap<String, (String, Value)>,
+    /// The API server DescribeClusterUserKubeconfig hands out for `c-gpuplan`.
+    pub kube_server: Option<String>,
 }
 
 #[derive(Clone)]
@@ -146,7 +150,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
     s.calls.push((action.clone(), params.get("ClientToken").cloned().unwrap_or_default()));
     if version == "2015-12-15" {
-        return ack(req);
+        return ack(&mut s, req);
     }
     let known = version == "2014-05-26"
         && matches!(
@@ -181,10 +185,15 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     }
 }
 
-fn ack(req: &Request) -> Response {
+fn ack(s: &mut State, req: &Request) -> Response {
     let path = server::decode(&req.path);
     let parts: Vec<&str> = path.split('/').collect();
     match parts.as_slice() {
+        ["", "k8s", "c-gpuplan", "user_config"] if req.method == "GET" && s.kube_server.is_some() => {
+            let server = s.kube_server.clone().unwrap_or_default();
+            ok(json!({"config": crate::kube_fake::kubeconfig_for(&server), "expiration": "2029-01-01T00:00:00Z"}))
+        }
+        ["", "clusters", "c-gpuplan", "attach"] if req.method == "POST" => attach(s, &req.body),
         ["", "k8s", "c-gpuplan", "user_config"] if req.method == "GET" => {
             let private = query_pairs(&req.query).iter().any(|(k, v)| k == "PrivateIpAddress" && v == "true");
             let server = if private { "https://192.168.0.10:6443" } else { "https://47.0.0.10:6443" };
@@ -199,6 +208,26 @@ fn ack(req: &Request) -> Response {
         },
         _ => err(404, "InvalidAction.NotFound", "Specified api is not found, please check your url and method."),
     }
+}
+
+/// ACK AttachInstances: needs a key pair or password; `tags` are node labels.
+fn attach(s: &mut State, body: &[u8]) -> Response {
+    let Ok(body) = serde_json::from_slice::<Value>(body) else {
+        return err(400, "ErrorParamsInvalid", "the body is not JSON");
+    };
+    if body["key_pair"].as_str().is_none() && body["password"].as_str().is_none() {
+        return err(400, "ErrorParamsInvalid", "one of key_pair and password is required");
+    }
+    let mut list = vec![];
+    for id in body["instances"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        if s.instances.contains_key(id) {
+            s.attached.insert(id.to_string(), ("c-gpuplan".to_string(), body.clone()));
+            list.push(json!({"code": "200", "instanceId": id, "message": "successful"}));
+        } else {
+            list.push(json!({"code": "400", "instanceId": id, "message": "instance not found"}));
+        }
+    }
+    ok(json!({"list": list, "task_id": "T-attach-1"}))
 }
 
 /// Check the ACS3 signature, date window and nonce from the bytes received.

@@ -5,6 +5,7 @@
 
 mod alibaba;
 mod alibaba_fake;
+mod kube_join;
 mod server;
 mod tencent;
 mod tencent_fake;

@@ -157,6 +157,7 @@ fn create(count: u32, capacity: Capacity) -> CreateNodes {
         token: "gp-test-token".into(),
         tags: tags("L1"),
         user_data: None,
+        join: None,
     }
 }
 

@@ -45,6 +45,11 @@ pub struct State {
     pub calls: Vec<(String, String)>,
     /// RunInstances calls allowed before the account's instance quota is reached.
     pub quota_after: Option<u32>,
+    /// Instances AddExistedInstances joined to a cluster: id → (cluster, request body).
+    pub joined: BTreeMap<String, (String, Value)>,
+    /// The API server DescribeClusterKubeconfig hands out for `cls-gpuplan` (default: a
+    /// made-up public address).
+    pub kube_server: Option<String>,
 }
 
 #[derive(Clone)]
@@ -147,7 +152,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     let known = matches!(
         (version, action.as_str()),
         ("2017-03-12", "RunInstances" | "DescribeInstances" | "TerminateInstances")
-            | ("2018-05-25", "DescribeClusterKubeconfig")
+            | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances")
     );
     if !known {
         return err("InvalidAction", &format!("The requested action `{action}` (version `{version}`) does not exist."));
@@ -173,14 +178,50 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         "RunInstances" => run(&mut s, &region, &body),
         "DescribeInstances" => describe(&s, &region, &body),
         "TerminateInstances" => terminate(&mut s, &region, &body),
-        _ => match body["ClusterId"].as_str() {
-            Some("cls-gpuplan") => ok(json!({"Kubeconfig": format!(
+        "AddExistedInstances" => add_existed(&mut s, &body),
+        _ => match (body["ClusterId"].as_str(), &s.kube_server) {
+            (Some("cls-gpuplan"), Some(server)) => ok(json!({"Kubeconfig": crate::kube_fake::kubeconfig_for(server)})),
+            (Some("cls-gpuplan"), None) => ok(json!({"Kubeconfig": format!(
                 "apiVersion: v1\nkind: Config\nclusters:\n- name: cls-gpuplan\n  cluster:\n    server: https://{}.cls-gpuplan.example\n",
                 if body["IsExtranet"].as_bool() == Some(true) { "public" } else { "private" }
             )})),
             _ => err("ResourceNotFound.ClusterNotFound", "The cluster does not exist."),
         },
     }
+}
+
+/// TKE AddExistedInstances: only `cls-gpuplan` exists; spot instances are refused, as
+/// TKE documents ("Spot instance is not supported").
+fn add_existed(s: &mut State, body: &Value) -> Response {
+    if body["ClusterId"].as_str() != Some("cls-gpuplan") {
+        return err("ResourceNotFound.ClusterNotFound", "The cluster does not exist.");
+    }
+    if body["InstanceAdvancedSettings"]["Labels"]
+        .as_array()
+        .is_none_or(|l| l.iter().any(|l| l["Name"].as_str().is_none()))
+    {
+        return err("InvalidParameter", "InstanceAdvancedSettings.Labels must be a list of {Name, Value}.");
+    }
+    let (mut ok_ids, mut failed, mut reasons) = (vec![], vec![], vec![]);
+    for id in body["InstanceIds"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        match s.instances.get(id) {
+            None => {
+                failed.push(id.to_string());
+                reasons.push(format!("instance {id} not found"));
+            }
+            Some(i) if i.charge_type == "SPOTPAID" => {
+                failed.push(id.to_string());
+                reasons.push("Spot instance is not supported".to_string());
+            }
+            Some(_) => {
+                s.joined.insert(id.to_string(), ("cls-gpuplan".to_string(), body.clone()));
+                ok_ids.push(id.to_string());
+            }
+        }
+    }
+    ok(
+        json!({"SuccInstanceIds": ok_ids, "FailedInstanceIds": failed, "FailedReasons": reasons, "TimeoutInstanceIds": []}),
+    )
 }
 
 /// Check the TC3 signature and timestamp from the bytes received.

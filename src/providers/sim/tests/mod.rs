@@ -55,5 +55,6 @@ pub fn req(name: &str, capacity: Capacity, count: u32, token: &str) -> CreateNod
         max_spot_price: None,
         token: token.into(),
         user_data: None,
+        join: None,
     }
 }

@@ -1,0 +1,179 @@
+//! Pools in TKE and ACK clusters (`kubernetes { cluster_id }`) through the CLI: new nodes
+//! join the cluster with gpuplan's labels (TKE `AddExistedInstances`, ACK
+//! `AttachInstances`, against the signature-checking fakes), and jobs are submitted to
+//! the cluster whose kubeconfig the cloud hands out (the Kubernetes API server double).
+
+use serde_json::Value;
+
+use crate::chinacloud::{Fleet, alibaba_fake, tencent_fake};
+use crate::kube_fake::FakeApi;
+
+fn pool_and_job(provider: &str, zone: &str, gpu: &str, itype: &str, mix: &str, kubernetes: &str) -> String {
+    format!(
+        r#"
+gpu_pool "train" {{
+  provider       = "{provider}"
+  zones          = ["{zone}"]
+  gpu            = "{gpu}"
+  gpus_per_node  = 1
+  instance_types = ["{itype}"]
+  nodes {{
+    min     = 0
+    desired = 2
+    max     = 4
+  }}
+  mix {{
+{mix}
+  }}
+  kubernetes {{
+{kubernetes}
+  }}
+}}
+
+job_template "eval" {{
+  image       = "nginx:1.27"
+  gpus        = 1
+  preemptible = true
+}}
+
+job "ft" {{
+  template = job_template.eval
+  pool     = gpu_pool.train
+}}
+"#
+    )
+}
+
+fn labels(body: &Value, list: &str, key: &str, value: &str) -> Vec<(String, String)> {
+    body.pointer(list)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|l| (l[key].as_str().unwrap_or("").to_string(), l[value].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+#[test]
+fn tke_pool_nodes_join_the_cluster_and_jobs_go_to_it() {
+    let api = FakeApi::start();
+    let fake = tencent_fake::Fake::start();
+    fake.lock().kube_server = Some(api.url.clone());
+    let spec = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}",
+        fake.url,
+        pool_and_job(
+            "tencentcloud",
+            "ap-guangzhou-3",
+            "T4",
+            "GN7.2XLARGE32",
+            "    spot_percent = 0",
+            "    cluster_id = \"cls-gpuplan\"\n    namespace  = \"ml\""
+        )
+    );
+    let env =
+        [("TENCENTCLOUD_SECRET_ID", tencent_fake::SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", tencent_fake::SECRET_KEY)];
+    let f = Fleet::new(&spec, &env);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+
+    // Both new CVMs joined cls-gpuplan with the labels Jobs select, keeping the image's login.
+    let joined = fake.lock().joined.clone();
+    let ids: Vec<String> = fake.instances().iter().map(|i| i.id.clone()).collect();
+    assert_eq!(ids.len(), 2);
+    for id in &ids {
+        let (cluster, body) = joined.get(id).unwrap_or_else(|| panic!("{id} did not join: {joined:?}"));
+        assert_eq!(cluster, "cls-gpuplan");
+        let l = labels(body, "/InstanceAdvancedSettings/Labels", "Name", "Value");
+        assert!(l.contains(&("gpuplan.dev/pool".into(), "train".into())), "{l:?}");
+        assert!(l.contains(&("gpuplan.dev/capacity".into(), "on-demand".into())), "{l:?}");
+        assert_eq!(body["LoginSettings"]["KeepImageLogin"], "true");
+    }
+    // The job went to the cluster TKE's kubeconfig names.
+    assert!(!fake.calls("DescribeClusterKubeconfig").is_empty());
+    let job = api.job("ml", "ft").expect("the Job was submitted to the TKE cluster");
+    assert_eq!(job["spec"]["template"]["spec"]["nodeSelector"]["gpuplan.dev/pool"], "train");
+}
+
+#[test]
+fn tke_refuses_spot_pools_before_anything_is_launched() {
+    let fake = tencent_fake::Fake::start();
+    let spec = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}",
+        fake.url,
+        pool_and_job(
+            "tencentcloud",
+            "ap-guangzhou-3",
+            "T4",
+            "GN7.2XLARGE32",
+            "    spot_percent = 50",
+            "    cluster_id = \"cls-gpuplan\""
+        )
+    );
+    let env =
+        [("TENCENTCLOUD_SECRET_ID", tencent_fake::SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", tencent_fake::SECRET_KEY)];
+    let f = Fleet::new(&spec, &env);
+    let r = f.run(&["apply", "--auto-approve"]).expect(1);
+    assert!(r.stderr.contains("gpuplan::spec::tke_spot"), "{}", r.stderr);
+    assert!(r.stderr.contains("main.hcl:"), "points at the spec: {}", r.stderr);
+    assert!(fake.instances().is_empty(), "nothing launched");
+}
+
+#[test]
+fn ack_pool_nodes_are_attached_with_labels_and_jobs_go_to_the_cluster() {
+    let api = FakeApi::start();
+    let fake = alibaba_fake::Fake::start();
+    fake.lock().kube_server = Some(api.url.clone());
+    let spec = format!(
+        "provider \"alicloud\" {{\n  region = \"cn-hangzhou\"\n  image  = \"m-gpuplan\"\n}}\n{}",
+        pool_and_job(
+            "alicloud",
+            "cn-hangzhou-h",
+            "T4",
+            "ecs.gn6i-c4g1.xlarge",
+            "    on_demand_base = 1\n    spot_percent   = 100",
+            "    cluster_id = \"c-gpuplan\"\n    namespace  = \"ml\"\n    key_pair   = \"gpuplan-key\""
+        )
+    );
+    let env = [
+        ("ALIBABA_CLOUD_ACCESS_KEY_ID", alibaba_fake::ACCESS_KEY_ID),
+        ("ALIBABA_CLOUD_ACCESS_KEY_SECRET", alibaba_fake::ACCESS_KEY_SECRET),
+        ("GPUPLAN_ALICLOUD_ENDPOINT", fake.url.as_str()),
+    ];
+    let f = Fleet::new(&spec, &env);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+
+    let attached = fake.lock().attached.clone();
+    assert_eq!(attached.len(), 2, "{attached:?}");
+    let mut capacities: Vec<String> = attached
+        .values()
+        .map(|(cluster, body)| {
+            assert_eq!(cluster, "c-gpuplan");
+            assert_eq!(body["key_pair"], "gpuplan-key");
+            assert_eq!(body["format_disk"], false, "data disks are kept");
+            let l = labels(body, "/tags", "key", "value");
+            assert!(l.contains(&("gpuplan.dev/pool".into(), "train".into())), "{l:?}");
+            l.into_iter().find(|(k, _)| k == "gpuplan.dev/capacity").map(|(_, v)| v).expect("a capacity label")
+        })
+        .collect();
+    capacities.sort();
+    assert_eq!(capacities, ["on-demand", "spot"]);
+    assert!(api.job("ml", "ft").is_some(), "the Job was submitted to the ACK cluster");
+}
+
+#[test]
+fn ack_needs_a_key_pair_to_attach_nodes() {
+    let spec = format!(
+        "provider \"alicloud\" {{\n  region = \"cn-hangzhou\"\n  image  = \"m-gpuplan\"\n}}\n{}",
+        pool_and_job(
+            "alicloud",
+            "cn-hangzhou-h",
+            "T4",
+            "ecs.gn6i-c4g1.xlarge",
+            "    spot_percent = 0",
+            "    cluster_id = \"c-gpuplan\""
+        )
+    );
+    let f = Fleet::new(&spec, &[]);
+    let r = f.run(&["validate"]).expect(1);
+    assert!(r.stderr.contains("gpuplan::spec::ack_key_pair"), "{}", r.stderr);
+    assert!(r.stderr.contains("key_pair = \"NAME\""), "{}", r.stderr);
+}

@@ -12,7 +12,6 @@ provider "alicloud" {
     "cn-hangzhou-i" = "vsw-gpuplan-i"
   }
   security_groups = ["sg-gpuplan"]
-  cluster_id      = "c-gpuplan" # ACK cluster for Kubernetes jobs
 }
 
 gpu_pool "a10" {

@@ -12,7 +12,6 @@ provider "tencentcloud" {
     "ap-guangzhou-4" = "vpc-gpuplan/subnet-gz4"
   }
   security_groups = ["sg-gpuplan"]
-  cluster_id      = "cls-gpuplan" # TKE cluster for Kubernetes jobs
 }
 
 gpu_pool "infer_t4" {

@@ -22,6 +22,21 @@ pub fn validate(spec: &Spec, partial_pools: &BTreeMap<Address, GpuPool>, diags: 
         }
     }
     validate_jobs(spec, diags);
+    for (name, p) in &spec.providers {
+        if let Some(c) = &p.cluster_id {
+            diags.push(
+                Diagnostic::warning(
+                    "gpuplan::spec::provider_cluster_id",
+                    format!("`cluster_id` in provider `{name}` is not used: pools name their cluster"),
+                )
+                .at(c.span, "ignored")
+                .help(format!(
+                    "move it into the pools that run jobs there: `kubernetes {{ cluster_id = \"{}\" }}`",
+                    c.value
+                )),
+            );
+        }
+    }
     let mut scaled: BTreeMap<&Address, &Spanned<Address>> = BTreeMap::new();
     for a in spec.autoscalers.values() {
         if let Some(prev) = scaled.insert(&a.pool.value, &a.pool) {

@@ -2,8 +2,10 @@ provider "sim" {
   region = "us-east-1"
 }
 
+# The cluster moved from the provider block to the pools' kubernetes blocks.
 provider "tencentcloud" {
-  region = "ap-guangzhou"
+  region     = "ap-guangzhou"
+  cluster_id = "cls-old"
 }
 
 # No cluster named at all.

@@ -143,11 +143,13 @@ pub fn build_with_sim(
             ProviderKind::Aws => {
                 // A block removed from the spec while the state still has its nodes: the
                 // standard credential chain and the regions the state records.
-                let settings = spec
+                let mut settings = spec
                     .providers
                     .get(&name)
                     .map(|b| AwsSettings::from_block(&name, b))
                     .unwrap_or_else(|| AwsSettings { name: name.clone(), ..AwsSettings::default() });
+                settings.spec_dir = Some(ws.dir.clone());
+                settings.home = ws.env.get("HOME").map(std::path::PathBuf::from);
                 set.insert(name, Arc::new(AwsProvider::new(settings)));
             }
         }

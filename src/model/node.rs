@@ -121,6 +121,10 @@ pub struct ClusterJoin {
     /// The ECS key pair ACK logs in with to attach a node (`kubernetes.key_pair`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_pair: Option<String>,
+    /// EKS: the cluster's service CIDR; `cluster_id` is then the kubeconfig locator
+    /// (`kubeconfig:<path>#<context>`) the cluster's name, endpoint and CA are read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_cidr: Option<String>,
 }
 
 impl CreateNodes {

@@ -370,6 +370,17 @@ fn kubernetes(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Kubernetes, Repo
     let context = f.string(cx, "context");
     let namespace = f.string(cx, "namespace");
     let key_pair = f.string(cx, "key_pair");
+    let service_cidr = f.string(cx, "service_cidr");
+    if let Some(c) = &service_cidr
+        && !is_cidr(&c.value)
+    {
+        f.failed = true;
+        cx.diags.push(
+            Diagnostic::error("gpuplan::spec::service_cidr", format!("`{}` is not an IPv4 CIDR block", c.value))
+                .at(c.span, "expected ADDRESS/PREFIX")
+                .help("e.g. `service_cidr = \"10.100.0.0/16\"` (`aws eks describe-cluster` shows it as `serviceIpv4Cidr`)"),
+        );
+    }
     let head = f.head;
     match (&cluster_id, &kubeconfig) {
         (None, None) if !f.failed => {
@@ -416,8 +427,18 @@ fn kubernetes(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Kubernetes, Repo
     }
     let namespace = f.or(namespace, "default".to_string());
     let failed = f.failed;
-    f.finish(cx, &["cluster_id", "kubeconfig", "context", "namespace", "key_pair"]);
-    if failed { Err(Reported) } else { Ok(Kubernetes { cluster_id, kubeconfig, context, namespace, key_pair }) }
+    f.finish(cx, &["cluster_id", "kubeconfig", "context", "namespace", "key_pair", "service_cidr"]);
+    if failed {
+        Err(Reported)
+    } else {
+        Ok(Kubernetes { cluster_id, kubeconfig, context, namespace, key_pair, service_cidr })
+    }
+}
+
+/// `10.100.0.0/16`.
+fn is_cidr(s: &str) -> bool {
+    s.split_once('/')
+        .is_some_and(|(ip, n)| ip.parse::<std::net::Ipv4Addr>().is_ok() && n.parse::<u8>().is_ok_and(|n| n <= 32))
 }
 
 /// A DNS-1123 label (namespace names).

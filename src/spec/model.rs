@@ -348,6 +348,10 @@ pub struct Kubernetes {
     /// ACK: the ECS key pair ACK logs in with to attach the pool's nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_pair: Option<Spanned<String>>,
+    /// EKS (an aws pool with `kubeconfig`): the cluster's service CIDR, which nodeadm
+    /// needs to join nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_cidr: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]

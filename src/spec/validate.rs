@@ -135,6 +135,22 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
     {
         check_cluster_join(addr, pool, kind, k, c, diags);
     }
+    if let Some(k) = &pool.kubernetes
+        && k.kubeconfig.is_some()
+        && kind == ProviderKind::Aws
+        && k.service_cidr.is_none()
+    {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::eks_service_cidr",
+                format!("`{addr}` joins its nodes to an EKS cluster, which needs `service_cidr`"),
+            )
+            .at(k.kubeconfig.as_ref().map_or(pool.meta.span, |c| c.span), "nodes of this cluster join with nodeadm")
+            .help(
+                "add `service_cidr = \"10.100.0.0/16\"`: the cluster's `serviceIpv4Cidr` (`aws eks describe-cluster`)",
+            ),
+        );
+    }
     let Some(region) = pool_region(spec, pool) else {
         diags.push(
             Diagnostic::error("gpuplan::spec::missing_region", format!("`{addr}` has no region"))

@@ -285,3 +285,87 @@ async fn a_mixed_pool_over_two_zones_and_two_types_is_one_fleet_per_capacity_typ
     assert_eq!(r.code, 0, "destroy:\n{}\n{}", r.stdout, r.stderr);
     assert!(tagged(&c, &lineage).await.is_empty());
 }
+
+/// A pool in an EKS cluster (`kubernetes { kubeconfig, service_cidr }`): its nodes boot
+/// with nodeadm's join config, one launch template per capacity (the labels differ), and
+/// destroy removes both templates.
+#[tokio::test(flavor = "multi_thread")]
+async fn eks_pool_nodes_boot_with_nodeadm_join_config() {
+    use base64::Engine as _;
+    let region = "eu-west-1";
+    let c = client(region).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = pool_spec(&endpoint(), region, &["eu-west-1a"], 2, 1, 100, "").replace(
+        "  labels = { team = \"ml\" }\n}",
+        "  labels = { team = \"ml\" }\n  kubernetes {\n    kubeconfig   = \"kube/config\"\n    namespace    = \"ml\"\n    service_cidr = \"10.100.0.0/16\"\n  }\n}",
+    );
+    assert!(spec.contains("service_cidr"), "{spec}");
+    write_spec(dir, &spec);
+    std::fs::create_dir(dir.join("kube")).unwrap();
+    std::fs::write(
+        dir.join("kube/config"),
+        "apiVersion: v1\nkind: Config\ncurrent-context: gpu\nclusters:\n\
+         - name: arn:aws:eks:eu-west-1:111122223333:cluster/gpu-prod\n  cluster:\n    server: https://ABC.gr7.eu-west-1.eks.amazonaws.com\n    certificate-authority-data: Q0EtREFUQQ==\n\
+         contexts:\n- name: gpu\n  context:\n    cluster: arn:aws:eks:eu-west-1:111122223333:cluster/gpu-prod\n    user: eks\n\
+         users:\n- name: eks\n  user:\n    token: unused\n",
+    )
+    .unwrap();
+
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    let lineage = lineage(dir);
+    let nodes = tagged(&c, &lineage).await;
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    let prefix = format!(
+        "gpuplan-{}-gpu_pool.train",
+        lineage.chars().filter(|c| c.is_ascii_alphanumeric()).take(8).collect::<String>()
+    );
+    let user_data = |capacity: &'static str| {
+        let c = c.clone();
+        let name = format!("{prefix}.{capacity}");
+        async move {
+            let out = c
+                .describe_launch_template_versions()
+                .launch_template_name(&name)
+                .versions("$Latest")
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+            let data = out.launch_template_versions()[0]
+                .launch_template_data()
+                .and_then(|d| d.user_data())
+                .unwrap_or_default();
+            String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data).expect("base64")).expect("UTF-8")
+        }
+    };
+    let spot = user_data("spot").await;
+    for needle in [
+        "Content-Type: application/node.eks.aws",
+        "kind: NodeConfig",
+        "name: gpu-prod",
+        "apiServerEndpoint: https://ABC.gr7.eu-west-1.eks.amazonaws.com",
+        "certificateAuthority: Q0EtREFUQQ==",
+        "cidr: 10.100.0.0/16",
+        "--node-labels=gpuplan.dev/pool=train,gpuplan.dev/capacity=spot",
+        "--register-with-taints=gpuplan.dev/capacity=spot:NoSchedule",
+    ] {
+        assert!(spot.contains(needle), "missing {needle:?} in\n{spot}");
+    }
+    let on_demand = user_data("on-demand").await;
+    assert!(on_demand.contains("--node-labels=gpuplan.dev/pool=train,gpuplan.dev/capacity=on-demand"), "{on_demand}");
+    assert!(!on_demand.contains("register-with-taints"), "{on_demand}");
+
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "destroy:\n{}\n{}", r.stdout, r.stderr);
+    for capacity in ["spot", "on-demand"] {
+        let name = format!("{prefix}.{capacity}");
+        let lts = c
+            .describe_launch_templates()
+            .filters(Filter::builder().name("launch-template-name").values(&name).build())
+            .send()
+            .await
+            .expect("DescribeLaunchTemplates");
+        assert!(lts.launch_templates().is_empty(), "{name} outlived its pool: {lts:?}");
+    }
+}

@@ -168,15 +168,23 @@ pub(crate) fn create_batch(
         token,
         tags,
         user_data: None,
-        join: join(pool, &cx.addr.name, cap),
+        join: join(pool, &cx.addr.name, cap, shape.provider_kind),
     }
 }
 
 /// How a batch joins the pool's TKE or ACK cluster (`kubernetes { cluster_id }`): the
 /// labels Kubernetes Jobs select (DESIGN.md, "Where jobs run") and the spot taint.
-fn join(pool: &GpuPool, pool_name: &str, cap: Capacity) -> Option<ClusterJoin> {
+fn join(pool: &GpuPool, pool_name: &str, cap: Capacity, kind: crate::model::ProviderKind) -> Option<ClusterJoin> {
     let k = pool.kubernetes.as_ref()?;
-    let cluster_id = k.cluster_id.as_ref()?.value.clone();
+    // EKS: nodes join by nodeadm user data read from the kubeconfig's cluster. Other
+    // kubeconfig clusters join nodes their own way.
+    let cluster_id = match (&k.cluster_id, &k.kubeconfig) {
+        (Some(id), _) => id.value.clone(),
+        (None, Some(path)) if kind == crate::model::ProviderKind::Aws => {
+            crate::providers::kube::locator(&path.value, k.context.as_ref().map(|c| c.value.as_str()))
+        }
+        _ => return None,
+    };
     let capacity = if cap == Capacity::Spot { "spot" } else { "on-demand" };
     let labels = vec![
         ("gpuplan.dev/pool".to_string(), pool_name.to_string()),
@@ -187,7 +195,13 @@ fn join(pool: &GpuPool, pool_name: &str, cap: Capacity) -> Option<ClusterJoin> {
     } else {
         vec![]
     };
-    Some(ClusterJoin { cluster_id, labels, taints, key_pair: k.key_pair.as_ref().map(|p| p.value.clone()) })
+    Some(ClusterJoin {
+        cluster_id,
+        labels,
+        taints,
+        key_pair: k.key_pair.as_ref().map(|p| p.value.clone()),
+        service_cidr: k.service_cidr.as_ref().map(|c| c.value.clone()),
+    })
 }
 
 /// A node's age rank: its position in the state, which records nodes in the order they were

@@ -33,6 +33,9 @@ pub struct AwsSettings {
     pub key_name: Option<String>,
     pub iam_instance_profile: Option<String>,
     pub image: Option<String>,
+    /// The spec folder and home directory: where a pool's kubeconfig is read (EKS joins).
+    pub spec_dir: Option<std::path::PathBuf>,
+    pub home: Option<std::path::PathBuf>,
 }
 
 impl fmt::Debug for AwsSettings {
@@ -70,6 +73,8 @@ impl AwsSettings {
             key_name: s(&b.key_name),
             iam_instance_profile: s(&b.iam_instance_profile),
             image: s(&b.image),
+            spec_dir: None,
+            home: None,
         }
     }
 

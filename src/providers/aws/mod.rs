@@ -16,6 +16,7 @@
 //! fallbacks: the executor does, from the error class.
 
 mod config;
+mod eks;
 mod errors;
 mod fleet;
 mod jobs;

@@ -14,6 +14,7 @@ use aws_sdk_ec2::types::{
     LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMetadataOptionsRequest, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification,
 };
+use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use super::errors::from_sdk;
@@ -59,17 +60,23 @@ struct Data {
     key_name: Option<String>,
     security_groups: Vec<String>,
     iam_instance_profile: Option<String>,
+    /// Base64 user data: nodeadm's join config for pools in an EKS cluster.
+    user_data: Option<String>,
 }
 
 impl Data {
     fn digest(&self) -> String {
-        let text = format!(
+        let mut text = format!(
             "v1|{}|{}|{}|{}",
             self.image,
             self.key_name.as_deref().unwrap_or_default(),
             self.security_groups.join(","),
             self.iam_instance_profile.as_deref().unwrap_or_default()
         );
+        // Appended only when set, so the digests of templates without it do not change.
+        if let Some(u) = &self.user_data {
+            text += &format!("|{u}");
+        }
         hex(&Sha256::digest(text.as_bytes()))[..24].to_string()
     }
 
@@ -84,6 +91,9 @@ impl Data {
             );
         if !self.security_groups.is_empty() {
             b = b.set_security_group_ids(Some(self.security_groups.clone()));
+        }
+        if let Some(u) = &self.user_data {
+            b = b.user_data(u);
         }
         if let Some(p) = &self.iam_instance_profile {
             let spec = LaunchTemplateIamInstanceProfileSpecificationRequest::builder();
@@ -120,15 +130,26 @@ fn ownership_tags(req: &CreateNodes) -> Vec<Tag> {
 impl AwsProvider {
     /// The pool's template at a version holding the request's launch data.
     pub(super) async fn ensure_template(&self, req: &CreateNodes) -> Result<TemplateRef, ProviderError> {
+        // Nodes joining an EKS cluster boot with nodeadm's config; its labels differ by
+        // capacity, so such a pool has one template per capacity.
+        let (user_data, name_of) = match &req.join {
+            Some(join) => {
+                let dir = self.settings.spec_dir.clone().unwrap_or_default();
+                let text = super::eks::user_data(join, &dir, self.settings.home.as_deref())?;
+                (Some(base64::engine::general_purpose::STANDARD.encode(text)), format!("{}.{}", req.pool, req.capacity))
+            }
+            None => (None, req.pool.to_string()),
+        };
         let data = Data {
             image: image_of(self, req)?,
             key_name: self.settings.key_name.clone(),
             security_groups: self.settings.security_groups.clone(),
             iam_instance_profile: self.settings.iam_instance_profile.clone(),
+            user_data,
         };
         let digest = data.digest();
         let lineage = req.tags.get(TAG_LINEAGE).unwrap_or_default().to_string();
-        let name = template_name(&lineage, &req.pool.to_string());
+        let name = template_name(&lineage, &name_of);
         let key = (req.region.clone(), name.clone());
         let mut cache = self.templates.cache.lock().await;
         if let Some((t, d)) = cache.get(&key)
@@ -275,21 +296,24 @@ impl AwsProvider {
         if !alive.is_empty() {
             return Ok(());
         }
-        let name = template_name(lineage, pool);
         let client = self.client(region).await?;
-        let found = self.templates_named(&client, region, &name).await?;
-        for lt in found.iter().filter(|t| t.launch_template_name() == Some(name.as_str())) {
-            let owned = lt.tags().iter().any(|t| t.key() == Some(TAG_MANAGED) && t.value() == Some("true"));
-            let Some(id) = lt.launch_template_id().filter(|_| owned) else { continue };
-            self.pace(region, "DeleteLaunchTemplate", Bucket::Mutating, None).await;
-            client
-                .delete_launch_template()
-                .launch_template_id(id)
-                .send()
-                .await
-                .map_err(|e| from_sdk("DeleteLaunchTemplate", e))?;
+        // The pool's template, and its per-capacity ones when it joins an EKS cluster.
+        for pool_name in [pool.to_string(), format!("{pool}.spot"), format!("{pool}.on-demand")] {
+            let name = template_name(lineage, &pool_name);
+            let found = self.templates_named(&client, region, &name).await?;
+            for lt in found.iter().filter(|t| t.launch_template_name() == Some(name.as_str())) {
+                let owned = lt.tags().iter().any(|t| t.key() == Some(TAG_MANAGED) && t.value() == Some("true"));
+                let Some(id) = lt.launch_template_id().filter(|_| owned) else { continue };
+                self.pace(region, "DeleteLaunchTemplate", Bucket::Mutating, None).await;
+                client
+                    .delete_launch_template()
+                    .launch_template_id(id)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk("DeleteLaunchTemplate", e))?;
+            }
+            self.templates.cache.lock().await.remove(&(region.to_string(), name));
         }
-        self.templates.cache.lock().await.remove(&(region.to_string(), name));
         Ok(())
     }
 }

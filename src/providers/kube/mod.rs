@@ -85,6 +85,14 @@ pub fn describe(loc: &str) -> String {
     }
 }
 
+/// `(path, context)` of a kubeconfig locator.
+pub fn kubeconfig_of(loc: &str) -> Option<(&str, Option<&str>)> {
+    match parse_locator(loc)? {
+        Locator::File { path, context } => Some((path, context)),
+        Locator::Cloud { .. } => None,
+    }
+}
+
 /// A cloud that hands out its managed clusters' kubeconfigs (TKE, ACK).
 #[async_trait]
 pub trait KubeconfigSource: Send + Sync {

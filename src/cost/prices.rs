@@ -19,7 +19,7 @@ pub struct PriceBook {
     default_rate: f64,
     default_source: String,
     /// Live prices: (provider kind, region, instance type, capacity) → USD per hour.
-    live: BTreeMap<(ProviderKind, String, String, Capacity), f64>,
+    live: BTreeMap<(ProviderKind, String, String, Capacity), (f64, String)>,
 }
 
 impl PriceBook {
@@ -41,7 +41,10 @@ impl PriceBook {
     /// Use live offers (e.g. a cloud's current spot prices) instead of the catalog's.
     pub fn with_live(mut self, offers: &[Offer]) -> Self {
         for o in offers.iter().filter(|o| o.live_price) {
-            self.live.insert((o.provider, o.region.clone(), o.instance_type.clone(), o.capacity), o.price_usd);
+            self.live.insert(
+                (o.provider, o.region.clone(), o.instance_type.clone(), o.capacity),
+                (o.price_usd, o.as_of.clone()),
+            );
         }
         self
     }
@@ -82,8 +85,14 @@ impl PriceBook {
     ) -> Option<Price> {
         let t = catalog::catalog().instance_type(kind, instance_type)?;
         let rate = self.rate(provider);
-        if let Some(p) = self.live.get(&(kind, region.to_string(), instance_type.to_string(), capacity)) {
-            return Some(Price { usd_per_hour: *p, native: None, source: "live".into(), estimated: false });
+        if let Some((p, at)) = self.live.get(&(kind, region.to_string(), instance_type.to_string(), capacity)) {
+            return Some(Price {
+                usd_per_hour: *p,
+                native: None,
+                source: "live".into(),
+                as_of: at.clone(),
+                estimated: false,
+            });
         }
         let (usd, native_price) = match capacity {
             Capacity::OnDemand => (t.price_usd(rate), t.price),
@@ -91,7 +100,8 @@ impl PriceBook {
         };
         let native = (t.currency == Currency::Cny).then(|| (round(native_price), "CNY".to_string()));
         let source = if capacity == Capacity::Spot { "catalog-spot-model" } else { "catalog" };
-        Some(Price { usd_per_hour: usd, native, source: source.into(), estimated: t.price_estimated })
+        let as_of = t.as_of.clone();
+        Some(Price { usd_per_hour: usd, native, source: source.into(), as_of, estimated: t.price_estimated })
     }
 }
 

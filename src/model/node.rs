@@ -206,6 +206,19 @@ pub struct Offer {
     pub price_usd: f64,
     /// True when the price is live from the provider, false when from the catalog.
     pub live_price: bool,
+    /// When the price was quoted (RFC 3339, live prices) or the catalog's date.
+    #[serde(default)]
+    pub as_of: String,
+}
+
+/// Live prices outside these fractions of the catalog's on-demand price are broken
+/// answers (moto's spot price is 0.00001 USD), not bargains: the catalog price stands.
+pub const ABSURD_BELOW: f64 = 0.02;
+pub const ABSURD_ABOVE: f64 = 3.0;
+
+/// Is a live quote believable next to the catalog's on-demand price of the same type?
+pub fn sane_quote(quote_usd: f64, on_demand_usd: f64) -> bool {
+    quote_usd.is_finite() && quote_usd >= on_demand_usd * ABSURD_BELOW && quote_usd <= on_demand_usd * ABSURD_ABOVE
 }
 
 /// Cheapest per GPU-hour first; ties by instance type, region, then capacity type.

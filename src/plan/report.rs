@@ -33,6 +33,9 @@ pub struct Alternative {
 /// One price, with where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Price {
+    /// When a live price was quoted (RFC 3339), or the catalog row's date.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub as_of: String,
     /// The catalog row's price was derived, not quoted.
     #[serde(default)]
     pub estimated: bool,
@@ -209,7 +212,13 @@ mod tests {
     #[test]
     fn fields_serialize_in_sorted_key_order() {
         let price =
-            Price { estimated: true, native: Some((7.5, "CNY".into())), source: "catalog".into(), usd_per_hour: 1.0 };
+            Price {
+                estimated: true,
+                native: Some((7.5, "CNY".into())),
+                source: "catalog".into(),
+                as_of: String::new(),
+                usd_per_hour: 1.0,
+            };
         let pool = PoolCost {
             address: "gpu_pool.a".parse().unwrap(),
             alternatives: vec![Alternative { chosen: true, instance_type: "t".into(), usd_per_hour: 1.0 }],

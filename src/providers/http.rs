@@ -145,6 +145,7 @@ pub fn catalog_offers(
                     capacity,
                     price_usd: price,
                     live_price: false,
+                    as_of: t.as_of.clone(),
                 });
             }
         }

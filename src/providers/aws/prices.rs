@@ -246,7 +246,8 @@ impl AwsProvider {
             };
             for t in here {
                 let zones: Vec<String> = t.zones_in(r).into_iter().map(String::from).collect();
-                let mut push = |capacity, price_usd, live_price| {
+                let quoted = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+                let mut push = |capacity, price_usd, live_price: bool| {
                     offers.push(Offer {
                         provider: ProviderKind::Aws,
                         instance_type: t.name.clone(),
@@ -257,6 +258,7 @@ impl AwsProvider {
                         capacity,
                         price_usd,
                         live_price,
+                        as_of: if live_price { quoted.clone() } else { t.as_of.clone() },
                     })
                 };
                 push(Capacity::OnDemand, t.price_usd(DEFAULT_CNY_PER_USD), false);
@@ -264,7 +266,7 @@ impl AwsProvider {
                 match live.get(&t.name) {
                     // A spot price far below or above on-demand is a broken answer, not a
                     // bargain: keep the catalog's estimate and say why.
-                    Some(p) if *p < on_demand * ABSURD_BELOW || *p > on_demand * ABSURD_ABOVE => {
+                    Some(p) if !crate::providers::sane_quote(*p, on_demand) => {
                         self.warn_once(
                             &r.name,
                             &format!(
@@ -286,9 +288,6 @@ impl AwsProvider {
 
 /// A spot price older than this is not the price in force.
 const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(2 * 24 * 3600);
-/// Live spot prices outside these fractions of on-demand are broken answers.
-const ABSURD_BELOW: f64 = 0.02;
-const ABSURD_ABOVE: f64 = 3.0;
 
 #[cfg(test)]
 mod tests {

@@ -37,6 +37,7 @@ impl SimCloud {
                         capacity,
                         price_usd: price,
                         live_price: false,
+                        as_of: t.as_of.clone(),
                     });
                 }
             }

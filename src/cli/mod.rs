@@ -408,6 +408,9 @@ pub struct OffersArgs {
     /// Print offers as JSON on stdout
     #[arg(long)]
     pub json: bool,
+    /// Catalog prices only: do not ask the spec's cloud providers for live quotes
+    #[arg(long)]
+    pub offline: bool,
 }
 
 #[derive(Debug, Subcommand)]

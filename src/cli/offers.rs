@@ -22,7 +22,9 @@ pub fn run(settings: &Settings, args: &OffersArgs) -> miette::Result<ExitStatus>
         provider: args.provider,
         region: args.region.clone(),
     };
-    let rows = offers::offers(&q, &PriceBook::new(&Spec::default(), &settings.env));
+    let spec = spec_with_providers(settings);
+    let live = if args.offline { Vec::new() } else { live_quotes(settings, &spec, args)? };
+    let rows = offers::offers(&q, &PriceBook::new(&spec, &settings.env).with_live(&live));
     if args.json {
         output::stdout(&format!("{:#}\n", serde_json::to_value(&rows).unwrap_or_default()));
         return Ok(ExitStatus::Success);
@@ -35,9 +37,21 @@ pub fn run(settings: &Settings, args: &OffersArgs) -> miette::Result<ExitStatus>
         return Ok(ExitStatus::Error);
     }
     let mut table = vec![
-        ["provider", "region", "instance type", "GPUs", "GPU mem", "vCPU", "RAM GiB", "capacity", "USD/h", "USD/GPU-h"]
-            .map(String::from)
-            .to_vec(),
+        [
+            "provider",
+            "region",
+            "instance type",
+            "GPUs",
+            "GPU mem",
+            "vCPU",
+            "RAM GiB",
+            "capacity",
+            "USD/h",
+            "USD/GPU-h",
+            "price",
+        ]
+        .map(String::from)
+        .to_vec(),
     ];
     if args.count.is_some() {
         table[0].extend(["nodes".to_string(), "USD/h total".to_string()]);
@@ -54,6 +68,11 @@ pub fn run(settings: &Settings, args: &OffersArgs) -> miette::Result<ExitStatus>
             r.capacity.to_string(),
             format!("{:.4}{}", r.usd_per_node_hour, if r.estimated { "*" } else { "" }),
             format!("{:.4}", r.usd_per_gpu_hour),
+            if r.price_source == "live" {
+                format!("live {}", r.price_as_of)
+            } else {
+                format!("catalog {}", r.price_as_of)
+            },
         ];
         if args.count.is_some() {
             row.extend([r.nodes.to_string(), format!("{:.4}", r.usd_per_hour_total)]);
@@ -71,8 +90,61 @@ pub fn run(settings: &Settings, args: &OffersArgs) -> miette::Result<ExitStatus>
     if rows.iter().any(|r| r.estimated) {
         output::stderr("* estimated catalog price (derived, not quoted; see src/catalog/README.md)\n");
     }
-    output::stderr(
-        "Prices are catalog list prices (spot: the cloud's typical discount) in USD; CNY converted at GPUPLAN_CNY_PER_USD or 7.1.\n",
-    );
+    let catalog_note = "catalog list prices (spot: the cloud's typical discount), dated";
+    if rows.iter().any(|r| r.price_source == "live") {
+        output::stderr(&format!(
+            "Prices in USD: `live` ones were quoted by the spec's providers just now, the others are {catalog_note}; CNY converted at the provider's cny_per_usd, GPUPLAN_CNY_PER_USD or 7.1.\n"
+        ));
+    } else {
+        output::stderr(&format!(
+            "Prices in USD are {catalog_note}; CNY converted at GPUPLAN_CNY_PER_USD or 7.1. Live quotes come from the cloud providers a spec in this folder declares (`-C DIR`).\n"
+        ));
+    }
     Ok(ExitStatus::Success)
+}
+
+/// The spec of `-C DIR` when it loads cleanly (its providers and exchange rates), else
+/// none: `offers` is a catalog lookup first and needs no spec.
+fn spec_with_providers(settings: &Settings) -> Spec {
+    match crate::spec::load_dir(&settings.dir, &settings.load_options()) {
+        Ok(l) if !l.diags.has_errors() => l.spec,
+        _ => Spec::default(),
+    }
+}
+
+/// Live quotes from the spec's cloud providers that the query's filters allow. A provider
+/// that cannot be set up or answer is a warning: its catalog prices stand.
+fn live_quotes(settings: &Settings, spec: &Spec, args: &OffersArgs) -> Result<Vec<crate::model::Offer>, CliError> {
+    let wanted: Vec<(&String, crate::model::ProviderKind)> = spec
+        .providers
+        .iter()
+        .filter_map(|(name, p)| p.kind.value.map(|k| (name, k)))
+        .filter(|(_, k)| *k != crate::model::ProviderKind::Sim && args.provider.is_none_or(|p| p == *k))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ws = settings.workspace().with_backend(spec);
+    let empty = crate::state::State::new("gpuplan-offers".into());
+    let providers = match crate::engine::providers::build(&ws, spec, &empty) {
+        Ok(p) => p,
+        Err(e) => {
+            output::stderr(&format!("warning: no live prices: {e}; showing catalog prices\n"));
+            return Ok(Vec::new());
+        }
+    };
+    super::runtime::block_on(async {
+        let mut out = Vec::new();
+        for (name, _) in wanted {
+            let Some(p) = providers.get(name) else { continue };
+            match p.offers(&args.gpu, args.region.as_deref()).await {
+                Ok(offers) => out.extend(offers.into_iter().filter(|o| o.live_price)),
+                Err(e) => output::stderr(&format!(
+                    "warning: provider \"{name}\" gave no live prices for {}: {e}; showing catalog prices\n",
+                    args.gpu
+                )),
+            }
+        }
+        out
+    })
 }

@@ -27,6 +27,8 @@ pub struct OfferRow {
     /// Price derived rather than quoted (see the catalog README).
     pub estimated: bool,
     pub price_source: String,
+    /// When a live price was quoted (RFC 3339), or the catalog row's date.
+    pub price_as_of: String,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -75,6 +77,7 @@ pub fn offers(q: &OfferQuery, prices: &PriceBook) -> Vec<OfferRow> {
                     usd_per_hour_total: round(price.usd_per_hour * nodes as f64),
                     estimated: price.estimated,
                     price_source: price.source,
+                    price_as_of: price.as_of,
                 });
             }
         }

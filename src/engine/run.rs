@@ -109,8 +109,9 @@ pub fn month_to_date(spec: &Spec, state: &State, providers: &ProviderSet) -> cra
     )
 }
 
-/// Live prices for the pools' GPU models and regions, from providers that report them
-/// (AWS spot, from `DescribeSpotPriceHistory`; the others price from the catalog). A
+/// Live prices for the pools' GPU models and regions, from the clouds: AWS spot
+/// (`DescribeSpotPriceHistory`; on-demand stays the catalog's), Tencent
+/// (`InquiryPriceRunInstances`) and Alibaba (`DescribePrice`), both capacities. A
 /// provider that cannot answer is a warning, and the catalog's price stands: prices
 /// never block a plan, and the plan's cost says which prices are live.
 pub async fn live_prices(spec: &Spec, providers: &ProviderSet) -> Vec<crate::model::Offer> {
@@ -118,7 +119,7 @@ pub async fn live_prices(spec: &Spec, providers: &ProviderSet) -> Vec<crate::mod
     for pool in spec.gpu_pools.values() {
         let name = &pool.provider.value;
         let Some(p) = providers.get(name) else { continue };
-        if p.kind() != crate::model::ProviderKind::Aws {
+        if p.kind() == crate::model::ProviderKind::Sim {
             continue;
         }
         let region = pool

@@ -211,14 +211,13 @@ mod tests {
     /// the plan's bytes did not change when the report stopped being JSON text.
     #[test]
     fn fields_serialize_in_sorted_key_order() {
-        let price =
-            Price {
-                estimated: true,
-                native: Some((7.5, "CNY".into())),
-                source: "catalog".into(),
-                as_of: String::new(),
-                usd_per_hour: 1.0,
-            };
+        let price = Price {
+            estimated: true,
+            native: Some((7.5, "CNY".into())),
+            source: "catalog".into(),
+            as_of: String::new(),
+            usd_per_hour: 1.0,
+        };
         let pool = PoolCost {
             address: "gpu_pool.a".parse().unwrap(),
             alternatives: vec![Alternative { chosen: true, instance_type: "t".into(), usd_per_hour: 1.0 }],

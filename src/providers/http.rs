@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::providers::{ErrorClass, ProviderError};
+use crate::providers::{Capacity, ErrorClass, ProviderError};
 
 /// A secret that never shows up in `Debug`, `Display`, logs or serialized output.
 #[derive(Clone, PartialEq, Eq)]
@@ -262,4 +262,56 @@ mod tests {
         assert_eq!(long.len(), 63);
         assert_eq!(long, client_token(&"x".repeat(70), "-1"));
     }
+}
+
+/// Live quotes per run: (region, instance type, capacity) → (USD per node-hour, quoted at).
+pub type QuoteCache = tokio::sync::Mutex<std::collections::HashMap<(String, String, Capacity), (f64, String)>>;
+
+/// The catalog's offers with live quotes where the cloud gives a believable one:
+/// `quote(region, instance type, zone, capacity)` answers USD per node-hour. A quote far
+/// from the catalog's on-demand price is refused with a warning and the catalog price
+/// stands; a failed call fails the whole answer (the caller keeps catalog prices and
+/// says why). Quotes are cached for the run with the time they were given.
+pub async fn quoted_offers<F, Fut>(
+    kind: crate::spec::model::ProviderKind,
+    mut offers: Vec<crate::providers::Offer>,
+    cache: &QuoteCache,
+    quote: F,
+) -> Result<Vec<crate::providers::Offer>, crate::providers::ProviderError>
+where
+    F: Fn(String, String, String, Capacity) -> Fut,
+    Fut: std::future::Future<Output = Result<f64, crate::providers::ProviderError>>,
+{
+    let on_demand: std::collections::HashMap<(String, String), f64> = offers
+        .iter()
+        .filter(|o| o.capacity == Capacity::OnDemand)
+        .map(|o| ((o.region.clone(), o.instance_type.clone()), o.price_usd))
+        .collect();
+    for o in offers.iter_mut() {
+        let Some(zone) = o.zones.first().cloned() else { continue };
+        let key = (o.region.clone(), o.instance_type.clone(), o.capacity);
+        let cached = cache.lock().await.get(&key).cloned();
+        let (price, at) = match cached {
+            Some(hit) => hit,
+            None => {
+                let p = quote(o.region.clone(), o.instance_type.clone(), zone, o.capacity).await?;
+                let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+                cache.lock().await.insert(key, (p, at.clone()));
+                (p, at)
+            }
+        };
+        let catalog_od = on_demand.get(&(o.region.clone(), o.instance_type.clone())).copied().unwrap_or(o.price_usd);
+        if crate::providers::sane_quote(price, catalog_od) {
+            o.price_usd = price;
+            o.live_price = true;
+            o.as_of = at;
+        } else {
+            eprintln!(
+                "warning: {kind} quoted {price} USD/h for {} {} in {} (catalog on-demand {catalog_od:.4} USD/h); ignoring it and using the catalog price",
+                o.capacity, o.instance_type, o.region
+            );
+        }
+    }
+    crate::providers::sort_offers(&mut offers);
+    Ok(offers)
 }

@@ -48,6 +48,50 @@ fn rates(c: &CostReport) -> String {
         .join("; ")
 }
 
+/// Where the report's prices come from: live quotes (which pools and capacities, and
+/// when) and the catalog (its dates). `None` when nothing is priced.
+fn price_sources(c: &CostReport) -> Option<String> {
+    let mut live: Vec<String> = Vec::new();
+    let mut quoted: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    let mut catalog: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    for p in &c.pools {
+        let mut caps = Vec::new();
+        for (name, price) in [("on-demand", &p.on_demand_price), ("spot", &p.spot_price)] {
+            match price {
+                Some(pr) if pr.source == "live" => {
+                    caps.push(name);
+                    quoted.insert(pr.as_of.as_str());
+                }
+                Some(pr) if !pr.as_of.is_empty() => {
+                    catalog.insert(pr.as_of.as_str());
+                }
+                _ => {}
+            }
+        }
+        if !caps.is_empty() {
+            live.push(format!("{} ({})", p.address, caps.join(", ")));
+        }
+    }
+    let dates = |set: &std::collections::BTreeSet<&str>| set.iter().copied().collect::<Vec<_>>().join(", ");
+    let catalog_part = (!catalog.is_empty()).then(|| format!("catalog as of {}", dates(&catalog)));
+    if live.is_empty() {
+        return catalog_part.map(|c| format!("{c}; no live quotes"));
+    }
+    const LIST: usize = 5;
+    let more = live.len().saturating_sub(LIST);
+    live.truncate(LIST);
+    let mut text = format!("live for {}", live.join(", "));
+    if more > 0 {
+        text += &format!(" and {more} more pool(s)");
+    }
+    let first = quoted.iter().next().copied().unwrap_or_default();
+    text += &format!(" (quoted {first}{})", if quoted.len() > 1 { " and later" } else { "" });
+    if let Some(c) = catalog_part {
+        text += &format!("; {c} for the rest");
+    }
+    Some(text)
+}
+
 /// Does the pool's row say anything a plan review needs (GPUs, split or price moved)?
 fn changed(p: &PoolCost) -> bool {
     p.gpus_before != p.gpus_after
@@ -134,6 +178,9 @@ pub fn cost_text(c: &CostReport, every_pool: bool) -> String {
             .collect();
         out += &format!("  {} instance types considered (USD/h on-demand, * chosen): {}\n", p.address, alts.join(", "));
     }
+    if let Some(sources) = price_sources(c) {
+        out += &format!("  prices: {sources}\n");
+    }
     if !c.exchange_rates.is_empty() {
         out += &format!("  prices in CNY converted: {}\n", rates(c));
     }
@@ -210,6 +257,9 @@ pub fn cost_markdown(c: &CostReport) -> String {
     );
     if !c.exchange_rates.is_empty() {
         s += &format!(" CNY prices converted: {}.", rates(c));
+    }
+    if let Some(sources) = price_sources(c) {
+        s += &format!(" Prices: {sources}.");
     }
     s += "\n\n";
     s

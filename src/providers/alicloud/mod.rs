@@ -19,7 +19,8 @@ use async_trait::async_trait;
 
 use crate::providers::http::{CloudConfig, catalog_offers};
 use crate::providers::{
-    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError,
+    Capacity, CreateNodes, CreateResult, ErrorClass, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider,
+    ProviderError,
 };
 use crate::spec::model::ProviderKind;
 
@@ -34,11 +35,12 @@ pub const ENV_ENDPOINT: &str = "GPUPLAN_ALICLOUD_ENDPOINT";
 
 pub struct AlibabaProvider {
     client: client::Client,
+    quotes: crate::providers::http::QuoteCache,
 }
 
 impl AlibabaProvider {
     pub fn new(config: CloudConfig) -> Result<Self, ProviderError> {
-        Ok(AlibabaProvider { client: client::Client::new(config)? })
+        Ok(AlibabaProvider { client: client::Client::new(config)?, quotes: Default::default() })
     }
 
     /// The kubeconfig of the provider block's ACK cluster (`cluster_id`), for the
@@ -63,8 +65,46 @@ impl Provider for AlibabaProvider {
         ProviderKind::Alicloud
     }
 
+    /// Catalog offers priced live with `DescribePrice` (the instance line's `TradePrice`
+    /// per hour; `SpotAsPriceGo` for spot), in CNY or USD as the account's site answers.
     async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
-        Ok(catalog_offers(ProviderKind::Alicloud, gpu, region, self.client.config().cny_per_usd))
+        let cny = self.client.config().cny_per_usd;
+        let offers = catalog_offers(ProviderKind::Alicloud, gpu, region, cny);
+        crate::providers::http::quoted_offers(
+            ProviderKind::Alicloud,
+            offers,
+            &self.quotes,
+            |region, itype, zone, cap| async move {
+                let params: Vec<(String, String)> = [
+                    ("ResourceType", "instance"),
+                    ("InstanceType", itype.as_str()),
+                    ("ZoneId", zone.as_str()),
+                    ("SpotStrategy", if cap == Capacity::Spot { "SpotAsPriceGo" } else { "NoSpot" }),
+                    ("PriceUnit", "Hour"),
+                    ("Period", "1"),
+                    ("Amount", "1"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+                let resp = self.client.ecs("DescribePrice", &region, params).await?;
+                let price = &resp["PriceInfo"]["Price"];
+                // The total includes the system disk: the instance's own line when listed.
+                let line = price["DetailInfos"]["DetailInfo"]
+                    .as_array()
+                    .and_then(|d| d.iter().find(|l| l["Resource"] == "instanceType"))
+                    .and_then(|l| l["TradePrice"].as_f64());
+                let amount = line.or_else(|| price["TradePrice"].as_f64()).ok_or_else(|| {
+                    ProviderError::new(
+                        ErrorClass::Fatal,
+                        "BadResponse",
+                        format!("DescribePrice for {itype} in {zone} returned no TradePrice"),
+                    )
+                })?;
+                Ok(if price["Currency"] == "USD" { amount } else { amount / cny })
+            },
+        )
+        .await
     }
 
     async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {

@@ -20,7 +20,8 @@ use async_trait::async_trait;
 
 use crate::providers::http::{CloudConfig, RateLimit, catalog_offers};
 use crate::providers::{
-    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError,
+    Capacity, CreateNodes, CreateResult, ErrorClass, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider,
+    ProviderError,
 };
 use crate::spec::model::ProviderKind;
 
@@ -37,6 +38,7 @@ pub struct TencentProvider {
     client: client::Client,
     run_limit: RateLimit,
     terminate_limit: RateLimit,
+    quotes: crate::providers::http::QuoteCache,
 }
 
 impl TencentProvider {
@@ -45,6 +47,7 @@ impl TencentProvider {
             client: client::Client::new(config)?,
             run_limit: RateLimit::per_second(10),
             terminate_limit: RateLimit::per_second(10),
+            quotes: Default::default(),
         })
     }
 
@@ -70,8 +73,58 @@ impl Provider for TencentProvider {
         ProviderKind::Tencentcloud
     }
 
+    /// Catalog offers priced live with `InquiryPriceRunInstances` (the discounted hourly
+    /// price, `UnitPriceDiscount`, in CNY), for pay-as-you-go and spot. The call needs an
+    /// image: without the provider block's `image` the catalog prices stand.
     async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
-        Ok(catalog_offers(ProviderKind::Tencentcloud, gpu, region, self.client.config().cny_per_usd))
+        let cfg = self.client.config();
+        let offers = catalog_offers(ProviderKind::Tencentcloud, gpu, region, cfg.cny_per_usd);
+        let Some(image) = cfg.image.clone() else {
+            eprintln!(
+                "warning: provider \"{}\" has no `image`, which InquiryPriceRunInstances needs; using catalog prices",
+                cfg.name
+            );
+            return Ok(offers);
+        };
+        let cny = cfg.cny_per_usd;
+        crate::providers::http::quoted_offers(
+            ProviderKind::Tencentcloud,
+            offers,
+            &self.quotes,
+            |region, itype, zone, cap| {
+                let image = image.clone();
+                async move {
+                    let mut body = serde_json::json!({
+                        "Placement": {"Zone": zone, "ProjectId": 0},
+                        "ImageId": image,
+                        "InstanceType": itype,
+                        "InstanceCount": 1,
+                        "InstanceChargeType": if cap == Capacity::Spot { "SPOTPAID" } else { "POSTPAID_BY_HOUR" },
+                    });
+                    if cap == Capacity::Spot {
+                        body["InstanceMarketOptions"] =
+                            serde_json::json!({"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time"}});
+                    }
+                    let resp = self
+                        .client
+                        .call("cvm", client::CVM_VERSION, "InquiryPriceRunInstances", &region, &body)
+                        .await?;
+                    let price = &resp["Price"]["InstancePrice"];
+                    let cny_per_hour = price["UnitPriceDiscount"]
+                        .as_f64()
+                        .or_else(|| price["UnitPrice"].as_f64())
+                        .ok_or_else(|| {
+                            ProviderError::new(
+                                ErrorClass::Fatal,
+                                "BadResponse",
+                                format!("InquiryPriceRunInstances for {itype} in {zone} returned no hourly price"),
+                            )
+                        })?;
+                    Ok(cny_per_hour / cny)
+                }
+            },
+        )
+        .await
     }
 
     async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {

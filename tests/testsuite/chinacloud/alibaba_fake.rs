@@ -48,6 +48,8 @@ pub struct State {
     pub attached: BTreeMap<String, (String, Value)>,
     /// The API server DescribeClusterUserKubeconfig hands out for `c-gpuplan`.
     pub kube_server: Option<String>,
+    /// DescribePrice answers: (instance type, SpotStrategy) → CNY per hour.
+    pub prices: HashMap<(String, String), f64>,
 }
 
 #[derive(Clone)]
@@ -155,7 +157,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     let known = version == "2014-05-26"
         && matches!(
             action.as_str(),
-            "RunInstances" | "DescribeInstances" | "DeleteInstances" | "GetInstanceConsoleOutput"
+            "RunInstances" | "DescribeInstances" | "DeleteInstances" | "GetInstanceConsoleOutput" | "DescribePrice"
         );
     if !known {
         return err(404, "InvalidAction.NotFound", "Specified api is not found, please check your url and method.");
@@ -173,6 +175,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         "RunInstances" => run(&mut s, &region, &params),
         "DescribeInstances" => describe(&s, &region, &params),
         "DeleteInstances" => delete(&mut s, &region, &params),
+        "DescribePrice" => describe_price(&s, &params),
         _ => match params.get("InstanceId").and_then(|id| s.instances.get(id)) {
             Some(i) => {
                 use base64::Engine as _;
@@ -208,6 +211,25 @@ fn ack(s: &mut State, req: &Request) -> Response {
         },
         _ => err(404, "InvalidAction.NotFound", "Specified api is not found, please check your url and method."),
     }
+}
+
+/// ECS DescribePrice: the instance line and a system-disk line; the test's price
+/// (`prices`) or a list price per spot strategy.
+fn describe_price(s: &State, params: &BTreeMap<String, String>) -> Response {
+    let Some(itype) = params.get("InstanceType") else {
+        return err(400, "MissingInstanceType", "InstanceType is mandatory for this action.");
+    };
+    if params.get("PriceUnit").map(String::as_str) != Some("Hour") {
+        return err(400, "InvalidPriceUnit", "Spot prices need PriceUnit=Hour.");
+    }
+    let strategy = params.get("SpotStrategy").cloned().unwrap_or_else(|| "NoSpot".into());
+    let default = if strategy == "NoSpot" { 3.1 } else { 0.9 };
+    let cny = s.prices.get(&(itype.clone(), strategy)).copied().unwrap_or(default);
+    let disk = 0.05;
+    ok(json!({"PriceInfo": {"Price": {"Currency": "CNY", "OriginalPrice": cny + disk, "DiscountPrice": 0.0,
+        "TradePrice": cny + disk, "DetailInfos": {"DetailInfo": [
+            {"Resource": "instanceType", "OriginalPrice": cny, "DiscountPrice": 0.0, "TradePrice": cny},
+            {"Resource": "systemDisk", "OriginalPrice": disk, "DiscountPrice": 0.0, "TradePrice": disk}]}}}}))
 }
 
 /// ACK AttachInstances: needs a key pair or password; `tags` are node labels.

@@ -6,6 +6,7 @@
 mod alibaba;
 mod alibaba_fake;
 mod kube_join;
+mod live_prices;
 mod server;
 mod tencent;
 mod tencent_fake;

@@ -50,6 +50,8 @@ pub struct State {
     /// The API server DescribeClusterKubeconfig hands out for `cls-gpuplan` (default: a
     /// made-up public address).
     pub kube_server: Option<String>,
+    /// InquiryPriceRunInstances answers: (instance type, charge type) → CNY per hour.
+    pub prices: HashMap<(String, String), f64>,
 }
 
 #[derive(Clone)]
@@ -151,7 +153,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     s.calls.push((action.clone(), body["ClientToken"].as_str().unwrap_or("").to_string()));
     let known = matches!(
         (version, action.as_str()),
-        ("2017-03-12", "RunInstances" | "DescribeInstances" | "TerminateInstances")
+        ("2017-03-12", "RunInstances" | "DescribeInstances" | "TerminateInstances" | "InquiryPriceRunInstances")
             | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances")
     );
     if !known {
@@ -179,6 +181,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         "DescribeInstances" => describe(&s, &region, &body),
         "TerminateInstances" => terminate(&mut s, &region, &body),
         "AddExistedInstances" => add_existed(&mut s, &body),
+        "InquiryPriceRunInstances" => inquiry_price(&s, &body),
         _ => match (body["ClusterId"].as_str(), &s.kube_server) {
             (Some("cls-gpuplan"), Some(server)) => ok(json!({"Kubeconfig": crate::kube_fake::kubeconfig_for(server)})),
             (Some("cls-gpuplan"), None) => ok(json!({"Kubeconfig": format!(
@@ -188,6 +191,23 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
             _ => err("ResourceNotFound.ClusterNotFound", "The cluster does not exist."),
         },
     }
+}
+
+/// CVM InquiryPriceRunInstances: `ImageId` and `Placement.Zone` are required, as the
+/// API documents; the price is the test's (`prices`) or a list price per charge type.
+fn inquiry_price(s: &State, body: &Value) -> Response {
+    if body["ImageId"].as_str().is_none_or(str::is_empty) || body["Placement"]["Zone"].as_str().is_none() {
+        return err("MissingParameter", "The request is missing a required parameter `ImageId` or `Placement.Zone`.");
+    }
+    let itype = body["InstanceType"].as_str().unwrap_or("").to_string();
+    let charge = body["InstanceChargeType"].as_str().unwrap_or("POSTPAID_BY_HOUR").to_string();
+    if charge == "SPOTPAID" && body["InstanceMarketOptions"]["MarketType"] != "spot" {
+        return err("InvalidParameterCombination", "SPOTPAID needs InstanceMarketOptions.MarketType = spot.");
+    }
+    let default = if charge == "SPOTPAID" { 2.4 } else { 8.0 };
+    let cny = s.prices.get(&(itype, charge)).copied().unwrap_or(default);
+    ok(json!({"Price": {"InstancePrice": {"UnitPrice": cny * 1.25, "UnitPriceDiscount": cny, "ChargeUnit": "HOUR",
+        "Discount": 80.0}, "BandwidthPrice": {"UnitPrice": 0.0, "UnitPriceDiscount": 0.0, "ChargeUnit": "GB"}}}))
 }
 
 /// TKE AddExistedInstances: only `cls-gpuplan` exists; spot instances are refused, as

@@ -16,14 +16,42 @@ use crate::apply::policy::{self, Decision};
 use crate::apply::{Cancel, Outcome, Progress, Recorder, Status, resource_state};
 use crate::plan::Action;
 use crate::plan::model::{PoolChange, ResourceChange};
+use crate::plan::report::Price;
 use crate::providers::{Capacity, CreateNodes, CreateResult, ErrorClass, Provider, ProviderError};
 use crate::spec::model::Fallback;
 use crate::state::JournalEntry;
 use crate::state::model::SpendEntry;
 
+/// The prices the plan priced each pool that adds nodes at (its instance type, on-demand
+/// and spot): live quotes where the plan had them, the catalog at the spec's exchange
+/// rate otherwise. Only pools that add nodes: linear in the plan.
+pub type LedgerPrices = std::collections::HashMap<String, (String, Option<Price>, Option<Price>)>;
+
+pub fn ledger_prices(plan: &crate::plan::Plan) -> LedgerPrices {
+    let adds: std::collections::HashSet<&crate::addr::Address> = plan
+        .changes
+        .iter()
+        .filter(|c| c.pool.as_ref().is_some_and(|p| !p.creates.is_empty() || !p.adopt.is_empty()))
+        .map(|c| &c.address)
+        .collect();
+    plan.cost
+        .iter()
+        .flat_map(|c| &c.pools)
+        .filter(|p| adds.contains(&p.address))
+        .map(|p| (p.address.to_string(), (p.instance_type.clone(), p.on_demand_price.clone(), p.spot_price.clone())))
+        .collect()
+}
+
 /// Ledger lines for `nodes` of pool `addr`, opened now by the provider's clock at the
-/// catalog price in force (on-demand, or the catalog's spot estimate).
-fn spend_open(addr: &str, pc: &PoolChange, provider: &dyn Provider, nodes: &[crate::providers::Node]) -> JournalEntry {
+/// price the plan priced them at (live or catalog, see [`ledger_prices`]); a node of
+/// another instance type than the plan priced is recorded at the catalog's price.
+fn spend_open(
+    addr: &str,
+    pc: &PoolChange,
+    provider: &dyn Provider,
+    nodes: &[crate::providers::Node],
+    prices: &LedgerPrices,
+) -> JournalEntry {
     let now = provider.clock_ms();
     // A kind this build does not know cannot come from a plan it made (the planner refuses
     // unknown kinds); if one did, the lines below say "unknown" instead of a price.
@@ -32,14 +60,21 @@ fn spend_open(addr: &str, pc: &PoolChange, provider: &dyn Provider, nodes: &[cra
         .iter()
         .map(|n| {
             let t = kind.and_then(|k| crate::catalog::catalog().instance_type(k, &n.instance_type));
-            let (usd_per_hour, price_source) = match t {
-                Some(t) => {
+            let planned =
+                prices
+                    .get(addr)
+                    .filter(|(itype, _, _)| *itype == n.instance_type)
+                    .and_then(|(_, od, spot)| if n.capacity == Capacity::Spot { spot.clone() } else { od.clone() });
+            let (usd_per_hour, price_source) = match (planned, t) {
+                (Some(p), _) if p.source == "live" => (p.usd_per_hour, format!("live (quoted {})", p.as_of)),
+                (Some(p), _) => (p.usd_per_hour, format!("catalog (as of {})", p.as_of)),
+                (None, Some(t)) => {
                     let rate = crate::catalog::DEFAULT_CNY_PER_USD;
                     let usd = if n.capacity == Capacity::Spot { t.spot_price_usd(rate) } else { t.price_usd(rate) };
                     (usd, format!("catalog (as of {})", t.as_of))
                 }
                 // An instance type the catalog does not know is recorded at 0 and says so.
-                None => (0.0, "unknown: the catalog has no price for this instance type".to_string()),
+                (None, None) => (0.0, "unknown: the catalog has no price for this instance type".to_string()),
             };
             let entry = SpendEntry {
                 pool: addr.to_string(),
@@ -68,6 +103,7 @@ pub struct Ctx {
     pub semaphore: Arc<Semaphore>,
     pub cancel: Arc<Cancel>,
     pub progress: Arc<dyn Progress>,
+    pub prices: Arc<LedgerPrices>,
 }
 
 pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Provider>, ctx: &Ctx) -> Outcome {
@@ -113,7 +149,7 @@ async fn run_inner(
         ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr.clone(), ids }, close]).await?;
     }
     if !pc.adopt.is_empty() {
-        let open = spend_open(&addr, pc, provider, &pc.adopt);
+        let open = spend_open(&addr, pc, provider, &pc.adopt, &ctx.prices);
         ctx.recorder
             .record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: pc.adopt.clone() }, open])
             .await?;
@@ -254,7 +290,7 @@ async fn create_with_fallback(
         };
         if !result.nodes.is_empty() {
             let n = result.nodes.len();
-            let open = spend_open(&addr, pc, provider, &result.nodes);
+            let open = spend_open(&addr, pc, provider, &result.nodes, &ctx.prices);
             ctx.recorder
                 .record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: result.nodes }, open])
                 .await?;

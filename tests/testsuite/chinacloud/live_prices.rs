@@ -66,6 +66,21 @@ fn tencent_quotes_price_the_plan_and_offers_and_absurd_ones_are_refused() {
     let row = rows.as_array().unwrap().iter().find(|r| r["instance_type"] == "GN7.2XLARGE32").expect("row");
     assert_eq!(row["price_source"], "catalog");
     assert_eq!(row["price_as_of"], "2026-09-24");
+
+    // The ledger records what the plan priced: the live on-demand quote, the catalog's
+    // spot estimate (the spot quote was refused).
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let state = json(&std::fs::read_to_string(f.path().join("state/default.json")).expect("state"));
+    let lines: Vec<&Value> = state["spend"].as_object().expect("a spend ledger").values().collect();
+    assert_eq!(lines.len(), 2, "{state:#}");
+    for l in lines {
+        if l["capacity"] == "on-demand" {
+            assert_eq!(l["usd_per_hour"], 1.0, "{l}");
+            assert!(l["price_source"].as_str().unwrap().starts_with("live (quoted "), "{l}");
+        } else {
+            assert!(l["price_source"].as_str().unwrap().starts_with("catalog (as of 2026-09-24)"), "{l}");
+        }
+    }
 }
 
 #[test]

@@ -122,7 +122,8 @@ pub async fn run(
                         gpus: req.gpus,
                         status: status.state,
                         message: status.message,
-                        launched_at: Some(now.clone()),
+                        launched_at: Some(status.started_ms.map_or_else(|| now.clone(), crate::model::job::rfc3339_ms)),
+                        finished_at: status.finished_ms.map(crate::model::job::rfc3339_ms),
                     });
                 }
                 Err(e) => failed.push(format!("replica {} attempt {}: {e}", l.replica, req.attempt)),

@@ -60,11 +60,10 @@ fn spend_open(
         .iter()
         .map(|n| {
             let t = kind.and_then(|k| crate::catalog::catalog().instance_type(k, &n.instance_type));
-            let planned =
-                prices
-                    .get(addr)
-                    .filter(|(itype, _, _)| *itype == n.instance_type)
-                    .and_then(|(_, od, spot)| if n.capacity == Capacity::Spot { spot.clone() } else { od.clone() });
+            let planned = prices
+                .get(addr)
+                .filter(|(itype, _, _)| *itype == n.instance_type)
+                .and_then(|(_, od, spot)| if n.capacity == Capacity::Spot { spot.clone() } else { od.clone() });
             let (usd_per_hour, price_source) = match (planned, t) {
                 (Some(p), _) if p.source == "live" => (p.usd_per_hour, format!("live (quoted {})", p.as_of)),
                 (Some(p), _) => (p.usd_per_hour, format!("catalog (as of {})", p.as_of)),

@@ -187,6 +187,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         cost: None,
         policies: vec![],
         jobs: vec![],
+        spend: None,
         autoscale: vec![],
     }
 }

@@ -52,26 +52,39 @@ fn record<'s>(state: Option<&'s State>, addr: &Address) -> Option<&'s JobRecord>
     state.and_then(|s| crate::jobs::place::record(s, addr))
 }
 
-/// Statuses of the active runs, from the providers. Providers that cannot be reached give
-/// a warning and the state's record stands.
-fn observe(settings: &Settings, spec: &Spec, state: Option<&State>) -> miette::Result<BTreeMap<String, JobStatus>> {
-    let Some(state) = state else { return Ok(BTreeMap::new()) };
+/// Statuses of the active runs, from the providers, and the providers (their clocks time
+/// the runs still going). Providers that cannot be reached give a warning and the
+/// state's record stands.
+fn observe(
+    settings: &Settings,
+    spec: &Spec,
+    state: Option<&State>,
+) -> miette::Result<(BTreeMap<String, JobStatus>, Option<crate::apply::ProviderSet>)> {
+    let Some(state) = state else { return Ok((BTreeMap::new(), None)) };
     if !state.resources.values().filter_map(|r| r.job.as_ref()).any(|j| j.runs.iter().any(|r| r.is_active())) {
-        return Ok(BTreeMap::new());
+        return Ok((BTreeMap::new(), None));
     }
     let ws = settings.workspace().with_backend(spec);
     let providers = match crate::engine::providers::build(&ws, spec, state) {
         Ok(p) => p,
         Err(e) => {
             warn(settings, &format!("showing the state's record: {e}"));
-            return Ok(BTreeMap::new());
+            return Ok((BTreeMap::new(), None));
         }
     };
     let seen = runtime::block_on(crate::jobs::refresh::statuses(&providers, state))?;
-    Ok(seen.unwrap_or_else(|(p, e)| {
+    let seen = seen.unwrap_or_else(|(p, e)| {
         warn(settings, &format!("provider `{p}` answered {e}; showing the state's record"));
         BTreeMap::new()
-    }))
+    });
+    Ok((seen, Some(providers)))
+}
+
+/// The wall clock, in ms since the epoch (runs of providers this command did not open).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn warn(settings: &Settings, text: &str) {
@@ -82,12 +95,15 @@ fn warn(settings: &Settings, text: &str) {
 fn summaries(settings: &Settings) -> miette::Result<(Spec, Vec<JobSummary>)> {
     let state = state_common::read(settings)?;
     let spec = quiet_spec(settings);
-    let seen = observe(settings, &spec, state.as_ref())?;
+    let (seen, providers) = observe(settings, &spec, state.as_ref())?;
+    let ledger = state.as_ref().map(|s| s.spend.clone()).unwrap_or_default();
+    let clock =
+        |provider: &str| providers.as_ref().and_then(|p| p.get(provider)).map_or_else(wall_ms, |p| p.clock_ms());
     let out = job_addresses(&spec, state.as_ref())
         .iter()
         .map(|a| {
             let replicas = spec.jobs.get(a).map(|j| j.replicas.value);
-            status::summarize(a, record(state.as_ref(), a), replicas, &seen)
+            status::summarize(a, record(state.as_ref(), a), replicas, &seen, &ledger, &clock)
         })
         .collect();
     Ok((spec, out))
@@ -169,10 +185,14 @@ fn show(settings: &Settings, name: &str, json: bool) -> miette::Result<ExitStatu
         if let Some(t) = &j.waiting_since {
             out += &format!("  waiting since {t}\n");
         }
-        let rows: Vec<[String; 7]> = j
+        if let Some(c) = j.cost_usd {
+            out += &format!("  cost so far: {c:.2} USD (its share of its nodes' ledger prices)\n");
+        }
+        let rows: Vec<[String; 8]> = j
             .runs
             .iter()
-            .map(|r| {
+            .enumerate()
+            .map(|(i, r)| {
                 [
                     r.replica.to_string(),
                     r.attempt.to_string(),
@@ -180,12 +200,13 @@ fn show(settings: &Settings, name: &str, json: bool) -> miette::Result<ExitStatu
                     r.node_id.clone(),
                     r.capacity.to_string(),
                     state_str(r.status).to_string(),
+                    j.run_costs_usd.get(i).copied().flatten().map_or_else(|| "—".to_string(), |c| format!("{c:.2}")),
                     r.message.clone().unwrap_or_default(),
                 ]
             })
             .collect();
         if !rows.is_empty() {
-            let t = table(["REPLICA", "ATTEMPT", "RUN", "NODE", "CAPACITY", "STATE", "MESSAGE"], &rows);
+            let t = table(["REPLICA", "ATTEMPT", "RUN", "NODE", "CAPACITY", "STATE", "USD", "MESSAGE"], &rows);
             out += &t.lines().map(|l| format!("  {l}\n")).collect::<String>();
         }
     }
@@ -249,7 +270,10 @@ fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
         let mut session = crate::engine::open_session(&ws, "jobs cancel")?;
         let jobs: Vec<JobSummary> = job_addresses(&spec, Some(&session.state))
             .iter()
-            .map(|a| status::summarize(a, record(Some(&session.state), a), None, &BTreeMap::new()))
+            .map(|a| {
+                let rec = record(Some(&session.state), a);
+                status::summarize(a, rec, None, &BTreeMap::new(), &BTreeMap::new(), &|_| wall_ms())
+            })
             .collect();
         let targets: Vec<Address> = one(&jobs, name)?.into_iter().map(|j| j.address.clone()).collect();
         let providers = crate::engine::providers::build(&ws, &spec, &session.state)?;

@@ -85,8 +85,13 @@ pub async fn plan(
     if req.refresh && !req.destroy {
         let mut with_prices = req.clone();
         with_prices.live_prices = live_prices(spec, providers).await;
-        with_prices.month_to_date = month_to_date(spec, &session.state, providers).by_quota;
-        return plan_refreshed(spec, &session.state, observed, statuses.as_ref(), &with_prices, &[]);
+        let spend = month_to_date(spec, &session.state, providers);
+        with_prices.month_to_date = spend.by_quota.clone();
+        let mut plan = plan_refreshed(spec, &session.state, observed, statuses.as_ref(), &with_prices, &[])?;
+        if !session.state.spend.is_empty() {
+            plan.spend = Some(spend);
+        }
+        return Ok(plan);
     }
     plan_refreshed(spec, &session.state, observed, statuses.as_ref(), req, &[])
 }

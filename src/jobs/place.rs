@@ -68,6 +68,9 @@ pub fn observed_runs(rec: Option<&JobRecord>, observed: Option<&BTreeMap<String,
                 if !s.node_id.is_empty() {
                     run.node_id = s.node_id.clone();
                 }
+                if let Some(ms) = s.finished_ms {
+                    run.finished_at = Some(crate::model::job::rfc3339_ms(ms));
+                }
             }
         }
     }

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::addr::Address;
 use crate::jobs::model::{JobRecord, JobRun, state_str};
 use crate::providers::{JobState, JobStatus};
+use crate::state::model::SpendEntry;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobSummary {
@@ -22,6 +23,39 @@ pub struct JobSummary {
     pub first_seen: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting_since: Option<String>,
+    /// What its runs cost so far (USD), from the spend ledger's node prices; `None`
+    /// when no run's node is in the ledger (a Kubernetes pod's node, a run on a node of
+    /// another state).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Each run's cost so far, in the order of `runs`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub run_costs_usd: Vec<Option<f64>>,
+}
+
+/// A run's cost so far: its share of its node's ledger price (the GPUs it uses of the
+/// node's, or the whole node when the node was made for the job) from launch to its end,
+/// or to `now_ms` (the run's provider's clock) while it runs.
+pub fn run_cost(run: &JobRun, ledger: &BTreeMap<String, SpendEntry>, now_ms: u64) -> Option<f64> {
+    let line = ledger.get(&run.node_id)?;
+    let node_gpus = crate::model::ProviderKind::ALL
+        .iter()
+        .find_map(|k| crate::catalog::catalog().instance_type(*k, &line.instance_type))
+        .map(|t| t.gpus)?;
+    let ms = |t: &str| {
+        humantime::parse_rfc3339(t)
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    };
+    let start = ms(run.launched_at.as_deref()?)?;
+    let end = match &run.finished_at {
+        Some(f) => ms(f)?,
+        None => now_ms,
+    };
+    let hours = end.saturating_sub(start) as f64 / 3_600_000.0;
+    let share = if line.job.is_some() { 1.0 } else { f64::from(run.gpus) / f64::from(node_gpus.max(1)) };
+    Some(line.usd_per_hour * share * hours)
 }
 
 /// Summarise one job. `replicas` comes from the spec when the job is still there.
@@ -30,6 +64,8 @@ pub fn summarize(
     rec: Option<&JobRecord>,
     replicas: Option<u32>,
     observed: &BTreeMap<String, JobStatus>,
+    ledger: &BTreeMap<String, SpendEntry>,
+    clock_ms: &dyn Fn(&str) -> u64,
 ) -> JobSummary {
     let runs = crate::jobs::place::observed_runs(rec, Some(observed));
     let replicas = replicas.unwrap_or_else(|| runs.iter().map(|r| r.replica + 1).max().unwrap_or(0));
@@ -52,12 +88,16 @@ pub fn summarize(
     } else {
         "queued"
     };
+    let run_costs_usd: Vec<Option<f64>> = runs.iter().map(|r| run_cost(r, ledger, clock_ms(&r.provider))).collect();
+    let known: Vec<f64> = run_costs_usd.iter().flatten().copied().collect();
     JobSummary {
         address: address.clone(),
         state: state.into(),
         replicas,
         running,
         attempt: runs.iter().map(|r| r.attempt).max().unwrap_or(0),
+        cost_usd: (!known.is_empty()).then(|| known.iter().sum()),
+        run_costs_usd: if known.is_empty() { Vec::new() } else { run_costs_usd },
         runs,
         first_seen: rec.and_then(|r| r.first_seen.clone()),
         waiting_since: rec.and_then(|r| r.waiting_since.clone()),

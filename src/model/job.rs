@@ -184,9 +184,18 @@ pub struct JobRun {
     pub status: JobState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// RFC 3339.
+    /// RFC 3339, by the provider's clock when it reports the start (the sim cloud's
+    /// own clock), else the time of the launch call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launched_at: Option<String>,
+    /// When it ended (RFC 3339, the provider's clock), once the provider reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+}
+
+/// Milliseconds since the epoch as RFC 3339 (seconds).
+pub fn rfc3339_ms(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)).to_string()
 }
 
 impl JobRun {

@@ -306,4 +306,10 @@ pub struct JobStatus {
     pub attempt: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// When it started and ended by the provider's clock (ms since the epoch), where
+    /// the provider knows: the job's cost runs between them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_ms: Option<u64>,
 }

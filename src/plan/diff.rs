@@ -202,6 +202,7 @@ fn empty_plan(input: &PlanInput<'_>, changes: usize) -> Plan {
         policies: Vec::new(),
         autoscale: Vec::new(),
         jobs: Vec::new(),
+        spend: None,
     }
 }
 

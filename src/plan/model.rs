@@ -339,6 +339,10 @@ pub struct Plan {
     /// Job admission and launches, filled by `jobs::place` (admission order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<crate::model::JobPlacement>,
+    /// Month-to-date spend from the ledger in state when the plan was made (refreshed
+    /// plans with a ledger only), for the plan's readers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::state::spend::SpendReport>,
     /// Autoscaler decisions this plan carries out (from `reconcile`); apply records them
     /// in the state for the cooldown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

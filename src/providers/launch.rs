@@ -128,6 +128,8 @@ pub fn launched(req: &LaunchJob, made: CreateResult, stockout_code: &str) -> Res
         state: JobState::Queued,
         attempt: req.attempt,
         message: Some(format!("instance {} in {} boots the job", node.id, node.zone)),
+        started_ms: None,
+        finished_ms: None,
     })
 }
 
@@ -155,6 +157,8 @@ pub fn job_status(id: &str, tags: &Tags, state: JobState, message: Option<String
         state,
         attempt: tags.get(TAG_ATTEMPT).and_then(|a| a.parse().ok()).unwrap_or(0),
         message,
+        started_ms: None,
+        finished_ms: None,
     })
 }
 

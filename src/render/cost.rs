@@ -218,6 +218,31 @@ pub fn spend_text(s: &crate::state::spend::SpendReport) -> String {
     out
 }
 
+/// The short spend section of a pull-request comment: what the month cost so far, per
+/// quota (the budgets' base) and the pools that cost most.
+pub fn spend_markdown(s: &crate::state::spend::SpendReport) -> String {
+    let mut out =
+        format!("**Spent this month** ({}, to {}): {} USD", s.month, s.as_of, usd_grouped(s.month_to_date_usd));
+    if !s.by_quota.is_empty() {
+        let quotas: Vec<String> = s.by_quota.iter().map(|(q, v)| format!("`{q}` {} USD", usd_grouped(*v))).collect();
+        out += &format!("; by quota: {}", quotas.join(", "));
+    }
+    let mut pools: Vec<(&String, &f64)> = s.by_pool.iter().collect();
+    pools.sort_by(|a, b| b.1.total_cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    const TOP: usize = 3;
+    if !pools.is_empty() {
+        let top: Vec<String> = pools.iter().take(TOP).map(|(p, v)| format!("`{p}` {} USD", usd_grouped(**v))).collect();
+        let rest = pools.len().saturating_sub(TOP);
+        out += &format!(
+            "; most by pool: {}{}",
+            top.join(", "),
+            if rest > 0 { format!(" and {rest} more") } else { String::new() }
+        );
+    }
+    out += ".\n\n";
+    out
+}
+
 pub fn cost_markdown(c: &CostReport) -> String {
     let mut s = format!(
         "**Cost**: {} → {} USD/h (**{}**), {} USD/month\n\n",

@@ -78,6 +78,9 @@ struct PlanDoc<'a> {
     policies: &'a [PolicyResult],
     refreshed: bool,
     serial: u64,
+    /// Month-to-date spend from the ledger, when the plan was refreshed and there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spend: &'a Option<crate::state::spend::SpendReport>,
     summary: SummaryDoc,
     #[schemars(with = "Vec<String>")]
     targets: Vec<Shown<'a>>,
@@ -100,6 +103,7 @@ impl<'a> PlanDoc<'a> {
             policies: &plan.policies,
             refreshed: plan.refreshed,
             serial: plan.serial,
+            spend: &plan.spend,
             summary: SummaryDoc { add: plan.summary.add, change: plan.summary.change, destroy: plan.summary.destroy },
             targets: plan.targets.iter().map(|t| Shown(t)).collect(),
         }

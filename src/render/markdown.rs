@@ -227,8 +227,11 @@ fn jobs(plan: &Plan) -> String {
 }
 
 fn cost(plan: &Plan) -> String {
-    let Some(report) = &plan.cost else { return String::new() };
-    super::cost::cost_markdown(report)
+    let mut out = plan.cost.as_ref().map(super::cost::cost_markdown).unwrap_or_default();
+    if let Some(spend) = &plan.spend {
+        out += &super::cost::spend_markdown(spend);
+    }
+    out
 }
 
 fn policies(plan: &Plan) -> String {

@@ -114,6 +114,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         policies: vec![],
         autoscale: vec![],
         jobs: vec![],
+        spend: None,
     };
     p.summarize();
     p

@@ -13,17 +13,18 @@ use super::model::State;
 
 const HOUR_MS: f64 = 3_600_000.0;
 
-/// `spend` in `gpuplan cost --json`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `spend` in `gpuplan cost --json` and in a plan. Fields in key order (the plan's JSON is
+/// streamed and must read like a sorted tree).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct SpendReport {
-    /// `2026-03`.
-    pub month: String,
     /// The clock the month-to-date is counted to (RFC 3339).
     pub as_of: String,
-    pub month_to_date_usd: f64,
+    pub by_job: BTreeMap<String, f64>,
     pub by_pool: BTreeMap<String, f64>,
     pub by_quota: BTreeMap<String, f64>,
-    pub by_job: BTreeMap<String, f64>,
+    /// `2026-03`.
+    pub month: String,
+    pub month_to_date_usd: f64,
     /// Ledger lines still open (nodes running).
     pub open_nodes: usize,
 }

@@ -78,6 +78,12 @@ fn month_to_date_is_hours_times_price_survives_destroy_and_resets_at_the_month()
     let (code, out, _) = run(tmp.path(), &["sim", "advance", "10h"]);
     assert_eq!(code, 0);
     assert!(out.starts_with("2026-03-10T10:00:"), "{out}");
+    // The plan carries the month so far, and the pull-request comment says it.
+    let (code, md, err) = run(tmp.path(), &["plan", "--format", "markdown"]);
+    assert_eq!(code, 0, "{err}");
+    let want = format!("**Spent this month** (2026-03, to 2026-03-10T10:00:00Z): {:.2} USD", (p[0] + p[1]) * 10.0);
+    assert!(md.contains(&want), "missing {want:?} in\n{md}");
+    assert!(md.contains("by quota: `quota.ml`") && md.contains("most by pool: `gpu_pool.train`"), "{md}");
     let s = spend(tmp.path());
     assert_eq!(s["month"], "2026-03");
     let expected = 10.0 * (p[0] + p[1]);
@@ -236,4 +242,60 @@ fn a_spent_monthly_budget_stops_plans_that_add_cost() {
     assert_eq!(code, 3, "{out}");
     assert!(out.contains("FAIL quota.ml.budget.month_to_date"), "{out}");
     assert!(out.contains("the whole") && out.contains("USD budget; the plan adds"), "{out}");
+}
+
+/// A job's cost is its share of its node's ledger price over the time it ran, by the sim
+/// clock: half of a 4-GPU node for the hour it has run, then for its whole 2 hours.
+#[test]
+fn jobs_status_shows_what_a_job_cost_so_far() {
+    let spec = r#"provider "sim" {
+  job_duration = "2h"
+}
+
+gpu_pool "train" {
+  provider      = "sim"
+  region        = "us-east-1"
+  zones         = ["us-east-1a"]
+  gpu           = "L4"
+  gpus_per_node = 4
+  nodes {
+    min     = 0
+    desired = 1
+    max     = 1
+  }
+}
+
+job_template "t" {
+  image = "x"
+  gpus  = 2
+}
+
+job "half" {
+  template = job_template.t
+  pool     = gpu_pool.train
+}
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("main.hcl"), spec).unwrap();
+    let (code, _, err) = run(d, &["apply", "--auto-approve"]);
+    assert_eq!(code, 0, "{err}");
+    let node_price = prices(d)[0];
+    let cost = |d: &Path| {
+        let (code, out, err) = run(d, &["jobs", "status", "half", "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+        (doc["jobs"][0]["state"].as_str().unwrap().to_string(), doc["jobs"][0]["cost_usd"].as_f64())
+    };
+    run(d, &["sim", "advance", "1h"]);
+    let (state, c) = cost(d);
+    assert_eq!(state, "running");
+    assert!(close(c.expect("a cost"), node_price / 2.0), "{c:?} vs {node_price}/2 for 1 h");
+    // Done after 2 h: the cost stops growing.
+    run(d, &["sim", "advance", "5h"]);
+    let (state, c) = cost(d);
+    assert_eq!(state, "succeeded");
+    assert!(close(c.expect("a cost"), node_price / 2.0 * 2.0), "{c:?} vs {node_price}/2 for 2 h");
+    let (_, table, _) = run(d, &["jobs", "status", "half"]);
+    assert!(table.contains("cost so far: "), "{table}");
 }

@@ -84,6 +84,7 @@ fn run(attempt: u32, status: JobState) -> JobRun {
         status,
         message: None,
         launched_at: None,
+        finished_at: None,
     }
 }
 
@@ -216,6 +217,8 @@ fn refreshed_statuses_override_the_state_record() {
         state: JobState::Preempted,
         attempt: 1,
         message: Some("node reclaimed (spot)".into()),
+        started_ms: None,
+        finished_ms: None,
     };
     let seen = BTreeMap::from([("j-1".to_string(), status)]);
     let jobs = place(&PlaceInput { spec: &spec, state: &state, plan: &plan, observed: Some(&seen) });

@@ -120,6 +120,8 @@ impl AwsProvider {
                         state: JobState::Queued,
                         attempt: req.attempt,
                         message: Some(format!("{} {} in {}", shape.capacity, t, shape.zone)),
+                        started_ms: None,
+                        finished_ms: None,
                     });
                 }
                 Err(e) if e.class == ErrorClass::OutOfCapacity => last = Some(e),
@@ -152,6 +154,8 @@ impl AwsProvider {
             state,
             attempt,
             message,
+            started_ms: None,
+            finished_ms: None,
         };
         let name = i.state().and_then(|s| s.name()).cloned();
         match name {

@@ -405,6 +405,8 @@ impl Provider for KubeJobs {
             state,
             attempt: req.attempt,
             message: None,
+            started_ms: None,
+            finished_ms: None,
         };
         let job: Job = serde_json::from_value(k.manifest.clone()).map_err(|e| {
             ProviderError::new(ErrorClass::Invalid, "BadManifest", format!("the plan's Job for `{}`: {e}", req.job))
@@ -475,6 +477,8 @@ impl Provider for KubeJobs {
             state: JobState::Cancelled,
             attempt: 0,
             message: None,
+            started_ms: None,
+            finished_ms: None,
         };
         let Some(job) = self.owned_job(&jobs, region, ns, name).await? else {
             out.message = Some(format!("Job `{ns}/{name}` was deleted from the cluster"));
@@ -531,6 +535,8 @@ impl Provider for KubeJobs {
             state: JobState::Cancelled,
             attempt: 0,
             message: Some(message),
+            started_ms: None,
+            finished_ms: None,
         })
     }
 }

@@ -115,6 +115,13 @@ impl SimJob {
             state,
             attempt: self.attempt,
             message,
+            started_ms: Some(self.started_ms),
+            // Ended early (reclaim, cancel) or ran its course.
+            finished_ms: match &self.ended {
+                Some(end) => Some(end.at_ms),
+                None if now_ms >= self.ends_ms => Some(self.ends_ms),
+                None => None,
+            },
         }
     }
 }

@@ -89,6 +89,7 @@ pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
                 })
                 .collect();
             outcomes.extend(runtime::block_on(join_all(futures))?);
+            outcomes.extend(runtime::block_on(join_all(cluster_probes(spec, &set)))?);
         }
     }
 
@@ -113,6 +114,60 @@ pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
     text += &format!("{} passed, {failed} failed\n", outcomes.len() - failed);
     output::stdout(&text);
     Ok(if failed > 0 { ExitStatus::Error } else { ExitStatus::Success })
+}
+
+/// One probe per Kubernetes cluster and namespace the pools submit jobs to.
+fn cluster_probes(
+    spec: &crate::spec::Spec,
+    set: &crate::apply::ProviderSet,
+) -> Vec<impl std::future::Future<Output = Outcome> + Send + 'static> {
+    use crate::providers::kube;
+    let mut targets: Vec<(String, String, String)> = Vec::new();
+    for pool in spec.gpu_pools.values() {
+        let Some(k) = &pool.kubernetes else { continue };
+        let locator = match (&k.kubeconfig, &k.cluster_id) {
+            (Some(path), _) => kube::locator(&path.value, k.context.as_ref().map(|c| c.value.as_str())),
+            (None, Some(id)) => match crate::spec::validate::pool_region(spec, pool) {
+                Some(r) => kube::cluster_locator(&r.value, &id.value),
+                None => continue, // validation reports a pool without a region
+            },
+            (None, None) => continue,
+        };
+        let t = (kube::name(&pool.provider.value), locator, k.namespace.value.clone());
+        if !targets.contains(&t) {
+            targets.push(t);
+        }
+    }
+    targets
+        .into_iter()
+        .map(|(backend, locator, namespace)| {
+            let provider = set.get(&backend).cloned();
+            async move {
+                let what = format!("Kubernetes cluster {} (namespace {namespace})", kube::describe(&locator));
+                let Some(p) = provider else {
+                    return Outcome { what, result: Err(("its provider block is missing".into(), String::new())) };
+                };
+                let t = Instant::now();
+                let result = match tokio::time::timeout(PROBE_TIMEOUT, p.check_cluster(&locator, &namespace)).await {
+                    Ok(Ok(detail)) => Ok(format!("{detail} ({:.1} s)", t.elapsed().as_secs_f64())),
+                    Ok(Err(e)) => Err((e.message, cluster_hint(e.class))),
+                    Err(_) => Err((
+                        format!("no answer within {} s", PROBE_TIMEOUT.as_secs()),
+                        "check the kubeconfig's server and the network path to it".into(),
+                    )),
+                };
+                Outcome { what, result }
+            }
+        })
+        .collect()
+}
+
+fn cluster_hint(class: ErrorClass) -> String {
+    match class {
+        ErrorClass::Auth => "the API server refused the kubeconfig's credentials; refresh them (e.g. `aws eks update-kubeconfig`, or a new token)".into(),
+        ErrorClass::Retryable | ErrorClass::Throttled => "check the kubeconfig's server address and that it is reachable from here".into(),
+        _ => String::new(),
+    }
 }
 
 /// Run the probes concurrently (a slow endpoint does not hold up the others), in order.

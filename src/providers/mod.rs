@@ -63,6 +63,17 @@ pub trait Provider: Send + Sync {
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
 
+    /// `gpuplan check` of a cluster jobs are submitted to (`region` is its locator): can
+    /// it be reached with these credentials, does the namespace exist, are gpuplan's
+    /// PriorityClasses there. Providers without clusters have nothing to check.
+    async fn check_cluster(&self, region: &str, _namespace: &str) -> Result<String, ProviderError> {
+        Err(ProviderError::new(
+            ErrorClass::Invalid,
+            "NoCluster",
+            format!("provider `{}` runs no cluster `{region}`", self.kind()),
+        ))
+    }
+
     /// The job's own output, line by line with its replica, for `gpuplan jobs logs`
     /// (`follow`: until it ends). Providers that cannot read it say so.
     async fn job_logs(

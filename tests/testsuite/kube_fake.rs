@@ -42,6 +42,8 @@ struct Cluster {
     deny: Option<u16>,
     /// Job names whose creation is refused as invalid (422).
     invalid: Vec<String>,
+    /// Namespaces that do not exist (every other one does).
+    missing_namespaces: Vec<String>,
     requests: Vec<(String, String, String)>,
 }
 
@@ -199,6 +201,13 @@ impl FakeApi {
         }
         let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match (method, segs.as_slice()) {
+            ("GET", ["api", "v1", "namespaces", ns]) => {
+                if c.missing_namespaces.iter().any(|m| m == ns) {
+                    status(404, "NotFound", &format!("namespaces \"{ns}\" not found"))
+                } else {
+                    (200, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+                }
+            }
             ("GET", ["apis", "scheduling.k8s.io", "v1", "priorityclasses", name]) => {
                 if c.priority_classes.iter().any(|p| p == name) {
                     (
@@ -349,6 +358,10 @@ impl FakeApi {
 
     pub fn refuse_as_invalid(&self, name: &str) {
         self.inner.lock().expect("cluster").invalid.push(name.to_string());
+    }
+
+    pub fn drop_namespace(&self, ns: &str) {
+        self.inner.lock().expect("cluster").missing_namespaces.push(ns.to_string());
     }
 
     pub fn drop_priority_classes(&self) {

@@ -277,3 +277,38 @@ fn faults_are_clear_errors_and_record_nothing() {
     check(dir.path(), &["no PriorityClass `gpuplan-medium`", "kubectl create priorityclass"]);
     assert_eq!(api.count("POST", "/jobs"), 0, "nothing is submitted without its priority class");
 }
+
+/// `gpuplan check` reaches the pool's cluster: the namespace and the PriorityClasses.
+#[test]
+fn check_reaches_the_cluster_and_names_what_is_missing() {
+    let api = FakeApi::start();
+    let dir = fleet(&api.url, 0, 1);
+    let d = dir.path();
+    let out = ok(d, &["check"]);
+    let line =
+        out.stdout.lines().find(|l| l.contains("Kubernetes cluster kube/config (context fake)")).expect("a line");
+    assert!(line.starts_with("ok") && line.contains("namespace ml"), "{}", out.stdout);
+
+    api.drop_namespace("ml");
+    let out = gpuplan(d, &["check"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("namespace `ml` does not exist") && out.stdout.contains("kubectl create namespace ml"),
+        "{}",
+        out.stdout
+    );
+
+    let api = FakeApi::start();
+    api.drop_priority_classes();
+    let dir = fleet(&api.url, 0, 1);
+    let out = gpuplan(dir.path(), &["check"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stdout.contains("lacks the PriorityClass(es) gpuplan-critical, gpuplan-high"), "{}", out.stdout);
+
+    let api = FakeApi::start();
+    api.deny(401);
+    let dir = fleet(&api.url, 0, 1);
+    let out = gpuplan(dir.path(), &["check"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stdout.contains("refused the kubeconfig's credentials"), "{}", out.stdout);
+}

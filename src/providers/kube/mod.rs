@@ -25,14 +25,14 @@ use ::kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::{
     CreateNodes, CreateResult, ErrorClass, JobState, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider,
     ProviderError,
 };
-use crate::model::ProviderKind;
+use crate::model::{Priority, ProviderKind};
 
 /// The prefix of the backend's name in a provider set.
 pub const PREFIX: &str = "@kubernetes.";
@@ -496,6 +496,46 @@ impl Provider for KubeJobs {
         out.node_id = node;
         out.message = message;
         Ok(out)
+    }
+
+    /// The cluster answers, the namespace exists, and so do the four PriorityClasses
+    /// gpuplan's Jobs name.
+    async fn check_cluster(&self, region: &str, namespace: &str) -> Result<String, ProviderError> {
+        let client = self.client(region).await?;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        if namespaces.get_opt(namespace).await.map_err(|e| api_error(e, region, "namespaces", namespace))?.is_none() {
+            return Err(ProviderError::new(
+                ErrorClass::Invalid,
+                "NoNamespace",
+                format!(
+                    "namespace `{namespace}` does not exist in cluster {}; create it with `kubectl create namespace {namespace}`",
+                    describe(region)
+                ),
+            ));
+        }
+        let classes: Api<PriorityClass> = Api::all(client);
+        let mut missing = Vec::new();
+        for p in [Priority::Critical, Priority::High, Priority::Medium, Priority::Low] {
+            let name = format!("gpuplan-{}", crate::model::job::priority_str(p));
+            if classes.get_opt(&name).await.map_err(|e| api_error(e, region, "priorityclasses", &name))?.is_none() {
+                missing.push(name);
+            }
+        }
+        if !missing.is_empty() {
+            let cmds: Vec<String> =
+                missing.iter().map(|m| format!("kubectl create priorityclass {m} --value=N")).collect();
+            return Err(ProviderError::new(
+                ErrorClass::Invalid,
+                "NoPriorityClass",
+                format!(
+                    "cluster {} lacks the PriorityClass(es) {}, so Jobs of those priorities would never start; create them, higher values for higher priorities: {}",
+                    describe(region),
+                    missing.join(", "),
+                    cmds.join("; ")
+                ),
+            ));
+        }
+        Ok(format!("namespace `{namespace}` and gpuplan's PriorityClasses are there"))
     }
 
     /// The pods' output of the run's Job, every replica (`region` is the cluster).

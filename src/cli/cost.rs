@@ -14,7 +14,10 @@ pub fn run(settings: &Settings, args: &CostArgs) -> miette::Result<ExitStatus> {
         let req = PlanRequest { refresh: true, env: settings.env.clone(), ..PlanRequest::default() };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         // What was spent, from the ledger in state, each line by its provider's clock.
-        let spend = engine::run::month_to_date(&loaded.spec, &session.state, &providers);
+        let spend = match &plan.spend {
+            Some(s) => s.clone(),
+            None => engine::run::month_to_date(&loaded.spec, &session.state, &providers),
+        };
         if args.json {
             let mut doc = serde_json::to_value(&plan.cost)
                 .map_err(|e| super::CliError::new(format!("cannot write the cost report: {e}")))?;

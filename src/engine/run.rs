@@ -89,6 +89,12 @@ pub async fn plan(
         with_prices.month_to_date = spend.by_quota.clone();
         let mut plan = plan_refreshed(spec, &session.state, observed, statuses.as_ref(), &with_prices, &[])?;
         if !session.state.spend.is_empty() {
+            // Again with the runs this plan observed: jobs that ended since the last apply.
+            let spend = if plan.jobs.is_empty() {
+                spend
+            } else {
+                month_to_date_observed(spec, &session.state, providers, &plan.jobs)
+            };
             plan.spend = Some(spend);
         }
         return Ok(plan);
@@ -99,6 +105,19 @@ pub async fn plan(
 /// Month-to-date spend from the ledger in `state`, each line by its provider's clock
 /// (the sim cloud's own, the wall clock for real clouds), per pool, quota and job.
 pub fn month_to_date(spec: &Spec, state: &State, providers: &ProviderSet) -> crate::state::spend::SpendReport {
+    month_to_date_observed(spec, state, providers, &[])
+}
+
+/// [`month_to_date`] with the job runs a plan observed (`plan.jobs`), which may have ended
+/// since the state recorded them.
+pub fn month_to_date_observed(
+    spec: &Spec,
+    state: &State,
+    providers: &ProviderSet,
+    jobs: &[jobs::JobPlacement],
+) -> crate::state::spend::SpendReport {
+    let observed: BTreeMap<String, Vec<crate::model::JobRun>> =
+        jobs.iter().filter(|j| !j.runs.is_empty()).map(|j| (j.address.to_string(), j.runs.clone())).collect();
     let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -111,6 +130,7 @@ pub fn month_to_date(spec: &Spec, state: &State, providers: &ProviderSet) -> cra
         state,
         |name| providers.get(name).map_or(wall, |p| p.clock_ms()),
         |pool| quotas.iter().filter(|(_, pools)| pools.iter().any(|p| p == pool)).map(|(q, _)| q.clone()).collect(),
+        Some(&observed),
     )
 }
 

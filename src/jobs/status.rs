@@ -37,25 +37,7 @@ pub struct JobSummary {
 /// node's, or the whole node when the node was made for the job) from launch to its end,
 /// or to `now_ms` (the run's provider's clock) while it runs.
 pub fn run_cost(run: &JobRun, ledger: &BTreeMap<String, SpendEntry>, now_ms: u64) -> Option<f64> {
-    let line = ledger.get(&run.node_id)?;
-    let node_gpus = crate::model::ProviderKind::ALL
-        .iter()
-        .find_map(|k| crate::catalog::catalog().instance_type(*k, &line.instance_type))
-        .map(|t| t.gpus)?;
-    let ms = |t: &str| {
-        humantime::parse_rfc3339(t)
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-    };
-    let start = ms(run.launched_at.as_deref()?)?;
-    let end = match &run.finished_at {
-        Some(f) => ms(f)?,
-        None => now_ms,
-    };
-    let hours = end.saturating_sub(start) as f64 / 3_600_000.0;
-    let share = if line.job.is_some() { 1.0 } else { f64::from(run.gpus) / f64::from(node_gpus.max(1)) };
-    Some(line.usd_per_hour * share * hours)
+    crate::state::spend::run_share_usd(run, ledger.get(&run.node_id)?, 0, now_ms)
 }
 
 /// Summarise one job. `replicas` comes from the spec when the job is still there.

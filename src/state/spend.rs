@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::model::State;
+use super::model::{SpendEntry, State};
 
 const HOUR_MS: f64 = 3_600_000.0;
 
@@ -31,11 +31,13 @@ pub struct SpendReport {
 
 /// Month-to-date spend. `clock` gives a provider's time (by its local name); the report's
 /// own clock, which picks the month, is the latest of them. `quotas_of` maps a pool to the
-/// quotas covering it.
+/// quotas covering it. `observed` holds job runs as refresh saw them (by job address),
+/// newer than the state's record (a run that ended since the last apply).
 pub fn month_to_date(
     state: &State,
     clock: impl Fn(&str) -> u64,
     quotas_of: impl Fn(&str) -> Vec<String>,
+    observed: Option<&BTreeMap<String, Vec<crate::model::JobRun>>>,
 ) -> SpendReport {
     let mut clocks: BTreeMap<&str, u64> = BTreeMap::new();
     for e in state.spend.values() {
@@ -71,12 +73,49 @@ pub fn month_to_date(
             *report.by_job.entry(job.clone()).or_default() += usd;
         }
     }
+    // Jobs on shared pool nodes: their share of the node's line over the month.
+    for (address, r) in &state.resources {
+        let Some(rec) = &r.job else { continue };
+        let runs = observed.and_then(|o| o.get(address)).unwrap_or(&rec.runs);
+        for run in runs {
+            let Some(line) = state.spend.get(&run.node_id).filter(|l| l.job.is_none()) else { continue };
+            let clock_now = clocks.get(line.provider.as_str()).copied().unwrap_or(now).min(now);
+            if let Some(usd) = run_share_usd(run, line, month_start, clock_now) {
+                *report.by_job.entry(address.clone()).or_default() += usd;
+            }
+        }
+    }
     let cents = |v: &mut f64| *v = (*v * 100.0).round() / 100.0;
     cents(&mut report.month_to_date_usd);
     report.by_pool.values_mut().for_each(cents);
     report.by_quota.values_mut().for_each(cents);
     report.by_job.values_mut().for_each(cents);
     report
+}
+
+/// What one job run cost between `from_ms` and `to_ms` (the end of a window, and the
+/// clock for a run still going): its share of its node's ledger price (the GPUs it uses of
+/// the node's, or the whole node when the node was made for the job) over the part of the
+/// window it ran. `None` when its times or its node's GPU count are unknown.
+pub fn run_share_usd(run: &crate::model::JobRun, line: &SpendEntry, from_ms: u64, to_ms: u64) -> Option<f64> {
+    let node_gpus = crate::model::ProviderKind::ALL
+        .iter()
+        .find_map(|k| crate::catalog::catalog().instance_type(*k, &line.instance_type))
+        .map(|t| t.gpus)?;
+    let ms = |t: &str| {
+        humantime::parse_rfc3339(t)
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    };
+    let start = ms(run.launched_at.as_deref()?)?.max(from_ms);
+    let end = match &run.finished_at {
+        Some(f) => ms(f)?.min(to_ms),
+        None => to_ms,
+    };
+    let hours = end.saturating_sub(start) as f64 / HOUR_MS;
+    let share = if line.job.is_some() { 1.0 } else { f64::from(run.gpus) / f64::from(node_gpus.max(1)) };
+    Some(line.usd_per_hour * share * hours)
 }
 
 fn rfc3339(ms: u64) -> String {
@@ -132,7 +171,7 @@ mod tests {
         // Started last month, still running: only March's hours.
         s.spend.insert("i-4".into(), line("gpu_pool.b", None, 1.0, "2026-02-28T00:00:00Z", None));
         let now = at("2026-03-10T10:00:00Z");
-        let r = month_to_date(&s, |_| now, |p| if p == "gpu_pool.a" { vec!["quota.ml".into()] } else { vec![] });
+        let r = month_to_date(&s, |_| now, |p| if p == "gpu_pool.a" { vec!["quota.ml".into()] } else { vec![] }, None);
         assert_eq!(r.month, "2026-03");
         assert_eq!(r.by_pool["gpu_pool.a"], 20.0, "10 h × 2 USD");
         assert_eq!(r.by_pool["gpu_pool.b"], 6.0 + 226.0, "4 h × 1.5 + (9 days + 10 h) × 1");
@@ -142,7 +181,7 @@ mod tests {
         assert_eq!(r.open_nodes, 2);
         // A month later the total starts again: only April's hours of the open nodes.
         let april = at("2026-04-01T05:00:00Z");
-        let r = month_to_date(&s, |_| april, |_| vec![]);
+        let r = month_to_date(&s, |_| april, |_| vec![], None);
         assert_eq!((r.month.as_str(), r.month_to_date_usd), ("2026-04", 5.0 * 2.0 + 5.0 * 1.0));
     }
 

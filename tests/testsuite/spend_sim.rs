@@ -298,4 +298,7 @@ job "half" {
     assert!(close(c.expect("a cost"), node_price / 2.0 * 2.0), "{c:?} vs {node_price}/2 for 2 h");
     let (_, table, _) = run(d, &["jobs", "status", "half"]);
     assert!(table.contains("cost so far: "), "{table}");
+    // `gpuplan cost` answers "on which jobs" too: the month's spend by job.
+    let by_job = spend(d)["by_job"]["job.half"].as_f64().expect("the job in spend.by_job");
+    assert!(close(by_job, node_price / 2.0 * 2.0), "{by_job} vs {node_price}/2 for 2 h");
 }

@@ -369,3 +369,17 @@ async fn eks_pool_nodes_boot_with_nodeadm_join_config() {
         assert!(lts.launch_templates().is_empty(), "{name} outlived its pool: {lts:?}");
     }
 }
+
+/// `gpuplan offers` asks the spec's aws provider: moto's stale spot price is refused with
+/// a warning naming its date, and the rows say they are the catalog's, dated.
+#[test]
+fn offers_ask_the_spec_provider_and_refuse_a_stale_spot_price() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_spec(dir, &pool_spec(&endpoint(), "us-east-1", &["us-east-1a"], 1, 1, 0, ""));
+    let r = run(dir, &["offers", "--gpu", "A10G", "--provider", "aws", "--region", "us-east-1", "--spot"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("a price dated 2006"), "the stale answer is named: {}", r.stderr);
+    let row = r.stdout.lines().find(|l| l.contains("g5.xlarge ")).expect("a g5.xlarge row");
+    assert!(row.contains("catalog 2026-09-24") && !row.contains("live"), "{row}");
+}

@@ -124,10 +124,32 @@ pub async fn run(
                         message: status.message,
                         launched_at: Some(status.started_ms.map_or_else(|| now.clone(), crate::model::job::rfc3339_ms)),
                         finished_at: status.finished_ms.map(crate::model::job::rfc3339_ms),
+                        own_node: req.shape.is_some(),
+                        node_released: false,
                     });
                 }
                 Err(e) => failed.push(format!("replica {} attempt {}: {e}", l.replica, req.attempt)),
             }
+        }
+        // Ended runs on nodes made for them: terminate those nodes (a leak otherwise).
+        let mut unreleased = Vec::new();
+        for run in rec.runs.iter_mut().filter(|r| r.node_to_release()) {
+            let Some(provider) = providers.get(&run.provider) else {
+                unreleased.push(format!("node {}: provider `{}` is not configured", run.node_id, run.provider));
+                continue;
+            };
+            match provider.release_job_node(&run.region, &run.id).await {
+                Ok(()) => {
+                    run.node_released = true;
+                    opts.progress
+                        .event(&j.address.to_string(), &format!("node {} terminated (its run ended)", run.node_id));
+                }
+                Err(e) => unreleased.push(format!("node {}: {e}", run.node_id)),
+            }
+        }
+        if !unreleased.is_empty() {
+            let what = format!("could not terminate the node(s) of ended runs: {}", unreleased.join("; "));
+            outcomes.push(outcome(j, Status::Failed(what)));
         }
         let waits = j.placement == Placement::Waiting || !short.is_empty() || !failed.is_empty();
         if waits {
@@ -187,6 +209,15 @@ fn pick(slots: &[Slot], capacity: Capacity, gpus: u32, per_node: u32) -> Option<
 pub async fn cancel_removed(plan: &Plan, prior: &State, providers: &ProviderSet, opts: &ApplyOptions) {
     for c in plan.changes.iter().filter(|c| c.action == Action::Delete && c.address.kind == crate::addr::Kind::Job) {
         let Some(rec) = prior_record(prior, &c.address) else { continue };
+        // Nodes of ended runs go with the job.
+        for run in rec.runs.iter().filter(|r| r.node_to_release()) {
+            let Some(p) = providers.get(&run.provider) else { continue };
+            let msg = match p.release_job_node(&run.region, &run.id).await {
+                Ok(()) => format!("node {} of ended run {} terminated", run.node_id, run.id),
+                Err(e) => format!("could not terminate node {} of ended run {}: {e}", run.node_id, run.id),
+            };
+            opts.progress.event(&c.address.to_string(), &msg);
+        }
         for run in rec.runs.iter().filter(|r| r.is_active()) {
             let Some(p) = providers.get(&run.provider) else { continue };
             let msg = match p.cancel_job(&run.region, &run.id).await {

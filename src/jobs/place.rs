@@ -159,7 +159,8 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
         let p = progress(job, t, rec, input.observed, in_cluster);
         // Running replicas keep their GPUs: take them out of the room and the quota.
         for run in p.runs.iter().filter(|r| r.is_active()) {
-            if let Some(room) = pools.get_mut(&job.pool.value) {
+            // A run on a node of its own is not on the pool's room (counted as busy there).
+            if let Some(room) = pools.get_mut(&job.pool.value).filter(|_| !run.has_own_node()) {
                 take(room, &run.node_id, run.capacity, run.gpus);
             }
             if let Some(q) = job.quota.as_ref().and_then(|q| quotas.get_mut(&q.value)) {
@@ -326,6 +327,17 @@ fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) ->
                 }
             }
         }
+        // A VM pool on a cloud runs each replica on a node of its own (booted with the
+        // job's user data; warm nodes are not used for jobs): the room is what `nodes.max`
+        // leaves beside the warm nodes and the job nodes already running.
+        if shape.provider_kind != ProviderKind::Sim && pool.kubernetes.is_none() {
+            let busy = job_nodes_running(input, addr);
+            let room = (pool.nodes.max.value as usize).saturating_sub(nodes.len() + busy);
+            // Spot job nodes on an all-spot pool; on-demand otherwise.
+            let all_spot = pool.mix.spot_percent.value == 100 && pool.mix.on_demand_base.value == 0;
+            let capacity = if all_spot { Capacity::Spot } else { Capacity::OnDemand };
+            nodes = vec![NodeRoom { capacity, free: gpn, id: None }; room];
+        }
         let cost = costs.get(*addr).copied();
         let per_gpu = |p: Option<&crate::cost::Price>| p.map(|p| p.usd_per_hour / gpn.max(1) as f64);
         rooms.insert(
@@ -341,6 +353,19 @@ fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) ->
         );
     }
     rooms
+}
+
+/// Active runs of `pool`'s jobs on nodes made for them (from state).
+fn job_nodes_running(input: &PlaceInput<'_>, pool: &Address) -> usize {
+    input
+        .spec
+        .jobs
+        .iter()
+        .filter(|(_, j)| &j.pool.value == pool)
+        .filter_map(|(a, _)| record(input.state, a))
+        .flat_map(|r| &r.runs)
+        .filter(|r| r.is_active() && r.has_own_node())
+        .count()
 }
 
 /// The idempotency token of one replica attempt: the same attempt never launches twice,

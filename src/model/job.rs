@@ -130,6 +130,10 @@ impl JobPlacement {
     pub fn needs_launch(&self) -> bool {
         !self.launches.is_empty()
     }
+    /// Nodes of ended runs that applying this plan terminates.
+    pub fn nodes_to_release(&self) -> impl Iterator<Item = &JobRun> {
+        self.runs.iter().filter(|r| r.node_to_release())
+    }
 }
 
 /// One replica to launch.
@@ -191,6 +195,13 @@ pub struct JobRun {
     /// When it ended (RFC 3339, the provider's clock), once the provider reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+    /// The provider made a node for this run (a job VM on a cloud): it is terminated
+    /// once the run ends.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_node: bool,
+    /// Its own node has been terminated.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub node_released: bool,
 }
 
 /// Milliseconds since the epoch as RFC 3339 (seconds).
@@ -199,6 +210,17 @@ pub fn rfc3339_ms(ms: u64) -> String {
 }
 
 impl JobRun {
+    /// Runs on a node the provider made for it (a job VM).
+    pub fn has_own_node(&self) -> bool {
+        // Runs recorded before `own_node` existed: a job VM's run id is its instance id.
+        self.own_node || (!self.id.is_empty() && self.id == self.node_id)
+    }
+
+    /// Ended, on a node made for it that is still there.
+    pub fn node_to_release(&self) -> bool {
+        self.has_own_node() && !self.is_active() && !self.node_released
+    }
+
     pub fn is_active(&self) -> bool {
         matches!(self.status, JobState::Queued | JobState::Running)
     }

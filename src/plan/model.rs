@@ -367,7 +367,8 @@ pub struct ScaleAction {
 
 impl Plan {
     pub fn has_changes(&self) -> bool {
-        self.changes.iter().any(|c| c.action != Action::NoOp) || self.jobs.iter().any(|j| j.needs_launch())
+        self.changes.iter().any(|c| c.action != Action::NoOp)
+            || self.jobs.iter().any(|j| j.needs_launch() || j.nodes_to_release().next().is_some())
     }
 
     pub fn summarize(&mut self) {

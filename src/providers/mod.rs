@@ -63,6 +63,13 @@ pub trait Provider: Send + Sync {
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
 
+    /// Terminate the node a finished job ran on, when the provider made that node for the
+    /// job (a job VM: stopped, not terminated, so its output stays readable until then).
+    /// Providers whose jobs run on pool nodes or in a cluster have nothing to release.
+    async fn release_job_node(&self, _region: &str, _id: &str) -> Result<(), ProviderError> {
+        Ok(())
+    }
+
     /// `gpuplan check` of a cluster jobs are submitted to (`region` is its locator): can
     /// it be reached with these credentials, does the namespace exist, are gpuplan's
     /// PriorityClasses there. Providers without clusters have nothing to check.

@@ -33,6 +33,12 @@ fn symbol(j: &JobPlacement) -> &'static str {
 }
 
 fn describe(j: &JobPlacement) -> String {
+    let text = placement_text(j);
+    let nodes: Vec<&str> = j.nodes_to_release().map(|r| r.node_id.as_str()).collect();
+    if nodes.is_empty() { text } else { format!("{text}; terminate its ended node(s) {}", nodes.join(", ")) }
+}
+
+fn placement_text(j: &JobPlacement) -> String {
     let size = format!("{} × {} GPUs", j.replicas, j.gpus_per_replica);
     let prio = priority_str(j.priority);
     match j.placement {
@@ -75,7 +81,7 @@ pub(crate) fn json(plan: &Plan) -> Json {
     plan.jobs
         .iter()
         .map(|j| {
-            json!({
+            let mut doc = json!({
                 "address": j.address.to_string(),
                 "pool": j.pool.to_string(),
                 "quota": j.quota.as_ref().map(ToString::to_string),
@@ -108,7 +114,13 @@ pub(crate) fn json(plan: &Plan) -> Json {
                     }
                     launch
                 }).collect::<Vec<_>>(),
-            })
+            });
+            // Only jobs with ended runs on nodes of their own say which nodes go.
+            let release: Vec<&str> = j.nodes_to_release().map(|r| r.node_id.as_str()).collect();
+            if !release.is_empty() {
+                doc["release_nodes"] = json!(release);
+            }
+            doc
         })
         .collect()
 }

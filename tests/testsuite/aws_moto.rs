@@ -383,3 +383,42 @@ fn offers_ask_the_spec_provider_and_refuse_a_stale_spot_price() {
     let row = r.stdout.lines().find(|l| l.contains("g5.xlarge ")).expect("a g5.xlarge row");
     assert!(row.contains("catalog 2026-09-24") && !row.contains("live"), "{row}");
 }
+
+/// A job on a desired=0 AWS pool boots one instance tagged as the job's and the pool's;
+/// when it ends (stopped behind gpuplan's back here) `reconcile --once` terminates the
+/// instance, and nothing of the job outlives `destroy`.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ended_job_s_instance_is_terminated_within_one_reconcile_pass() {
+    let region = "ap-northeast-1";
+    let c = client(region).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = pool_spec(&endpoint(), region, &["ap-northeast-1a"], 0, 0, 0, "").replace("min     = 0", "min     = 0")
+        + "\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    write_spec(dir, &spec);
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    let lineage = lineage(dir);
+    let all = tagged(&c, &lineage).await;
+    let jobs: Vec<_> = all.iter().filter(|n| n.2.contains_key("gpuplan:job")).collect();
+    assert_eq!(jobs.len(), 1, "exactly one instance, for the job: {all:?}");
+    let (id, _, tags) = jobs[0];
+    assert_eq!(tags.get("gpuplan:job").map(String::as_str), Some("job.once"));
+    assert_eq!(tags.get("gpuplan:address").map(String::as_str), Some("gpu_pool.train"));
+
+    // The job ends: its node powers off.
+    c.stop_instances().instance_ids(id).send().await.expect("StopInstances");
+    let r = run(dir, &["reconcile", "--once"]);
+    assert!(r.code == 0 || r.code == 2, "reconcile:\n{}\n{}", r.stdout, r.stderr);
+    assert_eq!(state_of(&c, id).await, InstanceStateName::Terminated, "{}\n{}", r.stdout, r.stderr);
+    let r = run(dir, &["jobs", "status", "once", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    assert_ne!(doc["jobs"][0]["state"], "running", "{doc:#}");
+    assert_eq!(doc["jobs"][0]["runs"][0]["node_released"], true, "{doc:#}");
+    // Nothing more to do, and nothing left after destroy.
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(tagged(&c, &lineage).await.is_empty());
+}

@@ -85,6 +85,8 @@ fn run(attempt: u32, status: JobState) -> JobRun {
         message: None,
         launched_at: None,
         finished_at: None,
+        own_node: false,
+        node_released: false,
     }
 }
 

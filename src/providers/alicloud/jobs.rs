@@ -43,6 +43,12 @@ impl AlibabaProvider {
         Ok(status)
     }
 
+    /// Terminate a finished job's instance (checked to be a gpuplan job node first).
+    pub(super) async fn release(&self, region: &str, id: &str) -> Result<(), ProviderError> {
+        self.job_instance(region, id).await?;
+        self.delete(region, &[id.to_string()]).await.map(|_| ())
+    }
+
     pub(super) async fn cancel(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let inst = self.job_instance(region, id).await?;
         let mut status = base_status(&inst, id)?;

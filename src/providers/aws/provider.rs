@@ -39,6 +39,12 @@ impl Provider for AwsProvider {
         self.status(region, id).await
     }
 
+    /// The job's instance, once the job has ended: `cancel` of a finished job only
+    /// terminates its (stopped) instance.
+    async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
+        self.cancel(region, id).await.map(|_| ())
+    }
+
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         self.cancel(region, id).await
     }

@@ -26,6 +26,12 @@ impl TencentProvider {
         job_status(&inst, id)
     }
 
+    /// Terminate a finished job's instance (checked to be a gpuplan job node first).
+    pub(super) async fn release(&self, region: &str, id: &str) -> Result<(), ProviderError> {
+        self.job_instance(region, id).await?;
+        self.terminate(region, &[id.to_string()]).await.map(|_| ())
+    }
+
     pub(super) async fn cancel(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let inst = self.job_instance(region, id).await?;
         let mut status = job_status(&inst, id)?;

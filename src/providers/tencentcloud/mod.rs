@@ -148,6 +148,10 @@ impl Provider for TencentProvider {
         self.status(region, id).await
     }
 
+    async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
+        self.release(region, id).await
+    }
+
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         self.cancel(region, id).await
     }

@@ -102,6 +102,102 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> Result<CostReport, 
     })
 }
 
+/// Job nodes (VM pools on clouds run each replica on a node of its own) in the cost of
+/// their pool, its quotas and the fleet: the ones running now in "before" and "after",
+/// the ones this plan launches in "after", at the pool's price for their capacity.
+pub fn add_job_nodes(report: &mut CostReport, jobs: &[crate::model::JobPlacement], spec: &Spec) {
+    let mut added: BTreeMap<Address, (f64, f64)> = BTreeMap::new();
+    for j in jobs {
+        let running: Vec<Capacity> =
+            j.runs.iter().filter(|r| r.is_active() && r.has_own_node()).map(|r| r.capacity).collect();
+        let launching: Vec<Capacity> =
+            j.launches.iter().filter(|l| l.request.shape.is_some()).map(|l| l.capacity).collect();
+        if running.is_empty() && launching.is_empty() {
+            continue;
+        }
+        let Some(p) = report.pools.iter_mut().find(|p| p.address == j.pool) else { continue };
+        let gpn = spec.gpu_pools.get(&j.pool).map_or(0, |s| u64::from(s.gpus_per_node.value));
+        let price = |c: Capacity, p: &PoolCost| {
+            match c {
+                Capacity::OnDemand => p.on_demand_price.as_ref(),
+                Capacity::Spot => p.spot_price.as_ref(),
+            }
+            .map_or(0.0, |x| x.usd_per_hour)
+        };
+        let (mut before, mut after) = (0.0, 0.0);
+        for c in &running {
+            let usd = price(*c, p);
+            before += usd;
+            after += usd;
+            p.gpus_before += gpn;
+            p.gpus_after += gpn;
+            match c {
+                Capacity::OnDemand => {
+                    p.on_demand_before += 1;
+                    p.on_demand_after += 1;
+                    p.on_demand_hourly_after += usd;
+                }
+                Capacity::Spot => {
+                    p.spot_before += 1;
+                    p.spot_after += 1;
+                    p.spot_hourly_after += usd;
+                }
+            }
+        }
+        for c in &launching {
+            let usd = price(*c, p);
+            after += usd;
+            p.gpus_after += gpn;
+            match c {
+                Capacity::OnDemand => {
+                    p.on_demand_after += 1;
+                    p.on_demand_hourly_after += usd;
+                }
+                Capacity::Spot => {
+                    p.spot_after += 1;
+                    p.spot_hourly_after += usd;
+                }
+            }
+        }
+        p.hourly_before = money(p.hourly_before + before);
+        p.hourly_after = money(p.hourly_after + after);
+        p.on_demand_hourly_after = money(p.on_demand_hourly_after);
+        p.spot_hourly_after = money(p.spot_hourly_after);
+        p.price_per_gpu_hour = if p.gpus_after == 0 { 0.0 } else { money(p.hourly_after / p.gpus_after as f64) };
+        if let Some(r) = p.range.as_mut() {
+            r.hourly_min = money(r.hourly_min + after);
+            r.hourly_expected = money(r.hourly_expected + after);
+            r.hourly_max = money(r.hourly_max + after);
+        }
+        let e = added.entry(j.pool.clone()).or_default();
+        e.0 += before;
+        e.1 += after;
+    }
+    if added.is_empty() {
+        return;
+    }
+    let (before, after): (f64, f64) = added.values().fold((0.0, 0.0), |a, v| (a.0 + v.0, a.1 + v.1));
+    report.hourly_before = money(report.hourly_before + before);
+    report.hourly_after = money(report.hourly_after + after);
+    report.hourly_delta = money(report.hourly_after - report.hourly_before);
+    report.monthly_before = money(report.hourly_before * HOURS_PER_MONTH);
+    report.monthly_after = money(report.hourly_after * HOURS_PER_MONTH);
+    report.monthly_delta = money(report.hourly_delta * HOURS_PER_MONTH);
+    report.on_demand_hourly_after = money(report.pools.iter().map(|p| p.on_demand_hourly_after).sum());
+    report.spot_hourly_after = money(report.pools.iter().map(|p| p.spot_hourly_after).sum());
+    report.range.hourly_min = money(report.range.hourly_min + after);
+    report.range.hourly_expected = money(report.range.hourly_expected + after);
+    report.range.hourly_max = money(report.range.hourly_max + after);
+    for q in report.quotas.iter_mut() {
+        let mine: Vec<&PoolCost> = report.pools.iter().filter(|p| q.pools.contains(&p.address)).collect();
+        q.gpus_after = mine.iter().map(|p| p.gpus_after).sum();
+        let extra: f64 = q.pools.iter().filter_map(|a| added.get(a)).map(|v| v.1).sum();
+        q.hourly_after = money(q.hourly_after + extra);
+        q.hourly_max = money(q.hourly_max + extra);
+        q.monthly_after = money(q.hourly_after * HOURS_PER_MONTH);
+    }
+}
+
 fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, prices: &PriceBook) -> Option<PoolCost> {
     let price = |t: &str, cap| prices.price(&pc.provider, kind, &pc.region, t, cap);
     // After = before − deletes + creates, node by node, so kept nodes keep their own price.

@@ -185,6 +185,10 @@ pub fn plan_refreshed(
     let mut plan = assess(plan, spec, req)?;
     if !req.destroy {
         plan.jobs = jobs::place::place(&jobs::place::PlaceInput { spec, state, plan: &plan, observed: statuses });
+        // Nodes made for jobs (cloud VM pools) cost like the pool's own.
+        if let Some(c) = plan.cost.as_mut() {
+            cost::add_job_nodes(c, &plan.jobs, spec);
+        }
     }
     Ok(plan)
 }
@@ -260,6 +264,21 @@ pub async fn place_jobs(
     };
     let input = jobs::place::PlaceInput { spec, state: &session.state, plan, observed: observed.as_ref() };
     Ok(jobs::place::place(&input))
+}
+
+/// [`place_jobs`] into `plan`, with the nodes made for jobs in its cost.
+pub async fn place_jobs_into(
+    spec: &Spec,
+    session: &Session,
+    providers: &ProviderSet,
+    req: &PlanRequest,
+    plan: &mut Plan,
+) -> Result<(), RunError> {
+    plan.jobs = place_jobs(spec, session, providers, req, plan).await?;
+    if let Some(c) = plan.cost.as_mut() {
+        cost::add_job_nodes(c, &plan.jobs, spec);
+    }
+    Ok(())
 }
 
 /// The policy results stored in a plan.

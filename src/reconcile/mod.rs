@@ -208,7 +208,7 @@ pub async fn pass(
     let observed = run::observe(spec, &session, &providers).await?;
     let now = clock.now();
     let mut baseline = run::plan_observed(spec, &session, Some(&observed), &req, &[])?;
-    baseline.jobs = run::place_jobs(spec, &session, &providers, &req, &baseline).await?;
+    run::place_jobs_into(spec, &session, &providers, &req, &mut baseline).await?;
 
     let mut waiting = jobs_waiting(&baseline, now);
     waiting.extend(queue.waiting(spec, &session.state, now));
@@ -228,7 +228,7 @@ pub async fn pass(
     let mut plan = baseline;
     if !actions.is_empty() {
         let mut scaled = run::plan_observed(spec, &session, Some(&observed), &req, &actions)?;
-        scaled.jobs = run::place_jobs(spec, &session, &providers, &req, &scaled).await?;
+        run::place_jobs_into(spec, &session, &providers, &req, &mut scaled).await?;
         if (run::denied(&scaled) || !scaled.errors.is_empty()) && !run::denied(&plan) && plan.errors.is_empty() {
             // Apply what policy allows: the fleet's own drift fixes go ahead without the step.
             for d in decisions.iter_mut().filter(|d| d.action != crate::autoscale::Direction::Hold) {

@@ -396,6 +396,14 @@ async fn an_ended_job_s_instance_is_terminated_within_one_reconcile_pass() {
     let spec = pool_spec(&endpoint(), region, &["ap-northeast-1a"], 0, 0, 0, "").replace("min     = 0", "min     = 0")
         + "\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
     write_spec(dir, &spec);
+    // The plan counts the job's node in the pool's cost, though the pool keeps no warm node.
+    let r = run(dir, &["plan", "--json"]);
+    assert_eq!(r.code, 0, "plan:\n{}", r.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let pool = &plan["cost"]["pools"][0];
+    assert_eq!((pool["on_demand_after"].as_u64(), pool["gpus_after"].as_u64()), (Some(1), Some(1)), "{pool:#}");
+    assert_eq!(pool["hourly_after"], pool["on_demand_price"]["usd_per_hour"], "{pool:#}");
+    assert_eq!(plan["cost"]["hourly_after"], pool["hourly_after"]);
     let r = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
     let lineage = lineage(dir);

@@ -142,9 +142,28 @@ pub fn autoscale(cx: &Context<'_>) -> (Vec<ScaleAction>, Vec<PoolDecision>, BTre
     (actions, decisions, utilization)
 }
 
-/// Live nodes of the pool with their usage. Only the sim cloud reports usage today; other
-/// providers give `usage_known: false` (no scale-down, no utilization).
+/// Live nodes of the pool with their usage. The sim cloud reports usage. On a VM pool of
+/// a cloud gpuplan knows it too: jobs run on nodes of their own, never on the pool's warm
+/// nodes, so a warm node is idle since it joined the pool (its ledger line's start, by
+/// the provider's clock; a node without one is never counted idle). Kubernetes pools
+/// (the cluster places pods) give `usage_known: false`: no scale-down, no utilization.
 fn signals_for(cx: &Context<'_>, pool: &Address, provider_kind: &str) -> Signals {
+    let vm_pool = provider_kind != "sim" && cx.spec.gpu_pools.get(pool).is_some_and(|p| p.kubernetes.is_none());
+    if vm_pool {
+        let nodes = cx
+            .observed
+            .iter()
+            .filter(|n| n.is_live() && &n.pool == pool)
+            .map(|n| NodeSignal {
+                id: n.id.clone(),
+                zone: n.zone.clone(),
+                capacity: n.capacity,
+                busy: false,
+                idle_since: cx.state.spend.get(&n.id).map(|l| from_ms(l.start_ms)),
+            })
+            .collect();
+        return Signals { nodes, usage_known: true, queued: autoscale::queued_demand(cx.waiting, pool) };
+    }
     let usage: Option<BTreeMap<&str, &NodeUsage>> =
         cx.usage.filter(|_| provider_kind == "sim").map(|u| u.iter().map(|n| (n.id.as_str(), n)).collect());
     let nodes = cx
@@ -211,4 +230,122 @@ fn limits_for(
         }
     }
     limits
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::autoscale::{Decision, Limits, Rules};
+    use crate::providers::{Capacity, NodeState};
+    use crate::state::model::SpendEntry;
+
+    const SPEC: &str = r#"
+provider "aws" {
+  region = "us-east-1"
+}
+
+gpu_pool "train" {
+  provider       = "aws"
+  zones          = ["us-east-1a"]
+  gpu            = "A10G"
+  gpus_per_node  = 1
+  instance_types = ["g5.xlarge"]
+  nodes {
+    min     = 0
+    desired = 2
+    max     = 4
+  }
+}
+"#;
+
+    fn node(id: &str) -> Node {
+        Node {
+            id: id.into(),
+            pool: "gpu_pool.train".parse().unwrap(),
+            instance_type: "g5.xlarge".into(),
+            region: "us-east-1".into(),
+            zone: "us-east-1a".into(),
+            capacity: Capacity::OnDemand,
+            state: NodeState::Running,
+            image: None,
+            tags: Default::default(),
+        }
+    }
+
+    fn line(start: SystemTime) -> SpendEntry {
+        SpendEntry {
+            pool: "gpu_pool.train".into(),
+            provider: "aws".into(),
+            job: None,
+            instance_type: "g5.xlarge".into(),
+            capacity: Capacity::OnDemand,
+            usd_per_hour: 1.0,
+            price_source: "catalog".into(),
+            start_ms: unix_ms(start),
+            end_ms: None,
+        }
+    }
+
+    /// A cloud VM pool's warm nodes run no jobs (jobs get nodes of their own): each is idle
+    /// since it joined, and the autoscaler scales the pool down by the one idle longer than
+    /// `idle_for`; a node gpuplan has no ledger line for is never counted idle.
+    #[test]
+    fn warm_nodes_of_a_cloud_vm_pool_are_idle_since_they_joined() {
+        let mut sources = crate::diag::Sources::default();
+        sources.add("main.hcl", SPEC);
+        let spec = crate::spec::load_sources(sources, &Default::default()).spec;
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let mut state = State::new("l".into());
+        state.spend.insert("i-old".into(), line(t0));
+        state.spend.insert("i-new".into(), line(t0 + Duration::from_secs(20 * 60)));
+        let observed = vec![node("i-old"), node("i-new"), node("i-unknown")];
+        let plan: Plan = serde_json::from_value(serde_json::json!({
+            "format_version": 1, "lineage": "l", "serial": 0, "spec_digest": "", "refreshed": true,
+            "changes": [], "drift": [], "summary": {"add": 0, "change": 0, "destroy": 0}
+        }))
+        .expect("an empty plan");
+        let now = t0 + Duration::from_secs(30 * 60);
+        let cx = Context {
+            spec: &spec,
+            state: &state,
+            baseline: &plan,
+            observed: &observed,
+            usage: None,
+            waiting: &[],
+            now,
+        };
+        let pool: Address = "gpu_pool.train".parse().unwrap();
+        let s = signals_for(&cx, &pool, "aws");
+        assert!(s.usage_known);
+        let idle: Vec<(&str, Option<SystemTime>)> = s.nodes.iter().map(|n| (n.id.as_str(), n.idle_since)).collect();
+        assert_eq!(
+            idle,
+            [("i-old", Some(t0)), ("i-new", Some(t0 + Duration::from_secs(20 * 60))), ("i-unknown", None)]
+        );
+        let rules = Rules {
+            queue_wait: Duration::from_secs(300),
+            utilization_above: 80,
+            idle_for: Duration::from_secs(15 * 60),
+            step: 1,
+            cooldown: Duration::from_secs(300),
+        };
+        let limits = Limits { current: 3, min: 0, max: 4, gpus_per_node: 1, ..Limits::default() };
+        let layout = |n: u32| vec![("us-east-1a".to_string(), Capacity::OnDemand, n)];
+        match crate::autoscale::decide(&rules, &limits, &s, None, now, &layout) {
+            Decision::Down { to, remove, .. } => {
+                assert_eq!(to, 2);
+                assert_eq!(remove, ["i-old"]);
+            }
+            other => panic!("expected a scale-down of the node idle for 30 minutes, got {other:?}"),
+        }
+        // The same nodes in a Kubernetes pool: the cluster places pods, usage is unknown.
+        let k8s = SPEC.replace("instance_types = [\"g5.xlarge\"]", "instance_types = [\"g5.xlarge\"]\n  kubernetes {\n    kubeconfig   = \"k\"\n    service_cidr = \"10.100.0.0/16\"\n  }");
+        let mut sources = crate::diag::Sources::default();
+        sources.add("main.hcl", &k8s);
+        let spec = crate::spec::load_sources(sources, &Default::default()).spec;
+        let cx = Context { spec: &spec, ..cx };
+        assert!(!signals_for(&cx, &pool, "aws").usage_known);
+    }
 }

@@ -144,6 +144,8 @@ pub async fn run(
                     opts.progress
                         .event(&j.address.to_string(), &format!("node {} terminated (its run ended)", run.node_id));
                 }
+                // Already gone (the reason the run ended): nothing left to terminate.
+                Err(e) if e.code == "JobNotFound" => run.node_released = true,
                 Err(e) => unreleased.push(format!("node {}: {e}", run.node_id)),
             }
         }

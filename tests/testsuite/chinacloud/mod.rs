@@ -5,6 +5,7 @@
 
 mod alibaba;
 mod alibaba_fake;
+mod job_nodes;
 mod kube_join;
 mod live_prices;
 mod server;

@@ -1,0 +1,40 @@
+//! Jobs on a Tencent VM pool through the CLI against the signature-checking fake: a
+//! `desired = 0` pool runs its job on a node of its own; when that node disappears the run
+//! ends (it does not count as running forever), the job is retried on a new node, and
+//! nothing is left after destroy.
+
+use gpuplan::providers::TAG_JOB;
+
+use crate::chinacloud::tencent_fake::{Fake, SECRET_ID, SECRET_KEY};
+use crate::chinacloud::{Fleet, pool};
+
+#[test]
+fn a_job_whose_node_vanished_is_retried_on_a_new_node() {
+    let fake = Fake::start();
+    let spec = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}\n{}",
+        fake.url,
+        pool("tencentcloud", &["ap-guangzhou-3"], "T4", "GN7.2XLARGE32", 0, "    spot_percent = 0"),
+        "job_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 1\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n"
+    );
+    let f = Fleet::new(&spec, &[("TENCENTCLOUD_SECRET_ID", SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", SECRET_KEY)]);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let first: Vec<_> = fake.instances().into_iter().filter(|i| i.tags.contains_key(TAG_JOB)).collect();
+    assert_eq!(first.len(), 1, "one node for the job, though the pool keeps none warm");
+    fake.remove(&first[0].id);
+
+    // The next plan sees the run ended with its node and launches attempt 2.
+    let r = f.run(&["plan", "--json"]).expect(0);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let job = &plan["jobs"][0];
+    assert_eq!(job["placement"], "launch", "{job:#}");
+    assert_eq!(job["attempt"], 2, "{job:#}");
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let second: Vec<_> = fake.instances().into_iter().filter(|i| i.tags.contains_key(TAG_JOB)).collect();
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0].id, first[0].id);
+    assert_eq!(second[0].tags.get("gpuplan:attempt").map(String::as_str), Some("2"));
+
+    f.run(&["destroy", "--auto-approve"]).expect(0);
+    assert!(fake.instances().is_empty(), "nothing outlives destroy: {:?}", fake.instances());
+}

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use sha2::{Digest, Sha256};
 
 use super::admit::{self, Demand, NodeRoom, PoolRoom, QuotaRoom};
-use super::model::{JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch};
+use super::model::{JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch, WaitCode, WaitReason};
 use crate::addr::Address;
 use crate::catalog;
 use crate::plan::Plan;
@@ -224,6 +224,17 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
         }
     }
 
+    // Pipelines: a job whose `depends_on` jobs have not all succeeded is not admitted; it
+    // waits for them, and says so (forever, with the reason, when one of them failed).
+    demands.retain(|(d, _)| match unmet_dependency(spec, &d.address, &out) {
+        Some(reason) => {
+            if let Some(jp) = out.get_mut(&d.address) {
+                jp.reason = Some(reason);
+            }
+            false
+        }
+        None => true,
+    });
     let pending: BTreeMap<Address, Vec<(u32, u32)>> =
         demands.iter().map(|(d, p)| (d.address.clone(), p.clone())).collect();
     let decisions = admit::admit(demands.into_iter().map(|(d, _)| d).collect(), &pools, &quotas);
@@ -261,6 +272,43 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
         all.retain(|j| targets.iter().any(|t| j.address.matches_target(t) || j.pool.matches_target(t)));
     }
     all
+}
+
+/// Why `job` may not start yet: the first job it `depends_on` (every instance of it, for
+/// `count`/`for_each` jobs) that has not succeeded. `None`: all succeeded (or none named).
+fn unmet_dependency(spec: &Spec, job: &Address, out: &BTreeMap<Address, JobPlacement>) -> Option<WaitReason> {
+    let deps = &spec.jobs.get(job)?.meta.depends_on;
+    for dep in deps.iter().filter(|d| d.value.kind == crate::addr::Kind::Job) {
+        let instances: Vec<&JobPlacement> = out.values().filter(|j| j.address.matches_target(&dep.value)).collect();
+        if instances.is_empty() {
+            continue; // validation explains a dangling reference
+        }
+        if let Some(bad) = instances.iter().find(|j| matches!(j.placement, Placement::Failed | Placement::Cancelled)) {
+            return Some(WaitReason {
+                code: WaitCode::Dependency,
+                message: format!(
+                    "{} {}, so this job will not start (fix it and `gpuplan state rm {}` to run the pipeline again)",
+                    bad.address,
+                    bad.placement.as_str(),
+                    bad.address
+                ),
+            });
+        }
+        if let Some(open) = instances.iter().find(|j| j.placement != Placement::Succeeded) {
+            return Some(WaitReason {
+                code: WaitCode::Dependency,
+                message: format!(
+                    "waits for {} to succeed ({})",
+                    open.address,
+                    match open.placement {
+                        Placement::Running => "it is running",
+                        _ => "it has not run yet",
+                    }
+                ),
+            });
+        }
+    }
+    None
 }
 
 /// Take a running replica's `gpus` off its node, or when that node is not among the

@@ -69,6 +69,8 @@ pub enum WaitCode {
     Capacity,
     /// Higher-priority jobs took the room there was.
     Priority,
+    /// A job it `depends_on` has not succeeded (yet, or ever: it failed).
+    Dependency,
 }
 
 impl WaitCode {
@@ -77,6 +79,7 @@ impl WaitCode {
             WaitCode::Quota => "quota",
             WaitCode::Capacity => "capacity",
             WaitCode::Priority => "priority",
+            WaitCode::Dependency => "dependency",
         }
     }
 }

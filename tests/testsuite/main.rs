@@ -25,6 +25,7 @@ mod kube_fake;
 mod kube_jobs;
 mod layering;
 mod no_panic;
+mod pipelines;
 mod plan_cases;
 mod policies;
 mod schema;

@@ -35,6 +35,24 @@ pub async fn run(
 ) -> Vec<Outcome> {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let mut outcomes = Vec::new();
+    // Preemptions first: the runs stopped for a higher-priority job free their GPUs
+    // before anything launches.
+    let mut stopped: BTreeMap<String, Result<crate::providers::JobStatus, String>> = BTreeMap::new();
+    for j in plan.jobs.iter().filter(|j| j.placement == Placement::Preempt) {
+        for run in j.runs.iter().filter(|r| j.preempt.contains(&r.id)) {
+            let result = match providers.get(&run.provider) {
+                Some(p) => p.cancel_job(&run.region, &run.id).await.map_err(|e| e.to_string()),
+                None => Err(format!("provider `{}` is not configured", run.provider)),
+            };
+            let for_job = j.preempted_for.as_ref().map_or_else(String::new, ToString::to_string);
+            let msg = match &result {
+                Ok(_) => format!("run {} preempted for {for_job}", run.id),
+                Err(e) => format!("could not preempt run {} for {for_job}: {e}", run.id),
+            };
+            opts.progress.event(&j.address.to_string(), &msg);
+            stopped.insert(run.id.clone(), result);
+        }
+    }
     // Live nodes per pool, listed once per (provider, region) that has launches on nodes.
     let mut slots: BTreeMap<Address, Vec<Slot>> = BTreeMap::new();
     let mut listed: Vec<(String, String)> = Vec::new();
@@ -58,7 +76,8 @@ pub async fn run(
         }
     }
     for j in &plan.jobs {
-        for run in j.runs.iter().filter(|r| r.is_active()) {
+        // A preempted run's GPUs are free again (when it did stop).
+        for run in j.runs.iter().filter(|r| r.is_active() && !stopped.get(&r.id).is_some_and(Result::is_ok)) {
             if let Some(s) = slots.get_mut(&j.pool).and_then(|s| s.iter_mut().find(|s| s.node.id == run.node_id)) {
                 s.used += run.gpus;
             }
@@ -73,6 +92,22 @@ pub async fn run(
             cancelled: prior_record(prior, &j.address).is_some_and(|r| r.cancelled),
             runs: j.runs.clone(),
         };
+        // Preempted runs: requeued from their checkpoint, without spending `retries`.
+        for run in rec.runs.iter_mut() {
+            match stopped.get(&run.id) {
+                Some(Ok(_)) => {
+                    let for_job = j.preempted_for.as_ref().map(ToString::to_string);
+                    run.status = crate::providers::JobState::Preempted;
+                    run.message =
+                        Some(format!("preempted for {}", for_job.as_deref().unwrap_or("a higher-priority job")));
+                    run.preempted_for = for_job;
+                }
+                Some(Err(e)) => {
+                    outcomes.push(outcome(j, Status::Failed(format!("could not preempt run {}: {e}", run.id))));
+                }
+                None => {}
+            }
+        }
         let mut short = Vec::new();
         let mut failed = Vec::new();
         for l in &j.launches {
@@ -126,6 +161,7 @@ pub async fn run(
                         finished_at: status.finished_ms.map(crate::model::job::rfc3339_ms),
                         own_node: req.shape.is_some(),
                         node_released: false,
+                        preempted_for: None,
                     });
                 }
                 Err(e) => failed.push(format!("replica {} attempt {}: {e}", l.replica, req.attempt)),

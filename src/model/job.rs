@@ -36,6 +36,10 @@ pub enum Placement {
     Failed,
     /// Cancelled with `gpuplan jobs cancel`.
     Cancelled,
+    /// Running, but apply stops the runs in `preempt` so that `preempted_for`, of higher
+    /// priority, gets their GPUs; they requeue from their checkpoint as the next attempt
+    /// without spending `retries`.
+    Preempt,
 }
 
 impl Placement {
@@ -47,6 +51,7 @@ impl Placement {
             Placement::Succeeded => "succeeded",
             Placement::Failed => "failed",
             Placement::Cancelled => "cancelled",
+            Placement::Preempt => "preempt",
         }
     }
 }
@@ -123,6 +128,11 @@ pub struct JobPlacement {
     /// The runs as refresh observed them; apply records them in state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<JobRun>,
+    /// `Preempt`: the run ids apply stops, and the job they make room for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preempt: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted_for: Option<Address>,
 }
 
 impl JobPlacement {
@@ -205,6 +215,10 @@ pub struct JobRun {
     /// Its own node has been terminated.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub node_released: bool,
+    /// Stopped by gpuplan to make room for this higher-priority job: the attempt does not
+    /// count against `retries`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted_for: Option<String>,
 }
 
 /// Milliseconds since the epoch as RFC 3339 (seconds).

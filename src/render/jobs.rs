@@ -28,6 +28,7 @@ fn symbol(j: &JobPlacement) -> &'static str {
     match j.placement {
         Placement::Launch => "+",
         Placement::Waiting => "…",
+        Placement::Preempt => "!",
         _ => " ",
     }
 }
@@ -66,6 +67,13 @@ fn placement_text(j: &JobPlacement) -> String {
         Placement::Succeeded => "succeeded".into(),
         Placement::Failed => format!("failed after {} attempt(s)", j.attempt),
         Placement::Cancelled => "cancelled".into(),
+        Placement::Preempt => format!(
+            "preempt {} for {} (higher priority): stops run {}; it requeues from its checkpoint as attempt {}, retries not spent",
+            j.address,
+            j.preempted_for.as_ref().map_or_else(|| "?".to_string(), ToString::to_string),
+            j.preempt.join(", "),
+            j.attempt + 1
+        ),
     }
 }
 
@@ -73,6 +81,10 @@ fn placement_text(j: &JobPlacement) -> String {
 pub(crate) fn summary(plan: &Plan) -> String {
     let launch = plan.jobs.iter().filter(|j| j.needs_launch()).count();
     let waiting = plan.jobs.iter().filter(|j| j.placement == Placement::Waiting).count();
+    let preempt = plan.jobs.iter().filter(|j| j.placement == Placement::Preempt).count();
+    if preempt > 0 {
+        return format!("{launch} to launch, {preempt} to preempt, {waiting} waiting");
+    }
     format!("{launch} to launch, {waiting} waiting")
 }
 
@@ -115,6 +127,11 @@ pub(crate) fn json(plan: &Plan) -> Json {
                     launch
                 }).collect::<Vec<_>>(),
             });
+            // Only jobs preempted by this plan say which runs stop, and for whom.
+            if !j.preempt.is_empty() {
+                doc["preempt"] = json!(j.preempt);
+                doc["preempted_for"] = json!(j.preempted_for.as_ref().map(ToString::to_string));
+            }
             // Only jobs with ended runs on nodes of their own say which nodes go.
             let release: Vec<&str> = j.nodes_to_release().map(|r| r.node_id.as_str()).collect();
             if !release.is_empty() {

@@ -28,6 +28,7 @@ mod no_panic;
 mod pipelines;
 mod plan_cases;
 mod policies;
+mod preemption;
 mod schema;
 mod sim_cli;
 mod spec_roundtrip;

@@ -87,6 +87,7 @@ fn run(attempt: u32, status: JobState) -> JobRun {
         finished_at: None,
         own_node: false,
         node_released: false,
+        preempted_for: None,
     }
 }
 
@@ -227,4 +228,68 @@ fn refreshed_statuses_override_the_state_record() {
     let a = get(&jobs, "a");
     assert_eq!(a.runs[0].status, JobState::Preempted);
     assert_eq!((a.placement, a.attempt), (Placement::Launch, 2));
+}
+
+mod preemption {
+    use super::super::{Victim, choose_victims};
+    use crate::providers::Capacity;
+    use crate::spec::model::Priority;
+
+    fn v(job: &str, priority: Priority, seen: Option<&str>, run: &str, node: &str, gpus: u32) -> Victim {
+        Victim {
+            job: format!("job.{job}").parse().unwrap(),
+            priority,
+            first_seen: seen.map(str::to_string),
+            run_id: run.into(),
+            node: node.into(),
+            gpus,
+            capacity: Capacity::Spot,
+        }
+    }
+
+    fn runs(c: &Option<(Vec<Victim>, Vec<Capacity>)>) -> Vec<&str> {
+        c.as_ref().map(|(v, _)| v.iter().map(|v| v.run_id.as_str()).collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn lowest_priority_goes_first_then_the_youngest() {
+        let cands = vec![
+            v("medium_old", Priority::Medium, Some("2026-01-01T00:00:00Z"), "r-med", "n1", 8),
+            v("low_old", Priority::Low, Some("2026-01-01T00:00:00Z"), "r-low-old", "n2", 8),
+            v("low_young", Priority::Low, Some("2026-02-01T00:00:00Z"), "r-low-young", "n3", 8),
+        ];
+        // One 8-GPU replica: the youngest of the lowest priority.
+        assert_eq!(runs(&choose_victims(cands.clone(), 8, 1)), ["r-low-young"]);
+        // Two: both low jobs before the medium one.
+        assert_eq!(runs(&choose_victims(cands.clone(), 8, 2)), ["r-low-young", "r-low-old"]);
+        // Three: everyone.
+        assert_eq!(runs(&choose_victims(cands.clone(), 8, 3)).len(), 3);
+        // Four cannot fit: nothing is preempted in vain.
+        assert_eq!(choose_victims(cands, 8, 4), None);
+    }
+
+    #[test]
+    fn a_replica_needs_its_gpus_on_one_node() {
+        // Two 4-GPU runs on different nodes do not make room for one 8-GPU replica; two
+        // on the same node do, and the run on the other node is left alone.
+        let split = vec![v("a", Priority::Low, None, "r1", "n1", 4), v("b", Priority::Low, None, "r2", "n2", 4)];
+        assert_eq!(choose_victims(split, 8, 1), None);
+        let same = vec![
+            v("a", Priority::Low, Some("2026-01-03T00:00:00Z"), "r1", "n1", 4),
+            v("b", Priority::Low, Some("2026-01-02T00:00:00Z"), "r2", "n2", 4),
+            v("c", Priority::Low, Some("2026-01-01T00:00:00Z"), "r3", "n1", 4),
+        ];
+        let got = choose_victims(same, 8, 1);
+        assert_eq!(runs(&got), ["r1", "r3"]);
+        assert_eq!(got.unwrap().1, [Capacity::Spot]);
+    }
+
+    #[test]
+    fn new_jobs_count_as_the_youngest() {
+        let cands = vec![
+            v("old", Priority::Low, Some("2026-01-01T00:00:00Z"), "r-old", "n1", 1),
+            v("new", Priority::Low, None, "r-new", "n2", 1),
+        ];
+        assert_eq!(runs(&choose_victims(cands, 1, 1)), ["r-new"]);
+    }
 }

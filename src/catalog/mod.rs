@@ -79,6 +79,37 @@ pub const GPU_MODELS: &[GpuModel] = &[
     gpu("B200", 179, &["B200-180GB", "B200-192GB"]),
 ];
 
+/// MIG profiles (NVIDIA's Multi-Instance GPU user guide): (GPU model, profile, slices of
+/// that profile one GPU offers).
+pub const MIG_PROFILES: &[(&str, &str, u32)] = &[
+    ("A100-40GB", "1g.5gb", 7),
+    ("A100-40GB", "2g.10gb", 3),
+    ("A100-40GB", "3g.20gb", 2),
+    ("A100-40GB", "4g.20gb", 1),
+    ("A100-40GB", "7g.40gb", 1),
+    ("A100-80GB", "1g.10gb", 7),
+    ("A100-80GB", "2g.20gb", 3),
+    ("A100-80GB", "3g.40gb", 2),
+    ("A100-80GB", "4g.40gb", 1),
+    ("A100-80GB", "7g.80gb", 1),
+    ("H100", "1g.10gb", 7),
+    ("H100", "1g.20gb", 4),
+    ("H100", "2g.20gb", 3),
+    ("H100", "3g.40gb", 2),
+    ("H100", "4g.40gb", 1),
+    ("H100", "7g.80gb", 1),
+];
+
+/// Slices of `profile` one GPU of `gpu` offers; `None` when the model does not offer it.
+pub fn mig_slices(gpu: &str, profile: &str) -> Option<u32> {
+    MIG_PROFILES.iter().find(|(g, p, _)| *g == gpu && *p == profile).map(|(_, _, n)| *n)
+}
+
+/// The MIG profiles a GPU model offers.
+pub fn mig_profiles(gpu: &str) -> Vec<&'static str> {
+    MIG_PROFILES.iter().filter(|(g, _, _)| *g == gpu).map(|(_, p, _)| *p).collect()
+}
+
 /// Resolve a GPU name the user typed (`a100-80gb`, `H100`) to catalog names: the exact
 /// model when there is one, else every model it could mean.
 pub fn resolve_gpu(name: &str) -> Vec<&'static str> {

@@ -9,7 +9,7 @@
 //! | spec | manifest |
 //! |---|---|
 //! | `replicas` | `completions` = `parallelism`, `completionMode: Indexed` |
-//! | template `gpus` | container `resources.limits."nvidia.com/gpu"` |
+//! | template `gpus` | container `resources.limits."nvidia.com/gpu"` (`nvidia.com/mig-<profile>` on a pool with `mig`) |
 //! | `pool` | `nodeSelector: {gpuplan.dev/pool: NAME}` |
 //! | `preemptible = false` | also `gpuplan.dev/capacity: on-demand` in the selector |
 //! | `preemptible = true` | a toleration for the spot taint |
@@ -102,7 +102,7 @@ pub fn manifest(spec: &Spec, addr: &Address, attempt: u32, lineage: Option<&str>
         }),
         ..Default::default()
     });
-    let limits = BTreeMap::from([(GPU_RESOURCE.to_string(), Quantity(t.gpus.value.to_string()))]);
+    let limits = BTreeMap::from([(gpu_resource(pool), Quantity(t.gpus.value.to_string()))]);
     let container = Container {
         name: CONTAINER.into(),
         image: Some(t.image.value.clone()),
@@ -189,6 +189,15 @@ pub fn manifest(spec: &Spec, addr: &Address, attempt: u32, lineage: Option<&str>
         spec: Some(spec),
         status: None,
     })
+}
+
+/// The extended resource a job's GPUs are: `nvidia.com/gpu`, or on a MIG pool the
+/// profile's slices, `nvidia.com/mig-1g.10gb` (the NVIDIA device plugin's mixed strategy).
+pub fn gpu_resource(pool: Option<&crate::spec::model::GpuPool>) -> String {
+    match pool.and_then(|p| p.mig.as_ref()) {
+        Some(m) => format!("nvidia.com/mig-{}", m.value),
+        None => GPU_RESOURCE.to_string(),
+    }
 }
 
 /// The PriorityClass a priority maps to (the cluster defines them).

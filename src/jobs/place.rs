@@ -468,7 +468,8 @@ fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) ->
         .unwrap_or_default();
     for (addr, shape) in shapes {
         let Some(pool) = input.spec.gpu_pools.get(*addr) else { continue };
-        let gpn = shape.gpus_per_node;
+        // What jobs' `gpus` count on this pool, per node: GPUs, or MIG slices.
+        let gpn = shape.gpus_per_node * pool.slices_per_gpu();
         let change = changes.get(*addr).copied();
         let mut nodes: Vec<NodeRoom> = Vec::new();
         match change {
@@ -647,7 +648,9 @@ fn launch(
         Some(k) => (kube::name(&shape.provider), k.cluster.clone()),
         None => (shape.provider.clone(), shape.region.clone()),
     };
-    ReplicaLaunch { replica, capacity, fallback, provider, region, gpus_per_node: shape.gpus_per_node, request }
+    // Room on a node is counted in what jobs' `gpus` count there: GPUs, or MIG slices.
+    let gpus_per_node = shape.gpus_per_node * pool.map_or(1, |p| p.slices_per_gpu());
+    ReplicaLaunch { replica, capacity, fallback, provider, region, gpus_per_node, request }
 }
 
 #[cfg(test)]

@@ -275,6 +275,7 @@ pub const POOL_ATTRS: &[&str] = &[
     "nodes",
     "mix",
     "labels",
+    "mig",
     "kubernetes",
 ];
 
@@ -319,6 +320,7 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         }),
     };
     let labels = f.string_map(cx, "labels").map(|m| m.value).unwrap_or_default();
+    let mig = f.string(cx, "mig");
     let kubernetes = match f.nested(cx, "kubernetes") {
         Some(kf) => {
             let r = kubernetes(kf, cx);
@@ -340,6 +342,7 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
             nodes: Nodes::default(),
             mix: Mix::default(),
             labels: Default::default(),
+            mig: mig.clone(),
             kubernetes: None,
             meta: meta.clone(),
         });
@@ -356,6 +359,7 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         nodes: nodes.ok_or(Reported)?,
         mix: mix.ok_or(Reported)?,
         labels,
+        mig,
         kubernetes,
         meta,
     })

@@ -323,11 +323,27 @@ pub struct GpuPool {
     pub mix: Mix,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, Spanned<String>>,
+    /// MIG: every GPU is cut into slices of this profile (`1g.10gb`); a job's `gpus` on
+    /// this pool count slices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<Spanned<String>>,
     /// Run the pool's jobs as Kubernetes Jobs in this cluster (DESIGN.md, "Where jobs run").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<Kubernetes>,
     #[serde(flatten)]
     pub meta: Meta,
+}
+
+impl GpuPool {
+    /// MIG slices per GPU on this pool (1 without MIG, or with a profile validation refuses).
+    pub fn slices_per_gpu(&self) -> u32 {
+        self.mig.as_ref().and_then(|m| crate::catalog::mig_slices(&self.gpu.value, &m.value)).unwrap_or(1)
+    }
+
+    /// What a job's `gpus` count on this pool, per node: GPUs, or MIG slices.
+    pub fn job_units_per_node(&self) -> u32 {
+        self.gpus_per_node.value * self.slices_per_gpu()
+    }
 }
 
 /// A pool's `kubernetes {}` block: the cluster its nodes join and its jobs run in.

@@ -98,6 +98,22 @@ pub fn pool_region<'s>(spec: &'s Spec, pool: &'s GpuPool) -> Option<&'s Spanned<
 
 fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, diags: &mut Diagnostics) {
     let gpu_ok = check_gpu_model(cat, &pool.gpu, diags);
+    if let Some(m) = pool.mig.as_ref().filter(|_| gpu_ok)
+        && crate::catalog::mig_slices(&pool.gpu.value, &m.value).is_none()
+    {
+        let offered = crate::catalog::mig_profiles(&pool.gpu.value);
+        let d = Diagnostic::error(
+            "gpuplan::spec::mig_profile",
+            format!("`{addr}`: {} GPUs do not offer the MIG profile {:?}", pool.gpu.value, m.value),
+        )
+        .at(m.span, "not a MIG profile of this GPU model")
+        .at(pool.gpu.span, "GPU model");
+        diags.push(match (offered.is_empty(), did_you_mean(&m.value, offered.iter().copied())) {
+            (true, _) => d.help(format!("{} has no MIG; MIG needs A100 or H100 GPUs: remove `mig`", pool.gpu.value)),
+            (false, Some(s)) => d.help(format!("did you mean {s:?}? profiles: {}", offered.join(", "))),
+            (false, None) => d.help(format!("profiles of {}: {}", pool.gpu.value, offered.join(", "))),
+        });
+    }
     let Some(provider) = pool_provider(spec, pool) else {
         let declared: Vec<&str> = spec.providers.keys().map(String::as_str).collect();
         let known_kind = ProviderKind::ALL.iter().any(|k| k.as_str() == pool.provider.value);
@@ -380,19 +396,21 @@ fn validate_jobs(spec: &Spec, diags: &mut Diagnostics) {
 /// A job's replicas are placed together (all or none), each on a single node: a replica
 /// wider than a node, or more replicas than `nodes.max` nodes can hold, would wait forever.
 fn check_job_fits(addr: &Address, job: &Job, t: &JobTemplate, pool: &GpuPool, diags: &mut Diagnostics) {
-    let (gpus, per_node, max) = (t.gpus.value, pool.gpus_per_node.value, pool.nodes.max.value);
+    // On a MIG pool a job's `gpus` count slices.
+    let (gpus, per_node, max) = (t.gpus.value, pool.job_units_per_node(), pool.nodes.max.value);
+    let unit = if pool.mig.is_some() { "MIG slices" } else { "GPUs" };
     if gpus > per_node {
         diags.push(
             Diagnostic::error(
                 "gpuplan::spec::job_gpus",
                 format!(
-                    "`{addr}` needs {gpus} GPUs per replica, but a node of `{}` has {per_node}; a replica runs on one node",
+                    "`{addr}` needs {gpus} {unit} per replica, but a node of `{}` has {per_node}; a replica runs on one node",
                     job.pool.value
                 ),
             )
             .at(t.gpus.span, "GPUs per replica")
             .at(job.pool.span, "pool")
-            .at(pool.gpus_per_node.span, format!("{per_node} GPUs per node"))
+            .at(pool.gpus_per_node.span, format!("{per_node} {unit} per node"))
             .help(format!(
                 "lower the template's `gpus` to at most {per_node}, or run the job on a pool with larger nodes"
             )),

@@ -46,6 +46,27 @@ job_template "finetune" {
   checkpoint_uri = "s3://example-ckpt/ml/finetune"
 }
 
+gpu_pool "slices" {
+  provider      = "sim"
+  gpu           = "A100-80GB"
+  gpus_per_node = 8
+  mig           = "1g.10gb"
+  nodes {
+    min     = 0
+    desired = 1
+    max     = 1
+  }
+  kubernetes {
+    kubeconfig = "kube/config"
+    namespace  = "ml-jobs"
+  }
+}
+
+job "notebook" {
+  template = job_template.eval
+  pool     = gpu_pool.slices
+}
+
 job_template "eval" {
   image = "nginx:1.27"
   gpus  = 1
@@ -107,13 +128,15 @@ fn rendered_and_submitted_jobs_pass_the_kubernetes_schemas() {
     // Not in the spec folder: every `*.yaml` there is read as spec.
     let scratch = tempfile::tempdir().expect("tempdir");
 
-    // What `jobs render` prints, every job at once (a YAML stream of 3 Jobs).
+    // What `jobs render` prints, every job at once (a YAML stream of 4 Jobs, one of them
+    // asking for MIG slices).
     let rendered = scratch.path().join("rendered.yaml");
-    let text = ["sweep", "eval"].map(|j| gpuplan(d, &["jobs", "render", j])).join("---\n");
+    let text = ["sweep", "eval", "notebook"].map(|j| gpuplan(d, &["jobs", "render", j])).join("---\n");
+    assert!(text.contains("nvidia.com/mig-1g.10gb"), "{text}");
     std::fs::write(&rendered, &text).expect("write");
     let (ok, out) = validate(&rendered);
     assert!(ok, "{out}\n{text}");
-    assert_eq!(out.matches("passed").count(), 3, "{out}");
+    assert_eq!(out.matches("passed").count(), 4, "{out}");
 
     // What apply submits: the request bodies the API server received.
     gpuplan(d, &["apply", "--auto-approve"]);
@@ -123,7 +146,7 @@ fn rendered_and_submitted_jobs_pass_the_kubernetes_schemas() {
         .filter(|(m, p, _)| m == "POST" && p.ends_with("/namespaces/ml-jobs/jobs"))
         .map(|(_, _, body)| body)
         .collect();
-    assert_eq!(posted.len(), 3, "one Job per job instance");
+    assert_eq!(posted.len(), 4, "one Job per job instance");
     for (i, body) in posted.iter().enumerate() {
         let file = scratch.path().join(format!("posted-{i}.json"));
         std::fs::write(&file, body).expect("write");

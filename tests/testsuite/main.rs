@@ -24,6 +24,7 @@ mod k8s_schema;
 mod kube_fake;
 mod kube_jobs;
 mod layering;
+mod mig;
 mod no_panic;
 mod pipelines;
 mod plan_cases;

@@ -80,6 +80,15 @@ pub struct QuotaRoom {
     pub monthly_usd: Option<f64>,
     pub used_gpus: u64,
     pub used_hourly_usd: f64,
+    /// Fair-share weight (`None`: 1).
+    pub weight: Option<f64>,
+}
+
+impl QuotaRoom {
+    /// GPUs in use per unit of weight: the quota's dominant share (GPUs are the resource).
+    fn share(&self) -> f64 {
+        self.used_gpus as f64 / self.weight.unwrap_or(1.0).max(1e-9)
+    }
 }
 
 /// The decision for one job.
@@ -119,9 +128,39 @@ pub fn admit(
     let mut quotas = quotas.clone();
     let mut takers: BTreeMap<Address, Vec<Taker>> = BTreeMap::new();
     let mut out = Vec::with_capacity(demands.len());
-    for d in demands {
+    // Fair share, when a quota sets `weight`: among the waiting jobs of the highest
+    // priority left, the one whose quota uses the fewest GPUs per unit of weight goes
+    // next (ties: age); otherwise priority, then age.
+    let fair = quotas.values().any(|q| q.weight.is_some());
+    let mut remaining: std::collections::VecDeque<Demand> = demands.into();
+    while let Some(first) = remaining.front() {
+        let next = if fair {
+            let top = first.priority;
+            let share = |d: &Demand| d.quota.as_ref().and_then(|q| quotas.get(q)).map_or(0.0, QuotaRoom::share);
+            remaining
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| d.priority == top)
+                .min_by(|(i, a), (j, b)| share(a).total_cmp(&share(b)).then(i.cmp(j)))
+                .map_or(0, |(i, _)| i)
+        } else {
+            0
+        };
+        let Some(d) = remaining.remove(next) else { break };
         let before: Vec<u32> = pools.get(&d.pool).map(|r| r.nodes.iter().map(|n| n.free).collect()).unwrap_or_default();
-        let decision = decide(&d, &initial, &mut pools, &mut quotas, &takers);
+        let mut decision = decide(&d, &initial, &mut pools, &mut quotas, &takers);
+        // Why it came after others of its priority: its quota's share.
+        if fair
+            && let (Some(r), Some(q)) = (decision.reason.as_mut(), d.quota.as_ref())
+            && matches!(r.code, WaitCode::Capacity)
+            && let Some(qr) = quotas.get(q)
+        {
+            r.message += &format!(
+                " (fair share: `{q}` has {} GPUs in use at weight {}, so quotas using less per weight went first)",
+                qr.used_gpus,
+                qr.weight.unwrap_or(1.0)
+            );
+        }
         if decision.placed.is_some()
             && let Some(room) = pools.get(&d.pool)
         {

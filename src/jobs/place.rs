@@ -148,6 +148,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
                 monthly_usd: q.budget.as_ref().and_then(|b| b.monthly_usd.as_ref()).map(|v| v.value),
                 used_gpus: 0,
                 used_hourly_usd: 0.0,
+                weight: q.weight.as_ref().map(|w| w.value),
             };
             (a.clone(), room)
         })

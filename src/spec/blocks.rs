@@ -525,7 +525,7 @@ fn mix(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, nodes: Option<&Nodes>) -> Result<
     if failed { Err(Reported) } else { Ok(Mix { on_demand_base, spot_percent, fallback, max_spot_price }) }
 }
 
-pub const QUOTA_ATTRS: &[&str] = &["pools", "max_gpus", "allowed_gpus", "budget", "warn_percent", "notify"];
+pub const QUOTA_ATTRS: &[&str] = &["pools", "max_gpus", "allowed_gpus", "budget", "warn_percent", "notify", "weight"];
 
 pub fn quota(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Quota, Reported> {
     let meta = meta(&mut f, cx, QUOTA_ATTRS);
@@ -594,8 +594,9 @@ pub fn quota(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Quota, Reported> 
             );
         }
     }
+    let weight = f.number(cx, "weight", 0.01, 1_000_000.0);
     finish(f, cx, QUOTA_ATTRS)?;
-    Ok(Quota { pools, max_gpus, allowed_gpus, budget, warn_percent, notify, meta })
+    Ok(Quota { pools, max_gpus, allowed_gpus, budget, warn_percent, notify, weight, meta })
 }
 
 pub const TEMPLATE_ATTRS: &[&str] =

@@ -441,6 +441,10 @@ pub struct Quota {
     /// crosses a `budget.alert_at` threshold.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notify: Vec<Spanned<String>>,
+    /// Fair share: when several quotas' jobs wait for room, GPUs go to the quota using
+    /// the fewest per unit of weight first (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<Spanned<f64>>,
     #[serde(flatten)]
     pub meta: Meta,
 }

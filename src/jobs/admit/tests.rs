@@ -208,3 +208,65 @@ fn a_job_for_a_pool_without_nodes_waits_for_capacity() {
     let out = admit(vec![d], &pool(1, 0, Fallback::OnDemand), &BTreeMap::new());
     assert_eq!(code(&out, "a").as_deref(), Some("capacity"));
 }
+
+mod fair_share {
+    use super::*;
+
+    /// 1-GPU jobs of two quotas, all `Medium`, quota a's queued first.
+    fn demands(n: usize) -> Vec<Demand> {
+        let mut out = Vec::new();
+        for (q, day) in [("a", "01"), ("b", "02")] {
+            for i in 0..n {
+                let mut d = job(
+                    &format!("{q}{i}"),
+                    Priority::Medium,
+                    Some(&format!("2026-01-{day}T00:00:{i:02}Z")),
+                    1,
+                    1,
+                    false,
+                );
+                d.quota = Some(Address::new(Kind::Quota, q));
+                out.push(d);
+            }
+        }
+        out
+    }
+
+    fn quotas(a: Option<f64>, b: Option<f64>) -> BTreeMap<Address, QuotaRoom> {
+        BTreeMap::from([
+            (Address::new(Kind::Quota, "a"), QuotaRoom { weight: a, ..QuotaRoom::default() }),
+            (Address::new(Kind::Quota, "b"), QuotaRoom { weight: b, ..QuotaRoom::default() }),
+        ])
+    }
+
+    fn admitted(out: &[Admission], q: &str) -> usize {
+        out.iter().filter(|a| a.placed.is_some() && a.address.name.starts_with(q)).count()
+    }
+
+    #[test]
+    fn capacity_is_shared_in_proportion_to_weight() {
+        // One on-demand node of 8 GPUs; 8 jobs of each quota wait.
+        let out = admit(demands(8), &pool(1, 0, Fallback::Wait), &quotas(Some(1.0), Some(3.0)));
+        assert_eq!((admitted(&out, "a"), admitted(&out, "b")), (2, 6));
+        let waiting = out.iter().find(|a| a.address.name == "a7").unwrap().reason.as_ref().unwrap();
+        assert!(waiting.message.contains("fair share: `quota.a` has 2 GPUs in use at weight 1"), "{waiting:?}");
+    }
+
+    #[test]
+    fn equal_weights_share_equally_and_no_weight_keeps_age_order() {
+        let out = admit(demands(8), &pool(1, 0, Fallback::Wait), &quotas(Some(1.0), Some(1.0)));
+        assert_eq!((admitted(&out, "a"), admitted(&out, "b")), (4, 4));
+        // Without weights: priority, then age, as before (a's jobs are older).
+        let out = admit(demands(8), &pool(1, 0, Fallback::Wait), &quotas(None, None));
+        assert_eq!((admitted(&out, "a"), admitted(&out, "b")), (8, 0));
+    }
+
+    #[test]
+    fn running_jobs_count_in_the_share() {
+        // Quota b already runs 6 GPUs elsewhere: a catches up first.
+        let mut q = quotas(Some(1.0), Some(1.0));
+        q.get_mut(&Address::new(Kind::Quota, "b")).unwrap().used_gpus = 6;
+        let out = admit(demands(8), &pool(1, 0, Fallback::Wait), &q);
+        assert_eq!((admitted(&out, "a"), admitted(&out, "b")), (7, 1));
+    }
+}

@@ -80,7 +80,18 @@ pub fn object_name(addr: &Address) -> String {
 /// (validation reports that). `lineage` labels the Job as this state's (apply passes
 /// it; `jobs render` passes the state's when there is one).
 pub fn manifest(spec: &Spec, addr: &Address, attempt: u32, lineage: Option<&str>) -> Option<K8sJob> {
-    let job = spec.jobs.get(addr)?;
+    manifest_for(spec, addr, spec.jobs.get(addr)?, attempt, lineage)
+}
+
+/// [`manifest`] of `job` as placement resolved it (a job that names a GPU model runs on
+/// the pool placement chose).
+pub fn manifest_for(
+    spec: &Spec,
+    addr: &Address,
+    job: &crate::spec::model::Job,
+    attempt: u32,
+    lineage: Option<&str>,
+) -> Option<K8sJob> {
     let t = spec.job_templates.get(&job.template.value)?;
     let pool_addr = &job.pool.value;
     let pool = spec.gpu_pools.get(pool_addr);

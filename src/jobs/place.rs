@@ -129,7 +129,8 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
     }
     let cat = catalog::catalog();
     // Only the pools jobs run on: a fleet of 100,000 pools with a few jobs stays linear.
-    let used: std::collections::BTreeSet<&Address> = spec.jobs.values().map(|j| &j.pool.value).collect();
+    let used: std::collections::BTreeSet<&Address> =
+        spec.jobs.values().flat_map(|j| std::iter::once(&j.pool.value).chain(&j.pool_choices)).collect();
     let shapes: BTreeMap<&Address, PoolShape> = spec
         .gpu_pools
         .iter()
@@ -157,11 +158,24 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
     let mut out: BTreeMap<Address, JobPlacement> = BTreeMap::new();
     let mut demands = Vec::new();
     for (addr, job) in &spec.jobs {
-        let (Some(t), Some(_)) = (spec.job_templates.get(&job.template.value), spec.gpu_pools.get(&job.pool.value))
-        else {
-            continue; // validation explains
-        };
+        let Some(t) = spec.job_templates.get(&job.template.value) else { continue };
+        // A job that names a GPU model: the pool it runs on, or the cheapest with room.
         let rec = record(input.state, addr);
+        let mut alternatives = Vec::new();
+        let chosen;
+        let job = if job.pool_choices.len() > 1 {
+            let (pool, alts) = choose_pool(input, job, t, rec, &pools);
+            alternatives = alts;
+            let mut j = job.clone();
+            j.pool.value = pool;
+            chosen = j;
+            &chosen
+        } else {
+            job
+        };
+        if spec.gpu_pools.get(&job.pool.value).is_none() {
+            continue; // validation explains
+        }
         let in_cluster = spec.gpu_pools.get(&job.pool.value).is_some_and(|p| p.kubernetes.is_some());
         let p = progress(job, t, rec, input.observed, in_cluster);
         // Running replicas keep their GPUs: take them out of the room and the quota.
@@ -214,6 +228,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
                 runs: p.runs.clone(),
                 preempt: Vec::new(),
                 preempted_for: None,
+                alternatives,
             },
         );
         if !p.pending.is_empty() {
@@ -252,7 +267,10 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
         let Some(jp) = out.get_mut(&d.address) else { continue };
         match d.placed {
             Some(caps) => {
-                let job = &spec.jobs[&d.address];
+                // On the pool placement chose (a job that names a GPU model may move).
+                let mut job = spec.jobs[&d.address].clone();
+                job.pool.value = jp.pool.clone();
+                let job = &job;
                 let t = &spec.job_templates[&job.template.value];
                 let shape = shapes.get(&job.pool.value);
                 let fallback = spec.gpu_pools.get(&job.pool.value).map(|p| p.mix.fallback.value);
@@ -284,6 +302,65 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
         all.retain(|j| targets.iter().any(|t| j.address.matches_target(t) || j.pool.matches_target(t)));
     }
     all
+}
+
+/// The pool a job that names a GPU model runs on: where its active runs are, else the
+/// cheapest of its choices with room for its pending replicas (per GPU-hour, on the
+/// capacity it would use), else the cheapest. Also one line per choice for the plan.
+fn choose_pool(
+    input: &PlaceInput<'_>,
+    job: &Job,
+    t: &JobTemplate,
+    rec: Option<&JobRecord>,
+    pools: &BTreeMap<Address, PoolRoom>,
+) -> (Address, Vec<String>) {
+    // Already running somewhere: it stays there.
+    let active: Vec<&JobRun> = rec.map(|r| r.runs.iter().filter(|r| r.is_active()).collect()).unwrap_or_default();
+    for run in &active {
+        if let Some(pool) = job.pool_choices.iter().find(|p| {
+            input.state.resources.get(&p.to_string()).is_some_and(|r| r.nodes.iter().any(|n| n.id == run.node_id))
+        }) {
+            return (pool.clone(), vec![format!("{pool}: runs there")]);
+        }
+    }
+    let replicas = job.replicas.value as usize;
+    let need = t.gpus.value;
+    let mut rows: Vec<(bool, f64, &Address, String)> = Vec::new();
+    for p in &job.pool_choices {
+        let Some(room) = pools.get(p) else {
+            rows.push((false, f64::MAX, p, format!("{p}: not priced")));
+            continue;
+        };
+        let d = admit::Demand {
+            address: Address::new(crate::addr::Kind::Job, "x"),
+            pool: p.clone(),
+            quota: None,
+            priority: t.priority.value,
+            age: None,
+            preemptible: t.preemptible.value,
+            replicas: job.replicas.value,
+            gpus_per_replica: need,
+        };
+        let prefs = admit::preferences(&d, room.fallback);
+        // The first capacity it may use with room for every replica, and its price.
+        let fit = prefs.iter().find(|c| {
+            room.nodes.iter().filter(|n| n.capacity == **c).map(|n| (n.free / need.max(1)) as usize).sum::<usize>()
+                >= replicas
+        });
+        let cap = fit.copied().unwrap_or(prefs[0]);
+        let price = match cap {
+            Capacity::Spot => room.usd_per_gpu_hour_spot,
+            Capacity::OnDemand => room.usd_per_gpu_hour_on_demand,
+        }
+        .unwrap_or(f64::MAX);
+        let room_text = if fit.is_some() { "room" } else { "no room" };
+        let price_text = if price == f64::MAX { "not priced".to_string() } else { format!("{price:.2} USD/GPU-h") };
+        rows.push((fit.is_some(), price, p, format!("{p}: {price_text} {cap}, {room_text}")));
+    }
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then_with(|| a.2.cmp(b.2)));
+    let chosen = rows.first().map_or_else(|| job.pool.value.clone(), |r| r.2.clone());
+    let lines = rows.iter().map(|r| if *r.2 == chosen { format!("{} (chosen)", r.3) } else { r.3.clone() }).collect();
+    (chosen, lines)
 }
 
 /// A running replica another job may preempt.
@@ -377,6 +454,9 @@ fn preempt(
             .collect();
         let Some((victims, caps)) = choose_victims(candidates, need, want.len()) else { continue };
         let (Some(job), Some(shape)) = (spec.jobs.get(addr), shapes.get(&pool)) else { continue };
+        let mut job = job.clone();
+        job.pool.value = pool.clone();
+        let job = &job;
         let Some(t) = spec.job_templates.get(&job.template.value) else { continue };
         let fallback = spec.gpu_pools.get(&pool).map(|p| p.mix.fallback.value);
         for v in &victims {
@@ -616,7 +696,7 @@ fn launch(
             (None, Some(id)) => kube::cluster_locator(&shape.region, &id.value),
             (None, None) => String::new(), // validation refuses this block
         };
-        let manifest = super::k8s::manifest(input.spec, addr, attempt, Some(lineage.as_str()))
+        let manifest = super::k8s::manifest_for(input.spec, addr, job, attempt, Some(lineage.as_str()))
             .map(|m| serde_json::to_value(m).expect("a Job is plain data and always serializes"))
             .unwrap_or_default();
         KubeLaunch {

@@ -133,6 +133,10 @@ pub struct JobPlacement {
     pub preempt: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preempted_for: Option<Address>,
+    /// A job that names a GPU model: the pools considered, one line each (price, room,
+    /// which was chosen).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<String>,
 }
 
 impl JobPlacement {

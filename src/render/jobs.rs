@@ -34,7 +34,10 @@ fn symbol(j: &JobPlacement) -> &'static str {
 }
 
 fn describe(j: &JobPlacement) -> String {
-    let text = placement_text(j);
+    let mut text = placement_text(j);
+    if !j.alternatives.is_empty() {
+        text += &format!("; pools considered: {}", j.alternatives.join("; "));
+    }
     let nodes: Vec<&str> = j.nodes_to_release().map(|r| r.node_id.as_str()).collect();
     if nodes.is_empty() { text } else { format!("{text}; terminate its ended node(s) {}", nodes.join(", ")) }
 }
@@ -127,6 +130,10 @@ pub(crate) fn json(plan: &Plan) -> Json {
                     launch
                 }).collect::<Vec<_>>(),
             });
+            // Only jobs that name a GPU model list the pools they could have run on.
+            if !j.alternatives.is_empty() {
+                doc["alternatives"] = json!(j.alternatives);
+            }
             // Only jobs preempted by this plan say which runs stop, and for whom.
             if !j.preempt.is_empty() {
                 doc["preempt"] = json!(j.preempt);

@@ -4,7 +4,7 @@
 //! Each decoder reads every attribute (so one run reports every problem), then returns
 //! `Err(Reported)` if anything failed.
 
-use crate::addr::Kind;
+use crate::addr::{Address, Kind};
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::spec::fields::{Cx, Fields, Reported};
 use crate::spec::model::*;
@@ -600,7 +600,7 @@ pub fn quota(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Quota, Reported> 
 }
 
 pub const TEMPLATE_ATTRS: &[&str] =
-    &["image", "command", "env", "gpus", "priority", "preemptible", "max_runtime", "retries", "checkpoint_uri"];
+    &["image", "command", "env", "gpu", "gpus", "priority", "preemptible", "max_runtime", "retries", "checkpoint_uri"];
 const PRIORITIES: &[(&str, Priority)] =
     &[("critical", Priority::Critical), ("high", Priority::High), ("medium", Priority::Medium), ("low", Priority::Low)];
 
@@ -610,6 +610,7 @@ pub fn job_template(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<JobTemplat
     let image = f.required(cx, image, "image", "\"ghcr.io/org/trainer:1.0\"");
     let command = f.string_list(cx, "command").map(|v| v.value).unwrap_or_default();
     let env = f.string_map(cx, "env").map(|m| m.value).unwrap_or_default();
+    let gpu = f.string(cx, "gpu");
     let gpus = f.u32(cx, "gpus", 1, 16 * 64);
     let gpus = f.or(gpus, 1);
     let priority = f.enumeration(cx, "priority", PRIORITIES);
@@ -634,6 +635,7 @@ pub fn job_template(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<JobTemplat
         image: image.ok_or(Reported)?,
         command,
         env,
+        gpu,
         gpus,
         priority,
         preemptible,
@@ -650,15 +652,27 @@ pub fn job(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Job, Reported> {
     let meta = meta(&mut f, cx, JOB_ATTRS);
     let template = f.address(cx, "template", Kind::JobTemplate);
     let template = f.required(cx, template, "template", "job_template.NAME");
+    // Without `pool`, the template's `gpu` picks one (`resolve_job_pools`); an empty
+    // address stands in until then.
     let pool = f.address(cx, "pool", Kind::GpuPool);
-    let pool = f.required(cx, pool, "pool", "gpu_pool.NAME");
+    let head = f.head;
+    let pool = if f.has("pool") { pool } else { Some(Spanned::new(Address::new(Kind::GpuPool, ""), head)) };
     let quota = f.address(cx, "quota", Kind::Quota);
     let args = f.string_list(cx, "args").map(|v| v.value).unwrap_or_default();
     let env = f.string_map(cx, "env").map(|m| m.value).unwrap_or_default();
     let replicas = f.u32(cx, "replicas", 1, 10_000);
     let replicas = f.or(replicas, 1);
     finish(f, cx, JOB_ATTRS)?;
-    Ok(Job { template: template.ok_or(Reported)?, pool: pool.ok_or(Reported)?, quota, args, env, replicas, meta })
+    Ok(Job {
+        template: template.ok_or(Reported)?,
+        pool: pool.ok_or(Reported)?,
+        quota,
+        args,
+        env,
+        replicas,
+        pool_choices: Vec::new(),
+        meta,
+    })
 }
 
 pub const AUTOSCALER_ATTRS: &[&str] = &["pool", "queue_wait", "utilization_above", "idle_for", "step", "cooldown"];

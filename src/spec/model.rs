@@ -486,6 +486,9 @@ pub struct JobTemplate {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, Spanned<String>>,
     /// GPUs per replica.
+    /// The GPU model jobs without a `pool` run on: the cheapest pool of it with room.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<Spanned<String>>,
     pub gpus: Spanned<u32>,
     #[serde(default)]
     pub priority: Spanned<Priority>,
@@ -509,6 +512,8 @@ pub struct JobTemplate {
 pub struct Job {
     #[schemars(with = "Reference")]
     pub template: Spanned<Address>,
+    /// Optional when the template names a `gpu` (placement picks the pool).
+    #[serde(default = "no_pool")]
     #[schemars(with = "Reference")]
     pub pool: Spanned<Address>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -520,8 +525,18 @@ pub struct Job {
     pub env: BTreeMap<String, Spanned<String>>,
     #[serde(default = "one")]
     pub replicas: Spanned<u32>,
+    /// A job without `pool` whose template names a `gpu`: every pool of that model it
+    /// may use (within its quota), first the default `pool` above; placement picks the
+    /// cheapest with room. Derived, never written.
+    #[serde(skip)]
+    pub pool_choices: Vec<Address>,
     #[serde(flatten)]
     pub meta: Meta,
+}
+
+/// A job without `pool` until `validate::resolve_job_pools` picks one.
+fn no_pool() -> Spanned<Address> {
+    Spanned::new(Address::new(crate::addr::Kind::GpuPool, ""), Default::default())
 }
 
 /// Schema only: how a spec refers to another resource: `gpu_pool.train`, just `train`

@@ -439,3 +439,61 @@ fn check_job_fits(addr: &Address, job: &Job, t: &JobTemplate, pool: &GpuPool, di
         );
     }
 }
+
+/// Jobs without `pool`: their template's `gpu` names the model; every pool of that model
+/// (within the job's quota's pools, when it lists some) is a choice, the first by address
+/// the default. Placement picks the cheapest with room (`jobs::place`).
+pub fn resolve_job_pools(spec: &mut Spec, diags: &mut Diagnostics) {
+    let cat = catalog::catalog();
+    let canonical = |g: &str| cat.gpu_model(g).map_or_else(|| g.to_string(), |m| m.name.to_string());
+    let mut resolved: Vec<(Address, Spanned<Address>, Vec<Address>)> = Vec::new();
+    for (addr, job) in spec.jobs.iter().filter(|(_, j)| j.pool.value.name.is_empty()) {
+        let Some(t) = spec.job_templates.get(&job.template.value) else { continue };
+        let Some(gpu) = &t.gpu else {
+            diags.push(
+                Diagnostic::error("gpuplan::spec::job_pool", format!("`{addr}` names no `pool`, and its template no `gpu`"))
+                    .at(job.pool.span, "where does it run?")
+                    .help("add `pool = gpu_pool.NAME`, or `gpu = \"A100-80GB\"` to its template to run on the cheapest pool of that model"),
+            );
+            continue;
+        };
+        let model = canonical(&gpu.value);
+        let quota_pools: Vec<&Address> = job
+            .quota
+            .as_ref()
+            .and_then(|q| spec.quotas.get(&q.value))
+            .map(|q| q.pools.iter().map(|p| &p.value).collect())
+            .unwrap_or_default();
+        let choices: Vec<Address> = spec
+            .gpu_pools
+            .iter()
+            .filter(|(a, p)| canonical(&p.gpu.value) == model && (quota_pools.is_empty() || quota_pools.contains(a)))
+            .map(|(a, _)| a.clone())
+            .collect();
+        match choices.first() {
+            Some(first) => resolved.push((addr.clone(), Spanned::new(first.clone(), gpu.span), choices)),
+            None => {
+                let have: Vec<String> = spec.gpu_pools.iter().map(|(a, p)| format!("{a} ({})", p.gpu.value)).collect();
+                diags.push(
+                    Diagnostic::error(
+                        "gpuplan::spec::job_pool",
+                        format!("`{addr}` asks for {model} GPUs, but no pool it may use has them"),
+                    )
+                    .at(gpu.span, "no pool of this model")
+                    .at(job.pool.span, "job")
+                    .help(if have.is_empty() {
+                        "declare a `gpu_pool` of this model".to_string()
+                    } else {
+                        format!("pools: {}", have.join(", "))
+                    }),
+                );
+            }
+        }
+    }
+    for (addr, pool, choices) in resolved {
+        if let Some(j) = spec.jobs.get_mut(&addr) {
+            j.pool = pool;
+            j.pool_choices = choices;
+        }
+    }
+}

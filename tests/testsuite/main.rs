@@ -29,6 +29,7 @@ mod no_panic;
 mod pipelines;
 mod plan_cases;
 mod policies;
+mod poolless;
 mod preemption;
 mod schema;
 mod sim_cli;

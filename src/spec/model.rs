@@ -485,10 +485,10 @@ pub struct JobTemplate {
     pub command: Vec<Spanned<String>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, Spanned<String>>,
-    /// GPUs per replica.
     /// The GPU model jobs without a `pool` run on: the cheapest pool of it with room.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<Spanned<String>>,
+    /// GPUs per replica.
     pub gpus: Spanned<u32>,
     #[serde(default)]
     pub priority: Spanned<Priority>,

@@ -95,6 +95,9 @@ fn a_critical_job_preempts_a_low_priority_one_which_then_resumes() {
     assert_eq!(job(&plan, "job.urgent")["placement"], "launch");
     let text = ok(d, &["plan"]);
     assert!(text.contains("preempt job.batch for job.urgent (higher priority)"), "{text}");
+    let md = ok(d, &["plan", "--format", "markdown"]);
+    assert!(md.contains("| `job.batch` | preempt job.batch for job.urgent (higher priority)"), "{md}");
+    assert!(md.contains("**Jobs** (1 to launch, 1 to preempt, 0 waiting)"), "{md}");
 
     ok(d, &["apply", "--auto-approve"]);
     let s: serde_json::Value = serde_json::from_str(&ok(d, &["jobs", "status", "urgent", "--json"])).unwrap();

@@ -211,6 +211,17 @@ pub struct Offer {
     pub as_of: String,
 }
 
+/// One account quota a cloud reports (`gpuplan check`): how much of `unit` is used of
+/// `limit`, in a zone or the whole region.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuotaLine {
+    /// `pay-as-you-go instances`, `spot vCPUs`.
+    pub what: String,
+    pub zone: Option<String>,
+    pub used: u64,
+    pub limit: u64,
+}
+
 /// Live prices outside these fractions of the catalog's on-demand price are broken
 /// answers (moto's spot price is 0.00001 USD), not bargains: the catalog price stands.
 pub const ABSURD_BELOW: f64 = 0.02;

@@ -70,6 +70,13 @@ pub trait Provider: Send + Sync {
         Ok(())
     }
 
+    /// The account quotas the cloud reports for launching instances in `region` (instance
+    /// counts on Tencent, vCPUs on Alibaba), for `gpuplan check`. `Ok(None)`: this cloud
+    /// does not report them through the API gpuplan uses.
+    async fn quotas(&self, _region: &str) -> Result<Option<Vec<QuotaLine>>, ProviderError> {
+        Ok(None)
+    }
+
     /// `gpuplan check` of a cluster jobs are submitted to (`region` is its locator): can
     /// it be reached with these credentials, does the namespace exist, are gpuplan's
     /// PriorityClasses there. Providers without clusters have nothing to check.

@@ -128,6 +128,41 @@ impl Provider for AlibabaProvider {
         self.status(region, id).await
     }
 
+    /// `DescribeAccountAttributes`: pay-as-you-go and spot vCPU quotas of the region.
+    async fn quotas(&self, region: &str) -> Result<Option<Vec<crate::providers::QuotaLine>>, ProviderError> {
+        let names = [
+            "max-postpaid-instance-vcpu-count",
+            "used-postpaid-instance-vcpu-count",
+            "max-spot-instance-vcpu-count",
+            "used-spot-instance-vcpu-count",
+        ];
+        let params: Vec<(String, String)> =
+            names.iter().enumerate().map(|(i, n)| (format!("AttributeName.{}", i + 1), n.to_string())).collect();
+        let resp = self.client.ecs("DescribeAccountAttributes", region, params).await?;
+        let value = |name: &str| -> u64 {
+            resp["AccountAttributeItems"]["AccountAttributeItem"]
+                .as_array()
+                .and_then(|items| items.iter().find(|i| i["AttributeName"] == name))
+                .and_then(|i| i["AttributeValues"]["ValueItem"].as_array()?.first().cloned())
+                .and_then(|v| v["Value"].as_str().and_then(|s| s.parse().ok()).or_else(|| v["Value"].as_u64()))
+                .unwrap_or(0)
+        };
+        Ok(Some(vec![
+            crate::providers::QuotaLine {
+                what: "pay-as-you-go vCPUs".into(),
+                zone: None,
+                used: value(names[1]),
+                limit: value(names[0]),
+            },
+            crate::providers::QuotaLine {
+                what: "spot vCPUs".into(),
+                zone: None,
+                used: value(names[3]),
+                limit: value(names[2]),
+            },
+        ]))
+    }
+
     async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
         self.release(region, id).await
     }

@@ -148,6 +148,27 @@ impl Provider for TencentProvider {
         self.status(region, id).await
     }
 
+    /// `DescribeAccountQuota`: pay-as-you-go and spot instance quotas per zone.
+    async fn quotas(&self, region: &str) -> Result<Option<Vec<crate::providers::QuotaLine>>, ProviderError> {
+        let resp = self
+            .client
+            .call("cvm", client::CVM_VERSION, "DescribeAccountQuota", region, &serde_json::json!({}))
+            .await?;
+        let q = &resp["AccountQuotaOverview"]["AccountQuota"];
+        let mut out = Vec::new();
+        for (set, what) in [("PostPaidQuotaSet", "pay-as-you-go instances"), ("SpotPaidQuotaSet", "spot instances")] {
+            for z in q[set].as_array().into_iter().flatten() {
+                out.push(crate::providers::QuotaLine {
+                    what: what.into(),
+                    zone: z["Zone"].as_str().map(str::to_string),
+                    used: z["UsedQuota"].as_u64().unwrap_or(0),
+                    limit: z["TotalQuota"].as_u64().unwrap_or(0),
+                });
+            }
+        }
+        Ok(Some(out))
+    }
+
     async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
         self.release(region, id).await
     }

@@ -50,6 +50,8 @@ pub struct State {
     pub kube_server: Option<String>,
     /// DescribePrice answers: (instance type, SpotStrategy) → CNY per hour.
     pub prices: HashMap<(String, String), f64>,
+    /// DescribeAccountAttributes: (used, max) pay-as-you-go vCPUs.
+    pub postpaid_vcpus: (u64, u64),
 }
 
 #[derive(Clone)]
@@ -157,7 +159,12 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     let known = version == "2014-05-26"
         && matches!(
             action.as_str(),
-            "RunInstances" | "DescribeInstances" | "DeleteInstances" | "GetInstanceConsoleOutput" | "DescribePrice"
+            "RunInstances"
+                | "DescribeInstances"
+                | "DeleteInstances"
+                | "GetInstanceConsoleOutput"
+                | "DescribePrice"
+                | "DescribeAccountAttributes"
         );
     if !known {
         return err(404, "InvalidAction.NotFound", "Specified api is not found, please check your url and method.");
@@ -176,6 +183,22 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         "DescribeInstances" => describe(&s, &region, &params),
         "DeleteInstances" => delete(&mut s, &region, &params),
         "DescribePrice" => describe_price(&s, &params),
+        "DescribeAccountAttributes" => {
+            let (used, max) = s.postpaid_vcpus;
+            let item = |name: &str, v: u64| json!({"AttributeName": name, "AttributeValues": {"ValueItem": [{"Value": v.to_string(), "Count": 1}]}});
+            let asked: Vec<&String> =
+                params.iter().filter(|(k, _)| k.starts_with("AttributeName.")).map(|(_, v)| v).collect();
+            let items: Vec<Value> = asked
+                .iter()
+                .map(|n| match n.as_str() {
+                    "max-postpaid-instance-vcpu-count" => item(n, max),
+                    "used-postpaid-instance-vcpu-count" => item(n, used),
+                    "max-spot-instance-vcpu-count" => item(n, 800),
+                    _ => item(n, 0),
+                })
+                .collect();
+            ok(json!({"AccountAttributeItems": {"AccountAttributeItem": items}}))
+        }
         _ => match params.get("InstanceId").and_then(|id| s.instances.get(id)) {
             Some(i) => {
                 use base64::Engine as _;

@@ -8,6 +8,7 @@ mod alibaba_fake;
 mod job_nodes;
 mod kube_join;
 mod live_prices;
+mod quotas;
 mod server;
 mod tencent;
 mod tencent_fake;

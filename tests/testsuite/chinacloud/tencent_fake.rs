@@ -52,6 +52,8 @@ pub struct State {
     pub kube_server: Option<String>,
     /// InquiryPriceRunInstances answers: (instance type, charge type) → CNY per hour.
     pub prices: HashMap<(String, String), f64>,
+    /// DescribeAccountQuota: pay-as-you-go instances (used, total) per zone.
+    pub postpaid_quota: Vec<(String, u64, u64)>,
 }
 
 #[derive(Clone)]
@@ -153,8 +155,14 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     s.calls.push((action.clone(), body["ClientToken"].as_str().unwrap_or("").to_string()));
     let known = matches!(
         (version, action.as_str()),
-        ("2017-03-12", "RunInstances" | "DescribeInstances" | "TerminateInstances" | "InquiryPriceRunInstances")
-            | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances")
+        (
+            "2017-03-12",
+            "RunInstances"
+                | "DescribeInstances"
+                | "TerminateInstances"
+                | "InquiryPriceRunInstances"
+                | "DescribeAccountQuota"
+        ) | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances")
     );
     if !known {
         return err("InvalidAction", &format!("The requested action `{action}` (version `{version}`) does not exist."));
@@ -182,6 +190,16 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         "TerminateInstances" => terminate(&mut s, &region, &body),
         "AddExistedInstances" => add_existed(&mut s, &body),
         "InquiryPriceRunInstances" => inquiry_price(&s, &body),
+        "DescribeAccountQuota" => {
+            let set: Vec<Value> = s
+                .postpaid_quota
+                .iter()
+                .map(|(z, used, total)| json!({"Zone": z, "UsedQuota": used, "RemainingQuota": total - used, "TotalQuota": total}))
+                .collect();
+            ok(json!({"AppId": 1251783334u64, "AccountQuotaOverview": {"Region": region, "AccountQuota": {
+                "PostPaidQuotaSet": set, "PrePaidQuotaSet": [], "SpotPaidQuotaSet": [], "ImageQuotaSet": [],
+                "DisasterRecoverGroupQuotaSet": []}}}))
+        }
         _ => match (body["ClusterId"].as_str(), &s.kube_server) {
             (Some("cls-gpuplan"), Some(server)) => ok(json!({"Kubeconfig": crate::kube_fake::kubeconfig_for(server)})),
             (Some("cls-gpuplan"), None) => ok(json!({"Kubeconfig": format!(

@@ -134,7 +134,24 @@ pub async fn run(
                 req.node_id = pool[i].node.id.clone();
                 capacity = cap;
             }
-            match provider.launch_job(&req).await {
+            let mut result = provider.launch_job(&req).await;
+            // A node made for the job: no spot capacity left (a reclaimed spot job coming
+            // back, say) moves to the pool's fallback capacity, as pool nodes do.
+            if let (Err(e), Some(fallback), Some(shape)) = (&result, l.fallback, req.shape.as_mut())
+                && e.class == crate::providers::ErrorClass::OutOfCapacity
+            {
+                opts.progress.event(
+                    &j.address.to_string(),
+                    &format!("replica {}: no {} capacity ({e}); falling back to {fallback}", l.replica, shape.capacity),
+                );
+                shape.capacity = fallback;
+                shape.max_spot_price = None;
+                shape.token = format!("{}-f", shape.token);
+                req.token = format!("{}-f", req.token);
+                capacity = fallback;
+                result = provider.launch_job(&req).await;
+            }
+            match result {
                 Ok(status) => {
                     opts.progress.event(
                         &j.address.to_string(),

@@ -7,8 +7,8 @@ use gpuplan::providers::alicloud::AlibabaProvider;
 use gpuplan::providers::http::{CloudConfig, Credentials, Endpoint, Secret};
 use gpuplan::providers::signing::{acs3, iso8601, sha256_hex};
 use gpuplan::providers::{
-    Capacity, CreateNodes, ErrorClass, JobState, LaunchJob, ListFilter, Provider, TAG_ADDRESS, TAG_JOB, TAG_LINEAGE,
-    TAG_MANAGED, Tags,
+    Capacity, CreateNodes, ErrorClass, JobState, LaunchJob, ListFilter, Provider, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB,
+    TAG_LINEAGE, TAG_MANAGED, Tags,
 };
 use serde_json::Value;
 
@@ -286,4 +286,33 @@ async fn the_fake_answers_like_alibaba_cloud() {
     let (s, v) = raw(&fake, "DescribeNothing", ACCESS_KEY_SECRET, &now, "n4").await;
     assert_eq!((s, v["Code"].as_str()), (404, Some("InvalidAction.NotFound")));
     assert!(v["RequestId"].is_string() && v["Recommend"].is_string());
+}
+
+/// A job whose node stopped with a non-zero exit code (read from the console) failed: it
+/// is retried as attempt 2 on a new node, and the failed one's node is deleted.
+#[test]
+fn a_failed_job_is_retried_on_a_new_node() {
+    let fake = Fake::start();
+    let spec = format!(
+        "provider \"alicloud\" {{\n  region = \"{REGION}\"\n  image  = \"m-gpuplan\"\n}}\n{}\n{}",
+        pool("alicloud", &[ZH], "T4", "ecs.gn6i-c4g1.xlarge", 0, "    spot_percent = 0"),
+        "job_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 1\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n"
+    );
+    let f = Fleet::new(
+        &spec,
+        &[
+            ("ALIBABA_CLOUD_ACCESS_KEY_ID", ACCESS_KEY_ID),
+            ("ALIBABA_CLOUD_ACCESS_KEY_SECRET", ACCESS_KEY_SECRET),
+            ("GPUPLAN_ALICLOUD_ENDPOINT", &fake.url),
+        ],
+    );
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let first: Vec<_> = fake.instances().into_iter().filter(|i| i.tags.contains_key(TAG_JOB)).collect();
+    assert_eq!(first.len(), 1);
+    fake.stop(&first[0].id, "boot\ntraining...\ngpuplan-job-exit=3\n");
+    let r = f.run(&["apply", "--auto-approve"]).expect(0);
+    let now: Vec<_> = fake.instances().into_iter().filter(|i| i.tags.contains_key(TAG_JOB)).collect();
+    assert_eq!(now.len(), 1, "the failed node is deleted, a new one runs: {:?}\n{}", now, r.stderr);
+    assert_ne!(now[0].id, first[0].id);
+    assert_eq!(now[0].tags.get(TAG_ATTEMPT).map(String::as_str), Some("2"));
 }

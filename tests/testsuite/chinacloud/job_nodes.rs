@@ -38,3 +38,41 @@ fn a_job_whose_node_vanished_is_retried_on_a_new_node() {
     f.run(&["destroy", "--auto-approve"]).expect(0);
     assert!(fake.instances().is_empty(), "nothing outlives destroy: {:?}", fake.instances());
 }
+
+/// A spot job node reclaimed while spot is sold out: the job comes back as attempt 2 on an
+/// on-demand node, as the pool's `fallback = "on_demand"` allows.
+#[test]
+fn a_reclaimed_spot_job_resumes_on_on_demand_when_spot_is_gone() {
+    let fake = Fake::start();
+    let spec = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}\n{}",
+        fake.url,
+        pool(
+            "tencentcloud",
+            &["ap-guangzhou-3"],
+            "T4",
+            "GN7.2XLARGE32",
+            0,
+            "    spot_percent = 100\n    fallback     = \"on_demand\""
+        ),
+        "job_template \"t\" {\n  image          = \"nginx\"\n  gpus           = 1\n  retries        = 1\n  preemptible    = true\n  checkpoint_uri = \"cos://ckpt/t\"\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n"
+    );
+    let f = Fleet::new(&spec, &[("TENCENTCLOUD_SECRET_ID", SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", SECRET_KEY)]);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let first: Vec<_> = fake.instances().into_iter().filter(|i| i.tags.contains_key(TAG_JOB)).collect();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].charge_type, "SPOTPAID");
+
+    // Reclaimed, and no spot left in the zone.
+    fake.set_state(&first[0].id, "SHUTDOWN");
+    fake.sell_out("ap-guangzhou-3", true);
+    let r = f.run(&["apply", "--auto-approve"]).expect(0);
+    let second: Vec<_> = fake
+        .instances()
+        .into_iter()
+        .filter(|i| i.tags.get("gpuplan:attempt").map(String::as_str) == Some("2"))
+        .collect();
+    assert_eq!(second.len(), 1, "{}\n{}\n{:?}", r.stdout, r.stderr, fake.instances());
+    assert_eq!(second[0].charge_type, "POSTPAID_BY_HOUR", "falls back to on-demand");
+    assert!(r.stderr.contains("falling back to on-demand"), "{}", r.stderr);
+}

@@ -1,6 +1,10 @@
 //! Job launches on CVM: one instance of the pool's shape per launch, booted with the
-//! user-data job script; its state is the job's state. CVM has no console-output API,
-//! so a job that powered its node off is reported succeeded with that caveat.
+//! user-data job script. CVM has no console-output API, so the node stays up after the
+//! job (the script does not power it off) and gpuplan reads the job's log and exit code
+//! with TAT: a short `RunCommand` (`tail` of `/var/log/gpuplan-job.log`, well within the
+//! agent's 60 s and 24 KB limits) and `DescribeInvocationTasks` with `HideOutput` false.
+//! The exit code decides succeeded or failed; the node is then terminated (`release`). A
+//! job node that stopped before its exit code was read is failed, never a success.
 
 use serde_json::Value;
 
@@ -8,12 +12,63 @@ use super::TencentProvider;
 use super::cvm::tags_of;
 use crate::providers::http::job_node_request;
 use crate::providers::launch;
-use crate::providers::{JobState, JobStatus, LaunchJob, ProviderError};
+use crate::providers::{ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
+
+/// TAT (TencentCloud Automation Tools), the run-command agent on CVM.
+const TAT_VERSION: &str = "2020-10-28";
 
 impl TencentProvider {
     pub(super) async fn launch(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        let made = self.run_instances(&job_node_request(req)?).await?;
+        // The node stays up after the job so that TAT can read its exit code.
+        let kept = LaunchJob { keep_node: true, ..req.clone() };
+        let made = self.run_instances(&job_node_request(&kept)?).await?;
         launch::launched(req, made, "ResourceInsufficient")
+    }
+
+    /// The job's log on its node, through TAT. `Ok(None)` while the agent has not answered.
+    pub(super) async fn job_log(&self, region: &str, id: &str) -> Result<Option<String>, ProviderError> {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let script = "tail -c 16384 /var/log/gpuplan-job.log 2>/dev/null || true";
+        let body = serde_json::json!({
+            "Content": b64.encode(script),
+            "InstanceIds": [id],
+            "CommandType": "SHELL",
+            "Timeout": 30,
+            "CommandName": "gpuplan-job-log",
+        });
+        let run = self.client.call("tat", TAT_VERSION, "RunCommand", region, &body).await?;
+        let Some(invocation) = run["InvocationId"].as_str().map(str::to_string) else {
+            return Err(ProviderError::new(
+                ErrorClass::Fatal,
+                "BadResponse",
+                "TAT RunCommand returned no InvocationId",
+            ));
+        };
+        let ask = serde_json::json!({
+            "Filters": [{"Name": "invocation-id", "Values": [invocation]}],
+            "HideOutput": false,
+        });
+        // The agent answers in well under a second when it is up; a short, bounded wait.
+        for _ in 0..20 {
+            let resp = self.client.call("tat", TAT_VERSION, "DescribeInvocationTasks", region, &ask).await?;
+            let task = &resp["InvocationTaskSet"][0];
+            match task["TaskStatus"].as_str().unwrap_or("PENDING") {
+                "PENDING" | "DELIVERING" | "RUNNING" => {
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                "SUCCESS" | "FAILED" => {
+                    let out = task["TaskResult"]["Output"].as_str().unwrap_or("");
+                    let bytes = b64.decode(out).map_err(|e| {
+                        ProviderError::new(ErrorClass::Fatal, "BadResponse", format!("TAT output is not base64: {e}"))
+                    })?;
+                    return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
+                }
+                // The agent is not there (yet): the job's state is what the instance says.
+                _ => return Ok(None),
+            }
+        }
+        Ok(None)
     }
 
     async fn job_instance(&self, region: &str, id: &str) -> Result<Value, ProviderError> {
@@ -23,7 +78,20 @@ impl TencentProvider {
 
     pub(super) async fn status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let inst = self.job_instance(region, id).await?;
-        job_status(&inst, id)
+        let mut status = job_status(&inst, id)?;
+        // A running node whose job has finished: its exit code, through TAT.
+        if status.state == JobState::Running
+            && let Some(log) = self.job_log(region, id).await?
+            && let Some(code) = crate::providers::userdata::exit_code(&log)
+        {
+            status.state = if code == 0 { JobState::Succeeded } else { JobState::Failed };
+            status.message = Some(match code {
+                0 => "exited 0 (read with TAT)".to_string(),
+                c if c == crate::providers::userdata::TIMED_OUT => "timed out (max_runtime; read with TAT)".to_string(),
+                c => format!("exited {c} (read with TAT)"),
+            });
+        }
+        Ok(status)
     }
 
     /// Terminate a finished job's instance (checked to be a gpuplan job node first).
@@ -50,9 +118,11 @@ fn job_status(inst: &Value, id: &str) -> Result<JobStatus, ProviderError> {
     let (state, message) = match inst["InstanceState"].as_str().unwrap_or_default() {
         "PENDING" | "STARTING" => (JobState::Queued, None),
         "RUNNING" | "REBOOTING" => (JobState::Running, None),
+        // The job script keeps its node up; one that stopped ended without its exit code
+        // being read: not a success.
         "STOPPED" | "STOPPING" => (
-            JobState::Succeeded,
-            Some("the job powered its node off; CVM offers no console output to read its exit code".to_string()),
+            JobState::Failed,
+            Some("the node stopped before gpuplan read the job's exit code (CVM has no console output)".to_string()),
         ),
         "SHUTDOWN" | "TERMINATING" if spot && !by_us => (JobState::Preempted, Some("spot instance reclaimed".into())),
         "TERMINATING" | "SHUTDOWN" => (JobState::Cancelled, Some("instance terminated".into())),

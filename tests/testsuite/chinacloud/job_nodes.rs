@@ -76,3 +76,46 @@ fn a_reclaimed_spot_job_resumes_on_on_demand_when_spot_is_gone() {
     assert_eq!(second[0].charge_type, "POSTPAID_BY_HOUR", "falls back to on-demand");
     assert!(r.stderr.contains("falling back to on-demand"), "{}", r.stderr);
 }
+
+/// CVM has no console output: the job's exit code comes from its log through TAT while
+/// the node is still up. Exit 0 succeeds and the node goes; a node that stopped before
+/// its exit code was read is not a success.
+#[test]
+fn tencent_job_exit_codes_come_through_tat() {
+    let fake = Fake::start();
+    let spec = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}\n{}",
+        fake.url,
+        pool("tencentcloud", &["ap-guangzhou-3"], "T4", "GN7.2XLARGE32", 0, "    spot_percent = 0"),
+        "job_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"ok\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n\njob \"lost\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n"
+    );
+    let f = Fleet::new(&spec, &[("TENCENTCLOUD_SECRET_ID", SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", SECRET_KEY)]);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let node = |job: &str| {
+        fake.instances().into_iter().find(|i| i.tags.get(TAG_JOB).map(String::as_str) == Some(job)).expect("a node")
+    };
+    let (ok_node, lost_node) = (node("job.ok"), node("job.lost"));
+    // The job script keeps the node up (no `shutdown`), so TAT can read it.
+    use base64::Engine as _;
+    let script = base64::engine::general_purpose::STANDARD.decode(ok_node.user_data.clone().unwrap()).unwrap();
+    assert!(!String::from_utf8_lossy(&script).contains("shutdown -h now"));
+
+    let state = |job: &str| {
+        let r = f.run(&["jobs", "status", job, "--json"]).expect(0);
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        (v["jobs"][0]["state"].as_str().unwrap().to_string(), v["jobs"][0]["runs"][0]["message"].clone())
+    };
+    assert_eq!(state("ok").0, "running", "no exit code yet");
+    fake.lock().job_logs.insert(ok_node.id.clone(), "epoch 1\ngpuplan-job-exit=0\n".into());
+    let (s, msg) = state("ok");
+    assert_eq!(s, "succeeded");
+    assert_eq!(msg, "exited 0 (read with TAT)");
+    // Stopped before its exit code was read: failed, not succeeded.
+    fake.set_state(&lost_node.id, "STOPPED");
+    assert_eq!(state("lost").0, "failed");
+
+    // The next apply terminates both ended jobs' nodes.
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    assert!(fake.instances().iter().all(|i| !i.tags.contains_key(TAG_JOB)), "{:?}", fake.instances());
+    assert!(!fake.calls("DescribeInvocationTasks").is_empty());
+}

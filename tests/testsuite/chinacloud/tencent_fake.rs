@@ -54,6 +54,10 @@ pub struct State {
     pub prices: HashMap<(String, String), f64>,
     /// DescribeAccountQuota: pay-as-you-go instances (used, total) per zone.
     pub postpaid_quota: Vec<(String, u64, u64)>,
+    /// TAT: what `/var/log/gpuplan-job.log` holds on an instance.
+    pub job_logs: HashMap<String, String>,
+    /// TAT invocations: id → (instance, script it ran).
+    pub invocations: HashMap<String, (String, String)>,
 }
 
 #[derive(Clone)]
@@ -163,6 +167,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                 | "InquiryPriceRunInstances"
                 | "DescribeAccountQuota"
         ) | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances")
+            | ("2020-10-28", "RunCommand" | "DescribeInvocationTasks")
     );
     if !known {
         return err("InvalidAction", &format!("The requested action `{action}` (version `{version}`) does not exist."));
@@ -190,6 +195,43 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         "TerminateInstances" => terminate(&mut s, &region, &body),
         "AddExistedInstances" => add_existed(&mut s, &body),
         "InquiryPriceRunInstances" => inquiry_price(&s, &body),
+        "RunCommand" => {
+            use base64::Engine as _;
+            let script = body["Content"]
+                .as_str()
+                .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
+                .map(|b| String::from_utf8_lossy(&b).into_owned());
+            let Some(script) = script else { return err("InvalidParameterValue", "Content must be base64.") };
+            let Some(id) = body["InstanceIds"][0].as_str().map(str::to_string) else {
+                return err("MissingParameter", "InstanceIds is required.");
+            };
+            if s.instances.get(&id).is_none_or(|i| i.state != "RUNNING") {
+                return err("InvalidInstanceId.NotRunning", "The agent can only run commands on running instances.");
+            }
+            s.counter += 1;
+            let inv = format!("inv-{:08}", s.counter);
+            s.invocations.insert(inv.clone(), (id, script));
+            ok(json!({"CommandId": "cmd-gpuplan", "InvocationId": inv}))
+        }
+        "DescribeInvocationTasks" => {
+            use base64::Engine as _;
+            let inv = body["Filters"][0]["Values"][0].as_str().unwrap_or("").to_string();
+            let Some((id, script)) = s.invocations.get(&inv).cloned() else {
+                return ok(json!({"TotalCount": 0, "InvocationTaskSet": []}));
+            };
+            // As TAT does: without HideOutput = false, the output is left out.
+            let hidden = body["HideOutput"].as_bool() != Some(false);
+            let log = if script.contains("/var/log/gpuplan-job.log") {
+                s.job_logs.get(&id).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            };
+            let output = if hidden { String::new() } else { base64::engine::general_purpose::STANDARD.encode(log) };
+            ok(
+                json!({"TotalCount": 1, "InvocationTaskSet": [{"InvocationId": inv, "InstanceId": id, "TaskStatus": "SUCCESS",
+                "TaskResult": {"ExitCode": 0, "Output": output, "Dropped": 0}}]}),
+            )
+        }
         "DescribeAccountQuota" => {
             let set: Vec<Value> = s
                 .postpaid_quota
@@ -307,7 +349,11 @@ fn verify(req: &Request) -> Result<(), Response> {
             "The provided credentials could not be validated. Please check your signature is correct.",
         ));
     }
-    let expected_service = if h("x-tc-version") == "2018-05-25" { "tke" } else { "cvm" };
+    let expected_service = match h("x-tc-version") {
+        "2018-05-25" => "tke",
+        "2020-10-28" => "tat",
+        _ => "cvm",
+    };
     if *service != expected_service {
         return Err(err("AuthFailure.SignatureFailure", "The credential scope names another service."));
     }

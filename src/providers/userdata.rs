@@ -18,6 +18,12 @@ pub const EXIT_MARKER: &str = "gpuplan-job-exit=";
 /// Exit code `timeout` gives a job that ran past `max_runtime`.
 pub const TIMED_OUT: i32 = 124;
 
+/// Exit code of a node that cannot run the job (no NVIDIA driver or container runtime,
+/// and none could be installed); the reason follows [`ERROR_MARKER`].
+pub const NOT_RUNNABLE: i32 = 125;
+/// The console line that says why a node could not run its job.
+pub const ERROR_MARKER: &str = "gpuplan-job-error=";
+
 /// Quote a string for a POSIX shell: single quotes, with `'` written as `'\''`.
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b)) {
@@ -45,11 +51,26 @@ pub fn job_script(req: &LaunchJob) -> String {
         run.push(shell_quote(c));
     }
     let finish = if req.keep_node { "# the pool keeps this node" } else { "shutdown -h now" };
+    // What the job needs on the node: the NVIDIA driver and a container runtime with the
+    // NVIDIA runtime. GPU images have them; on others the script tries the distribution's
+    // packages once, and when that fails the job ends with the reason, not a hang.
+    let stop = if req.keep_node { "true" } else { "shutdown -h now" };
+    let needs = format!(
+        "need() {{ echo \"{ERROR_MARKER}$1\" | tee /dev/console; echo \"{EXIT_MARKER}{NOT_RUNNABLE}\" | tee /dev/console; {stop}; exit {NOT_RUNNABLE}; }}\n\
+         if ! command -v docker >/dev/null 2>&1; then\n\
+         \x20 if command -v dnf >/dev/null 2>&1; then dnf install -y docker; elif command -v apt-get >/dev/null 2>&1; then apt-get update && apt-get install -y docker.io; fi >/dev/null 2>&1\n\
+         \x20 systemctl start docker >/dev/null 2>&1\n\
+         fi\n\
+         command -v docker >/dev/null 2>&1 || need 'no container runtime (docker) on this image and it could not be installed'\n\
+         command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1 || need 'no working NVIDIA driver on this image (nvidia-smi fails): use a GPU image, such as the cloud deep-learning images'\n\
+         docker info 2>/dev/null | grep -qi nvidia || need 'docker has no NVIDIA runtime: install the NVIDIA Container Toolkit in the image'\n"
+    );
     format!(
         "#!/bin/bash\n\
          # gpuplan job {job} attempt {attempt} (token {token})\n\
          set -u\n\
          exec > >(tee -a /var/log/gpuplan-job.log) 2>&1\n\
+         {needs}\
          {run}\n\
          code=$?\n\
          echo \"{EXIT_MARKER}$code\" | tee /dev/console\n\
@@ -59,6 +80,24 @@ pub fn job_script(req: &LaunchJob) -> String {
         token = req.token,
         run = run.join(" \\\n  "),
     )
+}
+
+/// Why the node could not run its job, when the script said so.
+pub fn job_error(console: &str) -> Option<String> {
+    console.lines().rev().find_map(|l| l.trim().strip_prefix(ERROR_MARKER).map(|m| m.trim().to_string()))
+}
+
+/// What a job's exit code means, for its run's message.
+pub fn exit_message(code: i32, log: &str, how: &str) -> String {
+    match code {
+        0 => format!("exited 0 ({how})"),
+        TIMED_OUT => format!("timed out (max_runtime; {how})"),
+        NOT_RUNNABLE => match job_error(log) {
+            Some(why) => format!("the node could not run the job: {why}"),
+            None => format!("exited {code} ({how})"),
+        },
+        c => format!("exited {c} ({how})"),
+    }
 }
 
 /// The exit code a finished job printed, read from a node's console output.
@@ -111,6 +150,15 @@ mod tests {
         assert!(s.trim_end().ends_with("shutdown -h now"), "{s}");
         let kept = job_script(&LaunchJob { keep_node: true, max_runtime_secs: None, ..req() });
         assert!(!kept.contains("shutdown") && !kept.contains("timeout"), "{kept}");
+        // Both variants are valid bash, and check the driver and runtime first.
+        for script in [&s, &kept] {
+            assert!(script.contains("command -v nvidia-smi") && script.contains("grep -qi nvidia"), "{script}");
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("job.sh");
+            std::fs::write(&path, script).unwrap();
+            let out = std::process::Command::new("bash").arg("-n").arg(&path).output().expect("bash runs");
+            assert!(out.status.success(), "{}\n{script}", String::from_utf8_lossy(&out.stderr));
+        }
     }
 
     #[test]
@@ -126,5 +174,22 @@ mod tests {
         assert_eq!(shell_quote(""), "''");
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("$(rm -rf /)"), "'$(rm -rf /)'");
+    }
+}
+
+#[cfg(test)]
+mod needs_tests {
+    use super::*;
+
+    #[test]
+    fn a_node_without_what_the_job_needs_says_why() {
+        let console =
+            "boot\ngpuplan-job-error=no working NVIDIA driver on this image (nvidia-smi fails)\ngpuplan-job-exit=125\n";
+        assert_eq!(exit_code(console), Some(NOT_RUNNABLE));
+        assert_eq!(
+            exit_message(NOT_RUNNABLE, console, "console output"),
+            "the node could not run the job: no working NVIDIA driver on this image (nvidia-smi fails)"
+        );
+        assert_eq!(exit_message(3, "gpuplan-job-exit=3", "console output"), "exited 3 (console output)");
     }
 }

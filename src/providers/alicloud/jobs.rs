@@ -36,7 +36,9 @@ impl AlibabaProvider {
                 .unwrap_or_default();
             (status.state, status.message) = match exit_code(&console) {
                 Some(0) => (JobState::Succeeded, Some("exit code 0".into())),
-                Some(code) => (JobState::Failed, Some(format!("exit code {code}"))),
+                Some(code) => {
+                    (JobState::Failed, Some(crate::providers::userdata::exit_message(code, &console, "console output")))
+                }
                 None => (JobState::Failed, Some("the node stopped without printing an exit code".into())),
             };
         }

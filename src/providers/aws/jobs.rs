@@ -183,7 +183,7 @@ impl AwsProvider {
         Ok(match userdata::exit_code(&console) {
             Some(0) => status(JobState::Succeeded, None),
             Some(TIMED_OUT) => status(JobState::Failed, Some("ran past max_runtime (exit code 124)".into())),
-            Some(n) => status(JobState::Failed, Some(format!("exit code {n}"))),
+            Some(n) => status(JobState::Failed, Some(userdata::exit_message(n, &console, "console output"))),
             None => {
                 let reason = i.state_reason().and_then(|r| r.message()).unwrap_or("no reason given");
                 status(JobState::Failed, Some(format!("the node stopped without reporting an exit code ({reason})")))

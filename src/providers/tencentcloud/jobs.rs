@@ -85,11 +85,7 @@ impl TencentProvider {
             && let Some(code) = crate::providers::userdata::exit_code(&log)
         {
             status.state = if code == 0 { JobState::Succeeded } else { JobState::Failed };
-            status.message = Some(match code {
-                0 => "exited 0 (read with TAT)".to_string(),
-                c if c == crate::providers::userdata::TIMED_OUT => "timed out (max_runtime; read with TAT)".to_string(),
-                c => format!("exited {c} (read with TAT)"),
-            });
+            status.message = Some(crate::providers::userdata::exit_message(code, &log, "read with TAT"));
         }
         Ok(status)
     }

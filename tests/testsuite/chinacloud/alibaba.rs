@@ -227,7 +227,7 @@ async fn jobs_read_their_exit_code_from_the_console() {
     assert_eq!(p.job_status(REGION, &st.id).await.expect("status").state, JobState::Running);
     fake.stop(&st.id, "boot\ngpuplan-job-exit=3\n");
     let s = p.job_status(REGION, &st.id).await.expect("status");
-    assert_eq!((s.state, s.message.as_deref()), (JobState::Failed, Some("exit code 3")));
+    assert_eq!((s.state, s.message.as_deref()), (JobState::Failed, Some("exited 3 (console output)")));
     fake.stop(&st.id, "gpuplan-job-exit=0\n");
     assert_eq!(p.job_status(REGION, &st.id).await.expect("status").state, JobState::Succeeded);
 }

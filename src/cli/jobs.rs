@@ -214,25 +214,30 @@ fn show(settings: &Settings, name: &str, json: bool) -> miette::Result<ExitStatu
     Ok(ExitStatus::Success)
 }
 
-/// A job's own output where its provider can read it (the Kubernetes backend: every
-/// pod's log, prefixed with its replica), else its launch history from state.
+/// A job's own output where its provider can read it (Kubernetes: every pod's log; a
+/// cloud job node: its log or console), prefixed with its replica, else its launch
+/// history from state.
 fn logs(settings: &Settings, name: &str, follow: bool) -> miette::Result<ExitStatus> {
     let (spec, jobs) = summaries(settings)?;
     let found = one(&jobs, name)?;
-    // One output source per Kubernetes Job: its latest attempt's runs share it.
+    // One output source per run of the latest attempt (per Job on Kubernetes, whose runs
+    // share it); the sim cloud has no output of its own, only the history.
     let mut sources: Vec<(&JobSummary, &crate::jobs::JobRun)> = Vec::new();
     for j in &found {
         let latest = j.runs.iter().map(|r| r.attempt).max();
-        for r in j.runs.iter().filter(|r| Some(r.attempt) == latest && r.provider.starts_with(kube::PREFIX)) {
-            if !sources.iter().any(|(_, s)| s.provider == r.provider && s.region == r.region && same_job(&s.id, &r.id))
-            {
+        let readable = |r: &&crate::jobs::JobRun| r.provider.starts_with(kube::PREFIX) || r.has_own_node();
+        for r in j.runs.iter().filter(|r| Some(r.attempt) == latest).filter(readable) {
+            let k8s = r.provider.starts_with(kube::PREFIX);
+            let seen =
+                |s: &crate::jobs::JobRun| s.provider == r.provider && s.region == r.region && same_job(&s.id, &r.id);
+            if !(k8s && sources.iter().any(|(_, s)| seen(s))) {
                 sources.push((j, r));
             }
         }
     }
     if sources.is_empty() {
         if follow {
-            warn(settings, "`--follow` needs a job in a Kubernetes cluster; showing its launch history");
+            warn(settings, "`--follow` needs a job whose output gpuplan can read; showing its launch history");
         }
         let lines: String = found.into_iter().flat_map(status::log_lines).map(|l| format!("{l}\n")).collect();
         output::stdout(&lines);
@@ -248,7 +253,11 @@ fn logs(settings: &Settings, name: &str, follow: bool) -> miette::Result<ExitSta
                 return Err(CliError::new(format!("{}: provider `{}` is not configured", j.address, run.provider)));
             };
             let prefix = if several { format!("{} ", j.address) } else { String::new() };
-            let print = |replica: u32, line: &str| output::stdout(&format!("{prefix}[replica {replica}] {line}\n"));
+            // A job node holds one replica: its own index, not the node's view (0).
+            let own = run.has_own_node().then_some(run.replica);
+            let print = |replica: u32, line: &str| {
+                output::stdout(&format!("{prefix}[replica {}] {line}\n", own.unwrap_or(replica)))
+            };
             p.job_logs(&run.region, &run.id, follow, &print)
                 .await
                 .map_err(|e| CliError::new(format!("{}: cannot read its output: {e}", j.address)))?;

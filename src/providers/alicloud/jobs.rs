@@ -23,17 +23,27 @@ impl AlibabaProvider {
         launch::job_instance(found, tags_of, region, id)
     }
 
+    /// A job node's console output as ECS cached it (at boot, and at the shutdown the job
+    /// script ends with).
+    pub(super) async fn console(&self, region: &str, id: &str) -> Result<String, ProviderError> {
+        let params = vec![("InstanceId".to_string(), id.to_string())];
+        let resp = self.client.ecs("GetInstanceConsoleOutput", region, params).await?;
+        let Some(b64) = resp["ConsoleOutput"].as_str() else { return Ok(String::new()) };
+        let bytes = base64::engine::general_purpose::STANDARD.decode(b64).map_err(|e| {
+            ProviderError::new(
+                crate::providers::ErrorClass::Fatal,
+                "BadResponse",
+                format!("GetInstanceConsoleOutput of {id} is not base64: {e}"),
+            )
+        })?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     pub(super) async fn status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let inst = self.job_instance(region, id).await?;
         let mut status = base_status(&inst, id)?;
         if inst["Status"].as_str() == Some("Stopped") && status.state != JobState::Preempted {
-            let params = vec![("InstanceId".to_string(), id.to_string())];
-            let resp = self.client.ecs("GetInstanceConsoleOutput", region, params).await?;
-            let console = resp["ConsoleOutput"]
-                .as_str()
-                .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default();
+            let console = self.console(region, id).await?;
             (status.state, status.message) = match exit_code(&console) {
                 Some(0) => (JobState::Succeeded, Some("exit code 0".into())),
                 Some(code) => {

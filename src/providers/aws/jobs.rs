@@ -169,17 +169,12 @@ impl AwsProvider {
         if tags.get(TAG_CANCELLED).is_some_and(|v| v == "true") {
             return Ok(status(JobState::Cancelled, Some("cancelled".into())));
         }
-        let client = self.client(region).await?;
-        let console = read(|| async {
-            self.pace(region, "GetConsoleOutput", Bucket::NonMutating, None).await;
-            client.get_console_output().instance_id(id).send().await.map_err(|e| from_sdk("GetConsoleOutput", e))
-        })
-        .await
-        .ok()
-        .and_then(|o| o.output().map(str::to_string))
-        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
+        let console = match self.console(region, id).await {
+            Ok(c) => c,
+            // Unreadable for now: the run's state stays what it was (neither a success
+            // nor a failure that would spend a retry); the next refresh reads it again.
+            Err(e) => return Ok(status(JobState::Running, Some(format!("its exit code is not readable yet: {e}")))),
+        };
         Ok(match userdata::exit_code(&console) {
             Some(0) => status(JobState::Succeeded, None),
             Some(TIMED_OUT) => status(JobState::Failed, Some("ran past max_runtime (exit code 124)".into())),
@@ -189,6 +184,21 @@ impl AwsProvider {
                 status(JobState::Failed, Some(format!("the node stopped without reporting an exit code ({reason})")))
             }
         })
+    }
+
+    /// A job node's console output (the job's own output and its exit line).
+    pub(super) async fn console(&self, region: &str, id: &str) -> Result<String, ProviderError> {
+        let client = self.client(region).await?;
+        let out = read(|| async {
+            self.pace(region, "GetConsoleOutput", Bucket::NonMutating, None).await;
+            client.get_console_output().instance_id(id).send().await.map_err(|e| from_sdk("GetConsoleOutput", e))
+        })
+        .await?;
+        let Some(b64) = out.output() else { return Ok(String::new()) };
+        let bytes = base64::engine::general_purpose::STANDARD.decode(b64.trim()).map_err(|e| {
+            ProviderError::new(ErrorClass::Fatal, "BadResponse", format!("GetConsoleOutput of {id} is not base64: {e}"))
+        })?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     pub(super) async fn cancel(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {

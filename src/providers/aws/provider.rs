@@ -41,6 +41,21 @@ impl Provider for AwsProvider {
 
     /// The job's instance, once the job has ended: `cancel` of a finished job only
     /// terminates its (stopped) instance.
+    /// The job's own output: what its node's log or console holds (one replica per node).
+    async fn job_logs(
+        &self,
+        region: &str,
+        id: &str,
+        _follow: bool,
+        out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
+    ) -> Result<(), ProviderError> {
+        let text = self.console(region, id).await?;
+        for line in text.lines().filter(|l| !l.starts_with(crate::providers::userdata::EXIT_MARKER)) {
+            out(0, line);
+        }
+        Ok(())
+    }
+
     async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
         self.cancel(region, id).await.map(|_| ())
     }

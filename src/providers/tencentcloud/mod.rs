@@ -169,6 +169,27 @@ impl Provider for TencentProvider {
         Ok(Some(out))
     }
 
+    /// The job's own output: what its node's log or console holds (one replica per node).
+    async fn job_logs(
+        &self,
+        region: &str,
+        id: &str,
+        _follow: bool,
+        out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
+    ) -> Result<(), ProviderError> {
+        let text = self.job_log(region, id).await?.ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Retryable,
+                "NoAgentAnswer",
+                format!("the TAT agent on {id} did not answer; try again"),
+            )
+        })?;
+        for line in text.lines().filter(|l| !l.starts_with(crate::providers::userdata::EXIT_MARKER)) {
+            out(0, line);
+        }
+        Ok(())
+    }
+
     async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
         self.release(region, id).await
     }

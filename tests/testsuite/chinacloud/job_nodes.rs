@@ -110,6 +110,9 @@ fn tencent_job_exit_codes_come_through_tat() {
     let (s, msg) = state("ok");
     assert_eq!(s, "succeeded");
     assert_eq!(msg, "exited 0 (read with TAT)");
+    // `jobs logs` prints the job's own output, read the same way.
+    let r = f.run(&["jobs", "logs", "ok"]).expect(0);
+    assert_eq!(r.stdout, "[replica 0] epoch 1\n", "{}", r.stderr);
     // Stopped before its exit code was read: failed, not succeeded.
     fake.set_state(&lost_node.id, "STOPPED");
     assert_eq!(state("lost").0, "failed");

@@ -35,6 +35,24 @@ pub async fn run(
 ) -> Vec<Outcome> {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let mut outcomes = Vec::new();
+    // Job nodes no run owns (found by refresh): terminated.
+    for o in &plan.orphan_job_nodes {
+        let result = match providers.get(&o.provider) {
+            Some(p) => p.release_job_node(&o.region, &o.node_id).await.map_err(|e| e.to_string()),
+            None => Err(format!("provider `{}` is not configured", o.provider)),
+        };
+        let address: Address = o.job.parse().unwrap_or_else(|_| Address::new(crate::addr::Kind::Job, "unknown"));
+        match result {
+            Ok(()) => opts.progress.event(&o.job, &format!("orphan job node {} terminated", o.node_id)),
+            Err(e) => outcomes.push(Outcome {
+                address,
+                action: Action::NoOp,
+                status: Status::Failed(format!("could not terminate orphan job node {}: {e}", o.node_id)),
+                created: 0,
+                deleted: 0,
+            }),
+        }
+    }
     // Preemptions first: the runs stopped for a higher-priority job free their GPUs
     // before anything launches.
     let mut stopped: BTreeMap<String, Result<crate::providers::JobStatus, String>> = BTreeMap::new();

@@ -188,6 +188,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         policies: vec![],
         jobs: vec![],
         spend: None,
+        orphan_job_nodes: Vec::new(),
         autoscale: vec![],
     }
 }

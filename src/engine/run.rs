@@ -88,6 +88,7 @@ pub async fn plan(
         let spend = month_to_date(spec, &session.state, providers);
         with_prices.month_to_date = spend.by_quota.clone();
         let mut plan = plan_refreshed(spec, &session.state, observed, statuses.as_ref(), &with_prices, &[])?;
+        add_orphan_job_nodes(&mut plan, spec, &session.state, providers).await?;
         if !session.state.spend.is_empty() {
             // Again with the runs this plan observed: jobs that ended since the last apply.
             let spend = if plan.jobs.is_empty() {
@@ -100,6 +101,67 @@ pub async fn plan(
         return Ok(plan);
     }
     plan_refreshed(spec, &session.state, observed, statuses.as_ref(), req, &[])
+}
+
+/// Job nodes on the clouds (tagged with this state's lineage and `gpuplan:job`) that no
+/// run in the state owns: a drift item each, and `orphan_job_nodes` for apply to
+/// terminate. Asked in every (provider, region) of a cloud VM pool or of a recorded run.
+pub async fn add_orphan_job_nodes(
+    plan: &mut Plan,
+    spec: &Spec,
+    state: &State,
+    providers: &ProviderSet,
+) -> Result<(), RunError> {
+    let mut asks: std::collections::BTreeSet<(String, String)> = std::collections::BTreeSet::new();
+    for pool in spec.gpu_pools.values().filter(|p| p.kubernetes.is_none()) {
+        let Some(kind) = spec.providers.get(&pool.provider.value).and_then(|b| b.kind.value) else { continue };
+        if kind == crate::model::ProviderKind::Sim {
+            continue;
+        }
+        if let Some(r) = crate::spec::validate::pool_region(spec, pool) {
+            asks.insert((pool.provider.value.clone(), r.value.clone()));
+        }
+    }
+    let owned: std::collections::BTreeSet<&str> = state
+        .resources
+        .values()
+        .filter_map(|r| r.job.as_ref())
+        .flat_map(|j| &j.runs)
+        .filter(|r| r.has_own_node())
+        .inspect(|r| {
+            if !r.provider.starts_with(crate::providers::kube::PREFIX) {
+                asks.insert((r.provider.clone(), r.region.clone()));
+            }
+        })
+        .filter(|r| !r.node_released)
+        .map(|r| r.node_id.as_str())
+        .collect();
+    for (name, region) in asks {
+        let Some(p) = providers.get(&name) else { continue };
+        let filter = crate::providers::ListFilter { region: region.clone(), lineage: Some(state.lineage.clone()) };
+        let nodes =
+            p.list_job_nodes(&filter).await.map_err(|error| RunError::Refresh { provider: name.clone(), error })?;
+        for n in nodes.into_iter().filter(|n| n.is_live() && !owned.contains(n.id.as_str())) {
+            let job = n.tags.get(crate::providers::TAG_JOB).unwrap_or("?").to_string();
+            let address = job.parse().unwrap_or_else(|_| n.pool.clone());
+            plan.drift.push(crate::plan::model::DriftItem {
+                address,
+                kind: crate::plan::model::DriftKind::Orphan,
+                node_id: Some(n.id.clone()),
+                message: format!(
+                    "job node {} in {} runs {job}, which the state does not run: apply terminates it",
+                    n.id, n.zone
+                ),
+            });
+            plan.orphan_job_nodes.push(crate::plan::model::OrphanJobNode {
+                provider: name.clone(),
+                region: region.clone(),
+                node_id: n.id,
+                job,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Month-to-date spend from the ledger in `state`, each line by its provider's clock

@@ -203,6 +203,7 @@ fn empty_plan(input: &PlanInput<'_>, changes: usize) -> Plan {
         autoscale: Vec::new(),
         jobs: Vec::new(),
         spend: None,
+        orphan_job_nodes: Vec::new(),
     }
 }
 

@@ -347,6 +347,21 @@ pub struct Plan {
     /// in the state for the cooldown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub autoscale: Vec<ScaleAction>,
+    /// Nodes made for jobs that no run in the state owns (the job was forgotten, or its
+    /// record lost): apply terminates them. Each is also a drift item.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orphan_job_nodes: Vec<OrphanJobNode>,
+}
+
+/// A node made for a job that no run in the state owns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrphanJobNode {
+    /// The provider block's local name and the region, to terminate it.
+    pub provider: String,
+    pub region: String,
+    pub node_id: String,
+    /// The job its `gpuplan:job` tag names.
+    pub job: String,
 }
 
 /// An autoscaler's decision for one pool, made before planning: the plan converges the
@@ -369,6 +384,7 @@ impl Plan {
     pub fn has_changes(&self) -> bool {
         self.changes.iter().any(|c| c.action != Action::NoOp)
             || self.jobs.iter().any(|j| j.needs_launch() || j.nodes_to_release().next().is_some())
+            || !self.orphan_job_nodes.is_empty()
     }
 
     pub fn summarize(&mut self) {

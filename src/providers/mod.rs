@@ -63,6 +63,14 @@ pub trait Provider: Send + Sync {
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
 
+    /// The nodes made for jobs (tagged `gpuplan:job`) in a region, as `list_nodes` lists
+    /// pool nodes: refresh compares them with the runs the state records, so a job node
+    /// whose run the state does not know is found and terminated. Clouds without job
+    /// nodes have none.
+    async fn list_job_nodes(&self, _filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        Ok(Vec::new())
+    }
+
     /// Terminate the node a finished job ran on, when the provider made that node for the
     /// job (a job VM: stopped, not terminated, so its output stays readable until then).
     /// Providers whose jobs run on pool nodes or in a cluster have nothing to release.

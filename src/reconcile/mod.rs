@@ -239,6 +239,8 @@ pub async fn pass(
         }
     }
 
+    // Job nodes no run owns are drift too, terminated by the pass.
+    run::add_orphan_job_nodes(&mut plan, spec, &session.state, &providers).await?;
     let destroying = nodes_destroyed(&plan);
     let plan = Arc::new(plan);
     let mut report = None;

@@ -115,6 +115,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         autoscale: vec![],
         jobs: vec![],
         spend: None,
+        orphan_job_nodes: Vec::new(),
     };
     p.summarize();
     p

@@ -430,3 +430,39 @@ async fn an_ended_job_s_instance_is_terminated_within_one_reconcile_pass() {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(tagged(&c, &lineage).await.is_empty());
 }
+
+/// A job node whose run the state no longer has (`state rm` of the job) is drift: the
+/// plan reports it and apply terminates it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_node_no_run_owns_is_drift_and_terminated() {
+    let region = "eu-central-1";
+    let c = client(region).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = pool_spec(&endpoint(), region, &["eu-central-1a"], 0, 0, 0, "")
+        + "\njob_template \"t\" {\n  image = \"nginx\"\n  gpus  = 1\n}\n\njob \"orphaned\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    write_spec(dir, &spec);
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    let lineage = lineage(dir);
+    let jobs: Vec<_> = tagged(&c, &lineage).await.into_iter().filter(|n| n.2.contains_key("gpuplan:job")).collect();
+    assert_eq!(jobs.len(), 1);
+    let id = jobs[0].0.clone();
+
+    // The state forgets the job, and the spec no longer has it.
+    let r = run(dir, &["state", "rm", "job.orphaned"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let without_job = pool_spec(&endpoint(), region, &["eu-central-1a"], 0, 0, 0, "")
+        + "\njob_template \"t\" {\n  image = \"nginx\"\n  gpus  = 1\n}\n";
+    write_spec(dir, &without_job);
+    let r = run(dir, &["plan", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let drift = plan["drift"].as_array().unwrap();
+    assert!(drift.iter().any(|d| d["node_id"] == id.as_str() && d["kind"] == "orphan"), "{drift:#?}");
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(state_of(&c, &id).await, InstanceStateName::Terminated);
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "nothing left: {}\n{}", r.stdout, r.stderr);
+}

@@ -195,10 +195,15 @@ pub fn recycling(inst: &Value) -> bool {
 }
 
 pub fn to_node(inst: &Value, region: &str) -> Option<Node> {
-    let tags = tags_of(inst);
-    if tags.contains_key(TAG_JOB) {
+    if tags_of(inst).contains_key(TAG_JOB) {
         return None;
     }
+    to_any_node(inst, region)
+}
+
+/// A node from a DescribeInstances entry, job node or not.
+pub fn to_any_node(inst: &Value, region: &str) -> Option<Node> {
+    let tags = tags_of(inst);
     let pool = tags.get(crate::providers::TAG_ADDRESS)?.parse().ok()?;
     let capacity = capacity_of(inst);
     let state = match inst["Status"].as_str().unwrap_or_default() {

@@ -54,6 +54,9 @@ pub struct AwsProvider {
     warned: Mutex<std::collections::HashSet<String>>,
     /// (region, zone) → the zone's default subnet, when `subnets` names none.
     default_subnets: tokio::sync::Mutex<HashMap<(String, String), Option<String>>>,
+    /// The job nodes the last pool listing of a (region, lineage) saw: refresh's one
+    /// `DescribeInstances` serves the orphan-job-node check that follows it.
+    seen_job_nodes: Mutex<HashMap<(String, Option<String>), Vec<crate::providers::Node>>>,
 }
 
 impl AwsProvider {
@@ -69,6 +72,7 @@ impl AwsProvider {
             templates: template::Templates::default(),
             warned: Mutex::new(Default::default()),
             default_subnets: Default::default(),
+            seen_job_nodes: Default::default(),
         }
     }
 

@@ -98,22 +98,37 @@ impl AwsProvider {
     }
 
     pub(super) async fn list(&self, f: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        self.list_tagged(f, false).await
+    }
+
+    /// Pool nodes (`jobs` false) or job nodes (`jobs` true) with gpuplan's tags.
+    pub(super) async fn list_tagged(&self, f: &ListFilter, jobs: bool) -> Result<Vec<Node>, ProviderError> {
         let mut filters = vec![filter(&format!("tag:{TAG_MANAGED}"), ["true"])];
         if let Some(l) = &f.lineage {
             filters.push(filter(&format!("tag:{TAG_LINEAGE}"), [l.as_str()]));
         }
+        let key = (f.region.clone(), f.lineage.clone());
+        if jobs && let Some(seen) = self.seen_job_nodes.lock().expect("job node cache").remove(&key) {
+            return Ok(seen);
+        }
         let instances = self.describe_all(&f.region, filters).await?;
         let mut by_id = BTreeMap::new();
+        let mut job_nodes = BTreeMap::new();
         for i in &instances {
             let tags = tags(i);
-            // Job nodes belong to their job, not to the pool's node count (`jobs.rs`).
-            if !is_managed(&tags) || tags.contains_key(TAG_JOB) {
+            if !is_managed(&tags) {
                 continue;
             }
+            // Job nodes belong to their job, not to the pool's node count (`jobs.rs`).
+            let slot = if tags.contains_key(TAG_JOB) { &mut job_nodes } else { &mut by_id };
             if let Some(n) = to_node(i, &f.region) {
-                by_id.insert(n.id.clone(), n);
+                slot.insert(n.id.clone(), n);
             }
         }
+        if jobs {
+            return Ok(job_nodes.into_values().collect());
+        }
+        self.seen_job_nodes.lock().expect("job node cache").insert(key, job_nodes.into_values().collect());
         Ok(by_id.into_values().collect())
     }
 

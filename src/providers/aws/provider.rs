@@ -56,6 +56,10 @@ impl Provider for AwsProvider {
         Ok(())
     }
 
+    async fn list_job_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        self.list_tagged(filter, true).await
+    }
+
     async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
         self.cancel(region, id).await.map(|_| ())
     }

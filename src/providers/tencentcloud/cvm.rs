@@ -177,10 +177,15 @@ pub fn tags_of(inst: &Value) -> Tags {
 /// A pool node from a DescribeInstances entry; `None` for job nodes and instances
 /// whose address tag is not a pool address.
 pub fn to_node(inst: &Value, region: &str) -> Option<Node> {
-    let tags = tags_of(inst);
-    if tags.contains_key(TAG_JOB) {
+    if tags_of(inst).contains_key(TAG_JOB) {
         return None;
     }
+    to_any_node(inst, region)
+}
+
+/// A node from a DescribeInstances entry, job node or not.
+pub fn to_any_node(inst: &Value, region: &str) -> Option<Node> {
+    let tags = tags_of(inst);
     let pool = tags.get(crate::providers::TAG_ADDRESS)?.parse().ok()?;
     let capacity =
         if inst["InstanceChargeType"].as_str() == Some("SPOTPAID") { Capacity::Spot } else { Capacity::OnDemand };

@@ -190,6 +190,15 @@ impl Provider for TencentProvider {
         Ok(())
     }
 
+    async fn list_job_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        let instances = self.describe_tagged(filter).await?;
+        Ok(instances
+            .iter()
+            .filter(|i| cvm::tags_of(i).contains_key(crate::providers::TAG_JOB))
+            .filter_map(|i| cvm::to_any_node(i, &filter.region))
+            .collect())
+    }
+
     async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
         self.release(region, id).await
     }

@@ -698,6 +698,8 @@ fn launch(
         };
         let manifest = super::k8s::manifest_for(input.spec, addr, job, attempt, Some(lineage.as_str()))
             .map(|m| serde_json::to_value(m).expect("a Job is plain data and always serializes"))
+            // No manifest only without a template, which never reaches a launch; the
+            // backend would refuse the null Job (`BadManifest`), never submit it.
             .unwrap_or_default();
         KubeLaunch {
             cluster,

@@ -162,6 +162,7 @@ impl BufRead for PlanJson {
 /// Why a gzip plan file fails its CRC-32 or length check, read to the end; `None` when
 /// it is intact (or plain JSON).
 fn damaged(path: &Path) -> Option<String> {
+    // It opened a moment ago; if it no longer does, the JSON error stands as the cause.
     let mut r = open(path).ok()?;
     if matches!(r.inner, Inner::Plain(_)) {
         return None;

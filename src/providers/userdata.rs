@@ -82,6 +82,11 @@ pub fn job_script(req: &LaunchJob) -> String {
     )
 }
 
+/// The job's own output in a node's log or console: every line but gpuplan's exit line.
+pub fn job_output(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().filter(|l| !l.starts_with(EXIT_MARKER))
+}
+
 /// Why the node could not run its job, when the script said so.
 pub fn job_error(console: &str) -> Option<String> {
     console.lines().rev().find_map(|l| l.trim().strip_prefix(ERROR_MARKER).map(|m| m.trim().to_string()))

@@ -102,6 +102,8 @@ pub fn run_share_usd(run: &crate::model::JobRun, line: &SpendEntry, from_ms: u64
         .iter()
         .find_map(|k| crate::catalog::catalog().instance_type(*k, &line.instance_type))
         .map(|t| t.gpus)?;
+    // gpuplan writes these times itself; one that does not parse (a hand-edited state)
+    // makes the cost unknown (`None`, shown as "—"), never a made-up number.
     let ms = |t: &str| {
         humantime::parse_rfc3339(t)
             .ok()

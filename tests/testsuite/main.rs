@@ -33,6 +33,7 @@ mod poolless;
 mod preemption;
 mod schema;
 mod sim_cli;
+mod sim_run;
 mod spec_roundtrip;
 mod spend_sim;
 mod state_cli;

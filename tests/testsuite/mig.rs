@@ -1,8 +1,7 @@
 //! MIG slices on the sim cloud: a pool with `mig = "1g.10gb"` offers 7 slices per A100
 //! 80GB, a job's `gpus` count slices there, and admission and apply hold to it.
 
-use std::path::Path;
-use std::process::Command;
+use crate::sim_run::run;
 
 const SPEC: &str = r#"provider "sim" {
   job_duration = "1h"
@@ -33,21 +32,6 @@ job "tiny" {
   pool     = gpu_pool.mig
 }
 "#;
-
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("GPUPLAN_WORKSPACE")
-        .args(args)
-        .output()
-        .expect("gpuplan runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn count(plan: &serde_json::Value, placement: &str) -> usize {
     plan["jobs"].as_array().unwrap().iter().filter(|j| j["placement"] == placement).count()

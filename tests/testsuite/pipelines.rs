@@ -2,8 +2,8 @@
 //! starts after the jobs it depends on succeeded, and never when one failed, with the
 //! reason in the plan.
 
+use crate::sim_run::run;
 use std::path::Path;
-use std::process::Command;
 
 /// `spot`: an all-spot pool and preemptible jobs (a reclaim ends a run).
 fn spec(spot: bool) -> String {
@@ -48,23 +48,6 @@ job "train" {{
   depends_on = [job.prep]
 }}
 "#
-    )
-}
-
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "160")
-        .env_remove("GPUPLAN_WORKSPACE")
-        .env("GPUPLAN_SIM_START", "2026-03-10T00:00:00Z")
-        .args(args)
-        .output()
-        .expect("gpuplan runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 

@@ -2,8 +2,7 @@
 //! cheapest pool of that model with room, honouring spot eligibility, and the plan lists
 //! the pools it considered.
 
-use std::path::Path;
-use std::process::Command;
+use crate::sim_run::run;
 
 const SPEC: &str = r#"provider "sim" {}
 
@@ -57,22 +56,6 @@ job "serve" {
   template = job_template.steady
 }
 "#;
-
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "200")
-        .env_remove("GPUPLAN_WORKSPACE")
-        .args(args)
-        .output()
-        .expect("gpuplan runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn job<'a>(plan: &'a serde_json::Value, addr: &str) -> &'a serde_json::Value {
     plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == addr).unwrap_or_else(|| panic!("{addr}: {plan:#}"))

@@ -2,8 +2,8 @@
 //! preemptible job, which requeues from its checkpoint as the next attempt without spending
 //! `retries`, and resumes once the critical job is done.
 
+use crate::sim_run::run;
 use std::path::Path;
-use std::process::Command;
 
 const BASE: &str = r#"provider "sim" {
   job_duration = "2h"
@@ -49,23 +49,6 @@ job "urgent" {
   pool     = gpu_pool.train
 }
 "#;
-
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "200")
-        .env_remove("GPUPLAN_WORKSPACE")
-        .env("GPUPLAN_SIM_START", "2026-03-10T00:00:00Z")
-        .args(args)
-        .output()
-        .expect("gpuplan runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let (code, out, err) = run(dir, args);

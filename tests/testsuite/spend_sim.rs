@@ -2,8 +2,10 @@
 //! month-to-date from the ledger in state is hours × price per node, survives destroy and
 //! starts again at a month boundary.
 
-use std::path::Path;
 use std::process::Command;
+
+use crate::sim_run::run;
+use std::path::Path;
 
 const SPEC: &str = r#"provider "sim" {}
 
@@ -28,22 +30,6 @@ gpu_pool "train" {
   }
 }
 "#;
-
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("GPUPLAN_WORKSPACE")
-        .env("GPUPLAN_SIM_START", "2026-03-10T00:00:00Z")
-        .args(args)
-        .output()
-        .expect("gpuplan runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn spend(dir: &Path) -> serde_json::Value {
     let (code, out, err) = run(dir, &["cost", "--json"]);

@@ -144,6 +144,7 @@ impl Provider for AlibabaProvider {
                 .as_array()
                 .and_then(|items| items.iter().find(|i| i["AttributeName"] == name))
                 .and_then(|i| i["AttributeValues"]["ValueItem"].as_array()?.first().cloned())
+                // ECS answers numbers as strings (some SDK versions as numbers): either.
                 .and_then(|v| v["Value"].as_str().and_then(|s| s.parse().ok()).or_else(|| v["Value"].as_u64()))
                 // An attribute ECS leaves out reads as 0: a quota that then looks too
                 // small fails `check` (visibly), never passes it.
@@ -174,7 +175,7 @@ impl Provider for AlibabaProvider {
         out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
     ) -> Result<(), ProviderError> {
         let text = self.console(region, id).await?;
-        for line in text.lines().filter(|l| !l.starts_with(crate::providers::userdata::EXIT_MARKER)) {
+        for line in crate::providers::userdata::job_output(&text) {
             out(0, line);
         }
         Ok(())

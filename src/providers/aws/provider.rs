@@ -50,7 +50,7 @@ impl Provider for AwsProvider {
         out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
     ) -> Result<(), ProviderError> {
         let text = self.console(region, id).await?;
-        for line in text.lines().filter(|l| !l.starts_with(crate::providers::userdata::EXIT_MARKER)) {
+        for line in crate::providers::userdata::job_output(&text) {
             out(0, line);
         }
         Ok(())

@@ -104,6 +104,7 @@ pub fn run_id(namespace: &str, name: &str, replica: u32) -> String {
     format!("{namespace}/{name}/{replica}")
 }
 
+/// `None` for an id that is not one: callers answer `BadRunId`, naming it.
 fn parse_run_id(id: &str) -> Option<(&str, &str, u32)> {
     let mut it = id.splitn(3, '/');
     let (ns, name, replica) = (it.next()?, it.next()?, it.next()?);
@@ -236,6 +237,8 @@ impl KubeJobs {
             .items
             .iter()
             .filter_map(|p| {
+                // Every pod of an Indexed Job carries its index; one without (not a pod
+                // of this Job's template) has no replica's output to show.
                 let idx = p.metadata.labels.as_ref()?.get(INDEX_LABEL)?.parse().ok()?;
                 Some((idx, p.metadata.name.clone()?))
             })
@@ -484,6 +487,8 @@ impl Provider for KubeJobs {
             out.message = Some(format!("Job `{ns}/{name}` was deleted from the cluster"));
             return Ok(out);
         };
+        // The attempt label is gpuplan's own (checked above by `owned_job`); without a
+        // number the status says attempt 0 and the state's record keeps the real one.
         if let Some(a) = job.metadata.labels.as_ref().and_then(|l| l.get(LABEL_ATTEMPT)).and_then(|a| a.parse().ok()) {
             out.attempt = a;
         }

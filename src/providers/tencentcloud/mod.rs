@@ -184,7 +184,7 @@ impl Provider for TencentProvider {
                 format!("the TAT agent on {id} did not answer; try again"),
             )
         })?;
-        for line in text.lines().filter(|l| !l.starts_with(crate::providers::userdata::EXIT_MARKER)) {
+        for line in crate::providers::userdata::job_output(&text) {
             out(0, line);
         }
         Ok(())

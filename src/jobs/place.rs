@@ -430,15 +430,23 @@ fn preempt(
     out: &mut BTreeMap<Address, JobPlacement>,
 ) {
     let spec = input.spec;
+    // The running preemptible jobs of each pool, once: a waiting job looks only at its
+    // pool's, so many waiting jobs on a large fleet stay linear.
+    let mut preemptible: BTreeMap<Address, Vec<Address>> = BTreeMap::new();
+    for v in out.values().filter(|v| v.preemptible && v.placement == Placement::Running) {
+        preemptible.entry(v.pool.clone()).or_default().push(v.address.clone());
+    }
     for addr in order {
         let Some(w) = out.get(addr) else { continue };
         let waits_for_room = w.placement == Placement::Waiting
             && matches!(w.reason.as_ref().map(|r| r.code), Some(WaitCode::Capacity | WaitCode::Priority));
         let Some(want) = pending.get(addr).filter(|_| waits_for_room) else { continue };
         let (pool, priority, need) = (w.pool.clone(), w.priority, w.gpus_per_replica);
-        let candidates: Vec<Victim> = out
-            .values()
-            .filter(|v| v.pool == pool && v.preemptible && v.priority > priority)
+        let Some(on_pool) = preemptible.get(&pool) else { continue };
+        let candidates: Vec<Victim> = on_pool
+            .iter()
+            .filter_map(|a| out.get(a))
+            .filter(|v| v.priority > priority)
             .filter(|v| matches!(v.placement, Placement::Running | Placement::Preempt))
             .flat_map(|v| {
                 v.runs.iter().filter(|r| r.is_active() && !v.preempt.contains(&r.id)).map(move |r| Victim {

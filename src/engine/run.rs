@@ -73,7 +73,8 @@ pub async fn plan(
     req: &PlanRequest,
 ) -> Result<Plan, RunError> {
     let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
-    let statuses = if req.refresh && !req.destroy {
+    // Destroy asks too: policies look at the jobs that still run.
+    let statuses = if req.refresh {
         Some(
             jobs::refresh::statuses(providers, &session.state)
                 .await
@@ -244,7 +245,7 @@ pub fn plan_refreshed(
 ) -> Result<Plan, RunError> {
     let plan = diff_observed(spec, state, observed.as_deref(), req, autoscale)?;
     drop(observed); // the observed fleet is freed before costing (memory at 100,000 pools)
-    let mut plan = assess(plan, spec, req)?;
+    let mut plan = assess(plan, spec, req, &jobs::running::by_pool(state, statuses))?;
     if !req.destroy {
         plan.jobs = jobs::place::place(&jobs::place::PlaceInput { spec, state, plan: &plan, observed: statuses });
         // Nodes made for jobs (cloud VM pools) cost like the pool's own.
@@ -271,7 +272,8 @@ pub fn plan_observed(
     req: &PlanRequest,
     autoscale: &[ScaleAction],
 ) -> Result<Plan, RunError> {
-    assess(diff_observed(spec, &session.state, observed, req, autoscale)?, spec, req)
+    let running = jobs::running::by_pool(&session.state, None);
+    assess(diff_observed(spec, &session.state, observed, req, autoscale)?, spec, req, &running)
 }
 
 /// The diff alone (no cost, no policies).
@@ -294,11 +296,18 @@ fn diff_observed(
     diff::plan(&input)
 }
 
-/// Cost and policy verdicts for a diffed plan.
-fn assess(mut plan: Plan, spec: &Spec, req: &PlanRequest) -> Result<Plan, RunError> {
+/// Cost and policy verdicts for a diffed plan; `running` are the jobs running per pool.
+fn assess(
+    mut plan: Plan,
+    spec: &Spec,
+    req: &PlanRequest,
+    running: &jobs::running::RunningJobs,
+) -> Result<Plan, RunError> {
     let prices = cost::PriceBook::new(spec, &req.env).with_live(&req.live_prices);
     let report = cost::cost(&plan, spec, &prices)?;
-    let results = policy::evaluate(&req.policies, &plan, &report, spec, &req.overrides, &req.month_to_date);
+    let facts =
+        policy::Facts { plan: &plan, cost: &report, spec, running_jobs: running, month_to_date: &req.month_to_date };
+    let results = policy::evaluate(&req.policies, &facts, &req.overrides);
     plan.policies = results;
     plan.cost = Some(report);
     Ok(plan)

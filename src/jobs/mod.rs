@@ -5,6 +5,7 @@
 //!   [`model::JobPlacement`]s, with the exact launch requests apply will send.
 //! - `refresh.rs`: reads the status of the runs state records as active (provider calls).
 //! - `queue.rs`: the demand waiting per pool, for the autoscaler.
+//! - `running.rs`: the jobs running on each pool now, for policies.
 //! - `k8s.rs`: typed batch/v1 Job manifests, for `gpuplan jobs render` and the
 //!   Kubernetes backend (`providers/kube`), which submits the same objects.
 //!
@@ -17,6 +18,7 @@ pub use crate::model::job as model;
 pub mod place;
 pub mod queue;
 pub mod refresh;
+pub mod running;
 pub mod status;
 
 pub use model::{JobPlacement, JobRecord, JobRun, Placement};

@@ -64,6 +64,7 @@ const POOL: Fact = Fact::Object(&[
     ("labels", Fact::Map(&Fact::Leaf)),
     ("destroys", Fact::Leaf),
     ("runs_jobs", Fact::Leaf),
+    ("running_jobs", Fact::List(&Fact::Leaf)),
 ]);
 
 const QUOTA: Fact = Fact::Object(&[

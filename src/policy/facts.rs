@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::cost::CostReport;
+use crate::jobs::running::RunningJobs;
 use crate::plan::{Action, Plan};
 use crate::spec::Spec;
 use crate::spec::eval::Value;
@@ -17,13 +18,11 @@ fn s(x: impl Into<String>) -> Value {
 }
 
 /// `plan.cost`, `plan.pools` (by address), `plan.quotas` (by address), `plan.changes`,
-/// `plan.summary`.
-pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec) -> Value {
+/// `plan.summary`. `running` says which jobs run on each pool now (from state).
+pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec, running: &RunningJobs) -> Value {
     let mut pools = BTreeMap::new();
     let costs: BTreeMap<&crate::addr::Address, &crate::cost::PoolCost> =
         cost.pools.iter().map(|p| (&p.address, p)).collect();
-    let with_jobs: std::collections::BTreeSet<&crate::addr::Address> =
-        spec.jobs.values().map(|j| &j.pool.value).collect();
     for c in &plan.changes {
         let Some(pc) = &c.pool else { continue };
         let pc_cost = costs.get(&c.address).copied();
@@ -33,7 +32,8 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec) -> Value {
             .unwrap_or_default();
         let nodes_after = pc.after.nodes();
         let spot_share = if nodes_after == 0 { 0.0 } else { pc.after.spot as f64 * 100.0 / nodes_after as f64 };
-        let runs_jobs = with_jobs.contains(&c.address);
+        let running_jobs: Vec<Value> =
+            running.get(&c.address).into_iter().flatten().map(|j| s(j.to_string())).collect();
         let destroys = matches!(c.action, Action::Delete | Action::Replace);
         let mut o = BTreeMap::new();
         o.insert("address".into(), s(c.address.to_string()));
@@ -56,7 +56,8 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec) -> Value {
         o.insert("instance_type".into(), s(pc_cost.map(|p| p.instance_type.clone()).unwrap_or_default()));
         o.insert("labels".into(), Value::Object(labels));
         o.insert("destroys".into(), Value::Bool(destroys));
-        o.insert("runs_jobs".into(), Value::Bool(runs_jobs));
+        o.insert("runs_jobs".into(), Value::Bool(!running_jobs.is_empty()));
+        o.insert("running_jobs".into(), Value::List(running_jobs));
         pools.insert(c.address.to_string(), Value::Object(o));
     }
     let mut quotas = BTreeMap::new();

@@ -22,27 +22,33 @@ use std::collections::BTreeMap;
 
 use crate::cost::CostReport;
 use crate::diag::Diagnostic;
+use crate::jobs::running::RunningJobs;
 use crate::plan::Plan;
 use crate::spec::Spec;
 use crate::spec::eval::{EvalError, Scope, Value, eval};
 
 pub use model::{Enforcement, Policy, PolicyResult};
 
+/// What policies are checked against besides the plan: its cost, the spec, and what
+/// runs now.
+pub struct Facts<'a> {
+    pub plan: &'a Plan,
+    pub cost: &'a CostReport,
+    pub spec: &'a Spec,
+    /// The jobs running on each pool (from state, as refresh last saw them).
+    pub running_jobs: &'a RunningJobs,
+    /// Month-to-date spend per quota address; empty: budgets are not checked against it.
+    pub month_to_date: &'a BTreeMap<String, f64>,
+}
+
 /// Evaluate policies and quotas. A policy whose expression cannot be evaluated fails
 /// with the evaluation error as its message (a broken guard must not pass silently).
-pub fn evaluate(
-    policies: &[Policy],
-    plan: &Plan,
-    cost: &CostReport,
-    spec: &Spec,
-    overrides: &[String],
-    month_to_date: &BTreeMap<String, f64>,
-) -> Vec<PolicyResult> {
-    let mut out = quota::check(spec, cost, month_to_date);
+pub fn evaluate(policies: &[Policy], facts: &Facts<'_>, overrides: &[String]) -> Vec<PolicyResult> {
+    let mut out = quota::check(facts.spec, facts.cost, facts.month_to_date);
     if policies.is_empty() {
         return out;
     }
-    let plan_value = facts::plan_value(plan, cost, spec);
+    let plan_value = facts::plan_value(facts.plan, facts.cost, facts.spec, facts.running_jobs);
     let mut extra = BTreeMap::new();
     extra.insert("plan".to_string(), plan_value);
     for p in policies {

@@ -44,7 +44,7 @@ quota "ml" {
     let plan = diff::plan(&input).expect("the state is empty");
     let prices = crate::cost::PriceBook::new(spec, &Default::default());
     let report = crate::cost::cost(&plan, spec, &prices).expect("every pool has a known provider");
-    crate::policy::facts::plan_value(&plan, &report, spec)
+    crate::policy::facts::plan_value(&plan, &report, spec, &Default::default())
 }
 
 /// Every attribute of `v` is in `fact` and every attribute `fact` lists is in `v`.

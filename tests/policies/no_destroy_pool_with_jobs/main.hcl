@@ -15,7 +15,7 @@ gpu_pool "train" {
   }
 
   mix {
-    spot_percent = 100
+    spot_percent = 0
   }
 }
 

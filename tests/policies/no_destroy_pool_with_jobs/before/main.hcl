@@ -1,4 +1,4 @@
-# Applied first (see tests/policies.rs): an L4 pool that a job runs on.
+# Applied first (see tests/policies.rs): an on-demand L4 pool that a job runs on.
 provider "sim" {
   region = "us-east-1"
 }
@@ -15,7 +15,7 @@ gpu_pool "train" {
   }
 
   mix {
-    spot_percent = 100
+    spot_percent = 0
   }
 }
 

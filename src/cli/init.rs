@@ -1,5 +1,8 @@
 //! `gpuplan init`: create the state folder (with a README documenting its files) and, in a
-//! directory without spec files, a starter `main.hcl`. Never overwrites anything.
+//! folder without specs or policies, the starter `main.hcl` and default policies. In an
+//! existing project it only creates the state folder or migrates state, and says what it
+//! left alone: starter policies dropped into a fleet that planned clean would deny it.
+//! Never overwrites anything.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -37,21 +40,10 @@ pub fn run(settings: &Settings, args: &InitArgs) -> miette::Result<ExitStatus> {
         CliError::new(format!("cannot list `{}`: {e}", spec::display_path(&settings.dir)))
             .hint("check that the directory is readable")
     })?;
-    if specs.is_empty() && create_new(&settings.dir.join("main.hcl"), STARTER_SPEC)? {
-        created.push(spec::display_path(&settings.dir.join("main.hcl")));
-    }
-    // Default policies, only into a project that has none yet: editing them is expected.
     let policy_dir = settings.dir.join("policies");
-    if !policy_dir.exists() {
-        std::fs::create_dir_all(&policy_dir).map_err(|e| {
-            CliError::new(format!("cannot create `{}`: {e}", spec::display_path(&policy_dir)))
-                .hint("check the permissions of the directory")
-        })?;
-        for (name, text) in DEFAULT_POLICIES {
-            if create_new(&policy_dir.join(name), text)? {
-                created.push(spec::display_path(&policy_dir.join(name)));
-            }
-        }
+    let project = project_files(&specs, &policy_dir);
+    if project.is_empty() {
+        created.extend(write_starter(&settings.dir, &policy_dir)?);
     }
 
     let ok = output::paint("Created", Style::Success, settings.color_stderr);
@@ -59,36 +51,95 @@ pub fn run(settings: &Settings, args: &InitArgs) -> miette::Result<ExitStatus> {
     if created.is_empty() {
         text.push_str("Nothing to do: the state folder and its README already exist.\n");
     }
-    // A remote backend: check once that the store can hold a lock safely (a second
-    // create-only write must fail, and so must a write with a wrong ETag), then migrate.
-    if !specs.is_empty() {
-        let backend = state_common::backend(settings)?;
-        if let crate::state::Backend::Remote(remote) = &backend {
-            remote.probe().map_err(state_common::cli_error)?;
-            let ok = output::paint("Checked", Style::Success, settings.color_stderr);
-            let how = match remote.mode() {
-                crate::state::remote::LockMode::Conditional => "If-None-Match and If-Match",
-                crate::state::remote::LockMode::Cos => "x-cos-forbid-overwrite",
-                crate::state::remote::LockMode::Oss => "x-oss-forbid-overwrite",
-            };
-            text.push_str(&format!(
-                "{ok} remote state `{}`: the store refuses overwrites ({how}), so it can be locked\n",
-                remote.url()
-            ));
-        }
-        if args.migrate_state {
-            state_remote::migrate(settings, &mut text)?;
-        }
-    } else if args.migrate_state {
-        return Err(CliError::new("--migrate-state needs a spec with a remote backend in this directory").into());
+    if !project.is_empty() {
+        text.push_str(&left_alone(&project));
     }
-    if specs.is_empty() {
+    // What was done so far is said even when the remote steps fail.
+    let remote = remote_steps(settings, args, !specs.is_empty(), &mut text);
+    if remote.is_err() {
+        output::stderr(&text);
+    }
+    remote?;
+    if project.is_empty() {
         text.push_str("hint: run `gpuplan plan` to see what the starter fleet would create\n");
+    } else if specs.is_empty() {
+        text.push_str("hint: add spec files (`*.hcl`, `*.yaml`) to this folder, then run `gpuplan plan`\n");
     } else {
         text.push_str("hint: run `gpuplan validate` to check your specs, then `gpuplan plan`\n");
     }
     output::stderr(&text);
     Ok(ExitStatus::Success)
+}
+
+/// With specs: a remote backend is checked once (a second create-only write must fail,
+/// and so must a write with a wrong ETag, or the store cannot hold a lock safely), then
+/// `--migrate-state` copies local state into it.
+fn remote_steps(settings: &Settings, args: &InitArgs, has_specs: bool, text: &mut String) -> Result<(), CliError> {
+    if !has_specs {
+        if args.migrate_state {
+            return Err(CliError::new("--migrate-state needs a spec with a remote backend in this directory"));
+        }
+        return Ok(());
+    }
+    let backend = state_common::backend(settings)?;
+    if let crate::state::Backend::Remote(remote) = &backend {
+        remote.probe().map_err(state_common::cli_error)?;
+        let ok = output::paint("Checked", Style::Success, settings.color_stderr);
+        let how = match remote.mode() {
+            crate::state::remote::LockMode::Conditional => "If-None-Match and If-Match",
+            crate::state::remote::LockMode::Cos => "x-cos-forbid-overwrite",
+            crate::state::remote::LockMode::Oss => "x-oss-forbid-overwrite",
+        };
+        text.push_str(&format!(
+            "{ok} remote state `{}`: the store refuses overwrites ({how}), so it can be locked\n",
+            remote.url()
+        ));
+    }
+    if args.migrate_state {
+        state_remote::migrate(settings, text)?;
+    }
+    Ok(())
+}
+
+/// What makes the folder an existing project: its spec files and its `policies/` folder,
+/// as users should see them. Empty: a new folder, which gets the starter files.
+fn project_files(specs: &[std::path::PathBuf], policy_dir: &Path) -> Vec<String> {
+    let mut found: Vec<String> = specs.iter().map(|p| spec::display_path(p)).collect();
+    if policy_dir.exists() {
+        found.push(format!("{}/", spec::display_path(policy_dir)));
+    }
+    found
+}
+
+/// `Left alone: ...`: what init did not touch in an existing project, and why.
+fn left_alone(project: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut names: Vec<String> = project.iter().take(SHOWN).map(|p| format!("`{p}`")).collect();
+    if project.len() > SHOWN {
+        names.push(format!("{} more", project.len() - SHOWN));
+    }
+    format!(
+        "Left alone: the existing project ({}); the starter spec and default policies are only written into an empty folder\n",
+        names.join(", ")
+    )
+}
+
+/// The starter `main.hcl` and the default policies, for a new folder; what was created.
+fn write_starter(dir: &Path, policy_dir: &Path) -> Result<Vec<String>, CliError> {
+    let mut created = Vec::new();
+    if create_new(&dir.join("main.hcl"), STARTER_SPEC)? {
+        created.push(spec::display_path(&dir.join("main.hcl")));
+    }
+    std::fs::create_dir_all(policy_dir).map_err(|e| {
+        CliError::new(format!("cannot create `{}`: {e}", spec::display_path(policy_dir)))
+            .hint("check the permissions of the directory")
+    })?;
+    for (name, text) in DEFAULT_POLICIES {
+        if create_new(&policy_dir.join(name), text)? {
+            created.push(spec::display_path(&policy_dir.join(name)));
+        }
+    }
+    Ok(created)
 }
 
 /// Write `text` to `path` only if nothing is there; `Ok(false)` when it already exists.

@@ -64,13 +64,68 @@ fn init_never_overwrites_and_skips_the_starter_when_specs_exist() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!tmp.path().join("main.hcl").exists());
     assert_eq!(std::fs::read_to_string(tmp.path().join("state/README.md")).unwrap(), "mine");
-    // A project without policies gets the shipped defaults, once.
-    assert!(tmp.path().join("policies/fleet_hourly_cap.hcl").exists(), "{}", r.stderr);
-    std::fs::write(tmp.path().join("policies/fleet_hourly_cap.hcl"), "# edited").unwrap();
+    // An existing project gets no starter policies either, and is told so.
+    assert!(!tmp.path().join("policies").exists(), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Left alone: the existing project (`fleet.yaml`); the starter spec and default policies are only written into an empty folder"),
+        "{}",
+        r.stderr
+    );
     let again = run(tmp.path(), &["init"]);
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert!(again.stderr.contains("Nothing to do"), "{}", again.stderr);
-    assert_eq!(std::fs::read_to_string(tmp.path().join("policies/fleet_hourly_cap.hcl")).unwrap(), "# edited");
+    assert!(!tmp.path().join("policies").exists(), "{}", again.stderr);
+}
+
+/// A sim pool wholly on-demand: clean on its own, denied by the starter `min_spot_share`.
+const ON_DEMAND_FLEET: &str = r#"provider "sim" {
+  region = "us-east-1"
+}
+
+gpu_pool "serve" {
+  provider      = "sim"
+  gpu           = "L4"
+  gpus_per_node = 1
+  nodes {
+    min     = 1
+    desired = 1
+    max     = 1
+  }
+  mix {
+    spot_percent = 0
+  }
+}
+"#;
+
+#[test]
+fn init_in_an_existing_project_adds_no_policies_and_the_plan_stays_clean() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), ON_DEMAND_FLEET).unwrap();
+    let apply = run(tmp.path(), &["apply", "--auto-approve"]);
+    assert_eq!(apply.code, 0, "{}{}", apply.stdout, apply.stderr);
+    assert_eq!(run(tmp.path(), &["plan", "--detailed-exitcode"]).code, 0);
+
+    for args in [&["init"][..], &["init", "--migrate-state"][..]] {
+        let r = run(tmp.path(), args);
+        assert!(!tmp.path().join("policies").exists(), "{args:?} wrote policies:\n{}", r.stderr);
+        assert!(r.stderr.contains("Left alone: the existing project (`main.hcl`)"), "{args:?}: {}", r.stderr);
+        let plan = run(tmp.path(), &["plan", "--detailed-exitcode"]);
+        assert_eq!(plan.code, 0, "after {args:?} the plan is no longer clean:\n{}{}", plan.stdout, plan.stderr);
+        assert!(!plan.stdout.contains("min_spot_share"), "{}", plan.stdout);
+    }
+    assert_eq!(std::fs::read_to_string(tmp.path().join("main.hcl")).unwrap(), ON_DEMAND_FLEET);
+}
+
+#[test]
+fn init_beside_a_policies_folder_writes_no_starter_spec() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("policies")).unwrap();
+    let r = run(tmp.path(), &["init"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!tmp.path().join("main.hcl").exists(), "{}", r.stderr);
+    assert_eq!(std::fs::read_dir(tmp.path().join("policies")).unwrap().count(), 0);
+    assert!(tmp.path().join("state/README.md").exists());
+    assert!(r.stderr.contains("Left alone: the existing project (`policies/`)"), "{}", r.stderr);
 }
 
 #[test]

@@ -44,6 +44,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     question: "Do you want to perform these actions?",
                     verb: "Apply",
                     auto_approve: args.auto_approve,
+                    verbose: args.verbose,
                 };
                 match plan_and_confirm(settings, &session, &loaded.spec, &providers, &req, &ask).await? {
                     Ok(plan) => plan,
@@ -79,6 +80,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             question: "Do you really want to destroy everything this state owns?",
             verb: "Destroy",
             auto_approve: args.auto_approve,
+            verbose: args.verbose,
         };
         let plan = match plan_and_confirm(settings, &session, &loaded.spec, &providers, &req, &ask).await? {
             Ok(plan) => plan,
@@ -94,6 +96,8 @@ struct Ask {
     /// `Apply` or `Destroy`.
     verb: &'static str,
     auto_approve: bool,
+    /// `--verbose`: the shown plan lists the policies that passed.
+    verbose: bool,
 }
 
 /// Plan afresh and show the plan with its cost and policy verdicts; then the plan to
@@ -107,7 +111,7 @@ async fn plan_and_confirm(
     ask: &Ask,
 ) -> miette::Result<Result<Plan, ExitStatus>> {
     let plan = engine::run::plan(spec, session, providers, req).await?;
-    output::stdout(&render::plan_text(&plan, &text_options(settings)));
+    output::stdout(&render::plan_text(&plan, &text_options(settings, ask.verbose)));
     common::warn_unused_overrides(&plan, &req.overrides)?;
     common::warn_near_limits(&plan)?;
     if engine::run::denied(&plan) {
@@ -138,8 +142,8 @@ fn denied(plan: &Plan) -> Result<ExitStatus, engine::run::RunError> {
     Ok(ExitStatus::PolicyDenied)
 }
 
-fn text_options(settings: &Settings) -> render::TextOptions {
-    render::TextOptions { color: settings.color_stdout, width: settings.width }
+fn text_options(settings: &Settings, verbose: bool) -> render::TextOptions {
+    render::TextOptions { color: settings.color_stdout, width: settings.width, verbose }
 }
 
 async fn execute(

@@ -156,7 +156,7 @@ pub fn warn_unused_overrides(plan: &Plan, overrides: &[String]) -> Result<(), Ru
 /// Quota checks that passed but reached `warn_percent` of their limit: a warning on stderr.
 pub fn warn_near_limits(plan: &Plan) -> Result<(), RunError> {
     for r in crate::engine::run::policy_results(plan).iter().filter(|r| r.passed && r.warning) {
-        output::stderr(&format!("warning: {}\n", r.message));
+        output::stderr(&format!("warning: {}: {}\n", r.name, r.message));
     }
     Ok(())
 }

@@ -34,7 +34,7 @@ pub fn run(settings: &Settings, args: &CostArgs) -> miette::Result<ExitStatus> {
             output::stdout(&format!("{text}\n"));
         } else {
             if let Some(report) = &plan.cost {
-                output::stdout(&render::cost::cost_text(report, true));
+                output::stdout(&render::cost::cost_text(report, true, settings.width));
             }
             output::stdout(&render::cost::spend_text(&spend));
         }

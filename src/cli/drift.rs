@@ -17,7 +17,7 @@ pub fn run(settings: &Settings, args: &DriftArgs) -> miette::Result<ExitStatus> 
         if args.json {
             output::stdout(&format!("{:#}\n", render::drift_json(&plan.drift)));
         } else {
-            let opts = render::TextOptions { color: settings.color_stdout, width: settings.width };
+            let opts = render::TextOptions { color: settings.color_stdout, width: settings.width, verbose: false };
             output::stdout(&render::drift_text(&plan.drift, &opts));
         }
         Ok::<_, miette::Report>(if args.detailed_exitcode && !plan.drift.is_empty() {

@@ -186,7 +186,10 @@ fn show(settings: &Settings, name: &str, json: bool) -> miette::Result<ExitStatu
             out += &format!("  waiting since {t}\n");
         }
         if let Some(c) = j.cost_usd {
-            out += &format!("  cost so far: {c:.2} USD (its share of its nodes' ledger prices)\n");
+            out += &format!(
+                "  cost so far: {} USD (its share of its nodes' ledger prices)\n",
+                crate::model::money::usd(c)
+            );
         }
         let rows: Vec<[String; 8]> = j
             .runs

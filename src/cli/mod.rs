@@ -266,6 +266,9 @@ pub struct PlanArgs {
     /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
     #[arg(long, value_name = "DIR")]
     pub policy_dir: Vec<PathBuf>,
+    /// List the policies that passed, not only their count
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 impl PlanArgs {
@@ -297,6 +300,9 @@ pub struct ApplyArgs {
     /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
     #[arg(long, value_name = "DIR")]
     pub policy_dir: Vec<PathBuf>,
+    /// List the policies that passed, not only their count
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Args)]
@@ -319,6 +325,9 @@ pub struct DestroyArgs {
     /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
     #[arg(long, value_name = "DIR")]
     pub policy_dir: Vec<PathBuf>,
+    /// List the policies that passed, not only their count
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Args)]
@@ -366,6 +375,9 @@ pub struct ReconcileArgs {
     /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
     #[arg(long, value_name = "DIR")]
     pub policy_dir: Vec<PathBuf>,
+    /// List the policies that passed, not only their count
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -455,6 +467,9 @@ pub struct ShowArgs {
     /// How to print the plan
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<PlanFormat>,
+    /// List the policies that passed, not only their count
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

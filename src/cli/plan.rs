@@ -31,7 +31,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         match format {
             PlanFormat::Text => output::stdout(&render::plan_text(
                 &plan,
-                &render::TextOptions { color: settings.color_stdout, width: settings.width },
+                &render::TextOptions { color: settings.color_stdout, width: settings.width, verbose: args.verbose },
             )),
             PlanFormat::Json => output::stdout_with(|out| render::write_plan_json(&plan, out)),
             PlanFormat::Markdown => output::stdout(&render::plan_markdown(&plan, MARKDOWN_LIMIT)),

@@ -110,13 +110,18 @@ async fn round(
     if args.json {
         output::stdout_with(|out| reconcile::report::write_json(&pass, out));
     } else {
-        let opts = render::TextOptions { color: settings.color_stdout, width: settings.width };
+        let opts = render::TextOptions { color: settings.color_stdout, width: settings.width, verbose: false };
         output::stdout(&reconcile::report::text(&pass, &opts));
     }
+    let usd = crate::model::money::usd;
     for a in &pass.alerts {
         let what = format!(
-            "budget alert: `{}` crossed {}% of its monthly budget in {} ({:.2} of {:.2} USD)",
-            a.quota, a.threshold, a.month, a.spent_usd, a.budget_usd
+            "budget alert: `{}` crossed {}% of its monthly budget in {} ({} of {} USD)",
+            a.quota,
+            a.threshold,
+            a.month,
+            usd(a.spent_usd),
+            usd(a.budget_usd)
         );
         if a.delivered > 0 {
             output::stderr(&format!("{what}: posted to {} hook(s)\n", a.delivered));

@@ -12,7 +12,8 @@ use std::time::Duration;
 use super::{CliError, GlobalArgs};
 use crate::spec::LoadOptions;
 
-/// Terminal width when `COLUMNS` is unset or unusable.
+/// Width when `COLUMNS` is unset or unusable and stdout is not a terminal (a file, a pipe,
+/// a CI log): fixed, so such output does not depend on where it ran.
 pub const DEFAULT_WIDTH: usize = 100;
 
 /// Everything a command needs to know about its invocation.
@@ -29,7 +30,8 @@ pub struct Settings {
     pub color_stderr: bool,
     /// Both stdin and stderr are terminals, so the user can answer a confirmation prompt.
     pub interactive: bool,
-    /// Columns for rendering diagnostics and tables: `COLUMNS`, else [`DEFAULT_WIDTH`].
+    /// Columns for rendering diagnostics and tables: `COLUMNS`, else the terminal's width
+    /// when stdout is one, else [`DEFAULT_WIDTH`].
     pub width: usize,
     /// `--var NAME=VALUE` pairs in command-line order (later wins).
     pub vars: Vec<(String, String)>,
@@ -45,6 +47,8 @@ pub struct Environment {
     pub stdin_tty: bool,
     pub stdout_tty: bool,
     pub stderr_tty: bool,
+    /// Columns of the terminal stdout writes to (`None`: not a terminal, or unknown).
+    pub stdout_columns: Option<usize>,
 }
 
 impl Environment {
@@ -59,6 +63,7 @@ impl Environment {
             stdin_tty: std::io::stdin().is_terminal(),
             stdout_tty: std::io::stdout().is_terminal(),
             stderr_tty: std::io::stderr().is_terminal(),
+            stdout_columns: terminal_size::terminal_size_of(std::io::stdout()).map(|(w, _)| w.0 as usize),
         })
     }
 
@@ -81,7 +86,9 @@ impl Settings {
             None => dir.join("state").join(format!("{workspace}.json")),
         };
         let no_color = global.no_color || env.no_color();
+        // Shells set COLUMNS without exporting it, so a terminal's width is asked for.
         let width = env.vars.get("COLUMNS").and_then(|c| c.trim().parse().ok()).filter(|w| *w > 0);
+        let terminal = env.stdout_columns.filter(|w| env.stdout_tty && *w > 0);
         Ok(Settings {
             dir,
             state_path,
@@ -90,7 +97,7 @@ impl Settings {
             color_stdout: !no_color && env.stdout_tty,
             color_stderr: !no_color && env.stderr_tty,
             interactive: env.stdin_tty && env.stderr_tty,
-            width: width.unwrap_or(DEFAULT_WIDTH),
+            width: width.or(terminal).unwrap_or(DEFAULT_WIDTH),
             vars: vars.iter().map(|v| parse_var(v)).collect::<Result<_, _>>()?,
             env: env.vars,
         })
@@ -194,7 +201,23 @@ mod tests {
             stdin_tty: true,
             stdout_tty: true,
             stderr_tty: true,
+            stdout_columns: None,
         }
+    }
+
+    #[test]
+    fn width_is_the_terminal_s_unless_columns_says_or_stdout_is_not_one() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut e = env(tmp.path(), &[]);
+        e.stdout_columns = Some(72);
+        let s = Settings::resolve_in(&global(None), &[], e.clone()).expect("settings");
+        assert_eq!(s.width, 72);
+        e.vars.insert("COLUMNS".into(), "90".into());
+        assert_eq!(Settings::resolve_in(&global(None), &[], e.clone()).expect("settings").width, 90);
+        // Piped: a fixed width, whatever terminal the process started in.
+        e.vars.clear();
+        e.stdout_tty = false;
+        assert_eq!(Settings::resolve_in(&global(None), &[], e).expect("settings").width, DEFAULT_WIDTH);
     }
 
     #[test]

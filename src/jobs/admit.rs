@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use crate::addr::Address;
 use crate::jobs::model::{WaitCode, WaitReason, priority_str};
+use crate::model::money::usd;
 use crate::providers::Capacity;
 use crate::spec::model::{Fallback, Priority};
 
@@ -260,8 +261,10 @@ fn decide(
                 d,
                 WaitCode::Quota,
                 format!(
-                    "`{q}` budget is {limit} USD/h; running jobs use {:.2} and this one would add {cost:.2}",
-                    qr.used_hourly_usd
+                    "`{q}` budget is {} USD/h; running jobs use {} and this one would add {}",
+                    usd(limit),
+                    usd(qr.used_hourly_usd),
+                    usd(cost)
                 ),
             );
         }
@@ -272,8 +275,9 @@ fn decide(
                 d,
                 WaitCode::Quota,
                 format!(
-                    "`{q}` budget is {limit} USD/month; with this job its jobs would cost {:.0} USD/month",
-                    hourly * crate::cost::HOURS_PER_MONTH
+                    "`{q}` budget is {} USD/month; with this job its jobs would cost {} USD/month",
+                    usd(limit),
+                    usd(hourly * crate::cost::HOURS_PER_MONTH)
                 ),
             );
         }

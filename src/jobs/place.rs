@@ -354,7 +354,11 @@ fn choose_pool(
         }
         .unwrap_or(f64::MAX);
         let room_text = if fit.is_some() { "room" } else { "no room" };
-        let price_text = if price == f64::MAX { "not priced".to_string() } else { format!("{price:.2} USD/GPU-h") };
+        let price_text = if price == f64::MAX {
+            "not priced".to_string()
+        } else {
+            format!("{} USD/GPU-h", crate::model::money::usd(price))
+        };
         rows.push((fit.is_some(), price, p, format!("{p}: {price_text} {cap}, {room_text}")));
     }
     rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then_with(|| a.2.cmp(b.2)));

@@ -9,6 +9,7 @@
 pub mod endpoint;
 pub mod job;
 pub mod kind;
+pub mod money;
 pub mod node;
 pub mod tags;
 pub mod tls;

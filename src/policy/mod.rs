@@ -92,21 +92,24 @@ pub fn evaluate(policies: &[Policy], facts: &Facts<'_>, overrides: &[String]) ->
                     continue;
                 }
             };
+            // Every view shows the verdict's name beside its message, so a default
+            // message says what happened without repeating the name.
             let message = match &p.message {
                 Some(m) if !passed => match eval(m, &mut scope) {
                     Ok(v) => v.to_string(),
-                    Err(e) => {
-                        format!("policy {} failed (its message could not be rendered: {})", p.name, error_text(e))
-                    }
+                    Err(e) => format!("failed (its message could not be rendered: {})", error_text(e)),
                 },
-                _ if passed => {
-                    let what = p.description.clone().unwrap_or_else(|| format!("policy {} passed", p.name));
+                _ => {
+                    let what = match &p.description {
+                        Some(d) => d.clone(),
+                        None if passed => "passed".to_string(),
+                        None => "`assert` is false".to_string(),
+                    };
                     match &key {
                         Some(k) => format!("{k}: {what}"),
                         None => what,
                     }
                 }
-                _ => format!("policy {} failed", p.name),
             };
             out.push(PolicyResult {
                 name: p.name.clone(),
@@ -128,7 +131,7 @@ fn broken(p: &Policy, why: String) -> PolicyResult {
         name: p.name.clone(),
         enforcement: p.enforcement,
         passed: false,
-        message: format!("policy {} could not be evaluated: {why}", p.name),
+        message: format!("could not be evaluated: {why}"),
         key: None,
         overridden: false,
         source: p.location.clone(),

@@ -13,7 +13,7 @@ pub struct Policy {
     /// Evaluated once per element when set; `each.key` / `each.value` inside.
     pub for_each: Option<Expr>,
     pub assert: Expr,
-    /// A string template; defaults to "policy NAME failed".
+    /// A string template; defaults to the description, or "`assert` is false".
     pub message: Option<Expr>,
     pub span: Span,
     /// `policies/fleet.hcl:3`, for messages.

@@ -3,6 +3,7 @@
 //! limit and the planned value; reaching `warn_percent` (default 80 %) is a warning.
 
 use crate::cost::CostReport;
+use crate::model::money::usd;
 use crate::policy::model::{Enforcement, PolicyResult};
 use crate::spec::Spec;
 
@@ -21,19 +22,47 @@ fn result(name: String, passed: bool, warning: bool, message: String, source: &s
     }
 }
 
-fn limit_check(quota: &str, what: &str, planned: f64, limit: f64, warn: u32, unit: &str) -> PolicyResult {
+/// What a limit counts, and how its values read in a message.
+#[derive(Clone, Copy)]
+enum Unit {
+    Gpus,
+    UsdPerHour,
+    UsdPerMonth,
+}
+
+impl Unit {
+    /// `24`, `80,967.89`: money as every view writes it.
+    fn number(self, x: f64) -> String {
+        match self {
+            Unit::Gpus => format!("{x}"),
+            Unit::UsdPerHour | Unit::UsdPerMonth => usd(x),
+        }
+    }
+
+    /// `24 GPUs`, `80,967.89 USD/month`.
+    fn show(self, x: f64) -> String {
+        let unit = match self {
+            Unit::Gpus => "GPUs",
+            Unit::UsdPerHour => "USD/h",
+            Unit::UsdPerMonth => "USD/month",
+        };
+        format!("{} {unit}", self.number(x))
+    }
+}
+
+/// The verdict `QUOTA.WHAT`. Its message does not repeat that name: every view shows the
+/// name beside it.
+fn limit_check(quota: &str, what: &str, planned: f64, limit: f64, warn: u32, unit: Unit) -> PolicyResult {
     let name = format!("{quota}.{what}");
     let passed = planned <= limit + 1e-9;
     let warning = passed && limit > 0.0 && planned >= limit * warn as f64 / 100.0;
+    let (planned_text, limit_text) = (unit.show(planned), unit.show(limit));
     let msg = if !passed {
-        format!("{quota} {what}: the plan needs {planned}{unit}, above the limit of {limit}{unit}")
+        format!("the plan needs {planned_text}, above the limit of {limit_text}")
     } else if warning {
-        format!(
-            "{quota} {what}: the plan uses {planned}{unit}, {:.0}% of the limit {limit}{unit}",
-            planned * 100.0 / limit
-        )
+        format!("the plan uses {planned_text}, {:.0}% of the limit of {limit_text}", planned * 100.0 / limit)
     } else {
-        format!("{quota} {what}: {planned}{unit} of {limit}{unit}")
+        format!("{} of {limit_text}", unit.number(planned))
     };
     result(name, passed, warning, msg, quota)
 }
@@ -53,7 +82,7 @@ pub fn check(
         let name = qc.address.to_string();
         let warn = q.warn_percent.as_ref().map(|w| w.value).unwrap_or(DEFAULT_WARN_PERCENT);
         if let Some(max) = &q.max_gpus {
-            out.push(limit_check(&name, "max_gpus", qc.gpus_after as f64, max.value as f64, warn, " GPUs"));
+            out.push(limit_check(&name, "max_gpus", qc.gpus_after as f64, max.value as f64, warn, Unit::Gpus));
         }
         if !q.allowed_gpus.is_empty() {
             let allowed: Vec<&str> = q.allowed_gpus.iter().map(|g| g.value.as_str()).collect();
@@ -65,16 +94,23 @@ pub fn check(
                 .map(|(a, p)| format!("{a} uses {}", p.gpu.value))
                 .collect();
             let msg = if bad.is_empty() {
-                format!("{name} allowed_gpus: every pool uses {}", allowed.join(", "))
+                format!("every pool uses {}", allowed.join(", "))
             } else {
-                format!("{name} allowed_gpus: {} (allowed: {})", bad.join("; "), allowed.join(", "))
+                format!("{} (allowed: {})", bad.join("; "), allowed.join(", "))
             };
             out.push(result(format!("{name}.allowed_gpus"), bad.is_empty(), false, msg, &name));
         }
         if let Some(b) = &q.budget {
             let round = |x: f64| (x * 100.0).round() / 100.0;
             if let Some(h) = &b.hourly_usd {
-                out.push(limit_check(&name, "budget.hourly_usd", round(qc.hourly_after), h.value, warn, " USD/h"));
+                out.push(limit_check(
+                    &name,
+                    "budget.hourly_usd",
+                    round(qc.hourly_after),
+                    h.value,
+                    warn,
+                    Unit::UsdPerHour,
+                ));
             }
             if let Some(m) = &b.monthly_usd {
                 out.push(limit_check(
@@ -83,7 +119,7 @@ pub fn check(
                     round(qc.monthly_after),
                     m.value,
                     warn,
-                    " USD/month",
+                    Unit::UsdPerMonth,
                 ));
                 if let Some(spent) = month_to_date.get(&name) {
                     let delta: f64 = cost
@@ -98,11 +134,13 @@ pub fn check(
                     let warning = passed && m.value > 0.0 && *spent >= m.value * warn as f64 / 100.0;
                     let msg = if !passed {
                         format!(
-                            "{name} budget.month_to_date: {spent:.2} USD spent this month, the whole {} USD budget; the plan adds {delta:.2} USD/h to its pools",
-                            m.value
+                            "{} USD spent this month, the whole {} USD budget; the plan adds {} USD/h to its pools",
+                            usd(*spent),
+                            usd(m.value),
+                            usd(delta)
                         )
                     } else {
-                        format!("{name} budget.month_to_date: {spent:.2} of {} USD spent this month", m.value)
+                        format!("{} of {} USD spent this month", usd(*spent), usd(m.value))
                     };
                     out.push(result(format!("{name}.budget.month_to_date"), passed, warning, msg, &name));
                 }

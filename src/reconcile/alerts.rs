@@ -117,7 +117,7 @@ fn previous_month(month: &str) -> String {
 
 /// Slack-compatible: `text` for any receiver, legacy attachment `fields` for detail.
 fn payload(quota: &str, threshold: u32, spent: f64, budget: f64, month: &str) -> serde_json::Value {
-    let money = |v: f64| format!("{v:.2}");
+    let money = crate::model::money::usd;
     let pct = if budget > 0.0 { spent / budget * 100.0 } else { 0.0 };
     serde_json::json!({
         "text": format!(

@@ -3,34 +3,8 @@
 //! that are not a `CostReport`.
 
 use crate::cost::{CostReport, PoolCost};
-
-fn usd(x: f64) -> String {
-    format!("{x:.2}")
-}
-
-/// `80945.9` as `80,945.90`: money in a pull-request comment is read, not parsed.
-pub(crate) fn usd_grouped(x: f64) -> String {
-    let text = format!("{:.2}", x.abs());
-    let (int, frac) = text.split_once('.').unwrap_or((&text, "00"));
-    let mut grouped = String::new();
-    for (i, c) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
-    let sign = if x < 0.0 && text != "0.00" { "-" } else { "" };
-    format!("{sign}{grouped}.{frac}")
-}
-
-/// `+1,234.50` / `-3.00`.
-pub(crate) fn delta_grouped(x: f64) -> String {
-    if x >= 0.0 { format!("+{}", usd_grouped(x)) } else { usd_grouped(x) }
-}
-
-fn delta(x: f64) -> String {
-    if x >= 0.0 { format!("+{x:.2}") } else { format!("{x:.2}") }
-}
+use crate::model::money::{usd, usd_delta as delta};
+use crate::render::style::paragraph;
 
 fn range(p: &PoolCost) -> String {
     p.range.map(|r| format!("{}–{}", usd(r.hourly_min), usd(r.hourly_max))).unwrap_or_else(|| "—".into())
@@ -102,8 +76,9 @@ fn changed(p: &PoolCost) -> bool {
 /// Plain-text cost section (no trailing blank line). `every_pool` lists each pool (`gpuplan
 /// cost`); otherwise only pools whose cost changes are rows, as a diff shows (the plan:
 /// at 100,000 pools a full table is 100,000 lines saying nothing changed), with a line
-/// counting the rest. The fleet totals always cover every pool.
-pub fn cost_text(c: &CostReport, every_pool: bool) -> String {
+/// counting the rest. The fleet totals always cover every pool. The table's rows are data
+/// and never wrap; the lines under it are prose, wrapped at `width` (0: never).
+pub fn cost_text(c: &CostReport, every_pool: bool, width: usize) -> String {
     let mut rows = vec![[
         "pool".to_string(),
         "GPUs".to_string(),
@@ -142,8 +117,17 @@ pub fn cost_text(c: &CostReport, every_pool: bool) -> String {
     if !out.is_empty() {
         out.push('\n');
     }
-    out += &format!(
-        "  fleet: {} -> {} USD/h ({}), {} -> {} USD/month ({}) at {} h/month\n",
+    for line in totals(c, &shown) {
+        out += &paragraph("  ", "  ", 4, &line, width);
+    }
+    out
+}
+
+/// The lines under the cost table: fleet totals, quotas, the types considered, where the
+/// prices come from.
+fn totals(c: &CostReport, shown: &[&PoolCost]) -> Vec<String> {
+    let mut lines = vec![format!(
+        "fleet: {} -> {} USD/h ({}), {} -> {} USD/month ({}) at {} h/month",
         usd(c.hourly_before),
         usd(c.hourly_after),
         delta(c.hourly_delta),
@@ -151,24 +135,21 @@ pub fn cost_text(c: &CostReport, every_pool: bool) -> String {
         usd(c.monthly_after),
         delta(c.monthly_delta),
         c.hours_per_month
-    );
-    out += &format!(
-        "  after: {} USD/h on-demand + {} USD/h spot",
-        usd(c.on_demand_hourly_after),
-        usd(c.spot_hourly_after)
-    );
+    )];
+    let mut after =
+        format!("after: {} USD/h on-demand + {} USD/h spot", usd(c.on_demand_hourly_after), usd(c.spot_hourly_after));
     if (c.range.hourly_min - c.range.hourly_max).abs() > 1e-9 {
-        out += &format!("; autoscaling range {}–{} USD/h", usd(c.range.hourly_min), usd(c.range.hourly_max));
+        after += &format!("; autoscaling range {}–{} USD/h", usd(c.range.hourly_min), usd(c.range.hourly_max));
     }
-    out.push('\n');
+    lines.push(after);
     for q in &c.quotas {
-        out += &format!(
-            "  {}: {} GPUs, {} USD/h ({} USD/month)\n",
+        lines.push(format!(
+            "{}: {} GPUs, {} USD/h ({} USD/month)",
             q.address,
             q.gpus_after,
             usd(q.hourly_after),
             usd(q.monthly_after)
-        );
+        ));
     }
     for p in shown.iter().filter(|p| !p.alternatives.is_empty()) {
         let alts: Vec<String> = p
@@ -176,19 +157,19 @@ pub fn cost_text(c: &CostReport, every_pool: bool) -> String {
             .iter()
             .map(|a| format!("{}{} {}", if a.chosen { "*" } else { "" }, a.instance_type, usd(a.usd_per_hour)))
             .collect();
-        out += &format!("  {} instance types considered (USD/h on-demand, * chosen): {}\n", p.address, alts.join(", "));
+        lines.push(format!("{} instance types considered (USD/h on-demand, * chosen): {}", p.address, alts.join(", ")));
     }
     if let Some(sources) = price_sources(c) {
-        out += &format!("  prices: {sources}\n");
+        lines.push(format!("prices: {sources}"));
     }
     if !c.exchange_rates.is_empty() {
-        out += &format!("  prices in CNY converted: {}\n", rates(c));
+        lines.push(format!("prices in CNY converted: {}", rates(c)));
     }
     if !c.unpriced.is_empty() {
         let list: Vec<String> = c.unpriced.iter().map(|a| a.to_string()).collect();
-        out += &format!("  not priced (not in the catalog): {}\n", list.join(", "));
+        lines.push(format!("not priced (not in the catalog): {}", list.join(", ")));
     }
-    out
+    lines
 }
 
 /// Markdown cost section for pull requests.
@@ -198,7 +179,7 @@ pub fn spend_text(s: &crate::state::spend::SpendReport) -> String {
         "\nSpent in {} (to {}): {} USD, {} node(s) running\n",
         s.month,
         s.as_of,
-        usd_grouped(s.month_to_date_usd),
+        usd(s.month_to_date_usd),
         s.open_nodes
     );
     let section = |title: &str, m: &std::collections::BTreeMap<String, f64>| {
@@ -208,7 +189,7 @@ pub fn spend_text(s: &crate::state::spend::SpendReport) -> String {
         let width = m.keys().map(String::len).max().unwrap_or(0);
         let mut t = format!("  by {title}:\n");
         for (k, v) in m {
-            t += &format!("    {k:<width$}  {:>12} USD\n", usd_grouped(*v));
+            t += &format!("    {k:<width$}  {:>12} USD\n", usd(*v));
         }
         t
     };
@@ -221,17 +202,16 @@ pub fn spend_text(s: &crate::state::spend::SpendReport) -> String {
 /// The short spend section of a pull-request comment: what the month cost so far, per
 /// quota (the budgets' base) and the pools that cost most.
 pub fn spend_markdown(s: &crate::state::spend::SpendReport) -> String {
-    let mut out =
-        format!("**Spent this month** ({}, to {}): {} USD", s.month, s.as_of, usd_grouped(s.month_to_date_usd));
+    let mut out = format!("**Spent this month** ({}, to {}): {} USD", s.month, s.as_of, usd(s.month_to_date_usd));
     if !s.by_quota.is_empty() {
-        let quotas: Vec<String> = s.by_quota.iter().map(|(q, v)| format!("`{q}` {} USD", usd_grouped(*v))).collect();
+        let quotas: Vec<String> = s.by_quota.iter().map(|(q, v)| format!("`{q}` {} USD", usd(*v))).collect();
         out += &format!("; by quota: {}", quotas.join(", "));
     }
     let mut pools: Vec<(&String, &f64)> = s.by_pool.iter().collect();
     pools.sort_by(|a, b| b.1.total_cmp(a.1).then_with(|| a.0.cmp(b.0)));
     const TOP: usize = 3;
     if !pools.is_empty() {
-        let top: Vec<String> = pools.iter().take(TOP).map(|(p, v)| format!("`{p}` {} USD", usd_grouped(**v))).collect();
+        let top: Vec<String> = pools.iter().take(TOP).map(|(p, v)| format!("`{p}` {} USD", usd(**v))).collect();
         let rest = pools.len().saturating_sub(TOP);
         out += &format!(
             "; most by pool: {}{}",
@@ -246,10 +226,10 @@ pub fn spend_markdown(s: &crate::state::spend::SpendReport) -> String {
 pub fn cost_markdown(c: &CostReport) -> String {
     let mut s = format!(
         "**Cost**: {} → {} USD/h (**{}**), {} USD/month\n\n",
-        usd_grouped(c.hourly_before),
-        usd_grouped(c.hourly_after),
-        delta_grouped(c.hourly_delta),
-        delta_grouped(c.monthly_delta)
+        usd(c.hourly_before),
+        usd(c.hourly_after),
+        delta(c.hourly_delta),
+        delta(c.monthly_delta)
     );
     // As in the text plan, only pools whose cost moves: a comment has room for a diff.
     let shown: Vec<&PoolCost> = c.pools.iter().filter(|p| changed(p)).collect();
@@ -263,9 +243,9 @@ pub fn cost_markdown(c: &CostReport) -> String {
             p.gpus_before,
             p.gpus_after,
             split(p),
-            usd_grouped(p.hourly_before),
-            usd_grouped(p.hourly_after),
-            usd_grouped(p.price_per_gpu_hour),
+            usd(p.hourly_before),
+            usd(p.hourly_after),
+            usd(p.price_per_gpu_hour),
             range(p)
         );
     }
@@ -276,8 +256,8 @@ pub fn cost_markdown(c: &CostReport) -> String {
     }
     s += &format!(
         "\nAfter: {} USD/h on-demand + {} USD/h spot ({} h/month).",
-        usd_grouped(c.on_demand_hourly_after),
-        usd_grouped(c.spot_hourly_after),
+        usd(c.on_demand_hourly_after),
+        usd(c.spot_hourly_after),
         c.hours_per_month
     );
     if !c.exchange_rates.is_empty() {
@@ -295,16 +275,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn grouped_money_has_thousands_separators() {
-        assert_eq!(usd_grouped(80945.9), "80,945.90");
-        assert_eq!(usd_grouped(999.999), "1,000.00");
-        assert_eq!(usd_grouped(0.5), "0.50");
-        assert_eq!(usd_grouped(-1234567.0), "-1,234,567.00");
-        assert_eq!(delta_grouped(20036.35), "+20,036.35");
-        assert_eq!(delta_grouped(-0.001), "0.00");
-    }
 
     fn pool(name: &str, before: (u32, u32), after: (u32, u32), price: f64) -> serde_json::Value {
         let nodes = |(od, spot): (u32, u32)| (od + spot) as u64;
@@ -337,12 +307,12 @@ mod tests {
             pool("b", (1, 0), (1, 0), 0.8),
             pool("c", (1, 0), (0, 1), 0.8),
         ]);
-        let plan = cost_text(&c, false);
+        let plan = cost_text(&c, false, 0);
         assert!(plan.contains("gpu_pool.a  1 → 2") && plan.contains("gpu_pool.c  1 → 1  1/0 → 0/1"), "{plan}");
         assert!(!plan.contains("gpu_pool.b"), "{plan}");
         assert!(plan.contains("  1 other pool(s) with unchanged cost (`gpuplan cost` lists every pool)\n"), "{plan}");
         assert!(plan.contains("fleet: 1.60 -> 2.40 USD/h (+0.80)"), "{plan}");
-        let every = cost_text(&c, true);
+        let every = cost_text(&c, true, 0);
         assert!(every.contains("gpu_pool.b") && !every.contains("unchanged cost"), "{every}");
         assert!(every.contains("gpu_pool.b instance types considered"), "{every}");
         let md = cost_markdown(&c);
@@ -353,13 +323,13 @@ mod tests {
     #[test]
     fn a_plan_with_no_cost_change_shows_only_the_totals() {
         let c = report(vec![pool("a", (1, 0), (1, 0), 0.8), pool("b", (2, 0), (2, 0), 0.8)]);
-        let plan = cost_text(&c, false);
+        let plan = cost_text(&c, false, 0);
         assert!(
             plan.starts_with("  2 pool(s) with unchanged cost (`gpuplan cost` lists every pool)\n\n  fleet:"),
             "{plan}"
         );
         assert!(!plan.contains("USD/h before") && !plan.contains("instance types considered"), "{plan}");
-        let none = cost_text(&report(vec![]), false);
+        let none = cost_text(&report(vec![]), false, 0);
         assert!(none.starts_with("  fleet:"), "{none}");
     }
 }

@@ -151,6 +151,55 @@ pub(crate) struct Verdict {
     pub warning: bool,
 }
 
+impl Verdict {
+    /// Passed, not near a limit, not overridden: only counted unless asked for.
+    pub(crate) fn is_plain_pass(&self) -> bool {
+        self.passed == Some(true) && !self.warning && !self.overridden
+    }
+
+    /// Display order: what blocks the plan first (hard, then soft failures), then what
+    /// does not block it (overridden and advisory failures), what is unknown, what is
+    /// near a limit, what passed.
+    pub(crate) fn rank(&self) -> u8 {
+        match self.passed {
+            Some(false) if self.overridden => 2,
+            Some(false) => match self.enforcement.as_str() {
+                "hard" => 0,
+                "soft" => 1,
+                _ => 3,
+            },
+            None => 4,
+            Some(true) if self.warning => 5,
+            Some(true) => 6,
+        }
+    }
+}
+
+/// `12 passed, 1 soft failure`: the passes counted (unless none did), then each kind of
+/// failure. Warnings (passed, near a limit) count as passed and are said in brackets.
+pub(crate) fn verdict_counts(verdicts: &[Verdict]) -> String {
+    let count = |rank: u8| verdicts.iter().filter(|v| v.rank() == rank).count();
+    let (warned, passed) = (count(5), count(5) + count(6));
+    let mut parts = Vec::new();
+    if passed > 0 {
+        let near = if warned > 0 { format!(" ({warned} near a limit)") } else { String::new() };
+        parts.push(format!("{passed} passed{near}"));
+    }
+    for (rank, one, many) in [
+        (0, "hard failure", "hard failures"),
+        (1, "soft failure", "soft failures"),
+        (2, "overridden soft failure", "overridden soft failures"),
+        (3, "advisory failure", "advisory failures"),
+        (4, "unknown", "unknown"),
+    ] {
+        let n = count(rank);
+        if n > 0 {
+            parts.push(plural(n, one, many));
+        }
+    }
+    parts.join(", ")
+}
+
 pub(crate) fn verdicts(plan: &Plan) -> Vec<Verdict> {
     plan.policies
         .iter()

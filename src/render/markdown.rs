@@ -8,6 +8,7 @@
 //! says what was cut; the title, errors, policies, the fleet table and cost always stay,
 //! and if even they do not fit, table rows are cut (and that is said too).
 
+use crate::model::money::usd_delta;
 use crate::plan::model::{Action, Plan, ResourceChange};
 use crate::plan::report::Enforcement;
 use crate::render::facts;
@@ -116,13 +117,7 @@ fn title(plan: &Plan) -> String {
         .cost
         .as_ref()
         .filter(|c| c.hourly_delta.abs() >= 0.005)
-        .map(|c| {
-            format!(
-                " · **{} USD/h** ({} USD/month)",
-                super::cost::delta_grouped(c.hourly_delta),
-                super::cost::delta_grouped(c.monthly_delta)
-            )
-        })
+        .map(|c| format!(" · **{} USD/h** ({} USD/month)", usd_delta(c.hourly_delta), usd_delta(c.monthly_delta)))
         .unwrap_or_default();
     let mut s = format!("### {headline}\n\n**gpuplan plan**: {what}{money}\n\n");
     if !next.is_empty() {
@@ -245,7 +240,7 @@ fn policies(plan: &Plan) -> String {
     let count = facts::plural(passed.len(), "policy check", "policy checks");
     if shown.is_empty() {
         let all = if passed.len() > 1 { "all " } else { "" };
-        return format!("**Policies**: ✅ {all}{count} passed.\n\n");
+        return passed_details(&passed, &format!("<b>Policies</b>: ✅ {all}{count} passed"));
     }
     let mut s = "**Policies**\n\n| Policy | Enforcement | Result | Message |\n|---|---|---|---|\n".to_string();
     for v in shown {
@@ -259,20 +254,40 @@ fn policies(plan: &Plan) -> String {
         s += &format!("| {} | {} | {result} | {} |\n", code(&v.name), cell(&v.enforcement), cell(&v.message));
     }
     if !passed.is_empty() {
-        s += &format!("\n✅ {count} passed.\n");
+        s += &format!("\n{}", passed_details(&passed, &format!("✅ {count} passed")));
+    } else {
+        s.push('\n');
     }
-    s.push('\n');
+    s
+}
+
+/// Passes listed in the comment's details; a `for_each` policy over every pool can pass
+/// 100,000 times, and this block always stays in the comment.
+const MAX_PASS_LINES: usize = 100;
+
+/// The passes under `summary`, collapsed: the comment leads with what failed, and a
+/// reviewer who wants to see what was checked opens this.
+fn passed_details(passed: &[facts::Verdict], summary: &str) -> String {
+    let mut s = format!("<details><summary>{summary}</summary>\n\n");
+    for v in passed.iter().take(MAX_PASS_LINES) {
+        let msg = if v.message.is_empty() { String::new() } else { format!(": {}", one_line(&v.message)) };
+        s += &format!("- {} ({}){msg}\n", code(&v.name), v.enforcement);
+    }
+    if passed.len() > MAX_PASS_LINES {
+        s += &format!("- … and {} more (`gpuplan plan --json` lists every verdict)\n", passed.len() - MAX_PASS_LINES);
+    }
+    s += "\n</details>\n\n";
     s
 }
 
 fn drift_block(plan: &Plan) -> String {
-    let body = text::drift_text(&plan.drift, &TextOptions { color: false, width: 0 });
+    let body = text::drift_text(&plan.drift, &TextOptions { color: false, width: 0, verbose: false });
     let summary = format!("Drift: {} outside gpuplan", facts::plural(plan.drift.len(), "item", "items"));
     details(&summary, &body, "text")
 }
 
 fn change_block(c: &ResourceChange) -> String {
-    let body = text::block(c, &TextOptions { color: false, width: 0 }, &Paint::new(false));
+    let body = text::block(c, &TextOptions { color: false, width: 0, verbose: false }, &Paint::new(false));
     let warn = if matches!(c.action, Action::Replace | Action::Delete) { "⚠️ " } else { "" };
     let summary = format!("{warn}<code>{}</code> {}", html(&c.address.to_string()), c.action.verb());
     details(&summary, &diff_markers(&body), "diff")

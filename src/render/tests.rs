@@ -16,7 +16,7 @@ use crate::json_text::JsonText;
 use crate::plan::model::*;
 use crate::providers::{Capacity, CreateNodes};
 
-const WIDTH: TextOptions = TextOptions { color: false, width: 80 };
+const WIDTH: TextOptions = TextOptions { color: false, width: 80, verbose: false };
 
 fn pool_addr(name: &str) -> Address {
     Address::new(Kind::GpuPool, name)
@@ -391,18 +391,18 @@ fn json_has_the_design_keys_and_documented_extras() {
 #[test]
 fn colour_only_when_asked() {
     for (name, plan) in all_fixtures() {
-        let plain = plan_text(&plan, &TextOptions { color: false, width: 80 });
+        let plain = plan_text(&plan, &TextOptions { color: false, width: 80, verbose: false });
         assert!(!plain.contains('\x1b'), "{name}: escape codes without colour");
-        let colour = plan_text(&plan, &TextOptions { color: true, width: 80 });
+        let colour = plan_text(&plan, &TextOptions { color: true, width: 80, verbose: false });
         assert!(colour.contains("\x1b["), "{name}: no escape codes with colour");
         assert!(!plan_markdown(&plan, 60_000).contains('\x1b'), "{name}: escape codes in markdown");
-        assert!(!drift_text(&plan.drift, &TextOptions { color: false, width: 80 }).contains('\x1b'));
+        assert!(!drift_text(&plan.drift, &TextOptions { color: false, width: 80, verbose: false }).contains('\x1b'));
     }
-    let colour = plan_text(&update_with_drift(), &TextOptions { color: true, width: 80 });
+    let colour = plan_text(&update_with_drift(), &TextOptions { color: true, width: 80, verbose: false });
     assert!(colour.contains("\x1b[33m~\x1b[0m"), "yellow ~");
     assert!(colour.contains("\x1b[32m+\x1b[0m"), "green +");
     assert!(colour.contains("\x1b[31m-\x1b[0m"), "red -");
-    let colour = plan_text(&replace_gpu(), &TextOptions { color: true, width: 80 });
+    let colour = plan_text(&replace_gpu(), &TextOptions { color: true, width: 80, verbose: false });
     assert!(colour.contains("\x1b[35m±\x1b[0m"), "magenta ±");
 }
 
@@ -470,4 +470,69 @@ fn a_batch_over_several_zones_names_them_all() {
     assert!(text.contains("+ 2 spot across us-east-1a, us-east-1b (p4de.24xlarge)"), "{text}");
     let json = plan_json(&p).to_string();
     assert!(json.contains(r#""zone":"us-east-1a","zones":["us-east-1a","us-east-1b"]"#), "{json}");
+}
+
+/// Twelve passes, a near-limit warning, a soft failure, a hard one and an overridden one.
+fn many_verdicts() -> Plan {
+    use crate::plan::report::{Enforcement, PolicyResult};
+    let verdict = |name: &str, enforcement, passed: bool, message: &str| PolicyResult {
+        enforcement,
+        key: None,
+        message: message.into(),
+        name: name.into(),
+        overridden: false,
+        passed,
+        source: format!("policies/{name}.hcl:1"),
+        warning: false,
+    };
+    let mut plan = no_changes();
+    plan.policies = (0..11).map(|i| verdict(&format!("ok_{i:02}"), Enforcement::Hard, true, "passed")).collect();
+    let mut warn =
+        verdict("quota.ml.max_gpus", Enforcement::Hard, true, "the plan uses 14 GPUs, 88% of the limit of 16 GPUs");
+    warn.warning = true;
+    plan.policies.insert(3, warn);
+    plan.policies.insert(5, verdict("min_spot_share", Enforcement::Soft, false, "spot share 20% < 30%"));
+    plan.policies.push(verdict(
+        "quota.ml.budget.monthly_usd",
+        Enforcement::Hard,
+        false,
+        "the plan needs 80,967.89 USD/month",
+    ));
+    let mut accepted = verdict("max_price", Enforcement::Soft, false, "7.10 USD per GPU-hour");
+    accepted.overridden = true;
+    plan.policies.push(accepted);
+    plan
+}
+
+#[test]
+fn the_policy_section_leads_with_failures_and_counts_the_passes() {
+    let text = plan_text(&many_verdicts(), &TextOptions { width: 120, ..WIDTH });
+    let section = &text[text.find("Policies:").expect("a policy section")..];
+    let lines: Vec<&str> = section.lines().take(5).collect();
+    assert_eq!(
+        lines,
+        [
+            "Policies: 12 passed (1 near a limit), 1 hard failure, 1 soft failure, 1 overridden soft failure",
+            "  FAIL quota.ml.budget.monthly_usd (hard): the plan needs 80,967.89 USD/month",
+            "  FAIL min_spot_share (soft): spot share 20% < 30%",
+            "  FAIL max_price (soft, overridden): 7.10 USD per GPU-hour",
+            "  warn quota.ml.max_gpus (hard): the plan uses 14 GPUs, 88% of the limit of 16 GPUs",
+        ],
+        "{text}"
+    );
+    assert!(!text.contains("pass ok_"), "passes are counted, not listed:\n{text}");
+
+    // `--verbose`: the passes follow, in the order the policies ran.
+    let verbose = plan_text(&many_verdicts(), &TextOptions { verbose: true, ..WIDTH });
+    let passes: Vec<&str> = verbose.lines().filter(|l| l.starts_with("  pass ")).collect();
+    assert_eq!(passes.len(), 11, "{verbose}");
+    assert_eq!(passes[0], "  pass ok_00 (hard): passed");
+    assert!(verbose.find("  warn quota.ml.max_gpus").unwrap() < verbose.find("  pass ok_00").unwrap(), "{verbose}");
+
+    // JSON and markdown carry every verdict; markdown keeps the passes in its details.
+    let json = plan_json(&many_verdicts());
+    assert_eq!(json["policies"].as_array().map(Vec::len), Some(15));
+    let md = plan_markdown(&many_verdicts(), 60_000);
+    assert!(md.contains("<details><summary>✅ 11 policy checks passed</summary>"), "{md}");
+    assert!(md.contains("- `ok_10` (hard): passed\n"), "{md}");
 }

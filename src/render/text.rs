@@ -17,11 +17,13 @@ pub struct TextOptions {
     pub color: bool,
     /// Wrap prose at this many columns (0: no wrapping).
     pub width: usize,
+    /// List the policies that passed too (otherwise they are only counted).
+    pub verbose: bool,
 }
 
 impl Default for TextOptions {
     fn default() -> Self {
-        TextOptions { color: false, width: 100 }
+        TextOptions { color: false, width: 100, verbose: false }
     }
 }
 
@@ -73,27 +75,9 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
     }
     if let Some(report) = &plan.cost {
         out += &format!("\n{}\n", p.bold("Cost:"));
-        out += &super::cost::cost_text(report, false);
+        out += &super::cost::cost_text(report, false, opts.width);
     }
-    let verdicts = facts::verdicts(plan);
-    if !verdicts.is_empty() {
-        out += &format!("\n{}\n", p.bold("Policies:"));
-        for v in verdicts {
-            let (mark, painted) = match v.passed {
-                Some(true) if v.warning => ("warn", p.yellow("warn")),
-                Some(true) => ("pass", p.green("pass")),
-                Some(false) if v.overridden => ("FAIL", p.yellow("FAIL")),
-                Some(false) => ("FAIL", p.red("FAIL")),
-                None => ("????", p.yellow("????")),
-            };
-            let overridden = if v.overridden { ", overridden" } else { "" };
-            let enf =
-                if v.enforcement.is_empty() { String::new() } else { format!(" ({}{overridden})", v.enforcement) };
-            let msg = if v.message.is_empty() { String::new() } else { format!(": {}", v.message) };
-            let text = format!("{}{enf}{msg}", v.name);
-            out += &paragraph(&format!("  {mark} "), &format!("  {painted} "), 7, &text, opts.width);
-        }
-    }
+    out += &policy_section(plan, opts, &p);
     for e in &plan.errors {
         out.push('\n');
         out += &paragraph("Error: ", &format!("{} ", p.error("Error:")), 7, &e.message, opts.width);
@@ -107,6 +91,35 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
     if !plan.jobs.is_empty() {
         let lead = if changes.is_empty() { "\n" } else { "" };
         out += &format!("{lead}{} {}.\n", p.bold("Jobs:"), super::jobs::summary(plan));
+    }
+    out
+}
+
+/// `Policies: 12 passed, 1 soft failure`, then one line per verdict the reader must look
+/// at (failures first, then overrides, unknowns and near-limit warnings); the passes
+/// follow only with [`TextOptions::verbose`]. Empty when no policy ran.
+fn policy_section(plan: &Plan, opts: &TextOptions, p: &Paint) -> String {
+    let verdicts = facts::verdicts(plan);
+    if verdicts.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n{} {}\n", p.bold("Policies:"), facts::verdict_counts(&verdicts));
+    let mut shown: Vec<&facts::Verdict> = verdicts.iter().filter(|v| opts.verbose || !v.is_plain_pass()).collect();
+    // Stable: within a rank, the order the policies ran in.
+    shown.sort_by_key(|v| v.rank());
+    for v in shown {
+        let (mark, painted) = match v.passed {
+            Some(true) if v.warning => ("warn", p.yellow("warn")),
+            Some(true) => ("pass", p.green("pass")),
+            Some(false) if v.overridden => ("FAIL", p.yellow("FAIL")),
+            Some(false) => ("FAIL", p.red("FAIL")),
+            None => ("????", p.yellow("????")),
+        };
+        let overridden = if v.overridden { ", overridden" } else { "" };
+        let enf = if v.enforcement.is_empty() { String::new() } else { format!(" ({}{overridden})", v.enforcement) };
+        let msg = if v.message.is_empty() { String::new() } else { format!(": {}", v.message) };
+        let text = format!("{}{enf}{msg}", v.name);
+        out += &paragraph(&format!("  {mark} "), &format!("  {painted} "), 7, &text, opts.width);
     }
     out
 }

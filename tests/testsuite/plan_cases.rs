@@ -77,7 +77,7 @@ fn check(case: &str) {
     assert!(dir.is_dir(), "no case directory `{}`", dir.display());
     let plan = plan_case(&dir);
     assert_eq!(plan, plan_case(&dir), "{case}: planning twice gave two plans");
-    let text = render::plan_text(&plan, &render::TextOptions { color: false, width: 100 });
+    let text = render::plan_text(&plan, &render::TextOptions { color: false, width: 100, verbose: false });
     let json = format!("{:#}\n", render::plan_json(&plan));
     let markdown = render::plan_markdown(&plan, 60_000);
     insta::with_settings!({

@@ -453,16 +453,15 @@ quota "team" {{
 
 #[test]
 fn quota_limits_exceeded_exit_3_naming_quota_limit_and_planned_value() {
+    // The verdict's name (`quota.team.max_gpus`) is beside its message in every view, so
+    // the message does not repeat it; money reads as everywhere else (`40,072.69`).
     let cases = [
-        ("  max_gpus = 8", "quota.team max_gpus: the plan needs 16 GPUs, above the limit of 8 GPUs"),
-        ("  allowed_gpus = [\"H100\"]", "quota.team allowed_gpus: gpu_pool.train uses A100-80GB (allowed: H100)"),
-        (
-            "  budget {\n    hourly_usd = 50\n  }",
-            "quota.team budget.hourly_usd: the plan needs 54.89 USD/h, above the limit of 50 USD/h",
-        ),
+        ("  max_gpus = 8", "the plan needs 16 GPUs, above the limit of 8 GPUs"),
+        ("  allowed_gpus = [\"H100\"]", "gpu_pool.train uses A100-80GB (allowed: H100)"),
+        ("  budget {\n    hourly_usd = 50\n  }", "the plan needs 54.89 USD/h, above the limit of 50.00 USD/h"),
         (
             "  budget {\n    monthly_usd = 30000\n  }",
-            "quota.team budget.monthly_usd: the plan needs 40072.69 USD/month, above the limit of 30000 USD/month",
+            "the plan needs 40,072.69 USD/month, above the limit of 30,000.00 USD/month",
         ),
     ];
     for (limits, message) in cases {
@@ -475,8 +474,12 @@ fn quota_limits_exceeded_exit_3_naming_quota_limit_and_planned_value() {
         assert_eq!(failed.len(), 1, "{limits}: {failed:?}");
         assert_eq!(failed[0]["message"], message, "{limits}");
         assert_eq!(failed[0]["enforcement"], "hard");
+        let name = failed[0]["name"].as_str().unwrap();
         let text = plan(tmp.path(), &[]);
-        assert!(text.stdout.contains(&format!("FAIL {}", failed[0]["name"].as_str().unwrap())), "{}", text.stdout);
+        let start: String = message.chars().take(30).collect();
+        assert!(text.stdout.contains(&format!("  FAIL {name} (hard): {start}")), "{}", text.stdout);
+        let md = plan(tmp.path(), &["--format", "markdown"]);
+        assert!(md.stdout.contains(message), "{}", md.stdout);
     }
 }
 
@@ -487,19 +490,24 @@ fn quotas_near_a_limit_warn_but_pass() {
     assert_eq!(r.code, 0, "{}", r.all());
     // 16 of 20 GPUs = 80 % (the default warn_percent); 54.89 of 60 USD/h = 91 %; 4 % of the monthly budget.
     assert!(
-        r.stderr.contains("warning: quota.team max_gpus: the plan uses 16 GPUs, 80% of the limit 20 GPUs"),
+        r.stderr.contains("warning: quota.team.max_gpus: the plan uses 16 GPUs, 80% of the limit of 20 GPUs"),
         "{}",
         r.stderr
     );
     assert!(
-        r.stderr
-            .contains("warning: quota.team budget.hourly_usd: the plan uses 54.89 USD/h, 91% of the limit 60 USD/h"),
+        r.stderr.contains(
+            "warning: quota.team.budget.hourly_usd: the plan uses 54.89 USD/h, 91% of the limit of 60.00 USD/h"
+        ),
         "{}",
         r.stderr
     );
     assert!(!r.stderr.contains("monthly_usd"), "{}", r.stderr);
     assert!(r.stdout.contains("  warn quota.team.max_gpus (hard)"), "{}", r.stdout);
-    assert!(r.stdout.contains("  pass quota.team.budget.monthly_usd (hard)"), "{}", r.stdout);
+    // The plain pass is counted; `--verbose` lists it.
+    assert!(r.stdout.contains("Policies: 3 passed (2 near a limit)\n"), "{}", r.stdout);
+    assert!(!r.stdout.contains("  pass quota.team.budget.monthly_usd"), "{}", r.stdout);
+    let verbose = plan(tmp.path(), &["--verbose"]);
+    assert!(verbose.stdout.contains("  pass quota.team.budget.monthly_usd (hard)"), "{}", verbose.stdout);
 
     // warn_percent = 95 silences both.
     let tmp = quota_case("  max_gpus = 20\n  warn_percent = 95\n  budget {\n    hourly_usd = 60\n  }");
@@ -519,9 +527,15 @@ fn quickstart_markdown_shows_cost_delta_and_policy_table() {
     assert_eq!(r.code, 0, "{}", r.all());
     // train 2.4 × 27.44705 + inference 1.4 × 0.8048 = 66.99964 USD/h.
     assert!(r.stdout.contains("**Cost**: 0.00 → 67.00 USD/h (**+67.00**)"), "{}", r.stdout);
-    // A plan every policy passes leads with the verdict and shows the passes as a count.
+    // A plan every policy passes leads with the verdict and shows the passes as a count,
+    // the passes themselves in its details.
     assert!(r.stdout.starts_with("### ✅ Ready to apply\n"), "{}", r.stdout);
-    assert!(r.stdout.contains("**Policies**: ✅ all 12 policy checks passed."), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("<details><summary><b>Policies</b>: ✅ all 12 policy checks passed</summary>"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("- `quota.ml_team.budget.monthly_usd` (hard): 48,909.74 of 100,000.00 USD/month\n"));
     assert!(!r.stdout.contains("| Policy | Enforcement | Result | Message |"), "{}", r.stdout);
     insta::assert_snapshot!("quickstart_markdown", r.snapshot());
 }
@@ -570,12 +584,11 @@ fn a_policy_that_cannot_be_evaluated_fails_instead_of_passing() {
         "policy \"a\" {\n  enforcement = \"hard\"\n  assert      = plan.pools[\"gpu_pool.gone\"].gpu == \"L4\"\n}\n",
     );
     assert_eq!(r.code, 3, "{}", r.all());
-    assert!(r.stdout.contains("FAIL a (hard): policy a could not be evaluated: "), "{}", r.stdout);
+    assert!(r.stdout.contains("FAIL a (hard): could not be evaluated: "), "{}", r.stdout);
     let r = broken_policy("policy \"a\" {\n  enforcement = \"soft\"\n  assert      = plan.cost.hourly_after\n}\n");
     assert_eq!(r.code, 3, "{}", r.all());
     assert!(
-        r.stdout
-            .contains("FAIL a (soft): policy a could not be evaluated: `assert` must be true or false, found number"),
+        r.stdout.contains("FAIL a (soft): could not be evaluated: `assert` must be true or false, found number"),
         "{}",
         r.stdout
     );

@@ -213,12 +213,13 @@ fn a_spent_monthly_budget_stops_plans_that_add_cost() {
         )
     };
     std::fs::write(tmp.path().join("main.hcl"), with_budget(&one)).unwrap();
-    let (code, out) = gp(&["plan"]);
+    // Passes are listed with `--verbose` (and counted without).
+    let (code, out) = gp(&["plan", "--verbose"]);
     assert!(code == 0 || code == 2, "{out}");
     assert!(out.contains("pass quota.ml.budget.month_to_date"), "{out}");
 
     gp(&["sim", "advance", "740h"]); // 2026-03-31T20:00, still March
-    let (code, out) = gp(&["plan"]);
+    let (code, out) = gp(&["plan", "--verbose"]);
     assert!(code == 0 || code == 2, "keeping the fleet passes: {out}");
     assert!(out.contains("quota.ml.budget.month_to_date"), "{out}");
     assert!(!out.contains("FAIL quota.ml.budget.month_to_date"), "{out}");

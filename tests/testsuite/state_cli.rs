@@ -249,7 +249,7 @@ fn first_run_init_plan_apply_plan_passes_the_starter_policies() {
     let policies = std::fs::read_dir(tmp.path().join("policies")).unwrap().count();
     assert!(policies >= 5, "init copied {policies} policies");
 
-    let plan = run(tmp.path(), &["plan", "--detailed-exitcode"]);
+    let plan = run(tmp.path(), &["plan", "--detailed-exitcode", "--verbose"]);
     assert_eq!(plan.code, 2, "the first plan should propose the starter pool:\n{}{}", plan.stdout, plan.stderr);
     assert!(plan.stdout.contains("gpu_pool.starter"), "{}", plan.stdout);
     assert!(plan.stdout.contains("Policies:"), "the starter policies were not checked:\n{}", plan.stdout);

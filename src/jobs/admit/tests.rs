@@ -179,7 +179,7 @@ fn quota_hourly_budget_counts_the_capacity_the_job_lands_on() {
     assert_eq!(get(&spot, "a").placed, Some(vec![Capacity::Spot]));
     let od = admit(vec![job("a", Priority::High, None, 8, 1, false)], &pool(1, 1, Fallback::OnDemand), &quota(q()));
     assert_eq!(code(&od, "a").as_deref(), Some("quota"));
-    assert!(get(&od, "a").reason.as_ref().unwrap().message.contains("budget is 20 USD/h"));
+    assert!(get(&od, "a").reason.as_ref().unwrap().message.contains("budget is 20.00 USD/h"));
 }
 
 #[test]
@@ -188,7 +188,9 @@ fn quota_monthly_budget_refuses_too() {
     // 1 GPU on-demand: 5 USD/h × 730 h = 3650 USD/month.
     let out = admit(vec![job("a", Priority::High, None, 1, 1, false)], &pool(1, 0, Fallback::OnDemand), &quota(q));
     assert_eq!(code(&out, "a").as_deref(), Some("quota"));
-    assert!(get(&out, "a").reason.as_ref().unwrap().message.contains("USD/month"));
+    // Money reads as in every view: two decimals, thousands separated.
+    let why = &get(&out, "a").reason.as_ref().unwrap().message;
+    assert!(why.contains("budget is 1,000.00 USD/month") && why.contains("cost 3,650.00 USD/month"), "{why}");
 }
 
 #[test]

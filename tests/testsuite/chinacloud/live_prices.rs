@@ -51,7 +51,8 @@ fn tencent_quotes_price_the_plan_and_offers_and_absurd_ones_are_refused() {
     assert!(r.stderr.contains("ignoring it and using the catalog price"), "{}", r.stderr);
     assert!(!fake.calls("InquiryPriceRunInstances").is_empty());
 
-    let text = f.run(&["plan"]).expect(0).stdout;
+    // The prose under the cost table wraps at the width; read it unwrapped.
+    let text = f.run(&["plan"]).expect(0).stdout.replace("\n    ", " ");
     assert!(text.contains("prices: live for gpu_pool.train (on-demand) (quoted "), "{text}");
     assert!(text.contains("catalog as of 2026-09-24 for the rest"), "{text}");
 

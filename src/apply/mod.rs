@@ -268,5 +268,7 @@ pub fn resource_state(change: &ResourceChange, pool: Option<&crate::plan::model:
         dependencies: change.after_changes.iter().map(|a| a.to_string()).collect(),
         nodes: vec![],
         job: None,
+        // Pools: set by `pool::run` from what apply placed where.
+        fallback: pool.and_then(|p| p.fell_back.clone()),
     }
 }

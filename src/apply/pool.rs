@@ -20,7 +20,7 @@ use crate::plan::report::Price;
 use crate::providers::{Capacity, CreateNodes, CreateResult, ErrorClass, Provider, ProviderError};
 use crate::spec::model::Fallback;
 use crate::state::JournalEntry;
-use crate::state::model::SpendEntry;
+use crate::state::model::{FallbackRecord, SpendEntry};
 
 /// The prices the plan priced each pool that adds nodes at (its instance type, on-demand
 /// and spot): live quotes where the plan had them, the catalog at the spec's exchange
@@ -114,7 +114,8 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
         deleted: 0,
     };
     let addr = change.address.to_string();
-    match run_inner(change, pc, provider.as_ref(), ctx, &mut out).await {
+    let mut placement = Placement::default();
+    match run_inner(change, pc, provider.as_ref(), ctx, &mut out, &mut placement).await {
         Ok(None) => {}
         Ok(Some(short)) => out.status = Status::Partial(short),
         Err(e) => {
@@ -122,15 +123,60 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
             return out;
         }
     }
+    let touched = out.created > 0 || out.deleted > 0 || !pc.adopt.is_empty() || !pc.forget.is_empty();
+    if change.action == Action::Update && !touched && change.before == change.after {
+        // Nothing changed in the cloud or in what gpuplan manages (a retry of the preferred
+        // placement that found it still short): the summary does not count it as changed.
+        out.action = Action::NoOp;
+    }
     let entry = if change.action == Action::Delete {
         JournalEntry::DeleteResource { address: addr }
     } else {
-        JournalEntry::PutResource { address: addr, resource: resource_state(change, Some(pc)) }
+        let mut resource = resource_state(change, Some(pc));
+        resource.fallback = placement.record(pc, provider.clock_ms());
+        JournalEntry::PutResource { address: addr, resource }
     };
     if let Err(e) = ctx.recorder.record(vec![entry]).await {
         out.status = Status::Failed(e);
     }
     out
+}
+
+/// Where apply placed nodes other than where the pool prefers them, for the pool's
+/// fallback record (DESIGN.md, "Convergence and fallback").
+#[derive(Debug, Default)]
+struct Placement {
+    /// What fell back to another zone or to on-demand, one line per batch.
+    fell_back: Vec<String>,
+    /// Nodes meant to move to the preferred placement that stay where they are, and why.
+    kept: Vec<String>,
+}
+
+impl Placement {
+    /// The pool's fallback record after this apply, by the provider's clock `now`.
+    fn record(&self, pc: &PoolChange, now: u64) -> Option<FallbackRecord> {
+        if !self.kept.is_empty() {
+            // The preferred placement was tried and is still short: wait longer next time.
+            let reason = self.kept.join("; ");
+            return Some(match pc.retry_preferred.clone().or_else(|| pc.fell_back.clone()) {
+                Some(mut r) => {
+                    r.failed_retries += 1;
+                    r.tried_ms = now;
+                    r.reason = reason;
+                    r
+                }
+                None => FallbackRecord { since_ms: now, tried_ms: now, failed_retries: 0, reason },
+            });
+        }
+        if !self.fell_back.is_empty() {
+            let reason = self.fell_back.join("; ");
+            let since_ms = pc.fell_back.as_ref().map_or(now, |r| r.since_ms);
+            return Some(FallbackRecord { since_ms, tried_ms: now, failed_retries: 0, reason });
+        }
+        // As planned: the nodes that stay in their fallback placement keep the record; a
+        // retry that placed everything ends it.
+        pc.fell_back.clone()
+    }
 }
 
 /// Ok(Some(msg)) when done but short of the plan.
@@ -140,6 +186,7 @@ async fn run_inner(
     provider: &dyn Provider,
     ctx: &Ctx,
     out: &mut Outcome,
+    placement: &mut Placement,
 ) -> Result<Option<String>, String> {
     let addr = change.address.to_string();
     if !pc.forget.is_empty() {
@@ -154,13 +201,22 @@ async fn run_inner(
             .await?;
     }
     let creates_first = pc.create_before_destroy || change.action != Action::Replace;
+    let moving = pc.deletes.iter().filter(|d| d.reason == REBALANCE).count();
     if creates_first {
-        let short = creates(change, pc, provider, ctx, out).await?;
-        deletes(change, pc, provider, ctx, out, short.is_some()).await?;
+        let short = creates(change, pc, provider, ctx, out, placement).await?;
+        // Move only as many nodes as their replacements were made: a node whose replacement
+        // found no capacity stays where it is.
+        let planned: usize = pc.creates.iter().map(|b| b.count as usize).sum();
+        let movable = if short.is_some() || !placement.kept.is_empty() {
+            out.created.saturating_sub(planned - moving).min(moving)
+        } else {
+            moving
+        };
+        deletes(change, pc, provider, ctx, out, movable).await?;
         Ok(short)
     } else {
-        deletes(change, pc, provider, ctx, out, false).await?;
-        creates(change, pc, provider, ctx, out).await
+        deletes(change, pc, provider, ctx, out, moving).await?;
+        creates(change, pc, provider, ctx, out, placement).await
     }
 }
 
@@ -170,6 +226,7 @@ async fn creates(
     provider: &dyn Provider,
     ctx: &Ctx,
     out: &mut Outcome,
+    placement: &mut Placement,
 ) -> Result<Option<String>, String> {
     let mut shortfalls = Vec::new();
     // Only nodes the pool lacks may fall back to another zone or to on-demand. Creates that
@@ -186,12 +243,23 @@ async fn creates(
         let placed = create_with_fallback(change, pc, batch, provider, ctx, may_fall_back).await?;
         may_fall_back -= placed.fell_back;
         out.created += placed.made;
+        placement.fell_back.extend(placed.fallback_note.clone());
         if placed.kept > 0 {
-            shortfalls.push(format!(
-                "{} {} node(s) in {} could not be placed ({}); the nodes they were to replace stay",
+            // Not a shortfall: the pool keeps its nodes where they run, and the fallback
+            // record says when the preferred placement is tried again.
+            let msg = format!(
+                "{} has no room for {} {} node(s) ({}); the nodes they were to replace stay where they run",
+                batch.placement(),
                 placed.kept,
                 batch.capacity,
+                placed.why
+            );
+            ctx.progress.event(&change.address.to_string(), &msg);
+            placement.kept.push(format!(
+                "{} had no room for {} {} node(s): {}",
                 batch.placement(),
+                placed.kept,
+                batch.capacity,
                 placed.why
             ));
         }
@@ -230,6 +298,8 @@ struct Placed {
     kept: u32,
     /// The last stock-out message.
     why: String,
+    /// What fell back where, for the pool's fallback record.
+    fallback_note: Option<String>,
 }
 
 /// Try the batch where planned, then the pool's other zones, then (spot with
@@ -257,6 +327,9 @@ async fn create_with_fallback(
     let mut made = 0;
     let mut fell_back = 0;
     let mut why = String::new();
+    let mut fallback_note: Option<String> = None;
+    // Where the batch's own capacity type found no room, for the messages.
+    let mut short_of: Vec<String> = Vec::new();
     for (k, (zone, cap)) in places.into_iter().enumerate() {
         let want = if k == 0 { missing } else { missing.min(may_fall_back - fell_back) };
         if want == 0 {
@@ -276,10 +349,6 @@ async fn create_with_fallback(
         if k > 0 {
             // A distinct, still deterministic token per fallback placement.
             req.token = format!("{}-f{k}", batch.token);
-            let msg = format!("falling back to {} in {} for {want} node(s)", req.capacity, req.placement());
-            ctx.progress.event(&addr, &msg);
-        } else {
-            ctx.progress.event(&addr, &format!("creating {missing} {} node(s) in {}", req.capacity, req.placement()));
         }
         let result = match call(ctx, &req.token, || provider.create_nodes(&req)).await {
             Ok(r) => r,
@@ -287,8 +356,21 @@ async fn create_with_fallback(
             Err(e) if e.class == ErrorClass::OutOfCapacity => CreateResult { nodes: vec![], errors: vec![e] },
             Err(e) => return Err(describe(e)),
         };
+        let n = result.nodes.len();
+        // Said once the call answered: what was placed where (and, for a fallback, why).
+        if k == 0 {
+            let of = if n as u32 == want { String::new() } else { format!(" of {want}") };
+            ctx.progress.event(&addr, &format!("created {n}{of} {} node(s) in {}", req.capacity, req.placement()));
+        } else if n > 0 {
+            let short = format!("{} had no {} capacity", short_of.join(", "), batch.capacity);
+            let line = format!("{short}; {n} {} node(s) placed in {}", req.capacity, req.placement());
+            ctx.progress.event(&addr, &format!("{line} (last answer: {why})"));
+            fallback_note = Some(short);
+        }
+        if n < want as usize && (k == 0 || cap == batch.capacity) {
+            short_of.push(req.placement());
+        }
         if !result.nodes.is_empty() {
-            let n = result.nodes.len();
             let open = spend_open(&addr, pc, provider, &result.nodes, &ctx.prices);
             ctx.recorder
                 .record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: result.nodes }, open])
@@ -308,19 +390,32 @@ async fn create_with_fallback(
     }
     // What could not fall back (the allowance ran out) only moved nodes: those stay.
     let kept = if fell_back >= may_fall_back { missing } else { 0 };
-    Ok(Placed { made, fell_back, missing: missing - kept, kept, why })
+    Ok(Placed { made, fell_back, missing: missing - kept, kept, why, fallback_note })
 }
 
+/// Terminate the plan's deletes, of the "rebalance" ones only the first `movable` (those
+/// whose replacements were made).
 async fn deletes(
     change: &ResourceChange,
     pc: &PoolChange,
     provider: &dyn Provider,
     ctx: &Ctx,
     out: &mut Outcome,
-    creates_fell_short: bool,
+    movable: usize,
 ) -> Result<(), String> {
-    let ids: Vec<String> =
-        pc.deletes.iter().filter(|d| !(creates_fell_short && d.reason == REBALANCE)).map(|d| d.id.clone()).collect();
+    let mut moves = 0;
+    let ids: Vec<String> = pc
+        .deletes
+        .iter()
+        .filter(|d| {
+            if d.reason != REBALANCE {
+                return true;
+            }
+            moves += 1;
+            moves <= movable
+        })
+        .map(|d| d.id.clone())
+        .collect();
     if ids.is_empty() {
         return Ok(());
     }
@@ -328,8 +423,8 @@ async fn deletes(
         return Err("apply was interrupted before nodes were terminated".into());
     }
     let addr = change.address.to_string();
-    ctx.progress.event(&addr, &format!("terminating {} node(s)", ids.len()));
     let gone = call(ctx, &ids[0], || provider.terminate_nodes(&pc.region, &ids)).await.map_err(describe)?;
+    ctx.progress.event(&addr, &format!("terminated {} node(s)", gone.len()));
     out.deleted += gone.len();
     let close = spend_close(provider, &gone);
     ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr, ids: gone }, close]).await?;

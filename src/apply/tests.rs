@@ -159,6 +159,8 @@ fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> Resourc
         zones: vec!["us-east-1a".into(), "us-east-1b".into()],
         fallback: Fallback::OnDemand,
         create_before_destroy: true,
+        fell_back: None,
+        retry_preferred: None,
     };
     ResourceChange {
         address,
@@ -182,6 +184,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         destroy: false,
         changes,
         drift: vec![],
+        notes: vec![],
         summary: Summary::default(),
         errors: vec![],
         cost: None,

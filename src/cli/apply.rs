@@ -39,6 +39,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     overrides: args.override_policy.clone(),
                     live_prices: vec![],
                     month_to_date: Default::default(),
+                    clocks: Default::default(),
                 };
                 let ask = Ask {
                     question: "Do you want to perform these actions?",
@@ -75,6 +76,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             overrides: args.override_policy.clone(),
             live_prices: vec![],
             month_to_date: Default::default(),
+            clocks: Default::default(),
         };
         let ask = Ask {
             question: "Do you really want to destroy everything this state owns?",

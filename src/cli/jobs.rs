@@ -319,6 +319,7 @@ fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
                 dependencies: vec![],
                 nodes: vec![],
                 job: None,
+                fallback: None,
             });
             resource.job = Some(Box::new(rec));
             text += &format!("{addr}: cancelled; apply will not launch it again\n");

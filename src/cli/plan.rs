@@ -25,6 +25,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
             overrides: args.override_policy.clone(),
             live_prices: vec![],
             month_to_date: Default::default(),
+            clocks: Default::default(),
         };
         let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };

@@ -63,6 +63,9 @@ pub struct PlanRequest {
     /// Month-to-date spend per quota address from the ledger ([`month_to_date`]); quotas
     /// with a `monthly_usd` budget are checked against it. Empty: not checked.
     pub month_to_date: BTreeMap<String, f64>,
+    /// Each provider's clock by provider block name ([`clocks`]), read when the plan
+    /// refreshes: when pools that fell back try their preferred placement again.
+    pub clocks: BTreeMap<String, u64>,
 }
 
 /// Refresh (unless asked not to) and diff. Nothing is written.
@@ -88,6 +91,7 @@ pub async fn plan(
         with_prices.live_prices = live_prices(spec, providers).await;
         let spend = month_to_date(spec, &session.state, providers);
         with_prices.month_to_date = spend.by_quota.clone();
+        with_prices.clocks = clocks(providers);
         let mut plan = plan_refreshed(spec, &session.state, observed, statuses.as_ref(), &with_prices, &[])?;
         add_orphan_job_nodes(&mut plan, spec, &session.state, providers).await?;
         if !session.state.spend.is_empty() {
@@ -163,6 +167,12 @@ pub async fn add_orphan_job_nodes(
         }
     }
     Ok(())
+}
+
+/// Each provider's clock (ms since the epoch) by provider block name: the sim cloud's own,
+/// the wall clock for real clouds.
+pub fn clocks(providers: &ProviderSet) -> BTreeMap<String, u64> {
+    providers.iter().map(|(name, p)| (name.clone(), p.clock_ms())).collect()
 }
 
 /// Month-to-date spend from the ledger in `state`, each line by its provider's clock
@@ -292,6 +302,7 @@ fn diff_observed(
         destroy: req.destroy,
         spec_digest: diff::spec_digest(spec),
         autoscale,
+        clocks: &req.clocks,
     };
     diff::plan(&input)
 }

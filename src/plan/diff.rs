@@ -35,6 +35,10 @@ pub struct PlanInput<'a> {
     pub spec_digest: String,
     /// Autoscaler decisions (from `reconcile`): an autoscaled pool converges to their count.
     pub autoscale: &'a [ScaleAction],
+    /// Each provider's clock (ms since the epoch) by provider block name, read when the plan
+    /// refreshed: when a pool that fell back tries its preferred placement again. Empty for
+    /// a plan that did not refresh (fallbacks then hold).
+    pub clocks: &'a BTreeMap<String, u64>,
 }
 
 /// SHA-256 of the canonical JSON of a spec, streamed into the hash (a large fleet's spec
@@ -196,6 +200,7 @@ fn empty_plan(input: &PlanInput<'_>, changes: usize) -> Plan {
         // vector would leave up to half of it unused.
         changes: Vec::with_capacity(changes),
         drift: Vec::new(),
+        notes: Vec::new(),
         summary: Summary::default(),
         errors: Vec::new(),
         cost: None,

@@ -104,10 +104,12 @@ pub enum ReasonCode {
     Adopt,
     /// An autoscaler decided the count.
     Autoscale,
+    /// The preferred placement is tried again after a fallback.
+    RetryPreferred,
 }
 
 impl ReasonCode {
-    const PLAIN: [(ReasonCode, &'static str); 13] = [
+    const PLAIN: [(ReasonCode, &'static str); 14] = [
         (ReasonCode::New, "new"),
         (ReasonCode::RemovedFromSpec, "removed_from_spec"),
         (ReasonCode::Destroy, "destroy"),
@@ -121,6 +123,7 @@ impl ReasonCode {
         (ReasonCode::Unfinished, "unfinished"),
         (ReasonCode::Adopt, "adopt"),
         (ReasonCode::Autoscale, "autoscale"),
+        (ReasonCode::RetryPreferred, "retry_preferred"),
     ];
 }
 
@@ -235,6 +238,17 @@ pub struct PoolChange {
     pub fallback: Fallback,
     /// Create replacements before deleting (the default for pools).
     pub create_before_destroy: bool,
+    /// The fallback record the state keeps for the pool when apply goes as planned: the
+    /// prior one while nodes stay in their fallback placement (or this plan retries the
+    /// preferred one), `None` once every node is where the pool prefers. Apply updates it
+    /// when it falls back again or a retry finds the preferred placement still short.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fell_back: Option<crate::state::model::FallbackRecord>,
+    /// The creates try the preferred placement again after this recorded fallback: if they
+    /// fall short, the nodes they were to replace stay and the wait before the next try
+    /// doubles; if they succeed, the record is dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_preferred: Option<crate::state::model::FallbackRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -302,6 +316,14 @@ pub struct Summary {
     pub destroy: usize,
 }
 
+/// Something the reader should know that is not a change: a pool running nodes in its
+/// fallback placement, until the preferred one is tried again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanNote {
+    pub address: Address,
+    pub message: String,
+}
+
 /// A refusal found while planning (e.g. `prevent_destroy`): the plan cannot be applied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanError {
@@ -327,6 +349,9 @@ pub struct Plan {
     pub destroy: bool,
     pub changes: Vec<ResourceChange>,
     pub drift: Vec<DriftItem>,
+    /// Notes that are not changes (see [`PlanNote`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<PlanNote>,
     pub summary: Summary,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<PlanError>,

@@ -22,6 +22,7 @@ fn state(deps: &[(&str, &[&str])]) -> State {
             dependencies: on.iter().map(|d| d.to_string()).collect(),
             nodes: vec![],
             job: None,
+            fallback: None,
         };
         s.resources.insert(addr.to_string(), r);
     }
@@ -38,6 +39,7 @@ fn destroy(state: &State) -> Plan {
         destroy: true,
         spec_digest: String::new(),
         autoscale: &[],
+        clocks: &Default::default(),
     })
     .expect("the state's keys are addresses")
 }
@@ -84,6 +86,7 @@ fn deletes_do_not_wait_for_resources_that_stay() {
         destroy: false,
         spec_digest: String::new(),
         autoscale: &[],
+        clocks: &Default::default(),
     })
     .expect("the state's keys are addresses");
     let w = waits(&p);
@@ -122,6 +125,7 @@ fn a_state_key_that_is_no_address_is_an_error_not_dropped() {
         destroy: false,
         spec_digest: String::new(),
         autoscale: &[],
+        clocks: &Default::default(),
     })
     .unwrap_err();
     assert_eq!(err.key, "gpu_pool..bad");
@@ -168,6 +172,7 @@ gpu_pool "p" {
         destroy: false,
         spec_digest: String::new(),
         autoscale: &[],
+        clocks: &Default::default(),
     })
     .unwrap();
     let pc = p.changes[0].pool.as_ref().expect("a pool change");

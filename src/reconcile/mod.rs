@@ -205,6 +205,7 @@ pub async fn pass(
     let mut req = PlanRequest { refresh: true, destroy: false, ..opts.plan.clone() };
     // The budget's stop at 100 %: what this month already spent, from the ledger.
     req.month_to_date = run::month_to_date(spec, &session.state, &providers).by_quota;
+    req.clocks = run::clocks(&providers);
     let observed = run::observe(spec, &session, &providers).await?;
     let now = clock.now();
     let mut baseline = run::plan_observed(spec, &session, Some(&observed), &req, &[])?;

@@ -75,6 +75,9 @@ struct PlanDoc<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     jobs: Option<Json>,
     lineage: &'a str,
+    /// What the reader should know that is not a change (a pool in its fallback placement).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notes: Option<Vec<NoteDoc<'a>>>,
     policies: &'a [PolicyResult],
     refreshed: bool,
     serial: u64,
@@ -100,6 +103,9 @@ impl<'a> PlanDoc<'a> {
             format_version: plan.format_version,
             jobs: (!plan.jobs.is_empty()).then(|| super::jobs::json(plan)),
             lineage: &plan.lineage,
+            notes: (!plan.notes.is_empty()).then(|| {
+                plan.notes.iter().map(|n| NoteDoc { address: Shown(&n.address), message: &n.message }).collect()
+            }),
             policies: &plan.policies,
             refreshed: plan.refreshed,
             serial: plan.serial,
@@ -181,6 +187,13 @@ impl<'a> ChangeDoc<'a> {
             reasons: c.reasons.iter().map(|r| ReasonDoc { code: &r.code, message: &r.message }).collect(),
         }
     }
+}
+
+#[derive(Serialize, JsonSchema)]
+struct NoteDoc<'a> {
+    #[schemars(with = "String")]
+    address: Shown<'a>,
+    message: &'a str,
 }
 
 #[derive(Serialize, JsonSchema)]

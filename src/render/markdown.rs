@@ -32,7 +32,7 @@ fn assemble(plan: &Plan, limit: usize) -> String {
     let rows = table_rows(plan);
     // What blocks the plan leads: errors, then policy failures; then the pools, jobs, cost.
     let lead = [errors(plan), policies(plan)].concat();
-    let tail = [jobs(plan), cost(plan)].concat();
+    let tail = [notes(plan), jobs(plan), cost(plan)].concat();
     let mut blocks: Vec<String> = Vec::new();
     let has_drift = !plan.drift.is_empty();
     if has_drift {
@@ -277,6 +277,25 @@ fn passed_details(passed: &[facts::Verdict], summary: &str) -> String {
         s += &format!("- … and {} more (`gpuplan plan --json` lists every verdict)\n", passed.len() - MAX_PASS_LINES);
     }
     s += "\n</details>\n\n";
+    s
+}
+
+/// Notes that are not changes (pools in their fallback placement), one line each.
+fn notes(plan: &Plan) -> String {
+    if plan.notes.is_empty() {
+        return String::new();
+    }
+    const SHOWN: usize = 10;
+    let mut s = String::new();
+    for n in plan.notes.iter().take(SHOWN) {
+        s += &format!("> **Note:** `{}`: {}\n>\n", n.address, n.message);
+    }
+    if plan.notes.len() > SHOWN {
+        let more = plan.notes.len() - SHOWN;
+        s += &format!("> **Note:** … and {more} more pool(s) run in their fallback placement.\n>\n");
+    }
+    s.truncate(s.len() - 2);
+    s.push('\n');
     s
 }
 

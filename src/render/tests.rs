@@ -89,6 +89,8 @@ fn pool_change(gpu: &str, before: NodeCounts, after: NodeCounts) -> PoolChange {
         before_types: vec![],
         fallback: Default::default(),
         create_before_destroy: true,
+        fell_back: None,
+        retry_preferred: None,
     }
 }
 
@@ -108,6 +110,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         destroy: false,
         changes,
         drift: vec![],
+        notes: vec![],
         summary: Summary::default(),
         errors: vec![],
         cost: None,

@@ -8,6 +8,9 @@ use crate::plan::model::{Action, DriftItem, Plan, PoolChange, ResourceChange};
 use crate::render::facts::{self, AttrLine};
 use crate::render::style::{Paint, paragraph};
 
+/// Notes shown before `… and N more`.
+const MAX_NOTES: usize = 10;
+
 /// Node lines shown per list (deletes, adoptions) before `… and N more`.
 const MAX_NODE_LINES: usize = 10;
 
@@ -50,6 +53,17 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
     }
     if !plan.drift.is_empty() {
         out += &drift_section(&plan.drift, opts, &p);
+        out.push('\n');
+    }
+    for n in plan.notes.iter().take(MAX_NOTES) {
+        out += &paragraph("Note: ", &p.bold("Note: "), 6, &format!("`{}`: {}", n.address, n.message), opts.width);
+    }
+    if plan.notes.len() > MAX_NOTES {
+        let more = plan.notes.len() - MAX_NOTES;
+        let text = format!("… and {more} more pool(s) run in their fallback placement (`plan --json` lists them).");
+        out += &paragraph("Note: ", &p.bold("Note: "), 6, &text, opts.width);
+    }
+    if !plan.notes.is_empty() {
         out.push('\n');
     }
     if changes.is_empty() && !plan.has_changes() {

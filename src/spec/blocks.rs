@@ -103,7 +103,7 @@ fn lifecycle(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, own: &[&str]) -> Result<Lif
 /// `*` for any key of a map. Attributes not listed here have no parts to name.
 const SUB_PATHS: &[(&str, &[&str])] = &[
     ("nodes", &["min", "desired", "max"]),
-    ("mix", &["on_demand_base", "spot_percent", "fallback", "max_spot_price"]),
+    ("mix", &["on_demand_base", "spot_percent", "fallback", "max_spot_price", "retry_preferred"]),
     ("budget", &["alert_at", "hourly_usd", "monthly_usd"]),
     ("labels", &["*"]),
     ("env", &["*"]),
@@ -317,6 +317,7 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
             spot_percent: f.or(None, 0),
             fallback: f.or(None, Fallback::OnDemand),
             max_spot_price: None,
+            retry_preferred: None,
         }),
     };
     let labels = f.string_map(cx, "labels").map(|m| m.value).unwrap_or_default();
@@ -506,6 +507,17 @@ fn mix(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, nodes: Option<&Nodes>) -> Result<
     let fallback = f.enumeration(cx, "fallback", FALLBACKS);
     let fallback = f.or(fallback, Fallback::OnDemand);
     let max_spot_price = f.number(cx, "max_spot_price", 0.0001, 10_000.0);
+    let retry_preferred = f.duration(cx, "retry_preferred");
+    if let Some(d) = &retry_preferred
+        && d.value.as_secs() == 0
+    {
+        cx.error(
+            Diagnostic::error("gpuplan::spec::retry_preferred", "`retry_preferred` must be longer than zero")
+                .at(d.span, "zero")
+                .help("e.g. \"30m\": how long a pool stays in its fallback placement before trying again"),
+        );
+        f.failed = true;
+    }
     if let Some(n) = nodes
         && on_demand_base.value > n.max.value
     {
@@ -521,8 +533,12 @@ fn mix(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, nodes: Option<&Nodes>) -> Result<
         );
     }
     let failed = f.failed;
-    f.finish(cx, &["on_demand_base", "spot_percent", "fallback", "max_spot_price"]);
-    if failed { Err(Reported) } else { Ok(Mix { on_demand_base, spot_percent, fallback, max_spot_price }) }
+    f.finish(cx, &["on_demand_base", "spot_percent", "fallback", "max_spot_price", "retry_preferred"]);
+    if failed {
+        Err(Reported)
+    } else {
+        Ok(Mix { on_demand_base, spot_percent, fallback, max_spot_price, retry_preferred })
+    }
 }
 
 pub const QUOTA_ATTRS: &[&str] = &["pools", "max_gpus", "allowed_gpus", "budget", "warn_percent", "notify", "weight"];

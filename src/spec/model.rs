@@ -406,6 +406,18 @@ pub struct Mix {
     /// Highest spot price per node-hour in USD; default: up to the on-demand price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_spot_price: Option<Spanned<f64>>,
+    /// After a fallback (another zone, on-demand for spot), how long until the preferred
+    /// placement is tried again; doubles after each failed try, at most 24 h. Default 30m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub retry_preferred: Option<Spanned<Duration>>,
+}
+
+impl Mix {
+    /// `retry_preferred`, else 30 minutes.
+    pub fn retry_preferred(&self) -> std::time::Duration {
+        self.retry_preferred.as_ref().map_or(std::time::Duration::from_secs(30 * 60), |d| d.value.0)
+    }
 }
 
 impl Default for Mix {
@@ -415,6 +427,7 @@ impl Default for Mix {
             spot_percent: Spanned::default(),
             fallback: Spanned::default(),
             max_spot_price: None,
+            retry_preferred: None,
         }
     }
 }

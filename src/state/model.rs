@@ -113,6 +113,41 @@ pub struct ResourceState {
     /// For jobs: age, queue time and the runs launched (see `jobs::model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<Box<crate::model::JobRecord>>,
+    /// For pools: some nodes run in their fallback placement (another zone, or on-demand
+    /// instead of spot) because the preferred one had no capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<FallbackRecord>,
+}
+
+/// A pool that could not get its preferred placement (its zone, or spot) and placed nodes
+/// by `mix.fallback` instead (DESIGN.md, "Convergence and fallback"). Plans leave those
+/// nodes where they are until [`FallbackRecord::retry_at`], then try the preferred
+/// placement again as an explicit change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FallbackRecord {
+    /// When the pool first fell back, by its provider's clock (ms since the epoch).
+    pub since_ms: u64,
+    /// When the preferred placement was last tried and found short (ms since the epoch).
+    pub tried_ms: u64,
+    /// Tries of the preferred placement that failed since `since_ms`: the wait before the
+    /// next one doubles after each.
+    #[serde(default)]
+    pub failed_retries: u32,
+    /// What happened, e.g. `us-east-1a had no capacity for 2 on-demand node(s); placed in us-east-1b`.
+    pub reason: String,
+}
+
+/// The longest wait between tries of a preferred placement.
+pub const MAX_RETRY_WAIT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+impl FallbackRecord {
+    /// When the preferred placement is tried next: `base` after the last try, doubled for
+    /// each failed retry, at most [`MAX_RETRY_WAIT`].
+    pub fn retry_at(&self, base: std::time::Duration) -> u64 {
+        let factor = 1u128 << self.failed_retries.min(20);
+        let wait = (base.as_millis().saturating_mul(factor)).min(MAX_RETRY_WAIT.as_millis());
+        self.tried_ms.saturating_add(u64::try_from(wait).unwrap_or(u64::MAX))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

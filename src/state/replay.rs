@@ -328,6 +328,7 @@ fn bare_resource(address: &str) -> ResourceState {
         dependencies: Vec::new(),
         nodes: Vec::new(),
         job: None,
+        fallback: None,
     }
 }
 

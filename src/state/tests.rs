@@ -38,6 +38,7 @@ fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
         dependencies: vec![],
         nodes,
         job: None,
+        fallback: None,
     }
 }
 
@@ -625,4 +626,17 @@ fn sibling_file_names() {
         names.map(|p| p.display().to_string()),
         ["state/prod.json.backup", "state/prod.json.lock", "state/prod.json.journal"]
     );
+}
+
+#[test]
+fn a_fallback_retries_after_the_wait_doubling_per_failed_try_up_to_a_day() {
+    use crate::state::model::FallbackRecord;
+    let min = 60_000;
+    let rec = |failed_retries| FallbackRecord { since_ms: 0, tried_ms: 1_000, failed_retries, reason: String::new() };
+    let base = std::time::Duration::from_secs(30 * 60);
+    assert_eq!(rec(0).retry_at(base), 1_000 + 30 * min);
+    assert_eq!(rec(1).retry_at(base), 1_000 + 60 * min);
+    assert_eq!(rec(3).retry_at(base), 1_000 + 240 * min);
+    assert_eq!(rec(6).retry_at(base), 1_000 + 24 * 60 * min, "capped at 24 h");
+    assert_eq!(rec(u32::MAX).retry_at(base), 1_000 + 24 * 60 * min, "no overflow");
 }

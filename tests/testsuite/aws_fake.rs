@@ -63,7 +63,11 @@ fn spot_stock_out_in_fleet_errors_falls_back_to_on_demand_over_all_zones() {
     // One spot fleet over both zones for both nodes, then one on-demand fleet for both.
     let both = vec!["us-east-1a".to_string(), "us-east-1b".to_string()];
     assert_eq!(tried, [(true, 2, both.clone()), (false, 2, both)], "{tried:?}");
-    assert!(r.stderr.contains("falling back to on-demand"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("had no spot capacity; 2 on-demand node(s) placed in us-east-1a, us-east-1b"),
+        "{}",
+        r.stderr
+    );
     let state: serde_json::Value =
         serde_json::from_slice(&std::fs::read(tmp.path().join("state/default.json")).unwrap()).unwrap();
     let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().expect("nodes");
@@ -251,7 +255,11 @@ fn partial_spot_shortfall_keeps_what_launched_and_falls_back_to_on_demand_for_th
     assert_eq!(spot_nodes.len(), 3, "{nodes:?}");
     assert!(spot_nodes.iter().all(|n| n.2 == "us-east-1b"), "each node in the zone EC2 chose: {nodes:?}");
     assert!(nodes.iter().filter(|n| n.1 == "on-demand").all(|n| n.2 == "us-east-1a"), "{nodes:?}");
-    assert!(r.stderr.contains("falling back to on-demand"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("had no spot capacity; 2 on-demand node(s) placed in us-east-1a, us-east-1b"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

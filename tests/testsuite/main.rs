@@ -12,6 +12,7 @@ mod aws_moto;
 mod chinacloud;
 mod ci_recipes;
 mod cli;
+mod convergence;
 mod corpus;
 mod cost;
 mod engine_cli;

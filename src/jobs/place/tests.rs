@@ -62,6 +62,7 @@ fn place_with(spec: &Spec, state: &State) -> Vec<JobPlacement> {
         destroy: false,
         spec_digest: diff::spec_digest(spec),
         autoscale: &[],
+        clocks: &Default::default(),
     };
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     place(&PlaceInput { spec, state, plan: &plan, observed: None })
@@ -115,6 +116,7 @@ fn state_with(spec: &Spec, rec: JobRecord) -> State {
         dependencies: vec![],
         nodes: vec![],
         job: None,
+        fallback: None,
     };
     state
         .resources
@@ -211,6 +213,7 @@ fn refreshed_statuses_override_the_state_record() {
         destroy: false,
         spec_digest: diff::spec_digest(&spec),
         autoscale: &[],
+        clocks: &Default::default(),
     };
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     let status = JobStatus {

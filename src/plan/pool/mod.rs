@@ -65,9 +65,17 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     let (stale, fresh): (Vec<&Node>, Vec<&Node>) =
         cx.live.iter().copied().partition(|n| stale_reason(&shape, n).is_some());
     let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, fresh.len());
-    let NodeOps { creates, deletes } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
+    let NodeOps { creates, deletes, held, retry } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
     let (od, spot) = shape::split(n, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
-    let after = NodeCounts { on_demand: od, spot, gpus_per_node: shape.gpus_per_node };
+    // On-demand nodes standing in for spot ones stay on-demand (and cost as such).
+    let swapped = held.iter().filter(|h| h.capacity != h.preferred_capacity).count() as u32;
+    let after = NodeCounts { on_demand: od + swapped, spot: spot - swapped, gpus_per_node: shape.gpus_per_node };
+    let record = cx.prior.and_then(|p| p.fallback.as_ref());
+    let fell_back = if held.is_empty() { None } else { record.cloned() };
+    let retry_preferred = if retry { record.cloned() } else { None };
+    if let (Some(rec), false) = (record, held.is_empty()) {
+        plan.notes.push(fallback_note(cx, &shape, pool, rec, &held));
+    }
     let immutable_changed: Vec<&str> = cfg.changed.iter().map(String::as_str).filter(|p| is_immutable(p)).collect();
     let moves = !creates.is_empty()
         || !deletes.is_empty()
@@ -78,6 +86,9 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     let action = choose_action(cx.prior.is_some(), stale.len(), fresh.len(), !immutable_changed.is_empty(), moves);
 
     let mut reasons: Vec<Reason> = bounds.into_iter().collect();
+    if retry && let Some(rec) = record {
+        reasons.push(retry_reason(cx, &shape, rec, &creates));
+    }
     reasons.extend(explain(&Facts {
         addr: cx.addr,
         action,
@@ -120,9 +131,77 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
             zones,
             fallback: pool.mix.fallback.value,
             create_before_destroy: cbd,
+            fell_back,
+            retry_preferred,
         }),
         after_changes: vec![],
     })
+}
+
+/// The note for a pool whose nodes stay in their fallback placement: where they are,
+/// where the pool prefers them, since when and until when.
+fn fallback_note(
+    cx: &PoolCtx<'_, '_>,
+    shape: &PoolShape,
+    pool: &GpuPool,
+    rec: &crate::state::model::FallbackRecord,
+    held: &[nodes::Held],
+) -> PlanNote {
+    let mut groups: BTreeMap<(String, crate::providers::Capacity, String, crate::providers::Capacity), u32> =
+        BTreeMap::new();
+    for h in held {
+        *groups.entry((h.zone.clone(), h.capacity, h.preferred_zone.clone(), h.preferred_capacity)).or_default() += 1;
+    }
+    let parts: Vec<String> = groups
+        .into_iter()
+        .map(|((zone, cap, pzone, pcap), k)| {
+            let any = pzone == shape::ANY_ZONE;
+            match (cap == pcap, zone == pzone || any) {
+                (true, _) => format!("{k} {cap} node(s) in {zone} instead of {pzone}"),
+                (false, true) if any => format!("{k} {cap} node(s) instead of {pcap}"),
+                (false, true) => format!("{k} {cap} node(s) instead of {pcap} in {pzone}"),
+                (false, false) => format!("{k} {cap} node(s) in {zone} instead of {pcap} in {pzone}"),
+            }
+        })
+        .collect();
+    let now = cx.input.clocks.get(&shape.provider).copied();
+    let since = match now {
+        Some(now) => format!("fell back {} ago", ago(now, rec.since_ms)),
+        None => "fell back".to_string(),
+    };
+    let next = rec.retry_at(pool.mix.retry_preferred());
+    let retry = match now {
+        Some(now) => format!("the preferred placement is tried again in {}", ago(next, now)),
+        None => "the preferred placement is tried again by a refreshed plan".to_string(),
+    };
+    PlanNote { address: cx.addr.clone(), message: format!("{}; {since} ({}); {retry}", parts.join(", "), rec.reason) }
+}
+
+/// Why this plan moves nodes back: the fallback's age and what happened then.
+fn retry_reason(
+    cx: &PoolCtx<'_, '_>,
+    shape: &PoolShape,
+    rec: &crate::state::model::FallbackRecord,
+    creates: &[crate::providers::CreateNodes],
+) -> Reason {
+    let spot = creates.iter().any(|c| c.capacity == crate::providers::Capacity::Spot);
+    let what = if spot { "spot again" } else { "preferred zone again" };
+    let when = match cx.input.clocks.get(&shape.provider) {
+        Some(&now) => format!("fell back {} ago", ago(now, rec.since_ms)),
+        None => "fell back".to_string(),
+    };
+    let tries =
+        if rec.failed_retries > 0 { format!(", {} failed tries since", rec.failed_retries) } else { String::new() };
+    Reason::new(ReasonCode::RetryPreferred, format!("{what}: {when} ({}{tries})", rec.reason))
+}
+
+/// `later - earlier` in whole minutes, e.g. `2h 5m`, or `under a minute`.
+fn ago(later: u64, earlier: u64) -> String {
+    let secs = later.saturating_sub(earlier) / 1000;
+    if secs < 60 {
+        return "under a minute".into();
+    }
+    humantime::format_duration(std::time::Duration::from_secs(secs / 60 * 60)).to_string()
 }
 
 /// Does a changed path (`gpu`, `nodes.desired`) name an attribute that cannot change in place?

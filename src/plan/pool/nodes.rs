@@ -13,7 +13,7 @@ use crate::plan::shape::{self, PoolShape};
 use crate::providers::{
     Capacity, ClusterJoin, CreateNodes, Node, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, Tags,
 };
-use crate::spec::model::GpuPool;
+use crate::spec::model::{Fallback, GpuPool};
 use crate::state::ResourceState;
 
 /// The node-level work of one pool.
@@ -21,6 +21,10 @@ use crate::state::ResourceState;
 pub(crate) struct NodeOps {
     pub creates: Vec<CreateNodes>,
     pub deletes: Vec<NodeDelete>,
+    /// Nodes kept in their fallback placement.
+    pub held: Vec<Held>,
+    /// The creates retry the preferred placement after a fallback.
+    pub retry: bool,
 }
 
 /// Why a live node no longer matches the pool's immutable attributes, if it does not.
@@ -50,7 +54,7 @@ pub(crate) fn node_ops(
 ) -> NodeOps {
     let layout = shape::layout(shape, n, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
     let age = age_rank(cx.prior);
-    let (mut creates, excess) = fill_layout(cx, shape, pool, &layout, fresh, &age, scale);
+    let Filled { mut creates, excess, held, retry } = fill_layout(cx, shape, pool, &layout, fresh, &age, scale);
     // A first push reserves room for four; most pools create one batch, and the plan
     // keeps them until apply ends.
     creates.shrink_to_fit();
@@ -59,7 +63,7 @@ pub(crate) fn node_ops(
     for node in sorted(stale) {
         deletes.push(delete(node, &format!("replaced: {}", stale_reason(shape, node).unwrap_or_default())));
     }
-    NodeOps { creates, deletes }
+    NodeOps { creates, deletes, held, retry }
 }
 
 /// Did the autoscaler find this node idle (it goes first when its bucket shrinks)?
@@ -67,8 +71,56 @@ fn idle(scale: Option<&ScaleAction>, n: &Node) -> bool {
     scale.is_some_and(|s| s.remove.contains(&n.id))
 }
 
+/// What [`fill_layout`] decided.
+#[derive(Debug)]
+pub(crate) struct Filled<'a> {
+    /// A batch for each bucket short of nodes.
+    pub creates: Vec<CreateNodes>,
+    /// Nodes past their bucket's count (idle first, then newest).
+    pub excess: Vec<&'a Node>,
+    /// Nodes left in their fallback placement, each standing in for a node of the bucket
+    /// the pool prefers (see [`FallbackPhase`]).
+    pub held: Vec<Held>,
+    /// The creates retry the preferred placement of a pool that fell back.
+    pub retry: bool,
+}
+
+/// A node kept in its fallback placement instead of the one the layout prefers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub id: String,
+    pub zone: String,
+    pub capacity: Capacity,
+    /// The bucket it stands in for.
+    pub preferred_zone: String,
+    pub preferred_capacity: Capacity,
+}
+
+/// Where a pool stands with its recorded fallback (DESIGN.md, "Convergence and fallback").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FallbackPhase {
+    /// No fallback recorded: nodes out of place are moved (rebalance).
+    None,
+    /// Fallen back and waiting: nodes in their fallback placement stay.
+    Hold,
+    /// The wait is over: this plan tries the preferred placement again.
+    Due,
+}
+
+/// The pool's [`FallbackPhase`] by its provider's clock. Without a clock (a plan that did
+/// not refresh) the fallback holds: retrying is a change, and only a refreshed plan proposes it.
+pub(crate) fn fallback_phase(cx: &PoolCtx<'_, '_>, shape: &PoolShape, pool: &GpuPool) -> FallbackPhase {
+    let Some(record) = cx.prior.and_then(|p| p.fallback.as_ref()) else { return FallbackPhase::None };
+    match cx.input.clocks.get(&shape.provider) {
+        Some(&now) if now >= record.retry_at(pool.mix.retry_preferred()) => FallbackPhase::Due,
+        _ => FallbackPhase::Hold,
+    }
+}
+
 /// Match fresh nodes to the layout's buckets: a batch to create for each bucket short of
-/// nodes, and the nodes past each bucket's count (idle first, then newest).
+/// nodes, and the nodes past each bucket's count (idle first, then newest). A pool that
+/// fell back and is still waiting to retry keeps its fallback nodes in place of the
+/// nodes its preferred buckets lack ([`hold_fallbacks`]).
 pub(crate) fn fill_layout<'a>(
     cx: &PoolCtx<'_, '_>,
     shape: &PoolShape,
@@ -77,7 +129,7 @@ pub(crate) fn fill_layout<'a>(
     fresh: &[&'a Node],
     age: &BTreeMap<&str, usize>,
     scale: Option<&ScaleAction>,
-) -> (Vec<CreateNodes>, Vec<&'a Node>) {
+) -> Filled<'a> {
     let mut by_bucket: BTreeMap<(String, Capacity), Vec<&Node>> = BTreeMap::new();
     let mut ordered = oldest_first(fresh, age);
     // Nodes the autoscaler found idle go first when a bucket shrinks (stable: age order kept).
@@ -85,7 +137,7 @@ pub(crate) fn fill_layout<'a>(
     for node in ordered {
         by_bucket.entry((shape::bucket(shape, &node.zone).to_string(), node.capacity)).or_default().push(node);
     }
-    let mut creates = Vec::new();
+    let mut short: Vec<(String, Capacity, u32)> = Vec::new();
     let mut excess: Vec<&Node> = Vec::new();
     for (zone, cap, want) in layout {
         let have = by_bucket.remove(&(zone.clone(), *cap)).unwrap_or_default();
@@ -93,14 +145,67 @@ pub(crate) fn fill_layout<'a>(
         if have.len() > want {
             excess.extend(&have[want..]);
         } else if have.len() < want {
-            let missing = (want - have.len()) as u32;
-            creates.push(create_batch(cx, shape, pool, zone, *cap, missing));
+            short.push((zone.clone(), *cap, (want - have.len()) as u32));
         }
     }
     for (_, rest) in by_bucket {
         excess.extend(rest);
     }
-    (creates, excess)
+    let phase = fallback_phase(cx, shape, pool);
+    let held = if phase == FallbackPhase::Hold {
+        hold_fallbacks(shape, pool.mix.fallback.value, &mut short, &mut excess)
+    } else {
+        vec![]
+    };
+    let creates: Vec<CreateNodes> = short
+        .iter()
+        .filter(|(_, _, missing)| *missing > 0)
+        .map(|(zone, cap, missing)| create_batch(cx, shape, pool, zone, *cap, *missing))
+        .collect();
+    let retry = phase == FallbackPhase::Due && !creates.is_empty() && !excess.is_empty();
+    Filled { creates, excess, held, retry }
+}
+
+/// Let nodes in a fallback placement stand in for the nodes the preferred buckets lack: a
+/// node of the same capacity type in another of the pool's zones, or (spot short, with
+/// `fallback = "on_demand"`) an on-demand node in any of them. Takes them out of `excess`
+/// and lowers `short` by as many.
+pub(crate) fn hold_fallbacks(
+    shape: &PoolShape,
+    fallback: Fallback,
+    short: &mut [(String, Capacity, u32)],
+    excess: &mut Vec<&Node>,
+) -> Vec<Held> {
+    let mut held = Vec::new();
+    let allowed = |n: &Node| shape.zones.iter().any(|z| *z == n.zone);
+    for (zone, cap, missing) in short.iter_mut() {
+        // Same capacity type in another zone first, then on-demand standing in for spot.
+        let mut stands_in = |ok: &dyn Fn(&Node) -> bool, missing: &mut u32| {
+            let mut i = 0;
+            while *missing > 0 && i < excess.len() {
+                let n = excess[i];
+                if allowed(n) && ok(n) {
+                    held.push(Held {
+                        id: n.id.clone(),
+                        zone: n.zone.clone(),
+                        capacity: n.capacity,
+                        preferred_zone: zone.clone(),
+                        preferred_capacity: *cap,
+                    });
+                    excess.remove(i);
+                    *missing -= 1;
+                } else {
+                    i += 1;
+                }
+            }
+        };
+        let want = *cap;
+        stands_in(&|n: &Node| n.capacity == want, missing);
+        if want == Capacity::Spot && fallback == Fallback::OnDemand {
+            stands_in(&|n: &Node| n.capacity == Capacity::OnDemand, missing);
+        }
+    }
+    held
 }
 
 /// Deletes for the nodes past the layout: the first `surplus` go because the pool shrank

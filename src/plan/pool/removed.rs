@@ -57,6 +57,8 @@ pub(crate) fn removed(
             zones: vec![],
             fallback: Default::default(),
             create_before_destroy: false,
+            fell_back: None,
+            retry_preferred: None,
         }),
         after_changes: vec![],
     };

@@ -80,6 +80,7 @@ fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
         dependencies: vec![],
         nodes,
         job: None,
+        fallback: None,
     }
 }
 
@@ -90,6 +91,7 @@ struct World {
     observed: Option<Vec<Node>>,
     autoscale: Vec<ScaleAction>,
     destroy: bool,
+    clocks: BTreeMap<String, u64>,
 }
 
 impl World {
@@ -98,7 +100,7 @@ impl World {
         if let Some(r) = prior {
             state.resources.insert("gpu_pool.train".into(), r);
         }
-        World { spec: spec(SPEC), state, observed, autoscale: vec![], destroy: false }
+        World { spec: spec(SPEC), state, observed, autoscale: vec![], destroy: false, clocks: BTreeMap::new() }
     }
 
     fn input(&self) -> PlanInput<'_> {
@@ -110,6 +112,7 @@ impl World {
             destroy: self.destroy,
             spec_digest: String::new(),
             autoscale: &self.autoscale,
+            clocks: &self.clocks,
         }
     }
 }
@@ -399,7 +402,7 @@ fn fill_layout_creates_what_buckets_lack_and_returns_the_newest_extra_nodes() {
     let fresh = [&a3, &a1, &a2];
     let (creates, excess) = with_cx(&world, true, false, |cx| {
         let age = age_rank(cx.prior);
-        let (creates, excess) = fill_layout(cx, &shape, pool, &layout, &fresh, &age, None);
+        let super::nodes::Filled { creates, excess, .. } = fill_layout(cx, &shape, pool, &layout, &fresh, &age, None);
         (creates, excess.into_iter().map(|n| n.id.clone()).collect::<Vec<_>>())
     });
     assert_eq!(excess, ["a2", "a3"], "the oldest node stays");
@@ -414,7 +417,7 @@ fn fill_layout_creates_what_buckets_lack_and_returns_the_newest_extra_nodes() {
     let idle = scale(2, &["a1"]);
     let mut excess = with_cx(&world, true, true, |cx| {
         let age = age_rank(cx.prior);
-        let (_, excess) = fill_layout(cx, &shape, pool, &layout, &fresh, &age, Some(&idle));
+        let excess = fill_layout(cx, &shape, pool, &layout, &fresh, &age, Some(&idle)).excess;
         excess.into_iter().map(|n| n.id.clone()).collect::<Vec<_>>()
     });
     excess.sort();
@@ -600,4 +603,46 @@ fn pool_change_runs_the_steps_in_order() {
     assert_eq!(pool.creates.iter().map(|c| c.count).sum::<u32>(), 3, "4 desired, 1 live");
     assert_eq!(codes(&change.reasons), ["drift", "node_count"]);
     assert_eq!(pool.zones, ["us-east-1a", "us-east-1b"], "creates carry the zones to fall back to");
+}
+
+#[test]
+fn fallback_nodes_stand_in_for_the_preferred_buckets_only_while_waiting() {
+    use super::nodes::{FallbackPhase, fallback_phase, hold_fallbacks};
+    use crate::spec::model::Fallback;
+    let b1 = node("b1", "us-east-1b", Capacity::OnDemand);
+    let b2 = node("b2", "us-east-1b", Capacity::OnDemand);
+    let c1 = node("c1", "us-east-1c", Capacity::OnDemand);
+    let mut prior = resource(serde_json::json!({}), vec![b1.clone(), b2.clone()]);
+    prior.fallback = Some(crate::state::model::FallbackRecord {
+        since_ms: 0,
+        tried_ms: 0,
+        failed_retries: 0,
+        reason: "us-east-1a had no on-demand capacity".into(),
+    });
+    let mut world = World::new(Some(prior), None);
+    let shape = shape_of(&world);
+    let pool = world.spec.gpu_pools[&train()].clone();
+    // No clock (no refresh): hold. Before the wait is over: hold. After: due.
+    assert_eq!(with_cx(&world, true, false, |cx| fallback_phase(cx, &shape, &pool)), FallbackPhase::Hold);
+    world.clocks.insert("sim".into(), 29 * 60_000);
+    assert_eq!(with_cx(&world, true, false, |cx| fallback_phase(cx, &shape, &pool)), FallbackPhase::Hold);
+    world.clocks.insert("sim".into(), 30 * 60_000);
+    assert_eq!(with_cx(&world, true, false, |cx| fallback_phase(cx, &shape, &pool)), FallbackPhase::Due);
+
+    // Same capacity in another allowed zone stands in; a zone the pool does not allow does not.
+    let mut short =
+        vec![("us-east-1a".to_string(), Capacity::OnDemand, 2), ("us-east-1a".to_string(), Capacity::Spot, 1)];
+    let mut excess: Vec<&Node> = vec![&c1, &b1, &b2];
+    let held = hold_fallbacks(&shape, Fallback::OnDemand, &mut short, &mut excess);
+    assert_eq!(held.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(), ["b1", "b2"]);
+    assert_eq!(short[0].2, 0);
+    assert_eq!(short[1].2, 1, "no on-demand node left to stand in for spot");
+    assert_eq!(excess.iter().map(|n| n.id.as_str()).collect::<Vec<_>>(), ["c1"], "us-east-1c is not the pool's");
+
+    // On-demand stands in for spot only with `fallback = "on_demand"`.
+    let mut short = vec![("us-east-1a".to_string(), Capacity::Spot, 1)];
+    let mut excess: Vec<&Node> = vec![&b1];
+    assert!(hold_fallbacks(&shape, Fallback::Wait, &mut short, &mut excess).is_empty());
+    let held = hold_fallbacks(&shape, Fallback::OnDemand, &mut short, &mut excess);
+    assert_eq!((held[0].capacity, held[0].preferred_capacity), (Capacity::OnDemand, Capacity::Spot));
 }

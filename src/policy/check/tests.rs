@@ -40,6 +40,7 @@ quota "ml" {
         destroy: false,
         spec_digest: diff::spec_digest(spec),
         autoscale: &[],
+        clocks: &Default::default(),
     };
     let plan = diff::plan(&input).expect("the state is empty");
     let prices = crate::cost::PriceBook::new(spec, &Default::default());

@@ -16,7 +16,11 @@ fn stocked_out(fallback: &str) -> Fleet {
 fn fallback_on_demand_launches_on_demand_nodes_instead() {
     let fleet = stocked_out("on_demand");
     let r = fleet.run(&["apply", "--auto-approve"]).expect(0);
-    assert!(r.stderr.contains("falling back to on-demand"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("us-east-1a had no spot capacity; 2 on-demand node(s) placed in us-east-1a"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(mix_of(&fleet.live_tagged(), "gpu_pool.burst"), (2, 0));
 }
 
@@ -48,15 +52,22 @@ fn on_demand_fallback_nodes_are_not_churned_while_spot_stays_short() {
     fleet.run(&["apply", "--auto-approve"]).expect(0);
     let before: Vec<String> = fleet.live_tagged().into_iter().map(|n| n.id).collect();
     assert_eq!(before.len(), 2);
-    // Spot is still short: the plan still wants spot, but replacing on-demand nodes with
-    // new on-demand nodes would only interrupt whatever runs on them.
+    // The fallback is recorded: the next plan is empty (a note, not a change) until the
+    // preferred placement is due again (`retry_preferred`, 30 minutes by default).
+    let r = fleet.run(&["plan", "--detailed-exitcode"]).expect(0);
+    assert!(r.stdout.contains("Note: `gpu_pool.burst`: 2 on-demand node(s) instead of spot"), "{}", r.stdout);
+    fleet.sim(|c| c.advance(std::time::Duration::from_secs(31 * 60)).map(|_| ()).expect("advance"));
+    // Due, but spot is still short: the try leaves the on-demand nodes where they are.
     fleet.run(&["plan", "--detailed-exitcode"]).expect(2);
     let r = fleet.run(&["apply", "--auto-approve"]).expect(0);
-    assert!(r.stderr.contains("Warning: gpu_pool.burst"), "{}", r.stderr);
+    assert!(r.stderr.contains("the nodes they were to replace stay where they run"), "{}", r.stderr);
+    assert!(r.stderr.contains("0 changed, 0 destroyed. Nodes: 0 launched, 0 terminated."), "{}", r.stderr);
     let after: Vec<String> = fleet.live_tagged().into_iter().map(|n| n.id).collect();
     assert_eq!(after, before, "the on-demand nodes were replaced by new on-demand nodes");
-    // Once spot is back, the pool moves to spot.
+    fleet.run(&["plan", "--detailed-exitcode"]).expect(0);
+    // Once spot is back and the (doubled) wait is over, the pool moves to spot.
     fleet.sim(|c| c.set_capacity("us-east-1a", Capacity::Spot, None).expect("restore capacity"));
+    fleet.sim(|c| c.advance(std::time::Duration::from_secs(61 * 60)).map(|_| ()).expect("advance"));
     fleet.run(&["apply", "--auto-approve"]).expect(0);
     assert_eq!(mix_of(&fleet.live_tagged(), "gpu_pool.burst"), (0, 2));
     fleet.run(&["plan", "--detailed-exitcode"]).expect(0);

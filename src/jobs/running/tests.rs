@@ -36,6 +36,7 @@ fn resource(kind: &str, config: serde_json::Value) -> ResourceState {
         dependencies: vec![],
         nodes: vec![],
         job: None,
+        fallback: None,
     }
 }
 

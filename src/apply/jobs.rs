@@ -228,10 +228,19 @@ pub async fn run(
         if waits {
             rec.waiting_since = j.waiting_since.clone().or_else(|| Some(now.clone()));
         }
-        if !failed.is_empty() {
-            outcomes.push(outcome(j, Status::Failed(format!("job launch failed: {}", failed.join("; ")))));
+        let status = if !failed.is_empty() {
+            Status::Failed(format!("job launch failed: {}", failed.join("; ")))
         } else if !short.is_empty() {
-            outcomes.push(outcome(j, Status::Partial(format!("stays queued: {}", short.join("; ")))));
+            Status::Partial(format!("stays queued: {}", short.join("; ")))
+        } else {
+            Status::Done
+        };
+        if j.needs_launch() {
+            // The job's progress line, held back by the executor until its launches ended.
+            opts.progress.finished(&j.address.to_string(), &crate::apply::progress_message(&status));
+        }
+        if status != Status::Done {
+            outcomes.push(outcome(j, status));
         }
         let resource = match plan.changes.iter().find(|c| c.address == j.address) {
             Some(c) if c.action != Action::Delete => crate::apply::resource_state(c, None),

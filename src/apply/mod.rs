@@ -89,7 +89,8 @@ impl ApplyReport {
     }
 }
 
-/// Execute every non-no-op change of `plan`. Every one of them gets an outcome: a task
+/// Execute every non-no-op change of `plan` (the caller ends the progress display with
+/// `done` once the jobs phase has run too). Every one of them gets an outcome: a task
 /// that panics (a bug) is recorded as failed with the panic's message, its dependents
 /// as skipped, so the run can never report success for work that did not happen.
 pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorder, opts: &ApplyOptions) -> ApplyReport {
@@ -117,6 +118,10 @@ pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorde
     // Which change each task runs: a task that panics returns only its id.
     let mut task_change: HashMap<tokio::task::Id, usize> = HashMap::new();
     opts.progress.start(work.len());
+    // Jobs whose replicas launch after the node changes: their change is only the
+    // recorded configuration, so they are reported done once launched (`jobs::run`).
+    let launched_later: BTreeSet<&Address> =
+        plan.jobs.iter().filter(|j| j.needs_launch()).map(|j| &j.address).collect();
 
     // Tasks alive at once: enough to keep every provider permit busy and let journal
     // writes batch, without holding a future per change for a 100,000-change plan.
@@ -160,7 +165,9 @@ pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorde
         };
         // Every task is in the map; an unknown id is caught below as a change with no outcome.
         let Some(i) = i else { continue };
-        opts.progress.finished(&out.address.to_string(), &progress_message(&out.status));
+        if !(out.status == Status::Done && launched_later.contains(&out.address)) {
+            opts.progress.finished(&out.address.to_string(), &progress_message(&out.status));
+        }
         book.settle(i, out);
     }
     // A change with no outcome here never started: it waited on one that never finished.
@@ -170,7 +177,6 @@ pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorde
             book.outcomes.insert(i, outcome(&plan.changes[i], Status::Skipped(why)));
         }
     }
-    opts.progress.done();
     ApplyReport { outcomes: book.outcomes.into_values().collect(), cancelled: opts.cancel.is_cancelled() }
 }
 
@@ -213,7 +219,7 @@ impl Book<'_> {
     }
 }
 
-fn progress_message(status: &Status) -> String {
+pub(crate) fn progress_message(status: &Status) -> String {
     match status {
         Status::Done => "done".to_string(),
         Status::Partial(m) => format!("done, but {m}"),

@@ -415,6 +415,7 @@ pub async fn apply(
     if !report.cancelled {
         report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts).await);
     }
+    opts.progress.done();
     let done = report.count(|s| matches!(s, Status::Done | Status::Partial(_)));
     let event = if plan.destroy { "destroy" } else { "apply" };
     let detail = format!(

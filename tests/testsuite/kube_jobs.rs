@@ -111,6 +111,10 @@ fn apply_submits_once_status_converges_and_logs_stream() {
     let d = dir.path();
     let out = ok(d, &["apply", "--auto-approve"]);
     assert!(out.stderr.contains("job.ft") || out.stdout.contains("job.ft"), "{}\n{}", out.stdout, out.stderr);
+    // Done once submitted, not when its configuration was recorded before that.
+    let launched = out.stderr.find("job.ft: replica 0 attempt 1 launched").expect("a launch line");
+    let done = out.stderr.find("job.ft: done").expect("a done line");
+    assert!(launched < done, "{}", out.stderr);
 
     // One Job, in the pool's namespace, labelled as this state's.
     assert_eq!(api.count("POST", "/namespaces/ml/jobs"), 1);
@@ -252,6 +256,9 @@ fn faults_are_clear_errors_and_record_nothing() {
         for n in ["job.ft", "kube/config"].iter().chain(needles) {
             assert!(all.contains(n), "missing {n:?} in\n{all}");
         }
+        // The progress line says what happened, once it happened: never "done" first.
+        assert!(!out.stderr.contains("job.ft: done"), "{}", out.stderr);
+        assert!(out.stderr.contains("job.ft: failed: job launch failed"), "{}", out.stderr);
         assert!(status(dir).1.is_empty(), "no run recorded");
     };
 

@@ -88,6 +88,39 @@ fn spot_stock_out_in_fleet_errors_falls_back_to_on_demand_over_all_zones() {
     }
 }
 
+/// The account's spot quota used up is a spot shortage: with `fallback = "on_demand"` the
+/// nodes launch on-demand, whether EC2 says so in the fleet's `Errors` or as the call's error.
+#[test]
+fn spot_quota_exceeded_falls_back_to_on_demand() {
+    for whole_call in [false, true] {
+        let seq = AtomicU32::new(1);
+        let fake = FakeEc2::start(move |req, _| {
+            if let Some(r) = baseline(req) {
+                return r;
+            }
+            let quota = "Max spot instance count exceeded";
+            match req.action.as_str() {
+                "CreateFleet" if spot(req) && whole_call => error(400, "MaxSpotInstanceCountExceeded", quota),
+                "CreateFleet" if spot(req) => fleet(&[], "spot", &[("MaxSpotInstanceCountExceeded", quota)]),
+                "CreateFleet" => fleet(&ids("0f", count(req), &seq), "on-demand", &[]),
+                other => error(400, "InvalidAction", other),
+            }
+        });
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("main.hcl"), pool_spec(&fake.url, "us-east-1", &["us-east-1a"], 2, 0, 100, ""))
+            .unwrap();
+        let r = run(tmp.path(), &["apply", "--auto-approve"]);
+        assert_eq!(r.code, 0, "whole call {whole_call}:\n{}\n{}", r.stdout, r.stderr);
+        let tried: Vec<(bool, usize)> = fake.actions("CreateFleet").iter().map(|f| (spot(f), count(f))).collect();
+        assert_eq!(tried, [(true, 2), (false, 2)], "whole call {whole_call}");
+        assert!(r.stderr.contains("had no spot capacity; 2 on-demand node(s) placed in us-east-1a"), "{}", r.stderr);
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(tmp.path().join("state/default.json")).unwrap()).unwrap();
+        let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().expect("nodes");
+        assert_eq!(nodes.iter().filter(|n| n["capacity"] == "on-demand").count(), 2, "{state}");
+    }
+}
+
 #[test]
 fn request_limit_exceeded_backs_off_and_retries_with_the_same_token() {
     let seq = AtomicU32::new(1);

@@ -8,7 +8,10 @@ use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 
 use crate::providers::{ErrorClass, ProviderError};
 
-/// The class of an EC2 error code.
+/// The class of an EC2 error code. The account's spot quota running out
+/// (`MaxSpotInstanceCountExceeded`, only ever answered to a spot request) is a spot
+/// shortage like a stock-out: `mix.fallback = "on_demand"` moves the nodes to on-demand,
+/// which that quota does not limit (Karpenter's "unfulfillable capacity" set does the same).
 pub fn class_of(code: &str) -> ErrorClass {
     match code {
         "InsufficientInstanceCapacity"
@@ -17,9 +20,9 @@ pub fn class_of(code: &str) -> ErrorClass {
         | "InsufficientFreeAddressesInSubnet"
         | "UnfulfillableCapacity"
         | "Unsupported"
-        | "InsufficientCapacityOnHost" => ErrorClass::OutOfCapacity,
-        "MaxSpotInstanceCountExceeded"
-        | "VcpuLimitExceeded"
+        | "InsufficientCapacityOnHost"
+        | "MaxSpotInstanceCountExceeded" => ErrorClass::OutOfCapacity,
+        "VcpuLimitExceeded"
         | "InstanceLimitExceeded"
         | "ResourceLimitExceeded"
         | "MaxSpotFleetRequestCountExceeded"
@@ -69,7 +72,7 @@ fn hint(code: &str) -> Option<&'static str> {
         }
         "Unsupported" => "the instance type is not offered in this zone; list other zones or `instance_types`",
         "MaxSpotInstanceCountExceeded" => {
-            "the account's spot vCPU quota for this instance family is used up; request an increase in Service Quotas (EC2 spot instance requests) or lower `spot_percent`"
+            "the account's spot vCPU quota for this instance family is used up; gpuplan falls back as `mix.fallback` says; for more spot, request an increase in Service Quotas (EC2 spot instance requests) or lower `spot_percent`"
         }
         "VcpuLimitExceeded" | "InstanceLimitExceeded" => {
             "the account's on-demand vCPU quota for this instance family (e.g. \"Running On-Demand P instances\") is used up; request an increase in Service Quotas"
@@ -187,7 +190,8 @@ mod tests {
     #[test]
     fn launch_quota_throttle_and_auth_codes_have_their_classes() {
         assert_eq!(class_of("InsufficientInstanceCapacity"), ErrorClass::OutOfCapacity);
-        assert_eq!(class_of("MaxSpotInstanceCountExceeded"), ErrorClass::Quota);
+        // The spot quota is a spot shortage (falls back); the on-demand vCPU quota is not.
+        assert_eq!(class_of("MaxSpotInstanceCountExceeded"), ErrorClass::OutOfCapacity);
         assert_eq!(class_of("VcpuLimitExceeded"), ErrorClass::Quota);
         assert_eq!(class_of("SpotMaxPriceTooLow"), ErrorClass::Invalid);
         assert_eq!(class_of("RequestLimitExceeded"), ErrorClass::Throttled);

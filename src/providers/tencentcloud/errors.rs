@@ -2,13 +2,17 @@
 
 use crate::providers::{ErrorClass, ProviderError};
 
-/// Classify an API 3.0 error code (reference B.5).
+/// Classify an API 3.0 error code (reference B.5). The spot quotas (per type and per
+/// account) are a spot shortage like a sold-out zone: `mix.fallback = "on_demand"` moves
+/// the nodes to pay-as-you-go, which those quotas do not limit.
 pub fn class_of(code: &str) -> ErrorClass {
     let starts = |p: &str| code == p || code.starts_with(&format!("{p}."));
     if starts("ResourceInsufficient")
         || starts("ResourcesSoldOut")
         || code == "ResourceUnavailable.InstanceType"
         || code == "InvalidParameterValue.InsufficientOffering"
+        || code == "LimitExceeded.SpotQuota"
+        || code == "LimitExceeded.UserSpotQuota"
     {
         ErrorClass::OutOfCapacity
     } else if starts("RequestLimitExceeded") {
@@ -90,8 +94,8 @@ mod tests {
             ("ResourceInsufficient.ZoneSoldOutForSpecifiedInstance", ErrorClass::OutOfCapacity),
             ("ResourcesSoldOut.AvailableZone", ErrorClass::OutOfCapacity),
             ("InvalidParameterValue.InsufficientOffering", ErrorClass::OutOfCapacity),
-            ("LimitExceeded.SpotQuota", ErrorClass::Quota),
-            ("LimitExceeded.UserSpotQuota", ErrorClass::Quota),
+            ("LimitExceeded.SpotQuota", ErrorClass::OutOfCapacity),
+            ("LimitExceeded.UserSpotQuota", ErrorClass::OutOfCapacity),
             ("LimitExceeded.InstanceQuota", ErrorClass::Quota),
             ("RequestLimitExceeded", ErrorClass::Throttled),
             ("RequestLimitExceeded.UinLimitExceeded", ErrorClass::Throttled),

@@ -79,7 +79,7 @@ pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
                     let filter = ListFilter { region: region.clone(), lineage: Some("gpuplan-check".into()) };
                     let result = match tokio::time::timeout(PROBE_TIMEOUT, provider.list_nodes(&filter)).await {
                         Ok(Ok(_)) => Ok(format!("credentials and endpoint work ({:.1} s)", t.elapsed().as_secs_f64())),
-                        Ok(Err(e)) => Err((e.to_string(), hint(kind, e.class))),
+                        Ok(Err(e)) => Err(failure(&e.to_string(), kind, e.class)),
                         Err(_) => Err((
                             format!("no answer within {} s", PROBE_TIMEOUT.as_secs()),
                             "check the endpoint and the network path to it".into(),
@@ -182,7 +182,7 @@ fn quota_probes(
                 let result = match tokio::time::timeout(PROBE_TIMEOUT, provider.quotas(&region)).await {
                     Ok(Ok(None)) => Ok("not reported by this cloud's API".into()),
                     Ok(Ok(Some(lines))) => judge_quotas(&lines, &need),
-                    Ok(Err(e)) => Err((e.to_string(), hint(kind, e.class))),
+                    Ok(Err(e)) => Err(failure(&e.to_string(), kind, e.class)),
                     Err(_) => Err((format!("no answer within {} s", PROBE_TIMEOUT.as_secs()), String::new())),
                 };
                 Outcome { what, result }
@@ -299,6 +299,20 @@ where
     }
     out.sort_by_key(|(i, _)| *i);
     out.into_iter().map(|(_, o)| o).collect()
+}
+
+/// A failed probe as (message, hint). A provider's message that carries its own hint
+/// (`… (hint: …)` or a `hint:` line) gives it once, on the hint line; only a message
+/// without one gets the generic hint for its class.
+fn failure(message: &str, kind: ProviderKind, class: ErrorClass) -> (String, String) {
+    let own = message
+        .rsplit_once("\nhint: ")
+        .map(|(m, h)| (m, h.to_string()))
+        .or_else(|| message.strip_suffix(')').and_then(|m| m.rsplit_once(" (hint: ")).map(|(m, h)| (m, h.to_string())));
+    match own {
+        Some((m, h)) => (m.to_string(), h),
+        None => (message.to_string(), hint(kind, class)),
+    }
 }
 
 fn hint(kind: ProviderKind, class: ErrorClass) -> String {

@@ -197,6 +197,23 @@ fn auth_failure_stops_the_plan_with_a_credentials_hint() {
     assert!(!r.stderr.contains(cli::SECRET_KEY) && !r.stdout.contains(cli::SECRET_KEY));
 }
 
+/// No credentials anywhere: `check` says none were found and where it looked (nothing was
+/// sent, so nothing was refused), with the hint once.
+#[test]
+fn check_without_credentials_says_none_were_found_and_hints_once() {
+    let fake = FakeEc2::start(|_, _| error(401, "AuthFailure", "the fake was reached"));
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), pool_spec(&fake.url, "us-east-1", &["us-east-1a"], 1, 1, 0, ""))
+        .unwrap();
+    let r = cli::run_as(tmp.path(), &["check"], None);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("no AWS credentials found (looked in AWS_ACCESS_KEY_ID"), "{}", r.stdout);
+    assert!(r.stdout.contains("~/.aws/credentials"), "{}", r.stdout);
+    assert!(!r.stdout.contains("refused"), "{}", r.stdout);
+    assert_eq!(r.stdout.matches("hint").count(), 1, "{}", r.stdout);
+    assert!(fake.requests().is_empty(), "nothing is sent without credentials");
+}
+
 #[test]
 fn spot_price_too_low_is_reported_not_retried() {
     let fake = FakeEc2::start(move |req, _| {

@@ -159,12 +159,19 @@ where
     }
 }
 
+/// Where the standard chain looks (`config.rs`), for a message that says what was tried.
+pub const CREDENTIAL_SOURCES: &str = "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the profile in ~/.aws/credentials and ~/.aws/config, web identity (AWS_WEB_IDENTITY_TOKEN_FILE), the ECS container endpoint and instance metadata";
+
+/// No credentials were found, so none were sent: not the cloud refusing them. The SDK's
+/// own detail is kept only when it says more than "the chain found nothing".
 fn no_credentials(api: &str, detail: &str) -> ProviderError {
+    let nothing = ["no providers in chain provided credentials", "the credential provider was not enabled"];
+    let more = if nothing.iter().any(|n| detail.contains(n)) { String::new() } else { format!(": {detail}") };
     ProviderError::new(
         ErrorClass::Auth,
         "NoCredentials",
         format!(
-            "{api}: no AWS credentials: {detail} (hint: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or `profile` in the provider block)"
+            "{api}: no AWS credentials found (looked in {CREDENTIAL_SOURCES}){more} (hint: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or `profile` in the provider block)"
         ),
     )
 }

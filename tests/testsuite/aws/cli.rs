@@ -18,8 +18,13 @@ pub const ACCESS_KEY: &str = "AKIAGPUPLANTEST";
 pub const SECRET_KEY: &str = "gpuplan-test-secret";
 
 pub fn run(dir: &Path, args: &[&str]) -> Run {
-    let out = cargo_bin_cmd!("gpuplan")
-        .current_dir(dir)
+    run_as(dir, args, Some((ACCESS_KEY, SECRET_KEY)))
+}
+
+/// [`run`] with these credentials in the environment, or none anywhere (`None`).
+pub fn run_as(dir: &Path, args: &[&str], credentials: Option<(&str, &str)>) -> Run {
+    let mut cmd = cargo_bin_cmd!("gpuplan");
+    cmd.current_dir(dir)
         .env("NO_COLOR", "1")
         .env("COLUMNS", "100")
         .env_remove("GPUPLAN_WORKSPACE")
@@ -27,15 +32,19 @@ pub fn run(dir: &Path, args: &[&str]) -> Run {
         .env_remove("AWS_ENDPOINT_URL")
         .env_remove("AWS_ENDPOINT_URL_EC2")
         .env_remove("AWS_SESSION_TOKEN")
-        .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-        .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE")
+        .env_remove("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+        .env_remove("AWS_CONTAINER_CREDENTIALS_FULL_URI")
         .env("AWS_REGION", "us-east-1")
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("AWS_CONFIG_FILE", dir.join("no-aws-config"))
-        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-aws-credentials"))
-        .args(args)
-        .output()
-        .expect("gpuplan runs");
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-aws-credentials"));
+    if let Some((id, secret)) = credentials {
+        cmd.env("AWS_ACCESS_KEY_ID", id).env("AWS_SECRET_ACCESS_KEY", secret);
+    }
+    let out = cmd.args(args).output().expect("gpuplan runs");
     Run {
         code: out.status.code().expect("exit code"),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -258,6 +258,7 @@ pub fn plan_refreshed(
     let mut plan = assess(plan, spec, req, &jobs::running::by_pool(state, statuses))?;
     if !req.destroy {
         plan.jobs = jobs::place::place(&jobs::place::PlaceInput { spec, state, plan: &plan, observed: statuses });
+        jobs::template_change::note_running_jobs(&mut plan, spec);
         // Nodes made for jobs (cloud VM pools) cost like the pool's own.
         if let Some(c) = plan.cost.as_mut() {
             cost::add_job_nodes(c, &plan.jobs, spec);
@@ -357,6 +358,7 @@ pub async fn place_jobs_into(
     plan: &mut Plan,
 ) -> Result<(), RunError> {
     plan.jobs = place_jobs(spec, session, providers, req, plan).await?;
+    jobs::template_change::note_running_jobs(plan, spec);
     if let Some(c) = plan.cost.as_mut() {
         cost::add_job_nodes(c, &plan.jobs, spec);
     }

@@ -6,6 +6,7 @@
 //! - `refresh.rs`: reads the status of the runs state records as active (provider calls).
 //! - `queue.rs`: the demand waiting per pool, for the autoscaler.
 //! - `running.rs`: the jobs running on each pool now, for policies.
+//! - `template_change.rs`: a changed template names the running jobs that keep the old one.
 //! - `k8s.rs`: typed batch/v1 Job manifests, for `gpuplan jobs render` and the
 //!   Kubernetes backend (`providers/kube`), which submits the same objects.
 //!
@@ -20,5 +21,6 @@ pub mod queue;
 pub mod refresh;
 pub mod running;
 pub mod status;
+pub mod template_change;
 
 pub use model::{JobPlacement, JobRecord, JobRun, Placement};

@@ -106,10 +106,13 @@ pub enum ReasonCode {
     Autoscale,
     /// The preferred placement is tried again after a fallback.
     RetryPreferred,
+    /// A job template changed while jobs run with it: they keep the old one until their
+    /// next launch.
+    RunningJobsKeepTemplate,
 }
 
 impl ReasonCode {
-    const PLAIN: [(ReasonCode, &'static str); 14] = [
+    const PLAIN: [(ReasonCode, &'static str); 15] = [
         (ReasonCode::New, "new"),
         (ReasonCode::RemovedFromSpec, "removed_from_spec"),
         (ReasonCode::Destroy, "destroy"),
@@ -124,6 +127,7 @@ impl ReasonCode {
         (ReasonCode::Adopt, "adopt"),
         (ReasonCode::Autoscale, "autoscale"),
         (ReasonCode::RetryPreferred, "retry_preferred"),
+        (ReasonCode::RunningJobsKeepTemplate, "running_jobs_keep_template"),
     ];
 }
 

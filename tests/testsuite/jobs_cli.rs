@@ -126,6 +126,31 @@ fn launch_preempt_relaunch_and_cancel_through_the_cli() {
     assert_eq!(plan.code, 0, "a cancelled job is not launched again\n{}", plan.stdout);
 }
 
+/// A new image in the template of a running job: the template is "updated in-place", and
+/// every view says the running job keeps the old image until its next launch.
+#[test]
+fn a_template_change_names_the_running_jobs_that_keep_the_old_one() {
+    let dir = fleet();
+    let d = dir.path();
+    ok(d, &["apply", "--auto-approve"]);
+    let spec = SPEC.replace("finetune:1.4", "finetune:1.5");
+    std::fs::write(d.join("main.hcl"), spec).expect("write spec");
+    let note = "`job.ft` keeps running with the old template until its next launch";
+
+    let text = ok(d, &["plan"]).stdout;
+    assert!(text.contains("job_template.finetune will be updated in-place"), "{text}");
+    assert!(text.contains(&format!("  # ({note})")), "{text}");
+    let plan = json(&ok(d, &["plan", "--json"]));
+    let change = plan["changes"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["address"] == "job_template.finetune"))
+        .expect("the template's change");
+    let reasons = change["reasons"].as_array().expect("reasons");
+    assert!(reasons.iter().any(|r| r["code"] == "running_jobs_keep_template" && r["message"] == note), "{reasons:?}");
+    let md = ok(d, &["plan", "--format", "markdown"]).stdout;
+    assert!(md.contains("keeps running with the old template until its next launch"), "{md}");
+}
+
 #[test]
 fn unknown_job_names_fail_with_a_hint() {
     let dir = fleet();

@@ -1,5 +1,5 @@
 //! Every directory under `examples/` validates cleanly with the real binary: exit 0, no
-//! warnings, nothing on stdout.
+//! warnings, nothing on stdout. And the README's status paragraph reads as plain prose.
 
 use std::path::Path;
 
@@ -30,4 +30,15 @@ fn every_example_validates() {
         assert_eq!(stderr, "Success! The configuration is valid.\n", "{}", dir.display());
         assert!(out.stdout.is_empty(), "{}", dir.display());
     }
+}
+
+/// The README's status paragraph is what a newcomer reads first: a paragraph of its own,
+/// in plain sentences, naming no issue numbers (they mean nothing outside the tracker).
+#[test]
+fn the_readme_status_paragraph_names_no_issue_numbers() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    let status = readme.split("\n\n").find(|p| p.contains("**Status:**")).expect("a status paragraph");
+    assert!(status.starts_with("**Status:**"), "the status is a paragraph of its own:\n{status}");
+    assert!(!status.to_lowercase().contains("issue"), "{status}");
+    assert!(status.trim_end().ends_with('.'), "{status}");
 }

@@ -1,21 +1,32 @@
-//! The jobs phase of apply. Before the node changes, [`cancel_removed`] stops the runs of
-//! jobs removed from the spec; after them, [`run`] launches the replicas the plan admitted
-//! and records every job's runs, age and queue time in the state journal.
+//! The jobs phase of apply: a job run's life in one place for every backend (sim nodes,
+//! cloud job VMs, Kubernetes Jobs), each step a function of its own.
 //!
-//! On `sim` a replica runs on a live node of its pool
-//! with room: the planned capacity type first, then the fallback the plan allows (spot →
-//! on-demand when `mix.fallback = "on_demand"`). For clouds the plan already carries the
-//! node shape and the provider creates a node for the job. Pools with a `kubernetes {}`
-//! block submit their Job to the cluster (`providers/kube`), which places the replicas. Launch tokens come from the
-//! plan, so a retried apply never launches a replica attempt twice.
+//! 1. [`before_nodes`], before the node changes: [`cancel_removed`] stops the runs of
+//!    jobs removed from the spec, and [`stop_interrupted`] the runs whose node the plan
+//!    removes, so a job is stopped (and requeued) rather than killed with its node.
+//! 2. [`run`], after them:
+//!    - [`release_orphan_job_nodes`]: job nodes no run owns are terminated;
+//!    - [`stop_preempted`]: runs preempted for a higher-priority job free their GPUs;
+//!    - [`node_slots`]: the live nodes sim launches may use, with the GPUs in use;
+//!    - per job, [`settle`]: record the stops ([`record_stops`]), launch the replicas the
+//!      plan admitted ([`launch_replica`]), terminate the nodes of ended runs
+//!      ([`release_ended_nodes`]), and journal the job's runs, age and queue time.
+//!
+//! On `sim` a replica runs on a live node of its pool with room: the planned capacity
+//! type first, then the fallback the plan allows (spot → on-demand when
+//! `mix.fallback = "on_demand"`). For clouds the plan already carries the node shape and
+//! the provider creates a node for the job. Pools with a `kubernetes {}` block submit
+//! their Job to the cluster (`providers/kube`), which places the replicas. Launch tokens
+//! come from the plan, so a retried apply never launches a replica attempt twice.
+//! A run gpuplan stops (preemption, its node removed) never spends a retry.
 
 use std::collections::BTreeMap;
 
 use crate::addr::Address;
 use crate::apply::{ApplyOptions, Outcome, ProviderSet, Recorder, Status};
-use crate::model::{JobPlacement, JobRecord, JobRun, Placement};
+use crate::model::{JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch};
 use crate::plan::{Action, Plan};
-use crate::providers::{Capacity, JobState, ListFilter, Node};
+use crate::providers::{Capacity, JobState, JobStatus, ListFilter, Node};
 use crate::state::{JournalEntry, State};
 
 /// A live node and the GPUs jobs use on it.
@@ -24,18 +35,58 @@ struct Slot {
     used: u32,
 }
 
-/// Launch, cancel and record. Returns one outcome per job that could not do what the
-/// plan said (failed launches as failures, replicas without room as partial).
+/// Runs gpuplan stopped during this apply, by run id: what the provider said, or why it
+/// could not stop them.
+#[derive(Debug, Default)]
+pub struct Stopped(BTreeMap<String, Result<JobStatus, String>>);
+
+/// What one job's replica launches came to.
+#[derive(Default)]
+struct Launched {
+    runs: Vec<JobRun>,
+    /// Replicas without a node with room (sim): they stay queued.
+    short: Vec<String>,
+    failed: Vec<String>,
+}
+
+/// Before the node changes: stop what the plan's node removals would otherwise kill.
+pub async fn before_nodes(plan: &Plan, prior: &State, providers: &ProviderSet, opts: &ApplyOptions) -> Stopped {
+    cancel_removed(plan, prior, providers, opts).await;
+    stop_interrupted(plan, providers, opts).await
+}
+
+/// After the node changes: launch, stop, release and record. Returns one outcome per job
+/// that could not do what the plan said (failed launches as failures, replicas without
+/// room as partial).
 pub async fn run(
     plan: &Plan,
     prior: &State,
     providers: &ProviderSet,
     recorder: &Recorder,
     opts: &ApplyOptions,
+    mut stopped: Stopped,
 ) -> Vec<Outcome> {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let mut outcomes = release_orphan_job_nodes(plan, providers, opts).await;
+    stopped.0.extend(stop_preempted(plan, providers, opts).await.0);
+    let mut slots = node_slots(plan, providers, opts, &stopped).await;
+    let mut entries = Vec::new();
+    for j in &plan.jobs {
+        let (entry, out) = settle(plan, prior, providers, opts, j, &stopped, &mut slots, &now).await;
+        entries.extend(entry);
+        outcomes.extend(out);
+    }
+    if !entries.is_empty()
+        && let Err(e) = recorder.record(entries).await
+    {
+        opts.progress.event("jobs", &format!("could not record job runs: {e}"));
+    }
+    outcomes
+}
+
+/// Job nodes no run owns (found by refresh): terminated.
+async fn release_orphan_job_nodes(plan: &Plan, providers: &ProviderSet, opts: &ApplyOptions) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
-    // Job nodes no run owns (found by refresh): terminated.
     for o in &plan.orphan_job_nodes {
         let result = match providers.get(&o.provider) {
             Some(p) => p.release_job_node(&o.region, &o.node_id).await.map_err(|e| e.to_string()),
@@ -53,30 +104,69 @@ pub async fn run(
             }),
         }
     }
-    // Preemptions first: the runs stopped for a higher-priority job free their GPUs
-    // before anything launches.
-    let mut stopped: BTreeMap<String, Result<crate::providers::JobStatus, String>> = BTreeMap::new();
+    outcomes
+}
+
+/// Stop one run for gpuplan's own reasons (see `Provider::preempt_job`).
+async fn stop(providers: &ProviderSet, run: &JobRun) -> Result<JobStatus, String> {
+    match providers.get(&run.provider) {
+        Some(p) => p.preempt_job(&run.region, &run.id).await.map_err(|e| e.to_string()),
+        None => Err(format!("provider `{}` is not configured", run.provider)),
+    }
+}
+
+/// Runs whose node the plan removes: stopped before the node goes, so the job can
+/// checkpoint; the plan already records them as preempted and requeues them.
+async fn stop_interrupted(plan: &Plan, providers: &ProviderSet, opts: &ApplyOptions) -> Stopped {
+    let mut stopped = Stopped::default();
+    for j in plan.jobs.iter().filter(|j| !j.interrupted.is_empty()) {
+        for i in &j.interrupted {
+            let Some(run) = j.runs.iter().find(|r| r.id == i.run) else { continue };
+            let result = stop(providers, run).await;
+            let msg = match &result {
+                Ok(_) => format!("run {} stopped: its node {} is removed ({}); requeued", run.id, i.node_id, i.why),
+                Err(e) => format!("could not stop run {} before its node {} goes: {e}", run.id, i.node_id),
+            };
+            opts.progress.event(&j.address.to_string(), &msg);
+            stopped.0.insert(run.id.clone(), result);
+        }
+    }
+    stopped
+}
+
+/// Preemptions first: the runs stopped for a higher-priority job free their GPUs before
+/// anything launches.
+async fn stop_preempted(plan: &Plan, providers: &ProviderSet, opts: &ApplyOptions) -> Stopped {
+    let mut stopped = Stopped::default();
     for j in plan.jobs.iter().filter(|j| j.placement == Placement::Preempt) {
         for run in j.runs.iter().filter(|r| j.preempt.contains(&r.id)) {
-            let result = match providers.get(&run.provider) {
-                Some(p) => p.cancel_job(&run.region, &run.id).await.map_err(|e| e.to_string()),
-                None => Err(format!("provider `{}` is not configured", run.provider)),
-            };
+            let result = stop(providers, run).await;
             let for_job = j.preempted_for.as_ref().map_or_else(String::new, ToString::to_string);
             let msg = match &result {
-                Ok(_) => format!("run {} preempted for {for_job}", run.id),
+                Ok(s) => match &s.message {
+                    Some(m) => format!("run {} preempted for {for_job}: {m}", run.id),
+                    None => format!("run {} preempted for {for_job}", run.id),
+                },
                 Err(e) => format!("could not preempt run {} for {for_job}: {e}", run.id),
             };
             opts.progress.event(&j.address.to_string(), &msg);
-            stopped.insert(run.id.clone(), result);
+            stopped.0.insert(run.id.clone(), result);
         }
     }
-    // Live nodes per pool, listed once per (provider, region) that has launches on nodes.
+    stopped
+}
+
+/// Live nodes per pool, listed once per (provider, region) that has launches on nodes,
+/// with the GPUs the runs that go on running use there.
+async fn node_slots(
+    plan: &Plan,
+    providers: &ProviderSet,
+    opts: &ApplyOptions,
+    stopped: &Stopped,
+) -> BTreeMap<Address, Vec<Slot>> {
     let mut slots: BTreeMap<Address, Vec<Slot>> = BTreeMap::new();
     let mut listed: Vec<(String, String)> = Vec::new();
-    // Kubernetes launches need no node: the cluster places them on the pool's nodes.
-    let on_node = |l: &&crate::model::ReplicaLaunch| l.request.shape.is_none() && l.request.kube.is_none();
-    for l in plan.jobs.iter().flat_map(|j| &j.launches).filter(on_node) {
+    for l in plan.jobs.iter().flat_map(|j| &j.launches).filter(|l| on_pool_node(l)) {
         let key = (l.provider.clone(), l.region.clone());
         if listed.contains(&key) {
             continue;
@@ -94,172 +184,238 @@ pub async fn run(
         }
     }
     for j in &plan.jobs {
-        // A preempted run's GPUs are free again (when it did stop).
-        for run in j.runs.iter().filter(|r| r.is_active() && !stopped.get(&r.id).is_some_and(Result::is_ok)) {
+        // A stopped run's GPUs are free again (when it did stop).
+        let busy = j.runs.iter().filter(|r| r.is_active() && !stopped.0.get(&r.id).is_some_and(Result::is_ok));
+        for run in busy {
             if let Some(s) = slots.get_mut(&j.pool).and_then(|s| s.iter_mut().find(|s| s.node.id == run.node_id)) {
                 s.used += run.gpus;
             }
         }
     }
+    slots
+}
 
-    let mut entries = Vec::new();
-    for j in &plan.jobs {
-        let mut rec = JobRecord {
-            first_seen: j.first_seen.clone().or_else(|| Some(now.clone())),
-            waiting_since: None,
-            cancelled: prior_record(prior, &j.address).is_some_and(|r| r.cancelled),
-            runs: j.runs.clone(),
-        };
-        // Preempted runs: requeued from their checkpoint, without spending `retries`.
-        for run in rec.runs.iter_mut() {
-            match stopped.get(&run.id) {
-                Some(Ok(_)) => {
-                    let for_job = j.preempted_for.as_ref().map(ToString::to_string);
-                    run.status = crate::providers::JobState::Preempted;
-                    run.message =
-                        Some(format!("preempted for {}", for_job.as_deref().unwrap_or("a higher-priority job")));
-                    run.preempted_for = for_job;
-                }
-                Some(Err(e)) => {
-                    outcomes.push(outcome(j, Status::Failed(format!("could not preempt run {}: {e}", run.id))));
-                }
-                None => {}
-            }
-        }
-        let mut short = Vec::new();
-        let mut failed = Vec::new();
-        for l in &j.launches {
-            let Some(provider) = providers.get(&l.provider) else {
-                failed.push(format!("provider `{}` is not configured", l.provider));
-                continue;
-            };
-            let mut req = l.request.clone();
-            let mut capacity = l.capacity;
-            if req.shape.is_none() && req.kube.is_none() {
-                let pool = slots.get_mut(&j.pool).map(Vec::as_mut_slice).unwrap_or_default();
-                let per_node = l.gpus_per_node;
-                let pick = pick(pool, l.capacity, req.gpus, per_node)
-                    .map(|i| (i, l.capacity))
-                    .or_else(|| l.fallback.and_then(|f| pick(pool, f, req.gpus, per_node).map(|i| (i, f))));
-                let Some((i, cap)) = pick else {
-                    short.push(format!(
-                        "replica {} found no {} node with {} free GPUs",
-                        l.replica, l.capacity, req.gpus
-                    ));
-                    continue;
-                };
-                pool[i].used += req.gpus;
-                req.node_id = pool[i].node.id.clone();
-                capacity = cap;
-            }
-            let mut result = provider.launch_job(&req).await;
-            // A node made for the job: no spot capacity left (a reclaimed spot job coming
-            // back, say) moves to the pool's fallback capacity, as pool nodes do.
-            if let (Err(e), Some(fallback), Some(shape)) = (&result, l.fallback, req.shape.as_mut())
-                && e.class == crate::providers::ErrorClass::OutOfCapacity
-            {
-                opts.progress.event(
-                    &j.address.to_string(),
-                    &format!("replica {}: no {} capacity ({e}); falling back to {fallback}", l.replica, shape.capacity),
-                );
-                shape.capacity = fallback;
-                shape.max_spot_price = None;
-                shape.token = format!("{}-f", shape.token);
-                req.token = format!("{}-f", req.token);
-                capacity = fallback;
-                result = provider.launch_job(&req).await;
-            }
-            match result {
-                Ok(status) => {
-                    opts.progress.event(
-                        &j.address.to_string(),
-                        &format!(
-                            "replica {} attempt {} launched as {} on {} ({capacity})",
-                            l.replica,
-                            l.attempt(),
-                            status.id,
-                            status.node_id
-                        ),
-                    );
-                    rec.runs.push(JobRun {
-                        replica: l.replica,
-                        attempt: req.attempt,
-                        id: status.id,
-                        provider: l.provider.clone(),
-                        region: l.region.clone(),
-                        node_id: status.node_id,
-                        capacity,
-                        gpus: req.gpus,
-                        status: status.state,
-                        message: status.message,
-                        launched_at: Some(status.started_ms.map_or_else(|| now.clone(), crate::model::job::rfc3339_ms)),
-                        finished_at: status.finished_ms.map(crate::model::job::rfc3339_ms),
-                        own_node: req.shape.is_some(),
-                        node_released: false,
-                        preempted_for: None,
-                    });
-                }
-                Err(e) => failed.push(format!("replica {} attempt {}: {e}", l.replica, req.attempt)),
-            }
-        }
-        // Ended runs on nodes made for them: terminate those nodes (a leak otherwise).
-        let mut unreleased = Vec::new();
-        for run in rec.runs.iter_mut().filter(|r| r.node_to_release()) {
-            let Some(provider) = providers.get(&run.provider) else {
-                unreleased.push(format!("node {}: provider `{}` is not configured", run.node_id, run.provider));
-                continue;
-            };
-            match provider.release_job_node(&run.region, &run.id).await {
-                Ok(()) => {
-                    run.node_released = true;
-                    opts.progress
-                        .event(&j.address.to_string(), &format!("node {} terminated (its run ended)", run.node_id));
-                }
-                // Already gone (the reason the run ended): nothing left to terminate.
-                Err(e) if e.code == "JobNotFound" => run.node_released = true,
-                Err(e) => unreleased.push(format!("node {}: {e}", run.node_id)),
-            }
-        }
-        if !unreleased.is_empty() {
-            let what = format!("could not terminate the node(s) of ended runs: {}", unreleased.join("; "));
-            outcomes.push(outcome(j, Status::Failed(what)));
-        }
-        let waits = j.placement == Placement::Waiting || !short.is_empty() || !failed.is_empty();
-        if waits {
-            rec.waiting_since = j.waiting_since.clone().or_else(|| Some(now.clone()));
-        }
-        let status = if !failed.is_empty() {
-            Status::Failed(format!("job launch failed: {}", failed.join("; ")))
-        } else if !short.is_empty() {
-            Status::Partial(format!("stays queued: {}", short.join("; ")))
-        } else {
-            Status::Done
-        };
-        if j.needs_launch() {
-            // The job's progress line, held back by the executor until its launches ended.
-            opts.progress.finished(&j.address.to_string(), &crate::apply::progress_message(&status));
-        }
-        if status != Status::Done {
-            outcomes.push(outcome(j, status));
-        }
-        let resource = match plan.changes.iter().find(|c| c.address == j.address) {
-            Some(c) if c.action != Action::Delete => crate::apply::resource_state(c, None),
-            _ => match prior.resources.get(&j.address.to_string()) {
-                Some(r) => r.clone(),
-                None => continue,
-            },
-        };
-        if prior_record(prior, &j.address) != Some(&rec) {
-            let resource = crate::state::ResourceState { job: Some(Box::new(rec)), ..resource };
-            entries.push(JournalEntry::PutResource { address: j.address.to_string(), resource });
-        }
+/// A launch onto a live node of the pool (sim): neither a node made for the job (clouds)
+/// nor a cluster's (Kubernetes places those itself).
+fn on_pool_node(l: &ReplicaLaunch) -> bool {
+    l.request.shape.is_none() && l.request.kube.is_none()
+}
+
+/// One job's part of the apply: its stops recorded, its replicas launched, the nodes of
+/// its ended runs terminated; the journal entry for its record, if it changed, and the
+/// outcomes of what did not go as planned.
+#[allow(clippy::too_many_arguments)]
+async fn settle(
+    plan: &Plan,
+    prior: &State,
+    providers: &ProviderSet,
+    opts: &ApplyOptions,
+    j: &JobPlacement,
+    stopped: &Stopped,
+    slots: &mut BTreeMap<Address, Vec<Slot>>,
+    now: &str,
+) -> (Option<JournalEntry>, Vec<Outcome>) {
+    let mut outcomes = Vec::new();
+    let mut rec = JobRecord {
+        first_seen: j.first_seen.clone().or_else(|| Some(now.to_string())),
+        waiting_since: None,
+        cancelled: prior_record(prior, &j.address).is_some_and(|r| r.cancelled),
+        runs: j.runs.clone(),
+    };
+    outcomes.extend(record_stops(j, stopped, &mut rec.runs));
+    let mut launched = Launched::default();
+    for l in &j.launches {
+        let pool = slots.get_mut(&j.pool).map(Vec::as_mut_slice).unwrap_or_default();
+        launch_replica(providers, opts, j, l, pool, now, &mut launched).await;
     }
-    if !entries.is_empty()
-        && let Err(e) = recorder.record(entries).await
-    {
-        opts.progress.event("jobs", &format!("could not record job runs: {e}"));
+    rec.runs.append(&mut launched.runs);
+    let unreleased = release_ended_nodes(providers, opts, j, &mut rec.runs).await;
+    if !unreleased.is_empty() {
+        let what = format!("could not terminate the node(s) of ended runs: {}", unreleased.join("; "));
+        outcomes.push(outcome(j, Status::Failed(what)));
+    }
+    let waits = j.placement == Placement::Waiting || !launched.short.is_empty() || !launched.failed.is_empty();
+    if waits {
+        rec.waiting_since = j.waiting_since.clone().or_else(|| Some(now.to_string()));
+    }
+    let status = if !launched.failed.is_empty() {
+        Status::Failed(format!("job launch failed: {}", launched.failed.join("; ")))
+    } else if !launched.short.is_empty() {
+        Status::Partial(format!("stays queued: {}", launched.short.join("; ")))
+    } else {
+        Status::Done
+    };
+    if j.needs_launch() {
+        // The job's progress line, held back by the executor until its launches ended.
+        opts.progress.finished(&j.address.to_string(), &crate::apply::progress_message(&status));
+    }
+    if status != Status::Done {
+        outcomes.push(outcome(j, status));
+    }
+    (journal_entry(plan, prior, j, rec), outcomes)
+}
+
+/// The runs gpuplan stopped, as they ended: a preempted run is requeued from its
+/// checkpoint without spending `retries`, or, where the provider keeps it going (an
+/// evicted pod's replica, queued again by its Kubernetes Job), stays as the provider
+/// says. A run stopped because its node goes is already recorded as preempted by the
+/// plan. A stop that failed is an outcome.
+fn record_stops(j: &JobPlacement, stopped: &Stopped, runs: &mut [JobRun]) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
+    for run in runs.iter_mut() {
+        match stopped.0.get(&run.id) {
+            Some(Ok(s)) if j.preempt.contains(&run.id) => {
+                let for_job = j.preempted_for.as_ref().map(ToString::to_string);
+                let by = for_job.as_deref().unwrap_or("a higher-priority job");
+                if matches!(s.state, JobState::Queued | JobState::Running) {
+                    run.status = s.state;
+                    run.message = Some(s.message.clone().unwrap_or_else(|| format!("preempted for {by}")));
+                } else {
+                    run.status = JobState::Preempted;
+                    run.message = Some(format!("preempted for {by}"));
+                }
+                run.preempted_for = for_job;
+            }
+            Some(Err(e)) if j.preempt.contains(&run.id) => {
+                outcomes.push(outcome(j, Status::Failed(format!("could not preempt run {}: {e}", run.id))));
+            }
+            _ => {}
+        }
     }
     outcomes
+}
+
+/// Launch one replica the plan admitted, and record its run in `out` (or why not).
+async fn launch_replica(
+    providers: &ProviderSet,
+    opts: &ApplyOptions,
+    j: &JobPlacement,
+    l: &ReplicaLaunch,
+    pool: &mut [Slot],
+    now: &str,
+    out: &mut Launched,
+) {
+    let Some(provider) = providers.get(&l.provider) else {
+        out.failed.push(format!("provider `{}` is not configured", l.provider));
+        return;
+    };
+    let mut req = l.request.clone();
+    let mut capacity = l.capacity;
+    if on_pool_node(l) {
+        let per_node = l.gpus_per_node;
+        let pick = pick(pool, l.capacity, req.gpus, per_node)
+            .map(|i| (i, l.capacity))
+            .or_else(|| l.fallback.and_then(|f| pick(pool, f, req.gpus, per_node).map(|i| (i, f))));
+        let Some((i, cap)) = pick else {
+            out.short.push(format!("replica {} found no {} node with {} free GPUs", l.replica, l.capacity, req.gpus));
+            return;
+        };
+        pool[i].used += req.gpus;
+        req.node_id = pool[i].node.id.clone();
+        capacity = cap;
+    }
+    let mut result = provider.launch_job(&req).await;
+    // A node made for the job: no spot capacity left (a reclaimed spot job coming back,
+    // say) moves to the pool's fallback capacity, as pool nodes do.
+    if let (Err(e), Some(fallback), Some(shape)) = (&result, l.fallback, req.shape.as_mut())
+        && e.class == crate::providers::ErrorClass::OutOfCapacity
+    {
+        opts.progress.event(
+            &j.address.to_string(),
+            &format!("replica {}: no {} capacity ({e}); falling back to {fallback}", l.replica, shape.capacity),
+        );
+        shape.capacity = fallback;
+        shape.max_spot_price = None;
+        shape.token = format!("{}-f", shape.token);
+        req.token = format!("{}-f", req.token);
+        capacity = fallback;
+        result = provider.launch_job(&req).await;
+    }
+    match result {
+        Ok(status) => {
+            opts.progress.event(
+                &j.address.to_string(),
+                &format!(
+                    "replica {} attempt {} launched as {} on {} ({capacity})",
+                    l.replica,
+                    l.attempt(),
+                    status.id,
+                    status.node_id
+                ),
+            );
+            out.runs.push(new_run(l, &req, capacity, status, now));
+        }
+        Err(e) => out.failed.push(format!("replica {} attempt {}: {e}", l.replica, req.attempt)),
+    }
+}
+
+/// The state's record of a launched replica attempt.
+fn new_run(
+    l: &ReplicaLaunch,
+    req: &crate::providers::LaunchJob,
+    capacity: Capacity,
+    s: JobStatus,
+    now: &str,
+) -> JobRun {
+    JobRun {
+        replica: l.replica,
+        attempt: req.attempt,
+        id: s.id,
+        provider: l.provider.clone(),
+        region: l.region.clone(),
+        node_id: s.node_id,
+        capacity,
+        gpus: req.gpus,
+        status: s.state,
+        message: s.message,
+        launched_at: Some(s.started_ms.map_or_else(|| now.to_string(), crate::model::job::rfc3339_ms)),
+        finished_at: s.finished_ms.map(crate::model::job::rfc3339_ms),
+        own_node: req.shape.is_some(),
+        node_released: false,
+        preempted_for: None,
+    }
+}
+
+/// Ended runs on nodes made for them: terminate those nodes (a leak otherwise). Returns
+/// the nodes that could not be terminated, with why.
+async fn release_ended_nodes(
+    providers: &ProviderSet,
+    opts: &ApplyOptions,
+    j: &JobPlacement,
+    runs: &mut [JobRun],
+) -> Vec<String> {
+    let mut unreleased = Vec::new();
+    for run in runs.iter_mut().filter(|r| r.node_to_release()) {
+        let Some(provider) = providers.get(&run.provider) else {
+            unreleased.push(format!("node {}: provider `{}` is not configured", run.node_id, run.provider));
+            continue;
+        };
+        match provider.release_job_node(&run.region, &run.id).await {
+            Ok(()) => {
+                run.node_released = true;
+                opts.progress
+                    .event(&j.address.to_string(), &format!("node {} terminated (its run ended)", run.node_id));
+            }
+            // Already gone (the reason the run ended): nothing left to terminate.
+            Err(e) if e.code == "JobNotFound" => run.node_released = true,
+            Err(e) => unreleased.push(format!("node {}: {e}", run.node_id)),
+        }
+    }
+    unreleased
+}
+
+/// The journal entry of a job whose record changed: its configuration as the plan
+/// applies it, with the new record.
+fn journal_entry(plan: &Plan, prior: &State, j: &JobPlacement, rec: JobRecord) -> Option<JournalEntry> {
+    let resource = match plan.changes.iter().find(|c| c.address == j.address) {
+        Some(c) if c.action != Action::Delete => crate::apply::resource_state(c, None),
+        _ => prior.resources.get(&j.address.to_string())?.clone(),
+    };
+    if prior_record(prior, &j.address) == Some(&rec) {
+        return None;
+    }
+    let resource = crate::state::ResourceState { job: Some(Box::new(rec)), ..resource };
+    Some(JournalEntry::PutResource { address: j.address.to_string(), resource })
 }
 
 impl crate::jobs::model::ReplicaLaunch {

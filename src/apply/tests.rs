@@ -154,6 +154,7 @@ fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> Resourc
         before_types: vec![],
         creates: vec![batch],
         deletes: vec![],
+        deferred: vec![],
         adopt: vec![],
         forget: vec![],
         zones: vec!["us-east-1a".into(), "us-east-1b".into()],

@@ -76,16 +76,7 @@ pub async fn plan(
     req: &PlanRequest,
 ) -> Result<Plan, RunError> {
     let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
-    // Destroy asks too: policies look at the jobs that still run.
-    let statuses = if req.refresh {
-        Some(
-            jobs::refresh::statuses(providers, &session.state)
-                .await
-                .map_err(|(provider, error)| RunError::Refresh { provider, error })?,
-        )
-    } else {
-        None
-    };
+    let statuses = job_statuses(session, providers, req).await?;
     if req.refresh && !req.destroy {
         let mut with_prices = req.clone();
         with_prices.live_prices = live_prices(spec, providers).await;
@@ -253,7 +244,7 @@ pub fn plan_refreshed(
     req: &PlanRequest,
     autoscale: &[ScaleAction],
 ) -> Result<Plan, RunError> {
-    let plan = diff_observed(spec, state, observed.as_deref(), req, autoscale)?;
+    let plan = diff_observed(spec, state, observed.as_deref(), statuses, req, autoscale)?;
     drop(observed); // the observed fleet is freed before costing (memory at 100,000 pools)
     let mut plan = assess(plan, spec, req, &jobs::running::by_pool(state, statuses))?;
     if !req.destroy {
@@ -274,17 +265,18 @@ pub async fn observe(spec: &Spec, session: &Session, providers: &ProviderSet) ->
         .map_err(|(provider, error)| RunError::Refresh { provider, error })
 }
 
-/// Diff, cost and policies over nodes already observed (`None`: the state's record), with
-/// the autoscaler's decisions (`reconcile`; empty for `plan`). Pure.
+/// Diff, cost and policies over nodes and job runs already observed (`None`: the state's
+/// record), with the autoscaler's decisions (`reconcile`; empty for `plan`). Pure.
 pub fn plan_observed(
     spec: &Spec,
     session: &Session,
     observed: Option<&[Node]>,
+    statuses: Option<&BTreeMap<String, JobStatus>>,
     req: &PlanRequest,
     autoscale: &[ScaleAction],
 ) -> Result<Plan, RunError> {
-    let running = jobs::running::by_pool(&session.state, None);
-    assess(diff_observed(spec, &session.state, observed, req, autoscale)?, spec, req, &running)
+    let running = jobs::running::by_pool(&session.state, statuses);
+    assess(diff_observed(spec, &session.state, observed, statuses, req, autoscale)?, spec, req, &running)
 }
 
 /// The diff alone (no cost, no policies).
@@ -292,6 +284,7 @@ fn diff_observed(
     spec: &Spec,
     state: &State,
     observed: Option<&[Node]>,
+    statuses: Option<&BTreeMap<String, JobStatus>>,
     req: &PlanRequest,
     autoscale: &[ScaleAction],
 ) -> Result<Plan, diff::BadStateKey> {
@@ -304,6 +297,7 @@ fn diff_observed(
         spec_digest: diff::spec_digest(spec),
         autoscale,
         clocks: &req.clocks,
+        job_statuses: statuses,
     };
     diff::plan(&input)
 }
@@ -325,44 +319,41 @@ fn assess(
     Ok(plan)
 }
 
-/// The plan's jobs section: refresh the runs state records as active, then admit.
-pub async fn place_jobs(
-    spec: &Spec,
+/// The status of every run the state records as active (`None` unless refreshing). A
+/// destroy asks too: policies look at the jobs that still run.
+pub async fn job_statuses(
     session: &Session,
     providers: &ProviderSet,
     req: &PlanRequest,
-    plan: &Plan,
-) -> Result<Vec<jobs::JobPlacement>, RunError> {
-    if req.destroy {
-        return Ok(Vec::new());
+) -> Result<Option<BTreeMap<String, JobStatus>>, RunError> {
+    if !req.refresh {
+        return Ok(None);
     }
-    let observed = if req.refresh {
-        Some(
-            jobs::refresh::statuses(providers, &session.state)
-                .await
-                .map_err(|(provider, error)| RunError::Refresh { provider, error })?,
-        )
-    } else {
-        None
-    };
-    let input = jobs::place::PlaceInput { spec, state: &session.state, plan, observed: observed.as_ref() };
-    Ok(jobs::place::place(&input))
+    jobs::refresh::statuses(providers, &session.state)
+        .await
+        .map(Some)
+        .map_err(|(provider, error)| RunError::Refresh { provider, error })
 }
 
-/// [`place_jobs`] into `plan`, with the nodes made for jobs in its cost.
-pub async fn place_jobs_into(
+/// The plan's jobs section from the runs' refreshed `statuses`, with the nodes made for
+/// jobs in its cost.
+pub fn place_jobs_into(
     spec: &Spec,
     session: &Session,
-    providers: &ProviderSet,
+    statuses: Option<&BTreeMap<String, JobStatus>>,
     req: &PlanRequest,
     plan: &mut Plan,
-) -> Result<(), RunError> {
-    plan.jobs = place_jobs(spec, session, providers, req, plan).await?;
+) {
+    if req.destroy {
+        plan.jobs = Vec::new();
+        return;
+    }
+    let input = jobs::place::PlaceInput { spec, state: &session.state, plan, observed: statuses };
+    plan.jobs = jobs::place::place(&input);
     jobs::template_change::note_running_jobs(plan, spec);
     if let Some(c) = plan.cost.as_mut() {
         cost::add_job_nodes(c, &plan.jobs, spec);
     }
-    Ok(())
 }
 
 /// The policy results stored in a plan.
@@ -412,10 +403,10 @@ pub async fn apply(
     let overridden: Vec<policy::PolicyResult> = plan.policies.iter().filter(|r| r.overridden).cloned().collect();
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
-    apply::jobs::cancel_removed(&plan, &session.state, providers, opts).await;
+    let stopped = apply::jobs::before_nodes(&plan, &session.state, providers, opts).await;
     let mut report = apply::execute(plan.clone(), providers, recorder.clone(), opts).await;
     if !report.cancelled {
-        report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts).await);
+        report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts, stopped).await);
     }
     opts.progress.done();
     let done = report.count(|s| matches!(s, Status::Done | Status::Partial(_)));

@@ -4,7 +4,8 @@
 //! Each replica's latest run decides what it needs: none yet → launch attempt 1; queued
 //! or running → keeps its GPUs; succeeded or cancelled → done; failed or preempted →
 //! launch the next attempt while `retries` allow (so a reclaimed spot node's job comes
-//! back with `GPUPLAN_ATTEMPT=2` and its checkpoint URI). Replicas that need a launch go
+//! back with `GPUPLAN_ATTEMPT=2` and its checkpoint URI). Only the job's own failures
+//! spend retries: a spot reclaim or a stop gpuplan caused does not. Replicas that need a launch go
 //! through [`admit`](super::admit) against the pool's nodes as this plan leaves them.
 
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 use sha2::{Digest, Sha256};
 
 use super::admit::{self, Demand, NodeRoom, PoolRoom, QuotaRoom};
-use super::model::{JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch, WaitCode, WaitReason};
+use super::model::{Interruption, JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch, WaitCode, WaitReason};
 use crate::addr::Address;
 use crate::catalog;
 use crate::plan::Plan;
@@ -49,6 +50,10 @@ struct Progress {
     running: bool,
     failed: bool,
     cancelled: bool,
+    /// The most retries any replica's own failures spent.
+    retries_spent: u32,
+    /// Runs stopped because this plan removes their node.
+    interrupted: Vec<Interruption>,
 }
 
 /// The job record in state for `addr`, if any.
@@ -77,18 +82,73 @@ pub fn observed_runs(rec: Option<&JobRecord>, observed: Option<&BTreeMap<String,
     runs
 }
 
+/// Pool nodes this plan removes (node id → its node delete, as an interruption of the
+/// run on it would read).
+type RemovedNodes = BTreeMap<String, Interruption>;
+
+/// Every node a pool change of `plan` deletes, with why.
+fn removed_nodes(plan: &Plan) -> RemovedNodes {
+    let mut out = RemovedNodes::new();
+    for c in &plan.changes {
+        let Some(pc) = &c.pool else { continue };
+        let reasons: Vec<&str> = c.reasons.iter().map(|r| r.message.as_str()).collect();
+        for d in &pc.deletes {
+            let why =
+                if reasons.is_empty() { d.reason.clone() } else { format!("{}: {}", d.reason, reasons.join("; ")) };
+            let gone = Interruption {
+                run: String::new(),
+                replica: 0,
+                node_id: d.id.clone(),
+                capacity: d.capacity,
+                zone: d.zone.clone(),
+                why,
+            };
+            out.insert(d.id.clone(), gone);
+        }
+    }
+    out
+}
+
+/// Active runs on nodes this plan removes: they end as preempted (apply stops them
+/// before the node goes), so their replicas requeue from the checkpoint as the next
+/// attempt without spending a retry. Returns what was interrupted.
+fn interrupt(runs: &mut [JobRun], removed: &RemovedNodes) -> Vec<Interruption> {
+    let mut out = Vec::new();
+    for run in runs.iter_mut().filter(|r| r.is_active()) {
+        let Some(gone) = removed.get(&run.node_id) else { continue };
+        run.status = JobState::Preempted;
+        run.message = Some(format!(
+            "stopped by gpuplan: its node {} was removed ({}); requeued from its checkpoint",
+            run.node_id, gone.why
+        ));
+        out.push(Interruption { run: run.id.clone(), replica: run.replica, ..gone.clone() });
+    }
+    out
+}
+
 /// `in_cluster`: the job's pool runs jobs in a Kubernetes cluster, which retries failed
 /// pods itself (`backoffLimit` = `retries`, reclaims ignored by the pod failure policy):
-/// a failed Job has spent its retries, and gpuplan does not submit it again.
+/// a failed Job has spent its retries, and gpuplan does not submit it again. The cluster
+/// also moves the pods of a node that goes, so its runs are never interrupted here.
 fn progress(
     job: &Job,
     t: &JobTemplate,
     rec: Option<&JobRecord>,
     observed: Option<&BTreeMap<String, JobStatus>>,
     in_cluster: bool,
+    removed: &RemovedNodes,
 ) -> Progress {
-    let runs = observed_runs(rec, observed);
-    let mut p = Progress { runs: Vec::new(), pending: Vec::new(), running: false, failed: false, cancelled: false };
+    let mut runs = observed_runs(rec, observed);
+    let interrupted = if in_cluster { Vec::new() } else { interrupt(&mut runs, removed) };
+    let mut p = Progress {
+        runs: Vec::new(),
+        pending: Vec::new(),
+        running: false,
+        failed: false,
+        cancelled: false,
+        retries_spent: 0,
+        interrupted,
+    };
     p.cancelled = rec.is_some_and(|r| r.cancelled);
     for replica in 0..job.replicas.value {
         let latest = runs.iter().filter(|r| r.replica == replica).max_by_key(|r| r.attempt);
@@ -100,12 +160,9 @@ fn progress(
             Some((JobState::Cancelled, _)) => p.cancelled = true,
             Some((JobState::Failed | JobState::Preempted, _)) if in_cluster => p.failed = true,
             Some((JobState::Failed | JobState::Preempted, attempt)) => {
-                // Attempts gpuplan preempted for a higher-priority job do not spend retries.
-                let spent = runs
-                    .iter()
-                    .filter(|r| r.replica == replica && !r.is_active() && r.preempted_for.is_none())
-                    .filter(|r| matches!(r.status, JobState::Failed | JobState::Preempted))
-                    .count() as u32;
+                // Only the job's own failures spend retries (see `JobRun::spends_retry`).
+                let spent = runs.iter().filter(|r| r.replica == replica && r.spends_retry()).count() as u32;
+                p.retries_spent = p.retries_spent.max(spent);
                 if spent <= t.retries.value && !p.cancelled {
                     p.pending.push((replica, attempt + 1));
                 } else {
@@ -155,6 +212,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
         })
         .collect();
 
+    let removed = removed_nodes(input.plan);
     let mut out: BTreeMap<Address, JobPlacement> = BTreeMap::new();
     let mut demands = Vec::new();
     for (addr, job) in &spec.jobs {
@@ -177,7 +235,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
             continue; // validation explains
         }
         let in_cluster = spec.gpu_pools.get(&job.pool.value).is_some_and(|p| p.kubernetes.is_some());
-        let p = progress(job, t, rec, input.observed, in_cluster);
+        let p = progress(job, t, rec, input.observed, in_cluster, &removed);
         // Running replicas keep their GPUs: take them out of the room and the quota.
         for run in p.runs.iter().filter(|r| r.is_active()) {
             // A run on a node of its own is not on the pool's room (counted as busy there).
@@ -221,6 +279,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
                 capacity,
                 attempt,
                 retries: t.retries.value,
+                retries_spent: p.retries_spent,
                 reason: None,
                 first_seen: rec.and_then(|r| r.first_seen.clone()),
                 waiting_since: rec.and_then(|r| r.waiting_since.clone()),
@@ -229,6 +288,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
                 preempt: Vec::new(),
                 preempted_for: None,
                 alternatives,
+                interrupted: p.interrupted.clone(),
             },
         );
         if !p.pending.is_empty() {

@@ -113,6 +113,10 @@ pub struct JobPlacement {
     /// The attempt the launches carry (1 for a first launch).
     pub attempt: u32,
     pub retries: u32,
+    /// Retries the job's own failures spent (the most of any replica): interruptions
+    /// gpuplan caused and spot reclaims spend none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries_spent: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<WaitReason>,
     /// When the job was first seen (RFC 3339, from state); `None` for a new job.
@@ -137,6 +141,23 @@ pub struct JobPlacement {
     /// which was chosen).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alternatives: Vec<String>,
+    /// Runs whose node this plan removes: apply stops them before the node goes, and
+    /// the replicas are requeued from their checkpoint without spending `retries`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interrupted: Vec<Interruption>,
+}
+
+/// A run stopped because a change of this plan removes its node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interruption {
+    /// The run's id.
+    pub run: String,
+    pub replica: u32,
+    pub node_id: String,
+    pub capacity: Capacity,
+    pub zone: String,
+    /// Why the node goes: the node's reason and its pool change's (`rebalance: on-demand/spot 2/1 → 3/0`).
+    pub why: String,
 }
 
 impl JobPlacement {
@@ -245,6 +266,18 @@ impl JobRun {
     pub fn is_active(&self) -> bool {
         matches!(self.status, JobState::Queued | JobState::Running)
     }
+
+    /// Did this attempt spend one of the template's `retries`? Only the job's own
+    /// failure does: a run gpuplan stopped (preemption, its node removed) or whose spot
+    /// node the cloud reclaimed (`Preempted`) did not fail, as Kubernetes does not count
+    /// a pod with a `DisruptionTarget` condition.
+    pub fn spends_retry(&self) -> bool {
+        self.status == JobState::Failed && self.preempted_for.is_none()
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 pub fn state_str(s: JobState) -> &'static str {

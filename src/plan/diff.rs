@@ -18,7 +18,7 @@ use crate::catalog;
 use crate::graph;
 use crate::json_text::JsonText;
 use crate::plan::model::*;
-use crate::plan::pool::{PoolCtx, pool_change};
+use crate::plan::pool::{JobNodes, PoolCtx, pool_change};
 use crate::providers::Node;
 use crate::spec::Spec;
 use crate::state::{ResourceState, State};
@@ -39,6 +39,9 @@ pub struct PlanInput<'a> {
     /// refreshed: when a pool that fell back tries its preferred placement again. Empty for
     /// a plan that did not refresh (fallbacks then hold).
     pub clocks: &'a BTreeMap<String, u64>,
+    /// Run id → status from the jobs' refresh; `None`: the state's record of runs stands.
+    /// Says which nodes run a job now (kept first when a pool removes nodes).
+    pub job_statuses: Option<&'a BTreeMap<String, crate::providers::JobStatus>>,
 }
 
 /// SHA-256 of the canonical JSON of a spec, streamed into the hash (a large fleet's spec
@@ -90,6 +93,7 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan, BadStateKey> {
     let (live, seen_by_id) = live_nodes(input, &state);
     let addresses = addresses(input, &state, &live);
     let mut plan = empty_plan(input, addresses.len());
+    let jobs = JobNodes::new(spec, input.state, input.job_statuses);
 
     let autoscaled: BTreeSet<&Address> = spec.autoscalers.values().map(|a| &a.pool.value).collect();
     if !input.destroy {
@@ -109,6 +113,7 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan, BadStateKey> {
                     live: nodes,
                     seen_by_id: &seen_by_id,
                     autoscaled: autoscaled.contains(addr),
+                    jobs: &jobs,
                 };
                 pool_change(&ctx, cat, &mut plan)
             }

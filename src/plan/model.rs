@@ -109,10 +109,12 @@ pub enum ReasonCode {
     /// A job template changed while jobs run with it: they keep the old one until their
     /// next launch.
     RunningJobsKeepTemplate,
+    /// A node removal waits for the job that is not preemptible running on it.
+    Deferred,
 }
 
 impl ReasonCode {
-    const PLAIN: [(ReasonCode, &'static str); 15] = [
+    const PLAIN: [(ReasonCode, &'static str); 16] = [
         (ReasonCode::New, "new"),
         (ReasonCode::RemovedFromSpec, "removed_from_spec"),
         (ReasonCode::Destroy, "destroy"),
@@ -128,6 +130,7 @@ impl ReasonCode {
         (ReasonCode::Autoscale, "autoscale"),
         (ReasonCode::RetryPreferred, "retry_preferred"),
         (ReasonCode::RunningJobsKeepTemplate, "running_jobs_keep_template"),
+        (ReasonCode::Deferred, "deferred"),
     ];
 }
 
@@ -211,6 +214,19 @@ pub struct NodeDelete {
     pub reason: String,
 }
 
+/// A node the change would remove, kept while the job on it runs: that job is not
+/// preemptible. A later plan removes the node once the job has ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeferredDelete {
+    pub id: String,
+    pub zone: String,
+    pub capacity: Capacity,
+    /// Why the node would go (surplus, rebalance, replaced: …).
+    pub reason: String,
+    /// The job that keeps it.
+    pub job: Address,
+}
+
 /// The node-level work of one pool change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PoolChange {
@@ -226,6 +242,9 @@ pub struct PoolChange {
     /// Batches to create, each one provider call, each with its idempotency token.
     pub creates: Vec<CreateNodes>,
     pub deletes: Vec<NodeDelete>,
+    /// Removals deferred until the job on the node ends; apply leaves these nodes alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deferred: Vec<DeferredDelete>,
     /// Orphan nodes (tagged for this pool, unknown to state) taken into state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adopt: Vec<Node>,

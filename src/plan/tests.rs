@@ -40,6 +40,7 @@ fn destroy(state: &State) -> Plan {
         spec_digest: String::new(),
         autoscale: &[],
         clocks: &Default::default(),
+        job_statuses: None,
     })
     .expect("the state's keys are addresses")
 }
@@ -87,6 +88,7 @@ fn deletes_do_not_wait_for_resources_that_stay() {
         spec_digest: String::new(),
         autoscale: &[],
         clocks: &Default::default(),
+        job_statuses: None,
     })
     .expect("the state's keys are addresses");
     let w = waits(&p);
@@ -126,6 +128,7 @@ fn a_state_key_that_is_no_address_is_an_error_not_dropped() {
         spec_digest: String::new(),
         autoscale: &[],
         clocks: &Default::default(),
+        job_statuses: None,
     })
     .unwrap_err();
     assert_eq!(err.key, "gpu_pool..bad");
@@ -173,6 +176,7 @@ gpu_pool "p" {
         spec_digest: String::new(),
         autoscale: &[],
         clocks: &Default::default(),
+        job_statuses: None,
     })
     .unwrap();
     let pc = p.changes[0].pool.as_ref().expect("a pool change");

@@ -63,6 +63,15 @@ pub trait Provider: Send + Sync {
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
 
+    /// Stop one run for gpuplan's own reasons (a higher-priority job needs its GPUs, its
+    /// node goes), so that it can be requeued from its checkpoint. Where the job is more
+    /// than this run (a Kubernetes Job of several replicas), only this run stops; the
+    /// status says what became of it (an evicted pod's replica is queued again by its
+    /// Job). Clouds whose runs are the whole job cancel it.
+    async fn preempt_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.cancel_job(region, id).await
+    }
+
     /// The nodes made for jobs (tagged `gpuplan:job`) in a region, as `list_nodes` lists
     /// pool nodes: refresh compares them with the runs the state records, so a job node
     /// whose run the state does not know is found and terminated. Clouds without job

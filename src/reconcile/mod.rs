@@ -208,8 +208,10 @@ pub async fn pass(
     req.clocks = run::clocks(&providers);
     let observed = run::observe(spec, &session, &providers).await?;
     let now = clock.now();
-    let mut baseline = run::plan_observed(spec, &session, Some(&observed), &req, &[])?;
-    run::place_jobs_into(spec, &session, &providers, &req, &mut baseline).await?;
+    let statuses = run::job_statuses(&session, &providers, &req).await?;
+    let statuses = statuses.as_ref();
+    let mut baseline = run::plan_observed(spec, &session, Some(&observed), statuses, &req, &[])?;
+    run::place_jobs_into(spec, &session, statuses, &req, &mut baseline);
 
     let mut waiting = jobs_waiting(&baseline, now);
     waiting.extend(queue.waiting(spec, &session.state, now));
@@ -228,8 +230,8 @@ pub async fn pass(
 
     let mut plan = baseline;
     if !actions.is_empty() {
-        let mut scaled = run::plan_observed(spec, &session, Some(&observed), &req, &actions)?;
-        run::place_jobs_into(spec, &session, &providers, &req, &mut scaled).await?;
+        let mut scaled = run::plan_observed(spec, &session, Some(&observed), statuses, &req, &actions)?;
+        run::place_jobs_into(spec, &session, statuses, &req, &mut scaled);
         if (run::denied(&scaled) || !scaled.errors.is_empty()) && !run::denied(&plan) && plan.errors.is_empty() {
             // Apply what policy allows: the fleet's own drift fixes go ahead without the step.
             for d in decisions.iter_mut().filter(|d| d.action != crate::autoscale::Direction::Hold) {

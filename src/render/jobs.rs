@@ -5,6 +5,7 @@ use serde_json::{Value as Json, json};
 
 use crate::jobs::model::{JobPlacement, Placement, priority_str};
 use crate::plan::Plan;
+use crate::plan::model::DeferredDelete;
 use crate::providers::{Capacity, kube};
 
 /// `2 × 8 GPUs` and `spot` / `on-demand` / `1 spot + 1 on-demand`.
@@ -21,11 +22,12 @@ fn capacity(c: &[Capacity]) -> String {
 
 /// One line per job: `(symbol, address, text)`.
 pub(crate) fn lines(plan: &Plan) -> Vec<(&'static str, String, String)> {
-    plan.jobs.iter().map(|j| (symbol(j), j.address.to_string(), describe(j))).collect()
+    plan.jobs.iter().map(|j| (symbol(j), j.address.to_string(), describe(plan, j))).collect()
 }
 
 fn symbol(j: &JobPlacement) -> &'static str {
     match j.placement {
+        _ if !j.interrupted.is_empty() => "!",
         Placement::Launch => "+",
         Placement::Waiting => "…",
         Placement::Preempt => "!",
@@ -33,8 +35,47 @@ fn symbol(j: &JobPlacement) -> &'static str {
     }
 }
 
-fn describe(j: &JobPlacement) -> String {
+/// The node removals of `plan` deferred because `j` runs on those nodes.
+fn deferred<'p>(plan: &'p Plan, j: &JobPlacement) -> Vec<&'p DeferredDelete> {
+    plan.changes
+        .iter()
+        .filter_map(|c| c.pool.as_ref())
+        .flat_map(|p| &p.deferred)
+        .filter(|d| d.job == j.address)
+        .collect()
+}
+
+/// `its node i-1 (spot in us-east-1a) is removed (rebalance: …)`, for each interrupted run.
+fn interrupted_text(j: &JobPlacement) -> String {
+    let nodes: Vec<String> = j
+        .interrupted
+        .iter()
+        .map(|i| format!("its node {} ({} in {}) is removed ({})", i.node_id, i.capacity, i.zone, i.why))
+        .collect();
+    let runs: Vec<&str> = j.interrupted.iter().map(|i| i.run.as_str()).collect();
+    format!(
+        "{}: run {} stops and is requeued from its checkpoint as attempt {}, retries not spent",
+        nodes.join("; "),
+        runs.join(", "),
+        j.attempt
+    )
+}
+
+/// `removal of node i-1 (surplus) deferred until this job ends: it is not preemptible`.
+fn deferred_text(held: &[&DeferredDelete]) -> String {
+    let nodes: Vec<String> = held.iter().map(|d| format!("removal of node {} ({})", d.id, d.reason)).collect();
+    format!("keeps its node: {} deferred until it ends, as it is not preemptible", nodes.join(", "))
+}
+
+fn describe(plan: &Plan, j: &JobPlacement) -> String {
     let mut text = placement_text(j);
+    if !j.interrupted.is_empty() {
+        text = format!("{}; then {text}", interrupted_text(j));
+    }
+    let held = deferred(plan, j);
+    if !held.is_empty() {
+        text += &format!("; {}", deferred_text(&held));
+    }
     if !j.alternatives.is_empty() {
         text += &format!("; pools considered: {}", j.alternatives.join("; "));
     }
@@ -49,8 +90,7 @@ fn placement_text(j: &JobPlacement) -> String {
         Placement::Launch => {
             let n = j.launches.len();
             let caps: Vec<Capacity> = j.launches.iter().map(|l| l.capacity).collect();
-            let retry =
-                if j.attempt > 1 { format!(", attempt {} of {}", j.attempt, j.retries + 1) } else { String::new() };
+            let retry = if j.attempt > 1 { format!(", {}", attempt_text(j)) } else { String::new() };
             let which = if n as u32 == j.replicas { size } else { format!("{n} of {size}") };
             let cluster = j
                 .launches
@@ -80,15 +120,70 @@ fn placement_text(j: &JobPlacement) -> String {
     }
 }
 
-/// `1 to launch, 2 waiting`.
+/// `attempt 2 (2 of 2 retries left)`: only the job's own failures spend retries, so the
+/// attempt number alone does not say how many are left.
+fn attempt_text(j: &JobPlacement) -> String {
+    let left = j.retries.saturating_sub(j.retries_spent);
+    format!("attempt {} ({left} of {} retries left)", j.attempt, j.retries)
+}
+
+/// `1 to launch, 2 waiting` (with `1 to preempt` and `1 interrupted` when there are).
 pub(crate) fn summary(plan: &Plan) -> String {
     let launch = plan.jobs.iter().filter(|j| j.needs_launch()).count();
     let waiting = plan.jobs.iter().filter(|j| j.placement == Placement::Waiting).count();
     let preempt = plan.jobs.iter().filter(|j| j.placement == Placement::Preempt).count();
+    let interrupted = plan.jobs.iter().filter(|j| !j.interrupted.is_empty()).count();
+    let mut parts = vec![format!("{launch} to launch")];
     if preempt > 0 {
-        return format!("{launch} to launch, {preempt} to preempt, {waiting} waiting");
+        parts.push(format!("{preempt} to preempt"));
     }
-    format!("{launch} to launch, {waiting} waiting")
+    if interrupted > 0 {
+        parts.push(format!("{interrupted} interrupted by node removals"));
+    }
+    parts.push(format!("{waiting} waiting"));
+    parts.join(", ")
+}
+
+/// What the job is before the plan, as its runs say: `new`, `pending`, `running`,
+/// `succeeded`, `failed` or `cancelled`.
+fn before(j: &JobPlacement) -> &'static str {
+    match j.placement {
+        _ if !j.interrupted.is_empty() => "running",
+        Placement::Running | Placement::Preempt => "running",
+        Placement::Launch | Placement::Waiting if j.first_seen.is_none() && j.runs.is_empty() => "new",
+        Placement::Launch | Placement::Waiting => "pending",
+        Placement::Succeeded => "succeeded",
+        Placement::Failed => "failed",
+        Placement::Cancelled => "cancelled",
+    }
+}
+
+/// What the job is once the plan is applied: `requeued` (stopped with its node and
+/// launched again from its checkpoint), `running`, `pending` (waits, or requeued to
+/// wait), `succeeded`, `failed` or `cancelled`. Never `running` on a node the plan removes.
+fn after(j: &JobPlacement) -> &'static str {
+    match j.placement {
+        Placement::Launch if !j.interrupted.is_empty() => "requeued",
+        Placement::Launch | Placement::Running => "running",
+        Placement::Waiting | Placement::Preempt => "pending",
+        Placement::Succeeded => "succeeded",
+        Placement::Failed => "failed",
+        Placement::Cancelled => "cancelled",
+    }
+}
+
+/// Why the job changes: its node goes (`node_removed`), its node's removal waits for it
+/// (`removal_deferred`), or why it waits (`quota`, `capacity`, `priority`, `dependency`).
+fn reason(plan: &Plan, j: &JobPlacement) -> Json {
+    let wait = j.reason.as_ref().map(|r| format!("; then it waits: {}: {}", r.code, r.message)).unwrap_or_default();
+    if !j.interrupted.is_empty() {
+        return json!({"code": "node_removed", "message": format!("{}{wait}", interrupted_text(j))});
+    }
+    let held = deferred(plan, j);
+    if !held.is_empty() {
+        return json!({"code": "removal_deferred", "message": deferred_text(&held)});
+    }
+    j.reason.as_ref().map_or(Json::Null, |r| json!({"code": r.code, "message": r.message}))
 }
 
 /// The `jobs` array of `plan --json`.
@@ -109,7 +204,10 @@ pub(crate) fn json(plan: &Plan) -> Json {
                 "capacity": j.capacity,
                 "attempt": j.attempt,
                 "retries": j.retries,
-                "reason": j.reason.as_ref().map(|r| json!({"code": r.code, "message": r.message})),
+                "retries_spent": j.retries_spent,
+                "before": before(j),
+                "after": after(j),
+                "reason": reason(plan, j),
                 "first_seen": j.first_seen,
                 "waiting_since": j.waiting_since,
                 "launches": j.launches.iter().map(|l| {
@@ -138,6 +236,17 @@ pub(crate) fn json(plan: &Plan) -> Json {
             if !j.preempt.is_empty() {
                 doc["preempt"] = json!(j.preempt);
                 doc["preempted_for"] = json!(j.preempted_for.as_ref().map(ToString::to_string));
+            }
+            // Only jobs whose node this plan removes say which runs stop.
+            if !j.interrupted.is_empty() {
+                doc["interrupted"] = json!(
+                    j.interrupted
+                        .iter()
+                        .map(|i| json!({
+                            "run": i.run, "replica": i.replica, "node": i.node_id, "why": i.why,
+                        }))
+                        .collect::<Vec<_>>()
+                );
             }
             // Only jobs with ended runs on nodes of their own say which nodes go.
             let release: Vec<&str> = j.nodes_to_release().map(|r| r.node_id.as_str()).collect();

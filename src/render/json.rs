@@ -10,10 +10,14 @@
 //!   applied while this is non-empty), `lineage` and `serial` (the prior state the plan
 //!   was made against), `refreshed` (false with `--refresh=false`), `targets`, and
 //!   `jobs` when the plan has any (`[{address, pool, quota, priority, preemptible, replicas, gpus_per_replica,
-//!   gpus, placement, capacity, attempt, retries, reason, first_seen, waiting_since,
-//!   launches}]` in admission order; `placement` is `launch`, `waiting`, `running`,
-//!   `succeeded`, `failed` or `cancelled`; `reason` is `{code, message}` with code
-//!   `quota`, `capacity` or `priority` when the job waits).
+//!   gpus, placement, capacity, attempt, retries, retries_spent, before, after, reason,
+//!   first_seen, waiting_since, launches}]` in admission order; `placement` is `launch`,
+//!   `waiting`, `running`, `preempt`, `succeeded`, `failed` or `cancelled`; `before` and
+//!   `after` are what the job is before and once the plan is applied (`new`, `pending`,
+//!   `running`, `requeued`, `succeeded`, `failed`, `cancelled`); `reason` is `{code,
+//!   message}`: `node_removed` when a node removal interrupts it (with `interrupted`),
+//!   `removal_deferred` when its node stays for it, else why it waits (`quota`,
+//!   `capacity`, `priority`, `dependency`).
 //!
 //! Each change is `{address, action, before, after, reasons}` where `reasons` are objects
 //! `{code, message}` (the code is stable, the message is for people), plus `pool` for GPU
@@ -210,6 +214,10 @@ struct PoolDoc<'a> {
     before: CountsDoc,
     create_before_destroy: bool,
     creates: Vec<CreateDoc<'a>>,
+    /// Removals deferred until the job on the node (not preemptible) ends; absent: none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(default)]
+    deferred: Vec<DeferredDoc<'a>>,
     deletes: Vec<DeleteDoc<'a>>,
     forget: &'a [String],
     gpu: &'a str,
@@ -234,6 +242,17 @@ impl<'a> PoolDoc<'a> {
                     instance_types: &b.instance_types,
                     zone: &b.zone,
                     zones: &b.zones,
+                })
+                .collect(),
+            deferred: p
+                .deferred
+                .iter()
+                .map(|d| DeferredDoc {
+                    capacity: d.capacity,
+                    id: &d.id,
+                    job: Shown(&d.job),
+                    reason: &d.reason,
+                    zone: &d.zone,
                 })
                 .collect(),
             deletes: p
@@ -273,6 +292,17 @@ struct DeleteDoc<'a> {
     capacity: crate::providers::Capacity,
     id: &'a str,
     instance_type: &'a str,
+    reason: &'a str,
+    zone: &'a str,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct DeferredDoc<'a> {
+    capacity: crate::providers::Capacity,
+    id: &'a str,
+    /// The job that keeps the node until it ends.
+    #[schemars(with = "String")]
+    job: Shown<'a>,
     reason: &'a str,
     zone: &'a str,
 }

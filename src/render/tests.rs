@@ -83,6 +83,7 @@ fn pool_change(gpu: &str, before: NodeCounts, after: NodeCounts) -> PoolChange {
         after,
         creates: vec![],
         deletes: vec![],
+        deferred: vec![],
         adopt: vec![],
         forget: vec![],
         zones: vec!["us-east-1a".into(), "us-east-1b".into()],

@@ -260,6 +260,17 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
         .map(|d| format!("      {} {} {} {} ({})\n", p.symbol("-"), d.id, d.capacity, d.zone, d.reason))
         .collect();
     let deletes = capped(deletes, "to destroy");
+    let deferred: Vec<String> = pool
+        .deferred
+        .iter()
+        .map(|d| {
+            format!(
+                "      # {} {} {} ({}): removal deferred until {} ends\n",
+                d.id, d.capacity, d.zone, d.reason, d.job
+            )
+        })
+        .collect();
+    let deletes = deletes + &capped(deferred, "deferred");
     if pool.create_before_destroy {
         out += &creates.concat();
         out += &deletes;

@@ -51,6 +51,7 @@ fn price(hcl: &str, env: &[(&str, &str)]) -> CostReport {
         spec_digest: String::new(),
         autoscale: &[],
         clocks: &Default::default(),
+        job_statuses: None,
     })
     .expect("the state's keys are addresses");
     let env: BTreeMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -126,6 +127,7 @@ fn an_unknown_provider_kind_is_an_error_never_priced_as_sim() {
         spec_digest: String::new(),
         autoscale: &[],
         clocks: &Default::default(),
+        job_statuses: None,
     })
     .expect("the state's keys are addresses");
     for (kind, shown) in [("gcp", "`gcp`"), ("", "(none recorded)")] {

@@ -112,7 +112,7 @@ fn launch_preempt_relaunch_and_cancel_through_the_cli() {
 
     let plan = gpuplan(d, &["plan", "--detailed-exitcode"]);
     assert_eq!(plan.code, 2, "a relaunch is a change\n{}", plan.stdout);
-    assert!(plan.stdout.contains("attempt 2 of 2"), "{}", plan.stdout);
+    assert!(plan.stdout.contains("attempt 2 (1 of 1 retries left)"), "{}", plan.stdout);
     ok(d, &["apply", "--auto-approve"]);
     let logs = ok(d, &["jobs", "logs", "job.ft"]).stdout;
     assert!(logs.contains("replica 0 attempt 1: preempted"), "{logs}");

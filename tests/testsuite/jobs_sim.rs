@@ -234,13 +234,21 @@ async fn a_job_out_of_retries_is_failed_and_not_relaunched() {
     let mut w = world(&spec_text("1h", 0, "on_demand"));
     let plan = w.plan().await;
     w.apply(plan).await;
+    // A spot reclaim is not the job's failure: it spends no retry.
     w.cloud.interrupt(&pool(), 1).expect("interrupt");
+    let plan = w.plan().await;
+    let ft = job(&plan, "ft");
+    assert_eq!((ft.placement, ft.attempt, ft.retries_spent), (Placement::Launch, 2, 0));
+    w.apply(plan).await;
+    // Its node terminated under it: the run failed, and that spends the only retry... of none.
+    let node = w.record().runs.iter().find(|r| r.attempt == 2).expect("attempt 2").node_id.clone();
+    w.cloud.terminate_out_of_band(&node).expect("terminate");
     let plan = w.plan().await;
     let ft = job(&plan, "ft");
     assert_eq!(ft.placement, Placement::Failed);
     assert!(ft.launches.is_empty());
     w.apply(plan).await;
-    assert_eq!(w.recording.launches.lock().unwrap().len(), 1, "no second launch");
+    assert_eq!(w.recording.launches.lock().unwrap().len(), 2, "no third launch");
 }
 
 #[tokio::test]

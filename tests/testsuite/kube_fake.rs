@@ -3,7 +3,7 @@
 //! kube-rs through a kubeconfig like any cluster.
 //!
 //! It keeps Jobs and their pods and runs the Job controller's rules on what gpuplan
-//! submitted: an Indexed Job gets one pod per index; a pod that fails with a
+//! submitted (and evicts pods through the Eviction API): an Indexed Job gets one pod per index; a pod that fails with a
 //! `DisruptionTarget` condition is replaced without counting when the Job's
 //! `podFailurePolicy` says `Ignore` for it, and counts otherwise; more failures than
 //! `backoffLimit` fail the Job; every index succeeded completes it. Tests move pods
@@ -274,6 +274,31 @@ impl FakeApi {
                     .collect();
                 (200, json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}))
             }
+            // The Eviction API: the pod fails with a `DisruptionTarget` condition, as the
+            // eviction controller marks it, and its Job decides (replace it, uncounted, when
+            // the pod failure policy ignores disruptions).
+            ("POST", ["api", "v1", "namespaces", ns, "pods", pod, "eviction"]) => {
+                let eviction: Value = serde_json::from_str(body).expect("a JSON Eviction");
+                assert_eq!(eviction["metadata"]["name"], *pod, "the Eviction names its pod");
+                let found = c.jobs.iter_mut().filter(|((n, _), _)| n == ns).find_map(|((_, job), j)| {
+                    let i = j.pods.iter().position(|p| p.name == *pod && matches!(p.phase, "Pending" | "Running"))?;
+                    Some((job.clone(), j, i))
+                });
+                match found {
+                    Some((job, j, i)) => {
+                        let index = j.pods[i].index;
+                        j.pods[i].phase = "Failed";
+                        j.pods[i].disrupted = true;
+                        judge(j, &job, index, true);
+                        refresh(j);
+                        (
+                            201,
+                            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                        )
+                    }
+                    None => status(404, "NotFound", &format!("pods \"{pod}\" not found")),
+                }
+            }
             ("GET", ["api", "v1", "namespaces", ns, "pods", pod, "log"]) => {
                 let p = c.jobs.iter().filter(|((n, _), _)| n == ns).flat_map(|(_, j)| &j.pods).find(|p| p.name == *pod);
                 match p {
@@ -350,6 +375,17 @@ impl FakeApi {
 
     pub fn pods(&self, ns: &str, name: &str) -> usize {
         self.with_job(ns, name, |j| j.pods.len())
+    }
+
+    /// The names of the Job's live (pending or running) pods of `index`.
+    pub fn live_pods(&self, ns: &str, name: &str, index: u32) -> Vec<String> {
+        self.with_job(ns, name, |j| {
+            j.pods
+                .iter()
+                .filter(|p| p.index == index && matches!(p.phase, "Pending" | "Running"))
+                .map(|p| p.name.clone())
+                .collect()
+        })
     }
 
     pub fn deny(&self, code: u16) {

@@ -319,3 +319,67 @@ fn check_reaches_the_cluster_and_names_what_is_missing() {
     assert_eq!(out.code, 1, "{}", out.stdout);
     assert!(out.stdout.contains("refused the kubeconfig's credentials"), "{}", out.stdout);
 }
+
+/// A low-priority preemptible Job of two replicas fills both nodes; a critical job comes.
+fn preemption_spec(with_urgent: bool) -> String {
+    let base = spec(1, 2)
+        .replace(
+            "  kubernetes {",
+            "  mix {\n    spot_percent = 0\n    fallback     = \"on_demand\"\n  }\n  kubernetes {",
+        )
+        .replace(
+            "  gpus           = 8\n",
+            "  gpus           = 8\n  priority       = \"low\"\n  preemptible    = true\n",
+        );
+    let urgent = r#"
+job_template "urgent" {
+  image    = "x"
+  gpus     = 8
+  priority = "critical"
+}
+
+job "urgent" {
+  template = job_template.urgent
+  pool     = gpu_pool.train
+}
+"#;
+    if with_urgent { format!("{base}{urgent}") } else { base }
+}
+
+#[test]
+fn preempting_one_replica_evicts_its_pod_and_the_job_survives() {
+    let api = FakeApi::start();
+    let dir = fleet(&api.url, 1, 2);
+    let d = dir.path();
+    std::fs::write(d.join("main.hcl"), preemption_spec(false)).unwrap();
+    ok(d, &["apply", "--auto-approve"]);
+    api.run_all("ml", "ft");
+    assert_eq!(status(d).0, "running");
+
+    std::fs::write(d.join("main.hcl"), preemption_spec(true)).unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&ok(d, &["plan", "--json"]).stdout).expect("JSON");
+    let ft = plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == "job.ft").expect("job.ft");
+    assert_eq!(ft["placement"], "preempt", "{plan:#}");
+    let victim = ft["preempt"][0].as_str().expect("one run preempted").to_string();
+    assert_eq!(ft["preempt"].as_array().unwrap().len(), 1, "one replica makes room: {ft:#}");
+    let replica: u32 = victim.rsplit('/').next().unwrap().parse().expect("a replica index");
+    let pods = api.live_pods("ml", "ft", replica);
+    assert_eq!(pods.len(), 1, "{pods:?}");
+    let other = api.live_pods("ml", "ft", 1 - replica);
+
+    ok(d, &["apply", "--auto-approve"]);
+    let evictions: Vec<String> = api
+        .requests()
+        .into_iter()
+        .filter(|(m, p, _)| m == "POST" && p.ends_with("/eviction"))
+        .map(|(_, p, _)| p)
+        .collect();
+    assert_eq!(evictions, [format!("/api/v1/namespaces/ml/pods/{}/eviction", pods[0])], "{:#?}", api.requests());
+    assert_eq!(api.count("DELETE", "/namespaces/ml/jobs/ft"), 0, "the Job is not deleted");
+    let job = api.job("ml", "ft").expect("the Job survives");
+    assert_eq!(job["status"]["failed"], 0, "an eviction spends no retry: {job:#}");
+    assert_eq!(api.live_pods("ml", "ft", 1 - replica), other, "the other replica runs on");
+    assert_eq!(api.live_pods("ml", "ft", replica).len(), 1, "the Job replaced the evicted pod");
+    assert!(api.job("ml", "urgent").is_some(), "the critical job was submitted");
+    assert_ne!(status(d).0, "failed");
+}

@@ -32,6 +32,7 @@ mod plan_cases;
 mod policies;
 mod poolless;
 mod preemption;
+mod removed_nodes;
 mod schema;
 mod sim_cli;
 mod sim_run;

@@ -86,19 +86,24 @@ fn a_job_starts_after_the_job_it_depends_on_succeeded() {
 }
 
 #[test]
-fn a_job_never_starts_when_the_job_it_depends_on_failed() {
+fn a_job_never_starts_when_the_job_it_depends_on_was_cancelled() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     std::fs::write(d.join("main.hcl"), spec(true)).unwrap();
     let (code, _, err) = run(d, &["apply", "--auto-approve"]);
     assert_eq!(code, 0, "{err}");
-    // The spot nodes go, and prep (no retries left) fails with them.
+    // The spot nodes go: a reclaim is not prep's failure, so it is requeued, not failed.
     let (code, _, err) = run(d, &["sim", "interrupt", "gpu_pool.train", "--count", "2"]);
     assert_eq!(code, 0, "{err}");
     let j = jobs(d);
-    assert_eq!(placement(&j, "job.prep")["placement"], "failed", "{j:#}");
+    assert_ne!(placement(&j, "job.prep")["placement"], "failed", "{j:#}");
+    // Cancelled, it never succeeds: train never starts.
+    let (code, _, err) = run(d, &["jobs", "cancel", "prep"]);
+    assert_eq!(code, 0, "{err}");
+    let j = jobs(d);
+    assert_eq!(placement(&j, "job.prep")["placement"], "cancelled", "{j:#}");
     let train = placement(&j, "job.train");
     assert_eq!(train["placement"], "waiting");
     let why = train["reason"]["message"].as_str().unwrap();
-    assert!(why.starts_with("job.prep failed, so this job will not start"), "{why}");
+    assert!(why.starts_with("job.prep cancelled, so this job will not start"), "{why}");
 }

@@ -63,6 +63,7 @@ fn place_with(spec: &Spec, state: &State) -> Vec<JobPlacement> {
         spec_digest: diff::spec_digest(spec),
         autoscale: &[],
         clocks: &Default::default(),
+        job_statuses: None,
     };
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     place(&PlaceInput { spec, state, plan: &plan, observed: None })
@@ -176,7 +177,7 @@ fn a_running_job_keeps_its_gpus_and_the_next_one_waits() {
 }
 
 #[test]
-fn a_preempted_run_is_retried_then_the_job_fails_when_retries_are_spent() {
+fn a_preempted_run_is_retried_without_spending_and_the_job_fails_when_failures_spent_them() {
     let spec = spec("sim");
     let rec = JobRecord { runs: vec![run(1, JobState::Preempted)], ..Default::default() };
     let jobs = place_with(&spec, &state_with(&spec, rec));
@@ -184,8 +185,13 @@ fn a_preempted_run_is_retried_then_the_job_fails_when_retries_are_spent() {
     assert_eq!((a.placement, a.attempt), (Placement::Launch, 2));
     assert_eq!(a.launches[0].request.env.get(ENV_ATTEMPT).map(String::as_str), Some("2"));
 
+    // A preemption spends no retry (the template has one): a failure spends it, the next ends the job.
     let rec = JobRecord { runs: vec![run(1, JobState::Preempted), run(2, JobState::Failed)], ..Default::default() };
     let jobs = place_with(&spec, &state_with(&spec, rec));
+    let a = get(&jobs, "a");
+    assert_eq!((a.placement, a.attempt, a.retries_spent), (Placement::Launch, 3, 1));
+    let runs = vec![run(1, JobState::Preempted), run(2, JobState::Failed), run(3, JobState::Failed)];
+    let jobs = place_with(&spec, &state_with(&spec, JobRecord { runs, ..Default::default() }));
     assert_eq!(get(&jobs, "a").placement, Placement::Failed);
     assert!(get(&jobs, "a").launches.is_empty());
     // Its GPUs are free again: `b` launches.
@@ -214,6 +220,7 @@ fn refreshed_statuses_override_the_state_record() {
         spec_digest: diff::spec_digest(&spec),
         autoscale: &[],
         clocks: &Default::default(),
+        job_statuses: None,
     };
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     let status = JobStatus {

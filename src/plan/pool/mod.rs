@@ -7,9 +7,11 @@
 //!    and the autoscaler's count applied), and the paths that differ;
 //! 3. a pool gone from the spec, or a destroy, becomes [`removed`]: every node goes;
 //! 4. otherwise [`target_count`] says how many nodes, [`node_ops`] which to create and
-//!    delete, [`choose_action`] the action, [`explain`] why and
+//!    delete (idle nodes first; the removal of a node under a job that is not
+//!    preemptible is deferred, `busy.rs`), [`choose_action`] the action, [`explain`] why and
 //!    [`prevent_destroy_error`] whether `lifecycle.prevent_destroy` refuses it.
 
+mod busy;
 mod nodes;
 mod removed;
 
@@ -30,6 +32,7 @@ use crate::providers::{Node, NodeState};
 use crate::spec::model::GpuPool;
 use crate::state::ResourceState;
 
+pub(crate) use busy::JobNodes;
 pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
 pub(crate) use removed::removed;
 
@@ -44,6 +47,9 @@ pub(crate) struct PoolCtx<'a, 'i> {
     /// Every observed node by id (for drift messages).
     pub seen_by_id: &'a BTreeMap<&'a str, &'a Node>,
     pub autoscaled: bool,
+    /// The nodes jobs run on: kept first, and not removed under a job that is not
+    /// preemptible.
+    pub jobs: &'a JobNodes,
 }
 
 pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
@@ -66,6 +72,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         cx.live.iter().copied().partition(|n| stale_reason(&shape, n).is_some());
     let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, fresh.len());
     let NodeOps { creates, deletes, held, retry } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
+    let (deletes, deferred) = busy::defer(deletes, cx.jobs);
     let (od, spot) = shape::split(n, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
     // On-demand nodes standing in for spot ones stay on-demand (and cost as such).
     let swapped = held.iter().filter(|h| h.capacity != h.preferred_capacity).count() as u32;
@@ -104,6 +111,9 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         unfinished: cfg.unfinished,
         adopted: adopt.len(),
     }));
+    if !deferred.is_empty() {
+        reasons.push(Reason::new(ReasonCode::Deferred, busy::deferred_message(&deferred)));
+    }
     reasons.shrink_to_fit();
     plan.errors.extend(prevent_destroy_error(cx.addr, pool, action, stale.len(), &deletes));
     let cbd =
@@ -126,6 +136,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
             before_types: type_counts(&cx.live),
             creates,
             deletes,
+            deferred,
             adopt,
             forget,
             zones,

@@ -1,6 +1,7 @@
 //! Which nodes a pool creates and deletes: live nodes that no longer match the pool are
-//! replaced; the rest fill the layout bucket by bucket (zone × capacity), oldest first,
-//! so the nodes past a bucket's count (the ones that go) are the newest.
+//! replaced; the rest fill the layout bucket by bucket (zone × capacity), nodes that run
+//! jobs first, then oldest first, so the nodes past a bucket's count (the ones that go)
+//! are idle and the newest.
 
 use std::collections::BTreeMap;
 
@@ -132,8 +133,9 @@ pub(crate) fn fill_layout<'a>(
 ) -> Filled<'a> {
     let mut by_bucket: BTreeMap<(String, Capacity), Vec<&Node>> = BTreeMap::new();
     let mut ordered = oldest_first(fresh, age);
-    // Nodes the autoscaler found idle go first when a bucket shrinks (stable: age order kept).
-    ordered.sort_by_key(|n| idle(scale, n));
+    // Kept first: nodes of jobs that are not preemptible, then of preemptible ones, then
+    // idle ones; the nodes the autoscaler found idle go first (stable: age order kept).
+    ordered.sort_by_key(|n| (idle(scale, n), cx.jobs.keep_rank(&n.id)));
     for node in ordered {
         by_bucket.entry((shape::bucket(shape, &node.zone).to_string(), node.capacity)).or_default().push(node);
     }

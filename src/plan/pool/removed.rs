@@ -52,6 +52,7 @@ pub(crate) fn removed(
             before_types: type_counts(&cx.live),
             creates: vec![],
             deletes,
+            deferred: vec![],
             adopt: vec![],
             forget: vec![],
             zones: vec![],

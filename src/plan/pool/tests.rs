@@ -113,6 +113,7 @@ impl World {
             spec_digest: String::new(),
             autoscale: &self.autoscale,
             clocks: &self.clocks,
+            job_statuses: None,
         }
     }
 }
@@ -128,7 +129,8 @@ fn with_cx<R>(world: &World, in_spec: bool, autoscaled: bool, f: impl FnOnce(&Po
         None => prior.map(|p| p.nodes.iter().filter(|n| n.is_live()).collect()).unwrap_or_default(),
     };
     let pool = if in_spec { world.spec.gpu_pools.get(&addr) } else { None };
-    let cx = PoolCtx { input: &input, addr: &addr, pool, prior, live, seen_by_id: &seen, autoscaled };
+    let jobs = super::JobNodes::new(&world.spec, &world.state, None);
+    let cx = PoolCtx { input: &input, addr: &addr, pool, prior, live, seen_by_id: &seen, autoscaled, jobs: &jobs };
     f(&cx)
 }
 
@@ -645,4 +647,75 @@ fn fallback_nodes_stand_in_for_the_preferred_buckets_only_while_waiting() {
     assert!(hold_fallbacks(&shape, Fallback::Wait, &mut short, &mut excess).is_empty());
     let held = hold_fallbacks(&shape, Fallback::OnDemand, &mut short, &mut excess);
     assert_eq!((held[0].capacity, held[0].preferred_capacity), (Capacity::OnDemand, Capacity::Spot));
+}
+
+/// A job record in state with one run, running on `node`.
+fn running_on(node: &str) -> ResourceState {
+    let run = crate::model::JobRun {
+        replica: 0,
+        attempt: 1,
+        id: format!("j-{node}"),
+        provider: "sim".into(),
+        region: "us-east-1".into(),
+        node_id: node.into(),
+        capacity: Capacity::OnDemand,
+        gpus: 8,
+        status: crate::providers::JobState::Running,
+        message: None,
+        launched_at: None,
+        finished_at: None,
+        own_node: false,
+        node_released: false,
+        preempted_for: None,
+    };
+    let rec = crate::model::JobRecord { runs: vec![run], ..Default::default() };
+    ResourceState { kind: "job".into(), job: Some(Box::new(rec)), ..resource(serde_json::json!({}), vec![]) }
+}
+
+#[test]
+fn scale_in_keeps_nodes_that_run_jobs_and_defers_those_of_non_preemptible_ones() {
+    // Oldest first: i-1 (idle), i-2 (job.a), i-3 (job.b); one node wanted.
+    let nodes: Vec<Node> = ["i-1", "i-2", "i-3"].iter().map(|id| node(id, "us-east-1a", Capacity::OnDemand)).collect();
+    let text = SPEC.replace("desired = 4", "desired = 1").replace("spot_percent   = 50", "spot_percent   = 0")
+        + r#"
+job_template "t" {
+  image       = "x"
+  gpus        = 8
+  preemptible = PREEMPTIBLE
+}
+job "a" {
+  template = job_template.t
+  pool     = gpu_pool.train
+}
+job "b" {
+  template = job_template.t
+  pool     = gpu_pool.train
+}
+"#;
+    let run = |preemptible: bool| {
+        let mut world = World::new(Some(resource(serde_json::json!({}), nodes.clone())), None);
+        world.spec = spec(&text.replace("PREEMPTIBLE", &preemptible.to_string()));
+        world.state.resources.insert("job.a".into(), running_on("i-2"));
+        world.state.resources.insert("job.b".into(), running_on("i-3"));
+        let mut plan = crate::plan::diff::plan(&world.input()).expect("the state's keys are addresses");
+        let change = with_cx(&world, true, false, |cx| pool_change(cx, catalog::catalog(), &mut plan));
+        change.expect("a change")
+    };
+    // Preemptible jobs: the idle node goes first, then the newest job's.
+    let change = run(true);
+    let pool = change.pool.as_ref().expect("a pool change");
+    let mut deleted: Vec<&str> = pool.deletes.iter().map(|d| d.id.as_str()).collect();
+    deleted.sort();
+    assert_eq!(deleted, ["i-1", "i-3"], "the oldest node runs a job and stays; the idle one goes");
+    assert!(pool.deferred.is_empty());
+
+    // Not preemptible: job.b's node stays until it ends; only the idle node goes now.
+    let change = run(false);
+    let pool = change.pool.as_ref().expect("a pool change");
+    let deleted: Vec<&str> = pool.deletes.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(deleted, ["i-1"]);
+    let deferred: Vec<(&str, String)> = pool.deferred.iter().map(|d| (d.id.as_str(), d.job.to_string())).collect();
+    assert_eq!(deferred, [("i-3", "job.b".to_string())]);
+    let note = change.reasons.iter().find(|r| r.code == ReasonCode::Deferred).expect("a deferred reason");
+    assert!(note.message.contains("removal of node i-3") && note.message.contains("job.b"), "{}", note.message);
 }

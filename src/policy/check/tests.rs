@@ -41,6 +41,7 @@ quota "ml" {
         spec_digest: diff::spec_digest(spec),
         autoscale: &[],
         clocks: &Default::default(),
+        job_statuses: None,
     };
     let plan = diff::plan(&input).expect("the state is empty");
     let prices = crate::cost::PriceBook::new(spec, &Default::default());

@@ -17,11 +17,14 @@
 //!   without it the Job would be accepted but its pods never created.
 //! - Cancel deletes the Job with background propagation (without it Kubernetes keeps
 //!   the pods running).
+//! - Preempting one replica evicts that replica's pod through the Eviction API, never the
+//!   Job: the pod gets a `DisruptionTarget` condition, and the Job's pod failure policy
+//!   replaces it without spending a retry.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use ::kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use ::kube::api::{Api, DeleteParams, EvictParams, ListParams, LogParams, PostParams};
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
@@ -555,6 +558,56 @@ impl Provider for KubeJobs {
             ProviderError::new(ErrorClass::Invalid, "BadRunId", format!("`{id}` is not a Kubernetes run id"))
         })?;
         self.logs(region, ns, name, follow, out).await
+    }
+
+    /// Evict the replica's live pod(s); the Job and its other replicas go on.
+    async fn preempt_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        let (ns, name, replica) = parse_run_id(id).ok_or_else(|| {
+            ProviderError::new(ErrorClass::Invalid, "BadRunId", format!("`{id}` is not a Kubernetes run id"))
+        })?;
+        let client = self.client(region).await?;
+        let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+        let mut out = JobStatus {
+            id: id.to_string(),
+            job: crate::addr::Address::new(crate::addr::Kind::Job, name),
+            node_id: String::new(),
+            state: JobState::Queued,
+            attempt: 0,
+            message: None,
+            started_ms: None,
+            finished_ms: None,
+        };
+        if self.owned_job(&jobs, region, ns, name).await?.is_none() {
+            out.state = JobState::Cancelled;
+            out.message = Some(format!("Job `{ns}/{name}` was already gone"));
+            return Ok(out);
+        }
+        let pods: Api<Pod> = Api::namespaced(client, ns);
+        let selector = format!("{JOB_NAME_LABEL}={name},{INDEX_LABEL}={replica}");
+        let list =
+            pods.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error(e, region, ns, name))?;
+        let live = list
+            .items
+            .iter()
+            .filter(|p| matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Pending" | "Running")));
+        let mut evicted = Vec::new();
+        for pod in live {
+            let Some(pod_name) = pod.metadata.name.as_deref() else { continue };
+            match pods.evict(pod_name, &EvictParams::default()).await {
+                Ok(_) => evicted.push(pod_name.to_string()),
+                // Gone between the list and the eviction: nothing left to stop.
+                Err(::kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(api_error(e, region, ns, pod_name)),
+            }
+        }
+        out.message = Some(match evicted.as_slice() {
+            [] => format!("replica {replica} of Job `{ns}/{name}` had no live pod to evict"),
+            pods => format!(
+                "pod {} of Job `{ns}/{name}` evicted; the Job replaces it without spending a retry",
+                pods.join(", ")
+            ),
+        });
+        Ok(out)
     }
 
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {

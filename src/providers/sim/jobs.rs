@@ -1,4 +1,4 @@
-//! The job API calls (minimal for now): launch on a live node, status, cancel.
+//! The job API calls (minimal for now): launch on a live node, status, cancel, preempt.
 //!
 //! A job runs for the configured `job_duration` of wall-clock time from launch, then
 //! succeeds, or fails when the failure-injection draw for its id counter says so. Reclaims
@@ -60,12 +60,28 @@ impl SimCloud {
 
     /// Cancel a running job; a finished one is returned as it is.
     pub(super) fn api_cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.end_job(region, id, "cancel_job", JobState::Cancelled, "cancelled")
+    }
+
+    /// Stop a running job for gpuplan's own reasons (preemption, its node removed).
+    pub(super) fn api_preempt_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.end_job(region, id, "preempt_job", JobState::Preempted, "stopped by gpuplan")
+    }
+
+    fn end_job(
+        &self,
+        region: &str,
+        id: &str,
+        call: &str,
+        state: JobState,
+        message: &str,
+    ) -> Result<JobStatus, ProviderError> {
         let mut inner = self.lock();
-        self.begin(&mut inner, "cancel_job")?;
+        self.begin(&mut inner, call)?;
         let now = inner.world.now_ms();
         let job = find(&inner.world.jobs, region, id)?;
         if job.is_running(now) {
-            let end = JobEnd { state: JobState::Cancelled, at_ms: now, message: Some("cancelled".into()) };
+            let end = JobEnd { state, at_ms: now, message: Some(message.into()) };
             inner.commit(vec![Change::JobsEnded { ids: vec![id.to_string()], end }])?;
         }
         Ok(find(&inner.world.jobs, region, id)?.status(now))

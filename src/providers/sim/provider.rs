@@ -97,4 +97,11 @@ impl Provider for SimProvider {
         self.pause().await;
         self.cloud.api_cancel_job(region, id)
     }
+
+    /// The run ends as preempted, not cancelled: even an apply stopped before it records
+    /// the stop leaves a run the next plan requeues.
+    async fn preempt_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        self.pause().await;
+        self.cloud.api_preempt_job(region, id)
+    }
 }

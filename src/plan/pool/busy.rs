@@ -1,0 +1,96 @@
+//! Pool nodes that run a job now, for the changes that remove nodes (DESIGN.md, "Jobs
+//! under removed nodes"): they are kept before idle ones, and the node of a job that is
+//! not preemptible is not removed at all while the job runs: its removal is deferred,
+//! and a later plan finishes it once the job has ended.
+
+use std::collections::BTreeMap;
+
+use crate::addr::Address;
+use crate::plan::model::{DeferredDelete, NodeDelete};
+use crate::providers::JobStatus;
+use crate::spec::Spec;
+use crate::state::State;
+
+/// The job running on one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JobOnNode {
+    pub job: Address,
+    pub preemptible: bool,
+}
+
+/// Node id → the job that runs there (one per node is enough to decide).
+#[derive(Debug, Default)]
+pub(crate) struct JobNodes {
+    by_node: BTreeMap<String, JobOnNode>,
+}
+
+impl JobNodes {
+    /// The active runs of the spec's jobs: as refresh saw them where it did
+    /// (`statuses`), else as the state recorded them. A non-preemptible job wins a node
+    /// it shares with a preemptible one: that node must stay.
+    pub(crate) fn new(spec: &Spec, state: &State, statuses: Option<&BTreeMap<String, JobStatus>>) -> Self {
+        let mut by_node: BTreeMap<String, JobOnNode> = BTreeMap::new();
+        for (addr, job) in &spec.jobs {
+            let Some(rec) = state.resources.get(&addr.to_string()).and_then(|r| r.job.as_deref()) else { continue };
+            let preemptible = spec.job_templates.get(&job.template.value).is_some_and(|t| t.preemptible.value);
+            for run in &rec.runs {
+                let status = statuses.and_then(|s| s.get(&run.id)).map_or(run.status, |s| s.state);
+                let active = matches!(status, crate::providers::JobState::Queued | crate::providers::JobState::Running);
+                if !active || run.node_id.is_empty() {
+                    continue;
+                }
+                let here = JobOnNode { job: addr.clone(), preemptible };
+                by_node
+                    .entry(run.node_id.clone())
+                    .and_modify(|j| {
+                        if !here.preemptible {
+                            j.clone_from(&here);
+                        }
+                    })
+                    .or_insert(here);
+            }
+        }
+        JobNodes { by_node }
+    }
+
+    /// Which nodes a pool keeps first: 0 runs a job that is not preemptible, 1 runs a
+    /// preemptible job, 2 is idle (goes first).
+    pub(crate) fn keep_rank(&self, node_id: &str) -> u8 {
+        match self.by_node.get(node_id) {
+            Some(j) if !j.preemptible => 0,
+            Some(_) => 1,
+            None => 2,
+        }
+    }
+}
+
+/// Split `deletes` into the ones apply performs and the ones deferred because their node
+/// runs a job that is not preemptible.
+pub(crate) fn defer(deletes: Vec<NodeDelete>, jobs: &JobNodes) -> (Vec<NodeDelete>, Vec<DeferredDelete>) {
+    let mut now = Vec::with_capacity(deletes.len());
+    let mut deferred = Vec::new();
+    for d in deletes {
+        match jobs.by_node.get(&d.id).filter(|j| !j.preemptible) {
+            Some(j) => deferred.push(DeferredDelete {
+                id: d.id,
+                zone: d.zone,
+                capacity: d.capacity,
+                reason: d.reason,
+                job: j.job.clone(),
+            }),
+            None => now.push(d),
+        }
+    }
+    (now, deferred)
+}
+
+/// The plan's note on deferred removals: which node, why it would go, and which job keeps it.
+pub(crate) fn deferred_message(deferred: &[DeferredDelete]) -> String {
+    let nodes: Vec<String> = deferred
+        .iter()
+        .map(|d| {
+            format!("removal of node {} ({}) deferred: it runs {}, which is not preemptible", d.id, d.reason, d.job)
+        })
+        .collect();
+    format!("{}; a later apply or reconcile removes it once the job has ended", nodes.join("; "))
+}

@@ -12,7 +12,7 @@ use crate::diag::{self, Diagnostic, Diagnostics, Sources};
 use crate::spec::{self, display_path};
 
 pub fn run(settings: &Settings, args: &FmtArgs) -> miette::Result<ExitStatus> {
-    let files = targets(settings, &args.paths)?;
+    let (files, named) = targets(settings, &args.paths)?;
     if files.is_empty() {
         let warning = output::paint("warning:", Style::Warning, settings.color_stderr);
         output::stderr(&format!("{warning} no spec files (*.hcl, *.yaml, *.yml) to format\n"));
@@ -21,6 +21,7 @@ pub fn run(settings: &Settings, args: &FmtArgs) -> miette::Result<ExitStatus> {
     let mut sources = Sources::default();
     let mut diags = Diagnostics::default();
     let mut unformatted = 0;
+    let mut skipped = Vec::new();
     for path in &files {
         let name = display_path(path);
         let text = match fs::read_to_string(path) {
@@ -30,6 +31,11 @@ pub fn run(settings: &Settings, args: &FmtArgs) -> miette::Result<ExitStatus> {
                 continue;
             }
         };
+        // Another tool's YAML found in a folder is not a spec: left as it is.
+        if is_yaml(path) && !named.contains(path) && is_foreign(&text) {
+            skipped.push(format!("`{name}`"));
+            continue;
+        }
         let id = sources.add(name.clone(), text.clone());
         let mut file_diags = Diagnostics::default();
         let formatted = if is_yaml(path) {
@@ -52,6 +58,13 @@ pub fn run(settings: &Settings, args: &FmtArgs) -> miette::Result<ExitStatus> {
             output::stdout(&diff.unified_diff().header(&name, &name).to_string());
         }
     }
+    if !skipped.is_empty() {
+        let warning = output::paint("warning:", Style::Warning, settings.color_stderr);
+        output::stderr(&format!(
+            "{warning} skipped {}: their top-level keys are not gpuplan's, so they are not specs\n",
+            skipped.join(", ")
+        ));
+    }
     diags.sort();
     output::stderr(&diag::render_text(&sources, &diags.items, settings.width, settings.color_stderr));
     if diags.has_errors() {
@@ -68,15 +81,17 @@ pub fn run(settings: &Settings, args: &FmtArgs) -> miette::Result<ExitStatus> {
 }
 
 /// The spec files to format: the working directory's, or those of the given paths
-/// (files, or directories whose spec files are taken, not recursively).
-fn targets(settings: &Settings, paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
+/// (files, or directories whose spec files are taken, not recursively); and the files
+/// named themselves, which are formatted even when they look like another tool's.
+fn targets(settings: &Settings, paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>), CliError> {
     let list_dir = |dir: &Path| {
         spec::spec_files(dir).map_err(|e| CliError::new(format!("cannot list `{}`: {e}", display_path(dir))))
     };
     if paths.is_empty() {
-        return list_dir(&settings.dir);
+        return Ok((list_dir(&settings.dir)?, Vec::new()));
     }
     let mut files = Vec::new();
+    let mut named = Vec::new();
     for given in paths {
         let path = settings.resolve_path(given);
         let meta = fs::metadata(&path).map_err(|e| {
@@ -86,6 +101,7 @@ fn targets(settings: &Settings, paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliEr
         if meta.is_dir() {
             files.extend(list_dir(&path)?);
         } else if is_yaml(&path) || path.extension().is_some_and(|e| e == "hcl") {
+            named.push(path.clone());
             files.push(path);
         } else {
             return Err(CliError::new(format!("`{}` is not a spec file", given.display()))
@@ -94,7 +110,13 @@ fn targets(settings: &Settings, paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliEr
     }
     files.sort();
     files.dedup();
-    Ok(files)
+    Ok((files, named))
+}
+
+/// A YAML file of another tool (see `spec::yaml::parse_in_folder`).
+fn is_foreign(text: &str) -> bool {
+    let mut ignored = Diagnostics::default();
+    matches!(spec::yaml::parse_in_folder(0, text, &mut ignored), spec::yaml::FolderFile::Foreign)
 }
 
 fn is_yaml(path: &Path) -> bool {

@@ -12,6 +12,7 @@ pub fn valid_spec(settings: &Settings) -> miette::Result<Option<Loaded>> {
         CliError::new(format!("cannot read `{}`: {e}", settings.dir.display()))
             .hint("check that the directory exists and is readable")
     })?;
+    say_skipped(settings, &loaded);
     if !loaded.diags.items.is_empty() {
         output::stderr(&diag::render_text(&loaded.sources, &loaded.diags.items, settings.width, settings.color_stderr));
     }
@@ -23,6 +24,19 @@ pub fn valid_spec(settings: &Settings) -> miette::Result<Option<Loaded>> {
         return Ok(None);
     }
     Ok(Some(loaded))
+}
+
+/// One warning line naming the YAML files of other tools that the spec leaves out.
+pub fn say_skipped(settings: &Settings, loaded: &Loaded) {
+    if loaded.skipped.is_empty() {
+        return;
+    }
+    let warning = output::paint("warning:", output::Style::Warning, settings.color_stderr);
+    let names: Vec<String> = loaded.skipped.iter().map(|n| format!("`{n}`")).collect();
+    output::stderr(&format!(
+        "{warning} skipped {}: their top-level keys are not gpuplan's, so they are not read as specs\n",
+        names.join(", ")
+    ));
 }
 
 /// Policies of `<DIR>/policies` and `--policy-dir`s; `Ok(None)` when a policy file has

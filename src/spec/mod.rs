@@ -42,6 +42,9 @@ pub struct Loaded {
     pub spec: Spec,
     pub diags: Diagnostics,
     pub files: Vec<PathBuf>,
+    /// YAML files of other tools found beside the specs (a kubeconfig, a CI workflow),
+    /// by display name: not part of the spec. Commands say once that they were skipped.
+    pub skipped: Vec<String>,
 }
 
 /// Spec files of a directory: `*.hcl`, `*.yaml`, `*.yml`, sorted, not recursive.
@@ -90,6 +93,16 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
             Err(e) => diags.push(Diagnostic::error("gpuplan::spec::io", format!("cannot read `{name}`: {e}"))),
         }
     }
+    let mut loaded = load_parsed(sources, opts, &unreadable);
+    if !files.is_empty() && loaded.skipped.len() == files.len() {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::no_files",
+                format!("no spec files in `{}`: every YAML file there belongs to another tool", display_path(dir)),
+            )
+            .help("gpuplan reads files whose top-level keys are its block kinds (`providers:`, `gpu_pools:`, ...); run `gpuplan init` for a starter spec, or pass `-C DIR`"),
+        );
+    }
     if files.is_empty() {
         diags.push(
             Diagnostic::error(
@@ -99,11 +112,10 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
             .help("run `gpuplan init` to create a starter spec, or pass `-C DIR`"),
         );
     }
-    let mut loaded = load_parsed(sources, opts, &unreadable);
     diags.extend(std::mem::take(&mut loaded.diags));
     diags.sort();
     loaded.diags = diags;
-    loaded.files = files;
+    loaded.files = files.into_iter().filter(|p| !loaded.skipped.contains(&display_path(p))).collect();
     Ok(loaded)
 }
 
@@ -116,9 +128,20 @@ pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
 fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Loaded {
     let mut diags = Diagnostics::default();
     let mut files = Vec::new();
+    let mut skipped = Vec::new();
     for (id, f) in sources.files().filter(|(id, _)| !skip.contains(id)) {
         let is_yaml = f.name.ends_with(".yaml") || f.name.ends_with(".yml");
-        let body = if is_yaml { yaml::parse(id, &f.text, &mut diags) } else { hcl::parse(id, &f.text, &mut diags) };
+        let body = if is_yaml {
+            match yaml::parse_in_folder(id, &f.text, &mut diags) {
+                yaml::FolderFile::Spec(body) => body,
+                yaml::FolderFile::Foreign => {
+                    skipped.push(f.name.clone());
+                    continue;
+                }
+            }
+        } else {
+            hcl::parse(id, &f.text, &mut diags)
+        };
         if let Some(body) = body {
             let format = if is_yaml { raw::Format::Yaml } else { raw::Format::Hcl };
             files.push(raw::File { file: id, format, body });
@@ -129,6 +152,7 @@ fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Lo
     // that declares nothing at all is almost certainly the wrong directory, and planning
     // it would propose deleting every pool the state holds.
     let declares_nothing = files.iter().all(|f| f.body.blocks.is_empty() && f.body.attrs.is_empty());
+    let first_spec = files.first().map(|f| f.file);
     // The raw tree is as big as the typed spec again: free it before validating.
     drop(files);
     let mut spec = decoded.spec;
@@ -141,7 +165,7 @@ fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Lo
     if declares_nothing
         && skip.is_empty()
         && !diags.has_errors()
-        && let Some((id, f)) = sources.files().next()
+        && let Some((id, f)) = sources.files().find(|(id, _)| Some(*id) == first_spec)
     {
         diags.push(
             Diagnostic::warning("gpuplan::spec::empty", "the spec declares nothing")
@@ -150,7 +174,7 @@ fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Lo
         );
     }
     diags.sort();
-    Loaded { sources, spec, diags, files: vec![] }
+    Loaded { sources, spec, diags, files: vec![], skipped }
 }
 
 /// A path as users should see it: relative to the working directory when possible.

@@ -109,3 +109,17 @@ fn empty_dir_is_a_warning_not_an_error() {
     assert_eq!(r.code, 0);
     assert!(r.stderr.contains("warning: no spec files"), "{}", r.stderr);
 }
+
+#[test]
+fn other_tools_yaml_in_the_folder_is_left_alone_unless_named() {
+    let kubeconfig = "apiVersion:    v1\nkind:   Config\nclusters:\n    - name: prod\ncurrent-context:   prod\n";
+    let tmp = fleet(&[("pools.yaml", UGLY_YAML), ("kubeconfig.yaml", kubeconfig)]);
+    let r = run(tmp.path(), &["fmt"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "pools.yaml\n");
+    assert!(r.stderr.contains("warning: skipped `kubeconfig.yaml`"), "{}", r.stderr);
+    assert_eq!(read(tmp.path(), "kubeconfig.yaml"), kubeconfig);
+    // Named on the command line, it is formatted as asked.
+    let r = run(tmp.path(), &["fmt", "kubeconfig.yaml"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "kubeconfig.yaml\n"), "{}", r.stderr);
+}

@@ -36,6 +36,7 @@ mod removed_nodes;
 mod schema;
 mod sim_cli;
 mod sim_run;
+mod spec_folder;
 mod spec_roundtrip;
 mod spend_sim;
 mod state_cli;

@@ -101,7 +101,7 @@ fn unknown_block(key: &Ident) -> Diagnostic {
     let singular = TOP_LEVEL.iter().find(|(p, s)| *s == key.name || p.strip_suffix('s') == Some(key.name.as_str()));
     let help = match (singular, did_you_mean(&key.name, plurals)) {
         (Some((plural, _)), _) if *plural != key.name => {
-            format!("YAML uses the plural `{plural}:`, with one entry per name under it")
+            format!("did you mean `{plural}`? YAML uses the plural, with one entry per name under it")
         }
         (_, Some(best)) => format!("did you mean `{best}`?"),
         _ => format!("top-level keys are: {}", plurals.join(", ")),

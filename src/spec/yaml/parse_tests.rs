@@ -342,10 +342,10 @@ fn unknown_top_level_keys_suggest_the_plural() {
     assert!(body.is_some_and(|b| b.blocks.is_empty()));
     assert_eq!(codes(&d), ["gpuplan::spec::unknown_block"; 4]);
     let help: Vec<&str> = d.items.iter().map(|i| i.help.as_deref().unwrap_or("")).collect();
-    assert!(help[0].contains("plural `gpu_pools:`"), "{}", help[0]);
+    assert_eq!(help[0], "did you mean `gpu_pools`? YAML uses the plural, with one entry per name under it");
     assert_eq!(help[1], "did you mean `gpu_pools`?");
     assert!(help[2].contains("providers, gpu_pools"), "{}", help[2]);
-    assert!(help[3].contains("plural `locals:`"), "{}", help[3]);
+    assert!(help[3].contains("did you mean `locals`?"), "{}", help[3]);
     assert_eq!(at(text, d.items[1].labels[0].0), "gpu_pols");
 }
 

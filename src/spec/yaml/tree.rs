@@ -77,6 +77,9 @@ impl Node {
     }
 }
 
+/// The code of the error for a second document (the foreign-file check reads its span).
+pub(super) const MULTIPLE_DOCUMENTS: &str = "gpuplan::yaml::multiple_documents";
+
 /// The parsed stream: at most one document.
 #[derive(Debug)]
 pub(super) struct Document {
@@ -154,12 +157,9 @@ pub(super) fn build(file: u32, text: &str, diags: &mut Diagnostics) -> Option<Do
                 documents += 1;
                 if documents > 1 {
                     diags.push(
-                        Diagnostic::error(
-                            "gpuplan::yaml::multiple_documents",
-                            "a spec file must hold one YAML document",
-                        )
-                        .at(Span::new(file, s, e), "a second document starts here")
-                        .help("split the documents into separate files, or remove this `---` line"),
+                        Diagnostic::error(MULTIPLE_DOCUMENTS, "a spec file must hold one YAML document")
+                            .at(Span::new(file, s, e), "a second document starts here")
+                            .help("split the documents into separate files, or remove this `---` line"),
                     );
                     return None;
                 }

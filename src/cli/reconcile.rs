@@ -78,6 +78,22 @@ pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStat
     })?
 }
 
+/// Said on every round a lock stops: who holds it since when, how many rounds it has
+/// stopped in a row, and the way out when its holder is gone (a remote lock outlives a
+/// killed process; nothing else would say so after the first round).
+fn skip_message(e: &reconcile::ReconcileError, in_a_row: u64) -> String {
+    let rounds = if in_a_row > 1 { format!(" ({in_a_row} rounds in a row)") } else { String::new() };
+    let mut out = format!("Skipping this round{rounds}: another run holds the state lock.\n  {e}\n");
+    if let Some(h) = e.lock_holder() {
+        out += &format!(
+            "  hint: if `gpuplan {}` by {} (since {}) is no longer running, release its lock with \
+             `gpuplan state unlock {}`\n",
+            h.operation, h.who, h.created, h.id
+        );
+    }
+    out
+}
+
 /// One round: load the spec, run a pass, report, update the metrics. In the loop, errors
 /// are reported and counted, and the loop goes on; with `--once` they end the command.
 async fn round(
@@ -97,7 +113,7 @@ async fn round(
         Ok(pass) => pass,
         Err(e) if looping && e.is_locked() => {
             metrics.record_skip();
-            output::stderr(&format!("Skipping this round: another run holds the state lock.\n  {e}\n"));
+            output::stderr(&skip_message(&e, metrics.skipped_in_a_row()));
             return Ok(ExitStatus::Success);
         }
         Err(e) if looping => {

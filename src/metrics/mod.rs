@@ -35,6 +35,8 @@ struct Registry {
     runs: u64,
     failures: u64,
     skipped: u64,
+    /// Rounds skipped since the last one that ran.
+    skipped_in_a_row: u64,
     last_run: Option<f64>,
     last_success: Option<f64>,
     scale_actions: BTreeMap<(String, &'static str), u64>,
@@ -74,6 +76,7 @@ impl Metrics {
         let fleet = fleet(spec, pass);
         let mut r = self.registry();
         r.runs += 1;
+        r.skipped_in_a_row = 0;
         r.last_run = Some(seconds(pass.at));
         if pass.outcome.succeeded() {
             r.last_success = Some(seconds(pass.at));
@@ -90,13 +93,21 @@ impl Metrics {
     pub fn record_failure(&self, at: SystemTime) {
         let mut r = self.registry();
         r.runs += 1;
+        r.skipped_in_a_row = 0;
         r.failures += 1;
         r.last_run = Some(seconds(at));
     }
 
     /// A round skipped because another run held the state lock.
     pub fn record_skip(&self) {
-        self.registry().skipped += 1;
+        let mut r = self.registry();
+        r.skipped += 1;
+        r.skipped_in_a_row += 1;
+    }
+
+    /// Rounds skipped for the lock since the last round that ran.
+    pub fn skipped_in_a_row(&self) -> u64 {
+        self.registry().skipped_in_a_row
     }
 
     /// The text exposition format 0.0.4.
@@ -230,6 +241,7 @@ fn fleet(spec: &Spec, pass: &Pass) -> Fleet {
             NodeState::Pending => "pending",
             NodeState::Running => "running",
             NodeState::Reclaimed => "reclaimed",
+            NodeState::Stopped => "stopped",
             NodeState::Terminated => continue,
         };
         let mut g = gpus_per_node(&n.pool);

@@ -50,6 +50,10 @@ pub enum NodeState {
     Terminated,
     /// Reclaimed by the cloud (spot interruption).
     Reclaimed,
+    /// Stopped (or stopping) outside gpuplan: not serving, but not gone either: a stopped
+    /// instance may still bill (its disks always, the instance itself unless the cloud's
+    /// stop-charging mode applies). Plans report it and terminate it.
+    Stopped,
 }
 
 /// One GPU node as a cloud reports it.

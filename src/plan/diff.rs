@@ -90,8 +90,8 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan, BadStateKey> {
     let cat = catalog::catalog();
     let graph = graph::build(spec);
     let state = state_addresses(input.state)?;
-    let (live, seen_by_id) = live_nodes(input, &state);
-    let addresses = addresses(input, &state, &live);
+    let (live, stopped, seen_by_id) = live_nodes(input, &state);
+    let addresses = addresses(input, &state, &live, &stopped);
     let mut plan = empty_plan(input, addresses.len());
     let jobs = JobNodes::new(spec, input.state, input.job_statuses);
 
@@ -111,6 +111,7 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan, BadStateKey> {
                     pool,
                     prior,
                     live: nodes,
+                    stopped: stopped.get(addr).cloned().unwrap_or_default(),
                     seen_by_id: &seen_by_id,
                     autoscaled: autoscaled.contains(addr),
                     jobs: &jobs,
@@ -144,14 +145,17 @@ fn state_addresses(state: &State) -> Result<Vec<(Address, &ResourceState)>, BadS
         .collect()
 }
 
-/// Live nodes per pool address (from refresh, or the state's record without one), and
-/// every observed node by id (for drift messages).
-#[allow(clippy::type_complexity)]
+/// Nodes per pool address by what refresh found them doing.
+type ByPool<'a> = BTreeMap<Address, Vec<&'a Node>>;
+
+/// Live nodes per pool address (from refresh, or the state's record without one), nodes
+/// refresh found stopped per pool address, and every observed node by id (for drift messages).
 fn live_nodes<'a>(
     input: &PlanInput<'a>,
     state: &[(Address, &'a ResourceState)],
-) -> (BTreeMap<Address, Vec<&'a Node>>, BTreeMap<&'a str, &'a Node>) {
-    let mut live: BTreeMap<Address, Vec<&Node>> = BTreeMap::new();
+) -> (ByPool<'a>, ByPool<'a>, BTreeMap<&'a str, &'a Node>) {
+    let mut live: ByPool<'a> = BTreeMap::new();
+    let mut stopped: ByPool<'a> = BTreeMap::new();
     let mut seen_by_id: BTreeMap<&str, &Node> = BTreeMap::new();
     match input.observed {
         Some(nodes) => {
@@ -159,6 +163,8 @@ fn live_nodes<'a>(
                 seen_by_id.insert(&n.id, n);
                 if n.is_live() {
                     live.entry(n.pool.clone()).or_default().push(n);
+                } else if n.state == crate::providers::NodeState::Stopped {
+                    stopped.entry(n.pool.clone()).or_default().push(n);
                 }
             }
         }
@@ -168,14 +174,15 @@ fn live_nodes<'a>(
             }
         }
     }
-    (live, seen_by_id)
+    (live, stopped, seen_by_id)
 }
 
 /// Every address to plan: the spec's (unless destroying), the state's and the live nodes' pools.
 fn addresses(
     input: &PlanInput<'_>,
     state: &[(Address, &ResourceState)],
-    live: &BTreeMap<Address, Vec<&Node>>,
+    live: &ByPool<'_>,
+    stopped: &ByPool<'_>,
 ) -> BTreeSet<Address> {
     let spec = input.spec;
     let mut addresses: BTreeSet<Address> = BTreeSet::new();
@@ -188,6 +195,7 @@ fn addresses(
     }
     addresses.extend(state.iter().map(|(a, _)| a.clone()));
     addresses.extend(live.keys().cloned());
+    addresses.extend(stopped.keys().cloned());
     addresses
 }
 

@@ -303,6 +303,8 @@ pub enum DriftKind {
     Changed,
     /// A node with this state's tags that the state does not know.
     Orphan,
+    /// A node stopped outside gpuplan: not serving, possibly still billing; terminated.
+    Stopped,
 }
 
 impl DriftKind {
@@ -312,6 +314,7 @@ impl DriftKind {
             DriftKind::Removed => "removed",
             DriftKind::Changed => "changed",
             DriftKind::Orphan => "orphan",
+            DriftKind::Stopped => "stopped",
         }
     }
 }

@@ -162,6 +162,14 @@ impl ReconcileError {
     pub fn is_locked(&self) -> bool {
         matches!(self, ReconcileError::Run(RunError::State(StateError::Locked { .. })))
     }
+
+    /// Who holds the lock, when [`is_locked`](Self::is_locked) and the holder is known.
+    pub fn lock_holder(&self) -> Option<&crate::state::lock::LockInfo> {
+        match self {
+            ReconcileError::Run(RunError::State(StateError::Locked { holder, .. })) => holder.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 impl From<StateError> for ReconcileError {

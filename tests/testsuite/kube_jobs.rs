@@ -383,3 +383,41 @@ fn preempting_one_replica_evicts_its_pod_and_the_job_survives() {
     assert!(api.job("ml", "urgent").is_some(), "the critical job was submitted");
     assert_ne!(status(d).0, "failed");
 }
+
+/// An API server that accepts connections and never answers: `check` (like `plan`, which
+/// reads job status the same way) fails after the read timeout instead of hanging.
+#[test]
+fn a_hung_api_server_times_out_instead_of_hanging() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let held = std::thread::spawn(move || {
+        // Accept and hold the connections without a byte of answer.
+        let mut open = Vec::new();
+        for c in listener.incoming().take(8) {
+            open.push(c);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    });
+    let dir = fleet(&url, 0, 1);
+    let mut child = command(dir.path(), &["check"])
+        .env("GPUPLAN_KUBE_READ_TIMEOUT", "2s")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("gpuplan starts");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(45) {
+            child.kill().ok();
+            panic!("`gpuplan check` hung on a silent API server");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let out = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(status.code(), Some(1), "{stdout}");
+    assert!(stdout.to_lowercase().contains("timed out") || stdout.contains("timeout"), "{stdout}");
+    drop(held);
+}

@@ -504,3 +504,23 @@ fn credentials_come_from_a_named_profile_in_the_shared_files() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("AWS_PROFILE=nope"), "{stderr}");
 }
+
+/// A remote lock left by a killed run stops every reconcile round; each round says so with
+/// the holder and the `state unlock` command (not just the first one).
+#[test]
+fn reconcile_reports_a_dead_remote_lock_every_round_with_the_unlock_command() {
+    let (tmp, b) = setup(1);
+    put(
+        &b,
+        "fleets/prod.json.lock",
+        br#"{"id":"5b0c1f5e-0000-4000-8000-00000000dead","who":"ci@runner-7","pid":4242,"operation":"apply","created":"2026-01-01T00:00:00Z"}"#,
+    );
+    let mut child = spawn(tmp.path(), &["reconcile", "--interval", "1s"], &[]);
+    std::thread::sleep(Duration::from_millis(3500));
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let unlock = "gpuplan state unlock 5b0c1f5e-0000-4000-8000-00000000dead";
+    assert!(stderr.matches(unlock).count() >= 2, "every skipped round names the way out:\n{stderr}");
+    assert!(stderr.contains("rounds in a row") && stderr.contains("ci@runner-7"), "{stderr}");
+}

@@ -44,6 +44,8 @@ pub(crate) struct PoolCtx<'a, 'i> {
     pub pool: Option<&'a GpuPool>,
     pub prior: Option<&'a ResourceState>,
     pub live: Vec<&'a Node>,
+    /// Nodes of the pool that refresh found stopped outside gpuplan: terminated.
+    pub stopped: Vec<&'a Node>,
     /// Every observed node by id (for drift messages).
     pub seen_by_id: &'a BTreeMap<&'a str, &'a Node>,
     pub autoscaled: bool,
@@ -72,7 +74,9 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         cx.live.iter().copied().partition(|n| stale_reason(&shape, n).is_some());
     let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, fresh.len());
     let NodeOps { creates, deletes, held, retry } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
-    let (deletes, deferred) = busy::defer(deletes, cx.jobs);
+    let (mut deletes, deferred) = busy::defer(deletes, cx.jobs);
+    // A stopped node serves no job: it goes whatever the jobs say.
+    deletes.extend(sorted(&cx.stopped).into_iter().map(|node| delete(node, STOPPED)));
     let (od, spot) = shape::split(n, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
     // On-demand nodes standing in for spot ones stay on-demand (and cost as such).
     let swapped = held.iter().filter(|h| h.capacity != h.preferred_capacity).count() as u32;
@@ -215,6 +219,9 @@ fn ago(later: u64, earlier: u64) -> String {
     humantime::format_duration(std::time::Duration::from_secs(secs / 60 * 60)).to_string()
 }
 
+/// The delete reason of a node stopped outside gpuplan.
+pub(crate) const STOPPED: &str = "stopped outside gpuplan";
+
 /// Does a changed path (`gpu`, `nodes.desired`) name an attribute that cannot change in place?
 fn is_immutable(path: &str) -> bool {
     IMMUTABLE.contains(&path.split('.').next().unwrap_or(""))
@@ -243,6 +250,15 @@ pub(crate) fn observe_drift(cx: &PoolCtx<'_, '_>) -> Drift {
         drift.items.extend(changed_nodes(cx, prior));
     }
     orphans(cx, &mut drift);
+    drift.items.extend(cx.stopped.iter().map(|n| DriftItem {
+        address: cx.addr.clone(),
+        kind: DriftKind::Stopped,
+        node_id: Some(n.id.clone()),
+        message: format!(
+            "node {} in {} was stopped outside gpuplan; a stopped instance may still bill, so it will be terminated",
+            n.id, n.zone
+        ),
+    }));
     drift
 }
 
@@ -255,6 +271,8 @@ fn lost_nodes(cx: &PoolCtx<'_, '_>, prior: &ResourceState, drift: &mut Drift) {
             continue;
         }
         let (kind, message) = match cx.seen_by_id.get(n.id.as_str()).map(|s| s.state) {
+            // Reported with the pool's other stopped nodes (see `stopped_nodes`), not forgotten.
+            Some(NodeState::Stopped) => continue,
             Some(NodeState::Reclaimed) => {
                 (DriftKind::Reclaimed, format!("{} node {} in {} was reclaimed by the cloud", n.capacity, n.id, n.zone))
             }

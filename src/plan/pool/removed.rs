@@ -18,12 +18,13 @@ pub(crate) fn removed(
     before_cfg: Option<JsonText>,
     before_counts: NodeCounts,
 ) -> Option<(ResourceChange, Option<PlanError>)> {
-    if cx.prior.is_none() && cx.live.is_empty() {
+    if cx.prior.is_none() && cx.live.is_empty() && cx.stopped.is_empty() {
         return None;
     }
     let addr = cx.addr;
     let (reason, why) = removal_reason(cx);
-    let deletes: Vec<NodeDelete> = sorted(&cx.live).into_iter().map(|n| delete(n, why)).collect();
+    let mut deletes: Vec<NodeDelete> = sorted(&cx.live).into_iter().map(|n| delete(n, why)).collect();
+    deletes.extend(sorted(&cx.stopped).into_iter().map(|n| delete(n, super::STOPPED)));
     let prior = cx.prior;
     let (provider, provider_kind) = removed_provider(cx);
     let mut before = before_counts;

@@ -130,7 +130,17 @@ fn with_cx<R>(world: &World, in_spec: bool, autoscaled: bool, f: impl FnOnce(&Po
     };
     let pool = if in_spec { world.spec.gpu_pools.get(&addr) } else { None };
     let jobs = super::JobNodes::new(&world.spec, &world.state, None);
-    let cx = PoolCtx { input: &input, addr: &addr, pool, prior, live, seen_by_id: &seen, autoscaled, jobs: &jobs };
+    let cx = PoolCtx {
+        input: &input,
+        addr: &addr,
+        pool,
+        prior,
+        live,
+        stopped: vec![],
+        seen_by_id: &seen,
+        autoscaled,
+        jobs: &jobs,
+    };
     f(&cx)
 }
 

@@ -210,6 +210,9 @@ pub fn to_any_node(inst: &Value, region: &str) -> Option<Node> {
         _ if capacity == Capacity::Spot && recycling(inst) => NodeState::Reclaimed,
         "Pending" | "Starting" => NodeState::Pending,
         "Running" => NodeState::Running,
+        // Stopped is not released: its disks bill, and so does the instance unless it was
+        // stopped in StopCharging mode.
+        "Stopping" | "Stopped" => NodeState::Stopped,
         _ => NodeState::Terminated,
     };
     Some(Node {
@@ -250,6 +253,6 @@ mod tests {
         let r = to_node(&inst("Running", "SpotWithPriceLimit", &["Recycling"]), "r").expect("node");
         assert_eq!(r.state, NodeState::Reclaimed);
         let od = to_node(&inst("Stopped", "NoSpot", &[]), "r").expect("node");
-        assert_eq!((od.capacity, od.state), (Capacity::OnDemand, NodeState::Terminated));
+        assert_eq!((od.capacity, od.state), (Capacity::OnDemand, NodeState::Stopped), "stopped is not gone");
     }
 }

@@ -43,8 +43,8 @@ pub fn to_node(i: &Instance, region: &str) -> Option<Node> {
         Some(InstanceStateName::Running) => NodeState::Running,
         _ if spot_reclaimed(i) => NodeState::Reclaimed,
         Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated) => NodeState::Terminated,
-        // Pending, and nodes stopped outside gpuplan: still there (they count, and
-        // destroy terminates them), but not serving.
+        // Stopped outside gpuplan: not serving, and its volumes still bill.
+        Some(InstanceStateName::Stopping | InstanceStateName::Stopped) => NodeState::Stopped,
         _ => NodeState::Pending,
     };
     Some(Node {

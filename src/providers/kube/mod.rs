@@ -23,6 +23,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use ::kube::api::{Api, DeleteParams, EvictParams, ListParams, LogParams, PostParams};
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
@@ -46,6 +47,25 @@ const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 const INDEX_LABEL: &str = "batch.kubernetes.io/job-completion-index";
 /// The container whose output `jobs logs` prints.
 pub const CONTAINER: &str = "job";
+
+/// How long connecting to a cluster's API server may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an API server may take to answer one request (and to take one request's body),
+/// unless `GPUPLAN_KUBE_READ_TIMEOUT` (e.g. `2m`) says otherwise.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn read_timeout() -> Result<Duration, ProviderError> {
+    match std::env::var("GPUPLAN_KUBE_READ_TIMEOUT") {
+        Err(_) => Ok(READ_TIMEOUT),
+        Ok(v) => humantime::parse_duration(v.trim()).ok().filter(|d| !d.is_zero()).ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Invalid,
+                "BadTimeout",
+                format!("GPUPLAN_KUBE_READ_TIMEOUT=`{v}` is not a duration above zero (e.g. `30s`, `2m`)"),
+            )
+        }),
+    }
+}
 
 /// The backend's name for the jobs of a pool whose provider block is `provider`.
 pub fn name(provider: &str) -> String {
@@ -152,10 +172,22 @@ impl KubeJobs {
         }
     }
 
-    /// A client for a cluster locator, connected once per run.
+    /// A client for a cluster locator, connected once per run, with [`CONNECT_TIMEOUT`] and
+    /// [`READ_TIMEOUT`]: a hung API server fails the call instead of hanging `plan`.
     async fn client(&self, loc: &str) -> Result<::kube::Client, ProviderError> {
+        self.client_with(loc, Some(read_timeout()?)).await
+    }
+
+    /// [`client`](Self::client) for a log stream followed until its pods end: a quiet pod
+    /// sends nothing for as long as it likes, so only the connection is timed.
+    async fn streaming_client(&self, loc: &str) -> Result<::kube::Client, ProviderError> {
+        self.client_with(loc, None).await
+    }
+
+    async fn client_with(&self, loc: &str, reads: Option<Duration>) -> Result<::kube::Client, ProviderError> {
+        let key = if reads.is_some() { loc.to_string() } else { format!("{loc}#stream") };
         let mut clients = self.clients.lock().await;
-        if let Some(c) = clients.get(loc) {
+        if let Some(c) = clients.get(&key) {
             return Ok(c.clone());
         }
         let unknown =
@@ -191,9 +223,14 @@ impl KubeJobs {
             |e: &dyn std::fmt::Display| ProviderError::new(ErrorClass::Invalid, "Kubeconfig", format!("{origin}: {e}"));
         let kc = Kubeconfig::from_yaml(&text).map_err(|e| bad(&e))?;
         let opts = KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
-        let config = ::kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| bad(&e))?;
+        let mut config = ::kube::Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| bad(&e))?;
+        config.connect_timeout = Some(CONNECT_TIMEOUT);
+        config.read_timeout = reads;
+        config.write_timeout = Some(self::read_timeout()?);
+        // Count the read timeout from each request, not from when a pooled connection went idle.
+        config.reset_reader_on_write = true;
         let client = ::kube::Client::try_from(config).map_err(|e| bad(&e))?;
-        clients.insert(loc.to_string(), client.clone());
+        clients.insert(key, client.clone());
         Ok(client)
     }
 
@@ -222,7 +259,7 @@ impl KubeJobs {
     ) -> Result<(), ProviderError> {
         use futures::AsyncBufReadExt;
         use futures::StreamExt;
-        let client = self.client(loc).await?;
+        let client = if follow { self.streaming_client(loc).await? } else { self.client(loc).await? };
         let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
         if self.owned_job(&jobs, loc, ns, name).await?.is_none() {
             return Err(ProviderError::new(

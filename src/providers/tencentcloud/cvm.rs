@@ -204,16 +204,16 @@ pub fn to_any_node(inst: &Value, region: &str) -> Option<Node> {
 
 /// Instance states (reference B.4). A spot instance shut down or terminating without
 /// gpuplan having asked (its latest operation is not TerminateInstances) was reclaimed.
+/// `STOPPED`, `STOPPING` and (otherwise) `SHUTDOWN` ("stopped, awaiting destruction") are
+/// stopped, not gone: a pay-as-you-go instance keeps charging by default when stopped.
 pub fn node_state(inst: &Value, capacity: Capacity) -> NodeState {
+    let by_us = inst["LatestOperation"].as_str() == Some("TerminateInstances");
     match inst["InstanceState"].as_str().unwrap_or_default() {
         "PENDING" | "STARTING" => NodeState::Pending,
         "RUNNING" | "REBOOTING" => NodeState::Running,
-        "SHUTDOWN" | "TERMINATING"
-            if capacity == Capacity::Spot
-                && inst["LatestOperation"].as_str().is_none_or(|op| op != "TerminateInstances") =>
-        {
-            NodeState::Reclaimed
-        }
+        "SHUTDOWN" | "TERMINATING" if capacity == Capacity::Spot && !by_us => NodeState::Reclaimed,
+        "STOPPED" | "STOPPING" => NodeState::Stopped,
+        "SHUTDOWN" if !by_us => NodeState::Stopped,
         _ => NodeState::Terminated,
     }
 }
@@ -242,6 +242,13 @@ mod tests {
         assert_eq!(ours.state, NodeState::Terminated);
         let od = to_node(&inst("PENDING", "POSTPAID_BY_HOUR", "RunInstances", &pool), "r").expect("node");
         assert_eq!((od.capacity, od.state), (Capacity::OnDemand, NodeState::Pending));
+        // Stopped is not gone: it may still bill.
+        for s in ["STOPPED", "STOPPING", "SHUTDOWN"] {
+            let stopped = to_node(&inst(s, "POSTPAID_BY_HOUR", "StopInstances", &pool), "r").expect("node");
+            assert_eq!(stopped.state, NodeState::Stopped, "{s}");
+        }
+        let stopped_spot = to_node(&inst("STOPPED", "SPOTPAID", "StopInstances", &pool), "r").expect("node");
+        assert_eq!(stopped_spot.state, NodeState::Stopped);
         // Job nodes and instances without a pool address are not pool nodes.
         let job = [(TAG_MANAGED, "true"), (crate::providers::TAG_ADDRESS, "gpu_pool.train"), (TAG_JOB, "job.x")];
         assert!(to_node(&inst("RUNNING", "SPOTPAID", "RunInstances", &job), "r").is_none());

@@ -316,3 +316,21 @@ fn a_failed_job_is_retried_on_a_new_node() {
     assert_ne!(now[0].id, first[0].id);
     assert_eq!(now[0].tags.get(TAG_ATTEMPT).map(String::as_str), Some("2"));
 }
+
+/// A `Stopped` ECS instance is not released: its disks bill, and so does the instance
+/// unless it was stopped in StopCharging mode. Drift says so, apply releases and replaces it.
+#[test]
+fn a_stopped_node_is_reported_and_released_not_forgotten() {
+    let fake = Fake::start();
+    let f = fleet(&fake, &[ZH], 1, "    on_demand_base = 1");
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let id = fake.instances()[0].id.clone();
+    fake.stop(&id, "");
+    let r = f.run(&["drift", "--detailed-exitcode"]).expect(2);
+    assert!(r.stdout.contains(&id) && r.stdout.contains("stopped outside gpuplan"), "{}", r.stdout);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let now: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(now.len(), 1);
+    assert_ne!(now[0], id, "the stopped node was released and replaced");
+    f.run(&["plan", "--detailed-exitcode"]).expect(0);
+}

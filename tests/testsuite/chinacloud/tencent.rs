@@ -310,3 +310,29 @@ async fn the_fake_answers_like_tencent_cloud() {
     assert_eq!(code(&raw(&fake, "DescribeNothing", SECRET_KEY, now).await), "InvalidAction");
     assert!(raw(&fake, "DescribeNothing", SECRET_KEY, now).await["Response"]["RequestId"].is_string());
 }
+
+/// A node stopped outside gpuplan (STOPPED, or SHUTDOWN: stopped, awaiting destruction) is
+/// not gone: a stopped pay-as-you-go instance keeps charging by default. Drift says so and
+/// apply terminates it and launches a replacement; before, it was read as terminated and
+/// forgotten while it went on billing.
+#[test]
+fn a_stopped_node_is_reported_and_terminated_not_forgotten() {
+    let fake = Fake::start();
+    let f = fleet(&fake, &[Z3], 2, "    on_demand_base = 2");
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let ids: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(ids.len(), 2);
+    fake.set_state(&ids[0], "STOPPED");
+    fake.set_state(&ids[1], "SHUTDOWN");
+    let r = f.run(&["drift", "--json"]).expect(0);
+    let doc: Value = serde_json::from_str(&r.stdout).expect("drift json");
+    let kinds: Vec<&str> = doc["drift"].as_array().unwrap().iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert_eq!(kinds, ["stopped", "stopped"], "{}", r.stdout);
+    let plan = f.run(&["plan", "--detailed-exitcode"]).expect(2);
+    assert!(plan.stdout.contains("was stopped outside gpuplan"), "{}", plan.stdout);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let now: Vec<(String, String)> = fake.instances().into_iter().map(|i| (i.id, i.state)).collect();
+    assert!(now.iter().all(|(id, _)| !ids.contains(id)), "the stopped nodes were terminated: {now:?}");
+    assert_eq!(now.len(), 2, "and replaced: {now:?}");
+    f.run(&["plan", "--detailed-exitcode"]).expect(0);
+}

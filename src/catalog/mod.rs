@@ -253,6 +253,30 @@ impl Catalog {
         self.regions(provider).into_iter().find(|r| r.name == name)
     }
 
+    /// Zones of `region` where `t` is offered, read from `t`'s own cloud: for `sim` a region
+    /// name may exist at two clouds (`ap-southeast-1`), and [`Catalog::region`] returns the
+    /// first, which may not be the one that sells `t`.
+    pub fn type_zones<'a>(&'a self, t: &'a InstanceType, region: &str) -> Vec<&'a str> {
+        self.cloud(t.cloud)
+            .and_then(|c| c.regions.iter().find(|r| r.name == region))
+            .map(|r| t.zones_in(r))
+            .unwrap_or_default()
+    }
+
+    /// Every zone of the regions named `region` (for `sim`, at every cloud that has one),
+    /// in catalog order, each once.
+    pub fn region_zones(&self, provider: ProviderKind, region: &str) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for r in self.regions(provider).into_iter().filter(|r| r.name == region) {
+            for z in &r.zones {
+                if !out.contains(&z.as_str()) {
+                    out.push(z);
+                }
+            }
+        }
+        out
+    }
+
     /// Zones of a region (empty if unknown).
     pub fn zones_of(&self, provider: ProviderKind, region: &str) -> Vec<&str> {
         self.region(provider, region).map(|r| r.zones.iter().map(String::as_str).collect()).unwrap_or_default()

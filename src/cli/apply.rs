@@ -47,7 +47,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     auto_approve: args.auto_approve,
                     verbose: args.verbose,
                 };
-                match plan_and_confirm(settings, &session, &loaded.spec, &providers, &req, &ask).await? {
+                match plan_and_confirm(settings, &session, &loaded, &providers, &req, &ask).await? {
                     Ok(plan) => plan,
                     Err(status) => return Ok(status),
                 }
@@ -84,7 +84,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             auto_approve: args.auto_approve,
             verbose: args.verbose,
         };
-        let plan = match plan_and_confirm(settings, &session, &loaded.spec, &providers, &req, &ask).await? {
+        let plan = match plan_and_confirm(settings, &session, &loaded, &providers, &req, &ask).await? {
             Ok(plan) => plan,
             Err(status) => return Ok(status),
         };
@@ -107,12 +107,13 @@ struct Ask {
 async fn plan_and_confirm(
     settings: &Settings,
     session: &engine::Session,
-    spec: &crate::spec::Spec,
+    loaded: &crate::spec::Loaded,
     providers: &crate::apply::ProviderSet,
     req: &PlanRequest,
     ask: &Ask,
 ) -> miette::Result<Result<Plan, ExitStatus>> {
-    let plan = engine::run::plan(spec, session, providers, req).await?;
+    let mut plan = engine::run::plan(&loaded.spec, session, providers, req).await?;
+    common::locate_errors(&mut plan, loaded);
     output::stdout(&render::plan_text(&plan, &text_options(settings, ask.verbose)));
     common::warn_unused_overrides(&plan, &req.overrides)?;
     common::warn_near_limits(&plan)?;

@@ -160,3 +160,22 @@ pub fn warn_near_limits(plan: &Plan) -> Result<(), RunError> {
     }
     Ok(())
 }
+
+/// Point each plan error at its block in the spec (`main.hcl:12:1`): planning knows spans,
+/// only the loaded sources know files and lines.
+pub fn locate_errors(plan: &mut Plan, loaded: &crate::spec::Loaded) {
+    use crate::addr::Kind;
+    let spec = &loaded.spec;
+    for e in plan.errors.iter_mut().filter(|e| e.location.is_none()) {
+        let a = &e.address;
+        let span = match a.kind {
+            Kind::GpuPool => spec.gpu_pools.get(a).map(|b| b.meta.span),
+            Kind::Quota => spec.quotas.get(a).map(|b| b.meta.span),
+            Kind::JobTemplate => spec.job_templates.get(a).map(|b| b.meta.span),
+            Kind::Job => spec.jobs.get(a).map(|b| b.meta.span),
+            Kind::Autoscaler => spec.autoscalers.get(a).map(|b| b.meta.span),
+            Kind::Provider => None,
+        };
+        e.location = span.map(|s| loaded.sources.location(s));
+    }
+}

@@ -27,7 +27,8 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
             month_to_date: Default::default(),
             clocks: Default::default(),
         };
-        let plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
+        let mut plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
+        common::locate_errors(&mut plan, &loaded);
         let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
         match format {
             PlanFormat::Text => output::stdout(&render::plan_text(

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::addr::Address;
 use crate::catalog;
 use crate::plan::Plan;
-use crate::plan::model::PoolChange;
+use crate::plan::model::{PlanError, PoolChange};
 use crate::plan::shape;
 use crate::providers::Capacity;
 use crate::spec::Spec;
@@ -65,6 +65,13 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> Result<CostReport, 
                 if cny && !providers.iter().any(|(n, _)| *n == pc.provider) {
                     providers.push((pc.provider.clone(), kind));
                 }
+                let before_unpriced = pc
+                    .before_types
+                    .iter()
+                    .any(|t| prices.price(&pc.provider, kind, &pc.region, &t.instance_type, t.capacity).is_none());
+                if before_unpriced {
+                    unpriced.push(c.address.clone());
+                }
                 pools.push(p)
             }
             None => unpriced.push(c.address.clone()),
@@ -99,6 +106,77 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> Result<CostReport, 
         quotas,
         exchange_rates: prices.rates_used(&providers),
         unpriced,
+    })
+}
+
+/// Plan errors for pools the plan would run at a price it does not know: nothing is free
+/// by accident. A pool that keeps or launches nodes of an instance type without a price
+/// is one; so is a pool that asks for nodes but is priced at nothing (it would launch
+/// none of them). Nodes of an unknown type that the plan removes are no error (the plan
+/// replacing them must stay possible): they are left out of "before", listed under
+/// `unpriced`.
+pub fn errors(plan: &Plan, report: &CostReport) -> Vec<PlanError> {
+    let mut out = Vec::new();
+    for c in &plan.changes {
+        let Some(pc) = &c.pool else { continue };
+        if let Some(e) = unpriced_nodes(&c.address, pc) {
+            out.push(e);
+        } else if let Some(p) = report.pools.iter().find(|p| p.address == c.address) {
+            out.extend(priced_at_nothing(p));
+        }
+    }
+    out
+}
+
+/// Nodes of `pc` that stay or launch with an instance type the catalog has no price for.
+fn unpriced_nodes(addr: &Address, pc: &PoolChange) -> Option<PlanError> {
+    let cat = catalog::catalog();
+    // An unknown kind is `cost`'s own error.
+    let kind = pc.provider_kind.parse::<ProviderKind>().ok()?;
+    let mut unknown: BTreeMap<&str, i64> = BTreeMap::new();
+    for t in pc.before_types.iter().filter(|t| cat.instance_type(kind, &t.instance_type).is_none()) {
+        *unknown.entry(&t.instance_type).or_default() += i64::from(t.count);
+    }
+    for d in &pc.deletes {
+        if let Some(n) = unknown.get_mut(d.instance_type.as_str()).filter(|n| **n > 0) {
+            *n -= 1;
+        }
+    }
+    for b in &pc.creates {
+        if let Some(t) = b.instance_types.first().filter(|t| cat.instance_type(kind, t).is_none()) {
+            *unknown.entry(t).or_default() += i64::from(b.count);
+        }
+    }
+    let kept: Vec<String> = unknown.iter().filter(|(_, n)| **n > 0).map(|(t, n)| format!("{n} × `{t}`")).collect();
+    (!kept.is_empty()).then(|| PlanError {
+        address: addr.clone(),
+        message: format!(
+            "`{addr}` cannot be priced: the {} catalog has no price for its nodes {}",
+            pc.provider_kind,
+            kept.join(", ")
+        ),
+        hint: Some(format!(
+            "pin `instance_types` to types the catalog prices so these nodes are replaced (`gpuplan offers --gpu {}` lists them), or remove the nodes from the pool",
+            pc.gpu
+        )),
+        location: None,
+    })
+}
+
+/// A pool that asks for nodes but costs nothing would launch none of them.
+fn priced_at_nothing(p: &PoolCost) -> Option<PlanError> {
+    let nodes = p.on_demand_after + p.spot_after;
+    (nodes > 0 && p.hourly_after <= 0.0).then(|| PlanError {
+        address: p.address.clone(),
+        message: format!(
+            "`{}` asks for {nodes} node(s) of {} × {} in {}, but the plan launches none: it would cost 0.00 USD/h",
+            p.address,
+            p.gpus_after / u64::from(nodes),
+            p.gpu,
+            p.region
+        ),
+        hint: Some("run `gpuplan validate` to see which zones of the region sell this shape".into()),
+        location: None,
     })
 }
 
@@ -204,11 +282,19 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
     let mut after: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
     let mut hourly_before = 0.0;
     for t in &pc.before_types {
-        hourly_before += price(&t.instance_type, t.capacity)?.usd_per_hour * t.count as f64;
+        // A node without a price that this plan removes leaves "before" short, but must not
+        // keep the plan that replaces it from being priced; one that stays is an error
+        // ([`unpriced_nodes`]) and leaves the pool unpriced below.
+        hourly_before += price(&t.instance_type, t.capacity).map_or(0.0, |p| p.usd_per_hour) * t.count as f64;
         *after.entry((t.instance_type.clone(), t.capacity)).or_default() += t.count as i64;
     }
+    // A delete takes off a node "before" counted. Some deletes never were (a node stopped
+    // outside gpuplan is terminated but was not live): taken off anyway, they would cancel
+    // the creates that replace them and price the new nodes at nothing.
     for d in &pc.deletes {
-        *after.entry((d.instance_type.clone(), d.capacity)).or_default() -= 1;
+        if let Some(n) = after.get_mut(&(d.instance_type.clone(), d.capacity)).filter(|n| **n > 0) {
+            *n -= 1;
+        }
     }
     let spec_pool = spec.gpu_pools.get(addr);
     let shape = spec_pool.and_then(|p| shape::shape(spec, p, catalog::catalog()));

@@ -311,6 +311,7 @@ fn assess(
 ) -> Result<Plan, RunError> {
     let prices = cost::PriceBook::new(spec, &req.env).with_live(&req.live_prices);
     let report = cost::cost(&plan, spec, &prices)?;
+    plan.errors.extend(cost::errors(&plan, &report));
     let facts =
         policy::Facts { plan: &plan, cost: &report, spec, running_jobs: running, month_to_date: &req.month_to_date };
     let results = policy::evaluate(&req.policies, &facts, &req.overrides);

@@ -261,6 +261,7 @@ fn config_change(
                     hint: Some(
                         "set prevent_destroy = false and apply first, if destroying it is really intended".into(),
                     ),
+                    location: None,
                 });
             }
             let reason = if input.destroy {

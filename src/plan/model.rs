@@ -357,6 +357,10 @@ pub struct PlanError {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// `file:line:col` of the spec block the error is about, when the spec has it. Planning
+    /// knows spans, not files: the CLI, which holds the sources, fills it in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -121,7 +121,9 @@ pub struct CostReport {
     pub quotas: Vec<QuotaCost>,
     pub range: Range,
     pub spot_hourly_after: f64,
-    /// Pools gpuplan could not price (unknown instance type in the catalog).
+    /// Pools with nodes gpuplan has no price for (an instance type not in the catalog):
+    /// left out of the totals, or, for nodes the plan removes, out of "before". Nodes
+    /// that would stay or launch are also a plan error (`cost::errors`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<String>")]
     pub unpriced: Vec<Address>,

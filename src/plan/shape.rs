@@ -104,14 +104,16 @@ pub fn shape(spec: &Spec, pool: &GpuPool, cat: &Catalog) -> Option<PoolShape> {
     };
     types.sort_by(|a, b| a.price_usd(cny).total_cmp(&b.price_usd(cny)).then_with(|| a.name.cmp(&b.name)));
     let preferred = types.first()?;
-    let reg = cat.region(kind, &region)?;
     let zones: Vec<String> = if pool.zones.is_empty() {
-        let mut z: Vec<String> = preferred.zones_in(reg).into_iter().map(str::to_string).collect();
+        let mut z: Vec<String> = cat.type_zones(preferred, &region).into_iter().map(str::to_string).collect();
         z.sort();
         z
     } else {
         pool.zones.iter().map(|z| z.value.clone()).collect()
     };
+    if zones.is_empty() {
+        return None; // nowhere to place a node: validation says what the region offers
+    }
     Some(PoolShape {
         provider: pool.provider.value.clone(),
         provider_kind: kind,

@@ -6,7 +6,7 @@
 //!   object `{hourly_before, hourly_after, monthly_delta, currency}` as `cost/` fills it,
 //!   or `null` before it has run), `policies` (`[{name, enforcement, passed, message}]`
 //!   as `policy/` fills them), `summary` (`{add, change, destroy}`);
-//! - extras for scripts: `errors` (`[{address, message, hint}]`: the plan cannot be
+//! - extras for scripts: `errors` (`[{address, message, hint, location}]`: the plan cannot be
 //!   applied while this is non-empty), `lineage` and `serial` (the prior state the plan
 //!   was made against), `refreshed` (false with `--refresh=false`), `targets`, and
 //!   `jobs` when the plan has any (`[{address, pool, quota, priority, preemptible, replicas, gpus_per_replica,
@@ -102,7 +102,12 @@ impl<'a> PlanDoc<'a> {
             errors: plan
                 .errors
                 .iter()
-                .map(|e| ErrorDoc { address: Shown(&e.address), hint: &e.hint, message: &e.message })
+                .map(|e| ErrorDoc {
+                    address: Shown(&e.address),
+                    hint: &e.hint,
+                    location: &e.location,
+                    message: &e.message,
+                })
                 .collect(),
             format_version: plan.format_version,
             jobs: (!plan.jobs.is_empty()).then(|| super::jobs::json(plan)),
@@ -141,6 +146,10 @@ struct ErrorDoc<'a> {
     #[schemars(with = "String")]
     address: Shown<'a>,
     hint: &'a Option<String>,
+    /// `file:line:col` of the spec block, when the spec has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    location: &'a Option<String>,
     message: &'a str,
 }
 

@@ -200,7 +200,8 @@ fn arrow(before: String, after: String) -> String {
 fn errors(plan: &Plan) -> String {
     let mut s = String::new();
     for e in &plan.errors {
-        s += &format!("> [!CAUTION]\n> **Error:** {}\n", one_line(&e.message));
+        let at = e.location.as_ref().map(|l| format!("`{l}`: ")).unwrap_or_default();
+        s += &format!("> [!CAUTION]\n> **Error:** {at}{}\n", one_line(&e.message));
         if let Some(hint) = &e.hint {
             s += &format!(">\n> hint: {}\n", one_line(hint));
         }

@@ -284,6 +284,7 @@ fn delete_prevented() -> Plan {
         address: pool_addr("old"),
         message: "`gpu_pool.old` has `lifecycle.prevent_destroy` set, but this plan would destroy it".into(),
         hint: Some("set prevent_destroy = false and apply first, if destroying it is really intended".into()),
+        location: None,
     });
     plan
 }

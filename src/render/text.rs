@@ -94,7 +94,11 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
     out += &policy_section(plan, opts, &p);
     for e in &plan.errors {
         out.push('\n');
-        out += &paragraph("Error: ", &format!("{} ", p.error("Error:")), 7, &e.message, opts.width);
+        let message = match &e.location {
+            Some(at) => format!("{at}: {}", e.message),
+            None => e.message.clone(),
+        };
+        out += &paragraph("Error: ", &format!("{} ", p.error("Error:")), 7, &message, opts.width);
         if let Some(hint) = &e.hint {
             out += &paragraph("  hint: ", &format!("  {} ", p.cyan("hint:")), 8, hint, opts.width);
         }

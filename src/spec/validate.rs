@@ -191,18 +191,19 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
         });
         return;
     };
+    let region_zones = cat.region_zones(kind, &reg.name);
     for z in &pool.zones {
-        if !reg.zones.contains(&z.value) {
+        if !region_zones.contains(&z.value.as_str()) {
             let d =
                 Diagnostic::error("gpuplan::spec::zone", format!("zone {:?} is not in region {:?}", z.value, reg.name))
                     .at(z.span, "unknown zone");
             // A typo of one of the region's zones gets a suggestion (not one the pool lists
             // already); a zone of another region gets the list.
-            let unused = reg.zones.iter().map(String::as_str).filter(|c| !pool.zones.iter().any(|z| z.value == *c));
+            let unused = region_zones.iter().copied().filter(|c| !pool.zones.iter().any(|z| z.value == *c));
             let typo = if z.value.starts_with(reg.name.as_str()) { did_you_mean(&z.value, unused) } else { None };
             diags.push(match typo {
                 Some(s) => d.help(format!("did you mean {s:?}?")),
-                None => d.help(format!("zones of {}: {}", reg.name, reg.zones.join(", "))),
+                None => d.help(format!("zones of {}: {}", reg.name, region_zones.join(", "))),
             });
         }
     }
@@ -261,8 +262,8 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
             );
         }
     }
+    let cny = provider.cny_per_usd.as_ref().map(|c| c.value).unwrap_or(catalog::DEFAULT_CNY_PER_USD);
     if gpu_ok && pool.instance_types.is_empty() {
-        let cny = provider.cny_per_usd.as_ref().map(|c| c.value).unwrap_or(catalog::DEFAULT_CNY_PER_USD);
         if cat.matching(kind, &reg.name, &pool.gpu.value, pool.gpus_per_node.value, cny).is_empty() {
             let mut sizes: Vec<u32> = cat
                 .instance_types(kind)
@@ -309,6 +310,9 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
                 .help(help),
             );
         }
+    }
+    if gpu_ok {
+        check_zones_offer_shape(cat, kind, addr, pool, region, cny, diags);
     }
 }
 
@@ -496,4 +500,103 @@ pub fn resolve_job_pools(spec: &mut Spec, diags: &mut Diagnostics) {
             j.pool_choices = choices;
         }
     }
+}
+
+/// Every zone a pool may use must sell its shape: a node planned into a zone that has none
+/// of the pool's instance types can never launch, and a pool left with no zone at all would
+/// plan zero nodes at zero cost while its `nodes` ask for more. Unknown zones and instance
+/// types are reported by [`validate_pool`] already; this looks only at known ones.
+fn check_zones_offer_shape(
+    cat: &Catalog,
+    kind: ProviderKind,
+    addr: &Address,
+    pool: &GpuPool,
+    region: &Spanned<String>,
+    cny_per_usd: f64,
+    diags: &mut Diagnostics,
+) {
+    let region_zones = cat.region_zones(kind, &region.value);
+    let gpn = pool.gpus_per_node.value;
+    let types: Vec<&catalog::InstanceType> = if pool.instance_types.is_empty() {
+        cat.matching(kind, &region.value, &pool.gpu.value, gpn, cny_per_usd)
+    } else {
+        pool.instance_types
+            .iter()
+            .filter_map(|t| cat.instance_type(kind, &t.value))
+            .filter(|t| t.gpu == pool.gpu.value && t.gpus == gpn && t.offered_in(&region.value))
+            .collect()
+    };
+    if types.is_empty() {
+        return; // no instance type at all: reported above
+    }
+    let mut offering: Vec<&str> = Vec::new();
+    for t in &types {
+        for z in cat.type_zones(t, &region.value) {
+            if !offering.contains(&z) {
+                offering.push(z);
+            }
+        }
+    }
+    offering.sort_unstable();
+    let shape = format!("{gpn} × {}", pool.gpu.value);
+    let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
+    if offering.is_empty() {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::zone_shape",
+                format!("`{addr}`: no zone of {} sells {shape} ({})", region.value, names.join(", ")),
+            )
+            .at(pool.gpu.span, "GPU model")
+            .at(region.span, "region")
+            .help(format!("{}; or pick another region", shapes_on_offer(cat, kind, &region.value, &region_zones))),
+        );
+        return;
+    }
+    for z in pool.zones.iter().filter(|z| region_zones.contains(&z.value.as_str())) {
+        if offering.contains(&z.value.as_str()) {
+            continue;
+        }
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::zone_shape",
+                format!("`{addr}`: zone {:?} does not sell {shape} ({})", z.value, names.join(", ")),
+            )
+            .at(z.span, "no node of this pool can launch here")
+            .at(pool.gpu.span, "GPU model")
+            .help(format!(
+                "zones of {} selling {shape}: {}; {}",
+                region.value,
+                offering.join(", "),
+                shapes_on_offer(cat, kind, &region.value, &[z.value.as_str()])
+            )),
+        );
+    }
+}
+
+/// `ap-guangzhou-3 sells 1, 2 or 4 × T4; 8 × V100-32GB`: the GPU shapes (GPUs per node × model)
+/// sold in `zones` of `region`, for hints.
+fn shapes_on_offer(cat: &Catalog, kind: ProviderKind, region: &str, zones: &[&str]) -> String {
+    let mut shapes: Vec<(&str, u32)> = cat
+        .instance_types(kind)
+        .into_iter()
+        .filter(|t| cat.type_zones(t, region).iter().any(|z| zones.contains(z)))
+        .map(|t| (t.gpu.as_str(), t.gpus))
+        .collect();
+    shapes.sort_unstable();
+    shapes.dedup();
+    let place = if zones.len() == 1 { zones[0].to_string() } else { region.to_string() };
+    if shapes.is_empty() {
+        return format!("{place} sells no GPU instance type");
+    }
+    // One entry per model, its node sizes joined: `1, 2 or 4 × T4`.
+    let mut list: Vec<String> = Vec::new();
+    for chunk in shapes.chunk_by(|a, b| a.0 == b.0) {
+        let sizes: Vec<String> = chunk.iter().map(|(_, n)| n.to_string()).collect();
+        let sizes = match sizes.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => sizes.join(""),
+        };
+        list.push(format!("{sizes} × {}", chunk[0].0));
+    }
+    format!("{place} sells {}", list.join("; "))
 }

@@ -140,6 +140,105 @@ fn an_unknown_provider_kind_is_an_error_never_priced_as_sim() {
     }
 }
 
+/// The plan of `hcl` from an empty state (no refresh).
+fn fresh_plan(spec: &Spec) -> gpuplan::plan::Plan {
+    let state = State::new("lineage".into());
+    diff::plan(&PlanInput {
+        spec,
+        state: &state,
+        observed: None,
+        targets: &[],
+        destroy: false,
+        spec_digest: String::new(),
+        autoscale: &[],
+        clocks: &Default::default(),
+        job_statuses: None,
+    })
+    .expect("the state's keys are addresses")
+}
+
+#[test]
+fn a_pool_with_nodes_nobody_can_price_is_a_plan_error_never_free() {
+    use gpuplan::plan::model::{NodeDelete, TypeCount};
+    use gpuplan::providers::Capacity;
+    let spec = spec(&format!("{SIM_US}{}", train(2, 2, 2, 2, 0)));
+    let prices = PriceBook::new(&spec, &BTreeMap::new());
+    let clean = fresh_plan(&spec);
+    let report = cost::cost(&clean, &spec, &prices).unwrap();
+    assert!(cost::errors(&clean, &report).is_empty(), "{:?}", cost::errors(&clean, &report));
+
+    // Two nodes the plan keeps, of a type the catalog has no price for.
+    let mut plan = clean.clone();
+    plan.changes[0].pool.as_mut().unwrap().before_types =
+        vec![TypeCount { instance_type: "p9.mystery".into(), capacity: Capacity::OnDemand, count: 2 }];
+    let report = cost::cost(&plan, &spec, &prices).unwrap();
+    assert_eq!(report.unpriced, vec!["gpu_pool.train".parse().unwrap()]);
+    let errors = cost::errors(&plan, &report);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].message.contains("`gpu_pool.train` cannot be priced")
+            && errors[0].message.contains("2 × `p9.mystery`"),
+        "{errors:?}"
+    );
+    assert!(errors[0].hint.as_deref().is_some_and(|h| h.contains("gpuplan offers --gpu A100-80GB")), "{errors:?}");
+
+    // Removed by the plan, they are no error: the plan that replaces them prices.
+    let pc = plan.changes[0].pool.as_mut().unwrap();
+    pc.deletes = ["i-1", "i-2"]
+        .map(|id| NodeDelete {
+            id: id.into(),
+            zone: "us-east-1a".into(),
+            instance_type: "p9.mystery".into(),
+            capacity: Capacity::OnDemand,
+            reason: "replaced".into(),
+        })
+        .to_vec();
+    let report = cost::cost(&plan, &spec, &prices).unwrap();
+    assert!(cost::errors(&plan, &report).is_empty(), "{:?}", cost::errors(&plan, &report));
+    close(report.hourly_after, 2.0 * P4DE);
+    assert_eq!(report.unpriced, vec!["gpu_pool.train".parse().unwrap()], "\"before\" leaves them out, and says so");
+}
+
+#[test]
+fn nodes_replacing_ones_that_were_not_live_cost_what_they_cost() {
+    use gpuplan::plan::model::NodeDelete;
+    use gpuplan::providers::Capacity;
+    let spec = spec(&format!("{SIM_US}{}", train(2, 2, 2, 2, 0)));
+    let mut plan = fresh_plan(&spec);
+    // Two nodes found stopped outside gpuplan: terminated, never counted in "before".
+    plan.changes[0].pool.as_mut().unwrap().deletes = ["i-1", "i-2"]
+        .map(|id| NodeDelete {
+            id: id.into(),
+            zone: "us-east-1a".into(),
+            instance_type: "p4de.24xlarge".into(),
+            capacity: Capacity::OnDemand,
+            reason: "stopped outside gpuplan".into(),
+        })
+        .to_vec();
+    let report = cost::cost(&plan, &spec, &PriceBook::new(&spec, &BTreeMap::new())).unwrap();
+    close(report.hourly_before, 0.0);
+    close(report.hourly_after, 2.0 * P4DE);
+    assert!(cost::errors(&plan, &report).is_empty(), "{:?}", cost::errors(&plan, &report));
+}
+
+#[test]
+fn a_pool_that_asks_for_nodes_but_launches_none_is_a_plan_error_not_zero_cost() {
+    let spec = spec(&format!("{SIM_US}{}", train(2, 2, 2, 2, 0)));
+    let mut plan = fresh_plan(&spec);
+    // What a pool with no zone for its shape planned before: its nodes, and no launches.
+    plan.changes[0].pool.as_mut().unwrap().creates.clear();
+    let report = cost::cost(&plan, &spec, &PriceBook::new(&spec, &BTreeMap::new())).unwrap();
+    close(report.hourly_after, 0.0);
+    let errors = cost::errors(&plan, &report);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0]
+            .message
+            .contains("`gpu_pool.train` asks for 2 node(s) of 8 × A100-80GB in us-east-1, but the plan launches none"),
+        "{errors:?}"
+    );
+}
+
 const SIM_GZ: &str = "provider \"sim\" {\n  region = \"ap-guangzhou\"\n}\n";
 const SIM_GZ_7: &str = "provider \"sim\" {\n  region      = \"ap-guangzhou\"\n  cny_per_usd = 7.0\n}\n";
 

@@ -30,6 +30,7 @@ mod no_panic;
 mod pipelines;
 mod plan_cases;
 mod policies;
+mod pool_truth;
 mod poolless;
 mod preemption;
 mod removed_nodes;

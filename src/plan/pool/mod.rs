@@ -57,7 +57,18 @@ pub(crate) struct PoolCtx<'a, 'i> {
 pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
     let shape = cx.pool.and_then(|p| shape::shape(cx.input.spec, p, cat));
     if cx.pool.is_some() && shape.is_none() {
-        return None; // invalid spec; validation explains
+        // Validation refuses such a spec first; should a pool slip through, the plan says
+        // so rather than planning it as zero nodes at zero cost.
+        plan.errors.push(PlanError {
+            address: cx.addr.clone(),
+            message: format!(
+                "gpuplan cannot place `{}`: no instance type or zone of its region sells its GPU shape",
+                cx.addr
+            ),
+            hint: Some("run `gpuplan validate` to see what the region offers".into()),
+            location: None,
+        });
+        return None;
     }
     let Drift { items, adopt, forget } = observe_drift(cx);
     let lost = forget.len();
@@ -585,6 +596,7 @@ pub(crate) fn prevent_destroy_error(
         address: addr.clone(),
         message: format!("`{addr}` has `lifecycle.prevent_destroy` set, but this plan would replace its nodes"),
         hint: Some("revert the change to the pool's immutable attributes, or set prevent_destroy = false".into()),
+        location: None,
     })
 }
 

@@ -101,6 +101,7 @@ async fn release_orphan_job_nodes(plan: &Plan, providers: &ProviderSet, opts: &A
                 status: Status::Failed(format!("could not terminate orphan job node {}: {e}", o.node_id)),
                 created: 0,
                 deleted: 0,
+                missing: 0,
             }),
         }
     }
@@ -429,7 +430,7 @@ fn prior_record<'s>(state: &'s State, addr: &Address) -> Option<&'s JobRecord> {
 }
 
 fn outcome(j: &JobPlacement, status: Status) -> Outcome {
-    Outcome { address: j.address.clone(), action: Action::NoOp, status, created: 0, deleted: 0 }
+    Outcome { address: j.address.clone(), action: Action::NoOp, status, created: 0, deleted: 0, missing: 0 }
 }
 
 /// The fullest node of `capacity` that still has `gpus` free of its `per_node` (best fit).

@@ -72,6 +72,10 @@ pub struct Outcome {
     pub status: Status,
     pub created: usize,
     pub deleted: usize,
+    /// Nodes the plan launches that the cloud did not deliver: the pool is this many
+    /// nodes short of the plan (spot with `fallback = "wait"`). The apply did not do what
+    /// the plan said, so it does not succeed; the next plan shows them again.
+    pub missing: u32,
 }
 
 #[derive(Debug, Default)]
@@ -82,7 +86,12 @@ pub struct ApplyReport {
 
 impl ApplyReport {
     pub fn succeeded(&self) -> bool {
-        !self.cancelled && self.outcomes.iter().all(|o| matches!(o.status, Status::Done | Status::Partial(_)))
+        !self.cancelled
+            && self.outcomes.iter().all(|o| matches!(o.status, Status::Done | Status::Partial(_)) && o.missing == 0)
+    }
+    /// Nodes planned but not launched, over all changes.
+    pub fn missing(&self) -> u32 {
+        self.outcomes.iter().map(|o| o.missing).sum()
     }
     pub fn count(&self, f: impl Fn(&Status) -> bool) -> usize {
         self.outcomes.iter().filter(|o| f(&o.status)).count()
@@ -241,7 +250,7 @@ fn panic_message(e: tokio::task::JoinError) -> String {
 }
 
 fn outcome(change: &ResourceChange, status: Status) -> Outcome {
-    Outcome { address: change.address.clone(), action: change.action, status, created: 0, deleted: 0 }
+    Outcome { address: change.address.clone(), action: change.action, status, created: 0, deleted: 0, missing: 0 }
 }
 
 async fn run_change(change: &ResourceChange, provider: Option<Arc<dyn Provider>>, ctx: &pool::Ctx) -> Outcome {

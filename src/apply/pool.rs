@@ -112,6 +112,7 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
         status: Status::Done,
         created: 0,
         deleted: 0,
+        missing: 0,
     };
     let addr = change.address.to_string();
     let mut placement = Placement::default();
@@ -272,7 +273,10 @@ async fn creates(
                 placed.why
             );
             match (batch.capacity, pc.fallback) {
-                (_, Fallback::Wait) => shortfalls.push(msg),
+                (_, Fallback::Wait) => {
+                    out.missing += placed.missing;
+                    shortfalls.push(msg)
+                }
                 _ => return Err(msg),
             }
         }

@@ -97,6 +97,9 @@ pub fn report(report: &ApplyReport, verb: &str) -> String {
         match &o.status {
             Status::Failed(m) => out.push_str(&format!("Error: {} failed: {m}\n", o.address)),
             Status::Skipped(m) => out.push_str(&format!("Skipped: {}: {m}\n", o.address)),
+            Status::Partial(m) if o.missing > 0 => {
+                out.push_str(&format!("Error: {} is {} node(s) short of the plan: {m}\n", o.address, o.missing))
+            }
             Status::Partial(m) => out.push_str(&format!("Warning: {}: {m}\n", o.address)),
             Status::Done => {}
         }
@@ -111,6 +114,12 @@ pub fn report(report: &ApplyReport, verb: &str) -> String {
     } else if report.cancelled {
         out.push_str(&format!(
             "\n{verb} interrupted. {resources}\nhint: run `gpuplan plan` to see the remaining work\n"
+        ));
+    } else if report.count(|s| !matches!(s, Status::Done | Status::Partial(_))) == 0 {
+        // Every change went through, but the cloud delivered fewer nodes than planned.
+        out.push_str(&format!(
+            "\n{verb} incomplete: {} node(s) fewer than planned. {resources}\nhint: the cloud had no capacity for them; `gpuplan plan` shows them, and the next `gpuplan apply` (or `reconcile`) launches them\n",
+            report.missing()
         ));
     } else {
         let failed = report.count(|s| matches!(s, Status::Failed(_)));

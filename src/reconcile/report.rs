@@ -38,6 +38,7 @@ fn applied_counts(pass: &Pass) -> Option<Json> {
         "destroyed": destroyed,
         "nodes_launched": r.outcomes.iter().map(|o| o.created).sum::<usize>(),
         "nodes_terminated": r.outcomes.iter().map(|o| o.deleted).sum::<usize>(),
+        "nodes_missing": r.missing(),
         "failed": failed,
         "interrupted": r.cancelled,
     }))
@@ -105,9 +106,20 @@ pub fn headline(pass: &Pass) -> String {
             "reconcile {at}: refused: the plan would terminate {nodes} node(s), more than --max-destroy {limit}; nothing applied"
         ),
         Outcome::PlanErrors => format!("reconcile {at}: the plan has errors; nothing applied"),
-        Outcome::ApplyFailed => format!("reconcile {at}: apply failed ({changes})"),
+        Outcome::ApplyFailed => match pass.apply.as_ref().filter(|r| only_short(r)).map(|r| r.missing()) {
+            // A pool the cloud could not fill (spot with `fallback = "wait"`) is short, not broken.
+            Some(n) => format!(
+                "reconcile {at}: apply incomplete: {n} node(s) fewer than planned, the next pass tries again ({changes})"
+            ),
+            None => format!("reconcile {at}: apply failed ({changes})"),
+        },
         Outcome::Interrupted => format!("reconcile {at}: interrupted during apply; finished work was saved"),
     }
+}
+
+/// Every change went through, but some pool got fewer nodes than planned.
+fn only_short(r: &crate::apply::ApplyReport) -> bool {
+    r.missing() > 0 && r.outcomes.iter().all(|o| matches!(o.status, Status::Done | Status::Partial(_)))
 }
 
 /// The text report: the plan when it has changes, drift, autoscaler verdicts, the headline.

@@ -315,11 +315,12 @@ fn partial_spot_shortfall_keeps_what_launched_and_falls_back_to_on_demand_for_th
 #[test]
 fn partial_spot_shortfall_with_wait_keeps_what_launched_and_reports_the_rest() {
     let (fake, r, nodes) = apply_short_spot("wait");
-    assert_eq!(r.code, 0, "a shortfall under `wait` is a warning:\n{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 1, "a shortfall under `wait` is short of the plan:\n{}\n{}", r.stdout, r.stderr);
     assert_eq!(fake.actions("CreateFleet").len(), 1, "no on-demand fallback");
     let out = format!("{}{}", r.stdout, r.stderr);
     assert!(out.contains("2 spot node(s) in us-east-1a, us-east-1b could not be placed"), "{out}");
     assert!(out.contains("will retry on the next apply"), "{out}");
+    assert!(out.contains("Apply incomplete: 2 node(s) fewer than planned"), "{out}");
     assert_eq!(nodes.len(), 3, "the 3 launched nodes are recorded: {nodes:?}");
     assert_eq!(distinct(&nodes), 3);
     assert!(nodes.iter().all(|n| n.1 == "spot"), "{nodes:?}");

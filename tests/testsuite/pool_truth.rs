@@ -115,3 +115,69 @@ fn a_plan_error_names_the_blocks_file_line_and_column() {
     let doc: serde_json::Value = serde_json::from_str(&json).expect("plan --json is JSON");
     assert_eq!(doc["errors"][0]["location"], "main.hcl:3:1", "{}", doc["errors"]);
 }
+
+/// Three L4 nodes, two of them spot with `fallback = "wait"`, in a zone without spot.
+const WAITING: &str = r#"provider "sim" {}
+
+gpu_pool "wait" {
+  provider      = "sim"
+  region        = "us-east-1"
+  zones         = ["us-east-1a"]
+  gpu           = "L4"
+  gpus_per_node = 1
+  nodes {
+    min     = 0
+    desired = 3
+    max     = 3
+  }
+  mix {
+    on_demand_base = 1
+    spot_percent   = 100
+    fallback       = "wait"
+  }
+}
+"#;
+
+fn planned_creates(plan: &serde_json::Value) -> Vec<(String, u64)> {
+    plan["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .flat_map(|c| c["pool"]["creates"].as_array().cloned().unwrap_or_default())
+        .map(|b| (b["capacity"].as_str().unwrap().to_string(), b["count"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn an_apply_short_of_its_plan_says_so_exits_1_and_the_next_plan_shows_the_missing_nodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), WAITING).unwrap();
+    let (code, _, err) = run(tmp.path(), &["sim", "capacity", "us-east-1a", "--spot", "--limit", "0"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(tmp.path(), &["apply", "--auto-approve"]);
+    assert_eq!(code, 1, "fewer nodes than planned is not a success:\n{err}");
+    assert!(!err.contains("Apply complete!"), "{err}");
+    assert!(err.contains("Error: gpu_pool.wait is 2 node(s) short of the plan: 2 spot node(s)"), "{err}");
+    assert!(err.contains("Apply incomplete: 2 node(s) fewer than planned."), "{err}");
+    assert!(err.contains("Nodes: 1 launched"), "{err}");
+
+    // The missing nodes are a change, so drift detection sees them.
+    let (code, out, err) = run(tmp.path(), &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    let plan = plan_json(tmp.path());
+    assert_eq!(planned_creates(&plan), vec![("spot".to_string(), 2)], "{}", plan["changes"]);
+
+    // A reconcile pass says the same, and exits 1.
+    let (code, out, err) = run(tmp.path(), &["reconcile", "--once"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(format!("{out}{err}").contains("apply incomplete: 2 node(s) fewer than planned"), "{out}\n{err}");
+
+    // Once the cloud has spot again, the next apply completes and the plan settles.
+    let (code, _, err) = run(tmp.path(), &["sim", "capacity", "us-east-1a", "--spot", "--reset"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(tmp.path(), &["apply", "--auto-approve"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("Apply complete!") && err.contains("Nodes: 2 launched"), "{err}");
+    let (code, out, err) = run(tmp.path(), &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+}

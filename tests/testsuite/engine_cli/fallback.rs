@@ -25,10 +25,12 @@ fn fallback_on_demand_launches_on_demand_nodes_instead() {
 }
 
 #[test]
-fn fallback_wait_completes_short_with_a_warning_and_retries_next_time() {
+fn fallback_wait_completes_short_says_so_exits_1_and_retries_next_time() {
     let fleet = stocked_out("wait");
-    let r = fleet.run(&["apply", "--auto-approve"]).expect(0);
-    assert!(r.stderr.contains("Warning: gpu_pool.burst"), "{}", r.stderr);
+    // Waiting is what the pool asked for, but the fleet is not what the plan said.
+    let r = fleet.run(&["apply", "--auto-approve"]).expect(1);
+    assert!(r.stderr.contains("Error: gpu_pool.burst is 2 node(s) short of the plan"), "{}", r.stderr);
+    assert!(r.stderr.contains("Apply incomplete: 2 node(s) fewer than planned"), "{}", r.stderr);
     assert_eq!(mix_of(&fleet.live_tagged(), "gpu_pool.burst"), (0, 0));
     // The pool is recorded, and the shortfall is still planned.
     assert!(fleet.state().resources.contains_key("gpu_pool.burst"));

@@ -227,6 +227,7 @@ fn scale_in_under_a_non_preemptible_job_defers_its_node_until_the_job_ends() {
     let change = plan["changes"].as_array().unwrap().iter().find(|c| c["address"] == "gpu_pool.train").unwrap();
     assert!(change["reasons"].as_array().unwrap().iter().any(|r| r["code"] == "deferred"), "{change:#}");
     assert_eq!(plan["summary"]["destroy"], 0);
+    assert_eq!(train["after"]["nodes"], 2, "the deferred node stays, and costs, after this plan");
     let held = job(&plan, held_job);
     assert_eq!((held["before"].as_str(), held["after"].as_str()), (Some("running"), Some("running")));
     assert_eq!(held["reason"]["code"], "removal_deferred", "{held:#}");
@@ -242,11 +243,11 @@ fn scale_in_under_a_non_preemptible_job_defers_its_node_until_the_job_ends() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("deferred"), "the plan still says why the node stays: {out}");
 
-    // Once the jobs ended, the next apply finishes the scale-in.
+    // Once the jobs ended, the next plan removes the node, and a reconcile pass does it.
     ok(d, &["sim", "advance", "3h"]);
     let plan = json(d, &["plan", "--json"]);
     assert_eq!(ids(&pool(&plan, "gpu_pool.train")["deletes"]), std::slice::from_ref(held_node), "{plan:#}");
-    ok(d, &["apply", "--auto-approve"]);
+    ok(d, &["reconcile", "--once"]);
     let state: Value = serde_json::from_str(&std::fs::read_to_string(d.join("state/default.json")).unwrap()).unwrap();
     assert_eq!(ids(&state["resources"]["gpu_pool.train"]["nodes"]).len(), 1);
 }

@@ -91,7 +91,14 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     let (od, spot) = shape::split(n, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
     // On-demand nodes standing in for spot ones stay on-demand (and cost as such).
     let swapped = held.iter().filter(|h| h.capacity != h.preferred_capacity).count() as u32;
-    let after = NodeCounts { on_demand: od + swapped, spot: spot - swapped, gpus_per_node: shape.gpus_per_node };
+    // Nodes whose removal is deferred stay after this plan (and cost until they go).
+    let kept_spot = deferred.iter().filter(|d| d.capacity == crate::providers::Capacity::Spot).count() as u32;
+    let kept_od = deferred.len() as u32 - kept_spot;
+    let after = NodeCounts {
+        on_demand: od + swapped + kept_od,
+        spot: spot - swapped + kept_spot,
+        gpus_per_node: shape.gpus_per_node,
+    };
     let record = cx.prior.and_then(|p| p.fallback.as_ref());
     let fell_back = if held.is_empty() { None } else { record.cloned() };
     let retry_preferred = if retry { record.cloned() } else { None };

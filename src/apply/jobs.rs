@@ -20,6 +20,8 @@
 //! come from the plan, so a retried apply never launches a replica attempt twice.
 //! A run gpuplan stops (preemption, its node removed) never spends a retry.
 
+mod ledger;
+
 use std::collections::BTreeMap;
 
 use crate::addr::Address;
@@ -27,6 +29,7 @@ use crate::apply::{ApplyOptions, Outcome, ProviderSet, Recorder, Status};
 use crate::model::{JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch};
 use crate::plan::{Action, Plan};
 use crate::providers::{Capacity, JobState, JobStatus, ListFilter, Node};
+use crate::state::model::SpendEntry;
 use crate::state::{JournalEntry, State};
 
 /// A live node and the GPUs jobs use on it.
@@ -47,6 +50,8 @@ struct Launched {
     /// Replicas without a node with room (sim): they stay queued.
     short: Vec<String>,
     failed: Vec<String>,
+    /// Ledger lines of the nodes made for the launched runs, by node id.
+    ledger: Vec<(String, SpendEntry)>,
 }
 
 /// Before the node changes: stop what the plan's node removals would otherwise kill.
@@ -76,6 +81,7 @@ pub async fn run(
         entries.extend(entry);
         outcomes.extend(out);
     }
+    entries.extend(ledger::close_ended(plan, prior, providers, &entries));
     if !entries.is_empty()
         && let Err(e) = recorder.record(entries).await
     {
@@ -215,7 +221,7 @@ async fn settle(
     stopped: &Stopped,
     slots: &mut BTreeMap<Address, Vec<Slot>>,
     now: &str,
-) -> (Option<JournalEntry>, Vec<Outcome>) {
+) -> (Vec<JournalEntry>, Vec<Outcome>) {
     let mut outcomes = Vec::new();
     let mut rec = JobRecord {
         first_seen: j.first_seen.clone().or_else(|| Some(now.to_string())),
@@ -227,7 +233,7 @@ async fn settle(
     let mut launched = Launched::default();
     for l in &j.launches {
         let pool = slots.get_mut(&j.pool).map(Vec::as_mut_slice).unwrap_or_default();
-        launch_replica(providers, opts, j, l, pool, now, &mut launched).await;
+        launch_replica(plan, providers, opts, j, l, pool, now, &mut launched).await;
     }
     rec.runs.append(&mut launched.runs);
     let unreleased = release_ended_nodes(providers, opts, j, &mut rec.runs).await;
@@ -253,7 +259,12 @@ async fn settle(
     if status != Status::Done {
         outcomes.push(outcome(j, status));
     }
-    (journal_entry(plan, prior, j, rec), outcomes)
+    let mut entries: Vec<JournalEntry> = journal_entry(plan, prior, j, rec).into_iter().collect();
+    if !launched.ledger.is_empty() {
+        // After the runs: a replayed journal never holds a line for a run it lacks.
+        entries.push(JournalEntry::SpendOpen { entries: launched.ledger });
+    }
+    (entries, outcomes)
 }
 
 /// The runs gpuplan stopped, as they ended: a preempted run is requeued from its
@@ -287,7 +298,9 @@ fn record_stops(j: &JobPlacement, stopped: &Stopped, runs: &mut [JobRun]) -> Vec
 }
 
 /// Launch one replica the plan admitted, and record its run in `out` (or why not).
+#[allow(clippy::too_many_arguments)]
 async fn launch_replica(
+    plan: &Plan,
     providers: &ProviderSet,
     opts: &ApplyOptions,
     j: &JobPlacement,
@@ -344,6 +357,11 @@ async fn launch_replica(
                     status.node_id
                 ),
             );
+            if let Some(shape) = &req.shape {
+                let start = status.started_ms.unwrap_or_else(|| provider.clock_ms());
+                let line = ledger::open(plan, j, &l.provider, shape, capacity, start);
+                out.ledger.push((status.node_id.clone(), line));
+            }
             out.runs.push(new_run(l, &req, capacity, status, now));
         }
         Err(e) => out.failed.push(format!("replica {} attempt {}: {e}", l.replica, req.attempt)),

@@ -413,6 +413,15 @@ async fn an_ended_job_s_instance_is_terminated_within_one_reconcile_pass() {
     let (id, _, tags) = jobs[0];
     assert_eq!(tags.get("gpuplan:job").map(String::as_str), Some("job.once"));
     assert_eq!(tags.get("gpuplan:address").map(String::as_str), Some("gpu_pool.train"));
+    // The job's node is in the spend ledger, charged to the job, while it runs.
+    let spend = |dir: &Path| {
+        let r = run(dir, &["cost", "--json"]);
+        assert_eq!(r.code, 0, "cost:\n{}", r.stderr);
+        serde_json::from_str::<serde_json::Value>(&r.stdout).expect("JSON")["spend"].clone()
+    };
+    let s = spend(dir);
+    assert_eq!(s["open_nodes"], 1, "{s:#}");
+    assert!(s["by_job"]["job.once"].is_number(), "{s:#}");
 
     // The job ends: its node powers off.
     c.stop_instances().instance_ids(id).send().await.expect("StopInstances");
@@ -423,6 +432,8 @@ async fn an_ended_job_s_instance_is_terminated_within_one_reconcile_pass() {
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
     assert_ne!(doc["jobs"][0]["state"], "running", "{doc:#}");
     assert_eq!(doc["jobs"][0]["runs"][0]["node_released"], true, "{doc:#}");
+    assert!(doc["jobs"][0]["cost_usd"].is_number(), "{doc:#}");
+    assert_eq!(spend(dir)["open_nodes"], 0, "the ended run's line is closed");
     // Nothing more to do, and nothing left after destroy.
     let r = run(dir, &["plan", "--detailed-exitcode"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);

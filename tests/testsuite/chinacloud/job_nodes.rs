@@ -122,3 +122,60 @@ fn tencent_job_exit_codes_come_through_tat() {
     assert!(fake.instances().iter().all(|i| !i.tags.contains_key(TAG_JOB)), "{:?}", fake.instances());
     assert!(!fake.calls("DescribeInvocationTasks").is_empty());
 }
+
+/// Nodes made for a job are in the spend ledger like pool nodes: a line per node, opened
+/// at launch at the pool's price and charged to the job, its pool and its quota; closed
+/// when the run ends with its node. Before, two job VMs left month-to-date at 0 with no
+/// open nodes, and `jobs status` had no cost.
+#[test]
+fn job_nodes_are_in_the_spend_ledger_per_job_and_quota_until_their_runs_end() {
+    let fake = Fake::start();
+    let spec = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}\n{}",
+        fake.url,
+        pool("tencentcloud", &["ap-guangzhou-3"], "T4", "GN7.2XLARGE32", 0, "    spot_percent = 0"),
+        "quota \"ml\" {\n  pools = [gpu_pool.train]\n}\n\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"pair\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n  quota    = quota.ml\n  replicas = 2\n}\n"
+    );
+    let f = Fleet::new(&spec, &[("TENCENTCLOUD_SECRET_ID", SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", SECRET_KEY)]);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let nodes: Vec<String> =
+        fake.instances().into_iter().filter(|i| i.tags.contains_key(TAG_JOB)).map(|i| i.id).collect();
+    assert_eq!(nodes.len(), 2, "one node per replica");
+
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(f.path().join("state/default.json")).unwrap()).unwrap();
+    let ledger = state["spend"].as_object().cloned().unwrap_or_default();
+    for id in &nodes {
+        let line = &ledger[id.as_str()];
+        assert_eq!(line["job"], "job.pair", "{ledger:#?}");
+        assert_eq!(line["pool"], "gpu_pool.train", "{line:#}");
+        // At the price the plan priced the pool's nodes at (the fake quotes a live one).
+        assert!(line["usd_per_hour"].as_f64().is_some_and(|usd| usd > 0.0), "{line:#}");
+        assert!(line["price_source"].as_str().is_some_and(|s| s.starts_with("live")), "{line:#}");
+        assert!(line["end_ms"].is_null(), "{line:#}");
+    }
+    let r = f.run(&["cost", "--json"]).expect(0);
+    let spend = &serde_json::from_str::<serde_json::Value>(&r.stdout).expect("JSON")["spend"];
+    assert_eq!(spend["open_nodes"], 2, "{spend:#}");
+    for key in [&spend["by_job"]["job.pair"], &spend["by_quota"]["quota.ml"], &spend["by_pool"]["gpu_pool.train"]] {
+        assert!(key.is_number(), "{spend:#}");
+    }
+    let r = f.run(&["jobs", "status", "pair", "--json"]).expect(0);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    assert!(doc["jobs"][0]["cost_usd"].is_number(), "{doc:#}");
+
+    // Both nodes vanish (the runs end with them): the next apply closes their lines.
+    for id in &nodes {
+        fake.remove(id);
+    }
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(f.path().join("state/default.json")).unwrap()).unwrap();
+    for id in &nodes {
+        let line = &state["spend"][id.as_str()];
+        assert!(line["end_ms"].as_u64().is_some_and(|e| e >= line["start_ms"].as_u64().unwrap()), "{line:#}");
+    }
+    let r = f.run(&["cost", "--json"]).expect(0);
+    let spend = &serde_json::from_str::<serde_json::Value>(&r.stdout).expect("JSON")["spend"];
+    assert_eq!(spend["open_nodes"], 0, "{spend:#}");
+}

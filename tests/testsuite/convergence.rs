@@ -5,30 +5,16 @@
 
 use std::path::Path;
 
-use assert_cmd::cargo::cargo_bin_cmd;
-
 struct Run {
     code: i32,
     stdout: String,
     stderr: String,
 }
 
+/// `gpuplan ARGS` in `dir` on the sim cloud (`sim_run`: plain output, a fixed sim start).
 fn run(dir: &Path, args: &[&str]) -> Run {
-    let out = cargo_bin_cmd!("gpuplan")
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "100")
-        .env("GPUPLAN_SIM_START", "2026-03-01T00:00:00Z")
-        .env_remove("GPUPLAN_WORKSPACE")
-        .env_remove("GPUPLAN_SIM_ZONE_CAPACITY")
-        .args(args)
-        .output()
-        .expect("gpuplan runs");
-    Run {
-        code: out.status.code().expect("exit code"),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    let (code, stdout, stderr) = crate::sim_run::run(dir, args);
+    Run { code, stdout, stderr }
 }
 
 fn ok(dir: &Path, args: &[&str]) -> Run {

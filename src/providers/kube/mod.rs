@@ -48,6 +48,13 @@ const INDEX_LABEL: &str = "batch.kubernetes.io/job-completion-index";
 /// The container whose output `jobs logs` prints.
 pub const CONTAINER: &str = "job";
 
+/// A run id's namespace, Job name and replica, or the error saying it is not one.
+fn split_run_id(id: &str) -> Result<(&str, &str, u32), ProviderError> {
+    parse_run_id(id).ok_or_else(|| {
+        ProviderError::new(ErrorClass::Invalid, "BadRunId", format!("`{id}` is not a Kubernetes run id"))
+    })
+}
+
 /// How long connecting to a cluster's API server may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an API server may take to answer one request (and to take one request's body),
@@ -127,7 +134,7 @@ pub fn run_id(namespace: &str, name: &str, replica: u32) -> String {
     format!("{namespace}/{name}/{replica}")
 }
 
-/// `None` for an id that is not one: callers answer `BadRunId`, naming it.
+/// `None` for an id that is not one ([`split_run_id`] answers `BadRunId`, naming it).
 fn parse_run_id(id: &str) -> Option<(&str, &str, u32)> {
     let mut it = id.splitn(3, '/');
     let (ns, name, replica) = (it.next()?, it.next()?, it.next()?);
@@ -508,9 +515,7 @@ impl Provider for KubeJobs {
     }
 
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        let (ns, name, replica) = parse_run_id(id).ok_or_else(|| {
-            ProviderError::new(ErrorClass::Invalid, "BadRunId", format!("`{id}` is not a Kubernetes run id"))
-        })?;
+        let (ns, name, replica) = split_run_id(id)?;
         let client = self.client(region).await?;
         let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
         let mut out = JobStatus {
@@ -591,17 +596,13 @@ impl Provider for KubeJobs {
         follow: bool,
         out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
     ) -> Result<(), ProviderError> {
-        let (ns, name, _) = parse_run_id(id).ok_or_else(|| {
-            ProviderError::new(ErrorClass::Invalid, "BadRunId", format!("`{id}` is not a Kubernetes run id"))
-        })?;
+        let (ns, name, _) = split_run_id(id)?;
         self.logs(region, ns, name, follow, out).await
     }
 
     /// Evict the replica's live pod(s); the Job and its other replicas go on.
     async fn preempt_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        let (ns, name, replica) = parse_run_id(id).ok_or_else(|| {
-            ProviderError::new(ErrorClass::Invalid, "BadRunId", format!("`{id}` is not a Kubernetes run id"))
-        })?;
+        let (ns, name, replica) = split_run_id(id)?;
         let client = self.client(region).await?;
         let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
         let mut out = JobStatus {
@@ -648,9 +649,7 @@ impl Provider for KubeJobs {
     }
 
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        let (ns, name, _) = parse_run_id(id).ok_or_else(|| {
-            ProviderError::new(ErrorClass::Invalid, "BadRunId", format!("`{id}` is not a Kubernetes run id"))
-        })?;
+        let (ns, name, _) = split_run_id(id)?;
         let client = self.client(region).await?;
         let jobs: Api<Job> = Api::namespaced(client, ns);
         let mut message = format!("Job `{ns}/{name}` deleted with its pods");

@@ -35,6 +35,21 @@ impl Workspace {
         let stem = self.state_path.file_stem().and_then(|s| s.to_str()).unwrap_or("default");
         self.state_path.with_file_name(format!("{stem}.sim.json"))
     }
+    /// Where a remote state that could not be written is kept (`errored.json` beside the
+    /// specs), with the command that pushes it back from where the user stands.
+    fn errored_copy(&self) -> crate::state::remote::ErroredCopy {
+        let mut command = "gpuplan".to_string();
+        let shown = crate::spec::display_path(&self.dir);
+        if shown != "." {
+            command.push_str(&format!(" -C {}", shell_word(&shown)));
+        }
+        if self.workspace != "default" {
+            command.push_str(&format!(" --workspace {}", shell_word(&self.workspace)));
+        }
+        command.push_str(" state push");
+        crate::state::remote::ErroredCopy { dir: self.dir.clone(), push_command: command }
+    }
+
     /// The spec's backend for this workspace (call after loading the spec).
     pub fn with_backend(mut self, spec: &crate::spec::Spec) -> Self {
         self.backend = spec.backend.clone();
@@ -44,7 +59,9 @@ impl Workspace {
     /// Where the state lives: the local file, or the remote object for this workspace.
     pub fn backend(&self) -> Result<Backend, StateError> {
         match &self.backend {
-            Some(cfg) if !cfg.is_local() => Ok(Backend::Remote(RemoteBackend::new(cfg, &self.workspace)?)),
+            Some(cfg) if !cfg.is_local() => {
+                Ok(Backend::Remote(RemoteBackend::new(cfg, &self.workspace)?.with_errored_copy(self.errored_copy())))
+            }
             Some(cfg) => Ok(Backend::Local(LocalBackend::new(match cfg.get("path") {
                 Some(p) => {
                     let p = self.dir.join(p);
@@ -54,6 +71,16 @@ impl Workspace {
             }))),
             None => Ok(Backend::Local(LocalBackend::new(&self.state_path))),
         }
+    }
+}
+
+/// `word` as one shell word (quoted when it holds anything but safe characters).
+fn shell_word(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:@+=".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 

@@ -104,14 +104,16 @@ impl Backend {
     }
 
     /// Fold the journal into the state and write it once; `state` becomes what was written.
+    /// Remote: a write the store will not take (after retries) leaves the folded state in
+    /// `errored.json` beside the specs, and the error names the command that pushes it.
     pub fn compact(&self, lock: &StateLock, journal: Journal, state: &mut State) -> Result<(), StateError> {
         match self {
             Backend::Local(b) => b.compact(lock, journal, state),
             Backend::Remote(b) => {
                 let mut folded = journal.into_state();
-                b.write(lock, &mut folded)?;
+                let written = b.write_final(lock, &mut folded);
                 *state = folded;
-                Ok(())
+                written.map_err(|cause| b.keep_errored(state, cause))
             }
         }
     }

@@ -105,6 +105,39 @@ pub enum StateError {
     #[diagnostic(code(gpuplan::state::remote), help("{hint}"))]
     Remote { action: &'static str, url: String, message: String, hint: String },
 
+    /// An apply's progress writes to a remote store stopped: someone else wrote, the lock
+    /// was broken, or the store kept failing. What the apply does next is still folded in
+    /// memory and goes to the final write (or to `errored.json`).
+    #[error("progress is no longer written to `{url}`: {cause}")]
+    #[diagnostic(
+        code(gpuplan::state::progress_stopped),
+        help("the apply goes on; its final write says where the state went")
+    )]
+    ProgressStopped { url: String, cause: String },
+
+    /// The final state could not be written to the store, so it was kept in a local file.
+    #[error(
+        "could not write the state to `{url}`: {cause}\nthe state this run produced was saved to `{}`",
+        crate::spec::display_path(saved)
+    )]
+    #[diagnostic(
+        code(gpuplan::state::errored),
+        help(
+            "nothing the run did is lost: once the store answers, push the saved state with `{command}` \
+             (it refuses another lineage or an older serial unless you add --force), then remove the file"
+        )
+    )]
+    Errored { url: String, cause: Box<StateError>, saved: PathBuf, command: String },
+
+    /// The final write failed and so did keeping a local copy: the state is printed to
+    /// stderr as the last resort.
+    #[error("could not write the state to `{url}`: {cause}\nand could not save it locally to `{}`: {save_error}", saved.display())]
+    #[diagnostic(
+        code(gpuplan::state::errored),
+        help("the state was printed above this error: save it to a file and run `gpuplan state push FILE`")
+    )]
+    ErroredUnsaved { url: String, cause: Box<StateError>, saved: PathBuf, save_error: String },
+
     #[error("cannot {action} `{}`", path.display())]
     #[diagnostic(code(gpuplan::state::io))]
     Io {
@@ -116,6 +149,11 @@ pub enum StateError {
 }
 
 impl StateError {
+    /// Another writer got there first (or broke our lock): trying again cannot help.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StateError::Stale { .. } | StateError::LockLost { .. } | StateError::WrongLock { .. })
+    }
+
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> StateError {
         let path = path.into();
         move |source| StateError::Io { action, path, source }

@@ -51,17 +51,33 @@ enum Sink {
     /// The local journal file: one write and one fsync per append.
     File(File),
     /// A remote backend has no append: the folded state is written to the store (CAS)
-    /// at most every [`super::remote::FLUSH_EVERY`], and once more when the apply ends.
-    Remote { backend: super::remote::RemoteBackend, last: std::time::Instant, dirty: bool },
+    /// at most every [`super::remote::Timing::flush_every`], and once more when the apply ends.
+    Remote(RemoteSink),
+}
+
+/// The remote progress writer. A failed write is tried again later, with backoff: one
+/// flaky answer must not end progress for the rest of the apply. Only a conflict (someone
+/// else wrote, or the lock was broken) or a store that keeps failing stops it; entries are
+/// folded in memory all the same, so the final write (or `errored.json`) has everything.
+#[derive(Debug)]
+struct RemoteSink {
+    backend: super::remote::RemoteBackend,
+    /// When the next write may go out.
+    next: std::time::Instant,
+    /// Failed writes in a row.
+    failures: u32,
+    /// Why writes stopped, once they have.
+    stopped: Option<String>,
 }
 
 impl Journal {
     /// A journal for an apply on a remote backend: entries are folded in memory and the
     /// state is written to the store every few seconds.
     pub(crate) fn remote(backend: super::remote::RemoteBackend, base: &State) -> Journal {
+        let next = std::time::Instant::now() + backend.timing().flush_every;
         Journal {
             path: PathBuf::from(backend.url()),
-            sink: Sink::Remote { backend, last: std::time::Instant::now(), dirty: false },
+            sink: Sink::Remote(RemoteSink { backend, next, failures: 0, stopped: None }),
             replay: Replay::new(base.clone()),
             entries: 0,
             poisoned: false,
@@ -94,22 +110,16 @@ impl Journal {
     /// [`append`](Self::append) for entries the caller no longer needs: after the write
     /// they move into the journal's copy of the state instead of being copied there.
     pub fn append_owned(&mut self, entries: Vec<JournalEntry>) -> Result<(), StateError> {
+        if matches!(self.sink, Sink::Remote(_)) {
+            return self.append_remote(entries);
+        }
         if self.poisoned {
             return Err(StateError::JournalPoisoned { path: self.path.clone() });
         }
         if entries.is_empty() {
             return Ok(());
         }
-        let file = match &mut self.sink {
-            Sink::File(file) => file,
-            Sink::Remote { .. } => {
-                self.entries += entries.len();
-                for entry in entries {
-                    self.replay.apply_owned(entry);
-                }
-                return self.flush_remote(false);
-            }
-        };
+        let Sink::File(file) = &mut self.sink else { return Ok(()) };
         let mut buf = Vec::with_capacity(256 * entries.len());
         for entry in &entries {
             serde_json::to_writer(&mut buf, entry).expect("journal entries serialize");
@@ -126,23 +136,59 @@ impl Journal {
         Ok(())
     }
 
-    /// Remote: write the folded state when [`super::remote::FLUSH_EVERY`] has passed since
-    /// the last write (or now, with `force`). Each write bumps the serial, as any write does.
-    fn flush_remote(&mut self, force: bool) -> Result<(), StateError> {
-        let Sink::Remote { backend, last, dirty } = &mut self.sink else { return Ok(()) };
-        *dirty = true;
-        if !force && last.elapsed() < super::remote::FLUSH_EVERY {
+    /// Remote: fold the entries in memory (always: they are what the final write holds),
+    /// then write the folded state if it is due.
+    fn append_remote(&mut self, entries: Vec<JournalEntry>) -> Result<(), StateError> {
+        if entries.is_empty() {
             return Ok(());
         }
-        let mut snapshot = self.replay.snapshot();
-        if let Err(e) = backend.write_unchecked(&mut snapshot) {
-            self.poisoned = true;
-            return Err(e);
+        self.entries += entries.len();
+        for entry in entries {
+            self.replay.apply_owned(entry);
         }
-        self.replay.set_serial(snapshot.serial);
-        *last = std::time::Instant::now();
-        *dirty = false;
-        Ok(())
+        self.flush_remote()
+    }
+
+    /// Remote: write the folded state when its time has come (every
+    /// [`super::remote::Timing::flush_every`], later after failures). Each write bumps the
+    /// serial, as any write does. A failure that is not a conflict is tried again after a
+    /// backoff and is not the caller's error, until the store has failed too often in a row.
+    fn flush_remote(&mut self) -> Result<(), StateError> {
+        let Sink::Remote(sink) = &mut self.sink else { return Ok(()) };
+        if let Some(cause) = &sink.stopped {
+            return Err(StateError::ProgressStopped { url: sink.backend.url().to_string(), cause: cause.clone() });
+        }
+        let now = std::time::Instant::now();
+        if now < sink.next {
+            return Ok(());
+        }
+        let timing = sink.backend.timing();
+        let mut snapshot = self.replay.snapshot();
+        match sink.backend.write_unchecked(&mut snapshot) {
+            Ok(()) => {
+                self.replay.set_serial(snapshot.serial);
+                sink.failures = 0;
+                sink.next = std::time::Instant::now() + timing.flush_every;
+                Ok(())
+            }
+            Err(e) => {
+                sink.failures += 1;
+                if e.is_conflict() || sink.failures >= timing.flush_attempts {
+                    sink.stopped = Some(e.to_string());
+                    return Err(e);
+                }
+                sink.next = std::time::Instant::now() + timing.backoff(sink.failures).max(timing.flush_every);
+                Ok(())
+            }
+        }
+    }
+
+    /// Why remote progress writes stopped, if they did.
+    pub fn stopped(&self) -> Option<&str> {
+        match &self.sink {
+            Sink::Remote(sink) => sink.stopped.as_deref(),
+            Sink::File(_) => None,
+        }
     }
 
     /// Entries appended through this handle.

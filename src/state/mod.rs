@@ -24,6 +24,10 @@ pub mod replay;
 pub mod spend;
 
 #[cfg(test)]
+mod remote_tests;
+#[cfg(test)]
+mod test_store;
+#[cfg(test)]
 mod tests;
 
 pub use backend::Backend;

@@ -11,11 +11,18 @@
 //!   `gpuplan state unlock ID`: an object store cannot tell a dead holder from a slow one.
 //! - `O.backup`: the previous state, copied before every write.
 //!
-//! Every state write is compare-and-swap on the ETag this process last read or wrote
-//! (`If-Match`; the first write is create-only): a writer whose lock was broken can never
-//! overwrite a newer state. An apply writes its progress every [`FLUSH_EVERY`] (see
-//! [`super::journal`]); nodes launched after the last write are adopted from their tags by
-//! the next plan.
+//! Every state write is compare-and-swap on the version this process last read or wrote
+//! (`If-Match: ETAG` on S3 and Azure, `x-goog-if-generation-match` on GCS; the first write
+//! is create-only): a writer whose lock was broken can never overwrite a newer state. An
+//! apply writes its progress every [`FLUSH_EVERY`] (see [`super::journal`]), tries failed
+//! writes again with backoff ([`Timing`]), and keeps a final state the store will not take
+//! in `errored.json` ([`ErroredCopy`]); nodes launched after the last write are adopted
+//! from their tags by the next plan.
+//!
+//! The lock mode is configured (`lock_mode`), never guessed from the host name. A store
+//! gpuplan cannot take on trust (an `endpoint` without `lock_mode`, or COS/OSS, which
+//! document no compare-and-swap on writes) is [`probe`](RemoteBackend::probe)d before
+//! every lock and refused if it ignores a precondition.
 //!
 //! The store's calls run on a small runtime this backend owns, from a scoped thread, so
 //! the synchronous state API can be called from anywhere (inside the CLI's runtime too).
@@ -38,6 +45,64 @@ use crate::spec::backend::BackendConfig;
 
 /// How often an apply on a remote backend makes its progress durable.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
+
+/// How a remote backend paces its writes: progress every [`Timing::flush_every`]; after a
+/// failed write, the next try waits `backoff_first`, doubling up to `backoff_max`. A store
+/// that keeps failing is given up on after `flush_attempts` progress writes in a row (about a
+/// minute by default), and the final write after `final_attempts`. Only a conflict (someone
+/// else wrote, or the lock was broken) stops the writes at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub flush_every: Duration,
+    pub backoff_first: Duration,
+    pub backoff_max: Duration,
+    pub flush_attempts: u32,
+    pub final_attempts: u32,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            flush_every: FLUSH_EVERY,
+            backoff_first: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(30),
+            flush_attempts: 6,
+            final_attempts: 4,
+        }
+    }
+}
+
+impl Timing {
+    /// The wait after the `failures`-th failed write in a row (from 1).
+    pub fn backoff(&self, failures: u32) -> Duration {
+        let doubled = self.backoff_first.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+        doubled.min(self.backoff_max)
+    }
+}
+
+/// Where the final state goes when the store will not take it (Terraform's
+/// `errored.tfstate`), and the command that pushes it back.
+#[derive(Debug, Clone)]
+pub struct ErroredCopy {
+    /// The first free name of `errored.json`, `errored-2.json`, ... in this folder.
+    pub dir: PathBuf,
+    /// The command up to the file name, e.g. `gpuplan -C fleet state push`.
+    pub push_command: String,
+}
+
+/// The version of the state object this process last read or wrote: the ETag (S3, Azure)
+/// and the generation (GCS, whose conditional writes name it instead of the ETag).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Seen {
+    e_tag: Option<String>,
+    version: Option<String>,
+}
+
+impl Seen {
+    fn update(&self) -> PutMode {
+        PutMode::Update(UpdateVersion { e_tag: self.e_tag.clone(), version: self.version.clone() })
+    }
+}
 
 /// How often a waiting lock retries.
 const POLL: Duration = Duration::from_millis(500);
@@ -68,6 +133,8 @@ impl LockMode {
 #[derive(Clone)]
 pub struct RemoteBackend {
     inner: Arc<Inner>,
+    timing: Timing,
+    errored: Option<Arc<ErroredCopy>>,
 }
 
 impl std::fmt::Debug for RemoteBackend {
@@ -87,9 +154,15 @@ struct Inner {
     key: ObjectPath,
     /// `s3://bucket/key`, for messages.
     url: String,
-    /// The ETag of the state object as this process last read or wrote it; `None` before
-    /// a read, or when there was no object.
-    etag: Mutex<Option<String>>,
+    /// The state object's version as this process last read or wrote it; `None` before a
+    /// read, or when there was no object.
+    seen: Mutex<Option<Seen>>,
+    /// Probe the store before taking the lock: its documentation does not promise the
+    /// preconditions the lock and the compare-and-swap rely on (see [`Self::probe`]).
+    probe_before_lock: bool,
+    probed: Mutex<bool>,
+    /// The digest and serial of the last write whose answer never came.
+    unacked: Mutex<Option<([u8; 32], u64)>>,
 }
 
 /// The backend's runtime, shut down without blocking (it may be dropped inside another).
@@ -101,6 +174,35 @@ impl Drop for RuntimeBox {
             rt.shutdown_background();
         }
     }
+}
+
+/// The backend's own small runtime, boxed at once: dropped on an early return, it must
+/// not block (we may be inside the CLI's runtime).
+fn runtime(key: &str) -> Result<RuntimeBox, StateError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("gpuplan-state")
+        .enable_all()
+        .build()
+        .map_err(|e| StateError::Remote {
+            action: "start the client for",
+            url: key.to_string(),
+            message: e.to_string(),
+            hint: String::new(),
+        })?;
+    Ok(RuntimeBox(Some(rt)))
+}
+
+/// What [`build`] makes of a backend block.
+struct Built {
+    /// For state reads and conditional writes.
+    store: Arc<dyn ObjectStore>,
+    /// For the create-only lock object (with the vendor header where the mode needs one).
+    lock_store: Arc<dyn ObjectStore>,
+    mode: LockMode,
+    url: String,
+    /// The block names a store whose preconditions gpuplan cannot take on trust.
+    probe_before_lock: bool,
 }
 
 /// What a store call failed with, as the state layer reports it.
@@ -158,29 +260,65 @@ impl RemoteBackend {
     pub fn new(cfg: &BackendConfig, workspace: &str) -> Result<RemoteBackend, StateError> {
         let key = cfg.get("key").unwrap_or("gpuplan.json");
         let key = if workspace == "default" { key.to_string() } else { format!("env:/{workspace}/{key}") };
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("gpuplan-state")
-            .enable_all()
-            .build()
-            .map_err(|e| StateError::Remote {
-                action: "start the client for",
-                url: key.clone(),
-                message: e.to_string(),
-                hint: String::new(),
-            })?;
-        // Boxed at once: dropped on an early return below, it must not block (we may be
-        // inside the CLI's runtime).
-        let rt = RuntimeBox(Some(rt));
+        let rt = runtime(&key)?;
         let profile = if cfg.kind == "s3" { profile_credentials(rt.0.as_ref().expect("just built"))? } else { None };
-        let (store, lock_store, mode, url) = build(cfg, &key, profile.as_ref())?;
-        let key = ObjectPath::parse(&key).map_err(|e| StateError::Remote {
+        let built = build(cfg, &key, profile.as_ref())?;
+        RemoteBackend::assemble(rt, built, &key)
+    }
+
+    /// A backend over stores the caller built (tests: a store that fails on demand).
+    #[cfg(test)]
+    pub(crate) fn over(
+        store: Arc<dyn ObjectStore>,
+        mode: LockMode,
+        probe_before_lock: bool,
+        key: &str,
+    ) -> Result<RemoteBackend, StateError> {
+        let url = format!("mem://{key}");
+        RemoteBackend::assemble(
+            runtime(key)?,
+            Built { lock_store: store.clone(), store, mode, url, probe_before_lock },
+            key,
+        )
+    }
+
+    fn assemble(rt: RuntimeBox, built: Built, key: &str) -> Result<RemoteBackend, StateError> {
+        let Built { store, lock_store, mode, url, probe_before_lock } = built;
+        let key = ObjectPath::parse(key).map_err(|e| StateError::Remote {
             action: "name",
             url: url.clone(),
             message: e.to_string(),
             hint: "object keys are `/`-separated names without empty, `.` or `..` parts".into(),
         })?;
-        Ok(RemoteBackend { inner: Arc::new(Inner { rt, store, lock_store, mode, key, url, etag: Mutex::new(None) }) })
+        let inner = Inner {
+            rt,
+            store,
+            lock_store,
+            mode,
+            key,
+            url,
+            seen: Mutex::new(None),
+            probe_before_lock,
+            probed: Mutex::new(false),
+            unacked: Mutex::new(None),
+        };
+        Ok(RemoteBackend { inner: Arc::new(inner), timing: Timing::default(), errored: None })
+    }
+
+    /// Pace writes by `timing` instead of the defaults.
+    pub fn with_timing(mut self, timing: Timing) -> RemoteBackend {
+        self.timing = timing;
+        self
+    }
+
+    pub fn timing(&self) -> Timing {
+        self.timing
+    }
+
+    /// Keep the final state in `copy.dir` when the store will not take it.
+    pub fn with_errored_copy(mut self, copy: ErroredCopy) -> RemoteBackend {
+        self.errored = Some(Arc::new(copy));
+        self
     }
 
     /// `s3://bucket/key`.
@@ -223,16 +361,16 @@ impl RemoteBackend {
         std::thread::scope(|s| s.spawn(|| rt.block_on(fut)).join().expect("a store call does not panic"))
     }
 
-    /// The state object's bytes and ETag; `None` if there is none.
-    fn get(&self, key: &ObjectPath, what: &'static str) -> Result<Option<(bytes::Bytes, Option<String>)>, StateError> {
+    /// The object's bytes and version; `None` if there is none.
+    fn get(&self, key: &ObjectPath, what: &'static str) -> Result<Option<(bytes::Bytes, Seen)>, StateError> {
         let store = self.inner.store.clone();
         let url = self.inner.url.clone();
         self.block(async move {
             match store.get(key).await {
                 Ok(r) => {
-                    let etag = r.meta.e_tag.clone();
+                    let seen = Seen { e_tag: r.meta.e_tag.clone(), version: r.meta.version.clone() };
                     let bytes = r.bytes().await.map_err(|e| store_error(&url, what, e))?;
-                    Ok(Some((bytes, etag)))
+                    Ok(Some((bytes, seen)))
                 }
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(store_error(&url, what, e)),
@@ -240,25 +378,52 @@ impl RemoteBackend {
         })
     }
 
-    /// The current state, or `None` if the object does not exist. Remembers its ETag for
-    /// the next write.
+    fn set_seen(&self, seen: Option<Seen>) {
+        *self.inner.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = seen;
+    }
+
+    fn seen(&self) -> Option<Seen> {
+        self.inner.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The current state, or `None` if the object does not exist. Remembers its version
+    /// for the next write.
     pub fn read(&self) -> Result<Option<State>, StateError> {
         let got = self.get(&self.inner.key.clone(), "read")?;
-        let Some((bytes, etag)) = got else {
-            *self.inner.etag.lock().expect("etag lock") = None;
+        let Some((bytes, seen)) = got else {
+            self.set_seen(None);
             return Ok(None);
         };
         let state = parse_state(&self.display_path(), &PathBuf::from(self.backup_url()), &bytes)?;
-        *self.inner.etag.lock().expect("etag lock") = etag;
+        self.set_seen(Some(seen));
         Ok(Some(state))
     }
 
-    /// Write `state` with `serial + 1`: compare-and-swap on the ETag last seen (create-only
+    /// Write `state` with `serial + 1`: compare-and-swap on the version last seen (create-only
     /// when there was no object), the previous version copied to `O.backup` first. The
     /// caller's serial advances only once the write succeeded.
     pub fn write(&self, lock: &super::StateLock, state: &mut State) -> Result<(), StateError> {
         self.check_lock(lock)?;
         self.write_unchecked(state)
+    }
+
+    /// An apply's last write: [`write`](Self::write), tried again after a failure that is
+    /// not a conflict, up to [`Timing::final_attempts`] times with backoff.
+    pub(crate) fn write_final(&self, lock: &super::StateLock, state: &mut State) -> Result<(), StateError> {
+        let mut failures = 0;
+        loop {
+            match self.write(lock, state) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_conflict() => return Err(e),
+                Err(e) => {
+                    failures += 1;
+                    if failures >= self.timing.final_attempts {
+                        return Err(e);
+                    }
+                    std::thread::sleep(self.timing.backoff(failures));
+                }
+            }
+        }
     }
 
     /// [`write`](Self::write) without the lock check: for an apply's periodic flush, whose
@@ -279,52 +444,75 @@ impl RemoteBackend {
             hint: String::new(),
         })?;
         body.push(b'\n');
-        let etag = self.inner.etag.lock().expect("etag lock").clone();
+        let body = bytes::Bytes::from(body);
+        let seen = self.seen();
         let (store, key, backup, url) =
             (self.inner.store.clone(), self.inner.key.clone(), self.backup_key(), self.inner.url.clone());
         let expected = (state.lineage.clone(), state.serial);
+        let sent = body.clone();
         let result = self.block(async move {
-            let mode = match &etag {
-                Some(tag) => {
+            let mode = match &seen {
+                Some(seen) => {
                     // Keep the previous version. Copy is unconditional, so it runs only
                     // when the object is still the one we read (else the put below fails).
                     store.copy(&key, &backup).await.map_err(|e| store_error(&url, "back up", e))?;
-                    PutMode::Update(UpdateVersion { e_tag: Some(tag.clone()), version: None })
+                    seen.update()
                 }
                 None => PutMode::Create,
             };
-            match store.put_opts(&key, PutPayload::from(body), PutOptions::from(mode)).await {
-                Ok(r) => Ok(r.e_tag),
+            match store.put_opts(&key, PutPayload::from(sent), PutOptions::from(mode)).await {
+                Ok(r) => Ok(Seen { e_tag: r.e_tag, version: r.version }),
                 Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => Err(None),
                 Err(e) => Err(Some(store_error(&url, "write", e))),
             }
         });
-        match result {
-            Ok(new_etag) => {
-                *self.inner.etag.lock().expect("etag lock") = new_etag;
-                state.serial = next_serial;
-                state.format_version = FORMAT_VERSION;
-                Ok(())
+        let written = match result {
+            Ok(seen) => seen,
+            Err(Some(e)) => {
+                // The store may have taken it and only the answer was lost: remember what
+                // was sent, so the next write can tell our own object from someone else's.
+                *self.unacked() = Some((digest(&body), next_serial));
+                return Err(e);
             }
-            Err(Some(e)) => Err(e),
             Err(None) => {
-                // Someone wrote since we read: say what is there now.
-                let found = self.get(&self.inner.key.clone(), "read")?.and_then(|(b, _)| header_of(&b));
-                let (found_lineage, found_serial) = found.unwrap_or_default();
-                Err(StateError::Stale {
-                    path: self.display_path(),
-                    expected_lineage: expected.0,
-                    expected_serial: expected.1,
-                    found_lineage,
-                    found_serial,
-                })
+                // Someone wrote since we read, or an earlier write of ours landed though
+                // its answer was lost: then the object holds exactly what that write sent.
+                let now = self.get(&self.inner.key.clone(), "read")?;
+                let ours = self.unacked().take();
+                match (now, ours) {
+                    (Some((bytes, seen)), Some((sent, serial))) if digest(&bytes) == sent => {
+                        self.set_seen(Some(seen));
+                        state.serial = serial;
+                        return self.write_unchecked(state);
+                    }
+                    (now, _) => {
+                        let (found_lineage, found_serial) = now.and_then(|(b, _)| header_of(&b)).unwrap_or_default();
+                        return Err(StateError::Stale {
+                            path: self.display_path(),
+                            expected_lineage: expected.0,
+                            expected_serial: expected.1,
+                            found_lineage,
+                            found_serial,
+                        });
+                    }
+                }
             }
-        }
+        };
+        *self.unacked() = None;
+        self.set_seen(Some(written));
+        state.serial = next_serial;
+        state.format_version = FORMAT_VERSION;
+        Ok(())
+    }
+
+    fn unacked(&self) -> std::sync::MutexGuard<'_, Option<([u8; 32], u64)>> {
+        self.inner.unacked.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Take the lock: a create-only write of `O.lock`, retried every [`POLL`] until
     /// `timeout` has passed.
     pub fn lock(&self, operation: &str, timeout: Duration) -> Result<super::StateLock, StateError> {
+        self.probe_if_untrusted()?;
         let start = Instant::now();
         let info = LockInfo::new(operation);
         let body = serde_json::to_vec_pretty(&info).expect("lock info serializes");
@@ -421,9 +609,12 @@ impl RemoteBackend {
         })
     }
 
-    /// `gpuplan init`'s check that the store refuses to overwrite: a probe object written
-    /// create-only twice must fail the second time, and a write with a wrong ETag must
-    /// fail. The probe is removed. A store that fails this cannot hold a lock safely.
+    /// The check that the store honours what locking and compare-and-swap rely on, run by
+    /// `gpuplan init` and, for a store whose documentation does not promise it, before every
+    /// lock: a probe object written create-only twice must fail the second time; a write
+    /// naming the probe's current version must succeed, and one naming a wrong version
+    /// (ETag, or GCS generation) must fail. The probe is removed. A store that fails any of
+    /// these is refused with the reason: it cannot hold the state safely.
     pub fn probe(&self) -> Result<(), StateError> {
         let probe = ObjectPath::from(format!("{}.probe-{}", self.inner.key, uuid::Uuid::new_v4()));
         let (lock_store, store, url, mode) =
@@ -432,47 +623,102 @@ impl RemoteBackend {
             StateError::Remote {
             action: "use",
             url: url.clone(),
-            message: format!("the store accepted {what}: it cannot lock the state safely"),
+            message: format!("the store {what}: it cannot hold the state safely"),
             hint: match mode {
-                LockMode::Conditional => "for Tencent COS set `lock_mode = \"cos\"`, for Alibaba OSS `lock_mode = \"oss\"`; otherwise use a store that honours If-None-Match and If-Match (AWS S3, MinIO, Ceph)".into(),
-                _ => "check that the bucket never had versioning enabled (COS ignores x-cos-forbid-overwrite then)".into(),
+                LockMode::Conditional => "for Tencent COS set `lock_mode = \"cos\"`, for Alibaba OSS `lock_mode = \"oss\"`; otherwise use a store that honours If-None-Match and If-Match (AWS S3, MinIO, Ceph, GCS, Azure Blob)".into(),
+                _ => "the store must refuse a write whose If-Match names a wrong ETag (gpuplan found no documented compare-and-swap for COS or OSS writes), and the bucket must never have had versioning enabled (COS ignores x-cos-forbid-overwrite then); use another store for the state".into(),
             },
         }
         };
         let outcome: Result<(), StateError> = self.block(async {
             let create = || PutOptions::from(PutMode::Create);
-            lock_store
+            let first = lock_store
                 .put_opts(&probe, PutPayload::from_static(b"1"), create())
                 .await
                 .map_err(|e| store_error(&url, "write a probe object in", e))?;
-            let second = lock_store.put_opts(&probe, PutPayload::from_static(b"2"), create()).await;
-            let result = match second {
-                Ok(_) => Err(refused("a second create-only write of the same object")),
-                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(()),
-                Err(e) => Err(store_error(&url, "probe", e)),
-            };
-            let result = match (result, mode) {
-                (Ok(()), LockMode::Conditional) => {
-                    let stale = UpdateVersion { e_tag: Some("\"0-not-the-etag\"".into()), version: None };
-                    match store
-                        .put_opts(&probe, PutPayload::from_static(b"3"), PutOptions::from(PutMode::Update(stale)))
-                        .await
-                    {
-                        Ok(_) => Err(refused("a write whose If-Match named a wrong ETag")),
-                        Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => {
-                            Ok(())
-                        }
-                        Err(e) => Err(store_error(&url, "probe", e)),
-                    }
+            let result = async {
+                match lock_store.put_opts(&probe, PutPayload::from_static(b"2"), create()).await {
+                    Ok(_) => return Err(refused("accepted a second create-only write of the same object")),
+                    Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {}
+                    Err(e) => return Err(store_error(&url, "probe", e)),
                 }
-                (r, _) => r,
-            };
+                let current =
+                    PutMode::Update(UpdateVersion { e_tag: first.e_tag.clone(), version: first.version.clone() });
+                store.put_opts(&probe, PutPayload::from_static(b"3"), PutOptions::from(current)).await.map_err(
+                    |e| {
+                        let mut e = store_error(&url, "probe", e);
+                        if let StateError::Remote { message, .. } = &mut e {
+                            *message = format!("a write naming the object's current version failed: {message}");
+                        }
+                        e
+                    },
+                )?;
+                let wrong = UpdateVersion { e_tag: Some("\"0-not-the-etag\"".into()), version: Some("1".into()) };
+                match store
+                    .put_opts(&probe, PutPayload::from_static(b"4"), PutOptions::from(PutMode::Update(wrong)))
+                    .await
+                {
+                    Ok(_) => Err(refused("accepted a write whose precondition (If-Match) named a wrong version")),
+                    Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => Ok(()),
+                    Err(e) => Err(store_error(&url, "probe", e)),
+                }
+            }
+            .await;
             let cleanup =
                 lock_store.delete(&probe).await.map_err(|e| store_error(&url, "remove the probe object in", e));
             result.and(cleanup)
         });
         outcome
     }
+
+    /// The final write failed with `cause`: keep `state` in the first free `errored.json`,
+    /// `errored-2.json`, ... (never over an earlier one nobody pushed yet) and say how to
+    /// push it. Without a place for it (a library caller), the cause as it is.
+    pub(crate) fn keep_errored(&self, state: &State, cause: StateError) -> StateError {
+        let Some(copy) = &self.errored else { return cause };
+        let url = self.inner.url.clone();
+        let cause = Box::new(cause);
+        let mut body = match serde_json::to_vec_pretty(state) {
+            Ok(body) => body,
+            Err(e) => {
+                return StateError::ErroredUnsaved { url, cause, saved: copy.dir.clone(), save_error: e.to_string() };
+            }
+        };
+        body.push(b'\n');
+        let saved = (1..)
+            .map(|n| copy.dir.join(if n == 1 { "errored.json".to_string() } else { format!("errored-{n}.json") }))
+            .find(|p| !p.exists())
+            .unwrap_or_else(|| copy.dir.join("errored.json"));
+        match super::fsutil::atomic_write(&saved, &body) {
+            Ok(()) => {
+                let name = saved.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                StateError::Errored { url, cause, command: format!("{} {name}", copy.push_command), saved }
+            }
+            Err(e) => {
+                // The last resort: the state on stderr, where a CI log keeps it.
+                eprintln!("{}", String::from_utf8_lossy(&body));
+                StateError::ErroredUnsaved { url, cause, saved, save_error: e.to_string() }
+            }
+        }
+    }
+
+    /// [`probe`](Self::probe) once per backend, when the configuration asks for it.
+    fn probe_if_untrusted(&self) -> Result<(), StateError> {
+        if !self.inner.probe_before_lock {
+            return Ok(());
+        }
+        let mut probed = self.inner.probed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !*probed {
+            self.probe()?;
+            *probed = true;
+        }
+        Ok(())
+    }
+}
+
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
 }
 
 fn header_of(bytes: &[u8]) -> Option<(String, u64)> {
@@ -522,19 +768,23 @@ fn profile_credentials(rt: &tokio::runtime::Runtime) -> Result<Option<aws_creden
     }
 }
 
-/// The stores for `cfg`: (state store, lock store, lock mode, URL of the state object).
-#[allow(clippy::type_complexity)]
+/// The stores for `cfg`, its lock mode and the state object's URL.
 fn build(
     cfg: &BackendConfig,
     key: &str,
     profile: Option<&aws_credential_types::Credentials>,
-) -> Result<(Arc<dyn ObjectStore>, Arc<dyn ObjectStore>, LockMode, String), StateError> {
+) -> Result<Built, StateError> {
     let fail = |url: &str, e: object_store::Error| StateError::Remote {
         action: "configure",
         url: url.to_string(),
         message: one_line(&e.to_string()),
         hint: "check the backend block's settings and the store's environment variables".into(),
     };
+    use object_store::ClientConfigKey;
+    use object_store::azure::AzureConfigKey;
+    use object_store::gcp::GoogleConfigKey;
+    const CONNECT_TIMEOUT: &str = "10s";
+    const REQUEST_TIMEOUT: &str = "60s";
     let client = object_store::ClientOptions::new()
         .with_connect_timeout(Duration::from_secs(10))
         .with_timeout(Duration::from_secs(60));
@@ -547,16 +797,17 @@ fn build(
             let bucket = cfg.get("bucket").unwrap_or_default();
             let url = format!("s3://{bucket}/{key}");
             let endpoint = cfg.get("endpoint");
-            let host =
-                endpoint.map(|e| e.split("://").nth(1).unwrap_or(e).split('/').next().unwrap_or("")).unwrap_or("");
+            // Configured, never guessed from the host name: a store behind another name
+            // (a proxy, a private endpoint) would be guessed wrong.
             let mode = match cfg.get("lock_mode") {
                 Some("cos") => LockMode::Cos,
                 Some("oss") => LockMode::Oss,
-                Some(_) => LockMode::Conditional,
-                None if host.ends_with(".myqcloud.com") => LockMode::Cos,
-                None if host.ends_with(".aliyuncs.com") => LockMode::Oss,
-                None => LockMode::Conditional,
+                _ => LockMode::Conditional,
             };
+            // AWS S3 documents If-None-Match and If-Match, and so does a store whose block
+            // says `lock_mode = "conditional"`. Any other store is probed before each lock.
+            let probe_before_lock =
+                mode != LockMode::Conditional || (endpoint.is_some() && cfg.get("lock_mode").is_none());
             // COS and OSS address buckets by virtual host; others by path unless told.
             let path_style = match cfg.get("force_path_style") {
                 Some(v) => v == "true",
@@ -601,7 +852,7 @@ fn build(
                 None => store.clone(),
                 Some(h) => Arc::new(builder(Some(h)).map_err(|e| fail(&url, e))?),
             };
-            Ok((store, lock_store, mode, url))
+            Ok(Built { store, lock_store, mode, url, probe_before_lock })
         }
         "gcs" => {
             crate::model::tls::install_ring();
@@ -610,12 +861,15 @@ fn build(
             let store: Arc<dyn ObjectStore> = Arc::new(
                 object_store::gcp::GoogleCloudStorageBuilder::from_env()
                     .with_bucket_name(bucket)
-                    .with_client_options(client)
+                    // Key by key, not `with_client_options`: that would drop the client
+                    // settings the environment gave (`GOOGLE_ALLOW_HTTP` for a test server).
+                    .with_config(GoogleConfigKey::Client(ClientConfigKey::ConnectTimeout), CONNECT_TIMEOUT)
+                    .with_config(GoogleConfigKey::Client(ClientConfigKey::Timeout), REQUEST_TIMEOUT)
                     .with_retry(retry)
                     .build()
                     .map_err(|e| fail(&url, e))?,
             );
-            Ok((store.clone(), store, LockMode::Conditional, url))
+            Ok(Built { lock_store: store.clone(), store, mode: LockMode::Conditional, url, probe_before_lock: false })
         }
         "azurerm" => {
             crate::model::tls::install_ring();
@@ -626,12 +880,13 @@ fn build(
                 object_store::azure::MicrosoftAzureBuilder::from_env()
                     .with_account(account)
                     .with_container_name(container)
-                    .with_client_options(client)
+                    .with_config(AzureConfigKey::Client(ClientConfigKey::ConnectTimeout), CONNECT_TIMEOUT)
+                    .with_config(AzureConfigKey::Client(ClientConfigKey::Timeout), REQUEST_TIMEOUT)
                     .with_retry(retry)
                     .build()
                     .map_err(|e| fail(&url, e))?,
             );
-            Ok((store.clone(), store, LockMode::Conditional, url))
+            Ok(Built { lock_store: store.clone(), store, mode: LockMode::Conditional, url, probe_before_lock: false })
         }
         other => Err(StateError::Remote {
             action: "use",
@@ -741,18 +996,26 @@ mod tests {
     }
 
     #[test]
-    fn cos_and_oss_endpoints_lock_with_their_own_create_only_header() {
+    fn the_lock_mode_is_configured_never_guessed_from_the_host_and_untrusted_stores_are_probed() {
         let cfg = |endpoint: &str, extra: &str| {
             let l = load(&format!(
-                "gpuplan {{\n  backend \"s3\" {{\n    bucket = \"b\"\n    key = \"k.json\"\n    endpoint = \"{endpoint}\"\n{extra}  }}\n}}\n"
+                "gpuplan {{\n  backend \"s3\" {{\n    bucket = \"b\"\n    key = \"k.json\"\n{endpoint}{extra}  }}\n}}\n"
             ));
             assert!(!l.diags.has_errors(), "{:?}", l.diags.items);
-            RemoteBackend::new(l.spec.backend.as_ref().unwrap(), "default").unwrap().mode()
+            let b = RemoteBackend::new(l.spec.backend.as_ref().unwrap(), "default").unwrap();
+            (b.mode(), b.inner.probe_before_lock)
         };
+        let cos = "    endpoint = \"https://cos.ap-guangzhou.myqcloud.com\"\n";
         use LockMode::*;
-        assert_eq!(cfg("https://cos.ap-guangzhou.myqcloud.com", ""), Cos);
-        assert_eq!(cfg("https://oss-cn-hangzhou.aliyuncs.com", ""), Oss);
-        assert_eq!(cfg("https://minio.internal:9000", ""), Conditional);
-        assert_eq!(cfg("https://storage.example.com", "    lock_mode = \"oss\"\n"), Oss);
+        // AWS S3 documents If-None-Match and If-Match: trusted, probed by `init` only.
+        assert_eq!(cfg("", ""), (Conditional, false));
+        // A COS host name alone chooses nothing; an endpoint nobody vouched for is probed
+        // before every lock, which refuses a store that ignores the preconditions.
+        assert_eq!(cfg(cos, ""), (Conditional, true));
+        assert_eq!(cfg(cos, "    lock_mode = \"conditional\"\n"), (Conditional, false));
+        // COS and OSS lock with their own header; their writes have no documented
+        // compare-and-swap, so the probe (a wrong version must be refused) runs every time.
+        assert_eq!(cfg(cos, "    lock_mode = \"cos\"\n"), (Cos, true));
+        assert_eq!(cfg("    endpoint = \"https://storage.example.com\"\n", "    lock_mode = \"oss\"\n"), (Oss, true));
     }
 }

@@ -42,3 +42,4 @@ mod spec_roundtrip;
 mod spend_sim;
 mod state_cli;
 mod state_s3;
+mod state_stores;

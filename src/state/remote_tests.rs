@@ -1,0 +1,263 @@
+//! The remote backend's write path against a store that fails on demand ([`Flaky`]):
+//! progress survives transient failures, stops only on a conflict or a store that keeps
+//! failing, and a final state the store will not take is kept in `errored.json`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use super::remote::{ErroredCopy, LockMode, RemoteBackend, Timing};
+use super::test_store::Flaky;
+use super::*;
+
+const KEY: &str = "fleets/prod.json";
+
+/// Writes due at once, retried without waiting: the tests count attempts, not seconds.
+fn fast() -> Timing {
+    Timing {
+        flush_every: Duration::ZERO,
+        backoff_first: Duration::ZERO,
+        backoff_max: Duration::ZERO,
+        flush_attempts: 3,
+        final_attempts: 3,
+    }
+}
+
+fn remote(store: &Arc<Flaky>) -> RemoteBackend {
+    let store: Arc<dyn ObjectStore> = store.clone();
+    RemoteBackend::over(store, LockMode::Conditional, false, KEY).unwrap().with_timing(fast())
+}
+
+fn pool(name: &str) -> JournalEntry {
+    let resource = ResourceState {
+        kind: "gpu_pool".into(),
+        provider: Some("sim".into()),
+        provider_kind: Some("sim".into()),
+        region: Some("us-east-1".into()),
+        config: serde_json::json!({"name": name}).into(),
+        dependencies: vec![],
+        nodes: vec![],
+        job: None,
+        fallback: None,
+    };
+    JournalEntry::PutResource { address: format!("gpu_pool.{name}"), resource }
+}
+
+/// A backend with a state written once (serial 1), its lock, and a journal on it.
+fn started(store: &Arc<Flaky>) -> (Backend, StateLock, Journal) {
+    let backend = Backend::Remote(remote(store));
+    let lock = backend.lock("apply", Duration::ZERO).unwrap();
+    let mut state = State::new("lineage-1".into());
+    backend.write(&lock, &mut state).unwrap();
+    let journal = backend.open_journal(&lock, &state).unwrap();
+    (backend, lock, journal)
+}
+
+fn stored(store: &Arc<Flaky>) -> State {
+    let store = store.clone();
+    let bytes = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(async move { store.get(&object_store::path::Path::from(KEY)).await.unwrap().bytes().await })
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[test]
+fn transient_write_failures_do_not_stop_remote_progress() {
+    let store = Flaky::new();
+    let (_backend, _lock, mut journal) = started(&store);
+    journal.append(&[pool("a")]).unwrap();
+    assert!(stored(&store).resources.contains_key("gpu_pool.a"));
+
+    // Two failed writes in a row (under the bound of 3): neither is the caller's error...
+    store.fail_next(2);
+    journal.append(&[pool("b")]).expect("a failed progress write is tried again later");
+    journal.append(&[pool("c")]).expect("and again");
+    assert!(journal.stopped().is_none());
+    // ...and the next write carries everything.
+    journal.append(&[pool("d")]).unwrap();
+    let state = stored(&store);
+    for p in ["a", "b", "c", "d"] {
+        assert!(state.resources.contains_key(&format!("gpu_pool.{p}")), "gpu_pool.{p} was written");
+    }
+}
+
+#[test]
+fn a_store_that_keeps_failing_stops_progress_after_bounded_tries_but_entries_still_fold() {
+    let store = Flaky::new();
+    let (_backend, _lock, mut journal) = started(&store);
+    store.fail_next(usize::MAX);
+    journal.append(&[pool("a")]).unwrap();
+    journal.append(&[pool("b")]).unwrap();
+    let third = journal.append(&[pool("c")]);
+    assert!(third.is_err(), "the third failure in a row gives up on progress writes");
+    let attempts = store.writes.load(Ordering::SeqCst);
+    match journal.append(&[pool("d")]) {
+        Err(StateError::ProgressStopped { cause, .. }) => assert!(cause.contains("injected"), "{cause}"),
+        other => panic!("expected ProgressStopped, got {other:?}"),
+    }
+    assert_eq!(store.writes.load(Ordering::SeqCst), attempts, "a stopped writer does not call the store");
+    let folded = journal.into_state();
+    assert_eq!(folded.resources.len(), 4, "every entry is folded in memory for the final write");
+}
+
+#[test]
+fn a_conflict_stops_progress_at_once() {
+    let store = Flaky::new();
+    let (_backend, _lock, mut journal) = started(&store);
+    // Someone else writes the state (a broken lock's new holder).
+    let other = remote(&store);
+    let mut theirs = other.read().unwrap().unwrap();
+    other.write_unchecked(&mut theirs).unwrap();
+    match journal.append(&[pool("a")]) {
+        Err(StateError::Stale { found_serial: 2, .. }) => {}
+        other => panic!("expected Stale, got {other:?}"),
+    }
+    assert!(journal.stopped().is_some());
+}
+
+#[test]
+fn a_write_whose_answer_was_lost_is_not_taken_for_a_conflict() {
+    let store = Flaky::new();
+    let (_backend, _lock, mut journal) = started(&store);
+    store.lose_answers(1);
+    journal.append(&[pool("a")]).unwrap();
+    // The store took the write; only the answer was lost. The next write sees its own bytes.
+    journal.append(&[pool("b")]).unwrap();
+    assert!(journal.stopped().is_none());
+    assert!(stored(&store).resources.contains_key("gpu_pool.b"));
+}
+
+#[test]
+fn the_final_write_is_retried_after_a_transient_failure() {
+    let store = Flaky::new();
+    let (backend, lock, mut journal) = started(&store);
+    journal.append(&[pool("a")]).unwrap();
+    store.fail_next(2);
+    let mut state = State::new("unused".into());
+    backend.compact(&lock, journal, &mut state).expect("the third try goes through");
+    assert!(stored(&store).resources.contains_key("gpu_pool.a"));
+}
+
+#[test]
+fn a_final_state_the_store_will_not_take_is_kept_in_errored_json_with_the_push_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Flaky::new();
+    let copy =
+        |dir: &std::path::Path| ErroredCopy { dir: dir.to_path_buf(), push_command: "gpuplan state push".into() };
+    let backend = Backend::Remote(remote(&store).with_errored_copy(copy(tmp.path())));
+    let lock = backend.lock("apply", Duration::ZERO).unwrap();
+    let mut state = State::new("lineage-1".into());
+    backend.write(&lock, &mut state).unwrap();
+    let mut journal = backend.open_journal(&lock, &state).unwrap();
+    journal.append(&[pool("a"), pool("b")]).unwrap();
+    store.fail_next(usize::MAX);
+    journal.append(&[pool("c")]).unwrap();
+
+    let err = backend.compact(&lock, journal, &mut state).unwrap_err();
+    let saved = tmp.path().join("errored.json");
+    match &err {
+        StateError::Errored { command, saved: at, .. } => {
+            assert_eq!(command, "gpuplan state push errored.json");
+            assert_eq!(at, &saved);
+        }
+        other => panic!("expected Errored, got {other:?}"),
+    }
+    let text = format!("{err}\n{}", miette::Diagnostic::help(&err).unwrap());
+    assert!(text.contains("`gpuplan state push errored.json`") && text.contains("injected"), "{text}");
+    let kept: State = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    assert_eq!(kept.lineage, "lineage-1");
+    assert_eq!(kept.resources.len(), 3, "the full state, the entries the store never saw included");
+
+    // A second failure never overwrites a copy nobody pushed yet.
+    let mut journal = backend.open_journal(&lock, &state).unwrap();
+    journal.append(&[pool("d")]).unwrap();
+    match backend.compact(&lock, journal, &mut state) {
+        Err(StateError::Errored { command, .. }) => assert_eq!(command, "gpuplan state push errored-2.json"),
+        other => panic!("expected Errored, got {other:?}"),
+    }
+    assert_eq!(serde_json::from_slice::<State>(&std::fs::read(&saved).unwrap()).unwrap().resources.len(), 3);
+}
+
+#[test]
+fn the_probe_refuses_a_store_that_ignores_a_wrong_version() {
+    // InMemory honours versions: the probe passes.
+    let store = Flaky::new();
+    remote(&store).probe().unwrap();
+    // A store that overwrites whatever If-Match says is refused.
+    let careless: Arc<dyn ObjectStore> = Arc::new(IgnoresIfMatch(object_store::memory::InMemory::new()));
+    let b = RemoteBackend::over(careless, LockMode::Cos, true, KEY).unwrap();
+    let err = b.probe().unwrap_err().to_string();
+    assert!(err.contains("wrong version"), "{err}");
+    // With `lock_mode = "cos"` the probe runs before every lock, so such a store is never locked.
+    assert!(b.lock("apply", Duration::ZERO).is_err());
+}
+
+/// A store that honours create-only writes but overwrites on any `Update`.
+#[derive(Debug)]
+struct IgnoresIfMatch(object_store::memory::InMemory);
+
+impl std::fmt::Display for IgnoresIfMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IgnoresIfMatch")
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for IgnoresIfMatch {
+    async fn put_opts(
+        &self,
+        location: &object_store::path::Path,
+        payload: PutPayload,
+        opts: object_store::PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        let mode = match opts.mode {
+            object_store::PutMode::Update(_) => object_store::PutMode::Overwrite,
+            m => m,
+        };
+        self.0.put_opts(location, payload, object_store::PutOptions::from(mode)).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &object_store::path::Path,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.0.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &object_store::path::Path,
+        options: object_store::GetOptions,
+    ) -> object_store::Result<object_store::GetResult> {
+        self.0.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>> {
+        self.0.delete_stream(locations)
+    }
+    fn list(
+        &self,
+        prefix: Option<&object_store::path::Path>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+        self.0.list(prefix)
+    }
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&object_store::path::Path>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.0.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &object_store::path::Path,
+        to: &object_store::path::Path,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.0.copy_opts(from, to, options).await
+    }
+}

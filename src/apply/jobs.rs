@@ -9,8 +9,11 @@
 //!    - [`stop_preempted`]: runs preempted for a higher-priority job free their GPUs;
 //!    - [`node_slots`]: the live nodes sim launches may use, with the GPUs in use;
 //!    - per job, [`settle`]: record the stops ([`record_stops`]), launch the replicas the
-//!      plan admitted ([`launch_replica`]), terminate the nodes of ended runs
-//!      ([`release_ended_nodes`]), and journal the job's runs, age and queue time.
+//!      plan admitted ([`launch_replica`]), each launch journaled before the next step
+//!      (a crash leaves no job node the state does not know, but one the provider
+//!      created before answering, which the next plan adopts: `jobs::adopt`), terminate
+//!      the nodes of ended runs ([`release_ended_nodes`]), and journal the job's runs
+//!      (adopted ones included), age and queue time.
 //!
 //! On `sim` a replica runs on a live node of its pool with room: the planned capacity
 //! type first, then the fallback the plan allows (spot → on-demand when
@@ -75,19 +78,54 @@ pub async fn run(
     let mut outcomes = release_orphan_job_nodes(plan, providers, opts).await;
     stopped.0.extend(stop_preempted(plan, providers, opts).await.0);
     let mut slots = node_slots(plan, providers, opts, &stopped).await;
+    let steps = Steps { plan, prior, providers, recorder, opts };
     let mut entries = Vec::new();
     for j in &plan.jobs {
-        let (entry, out) = settle(plan, prior, providers, opts, j, &stopped, &mut slots, &now).await;
-        entries.extend(entry);
+        let (written, out) = settle(&steps, j, &stopped, &mut slots, &now).await;
+        entries.extend(written);
         outcomes.extend(out);
     }
-    entries.extend(ledger::close_ended(plan, prior, providers, &entries));
-    if !entries.is_empty()
-        && let Err(e) = recorder.record(entries).await
+    // Ledger lines of the runs that ended (or whose job goes), after their records.
+    let closed = ledger::close_ended(plan, prior, providers, &entries);
+    if !closed.is_empty()
+        && let Err(e) = recorder.record(closed).await
     {
         opts.progress.event("jobs", &format!("could not record job runs: {e}"));
     }
     outcomes
+}
+
+/// What every step of the jobs phase works with.
+struct Steps<'a> {
+    plan: &'a Plan,
+    prior: &'a State,
+    providers: &'a ProviderSet,
+    recorder: &'a Recorder,
+    opts: &'a ApplyOptions,
+}
+
+impl Steps<'_> {
+    /// Make the job's record durable now (when it differs from the prior state's), with
+    /// `ledger` lines after it: a crash after this leaves the runs launched so far in
+    /// state, never a node that the next plan would take for an orphan. Returns the
+    /// record's entry as written.
+    async fn record(
+        &self,
+        j: &JobPlacement,
+        rec: &JobRecord,
+        ledger: Vec<(String, SpendEntry)>,
+    ) -> Result<Option<JournalEntry>, String> {
+        let entry = journal_entry(self.plan, self.prior, j, rec.clone());
+        let mut entries: Vec<JournalEntry> = entry.iter().cloned().collect();
+        if !ledger.is_empty() {
+            // After the runs: a replayed journal never holds a line for a run it lacks.
+            entries.push(JournalEntry::SpendOpen { entries: ledger });
+        }
+        if !entries.is_empty() {
+            self.recorder.record(entries).await?;
+        }
+        Ok(entry)
+    }
 }
 
 /// Job nodes no run owns (found by refresh): terminated.
@@ -209,33 +247,44 @@ fn on_pool_node(l: &ReplicaLaunch) -> bool {
 }
 
 /// One job's part of the apply: its stops recorded, its replicas launched, the nodes of
-/// its ended runs terminated; the journal entry for its record, if it changed, and the
-/// outcomes of what did not go as planned.
-#[allow(clippy::too_many_arguments)]
+/// its ended runs terminated, its record journaled after each launch and at the end;
+/// returns the record's last entry (if it changed) and the outcomes of what did not go
+/// as planned.
 async fn settle(
-    plan: &Plan,
-    prior: &State,
-    providers: &ProviderSet,
-    opts: &ApplyOptions,
+    steps: &Steps<'_>,
     j: &JobPlacement,
     stopped: &Stopped,
     slots: &mut BTreeMap<Address, Vec<Slot>>,
     now: &str,
 ) -> (Vec<JournalEntry>, Vec<Outcome>) {
+    let (plan, providers, opts) = (steps.plan, steps.providers, steps.opts);
     let mut outcomes = Vec::new();
     let mut rec = JobRecord {
         first_seen: j.first_seen.clone().or_else(|| Some(now.to_string())),
         waiting_since: None,
-        cancelled: prior_record(prior, &j.address).is_some_and(|r| r.cancelled),
+        cancelled: prior_record(steps.prior, &j.address).is_some_and(|r| r.cancelled),
         runs: j.runs.clone(),
     };
     outcomes.extend(record_stops(j, stopped, &mut rec.runs));
+    for id in &j.adopted {
+        opts.progress
+            .event(&j.address.to_string(), &format!("run {id} adopted: its node was launched but not recorded"));
+    }
     let mut launched = Launched::default();
     for l in &j.launches {
         let pool = slots.get_mut(&j.pool).map(Vec::as_mut_slice).unwrap_or_default();
+        let before = launched.runs.len();
         launch_replica(plan, providers, opts, j, l, pool, now, &mut launched).await;
+        if launched.runs.len() == before {
+            continue;
+        }
+        // Durable before the next launch: the run and what the record held.
+        rec.runs.append(&mut launched.runs);
+        if let Err(e) = steps.record(j, &rec, std::mem::take(&mut launched.ledger)).await {
+            launched.failed.push(format!("replica {} launched, but its run could not be recorded: {e}", l.replica));
+            break;
+        }
     }
-    rec.runs.append(&mut launched.runs);
     let unreleased = release_ended_nodes(providers, opts, j, &mut rec.runs).await;
     if !unreleased.is_empty() {
         let what = format!("could not terminate the node(s) of ended runs: {}", unreleased.join("; "));
@@ -256,15 +305,17 @@ async fn settle(
         // The job's progress line, held back by the executor until its launches ended.
         opts.progress.finished(&j.address.to_string(), &crate::apply::progress_message(&status));
     }
+    let written = match steps.record(j, &rec, std::mem::take(&mut launched.ledger)).await {
+        Ok(entry) => entry.into_iter().collect(),
+        Err(e) => {
+            outcomes.push(outcome(j, Status::Failed(format!("could not record the job's runs: {e}"))));
+            Vec::new()
+        }
+    };
     if status != Status::Done {
         outcomes.push(outcome(j, status));
     }
-    let mut entries: Vec<JournalEntry> = journal_entry(plan, prior, j, rec).into_iter().collect();
-    if !launched.ledger.is_empty() {
-        // After the runs: a replayed journal never holds a line for a run it lacks.
-        entries.push(JournalEntry::SpendOpen { entries: launched.ledger });
-    }
-    (entries, outcomes)
+    (written, outcomes)
 }
 
 /// The runs gpuplan stopped, as they ended: a preempted run is requeued from its
@@ -426,10 +477,14 @@ async fn release_ended_nodes(
 /// The journal entry of a job whose record changed: its configuration as the plan
 /// applies it, with the new record.
 fn journal_entry(plan: &Plan, prior: &State, j: &JobPlacement, rec: JobRecord) -> Option<JournalEntry> {
-    let resource = match plan.changes.iter().find(|c| c.address == j.address) {
-        Some(c) if c.action != Action::Delete => crate::apply::resource_state(c, None),
-        _ => prior.resources.get(&j.address.to_string())?.clone(),
-    };
+    let resource =
+        match (plan.changes.iter().find(|c| c.address == j.address), prior.resources.get(&j.address.to_string())) {
+            (Some(c), _) if c.action != Action::Delete => crate::apply::resource_state(c, None),
+            (_, Some(r)) => r.clone(),
+            // A job launched under `--target` of its pool: its configuration is not part of
+            // this apply, its runs are. The next plan records the configuration.
+            (_, None) => crate::jobs::adopt::bare_job(),
+        };
     if prior_record(prior, &j.address) == Some(&rec) {
         return None;
     }

@@ -76,15 +76,19 @@ pub async fn plan(
     req: &PlanRequest,
 ) -> Result<Plan, RunError> {
     let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
-    let statuses = job_statuses(session, providers, req).await?;
     if req.refresh && !req.destroy {
+        let job_nodes = scan_job_nodes(spec, &session.state, providers).await?;
+        // Planned as if the adopted runs were recorded: apply records them.
+        let adopted = jobs::adopt::with_adopted(&session.state, &job_nodes.adopted);
+        let state = adopted.as_ref().unwrap_or(&session.state);
+        let statuses = job_statuses(state, providers, req).await?;
         let mut with_prices = req.clone();
         with_prices.live_prices = live_prices(spec, providers).await;
         let spend = month_to_date(spec, &session.state, providers);
         with_prices.month_to_date = spend.by_quota.clone();
         with_prices.clocks = clocks(providers);
-        let mut plan = plan_refreshed(spec, &session.state, observed, statuses.as_ref(), &with_prices, &[])?;
-        add_orphan_job_nodes(&mut plan, spec, &session.state, providers).await?;
+        let mut plan = plan_refreshed(spec, state, observed, statuses.as_ref(), &with_prices, &[])?;
+        add_job_nodes(&mut plan, &job_nodes);
         if !session.state.spend.is_empty() {
             // Again with the runs this plan observed: jobs that ended since the last apply.
             let spend = if plan.jobs.is_empty() {
@@ -96,18 +100,18 @@ pub async fn plan(
         }
         return Ok(plan);
     }
+    let statuses = job_statuses(&session.state, providers, req).await?;
     plan_refreshed(spec, &session.state, observed, statuses.as_ref(), req, &[])
 }
 
 /// Job nodes on the clouds (tagged with this state's lineage and `gpuplan:job`) that no
-/// run in the state owns: a drift item each, and `orphan_job_nodes` for apply to
-/// terminate. Asked in every (provider, region) of a cloud VM pool or of a recorded run.
-pub async fn add_orphan_job_nodes(
-    plan: &mut Plan,
+/// run in the state owns, sorted into runs to adopt and orphans ([`jobs::adopt`]). Asked
+/// in every (provider, region) of a cloud VM pool or of a recorded run.
+pub async fn scan_job_nodes(
     spec: &Spec,
     state: &State,
     providers: &ProviderSet,
-) -> Result<(), RunError> {
+) -> Result<jobs::adopt::Sorted, RunError> {
     let mut asks: std::collections::BTreeSet<(String, String)> = std::collections::BTreeSet::new();
     for pool in spec.gpu_pools.values().filter(|p| p.kubernetes.is_none()) {
         let Some(kind) = spec.providers.get(&pool.provider.value).and_then(|b| b.kind.value) else { continue };
@@ -118,46 +122,62 @@ pub async fn add_orphan_job_nodes(
             asks.insert((pool.provider.value.clone(), r.value.clone()));
         }
     }
-    let owned: std::collections::BTreeSet<&str> = state
-        .resources
-        .values()
-        .filter_map(|r| r.job.as_ref())
-        .flat_map(|j| &j.runs)
-        .filter(|r| r.has_own_node())
-        .inspect(|r| {
-            if !r.provider.starts_with(crate::providers::kube::PREFIX) {
-                asks.insert((r.provider.clone(), r.region.clone()));
-            }
-        })
-        .filter(|r| !r.node_released)
-        .map(|r| r.node_id.as_str())
-        .collect();
+    let runs = state.resources.values().filter_map(|r| r.job.as_ref()).flat_map(|j| &j.runs);
+    for r in runs.filter(|r| r.has_own_node() && !r.provider.starts_with(crate::providers::kube::PREFIX)) {
+        asks.insert((r.provider.clone(), r.region.clone()));
+    }
+    let mut listed = Vec::new();
     for (name, region) in asks {
         let Some(p) = providers.get(&name) else { continue };
         let filter = crate::providers::ListFilter { region: region.clone(), lineage: Some(state.lineage.clone()) };
         let nodes =
             p.list_job_nodes(&filter).await.map_err(|error| RunError::Refresh { provider: name.clone(), error })?;
-        for n in nodes.into_iter().filter(|n| n.is_live() && !owned.contains(n.id.as_str())) {
-            let job = n.tags.get(crate::providers::TAG_JOB).unwrap_or("?").to_string();
-            let address = job.parse().unwrap_or_else(|_| n.pool.clone());
-            plan.drift.push(crate::plan::model::DriftItem {
-                address,
-                kind: crate::plan::model::DriftKind::Orphan,
-                node_id: Some(n.id.clone()),
-                message: format!(
-                    "job node {} in {} runs {job}, which the state does not run: apply terminates it",
-                    n.id, n.zone
-                ),
-            });
-            plan.orphan_job_nodes.push(crate::plan::model::OrphanJobNode {
-                provider: name.clone(),
-                region: region.clone(),
-                node_id: n.id,
-                job,
-            });
+        listed.extend(nodes.into_iter().map(|node| jobs::adopt::Listed {
+            provider: name.clone(),
+            region: region.clone(),
+            node,
+        }));
+    }
+    Ok(jobs::adopt::sort(spec, state, listed))
+}
+
+/// What [`scan_job_nodes`] found, in the plan: each orphan a drift item and an
+/// `orphan_job_nodes` entry for apply to terminate; each adopted run marked on its job
+/// (which records it) with a note.
+pub fn add_job_nodes(plan: &mut Plan, found: &jobs::adopt::Sorted) {
+    for o in &found.orphans {
+        let n = &o.node;
+        let job = n.tags.get(crate::providers::TAG_JOB).unwrap_or("?").to_string();
+        let address = job.parse().unwrap_or_else(|_| n.pool.clone());
+        plan.drift.push(crate::plan::model::DriftItem {
+            address,
+            kind: crate::plan::model::DriftKind::Orphan,
+            node_id: Some(n.id.clone()),
+            message: format!(
+                "job node {} in {} runs {job}, which the state does not run: apply terminates it",
+                n.id, n.zone
+            ),
+        });
+        plan.orphan_job_nodes.push(crate::plan::model::OrphanJobNode {
+            provider: o.provider.clone(),
+            region: o.region.clone(),
+            node_id: n.id.clone(),
+            job,
+        });
+    }
+    for (job, runs) in &found.adopted {
+        let Some(j) = plan.jobs.iter_mut().find(|j| &j.address == job) else { continue };
+        for run in runs.iter().filter(|r| j.runs.iter().any(|x| x.id == r.id)) {
+            j.adopted.push(run.id.clone());
+            let message = format!(
+                "replica {} attempt {}: {}",
+                run.replica,
+                run.attempt,
+                run.message.as_deref().unwrap_or("adopted")
+            );
+            plan.notes.push(crate::plan::model::PlanNote { address: job.clone(), message });
         }
     }
-    Ok(())
 }
 
 /// Each provider's clock (ms since the epoch) by provider block name: the sim cloud's own,
@@ -269,14 +289,14 @@ pub async fn observe(spec: &Spec, session: &Session, providers: &ProviderSet) ->
 /// record), with the autoscaler's decisions (`reconcile`; empty for `plan`). Pure.
 pub fn plan_observed(
     spec: &Spec,
-    session: &Session,
+    state: &State,
     observed: Option<&[Node]>,
     statuses: Option<&BTreeMap<String, JobStatus>>,
     req: &PlanRequest,
     autoscale: &[ScaleAction],
 ) -> Result<Plan, RunError> {
-    let running = jobs::running::by_pool(&session.state, statuses);
-    assess(diff_observed(spec, &session.state, observed, statuses, req, autoscale)?, spec, req, &running)
+    let running = jobs::running::by_pool(state, statuses);
+    assess(diff_observed(spec, state, observed, statuses, req, autoscale)?, spec, req, &running)
 }
 
 /// The diff alone (no cost, no policies).
@@ -323,14 +343,14 @@ fn assess(
 /// The status of every run the state records as active (`None` unless refreshing). A
 /// destroy asks too: policies look at the jobs that still run.
 pub async fn job_statuses(
-    session: &Session,
+    state: &State,
     providers: &ProviderSet,
     req: &PlanRequest,
 ) -> Result<Option<BTreeMap<String, JobStatus>>, RunError> {
     if !req.refresh {
         return Ok(None);
     }
-    jobs::refresh::statuses(providers, &session.state)
+    jobs::refresh::statuses(providers, state)
         .await
         .map(Some)
         .map_err(|(provider, error)| RunError::Refresh { provider, error })
@@ -340,7 +360,7 @@ pub async fn job_statuses(
 /// jobs in its cost.
 pub fn place_jobs_into(
     spec: &Spec,
-    session: &Session,
+    state: &State,
     statuses: Option<&BTreeMap<String, JobStatus>>,
     req: &PlanRequest,
     plan: &mut Plan,
@@ -349,7 +369,7 @@ pub fn place_jobs_into(
         plan.jobs = Vec::new();
         return;
     }
-    let input = jobs::place::PlaceInput { spec, state: &session.state, plan, observed: statuses };
+    let input = jobs::place::PlaceInput { spec, state, plan, observed: statuses };
     plan.jobs = jobs::place::place(&input);
     jobs::template_change::note_running_jobs(plan, spec);
     if let Some(c) = plan.cost.as_mut() {

@@ -1,5 +1,6 @@
 //! Jobs: admission, launch and lifecycle of `job` blocks, and the Kubernetes backend.
 //!
+//! - `adopt.rs`: pure: job nodes no recorded run owns → adopted as the run they are, or orphans.
 //! - `admit.rs`: pure admission (priority, age, quotas, capacity) over [`admit::Demand`]s.
 //! - `place.rs`: pure: spec + state + plan + observed run statuses → the plan's
 //!   [`model::JobPlacement`]s, with the exact launch requests apply will send.
@@ -14,6 +15,7 @@
 //! nothing re-reads the spec at apply: launches are in the plan.
 
 pub mod admit;
+pub mod adopt;
 pub mod k8s;
 pub use crate::model::job as model;
 pub mod place;

@@ -20,7 +20,7 @@ use crate::plan::Plan;
 use crate::plan::shape::{self, PoolShape};
 use crate::providers::{
     Capacity, CreateNodes, JobState, JobStatus, KubeLaunch, LaunchJob, NodeState, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB,
-    TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, Tags, kube,
+    TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, TAG_REPLICA, Tags, kube,
 };
 use crate::spec::Spec;
 use crate::spec::model::{Fallback, Job, JobTemplate, ProviderKind};
@@ -289,6 +289,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
                 preempted_for: None,
                 alternatives,
                 interrupted: p.interrupted.clone(),
+                adopted: Vec::new(),
             },
         );
         if !p.pending.is_empty() {
@@ -740,6 +741,7 @@ fn launch(
             (TAG_PROVIDER, shape.provider.clone()),
             (TAG_JOB, addr.to_string()),
             (TAG_ATTEMPT, attempt.to_string()),
+            (TAG_REPLICA, replica.to_string()),
         ]
         .into_iter()
         .collect();

@@ -145,6 +145,10 @@ pub struct JobPlacement {
     /// the replicas are requeued from their checkpoint without spending `retries`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub interrupted: Vec<Interruption>,
+    /// Run ids (their nodes' ids) this plan adopts: job nodes an apply launched but died
+    /// before recording, found by their tags (see `jobs::adopt`); apply records them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adopted: Vec<String>,
 }
 
 /// A run stopped because a change of this plan removes its node.

@@ -15,9 +15,10 @@ pub const TAG_LINEAGE: &str = "gpuplan:lineage";
 pub const TAG_ADDRESS: &str = "gpuplan:address";
 /// The provider block's local name, so orphans of a pool nobody remembers can be deleted.
 pub const TAG_PROVIDER: &str = "gpuplan:provider";
-/// On a node made for one job: the job's address, and its attempt number.
+/// On a node made for one job: the job's address, its replica and attempt numbers.
 pub const TAG_JOB: &str = "gpuplan:job";
 pub const TAG_ATTEMPT: &str = "gpuplan:attempt";
+pub const TAG_REPLICA: &str = "gpuplan:replica";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]

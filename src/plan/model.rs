@@ -438,7 +438,10 @@ pub struct ScaleAction {
 impl Plan {
     pub fn has_changes(&self) -> bool {
         self.changes.iter().any(|c| c.action != Action::NoOp)
-            || self.jobs.iter().any(|j| j.needs_launch() || j.nodes_to_release().next().is_some())
+            || self
+                .jobs
+                .iter()
+                .any(|j| j.needs_launch() || j.nodes_to_release().next().is_some() || !j.adopted.is_empty())
             || !self.orphan_job_nodes.is_empty()
     }
 

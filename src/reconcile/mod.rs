@@ -216,10 +216,15 @@ pub async fn pass(
     req.clocks = run::clocks(&providers);
     let observed = run::observe(spec, &session, &providers).await?;
     let now = clock.now();
-    let statuses = run::job_statuses(&session, &providers, &req).await?;
+    // Job nodes an interrupted apply launched but never recorded: planned as the runs
+    // they are (apply records them); the others are orphans the pass terminates.
+    let job_nodes = run::scan_job_nodes(spec, &session.state, &providers).await?;
+    let adopted = crate::jobs::adopt::with_adopted(&session.state, &job_nodes.adopted);
+    let planned = adopted.as_ref().unwrap_or(&session.state);
+    let statuses = run::job_statuses(planned, &providers, &req).await?;
     let statuses = statuses.as_ref();
-    let mut baseline = run::plan_observed(spec, &session, Some(&observed), statuses, &req, &[])?;
-    run::place_jobs_into(spec, &session, statuses, &req, &mut baseline);
+    let mut baseline = run::plan_observed(spec, planned, Some(&observed), statuses, &req, &[])?;
+    run::place_jobs_into(spec, planned, statuses, &req, &mut baseline);
 
     let mut waiting = jobs_waiting(&baseline, now);
     waiting.extend(queue.waiting(spec, &session.state, now));
@@ -238,8 +243,8 @@ pub async fn pass(
 
     let mut plan = baseline;
     if !actions.is_empty() {
-        let mut scaled = run::plan_observed(spec, &session, Some(&observed), statuses, &req, &actions)?;
-        run::place_jobs_into(spec, &session, statuses, &req, &mut scaled);
+        let mut scaled = run::plan_observed(spec, planned, Some(&observed), statuses, &req, &actions)?;
+        run::place_jobs_into(spec, planned, statuses, &req, &mut scaled);
         if (run::denied(&scaled) || !scaled.errors.is_empty()) && !run::denied(&plan) && plan.errors.is_empty() {
             // Apply what policy allows: the fleet's own drift fixes go ahead without the step.
             for d in decisions.iter_mut().filter(|d| d.action != crate::autoscale::Direction::Hold) {
@@ -250,8 +255,7 @@ pub async fn pass(
         }
     }
 
-    // Job nodes no run owns are drift too, terminated by the pass.
-    run::add_orphan_job_nodes(&mut plan, spec, &session.state, &providers).await?;
+    run::add_job_nodes(&mut plan, &job_nodes);
     let destroying = nodes_destroyed(&plan);
     let plan = Arc::new(plan);
     let mut report = None;

@@ -19,6 +19,7 @@ mod engine_cli;
 mod examples;
 mod fmt_cli;
 mod http_stub;
+mod job_records;
 mod jobs_cli;
 mod jobs_sim;
 mod k8s_schema;

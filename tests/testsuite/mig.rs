@@ -42,12 +42,18 @@ fn sixty_one_slice_jobs_on_eight_a100s_cut_into_1g_10gb_launch_56_and_4_wait() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     std::fs::write(d.join("main.hcl"), SPEC).unwrap();
+    let (code, out, err) = run(d, &["plan", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((count(&plan, "launch"), count(&plan, "waiting")), (56, 4), "8 GPUs × 7 slices");
+    // The pool's node, and with it the pool's jobs (`--target` of a pool launches its jobs,
+    // and records their runs).
     let (code, _, err) = run(d, &["apply", "--auto-approve", "--target", "gpu_pool.mig"]);
     assert_eq!(code, 0, "{err}");
     let (code, out, err) = run(d, &["plan", "--json"]);
     assert_eq!(code, 0, "{err}");
     let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!((count(&plan, "launch"), count(&plan, "waiting")), (56, 4), "8 GPUs × 7 slices");
+    assert_eq!((count(&plan, "running"), count(&plan, "waiting")), (56, 4), "8 GPUs × 7 slices");
     let waiting = plan["jobs"].as_array().unwrap().iter().find(|j| j["placement"] == "waiting").unwrap();
     assert_eq!(waiting["reason"]["code"], "capacity", "{waiting:#}");
 

@@ -123,7 +123,7 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, script: &Script) {
 }
 
 /// One request to the real server (a fresh connection each, closed after the answer).
-fn forward(host: &str, req: &Request) -> Reply {
+pub fn forward(host: &str, req: &Request) -> Reply {
     let mut head = format!("POST / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
     for (k, v) in &req.headers {
         if !matches!(k.as_str(), "host" | "connection" | "content-length" | "transfer-encoding") {

@@ -1,0 +1,240 @@
+//! Job records that never slip: every launch is in state before the next step (under
+//! `--target` too), a job node launched by an apply that died before recording it is
+//! adopted by the next plan (never terminated as an orphan), and so on. CLI scenarios on
+//! the sim cloud, and on moto's EC2 server (`scripts/test` exports
+//! GPUPLAN_TEST_MOTO_ENDPOINT) through a proxy that holds an answer back.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::aws::cli::{self, pool_spec};
+use crate::aws::fake_ec2::{FakeEc2, forward};
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn gpuplan(dir: &Path, args: &[&str]) -> Out {
+    let out = command(dir, args).output().expect("gpuplan runs");
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn command(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+    cmd.current_dir(dir).env("NO_COLOR", "1").env("COLUMNS", "100");
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("GPUPLAN_") || k.starts_with("AWS_")) {
+        cmd.env_remove(k);
+    }
+    cmd.env("AWS_ACCESS_KEY_ID", cli::ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", cli::SECRET_KEY)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", dir.join("no-aws-config"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-aws-credentials"));
+    cmd.args(args);
+    cmd
+}
+
+#[track_caller]
+fn ok(dir: &Path, args: &[&str]) -> Out {
+    let out = gpuplan(dir, args);
+    assert_eq!(out.code, 0, "{args:?}\n--- stdout\n{}\n--- stderr\n{}", out.stdout, out.stderr);
+    out
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The state as the next command reads it: the state file with any journal a killed
+/// apply left (`state pull` replays it).
+fn state(dir: &Path) -> serde_json::Value {
+    let out = ok(dir, &["state", "pull"]);
+    serde_json::from_str(&out.stdout).expect("state pull prints JSON")
+}
+
+fn runs(state: &serde_json::Value, job: &str) -> Vec<serde_json::Value> {
+    state["resources"][job]["job"]["runs"].as_array().cloned().unwrap_or_default()
+}
+
+const SIM_SPEC: &str = r#"
+provider "sim" {
+  region       = "us-east-1"
+  job_duration = "1h"
+}
+
+gpu_pool "train" {
+  provider       = "sim"
+  zones          = ["us-east-1a"]
+  gpu            = "A100-80GB"
+  gpus_per_node  = 8
+  instance_types = ["p4de.24xlarge"]
+  nodes {
+    min     = 0
+    desired = 2
+    max     = 4
+  }
+  mix {
+    on_demand_base = 2
+    spot_percent   = 0
+  }
+}
+
+job_template "t" {
+  image   = "ghcr.io/example/train:1"
+  gpus    = 8
+  retries = 1
+}
+
+job "ft" {
+  template = job_template.t
+  pool     = gpu_pool.train
+}
+"#;
+
+fn sim_fleet() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("main.hcl"), SIM_SPEC).expect("write spec");
+    dir
+}
+
+/// `apply --target gpu_pool.train` launches the pool's job: its run is in state, and
+/// the next plan has nothing to do.
+#[test]
+fn a_job_launched_under_target_is_recorded_in_state() {
+    let tmp = sim_fleet();
+    let dir = tmp.path();
+    let out = ok(dir, &["apply", "--auto-approve", "--target", "gpu_pool.train"]);
+    assert!(out.stderr.contains("launched as"), "the job launched:\n{}", out.stderr);
+    let s = state(dir);
+    let r = runs(&s, "job.ft");
+    assert_eq!(r.len(), 1, "the launched run is recorded: {:#}", s["resources"]);
+    assert_eq!(r[0]["status"], "running", "{r:#?}");
+    let out = ok(dir, &["jobs", "status", "ft", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["jobs"][0]["runs"].as_array().map(Vec::len), Some(1), "{doc:#}");
+}
+
+fn moto() -> String {
+    match std::env::var("GPUPLAN_TEST_MOTO_ENDPOINT") {
+        Ok(e) if !e.trim().is_empty() => e,
+        _ => panic!(
+            "GPUPLAN_TEST_MOTO_ENDPOINT is not set: run the tests with `scripts/test`, which installs moto into .venv/ and starts it"
+        ),
+    }
+}
+
+/// Live job instances of `job` with this state's `lineage` in `region` on moto, by id,
+/// with their tags.
+async fn job_instances(
+    region: &str,
+    lineage: &str,
+    job: &str,
+) -> Vec<(String, std::collections::BTreeMap<String, String>)> {
+    use aws_sdk_ec2::types::Filter;
+    let sdk = gpuplan::providers::aws::AwsSettings {
+        name: "aws".into(),
+        endpoint: Some(moto()),
+        access_key: Some("testing".into()),
+        secret_key: Some("testing".into()),
+        ..Default::default()
+    };
+    let c = gpuplan::providers::aws::AwsSettings::client(&sdk.load().await, region);
+    let out = c
+        .describe_instances()
+        .filters(Filter::builder().name("tag:gpuplan:job").values(job).build())
+        .filters(Filter::builder().name("tag:gpuplan:lineage").values(lineage).build())
+        .filters(Filter::builder().name("instance-state-name").values("pending").values("running").build())
+        .send()
+        .await
+        .expect("DescribeInstances");
+    let mut v = Vec::new();
+    for r in out.reservations() {
+        for i in r.instances() {
+            let tags =
+                i.tags().iter().map(|t| (t.key().unwrap().to_string(), t.value().unwrap().to_string())).collect();
+            v.push((i.instance_id().unwrap().to_string(), tags));
+        }
+    }
+    v.sort();
+    v
+}
+
+fn spawn(dir: &Path, args: &[&str]) -> Child {
+    command(dir, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("gpuplan starts")
+}
+
+/// kill -9 while a job's second replica launches on moto: EC2 made the instance, the
+/// answer never reached gpuplan. The first replica's run is already in state; the next
+/// plan adopts the second's node from its tags (no orphan), and apply records it and
+/// launches nothing new: every job node is recorded, none terminated, none doubled.
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_during_a_job_launch_leaves_every_job_node_recorded_or_adopted() {
+    let region = "us-east-2";
+    let upstream = moto().trim_start_matches("http://").trim_end_matches('/').to_string();
+    let launches = Arc::new(AtomicUsize::new(0));
+    let seen = launches.clone();
+    // Forward everything; hold the second RunInstances answer back (the instance exists).
+    let proxy = FakeEc2::start(move |req, _| {
+        let reply = forward(&upstream, req);
+        if req.action == "RunInstances" && seen.fetch_add(1, Ordering::SeqCst) == 1 {
+            std::thread::sleep(Duration::from_secs(4));
+        }
+        reply
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = pool_spec(&proxy.url, region, &["us-east-2a"], 0, 0, 0, "")
+        + "\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"crash\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n  replicas = 2\n}\n";
+    std::fs::write(dir.join("main.hcl"), spec).unwrap();
+
+    let mut child = spawn(dir, &["apply", "--auto-approve", "--parallelism", "1"]);
+    wait_for("the second RunInstances", Duration::from_secs(60), || launches.load(Ordering::SeqCst) >= 2);
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap(); // SIGKILL, while the second answer is held back
+    let _ = child.wait();
+
+    // The first launch was durable before the second began.
+    let s = state(dir);
+    let lineage = s["lineage"].as_str().expect("a lineage").to_string();
+    let nodes = job_instances(region, &lineage, "job.crash").await;
+    assert_eq!(nodes.len(), 2, "both replicas' instances exist: {nodes:?}");
+    let recorded: Vec<String> =
+        runs(&s, "job.crash").iter().map(|r| r["node_id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(recorded.len(), 1, "the first replica's run is in state: {:#}", s["resources"]);
+    assert!(nodes.iter().any(|n| n.0 == recorded[0]), "{recorded:?} vs {nodes:?}");
+
+    // The next plan adopts the unrecorded node: no orphan, no new launch.
+    std::thread::sleep(Duration::from_secs(4)); // the held answer goes nowhere
+    let out = gpuplan(dir, &["plan", "--json"]);
+    assert!(out.code == 0 || out.code == 2, "{}", out.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&out.stdout).expect("plan JSON");
+    let orphans: Vec<_> = plan["drift"].as_array().into_iter().flatten().filter(|d| d["kind"] == "orphan").collect();
+    assert!(orphans.is_empty(), "no job node is an orphan: {orphans:#?}");
+    let out = ok(dir, &["apply", "--auto-approve"]);
+    assert!(out.stdout.contains("adopted"), "the plan says what it adopts:\n{}", out.stdout);
+    assert_eq!(job_instances(region, &lineage, "job.crash").await, nodes, "nothing terminated, nothing launched twice");
+    let s = state(dir);
+    let mut recorded: Vec<String> =
+        runs(&s, "job.crash").iter().map(|r| r["node_id"].as_str().unwrap().to_string()).collect();
+    recorded.sort();
+    let ids: Vec<String> = nodes.iter().map(|n| n.0.clone()).collect();
+    assert_eq!(recorded, ids, "every job node is recorded: {:#}", s["resources"]["job.crash"]);
+    let out = gpuplan(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(out.code, 0, "nothing left to do:\n{}\n{}", out.stdout, out.stderr);
+    ok(dir, &["destroy", "--auto-approve"]);
+    assert!(job_instances(region, &lineage, "job.crash").await.is_empty(), "destroy leaves no job node");
+}

@@ -393,7 +393,10 @@ async fn an_ended_job_s_instance_is_terminated_within_one_reconcile_pass() {
     let c = client(region).await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let spec = pool_spec(&endpoint(), region, &["ap-northeast-1a"], 0, 0, 0, "").replace("min     = 0", "min     = 0")
+    // The job prints its exit line on the console (moto's own console is a fixed sample).
+    let console = std::sync::Arc::new(std::sync::Mutex::new(Some("boot\ngpuplan-job-exit=0\n".to_string())));
+    let proxy = crate::aws::fake_ec2::console_proxy(&endpoint(), console);
+    let spec = pool_spec(&proxy.url, region, &["ap-northeast-1a"], 0, 0, 0, "")
         + "\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
     write_spec(dir, &spec);
     // The plan counts the job's node in the pool's cost, though the pool keeps no warm node.

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::aws::cli::{self, pool_spec};
-use crate::aws::fake_ec2::{FakeEc2, forward};
+use crate::aws::fake_ec2::{FakeEc2, console_proxy, forward};
 
 struct Out {
     code: i32,
@@ -137,14 +137,8 @@ fn moto() -> String {
     }
 }
 
-/// Live job instances of `job` with this state's `lineage` in `region` on moto, by id,
-/// with their tags.
-async fn job_instances(
-    region: &str,
-    lineage: &str,
-    job: &str,
-) -> Vec<(String, std::collections::BTreeMap<String, String>)> {
-    use aws_sdk_ec2::types::Filter;
+/// An EC2 client straight to moto.
+async fn ec2(region: &str) -> aws_sdk_ec2::Client {
     let sdk = gpuplan::providers::aws::AwsSettings {
         name: "aws".into(),
         endpoint: Some(moto()),
@@ -152,12 +146,25 @@ async fn job_instances(
         secret_key: Some("testing".into()),
         ..Default::default()
     };
-    let c = gpuplan::providers::aws::AwsSettings::client(&sdk.load().await, region);
+    gpuplan::providers::aws::AwsSettings::client(&sdk.load().await, region)
+}
+
+/// Job instances (pending, running or stopped) of `job` with this state's `lineage` in
+/// `region` on moto, by id, with their tags.
+async fn job_instances(
+    region: &str,
+    lineage: &str,
+    job: &str,
+) -> Vec<(String, std::collections::BTreeMap<String, String>)> {
+    use aws_sdk_ec2::types::Filter;
+    let c = ec2(region).await;
     let out = c
         .describe_instances()
         .filters(Filter::builder().name("tag:gpuplan:job").values(job).build())
         .filters(Filter::builder().name("tag:gpuplan:lineage").values(lineage).build())
-        .filters(Filter::builder().name("instance-state-name").values("pending").values("running").build())
+        .filters(
+            Filter::builder().name("instance-state-name").values("pending").values("running").values("stopped").build(),
+        )
         .send()
         .await
         .expect("DescribeInstances");
@@ -237,4 +244,50 @@ async fn kill_9_during_a_job_launch_leaves_every_job_node_recorded_or_adopted() 
     assert_eq!(out.code, 0, "nothing left to do:\n{}\n{}", out.stdout, out.stderr);
     ok(dir, &["destroy", "--auto-approve"]);
     assert!(job_instances(region, &lineage, "job.crash").await.is_empty(), "destroy leaves no job node");
+}
+
+fn job_doc(dir: &Path, name: &str) -> serde_json::Value {
+    let out = ok(dir, &["jobs", "status", name, "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("jobs status JSON");
+    doc["jobs"][0].clone()
+}
+
+/// EC2 posts console output minutes after a stop: a job node that stopped while its
+/// console shows no exit line is unknown, not failed. The run stays running, spends no
+/// retry, keeps its node and is read again; once the exit line is there it succeeds.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_console_is_an_unknown_exit_code_read_again_never_a_failure() {
+    let region = "eu-west-1";
+    let console = Arc::new(std::sync::Mutex::new(None));
+    let proxy = console_proxy(&moto(), console.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = pool_spec(&proxy.url, region, &["eu-west-1a"], 0, 0, 0, "")
+        + "\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"late\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    std::fs::write(dir.join("main.hcl"), spec).unwrap();
+    ok(dir, &["apply", "--auto-approve"]);
+    let lineage = state(dir)["lineage"].as_str().unwrap().to_string();
+    let nodes = job_instances(region, &lineage, "job.late").await;
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    let id = nodes[0].0.clone();
+
+    // The job powered its node off; the console is not posted yet.
+    ec2(region).await.stop_instances().instance_ids(&id).send().await.expect("StopInstances");
+    *console.lock().unwrap() = Some(String::new());
+    let out = ok(dir, &["apply", "--auto-approve"]);
+    let job = job_doc(dir, "late");
+    assert_eq!(job["state"], "running", "unknown, not failed:\n{job:#}\n{}", out.stderr);
+    let run = &job["runs"][0];
+    assert!(run["message"].as_str().is_some_and(|m| m.contains("read again")), "{run:#}");
+    assert_ne!(run["node_released"], true, "its node is kept to read the exit code: {run:#}");
+    assert_eq!(job_instances(region, &lineage, "job.late").await.len(), 1, "the node is still there");
+
+    // The console arrives: the run succeeded, and its node goes.
+    *console.lock().unwrap() = Some("boot\ngpuplan-job-exit=0\n".into());
+    ok(dir, &["apply", "--auto-approve"]);
+    let job = job_doc(dir, "late");
+    assert_eq!(job["state"], "succeeded", "{job:#}");
+    assert_eq!(job["runs"][0]["node_released"], true, "{job:#}");
+    assert!(job_instances(region, &lineage, "job.late").await.is_empty());
+    ok(dir, &["destroy", "--auto-approve"]);
 }

@@ -1,6 +1,7 @@
 //! Job launches on ECS: one instance of the pool's shape per launch, booted with the
 //! user-data job script. A stopped instance's exit code is read back from
-//! GetInstanceConsoleOutput (base64 console text with the `gpuplan-job-exit=N` line).
+//! GetInstanceConsoleOutput (base64 console text with the `gpuplan-job-exit=N` line);
+//! while the console shows none, the run stays running and is read again later.
 
 use base64::Engine as _;
 use serde_json::Value;
@@ -43,13 +44,29 @@ impl AlibabaProvider {
         let inst = self.job_instance(region, id).await?;
         let mut status = base_status(&inst, id)?;
         if inst["Status"].as_str() == Some("Stopped") && status.state != JobState::Preempted {
-            let console = self.console(region, id).await?;
+            // ECS caches the console at boot and at shutdown, and the cache comes late: no
+            // exit line (or no answer) yet is unknown, read again at the next refresh,
+            // never a failure that would spend a retry.
+            let console = match self.console(region, id).await {
+                Ok(c) => c,
+                Err(e) => {
+                    status.state = JobState::Running;
+                    status.message = Some(format!("its node stopped; its exit code is not readable yet: {e}"));
+                    return Ok(status);
+                }
+            };
             (status.state, status.message) = match exit_code(&console) {
                 Some(0) => (JobState::Succeeded, Some("exit code 0".into())),
                 Some(code) => {
                     (JobState::Failed, Some(crate::providers::userdata::exit_message(code, &console, "console output")))
                 }
-                None => (JobState::Failed, Some("the node stopped without printing an exit code".into())),
+                None => (
+                    JobState::Running,
+                    Some(
+                        "its node stopped; the exit code is not on the console yet and is read again at the next refresh"
+                            .into(),
+                    ),
+                ),
             };
         }
         Ok(status)

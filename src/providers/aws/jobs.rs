@@ -6,7 +6,9 @@
 //! console output stays readable after the job powers the node off. The job's id is the
 //! instance id. `job_status` reads the instance: pending → queued, running → running,
 //! stopped or terminated by a spot interruption → preempted, otherwise the exit code the
-//! script printed on the console (`GetConsoleOutput`) → succeeded or failed. `cancel_job`
+//! script printed on the console (`GetConsoleOutput`) → succeeded or failed; no exit
+//! code yet → still running (console output arrives late), or preempted when the node
+//! was terminated before it reported one: never a failure. `cancel_job`
 //! marks the instance `gpuplan:cancelled=true`, then terminates it; it also removes the
 //! stopped node of a finished job. Job nodes are not pool nodes: `list_nodes` skips them.
 
@@ -179,13 +181,38 @@ impl AwsProvider {
             Some(0) => status(JobState::Succeeded, None),
             Some(TIMED_OUT) => status(JobState::Failed, Some("ran past max_runtime (exit code 124)".into())),
             Some(n) => status(JobState::Failed, Some(userdata::exit_message(n, &console, "console output"))),
-            None => {
-                let reason = i.state_reason().and_then(|r| r.message()).unwrap_or("no reason given");
-                status(JobState::Failed, Some(format!("the node stopped without reporting an exit code ({reason})")))
-            }
+            None => no_exit_code(name.as_ref(), i.state_reason().and_then(|r| r.message()), status),
         })
     }
+}
 
+/// A job node that is no longer running but whose console shows no exit line. EC2 posts
+/// console output late (minutes after a stop) and keeps only the newest 64 KB, so an
+/// empty console is not a failure: a stopped node's exit code is unknown, and read again
+/// at the next refresh (the run stays running). A node terminated before it reported one
+/// is gone without a verdict: its run was interrupted, not failed (requeued, no retry
+/// spent), like a spot reclaim.
+fn no_exit_code(
+    state: Option<&InstanceStateName>,
+    reason: Option<&str>,
+    status: impl Fn(JobState, Option<String>) -> JobStatus,
+) -> JobStatus {
+    let reason = reason.unwrap_or("no reason given");
+    match state {
+        Some(InstanceStateName::Terminated | InstanceStateName::ShuttingDown) => status(
+            JobState::Preempted,
+            Some(format!("its node was terminated before it reported an exit code ({reason}); requeued")),
+        ),
+        _ => status(
+            JobState::Running,
+            Some(format!(
+                "its node stopped ({reason}); the exit code is not on the console yet and is read again at the next refresh"
+            )),
+        ),
+    }
+}
+
+impl AwsProvider {
     /// A job node's console output (the job's own output and its exit line).
     pub(super) async fn console(&self, region: &str, id: &str) -> Result<String, ProviderError> {
         let client = self.client(region).await?;

@@ -260,3 +260,26 @@ pub fn fleet_in(ids: &[String], lifecycle: &str, zone: Option<&str>, errors: &[(
     };
     ok("CreateFleet", &format!("<fleetId>fleet-0fake</fleetId><errorSet>{errs}</errorSet>{inst}"))
 }
+
+/// A proxy to `upstream` (moto) that answers `GetConsoleOutput` itself with the text in
+/// `console` while it holds one (`""`: no output posted yet, as EC2 answers before the
+/// console arrives); moto's own console is a fixed sample without a job's exit line.
+pub fn console_proxy(upstream: &str, console: Arc<Mutex<Option<String>>>) -> FakeEc2 {
+    let host = upstream.trim_start_matches("http://").trim_end_matches('/').to_string();
+    FakeEc2::start(move |req, _| {
+        let held = console.lock().unwrap().clone();
+        match held {
+            Some(text) if req.action == "GetConsoleOutput" => {
+                let id = req.params.get("InstanceId").cloned().unwrap_or_default();
+                let output = if text.is_empty() {
+                    String::new()
+                } else {
+                    use base64::Engine as _;
+                    format!("<output>{}</output>", base64::engine::general_purpose::STANDARD.encode(text))
+                };
+                ok("GetConsoleOutput", &format!("<instanceId>{id}</instanceId>{output}"))
+            }
+            _ => forward(&host, req),
+        }
+    })
+}

@@ -232,6 +232,38 @@ async fn jobs_read_their_exit_code_from_the_console() {
     assert_eq!(p.job_status(REGION, &st.id).await.expect("status").state, JobState::Succeeded);
 }
 
+/// ECS posts the console late: a stopped job node whose console shows no exit line yet is
+/// unknown (still running, read again later), never a failure that spends a retry.
+#[tokio::test]
+async fn a_stopped_job_node_without_an_exit_code_yet_is_unknown_not_failed() {
+    let fake = Fake::start();
+    let p = provider(&fake, ACCESS_KEY_SECRET);
+    let req = LaunchJob {
+        job: "job.eval".parse().expect("addr"),
+        pool: "gpu_pool.big".parse().expect("addr"),
+        node_id: String::new(),
+        image: "ghcr.io/acme/eval:1".into(),
+        command: vec!["eval".into()],
+        env: Default::default(),
+        gpus: 1,
+        attempt: 1,
+        token: "gp-job-late".into(),
+        shape: Some(create(1, Capacity::OnDemand, None)),
+        max_runtime_secs: None,
+        keep_node: false,
+        kube: None,
+    };
+    let st = p.launch_job(&req).await.expect("launch");
+    fake.stop(&st.id, "");
+    let s = p.job_status(REGION, &st.id).await.expect("status");
+    assert_eq!(s.state, JobState::Running, "{s:?}");
+    assert!(s.message.as_deref().is_some_and(|m| m.contains("read again")), "{s:?}");
+    fake.stop(&st.id, "boot\n");
+    assert_eq!(p.job_status(REGION, &st.id).await.expect("status").state, JobState::Running);
+    fake.stop(&st.id, "boot\ngpuplan-job-exit=0\n");
+    assert_eq!(p.job_status(REGION, &st.id).await.expect("status").state, JobState::Succeeded);
+}
+
 #[tokio::test]
 async fn ack_kubeconfig() {
     let fake = Fake::start();

@@ -44,7 +44,20 @@ struct Slot {
 /// Runs gpuplan stopped during this apply, by run id: what the provider said, or why it
 /// could not stop them.
 #[derive(Debug, Default)]
-pub struct Stopped(BTreeMap<String, Result<JobStatus, String>>);
+pub struct Stopped(BTreeMap<String, Result<JobStatus, String>>, Kept);
+
+/// Jobs removed by the plan whose runs could not all be cancelled (or whose ended runs'
+/// nodes could not be terminated), with why: their records stay in state (the executor
+/// fails their deletion), so the next apply, `destroy` or `jobs cancel` finds the nodes.
+#[derive(Debug, Default, Clone)]
+pub struct Kept(pub BTreeMap<Address, String>);
+
+impl Stopped {
+    /// The jobs whose deletion must fail, with why.
+    pub fn kept(&self) -> &Kept {
+        &self.1
+    }
+}
 
 /// What one job's replica launches came to.
 #[derive(Default)]
@@ -59,8 +72,10 @@ struct Launched {
 
 /// Before the node changes: stop what the plan's node removals would otherwise kill.
 pub async fn before_nodes(plan: &Plan, prior: &State, providers: &ProviderSet, opts: &ApplyOptions) -> Stopped {
-    cancel_removed(plan, prior, providers, opts).await;
-    stop_interrupted(plan, providers, opts).await
+    let kept = cancel_removed(plan, prior, providers, opts).await;
+    let mut stopped = stop_interrupted(plan, providers, opts).await;
+    stopped.1 = kept;
+    stopped
 }
 
 /// After the node changes: launch, stop, release and record. Returns one outcome per job
@@ -86,7 +101,7 @@ pub async fn run(
         outcomes.extend(out);
     }
     // Ledger lines of the runs that ended (or whose job goes), after their records.
-    let closed = ledger::close_ended(plan, prior, providers, &entries);
+    let closed = ledger::close_ended(plan, prior, providers, &entries, stopped.kept());
     if !closed.is_empty()
         && let Err(e) = recorder.record(closed).await
     {
@@ -516,28 +531,55 @@ fn pick(slots: &[Slot], capacity: Capacity, gpus: u32, per_node: u32) -> Option<
         .map(|(i, _)| i)
 }
 
-/// Jobs removed from the spec (or destroyed): stop their active runs. Runs before the
-/// node changes, so a job is cancelled rather than killed with its node.
-pub async fn cancel_removed(plan: &Plan, prior: &State, providers: &ProviderSet, opts: &ApplyOptions) {
+/// Jobs removed from the spec (or destroyed): stop their active runs and terminate the
+/// nodes of their ended ones. Runs before the node changes, so a job is cancelled rather
+/// than killed with its node. A job any of whose runs could not be stopped (or nodes
+/// terminated) is kept, with why: deleting its record would lose the only pointer to a
+/// node that still runs and bills.
+pub async fn cancel_removed(plan: &Plan, prior: &State, providers: &ProviderSet, opts: &ApplyOptions) -> Kept {
+    let mut kept = Kept::default();
     for c in plan.changes.iter().filter(|c| c.action == Action::Delete && c.address.kind == crate::addr::Kind::Job) {
         let Some(rec) = prior_record(prior, &c.address) else { continue };
+        let mut failed = Vec::new();
         // Nodes of ended runs go with the job.
         for run in rec.runs.iter().filter(|r| r.node_to_release()) {
-            let Some(p) = providers.get(&run.provider) else { continue };
-            let msg = match p.release_job_node(&run.region, &run.id).await {
-                Ok(()) => format!("node {} of ended run {} terminated", run.node_id, run.id),
-                Err(e) => format!("could not terminate node {} of ended run {}: {e}", run.node_id, run.id),
+            let result = match providers.get(&run.provider) {
+                Some(p) => match p.release_job_node(&run.region, &run.id).await {
+                    // Already gone: nothing left to terminate.
+                    Err(e) if e.code == "JobNotFound" => Ok(()),
+                    r => r.map_err(|e| e.to_string()),
+                },
+                None => Err(format!("provider `{}` is not configured", run.provider)),
             };
-            opts.progress.event(&c.address.to_string(), &msg);
+            match result {
+                Ok(()) => opts
+                    .progress
+                    .event(&c.address.to_string(), &format!("node {} of ended run {} terminated", run.node_id, run.id)),
+                Err(e) => failed.push(format!("could not terminate node {} of ended run {}: {e}", run.node_id, run.id)),
+            }
         }
         for run in rec.runs.iter().filter(|r| r.is_active()) {
-            let Some(p) = providers.get(&run.provider) else { continue };
-            let msg = match p.cancel_job(&run.region, &run.id).await {
+            let result = match providers.get(&run.provider) {
+                Some(p) => p.cancel_job(&run.region, &run.id).await.map_err(|e| e.to_string()),
+                None => Err(format!("provider `{}` is not configured", run.provider)),
+            };
+            let msg = match result {
                 Ok(s) if s.state == JobState::Cancelled => format!("run {} cancelled", run.id),
                 Ok(s) => format!("run {} already {}", run.id, crate::jobs::model::state_str(s.state)),
-                Err(e) => format!("could not cancel run {}: {e}", run.id),
+                Err(e) => {
+                    failed.push(format!("could not cancel run {}: {e}", run.id));
+                    continue;
+                }
             };
             opts.progress.event(&c.address.to_string(), &msg);
         }
+        if !failed.is_empty() {
+            let why = format!(
+                "{}; its record is kept in state (run `gpuplan destroy` or apply again to retry)",
+                failed.join("; ")
+            );
+            kept.0.insert(c.address.clone(), why);
+        }
     }
+    kept
 }

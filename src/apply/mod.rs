@@ -103,6 +103,19 @@ impl ApplyReport {
 /// that panics (a bug) is recorded as failed with the panic's message, its dependents
 /// as skipped, so the run can never report success for work that did not happen.
 pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorder, opts: &ApplyOptions) -> ApplyReport {
+    execute_keeping(plan, providers, recorder, opts, &jobs::Kept::default()).await
+}
+
+/// [`execute`], where the changes of the addresses in `kept` fail with their reason
+/// without running (and so skip their dependents): the jobs whose runs could not be
+/// cancelled keep their records.
+pub async fn execute_keeping(
+    plan: Arc<Plan>,
+    providers: &ProviderSet,
+    recorder: Recorder,
+    opts: &ApplyOptions,
+    kept: &jobs::Kept,
+) -> ApplyReport {
     let work: Vec<usize> = (0..plan.changes.len()).filter(|i| plan.changes[*i].action != Action::NoOp).collect();
     let pos: BTreeMap<&Address, usize> = work.iter().map(|i| (&plan.changes[*i].address, *i)).collect();
     let mut book = Book {
@@ -142,6 +155,12 @@ pub async fn execute(plan: Arc<Plan>, providers: &ProviderSet, recorder: Recorde
             let change = &plan.changes[i];
             if opts.cancel.is_cancelled() {
                 book.settle(i, outcome(change, Status::Skipped("apply was interrupted".into())));
+                continue;
+            }
+            if let Some(why) = kept.0.get(&change.address) {
+                let out = outcome(change, Status::Failed(why.clone()));
+                opts.progress.finished(&change.address.to_string(), &progress_message(&out.status));
+                book.settle(i, out);
                 continue;
             }
             let plan = plan.clone();

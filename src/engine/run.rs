@@ -77,7 +77,7 @@ pub async fn plan(
 ) -> Result<Plan, RunError> {
     let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
     if req.refresh && !req.destroy {
-        let job_nodes = scan_job_nodes(spec, &session.state, providers).await?;
+        let job_nodes = scan_job_nodes(spec, &session.state, providers, false).await?;
         // Planned as if the adopted runs were recorded: apply records them.
         let adopted = jobs::adopt::with_adopted(&session.state, &job_nodes.adopted);
         let state = adopted.as_ref().unwrap_or(&session.state);
@@ -101,7 +101,13 @@ pub async fn plan(
         return Ok(plan);
     }
     let statuses = job_statuses(&session.state, providers, req).await?;
-    plan_refreshed(spec, &session.state, observed, statuses.as_ref(), req, &[])
+    let mut plan = plan_refreshed(spec, &session.state, observed, statuses.as_ref(), req, &[])?;
+    if req.refresh {
+        // A destroy leaves no job node behind: those no run owns are swept too.
+        let job_nodes = scan_job_nodes(spec, &session.state, providers, true).await?;
+        add_job_nodes(&mut plan, &job_nodes);
+    }
+    Ok(plan)
 }
 
 /// Job nodes on the clouds (tagged with this state's lineage and `gpuplan:job`) that no
@@ -111,6 +117,7 @@ pub async fn scan_job_nodes(
     spec: &Spec,
     state: &State,
     providers: &ProviderSet,
+    destroy: bool,
 ) -> Result<jobs::adopt::Sorted, RunError> {
     let mut asks: std::collections::BTreeSet<(String, String)> = std::collections::BTreeSet::new();
     for pool in spec.gpu_pools.values().filter(|p| p.kubernetes.is_none()) {
@@ -138,17 +145,23 @@ pub async fn scan_job_nodes(
             node,
         }));
     }
-    Ok(jobs::adopt::sort(spec, state, listed))
+    Ok(jobs::adopt::sort(spec, state, listed, destroy))
 }
 
 /// What [`scan_job_nodes`] found, in the plan: each orphan a drift item and an
 /// `orphan_job_nodes` entry for apply to terminate; each adopted run marked on its job
 /// (which records it) with a note.
+///
+/// Under `--target`, only the orphans of a targeted job or pool.
 pub fn add_job_nodes(plan: &mut Plan, found: &jobs::adopt::Sorted) {
     for o in &found.orphans {
         let n = &o.node;
         let job = n.tags.get(crate::providers::TAG_JOB).unwrap_or("?").to_string();
-        let address = job.parse().unwrap_or_else(|_| n.pool.clone());
+        let address: crate::addr::Address = job.parse().unwrap_or_else(|_| n.pool.clone());
+        let targeted = |a: &crate::addr::Address| plan.targets.iter().any(|t| a.matches_target(t));
+        if !plan.targets.is_empty() && !targeted(&address) && !targeted(&n.pool) {
+            continue;
+        }
         plan.drift.push(crate::plan::model::DriftItem {
             address,
             kind: crate::plan::model::DriftKind::Orphan,
@@ -425,7 +438,8 @@ pub async fn apply(
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
     let stopped = apply::jobs::before_nodes(&plan, &session.state, providers, opts).await;
-    let mut report = apply::execute(plan.clone(), providers, recorder.clone(), opts).await;
+    let kept = stopped.kept().clone();
+    let mut report = apply::execute_keeping(plan.clone(), providers, recorder.clone(), opts, &kept).await;
     if !report.cancelled {
         report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts, stopped).await);
     }

@@ -40,7 +40,10 @@ pub struct Sorted {
 /// replica's next launch is the next attempt, under a token of its own: relaunching the
 /// same attempt would send the gone node's token again, and the cloud would answer with
 /// the gone node.
-pub fn sort(spec: &Spec, state: &State, listed: Vec<Listed>) -> Sorted {
+///
+/// `destroy`: nothing is adopted, every live node no run owns is an orphan (a destroy
+/// leaves no job node behind).
+pub fn sort(spec: &Spec, state: &State, listed: Vec<Listed>, destroy: bool) -> Sorted {
     let mut out = Sorted::default();
     let owned: std::collections::BTreeSet<&str> = state
         .resources
@@ -51,7 +54,8 @@ pub fn sort(spec: &Spec, state: &State, listed: Vec<Listed>) -> Sorted {
         .map(|r| r.node_id.as_str())
         .collect();
     for l in listed.into_iter().filter(|l| !owned.contains(l.node.id.as_str())) {
-        match adoptable(spec, state, &l, &out.adopted) {
+        let adopt = if destroy { None } else { adoptable(spec, state, &l, &out.adopted) };
+        match adopt {
             Some((job, run)) => out.adopted.entry(job).or_default().push(run),
             None if l.node.is_live() => out.orphans.push(l),
             None => {}

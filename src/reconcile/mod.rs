@@ -132,6 +132,8 @@ pub struct Pass {
     pub outcome: Outcome,
     /// The plan the pass acted on (or would have), shared with the apply rather than copied.
     pub plan: Arc<Plan>,
+    /// The nodes the plan terminates ([`nodes_destroyed`], job nodes included).
+    pub nodes_destroyed: u32,
     pub decisions: Vec<PoolDecision>,
     pub apply: Option<ApplyReport>,
     /// The fleet after the pass, for metrics: what refresh saw, or after an apply the live
@@ -178,9 +180,21 @@ impl From<StateError> for ReconcileError {
     }
 }
 
-/// Nodes a plan terminates (surplus, replaced, removed pools, orphans).
-pub fn nodes_destroyed(plan: &Plan) -> u32 {
-    let n: usize = plan.changes.iter().filter_map(|c| c.pool.as_ref()).map(|p| p.deletes.len()).sum();
+/// Nodes a plan terminates: surplus, replaced, removed pools, orphans, orphan job nodes,
+/// and the nodes made for the active runs of the jobs it removes (`state` records
+/// those). The nodes of runs that already ended are not counted: releasing them is
+/// routine cleanup, not a destruction of work.
+pub fn nodes_destroyed(plan: &Plan, state: &crate::state::State) -> u32 {
+    let pools: usize = plan.changes.iter().filter_map(|c| c.pool.as_ref()).map(|p| p.deletes.len()).sum();
+    let removed_jobs = plan
+        .changes
+        .iter()
+        .filter(|c| c.action == crate::plan::Action::Delete && c.address.kind == crate::addr::Kind::Job)
+        .filter_map(|c| crate::jobs::place::record(state, &c.address))
+        .flat_map(|r| &r.runs)
+        .filter(|r| r.is_active() && r.has_own_node() && !r.provider.starts_with(crate::providers::kube::PREFIX))
+        .count();
+    let n = pools + plan.orphan_job_nodes.len() + removed_jobs;
     n.min(u32::MAX as usize) as u32
 }
 
@@ -218,7 +232,7 @@ pub async fn pass(
     let now = clock.now();
     // Job nodes an interrupted apply launched but never recorded: planned as the runs
     // they are (apply records them); the others are orphans the pass terminates.
-    let job_nodes = run::scan_job_nodes(spec, &session.state, &providers).await?;
+    let job_nodes = run::scan_job_nodes(spec, &session.state, &providers, false).await?;
     let adopted = crate::jobs::adopt::with_adopted(&session.state, &job_nodes.adopted);
     let planned = adopted.as_ref().unwrap_or(&session.state);
     let statuses = run::job_statuses(planned, &providers, &req).await?;
@@ -256,7 +270,7 @@ pub async fn pass(
     }
 
     run::add_job_nodes(&mut plan, &job_nodes);
-    let destroying = nodes_destroyed(&plan);
+    let destroying = nodes_destroyed(&plan, &session.state);
     let plan = Arc::new(plan);
     let mut report = None;
     let outcome = if !plan.errors.is_empty() {
@@ -315,5 +329,17 @@ pub async fn pass(
     drop(session);
     drop(providers);
     drop(sim);
-    Ok(Pass { at: now, outcome, plan, decisions, apply: report, observed, queued, utilization, alerts, spend })
+    Ok(Pass {
+        at: now,
+        outcome,
+        plan,
+        nodes_destroyed: destroying,
+        decisions,
+        apply: report,
+        observed,
+        queued,
+        utilization,
+        alerts,
+        spend,
+    })
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 use serde::Serialize;
 use serde_json::{Value as Json, json};
 
-use super::{Outcome, Pass, nodes_destroyed};
+use super::{Outcome, Pass};
 use crate::apply::Status;
 use crate::plan::Action;
 use crate::render;
@@ -87,7 +87,7 @@ fn pass_doc(pass: &Pass) -> PassDoc<impl Serialize + '_> {
             "add": pass.plan.summary.add,
             "change": pass.plan.summary.change,
             "destroy": pass.plan.summary.destroy,
-            "nodes_destroyed": nodes_destroyed(&pass.plan),
+            "nodes_destroyed": pass.nodes_destroyed,
         }),
     }
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::aws::cli::{self, pool_spec};
-use crate::aws::fake_ec2::{FakeEc2, console_proxy, forward};
+use crate::aws::fake_ec2::{FakeEc2, console_proxy, error, forward};
 
 struct Out {
     code: i32,
@@ -290,4 +290,104 @@ async fn an_empty_console_is_an_unknown_exit_code_read_again_never_a_failure() {
     assert_eq!(job["runs"][0]["node_released"], true, "{job:#}");
     assert!(job_instances(region, &lineage, "job.late").await.is_empty());
     ok(dir, &["destroy", "--auto-approve"]);
+}
+
+const JOB: &str = "\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n";
+
+fn job_block(name: &str) -> String {
+    format!("\njob \"{name}\" {{\n  template = job_template.t\n  pool     = gpu_pool.train\n}}\n")
+}
+
+/// A proxy to moto that refuses `CreateTags` (the first step of cancelling an AWS job)
+/// while `refuse` is set.
+fn refusing_proxy(refuse: Arc<std::sync::atomic::AtomicBool>) -> FakeEc2 {
+    let upstream = moto().trim_start_matches("http://").trim_end_matches('/').to_string();
+    FakeEc2::start(move |req, _| {
+        if req.action == "CreateTags" && refuse.load(Ordering::SeqCst) {
+            return error(403, "UnauthorizedOperation", "You are not authorized to perform this operation.");
+        }
+        forward(&upstream, req)
+    })
+}
+
+/// A run `destroy` could not cancel keeps its job's record, and the command fails naming
+/// the job: the record is how the next destroy (or `jobs cancel`) finds the node again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_cancel_on_destroy_keeps_the_job_record_and_fails_naming_the_job() {
+    let region = "us-west-2";
+    let refuse = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let proxy = refusing_proxy(refuse.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = pool_spec(&proxy.url, region, &["us-west-2a"], 0, 0, 0, "") + JOB + &job_block("stuck");
+    std::fs::write(dir.join("main.hcl"), spec).unwrap();
+    ok(dir, &["apply", "--auto-approve"]);
+    let lineage = state(dir)["lineage"].as_str().unwrap().to_string();
+    let nodes = job_instances(region, &lineage, "job.stuck").await;
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+
+    refuse.store(true, Ordering::SeqCst);
+    let out = gpuplan(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(out.code, 1, "a failed cancel fails destroy:\n{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("job.stuck") && out.stderr.contains("could not cancel"), "{}", out.stderr);
+    assert_eq!(runs(&state(dir), "job.stuck").len(), 1, "the job's record is kept");
+    assert_eq!(job_instances(region, &lineage, "job.stuck").await, nodes, "its node still runs");
+
+    refuse.store(false, Ordering::SeqCst);
+    ok(dir, &["destroy", "--auto-approve"]);
+    assert!(runs(&state(dir), "job.stuck").is_empty());
+    assert!(job_instances(region, &lineage, "job.stuck").await.is_empty(), "the node went with the job");
+}
+
+/// `destroy` terminates job nodes no run in the state owns (here the job was forgotten
+/// with `state rm`): nothing tagged with the state's lineage outlives it.
+#[tokio::test(flavor = "multi_thread")]
+async fn destroy_terminates_job_nodes_the_state_does_not_record() {
+    let region = "us-west-2";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = pool_spec(&moto(), region, &["us-west-2b"], 0, 0, 0, "") + JOB + &job_block("forgotten");
+    std::fs::write(dir.join("main.hcl"), spec).unwrap();
+    ok(dir, &["apply", "--auto-approve"]);
+    let lineage = state(dir)["lineage"].as_str().unwrap().to_string();
+    assert_eq!(job_instances(region, &lineage, "job.forgotten").await.len(), 1);
+    ok(dir, &["state", "rm", "job.forgotten"]);
+    let out = ok(dir, &["destroy", "--auto-approve"]);
+    assert!(
+        job_instances(region, &lineage, "job.forgotten").await.is_empty(),
+        "destroy swept the job node:\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+}
+
+/// `reconcile --max-destroy` counts job nodes: a removed job's running node and an
+/// orphan job node are nodes the pass would terminate.
+#[tokio::test(flavor = "multi_thread")]
+async fn reconcile_max_destroy_counts_job_nodes() {
+    let region = "us-west-2";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let base = pool_spec(&moto(), region, &["us-west-2c"], 0, 0, 0, "") + JOB;
+    std::fs::write(dir.join("main.hcl"), base.clone() + &job_block("removed") + &job_block("orphaned")).unwrap();
+    ok(dir, &["apply", "--auto-approve"]);
+    let lineage = state(dir)["lineage"].as_str().unwrap().to_string();
+    let removed = job_instances(region, &lineage, "job.removed").await;
+    let orphaned = job_instances(region, &lineage, "job.orphaned").await;
+    assert_eq!((removed.len(), orphaned.len()), (1, 1));
+
+    // One job leaves the spec, the other's record is forgotten.
+    std::fs::write(dir.join("main.hcl"), base).unwrap();
+    ok(dir, &["state", "rm", "job.orphaned"]);
+    let out = gpuplan(dir, &["reconcile", "--once", "--max-destroy", "1", "--json"]);
+    assert_eq!(out.code, 3, "refused by --max-destroy:\n{}\n{}", out.stdout, out.stderr);
+    let doc: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap_or("{}")).expect("pass JSON");
+    assert_eq!(doc["max_destroy"]["nodes"], 2, "{doc:#}");
+    assert_eq!(job_instances(region, &lineage, "job.removed").await, removed, "nothing terminated");
+    assert_eq!(job_instances(region, &lineage, "job.orphaned").await, orphaned, "nothing terminated");
+
+    let out = gpuplan(dir, &["reconcile", "--once", "--max-destroy", "2"]);
+    assert!(out.code == 0 || out.code == 2, "{}\n{}", out.stdout, out.stderr);
+    assert!(job_instances(region, &lineage, "job.removed").await.is_empty());
+    assert!(job_instances(region, &lineage, "job.orphaned").await.is_empty());
 }

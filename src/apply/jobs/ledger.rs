@@ -76,6 +76,7 @@ pub(super) fn close_ended(
     prior: &State,
     providers: &ProviderSet,
     entries: &[JournalEntry],
+    kept: &super::Kept,
 ) -> Vec<JournalEntry> {
     let mut runs: BTreeMap<&str, &JobRun> = BTreeMap::new();
     for rec in prior.resources.values().filter_map(|r| r.job.as_deref()) {
@@ -92,6 +93,8 @@ pub(super) fn close_ended(
         .changes
         .iter()
         .filter(|c| c.action == Action::Delete && c.address.kind == Kind::Job)
+        // A job whose runs could not be cancelled keeps its record, and its nodes bill on.
+        .filter(|c| !kept.0.contains_key(&c.address))
         .map(|c| c.address.to_string())
         .collect();
     let mut out = Vec::new();

@@ -98,7 +98,7 @@ fn place_jobs(spec: &Spec, state: &State) -> Vec<crate::model::JobPlacement> {
 fn an_unrecorded_live_node_of_a_declared_job_is_adopted_as_its_run_and_not_relaunched() {
     let spec = spec();
     let state = State::new(LINEAGE.into());
-    let sorted = sort(&spec, &state, vec![node("i-1", "job.a", 1, 1, NodeState::Running)]);
+    let sorted = sort(&spec, &state, vec![node("i-1", "job.a", 1, 1, NodeState::Running)], false);
     assert!(sorted.orphans.is_empty(), "{:?}", sorted.orphans);
     let runs = &sorted.adopted[&job_a()];
     assert_eq!((runs[0].replica, runs[0].attempt, runs[0].id.as_str()), (1, 1, "i-1"));
@@ -121,17 +121,18 @@ fn nodes_of_undeclared_jobs_of_recorded_attempts_and_of_cancelled_jobs_are_orpha
     ];
     let mut untagged = listed[2].clone();
     untagged.node.tags.remove(TAG_REPLICA);
-    let sorted = sort(&spec, &state, vec![listed[0].clone(), listed[1].clone(), untagged]);
+    let sorted = sort(&spec, &state, vec![listed[0].clone(), listed[1].clone(), untagged], false);
     assert!(sorted.adopted.is_empty(), "{:?}", sorted.adopted);
     assert_eq!(sorted.orphans.len(), 3);
 
     // Replica 0 attempt 1 is recorded on another node: a second node of it is a duplicate.
-    let adopted = sort(&spec, &state, vec![node("i-a", "job.a", 0, 1, NodeState::Running)]).adopted;
+    let adopted = sort(&spec, &state, vec![node("i-a", "job.a", 0, 1, NodeState::Running)], false).adopted;
     state = with_adopted(&state, &adopted).unwrap();
     let sorted = sort(
         &spec,
         &state,
         vec![node("i-a", "job.a", 0, 1, NodeState::Running), node("i-b", "job.a", 0, 1, NodeState::Running)],
+        false,
     );
     assert!(sorted.adopted.is_empty(), "the recorded node is owned, the other a duplicate");
     assert_eq!(sorted.orphans.iter().map(|o| o.node.id.as_str()).collect::<Vec<_>>(), ["i-b"]);
@@ -139,7 +140,7 @@ fn nodes_of_undeclared_jobs_of_recorded_attempts_and_of_cancelled_jobs_are_orpha
     // A cancelled job adopts nothing.
     let rec = state.resources.get_mut("job.a").and_then(|r| r.job.as_mut()).unwrap();
     rec.cancelled = true;
-    let sorted = sort(&spec, &state, vec![node("i-c", "job.a", 1, 1, NodeState::Running)]);
+    let sorted = sort(&spec, &state, vec![node("i-c", "job.a", 1, 1, NodeState::Running)], false);
     assert!(sorted.adopted.is_empty() && sorted.orphans.len() == 1);
 }
 
@@ -151,7 +152,7 @@ fn nodes_of_undeclared_jobs_of_recorded_attempts_and_of_cancelled_jobs_are_orpha
 fn a_gone_unrecorded_node_makes_the_relaunch_the_next_attempt_with_a_new_token() {
     let spec = spec();
     let state = State::new(LINEAGE.into());
-    let sorted = sort(&spec, &state, vec![node("i-1", "job.a", 0, 1, NodeState::Terminated)]);
+    let sorted = sort(&spec, &state, vec![node("i-1", "job.a", 0, 1, NodeState::Terminated)], false);
     assert!(sorted.orphans.is_empty(), "a gone node needs no terminating");
     let runs = &sorted.adopted[&job_a()];
     assert_eq!(runs[0].status, JobState::Preempted, "{runs:?}");
@@ -167,4 +168,15 @@ fn a_gone_unrecorded_node_makes_the_relaunch_the_next_attempt_with_a_new_token()
     let blind = &place_jobs(&spec, &state)[0];
     let r0 = blind.launches.iter().find(|l| l.replica == 0).unwrap();
     assert_eq!(r0.request.token, token(LINEAGE, &job_a(), 0, 1));
+}
+
+#[test]
+fn destroy_adopts_nothing_and_sweeps_every_live_job_node() {
+    let spec = spec();
+    let state = State::new(LINEAGE.into());
+    let listed =
+        vec![node("i-1", "job.a", 0, 1, NodeState::Running), node("i-2", "job.a", 1, 1, NodeState::Terminated)];
+    let sorted = sort(&spec, &state, listed, true);
+    assert!(sorted.adopted.is_empty());
+    assert_eq!(sorted.orphans.iter().map(|o| o.node.id.as_str()).collect::<Vec<_>>(), ["i-1"]);
 }

@@ -279,7 +279,18 @@ async fn settle(
         waiting_since: None,
         cancelled: prior_record(steps.prior, &j.address).is_some_and(|r| r.cancelled),
         runs: j.runs.clone(),
+        incarnation: j.incarnation.clone(),
     };
+    // The job's life is durable before its first launch: launch tokens and the Kubernetes
+    // Job's run label derive from it, so a crash after a launch finds the same ones.
+    let recorded = prior_record(steps.prior, &j.address).and_then(|r| r.incarnation.as_ref());
+    if j.needs_launch()
+        && recorded != rec.incarnation.as_ref()
+        && let Err(e) = steps.record(j, &rec, Vec::new()).await
+    {
+        let why = format!("could not record the job before launching it: {e}");
+        return (Vec::new(), vec![outcome(j, Status::Failed(why))]);
+    }
     outcomes.extend(record_stops(j, stopped, &mut rec.runs));
     for id in &j.adopted {
         opts.progress

@@ -290,6 +290,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
                 alternatives,
                 interrupted: p.interrupted.clone(),
                 adopted: Vec::new(),
+                incarnation: Some(incarnation(input.state, rec)),
             },
         );
         if !p.pending.is_empty() {
@@ -693,10 +694,26 @@ fn job_nodes_running(input: &PlaceInput<'_>, pool: &Address) -> usize {
         .count()
 }
 
+/// Which life of `job`'s address `rec` is ([`JobRecord::incarnation`]): the recorded one
+/// (records written before it existed: their `first_seen`), else a new one from the
+/// state's serial, which apply records before the first launch.
+pub fn incarnation(state: &State, rec: Option<&JobRecord>) -> String {
+    rec.and_then(|r| r.incarnation.clone().or_else(|| r.first_seen.clone()))
+        .unwrap_or_else(|| format!("s{}", state.serial))
+}
+
+/// The `gpuplan.dev/run` label of a job instance's Kubernetes Job: its life and attempt,
+/// hashed to a valid label value.
+pub fn run_label(lineage: &str, job: &Address, incarnation: &str, attempt: u32) -> String {
+    let digest = Sha256::digest(format!("{lineage}|{job}|{incarnation}|{attempt}").as_bytes());
+    let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    format!("r{attempt}-{hex}")
+}
+
 /// The idempotency token of one replica attempt: the same attempt never launches twice,
 /// however often it is planned.
-pub fn token(lineage: &str, job: &Address, replica: u32, attempt: u32) -> String {
-    let seed = format!("{lineage}|{job}|{replica}|{attempt}");
+pub fn token(lineage: &str, job: &Address, incarnation: &str, replica: u32, attempt: u32) -> String {
+    let seed = format!("{lineage}|{job}|{incarnation}|{replica}|{attempt}");
     let digest = Sha256::digest(seed.as_bytes());
     let hex: String = digest.iter().take(20).map(|b| format!("{b:02x}")).collect();
     format!("gj-{hex}")
@@ -729,7 +746,8 @@ fn launch(
     fallback: Option<Fallback>,
 ) -> ReplicaLaunch {
     let lineage = &input.state.lineage;
-    let token = token(lineage, addr, replica, attempt);
+    let life = incarnation(input.state, record(input.state, addr));
+    let token = token(lineage, addr, &life, replica, attempt);
     let mut command: Vec<String> = t.command.iter().map(|c| c.value.clone()).collect();
     command.extend(job.args.iter().map(|a| a.value.clone()));
     // Clouds make a node for the job from the pool's shape; sim runs it on a pool node.
@@ -771,6 +789,12 @@ fn launch(
             (None, None) => String::new(), // validation refuses this block
         };
         let manifest = super::k8s::manifest_for(input.spec, addr, job, attempt, Some(lineage.as_str()))
+            .map(|mut m| {
+                // The run's identity: an old Job of the same name is never taken for this one.
+                let labels = m.metadata.labels.get_or_insert_with(Default::default);
+                labels.insert(kube::LABEL_RUN.to_string(), run_label(lineage, addr, &life, attempt));
+                m
+            })
             .map(|m| serde_json::to_value(m).expect("a Job is plain data and always serializes"))
             // No manifest only without a template, which never reaches a launch; the
             // backend would refuse the null Job (`BadManifest`), never submit it.

@@ -149,6 +149,10 @@ pub struct JobPlacement {
     /// before recording, found by their tags (see `jobs::adopt`); apply records them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adopted: Vec<String>,
+    /// Which life of this job address the runs belong to (see [`JobRecord::incarnation`]);
+    /// apply records it before the first launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
 }
 
 /// A run stopped because a change of this plan removes its node.
@@ -210,6 +214,13 @@ pub struct JobRecord {
     /// Every run, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<JobRun>,
+    /// Which life of this job address the record is (`s<serial>`: the state serial the
+    /// plan that first launched it was made at). A job removed and added again, or
+    /// forgotten with `state rm`, is a new life: its launch tokens and its Kubernetes Job's
+    /// `gpuplan.dev/run` label differ from the old one's, so nothing of the old job is
+    /// ever taken for the new one's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
 }
 
 /// One replica attempt launched through a provider.

@@ -158,13 +158,46 @@ fn apply_submits_once_status_converges_and_logs_stream() {
 
     assert_eq!(status(d), ("succeeded".to_string(), vec!["succeeded".to_string(), "succeeded".to_string()]));
 
-    // Reruns never submit twice: not after success, and not when the state forgot the
-    // job (the Job in the cluster is recognised as this state's attempt 1).
-    ok(d, &["apply", "--auto-approve"]);
-    ok(d, &["state", "rm", "job.ft"]);
+    // Reruns never submit twice after success.
     ok(d, &["apply", "--auto-approve"]);
     assert_eq!(api.count("POST", "/namespaces/ml/jobs"), 1, "{:#?}", api.requests());
     assert_eq!(status(d).0, "succeeded");
+}
+
+/// A job the state forgot (`state rm`) and applied again is a new job: the old, finished
+/// Job of the same name in the cluster (this state's lineage, attempt 1) is never taken
+/// for the new one's, whose run identity (`gpuplan.dev/run`) differs. It is deleted and
+/// the new job submitted; its status is the new run's, not the old one's success.
+#[test]
+fn a_re_added_job_never_adopts_the_old_finished_job_of_the_same_name() {
+    let api = FakeApi::start();
+    let dir = fleet(&api.url, 0, 1);
+    let d = dir.path();
+    ok(d, &["apply", "--auto-approve"]);
+    let first = api.job("ml", "ft").expect("the Job was created");
+    let run = first["metadata"]["labels"]["gpuplan.dev/run"].as_str().expect("the run's identity label").to_string();
+    api.succeed("ml", "ft", 0);
+    assert_eq!(status(d).0, "succeeded");
+
+    ok(d, &["state", "rm", "job.ft"]);
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(api.count("POST", "/namespaces/ml/jobs"), 2, "submitted anew: {:#?}", api.requests());
+    let second = api.job("ml", "ft").expect("the new Job");
+    assert_ne!(second["metadata"]["labels"]["gpuplan.dev/run"].as_str(), Some(run.as_str()), "{second:#}");
+    assert_eq!(status(d).1, ["queued"], "the new run, not the old one's success");
+
+    // Submitted once: the next apply recognises its own run.
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(api.count("POST", "/namespaces/ml/jobs"), 2, "{:#?}", api.requests());
+
+    // A Job of an earlier life that still runs is never deleted: the apply fails, naming it.
+    api.run_all("ml", "ft");
+    ok(d, &["state", "rm", "job.ft"]);
+    let out = gpuplan(d, &["apply", "--auto-approve"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("still running for an earlier"), "{}", out.stderr);
+    assert_eq!(api.count("POST", "/namespaces/ml/jobs"), 2);
+    assert!(api.job("ml", "ft").is_some());
 }
 
 #[test]

@@ -162,12 +162,12 @@ fn a_gone_unrecorded_node_makes_the_relaunch_the_next_attempt_with_a_new_token()
     assert_eq!(a.placement, Placement::Launch, "{a:?}");
     let r0 = a.launches.iter().find(|l| l.replica == 0).expect("replica 0 relaunches");
     assert_eq!(r0.request.attempt, 2);
-    assert_ne!(r0.request.token, token(LINEAGE, &job_a(), 0, 1), "never the gone node's token");
-    assert_eq!(r0.request.token, token(LINEAGE, &job_a(), 0, 2));
+    assert_ne!(r0.request.token, token(LINEAGE, &job_a(), "s0", 0, 1), "never the gone node's token");
+    assert_eq!(r0.request.token, token(LINEAGE, &job_a(), "s0", 0, 2));
     // Without the adoption the relaunch would be attempt 1 again, with the gone node's token.
     let blind = &place_jobs(&spec, &state)[0];
     let r0 = blind.launches.iter().find(|l| l.replica == 0).unwrap();
-    assert_eq!(r0.request.token, token(LINEAGE, &job_a(), 0, 1));
+    assert_eq!(r0.request.token, token(LINEAGE, &job_a(), "s0", 0, 1));
 }
 
 #[test]

@@ -158,8 +158,12 @@ fn sim_launches_run_on_pool_nodes_and_tokens_are_stable_per_attempt() {
     assert_eq!(a, again, "placement is deterministic");
     let l = &get(&a, "a").launches[0];
     assert!(l.request.shape.is_none());
-    assert_eq!(l.request.token, token(LINEAGE, &"job.a".parse().unwrap(), 0, 1));
-    assert_ne!(l.request.token, token(LINEAGE, &"job.a".parse().unwrap(), 0, 2));
+    // A new job's life is the state's serial (0 here).
+    assert_eq!(get(&a, "a").incarnation.as_deref(), Some("s0"));
+    assert_eq!(l.request.token, token(LINEAGE, &"job.a".parse().unwrap(), "s0", 0, 1));
+    assert_ne!(l.request.token, token(LINEAGE, &"job.a".parse().unwrap(), "s0", 0, 2));
+    // Another life of the same address (removed and added again): other tokens.
+    assert_ne!(l.request.token, token(LINEAGE, &"job.a".parse().unwrap(), "s7", 0, 1));
 }
 
 #[test]

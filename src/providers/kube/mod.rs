@@ -43,6 +43,10 @@ pub const PREFIX: &str = "@kubernetes.";
 /// Labels gpuplan puts on its Jobs (also written by `jobs/k8s.rs`).
 pub const LABEL_LINEAGE: &str = "gpuplan.dev/lineage";
 pub const LABEL_ATTEMPT: &str = "gpuplan.dev/attempt";
+/// The run's identity on a submitted Job (the job's life and attempt, hashed; set by
+/// placement): a Job of the same name without this value is not this run's, however it
+/// is labelled otherwise.
+pub const LABEL_RUN: &str = "gpuplan.dev/run";
 const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 const INDEX_LABEL: &str = "batch.kubernetes.io/job-completion-index";
 /// The container whose output `jobs logs` prints.
@@ -250,6 +254,52 @@ impl KubeJobs {
         }
     }
 
+    /// Submit `job` (after checking its PriorityClass exists); a Job of that name created
+    /// meanwhile by someone is this run's only when it is ours and carries its run label.
+    #[allow(clippy::too_many_arguments)]
+    async fn submit(
+        &self,
+        jobs: &Api<Job>,
+        client: &::kube::Client,
+        job: &Job,
+        req: &LaunchJob,
+        loc: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ProviderError> {
+        let class =
+            job.spec.as_ref().and_then(|s| s.template.spec.as_ref()).and_then(|p| p.priority_class_name.clone());
+        if let Some(pc) = class {
+            let classes: Api<PriorityClass> = Api::all(client.clone());
+            if classes.get_opt(&pc).await.map_err(|e| api_error(e, loc, "priorityclasses", &pc))?.is_none() {
+                return Err(ProviderError::new(
+                    ErrorClass::Invalid,
+                    "NoPriorityClass",
+                    format!(
+                        "cluster {} has no PriorityClass `{pc}`, which `{}` asks for: its pods would never start; \
+                         create the classes gpuplan uses (gpuplan-critical, gpuplan-high, gpuplan-medium, gpuplan-low), \
+                         e.g. `kubectl create priorityclass {pc} --value=1000`",
+                        describe(loc),
+                        req.job
+                    ),
+                ));
+            }
+        }
+        let run = job.metadata.labels.as_ref().and_then(|l| l.get(LABEL_RUN));
+        match jobs.create(&PostParams::default(), job).await {
+            Ok(_) => Ok(()),
+            // Created by someone between our read and our create: decide on what is there.
+            Err(::kube::Error::Api(s)) if s.code == 409 => match jobs.get_opt(name).await {
+                Ok(Some(j)) if self.owns(&j) && j.metadata.labels.as_ref().and_then(|l| l.get(LABEL_RUN)) == run => {
+                    Ok(())
+                }
+                Ok(_) => Err(not_ours(loc, ns, name)),
+                Err(e) => Err(api_error(e, loc, ns, name)),
+            },
+            Err(e) => Err(api_error(e, loc, ns, name)),
+        }
+    }
+
     fn owns(&self, j: &Job) -> bool {
         j.metadata.labels.as_ref().and_then(|l| l.get(LABEL_LINEAGE)) == Some(&self.lineage)
     }
@@ -319,6 +369,13 @@ impl KubeJobs {
 }
 
 /// A Job of this name exists and is not this state's.
+/// A Job that ended (its `Complete` or `Failed` condition is true): nothing of it runs.
+fn finished(j: &Job) -> bool {
+    let conditions = j.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .is_some_and(|cs| cs.iter().any(|c| matches!(c.type_.as_str(), "Complete" | "Failed") && c.status == "True"))
+}
+
 fn not_ours(loc: &str, ns: &str, name: &str) -> ProviderError {
     ProviderError::new(
         ErrorClass::Invalid,
@@ -463,11 +520,31 @@ impl Provider for KubeJobs {
         })?;
         let client = self.client(loc).await?;
         let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+        let run = job.metadata.labels.as_ref().and_then(|l| l.get(LABEL_RUN)).cloned();
         // Submitted before (another replica of this plan, or a retried apply)?
         if let Some(j) = jobs.get_opt(name).await.map_err(|e| api_error(e, loc, ns, name))? {
             let labels = j.metadata.labels.clone().unwrap_or_default();
             if !self.owns(&j) {
                 return Err(not_ours(loc, ns, name));
+            }
+            if run.is_some() && labels.get(LABEL_RUN) != run.as_ref() {
+                // Ours, but another run's: a job of this name removed (or forgotten) and
+                // added again. Never taken for this run; a finished one makes way.
+                if !finished(&j) {
+                    return Err(ProviderError::new(
+                        ErrorClass::Invalid,
+                        "RunExists",
+                        format!(
+                            "Job `{ns}/{name}` in cluster {} is still running for an earlier `{}` of the same name                              (gpuplan.dev/run={}); gpuplan does not take it for this one: let it finish, or delete                              it (`kubectl delete job -n {ns} {name}`), then apply again",
+                            describe(loc),
+                            req.job,
+                            labels.get(LABEL_RUN).map(String::as_str).unwrap_or("none")
+                        ),
+                    ));
+                }
+                let dp = DeleteParams::background();
+                jobs.delete(name, &dp).await.map_err(|e| api_error(e, loc, ns, name))?;
+                return self.submit(&jobs, &client, &job, req, loc, ns, name).await.map(|()| status(JobState::Queued));
             }
             if labels.get(LABEL_ATTEMPT) != Some(&req.attempt.to_string()) {
                 return Err(ProviderError::new(
@@ -484,34 +561,7 @@ impl Provider for KubeJobs {
             }
             return Ok(status(JobState::Queued));
         }
-        let class =
-            job.spec.as_ref().and_then(|s| s.template.spec.as_ref()).and_then(|p| p.priority_class_name.clone());
-        if let Some(pc) = class {
-            let classes: Api<PriorityClass> = Api::all(client.clone());
-            if classes.get_opt(&pc).await.map_err(|e| api_error(e, loc, "priorityclasses", &pc))?.is_none() {
-                return Err(ProviderError::new(
-                    ErrorClass::Invalid,
-                    "NoPriorityClass",
-                    format!(
-                        "cluster {} has no PriorityClass `{pc}`, which `{}` asks for: its pods would never start; \
-                         create the classes gpuplan uses (gpuplan-critical, gpuplan-high, gpuplan-medium, gpuplan-low), \
-                         e.g. `kubectl create priorityclass {pc} --value=1000`",
-                        describe(loc),
-                        req.job
-                    ),
-                ));
-            }
-        }
-        match jobs.create(&PostParams::default(), &job).await {
-            Ok(_) => Ok(status(JobState::Queued)),
-            // Created by someone between our read and our create: decide on what is there.
-            Err(::kube::Error::Api(s)) if s.code == 409 => match jobs.get_opt(name).await {
-                Ok(Some(j)) if self.owns(&j) => Ok(status(JobState::Queued)),
-                Ok(_) => Err(not_ours(loc, ns, name)),
-                Err(e) => Err(api_error(e, loc, ns, name)),
-            },
-            Err(e) => Err(api_error(e, loc, ns, name)),
-        }
+        self.submit(&jobs, &client, &job, req, loc, ns, name).await.map(|()| status(JobState::Queued))
     }
 
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {

@@ -170,14 +170,14 @@ pub fn latency(root: &Path, pools: usize, latency: Duration, parallelism: usize)
     })
 }
 
-fn load(dir: &Path) -> Spec {
+pub fn load(dir: &Path) -> Spec {
     let loaded = spec::load_dir(dir, &LoadOptions::default()).map(gpuplan::graph::checked).expect("read the spec");
     let first: Vec<_> = loaded.diags.items.iter().take(3).map(|d| d.message.clone()).collect();
     assert!(!loaded.diags.has_errors(), "generated spec is invalid: {first:?}");
     loaded.spec
 }
 
-fn workspace(dir: &Path, env: BTreeMap<String, String>) -> Workspace {
+pub fn workspace(dir: &Path, env: BTreeMap<String, String>) -> Workspace {
     Workspace {
         dir: dir.to_path_buf(),
         state_path: dir.join("state").join("default.json"),
@@ -189,7 +189,7 @@ fn workspace(dir: &Path, env: BTreeMap<String, String>) -> Workspace {
 }
 
 /// The sim cloud under every sim provider name, keeping the cloud for its call counts.
-fn sim_providers(ws: &Workspace, spec: &Spec) -> (ProviderSet, Arc<SimCloud>) {
+pub fn sim_providers(ws: &Workspace, spec: &Spec) -> (ProviderSet, Arc<SimCloud>) {
     let block = spec.providers.values().next();
     let cloud = engine::providers::open_sim(ws, block).expect("open the sim cloud");
     let provider: Arc<dyn gpuplan::providers::Provider> = Arc::new(SimProvider::new(cloud.clone()));
@@ -197,21 +197,21 @@ fn sim_providers(ws: &Workspace, spec: &Spec) -> (ProviderSet, Arc<SimCloud>) {
     (set, cloud)
 }
 
-async fn make_plan(spec: &Spec, session: &Session, providers: &ProviderSet) -> Plan {
+pub async fn make_plan(spec: &Spec, session: &Session, providers: &ProviderSet) -> Plan {
     let req = PlanRequest { refresh: true, ..PlanRequest::default() };
     let plan = engine::run::plan(spec, session, providers, &req).await.expect("plan");
     assert!(plan.errors.is_empty(), "plan errors: {:?}", plan.errors);
     plan
 }
 
-async fn apply(session: &mut Session, plan: Plan, providers: &ProviderSet, parallelism: usize) {
+pub async fn apply(session: &mut Session, plan: Plan, providers: &ProviderSet, parallelism: usize) {
     let opts = ApplyOptions { parallelism, progress: Arc::new(Quiet), cancel: Arc::new(Cancel::default()) };
     let report = engine::run::apply(session, Arc::new(plan), providers, &opts).await.expect("apply");
     let failed: Vec<_> = report.outcomes.iter().filter(|o| !matches!(o.status, Status::Done)).take(3).collect();
     assert!(report.succeeded() && failed.is_empty(), "apply did not complete: {failed:?}");
 }
 
-fn total_calls(cloud: &SimCloud) -> u64 {
+pub fn total_calls(cloud: &SimCloud) -> u64 {
     cloud.stats().calls.values().sum()
 }
 
@@ -238,7 +238,7 @@ fn longest_chain(plan: &Plan) -> usize {
 
 /// With `GPUPLAN_BENCH_VERBOSE` set: the resident set now and its peak so far, on stderr,
 /// then the peak is reset (where the kernel allows) so the next phase shows its own.
-fn phase(name: &str) {
+pub fn phase(name: &str) {
     if std::env::var_os("GPUPLAN_BENCH_VERBOSE").is_none() {
         return;
     }
@@ -266,17 +266,17 @@ fn vm_hwm_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn rt() -> tokio::runtime::Runtime {
+pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
 }
 
-fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+pub fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
     let start = Instant::now();
     let out = f();
     (out, start.elapsed().as_secs_f64())
 }
 
-async fn timed_async<T>(f: impl std::future::Future<Output = T>) -> (T, f64) {
+pub async fn timed_async<T>(f: impl std::future::Future<Output = T>) -> (T, f64) {
     let start = Instant::now();
     let out = f.await;
     (out, start.elapsed().as_secs_f64())

@@ -272,3 +272,96 @@ mod fair_share {
         assert_eq!((admitted(&out, "a"), admitted(&out, "b")), (7, 1));
     }
 }
+
+/// Random small queues: the near-linear admission decides exactly what the straightforward
+/// reference (the loop it replaced) decides, in the same order with the same reasons,
+/// with and without fair share, budgets, `max_gpus`, allowed models, unknown pools and
+/// quotas, spot fallback and several jobs competing per priority.
+mod differential {
+    use super::*;
+    use proptest::prelude::*;
+
+    const PRIORITIES: [Priority; 4] = [Priority::Critical, Priority::High, Priority::Medium, Priority::Low];
+    const FALLBACKS: [Fallback; 3] = [Fallback::OnDemand, Fallback::Wait, Fallback::Fail];
+    const AGES: [Option<&str>; 4] =
+        [None, Some("2026-01-01T00:00:00Z"), Some("2026-01-02T00:00:00Z"), Some("2026-01-03T00:00:00Z")];
+
+    fn node() -> impl Strategy<Value = NodeRoom> {
+        (any::<bool>(), 0u32..9).prop_map(|(spot, free)| NodeRoom {
+            capacity: if spot { Capacity::Spot } else { Capacity::OnDemand },
+            free,
+            id: None,
+        })
+    }
+
+    fn pools() -> impl Strategy<Value = BTreeMap<Address, PoolRoom>> {
+        let room = (proptest::collection::vec(node(), 0..5), 0usize..3, any::<bool>(), 0u8..3).prop_map(
+            |(nodes, fallback, a100, priced)| PoolRoom {
+                gpu: if a100 { "A100-80GB" } else { "L4" }.into(),
+                gpus_per_node: 8,
+                fallback: FALLBACKS[fallback],
+                nodes,
+                usd_per_gpu_hour_on_demand: (priced > 0).then_some(4.0),
+                usd_per_gpu_hour_spot: (priced > 1).then_some(1.5),
+            },
+        );
+        proptest::collection::vec(room, 0..3).prop_map(|rooms| {
+            rooms.into_iter().enumerate().map(|(i, r)| (Address::new(Kind::GpuPool, format!("p{i}")), r)).collect()
+        })
+    }
+
+    fn quotas() -> impl Strategy<Value = BTreeMap<Address, QuotaRoom>> {
+        let room = (
+            proptest::option::of(0u64..24),
+            0u8..3,
+            proptest::option::of(0u32..40),
+            proptest::option::of(0u32..20_000),
+            0u64..6,
+            proptest::option::of(prop_oneof![Just(0.5), Just(1.0), Just(2.0), Just(3.0)]),
+        )
+            .prop_map(|(max_gpus, allowed, hourly, monthly, used_gpus, weight)| QuotaRoom {
+                max_gpus,
+                allowed_gpus: match allowed {
+                    0 => vec![],
+                    1 => vec!["L4".into()],
+                    _ => vec!["A100-80GB".into(), "H100".into()],
+                },
+                hourly_usd: hourly.map(f64::from),
+                monthly_usd: monthly.map(f64::from),
+                used_gpus,
+                used_hourly_usd: used_gpus as f64 * 0.5,
+                weight,
+            });
+        proptest::collection::vec(room, 0..4).prop_map(|rooms| {
+            rooms.into_iter().enumerate().map(|(i, r)| (Address::new(Kind::Quota, format!("q{i}")), r)).collect()
+        })
+    }
+
+    fn demand() -> impl Strategy<Value = Demand> {
+        (0u32..4, proptest::option::of(0u32..5), 0usize..4, 0usize..4, any::<bool>(), 0u32..4, 0u32..9, 0u32..1000)
+            .prop_map(|(pool, quota, priority, age, preemptible, replicas, gpus, name)| Demand {
+                address: Address::new(Kind::Job, format!("j{name}")),
+                pool: Address::new(Kind::GpuPool, format!("p{pool}")),
+                quota: quota.map(|q| Address::new(Kind::Quota, format!("q{q}"))),
+                priority: PRIORITIES[priority],
+                age: AGES[age].map(str::to_string),
+                preemptible,
+                replicas,
+                gpus_per_replica: gpus,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+        #[test]
+        fn admission_matches_the_reference(
+            demands in proptest::collection::vec(demand(), 0..24),
+            pools in pools(),
+            quotas in quotas(),
+        ) {
+            let fast = admit(demands.clone(), &pools, &quotas);
+            let slow = super::super::reference::admit(demands, &pools, &quotas);
+            prop_assert_eq!(fast, slow);
+        }
+    }
+}

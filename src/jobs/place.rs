@@ -351,7 +351,8 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
     }
     preempt(input, &shapes, &order, &pending, &mut out);
     // Admission order first, then the jobs that needed nothing, by address.
-    let rest: Vec<Address> = out.keys().filter(|a| !order.contains(a)).cloned().collect();
+    let admitted: std::collections::BTreeSet<&Address> = order.iter().collect();
+    let rest: Vec<Address> = out.keys().filter(|a| !admitted.contains(a)).cloned().collect();
     order.extend(rest);
     let mut all: Vec<JobPlacement> = order.into_iter().filter_map(|a| out.remove(&a)).collect();
     let rank = |j: &JobPlacement| {
@@ -556,7 +557,7 @@ fn preempt(
 fn unmet_dependency(spec: &Spec, job: &Address, out: &BTreeMap<Address, JobPlacement>) -> Option<WaitReason> {
     let deps = &spec.jobs.get(job)?.meta.depends_on;
     for dep in deps.iter().filter(|d| d.value.kind == crate::addr::Kind::Job) {
-        let instances: Vec<&JobPlacement> = out.values().filter(|j| j.address.matches_target(&dep.value)).collect();
+        let instances = instances(out, &dep.value);
         if instances.is_empty() {
             continue; // validation explains a dangling reference
         }
@@ -586,6 +587,16 @@ fn unmet_dependency(spec: &Spec, job: &Address, out: &BTreeMap<Address, JobPlace
         }
     }
     None
+}
+
+/// The jobs `target` names (every instance when it has no key), in address order: a
+/// range of the map, since instances sort together, so a long pipeline stays n log n.
+fn instances<'o>(out: &'o BTreeMap<Address, JobPlacement>, target: &Address) -> Vec<&'o JobPlacement> {
+    if target.key.is_some() {
+        return out.get(target).into_iter().collect();
+    }
+    let first = Address { key: None, ..target.clone() };
+    out.range(first..).map(|(_, j)| j).take_while(|j| j.address.matches_target(target)).collect()
 }
 
 /// Take a running replica's `gpus` off its node, or when that node is not among the
@@ -621,6 +632,10 @@ fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) ->
         .as_ref()
         .map(|r| r.pools.iter().filter(|p| shapes.contains_key(&p.address)).map(|p| (&p.address, p)).collect())
         .unwrap_or_default();
+    let vm_pools = shapes.iter().any(|(a, s)| {
+        s.provider_kind != ProviderKind::Sim && input.spec.gpu_pools.get(*a).is_some_and(|p| p.kubernetes.is_none())
+    });
+    let busy = if vm_pools { job_nodes_running(input) } else { BTreeMap::new() };
     for (addr, shape) in shapes {
         let Some(pool) = input.spec.gpu_pools.get(*addr) else { continue };
         // What jobs' `gpus` count on this pool, per node: GPUs, or MIG slices.
@@ -657,7 +672,7 @@ fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) ->
         // job's user data; warm nodes are not used for jobs): the room is what `nodes.max`
         // leaves beside the warm nodes and the job nodes already running.
         if shape.provider_kind != ProviderKind::Sim && pool.kubernetes.is_none() {
-            let busy = job_nodes_running(input, addr);
+            let busy = busy.get(*addr).copied().unwrap_or(0);
             let room = (pool.nodes.max.value as usize).saturating_sub(nodes.len() + busy);
             // Spot job nodes on an all-spot pool; on-demand otherwise.
             let all_spot = pool.mix.spot_percent.value == 100 && pool.mix.on_demand_base.value == 0;
@@ -681,17 +696,18 @@ fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) ->
     rooms
 }
 
-/// Active runs of `pool`'s jobs on nodes made for them (from state).
-fn job_nodes_running(input: &PlaceInput<'_>, pool: &Address) -> usize {
-    input
-        .spec
-        .jobs
-        .iter()
-        .filter(|(_, j)| &j.pool.value == pool)
-        .filter_map(|(a, _)| record(input.state, a))
-        .flat_map(|r| &r.runs)
-        .filter(|r| r.is_active() && r.has_own_node())
-        .count()
+/// Active runs on nodes made for them (from state), per pool of their job: counted in
+/// one pass over the jobs, not once per pool.
+fn job_nodes_running<'s>(input: &PlaceInput<'s>) -> BTreeMap<&'s Address, usize> {
+    let mut out: BTreeMap<&Address, usize> = BTreeMap::new();
+    for (a, j) in &input.spec.jobs {
+        let Some(rec) = record(input.state, a) else { continue };
+        let n = rec.runs.iter().filter(|r| r.is_active() && r.has_own_node()).count();
+        if n > 0 {
+            *out.entry(&j.pool.value).or_default() += n;
+        }
+    }
+    out
 }
 
 /// Which life of `job`'s address `rec` is ([`JobRecord::incarnation`]): the recorded one

@@ -69,7 +69,7 @@ fn quota(out: &mut String, q: usize) {
         let _ = writeln!(out, "  weight = {}", 1 + q % 3);
     }
     if q % 4 == 1 {
-        let _ = writeln!(out, "  max_gpus = {}", per * 8);
+        let _ = writeln!(out, "  max_gpus = {}", per * 16);
     }
     out.push_str("}\n\n");
 }

@@ -1,8 +1,11 @@
 //! The jobs section of a plan: admission order, where each job goes or why it waits.
 //! Read from `plan.jobs` only (filled by `jobs::place`); decides nothing.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value as Json, json};
 
+use crate::addr::Address;
 use crate::jobs::model::{JobPlacement, Placement, priority_str};
 use crate::plan::Plan;
 use crate::plan::model::DeferredDelete;
@@ -22,7 +25,8 @@ fn capacity(c: &[Capacity]) -> String {
 
 /// One line per job: `(symbol, address, text)`.
 pub(crate) fn lines(plan: &Plan) -> Vec<(&'static str, String, String)> {
-    plan.jobs.iter().map(|j| (symbol(j), j.address.to_string(), describe(plan, j))).collect()
+    let deferred = deferred(plan);
+    plan.jobs.iter().map(|j| (symbol(j), j.address.to_string(), describe(&deferred, j))).collect()
 }
 
 fn symbol(j: &JobPlacement) -> &'static str {
@@ -35,14 +39,21 @@ fn symbol(j: &JobPlacement) -> &'static str {
     }
 }
 
-/// The node removals of `plan` deferred because `j` runs on those nodes.
-fn deferred<'p>(plan: &'p Plan, j: &JobPlacement) -> Vec<&'p DeferredDelete> {
-    plan.changes
-        .iter()
-        .filter_map(|c| c.pool.as_ref())
-        .flat_map(|p| &p.deferred)
-        .filter(|d| d.job == j.address)
-        .collect()
+/// The node removals of `plan` deferred because a job runs on those nodes, per job:
+/// gathered once, so rendering many jobs does not re-scan every change for each.
+type Deferred<'p> = BTreeMap<&'p Address, Vec<&'p DeferredDelete>>;
+
+fn deferred(plan: &Plan) -> Deferred<'_> {
+    let mut out = Deferred::new();
+    for d in plan.changes.iter().filter_map(|c| c.pool.as_ref()).flat_map(|p| &p.deferred) {
+        out.entry(&d.job).or_default().push(d);
+    }
+    out
+}
+
+/// The removals deferred because `j` runs on those nodes.
+fn held<'d, 'p>(deferred: &'d Deferred<'p>, j: &JobPlacement) -> &'d [&'p DeferredDelete] {
+    deferred.get(&j.address).map(Vec::as_slice).unwrap_or_default()
 }
 
 /// `its node i-1 (spot in us-east-1a) is removed (rebalance: …)`, for each interrupted run.
@@ -67,14 +78,14 @@ fn deferred_text(held: &[&DeferredDelete]) -> String {
     format!("keeps its node: {} deferred until it ends, as it is not preemptible", nodes.join(", "))
 }
 
-fn describe(plan: &Plan, j: &JobPlacement) -> String {
+fn describe(deferred: &Deferred<'_>, j: &JobPlacement) -> String {
     let mut text = placement_text(j);
     if !j.interrupted.is_empty() {
         text = format!("{}; then {text}", interrupted_text(j));
     }
-    let held = deferred(plan, j);
+    let held = held(deferred, j);
     if !held.is_empty() {
-        text += &format!("; {}", deferred_text(&held));
+        text += &format!("; {}", deferred_text(held));
     }
     if !j.alternatives.is_empty() {
         text += &format!("; pools considered: {}", j.alternatives.join("; "));
@@ -174,20 +185,21 @@ fn after(j: &JobPlacement) -> &'static str {
 
 /// Why the job changes: its node goes (`node_removed`), its node's removal waits for it
 /// (`removal_deferred`), or why it waits (`quota`, `capacity`, `priority`, `dependency`).
-fn reason(plan: &Plan, j: &JobPlacement) -> Json {
+fn reason(deferred: &Deferred<'_>, j: &JobPlacement) -> Json {
     let wait = j.reason.as_ref().map(|r| format!("; then it waits: {}: {}", r.code, r.message)).unwrap_or_default();
     if !j.interrupted.is_empty() {
         return json!({"code": "node_removed", "message": format!("{}{wait}", interrupted_text(j))});
     }
-    let held = deferred(plan, j);
+    let held = held(deferred, j);
     if !held.is_empty() {
-        return json!({"code": "removal_deferred", "message": deferred_text(&held)});
+        return json!({"code": "removal_deferred", "message": deferred_text(held)});
     }
     j.reason.as_ref().map_or(Json::Null, |r| json!({"code": r.code, "message": r.message}))
 }
 
 /// The `jobs` array of `plan --json`.
 pub(crate) fn json(plan: &Plan) -> Json {
+    let deferred = deferred(plan);
     plan.jobs
         .iter()
         .map(|j| {
@@ -207,7 +219,7 @@ pub(crate) fn json(plan: &Plan) -> Json {
                 "retries_spent": j.retries_spent,
                 "before": before(j),
                 "after": after(j),
-                "reason": reason(plan, j),
+                "reason": reason(&deferred, j),
                 "first_seen": j.first_seen,
                 "waiting_since": j.waiting_since,
                 "launches": j.launches.iter().map(|l| {

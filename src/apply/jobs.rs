@@ -474,6 +474,7 @@ fn new_run(
         own_node: req.shape.is_some(),
         node_released: false,
         preempted_for: None,
+        max_runtime_secs: req.max_runtime_secs,
     }
 }
 

@@ -106,6 +106,7 @@ fn adoptable(
         own_node: true,
         node_released: false,
         preempted_for: None,
+        max_runtime_secs: None,
     };
     Some((job, run))
 }

@@ -1,6 +1,13 @@
 //! Refresh for jobs: ask the providers for the status of every run state records as
 //! queued or running. One call per active run (clouds have no batched job status); runs
 //! already finished are never asked about again.
+//!
+//! A job VM has a deadline: its run's `max_runtime` (the template's, else
+//! [`DEFAULT_MAX_RUNTIME_SECS`]) plus [`BOOT_ALLOWANCE_SECS`] from its launch. The node
+//! enforces `max_runtime` itself (the job script runs under `timeout`); the deadline is
+//! the backstop for a node whose script never ran or never reported: a run still queued
+//! or running past it has failed (its node is then terminated, and the job retried while
+//! it has retries), instead of billing forever.
 
 use std::collections::BTreeMap;
 
@@ -20,7 +27,13 @@ pub async fn statuses(
         for run in rec.runs.iter().filter(|r| r.is_active()) {
             let Some(p) = providers.get(&run.provider) else { continue };
             match p.job_status(&run.region, &run.id).await {
-                Ok(s) => {
+                Ok(mut s) => {
+                    if matches!(s.state, JobState::Queued | JobState::Running)
+                        && let Some(why) = past_deadline(run, p.clock_ms())
+                    {
+                        s.state = JobState::Failed;
+                        s.message = Some(why);
+                    }
                     out.insert(run.id.clone(), s);
                 }
                 // A job VM the cloud no longer has: the run ended with its node (a spot
@@ -55,4 +68,77 @@ pub async fn statuses(
         }
     }
     Ok(out)
+}
+
+/// How long a job VM may run without a `max_runtime` of its own.
+pub const DEFAULT_MAX_RUNTIME_SECS: u64 = 24 * 3600;
+/// Time allowed beyond `max_runtime` for the node to boot, pull the image and report.
+pub const BOOT_ALLOWANCE_SECS: u64 = 15 * 60;
+
+/// Why a run on a job VM is past its deadline at `now_ms` (its provider's clock), if it is.
+/// Runs on pool nodes or in a cluster have none here (their own limits apply).
+pub fn past_deadline(run: &crate::model::JobRun, now_ms: u64) -> Option<String> {
+    if !run.has_own_node() || run.provider.starts_with(crate::providers::kube::PREFIX) {
+        return None;
+    }
+    let launched = humantime::parse_rfc3339_weak(run.launched_at.as_deref()?).ok()?;
+    let launched_ms = u64::try_from(launched.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()?;
+    let max = run.max_runtime_secs.unwrap_or(DEFAULT_MAX_RUNTIME_SECS);
+    let deadline = launched_ms.saturating_add(max.saturating_add(BOOT_ALLOWANCE_SECS).saturating_mul(1000));
+    (now_ms > deadline).then(|| {
+        let limit = humantime::format_duration(std::time::Duration::from_secs(max));
+        let what = if run.max_runtime_secs.is_some() { "its max_runtime" } else { "the default max_runtime" };
+        format!(
+            "still {} past {what} of {limit} (+{}m to boot) since its launch at {}: its node {} is terminated",
+            if run.is_active() { "running" } else { "unfinished" },
+            BOOT_ALLOWANCE_SECS / 60,
+            run.launched_at.as_deref().unwrap_or("?"),
+            run.node_id
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Capacity, JobRun};
+
+    fn run(max: Option<u64>) -> JobRun {
+        JobRun {
+            replica: 0,
+            attempt: 1,
+            id: "i-1".into(),
+            provider: "aws".into(),
+            region: "us-east-1".into(),
+            node_id: "i-1".into(),
+            capacity: Capacity::OnDemand,
+            gpus: 1,
+            status: JobState::Running,
+            message: None,
+            launched_at: Some("2026-01-01T00:00:00Z".into()),
+            finished_at: None,
+            own_node: true,
+            node_released: false,
+            preempted_for: None,
+            max_runtime_secs: max,
+        }
+    }
+
+    const LAUNCH_MS: u64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+    #[test]
+    fn a_job_vm_ends_at_its_max_runtime_plus_boot_time_else_after_24_hours() {
+        let two_hours = run(Some(7200));
+        let at = |secs: u64| LAUNCH_MS + secs * 1000;
+        assert_eq!(past_deadline(&two_hours, at(7200 + 15 * 60)), None, "on the deadline: not yet");
+        let why = past_deadline(&two_hours, at(7200 + 15 * 60 + 1)).expect("past it");
+        assert!(why.contains("max_runtime of 2h") && why.contains("i-1 is terminated"), "{why}");
+        let unset = run(None);
+        assert_eq!(past_deadline(&unset, at(23 * 3600)), None);
+        let why = past_deadline(&unset, at(25 * 3600)).expect("24 h by default");
+        assert!(why.contains("default max_runtime of 1day"), "{why}");
+        // Runs on pool nodes and in clusters keep their own limits.
+        let on_pool = JobRun { own_node: false, node_id: "n-1".into(), ..run(None) };
+        assert_eq!(past_deadline(&on_pool, at(48 * 3600)), None);
+    }
 }

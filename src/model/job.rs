@@ -259,6 +259,10 @@ pub struct JobRun {
     /// count against `retries`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preempted_for: Option<String>,
+    /// The template's `max_runtime` when the run was launched (seconds): a job VM still
+    /// running past it (plus time to boot) is ended by gpuplan (`jobs::refresh`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime_secs: Option<u64>,
 }
 
 /// Milliseconds since the epoch as RFC 3339 (seconds).

@@ -391,3 +391,32 @@ async fn reconcile_max_destroy_counts_job_nodes() {
     assert!(job_instances(region, &lineage, "job.removed").await.is_empty());
     assert!(job_instances(region, &lineage, "job.orphaned").await.is_empty());
 }
+
+/// A job VM has a deadline: here its run was launched (so the state says) more than 24 h
+/// ago, the default `max_runtime`, and its node still runs: the next apply ends the run as
+/// failed and terminates the node, instead of letting it bill forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_vm_past_its_max_runtime_is_terminated_and_its_run_failed() {
+    let region = "us-east-2";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = pool_spec(&moto(), region, &["us-east-2b"], 0, 0, 0, "") + JOB + &job_block("forever");
+    std::fs::write(dir.join("main.hcl"), spec).unwrap();
+    ok(dir, &["apply", "--auto-approve"]);
+    let lineage = state(dir)["lineage"].as_str().unwrap().to_string();
+    assert_eq!(job_instances(region, &lineage, "job.forever").await.len(), 1);
+    ok(dir, &["plan", "--detailed-exitcode"]);
+
+    // Launched two days ago, by the state's record.
+    let path = dir.join("state/default.json");
+    let mut s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    s["resources"]["job.forever"]["job"]["runs"][0]["launched_at"] = "2026-01-01T00:00:00Z".into();
+    std::fs::write(&path, serde_json::to_string_pretty(&s).unwrap()).unwrap();
+
+    let out = ok(dir, &["apply", "--auto-approve"]);
+    let job = job_doc(dir, "forever");
+    assert_eq!(job["state"], "failed", "{job:#}\n{}", out.stderr);
+    assert!(job["runs"][0]["message"].as_str().is_some_and(|m| m.contains("max_runtime")), "{job:#}");
+    assert!(job_instances(region, &lineage, "job.forever").await.is_empty(), "its node is terminated");
+    ok(dir, &["destroy", "--auto-approve"]);
+}

@@ -90,6 +90,7 @@ fn run(attempt: u32, status: JobState) -> JobRun {
         own_node: false,
         node_released: false,
         preempted_for: None,
+        max_runtime_secs: None,
     }
 }
 

@@ -23,6 +23,7 @@ fn run(id: &str, node: &str, status: JobState) -> JobRun {
         own_node: false,
         node_released: false,
         preempted_for: None,
+        max_runtime_secs: None,
     }
 }
 

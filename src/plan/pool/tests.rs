@@ -677,6 +677,7 @@ fn running_on(node: &str) -> ResourceState {
         own_node: false,
         node_released: false,
         preempted_for: None,
+        max_runtime_secs: None,
     };
     let rec = crate::model::JobRecord { runs: vec![run], ..Default::default() };
     ResourceState { kind: "job".into(), job: Some(Box::new(rec)), ..resource(serde_json::json!({}), vec![]) }

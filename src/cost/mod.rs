@@ -131,7 +131,8 @@ pub fn errors(plan: &Plan, report: &CostReport) -> Vec<PlanError> {
 /// Nodes of `pc` that stay or launch with an instance type the catalog has no price for.
 fn unpriced_nodes(addr: &Address, pc: &PoolChange) -> Option<PlanError> {
     let cat = catalog::catalog();
-    // An unknown kind is `cost`'s own error.
+    // Deliberately dropped: an unknown kind is already `cost`'s own error for this pool,
+    // reported once there; saying it again here would only repeat it.
     let kind = pc.provider_kind.parse::<ProviderKind>().ok()?;
     let mut unknown: BTreeMap<&str, i64> = BTreeMap::new();
     for t in pc.before_types.iter().filter(|t| cat.instance_type(kind, &t.instance_type).is_none()) {

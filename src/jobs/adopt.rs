@@ -72,6 +72,9 @@ fn adoptable(
     already: &BTreeMap<Address, Vec<JobRun>>,
 ) -> Option<(Address, JobRun)> {
     let tags = &l.node.tags;
+    // Tags that do not name a job, replica and attempt are deliberately not an error: such a
+    // node cannot be a run of any job, so it is not adopted; the caller then treats it as an
+    // orphan, which the plan shows as drift and apply terminates. Nothing is left billing.
     let job: Address = tags.get(TAG_JOB)?.parse().ok()?;
     let replica: u32 = tags.get(TAG_REPLICA)?.parse().ok()?;
     let attempt: u32 = tags.get(TAG_ATTEMPT)?.parse().ok()?;

@@ -81,6 +81,10 @@ pub fn past_deadline(run: &crate::model::JobRun, now_ms: u64) -> Option<String> 
     if !run.has_own_node() || run.provider.starts_with(crate::providers::kube::PREFIX) {
         return None;
     }
+    // `launched_at` is written by gpuplan at launch; a run without a parsable one (a state
+    // edited by hand, or written before launch times were kept) has no deadline to compute
+    // and is deliberately left to its provider status and the orphan sweep rather than
+    // failed on a guess.
     let launched = humantime::parse_rfc3339_weak(run.launched_at.as_deref()?).ok()?;
     let launched_ms = u64::try_from(launched.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()?;
     let max = run.max_runtime_secs.unwrap_or(DEFAULT_MAX_RUNTIME_SECS);

@@ -112,7 +112,8 @@ pub(super) fn close_ended(
 }
 
 /// An RFC 3339 time gpuplan wrote, in ms since the epoch; `None` if it does not parse
-/// (a hand-edited state): the line then closes at the provider's clock.
+/// (a hand-edited state) or lies before 1970: deliberately not an error, since the line
+/// still closes, at the provider's clock (the caller's fallback), and no money is lost.
 fn ms(t: &str) -> Option<u64> {
     let at = humantime::parse_rfc3339(t).ok()?;
     let d = at.duration_since(std::time::UNIX_EPOCH).ok()?;

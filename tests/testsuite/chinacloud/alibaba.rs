@@ -201,11 +201,9 @@ async fn wrong_secret_is_an_auth_error() {
     assert!(e.message.contains("ALIBABA_CLOUD_ACCESS_KEY_ID"), "{}", e.message);
 }
 
-#[tokio::test]
-async fn jobs_read_their_exit_code_from_the_console() {
-    let fake = Fake::start();
-    let p = provider(&fake, ACCESS_KEY_SECRET);
-    let req = LaunchJob {
+/// A one-GPU job `job.eval` on its own node of `capacity`, launched under `token`.
+fn eval_job(token: &str, capacity: Capacity) -> LaunchJob {
+    LaunchJob {
         job: "job.eval".parse().expect("addr"),
         pool: "gpu_pool.big".parse().expect("addr"),
         node_id: String::new(),
@@ -214,12 +212,19 @@ async fn jobs_read_their_exit_code_from_the_console() {
         env: Default::default(),
         gpus: 1,
         attempt: 1,
-        token: "gp-job".into(),
-        shape: Some(create(1, Capacity::Spot, None)),
+        token: token.into(),
+        shape: Some(create(1, capacity, None)),
         max_runtime_secs: None,
         keep_node: false,
         kube: None,
-    };
+    }
+}
+
+#[tokio::test]
+async fn jobs_read_their_exit_code_from_the_console() {
+    let fake = Fake::start();
+    let p = provider(&fake, ACCESS_KEY_SECRET);
+    let req = eval_job("gp-job", Capacity::Spot);
     let st = p.launch_job(&req).await.expect("launch");
     let inst = fake.instances().into_iter().find(|i| i.id == st.id).expect("instance");
     assert_eq!(inst.tags.get(TAG_JOB).map(String::as_str), Some("job.eval"));
@@ -238,21 +243,7 @@ async fn jobs_read_their_exit_code_from_the_console() {
 async fn a_stopped_job_node_without_an_exit_code_yet_is_unknown_not_failed() {
     let fake = Fake::start();
     let p = provider(&fake, ACCESS_KEY_SECRET);
-    let req = LaunchJob {
-        job: "job.eval".parse().expect("addr"),
-        pool: "gpu_pool.big".parse().expect("addr"),
-        node_id: String::new(),
-        image: "ghcr.io/acme/eval:1".into(),
-        command: vec!["eval".into()],
-        env: Default::default(),
-        gpus: 1,
-        attempt: 1,
-        token: "gp-job-late".into(),
-        shape: Some(create(1, Capacity::OnDemand, None)),
-        max_runtime_secs: None,
-        keep_node: false,
-        kube: None,
-    };
+    let req = eval_job("gp-job-late", Capacity::OnDemand);
     let st = p.launch_job(&req).await.expect("launch");
     fake.stop(&st.id, "");
     let s = p.job_status(REGION, &st.id).await.expect("status");

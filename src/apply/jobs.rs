@@ -297,11 +297,8 @@ async fn settle(
         return (Vec::new(), vec![outcome(j, Status::Failed(why))]);
     }
     outcomes.extend(record_stops(j, stopped, &mut rec.runs));
-    for id in &j.adopted {
-        opts.progress
-            .event(&j.address.to_string(), &format!("run {id} adopted: its node was launched but not recorded"));
-    }
     let mut launched = Launched::default();
+    adopt_runs(plan, providers, opts, j, &mut rec.runs, now, &mut launched.ledger);
     for l in &j.launches {
         let pool = slots.get_mut(&j.pool).map(Vec::as_mut_slice).unwrap_or_default();
         let before = launched.runs.len();
@@ -347,6 +344,32 @@ async fn settle(
         outcomes.push(outcome(j, status));
     }
     (written, outcomes)
+}
+
+/// Adopted runs (job nodes an apply launched but died before recording): each gets the
+/// launch time and deadline a recorded run has, and a live one its spend-ledger line, as
+/// its launch would have opened; both count from now, the adoption, since the cloud's
+/// node listing carries no launch time (the gap is the dead apply's last moments).
+fn adopt_runs(
+    plan: &Plan,
+    providers: &ProviderSet,
+    opts: &ApplyOptions,
+    j: &JobPlacement,
+    runs: &mut [JobRun],
+    now: &str,
+    ledger: &mut Vec<(String, crate::state::model::SpendEntry)>,
+) {
+    for run in runs.iter_mut().filter(|r| j.adopted.contains(&r.id)) {
+        opts.progress
+            .event(&j.address.to_string(), &format!("run {} adopted: its node was launched but not recorded", run.id));
+        run.launched_at.get_or_insert_with(|| now.to_string());
+        if !run.is_active() || !run.has_own_node() {
+            continue;
+        }
+        let Some(provider) = providers.get(&run.provider) else { continue };
+        let line = ledger::open_for_pool(plan, j, &run.provider, None, run.capacity, provider.clock_ms());
+        ledger.push((run.node_id.clone(), line));
+    }
 }
 
 /// The runs gpuplan stopped, as they ended: a preempted run is requeued from its
@@ -441,7 +464,7 @@ async fn launch_replica(
             );
             if let Some(shape) = &req.shape {
                 let start = status.started_ms.unwrap_or_else(|| provider.clock_ms());
-                let line = ledger::open(plan, j, &l.provider, shape, capacity, start);
+                let line = ledger::open_for_pool(plan, j, &l.provider, shape.instance_types.first(), capacity, start);
                 out.ledger.push((status.node_id.clone(), line));
             }
             out.runs.push(new_run(l, &req, capacity, status, now));

@@ -91,7 +91,8 @@ fn adoptable(
     if rec.is_some_and(|r| r.runs.iter().any(taken)) || already.get(&job).is_some_and(|v| v.iter().any(taken)) {
         return None;
     }
-    let gpus = spec.job_templates.get(&declared.template.value).map_or(0, |t| t.gpus.value);
+    let template = spec.job_templates.get(&declared.template.value);
+    let gpus = template.map_or(0, |t| t.gpus.value);
     let run = JobRun {
         replica,
         attempt,
@@ -109,7 +110,10 @@ fn adoptable(
         own_node: true,
         node_released: false,
         preempted_for: None,
-        max_runtime_secs: None,
+        // The node's deadline is its template's, as for a run apply recorded itself; its
+        // `launched_at` is set when apply records the adoption (the node's real launch
+        // was moments before the apply that made it died).
+        max_runtime_secs: template.and_then(|t| t.max_runtime.as_ref()).map(|d| d.value.as_secs()),
     };
     Some((job, run))
 }

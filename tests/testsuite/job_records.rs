@@ -240,6 +240,15 @@ async fn kill_9_during_a_job_launch_leaves_every_job_node_recorded_or_adopted() 
     recorded.sort();
     let ids: Vec<String> = nodes.iter().map(|n| n.0.clone()).collect();
     assert_eq!(recorded, ids, "every job node is recorded: {:#}", s["resources"]["job.crash"]);
+    // The adopted run is recorded like a launched one: a launch time (its deadline counts
+    // from it) and a spend-ledger line, so both nodes bill in `cost`, charged to the job.
+    for r in runs(&s, "job.crash") {
+        assert!(r["launched_at"].is_string(), "a launch time for every run: {r:#}");
+    }
+    let out = ok(dir, &["cost", "--json"]);
+    let spend = serde_json::from_str::<serde_json::Value>(&out.stdout).expect("cost JSON")["spend"].clone();
+    assert_eq!(spend["open_nodes"], 2, "both job nodes are in the ledger: {spend:#}");
+    assert!(spend["by_job"]["job.crash"].is_number(), "{spend:#}");
     let out = gpuplan(dir, &["plan", "--detailed-exitcode"]);
     assert_eq!(out.code, 0, "nothing left to do:\n{}\n{}", out.stdout, out.stderr);
     ok(dir, &["destroy", "--auto-approve"]);

@@ -10,22 +10,26 @@ use crate::addr::Kind;
 use crate::apply::ProviderSet;
 use crate::model::{JobPlacement, JobRun};
 use crate::plan::{Action, Plan};
-use crate::providers::{Capacity, CreateNodes};
+use crate::providers::Capacity;
 use crate::state::model::SpendEntry;
 use crate::state::{JournalEntry, State};
 
 /// The line of a node made for a run of `j`, launched at `start_ms` by its provider's
-/// clock. Its type is the shape's first, the one the plan priced: a provider that falls
-/// back to a later type of the list does not say so, and that node is priced as the first.
-pub(super) fn open(
+/// clock. Its type is the shape's first, the one the plan priced (a provider that falls
+/// back to a later type of the list does not say so, and that node is priced as the
+/// first); without one (an adopted node) the type the plan priced the pool's nodes at.
+pub(super) fn open_for_pool(
     plan: &Plan,
     j: &JobPlacement,
     provider: &str,
-    shape: &CreateNodes,
+    instance_type: Option<&String>,
     capacity: Capacity,
     start_ms: u64,
 ) -> SpendEntry {
-    let instance_type = shape.instance_types.first().cloned().unwrap_or_default();
+    let pool_type = || {
+        plan.cost.iter().flat_map(|c| &c.pools).find(|p| p.address == j.pool).map(|p| p.instance_type.clone())
+    };
+    let instance_type = instance_type.cloned().or_else(pool_type).unwrap_or_default();
     let planned = plan
         .cost
         .iter()

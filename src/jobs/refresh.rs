@@ -73,7 +73,7 @@ pub async fn statuses(
 /// How long a job VM may run without a `max_runtime` of its own.
 pub const DEFAULT_MAX_RUNTIME_SECS: u64 = 24 * 3600;
 /// Time allowed beyond `max_runtime` for the node to boot, pull the image and report.
-pub const BOOT_ALLOWANCE_SECS: u64 = 15 * 60;
+pub const BOOT_ALLOWANCE_SECS: u64 = crate::providers::userdata::BOOT_DEADLINE_SECS;
 
 /// Why a run on a job VM is past its deadline at `now_ms` (its provider's clock), if it is.
 /// Runs on pool nodes or in a cluster have none here (their own limits apply).

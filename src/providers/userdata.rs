@@ -12,6 +12,11 @@
 
 use super::LaunchJob;
 
+/// How long a job node may take from its launch to start its job script (boot, cloud-init,
+/// user data). Where gpuplan can see that the script never ran (Tencent: TAT answers and
+/// the node has no job log), the run fails past it and its node is terminated.
+pub const BOOT_DEADLINE_SECS: u64 = 15 * 60;
+
 /// The console line a finished job prints; providers parse it back with [`exit_code`].
 pub const EXIT_MARKER: &str = "gpuplan-job-exit=";
 

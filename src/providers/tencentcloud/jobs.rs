@@ -14,6 +14,27 @@ use crate::providers::http::job_node_request;
 use crate::providers::launch;
 use crate::providers::{ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
 
+/// Why a running job node whose agent answered has not started its job, when it is past
+/// the boot deadline: the script's first step creates its log, so an agent that answers
+/// with no log means the user data never ran (a broken image, cloud-init disabled). Not
+/// before the deadline (still booting), and never on a guess: an instance without a
+/// readable `CreatedTime` is left to its `max_runtime` deadline.
+fn never_started(inst: &Value, log: &str, now_ms: u64) -> Option<String> {
+    use crate::providers::userdata::BOOT_DEADLINE_SECS;
+    if !log.trim().is_empty() {
+        return None;
+    }
+    let created = humantime::parse_rfc3339_weak(inst["CreatedTime"].as_str()?).ok()?;
+    let created_ms = u64::try_from(created.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()?;
+    let age_secs = now_ms.saturating_sub(created_ms) / 1000;
+    (age_secs > BOOT_DEADLINE_SECS).then(|| {
+        format!(
+            "its job never started: {}m after launch the node has no job log (TAT answered), so its user data did not run; its node is terminated",
+            age_secs / 60
+        )
+    })
+}
+
 /// TAT (TencentCloud Automation Tools), the run-command agent on CVM.
 const TAT_VERSION: &str = "2020-10-28";
 
@@ -82,10 +103,14 @@ impl TencentProvider {
         // A running node whose job has finished: its exit code, through TAT.
         if status.state == JobState::Running
             && let Some(log) = self.job_log(region, id).await?
-            && let Some(code) = crate::providers::userdata::exit_code(&log)
         {
-            status.state = if code == 0 { JobState::Succeeded } else { JobState::Failed };
-            status.message = Some(crate::providers::userdata::exit_message(code, &log, "read with TAT"));
+            if let Some(code) = crate::providers::userdata::exit_code(&log) {
+                status.state = if code == 0 { JobState::Succeeded } else { JobState::Failed };
+                status.message = Some(crate::providers::userdata::exit_message(code, &log, "read with TAT"));
+            } else if let Some(why) = never_started(&inst, &log, crate::providers::Provider::clock_ms(self)) {
+                status.state = JobState::Failed;
+                status.message = Some(why);
+            }
         }
         Ok(status)
     }

@@ -113,6 +113,14 @@ fn tencent_job_exit_codes_come_through_tat() {
     // `jobs logs` prints the job's own output, read the same way.
     let r = f.run(&["jobs", "logs", "ok"]).expect(0);
     assert_eq!(r.stdout, "[replica 0] epoch 1\n", "{}", r.stderr);
+    // Running with no job log, inside the boot deadline: still booting, not failed.
+    fake.age(&lost_node.id, 10 * 60);
+    assert_eq!(state("lost").0, "running", "10 minutes after launch it may still boot");
+    // Past it, the agent answers but the script never made its log: it never started.
+    fake.age(&lost_node.id, 16 * 60);
+    let (s, msg) = state("lost");
+    assert_eq!(s, "failed", "{msg}");
+    assert!(msg.as_str().is_some_and(|m| m.contains("never started") && m.contains("16m")), "{msg}");
     // Stopped before its exit code was read: failed, not succeeded.
     fake.set_state(&lost_node.id, "STOPPED");
     assert_eq!(state("lost").0, "failed");

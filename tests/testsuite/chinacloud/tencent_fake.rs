@@ -30,6 +30,8 @@ pub struct Instance {
     pub tags: BTreeMap<String, String>,
     pub user_data: Option<String>,
     pub max_price: Option<String>,
+    /// `CreatedTime` (RFC 3339); `None`: a moment ago.
+    pub created_time: Option<String>,
 }
 
 #[derive(Default)]
@@ -105,6 +107,14 @@ impl Fake {
         }
     }
 
+    /// Make an instance look launched `secs` ago (its `CreatedTime`).
+    pub fn age(&self, id: &str, secs: u64) {
+        if let Some(i) = self.lock().instances.get_mut(id) {
+            let then = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+            i.created_time = Some(humantime::format_rfc3339_seconds(then).to_string());
+        }
+    }
+
     /// An instance someone else made, or one with gpuplan's tags made directly.
     pub fn add(&self, region: &str, zone: &str, tags: &[(&str, &str)]) -> String {
         let mut s = self.lock();
@@ -124,6 +134,7 @@ impl Fake {
                 tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
                 user_data: None,
                 max_price: None,
+                created_time: None,
             },
         );
         id
@@ -420,6 +431,7 @@ fn run(s: &mut State, region: &str, body: &Value) -> Response {
                 tags: tags.clone(),
                 user_data: body["UserData"].as_str().map(String::from),
                 max_price: body["InstanceMarketOptions"]["SpotOptions"]["MaxPrice"].as_str().map(String::from),
+                created_time: None,
             },
         );
         ids.push(id);
@@ -440,6 +452,7 @@ fn view(i: &Instance) -> Value {
         "ImageId": i.image,
         "LatestOperation": i.latest_operation,
         "LatestOperationState": "SUCCESS",
+        "CreatedTime": i.created_time.clone().unwrap_or_else(|| humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()),
         "Tags": i.tags.iter().map(|(k, v)| json!({"Key": k, "Value": v})).collect::<Vec<_>>(),
     })
 }

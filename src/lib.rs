@@ -77,6 +77,7 @@ pub mod render;
 pub mod schema;
 pub mod spec;
 pub mod state;
+pub mod testing;
 
 /// The allocator the `gpuplan` binary runs on (and the scale benchmark, so it measures
 /// the same process): mimalloc, which keeps large plans' freed memory reusable where

@@ -35,6 +35,7 @@ mod state_remote;
 mod state_rm;
 mod state_show;
 mod state_unlock;
+mod test;
 mod validate;
 
 use std::ffi::OsString;
@@ -99,6 +100,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Init(args) => init::run(settings, args),
         Command::Show(args) => show::run(settings, args),
         Command::Check => check::run(settings),
+        Command::Test(args) => test::run(settings, args),
         Command::Completions { shell } => show::completions(*shell),
         Command::State(StateCommand::List) => state_list::run(settings),
         Command::State(StateCommand::Show { addr }) => state_show::run(settings, addr),
@@ -182,6 +184,8 @@ pub enum Command {
     /// Controls of the embedded simulated cloud
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Run the fleet's tests (`tests/*.test.hcl`) against private simulated clouds
+    Test(TestArgs),
     /// Print shell completions for bash, zsh or fish
     Completions {
         #[arg(value_enum, value_name = "SHELL")]
@@ -214,6 +218,22 @@ pub struct ValidateArgs {
     /// Also check the policies of DIR (repeatable) [default: <DIR>/policies]
     #[arg(long, value_name = "DIR")]
     pub policy_dir: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Only this test file, e.g. `tests/policies.test.hcl` (repeatable)
+    #[arg(long, value_name = "FILE")]
+    pub filter: Vec<PathBuf>,
+    /// Only the runs of this name (repeatable)
+    #[arg(long, value_name = "NAME")]
+    pub run: Vec<String>,
+    /// Also write the results as JUnit XML to FILE, for CI
+    #[arg(long, value_name = "FILE")]
+    pub junit_xml: Option<PathBuf>,
+    /// Print the results as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

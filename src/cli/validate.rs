@@ -1,6 +1,6 @@
-//! `gpuplan validate`: load every spec file of the working directory and the policy files
-//! `plan` would read, and report all problems at once: rendered on stderr, or as JSON on
-//! stdout with `--json`.
+//! `gpuplan validate`: load every spec file of the working directory, the policy files
+//! `plan` would read and the test files `test` would run, and report all problems at
+//! once: rendered on stderr, or as JSON on stdout with `--json`.
 
 use std::collections::BTreeSet;
 
@@ -19,6 +19,10 @@ pub fn run(settings: &Settings, args: &ValidateArgs) -> miette::Result<ExitStatu
     // The policies `plan` would load, checked the same way and reported in the same run.
     let policy_files = load::policy_files(settings, &args.policy_dir)?;
     crate::policy::load::load(&policy_files, &mut loaded.sources, &mut loaded.diags);
+    // And the test files `gpuplan test` would run.
+    let test_files = crate::testing::test_files(&settings.dir)
+        .map_err(|e| CliError::new(format!("cannot read `{}`: {e}", settings.dir.join("tests").display())))?;
+    crate::testing::file::load(&test_files, &mut loaded.sources, &mut loaded.diags);
     loaded.diags.sort();
     let diags = &loaded.diags.items;
     if args.json {

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["providers"],
     &["plan", "jobs", "cost", "policy", "autoscale"],
     &["apply"],
-    &["engine", "reconcile", "render"],
+    &["engine", "reconcile", "render", "testing"],
     &["cli", "metrics", "schema"],
 ];
 

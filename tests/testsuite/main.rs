@@ -44,3 +44,4 @@ mod spend_sim;
 mod state_cli;
 mod state_s3;
 mod state_stores;
+mod test_cli;

@@ -10,6 +10,7 @@
 //!   and are recorded.
 //! - Apply never re-reads the spec: it executes the plan it is given.
 
+pub mod adopt;
 pub mod jobs;
 pub mod policy;
 pub mod pool;
@@ -82,6 +83,8 @@ pub struct Outcome {
 pub struct ApplyReport {
     pub outcomes: Vec<Outcome>,
     pub cancelled: bool,
+    /// Instances imported, moved and forgotten (`adopt.rs`).
+    pub adopted: adopt::Counts,
 }
 
 impl ApplyReport {
@@ -205,7 +208,11 @@ pub async fn execute_keeping(
             book.outcomes.insert(i, outcome(&plan.changes[i], Status::Skipped(why)));
         }
     }
-    ApplyReport { outcomes: book.outcomes.into_values().collect(), cancelled: opts.cancel.is_cancelled() }
+    ApplyReport {
+        outcomes: book.outcomes.into_values().collect(),
+        cancelled: opts.cancel.is_cancelled(),
+        adopted: adopt::Counts::default(),
+    }
 }
 
 /// The executor's bookkeeping: what waits on what, what may start, what has finished.

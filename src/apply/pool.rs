@@ -52,10 +52,22 @@ fn spend_open(
     nodes: &[crate::providers::Node],
     prices: &LedgerPrices,
 ) -> JournalEntry {
-    let now = provider.clock_ms();
+    spend_open_at(addr, &pc.provider, &pc.provider_kind, provider.clock_ms(), nodes, prices)
+}
+
+/// [`spend_open`] for a provider block `provider_name` of kind `provider_kind`, at `now`
+/// by its clock (imports open their lines here too).
+pub(crate) fn spend_open_at(
+    addr: &str,
+    provider_name: &str,
+    provider_kind: &str,
+    now: u64,
+    nodes: &[crate::providers::Node],
+    prices: &LedgerPrices,
+) -> JournalEntry {
     // A kind this build does not know cannot come from a plan it made (the planner refuses
     // unknown kinds); if one did, the lines below say "unknown" instead of a price.
-    let kind: Option<crate::model::ProviderKind> = pc.provider_kind.parse().ok();
+    let kind: Option<crate::model::ProviderKind> = provider_kind.parse().ok();
     let entries = nodes
         .iter()
         .map(|n| {
@@ -77,7 +89,7 @@ fn spend_open(
             };
             let entry = SpendEntry {
                 pool: addr.to_string(),
-                provider: pc.provider.clone(),
+                provider: provider_name.to_string(),
                 job: n.tags.get(crate::providers::TAG_JOB).map(str::to_string),
                 instance_type: n.instance_type.clone(),
                 capacity: n.capacity,

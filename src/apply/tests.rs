@@ -193,6 +193,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         jobs: vec![],
         spend: None,
         orphan_job_nodes: Vec::new(),
+        adoptions: Vec::new(),
         autoscale: vec![],
     }
 }

@@ -106,9 +106,18 @@ pub fn report(report: &ApplyReport, verb: &str) -> String {
     }
     let nodes_created: usize = report.outcomes.iter().map(|o| o.created).sum();
     let nodes_deleted: usize = report.outcomes.iter().map(|o| o.deleted).sum();
-    let resources = format!(
+    let mut resources = format!(
         "Resources: {added} added, {changed} changed, {destroyed} destroyed. Nodes: {nodes_created} launched, {nodes_deleted} terminated."
     );
+    let a = report.adopted;
+    let adopted: Vec<String> = [(a.imported, "imported"), (a.moved, "moved"), (a.forgotten, "forgotten")]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    if !adopted.is_empty() {
+        resources.push_str(&format!(" Instances: {}.", adopted.join(", ")));
+    }
     if report.succeeded() {
         out.push_str(&format!("\n{verb} complete! {resources}\n"));
     } else if report.cancelled {
@@ -176,6 +185,10 @@ pub fn locate_errors(plan: &mut Plan, loaded: &crate::spec::Loaded) {
     use crate::addr::Kind;
     let spec = &loaded.spec;
     for e in plan.errors.iter_mut().filter(|e| e.location.is_none()) {
+        if let Some(span) = e.span {
+            e.location = Some(loaded.sources.location(span));
+            continue;
+        }
         let a = &e.address;
         let span = match a.kind {
             Kind::GpuPool => spec.gpu_pools.get(a).map(|b| b.meta.span),

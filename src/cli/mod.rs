@@ -18,6 +18,7 @@ mod error;
 mod exit;
 mod fmt;
 mod graph;
+mod import;
 mod init;
 mod jobs;
 mod load;
@@ -31,6 +32,7 @@ mod show;
 mod sim;
 mod state_common;
 mod state_list;
+mod state_mv;
 mod state_remote;
 mod state_rm;
 mod state_show;
@@ -95,6 +97,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Reconcile(args) => reconcile::run(settings, args),
         Command::Cost(args) => cost::run(settings, args),
         Command::Offers(args) => offers::run(settings, args),
+        Command::Import(args) => import::run(settings, args),
         Command::Sim(command) => sim::run(settings, command),
         Command::Jobs(args) => jobs::run(settings, args.command.as_ref()),
         Command::Init(args) => init::run(settings, args),
@@ -105,6 +108,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::State(StateCommand::List) => state_list::run(settings),
         Command::State(StateCommand::Show { addr }) => state_show::run(settings, addr),
         Command::State(StateCommand::Rm { addrs }) => state_rm::run(settings, addrs),
+        Command::State(StateCommand::Mv { from, to }) => state_mv::run(settings, from, to),
         Command::State(StateCommand::Unlock { id }) => state_unlock::run(settings, id),
         Command::State(StateCommand::Pull) => state_remote::pull(settings),
         Command::State(StateCommand::Push { file, force }) => state_remote::push(settings, file, *force),
@@ -176,6 +180,8 @@ pub enum Command {
     Cost(CostArgs),
     /// Cheapest offers for a GPU model across clouds
     Offers(OffersArgs),
+    /// List GPU instances no gpuplan state owns; write pools and `import` blocks for them
+    Import(ImportArgs),
     /// Inspect and repair state
     #[command(subcommand)]
     State(StateCommand),
@@ -445,6 +451,22 @@ pub struct OffersArgs {
     pub offline: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The provider block (its local name or alias) to look in
+    #[arg(long, value_name = "NAME")]
+    pub provider: String,
+    /// The region [default: the provider block's]
+    #[arg(long, value_name = "R")]
+    pub region: Option<String>,
+    /// Only instances with this tag (repeatable; all must match)
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub filter: Vec<String>,
+    /// Write `gpu_pool` and `import` blocks to FILE, which must not exist
+    #[arg(long, value_name = "FILE")]
+    pub generate_config_out: Option<PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum StateCommand {
     /// List the addresses the state holds
@@ -458,6 +480,13 @@ pub enum StateCommand {
     Rm {
         #[arg(value_name = "ADDR", required = true)]
         addrs: Vec<Address>,
+    },
+    /// Rename a resource; a pool's instances are retagged in place, none replaced
+    Mv {
+        #[arg(value_name = "FROM")]
+        from: Address,
+        #[arg(value_name = "TO")]
+        to: Address,
     },
     /// Remove a stale lock left by a crashed run
     Unlock {
@@ -570,6 +599,24 @@ pub enum SimCommand {
         /// Back to the default (`GPUPLAN_SIM_ZONE_CAPACITY`, else 1,000)
         #[arg(long)]
         reset: bool,
+    },
+    /// Launch unmanaged nodes (no gpuplan tags), as if made by hand: to try `import`
+    Launch {
+        /// Catalog GPU model, e.g. `A100-40GB`
+        #[arg(long, value_name = "MODEL")]
+        gpu: String,
+        /// GPUs per node [default: the cheapest type with this GPU]
+        #[arg(long, value_name = "N")]
+        gpus_per_node: Option<u32>,
+        /// How many nodes
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        count: u32,
+        /// Spot nodes (default on-demand)
+        #[arg(long)]
+        spot: bool,
+        /// Zone to launch in
+        #[arg(long, value_name = "ZONE", default_value = "us-east-1a")]
+        zone: String,
     },
     /// Move the sim clock forward, e.g. `10h` or `31days`: nodes accrue hours, jobs progress
     Advance {

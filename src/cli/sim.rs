@@ -18,6 +18,16 @@ pub fn run(settings: &Settings, command: &SimCommand) -> miette::Result<ExitStat
             let capacity = if *spot { Capacity::Spot } else { Capacity::OnDemand };
             set_capacity(settings, zone, capacity, *limit)
         }
+        SimCommand::Launch { gpu, gpus_per_node, count, spot, zone } => {
+            let capacity = if *spot { Capacity::Spot } else { Capacity::OnDemand };
+            let ids = open(settings)?.launch_unmanaged(gpu, *gpus_per_node, *count, capacity, zone)?;
+            output::stdout(&ids.iter().map(|id| format!("{id}\n")).collect::<String>());
+            output::stderr(&format!(
+                "launched {} unmanaged {capacity} node(s) with {gpu} in {zone}; `gpuplan import --provider sim` lists them\n",
+                ids.len()
+            ));
+            Ok(ExitStatus::Success)
+        }
         SimCommand::Advance { by } => {
             let now = open(settings)?.advance(*by)?;
             let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(now);

@@ -161,6 +161,7 @@ fn unpriced_nodes(addr: &Address, pc: &PoolChange) -> Option<PlanError> {
             pc.gpu
         )),
         location: None,
+ span: None,
     })
 }
 
@@ -178,6 +179,7 @@ fn priced_at_nothing(p: &PoolCost) -> Option<PlanError> {
         ),
         hint: Some("run `gpuplan validate` to see which zones of the region sell this shape".into()),
         location: None,
+        span: None,
     })
 }
 

@@ -9,6 +9,7 @@ use crate::cost;
 use crate::engine::{Session, history, refresh};
 use crate::jobs;
 use crate::plan::Plan;
+use crate::plan::adopt;
 use crate::plan::diff::{self, PlanInput};
 use crate::plan::model::ScaleAction;
 use crate::policy;
@@ -277,8 +278,12 @@ pub fn plan_refreshed(
     req: &PlanRequest,
     autoscale: &[ScaleAction],
 ) -> Result<Plan, RunError> {
-    let plan = diff_observed(spec, state, observed.as_deref(), statuses, req, autoscale)?;
+    let adopted = adopt::resolve(spec, state, observed.as_deref(), req.destroy);
+    let state = adopted.state.as_ref().unwrap_or(state);
+    let observed = adopted.observed.or(observed);
+    let mut plan = diff_observed(spec, state, observed.as_deref(), statuses, req, autoscale)?;
     drop(observed); // the observed fleet is freed before costing (memory at 100,000 pools)
+    add_adoptions(&mut plan, adopted.adoptions, adopted.errors);
     let mut plan = assess(plan, spec, req, &jobs::running::by_pool(state, statuses))?;
     if !req.destroy {
         plan.jobs = jobs::place::place(&jobs::place::PlaceInput { spec, state, plan: &plan, observed: statuses });
@@ -292,10 +297,13 @@ pub fn plan_refreshed(
 }
 
 /// Refresh: the nodes the clouds run with this state's tags.
+/// Instances named by `import` blocks are described too (see [`describe_imports`]).
 pub async fn observe(spec: &Spec, session: &Session, providers: &ProviderSet) -> Result<Vec<Node>, RunError> {
-    refresh::refresh(providers, spec, &session.state)
+    let mut nodes = refresh::refresh(providers, spec, &session.state)
         .await
-        .map_err(|(provider, error)| RunError::Refresh { provider, error })
+        .map_err(|(provider, error)| RunError::Refresh { provider, error })?;
+    describe_imports(spec, providers, &mut nodes).await?;
+    Ok(nodes)
 }
 
 /// Diff, cost and policies over nodes and job runs already observed (`None`: the state's
@@ -308,8 +316,58 @@ pub fn plan_observed(
     req: &PlanRequest,
     autoscale: &[ScaleAction],
 ) -> Result<Plan, RunError> {
+    let adopted = adopt::resolve(spec, state, observed, req.destroy);
+    let state = adopted.state.as_ref().unwrap_or(state);
+    let observed = adopted.observed.as_deref().or(observed);
     let running = jobs::running::by_pool(state, statuses);
-    assess(diff_observed(spec, state, observed, statuses, req, autoscale)?, spec, req, &running)
+    let mut plan = diff_observed(spec, state, observed, statuses, req, autoscale)?;
+    add_adoptions(&mut plan, adopted.adoptions, adopted.errors);
+    assess(plan, spec, req, &running)
+}
+
+/// The imports, moves and forgets [`adopt::resolve`] planned, under `--target` only
+/// those of targeted addresses, with their errors.
+fn add_adoptions(plan: &mut Plan, adoptions: Vec<adopt::Adoption>, errors: Vec<crate::plan::model::PlanError>) {
+    let targeted = |a: &Address| plan.targets.is_empty() || plan.targets.iter().any(|t| a.matches_target(t));
+    let adoptions: Vec<adopt::Adoption> = adoptions
+        .into_iter()
+        .filter(|a| targeted(&a.address) || a.from.as_ref().is_some_and(|f| targeted(f)))
+        .collect();
+    let errors: Vec<crate::plan::model::PlanError> = errors.into_iter().filter(|e| targeted(&e.address)).collect();
+    plan.adoptions = adoptions;
+    plan.errors.extend(errors);
+    plan.summarize();
+}
+
+/// Instances the spec's `import` blocks name that refresh did not list (they carry no
+/// tag of this state yet), described by id in each pool's provider and region. They join
+/// the observed nodes; [`adopt::resolve`] checks and takes them.
+pub async fn describe_imports(spec: &Spec, providers: &ProviderSet, observed: &mut Vec<Node>) -> Result<(), RunError> {
+    let cat = crate::catalog::catalog();
+    let listed: std::collections::HashSet<String> = observed.iter().map(|n| n.id.clone()).collect();
+    let mut asks: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for block in &spec.imports {
+        let Some(pool) = spec.gpu_pools.get(&block.to.value) else { continue };
+        let Some(shape) = crate::plan::shape::shape(spec, pool, cat) else { continue };
+        let ids = asks.entry((shape.provider, shape.region)).or_default();
+        for id in block.ids.iter().map(|i| &i.value) {
+            if !listed.contains(id) && !ids.contains(id) {
+                ids.push(id.clone());
+            }
+        }
+    }
+    for ((name, region), ids) in asks {
+        let Some(p) = providers.get(&name) else { continue };
+        if ids.is_empty() {
+            continue;
+        }
+        let found = p
+            .describe_nodes(&region, &ids)
+            .await
+            .map_err(|error| RunError::Refresh { provider: name.clone(), error })?;
+        observed.extend(found.into_iter().filter(|n| !listed.contains(&n.id)));
+    }
+    Ok(())
 }
 
 /// The diff alone (no cost, no policies).
@@ -437,13 +495,35 @@ pub async fn apply(
     let overridden: Vec<policy::PolicyResult> = plan.policies.iter().filter(|r| r.overridden).cloned().collect();
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
+    // Imports, moves and forgets first: the changes were planned against their outcome.
+    let (adopted, counts) = apply::adopt::run(&plan.adoptions, providers, &recorder).await;
+    if adopted.iter().any(|o| matches!(o.status, Status::Failed(_))) {
+        opts.progress.done();
+        let report = ApplyReport { outcomes: adopted, cancelled: false, adopted: counts };
+        return finish_apply(session, plan, report, recorder, handle, &overridden).await;
+    }
     let stopped = apply::jobs::before_nodes(&plan, &session.state, providers, opts).await;
     let kept = stopped.kept().clone();
     let mut report = apply::execute_keeping(plan.clone(), providers, recorder.clone(), opts, &kept).await;
+    report.adopted = counts;
+    report.outcomes.splice(0..0, adopted);
     if !report.cancelled {
         report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts, stopped).await);
     }
     opts.progress.done();
+    finish_apply(session, plan, report, recorder, handle, &overridden).await
+}
+
+/// Journal the apply's history (and autoscaler actions), then fold the journal into the
+/// state.
+async fn finish_apply(
+    session: &mut Session,
+    plan: Arc<Plan>,
+    report: ApplyReport,
+    recorder: Recorder,
+    handle: apply::recorder::RecorderHandle,
+    overridden: &[policy::PolicyResult],
+) -> Result<ApplyReport, RunError> {
     let done = report.count(|s| matches!(s, Status::Done | Status::Partial(_)));
     let event = if plan.destroy { "destroy" } else { "apply" };
     let detail = format!(
@@ -452,7 +532,7 @@ pub async fn apply(
         if report.cancelled { ", interrupted" } else { "" }
     );
     let mut entries = vec![JournalEntry::History { entry: history(event, detail) }];
-    for r in &overridden {
+    for r in overridden {
         entries.push(JournalEntry::History { entry: history("policy_override", format!("{}: {}", r.name, r.message)) });
     }
     // An autoscaler action counts (for its cooldown) once its pool change went through.

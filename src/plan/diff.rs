@@ -222,6 +222,7 @@ fn empty_plan(input: &PlanInput<'_>, changes: usize) -> Plan {
         jobs: Vec::new(),
         spend: None,
         orphan_job_nodes: Vec::new(),
+        adoptions: Vec::new(),
     }
 }
 
@@ -262,6 +263,7 @@ fn config_change(
                         "set prevent_destroy = false and apply first, if destroying it is really intended".into(),
                     ),
                     location: None,
+                    span: None,
                 });
             }
             let reason = if input.destroy {

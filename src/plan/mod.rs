@@ -1,5 +1,6 @@
 //! Planning: diff(Spec, observed state) → [`Plan`]. Pure: no I/O, no clock, no randomness.
 
+pub mod adopt;
 pub mod diff;
 pub mod model;
 mod pool;

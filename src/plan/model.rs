@@ -337,9 +337,16 @@ pub struct DriftItem {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Summary {
+    /// Instances imported (`import {}`): counted apart, as Terraform does.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub import: usize,
     pub add: usize,
     pub change: usize,
     pub destroy: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Something the reader should know that is not a change: a pool running nodes in its
@@ -361,6 +368,10 @@ pub struct PlanError {
     /// knows spans, not files: the CLI, which holds the sources, fills it in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+    /// The spec block or value the error is about, when it is not the address's own block
+    /// (a `moved` or `import` block): `location` is made from it.
+    #[serde(skip)]
+    pub span: Option<crate::diag::Span>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -406,6 +417,10 @@ pub struct Plan {
     /// record lost): apply terminates them. Each is also a drift item.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphan_job_nodes: Vec<OrphanJobNode>,
+    /// Imports, moves and forgets (`import`, `moved`, `removed` blocks): apply retags
+    /// and records these first, launching and terminating nothing for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adoptions: Vec<crate::plan::adopt::Adoption>,
 }
 
 /// A node made for a job that no run in the state owns.
@@ -443,6 +458,7 @@ impl Plan {
                 .iter()
                 .any(|j| j.needs_launch() || j.nodes_to_release().next().is_some() || !j.adopted.is_empty())
             || !self.orphan_job_nodes.is_empty()
+            || !self.adoptions.is_empty()
     }
 
     pub fn summarize(&mut self) {
@@ -459,6 +475,12 @@ impl Plan {
                 Action::NoOp | Action::Read => {}
             }
         }
+        s.import = self
+            .adoptions
+            .iter()
+            .filter(|a| a.action == crate::plan::adopt::AdoptAction::Import)
+            .map(|a| a.nodes.len())
+            .sum();
         self.summary = s;
     }
 }

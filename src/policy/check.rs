@@ -84,7 +84,10 @@ pub const PLAN: Fact = Fact::Object(&[
     ("pools", Fact::Map(&POOL)),
     ("quotas", Fact::Map(&QUOTA)),
     ("changes", Fact::List(&Fact::Object(&[("address", Fact::Leaf), ("kind", Fact::Leaf), ("action", Fact::Leaf)]))),
-    ("summary", Fact::Object(&[("add", Fact::Leaf), ("change", Fact::Leaf), ("destroy", Fact::Leaf)])),
+    (
+        "summary",
+        Fact::Object(&[("add", Fact::Leaf), ("change", Fact::Leaf), ("destroy", Fact::Leaf), ("import", Fact::Leaf)]),
+    ),
 ]);
 
 /// What an expression is known to produce.

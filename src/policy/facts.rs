@@ -97,6 +97,7 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec, running: &Running
     summary.insert("add".into(), num(plan.summary.add as f64));
     summary.insert("change".into(), num(plan.summary.change as f64));
     summary.insert("destroy".into(), num(plan.summary.destroy as f64));
+    summary.insert("import".into(), num(plan.summary.import as f64));
     // Per-pool and per-quota cost is already under `plan.pools` / `plan.quotas`; copying
     // it again here would double the facts for a large fleet.
     let mut cost_value = serde_json::to_value(cost.clone_summary()).map(|j| Value::from_json(&j)).unwrap_or_default();

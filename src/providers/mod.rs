@@ -59,6 +59,32 @@ pub trait Provider: Send + Sync {
     /// gpuplan's tags must be refused, never touched.
     async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError>;
 
+    /// Instances by id whatever their tags (`import`): the ones that exist, each with its
+    /// pool from its `gpuplan:address` tag (or [`unowned_pool`] without one). Missing
+    /// ids are simply absent. Reads only.
+    async fn describe_nodes(&self, _region: &str, _ids: &[String]) -> Result<Vec<Node>, ProviderError> {
+        Err(unsupported(self.kind(), "describe instances by id for `import`"))
+    }
+
+    /// Running GPU instances of a region that carry no `gpuplan:managed` tag, for
+    /// `gpuplan import`; `filters` are exact tag matches (`KEY=VALUE`). Reads only.
+    async fn list_unmanaged(&self, _region: &str, _filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
+        Err(unsupported(self.kind(), "list unmanaged instances for `gpuplan import`"))
+    }
+
+    /// Set `set` and remove the keys `remove` on instances in place (import, moved,
+    /// removed). Never launches, stops, reboots or terminates anything; batched by the
+    /// provider to its API limit.
+    async fn tag_nodes(
+        &self,
+        _region: &str,
+        _ids: &[String],
+        _set: &Tags,
+        _remove: &[String],
+    ) -> Result<(), ProviderError> {
+        Err(unsupported(self.kind(), "retag instances for `import`, `moved` and `removed`"))
+    }
+
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError>;
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
@@ -120,4 +146,15 @@ pub trait Provider: Send + Sync {
             format!("provider `{}` cannot read the output of run {id} yet", self.kind()),
         ))
     }
+}
+
+/// The pool an instance without a `gpuplan:address` tag reports: a name no address can
+/// take (a leading `-` is not an identifier), so it never matches a pool.
+pub fn unowned_pool() -> crate::addr::Address {
+    crate::addr::Address::new(crate::addr::Kind::GpuPool, "-foreign")
+}
+
+/// The error of a provider that cannot do `what` yet.
+fn unsupported(kind: crate::model::ProviderKind, what: &str) -> ProviderError {
+    ProviderError::new(ErrorClass::Invalid, "NotSupported", format!("provider `{kind}` cannot {what} yet"))
 }

@@ -217,7 +217,8 @@ pub(crate) fn verdicts(plan: &Plan) -> Vec<Verdict> {
 /// `Plan: 1 to add, 2 to change, 0 to destroy.` without the `Plan:` label.
 pub(crate) fn summary_counts(plan: &Plan) -> String {
     let s = &plan.summary;
-    format!("{} to add, {} to change, {} to destroy", s.add, s.change, s.destroy)
+    let import = if s.import > 0 { format!("{} to import, ", s.import) } else { String::new() };
+    format!("{import}{} to add, {} to change, {} to destroy", s.add, s.change, s.destroy)
 }
 
 /// `1 change`, `37 changes`.

@@ -69,6 +69,9 @@ pub fn plan_document(plan: &Plan) -> impl Serialize + '_ {
 
 #[derive(Serialize, JsonSchema)]
 struct PlanDoc<'a> {
+    /// Imports (one entry per instance), moves and forgets; absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    adoptions: Vec<super::adopt::AdoptionDoc>,
     changes: Vec<ChangeDoc<'a>>,
     /// `null` until `cost/` has run.
     cost: &'a Option<CostReport>,
@@ -96,6 +99,7 @@ struct PlanDoc<'a> {
 impl<'a> PlanDoc<'a> {
     fn new(plan: &'a Plan) -> Self {
         PlanDoc {
+            adoptions: super::adopt::docs(plan),
             changes: facts::sorted_changes(plan).into_iter().map(ChangeDoc::new).collect(),
             cost: &plan.cost,
             drift: drift_docs(&plan.drift),
@@ -119,7 +123,12 @@ impl<'a> PlanDoc<'a> {
             refreshed: plan.refreshed,
             serial: plan.serial,
             spend: &plan.spend,
-            summary: SummaryDoc { add: plan.summary.add, change: plan.summary.change, destroy: plan.summary.destroy },
+            summary: SummaryDoc {
+                add: plan.summary.add,
+                change: plan.summary.change,
+                destroy: plan.summary.destroy,
+                import: plan.summary.import,
+            },
             targets: plan.targets.iter().map(|t| Shown(t)).collect(),
         }
     }
@@ -139,6 +148,13 @@ struct SummaryDoc {
     add: usize,
     change: usize,
     destroy: usize,
+    /// Instances to import; absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    import: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize, JsonSchema)]

@@ -38,6 +38,10 @@ fn assemble(plan: &Plan, limit: usize) -> String {
     if has_drift {
         blocks.push(drift_block(plan));
     }
+    let adopted = super::adopt::lines(plan);
+    if !adopted.is_empty() {
+        blocks.push(details(&format!("Import, move, forget: {}", adopted.len()), &(adopted.join("\n") + "\n"), "text"));
+    }
     blocks.extend(facts::actionable(plan).into_iter().map(change_block));
 
     let len = |s: &str| s.chars().count();

@@ -13,6 +13,7 @@
 //! Views are deterministic: changes are ordered by address, drift by address, and
 //! nothing reads the clock or the environment.
 
+mod adopt;
 pub mod cost;
 mod facts;
 mod jobs;

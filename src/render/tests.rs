@@ -120,6 +120,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         jobs: vec![],
         spend: None,
         orphan_job_nodes: Vec::new(),
+        adoptions: Vec::new(),
     };
     p.summarize();
     p
@@ -285,6 +286,7 @@ fn delete_prevented() -> Plan {
         message: "`gpu_pool.old` has `lifecycle.prevent_destroy` set, but this plan would destroy it".into(),
         hint: Some("set prevent_destroy = false and apply first, if destroying it is really intended".into()),
         location: None,
+        span: None,
     });
     plan
 }

@@ -66,7 +66,17 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
     if !plan.notes.is_empty() {
         out.push('\n');
     }
-    if changes.is_empty() && !plan.has_changes() {
+    let adopted = super::adopt::lines(plan);
+    if !adopted.is_empty() {
+        out += "gpuplan will take over, rename or let go of what runs:\n\n";
+        for line in &adopted {
+            out += &format!("  {}\n", p.bold(line));
+        }
+        out.push('\n');
+    }
+    if changes.is_empty() && !adopted.is_empty() {
+        out += &format!("{} Nothing is launched or terminated.\n", p.bold("No resource changes."));
+    } else if changes.is_empty() && !plan.has_changes() {
         out += &format!("{} Your fleet matches the spec.\n", p.bold("No changes."));
     } else if changes.is_empty() {
         out += &format!("{} Only jobs to launch.\n", p.bold("No resource changes."));
@@ -103,7 +113,7 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
             out += &paragraph("  hint: ", &format!("  {} ", p.cyan("hint:")), 8, hint, opts.width);
         }
     }
-    if !changes.is_empty() {
+    if !changes.is_empty() || !plan.adoptions.is_empty() {
         out += &format!("\n{} {}.\n", p.bold("Plan:"), facts::summary_counts(plan));
     }
     if !plan.jobs.is_empty() {

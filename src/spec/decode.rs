@@ -22,8 +22,21 @@ use crate::spec::model::*;
 use crate::spec::raw::{self, Block, Expr, ExprKind, Ident};
 use crate::spec::{LoadOptions, Spec};
 
-const BLOCK_KINDS: &[&str] =
-    &["provider", "gpu_pool", "quota", "job_template", "job", "autoscaler", "variable", "locals", "output", "gpuplan"];
+const BLOCK_KINDS: &[&str] = &[
+    "provider",
+    "gpu_pool",
+    "quota",
+    "job_template",
+    "job",
+    "autoscaler",
+    "variable",
+    "locals",
+    "output",
+    "gpuplan",
+    "moved",
+    "removed",
+    "import",
+];
 
 #[cfg(test)]
 mod tests;
@@ -207,6 +220,21 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
             spec.outputs.insert(label(b).to_string(), Output { value, description, sensitive });
         }
     }
+    for b in &collected.adopt {
+        let mut cx = Cx {
+            scope: Scope {
+                vars: Some(&vars),
+                locals: Some(&locals),
+                poisoned: Some(&poisoned),
+                env: Some(&opts.env),
+                ..Scope::default()
+            },
+            diags,
+            declared: &declared,
+            yaml_files: &yaml_files,
+        };
+        crate::spec::adopt::decode(&mut cx, b, &mut spec);
+    }
     Decoded { spec, partial_pools }
 }
 
@@ -216,6 +244,8 @@ struct Collected<'r> {
     settings: Vec<&'r Block>,
     variables: Vec<&'r Block>,
     outputs: Vec<&'r Block>,
+    /// `moved`, `removed` and `import` blocks (`spec::adopt`).
+    adopt: Vec<&'r Block>,
     locals: Vec<(&'r Ident, &'r Expr)>,
     resources: Vec<(Kind, &'r Block)>,
 }
@@ -251,7 +281,8 @@ fn collect<'r>(files: &'r [raw::File], diags: &mut Diagnostics) -> Collected<'r>
                 diags.push(d);
                 continue;
             }
-            let want_labels = usize::from(kind != "locals" && kind != "gpuplan");
+            let unlabelled = kind == "locals" || kind == "gpuplan" || crate::spec::adopt::KINDS.contains(&kind);
+            let want_labels = usize::from(!unlabelled);
             if b.labels.len() != want_labels {
                 let span = b.labels.get(want_labels).map(|l| l.span).unwrap_or(b.kind.span);
                 let d = if want_labels == 0 {
@@ -271,6 +302,10 @@ fn collect<'r>(files: &'r [raw::File], diags: &mut Diagnostics) -> Collected<'r>
             }
             if kind == "gpuplan" {
                 c.settings.push(b);
+                continue;
+            }
+            if crate::spec::adopt::KINDS.contains(&kind) {
+                c.adopt.push(b);
                 continue;
             }
             if kind == "locals" {

@@ -6,6 +6,7 @@
 //!   every problem (unknown attributes, types, ranges, references) in one pass.
 //! - `validate.rs`: cross-resource checks against the catalog and the providers.
 
+pub mod adopt;
 pub mod backend;
 pub mod blocks;
 pub mod decode;

@@ -167,6 +167,15 @@ pub struct Spec {
     /// `gpuplan { backend "KIND" { ... } }`: where the state lives; `None` is local.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<crate::spec::backend::BackendConfig>,
+    /// `moved {}` blocks: addresses renamed without replacing anything.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<crate::spec::adopt::Moved>,
+    /// `removed {}` blocks: resources let go of, destroyed or (`destroy = false`) not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removals: Vec<crate::spec::adopt::Removed>,
+    /// `import {}` blocks: running instances taken over by a pool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub imports: Vec<crate::spec::adopt::Import>,
 }
 
 /// `provider "aws" { region = "us-east-1" }`. Credentials are never stored here except

@@ -59,6 +59,13 @@ pub enum JournalEntry {
         ids: Vec<String>,
         at_ms: u64,
     },
+    /// A resource renamed (`moved {}`, `state mv`): its nodes, their address tags, its
+    /// autoscaler record and its spend lines follow. Nothing happens when `from` is
+    /// unknown or `to` is taken.
+    Move {
+        from: String,
+        to: String,
+    },
 }
 
 impl JournalEntry {
@@ -68,7 +75,8 @@ impl JournalEntry {
             JournalEntry::PutResource { address, .. }
             | JournalEntry::AddNodes { address, .. }
             | JournalEntry::RemoveNodes { address, .. }
-            | JournalEntry::DeleteResource { address } => Some(address),
+            | JournalEntry::DeleteResource { address }
+            | JournalEntry::Move { to: address, .. } => Some(address),
             JournalEntry::Autoscale { pool, .. } => Some(pool),
             JournalEntry::History { .. } | JournalEntry::SpendOpen { .. } | JournalEntry::SpendClose { .. } => None,
         }
@@ -121,7 +129,35 @@ pub fn apply_entry(state: &mut State, entry: &JournalEntry) {
         }
         JournalEntry::SpendOpen { entries } => open_spend(&mut state.spend, entries.iter().cloned()),
         JournalEntry::SpendClose { ids, at_ms } => close_spend(&mut state.spend, ids, *at_ms),
+        JournalEntry::Move { from, to } => {
+            move_resource(state, from, to);
+        }
     }
+}
+
+/// Rename resource `from` to `to` (see [`JournalEntry::Move`]); whether it moved.
+pub fn move_resource(state: &mut State, from: &str, to: &str) -> bool {
+    if state.resources.contains_key(to) {
+        return false;
+    }
+    let Some(mut resource) = state.resources.remove(from) else { return false };
+    let pool: Option<crate::addr::Address> = to.parse().ok();
+    for n in &mut resource.nodes {
+        if let Some(p) = &pool {
+            n.pool = p.clone();
+        }
+        if n.tags.contains_key(crate::model::node::TAG_ADDRESS) {
+            n.tags.insert(crate::model::node::TAG_ADDRESS, to);
+        }
+    }
+    state.resources.insert(to.to_string(), resource);
+    if let Some(record) = state.autoscale.remove(from) {
+        state.autoscale.insert(to.to_string(), record);
+    }
+    for line in state.spend.values_mut().filter(|l| l.pool == from) {
+        line.pool = to.to_string();
+    }
+    true
 }
 
 /// Open ledger lines; a node already open keeps its line (an adopted node re-recorded, a
@@ -263,6 +299,15 @@ impl Replay {
             }
             JournalEntry::SpendOpen { entries } => open_spend(&mut self.state.spend, entries.into_iter()),
             JournalEntry::SpendClose { ids, at_ms } => close_spend(&mut self.state.spend, &ids, at_ms),
+            JournalEntry::Move { from, to } => {
+                // Put the indexed nodes back first, so the move carries them.
+                if let Some(slots) = self.touched.remove(&from)
+                    && let Some(resource) = self.state.resources.get_mut(&from)
+                {
+                    resource.nodes = slots.into_nodes();
+                }
+                move_resource(&mut self.state, &from, &to);
+            }
         }
     }
 

@@ -67,6 +67,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
             ),
             hint: Some("run `gpuplan validate` to see what the region offers".into()),
             location: None,
+            span: None,
         });
         return None;
     }
@@ -604,6 +605,7 @@ pub(crate) fn prevent_destroy_error(
         message: format!("`{addr}` has `lifecycle.prevent_destroy` set, but this plan would replace its nodes"),
         hint: Some("revert the change to the pool's immutable attributes, or set prevent_destroy = false".into()),
         location: None,
+        span: None,
     })
 }
 

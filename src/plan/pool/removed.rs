@@ -80,6 +80,7 @@ fn prevent_destroy_error(cx: &PoolCtx<'_, '_>) -> Option<PlanError> {
         message: format!("`{addr}` has `lifecycle.prevent_destroy` set, but this plan would destroy it"),
         hint: Some("set prevent_destroy = false and apply first, if destroying it is really intended".into()),
         location: None,
+        span: None,
     })
 }
 

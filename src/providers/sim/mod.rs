@@ -16,6 +16,7 @@
 //!
 //! This module must not depend on the executor or the CLI: they depend on it.
 
+mod adopt;
 mod catalog_check;
 mod cloud;
 mod config;

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::cloud::SimCloud;
 use super::nodes::{PAGE, dedup};
 use crate::providers::{
-    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError,
+    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError, Tags,
 };
 use crate::spec::model::ProviderKind;
 
@@ -81,6 +81,34 @@ impl Provider for SimProvider {
             self.cloud.api_terminate_batch(region, batch)?;
         }
         Ok(ids)
+    }
+
+    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
+        let mut out = Vec::new();
+        for batch in dedup(ids).chunks(super::adopt::TAG_BATCH) {
+            self.pause().await;
+            out.extend(self.cloud.api_describe(region, batch)?);
+        }
+        Ok(out)
+    }
+
+    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
+        self.pause().await;
+        self.cloud.api_list_unmanaged(region, filters)
+    }
+
+    async fn tag_nodes(
+        &self,
+        region: &str,
+        ids: &[String],
+        set: &Tags,
+        remove: &[String],
+    ) -> Result<(), ProviderError> {
+        for batch in dedup(ids).chunks(super::adopt::TAG_BATCH) {
+            self.pause().await;
+            self.cloud.api_tag(region, batch, set, remove)?;
+        }
+        Ok(())
     }
 
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {

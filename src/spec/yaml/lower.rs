@@ -11,7 +11,7 @@ use crate::diag::{Diagnostic, Diagnostics, Span, did_you_mean};
 use crate::spec::raw::{Attr, Block, Body, Expr, ExprKind, Ident, ObjectKey};
 
 /// Top-level keys and the block kind each declares (resources first, in `Kind::ALL` order).
-pub(super) const TOP_LEVEL: [(&str, &str); 10] = [
+pub(super) const TOP_LEVEL: [(&str, &str); 13] = [
     ("providers", "provider"),
     ("gpu_pools", "gpu_pool"),
     ("quotas", "quota"),
@@ -22,6 +22,9 @@ pub(super) const TOP_LEVEL: [(&str, &str); 10] = [
     ("locals", "locals"),
     ("outputs", "output"),
     ("gpuplan", "gpuplan"),
+    ("moves", "moved"),
+    ("removals", "removed"),
+    ("imports", "import"),
 ];
 
 struct Lower<'a> {
@@ -54,6 +57,10 @@ pub(super) fn lower(file: u32, text: &str, root: &Node, diags: &mut Diagnostics)
         };
         let kind = Ident::new(singular, kind.span);
         if value.is_empty_null() {
+            continue;
+        }
+        if crate::spec::adopt::KINDS.contains(&singular) {
+            l.adopt_list(&kind, value, key_text(key), &mut body);
             continue;
         }
         let Some(items) = l.mapping(value, &format!("`{}`", key_text(key)), "names to their attributes") else {
@@ -124,6 +131,30 @@ impl Lower<'_> {
                 );
                 None
             }
+        }
+    }
+
+    /// `moves:` (and `removals:`, `imports:`): a list of maps, each one label-less block.
+    fn adopt_list(&mut self, kind: &Ident, value: &Node, plural: &str, body: &mut Body) {
+        let NodeKind::Sequence { items, .. } = &value.kind else {
+            self.diags.push(
+                Diagnostic::error("gpuplan::yaml::expected_list", format!("`{plural}` must be a list of mappings"))
+                    .at(value.span(self.file), "expected a list here")
+                    .help(format!("write `{plural}:` then one `- from: ...` entry per block")),
+            );
+            return;
+        };
+        for item in items {
+            let what = format!("an entry of `{plural}`");
+            let Some(entries) = self.mapping(item, &what, "attribute names to values") else { continue };
+            let span = item.span(self.file);
+            let attrs = self.attrs(entries);
+            body.blocks.push(Block {
+                kind: Ident::new(kind.name.clone(), span),
+                labels: vec![],
+                body: Body { attrs, blocks: vec![], span },
+                span,
+            });
         }
     }
 

@@ -1,0 +1,57 @@
+//! `gpuplan state mv FROM TO`: rename a resource in the state, as a `moved {}` block
+//! would, under the lock. The instances of a pool are retagged in place first (their
+//! `gpuplan:address` tag is how refresh finds their pool); nothing is launched or
+//! terminated. Then one state write and a history entry.
+
+use super::output;
+use super::{CliError, ExitStatus, Settings, load, runtime};
+use crate::addr::Address;
+use crate::engine;
+use crate::providers::{NodeState, TAG_ADDRESS, Tags};
+use crate::state::{JournalEntry, apply_entry};
+
+pub fn run(settings: &Settings, from: &Address, to: &Address) -> miette::Result<ExitStatus> {
+    if from.kind != to.kind {
+        return Err(CliError::new(format!("`{from}` cannot move to `{to}`: a move keeps the kind")).into());
+    }
+    let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
+    let ws = settings.workspace().with_backend(&loaded.spec);
+    runtime::block_on(async {
+        let mut session = engine::open_session(&ws, "state mv")?;
+        let (from_key, to_key) = (from.to_string(), to.to_string());
+        if session.state.resources.contains_key(&to_key) {
+            return Err(CliError::new(format!("the state already has `{to}`"))
+                .hint("`gpuplan state rm` it first, or move to another address")
+                .into());
+        }
+        let Some(resource) = session.state.resources.get(&from_key) else {
+            return Err(CliError::new(format!("the state has no `{from}`"))
+                .hint("`gpuplan state list` shows what it has")
+                .into());
+        };
+        let ids: Vec<String> =
+            resource.nodes.iter().filter(|n| n.state != NodeState::Terminated).map(|n| n.id.clone()).collect();
+        if !ids.is_empty() {
+            let (Some(provider), Some(region)) = (resource.provider.clone(), resource.region.clone()) else {
+                return Err(CliError::new(format!("`{from}` records no provider for its nodes")).into());
+            };
+            let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
+            let p = providers.get(&provider).ok_or_else(|| {
+                CliError::new(format!("provider `{provider}` of `{from}` is not in the spec"))
+                    .hint("add its `provider` block, then run `gpuplan state mv` again")
+            })?;
+            let set: Tags = [(TAG_ADDRESS, to_key.as_str())].into_iter().collect();
+            p.tag_nodes(&region, &ids, &set, &[]).await.map_err(|e| {
+                CliError::new(format!("retagging the nodes of `{from}` failed: {e}"))
+                    .hint("nothing was recorded; run the command again")
+            })?;
+        }
+        let state = &mut session.state;
+        apply_entry(state, &JournalEntry::Move { from: from_key.clone(), to: to_key.clone() });
+        let entry = engine::history("state_mv", format!("{from_key} → {to_key}"));
+        apply_entry(state, &JournalEntry::History { entry });
+        session.backend.write(&session.lock, state)?;
+        output::stderr(&format!("Moved `{from}` to `{to}` ({} node(s) retagged in place)\n", ids.len()));
+        Ok::<_, miette::Report>(ExitStatus::Success)
+    })?
+}

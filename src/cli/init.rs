@@ -14,6 +14,8 @@ use crate::spec;
 
 const STATE_README: &str = include_str!("templates/state-README.md");
 const STARTER_SPEC: &str = include_str!("templates/main.hcl");
+/// `gpuplan test`'s starter file: each starter policy passing and failing.
+const STARTER_TEST: &str = include_str!("templates/tests/starter.test.hcl");
 /// The shipped default policies (`policies/` at the repository root).
 const DEFAULT_POLICIES: &[(&str, &str)] = &[
     ("fleet_hourly_cap.hcl", include_str!("../../policies/fleet_hourly_cap.hcl")),
@@ -124,7 +126,8 @@ fn left_alone(project: &[String]) -> String {
     )
 }
 
-/// The starter `main.hcl` and the default policies, for a new folder; what was created.
+/// The starter `main.hcl`, the default policies and a test file showing each of them pass
+/// and fail, for a new folder; what was created.
 fn write_starter(dir: &Path, policy_dir: &Path) -> Result<Vec<String>, CliError> {
     let mut created = Vec::new();
     if create_new(&dir.join("main.hcl"), STARTER_SPEC)? {
@@ -138,6 +141,14 @@ fn write_starter(dir: &Path, policy_dir: &Path) -> Result<Vec<String>, CliError>
         if create_new(&policy_dir.join(name), text)? {
             created.push(spec::display_path(&policy_dir.join(name)));
         }
+    }
+    let tests = dir.join("tests");
+    std::fs::create_dir_all(&tests).map_err(|e| {
+        CliError::new(format!("cannot create `{}`: {e}", spec::display_path(&tests)))
+            .hint("check the permissions of the directory")
+    })?;
+    if create_new(&tests.join("starter.test.hcl"), STARTER_TEST)? {
+        created.push(spec::display_path(&tests.join("starter.test.hcl")));
     }
     Ok(created)
 }

@@ -80,12 +80,28 @@ fn commands(path: &Path) -> Vec<(String, Vec<String>)> {
     out
 }
 
+/// Both recipes run `gpuplan test` before they plan, write its JUnit file and publish it
+/// where the CI system reads test reports.
+#[test]
+fn the_recipes_test_before_they_plan_and_publish_the_junit_file() {
+    for (recipe, publish) in
+        [(GITHUB, "report_paths: fleet/gpuplan-test.xml"), (GITLAB, "junit: fleet/gpuplan-test.xml")]
+    {
+        let text = std::fs::read_to_string(root().join(recipe)).unwrap();
+        let test =
+            text.find("test --junit-xml gpuplan-test.xml").unwrap_or_else(|| panic!("{recipe} runs no `gpuplan test`"));
+        let plan = text.find("plan --out pr.plan").unwrap();
+        assert!(test < plan, "{recipe} plans before it tests");
+        assert!(text.contains(publish), "{recipe} does not publish the JUnit file");
+    }
+}
+
 #[test]
 fn every_gpuplan_command_in_the_recipes_exists_with_its_flags() {
     for recipe in [GITHUB, GITLAB] {
         let cmds = commands(&root().join(recipe));
         let subs: Vec<&str> = cmds.iter().map(|(s, _)| s.as_str()).collect();
-        for needed in ["check", "plan", "show", "apply", "reconcile"] {
+        for needed in ["test", "check", "plan", "show", "apply", "reconcile"] {
             assert!(subs.contains(&needed), "{recipe} runs no `gpuplan {needed}`");
         }
         for (sub, flags) in &cmds {

@@ -32,6 +32,38 @@ fn every_example_validates() {
     }
 }
 
+/// Every example ships tests (`tests/*.test.hcl`), and `gpuplan test` passes them all
+/// without credentials, against private simulated clouds, leaving no `state/` behind.
+#[test]
+fn every_example_has_passing_tests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut dirs: Vec<_> =
+        std::fs::read_dir(&root).expect("examples/").map(|e| e.expect("entry").path()).filter(|p| p.is_dir()).collect();
+    dirs.retain(|d| !d.ends_with("ci"));
+    dirs.sort();
+    for dir in dirs {
+        let tests = gpuplan::testing::test_files(&dir).expect("tests/ reads");
+        assert!(!tests.is_empty(), "{} has no tests/*.test.hcl", dir.display());
+        let had_state = dir.join("state").exists();
+        let out = cargo_bin_cmd!("gpuplan")
+            .current_dir(&root)
+            .env("NO_COLOR", "1")
+            .env_remove("GPUPLAN_WORKSPACE")
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("TENCENTCLOUD_SECRET_ID")
+            .env_remove("ALIBABA_CLOUD_ACCESS_KEY_ID")
+            .arg("test")
+            .arg("-C")
+            .arg(&dir)
+            .output()
+            .expect("gpuplan runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{}:\n{stdout}{}", dir.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.trim_end().ends_with(" passed, 0 failed"), "{stdout}");
+        assert_eq!(dir.join("state").exists(), had_state, "{}: gpuplan test touched state/", dir.display());
+    }
+}
+
 /// The README's status paragraph is what a newcomer reads first: a paragraph of its own,
 /// in plain sentences, naming no issue numbers (they mean nothing outside the tracker).
 #[test]

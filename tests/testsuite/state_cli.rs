@@ -271,4 +271,15 @@ fn first_run_init_plan_apply_plan_passes_the_starter_policies() {
     assert_eq!(again.code, 0, "the second plan should find nothing to do:\n{}{}", again.stdout, again.stderr);
     assert!(again.stdout.contains("No changes."), "{}", again.stdout);
     assert!(!again.stdout.contains("FAIL"), "{}", again.stdout);
+
+    // The starter test file shows each starter policy passing and failing, and passes.
+    let tests = run(tmp.path(), &["test"]);
+    assert_eq!(tests.code, 0, "{}{}", tests.stdout, tests.stderr);
+    for policy in
+        ["min_spot_share", "max_gpu_hour_price", "fleet_hourly_cap", "allowed_gpu_models", "no_destroy_pool_with_jobs"]
+    {
+        let text = std::fs::read_to_string(tmp.path().join("tests/starter.test.hcl")).unwrap();
+        assert!(text.contains(&format!("policy.{policy}")), "the starter test never fails {policy}");
+    }
+    assert!(tests.stdout.ends_with("\n8 passed, 0 failed\n"), "{}", tests.stdout);
 }

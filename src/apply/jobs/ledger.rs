@@ -26,9 +26,8 @@ pub(super) fn open_for_pool(
     capacity: Capacity,
     start_ms: u64,
 ) -> SpendEntry {
-    let pool_type = || {
-        plan.cost.iter().flat_map(|c| &c.pools).find(|p| p.address == j.pool).map(|p| p.instance_type.clone())
-    };
+    let pool_type =
+        || plan.cost.iter().flat_map(|c| &c.pools).find(|p| p.address == j.pool).map(|p| p.instance_type.clone());
     let instance_type = instance_type.cloned().or_else(pool_type).unwrap_or_default();
     let planned = plan
         .cost

@@ -155,3 +155,6 @@ pub fn run_files(files: &[TestFile], sources: &crate::diag::Sources, opts: &Opti
     let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     Report { files: results.into_values().collect() }
 }
+
+#[cfg(test)]
+mod tests;

@@ -206,6 +206,18 @@ fn problems_in_test_files_are_located_by_test_and_validate() {
 }
 
 #[test]
+fn a_folder_without_tests_says_so_and_passes() {
+    let p = project(&[]);
+    std::fs::remove_dir(p.path().join("tests")).unwrap();
+    let r = gpuplan(p.path(), &["test"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "0 passed, 0 failed\n"));
+    assert!(r.stderr.contains("warning: no test files in `.`: `gpuplan test` runs `tests/*.test.hcl`"), "{}", r.stderr);
+    let r = gpuplan(p.path(), &["test", "--filter", "x.test.hcl"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("`--filter x.test.hcl` names no test file"), "{}", r.stderr);
+}
+
+#[test]
 fn a_test_variable_the_spec_does_not_declare_is_an_error_at_its_line() {
     let t = "run \"x\" {\n  command = plan\n  variables {\n    spto = 1\n  }\n}\n";
     let p = project(&[("v.test.hcl", t)]);

@@ -15,6 +15,7 @@
 //! SDK types never leave this folder. Nothing here decides retries of mutating calls or
 //! fallbacks: the executor does, from the error class.
 
+mod adopt;
 mod config;
 mod eks;
 mod errors;

@@ -37,8 +37,13 @@ pub fn spot_reclaimed(i: &Instance) -> bool {
 
 /// A gpuplan node from an instance; `None` for one without a parsable address tag.
 pub fn to_node(i: &Instance, region: &str) -> Option<Node> {
+    let pool: Address = tags(i).get(TAG_ADDRESS)?.parse().ok()?;
+    node_of(i, region, pool)
+}
+
+/// An instance as a node of `pool`, whatever its tags say.
+pub fn node_of(i: &Instance, region: &str, pool: Address) -> Option<Node> {
     let tags = tags(i);
-    let pool: Address = tags.get(TAG_ADDRESS)?.parse().ok()?;
     let state = match i.state().and_then(|s| s.name()) {
         Some(InstanceStateName::Running) => NodeState::Running,
         _ if spot_reclaimed(i) => NodeState::Reclaimed,

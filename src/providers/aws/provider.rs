@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use super::AwsProvider;
 use crate::providers::{
-    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError,
+    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError, Tags,
 };
 use crate::spec::model::ProviderKind;
 
@@ -29,6 +29,24 @@ impl Provider for AwsProvider {
 
     async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
         self.terminate(region, ids).await
+    }
+
+    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
+        self.describe_ids(region, ids).await
+    }
+
+    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
+        self.unmanaged(region, filters).await
+    }
+
+    async fn tag_nodes(
+        &self,
+        region: &str,
+        ids: &[String],
+        set: &Tags,
+        remove: &[String],
+    ) -> Result<(), ProviderError> {
+        self.retag(region, ids, set, remove).await
     }
 
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {

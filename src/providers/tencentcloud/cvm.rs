@@ -185,8 +185,13 @@ pub fn to_node(inst: &Value, region: &str) -> Option<Node> {
 
 /// A node from a DescribeInstances entry, job node or not.
 pub fn to_any_node(inst: &Value, region: &str) -> Option<Node> {
+    let pool = tags_of(inst).get(crate::providers::TAG_ADDRESS)?.parse().ok()?;
+    node_of(inst, region, pool)
+}
+
+/// A DescribeInstances entry as a node of `pool`, whatever its tags say.
+pub fn node_of(inst: &Value, region: &str, pool: crate::addr::Address) -> Option<Node> {
     let tags = tags_of(inst);
-    let pool = tags.get(crate::providers::TAG_ADDRESS)?.parse().ok()?;
     let capacity =
         if inst["InstanceChargeType"].as_str() == Some("SPOTPAID") { Capacity::Spot } else { Capacity::OnDemand };
     Some(Node {

@@ -10,6 +10,7 @@
 //! RunInstances and TerminateInstances are limited client-side to 10 calls per second,
 //! the documented API limit. Retries and backoff are the executor's (`apply::policy`).
 
+mod adopt;
 mod client;
 mod cvm;
 mod errors;
@@ -39,6 +40,8 @@ pub struct TencentProvider {
     run_limit: RateLimit,
     terminate_limit: RateLimit,
     quotes: crate::providers::http::QuoteCache,
+    /// The account UIN (STS), asked once: the Tag API names instances with it.
+    owner_uin: std::sync::Mutex<Option<String>>,
 }
 
 impl TencentProvider {
@@ -48,6 +51,7 @@ impl TencentProvider {
             run_limit: RateLimit::per_second(10),
             terminate_limit: RateLimit::per_second(10),
             quotes: Default::default(),
+            owner_uin: Default::default(),
         })
     }
 
@@ -138,6 +142,24 @@ impl Provider for TencentProvider {
 
     async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
         self.terminate(region, ids).await
+    }
+
+    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
+        self.describe_any(region, ids).await
+    }
+
+    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
+        self.unmanaged(region, filters).await
+    }
+
+    async fn tag_nodes(
+        &self,
+        region: &str,
+        ids: &[String],
+        set: &crate::providers::Tags,
+        remove: &[String],
+    ) -> Result<(), ProviderError> {
+        self.retag(region, ids, set, remove).await
     }
 
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {

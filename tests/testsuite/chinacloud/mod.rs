@@ -3,6 +3,7 @@
 //! verify every request's signature; the CLI runs as a child process with credentials
 //! in its environment and the endpoint in the spec. Nothing sleeps for a fixed time.
 
+mod adopt;
 mod alibaba;
 mod alibaba_fake;
 mod job_nodes;

@@ -1,4 +1,5 @@
-//! A fake Tencent Cloud API 3.0 endpoint (CVM 2017-03-12, TKE 2018-05-25).
+//! A fake Tencent Cloud API 3.0 endpoint (CVM 2017-03-12, TKE 2018-05-25, the Tag API
+//! and STS 2018-08-13).
 //!
 //! It recomputes the TC3-HMAC-SHA256 signature of every request from the bytes it
 //! received, answers bad signatures, unknown keys, stale timestamps and unknown actions
@@ -16,6 +17,8 @@ use crate::chinacloud::server::{self, Request, Response};
 
 pub const SECRET_ID: &str = "AKIDgpuplanFAKE0001";
 pub const SECRET_KEY: &str = "tc-secret-never-printed-7f3a";
+/// The account that owns every instance here (the Tag API's resource names carry it).
+pub const OWNER_UIN: &str = "100020512675";
 
 #[derive(Debug, Clone)]
 pub struct Instance {
@@ -178,6 +181,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                 | "InquiryPriceRunInstances"
                 | "DescribeAccountQuota"
         ) | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances")
+            | ("2018-08-13", "TagResources" | "UnTagResources" | "GetCallerIdentity")
             | ("2020-10-28", "RunCommand" | "DescribeInvocationTasks")
     );
     if !known {
@@ -203,6 +207,11 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     match action.as_str() {
         "RunInstances" => run(&mut s, &region, &body),
         "DescribeInstances" => describe(&s, &region, &body),
+        "TagResources" | "UnTagResources" => tag_resources(&mut s, &region, &action, &body),
+        "GetCallerIdentity" => {
+            ok(json!({"AccountId": OWNER_UIN, "Arn": format!("qcs::cam::uin/{OWNER_UIN}:uin/{OWNER_UIN}"),
+                                          "UserId": OWNER_UIN, "PrincipalId": OWNER_UIN, "Type": "RootAccount"}))
+        }
         "TerminateInstances" => terminate(&mut s, &region, &body),
         "AddExistedInstances" => add_existed(&mut s, &body),
         "InquiryPriceRunInstances" => inquiry_price(&s, &body),
@@ -360,9 +369,11 @@ fn verify(req: &Request) -> Result<(), Response> {
             "The provided credentials could not be validated. Please check your signature is correct.",
         ));
     }
-    let expected_service = match h("x-tc-version") {
-        "2018-05-25" => "tke",
-        "2020-10-28" => "tat",
+    let expected_service = match (h("x-tc-version"), h("x-tc-action")) {
+        ("2018-05-25", _) => "tke",
+        ("2020-10-28", _) => "tat",
+        ("2018-08-13", "GetCallerIdentity") => "sts",
+        ("2018-08-13", _) => "tag",
         _ => "cvm",
     };
     if *service != expected_service {
@@ -508,4 +519,48 @@ fn terminate(s: &mut State, region: &str, body: &Value) -> Response {
         s.instances.remove(id);
     }
     ok(json!({}))
+}
+
+/// The Tag API's `TagResources` (set `Tags`) and `UnTagResources` (drop `TagKeys`) on CVM
+/// instances named `qcs::cvm:REGION:uin/OWNER:instance/ID`: at most 10 resources and 10
+/// tags, all checked before any is changed; an unknown instance is a `FailedResources`
+/// entry, as the API reports per resource.
+fn tag_resources(s: &mut State, region: &str, action: &str, body: &Value) -> Response {
+    let resources: Vec<&str> =
+        body["ResourceList"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let tags: Vec<(String, String)> = body["Tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| Some((t["TagKey"].as_str()?.to_string(), t["TagValue"].as_str()?.to_string())))
+        .collect();
+    let keys: Vec<&str> = body["TagKeys"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let (set, n) = if action == "TagResources" { (true, tags.len()) } else { (false, keys.len()) };
+    if resources.is_empty() || resources.len() > 10 || n == 0 || n > 10 {
+        return err("InvalidParameterValue", "ResourceList and the tags must hold 1 to 10 entries.");
+    }
+    let prefix = format!("qcs::cvm:{region}:uin/{OWNER_UIN}:instance/");
+    let mut ids = Vec::new();
+    let mut failed = Vec::new();
+    for r in &resources {
+        match r.strip_prefix(&prefix) {
+            Some(id) if s.instances.get(id).is_some_and(|i| i.region == region) => ids.push(id.to_string()),
+            Some(_) => failed.push(json!({"Resource": r, "Code": "ResourceNotFound", "Message": "no such instance"})),
+            None => {
+                return err(
+                    "InvalidParameterValue.ResourceDescriptionError",
+                    &format!("`{r}` is not a CVM resource name of {region}"),
+                );
+            }
+        }
+    }
+    for id in ids {
+        let Some(i) = s.instances.get_mut(&id) else { continue };
+        if set {
+            i.tags.extend(tags.iter().cloned());
+        } else {
+            i.tags.retain(|k, _| !keys.contains(&k.as_str()));
+        }
+    }
+    ok(json!({"FailedResources": failed}))
 }

@@ -17,8 +17,9 @@
 //!
 //! On `sim` a replica runs on a live node of its pool with room: the planned capacity
 //! type first, then the fallback the plan allows (spot → on-demand when
-//! `mix.fallback = "on_demand"`). For clouds the plan already carries the node shape and
-//! the provider creates a node for the job. Pools with a `kubernetes {}` block submit
+//! `mix.fallback = "on_demand"`). For clouds the plan already carries either the warm
+//! node the job runs on (through the cloud's run-command API; the node stays in its pool
+//! when the job ends) or the node shape, and the provider creates a node for the job. Pools with a `kubernetes {}` block submit
 //! their Job to the cluster (`providers/kube`), which places the replicas. Launch tokens
 //! come from the plan, so a retried apply never launches a replica attempt twice.
 //! A run gpuplan stops (preemption, its node removed) never spends a retry.
@@ -260,10 +261,11 @@ async fn node_slots(
     slots
 }
 
-/// A launch onto a live node of the pool (sim): neither a node made for the job (clouds)
-/// nor a cluster's (Kubernetes places those itself).
+/// A launch onto a live node of the pool that apply picks (sim): neither a node made for
+/// the job (clouds), nor a warm node the plan already chose (clouds' run-command), nor a
+/// cluster's (Kubernetes places those itself).
 fn on_pool_node(l: &ReplicaLaunch) -> bool {
-    l.request.shape.is_none() && l.request.kube.is_none()
+    l.request.shape.is_none() && l.request.kube.is_none() && l.request.node_id.is_empty()
 }
 
 /// One job's part of the apply: its stops recorded, its replicas launched, the nodes of

@@ -40,6 +40,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     live_prices: vec![],
                     month_to_date: Default::default(),
                     clocks: Default::default(),
+                    agents: Default::default(),
                 };
                 let ask = Ask {
                     question: "Do you want to perform these actions?",
@@ -77,6 +78,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             live_prices: vec![],
             month_to_date: Default::default(),
             clocks: Default::default(),
+            agents: Default::default(),
         };
         let ask = Ask {
             question: "Do you really want to destroy everything this state owns?",

@@ -26,6 +26,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
             live_prices: vec![],
             month_to_date: Default::default(),
             clocks: Default::default(),
+            agents: Default::default(),
         };
         let mut plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         common::locate_errors(&mut plan, &loaded);

@@ -67,6 +67,9 @@ pub struct PlanRequest {
     /// Each provider's clock by provider block name ([`clocks`]), read when the plan
     /// refreshes: when pools that fell back try their preferred placement again.
     pub clocks: BTreeMap<String, u64>,
+    /// The run-command agents of the warm nodes of cloud VM pools that jobs use, by node
+    /// id ([`agents`]), read when the plan refreshes: only online ones take jobs.
+    pub agents: BTreeMap<String, crate::providers::AgentState>,
 }
 
 /// Refresh (unless asked not to) and diff. Nothing is written.
@@ -88,6 +91,7 @@ pub async fn plan(
         let spend = month_to_date(spec, &session.state, providers);
         with_prices.month_to_date = spend.by_quota.clone();
         with_prices.clocks = clocks(providers);
+        with_prices.agents = agents(spec, state, providers).await;
         let mut plan = plan_refreshed(spec, state, observed, statuses.as_ref(), &with_prices, &[])?;
         add_job_nodes(&mut plan, &job_nodes);
         if !session.state.spend.is_empty() {
@@ -286,7 +290,9 @@ pub fn plan_refreshed(
     add_adoptions(&mut plan, adopted.adoptions, adopted.errors);
     let mut plan = assess(plan, spec, req, &jobs::running::by_pool(state, statuses))?;
     if !req.destroy {
-        plan.jobs = jobs::place::place(&jobs::place::PlaceInput { spec, state, plan: &plan, observed: statuses });
+        let agents = req.refresh.then_some(&req.agents);
+        plan.jobs =
+            jobs::place::place(&jobs::place::PlaceInput { spec, state, plan: &plan, observed: statuses, agents });
         jobs::template_change::note_running_jobs(&mut plan, spec);
         // Nodes made for jobs (cloud VM pools) cost like the pool's own.
         if let Some(c) = plan.cost.as_mut() {
@@ -294,6 +300,47 @@ pub fn plan_refreshed(
         }
     }
     Ok(plan)
+}
+
+/// The run-command agents of the live nodes of every cloud VM pool a job runs on, asked
+/// once per (provider, region). A cloud without run-command answers nothing (its jobs
+/// boot nodes); agents that cannot be read are offline for this plan, with why, and a
+/// warning: the jobs boot nodes rather than wait.
+pub async fn agents(
+    spec: &Spec,
+    state: &State,
+    providers: &ProviderSet,
+) -> BTreeMap<String, crate::providers::AgentState> {
+    let used: std::collections::BTreeSet<&Address> =
+        spec.jobs.values().flat_map(|j| std::iter::once(&j.pool.value).chain(&j.pool_choices)).collect();
+    let mut asks: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for addr in used {
+        let Some(pool) = spec.gpu_pools.get(addr).filter(|p| p.kubernetes.is_none()) else { continue };
+        let kind = spec.providers.get(&pool.provider.value).and_then(|b| b.kind.value);
+        if kind.is_none_or(|k| k == crate::model::ProviderKind::Sim) {
+            continue;
+        }
+        let Some(region) = crate::spec::validate::pool_region(spec, pool) else { continue };
+        let Some(r) = state.resources.get(&addr.to_string()) else { continue };
+        let ids = r.nodes.iter().filter(|n| n.is_live()).map(|n| n.id.clone());
+        asks.entry((pool.provider.value.clone(), region.value.clone())).or_default().extend(ids);
+    }
+    let mut out = BTreeMap::new();
+    for ((name, region), ids) in asks.into_iter().filter(|(_, ids)| !ids.is_empty()) {
+        let Some(p) = providers.get(&name) else { continue };
+        match p.agents(&region, &ids).await {
+            Ok(Some(found)) => out.extend(found),
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!(
+                    "warning: provider \"{name}\" could not say which warm nodes in {region} can take jobs: {e}; jobs boot nodes of their own"
+                );
+                let why = format!("its agent could not be read ({e})");
+                out.extend(ids.into_iter().map(|id| (id, crate::providers::AgentState::Offline(why.clone()))));
+            }
+        }
+    }
+    out
 }
 
 /// Refresh: the nodes the clouds run with this state's tags.
@@ -440,7 +487,8 @@ pub fn place_jobs_into(
         plan.jobs = Vec::new();
         return;
     }
-    let input = jobs::place::PlaceInput { spec, state, plan, observed: statuses };
+    let agents = req.refresh.then_some(&req.agents);
+    let input = jobs::place::PlaceInput { spec, state, plan, observed: statuses, agents };
     plan.jobs = jobs::place::place(&input);
     jobs::template_change::note_running_jobs(plan, spec);
     if let Some(c) = plan.cost.as_mut() {

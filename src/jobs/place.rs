@@ -19,8 +19,8 @@ use crate::catalog;
 use crate::plan::Plan;
 use crate::plan::shape::{self, PoolShape};
 use crate::providers::{
-    Capacity, CreateNodes, JobState, JobStatus, KubeLaunch, LaunchJob, NodeState, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB,
-    TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, TAG_REPLICA, Tags, kube,
+    AgentState, Capacity, CreateNodes, JobState, JobStatus, KubeLaunch, LaunchJob, NodeState, TAG_ADDRESS, TAG_ATTEMPT,
+    TAG_JOB, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, TAG_REPLICA, Tags, kube,
 };
 use crate::spec::Spec;
 use crate::spec::model::{Fallback, Job, JobTemplate, ProviderKind};
@@ -40,6 +40,9 @@ pub struct PlaceInput<'a> {
     pub plan: &'a Plan,
     /// Run id → status from refresh; `None` when not refreshed (state is the truth).
     pub observed: Option<&'a BTreeMap<String, JobStatus>>,
+    /// Pool node id → its run-command agent, from refresh (cloud VM pools whose cloud
+    /// has one): only nodes listed online here take jobs as warm nodes.
+    pub agents: Option<&'a BTreeMap<String, AgentState>>,
 }
 
 /// One job's replicas, read from state and refresh.
@@ -194,7 +197,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
         .filter(|(a, _)| used.contains(a))
         .filter_map(|(a, p)| shape::shape(spec, p, cat).map(|s| (a, s)))
         .collect();
-    let mut pools = pool_rooms(input, &shapes);
+    let (mut pools, offline) = pool_rooms(input, &shapes);
     let mut quotas: BTreeMap<Address, QuotaRoom> = spec
         .quotas
         .iter()
@@ -291,6 +294,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
                 interrupted: p.interrupted.clone(),
                 adopted: Vec::new(),
                 incarnation: Some(incarnation(input.state, rec)),
+                warm_skipped: Vec::new(),
             },
         );
         if !p.pending.is_empty() {
@@ -323,6 +327,8 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
     });
     let pending: BTreeMap<Address, Vec<(u32, u32)>> =
         demands.iter().map(|(d, p)| (d.address.clone(), p.clone())).collect();
+    // The warm nodes of cloud VM pools with room once running jobs took theirs.
+    let mut warm = warm_nodes(input, &shapes, &pools);
     let decisions = admit::admit(demands.into_iter().map(|(d, _)| d).collect(), &pools, &quotas);
     let mut order: Vec<Address> = decisions.iter().map(|d| d.address.clone()).collect();
     for d in decisions {
@@ -339,12 +345,21 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
                 jp.placement = Placement::Launch;
                 for ((replica, attempt), cap) in pending[&d.address].iter().zip(&caps) {
                     if let Some(shape) = shape {
-                        let l = launch(input, &d.address, job, t, shape, *replica, *attempt, *cap, fallback);
+                        let mut l = launch(input, &d.address, job, t, shape, *replica, *attempt, *cap, fallback);
+                        onto_warm(&mut l, warm.get_mut(&job.pool.value));
                         jp.launches.push(l);
                     }
                 }
+                if jp.launches.iter().any(|l| l.request.shape.is_some()) {
+                    jp.warm_skipped = offline.get(&job.pool.value).cloned().unwrap_or_default();
+                }
                 jp.capacity.extend(caps);
                 jp.capacity.sort();
+            }
+            None if d.reason.as_ref().is_some_and(|r| r.code == WaitCode::Capacity) => {
+                // Waiting for room beside warm nodes that could have taken it: say why not.
+                jp.warm_skipped = offline.get(&jp.pool).cloned().unwrap_or_default();
+                jp.reason = d.reason;
             }
             None => jp.reason = d.reason,
         }
@@ -616,11 +631,63 @@ fn take(room: &mut PoolRoom, node_id: &str, capacity: Capacity, gpus: u32) {
     }
 }
 
+/// Is this pool on a cloud without a cluster: its jobs boot nodes of their own, or run on
+/// its warm nodes through the cloud's run-command API?
+fn cloud_vm_pool(input: &PlaceInput<'_>, addr: &Address, shape: &PoolShape) -> bool {
+    shape.provider_kind != ProviderKind::Sim && input.spec.gpu_pools.get(addr).is_some_and(|p| p.kubernetes.is_none())
+}
+
+/// The warm nodes of each cloud VM pool (nodes with an id in its room: the agent is
+/// online) with what running jobs leave free on them.
+fn warm_nodes(
+    input: &PlaceInput<'_>,
+    shapes: &BTreeMap<&Address, PoolShape>,
+    pools: &BTreeMap<Address, PoolRoom>,
+) -> BTreeMap<Address, Vec<NodeRoom>> {
+    pools
+        .iter()
+        .filter(|(a, _)| shapes.get(a).is_some_and(|s| cloud_vm_pool(input, a, s)))
+        .map(|(a, r)| (a.clone(), r.nodes.iter().filter(|n| n.id.is_some()).cloned().collect()))
+        .collect()
+}
+
+/// Run a launch admission placed on a cloud VM pool on one of its warm nodes when one of
+/// the placed capacity has room (best fit, as admission counts it): the plan names the
+/// node, apply runs the job there through the cloud's run-command API, and the node
+/// stays in the pool afterwards. Otherwise the launch boots a node of its own.
+fn onto_warm(l: &mut ReplicaLaunch, warm: Option<&mut Vec<NodeRoom>>) {
+    let (Some(warm), Some(shape)) = (warm, l.request.shape.as_ref()) else { return };
+    let gpus = l.request.gpus;
+    let best = warm
+        .iter_mut()
+        .enumerate()
+        .filter(|(_, n)| n.capacity == l.capacity && n.free >= gpus)
+        .min_by_key(|(i, n)| (n.free, *i))
+        .map(|(_, n)| n);
+    let Some(node) = best else { return };
+    node.free -= gpus;
+    l.request.node_id = node.id.clone().unwrap_or_default();
+    l.request.region = shape.region.clone();
+    l.request.shape = None;
+    l.request.keep_node = true;
+    // The node is there: no other capacity to fall back to.
+    l.fallback = None;
+}
+
+/// Warm nodes of cloud VM pools whose agent is offline, per pool (`i-0abc: SSM agent
+/// ConnectionLost`): the plan says why they take no jobs.
+type Offline = BTreeMap<Address, Vec<String>>;
+
 /// Each pool's nodes once this plan is applied: live nodes it keeps, nodes it adopts and
-/// nodes it creates, all with `gpus_per_node` free.
-fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) -> BTreeMap<Address, PoolRoom> {
+/// nodes it creates, all with `gpus_per_node` free. On a cloud VM pool: its warm nodes
+/// whose agent is online, then a boot slot for each node `nodes.max` still allows.
+fn pool_rooms(
+    input: &PlaceInput<'_>,
+    shapes: &BTreeMap<&Address, PoolShape>,
+) -> (BTreeMap<Address, PoolRoom>, Offline) {
     let report = input.plan.cost.as_ref();
     let mut rooms = BTreeMap::new();
+    let mut offline = Offline::new();
     let changes: BTreeMap<&Address, &crate::plan::model::PoolChange> = input
         .plan
         .changes
@@ -668,16 +735,22 @@ fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) ->
                 }
             }
         }
-        // A VM pool on a cloud runs each replica on a node of its own (booted with the
-        // job's user data; warm nodes are not used for jobs): the room is what `nodes.max`
-        // leaves beside the warm nodes and the job nodes already running.
+        // A VM pool on a cloud runs a replica on a warm node whose run-command agent is
+        // online, else on a node of its own (booted with the job's user data): the room
+        // is those warm nodes plus what `nodes.max` leaves beside the warm nodes and the
+        // job nodes already running.
         if shape.provider_kind != ProviderKind::Sim && pool.kubernetes.is_none() {
             let busy = busy.get(*addr).copied().unwrap_or(0);
             let room = (pool.nodes.max.value as usize).saturating_sub(nodes.len() + busy);
             // Spot job nodes on an all-spot pool; on-demand otherwise.
             let all_spot = pool.mix.spot_percent.value == 100 && pool.mix.on_demand_base.value == 0;
             let capacity = if all_spot { Capacity::Spot } else { Capacity::OnDemand };
-            nodes = vec![NodeRoom { capacity, free: gpn, id: None }; room];
+            let (warm, notes) = online(input.agents, nodes);
+            if !notes.is_empty() {
+                offline.insert((*addr).clone(), notes);
+            }
+            nodes = warm;
+            nodes.extend(vec![NodeRoom { capacity, free: gpn, id: None }; room]);
         }
         let cost = costs.get(*addr).copied();
         let per_gpu = |p: Option<&crate::cost::Price>| p.map(|p| p.usd_per_hour / gpn.max(1) as f64);
@@ -693,7 +766,29 @@ fn pool_rooms(input: &PlaceInput<'_>, shapes: &BTreeMap<&Address, PoolShape>) ->
             },
         );
     }
-    rooms
+    (rooms, offline)
+}
+
+/// The nodes among `nodes` (a cloud VM pool's live nodes) whose agent refresh saw
+/// online, and a note for each one it saw offline. Nodes it did not ask about (a cloud
+/// without run-command, a plan without refresh) are not warm for jobs.
+fn online(agents: Option<&BTreeMap<String, AgentState>>, nodes: Vec<NodeRoom>) -> (Vec<NodeRoom>, Vec<String>) {
+    let Some(agents) = agents else { return (Vec::new(), Vec::new()) };
+    // Nodes offline for the same reason share one note (`i-1, i-2: SSM agent ConnectionLost`).
+    let mut offline: Vec<(&str, Vec<String>)> = Vec::new();
+    let mut warm = Vec::new();
+    for n in &nodes {
+        let Some(id) = n.id.as_deref() else { continue };
+        match agents.get(id) {
+            Some(AgentState::Online) => warm.push(n.clone()),
+            Some(AgentState::Offline(why)) => match offline.iter_mut().find(|(w, _)| *w == why.as_str()) {
+                Some((_, ids)) => ids.push(id.to_string()),
+                None => offline.push((why.as_str(), vec![id.to_string()])),
+            },
+            None => {}
+        }
+    }
+    (warm, offline.into_iter().map(|(why, ids)| format!("{}: {why}", ids.join(", "))).collect())
 }
 
 /// Active runs on nodes made for them (from state), per pool of their job: counted in
@@ -829,6 +924,7 @@ fn launch(
         job: addr.clone(),
         pool: job.pool.value.clone(),
         node_id: String::new(),
+        region: String::new(),
         image: t.image.value.clone(),
         command,
         env: env(addr, job, t, replica, attempt),

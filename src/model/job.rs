@@ -125,8 +125,8 @@ pub struct JobPlacement {
     /// When it started waiting (RFC 3339, from state), if it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_since: Option<String>,
-    /// The replica launches apply performs (node chosen at apply on `sim`; a node shape
-    /// for clouds).
+    /// The replica launches apply performs (node chosen at apply on `sim`; on clouds a
+    /// warm node of the pool chosen here, else a node shape to boot).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub launches: Vec<ReplicaLaunch>,
     /// The runs as refresh observed them; apply records them in state.
@@ -153,6 +153,10 @@ pub struct JobPlacement {
     /// apply records it before the first launch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<String>,
+    /// Warm nodes of its cloud VM pool that could not take its replicas, each with why
+    /// (`i-0abc: SSM agent ConnectionLost`): the plan says why it boots a node instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warm_skipped: Vec<String>,
 }
 
 /// A run stopped because a change of this plan removes its node.

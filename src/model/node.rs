@@ -197,6 +197,17 @@ pub struct ListFilter {
     pub lineage: Option<String>,
 }
 
+/// A pool node's run-command agent (AWS Systems Manager, Tencent TAT, Alibaba Cloud
+/// Assistant), as refresh saw it: only a node whose agent is online takes jobs as a warm
+/// node; the others stay idle and jobs boot nodes of their own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentState {
+    Online,
+    /// Why not (`SSM agent ConnectionLost`, `not registered with Systems Manager`, or why
+    /// the agents could not be read).
+    Offline(String),
+}
+
 /// One priced way to get GPUs from a provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Offer {
@@ -263,6 +274,10 @@ pub struct LaunchJob {
     /// The node to run on; empty when `shape` asks the provider to create one.
     #[serde(default)]
     pub node_id: String,
+    /// The region of `node_id` when the plan chose a warm node of a cloud pool (its job
+    /// runs through the cloud's run-command API there); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub region: String,
     pub image: String,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,

@@ -85,6 +85,17 @@ pub trait Provider: Send + Sync {
         Err(unsupported(self.kind(), "retag instances for `import`, `moved` and `removed`"))
     }
 
+    /// The run-command agent of each of these pool nodes (`ids` in `region`): a job runs
+    /// on an idle warm node only when its agent is online (`LaunchJob::node_id`, through
+    /// the cloud's run-command API). `Ok(None)`: this cloud runs jobs on nodes of their own.
+    async fn agents(
+        &self,
+        _region: &str,
+        _ids: &[String],
+    ) -> Result<Option<BTreeMap<String, AgentState>>, ProviderError> {
+        Ok(None)
+    }
+
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError>;
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;

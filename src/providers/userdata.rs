@@ -5,7 +5,10 @@
 //! and the job's GPUs, under `timeout` when the job has a `max_runtime`, then reports
 //! completion the way every cloud can read back without credentials on the node: a
 //! `gpuplan-job-exit=N` line on the serial console (and in `/var/log/gpuplan-job.log`),
-//! then it powers the node off, unless the pool keeps it. A provider's `job_status` maps
+//! then it powers the node off, unless the pool keeps it (a warm node running the job
+//! through the cloud's run-command API: the script then exits with the job's code).
+//! Before the job, [`prepare_script`] installs what an image without a GPU stack lacks.
+//! A provider's `job_status` maps
 //! a live node to running, a node the job powered off to succeeded or failed (from the
 //! console line where the cloud serves console output), and a reclaimed spot node to
 //! preempted.
@@ -55,21 +58,14 @@ pub fn job_script(req: &LaunchJob) -> String {
     for c in &req.command {
         run.push(shell_quote(c));
     }
-    let finish = if req.keep_node { "# the pool keeps this node" } else { "shutdown -h now" };
+    // A kept node (a warm node running the job through run-command) ends the script with
+    // the job's exit code, which the cloud's run-command API reports.
+    let finish = if req.keep_node { "exit \"$code\"" } else { "shutdown -h now" };
     // What the job needs on the node: the NVIDIA driver and a container runtime with the
-    // NVIDIA runtime. GPU images have them; on others the script tries the distribution's
-    // packages once, and when that fails the job ends with the reason, not a hang.
+    // NVIDIA runtime. GPU images have them; on others the script installs them from the
+    // distribution's packages, and when that fails the job ends with the reason, not a hang.
     let stop = if req.keep_node { "true" } else { "shutdown -h now" };
-    let needs = format!(
-        "need() {{ echo \"{ERROR_MARKER}$1\" | tee /dev/console; echo \"{EXIT_MARKER}{NOT_RUNNABLE}\" | tee /dev/console; {stop}; exit {NOT_RUNNABLE}; }}\n\
-         if ! command -v docker >/dev/null 2>&1; then\n\
-         \x20 if command -v dnf >/dev/null 2>&1; then dnf install -y docker; elif command -v apt-get >/dev/null 2>&1; then apt-get update && apt-get install -y docker.io; fi >/dev/null 2>&1\n\
-         \x20 systemctl start docker >/dev/null 2>&1\n\
-         fi\n\
-         command -v docker >/dev/null 2>&1 || need 'no container runtime (docker) on this image and it could not be installed'\n\
-         command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1 || need 'no working NVIDIA driver on this image (nvidia-smi fails): use a GPU image, such as the cloud deep-learning images'\n\
-         docker info 2>/dev/null | grep -qi nvidia || need 'docker has no NVIDIA runtime: install the NVIDIA Container Toolkit in the image'\n"
-    );
+    let needs = prepare_script(stop);
     format!(
         "#!/bin/bash\n\
          # gpuplan job {job} attempt {attempt} (token {token})\n\
@@ -84,6 +80,108 @@ pub fn job_script(req: &LaunchJob) -> String {
         attempt = req.attempt,
         token = req.token,
         run = run.join(" \\\n  "),
+    )
+}
+
+/// Package names per distribution family: (family, `ID`/`ID_LIKE` words of
+/// `/etc/os-release`, driver packages, container-toolkit packages). The families are those
+/// of the clouds' GPU images: Ubuntu (apt), Alibaba Cloud Linux and the CentOS-like ones
+/// (dnf, else yum), TencentOS (dnf, else yum). The names are the distributions' (and the
+/// vendors' mirrors') as documented, not tried here on a GPU VM.
+const DRIVER_FAMILIES: &[(&str, &str, &str, &str)] = &[
+    ("ubuntu", "ubuntu", "ubuntu-drivers-common", "nvidia-container-toolkit"),
+    ("tencentos", "tencentos opencloudos", "nvidia-driver nvidia-driver-cuda", "nvidia-container-toolkit"),
+    (
+        "rhel",
+        "alinux anolis centos rhel rocky almalinux fedora",
+        "nvidia-driver nvidia-driver-cuda",
+        "nvidia-container-toolkit",
+    ),
+];
+
+/// The part of the job script that makes the node able to run a GPU container, as a
+/// bash fragment: Docker when missing; the NVIDIA driver when `nvidia-smi` fails, and the
+/// NVIDIA Container Toolkit when Docker has no NVIDIA runtime, both from the distribution's
+/// packages for the families in [`DRIVER_FAMILIES`]. What cannot be installed ends the
+/// job with `gpuplan-job-error=driver install failed: …` (the step that failed, and the
+/// OS) and exit code [`NOT_RUNNABLE`], which every provider reads back into the run's
+/// state. `stop` ends the node's part (`shutdown -h now`, or `true` on a kept node).
+///
+/// `GPUPLAN_ROOT` (prefix of `/etc/os-release`) and `GPUPLAN_CONSOLE` (instead of
+/// `/dev/console`) exist for the tests, which run every branch in a fake root with stub
+/// package managers on `PATH`; nodes never set them.
+pub fn prepare_script(stop: &str) -> String {
+    let mut families = String::new();
+    for (family, words, _, _) in DRIVER_FAMILIES {
+        let pats: Vec<String> = words.split(' ').map(|w| format!("*\" {w} \"*")).collect();
+        families += &format!("    {}) echo {family} ;;\n", pats.join("|"));
+    }
+    let mut packages = String::new();
+    for (family, _, driver, toolkit) in DRIVER_FAMILIES {
+        packages += &format!("    {family}) driver_pkgs='{driver}'; toolkit_pkgs='{toolkit}' ;;\n");
+    }
+    format!(
+        r#"export DEBIAN_FRONTEND=noninteractive
+console="${{GPUPLAN_CONSOLE:-/dev/console}}"
+need() {{ echo "{ERROR_MARKER}$1" | tee -a "$console"; echo "{EXIT_MARKER}{NOT_RUNNABLE}" | tee -a "$console"; {stop}; exit {NOT_RUNNABLE}; }}
+os_id=unknown
+os_like=''
+os_name='an unknown OS'
+if [ -r "${{GPUPLAN_ROOT:-}}/etc/os-release" ]; then
+  # shellcheck disable=SC1091
+  os_id="$(. "${{GPUPLAN_ROOT:-}}/etc/os-release" && echo "${{ID:-unknown}}")"
+  # shellcheck disable=SC1091
+  os_like="$(. "${{GPUPLAN_ROOT:-}}/etc/os-release" && echo "${{ID_LIKE:-}}")"
+  # shellcheck disable=SC1091
+  os_name="$(. "${{GPUPLAN_ROOT:-}}/etc/os-release" && echo "${{PRETTY_NAME:-$os_id}}")"
+fi
+family="$(case " $os_id $os_like " in
+{families}    *) echo unknown ;;
+  esac)"
+driver_pkgs=''
+toolkit_pkgs=''
+case "$family" in
+{packages}esac
+failed=''
+step() {{ "$@" || {{ failed="\`$*\` exited $?"; return 1; }}; }}
+pkg() {{
+  if [ "$family" = ubuntu ]; then step apt-get install -y "$@"
+  elif command -v dnf >/dev/null 2>&1; then step dnf install -y "$@"
+  elif command -v yum >/dev/null 2>&1; then step yum install -y "$@"
+  else failed="no dnf or yum on $os_name"; return 1
+  fi
+}}
+install_driver() {{
+  [ "$family" != unknown ] || {{ failed="gpuplan installs it on Ubuntu, Alibaba Cloud Linux, CentOS-like systems and TencentOS, not on $os_name"; return 1; }}
+  if [ "$family" = ubuntu ]; then step apt-get update || return 1; fi
+  # shellcheck disable=SC2086
+  pkg $driver_pkgs || return 1
+  if [ "$family" = ubuntu ]; then step ubuntu-drivers install --gpgpu || return 1; fi
+  modprobe nvidia >/dev/null 2>&1 || true
+}}
+install_toolkit() {{
+  [ "$family" != unknown ] || {{ failed="no NVIDIA Container Toolkit packages known for $os_name"; return 1; }}
+  if [ "$family" = ubuntu ]; then step apt-get update || return 1; fi
+  # shellcheck disable=SC2086
+  pkg $toolkit_pkgs && step nvidia-ctk runtime configure --runtime=docker && step systemctl restart docker
+}}
+driver_ok() {{ command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; }}
+if ! command -v docker >/dev/null 2>&1; then
+  if command -v dnf >/dev/null 2>&1; then dnf install -y docker; elif command -v apt-get >/dev/null 2>&1; then apt-get update && apt-get install -y docker.io; fi >/dev/null 2>&1
+  systemctl start docker >/dev/null 2>&1
+fi
+command -v docker >/dev/null 2>&1 || need 'no container runtime (docker) on this image and it could not be installed'
+if ! driver_ok; then
+  echo "gpuplan: no working NVIDIA driver; installing it from the $os_name packages"
+  install_driver || need "driver install failed: $failed"
+  driver_ok || need "driver install failed: nvidia-smi still fails after installing $driver_pkgs on $os_name"
+fi
+if ! docker info 2>/dev/null | grep -qi nvidia; then
+  echo "gpuplan: docker has no NVIDIA runtime; installing the NVIDIA Container Toolkit"
+  install_toolkit || need "driver install failed: container toolkit: $failed"
+  docker info 2>/dev/null | grep -qi nvidia || need "driver install failed: docker still has no NVIDIA runtime after installing $toolkit_pkgs on $os_name"
+fi
+"#
     )
 }
 
@@ -129,11 +227,12 @@ fn container_name(req: &LaunchJob) -> String {
 mod tests {
     use super::*;
 
-    fn req() -> LaunchJob {
+    pub(super) fn req() -> LaunchJob {
         LaunchJob {
             job: "job.finetune".parse().unwrap(),
             pool: "gpu_pool.train".parse().unwrap(),
             node_id: String::new(),
+            region: String::new(),
             image: "ghcr.io/acme/trainer:1".into(),
             command: vec!["python".into(), "train.py".into(), "--note=it's".into()],
             env: [("GPUPLAN_CHECKPOINT_URI".to_string(), "s3://ckpt/finetune".to_string())].into(),
@@ -186,6 +285,9 @@ mod tests {
         assert_eq!(shell_quote("$(rm -rf /)"), "'$(rm -rf /)'");
     }
 }
+
+#[cfg(test)]
+mod driver_tests;
 
 #[cfg(test)]
 mod needs_tests {

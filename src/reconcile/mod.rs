@@ -237,6 +237,7 @@ pub async fn pass(
     let planned = adopted.as_ref().unwrap_or(&session.state);
     let statuses = run::job_statuses(planned, &providers, &req).await?;
     let statuses = statuses.as_ref();
+    req.agents = run::agents(spec, planned, &providers).await;
     let mut baseline = run::plan_observed(spec, planned, Some(&observed), statuses, &req, &[])?;
     run::place_jobs_into(spec, planned, statuses, &req, &mut baseline);
 

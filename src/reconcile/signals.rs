@@ -143,23 +143,38 @@ pub fn autoscale(cx: &Context<'_>) -> (Vec<ScaleAction>, Vec<PoolDecision>, BTre
 }
 
 /// Live nodes of the pool with their usage. The sim cloud reports usage. On a VM pool of
-/// a cloud gpuplan knows it too: jobs run on nodes of their own, never on the pool's warm
-/// nodes, so a warm node is idle since it joined the pool (its ledger line's start, by
-/// the provider's clock; a node without one is never counted idle). Kubernetes pools
-/// (the cluster places pods) give `usage_known: false`: no scale-down, no utilization.
+/// a cloud gpuplan knows it too: a warm node is busy while a job runs on it (through the
+/// cloud's run-command API), or when this pass launches one there, and idle since it
+/// joined the pool (its ledger line's start, by the provider's clock; a node without one
+/// is never counted idle) or since its last job ended, whichever is later. Kubernetes
+/// pools (the cluster places pods) give `usage_known: false`: no scale-down, no utilization.
 fn signals_for(cx: &Context<'_>, pool: &Address, provider_kind: &str) -> Signals {
     let vm_pool = provider_kind != "sim" && cx.spec.gpu_pools.get(pool).is_some_and(|p| p.kubernetes.is_none());
     if vm_pool {
+        let jobs = || cx.baseline.jobs.iter().filter(|j| &j.pool == pool);
+        // Runs on the pool's own nodes (warm nodes), not on nodes made for them.
+        let warm_runs: Vec<&crate::model::JobRun> =
+            jobs().flat_map(|j| &j.runs).filter(|r| !r.has_own_node()).collect();
+        let on_warm = |id: &str| warm_runs.clone().into_iter().filter(|r| r.node_id == id).collect::<Vec<_>>();
         let nodes = cx
             .observed
             .iter()
             .filter(|n| n.is_live() && &n.pool == pool)
-            .map(|n| NodeSignal {
-                id: n.id.clone(),
-                zone: n.zone.clone(),
-                capacity: n.capacity,
-                busy: false,
-                idle_since: cx.state.spend.get(&n.id).map(|l| from_ms(l.start_ms)),
+            .map(|n| {
+                let launching = jobs().flat_map(|j| &j.launches).any(|l| l.request.node_id == n.id);
+                let last_end = on_warm(&n.id)
+                    .into_iter()
+                    .filter_map(|r| r.finished_at.as_deref())
+                    .filter_map(|t| humantime::parse_rfc3339_weak(t).ok())
+                    .max();
+                let joined = cx.state.spend.get(&n.id).map(|l| from_ms(l.start_ms));
+                NodeSignal {
+                    id: n.id.clone(),
+                    zone: n.zone.clone(),
+                    capacity: n.capacity,
+                    busy: launching || on_warm(&n.id).iter().any(|r| r.is_active()),
+                    idle_since: joined.map(|j| last_end.map_or(j, |e| e.max(j))),
+                }
             })
             .collect();
         return Signals { nodes, usage_known: true, queued: autoscale::queued_demand(cx.waiting, pool) };
@@ -288,8 +303,7 @@ gpu_pool "train" {
         }
     }
 
-    /// A cloud VM pool's warm nodes run no jobs (jobs get nodes of their own): each is idle
-    /// since it joined, and the autoscaler scales the pool down by the one idle longer than
+    /// A cloud VM pool's warm nodes that ran no job are idle since they joined, and the autoscaler scales the pool down by the one idle longer than
     /// `idle_for`; a node gpuplan has no ledger line for is never counted idle.
     #[test]
     fn warm_nodes_of_a_cloud_vm_pool_are_idle_since_they_joined() {
@@ -347,5 +361,45 @@ gpu_pool "train" {
         let spec = crate::spec::load_sources(sources, &Default::default()).spec;
         let cx = Context { spec: &spec, ..cx };
         assert!(!signals_for(&cx, &pool, "aws").usage_known);
+    }
+
+    /// A warm node running a job (through run-command) is busy; one whose job ended is
+    /// idle since it ended, not since it joined.
+    #[test]
+    fn warm_nodes_running_jobs_are_busy_and_idle_since_their_last_job() {
+        let mut sources = crate::diag::Sources::default();
+        sources.add("main.hcl", SPEC);
+        let spec = crate::spec::load_sources(sources, &Default::default()).spec;
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let mut state = State::new("l".into());
+        state.spend.insert("i-busy".into(), line(t0));
+        state.spend.insert("i-done".into(), line(t0));
+        let observed = vec![node("i-busy"), node("i-done")];
+        let ended = humantime::format_rfc3339_seconds(t0 + Duration::from_secs(20 * 60)).to_string();
+        let run = |id: &str, node: &str, status: &str, end: Option<&str>| {
+            serde_json::json!({"replica": 0, "attempt": 1, "id": id, "provider": "aws", "region": "us-east-1",
+                "node_id": node, "capacity": "on-demand", "gpus": 1, "status": status, "finished_at": end})
+        };
+        let plan: Plan = serde_json::from_value(serde_json::json!({
+            "format_version": 1, "lineage": "l", "serial": 0, "spec_digest": "", "refreshed": true,
+            "changes": [], "drift": [], "summary": {"add": 0, "change": 0, "destroy": 0},
+            "jobs": [{"address": "job.a", "pool": "gpu_pool.train", "priority": "medium", "preemptible": false,
+                "replicas": 1, "gpus_per_replica": 1, "placement": "running", "attempt": 1, "retries": 0,
+                "runs": [run("i-busy/c1", "i-busy", "running", None), run("i-done/c0", "i-done", "succeeded", Some(&ended))]}]
+        }))
+        .expect("a plan with a job on warm nodes");
+        let cx = Context {
+            spec: &spec,
+            state: &state,
+            baseline: &plan,
+            observed: &observed,
+            usage: None,
+            waiting: &[],
+            now: t0 + Duration::from_secs(30 * 60),
+        };
+        let s = signals_for(&cx, &"gpu_pool.train".parse().unwrap(), "aws");
+        let seen: Vec<(&str, bool, Option<SystemTime>)> =
+            s.nodes.iter().map(|n| (n.id.as_str(), n.busy, n.idle_since)).collect();
+        assert_eq!(seen, [("i-busy", true, Some(t0)), ("i-done", false, Some(t0 + Duration::from_secs(20 * 60)))]);
     }
 }

@@ -97,6 +97,7 @@ impl Fixture {
             job: Address::new(Kind::Job, "sweep"),
             pool: pool(),
             node_id: node.to_string(),
+            region: String::new(),
             image: "img".into(),
             command: vec![],
             env: BTreeMap::new(),

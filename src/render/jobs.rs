@@ -79,7 +79,7 @@ fn deferred_text(held: &[&DeferredDelete]) -> String {
 }
 
 fn describe(deferred: &Deferred<'_>, j: &JobPlacement) -> String {
-    let mut text = placement_text(j);
+    let mut text = placement_text(j) + &warm_skipped_text(j);
     if !j.interrupted.is_empty() {
         text = format!("{}; then {text}", interrupted_text(j));
     }
@@ -109,7 +109,8 @@ fn placement_text(j: &JobPlacement) -> String {
                 .find_map(|l| l.request.kube.as_ref())
                 .map(|k| format!(" as Kubernetes Job {}/{} in {}", k.namespace, k.name, kube::describe(&k.cluster)))
                 .unwrap_or_default();
-            format!("launch {which} on {} ({}){retry}{cluster}, {prio} priority", j.pool, capacity(&caps))
+            let nodes = where_text(j);
+            format!("launch {which} on {} ({}){retry}{cluster}{nodes}, {prio} priority", j.pool, capacity(&caps))
         }
         Placement::Waiting => {
             let why = j.reason.as_ref().map(|r| format!("{}: {}", r.code, r.message)).unwrap_or_default();
@@ -129,6 +130,40 @@ fn placement_text(j: &JobPlacement) -> String {
             j.attempt + 1
         ),
     }
+}
+
+/// Where a cloud VM pool's launches run: `: on warm node i-0abc`, `: boots a node`, one
+/// per replica when they differ, and why warm nodes were passed over. Empty for sim
+/// (apply picks the node) and clusters (the scheduler does).
+fn where_text(j: &JobPlacement) -> String {
+    let one = |l: &crate::model::ReplicaLaunch| {
+        if l.request.shape.is_some() {
+            Some("boots a node".to_string())
+        } else if l.request.kube.is_none() && !l.request.node_id.is_empty() {
+            Some(format!("on warm node {}", l.request.node_id))
+        } else {
+            None
+        }
+    };
+    let each: Vec<(u32, String)> = j.launches.iter().filter_map(|l| one(l).map(|w| (l.replica, w))).collect();
+    let Some((_, first)) = each.first() else { return String::new() };
+    let text = if each.iter().all(|(_, w)| w == first) && !first.starts_with("on warm") {
+        format!(": {first}{}", if each.len() > 1 { " each" } else { "" })
+    } else if each.len() == 1 {
+        format!(": {first}")
+    } else {
+        let parts: Vec<String> = each.iter().map(|(r, w)| format!("replica {r} {w}")).collect();
+        format!(": {}", parts.join(", "))
+    };
+    text
+}
+
+/// Why the warm nodes of the job's pool took none of its replicas (their agents).
+fn warm_skipped_text(j: &JobPlacement) -> String {
+    if j.warm_skipped.is_empty() {
+        return String::new();
+    }
+    format!("; warm nodes that take no jobs: {}", j.warm_skipped.join("; "))
 }
 
 /// `attempt 2 (2 of 2 retries left)`: only the job's own failures spend retries, so the
@@ -233,6 +268,10 @@ pub(crate) fn json(plan: &Plan) -> Json {
                     "env": l.request.env,
                     "token": l.request.token,
                     });
+                    // Only launches onto a warm node of a cloud pool name it.
+                    if l.request.shape.is_none() && l.request.kube.is_none() && !l.request.node_id.is_empty() {
+                        launch["warm_node"] = json!(l.request.node_id);
+                    }
                     // Only launches submitted to a cluster say which.
                     if let Some(k) = &l.request.kube {
                         launch["kubernetes"] = json!({"cluster": k.cluster, "namespace": k.namespace, "job": k.name});
@@ -240,6 +279,10 @@ pub(crate) fn json(plan: &Plan) -> Json {
                     launch
                 }).collect::<Vec<_>>(),
             });
+            // Only jobs that boot nodes beside warm nodes that cannot take jobs say why.
+            if !j.warm_skipped.is_empty() {
+                doc["warm_skipped"] = json!(j.warm_skipped);
+            }
             // Only jobs that name a GPU model list the pools they could have run on.
             if !j.alternatives.is_empty() {
                 doc["alternatives"] = json!(j.alternatives);

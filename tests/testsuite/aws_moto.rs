@@ -480,3 +480,106 @@ async fn a_job_node_no_run_owns_is_drift_and_terminated() {
     let r = run(dir, &["plan", "--detailed-exitcode"]);
     assert_eq!(r.code, 0, "nothing left: {}\n{}", r.stdout, r.stderr);
 }
+
+/// A front for moto that answers SSM's `DescribeInstanceInformation` itself (moto answers
+/// it 500): every instance asked about is `Online` while `online` holds, else
+/// `ConnectionLost`. Every other call, EC2's and SSM's, goes to moto.
+fn agents_front(online: std::sync::Arc<std::sync::Mutex<bool>>) -> crate::aws::fake_ec2::FakeEc2 {
+    use crate::aws::fake_ec2::{FakeEc2, Reply, forward};
+    let host = endpoint().trim_start_matches("http://").trim_end_matches('/').to_string();
+    FakeEc2::start(move |req, _| {
+        if req.headers.get("x-amz-target").map(String::as_str) != Some("AmazonSSM.DescribeInstanceInformation") {
+            return forward(&host, req);
+        }
+        let asked: serde_json::Value = serde_json::from_str(&req.body).expect("a JSON request");
+        let ping = if *online.lock().unwrap() { "Online" } else { "ConnectionLost" };
+        let ids = asked["Filters"][0]["Values"].as_array().cloned().unwrap_or_default();
+        let list: Vec<serde_json::Value> =
+            ids.iter().map(|id| serde_json::json!({"InstanceId": id, "PingStatus": ping})).collect();
+        Reply { status: 200, body: serde_json::json!({"InstanceInformationList": list}).to_string() }
+    })
+}
+
+/// SSM calls the front saw, by action.
+fn ssm_calls(front: &crate::aws::fake_ec2::FakeEc2, action: &str) -> usize {
+    let target = format!("AmazonSSM.{action}");
+    front.requests().iter().filter(|r| r.headers.get("x-amz-target") == Some(&target)).count()
+}
+
+/// Warm nodes take jobs: on a pool with two idle warm nodes, a one-replica job runs on
+/// one of them through Systems Manager Run Command (moto's `SendCommand` and
+/// `GetCommandInvocation`), launching no instance; when it ends the node stays in the
+/// pool. A node whose SSM agent is offline is not warm: the plan says so and boots a node.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_runs_on_an_idle_warm_node_through_ssm_and_the_node_stays_in_its_pool() {
+    let region = "us-east-1";
+    let c = client(region).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let online = std::sync::Arc::new(std::sync::Mutex::new(false));
+    let front = agents_front(online.clone());
+    let pool = pool_spec(&front.url, region, &["us-east-1a"], 2, 0, 0, "");
+    write_spec(dir, &pool);
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    let lineage = lineage(dir);
+    let warm: Vec<String> = tagged(&c, &lineage).await.into_iter().map(|n| n.0).collect();
+    assert_eq!(warm.len(), 2, "{warm:?}");
+
+    let job = "\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    write_spec(dir, &(pool.clone() + job));
+    // Agents offline: the nodes are not warm for jobs, and the plan says why.
+    let r = run(dir, &["plan", "--no-color"]);
+    assert_eq!(r.code, 0, "plan:\n{}\n{}", r.stdout, r.stderr);
+    let text = r.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("(on-demand): boots a node"), "{text}");
+    assert!(text.contains("warm nodes that take no jobs: "), "{text}");
+    assert!(text.contains(": SSM agent ConnectionLost"), "{text}");
+    assert!(warm.iter().all(|id| text.contains(id.as_str())), "both nodes named: {text}");
+
+    *online.lock().unwrap() = true;
+    let r = run(dir, &["plan", "--json"]);
+    assert_eq!(r.code, 0, "plan:\n{}", r.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let launch = &plan["jobs"][0]["launches"][0];
+    let node = launch["warm_node"].as_str().expect("a warm node").to_string();
+    assert!(warm.contains(&node), "{launch:#}");
+    assert_eq!(launch["node_shape"], false, "{launch:#}");
+    assert_eq!(plan["cost"]["pools"][0]["on_demand_after"], 2, "no node added to the cost: {:#}", plan["cost"]);
+    let r = run(dir, &["plan", "--no-color"]);
+    let text = r.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains(&format!("(on-demand): on warm node {node}, medium priority")), "{text}");
+
+    let launches_before = front.actions("RunInstances").len() + front.actions("CreateFleet").len();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    assert_eq!(front.actions("RunInstances").len() + front.actions("CreateFleet").len(), launches_before);
+    assert_eq!(ssm_calls(&front, "SendCommand"), 1);
+    let sent: serde_json::Value = serde_json::from_str(
+        &front.requests().iter().rev().find(|r| r.body.contains("AWS-RunShellScript")).unwrap().body,
+    )
+    .unwrap();
+    assert_eq!(sent["InstanceIds"][0], node.as_str(), "{sent:#}");
+    let script = sent["Parameters"]["commands"][0].as_str().unwrap_or("");
+    assert!(script.contains("docker run") && script.contains("exit \"$code\"") && !script.contains("shutdown"));
+
+    // moto answers the invocation Success: the job succeeded, read back through SSM.
+    let r = run(dir, &["jobs", "status", "once", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    assert_eq!(doc["jobs"][0]["state"], "succeeded", "{doc:#}");
+    assert!(ssm_calls(&front, "GetCommandInvocation") >= 1);
+    let r = run(dir, &["jobs", "logs", "once"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    // Recorded by the next apply; the warm node is still there, in its pool.
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    let nodes: Vec<String> = tagged(&c, &lineage).await.into_iter().map(|n| n.0).collect();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    assert!(nodes.contains(&node));
+    assert_eq!(state_of(&c, &node).await, InstanceStateName::Running);
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "nothing left to do: {}\n{}", r.stdout, r.stderr);
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+}

@@ -91,7 +91,7 @@ fn place_jobs(spec: &Spec, state: &State) -> Vec<crate::model::JobPlacement> {
         job_statuses: None,
     };
     let plan = diff::plan(&input).expect("the state's keys are addresses");
-    place(&PlaceInput { spec, state, plan: &plan, observed: None })
+    place(&PlaceInput { spec, state, plan: &plan, observed: None, agents: None })
 }
 
 #[test]

@@ -66,7 +66,24 @@ fn place_with(spec: &Spec, state: &State) -> Vec<JobPlacement> {
         job_statuses: None,
     };
     let plan = diff::plan(&input).expect("the state's keys are addresses");
-    place(&PlaceInput { spec, state, plan: &plan, observed: None })
+    place(&PlaceInput { spec, state, plan: &plan, observed: None, agents: None })
+}
+
+/// [`place_with`], with the agents refresh saw.
+fn place_agents(spec: &Spec, state: &State, agents: &BTreeMap<String, AgentState>) -> Vec<JobPlacement> {
+    let input = PlanInput {
+        spec,
+        state,
+        observed: None,
+        targets: &[],
+        destroy: false,
+        spec_digest: diff::spec_digest(spec),
+        autoscale: &[],
+        clocks: &Default::default(),
+        job_statuses: None,
+    };
+    let plan = diff::plan(&input).expect("the state's keys are addresses");
+    place(&PlaceInput { spec, state, plan: &plan, observed: None, agents: Some(agents) })
 }
 
 fn get<'a>(jobs: &'a [JobPlacement], name: &str) -> &'a JobPlacement {
@@ -239,7 +256,7 @@ fn refreshed_statuses_override_the_state_record() {
         finished_ms: None,
     };
     let seen = BTreeMap::from([("j-1".to_string(), status)]);
-    let jobs = place(&PlaceInput { spec: &spec, state: &state, plan: &plan, observed: Some(&seen) });
+    let jobs = place(&PlaceInput { spec: &spec, state: &state, plan: &plan, observed: Some(&seen), agents: None });
     let a = get(&jobs, "a");
     assert_eq!(a.runs[0].status, JobState::Preempted);
     assert_eq!((a.placement, a.attempt), (Placement::Launch, 2));
@@ -307,4 +324,48 @@ mod preemption {
         ];
         assert_eq!(runs(&choose_victims(cands, 1, 1)), ["r-new"]);
     }
+}
+
+/// A cloud VM pool with one warm node (`i-1`, 8 GPUs) and room for one more node: the
+/// first job runs on the warm node when its agent is online, the second boots a node.
+#[test]
+fn a_warm_node_whose_agent_is_online_takes_a_job_and_the_next_boots_a_node() {
+    let spec = spec("aws");
+    let state = state_with(&spec, JobRecord::default());
+    let online = BTreeMap::from([("i-1".to_string(), AgentState::Online)]);
+    let jobs = place_agents(&spec, &state, &online);
+    let a = &get(&jobs, "a").launches[0];
+    assert_eq!(a.request.node_id, "i-1");
+    assert_eq!(a.request.region, "us-east-1");
+    assert!(a.request.shape.is_none() && a.request.keep_node && a.fallback.is_none(), "{a:?}");
+    let b = &get(&jobs, "b").launches[0];
+    assert!(b.request.shape.is_some() && b.request.node_id.is_empty(), "{b:?}");
+    assert!(get(&jobs, "a").warm_skipped.is_empty());
+
+    // The agent is offline: the node is not warm for jobs; `a` boots the one node
+    // `nodes.max` allows, `b` waits, and the plan says why the warm node was passed over.
+    let offline = BTreeMap::from([("i-1".to_string(), AgentState::Offline("SSM agent ConnectionLost".into()))]);
+    let jobs = place_agents(&spec, &state, &offline);
+    let a = get(&jobs, "a");
+    assert!(a.launches[0].request.shape.is_some());
+    assert_eq!(a.warm_skipped, ["i-1: SSM agent ConnectionLost"]);
+    assert_eq!(get(&jobs, "b").placement, Placement::Waiting);
+    // Without agents (no refresh, or a cloud without run-command): as before, a node each.
+    assert!(get(&place_with(&spec, &state), "a").launches[0].request.shape.is_some());
+}
+
+/// A job running on the warm node keeps it: the next job boots a node.
+#[test]
+fn a_busy_warm_node_takes_no_second_job() {
+    let spec = spec("aws");
+    let mut busy = run(1, JobState::Running);
+    busy.id = "i-1/cmd-1".into();
+    busy.node_id = "i-1".into();
+    busy.gpus = 8;
+    let state = state_with(&spec, JobRecord { runs: vec![busy], ..Default::default() });
+    let online = BTreeMap::from([("i-1".to_string(), AgentState::Online)]);
+    let jobs = place_agents(&spec, &state, &online);
+    assert_eq!(get(&jobs, "a").placement, Placement::Running);
+    let b = &get(&jobs, "b").launches[0];
+    assert!(b.request.shape.is_some(), "{b:?}");
 }

@@ -8,7 +8,9 @@
 //!   terminate in batches of at most 1,000 after checking every id's tags (`nodes.rs`).
 //! - Prices and shapes: live spot prices from `DescribeSpotPriceHistory` and GPU checks
 //!   against `DescribeInstanceTypes`, both cached per run (`prices.rs`).
-//! - Jobs: one instance per launch booted with the user-data job script (`jobs.rs`).
+//! - Jobs: one instance per launch booted with the user-data job script (`jobs.rs`), or
+//!   the same script on an idle warm node of the pool through Systems Manager Run
+//!   Command when its agent is online (`ssm.rs`).
 //! - Errors become [`ErrorClass`]es in `errors.rs`; calls are paced by token buckets that
 //!   follow EC2's documented limits (`throttle.rs`).
 //!
@@ -24,6 +26,7 @@ mod jobs;
 mod nodes;
 mod prices;
 mod provider;
+mod ssm;
 mod template;
 mod throttle;
 

@@ -3,9 +3,12 @@
 
 use async_trait::async_trait;
 
+use std::collections::BTreeMap;
+
 use super::AwsProvider;
+use super::ssm::is_command_run;
 use crate::providers::{
-    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError, Tags,
+    AgentState, CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError, Tags,
 };
 use crate::spec::model::ProviderKind;
 
@@ -49,12 +52,24 @@ impl Provider for AwsProvider {
         self.retag(region, ids, set, remove).await
     }
 
+    async fn agents(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<Option<BTreeMap<String, AgentState>>, ProviderError> {
+        self.agent_states(region, ids).await.map(Some)
+    }
+
+    /// On a warm node when the plan chose one (Run Command), else on a node made for it.
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        self.launch(req).await
+        match (&req.shape, req.node_id.is_empty()) {
+            (None, false) => self.launch_on_node(&req.region, req).await,
+            _ => self.launch(req).await,
+        }
     }
 
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        self.status(region, id).await
+        if is_command_run(id) { self.command_status(region, id).await } else { self.status(region, id).await }
     }
 
     /// The job's instance, once the job has ended: `cancel` of a finished job only
@@ -67,7 +82,8 @@ impl Provider for AwsProvider {
         _follow: bool,
         out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
     ) -> Result<(), ProviderError> {
-        let text = self.console(region, id).await?;
+        let text =
+            if is_command_run(id) { self.command_output(region, id).await? } else { self.console(region, id).await? };
         for line in crate::providers::userdata::job_output(&text) {
             out(0, line);
         }
@@ -82,7 +98,8 @@ impl Provider for AwsProvider {
         self.cancel(region, id).await.map(|_| ())
     }
 
+    /// A job on a warm node: its command is cancelled and the node stays in its pool.
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        self.cancel(region, id).await
+        if is_command_run(id) { self.cancel_command(region, id).await } else { self.cancel(region, id).await }
     }
 }

@@ -207,6 +207,7 @@ fn eval_job(token: &str, capacity: Capacity) -> LaunchJob {
         job: "job.eval".parse().expect("addr"),
         pool: "gpu_pool.big".parse().expect("addr"),
         node_id: String::new(),
+        region: String::new(),
         image: "ghcr.io/acme/eval:1".into(),
         command: vec!["eval".into()],
         env: Default::default(),

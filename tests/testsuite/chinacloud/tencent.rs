@@ -229,6 +229,7 @@ async fn jobs_boot_from_user_data_and_end_with_the_instance() {
         job: "job.finetune".parse().expect("addr"),
         pool: "gpu_pool.big".parse().expect("addr"),
         node_id: String::new(),
+        region: String::new(),
         image: "ghcr.io/acme/train:1".into(),
         command: vec!["python".into(), "train.py".into()],
         env: Default::default(),

@@ -50,6 +50,7 @@ fn run_job_on(fleet: &Fleet, node: &str) {
         job: Address::new(Kind::Job, "sweep"),
         pool: Address::new(Kind::GpuPool, "train"),
         node_id: node.to_string(),
+        region: String::new(),
         image: "img".into(),
         command: vec![],
         env: Default::default(),

@@ -96,6 +96,7 @@ fn launch(node: &str, token: &str) -> LaunchJob {
         job: "job.finetune".parse().unwrap(),
         pool: pool("train"),
         node_id: node.into(),
+        region: String::new(),
         image: "trainer:1".into(),
         command: vec!["python".into(), "train.py".into()],
         env: Default::default(),

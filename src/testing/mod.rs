@@ -101,6 +101,9 @@ pub struct FileReport {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     pub files: Vec<FileReport>,
+    /// How long all files took together (they run in parallel, so less than their sum).
+    #[serde(skip)]
+    pub duration: Duration,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -137,6 +140,7 @@ fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
 /// Run every file, files in parallel (one thread each, as many at once as there are
 /// cores), runs of a file in order. Reports come back in the files' order.
 pub fn run_files(files: &[TestFile], sources: &crate::diag::Sources, opts: &Options) -> Report {
+    let started = std::time::Instant::now();
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: std::sync::Mutex<BTreeMap<usize, FileReport>> = std::sync::Mutex::new(BTreeMap::new());
@@ -153,7 +157,7 @@ pub fn run_files(files: &[TestFile], sources: &crate::diag::Sources, opts: &Opti
         }
     });
     let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-    Report { files: results.into_values().collect() }
+    Report { files: results.into_values().collect(), duration: started.elapsed() }
 }
 
 #[cfg(test)]

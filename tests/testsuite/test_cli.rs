@@ -205,6 +205,78 @@ fn problems_in_test_files_are_located_by_test_and_validate() {
     assert!(v.stderr.contains("error: 2 problems in 1 file"), "{}", v.stderr);
 }
 
+/// The spec's remote backend and cloud providers are never contacted: the endpoints here
+/// answer nothing (port 9, discard), and no credentials are set.
+#[test]
+fn a_spec_with_a_remote_backend_and_cloud_providers_tests_offline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = r#"
+gpuplan {
+  backend "s3" {
+    bucket   = "fleet-state"
+    key      = "prod.json"
+    region   = "us-east-1"
+    endpoint = "http://127.0.0.1:9"
+  }
+}
+
+provider "aws" {
+  region   = "us-east-1"
+  image    = "ami-0123456789abcdef0"
+  endpoint = "http://127.0.0.1:9"
+}
+
+provider "tencentcloud" {
+  region   = "ap-guangzhou"
+  image    = "img-gpuplan"
+  endpoint = "http://127.0.0.1:9"
+}
+
+gpu_pool "a" {
+  provider      = "aws"
+  gpu           = "A10G"
+  gpus_per_node = 1
+  nodes {
+    min     = 0
+    desired = 2
+    max     = 2
+  }
+}
+
+gpu_pool "t" {
+  provider      = "tencentcloud"
+  gpu           = "T4"
+  gpus_per_node = 1
+  nodes {
+    min     = 0
+    desired = 1
+    max     = 1
+  }
+}
+"#;
+    std::fs::write(tmp.path().join("main.hcl"), spec).unwrap();
+    std::fs::create_dir_all(tmp.path().join("tests")).unwrap();
+    let t = "run \"apply\" {\n  assert {\n    condition     = length(state.resources[\"gpu_pool.a\"].nodes) == 2 && length(state.resources[\"gpu_pool.t\"].nodes) == 1\n    error_message = \"both clouds' pools are launched in the test world\"\n  }\n}\n";
+    std::fs::write(tmp.path().join("tests/offline.test.hcl"), t).unwrap();
+    let out = cargo_bin_cmd!("gpuplan")
+        .current_dir(tmp.path())
+        .env("NO_COLOR", "1")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_PROFILE")
+        .env_remove("TENCENTCLOUD_SECRET_ID")
+        .env_remove("TENCENTCLOUD_SECRET_KEY")
+        .env("HOME", tmp.path())
+        .args(["test"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.ends_with("\n1 passed, 0 failed\n"), "{stdout}");
+    assert!(!tmp.path().join("state").exists(), "the test wrote a state folder beside the spec");
+}
+
 #[test]
 fn a_folder_without_tests_says_so_and_passes() {
     let p = project(&[]);

@@ -311,5 +311,6 @@ pub fn resource_state(change: &ResourceChange, pool: Option<&crate::plan::model:
         job: None,
         // Pools: set by `pool::run` from what apply placed where.
         fallback: pool.and_then(|p| p.fell_back.clone()),
+        placement: pool.and_then(|p| p.placement.clone()),
     }
 }

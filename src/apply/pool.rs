@@ -7,6 +7,7 @@
 //! that only move nodes never fall back: the nodes they were to replace stay instead of
 //! being relaunched as the same kind of node on every apply.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -146,7 +147,14 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
         JournalEntry::DeleteResource { address: addr }
     } else {
         let mut resource = resource_state(change, Some(pc));
-        resource.fallback = placement.record(pc, provider.clock_ms());
+        // A floating pool whose move found no room stays where it was: that is no fallback
+        // within the candidate, and its placement record says so instead.
+        resource.fallback = if pc.placement.is_some() && !placement.kept.is_empty() {
+            pc.fell_back.clone()
+        } else {
+            placement.record(pc, provider.clock_ms())
+        };
+        resource.placement = placement.floating(pc, provider.clock_ms());
         JournalEntry::PutResource { address: addr, resource }
     };
     if let Err(e) = ctx.recorder.record(vec![entry]).await {
@@ -163,9 +171,34 @@ struct Placement {
     fell_back: Vec<String>,
     /// Nodes meant to move to the preferred placement that stay where they are, and why.
     kept: Vec<String>,
+    /// A floating pool's nodes its candidate had no room for.
+    short: Vec<String>,
 }
 
 impl Placement {
+    /// A floating pool's placement record after this apply: where the plan placed it,
+    /// unless its candidate had no room. Then the candidate is marked short (the next plan
+    /// tries another) and, when the nodes that were to move stayed, the pool stays too.
+    fn floating(&self, pc: &PoolChange, now: u64) -> Option<crate::state::model::PlacementRecord> {
+        let mut record = pc.placement.clone()?;
+        if self.short.is_empty() && self.kept.is_empty() {
+            return Some(record);
+        }
+        let reason = self.short.iter().chain(&self.kept).cloned().collect::<Vec<_>>().join("; ");
+        let mark = crate::state::model::ShortRecord {
+            provider: record.provider.clone(),
+            region: record.region.clone(),
+            since_ms: now,
+            reason,
+        };
+        if let (false, Some(before)) = (self.kept.is_empty(), &pc.placement_before) {
+            record = crate::state::model::PlacementRecord { short: record.short, ..before.clone() };
+        }
+        record.short.retain(|s| !(s.provider == mark.provider && s.region == mark.region));
+        record.short.push(mark);
+        Some(record)
+    }
+
     /// The pool's fallback record after this apply, by the provider's clock `now`.
     fn record(&self, pc: &PoolChange, now: u64) -> Option<FallbackRecord> {
         if !self.kept.is_empty() {
@@ -214,7 +247,7 @@ async fn run_inner(
             .await?;
     }
     let creates_first = pc.create_before_destroy || change.action != Action::Replace;
-    let moving = pc.deletes.iter().filter(|d| d.reason == REBALANCE).count();
+    let moving = pc.deletes.iter().filter(|d| moves_only(pc, d)).count();
     if creates_first {
         let short = creates(change, pc, provider, ctx, out, placement).await?;
         // Move only as many nodes as their replacements were made: a node whose replacement
@@ -247,7 +280,7 @@ async fn creates(
     // already are would terminate and relaunch the same kind of node on every apply while
     // the planned capacity stays short. Those old nodes stay instead.
     let planned: u32 = pc.creates.iter().map(|b| b.count).sum();
-    let moving = pc.deletes.iter().filter(|d| d.reason == REBALANCE).count() as u32;
+    let moving = pc.deletes.iter().filter(|d| moves_only(pc, d)).count() as u32;
     let mut may_fall_back = planned.saturating_sub(moving);
     for batch in &pc.creates {
         if ctx.cancel.is_cancelled() {
@@ -285,6 +318,13 @@ async fn creates(
                 placed.why
             );
             match (batch.capacity, pc.fallback) {
+                // A floating pool short in its candidate: recorded, and the next plan
+                // places it in another candidate.
+                _ if pc.placement.is_some() => {
+                    out.missing += placed.missing;
+                    placement.short.push(msg.clone());
+                    shortfalls.push(msg)
+                }
                 (_, Fallback::Wait) => {
                     out.missing += placed.missing;
                     shortfalls.push(msg)
@@ -302,6 +342,12 @@ async fn creates(
 
 /// The deletes that only move nodes between zones or capacity types.
 const REBALANCE: &str = "rebalance";
+
+/// A delete that only moves a node: a rebalance, or a floating pool's node in the
+/// candidate it leaves. It happens only once its replacement was made.
+fn moves_only(pc: &PoolChange, d: &crate::plan::model::NodeDelete) -> bool {
+    d.reason == REBALANCE || (pc.placement.is_some() && d.region.is_some())
+}
 
 /// What one batch achieved.
 struct Placed {
@@ -420,30 +466,28 @@ async fn deletes(
     movable: usize,
 ) -> Result<(), String> {
     let mut moves = 0;
-    let ids: Vec<String> = pc
-        .deletes
-        .iter()
-        .filter(|d| {
-            if d.reason != REBALANCE {
-                return true;
-            }
+    // By region: a floating pool's old nodes are terminated where they run.
+    let mut by_region: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for d in pc.deletes.iter() {
+        if moves_only(pc, d) {
             moves += 1;
-            moves <= movable
-        })
-        .map(|d| d.id.clone())
-        .collect();
-    if ids.is_empty() {
-        return Ok(());
+            if moves > movable {
+                continue;
+            }
+        }
+        by_region.entry(d.region.as_deref().unwrap_or(&pc.region)).or_default().push(d.id.clone());
     }
-    if ctx.cancel.is_cancelled() {
-        return Err("apply was interrupted before nodes were terminated".into());
+    for (region, ids) in by_region {
+        if ctx.cancel.is_cancelled() {
+            return Err("apply was interrupted before nodes were terminated".into());
+        }
+        let addr = change.address.to_string();
+        let gone = call(ctx, &ids[0], || provider.terminate_nodes(region, &ids)).await.map_err(describe)?;
+        ctx.progress.event(&addr, &format!("terminated {} node(s)", gone.len()));
+        out.deleted += gone.len();
+        let close = spend_close(provider, &gone);
+        ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr, ids: gone }, close]).await?;
     }
-    let addr = change.address.to_string();
-    let gone = call(ctx, &ids[0], || provider.terminate_nodes(&pc.region, &ids)).await.map_err(describe)?;
-    ctx.progress.event(&addr, &format!("terminated {} node(s)", gone.len()));
-    out.deleted += gone.len();
-    let close = spend_close(provider, &gone);
-    ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr, ids: gone }, close]).await?;
     Ok(())
 }
 

@@ -162,6 +162,8 @@ fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> Resourc
         create_before_destroy: true,
         fell_back: None,
         retry_preferred: None,
+        placement: None,
+        placement_before: None,
     };
     ResourceChange {
         address,
@@ -194,6 +196,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         spend: None,
         orphan_job_nodes: Vec::new(),
         adoptions: Vec::new(),
+        placements: Vec::new(),
         autoscale: vec![],
     }
 }

@@ -320,6 +320,7 @@ fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
                 nodes: vec![],
                 job: None,
                 fallback: None,
+                placement: None,
             });
             resource.job = Some(Box::new(rec));
             text += &format!("{addr}: cancelled; apply will not launch it again\n");

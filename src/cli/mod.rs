@@ -623,6 +623,11 @@ pub enum SimCommand {
         #[arg(value_name = "DUR", value_parser = parse_duration)]
         by: Duration,
     },
+    /// Load a price and capacity trace (CSV: time,provider,region,gpu,capacity,price_usd_hour,available_nodes)
+    Trace {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

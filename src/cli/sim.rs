@@ -28,6 +28,7 @@ pub fn run(settings: &Settings, command: &SimCommand) -> miette::Result<ExitStat
             ));
             Ok(ExitStatus::Success)
         }
+        SimCommand::Trace { file } => trace(settings, file),
         SimCommand::Advance { by } => {
             let now = open(settings)?.advance(*by)?;
             let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(now);
@@ -36,6 +37,30 @@ pub fn run(settings: &Settings, command: &SimCommand) -> miette::Result<ExitStat
             Ok(ExitStatus::Success)
         }
     }
+}
+
+/// `sim trace FILE`: the sim's prices and capacity follow the trace as its clock passes
+/// each row (the world is created at `GPUPLAN_SIM_START` if there is none).
+fn trace(settings: &Settings, file: &std::path::Path) -> miette::Result<ExitStatus> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| CliError::new(format!("cannot read the trace `{}`: {e}", file.display())))?;
+    let rows = crate::providers::sim::trace::parse(&text).map_err(|e| {
+        CliError::new(format!("the trace `{}` is not valid:\n{e}", file.display()))
+            .hint(format!("a trace is a CSV starting with `{}`", crate::providers::sim::trace::HEADER))
+    })?;
+    let (n, first, last) = (rows.len(), rows.first().map(|r| r.at_ms), rows.last().map(|r| r.at_ms));
+    let mut regions: Vec<&str> = rows.iter().map(|r| r.region.as_str()).collect();
+    regions.sort();
+    regions.dedup();
+    let regions = regions.join(", ");
+    open(settings)?.load_trace(rows.clone())?;
+    let at = |ms: Option<u64>| {
+        ms.map_or("-".to_string(), |m| {
+            humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(m)).to_string()
+        })
+    };
+    output::stdout(&format!("loaded {n} trace row(s) for {regions}, from {} to {}\n", at(first), at(last)));
+    Ok(ExitStatus::Success)
 }
 
 fn interrupt(settings: &Settings, pool: &str, count: u32) -> miette::Result<ExitStatus> {

@@ -3,6 +3,7 @@
 //! can move the node count. Pure: prices come in through a [`PriceBook`].
 
 pub mod offers;
+pub mod placement;
 pub mod prices;
 
 use std::collections::BTreeMap;

@@ -23,6 +23,12 @@ pub fn regions(spec: &Spec, state: &State) -> BTreeSet<(String, String)> {
     for r in state.resources.values() {
         if let (Some(p), Some(region)) = (&r.provider, &r.region) {
             out.insert((p.clone(), region.clone()));
+            // A floating pool's nodes may still run in the candidate it is leaving.
+            if r.placement.is_some() {
+                for n in r.nodes.iter().filter(|n| &n.region != region) {
+                    out.insert((p.clone(), n.region.clone()));
+                }
+            }
         }
     }
     out

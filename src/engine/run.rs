@@ -244,6 +244,12 @@ pub fn month_to_date_observed(
 pub async fn live_prices(spec: &Spec, providers: &ProviderSet) -> Vec<crate::model::Offer> {
     let mut asks: std::collections::BTreeSet<(String, String, String)> = std::collections::BTreeSet::new();
     for pool in spec.gpu_pools.values() {
+        // A floating pool's candidates are priced live too, the sim's from its trace.
+        for c in pool.placement.iter().flat_map(|p| &p.candidates) {
+            if providers.contains_key(&c.provider.value) {
+                asks.insert((c.provider.value.clone(), pool.gpu.value.clone(), c.region.value.clone()));
+            }
+        }
         let name = &pool.provider.value;
         let Some(p) = providers.get(name) else { continue };
         if p.kind() == crate::model::ProviderKind::Sim {
@@ -285,9 +291,13 @@ pub fn plan_refreshed(
     let adopted = adopt::resolve(spec, state, observed.as_deref(), req.destroy);
     let state = adopted.state.as_ref().unwrap_or(state);
     let observed = adopted.observed.or(observed);
-    let mut plan = diff_observed(spec, state, observed.as_deref(), statuses, req, autoscale)?;
+    let placed = place_floating(spec, state, req);
+    let digest = diff::spec_digest(spec);
+    let spec = placed.as_ref().map_or(spec, |r| &r.spec);
+    let mut plan = diff_observed(spec, &digest, state, observed.as_deref(), statuses, req, autoscale)?;
     drop(observed); // the observed fleet is freed before costing (memory at 100,000 pools)
     add_adoptions(&mut plan, adopted.adoptions, adopted.errors);
+    note_placements(&mut plan, placed.as_ref());
     let mut plan = assess(plan, spec, req, &jobs::running::by_pool(state, statuses))?;
     if !req.destroy {
         let agents = req.refresh.then_some(&req.agents);
@@ -367,8 +377,12 @@ pub fn plan_observed(
     let state = adopted.state.as_ref().unwrap_or(state);
     let observed = adopted.observed.as_deref().or(observed);
     let running = jobs::running::by_pool(state, statuses);
-    let mut plan = diff_observed(spec, state, observed, statuses, req, autoscale)?;
+    let placed = place_floating(spec, state, req);
+    let digest = diff::spec_digest(spec);
+    let spec = placed.as_ref().map_or(spec, |r| &r.spec);
+    let mut plan = diff_observed(spec, &digest, state, observed, statuses, req, autoscale)?;
     add_adoptions(&mut plan, adopted.adoptions, adopted.errors);
+    note_placements(&mut plan, placed.as_ref());
     assess(plan, spec, req, &running)
 }
 
@@ -417,9 +431,38 @@ pub async fn describe_imports(spec: &Spec, providers: &ProviderSet, observed: &m
     Ok(())
 }
 
+/// The spec with its floating pools placed where the plan chooses, at the request's
+/// prices and clocks; `None` without floating pools (DESIGN.md, "Floating pools").
+pub fn place_floating(spec: &Spec, state: &State, req: &PlanRequest) -> Option<cost::placement::Resolved> {
+    if req.destroy {
+        return None;
+    }
+    let prices = cost::PriceBook::new(spec, &req.env).with_live(&req.live_prices);
+    cost::placement::resolve(spec, state, &prices, &req.clocks)
+}
+
+/// Each floating pool's choice into the plan: the table every view shows, the record apply
+/// keeps, and the reason on the pool's change when it moves.
+fn note_placements(plan: &mut Plan, placed: Option<&cost::placement::Resolved>) {
+    let Some(r) = placed else { return };
+    for c in plan.changes.iter_mut() {
+        let Some(ch) = r.chosen.get(&c.address) else { continue };
+        if let Some(pc) = c.pool.as_mut() {
+            pc.placement = Some(ch.record.clone());
+            pc.placement_before = ch.before.clone();
+        }
+        if ch.decision.action == crate::plan::model::PlacementAction::Move {
+            let code = crate::plan::model::ReasonCode::Changed("placement".into());
+            c.reasons.insert(0, crate::plan::model::Reason::new(code, ch.decision.reason.clone()));
+        }
+    }
+    plan.placements = r.chosen.values().map(|c| c.decision.clone()).collect();
+}
+
 /// The diff alone (no cost, no policies).
 fn diff_observed(
     spec: &Spec,
+    digest: &str,
     state: &State,
     observed: Option<&[Node]>,
     statuses: Option<&BTreeMap<String, JobStatus>>,
@@ -432,7 +475,7 @@ fn diff_observed(
         observed,
         targets: &req.targets,
         destroy: req.destroy,
-        spec_digest: diff::spec_digest(spec),
+        spec_digest: digest.to_string(),
         autoscale,
         clocks: &req.clocks,
         job_statuses: statuses,
@@ -487,6 +530,8 @@ pub fn place_jobs_into(
         plan.jobs = Vec::new();
         return;
     }
+    let placed = place_floating(spec, state, req);
+    let spec = placed.as_ref().map_or(spec, |r| &r.spec);
     let agents = req.refresh.then_some(&req.agents);
     let input = jobs::place::PlaceInput { spec, state, plan, observed: statuses, agents };
     plan.jobs = jobs::place::place(&input);

@@ -151,6 +151,7 @@ pub fn bare_job() -> ResourceState {
         nodes: vec![],
         job: None,
         fallback: None,
+        placement: None,
     }
 }
 

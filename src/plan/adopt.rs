@@ -312,6 +312,7 @@ impl World {
                     nodes: vec![],
                     job: None,
                     fallback: None,
+                    placement: None,
                 };
                 self.state.resources.insert(key.clone(), resource.clone());
                 adoption.resource = Some(resource);

@@ -223,6 +223,7 @@ fn empty_plan(input: &PlanInput<'_>, changes: usize) -> Plan {
         spend: None,
         orphan_job_nodes: Vec::new(),
         adoptions: Vec::new(),
+        placements: Vec::new(),
     }
 }
 

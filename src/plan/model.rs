@@ -212,6 +212,9 @@ pub struct NodeDelete {
     pub capacity: Capacity,
     /// Why this node goes (surplus, replaced, orphan, removed from spec).
     pub reason: String,
+    /// The node's region, when it is not the pool's (a floating pool moving away).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
 }
 
 /// A node the change would remove, kept while the job on it runs: that job is not
@@ -272,6 +275,14 @@ pub struct PoolChange {
     /// doubles; if they succeed, the record is dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_preferred: Option<crate::state::model::FallbackRecord>,
+    /// A floating pool: the placement apply records (where it lives and since when),
+    /// from the plan's choice ([`PlacementDecision`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::state::model::PlacementRecord>,
+    /// Where the floating pool lived before this plan: apply keeps it there when the
+    /// target has no room for the nodes that were to move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_before: Option<crate::state::model::PlacementRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -421,6 +432,61 @@ pub struct Plan {
     /// and records these first, launching and terminating nothing for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adoptions: Vec<crate::plan::adopt::Adoption>,
+    /// Each floating pool's candidates, prices and choice (DESIGN.md, "Floating pools").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<PlacementDecision>,
+}
+
+/// What the plan decided for one floating pool, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlacementDecision {
+    #[schemars(with = "String")]
+    pub address: Address,
+    /// `create` (a new pool), `stay` or `move`.
+    pub action: PlacementAction,
+    /// The candidate the pool lives in after this plan: `provider region`.
+    pub chosen: String,
+    /// Where it lives now, if anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+    /// One sentence, e.g. `stay: sim us-west-2 is 9 % cheaper, below min_saving 15 %`.
+    pub reason: String,
+    pub candidates: Vec<CandidateRow>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlacementAction {
+    Create,
+    Stay,
+    Move,
+}
+
+impl PlacementAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlacementAction::Create => "create",
+            PlacementAction::Stay => "stay",
+            PlacementAction::Move => "move",
+        }
+    }
+}
+
+/// One candidate of a floating pool as the plan priced it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CandidateRow {
+    pub provider: String,
+    pub region: String,
+    /// The pool's hourly cost there at current prices (USD); `None`: not on offer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hourly_usd: Option<f64>,
+    /// Where the price comes from and its date: `live 2026-11-26T10:00:00Z`, `catalog 2025-06-01`.
+    pub price: String,
+    /// `ok`, or what is known to be short, e.g. `short since 2026-11-26T09:00:00Z: ...`.
+    pub capacity: String,
+    /// `current`, `chosen`, or empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub role: String,
 }
 
 /// A node made for a job that no run in the state owns.

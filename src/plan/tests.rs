@@ -23,6 +23,7 @@ fn state(deps: &[(&str, &[&str])]) -> State {
             nodes: vec![],
             job: None,
             fallback: None,
+            placement: None,
         };
         s.resources.insert(addr.to_string(), r);
     }

@@ -88,6 +88,7 @@ pub const PLAN: Fact = Fact::Object(&[
         "summary",
         Fact::Object(&[("add", Fact::Leaf), ("change", Fact::Leaf), ("destroy", Fact::Leaf), ("import", Fact::Leaf)]),
     ),
+    ("moves", Fact::Leaf),
 ]);
 
 /// What an expression is known to produce.

@@ -228,6 +228,10 @@ pub async fn pass(
     // The budget's stop at 100 %: what this month already spent, from the ledger.
     req.month_to_date = run::month_to_date(spec, &session.state, &providers).by_quota;
     req.clocks = run::clocks(&providers);
+    if spec.gpu_pools.values().any(|p| p.placement.is_some()) {
+        // Floating pools move by price: the clouds' current prices, the sim's trace.
+        req.live_prices = run::live_prices(spec, &providers).await;
+    }
     let observed = run::observe(spec, &session, &providers).await?;
     let now = clock.now();
     // Job nodes an interrupted apply launched but never recorded: planned as the runs

@@ -85,6 +85,9 @@ struct PlanDoc<'a> {
     /// What the reader should know that is not a change (a pool in its fallback placement).
     #[serde(skip_serializing_if = "Option::is_none")]
     notes: Option<Vec<NoteDoc<'a>>>,
+    /// Each floating pool's candidates, prices, capacity and choice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    placements: Option<&'a [crate::plan::model::PlacementDecision]>,
     policies: &'a [PolicyResult],
     refreshed: bool,
     serial: u64,
@@ -119,6 +122,7 @@ impl<'a> PlanDoc<'a> {
             notes: (!plan.notes.is_empty()).then(|| {
                 plan.notes.iter().map(|n| NoteDoc { address: Shown(&n.address), message: &n.message }).collect()
             }),
+            placements: (!plan.placements.is_empty()).then_some(plan.placements.as_slice()),
             policies: &plan.policies,
             refreshed: plan.refreshed,
             serial: plan.serial,

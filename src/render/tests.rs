@@ -70,6 +70,7 @@ fn delete(id: &str, zone: &str, capacity: Capacity, reason: &str) -> NodeDelete 
         instance_type: "p4de.24xlarge".into(),
         capacity,
         reason: reason.into(),
+        region: None,
     }
 }
 
@@ -92,6 +93,8 @@ fn pool_change(gpu: &str, before: NodeCounts, after: NodeCounts) -> PoolChange {
         create_before_destroy: true,
         fell_back: None,
         retry_preferred: None,
+        placement: None,
+        placement_before: None,
     }
 }
 
@@ -121,6 +124,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         spend: None,
         orphan_job_nodes: Vec::new(),
         adoptions: Vec::new(),
+        placements: Vec::new(),
     };
     p.summarize();
     p

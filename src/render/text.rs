@@ -66,6 +66,7 @@ pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
     if !plan.notes.is_empty() {
         out.push('\n');
     }
+    out += &super::placement::text(plan);
     let adopted = super::adopt::lines(plan);
     if !adopted.is_empty() {
         out += "gpuplan will take over, rename or let go of what runs:\n\n";

@@ -277,6 +277,7 @@ pub const POOL_ATTRS: &[&str] = &[
     "labels",
     "mig",
     "kubernetes",
+    "placement",
 ];
 
 /// Decode a pool. When it fails but its identity (provider, GPU, GPUs per node) decoded,
@@ -284,10 +285,26 @@ pub const POOL_ATTRS: &[&str] = &[
 /// one run reports every problem.
 pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<GpuPool>) -> Result<GpuPool, Reported> {
     let meta = meta(&mut f, cx, POOL_ATTRS);
+    let placement = match f.nested(cx, "placement") {
+        Some(pf) => {
+            let r = placement(pf, cx);
+            f.check(r)
+        }
+        None => None,
+    };
+    let floating = f.has("placement");
     let provider = f.string(cx, "provider");
-    let provider = f.required(cx, provider, "provider", "\"sim\"");
     let region = f.string(cx, "region");
-    let zones = f.string_list(cx, "zones").map(|v| v.value).unwrap_or_default();
+    let zones = f.string_list(cx, "zones");
+    let provider = if floating {
+        not_with_placement(cx, &mut f, [provider.as_ref().map(|p| p.span), region.as_ref().map(|r| r.span)]);
+        not_with_placement(cx, &mut f, [zones.as_ref().map(|z| z.span), None]);
+        // Chosen by the plan from the candidates.
+        Some(Spanned::new(String::new(), meta.span))
+    } else {
+        f.required(cx, provider, "provider", "\"sim\"")
+    };
+    let zones = zones.map(|v| v.value).unwrap_or_default();
     let gpu = f.string(cx, "gpu");
     let gpu = f.required(cx, gpu, "gpu", "\"A100-80GB\"");
     let gpus_per_node = f.u32(cx, "gpus_per_node", 1, 16);
@@ -345,6 +362,7 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
             labels: Default::default(),
             mig: mig.clone(),
             kubernetes: None,
+            placement: placement.clone(),
             meta: meta.clone(),
         });
     }
@@ -362,8 +380,79 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         labels,
         mig,
         kubernetes,
+        placement,
         meta,
     })
+}
+
+/// `provider`, `region` and `zones` belong to the candidates of a floating pool.
+fn not_with_placement(cx: &mut Cx<'_, '_>, f: &mut Fields<'_>, spans: [Option<crate::diag::Span>; 2]) {
+    for span in spans.into_iter().flatten() {
+        cx.error(
+            Diagnostic::error(
+                "gpuplan::spec::placement",
+                "a pool with `placement` takes its provider, region and zones from its candidates",
+            )
+            .at(span, "remove this, or remove `placement`")
+            .help("write `{ provider = \"aws\", region = \"us-east-1\", zones = [...] }` as a candidate"),
+        );
+        f.failed = true;
+    }
+}
+
+/// A floating pool's `placement {}` block: candidates, strategy, min_saving, min_stay.
+fn placement(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Placement, Reported> {
+    let span = f.head;
+    let list = f.object_list(cx, "candidates");
+    let mut candidates = Vec::new();
+    match list {
+        Some(items) if items.value.is_empty() => {
+            cx.error(
+                Diagnostic::error("gpuplan::spec::placement", "`candidates` is empty: a pool needs somewhere to live")
+                    .at(items.span, "no candidates")
+                    .help("add `{ provider = \"sim\", region = \"us-east-1\" }`"),
+            );
+            f.failed = true;
+        }
+        Some(items) => {
+            for cf in items.value {
+                let r = candidate(cf, cx);
+                if let Some(c) = f.check(r) {
+                    candidates.push(c);
+                }
+            }
+        }
+        None if !f.has("candidates") => {
+            f.missing(cx, "candidates", "[{ provider = \"sim\", region = \"us-east-1\" }]");
+            f.failed = true;
+        }
+        None => {}
+    }
+    let strategy = f.enumeration(cx, "strategy", &[("cheapest", Strategy::Cheapest), ("ordered", Strategy::Ordered)]);
+    let strategy = f.or(strategy, Strategy::Cheapest);
+    let min_saving = f.number(cx, "min_saving", 0.0, 100.0);
+    let min_stay = f.duration(cx, "min_stay");
+    let failed = f.failed;
+    f.finish(cx, &["candidates", "strategy", "min_saving", "min_stay"]);
+    if failed {
+        return Err(Reported);
+    }
+    Ok(Placement { candidates, strategy, min_saving, min_stay, span })
+}
+
+/// One candidate: `{ provider = "aws", region = "us-east-1", zones = [...] }`.
+fn candidate(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Candidate, Reported> {
+    let provider = f.string(cx, "provider");
+    let provider = f.required(cx, provider, "provider", "\"sim\"");
+    let region = f.string(cx, "region");
+    let region = f.required(cx, region, "region", "\"us-east-1\"");
+    let zones = f.string_list(cx, "zones").map(|v| v.value).unwrap_or_default();
+    let failed = f.failed;
+    f.finish(cx, &["provider", "region", "zones"]);
+    if failed {
+        return Err(Reported);
+    }
+    Ok(Candidate { provider: provider.ok_or(Reported)?, region: region.ok_or(Reported)?, zones })
 }
 
 /// A pool's `kubernetes {}` block: `cluster_id` (TKE, ACK) or `kubeconfig` [+ `context`],

@@ -405,6 +405,52 @@ impl<'r> Fields<'r> {
         Fields::from_entry(what, f.key_span, f.entry, cx).map(Some)
     }
 
+    /// A list of objects (`candidates = [{ ... }, { ... }]`, a YAML list of maps): one
+    /// [`Fields`] per element, each spanned at its own element. `None` when absent; a
+    /// value that is not a list of objects is reported.
+    pub fn object_list(&mut self, cx: &mut Cx<'_, '_>, name: &str) -> Option<Spanned<Vec<Fields<'r>>>> {
+        let f = self.take(name)?;
+        let r = match f.entry {
+            Entry::Raw(Expr { kind: ExprKind::Array(items), span }) => {
+                let mut out = Vec::new();
+                let mut failed = false;
+                for (i, item) in items.iter().enumerate() {
+                    let what = format!("element {} of `{name}`", i + 1);
+                    match Fields::from_entry(what, item.span, Entry::Raw(item), cx) {
+                        Ok(inner) => out.push(inner),
+                        Err(_) => failed = true,
+                    }
+                }
+                if failed { Err(Reported) } else { Ok(Spanned::new(out, *span)) }
+            }
+            entry => {
+                let (v, span) = match entry {
+                    Entry::Raw(e) => match cx.eval(e) {
+                        Ok(v) => (v, e.span),
+                        Err(r) => return self.flag(Err(r)),
+                    },
+                    Entry::Val(v, s) => (v, s),
+                };
+                match v {
+                    Value::List(items) => {
+                        let mut out = Vec::new();
+                        let mut failed = false;
+                        for (i, item) in items.into_iter().enumerate() {
+                            let what = format!("element {} of `{name}`", i + 1);
+                            match Fields::from_entry(what, span, Entry::Val(item, span), cx) {
+                                Ok(inner) => out.push(inner),
+                                Err(_) => failed = true,
+                            }
+                        }
+                        if failed { Err(Reported) } else { Ok(Spanned::new(out, span)) }
+                    }
+                    other => Err(cx.error(type_error(name, "a list of objects", &other, span))),
+                }
+            }
+        };
+        self.flag(r.map(Some))
+    }
+
     /// A reference to a declared resource of `kind`: `gpu_pool.train` (a reference),
     /// `"gpu_pool.train"` or just `"train"`.
     pub fn try_address(&mut self, cx: &mut Cx<'_, '_>, name: &str, kind: Kind) -> Got<Address> {

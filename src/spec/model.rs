@@ -309,7 +309,9 @@ fn is_false(b: &Spanned<bool>) -> bool {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GpuPool {
-    /// The provider block's name or alias.
+    /// The provider block's name or alias; empty for a floating pool (`placement`), whose
+    /// provider and region the plan chooses from its candidates.
+    #[serde(default, skip_serializing_if = "is_blank")]
     pub provider: Spanned<String>,
     /// Defaults to the provider's region.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -339,8 +341,87 @@ pub struct GpuPool {
     /// Run the pool's jobs as Kubernetes Jobs in this cluster (DESIGN.md, "Where jobs run").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<Kubernetes>,
+    /// A floating pool: instead of `provider`/`region`, the places it may live in
+    /// (DESIGN.md, "Floating pools").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
     #[serde(flatten)]
     pub meta: Meta,
+}
+
+fn is_blank(s: &Spanned<String>) -> bool {
+    s.value.is_empty()
+}
+
+/// `placement {}`: the candidates a floating pool may live in and how it picks one.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    pub candidates: Vec<Candidate>,
+    /// `cheapest` (default) or `ordered` (the first candidate with capacity).
+    #[serde(default)]
+    pub strategy: Spanned<Strategy>,
+    /// Move only when another candidate is at least this many percent cheaper than the
+    /// pool's current hourly cost (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_saving: Option<Spanned<f64>>,
+    /// Keep a placement at least this long before a move for price (default 1h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub min_stay: Option<Spanned<Duration>>,
+    /// The block's span, for messages about the whole placement.
+    #[serde(skip)]
+    pub span: Span,
+}
+
+impl Placement {
+    /// `min_saving`, else 10 percent.
+    pub fn min_saving(&self) -> f64 {
+        self.min_saving.as_ref().map_or(10.0, |m| m.value)
+    }
+    /// `min_stay`, else one hour.
+    pub fn min_stay(&self) -> std::time::Duration {
+        self.min_stay.as_ref().map_or(std::time::Duration::from_secs(3600), |d| d.value.0)
+    }
+}
+
+/// One place a floating pool may live: a provider block, its region, optional zones.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Candidate {
+    pub provider: Spanned<String>,
+    pub region: Spanned<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<Spanned<String>>,
+}
+
+impl Candidate {
+    /// `provider region` as users read it.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.provider.value, self.region.value)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// The cheapest candidate with capacity, moving only for `min_saving`.
+    #[default]
+    Cheapest,
+    /// The first candidate (in the order written) with capacity.
+    Ordered,
+}
+
+impl GpuPool {
+    /// This pool placed in candidate `c`: the provider, region and zones the rest of
+    /// gpuplan reads (the `placement` block stays, so the pool is still known as floating).
+    pub fn placed_in(&self, c: &Candidate) -> GpuPool {
+        let mut p = self.clone();
+        p.provider = c.provider.clone();
+        p.region = Some(c.region.clone());
+        p.zones = c.zones.clone();
+        p
+    }
 }
 
 impl GpuPool {

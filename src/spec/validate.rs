@@ -14,7 +14,10 @@ use crate::spec::model::{GpuPool, Job, JobTemplate, Provider, ProviderKind, Span
 pub fn validate(spec: &Spec, partial_pools: &BTreeMap<Address, GpuPool>, diags: &mut Diagnostics) {
     let cat = catalog::catalog();
     for (addr, pool) in spec.gpu_pools.iter().chain(partial_pools) {
-        validate_pool(spec, cat, addr, pool, diags);
+        match &pool.placement {
+            Some(p) => validate_floating(spec, cat, addr, pool, p, diags),
+            None => validate_pool(spec, cat, addr, pool, diags),
+        }
     }
     for q in spec.quotas.values() {
         for g in &q.allowed_gpus {
@@ -53,6 +56,57 @@ pub fn validate(spec: &Spec, partial_pools: &BTreeMap<Address, GpuPool>, diags: 
     }
     for a in spec.autoscalers.values() {
         validate_autoscaler(spec, a, diags);
+    }
+}
+
+/// A floating pool: each candidate is checked as if the pool lived there (its provider
+/// block, region, zones and the GPU shape on offer), every problem of every candidate
+/// reported once, at the candidate's own line.
+fn validate_floating(
+    spec: &Spec,
+    cat: &Catalog,
+    addr: &Address,
+    pool: &GpuPool,
+    placement: &crate::spec::model::Placement,
+    diags: &mut Diagnostics,
+) {
+    for c in &placement.candidates {
+        let mut own = Diagnostics::default();
+        validate_pool(spec, cat, addr, &pool.placed_in(c), &mut own);
+        let here = [c.provider.span, c.region.span];
+        for mut d in own.items {
+            // Pointed at the candidate it is about, unless the pool's own attribute is at
+            // fault (a GPU model or MIG profile fails alike everywhere: reported once).
+            let own_attr = d.code == "gpuplan::spec::gpu" || d.code == "gpuplan::spec::mig_profile";
+            if !own_attr && !d.labels.iter().any(|(s, _)| here.contains(s)) {
+                d.labels.insert(0, (c.region.span, format!("candidate {}", c.label())));
+            }
+            diags.push(d);
+        }
+    }
+    if let Some(k) = &pool.kubernetes {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::placement",
+                format!("`{addr}` floats between candidates, so it cannot join one Kubernetes cluster"),
+            )
+            .at(k.namespace.span, "a cluster lives in one place")
+            .help("remove `kubernetes {}`, or give the pool a fixed `provider` and `region`"),
+        );
+    }
+    let mut places: Vec<(&str, &str)> = Vec::new();
+    for c in &placement.candidates {
+        let place = (c.provider.value.as_str(), c.region.value.as_str());
+        if places.contains(&place) && c.zones.is_empty() {
+            diags.push(
+                Diagnostic::warning(
+                    "gpuplan::spec::placement",
+                    format!("`{addr}` lists the candidate {} more than once", c.label()),
+                )
+                .at(c.region.span, "again here"),
+            );
+        }
+        places.push(place);
     }
 }
 

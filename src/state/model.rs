@@ -117,6 +117,35 @@ pub struct ResourceState {
     /// instead of spot) because the preferred one had no capacity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<FallbackRecord>,
+    /// For floating pools: where the pool lives, since when, and the candidates found
+    /// short of capacity (DESIGN.md, "Floating pools").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementRecord>,
+}
+
+/// Where a floating pool lives and what gpuplan learned about its candidates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlacementRecord {
+    /// The provider block's name of the candidate the pool lives in.
+    pub provider: String,
+    pub region: String,
+    /// When the pool was placed there, by the provider's clock (ms since the epoch):
+    /// `min_stay` counts from here.
+    pub since_ms: u64,
+    /// Candidates that could not hold the pool when it last tried them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub short: Vec<ShortRecord>,
+}
+
+/// A candidate found without capacity for the pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ShortRecord {
+    pub provider: String,
+    pub region: String,
+    /// When it was found short (ms since the epoch).
+    pub since_ms: u64,
+    /// The cloud's answer, e.g. `insufficient spot capacity in zone us-west-2a`.
+    pub reason: String,
 }
 
 /// A pool that could not get its preferred placement (its zone, or spot) and placed nodes

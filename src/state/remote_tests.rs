@@ -41,6 +41,7 @@ fn pool(name: &str) -> JournalEntry {
         nodes: vec![],
         job: None,
         fallback: None,
+        placement: None,
     };
     JournalEntry::PutResource { address: format!("gpu_pool.{name}"), resource }
 }

@@ -374,6 +374,7 @@ fn bare_resource(address: &str) -> ResourceState {
         nodes: Vec::new(),
         job: None,
         fallback: None,
+        placement: None,
     }
 }
 

@@ -39,6 +39,7 @@ fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
         nodes,
         job: None,
         fallback: None,
+        placement: None,
     }
 }
 

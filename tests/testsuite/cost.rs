@@ -191,6 +191,7 @@ fn a_pool_with_nodes_nobody_can_price_is_a_plan_error_never_free() {
             instance_type: "p9.mystery".into(),
             capacity: Capacity::OnDemand,
             reason: "replaced".into(),
+            region: None,
         })
         .to_vec();
     let report = cost::cost(&plan, &spec, &prices).unwrap();
@@ -213,6 +214,7 @@ fn nodes_replacing_ones_that_were_not_live_cost_what_they_cost() {
             instance_type: "p4de.24xlarge".into(),
             capacity: Capacity::OnDemand,
             reason: "stopped outside gpuplan".into(),
+            region: None,
         })
         .to_vec();
     let report = cost::cost(&plan, &spec, &PriceBook::new(&spec, &BTreeMap::new())).unwrap();

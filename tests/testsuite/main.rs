@@ -19,6 +19,7 @@ mod corpus;
 mod cost;
 mod engine_cli;
 mod examples;
+mod floating;
 mod fmt_cli;
 mod http_stub;
 mod job_records;

@@ -136,6 +136,7 @@ fn state_with(spec: &Spec, rec: JobRecord) -> State {
         nodes: vec![],
         job: None,
         fallback: None,
+        placement: None,
     };
     state
         .resources

@@ -38,6 +38,7 @@ fn resource(kind: &str, config: serde_json::Value) -> ResourceState {
         nodes: vec![],
         job: None,
         fallback: None,
+        placement: None,
     }
 }
 

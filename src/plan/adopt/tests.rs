@@ -76,6 +76,7 @@ fn state_with(spec: &Spec, pool: &str, as_declared: &str, nodes: Vec<Node>) -> S
         nodes,
         job: None,
         fallback: None,
+        placement: None,
     };
     state.resources.insert(pool.into(), resource);
     state

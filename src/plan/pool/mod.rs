@@ -167,6 +167,8 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
             create_before_destroy: cbd,
             fell_back,
             retry_preferred,
+            placement: None,
+            placement_before: None,
         }),
         after_changes: vec![],
     })
@@ -637,5 +639,6 @@ fn delete(n: &Node, reason: &str) -> NodeDelete {
         instance_type: n.instance_type.clone(),
         capacity: n.capacity,
         reason: reason.to_string(),
+        region: None,
     }
 }

@@ -62,7 +62,10 @@ pub(crate) fn node_ops(
     let surplus = fresh.len().saturating_sub(n as usize);
     let mut deletes = excess_deletes(&excess, surplus, &age, scale);
     for node in sorted(stale) {
-        deletes.push(delete(node, &format!("replaced: {}", stale_reason(shape, node).unwrap_or_default())));
+        let mut d = delete(node, &format!("replaced: {}", stale_reason(shape, node).unwrap_or_default()));
+        // Terminated where it runs, not in the pool's new region.
+        d.region = (node.region != shape.region).then(|| node.region.clone());
+        deletes.push(d);
     }
     NodeOps { creates, deletes, held, retry }
 }

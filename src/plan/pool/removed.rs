@@ -61,6 +61,8 @@ pub(crate) fn removed(
             create_before_destroy: false,
             fell_back: None,
             retry_preferred: None,
+            placement: None,
+            placement_before: None,
         }),
         after_changes: vec![],
     };

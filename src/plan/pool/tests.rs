@@ -81,6 +81,7 @@ fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
         nodes,
         job: None,
         fallback: None,
+        placement: None,
     }
 }
 
@@ -582,6 +583,7 @@ fn prevent_destroy_refuses_replacing_nodes_only_when_set() {
         instance_type: "p4de.24xlarge".into(),
         capacity: Capacity::Spot,
         reason: "replaced: image img-1 → img-2".into(),
+        region: None,
     }];
     let surplus = [NodeDelete { reason: "surplus".into(), ..replaced[0].clone() }];
     let pool = &guarded.gpu_pools[&addr];

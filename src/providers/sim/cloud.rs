@@ -162,6 +162,7 @@ impl SimCloud {
         let by = i64::try_from(by.as_millis()).map_err(|_| SimError::Invalid("that duration is too long".into()))?;
         let offset_ms = inner.world.clock_offset_ms.saturating_add(by);
         inner.commit(vec![Change::Clock { offset_ms }])?;
+        super::trace::trace_reclaims(&mut inner)?;
         Ok(inner.world.now_ms())
     }
 

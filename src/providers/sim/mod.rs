@@ -27,6 +27,7 @@ mod offers;
 mod provider;
 mod rng;
 mod store;
+pub mod trace;
 mod usage;
 mod world;
 

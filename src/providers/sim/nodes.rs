@@ -67,8 +67,23 @@ impl SimCloud {
         let limit = inner.world.limit(&req.zone, req.capacity).unwrap_or_else(|| self.config.default_capacity());
         let (mut next, mut remaining, mut nodes) = (inner.world.counter, req.count, Vec::new());
         let launched_ms = inner.world.now_ms();
+        // What a price and capacity trace still lets the region launch, per GPU model.
+        let mut room: Vec<(String, u32, u64)> = Vec::new();
         for t in &types {
-            let free = limit.saturating_sub(inner.world.live_count(&req.zone, req.capacity, &t.name));
+            if !room.iter().any(|(g, ..)| *g == t.gpu)
+                && let Some((n, since)) = super::trace::trace_room(&inner.world, &req.region, &t.gpu, req.capacity)
+            {
+                room.push((t.gpu.clone(), n, since));
+            }
+        }
+        let mut traced: Option<(u32, u64)> = None;
+        for t in &types {
+            let mut free = limit.saturating_sub(inner.world.live_count(&req.zone, req.capacity, &t.name));
+            if let Some(r) = room.iter_mut().find(|(g, ..)| *g == t.gpu) {
+                free = free.min(r.1);
+                r.1 -= free.min(remaining);
+                traced = Some((r.1, r.2));
+            }
             for _ in 0..free.min(remaining) {
                 let id = inner.next_id("i-", self.config.seed, &mut next);
                 nodes.push(SimNode {
@@ -92,7 +107,10 @@ impl SimCloud {
         let mut errors = Vec::new();
         if remaining > 0 {
             let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
-            errors.push(out_of_capacity(req, &names.join(", "), nodes.len(), limit));
+            errors.push(match traced {
+                Some((0, since)) => trace_out_of_capacity(req, nodes.len(), since),
+                _ => out_of_capacity(req, &names.join(", "), nodes.len(), limit),
+            });
         }
         // A call that placed nothing leaves no token behind, so a retry after capacity frees
         // up can still succeed (as EC2 does for failed requests).
@@ -118,6 +136,8 @@ impl SimCloud {
         if after.is_none() {
             self.begin(&mut inner, "list_nodes")?;
             super::catalog_check::check_region(&filter.region)?;
+            // The trace's reclaims the clock passed happen before the cloud answers.
+            super::trace::trace_reclaims(&mut inner).map_err(|e| invalid("SimTrace", e.to_string()))?;
         }
         inner.stats.pages += 1;
         let from = match after {
@@ -202,6 +222,21 @@ fn out_of_capacity(req: &CreateNodes, types: &str, placed: usize, limit: u32) ->
         format!(
             "insufficient {} capacity in zone `{}` for {types}: placed {placed} of {} nodes (limit {limit} live nodes per instance type)",
             req.capacity, req.zone, req.count
+        ),
+    )
+}
+
+fn trace_out_of_capacity(req: &CreateNodes, placed: usize, since_ms: u64) -> ProviderError {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(since_ms);
+    ProviderError::new(
+        ErrorClass::OutOfCapacity,
+        "SimInsufficientCapacity",
+        format!(
+            "insufficient {} capacity in region `{}`: placed {placed} of {} nodes (the trace allows no more since {})",
+            req.capacity,
+            req.region,
+            req.count,
+            humantime::format_rfc3339_seconds(at)
         ),
     )
 }

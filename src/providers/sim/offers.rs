@@ -42,6 +42,7 @@ impl SimCloud {
                 }
             }
         }
+        offers.extend(super::trace::trace_offers(&self.lock().world, model, region));
         sort_offers(&mut offers);
         Ok(offers)
     }

@@ -163,6 +163,29 @@ pub enum Change {
     Clock {
         offset_ms: i64,
     },
+    /// A price and capacity trace (`gpuplan sim trace`), replacing any earlier one.
+    Trace {
+        rows: Vec<TraceRow>,
+    },
+    /// The trace's spot reclaims are done up to this sim time.
+    TraceDone {
+        ms: u64,
+    },
+}
+
+/// One row of a price and capacity trace: from `at_ms` on (until a later row for the same
+/// region, GPU and capacity), this price and capacity hold in `region`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceRow {
+    pub at_ms: u64,
+    pub region: String,
+    pub gpu: String,
+    pub capacity: Capacity,
+    /// USD per GPU-hour.
+    pub price_usd_gpu_hour: f64,
+    /// How many more nodes of this capacity the region can launch; `None`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_nodes: Option<u32>,
 }
 
 /// One line of the event log: the changes of one call, numbered so that replay can skip
@@ -193,6 +216,12 @@ pub struct World {
     /// set in the past either: it is an offset, so time still passes between commands).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub clock_offset_ms: i64,
+    /// The price and capacity trace, sorted by time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace: Vec<TraceRow>,
+    /// Spot reclaims of trace rows up to this sim time are done.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub trace_done_ms: u64,
     /// Live nodes per (zone, capacity, instance type): derived, kept so a create does not
     /// scan every node.
     #[serde(skip)]
@@ -213,6 +242,8 @@ impl Default for World {
             nodes: BTreeMap::new(),
             jobs: BTreeMap::new(),
             clock_offset_ms: 0,
+            trace: Vec::new(),
+            trace_done_ms: 0,
             live: HashMap::new(),
             job_tokens: HashMap::new(),
         }
@@ -286,6 +317,11 @@ impl World {
                 self.jobs.insert(job.id.clone(), job);
             }
             Change::Clock { offset_ms } => self.clock_offset_ms = offset_ms,
+            Change::Trace { rows } => {
+                self.trace = rows;
+                self.trace_done_ms = 0;
+            }
+            Change::TraceDone { ms } => self.trace_done_ms = self.trace_done_ms.max(ms),
             Change::JobsEnded { ids, end } => {
                 for id in ids {
                     if let Some(job) = self.jobs.get_mut(&id) {
@@ -327,6 +363,20 @@ fn live_key(n: &SimNode) -> (String, Capacity, String) {
 
 fn is_zero(v: &i64) -> bool {
     *v == 0
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
+}
+
+impl World {
+    /// The trace row in force at `now_ms` for `region`, `gpu` and `capacity`, if any.
+    pub fn trace_row(&self, region: &str, gpu: &str, capacity: Capacity, now_ms: u64) -> Option<&TraceRow> {
+        self.trace
+            .iter()
+            .filter(|r| r.at_ms <= now_ms && r.region == region && r.gpu == gpu && r.capacity == capacity)
+            .max_by_key(|r| r.at_ms)
+    }
 }
 
 impl World {

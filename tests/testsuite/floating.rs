@@ -1,0 +1,377 @@
+//! Floating pools on the sim cloud through the CLI (DESIGN.md, "Floating pools"): a pool
+//! with `placement {}` is created in its cheapest candidate, stays put for a saving below
+//! `min_saving`, moves for one above it (new nodes before old ones go, a preemptible job
+//! requeued without a retry, a non-preemptible one keeping its node), and leaves a
+//! candidate that has no room for the next one; prices and capacity come from a
+//! `gpuplan sim trace`.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::sim_run::run;
+
+fn ok(dir: &Path, args: &[&str]) -> (String, String) {
+    let (code, out, err) = run(dir, args);
+    assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
+    (out, err)
+}
+
+fn json(dir: &Path, args: &[&str]) -> Value {
+    serde_json::from_str(&ok(dir, args).0).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Two nodes of 8 × A100-80GB (one on-demand, one spot) that may live in three sim
+/// regions; jobs run 48 h so that none ends during a test.
+const SPEC: &str = r#"
+provider "sim" {
+  seed         = 7
+  job_duration = "48h"
+}
+
+gpu_pool "train" {
+  gpu           = "A100-80GB"
+  gpus_per_node = 8
+  nodes {
+    min     = 0
+    desired = 2
+    max     = 4
+  }
+  mix {
+    on_demand_base = 1
+    spot_percent   = 100
+  }
+  placement {
+    candidates = [
+      { provider = "sim", region = "us-east-1" },
+      { provider = "sim", region = "us-west-2" },
+      { provider = "sim", region = "cn-hangzhou" },
+    ]
+    strategy   = "cheapest"
+    min_saving = 15
+    min_stay   = "2h"
+  }
+}
+"#;
+
+const JOBS: &str = r#"
+job_template "ckpt" {
+  image          = "ghcr.io/example/train:1"
+  command        = ["python", "train.py"]
+  gpus           = 8
+  preemptible    = true
+  max_runtime    = "72h"
+  retries        = 1
+  checkpoint_uri = "s3://example/ckpt"
+}
+
+job_template "eval" {
+  image       = "ghcr.io/example/eval:1"
+  command     = ["python", "eval.py"]
+  gpus        = 8
+  preemptible = false
+  max_runtime = "72h"
+}
+
+job "resumable" {
+  template = job_template.ckpt
+  pool     = gpu_pool.train
+}
+
+job "pinned" {
+  template = job_template.eval
+  pool     = gpu_pool.train
+}
+"#;
+
+/// us-west-2 is cheapest at the start (1 × 24 + 1 × 12 = 36 USD/h against 48 in us-east-1
+/// and 43.20 in cn-hangzhou); at 03:00 us-east-1 gets 6 % cheaper than us-west-2 (33.60
+/// USD/h: below `min_saving`); at 06:00 us-west-2 gets dear (56 USD/h: us-east-1 is 40 %
+/// cheaper).
+const TRACE: &str = "\
+time,provider,region,gpu,capacity,price_usd_hour,available_nodes
+2026-03-10T00:00:00Z,sim,us-east-1,A100-80GB,spot,2.00,
+2026-03-10T00:00:00Z,sim,us-east-1,A100-80GB,on-demand,4.00,
+2026-03-10T00:00:00Z,sim,us-west-2,A100-80GB,spot,1.50,
+2026-03-10T00:00:00Z,sim,us-west-2,A100-80GB,on-demand,3.00,
+2026-03-10T00:00:00Z,sim,cn-hangzhou,A100-80GB,spot,1.80,
+2026-03-10T00:00:00Z,sim,cn-hangzhou,A100-80GB,on-demand,3.60,
+2026-03-10T03:00:00Z,sim,us-east-1,A100-80GB,on-demand,2.20,
+2026-03-10T06:00:00Z,sim,us-west-2,A100-80GB,spot,3.00,
+2026-03-10T06:00:00Z,sim,us-west-2,A100-80GB,on-demand,4.00,
+";
+
+fn setup(dir: &Path, spec: &str, trace: &str) {
+    std::fs::write(dir.join("main.hcl"), spec).unwrap();
+    std::fs::write(dir.join("trace.csv"), trace).unwrap();
+    let (out, _) = ok(dir, &["sim", "trace", "trace.csv"]);
+    assert!(out.contains("loaded"), "{out}");
+}
+
+/// The pool's nodes as the state records them: (id, region, capacity).
+fn sim_nodes(dir: &Path) -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(dir.join("state/default.json")).unwrap_or_default();
+    let state: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().cloned().unwrap_or_default();
+    nodes
+        .iter()
+        .map(|n| {
+            let s = |k: &str| n[k].as_str().unwrap_or_default().to_string();
+            (s("id"), s("region"), s("capacity"))
+        })
+        .collect()
+}
+
+fn regions(dir: &Path) -> Vec<String> {
+    let mut r: Vec<String> = sim_nodes(dir).into_iter().map(|n| n.1).collect();
+    r.sort();
+    r
+}
+
+fn placement(plan: &Value) -> &Value {
+    &plan["placements"][0]
+}
+
+#[test]
+fn validate_reports_every_candidate_without_the_shape_at_its_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let spec = SPEC
+        .replace("region = \"us-west-2\" }", "region = \"eu-west-1\" }")
+        .replace("region = \"cn-hangzhou\" }", "region = \"cn-hangzhou\", zones = [\"cn-hangzhou-q\"] }");
+    std::fs::write(d.join("main.hcl"), &spec).unwrap();
+    let (code, out, err) = run(d, &["validate", "--json"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let diags = v["diagnostics"].as_array().unwrap();
+    let line_of = |needle: &str| spec.lines().position(|l| l.contains(needle)).unwrap() as u64 + 1;
+    let at = |line: u64| diags.iter().any(|d| d["line"] == line && d["severity"] == "error");
+    assert!(at(line_of("eu-west-1")), "eu-west-1 sells no 8 × A100-80GB: {v:#}");
+    assert!(at(line_of("cn-hangzhou-q")), "cn-hangzhou-q is no zone of cn-hangzhou: {v:#}");
+    assert!(!at(line_of("us-east-1")), "us-east-1 is a good candidate: {v:#}");
+
+    // `provider`/`region` beside `placement` is refused at its line.
+    let both = SPEC
+        .replace("  gpu           = \"A100-80GB\"", "  region        = \"us-east-1\"\n  gpu           = \"A100-80GB\"");
+    std::fs::write(d.join("main.hcl"), &both).unwrap();
+    let (code, out, _) = run(d, &["validate", "--json"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("takes its provider, region and zones from its candidates"), "{out}");
+}
+
+#[test]
+fn yaml_spells_placement_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let yaml = "\
+providers:
+  sim: {}
+gpu_pools:
+  train:
+    gpu: A100-80GB
+    gpus_per_node: 8
+    nodes: {min: 0, desired: 1, max: 2}
+    placement:
+      candidates:
+        - {provider: sim, region: us-east-1}
+        - {provider: sim, region: eu-west-1}
+      strategy: ordered
+";
+    std::fs::write(d.join("main.yaml"), yaml).unwrap();
+    let (code, out, _) = run(d, &["validate", "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["diagnostics"][0]["line"], 11, "at the eu-west-1 candidate: {v:#}");
+    std::fs::write(d.join("main.yaml"), yaml.replace("eu-west-1", "us-west-2")).unwrap();
+    ok(d, &["validate"]);
+    let plan = json(d, &["plan", "--json"]);
+    assert_eq!(placement(&plan)["chosen"], "sim us-east-1", "ordered: the first with capacity: {plan:#}");
+    assert_eq!(placement(&plan)["action"], "create");
+}
+
+#[test]
+fn created_in_the_cheapest_candidate_and_kept_for_a_saving_below_min_saving() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d, SPEC, TRACE);
+    let plan = json(d, &["plan", "--json"]);
+    let p = placement(&plan);
+    assert_eq!(p["action"], "create", "{p:#}");
+    assert_eq!(p["chosen"], "sim us-west-2", "{p:#}");
+    let rows = p["candidates"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[1]["hourly_usd"], 36.0, "1 × 24 on-demand + 1 × 12 spot: {p:#}");
+    assert!(rows[1]["price"].as_str().unwrap().starts_with("live 2026-03-10T00:00:00Z"), "{p:#}");
+    let (text, _) = ok(d, &["plan"]);
+    assert!(text.contains("Placement of `gpu_pool.train`: create: sim us-west-2 is the cheapest"), "{text}");
+    let (md, _) = ok(d, &["plan", "--format", "markdown"]);
+    assert!(md.contains("| sim us-west-2 | 36.00 | live 2026-03-10T00:00:00Z | ok | chosen |"), "{md}");
+
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(regions(d), ["us-west-2", "us-west-2"]);
+    // An unchanged world: an empty plan.
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("stay: sim us-west-2 is the cheapest"), "{out}");
+
+    // 03:30: us-east-1 is 6 % cheaper, below min_saving 15 %: the pool stays.
+    ok(d, &["sim", "advance", "3h30m"]);
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("stay: sim us-east-1 is 6 % cheaper (33.60 USD/h vs 36.00 USD/h), below min_saving 15 %"),
+        "{out}"
+    );
+    let plan = json(d, &["plan", "--json"]);
+    assert_eq!(placement(&plan)["action"], "stay");
+    assert_eq!(plan["summary"]["add"], 0);
+}
+
+#[test]
+fn a_saving_above_min_saving_moves_new_nodes_first_jobs_by_the_removed_node_rules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d, &format!("{SPEC}{JOBS}"), TRACE);
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(regions(d), ["us-west-2", "us-west-2"]);
+    let before: Vec<(String, String, String)> = sim_nodes(d);
+    let od_old = before.iter().find(|n| n.2 == "on-demand").unwrap().0.clone();
+
+    // 06:00: us-west-2 costs 56 USD/h, us-east-1 33.60: 40 % cheaper, above min_saving 15 %.
+    ok(d, &["sim", "advance", "6h"]);
+    let plan = json(d, &["plan", "--json"]);
+    let p = placement(&plan);
+    assert_eq!(p["action"], "move", "{p:#}");
+    assert_eq!(p["chosen"], "sim us-east-1");
+    assert_eq!(p["current"], "sim us-west-2");
+    assert!(p["reason"].as_str().unwrap().contains("40 % cheaper"), "{p:#}");
+    let change = &plan["changes"][0];
+    assert_eq!(change["action"], "replace", "{change:#}");
+    let job = plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == "job.resumable").unwrap();
+    assert_eq!(job["retries_spent"], 0, "a move spends no retry: {job:#}");
+    assert_eq!(job["attempt"], 2, "requeued as attempt 2: {job:#}");
+
+    // A policy sees the move.
+    std::fs::create_dir_all(d.join("policies")).unwrap();
+    std::fs::write(
+        d.join("policies/moves.hcl"),
+        "policy \"calm\" {\n  enforcement = \"hard\"\n  assert = plan.moves <= 0\n  message = \"${plan.moves} move(s)\"\n}\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 3, "the hard policy denies a move\n{out}\n{err}");
+    std::fs::remove_file(d.join("policies/moves.hcl")).unwrap();
+
+    let (out, err) = ok(d, &["apply", "--auto-approve"]);
+    let log = format!("{out}{err}");
+    let created = log.find("created").unwrap_or_else(|| panic!("{log}"));
+    let terminated = log.find("terminated 1 node(s)").unwrap_or_else(|| panic!("{log}"));
+    assert!(created < terminated, "new nodes before old ones go:\n{log}");
+    let after = sim_nodes(d);
+    // The non-preemptible job keeps its on-demand node in us-west-2; the spot one went.
+    assert!(after.iter().any(|n| n.0 == od_old && n.1 == "us-west-2"), "{after:?}");
+    assert_eq!(after.iter().filter(|n| n.1 == "us-east-1").count(), 2, "{after:?}");
+    assert_eq!(after.iter().filter(|n| n.1 == "us-west-2").count(), 1, "{after:?}");
+
+    let jobs = json(d, &["jobs", "list", "--json"]);
+    let job = |name: &str| jobs["jobs"].as_array().unwrap().iter().find(|j| j["address"] == name).unwrap().clone();
+    let resumable = job("job.resumable");
+    let pinned = job("job.pinned");
+    assert_eq!(resumable["attempt"], 2, "requeued from its checkpoint: {resumable:#}");
+    let first = &resumable["runs"][0];
+    assert!(first["message"].as_str().unwrap().ends_with("requeued from its checkpoint"), "{resumable:#}");
+    assert_eq!(pinned["attempt"], 1, "kept on its node: {pinned:#}");
+    assert_eq!(pinned["state"], "running", "{pinned:#}");
+
+    // Placed in us-east-1 now: the next plan stays and changes nothing.
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("stay: sim us-east-1"), "{out}");
+    assert!(out.contains("deferred until it"), "the old node waits for job.pinned: {out}");
+}
+
+#[test]
+fn min_stay_keeps_a_young_placement() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // us-west-2 gets dear 30 minutes after the pool was placed there.
+    let trace = TRACE
+        .replace("2026-03-10T06:00:00Z", "2026-03-10T00:30:00Z")
+        .replace("2026-03-10T03:00:00Z", "2026-03-10T00:30:00Z");
+    setup(d, &SPEC.replace("min_stay   = \"2h\"", "min_stay   = \"6h\""), &trace);
+    ok(d, &["apply", "--auto-approve"]);
+    ok(d, &["sim", "advance", "1h"]);
+    let plan = json(d, &["plan", "--json"]);
+    let reason = placement(&plan)["reason"].as_str().unwrap().to_string();
+    assert_eq!(placement(&plan)["action"], "stay", "{reason}");
+    assert!(reason.contains("% cheaper, but sim us-west-2 was placed 1h ago (min_stay 6h)"), "{reason}");
+    ok(d, &["sim", "advance", "5h"]);
+    let plan = json(d, &["plan", "--json"]);
+    assert_eq!(placement(&plan)["action"], "move", "{:#}", placement(&plan));
+}
+
+#[test]
+fn a_capacity_failure_falls_over_to_the_next_candidate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // us-west-2 is cheapest but has no A100 left of either kind.
+    let trace = TRACE
+        .replace("us-west-2,A100-80GB,spot,1.50,", "us-west-2,A100-80GB,spot,1.50,0")
+        .replace("us-west-2,A100-80GB,on-demand,3.00,", "us-west-2,A100-80GB,on-demand,3.00,0");
+    setup(d, SPEC, &trace);
+    let (_code, out, err) = run(d, &["apply", "--auto-approve"]);
+    assert!(regions(d).is_empty(), "{out}\n{err}");
+    let plan = json(d, &["plan", "--json"]);
+    let p = placement(&plan);
+    let west = &p["candidates"][1];
+    assert!(west["capacity"].as_str().unwrap().starts_with("short since 2026-03-10T00:00"), "{p:#}");
+    assert_eq!(p["chosen"], "sim cn-hangzhou", "the next cheapest with capacity: {p:#}");
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(regions(d), ["cn-hangzhou", "cn-hangzhou"]);
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+#[test]
+fn a_move_whose_target_has_no_room_keeps_the_old_nodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // At 06:00 us-west-2 gets dear, and us-east-1 has no spot left.
+    let trace = format!("{TRACE}2026-03-10T05:00:00Z,sim,us-east-1,A100-80GB,spot,2.00,0\n");
+    setup(d, SPEC, &trace);
+    ok(d, &["apply", "--auto-approve"]);
+    ok(d, &["sim", "advance", "6h"]);
+    let plan = json(d, &["plan", "--json"]);
+    assert_eq!(placement(&plan)["chosen"], "sim us-east-1", "{:#}", placement(&plan));
+    let (_code, out, err) = run(d, &["apply", "--auto-approve"]);
+    let nodes = sim_nodes(d);
+    assert!(nodes.iter().filter(|n| n.1 == "us-west-2").count() >= 1, "never zero nodes:\n{nodes:?}\n{out}\n{err}");
+    assert!(nodes.len() >= 2, "the pool keeps its size: {nodes:?}");
+    let plan = json(d, &["plan", "--json"]);
+    let p = placement(&plan);
+    let east = &p["candidates"][0];
+    assert!(east["capacity"].as_str().unwrap().starts_with("short since"), "{p:#}");
+    assert_eq!(p["chosen"], "sim cn-hangzhou", "the next candidate: {p:#}");
+}
+
+#[test]
+fn a_bad_trace_names_every_bad_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let bad = "\
+time,provider,region,gpu,capacity,price_usd_hour,available_nodes
+2026-03-10T00:00:00Z,aws,us-east-1,A100-80GB,spot,2.00,
+yesterday,sim,us-east-1,A100-80GB,spot,2.00,
+2026-03-10T00:00:00Z,sim,us-east-1,A100-80GB,preemptible,2.00,
+2026-03-10T00:00:00Z,sim,us-east-1,A100-80GB,spot,2.00,
+";
+    std::fs::write(d.join("trace.csv"), bad).unwrap();
+    let (code, out, err) = run(d, &["sim", "trace", "trace.csv"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    for line in
+        ["line 2: provider `aws`", "line 3: `yesterday` is not an RFC 3339 time", "line 4: capacity `preemptible`"]
+    {
+        assert!(err.contains(line), "{line}:\n{err}");
+    }
+    assert!(!err.contains("line 5"), "{err}");
+}

@@ -101,8 +101,12 @@ pub fn decide(
         })
         .collect();
     let current = before.as_ref().and_then(|b| cands.iter().position(|c| is(c, &b.provider, &b.region)));
-    let usable: Vec<usize> =
-        (0..cands.len()).filter(|i| priced[*i].hourly.is_some() && priced[*i].short.is_none()).collect();
+    // Moving nodes between provider blocks is not built yet: a placed pool moves only
+    // between the regions of its own provider block.
+    let reachable = |i: usize| before.as_ref().is_none_or(|b| cands[i].provider.value == b.provider);
+    let usable: Vec<usize> = (0..cands.len())
+        .filter(|i| priced[*i].hourly.is_some() && priced[*i].short.is_none() && reachable(*i))
+        .collect();
     let best = match placement.strategy.value {
         Strategy::Ordered => usable.first().copied(),
         Strategy::Cheapest => usable
@@ -137,6 +141,7 @@ pub fn decide(
                 (true, true) => "current, chosen".into(),
                 (true, false) => "current".into(),
                 (false, true) => "chosen".into(),
+                (false, false) if !reachable(i) => "another provider block: moves there are not built yet".into(),
                 (false, false) => String::new(),
             },
         })

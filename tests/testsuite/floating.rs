@@ -375,3 +375,35 @@ yesterday,sim,us-east-1,A100-80GB,spot,2.00,
     }
     assert!(!err.contains("line 5"), "{err}");
 }
+
+#[test]
+fn reconcile_moves_a_pool_on_its_own_and_then_rests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d, SPEC, TRACE);
+    ok(d, &["reconcile", "--once"]);
+    assert_eq!(regions(d), ["us-west-2", "us-west-2"], "created in the cheapest candidate");
+    ok(d, &["sim", "advance", "6h"]);
+    ok(d, &["reconcile", "--once"]);
+    assert_eq!(regions(d), ["us-east-1", "us-east-1"], "moved where it is 40 % cheaper");
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+#[test]
+fn a_pool_does_not_move_to_another_provider_block_yet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // A second sim provider block (an alias) as the cheapest candidate once placed.
+    let spec = SPEC
+        .replace("provider \"sim\" {\n", "provider \"sim\" {\n  alias = \"sim2\"\n}\n\nprovider \"sim\" {\n")
+        .replace("{ provider = \"sim\", region = \"us-east-1\" }", "{ provider = \"sim2\", region = \"us-east-1\" }");
+    setup(d, &spec, TRACE);
+    ok(d, &["apply", "--auto-approve"]);
+    ok(d, &["sim", "advance", "6h"]);
+    let plan = json(d, &["plan", "--json"]);
+    let p = placement(&plan);
+    assert_eq!(p["action"], "move", "{p:#}");
+    assert_eq!(p["chosen"], "sim cn-hangzhou", "the cheapest of its own provider block: {p:#}");
+    assert!(p["candidates"][0]["role"].as_str().unwrap().contains("not built yet"), "{p:#}");
+}

@@ -189,7 +189,7 @@ fn choose(
         };
     };
     let Some(b) = best else {
-        return (PlacementAction::Stay, cur, format!("stay: no other candidate is known to have capacity"));
+        return (PlacementAction::Stay, cur, "stay: no other candidate is known to have capacity".to_string());
     };
     if b == cur {
         return (PlacementAction::Stay, cur, format!("stay: {}", why_best(cur)));

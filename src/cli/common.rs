@@ -49,11 +49,24 @@ pub fn cancel_on_signal() -> Arc<Cancel> {
 /// opening the session has already folded into the state.
 pub fn warn_stale_lock(session: &crate::engine::Session) {
     if let Some(h) = &session.lock.stale {
-        output::stderr(&format!(
+        output::stderr(&takeover_warning(h));
+    }
+}
+
+/// The warning for a lock taken over: an expired remote lock (naming its holder and when
+/// it expired), or a local lock whose process died.
+pub fn takeover_warning(h: &crate::state::LockInfo) -> String {
+    match &h.expires {
+        Some(expired) => format!(
+            "warning: took over the expired state lock of `gpuplan {}` by {} (pid {}, id {}, since {}, expired {}): \
+             it stopped renewing its lock; the operations it finished were kept, and this run shows what is left\n",
+            h.operation, h.who, h.pid, h.id, h.created, expired
+        ),
+        None => format!(
             "warning: `gpuplan {}` (pid {}, {}, since {}) ended without releasing the state lock; \
              the operations it finished were kept, and this run shows what is left\n",
             h.operation, h.pid, h.who, h.created
-        ));
+        ),
     }
 }
 

@@ -404,6 +404,21 @@ pub struct ReconcileArgs {
     /// List the policies that passed, not only their count
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// Plan and apply only while holding a Kubernetes Lease (run several replicas: one leads)
+    #[arg(long, requires = "interval")]
+    pub leader_elect: bool,
+    /// The coordination.k8s.io/v1 Lease to hold
+    #[arg(long, value_name = "NAME", default_value = "gpuplan")]
+    pub lease_name: String,
+    /// The Lease's namespace [default: the kubeconfig context's, or the pod's own]
+    #[arg(long, value_name = "NS")]
+    pub lease_namespace: Option<String>,
+    /// How long the Lease holds without renewal; a leader steps down after 2/3 of it
+    #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse_interval)]
+    pub lease_duration: Duration,
+    /// This replica's name in the Lease [default: $POD_NAME, else <hostname>-<pid>]
+    #[arg(long, value_name = "ID")]
+    pub lease_identity: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

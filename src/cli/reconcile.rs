@@ -3,7 +3,8 @@
 //! Prometheus metrics on `--metrics-addr`.
 //!
 //! The loop holds the state lock only during a pass; a round whose lock is taken by
-//! another run is skipped and says so. Ctrl-C or SIGTERM stops the loop: an apply in
+//! another run is skipped and says so. With `--leader-elect` only the holder of a
+//! Kubernetes Lease runs rounds ([`crate::reconcile::leader`]); the lease is released on exit. Ctrl-C or SIGTERM stops the loop: an apply in
 //! flight finishes its started operations and saves state, a sleep ends at once.
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use super::{CliError, ExitStatus, ReconcileArgs, Settings, common, error, load, 
 use crate::apply::{ApplyOptions, Cancel};
 use crate::engine::run::PlanRequest;
 use crate::metrics::{self, Metrics};
+use crate::reconcile::leader::{self, Election, LeaseConfig, Role};
 use crate::reconcile::{self, Clock, NoQueue, Options, Outcome};
 use crate::render;
 
@@ -35,7 +37,7 @@ pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStat
             output::stderr(&format!("Serving metrics on http://{bound}/metrics\n"));
             tokio::spawn(metrics::server::serve(listener, metrics.clone(), stop.clone()));
         }
-        let opts = Options {
+        let mut opts = Options {
             plan: PlanRequest {
                 refresh: true,
                 env: settings.env.clone(),
@@ -48,16 +50,40 @@ pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStat
             apply: ApplyOptions {
                 parallelism: args.parallelism as usize,
                 progress: common::progress(settings),
-                cancel,
+                cancel: cancel.clone(),
             },
         };
         let clock = Clock::start();
+        let election = if args.leader_elect {
+            Some(start_election(settings, args, &metrics).await?)
+        } else {
+            metrics.set_leader(true);
+            metrics.set_ready(true);
+            None
+        };
         let Some(every) = args.interval else {
             return round(settings, args, &opts, &clock, &metrics, false).await;
         };
         let mut stop = stop;
         loop {
-            if let Err(report) = round(settings, args, &opts, &clock, &metrics, true).await {
+            // With an election, a round starts only on the leader, and ends its apply
+            // (no new operations) the moment the lease is lost.
+            let guard = match &election {
+                Some((e, _)) => {
+                    if !wait_for_lead(e, &mut stop).await {
+                        break;
+                    }
+                    let (round_cancel, guard) = guard_round(e.clone(), cancel.clone());
+                    opts.apply.cancel = round_cancel;
+                    Some(guard)
+                }
+                None => None,
+            };
+            let ran = round(settings, args, &opts, &clock, &metrics, true).await;
+            if let Some(g) = guard {
+                g.abort();
+            }
+            if let Err(report) = ran {
                 // E.g. the spec folder vanished mid-checkout: report, count, try next round.
                 metrics.record_failure(clock.now());
                 error::print_report(&report, settings);
@@ -73,9 +99,96 @@ pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStat
                 break;
             }
         }
+        if let Some((e, task)) = election {
+            // Nothing runs any more: release the lease so a successor starts at once.
+            e.shutdown();
+            if task.await.is_ok() {
+                output::stderr(&format!("Released lease {}.\n", e.lease));
+            }
+        }
         output::stderr("Reconcile stopped.\n");
         Ok::<_, miette::Report>(ExitStatus::Success)
     })?
+}
+
+/// Start the election, and say every change of role on stderr and in the metrics.
+async fn start_election(
+    settings: &Settings,
+    args: &ReconcileArgs,
+    metrics: &Arc<Metrics>,
+) -> miette::Result<(Election, tokio::task::JoinHandle<()>)> {
+    let cfg = LeaseConfig {
+        name: args.lease_name.clone(),
+        namespace: args.lease_namespace.clone(),
+        identity: leader::identity(args.lease_identity.as_deref(), &settings.env),
+        duration: args.lease_duration,
+    };
+    let identity = cfg.identity.clone();
+    let (election, task) = leader::start(cfg).await?;
+    output::stderr(&format!("Leader election on lease {} as `{identity}`\n", election.lease));
+    let (mut role, m, lease) = (election.role(), metrics.clone(), election.lease.clone());
+    tokio::spawn(async move {
+        let mut was_leader = false;
+        while role.changed().await.is_ok() {
+            let now = role.borrow_and_update().clone();
+            let line = match &now {
+                Role::Starting => continue,
+                Role::Leader => format!("Leading: holding lease {lease}\n"),
+                Role::Follower { .. } if was_leader => format!("Stepped down: no longer holding lease {lease}\n"),
+                Role::Follower { leader: Some(l) } => format!("Following: lease {lease} is held by `{l}`\n"),
+                Role::Follower { leader: None } => format!("Following: waiting for lease {lease}\n"),
+            };
+            was_leader = now == Role::Leader;
+            m.set_leader(was_leader);
+            // Followers are ready too: they stand by to take over.
+            m.set_ready(true);
+            output::stderr(&line);
+        }
+    });
+    Ok((election, task))
+}
+
+/// Wait until this replica leads; `false` if asked to stop first.
+async fn wait_for_lead(e: &Election, stop: &mut watch::Receiver<bool>) -> bool {
+    loop {
+        if *stop.borrow() {
+            return false;
+        }
+        if e.leading() {
+            return true;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(LEAD_POLL) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+/// How often a follower looks at the election, and a leader's round at its lease.
+const LEAD_POLL: Duration = Duration::from_millis(100);
+
+/// A round's own cancel: set by a signal, or the moment this replica stops leading (then
+/// the apply starts no new operation; those in flight finish and are saved, as after
+/// Ctrl-C, and the next leader adopts the rest).
+fn guard_round(e: Election, signal: Arc<Cancel>) -> (Arc<Cancel>, tokio::task::JoinHandle<()>) {
+    let round = Arc::new(Cancel::default());
+    let cancel = round.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            if signal.is_cancelled() {
+                return cancel.cancel();
+            }
+            if !e.leading() {
+                output::stderr(&format!(
+                    "Lost lease {} during a pass: no new operations start; those in flight finish and are saved\n",
+                    e.lease
+                ));
+                return cancel.cancel();
+            }
+            tokio::time::sleep(LEAD_POLL).await;
+        }
+    });
+    (round, task)
 }
 
 /// Said on every round a lock stops: who holds it since when, how many rounds it has
@@ -84,7 +197,12 @@ pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStat
 fn skip_message(e: &reconcile::ReconcileError, in_a_row: u64) -> String {
     let rounds = if in_a_row > 1 { format!(" ({in_a_row} rounds in a row)") } else { String::new() };
     let mut out = format!("Skipping this round{rounds}: another run holds the state lock.\n  {e}\n");
-    if let Some(h) = e.lock_holder() {
+    if let Some(h) = e.lock_holder().filter(|h| h.expires.is_some()) {
+        out += &format!(
+            "  it expires at {} unless its holder renews it; a round after that takes it over\n",
+            h.expires.as_deref().unwrap_or_default()
+        );
+    } else if let Some(h) = e.lock_holder() {
         out += &format!(
             "  hint: if `gpuplan {}` by {} (since {}) is no longer running, release its lock with \
              `gpuplan state unlock {}`\n",
@@ -123,6 +241,9 @@ async fn round(
         }
         Err(e) => return Err(e.into()),
     };
+    if let Some(h) = &pass.lock_taken_over {
+        output::stderr(&common::takeover_warning(h));
+    }
     if args.json {
         output::stdout_with(|out| reconcile::report::write_json(&pass, out));
     } else {

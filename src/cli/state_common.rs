@@ -45,6 +45,10 @@ pub fn location(backend: &Backend) -> String {
 /// Tell the user when we took over a lock a dead process left behind.
 pub fn warn_stale(lock: &StateLock, settings: &Settings) {
     if let Some(dead) = &lock.stale {
+        if dead.expires.is_some() {
+            output::stderr(&super::common::takeover_warning(dead));
+            return;
+        }
         let warning = output::paint("warning:", Style::Warning, settings.color_stderr);
         output::stderr(&format!(
             "{warning} took over a lock left by {} (pid {}, `{}` since {}), which is no longer running\n",

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::spec::backend::BackendConfig;
+use crate::state::lock::LockTiming;
 use crate::state::{Backend, HistoryEntry, LocalBackend, RemoteBackend, State, StateError, StateLock};
 
 /// Where a workspace keeps its files and how it talks to them.
@@ -60,7 +61,14 @@ impl Workspace {
     pub fn backend(&self) -> Result<Backend, StateError> {
         match &self.backend {
             Some(cfg) if !cfg.is_local() => {
-                Ok(Backend::Remote(RemoteBackend::new(cfg, &self.workspace)?.with_errored_copy(self.errored_copy())))
+                let remote = RemoteBackend::new(cfg, &self.workspace)?;
+                let timing = LockTiming::from_env(&self.env).map_err(|message| StateError::Remote {
+                    action: "lock",
+                    url: remote.url().to_string(),
+                    message,
+                    hint: "unset GPUPLAN_LOCK_TTL and GPUPLAN_LOCK_RENEW (test settings) for 60 s and 20 s".into(),
+                })?;
+                Ok(Backend::Remote(remote.with_lock_timing(timing).with_errored_copy(self.errored_copy())))
             }
             Some(cfg) => Ok(Backend::Local(LocalBackend::new(match cfg.get("path") {
                 Some(p) => {

@@ -7,7 +7,7 @@
 //! `hourly_cost_usd`, `pool_hourly_cost_usd{pool}`, `drift_items`, `pending_changes`,
 //! `last_run_timestamp_seconds`, `last_success_timestamp_seconds`,
 //! `reconcile_runs_total`, `reconcile_failures_total`, `reconcile_skipped_total`,
-//! `autoscale_actions_total{pool,direction}`, `spend_month_to_date_usd{pool}` and
+//! `autoscale_actions_total{pool,direction}`, `leader`, `lock_takeovers_total`, `spend_month_to_date_usd{pool}` and
 //! `quota_spend_month_to_date_usd{quota}`. Only this module knows their names.
 
 pub mod server;
@@ -41,6 +41,11 @@ struct Registry {
     last_success: Option<f64>,
     scale_actions: BTreeMap<(String, &'static str), u64>,
     fleet: Option<Fleet>,
+    /// Whether this replica may act: leads the election, or runs without one.
+    leader: bool,
+    /// `/readyz`: set once the replica can do its part (the election got its first
+    /// answer, or there is no election).
+    ready: bool,
 }
 
 /// What the last completed pass saw.
@@ -105,6 +110,20 @@ impl Metrics {
         r.skipped_in_a_row += 1;
     }
 
+    /// Leader of the election (or running without one): `gpuplan_leader 1`.
+    pub fn set_leader(&self, leader: bool) {
+        self.registry().leader = leader;
+    }
+
+    /// Ready to serve its part: `/readyz` answers 200 from now on.
+    pub fn set_ready(&self, ready: bool) {
+        self.registry().ready = ready;
+    }
+
+    pub fn ready(&self) -> bool {
+        self.registry().ready
+    }
+
     /// Rounds skipped for the lock since the last round that ran.
     pub fn skipped_in_a_row(&self) -> u64 {
         self.registry().skipped_in_a_row
@@ -150,6 +169,18 @@ impl Metrics {
                 vec![(String::new(), t)],
             );
         }
+        family(
+            "leader",
+            "gauge",
+            "1 on the replica that may plan and apply (the lease holder, or the only reconciler), 0 on followers.",
+            vec![(String::new(), if r.leader { 1.0 } else { 0.0 })],
+        );
+        family(
+            "lock_takeovers_total",
+            "counter",
+            "Expired remote state locks this process took over.",
+            vec![(String::new(), crate::state::lock::takeovers() as f64)],
+        );
         family(
             "autoscale_actions_total",
             "counter",

@@ -1,5 +1,6 @@
-//! A minimal HTTP/1.1 responder for Prometheus: `GET /metrics` (and `HEAD`) answers the
-//! registry in the text format; anything else gets 404 or 405. One request per connection
+//! A minimal HTTP/1.1 responder for Prometheus and Kubernetes probes: `GET /metrics` (and
+//! `HEAD`) answers the registry in the text format, `/healthz` 200 while the process
+//! serves, `/readyz` 200 once it is ready (503 before); anything else gets 404 or 405. One request per connection
 //! (`Connection: close`), request heads capped at 8 KiB and 10 s, so a slow or hostile
 //! client cannot hold the loop.
 
@@ -70,6 +71,13 @@ async fn handle(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()>
         ("GET" | "HEAD", "/metrics") => {
             let body = metrics.render();
             respond(&mut stream, "200 OK", CONTENT_TYPE, body.as_bytes(), method == "GET").await
+        }
+        ("GET" | "HEAD", "/healthz") => respond(&mut stream, "200 OK", "text/plain", b"ok\n", method == "GET").await,
+        ("GET" | "HEAD", "/readyz") if metrics.ready() => {
+            respond(&mut stream, "200 OK", "text/plain", b"ready\n", method == "GET").await
+        }
+        ("GET" | "HEAD", "/readyz") => {
+            respond(&mut stream, "503 Service Unavailable", "text/plain", b"not ready\n", method == "GET").await
         }
         ("GET" | "HEAD", _) => {
             respond(&mut stream, "404 Not Found", "text/plain", b"metrics are at /metrics\n", method == "GET").await

@@ -13,6 +13,7 @@
 //! deciding what a pass may apply.
 
 pub mod alerts;
+pub mod leader;
 pub mod report;
 pub mod signals;
 
@@ -147,6 +148,8 @@ pub struct Pass {
     pub alerts: Vec<alerts::Alert>,
     /// Month-to-date spend from the ledger after the pass.
     pub spend: crate::state::spend::SpendReport,
+    /// The lock this pass took over: an expired remote lock, or a dead process's file lock.
+    pub lock_taken_over: Option<crate::state::LockInfo>,
 }
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -330,6 +333,7 @@ pub async fn pass(
         }
         sent
     };
+    let lock_taken_over = session.lock.stale.clone();
     // The lock and the embedded cloud are released here, before the caller sleeps.
     drop(session);
     drop(providers);
@@ -346,5 +350,6 @@ pub async fn pass(
         utilization,
         alerts,
         spend,
+        lock_taken_over,
     })
 }

@@ -5,10 +5,15 @@
 //! the OS lock when its holder dies, so a lock file whose OS lock can be taken belongs
 //! to a dead process: it is taken over and reported in [`StateLock::stale`]. This module
 //! owns acquiring, releasing and force-removing the lock; it never touches state.
+//!
+//! A remote lock (an object in a store, see [`super::remote`]) has no OS to release it, so
+//! it expires instead: it records `expires`, which its holder's heartbeat keeps moving
+//! ahead ([`LockTiming`]), and a lock past `expires` is taken over by compare-and-swap.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -20,6 +25,65 @@ use super::fsutil::{self, private};
 /// not cost a noticeable wait, slow enough to be free.
 const POLL: Duration = Duration::from_millis(100);
 
+/// Expired remote locks taken over by this process (`gpuplan_lock_takeovers_total`).
+static TAKEOVERS: AtomicU64 = AtomicU64::new(0);
+
+/// How many expired remote locks this process has taken over.
+pub fn takeovers() -> u64 {
+    TAKEOVERS.load(Ordering::Relaxed)
+}
+
+pub(crate) fn count_takeover() {
+    TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How long a remote lock lives without renewal, and how often its holder renews it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockTiming {
+    /// `expires` is set this far ahead at every write (60 s).
+    pub ttl: Duration,
+    /// The heartbeat's period (20 s): two renewals may fail before the lock expires.
+    pub renew: Duration,
+}
+
+impl Default for LockTiming {
+    fn default() -> Self {
+        LockTiming { ttl: Duration::from_secs(60), renew: Duration::from_secs(20) }
+    }
+}
+
+impl LockTiming {
+    /// The defaults, overridden by `GPUPLAN_LOCK_TTL` and `GPUPLAN_LOCK_RENEW` (`2s`,
+    /// `500ms`) from `env`: test knobs, so that expiry is seen in seconds.
+    pub fn from_env(env: &std::collections::BTreeMap<String, String>) -> Result<LockTiming, String> {
+        let mut t = LockTiming::default();
+        let get = |key: &str| -> Result<Option<Duration>, String> {
+            match env.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+                None => Ok(None),
+                Some(v) => humantime::parse_duration(v)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .map(Some)
+                    .ok_or_else(|| format!("`{key}={v}` is not a duration such as `60s`")),
+            }
+        };
+        if let Some(d) = get("GPUPLAN_LOCK_TTL")? {
+            t.ttl = d;
+        }
+        if let Some(d) = get("GPUPLAN_LOCK_RENEW")? {
+            t.renew = d;
+        }
+        if t.renew >= t.ttl {
+            return Err(format!(
+                "the lock renewal period ({}) must be shorter than its lifetime ({})",
+                humantime::format_duration(t.renew),
+                humantime::format_duration(t.ttl)
+            ));
+        }
+        Ok(t)
+    }
+}
+
 /// Who holds the lock, as written in the lock file (OpenTofu's `LockInfo`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct LockInfo {
@@ -27,11 +91,18 @@ pub struct LockInfo {
     pub id: String,
     /// `user@host`.
     pub who: String,
+    /// 0 when the writer did not say (DESIGN.md: readers accept a lock without it).
+    #[serde(default)]
     pub pid: u32,
     /// The command holding it: `apply`, `plan`, `state rm`, ...
     pub operation: String,
     /// RFC 3339, UTC, seconds.
     pub created: String,
+    /// A remote lock's expiry (RFC 3339, UTC), moved ahead by its holder's heartbeat; a
+    /// remote lock without it never expires (older gpuplan wrote none). Local locks have
+    /// none: the OS releases a dead holder's lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
 }
 
 impl LockInfo {
@@ -42,7 +113,20 @@ impl LockInfo {
             pid: std::process::id(),
             operation: operation.to_string(),
             created: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            expires: None,
         }
+    }
+
+    /// Set `expires` to `ttl` from now.
+    pub(crate) fn extend(&mut self, ttl: Duration) {
+        self.expires = Some(humantime::format_rfc3339_millis(SystemTime::now() + ttl).to_string());
+    }
+
+    /// A remote lock whose `expires` has passed at `now`. A lock without `expires`, or
+    /// with one that does not parse, never expires: taking it over could break a live
+    /// holder, and `gpuplan state unlock` remains for it.
+    pub fn expired_at(&self, now: SystemTime) -> bool {
+        self.expires.as_deref().and_then(|e| humantime::parse_rfc3339_weak(e).ok()).is_some_and(|e| e < now)
     }
 }
 
@@ -52,8 +136,8 @@ impl LockInfo {
 pub struct StateLock {
     pub info: LockInfo,
     /// The lock of a dead holder that was taken over; the CLI warns about it because that
-    /// holder may have left an apply half done (its journal is recovered on read). Always
-    /// `None` for a remote lock: a store cannot tell a dead holder from a slow one.
+    /// holder may have left an apply half done (its journal is recovered on read). For a
+    /// remote lock: an expired lock (its `expires` is set), whose holder stopped renewing.
     pub stale: Option<LockInfo>,
     held: Held,
     path: PathBuf,
@@ -62,13 +146,20 @@ pub struct StateLock {
 #[derive(Debug)]
 enum Held {
     File(File),
-    Remote(super::remote::RemoteBackend),
+    Remote(super::remote::RemoteBackend, super::remote::Heartbeat),
 }
 
 impl StateLock {
-    pub(crate) fn remote(info: LockInfo, backend: super::remote::RemoteBackend) -> StateLock {
+    /// A remote lock, renewed by `heartbeat` until dropped; `taken_over` is the expired
+    /// lock it replaced.
+    pub(crate) fn remote(
+        info: LockInfo,
+        backend: super::remote::RemoteBackend,
+        heartbeat: super::remote::Heartbeat,
+        taken_over: Option<LockInfo>,
+    ) -> StateLock {
         let path = PathBuf::from(backend.lock_url());
-        StateLock { info, stale: None, held: Held::Remote(backend), path }
+        StateLock { info, stale: taken_over, held: Held::Remote(backend, heartbeat), path }
     }
 
     /// The lock file's path (`<state>.lock`), or the lock object's URL.
@@ -82,14 +173,14 @@ impl StateLock {
         match &self.held {
             Held::File(file) if fsutil::same_file(file, &self.path) => Ok(()),
             Held::File(_) => Err(StateError::LockLost { path: self.path.clone() }),
-            Held::Remote(backend) => backend.check_lock(self),
+            Held::Remote(backend, _) => backend.check_lock(self),
         }
     }
 }
 
 impl Drop for StateLock {
     fn drop(&mut self) {
-        match &self.held {
+        match &mut self.held {
             Held::File(file) => {
                 // Remove the file while still holding the OS lock, and only if it is still
                 // ours: after a force-unlock the path may hold someone else's lock. A waiter
@@ -102,7 +193,10 @@ impl Drop for StateLock {
                 // Closing the file releases the OS lock in any case.
                 let _ = file.unlock();
             }
-            Held::Remote(backend) => {
+            Held::Remote(backend, heartbeat) => {
+                // No renewal may land after the release (it would fail anyway: the
+                // renewal is a compare-and-swap on an object that is gone).
+                heartbeat.stop();
                 // Drop cannot return an error; a lock left in the store would block the next
                 // run, so say so where the user sees it, with the way out.
                 if let Err(e) = backend.release(&self.info.id) {
@@ -210,7 +304,8 @@ fn user() -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
-fn host() -> String {
+/// This machine's host name (`localhost` when none can be read).
+pub fn host() -> String {
     let from_file = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     from_file("/proc/sys/kernel/hostname")
         .or_else(|| from_file("/etc/hostname"))

@@ -7,8 +7,12 @@
 //! - `O.lock`: the lock, a [`LockInfo`] written create-only (`If-None-Match: *`, or the
 //!   store's own create-only header: `x-cos-forbid-overwrite` on COS, `x-oss-forbid-overwrite`
 //!   on OSS, which ignore `If-None-Match`). A second writer fails at once or polls up to its
-//!   `--lock-timeout`, naming the holder. Nothing removes a lock but its holder or
-//!   `gpuplan state unlock ID`: an object store cannot tell a dead holder from a slow one.
+//!   `--lock-timeout`, naming the holder. The lock expires: it says when (`expires`, 60 s
+//!   ahead), and its holder's [`Heartbeat`] moves that ahead every 20 s ([`LockTiming`]) by
+//!   compare-and-swap on the lock object. A lock past `expires` belongs to a holder that
+//!   stopped renewing (killed, or cut off from the store for two renewals); a waiter takes
+//!   it over with a write conditional on the version it read, so of several waiters one
+//!   wins, and a live holder (whose renewal changes the version) is never taken over.
 //! - `O.backup`: the previous state, copied before every write.
 //!
 //! Every state write is compare-and-swap on the version this process last read or wrote
@@ -31,15 +35,16 @@
 #![allow(clippy::result_large_err)]
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant, SystemTime};
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use super::error::StateError;
 use super::local::parse_state;
-use super::lock::LockInfo;
+use super::lock::{LockInfo, LockTiming, count_takeover};
 use super::model::{FORMAT_VERSION, State};
 use crate::spec::backend::BackendConfig;
 
@@ -134,6 +139,7 @@ impl LockMode {
 pub struct RemoteBackend {
     inner: Arc<Inner>,
     timing: Timing,
+    lock_timing: LockTiming,
     errored: Option<Arc<ErroredCopy>>,
 }
 
@@ -302,7 +308,12 @@ impl RemoteBackend {
             probed: Mutex::new(false),
             unacked: Mutex::new(None),
         };
-        Ok(RemoteBackend { inner: Arc::new(inner), timing: Timing::default(), errored: None })
+        Ok(RemoteBackend {
+            inner: Arc::new(inner),
+            timing: Timing::default(),
+            lock_timing: LockTiming::default(),
+            errored: None,
+        })
     }
 
     /// Pace writes by `timing` instead of the defaults.
@@ -313,6 +324,12 @@ impl RemoteBackend {
 
     pub fn timing(&self) -> Timing {
         self.timing
+    }
+
+    /// Expire and renew the lock by `timing` instead of 60 s / 20 s.
+    pub fn with_lock_timing(mut self, timing: LockTiming) -> RemoteBackend {
+        self.lock_timing = timing;
+        self
     }
 
     /// Keep the final state in `copy.dir` when the store will not take it.
@@ -509,27 +526,29 @@ impl RemoteBackend {
         self.inner.unacked.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Take the lock: a create-only write of `O.lock`, retried every [`POLL`] until
-    /// `timeout` has passed.
+    /// Take the lock: a create-only write of `O.lock`, or, when the lock there has expired,
+    /// a write conditional on the version read (the takeover). Retried every [`POLL`]
+    /// until `timeout` has passed. The lock is renewed by a [`Heartbeat`] until dropped.
     pub fn lock(&self, operation: &str, timeout: Duration) -> Result<super::StateLock, StateError> {
         self.probe_if_untrusted()?;
         let start = Instant::now();
-        let info = LockInfo::new(operation);
-        let body = serde_json::to_vec_pretty(&info).expect("lock info serializes");
+        let mut info = LockInfo::new(operation);
         loop {
-            let (store, key, url, body) =
-                (self.inner.lock_store.clone(), self.lock_key(), self.lock_url(), body.clone());
-            let created = self.block(async move {
-                match store.put_opts(&key, PutPayload::from(body), PutOptions::from(PutMode::Create)).await {
-                    Ok(_) => Ok(true),
-                    Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-                        Ok(false)
+            info.extend(self.lock_timing.ttl);
+            if let Some(seen) = self.put_lock(&info, PutMode::Create)? {
+                return Ok(self.held(info, seen, None));
+            }
+            if let Some((bytes, seen)) = self.get(&self.lock_key(), "read the lock of")? {
+                let old = serde_json::from_slice::<LockInfo>(&bytes).ok();
+                if let Some(old) = old.filter(|o| o.expired_at(SystemTime::now())) {
+                    info.extend(self.lock_timing.ttl);
+                    if let Some(seen) = self.put_lock(&info, seen.update())? {
+                        count_takeover();
+                        return Ok(self.held(info, seen, Some(old)));
                     }
-                    Err(e) => Err(store_error(&url, "write the lock of", e)),
+                    // Another waiter took it over first, or its holder renewed just now.
+                    continue;
                 }
-            })?;
-            if created {
-                return Ok(super::StateLock::remote(info, self.clone()));
             }
             let waited = start.elapsed();
             if waited >= timeout {
@@ -539,6 +558,31 @@ impl RemoteBackend {
             }
             std::thread::sleep(POLL.min(timeout - waited));
         }
+    }
+
+    fn held(&self, info: LockInfo, seen: Seen, taken_over: Option<LockInfo>) -> super::StateLock {
+        let heartbeat = Heartbeat::start(self.clone(), info.clone(), seen);
+        super::StateLock::remote(info, self.clone(), heartbeat, taken_over)
+    }
+
+    /// Write the lock object in `mode`: its new version, or `None` when the precondition
+    /// failed (it exists, for a create; it changed, for an update).
+    fn put_lock(&self, info: &LockInfo, mode: PutMode) -> Result<Option<Seen>, StateError> {
+        let body = serde_json::to_vec_pretty(info).expect("lock info serializes");
+        // Create-only goes through the store with the vendor's create-only header; an
+        // update must overwrite, so it goes without (its If-Match is the guard).
+        let store = match mode {
+            PutMode::Create => self.inner.lock_store.clone(),
+            _ => self.inner.store.clone(),
+        };
+        let (key, url) = (self.lock_key(), self.lock_url());
+        self.block(async move {
+            match store.put_opts(&key, PutPayload::from(body), PutOptions::from(mode)).await {
+                Ok(r) => Ok(Some(Seen { e_tag: r.e_tag, version: r.version })),
+                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(None),
+                Err(e) => Err(store_error(&url, "write the lock of", e)),
+            }
+        })
     }
 
     /// The lock object's content; `None` if there is no lock.
@@ -713,6 +757,64 @@ impl RemoteBackend {
             *probed = true;
         }
         Ok(())
+    }
+}
+
+/// Renews a held remote lock every [`LockTiming::renew`]: `expires` moved `ttl` ahead by
+/// a write conditional on the lock's last version. A renewal the store refuses (the
+/// version changed: the lock was taken over or unlocked) ends the heartbeat; the holder
+/// finds out at its next lock check ([`RemoteBackend::check_lock`]). A renewal that fails
+/// otherwise (the store unreachable) is tried again at the next tick.
+pub(crate) struct Heartbeat {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    lost: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Heartbeat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Heartbeat").field("lost", &self.lost.load(Ordering::Relaxed)).finish()
+    }
+}
+
+impl Heartbeat {
+    fn start(backend: RemoteBackend, mut info: LockInfo, mut seen: Seen) -> Heartbeat {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let lost = Arc::new(AtomicBool::new(false));
+        let flag = lost.clone();
+        let thread = std::thread::Builder::new().name("gpuplan-lock-heartbeat".into()).spawn(move || {
+            // Ends when the sender is dropped (the lock released) or the lock is lost.
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(backend.lock_timing.renew) {
+                info.extend(backend.lock_timing.ttl);
+                match backend.put_lock(&info, seen.update()) {
+                    Ok(Some(next)) => seen = next,
+                    Ok(None) => {
+                        flag.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    // Transient: the next tick tries again while the lock has time left.
+                    Err(_) => {}
+                }
+            }
+        });
+        // Without a thread the lock still works; it just expires after `ttl`, which a
+        // takeover then reports.
+        Heartbeat { stop: Some(stop), thread: thread.ok(), lost }
+    }
+
+    /// Stop renewing and wait for a renewal in flight.
+    pub(crate) fn stop(&mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            // A panicked heartbeat renews nothing more: that is all stopping asks.
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

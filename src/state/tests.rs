@@ -641,3 +641,23 @@ fn a_fallback_retries_after_the_wait_doubling_per_failed_try_up_to_a_day() {
     assert_eq!(rec(6).retry_at(base), 1_000 + 24 * 60 * min, "capped at 24 h");
     assert_eq!(rec(u32::MAX).retry_at(base), 1_000 + 24 * 60 * min, "no overflow");
 }
+
+#[test]
+fn a_remote_lock_expires_only_when_it_says_so_and_test_timings_come_from_the_environment() {
+    use crate::state::lock::LockTiming;
+    use std::time::{Duration, SystemTime};
+    let mut info = LockInfo::new("apply");
+    assert!(!info.expired_at(SystemTime::now() + Duration::from_secs(3600)), "no `expires`: never expires");
+    info.extend(Duration::from_secs(60));
+    assert!(!info.expired_at(SystemTime::now()));
+    assert!(info.expired_at(SystemTime::now() + Duration::from_secs(61)));
+
+    let env = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    assert_eq!(LockTiming::from_env(&env(&[])).unwrap(), LockTiming::default());
+    assert_eq!(
+        LockTiming::from_env(&env(&[("GPUPLAN_LOCK_TTL", "2s"), ("GPUPLAN_LOCK_RENEW", "500ms")])).unwrap(),
+        LockTiming { ttl: Duration::from_secs(2), renew: Duration::from_millis(500) }
+    );
+    assert!(LockTiming::from_env(&env(&[("GPUPLAN_LOCK_TTL", "10s"), ("GPUPLAN_LOCK_RENEW", "10s")])).is_err());
+    assert!(LockTiming::from_env(&env(&[("GPUPLAN_LOCK_TTL", "soon")])).is_err());
+}

@@ -9,6 +9,12 @@
 //! `backoffLimit` fail the Job; every index succeeded completes it. Tests move pods
 //! along (`run_all`, `succeed`, `fail`, `reclaim`) and read what the client did
 //! (`requests`). Bearer-token auth; `deny(401|403)` answers everything with that code.
+//!
+//! It also keeps `coordination.k8s.io/v1` Leases as the API server does for leader
+//! election: every write gets a new `metadata.resourceVersion`, and a PUT naming another
+//! version than the stored one is refused with 409 Conflict (optimistic concurrency), as
+//! a POST of an existing Lease is with 409 AlreadyExists. Tests read the Lease, every
+//! holder change the server accepted (`lease_holders`), and the conflicts it answered.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -45,6 +51,12 @@ struct Cluster {
     /// Namespaces that do not exist (every other one does).
     missing_namespaces: Vec<String>,
     requests: Vec<(String, String, String)>,
+    leases: BTreeMap<(String, String), Value>,
+    /// The cluster-wide resourceVersion counter.
+    version: u64,
+    /// Every accepted Lease write that changed its holder: (when, namespace/name, holder).
+    holders: Vec<(std::time::Instant, String, Option<String>)>,
+    lease_conflicts: usize,
 }
 
 #[derive(Clone)]
@@ -306,8 +318,31 @@ impl FakeApi {
                     None => status(404, "NotFound", &format!("pods \"{pod}\" not found")),
                 }
             }
+            (_, ["apis", "coordination.k8s.io", "v1", "namespaces", ns, "leases", rest @ ..]) => {
+                lease_call(&mut c, method, ns, rest.first().copied(), body)
+            }
             _ => status(404, "NotFound", &format!("the fake has no {method} {path}")),
         }
+    }
+
+    /// The Lease as stored.
+    pub fn lease(&self, ns: &str, name: &str) -> Option<Value> {
+        self.inner.lock().expect("cluster").leases.get(&(ns.to_string(), name.to_string())).cloned()
+    }
+
+    /// The holder the stored Lease names (`None`: no Lease, or no holder).
+    pub fn lease_holder(&self, ns: &str, name: &str) -> Option<String> {
+        self.lease(ns, name).and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+    }
+
+    /// Every accepted write that changed a Lease's holder, in order, with when it landed.
+    pub fn lease_holders(&self) -> Vec<(std::time::Instant, Option<String>)> {
+        self.inner.lock().expect("cluster").holders.iter().map(|(at, _, h)| (*at, h.clone())).collect()
+    }
+
+    /// Lease writes refused with 409 (a stale resourceVersion, or creating an existing one).
+    pub fn lease_conflicts(&self) -> usize {
+        self.inner.lock().expect("cluster").lease_conflicts
     }
 
     fn with_job<T>(&self, ns: &str, name: &str, f: impl FnOnce(&mut FakeJob) -> T) -> T {
@@ -411,6 +446,58 @@ impl FakeApi {
 
     pub fn count(&self, method: &str, path_suffix: &str) -> usize {
         self.requests().iter().filter(|(m, p, _)| m == method && p.ends_with(path_suffix)).count()
+    }
+}
+
+/// GET, POST and PUT of Leases with resourceVersion preconditions.
+fn lease_call(c: &mut Cluster, method: &str, ns: &str, name: Option<&str>, body: &str) -> (u16, Value) {
+    let holder = |v: &Value| v["spec"]["holderIdentity"].as_str().map(str::to_string);
+    match (method, name) {
+        ("GET", Some(name)) => match c.leases.get(&(ns.to_string(), name.to_string())) {
+            Some(l) => (200, l.clone()),
+            None => status(404, "NotFound", &format!("leases.coordination.k8s.io \"{name}\" not found")),
+        },
+        ("POST", None) | ("PUT", Some(_)) => {
+            let mut lease: Value = serde_json::from_str(body).expect("a JSON Lease");
+            let name = lease["metadata"]["name"].as_str().expect("a named Lease").to_string();
+            let key = (ns.to_string(), name.clone());
+            let before = c.leases.get(&key).cloned();
+            match (method, &before) {
+                ("POST", Some(_)) => {
+                    c.lease_conflicts += 1;
+                    return status(
+                        409,
+                        "AlreadyExists",
+                        &format!("leases.coordination.k8s.io \"{name}\" already exists"),
+                    );
+                }
+                ("PUT", None) => {
+                    return status(404, "NotFound", &format!("leases.coordination.k8s.io \"{name}\" not found"));
+                }
+                ("PUT", Some(cur)) if cur["metadata"]["resourceVersion"] != lease["metadata"]["resourceVersion"] => {
+                    c.lease_conflicts += 1;
+                    return status(
+                        409,
+                        "Conflict",
+                        &format!(
+                            "Operation cannot be fulfilled on leases.coordination.k8s.io \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+                        ),
+                    );
+                }
+                _ => {}
+            }
+            c.version += 1;
+            lease["metadata"]["resourceVersion"] = json!(c.version.to_string());
+            lease["metadata"]["namespace"] = json!(ns);
+            lease["apiVersion"] = json!("coordination.k8s.io/v1");
+            lease["kind"] = json!("Lease");
+            if before.as_ref().map(holder) != Some(holder(&lease)) {
+                c.holders.push((std::time::Instant::now(), format!("{ns}/{name}"), holder(&lease)));
+            }
+            c.leases.insert(key, lease.clone());
+            (if method == "POST" { 201 } else { 200 }, lease)
+        }
+        _ => status(405, "MethodNotAllowed", &format!("the fake has no {method} for leases")),
     }
 }
 

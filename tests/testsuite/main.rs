@@ -29,6 +29,7 @@ mod k8s_schema;
 mod kube_fake;
 mod kube_jobs;
 mod layering;
+mod leader;
 mod mig;
 mod no_panic;
 mod pipelines;

@@ -524,3 +524,66 @@ fn reconcile_reports_a_dead_remote_lock_every_round_with_the_unlock_command() {
     assert!(stderr.matches(unlock).count() >= 2, "every skipped round names the way out:\n{stderr}");
     assert!(stderr.contains("rounds in a row") && stderr.contains("ci@runner-7"), "{stderr}");
 }
+
+/// Remote locks expire (lifetime and renewal shortened for the test): a live holder's
+/// heartbeat keeps its lock however long it works, so a waiter longer than the lifetime
+/// still finds it locked; once the holder is killed (-9) its lock expires and the next
+/// reconcile takes it over by compare-and-swap, naming the old holder, and converges.
+#[test]
+fn an_expired_lock_of_a_killed_holder_is_taken_over_and_a_live_one_never_is() {
+    let fast = [("GPUPLAN_LOCK_TTL", "2s"), ("GPUPLAN_LOCK_RENEW", "400ms")];
+    let (tmp, b) = setup(3);
+    let slow_env = [fast[0], fast[1], ("GPUPLAN_SIM_LATENCY", "1s")];
+    let mut holder = spawn(tmp.path(), &["apply", "--auto-approve", "--parallelism", "1"], &slow_env);
+    wait_for("the first apply's lock", Duration::from_secs(30), || object(&b, "fleets/prod.json.lock").is_some());
+    let lock = |b: &str| -> serde_json::Value {
+        serde_json::from_slice(&object(b, "fleets/prod.json.lock").expect("a lock object")).unwrap()
+    };
+    let first = lock(&b);
+    let id = first["id"].as_str().unwrap().to_string();
+    let expires = |l: &serde_json::Value| humantime::parse_rfc3339_weak(l["expires"].as_str().unwrap()).unwrap();
+    assert!(expires(&first) > std::time::SystemTime::now(), "the lock says when it expires: {first}");
+
+    // A waiter for 3 s (longer than the 2 s lifetime) never gets a live holder's lock.
+    let waiter = run_env(tmp.path(), &["plan", "--lock-timeout", "3s"], &fast);
+    assert_eq!(waiter.code, 1, "{}", waiter.stderr);
+    assert!(waiter.stderr.contains("is locked by"), "{}", waiter.stderr);
+    let renewed = lock(&b);
+    assert_eq!(renewed["id"], id.as_str(), "still the holder's lock");
+    assert!(expires(&renewed) > expires(&first), "the heartbeat moved the expiry ahead: {first} → {renewed}");
+    assert!(holder.try_wait().unwrap().is_none(), "the holder is still working");
+
+    holder.kill().unwrap(); // SIGKILL: no release, no more renewals
+    holder.wait().unwrap();
+    let t = Instant::now();
+    let next = run_env(tmp.path(), &["reconcile", "--once", "--lock-timeout", "20s"], &fast);
+    assert_eq!(next.code, 0, "{}\n{}", next.stdout, next.stderr);
+    assert!(t.elapsed() < Duration::from_secs(15), "taken over soon after expiry: {:?}", t.elapsed());
+    assert!(next.stderr.contains("took over the expired state lock of `gpuplan apply`"), "{}", next.stderr);
+    assert!(next.stderr.contains(&id) && next.stderr.contains(first["who"].as_str().unwrap()), "{}", next.stderr);
+    assert!(object(&b, "fleets/prod.json.lock").is_none(), "the new holder released it");
+    let state = state_json(&b);
+    for i in 0..3 {
+        assert_eq!(node_count(&state, &format!("gpu_pool.p{i}")), 2, "gpu_pool.p{i}: converged, no duplicate");
+    }
+}
+
+/// A lock written without `expires` (older gpuplan, or another tool) never expires: it is
+/// not taken over however old, and `state unlock` stays the way out.
+#[test]
+fn a_lock_without_an_expiry_is_never_taken_over() {
+    let (tmp, b) = setup(1);
+    put(
+        &b,
+        "fleets/prod.json.lock",
+        br#"{"id":"5b0c1f5e-0000-4000-8000-0000000000aa","who":"ci@old","operation":"apply","created":"2020-01-01T00:00:00Z"}"#,
+    );
+    let out = run_env(
+        tmp.path(),
+        &["plan", "--lock-timeout", "1s"],
+        &[("GPUPLAN_LOCK_TTL", "1s"), ("GPUPLAN_LOCK_RENEW", "200ms")],
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("ci@old") && out.stderr.contains("gpuplan state unlock"), "{}", out.stderr);
+    assert!(String::from_utf8_lossy(&object(&b, "fleets/prod.json.lock").unwrap()).contains("ci@old"));
+}

@@ -1,0 +1,306 @@
+//! `gpuplan reconcile --leader-elect`: several real processes of the binary on one state
+//! (the local file and the sim cloud in one folder), electing a leader through a Lease on
+//! the Kubernetes API server double (`kube_fake`, with resourceVersion conflicts). The
+//! lease lasts 3 s so takeovers happen in seconds.
+//!
+//! What must hold: one holder at a time; passes run only on the holder (every pass
+//! prints one JSON line on its process's stdout); after `kill -9` a follower takes over
+//! within twice the lease duration, after SIGTERM at once (the lease is released); no
+//! change is applied twice; a leader that could not renew (stopped) applies nothing after
+//! it lost the lease.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::kube_fake::{FakeApi, kubeconfig_for};
+
+const NS: &str = "gpuplan";
+const LEASE: &str = "gpuplan";
+const LEASE_DURATION: Duration = Duration::from_secs(3);
+
+fn spec(desired: u32) -> String {
+    format!(
+        r#"provider "sim" {{}}
+
+gpu_pool "train" {{
+  provider      = "sim"
+  region        = "us-east-1"
+  zones         = ["us-east-1a"]
+  gpu           = "L4"
+  gpus_per_node = 1
+  nodes {{
+    min     = 0
+    desired = {desired}
+    max     = 8
+  }}
+  mix {{
+    on_demand_base = {desired}
+    spot_percent   = 0
+  }}
+}}
+"#
+    )
+}
+
+/// One replica: its child process and every line it printed, with when.
+struct Replica {
+    id: String,
+    child: Child,
+    out: Arc<Mutex<Vec<(Instant, String)>>>,
+    err: Arc<Mutex<Vec<(Instant, String)>>>,
+}
+
+fn collect(stream: impl Read + Send + 'static) -> Arc<Mutex<Vec<(Instant, String)>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            sink.lock().unwrap().push((Instant::now(), line));
+        }
+    });
+    lines
+}
+
+impl Replica {
+    fn start(dir: &Path, id: &str) -> Replica {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .current_dir(dir)
+            .env("NO_COLOR", "1")
+            .env("KUBECONFIG", dir.join("kubeconfig"))
+            .env_remove("POD_NAME")
+            .env_remove("GPUPLAN_WORKSPACE")
+            .args(["reconcile", "--interval", "1s", "--json", "--leader-elect", "--lease-namespace", NS])
+            .args(["--lease-duration", &format!("{}s", LEASE_DURATION.as_secs()), "--lease-identity", id])
+            .args(["--lock-timeout", "5s"])
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("gpuplan starts");
+        let out = collect(child.stdout.take().unwrap());
+        let err = collect(child.stderr.take().unwrap());
+        Replica { id: id.to_string(), child, out, err }
+    }
+
+    /// The passes this replica ran: (when printed, outcome).
+    fn passes(&self) -> Vec<(Instant, String)> {
+        self.out
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|(at, l)| {
+                let v: serde_json::Value = serde_json::from_str(l).ok()?;
+                Some((*at, v["outcome"].as_str()?.to_string()))
+            })
+            .collect()
+    }
+
+    fn stderr(&self) -> String {
+        self.err.lock().unwrap().iter().map(|(_, l)| format!("{l}\n")).collect()
+    }
+
+    fn metrics_addr(&self) -> String {
+        wait_for("the metrics address", Duration::from_secs(20), || self.stderr().contains("Serving metrics on"));
+        let err = self.stderr();
+        let line = err.lines().find(|l| l.contains("Serving metrics on")).unwrap();
+        line.trim_start_matches("Serving metrics on http://").trim_end_matches("/metrics").to_string()
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap().success();
+        assert!(ok, "kill {sig} {}", self.child.id());
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        // A test that failed half way must not leave replicas running.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `GET path` on the replica's metrics address: (status, body).
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).expect("the metrics server answers");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn setup(desired: u32) -> (tempfile::TempDir, FakeApi) {
+    let api = FakeApi::start();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("kubeconfig"), kubeconfig_for(&api.url)).unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), spec(desired)).unwrap();
+    (tmp, api)
+}
+
+/// The pool's nodes in the state file (0 before the first write; it is replaced by rename).
+fn nodes(dir: &Path) -> usize {
+    let Ok(bytes) = std::fs::read(dir.join("state/default.json")) else { return 0 };
+    let state: serde_json::Value = serde_json::from_slice(&bytes).expect("a whole state file");
+    state["resources"]["gpu_pool.train"]["nodes"].as_array().map_or(0, Vec::len)
+}
+
+/// The holder now, once the lease names one of `ids`.
+fn holder(api: &FakeApi, ids: &[&str], timeout: Duration) -> String {
+    let mut found = None;
+    wait_for("a lease holder", timeout, || {
+        found = api.lease_holder(NS, LEASE).filter(|h| ids.contains(&h.as_str()));
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+/// Each pass was run by the replica that held the lease when it printed it (allowing the
+/// report of a pass that began just before the holder changed).
+fn passes_only_on_the_holder(api: &FakeApi, replicas: &[&Replica]) {
+    let changes = api.lease_holders();
+    for r in replicas {
+        for (at, outcome) in r.passes() {
+            let holder = changes.iter().rev().find(|(t, _)| *t <= at).and_then(|(_, h)| h.clone());
+            let just_lost = changes.iter().rev().find(|(t, _)| *t <= at && at.duration_since(*t) < LEASE_DURATION);
+            assert!(
+                holder.as_deref() == Some(r.id.as_str()) || just_lost.is_some(),
+                "{} ran a pass ({outcome}) while {holder:?} held the lease",
+                r.id
+            );
+        }
+    }
+}
+
+#[test]
+fn three_replicas_one_leader_at_a_time_takeover_after_kill_9_and_at_once_after_sigterm() {
+    let (tmp, api) = setup(2);
+    let mut replicas: Vec<Replica> = ["r0", "r1", "r2"].iter().map(|id| Replica::start(tmp.path(), id)).collect();
+    let ids = ["r0", "r1", "r2"];
+    let first = holder(&api, &ids, Duration::from_secs(20));
+    let leader = replicas.iter().position(|r| r.id == first).unwrap();
+    wait_for("the leader's first pass", Duration::from_secs(30), || !replicas[leader].passes().is_empty());
+    wait_for("the fleet", Duration::from_secs(30), || nodes(tmp.path()) == 2);
+    std::thread::sleep(Duration::from_secs(2));
+
+    // Followers: ready, `gpuplan_leader 0`, and no pass at all; the leader: `1`.
+    for (i, r) in replicas.iter().enumerate() {
+        let addr = r.metrics_addr();
+        assert_eq!(http_get(&addr, "/healthz").0, 200);
+        assert_eq!(http_get(&addr, "/readyz").0, 200, "{} stands by ready", r.id);
+        let (code, body) = http_get(&addr, "/metrics");
+        assert_eq!(code, 200);
+        let want = if i == leader { "gpuplan_leader 1" } else { "gpuplan_leader 0" };
+        assert!(body.lines().any(|l| l == want), "{}: want `{want}`:\n{body}", r.id);
+        assert!(body.contains("gpuplan_lock_takeovers_total 0"), "{body}");
+        if i != leader {
+            assert!(r.passes().is_empty(), "follower {} ran a pass:\n{}", r.id, r.stderr());
+            assert!(
+                r.stderr().contains(&format!("Following: lease {NS}/{LEASE} is held by `{first}`")),
+                "{}",
+                r.stderr()
+            );
+        }
+    }
+    assert!(replicas[leader].stderr().contains(&format!("Leading: holding lease {NS}/{LEASE}")));
+
+    // kill -9: no release; a follower takes over once the lease has not been renewed for
+    // its duration, within twice that.
+    replicas[leader].child.kill().unwrap();
+    let killed_at = Instant::now();
+    let killed = replicas.remove(leader);
+    let left: Vec<&str> = replicas.iter().map(|r| r.id.as_str()).collect();
+    let second = holder(&api, &left, LEASE_DURATION * 3);
+    let takeover = killed_at.elapsed();
+    assert!(takeover <= LEASE_DURATION * 2, "took over after {takeover:?}");
+    let leader = replicas.iter().position(|r| r.id == second).unwrap();
+
+    // The new leader applies a change to the spec, once.
+    std::fs::write(tmp.path().join("main.hcl"), spec(3)).unwrap();
+    wait_for("the new leader's apply", Duration::from_secs(30), || nodes(tmp.path()) == 3);
+    std::thread::sleep(Duration::from_secs(2));
+
+    // SIGTERM: the lease is released on exit, and the last replica takes over at once.
+    replicas[leader].signal("-TERM");
+    let termed_at = Instant::now();
+    let last = replicas.iter().find(|r| r.id != second).unwrap().id.clone();
+    let third = holder(&api, &[last.as_str()], Duration::from_secs(10));
+    let handover = termed_at.elapsed();
+    assert_eq!(third, last);
+    assert!(handover < Duration::from_secs(2), "handed over {handover:?} after SIGTERM");
+    let status = replicas[leader].child.wait().unwrap();
+    assert!(status.success(), "SIGTERM ends the leader cleanly:\n{}", replicas[leader].stderr());
+    assert!(
+        replicas[leader].stderr().contains(&format!("Released lease {NS}/{LEASE}")),
+        "{}",
+        replicas[leader].stderr()
+    );
+    let third_idx = replicas.iter().position(|r| r.id == third).unwrap();
+    wait_for("the third leader's pass", Duration::from_secs(20), || !replicas[third_idx].passes().is_empty());
+    std::thread::sleep(Duration::from_secs(1));
+
+    // One holder at a time, every pass on the holder, and each change applied once: two
+    // applies in all (create 2 nodes, then add 1), the fleet exactly 3 nodes.
+    let all: Vec<&Replica> = replicas.iter().chain(std::iter::once(&killed)).collect();
+    passes_only_on_the_holder(&api, &all);
+    let applied: usize = all.iter().map(|r| r.passes().iter().filter(|(_, o)| o == "applied").count()).sum();
+    assert_eq!(applied, 2, "each change applied once");
+    assert_eq!(nodes(tmp.path()), 3, "no node launched twice");
+    let holders: Vec<Option<String>> = api.lease_holders().into_iter().map(|(_, h)| h).collect();
+    assert_eq!(
+        holders,
+        vec![Some(first.clone()), Some(second.clone()), None, Some(third.clone())],
+        "the holder changed only by takeover and release"
+    );
+    eprintln!(
+        "takeover after kill -9: {takeover:?}; after SIGTERM: {handover:?}; lease conflicts: {}",
+        api.lease_conflicts()
+    );
+}
+
+#[test]
+fn a_leader_that_could_not_renew_applies_nothing_after_losing_its_lease() {
+    let (tmp, api) = setup(1);
+    let replicas: Vec<Replica> = ["a", "b"].iter().map(|id| Replica::start(tmp.path(), id)).collect();
+    let first = holder(&api, &["a", "b"], Duration::from_secs(20));
+    let (old, new) = if first == "a" { (&replicas[0], &replicas[1]) } else { (&replicas[1], &replicas[0]) };
+    wait_for("the fleet", Duration::from_secs(30), || nodes(tmp.path()) == 1);
+    std::thread::sleep(Duration::from_millis(1500));
+
+    // The leader freezes (as a process cut off from the API server would): it cannot renew.
+    // Frozen right after a pass, so it holds no state lock the new leader would wait for.
+    let seen = old.passes().len();
+    wait_for("a pass of the leader", Duration::from_secs(10), || old.passes().len() > seen);
+    old.signal("-STOP");
+    let second = holder(&api, &[new.id.as_str()], LEASE_DURATION * 3);
+    assert_eq!(second, new.id);
+    std::fs::write(tmp.path().join("main.hcl"), spec(2)).unwrap();
+    wait_for("the new leader's apply", Duration::from_secs(30), || nodes(tmp.path()) == 2);
+    let before = old.passes().len();
+    old.signal("-CONT");
+    let resumed = Instant::now();
+    wait_for("the old leader steps down", Duration::from_secs(10), || old.stderr().contains("Stepped down"));
+    std::thread::sleep(Duration::from_secs(3));
+
+    let after: Vec<(Instant, String)> = old.passes().into_iter().skip(before).collect();
+    // A pass frozen mid-way may report once; none starts after the resume.
+    assert!(after.len() <= 1, "the old leader ran passes after losing its lease: {after:?}\n{}", old.stderr());
+    assert!(after.iter().all(|(_, o)| o != "applied"), "the old leader applied after losing its lease: {after:?}");
+    assert_eq!(nodes(tmp.path()), 2, "the new leader's fleet stands");
+    let (_, body) = http_get(&old.metrics_addr(), "/metrics");
+    assert!(body.lines().any(|l| l == "gpuplan_leader 0"), "{body}");
+    assert!(resumed.elapsed() > Duration::from_secs(3));
+    assert_eq!(api.lease_holder(NS, LEASE).as_deref(), Some(new.id.as_str()), "the lease stays with the new leader");
+}

@@ -17,6 +17,7 @@ mod cli;
 mod convergence;
 mod corpus;
 mod cost;
+mod deploy;
 mod engine_cli;
 mod examples;
 mod floating;

@@ -1,4 +1,5 @@
-//! `gpuplan reconcile`: one pass (`--once`, the default) or a pass every `--interval`,
+//! `gpuplan reconcile`: one pass (`--once`, the default) or a pass every `--interval` and
+//! whenever the spec folder changes ([`crate::reconcile::triggers`]),
 //! each refresh → drift → autoscale → plan → policies → apply, with a report per pass and
 //! Prometheus metrics on `--metrics-addr`.
 //!
@@ -10,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::output;
 use super::{CliError, ExitStatus, ReconcileArgs, Settings, common, error, load, runtime};
@@ -18,7 +19,7 @@ use crate::apply::{ApplyOptions, Cancel};
 use crate::engine::run::PlanRequest;
 use crate::metrics::{self, Metrics};
 use crate::reconcile::leader::{self, Election, LeaseConfig, Role};
-use crate::reconcile::{self, Clock, NoQueue, Options, Outcome};
+use crate::reconcile::{self, Clock, NoQueue, Options, Outcome, triggers};
 use crate::render;
 
 pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStatus> {
@@ -65,6 +66,21 @@ pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStat
             return round(settings, args, &opts, &clock, &metrics, false).await;
         };
         let mut stop = stop;
+        // Passes also start when the spec folder changes (never two at once: the
+        // watcher only ends the sleep below).
+        let wake = Arc::new(Notify::new());
+        let watcher = triggers::watch_spec_folder(settings.dir.clone(), wake.clone(), |_| {
+            output::stderr("Spec folder changed: starting a pass\n");
+        });
+        // And when a job pod of a `kubernetes {}` pool cannot be scheduled (the clusters
+        // of the spec as it is at start).
+        let home = settings.env.get("HOME").map(std::path::PathBuf::from);
+        let targets = match crate::spec::load_dir(&settings.dir, &settings.load_options()) {
+            Ok(l) => triggers::pod_targets(&l.spec, &settings.dir, home.as_deref()),
+            // The first round reports what is wrong with the folder.
+            Err(_) => Vec::new(),
+        };
+        let pod_watchers = triggers::watch_pods(targets, wake.clone(), |line| output::stderr(&line));
         loop {
             // With an election, a round starts only on the leader, and ends its apply
             // (no new operations) the moment the lease is lost.
@@ -94,10 +110,15 @@ pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStat
             tokio::select! {
                 _ = tokio::time::sleep(jittered(every)) => {}
                 _ = stop.changed() => {}
+                _ = wake.notified() => {}
             }
             if *stop.borrow() {
                 break;
             }
+        }
+        watcher.abort();
+        for w in pod_watchers {
+            w.abort();
         }
         if let Some((e, task)) = election {
             // Nothing runs any more: release the lease so a successor starts at once.

@@ -16,6 +16,7 @@ pub mod alerts;
 pub mod leader;
 pub mod report;
 pub mod signals;
+pub mod triggers;
 
 #[cfg(test)]
 mod tests;

@@ -31,6 +31,8 @@ struct Pod {
     phase: &'static str,
     node: String,
     disrupted: bool,
+    /// The scheduler found no node for it (`PodScheduled=False`, `Unschedulable`).
+    unschedulable: bool,
     log: Vec<String>,
 }
 
@@ -155,6 +157,10 @@ impl FakeApi {
         if method == "GET" && path.ends_with("/log") && query.get("follow").map(String::as_str) == Some("true") {
             return self.follow(stream, path);
         }
+        // A pod watch streams until the client goes.
+        if method == "GET" && path.ends_with("/pods") && query.get("watch").map(String::as_str) == Some("true") {
+            return self.watch_pods(stream, path);
+        }
         let (code, reply) = if auth != format!("Bearer {TOKEN}") {
             status(401, "Unauthorized", "Unauthorized")
         } else {
@@ -170,6 +176,59 @@ impl FakeApi {
         );
         // The client may have gone (a cancelled follow); nothing to report then.
         let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(text.as_bytes()));
+    }
+
+    /// `GET /api/v1/namespaces/NS/pods?watch=true`: ADDED for every pod, then every
+    /// change of a pod's JSON as MODIFIED (and DELETED), one JSON event per chunk, until
+    /// the client hangs up. Every event carries a new resourceVersion.
+    fn watch_pods(&self, mut stream: std::net::TcpStream, path: &str) {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+        if stream.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        let ns: &str = path.split('/').nth(4).unwrap_or("");
+        let mut sent: BTreeMap<String, Value> = BTreeMap::new();
+        loop {
+            let (now, mut version) = {
+                let c = self.inner.lock().expect("cluster");
+                let pods: BTreeMap<String, Value> = c
+                    .jobs
+                    .iter()
+                    .filter(|((n, _), _)| n == ns)
+                    .flat_map(|((_, job), j)| j.pods.iter().map(move |p| (p.name.clone(), pod_json(ns, job, p))))
+                    .collect();
+                (pods, c.version)
+            };
+            let mut events = Vec::new();
+            for (name, pod) in &now {
+                match sent.get(name) {
+                    None => events.push(("ADDED", pod.clone())),
+                    Some(old) if old != pod => events.push(("MODIFIED", pod.clone())),
+                    Some(_) => {}
+                }
+            }
+            for (name, pod) in &sent {
+                if !now.contains_key(name) {
+                    events.push(("DELETED", pod.clone()));
+                }
+            }
+            for (kind, mut pod) in events {
+                version += 1;
+                pod["metadata"]["resourceVersion"] = json!(version.to_string());
+                let line = format!("{}\n", json!({"type": kind, "object": pod}));
+                if stream.write_all(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes()).is_err() {
+                    return;
+                }
+            }
+            self.inner.lock().expect("cluster").version = version;
+            sent = now;
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// The scheduler finds no node for the live pod of `index` (it stays Pending).
+    pub fn unschedulable(&self, ns: &str, name: &str, index: u32) {
+        self.with_job(ns, name, |j| live(j, index).unschedulable = true)
     }
 
     fn follow(&self, mut stream: std::net::TcpStream, path: &str) {
@@ -569,10 +628,14 @@ fn pod_json(ns: &str, job: &str, p: &Pod) -> Value {
     if p.disrupted {
         conditions.push(json!({"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC"}));
     }
+    if p.unschedulable && p.phase == "Pending" {
+        conditions.push(json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                               "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}));
+    }
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": p.name, "namespace": ns, "labels": {
-            "batch.kubernetes.io/job-name": job, "job-name": job,
+            "batch.kubernetes.io/job-name": job, "job-name": job, "gpuplan.dev/job": job,
             "batch.kubernetes.io/job-completion-index": p.index.to_string()}},
         "spec": {"nodeName": if p.node.is_empty() { Value::Null } else { json!(p.node) },
                  "containers": [{"name": "job", "image": "x"}]},

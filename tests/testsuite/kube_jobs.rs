@@ -454,3 +454,61 @@ fn a_hung_api_server_times_out_instead_of_hanging() {
     assert!(stdout.to_lowercase().contains("timed out") || stdout.contains("timeout"), "{stdout}");
     drop(held);
 }
+
+/// `reconcile` watches the job pods of its `kubernetes {}` pools: a pod the cluster cannot
+/// schedule (Pending, `PodScheduled=False`, `Unschedulable`) starts a pass within seconds
+/// though the interval is an hour, once per pod.
+#[test]
+fn an_unschedulable_job_pod_starts_a_reconcile_pass_within_seconds() {
+    use std::io::BufRead;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    let api = FakeApi::start();
+    let dir = fleet(&api.url, 1, 1);
+    let mut child = command(dir.path(), &["reconcile", "--interval", "1h", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gpuplan starts");
+    let collect = |stream: Box<dyn std::io::Read + Send>| {
+        let lines = Arc::new(Mutex::new(Vec::<(Instant, String)>::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stream).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push((Instant::now(), line));
+            }
+        });
+        lines
+    };
+    let out = collect(Box::new(child.stdout.take().unwrap()));
+    let err = collect(Box::new(child.stderr.take().unwrap()));
+    let passes = || out.lock().unwrap().iter().filter(|(_, l)| l.starts_with('{')).map(|(t, _)| *t).collect::<Vec<_>>();
+    let stderr = || err.lock().unwrap().iter().map(|(_, l)| format!("{l}\n")).collect::<String>();
+    let wait = |what: &str, ok: &dyn Fn() -> bool| {
+        let start = Instant::now();
+        while !ok() {
+            assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}\n{}", stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait("the first pass", &|| passes().len() == 1);
+    assert!(api.job("ml", "ft").is_some(), "the first pass submitted the Job");
+    std::thread::sleep(Duration::from_secs(1));
+
+    api.unschedulable("ml", "ft", 0);
+    let marked = Instant::now();
+    wait("a pass for the waiting pod", &|| passes().len() == 2);
+    let latency = passes()[1].duration_since(marked);
+    assert!(latency < Duration::from_secs(5), "the pass started {latency:?} after the pod turned unschedulable");
+    assert!(
+        stderr().contains("Job pod `ml/ft-0-1` is waiting for nodes (unschedulable): starting a pass"),
+        "{}",
+        stderr()
+    );
+    // Still waiting is no new trigger.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(passes().len(), 2, "one pass per pod that turned unschedulable");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    eprintln!("unschedulable pod to pass: {latency:?}");
+}

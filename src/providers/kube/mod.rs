@@ -21,6 +21,8 @@
 //!   Job: the pod gets a `DisruptionTarget` condition, and the Job's pod failure policy
 //!   replaces it without spending a retry.
 
+pub mod watch;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,0 +1,125 @@
+//! What starts a reconcile pass besides the interval: a change to the spec folder
+//! (edited, or swapped by a ConfigMap update or a git-sync checkout), and a gpuplan job
+//! pod that the cluster cannot schedule (pools with a `kubernetes {}` block; the watch
+//! itself is kube-rs's, in `providers::kube::watch`).
+//!
+//! The folder is polled, not watched through inotify: a ConfigMap volume changes by
+//! swapping a symlink (`..data`) and a git-sync checkout by renaming a worktree, which
+//! file-event watchers report as events on other paths, or not at all across the
+//! symlink. Each poll hashes the content of the spec files (`spec::spec_files`, through
+//! symlinks), which are small; a change counts once the folder has stayed the same for
+//! one more poll (a checkout that writes many files makes one trigger, not one per
+//! file). A trigger only wakes the loop: passes never overlap, and triggers that arrive
+//! during a pass make one more pass after it ([`tokio::sync::Notify`] keeps one permit).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+pub use crate::providers::kube::watch::WatchTarget;
+
+/// How often the folder is looked at; a change starts a pass within about two polls.
+pub const POLL: Duration = Duration::from_millis(500);
+
+/// A fingerprint of the spec files' names and content; `None` when the folder cannot be
+/// read (it is being replaced): no trigger until it reads again.
+pub fn fingerprint(dir: &Path) -> Option<[u8; 32]> {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    for file in crate::spec::spec_files(dir).ok()? {
+        let bytes = std::fs::read(&file).ok()?;
+        hash.update(file.file_name()?.as_encoded_bytes());
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(&bytes);
+    }
+    Some(hash.finalize().into())
+}
+
+/// Watch `dir` until the task is dropped or aborted, notifying `wake` once per settled
+/// change. `said` is called with the folder on each trigger (for the log).
+pub fn watch_spec_folder(
+    dir: PathBuf,
+    wake: Arc<Notify>,
+    said: impl Fn(&Path) + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut last = fingerprint(&dir);
+        loop {
+            tokio::time::sleep(POLL).await;
+            let Some(now) = fingerprint(&dir) else { continue };
+            if Some(now) == last {
+                continue;
+            }
+            // Settle: wait until one poll sees no further change.
+            let mut settled = now;
+            loop {
+                tokio::time::sleep(POLL).await;
+                match fingerprint(&dir) {
+                    Some(again) if again == settled => break,
+                    Some(again) => settled = again,
+                    None => {}
+                }
+            }
+            // A file rewritten with the same content (seen half written in between) is
+            // no change.
+            if last.replace(settled) == Some(settled) {
+                continue;
+            }
+            said(&dir);
+            wake.notify_one();
+        }
+    })
+}
+
+/// The clusters and namespaces whose job pods to watch: every `kubernetes {}` block with
+/// a `kubeconfig` file (relative to `dir`, `~/` to `home`). Blocks naming a `cluster_id`
+/// are left out: their kubeconfig comes from a cloud API at plan time.
+pub fn pod_targets(spec: &crate::spec::Spec, dir: &Path, home: Option<&Path>) -> Vec<WatchTarget> {
+    let mut out: Vec<WatchTarget> = spec
+        .gpu_pools
+        .values()
+        .filter_map(|p| p.kubernetes.as_ref())
+        .filter_map(|k| {
+            let file = &k.kubeconfig.as_ref()?.value;
+            let kubeconfig = match (file.strip_prefix("~/"), home) {
+                (Some(rest), Some(home)) => home.join(rest),
+                _ => dir.join(file),
+            };
+            Some(WatchTarget {
+                kubeconfig,
+                context: k.context.as_ref().map(|c| c.value.clone()),
+                namespace: k.namespace.value.clone(),
+            })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Watch every target's job pods, notifying `wake` when one turns unschedulable. `said`
+/// gets a line for the log (a pod waiting, or a watch that failed and is retried).
+pub fn watch_pods(
+    targets: Vec<WatchTarget>,
+    wake: Arc<Notify>,
+    said: impl Fn(String) + Clone + Send + Sync + 'static,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    targets
+        .into_iter()
+        .map(|t| {
+            let (wake, said, failed) = (wake.clone(), said.clone(), said.clone());
+            let ns = t.namespace.clone();
+            let ns2 = ns.clone();
+            tokio::spawn(crate::providers::kube::watch::watch_unschedulable(
+                t,
+                move |pod| {
+                    said(format!("Job pod `{ns}/{pod}` is waiting for nodes (unschedulable): starting a pass\n"));
+                    wake.notify_one();
+                },
+                move |why| failed(format!("warning: watching job pods in `{ns2}`: {why}; retrying\n")),
+            ))
+        })
+        .collect()
+}

@@ -203,8 +203,13 @@ pub fn to_node(inst: &Value, region: &str) -> Option<Node> {
 
 /// A node from a DescribeInstances entry, job node or not.
 pub fn to_any_node(inst: &Value, region: &str) -> Option<Node> {
+    let pool = tags_of(inst).get(crate::providers::TAG_ADDRESS)?.parse().ok()?;
+    node_of(inst, region, pool)
+}
+
+/// A DescribeInstances entry as a node of `pool`, whatever its tags say.
+pub fn node_of(inst: &Value, region: &str, pool: crate::addr::Address) -> Option<Node> {
     let tags = tags_of(inst);
-    let pool = tags.get(crate::providers::TAG_ADDRESS)?.parse().ok()?;
     let capacity = capacity_of(inst);
     let state = match inst["Status"].as_str().unwrap_or_default() {
         _ if capacity == Capacity::Spot && recycling(inst) => NodeState::Reclaimed,

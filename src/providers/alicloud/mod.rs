@@ -10,6 +10,7 @@
 //! limit: `Throttling*` answers make the executor back off (`apply::policy`).
 
 mod ack;
+mod adopt;
 mod client;
 mod ecs;
 mod errors;
@@ -118,6 +119,24 @@ impl Provider for AlibabaProvider {
 
     async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
         self.delete(region, ids).await
+    }
+
+    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
+        self.describe_any(region, ids).await
+    }
+
+    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
+        self.unmanaged(region, filters).await
+    }
+
+    async fn tag_nodes(
+        &self,
+        region: &str,
+        ids: &[String],
+        set: &crate::providers::Tags,
+        remove: &[String],
+    ) -> Result<(), ProviderError> {
+        self.retag(region, ids, set, remove).await
     }
 
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {

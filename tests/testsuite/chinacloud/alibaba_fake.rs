@@ -1,4 +1,5 @@
-//! A fake Alibaba Cloud endpoint: ECS 2014-05-26 (RPC) and ACK user_config (ROA).
+//! A fake Alibaba Cloud endpoint: ECS 2014-05-26 (RPC, tag calls included) and ACK
+//! user_config (ROA).
 //!
 //! It recomputes the ACS3-HMAC-SHA256 signature of every request from what it received
 //! (the query re-canonicalized, the signed headers, the body hash), answers bad
@@ -165,6 +166,8 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                 | "GetInstanceConsoleOutput"
                 | "DescribePrice"
                 | "DescribeAccountAttributes"
+                | "TagResources"
+                | "UntagResources"
         );
     if !known {
         return err(404, "InvalidAction.NotFound", "Specified api is not found, please check your url and method.");
@@ -182,6 +185,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         "RunInstances" => run(&mut s, &region, &params),
         "DescribeInstances" => describe(&s, &region, &params),
         "DeleteInstances" => delete(&mut s, &region, &params),
+        "TagResources" | "UntagResources" => tag_resources(&mut s, &region, &action, &params),
         "DescribePrice" => describe_price(&s, &params),
         "DescribeAccountAttributes" => {
             let (used, max) = s.postpaid_vcpus;
@@ -498,6 +502,36 @@ fn delete(s: &mut State, region: &str, params: &BTreeMap<String, String>) -> Res
     }
     for id in &ids {
         s.instances.remove(id);
+    }
+    ok(json!({}))
+}
+
+/// ECS `TagResources` (`Tag.N.Key/Value`) and `UntagResources` (`TagKey.N`) on
+/// `ResourceType=instance`: at most 50 `ResourceId.N` and 20 tags, every id checked
+/// before any is changed.
+fn tag_resources(s: &mut State, region: &str, action: &str, params: &BTreeMap<String, String>) -> Response {
+    if params.get("ResourceType").map(String::as_str) != Some("instance") {
+        return err(400, "InvalidResourceType.NotSupported", "ResourceType must be instance here.");
+    }
+    let ids: Vec<String> = (1..=51).filter_map(|n| params.get(&format!("ResourceId.{n}")).cloned()).collect();
+    let tags = indexed(params, "Tag");
+    let keys: Vec<String> = (1..=21).filter_map(|n| params.get(&format!("TagKey.{n}")).cloned()).collect();
+    let n = if action == "TagResources" { tags.len() } else { keys.len() };
+    if ids.is_empty() || ids.len() > 50 || n == 0 || n > 20 {
+        return err(400, "InvalidParameter", "ResourceId.N must hold 1 to 50 ids and the tags 1 to 20.");
+    }
+    for id in &ids {
+        if s.instances.get(id).is_none_or(|i| i.region != region) {
+            return err(404, "InvalidResourceId.NotFound", &format!("The specified ResourceId `{id}` does not exist."));
+        }
+    }
+    for id in &ids {
+        let Some(i) = s.instances.get_mut(id) else { continue };
+        if action == "TagResources" {
+            i.tags.extend(tags.iter().cloned());
+        } else {
+            i.tags.retain(|k, _| !keys.contains(k));
+        }
     }
     ok(json!({}))
 }

@@ -36,6 +36,13 @@ pub fn run(settings: &Settings, args: &ImportArgs) -> miette::Result<ExitStatus>
         output::stderr(&format!("No unmanaged GPU instances in {} region {region}.\n", args.provider));
         return Ok(ExitStatus::Success);
     }
+    for p in pools.iter().filter(|p| p.uneven()) {
+        output::stderr(&format!(
+            "warning: `gpu_pool.{}` runs unevenly over {}: gpuplan spreads a pool's nodes evenly over its zones, so its plan will move some of them; give it one zone, or split it\n",
+            p.name,
+            p.zones().join(", ")
+        ));
+    }
     match &args.generate_config_out {
         None => output::stdout(&table(&pools)),
         Some(path) => {
@@ -127,6 +134,11 @@ impl Pool {
         z.sort_unstable();
         z.dedup();
         z
+    }
+    /// More than one node apart between two of its zones: not what an even spread gives.
+    fn uneven(&self) -> bool {
+        let per: Vec<usize> = self.zones().iter().map(|z| self.nodes.iter().filter(|n| n.zone == *z).count()).collect();
+        per.iter().max().zip(per.iter().min()).is_some_and(|(max, min)| max - min > 1)
     }
     fn on_demand(&self) -> usize {
         self.nodes.iter().filter(|n| n.capacity == Capacity::OnDemand).count()

@@ -228,7 +228,9 @@ fn logs(settings: &Settings, name: &str, follow: bool) -> miette::Result<ExitSta
     let mut sources: Vec<(&JobSummary, &crate::jobs::JobRun)> = Vec::new();
     for j in &found {
         let latest = j.runs.iter().map(|r| r.attempt).max();
-        let readable = |r: &&crate::jobs::JobRun| r.provider.starts_with(kube::PREFIX) || r.has_own_node();
+        // Kubernetes pods, job VMs, and jobs on warm nodes (the run-command API holds their output).
+        let readable =
+            |r: &&crate::jobs::JobRun| r.provider.starts_with(kube::PREFIX) || r.has_own_node() || on_warm_node(r);
         for r in j.runs.iter().filter(|r| Some(r.attempt) == latest).filter(readable) {
             let k8s = r.provider.starts_with(kube::PREFIX);
             let seen =
@@ -257,7 +259,7 @@ fn logs(settings: &Settings, name: &str, follow: bool) -> miette::Result<ExitSta
             };
             let prefix = if several { format!("{} ", j.address) } else { String::new() };
             // A job node holds one replica: its own index, not the node's view (0).
-            let own = run.has_own_node().then_some(run.replica);
+            let own = (run.has_own_node() || on_warm_node(run)).then_some(run.replica);
             let print = |replica: u32, line: &str| {
                 output::stdout(&format!("{prefix}[replica {}] {line}\n", own.unwrap_or(replica)))
             };
@@ -268,6 +270,12 @@ fn logs(settings: &Settings, name: &str, follow: bool) -> miette::Result<ExitSta
         Ok(())
     })??;
     Ok(ExitStatus::Success)
+}
+
+/// A run a cloud's run-command API runs on a warm node of its pool (`<node>/<command>`;
+/// Kubernetes run ids have slashes too, and are not these).
+fn on_warm_node(r: &crate::jobs::JobRun) -> bool {
+    !r.provider.starts_with(kube::PREFIX) && crate::providers::launch::is_command_run(&r.id)
 }
 
 /// Do two Kubernetes run ids (`<namespace>/<name>/<replica>`) name the same Job?

@@ -95,6 +95,28 @@ where
     Ok(out)
 }
 
+/// Separates the node id from the command's id in the run id of a job on a warm node.
+const COMMAND_SEP: char = '/';
+
+/// The run id of a job a cloud's run-command API runs on a warm node: `<node>/<command>`,
+/// so status, logs and cancel need no lookup (instance, command and invocation ids of
+/// AWS, Tencent and Alibaba never contain a `/`).
+pub fn command_run_id(node: &str, command: &str) -> String {
+    format!("{node}{COMMAND_SEP}{command}")
+}
+
+/// Is this run id one of a job on a warm node ([`command_run_id`]), not a job VM's?
+pub fn is_command_run(id: &str) -> bool {
+    id.contains(COMMAND_SEP)
+}
+
+/// (node, command) of a [`command_run_id`].
+pub fn split_command_run(id: &str) -> Result<(&str, &str), ProviderError> {
+    id.split_once(COMMAND_SEP).ok_or_else(|| {
+        ProviderError::new(ErrorClass::Invalid, "JobNotFound", format!("`{id}` is not a run-command run id"))
+    })
+}
+
 /// The strings of a JSON array of instance ids (none when it is not an array).
 pub fn string_ids(ids: &serde_json::Value) -> Vec<String> {
     ids.as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default()
@@ -202,6 +224,14 @@ mod tests {
         })
         .await;
         (out, calls.into_inner().unwrap())
+    }
+
+    #[test]
+    fn command_run_ids_carry_the_node_and_the_command() {
+        let id = command_run_id("ins-1", "inv-2");
+        assert!(is_command_run(&id) && !is_command_run("ins-1"));
+        assert_eq!(split_command_run(&id).unwrap(), ("ins-1", "inv-2"));
+        assert_eq!(split_command_run("ins-1").unwrap_err().code, "JobNotFound");
     }
 
     #[tokio::test]

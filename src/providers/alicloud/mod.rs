@@ -4,7 +4,8 @@
 //!
 //! - `client.rs`: RPC (ECS) and ROA (ACK) calls and the error envelope; `errors.rs`.
 //! - `ecs.rs`: run, paged tag-filtered describe, delete; `jobs.rs`: user-data job
-//!   launches with exit codes from GetInstanceConsoleOutput; `ack.rs`: user_config.
+//!   launches with exit codes from GetInstanceConsoleOutput; `warm.rs`: jobs on warm
+//!   nodes through Cloud Assistant; `ack.rs`: user_config.
 //!
 //! ECS publishes no per-API rate numbers (Quota Center only), so there is no client-side
 //! limit: `Throttling*` answers make the executor back off (`apply::policy`).
@@ -15,10 +16,12 @@ mod client;
 mod ecs;
 mod errors;
 mod jobs;
+mod warm;
 
 use async_trait::async_trait;
 
 use crate::providers::http::{CloudConfig, catalog_offers};
+use crate::providers::launch::is_command_run;
 use crate::providers::{
     Capacity, CreateNodes, CreateResult, ErrorClass, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider,
     ProviderError,
@@ -139,12 +142,24 @@ impl Provider for AlibabaProvider {
         self.retag(region, ids, set, remove).await
     }
 
+    async fn agents(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<Option<std::collections::BTreeMap<String, crate::providers::AgentState>>, ProviderError> {
+        self.agent_states(region, ids).await.map(Some)
+    }
+
+    /// On a warm node when the plan chose one (Cloud Assistant), else on a node made for it.
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        if req.shape.is_none() && !req.node_id.is_empty() {
+            return self.launch_on_node(req).await;
+        }
         self.launch(req).await
     }
 
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        self.status(region, id).await
+        if is_command_run(id) { self.command_status(region, id).await } else { self.status(region, id).await }
     }
 
     /// `DescribeAccountAttributes`: pay-as-you-go and spot vCPU quotas of the region.
@@ -193,7 +208,8 @@ impl Provider for AlibabaProvider {
         _follow: bool,
         out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
     ) -> Result<(), ProviderError> {
-        let text = self.console(region, id).await?;
+        let text =
+            if is_command_run(id) { self.command_output(region, id).await? } else { self.console(region, id).await? };
         for line in crate::providers::userdata::job_output(&text) {
             out(0, line);
         }
@@ -213,7 +229,8 @@ impl Provider for AlibabaProvider {
         self.release(region, id).await
     }
 
+    /// A job on a warm node: its invocation is stopped and the node stays in its pool.
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        self.cancel(region, id).await
+        if is_command_run(id) { self.cancel_command(region, id).await } else { self.cancel(region, id).await }
     }
 }

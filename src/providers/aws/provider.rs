@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use std::collections::BTreeMap;
 
 use super::AwsProvider;
-use super::ssm::is_command_run;
+use crate::providers::launch::is_command_run;
 use crate::providers::{
     AgentState, CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError, Tags,
 };

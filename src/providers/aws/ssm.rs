@@ -22,6 +22,7 @@ use aws_credential_types::provider::ProvideCredentials;
 use serde_json::{Value, json};
 
 use super::AwsProvider;
+use crate::providers::launch::{command_run_id, split_command_run as split};
 use crate::providers::userdata;
 use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
 
@@ -33,20 +34,6 @@ const DELIVERY_TIMEOUT_SECS: u64 = 600;
 
 /// `AWS-RunShellScript`'s `executionTimeout` ceiling (48 hours).
 const MAX_EXECUTION_SECS: u64 = 172_800;
-
-/// Separates the instance id from the command id in a run-command run's id.
-const SEP: char = '/';
-
-/// Is this run id one of a job on a warm node (`<instance>/<command>`), not a job VM's?
-pub fn is_command_run(id: &str) -> bool {
-    id.contains(SEP)
-}
-
-fn split(id: &str) -> Result<(&str, &str), ProviderError> {
-    id.split_once(SEP).ok_or_else(|| {
-        ProviderError::new(ErrorClass::Invalid, "JobNotFound", format!("`{id}` is not a run-command run id"))
-    })
-}
 
 impl AwsProvider {
     /// The SSM endpoint for a region (see the module docs).
@@ -148,7 +135,7 @@ impl AwsProvider {
             ProviderError::new(ErrorClass::Retryable, "BadResponse", "SendCommand returned no CommandId")
         })?;
         Ok(JobStatus {
-            id: format!("{}{SEP}{command}", req.node_id),
+            id: command_run_id(&req.node_id, command),
             job: req.job.clone(),
             node_id: req.node_id.clone(),
             state: JobState::Queued,
@@ -314,6 +301,5 @@ mod tests {
         assert!(auth.contains("/eu-west-1/ssm/aws4_request"), "{auth}");
         assert!(auth.contains("x-amz-target"), "the target header is signed: {auth}");
         assert!(signed.iter().any(|(k, _)| k == "x-amz-date"), "{signed:?}");
-        assert!(is_command_run("i-0abc/1234-cmd") && !is_command_run("i-0abc"));
     }
 }

@@ -5,6 +5,7 @@
 //! - `client.rs`: one signed call and its error envelope; `errors.rs`: codes → classes.
 //! - `cvm.rs`: run (batches of 100, ClientToken per batch), paged tag-filtered describe,
 //!   terminate (only tagged instances, batches of 100); `jobs.rs`: user-data job launches;
+//!   `warm.rs`: jobs on warm nodes through TAT;
 //!   `tke.rs`: DescribeClusterKubeconfig.
 //!
 //! RunInstances and TerminateInstances are limited client-side to 10 calls per second,
@@ -16,10 +17,12 @@ mod cvm;
 mod errors;
 mod jobs;
 mod tke;
+mod warm;
 
 use async_trait::async_trait;
 
 use crate::providers::http::{CloudConfig, RateLimit, catalog_offers};
+use crate::providers::launch::is_command_run;
 use crate::providers::{
     Capacity, CreateNodes, CreateResult, ErrorClass, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider,
     ProviderError,
@@ -162,12 +165,24 @@ impl Provider for TencentProvider {
         self.retag(region, ids, set, remove).await
     }
 
+    async fn agents(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<Option<std::collections::BTreeMap<String, crate::providers::AgentState>>, ProviderError> {
+        self.agent_states(region, ids).await.map(Some)
+    }
+
+    /// On a warm node when the plan chose one (TAT), else on a node made for it.
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        if req.shape.is_none() && !req.node_id.is_empty() {
+            return self.launch_on_node(req).await;
+        }
         self.launch(req).await
     }
 
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        self.status(region, id).await
+        if is_command_run(id) { self.command_status(region, id).await } else { self.status(region, id).await }
     }
 
     /// `DescribeAccountQuota`: pay-as-you-go and spot instance quotas per zone.
@@ -199,7 +214,12 @@ impl Provider for TencentProvider {
         _follow: bool,
         out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
     ) -> Result<(), ProviderError> {
-        let text = self.job_log(region, id).await?.ok_or_else(|| {
+        let text = if is_command_run(id) {
+            Some(self.command_output(region, id).await?)
+        } else {
+            self.job_log(region, id).await?
+        };
+        let text = text.ok_or_else(|| {
             ProviderError::new(
                 ErrorClass::Retryable,
                 "NoAgentAnswer",
@@ -225,7 +245,8 @@ impl Provider for TencentProvider {
         self.release(region, id).await
     }
 
+    /// A job on a warm node: its invocation is cancelled and the node stays in its pool.
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        self.cancel(region, id).await
+        if is_command_run(id) { self.cancel_command(region, id).await } else { self.cancel(region, id).await }
     }
 }

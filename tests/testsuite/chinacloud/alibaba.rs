@@ -358,3 +358,67 @@ fn a_stopped_node_is_reported_and_released_not_forgotten() {
     assert_ne!(now[0], id, "the stopped node was released and replaced");
     f.run(&["plan", "--detailed-exitcode"]).expect(0);
 }
+
+/// Warm nodes take jobs on Alibaba Cloud: on a pool with two idle warm nodes, a
+/// one-replica job runs on one of them through Cloud Assistant `RunCommand` (no
+/// RunInstances), its status, exit code and output come back from
+/// `DescribeInvocationResults`, and the node stays in the pool when the job ends. A node
+/// whose agent is not running is not warm: the plan says so.
+#[test]
+fn alibaba_warm_nodes_take_jobs_through_cloud_assistant_and_stay_in_their_pool() {
+    let fake = Fake::start();
+    let f = fleet(&fake, &[ZH], 2, "    spot_percent = 0");
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let warm: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(warm.len(), 2);
+    let spec = std::fs::read_to_string(f.path().join("main.hcl")).unwrap()
+        + "job_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    std::fs::write(f.path().join("main.hcl"), spec).unwrap();
+
+    fake.lock().agents_offline.extend(warm.iter().cloned());
+    let r = f.run(&["plan", "--json"]).expect(0);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let j = &plan["jobs"][0];
+    assert_eq!(j["launches"][0]["node_shape"], true, "{j:#}");
+    let skipped = j["warm_skipped"][0].as_str().unwrap_or("");
+    assert!(skipped.ends_with(": Cloud Assistant agent not running"), "{j:#}");
+
+    fake.lock().agents_offline.clear();
+    let r = f.run(&["plan", "--json"]).expect(0);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let node = plan["jobs"][0]["launches"][0]["warm_node"].as_str().expect("a warm node").to_string();
+    assert!(warm.contains(&node));
+    let runs_before = fake.calls("RunInstances").len();
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    assert_eq!(fake.calls("RunInstances").len(), runs_before, "no instance launched for the job");
+    let invocations = fake.lock().invocations.clone();
+    let (on, script, _) = invocations.values().next().expect("the job script via Cloud Assistant");
+    assert_eq!(on, &node);
+    assert!(script.contains("docker run") && script.contains("exit \"$code\""));
+
+    let state = || {
+        let r = f.run(&["jobs", "status", "once", "--json"]).expect(0);
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        (v["jobs"][0]["state"].as_str().unwrap().to_string(), v["jobs"][0]["runs"][0]["message"].clone())
+    };
+    fake.lock().results.insert(
+        node.clone(),
+        (
+            "Failed".into(),
+            125,
+            "gpuplan-job-error=driver install failed: no dnf or yum on X\ngpuplan-job-exit=125\n".into(),
+        ),
+    );
+    let (s, msg) = state();
+    assert_eq!(s, "failed");
+    assert_eq!(msg, "the node could not run the job: driver install failed: no dnf or yum on X");
+    let r = f.run(&["jobs", "logs", "once"]).expect(0);
+    assert!(r.stdout.contains("[replica 0] gpuplan-job-error=driver install failed"), "{}", r.stdout);
+
+    // Recorded by the next apply; the node stays in its pool, nothing left to do.
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let ids: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(ids.contains(&node));
+    f.run(&["plan", "--detailed-exitcode"]).expect(0);
+}

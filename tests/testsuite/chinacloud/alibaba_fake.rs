@@ -53,6 +53,14 @@ pub struct State {
     pub prices: HashMap<(String, String), f64>,
     /// DescribeAccountAttributes: (used, max) pay-as-you-go vCPUs.
     pub postpaid_vcpus: (u64, u64),
+    /// Instances whose Cloud Assistant agent is not running (the others' run once the
+    /// instance does).
+    pub agents_offline: HashSet<String>,
+    /// Cloud Assistant invocations: InvokeId → (instance, script, stopped).
+    pub invocations: HashMap<String, (String, String, bool)>,
+    /// What a script run through Cloud Assistant on an instance ends with:
+    /// (InvokeRecordStatus, exit code, output); default Success, 0 and no output.
+    pub results: HashMap<String, (String, i64, String)>,
 }
 
 #[derive(Clone)]
@@ -168,6 +176,10 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                 | "DescribeAccountAttributes"
                 | "TagResources"
                 | "UntagResources"
+                | "DescribeCloudAssistantStatus"
+                | "RunCommand"
+                | "DescribeInvocationResults"
+                | "StopInvocation"
         );
     if !known {
         return err(404, "InvalidAction.NotFound", "Specified api is not found, please check your url and method.");
@@ -187,6 +199,9 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         "DeleteInstances" => delete(&mut s, &region, &params),
         "TagResources" | "UntagResources" => tag_resources(&mut s, &region, &action, &params),
         "DescribePrice" => describe_price(&s, &params),
+        "DescribeCloudAssistantStatus" | "RunCommand" | "DescribeInvocationResults" | "StopInvocation" => {
+            cloud_assistant(&mut s, &action, &params)
+        }
         "DescribeAccountAttributes" => {
             let (used, max) = s.postpaid_vcpus;
             let item = |name: &str, v: u64| json!({"AttributeName": name, "AttributeValues": {"ValueItem": [{"Value": v.to_string(), "Count": 1}]}});
@@ -534,4 +549,78 @@ fn tag_resources(s: &mut State, region: &str, action: &str, params: &BTreeMap<St
         }
     }
     ok(json!({}))
+}
+
+/// Cloud Assistant: agent status, RunCommand (base64 content, one instance), its results
+/// and StopInvocation, as ECS answers them.
+fn cloud_assistant(s: &mut State, action: &str, params: &BTreeMap<String, String>) -> Response {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    match action {
+        "DescribeCloudAssistantStatus" => {
+            let set: Vec<Value> = params
+                .iter()
+                .filter(|(k, _)| k.starts_with("InstanceId."))
+                .filter_map(|(_, id)| s.instances.get(id))
+                .map(|i| {
+                    let on = i.status == "Running" && !s.agents_offline.contains(&i.id);
+                    json!({"InstanceId": i.id, "CloudAssistantStatus": on.to_string(), "CloudAssistantVersion": "2.2.0"})
+                })
+                .collect();
+            ok(
+                json!({"TotalCount": set.len(), "InstanceCloudAssistantStatusSet": {"InstanceCloudAssistantStatus": set}}),
+            )
+        }
+        "RunCommand" => {
+            if params.get("Type").map(String::as_str) != Some("RunShellScript") {
+                return err(400, "InvalidCommandType.NotSupported", "Type must be RunShellScript here.");
+            }
+            let content = params.get("CommandContent").cloned().unwrap_or_default();
+            let script = match params.get("ContentEncoding").map(String::as_str) {
+                Some("Base64") => match b64.decode(&content) {
+                    Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+                    Err(_) => return err(400, "InvalidCommandContent.Malformed", "CommandContent is not base64."),
+                },
+                _ => content,
+            };
+            let Some(id) = params.get("InstanceId.1").cloned() else {
+                return err(400, "MissingInstanceId", "InstanceId is mandatory for this action.");
+            };
+            if s.instances.get(&id).is_none_or(|i| i.status != "Running") || s.agents_offline.contains(&id) {
+                return err(403, "InstanceNotRunning", "The specified instance is not running or its agent is down.");
+            }
+            s.counter += 1;
+            let invoke = format!("t-{:08}", s.counter);
+            s.invocations.insert(invoke.clone(), (id, script, false));
+            ok(json!({"CommandId": "c-gpuplan", "InvokeId": invoke}))
+        }
+        "DescribeInvocationResults" => {
+            let invoke = params.get("InvokeId").cloned().unwrap_or_default();
+            let Some((id, _, stopped)) = s.invocations.get(&invoke).cloned() else {
+                return ok(json!({"Invocation": {"InvocationResults": {"InvocationResult": []}, "TotalCount": 0}}));
+            };
+            let (status, code, out) =
+                s.results.get(&id).cloned().unwrap_or_else(|| ("Success".into(), 0, String::new()));
+            let status = if stopped { "Stopped".to_string() } else { status };
+            // Base64 unless PlainText is asked for, as ECS does.
+            let out = if params.get("ContentEncoding").map(String::as_str) == Some("PlainText") {
+                out
+            } else {
+                b64.encode(out)
+            };
+            ok(json!({"Invocation": {"TotalCount": 1, "InvocationResults": {"InvocationResult": [{
+                "InvokeId": invoke, "InstanceId": id, "InvokeRecordStatus": status, "InvocationStatus": status,
+                "ExitCode": code, "Output": out, "Dropped": 0, "ErrorCode": "", "ErrorInfo": ""}]}}}))
+        }
+        _ => {
+            let invoke = params.get("InvokeId").cloned().unwrap_or_default();
+            match s.invocations.get_mut(&invoke) {
+                Some(inv) => {
+                    inv.2 = true;
+                    ok(json!({}))
+                }
+                None => err(404, "InvalidInvokeId.NotFound", "The specified invocation does not exist."),
+            }
+        }
+    }
 }

@@ -187,3 +187,66 @@ fn job_nodes_are_in_the_spend_ledger_per_job_and_quota_until_their_runs_end() {
     let spend = &serde_json::from_str::<serde_json::Value>(&r.stdout).expect("JSON")["spend"];
     assert_eq!(spend["open_nodes"], 0, "{spend:#}");
 }
+
+/// Warm nodes take jobs on Tencent: on a pool with two idle warm nodes, a one-replica job
+/// runs on one of them through TAT `RunCommand` (no RunInstances), its status and exit
+/// code come back from `DescribeInvocationTasks`, and the node stays in the pool when the
+/// job ends. A node whose TAT agent is offline is not warm: the plan says so.
+#[test]
+fn tencent_warm_nodes_take_jobs_through_tat_and_stay_in_their_pool() {
+    let fake = Fake::start();
+    let pool = pool("tencentcloud", &["ap-guangzhou-3"], "T4", "GN7.2XLARGE32", 2, "    spot_percent = 0");
+    let provider = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n",
+        fake.url
+    );
+    let job = "job_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    let env = [("TENCENTCLOUD_SECRET_ID", SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", SECRET_KEY)];
+    let f = Fleet::new(&format!("{provider}{pool}"), &env);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let warm: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(warm.len(), 2);
+    std::fs::write(f.path().join("main.hcl"), format!("{provider}{pool}{job}")).unwrap();
+
+    // Both agents offline: no warm node, the job boots one, and the plan says why.
+    fake.lock().agents_offline.extend(warm.iter().cloned());
+    let r = f.run(&["plan", "--json"]).expect(0);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let j = &plan["jobs"][0];
+    assert_eq!(j["launches"][0]["node_shape"], true, "{j:#}");
+    let skipped = j["warm_skipped"][0].as_str().unwrap_or("");
+    assert!(skipped.ends_with(": TAT agent Offline") && warm.iter().all(|w| skipped.contains(w.as_str())), "{j:#}");
+
+    fake.lock().agents_offline.clear();
+    let r = f.run(&["plan", "--no-color"]).expect(0);
+    let text = r.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    let node = warm.iter().find(|w| text.contains(&format!("on warm node {w}"))).expect("a warm node named").clone();
+    let runs_before = fake.calls("RunInstances").len();
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    assert_eq!(fake.calls("RunInstances").len(), runs_before, "no instance launched for the job");
+    let invocations = fake.lock().invocations.clone();
+    let (on, script) = invocations.values().find(|(_, s)| s.contains("docker run")).expect("the job script via TAT");
+    assert_eq!(on, &node);
+    assert!(script.contains("exit \"$code\"") && !script.contains("shutdown -h now"));
+
+    let state = || {
+        let r = f.run(&["jobs", "status", "once", "--json"]).expect(0);
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        (v["jobs"][0]["state"].as_str().unwrap().to_string(), v["jobs"][0]["runs"][0]["message"].clone())
+    };
+    fake.lock().task_results.insert(node.clone(), ("RUNNING".into(), -1, "epoch 1\n".into()));
+    assert_eq!(state().0, "running");
+    let r = f.run(&["jobs", "logs", "once"]).expect(0);
+    assert_eq!(r.stdout, "[replica 0] epoch 1\n", "{}", r.stderr);
+    fake.lock().task_results.insert(node.clone(), ("SUCCESS".into(), 0, "epoch 1\ngpuplan-job-exit=0\n".into()));
+    let (s, msg) = state();
+    assert_eq!((s.as_str(), msg.as_str()), ("succeeded", Some("exited 0 (read with TAT)")));
+
+    // Recorded by the next apply; the node stays, in its pool, and nothing is left to do.
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let ids: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(ids.contains(&node));
+    f.run(&["plan", "--detailed-exitcode"]).expect(0);
+    f.run(&["destroy", "--auto-approve"]).expect(0);
+}

@@ -63,6 +63,13 @@ pub struct State {
     pub job_logs: HashMap<String, String>,
     /// TAT invocations: id → (instance, script it ran).
     pub invocations: HashMap<String, (String, String)>,
+    /// Instances whose TAT agent is offline (the others' are online once running).
+    pub agents_offline: HashSet<String>,
+    /// What a job script run through TAT on an instance ends with: (TaskStatus, exit
+    /// code, output); default SUCCESS, 0 and no output.
+    pub task_results: HashMap<String, (String, i64, String)>,
+    /// TAT invocations cancelled with CancelInvocation.
+    pub cancelled: HashSet<String>,
 }
 
 #[derive(Clone)]
@@ -182,7 +189,10 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                 | "DescribeAccountQuota"
         ) | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances")
             | ("2018-08-13", "TagResources" | "UnTagResources" | "GetCallerIdentity")
-            | ("2020-10-28", "RunCommand" | "DescribeInvocationTasks")
+            | (
+                "2020-10-28",
+                "RunCommand" | "DescribeInvocationTasks" | "DescribeAutomationAgentStatus" | "CancelInvocation"
+            )
     );
     if !known {
         return err("InvalidAction", &format!("The requested action `{action}` (version `{version}`) does not exist."));
@@ -246,11 +256,48 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
             } else {
                 String::new()
             };
+            // A job script itself (a job on a warm node): the test's result, else success.
+            let (status, code, log) = if script.contains("docker run") {
+                let (st, code, out) =
+                    s.task_results.get(&id).cloned().unwrap_or_else(|| ("SUCCESS".into(), 0, String::new()));
+                if s.cancelled.contains(&inv) { ("CANCELLED".to_string(), -1, out) } else { (st, code, out) }
+            } else {
+                ("SUCCESS".to_string(), 0, log)
+            };
             let output = if hidden { String::new() } else { base64::engine::general_purpose::STANDARD.encode(log) };
             ok(
-                json!({"TotalCount": 1, "InvocationTaskSet": [{"InvocationId": inv, "InstanceId": id, "TaskStatus": "SUCCESS",
-                "TaskResult": {"ExitCode": 0, "Output": output, "Dropped": 0}}]}),
+                json!({"TotalCount": 1, "InvocationTaskSet": [{"InvocationId": inv, "InstanceId": id, "TaskStatus": status,
+                "TaskResult": {"ExitCode": code, "Output": output, "Dropped": 0}}]}),
             )
+        }
+        "DescribeAutomationAgentStatus" => {
+            let ids: Vec<String> = body["InstanceIds"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            if ids.len() > 100 {
+                return err("InvalidParameterValue.LimitExceeded", "At most 100 InstanceIds.");
+            }
+            let set: Vec<Value> = ids
+                .iter()
+                .filter(|id| s.instances.contains_key(*id))
+                .map(|id| {
+                    let online = !s.agents_offline.contains(id) && s.instances[id].state == "RUNNING";
+                    json!({"InstanceId": id, "AgentStatus": if online { "Online" } else { "Offline" },
+                           "Version": "1.0.0", "LastHeartbeatTime": "2026-11-26T10:00:00Z", "Environment": "Linux"})
+                })
+                .collect();
+            ok(json!({"TotalCount": set.len(), "AutomationAgentSet": set}))
+        }
+        "CancelInvocation" => {
+            let inv = body["InvocationId"].as_str().unwrap_or("").to_string();
+            if !s.invocations.contains_key(&inv) {
+                return err("ResourceNotFound.InvocationNotFound", "The invocation does not exist.");
+            }
+            s.cancelled.insert(inv);
+            ok(json!({}))
         }
         "DescribeAccountQuota" => {
             let set: Vec<Value> = s

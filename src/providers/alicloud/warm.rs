@@ -1,0 +1,179 @@
+//! Jobs on warm ECS nodes through Cloud Assistant, Alibaba Cloud's run-command agent
+//! (ECS 2014-05-26 RPC actions).
+//!
+//! - `DescribeCloudAssistantStatus`: which pool nodes' agents run (`CloudAssistantStatus`
+//!   `true`; only those are warm for jobs, the others are named in the plan with why).
+//! - `RunCommand` (`RunShellScript`, base64 content): the job script itself on one node
+//!   (`Timeout` from `max_runtime`, else 24 hours); the run's id is `<instance>/<invoke>`.
+//! - `DescribeInvocationResults`: the invocation's status, exit code and output (Cloud
+//!   Assistant keeps 24 KB).
+//! - `StopInvocation`: cancel or preempt; the node stays in its pool.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::AlibabaProvider;
+use crate::providers::launch::{command_run_id, split_command_run};
+use crate::providers::userdata;
+use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
+
+/// Instance ids per `DescribeCloudAssistantStatus` call.
+const AGENT_BATCH: usize = 50;
+/// The command's timeout without a `max_runtime` (seconds).
+const DEFAULT_TIMEOUT_SECS: u64 = 86_400;
+
+fn p(k: impl Into<String>, v: impl Into<String>) -> (String, String) {
+    (k.into(), v.into())
+}
+
+impl AlibabaProvider {
+    pub(super) async fn agent_states(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<BTreeMap<String, AgentState>, ProviderError> {
+        let mut out: BTreeMap<String, AgentState> = ids
+            .iter()
+            .map(|id| (id.clone(), AgentState::Offline("no Cloud Assistant agent reported".into())))
+            .collect();
+        for batch in ids.chunks(AGENT_BATCH) {
+            let mut params: Vec<(String, String)> =
+                batch.iter().enumerate().map(|(i, id)| p(format!("InstanceId.{}", i + 1), id.as_str())).collect();
+            params.push(p("MaxResults", AGENT_BATCH.to_string()));
+            let resp = self.client.ecs("DescribeCloudAssistantStatus", region, params).await?;
+            let set = &resp["InstanceCloudAssistantStatusSet"]["InstanceCloudAssistantStatus"];
+            for a in set.as_array().into_iter().flatten() {
+                let Some(id) = a["InstanceId"].as_str() else { continue };
+                let state = match a["CloudAssistantStatus"].as_str() {
+                    Some("true") => AgentState::Online,
+                    _ => AgentState::Offline("Cloud Assistant agent not running".into()),
+                };
+                out.insert(id.to_string(), state);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Run the job's script on its warm node (`req.node_id`); the node stays in its pool.
+    pub(super) async fn launch_on_node(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        let script = userdata::job_script(&LaunchJob { keep_node: true, ..req.clone() });
+        let timeout = req.max_runtime_secs.map_or(DEFAULT_TIMEOUT_SECS, |s| s + 300);
+        let params = vec![
+            p("Type", "RunShellScript"),
+            p("CommandContent", base64::engine::general_purpose::STANDARD.encode(script)),
+            p("ContentEncoding", "Base64"),
+            p("InstanceId.1", req.node_id.as_str()),
+            p("Timeout", timeout.to_string()),
+            p("Name", "gpuplan-job"),
+            p("Description", format!("gpuplan {} attempt {}", req.job, req.attempt)),
+            // One launch, one invocation, however often the call is retried.
+            p("ClientToken", crate::providers::http::client_token(&req.token, "")),
+        ];
+        let resp = self.client.ecs("RunCommand", &req.region, params).await?;
+        let invoke = resp["InvokeId"].as_str().filter(|i| !i.is_empty()).ok_or_else(|| {
+            ProviderError::new(ErrorClass::Retryable, "BadResponse", "Cloud Assistant RunCommand returned no InvokeId")
+        })?;
+        Ok(JobStatus {
+            id: command_run_id(&req.node_id, invoke),
+            job: req.job.clone(),
+            node_id: req.node_id.clone(),
+            state: JobState::Queued,
+            attempt: req.attempt,
+            message: Some(format!("on warm node {} (Cloud Assistant invocation {invoke})", req.node_id)),
+            started_ms: None,
+            finished_ms: None,
+        })
+    }
+
+    /// The run's invocation result on its node.
+    async fn result(&self, region: &str, id: &str) -> Result<Value, ProviderError> {
+        let (node, invoke) = split_command_run(id)?;
+        let params = vec![p("InvokeId", invoke), p("InstanceId", node), p("ContentEncoding", "Base64")];
+        let resp = self.client.ecs("DescribeInvocationResults", region, params).await?;
+        let set = &resp["Invocation"]["InvocationResults"]["InvocationResult"];
+        set.as_array().and_then(|r| r.first()).cloned().ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Invalid,
+                "JobNotFound",
+                format!("Cloud Assistant has no result of run {id} in {region}"),
+            )
+        })
+    }
+
+    pub(super) async fn command_output(&self, region: &str, id: &str) -> Result<String, ProviderError> {
+        output(&self.result(region, id).await?)
+    }
+
+    pub(super) async fn command_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        let r = self.result(region, id).await?;
+        let (node, _) = split_command_run(id)?;
+        let log = output(&r)?;
+        let why = r["ErrorInfo"].as_str().unwrap_or("");
+        let (state, message) =
+            result_state(r["InvokeRecordStatus"].as_str().unwrap_or(""), r["ExitCode"].as_i64(), why, &log);
+        Ok(JobStatus {
+            id: id.to_string(),
+            job: crate::addr::Address::new(crate::addr::Kind::Job, "unknown"),
+            node_id: node.to_string(),
+            state,
+            attempt: 0,
+            message,
+            started_ms: None,
+            finished_ms: None,
+        })
+    }
+
+    /// Stop the invocation (the job's container stops with it); the node stays.
+    pub(super) async fn cancel_command(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        let before = self.command_status(region, id).await?;
+        if !matches!(before.state, JobState::Queued | JobState::Running) {
+            return Ok(before);
+        }
+        let (node, invoke) = split_command_run(id)?;
+        self.client.ecs("StopInvocation", region, vec![p("InvokeId", invoke), p("InstanceId.1", node)]).await?;
+        Ok(JobStatus { state: JobState::Cancelled, message: Some("cancelled".into()), ..before })
+    }
+}
+
+/// An invocation result's output, decoded.
+fn output(r: &Value) -> Result<String, ProviderError> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(r["Output"].as_str().unwrap_or("")).map_err(|e| {
+        ProviderError::new(ErrorClass::Fatal, "BadResponse", format!("Cloud Assistant output is not base64: {e}"))
+    })?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A run's state from its result's `InvokeRecordStatus` and exit code.
+fn result_state(status: &str, code: Option<i64>, why: &str, log: &str) -> (JobState, Option<String>) {
+    let how = "read with Cloud Assistant";
+    match status {
+        "Pending" | "Scheduled" => (JobState::Queued, None),
+        "Running" | "Stopping" => (JobState::Running, None),
+        "Success" => (JobState::Succeeded, Some(userdata::exit_message(0, log, how))),
+        "Stopped" | "Terminated" => (JobState::Cancelled, Some("cancelled".into())),
+        "Failed" => match code.and_then(|c| i32::try_from(c).ok()) {
+            Some(c) if why.is_empty() || c != 0 => (JobState::Failed, Some(userdata::exit_message(c, log, how))),
+            _ => (JobState::Failed, Some(format!("Cloud Assistant invocation failed: {why}"))),
+        },
+        other => (JobState::Failed, Some(format!("Cloud Assistant invocation {other}: {why}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_states_map_to_job_states() {
+        assert_eq!(result_state("Pending", None, "", "").0, JobState::Queued);
+        assert_eq!(result_state("Running", None, "", "").0, JobState::Running);
+        assert_eq!(result_state("Success", Some(0), "", "").0, JobState::Succeeded);
+        let (s, m) = result_state("Failed", Some(4), "", "");
+        assert_eq!((s, m.as_deref()), (JobState::Failed, Some("exited 4 (read with Cloud Assistant)")));
+        let (_, m) = result_state("Failed", Some(0), "InstanceNotRunning", "");
+        assert_eq!(m.as_deref(), Some("Cloud Assistant invocation failed: InstanceNotRunning"));
+        assert_eq!(result_state("Stopped", None, "", "").0, JobState::Cancelled);
+    }
+}

@@ -278,7 +278,23 @@ impl World {
                 self.error(to, block.span, message, Some("add the pool's block (`gpuplan import` writes one)"));
                 continue;
             };
-            let Some(shape) = crate::plan::shape::shape(spec, pool, cat) else { continue };
+            let Some(shape) = crate::plan::shape::shape(spec, pool, cat) else {
+                // A floating pool has no provider until placement picks one, and an
+                // instance already runs somewhere: the pool must say where.
+                let (message, hint) = if pool.placement.is_some() {
+                    (
+                        format!("cannot import into `{to}`: it is a floating pool (`placement {{}}`)"),
+                        "import into a pool with `provider` and `region`, then add `placement` if you want it to move",
+                    )
+                } else {
+                    (
+                        format!("cannot import into `{to}`: its provider, region or GPU shape does not resolve"),
+                        "run `gpuplan validate`",
+                    )
+                };
+                self.error(to, block.span, message, Some(hint));
+                continue;
+            };
             let mut adoption = Adoption {
                 action: AdoptAction::Import,
                 address: to.clone(),

@@ -272,3 +272,19 @@ fn an_import_tagged_before_an_interruption_is_finished_not_orphaned() {
     let plan = self::plan(&spec, &state, Some(&observed));
     assert!(plan.adoptions.is_empty() && plan.errors.is_empty(), "{:?} {:?}", plan.adoptions, plan.errors);
 }
+
+#[test]
+fn an_import_into_a_pool_without_a_place_is_an_error_not_silence() {
+    let pool = format!("gpu_pool \"legacy\" {{{POOL}}}\n")
+        .replace("provider       = \"sim\"", "provider       = \"sim\"\n  region         = \"nowhere-1\"");
+    let text = format!("{pool}import {{\n  to  = gpu_pool.legacy\n  ids = [\"i-1\"]\n}}\n");
+    let mut sources = crate::diag::Sources::default();
+    sources.add("main.hcl", &format!("provider \"sim\" {{\n  region = \"us-east-1\"\n}}\n{text}"));
+    // Validation refuses the region; planning must not import silently all the same.
+    let spec = crate::spec::load_sources(sources, &Default::default()).spec;
+    let r = resolve(&spec, &State::new(LINEAGE.into()), Some(&[node("i-1", "", false)]), false);
+    assert!(r.adoptions.is_empty());
+    let [e] = r.errors.as_slice() else { panic!("{:?}", r.errors) };
+    assert!(e.message.contains("cannot import into `gpu_pool.legacy`"), "{}", e.message);
+    assert_eq!(e.span, Some(spec.imports[0].span));
+}

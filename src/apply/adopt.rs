@@ -147,3 +147,6 @@ fn spend_open(address: &Address, a: &Adoption, provider: Option<&dyn Provider>, 
         &Default::default(),
     )
 }
+
+#[cfg(test)]
+mod tests;

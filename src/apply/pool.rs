@@ -155,6 +155,19 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
             placement.record(pc, provider.clock_ms())
         };
         resource.placement = placement.floating(pc, provider.clock_ms());
+        if let Some(alt) = &placement.fell_over {
+            // The configuration the pool now runs: the candidate it fell over to.
+            resource.region = Some(alt.region.clone());
+            let mut config = resource.config.to_value();
+            if let Some(o) = config.as_object_mut() {
+                o.insert("region".into(), alt.region.clone().into());
+                o.remove("zones");
+                if !alt.candidate_zones.is_empty() {
+                    o.insert("zones".into(), alt.candidate_zones.clone().into());
+                }
+            }
+            resource.config = crate::json_text::JsonText::from_value(&config);
+        }
         JournalEntry::PutResource { address: addr, resource }
     };
     if let Err(e) = ctx.recorder.record(vec![entry]).await {
@@ -173,6 +186,8 @@ struct Placement {
     kept: Vec<String>,
     /// A floating pool's nodes its candidate had no room for.
     short: Vec<String>,
+    /// The other candidate of a floating pool that took those nodes in this apply.
+    fell_over: Option<crate::plan::model::Alternate>,
 }
 
 impl Placement {
@@ -191,7 +206,9 @@ impl Placement {
             since_ms: now,
             reason,
         };
-        if let (false, Some(before)) = (self.kept.is_empty(), &pc.placement_before) {
+        if let Some(alt) = &self.fell_over {
+            record = crate::state::model::PlacementRecord { short: record.short, ..alt.placement.clone() };
+        } else if let (false, Some(before)) = (self.kept.is_empty(), &pc.placement_before) {
             record = crate::state::model::PlacementRecord { short: record.short, ..before.clone() };
         }
         record.short.retain(|s| !(s.provider == mark.provider && s.region == mark.region));
@@ -282,6 +299,8 @@ async fn creates(
     let planned: u32 = pc.creates.iter().map(|b| b.count).sum();
     let moving = pc.deletes.iter().filter(|d| moves_only(pc, d)).count() as u32;
     let mut may_fall_back = planned.saturating_sub(moving);
+    // A floating pool's nodes its candidate had no room for, by capacity.
+    let mut unplaced: Vec<(Capacity, u32)> = Vec::new();
     for batch in &pc.creates {
         if ctx.cancel.is_cancelled() {
             return Err("apply was interrupted before all nodes were created".into());
@@ -289,6 +308,9 @@ async fn creates(
         let placed = create_with_fallback(change, pc, batch, provider, ctx, may_fall_back).await?;
         may_fall_back -= placed.fell_back;
         out.created += placed.made;
+        if !pc.alternates.is_empty() && placed.missing + placed.kept > 0 {
+            unplaced.push((batch.capacity, placed.missing + placed.kept));
+        }
         placement.fell_back.extend(placed.fallback_note.clone());
         if placed.kept > 0 {
             // Not a shortfall: the pool keeps its nodes where they run, and the fallback
@@ -333,11 +355,73 @@ async fn creates(
             }
         }
     }
+    if !unplaced.is_empty() && fall_over(change, pc, provider, ctx, out, placement, &unplaced).await? {
+        // Every node the candidate had no room for runs in another one: no shortfall, and
+        // the nodes that were to move went. The candidate stays marked short.
+        let missing: u32 = unplaced.iter().map(|u| u.1).sum();
+        out.missing = out.missing.saturating_sub(missing);
+        let kept: Vec<String> = placement.kept.drain(..).collect();
+        placement.short.extend(kept);
+        shortfalls.clear();
+    }
     Ok(if shortfalls.is_empty() {
         None
     } else {
         Some(format!("{}; will retry on the next apply", shortfalls.join("; ")))
     })
+}
+
+/// A floating pool whose candidate had no room: create those nodes in its alternates, best
+/// first, within this apply. True when every one of them was placed; the candidate they
+/// went to becomes the pool's placement.
+async fn fall_over(
+    change: &ResourceChange,
+    pc: &PoolChange,
+    provider: &dyn Provider,
+    ctx: &Ctx,
+    out: &mut Outcome,
+    placement: &mut Placement,
+    unplaced: &[(Capacity, u32)],
+) -> Result<bool, String> {
+    let Some(template) = pc.creates.first() else { return Ok(false) };
+    let mut left: Vec<(Capacity, u32)> = unplaced.to_vec();
+    for (i, alt) in pc.alternates.iter().enumerate() {
+        let alt_pc = PoolChange { region: alt.region.clone(), zones: alt.zones.clone(), ..pc.clone() };
+        let mut made_here = 0;
+        for (cap, count) in left.iter_mut().filter(|l| l.1 > 0) {
+            // Into the zones a plan would give them there, so the next plan keeps them.
+            for (zone, _, n) in alt.layout.iter().filter(|l| l.1 == *cap && l.2 > 0) {
+                let want = (*n).min(*count);
+                if want == 0 {
+                    break;
+                }
+                let any = zone == crate::plan::shape::ANY_ZONE;
+                let batch = CreateNodes {
+                    region: alt.region.clone(),
+                    zone: if any { alt.zones.first().cloned().unwrap_or_default() } else { zone.clone() },
+                    zones: if any { alt.zones.clone() } else { vec![] },
+                    instance_types: alt.instance_types.clone(),
+                    capacity: *cap,
+                    count: want,
+                    token: format!("{}-over{i}-{cap}-{zone}", template.token),
+                    ..template.clone()
+                };
+                let placed = create_with_fallback(change, &alt_pc, &batch, provider, ctx, want).await?;
+                *count -= placed.made as u32;
+                made_here += placed.made;
+            }
+        }
+        if made_here > 0 {
+            out.created += made_here;
+            let msg = format!("{} node(s) the chosen candidate had no room for placed in {}", made_here, alt.region);
+            ctx.progress.event(&change.address.to_string(), &msg);
+            placement.fell_over = Some(alt.clone());
+        }
+        if left.iter().all(|l| l.1 == 0) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The deletes that only move nodes between zones or capacity types.

@@ -164,6 +164,7 @@ fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> Resourc
         retry_preferred: None,
         placement: None,
         placement_before: None,
+        alternates: Vec::new(),
     };
     ResourceChange {
         address,

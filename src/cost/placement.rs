@@ -32,6 +32,9 @@ pub struct Chosen {
     pub record: PlacementRecord,
     /// Where it lived before (what apply falls back to when the target is short).
     pub before: Option<PlacementRecord>,
+    /// The candidates (indices into `candidates`) apply tries, best first, when the chosen
+    /// one has no room for the nodes it creates: usable ones of the same provider block.
+    pub alternates: Vec<usize>,
 }
 
 /// The spec with every floating pool placed, and each pool's choice.
@@ -115,6 +118,15 @@ pub fn decide(
             .min_by(|a, b| priced[*a].hourly.unwrap_or(f64::MAX).total_cmp(&priced[*b].hourly.unwrap_or(f64::MAX))),
     };
     let (action, index, reason) = choose(placement, cands, &priced, before.as_ref(), current, best, now);
+    let mut alternates: Vec<usize> = usable
+        .iter()
+        .copied()
+        .filter(|i| *i != index && cands[*i].provider.value == cands[index].provider.value)
+        .collect();
+    if placement.strategy.value == Strategy::Cheapest {
+        alternates
+            .sort_by(|a, b| priced[*a].hourly.unwrap_or(f64::MAX).total_cmp(&priced[*b].hourly.unwrap_or(f64::MAX)));
+    }
     let record = match (action, &before) {
         (PlacementAction::Stay, Some(b)) => PlacementRecord { short: short.clone(), ..b.clone() },
         _ => PlacementRecord {
@@ -154,7 +166,7 @@ pub fn decide(
         reason,
         candidates: rows,
     };
-    Some((index, Chosen { decision, record, before }))
+    Some((index, Chosen { decision, record, before, alternates }))
 }
 
 /// Create, stay or move, which candidate, and the sentence that says why.

@@ -450,6 +450,8 @@ fn note_placements(plan: &mut Plan, placed: Option<&cost::placement::Resolved>) 
         if let Some(pc) = c.pool.as_mut() {
             pc.placement = Some(ch.record.clone());
             pc.placement_before = ch.before.clone();
+            let size = (pc.after.on_demand + pc.after.spot).saturating_sub(pc.deferred.len() as u32);
+            pc.alternates = alternates(&r.spec, &c.address, ch, size);
         }
         if ch.decision.action == crate::plan::model::PlacementAction::Move {
             let code = crate::plan::model::ReasonCode::Changed("placement".into());
@@ -457,6 +459,42 @@ fn note_placements(plan: &mut Plan, placed: Option<&cost::placement::Resolved>) 
         }
     }
     plan.placements = r.chosen.values().map(|c| c.decision.clone()).collect();
+}
+
+/// Where apply may create a floating pool's nodes when its chosen candidate has no room:
+/// each alternate candidate's region, zones and instance types, best first.
+fn alternates(
+    spec: &Spec,
+    addr: &Address,
+    ch: &cost::placement::Chosen,
+    size: u32,
+) -> Vec<crate::plan::model::Alternate> {
+    let Some(pool) = spec.gpu_pools.get(addr) else { return vec![] };
+    let Some(placement) = &pool.placement else { return vec![] };
+    let mut out = Vec::new();
+    for i in &ch.alternates {
+        let Some(c) = placement.candidates.get(*i) else { continue };
+        let Some(shape) = crate::plan::shape::shape(spec, &pool.placed_in(c), crate::catalog::catalog()) else {
+            continue;
+        };
+        let record = crate::state::model::PlacementRecord {
+            provider: c.provider.value.clone(),
+            region: c.region.value.clone(),
+            since_ms: ch.record.since_ms,
+            short: ch.record.short.clone(),
+        };
+        let layout =
+            crate::plan::shape::layout(&shape, size, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
+        out.push(crate::plan::model::Alternate {
+            region: shape.region,
+            zones: shape.zones,
+            candidate_zones: c.zones.iter().map(|z| z.value.clone()).collect(),
+            instance_types: shape.instance_types,
+            layout,
+            placement: record,
+        });
+    }
+    out
 }
 
 /// The diff alone (no cost, no policies).

@@ -283,6 +283,25 @@ pub struct PoolChange {
     /// target has no room for the nodes that were to move.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_before: Option<crate::state::model::PlacementRecord>,
+    /// A floating pool's other candidates of the same provider block, best first: where
+    /// apply creates the nodes the chosen one has no room for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternates: Vec<Alternate>,
+}
+
+/// Another candidate of a floating pool, ready for apply to create nodes in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alternate {
+    pub region: String,
+    pub zones: Vec<String>,
+    /// The zones the candidate itself names (what the pool's configuration records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidate_zones: Vec<String>,
+    pub instance_types: Vec<String>,
+    /// Where the pool's nodes go there, as a plan would lay them out: (zone, capacity, count).
+    pub layout: Vec<(String, crate::providers::Capacity, u32)>,
+    /// The placement apply records when the pool's nodes go here.
+    pub placement: crate::state::model::PlacementRecord,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -95,6 +95,7 @@ fn pool_change(gpu: &str, before: NodeCounts, after: NodeCounts) -> PoolChange {
         retry_preferred: None,
         placement: None,
         placement_before: None,
+        alternates: Vec::new(),
     }
 }
 

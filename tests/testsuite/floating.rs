@@ -319,21 +319,24 @@ fn a_capacity_failure_falls_over_to_the_next_candidate() {
         .replace("us-west-2,A100-80GB,spot,1.50,", "us-west-2,A100-80GB,spot,1.50,0")
         .replace("us-west-2,A100-80GB,on-demand,3.00,", "us-west-2,A100-80GB,on-demand,3.00,0");
     setup(d, SPEC, &trace);
-    let (_code, out, err) = run(d, &["apply", "--auto-approve"]);
-    assert!(regions(d).is_empty(), "{out}\n{err}");
+    let plan = json(d, &["plan", "--json"]);
+    assert_eq!(placement(&plan)["chosen"], "sim us-west-2", "{:#}", placement(&plan));
+    // One apply: us-west-2 has no room, so the nodes go to the next cheapest candidate.
+    let (out, err) = ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(regions(d), ["cn-hangzhou", "cn-hangzhou"], "{out}\n{err}");
+    assert!(format!("{out}{err}").contains("placed in cn-hangzhou"), "{out}\n{err}");
     let plan = json(d, &["plan", "--json"]);
     let p = placement(&plan);
     let west = &p["candidates"][1];
     assert!(west["capacity"].as_str().unwrap().starts_with("short since 2026-03-10T00:00"), "{p:#}");
-    assert_eq!(p["chosen"], "sim cn-hangzhou", "the next cheapest with capacity: {p:#}");
-    ok(d, &["apply", "--auto-approve"]);
-    assert_eq!(regions(d), ["cn-hangzhou", "cn-hangzhou"]);
+    assert_eq!(p["current"], "sim cn-hangzhou", "{p:#}");
+    assert_eq!(p["action"], "stay", "{p:#}");
     let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
     assert_eq!(code, 0, "{out}\n{err}");
 }
 
 #[test]
-fn a_move_whose_target_has_no_room_keeps_the_old_nodes() {
+fn a_move_whose_target_has_no_room_goes_to_the_next_candidate_and_never_below_size() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     // At 06:00 us-west-2 gets dear, and us-east-1 has no spot left.
@@ -343,15 +346,25 @@ fn a_move_whose_target_has_no_room_keeps_the_old_nodes() {
     ok(d, &["sim", "advance", "6h"]);
     let plan = json(d, &["plan", "--json"]);
     assert_eq!(placement(&plan)["chosen"], "sim us-east-1", "{:#}", placement(&plan));
-    let (_code, out, err) = run(d, &["apply", "--auto-approve"]);
+    let (out, err) = ok(d, &["apply", "--auto-approve"]);
+    // us-east-1 took the on-demand node; the spot one went to the next candidate in the
+    // same apply. The old nodes went only once both had replacements.
     let nodes = sim_nodes(d);
-    assert!(nodes.iter().filter(|n| n.1 == "us-west-2").count() >= 1, "never zero nodes:\n{nodes:?}\n{out}\n{err}");
-    assert!(nodes.len() >= 2, "the pool keeps its size: {nodes:?}");
+    assert_eq!(nodes.len(), 2, "the pool keeps its size: {nodes:?}\n{out}\n{err}");
+    assert!(nodes.iter().any(|n| n.1 == "us-east-1" && n.2 == "on-demand"), "{nodes:?}");
+    assert!(nodes.iter().any(|n| n.1 == "cn-hangzhou" && n.2 == "spot"), "{nodes:?}");
     let plan = json(d, &["plan", "--json"]);
     let p = placement(&plan);
     let east = &p["candidates"][0];
     assert!(east["capacity"].as_str().unwrap().starts_with("short since"), "{p:#}");
-    assert_eq!(p["chosen"], "sim cn-hangzhou", "the next candidate: {p:#}");
+    assert_eq!(p["current"], "sim cn-hangzhou", "{p:#}");
+    assert_eq!(p["chosen"], "sim cn-hangzhou", "{p:#}");
+    // The on-demand node left in us-east-1 joins the others.
+    let change = &plan["changes"][0]["pool"];
+    assert_eq!(change["region"], "cn-hangzhou", "{change:#}");
+    assert!(change["creates"][0]["zone"].as_str().unwrap().starts_with("cn-hangzhou-"), "{change:#}");
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(regions(d), ["cn-hangzhou", "cn-hangzhou"]);
 }
 
 #[test]

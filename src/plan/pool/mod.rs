@@ -169,6 +169,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
             retry_preferred,
             placement: None,
             placement_before: None,
+            alternates: Vec::new(),
         }),
         after_changes: vec![],
     })

@@ -63,6 +63,7 @@ pub(crate) fn removed(
             retry_preferred: None,
             placement: None,
             placement_before: None,
+            alternates: Vec::new(),
         }),
         after_changes: vec![],
     };

@@ -394,6 +394,24 @@ fn check_cluster_join(
             ),
         );
     }
+    if kind == ProviderKind::Alicloud && may_spot {
+        diags.push(
+            Diagnostic::warning(
+                "gpuplan::spec::ack_spot_untainted",
+                format!(
+                    "`{addr}` may launch spot nodes: they join ACK cluster `{}` labelled `gpuplan.dev/capacity=spot` \
+                     but without the `gpuplan.dev/capacity=spot:NoSchedule` taint",
+                    cluster.value
+                ),
+            )
+            .at(pool.mix.spot_percent.span, "ACK's AttachInstances takes labels but no taints")
+            .help(
+                "other workloads of the cluster may schedule onto these spot nodes: taint them yourself \
+                 (`kubectl taint nodes -l gpuplan.dev/capacity=spot gpuplan.dev/capacity=spot:NoSchedule`), \
+                 or set `spot_percent = 0`",
+            ),
+        );
+    }
     if kind == ProviderKind::Alicloud && k.key_pair.is_none() {
         diags.push(
             Diagnostic::error(

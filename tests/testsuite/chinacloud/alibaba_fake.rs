@@ -32,6 +32,8 @@ pub struct Instance {
     pub tags: BTreeMap<String, String>,
     pub user_data: Option<String>,
     pub console: String,
+    /// A spot instance the cloud is reclaiming (an operation lock `Recycling`).
+    pub recycling: bool,
 }
 
 #[derive(Default)]
@@ -108,6 +110,13 @@ impl Fake {
         }
     }
 
+    /// The cloud starts reclaiming spot instance `id` (it stays listed, locked `Recycling`).
+    pub fn reclaim(&self, id: &str) {
+        if let Some(i) = self.lock().instances.get_mut(id) {
+            i.recycling = true;
+        }
+    }
+
     pub fn add(&self, region: &str, zone: &str, tags: &[(&str, &str)]) -> String {
         let mut s = self.lock();
         s.counter += 1;
@@ -126,6 +135,7 @@ impl Fake {
                 tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
                 user_data: None,
                 console: String::new(),
+                recycling: false,
             },
         );
         id
@@ -429,6 +439,7 @@ fn run(s: &mut State, region: &str, params: &BTreeMap<String, String>) -> Respon
                 tags: tags.clone(),
                 user_data: params.get("UserData").cloned(),
                 console: String::new(),
+                recycling: false,
             },
         );
         ids.push(id);
@@ -449,7 +460,7 @@ fn view(i: &Instance) -> Value {
         "Status": i.status,
         "SpotStrategy": i.spot_strategy,
         "SpotPriceLimit": i.spot_price_limit.as_deref().and_then(|l| l.parse::<f64>().ok()).unwrap_or(0.0),
-        "OperationLocks": {"LockReason": []},
+        "OperationLocks": {"LockReason": if i.recycling { json!([{"LockReason": "Recycling"}]) } else { json!([]) }},
         "Tags": {"Tag": i.tags.iter().map(|(k, v)| json!({"TagKey": k, "TagValue": v})).collect::<Vec<_>>()},
     })
 }

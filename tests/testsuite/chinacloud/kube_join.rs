@@ -177,3 +177,79 @@ fn ack_needs_a_key_pair_to_attach_nodes() {
     assert!(r.stderr.contains("gpuplan::spec::ack_key_pair"), "{}", r.stderr);
     assert!(r.stderr.contains("key_pair = \"NAME\""), "{}", r.stderr);
 }
+
+/// The capacity label of each instance ACK attached, by instance id.
+fn attached_capacities(fake: &alibaba_fake::Fake) -> Vec<(String, String)> {
+    fake.lock()
+        .attached
+        .iter()
+        .map(|(id, (_, body))| {
+            let cap = labels(body, "/tags", "key", "value")
+                .into_iter()
+                .find(|(k, _)| k == "gpuplan.dev/capacity")
+                .map(|(_, v)| v)
+                .unwrap_or_default();
+            (id.clone(), cap)
+        })
+        .collect()
+}
+
+/// ACK attaches nodes with labels but takes no taints, so a spot pool is told its spot
+/// nodes join untainted (with the fix by hand); a spot node the cloud reclaims is seen by
+/// the next apply and replaced by a spot node attached like the first.
+#[test]
+fn ack_spot_nodes_join_untainted_with_a_warning_and_a_reclaimed_one_is_replaced() {
+    let api = FakeApi::start();
+    let fake = alibaba_fake::Fake::start();
+    fake.lock().kube_server = Some(api.url.clone());
+    let spec = format!(
+        "provider \"alicloud\" {{\n  region = \"cn-hangzhou\"\n  image  = \"m-gpuplan\"\n}}\n{}",
+        pool_and_job(
+            "alicloud",
+            "cn-hangzhou-h",
+            "T4",
+            "ecs.gn6i-c4g1.xlarge",
+            "    on_demand_base = 1\n    spot_percent   = 100",
+            "    cluster_id = \"c-gpuplan\"\n    namespace  = \"ml\"\n    key_pair   = \"gpuplan-key\""
+        )
+    );
+    let env = [
+        ("ALIBABA_CLOUD_ACCESS_KEY_ID", alibaba_fake::ACCESS_KEY_ID),
+        ("ALIBABA_CLOUD_ACCESS_KEY_SECRET", alibaba_fake::ACCESS_KEY_SECRET),
+        ("GPUPLAN_ALICLOUD_ENDPOINT", fake.url.as_str()),
+    ];
+    let f = Fleet::new(&spec, &env);
+    let v = f.run(&["validate"]).expect(0);
+    assert!(v.stderr.contains("gpuplan::spec::ack_spot_untainted"), "{}", v.stderr);
+    assert!(v.stderr.contains("kubectl taint nodes -l gpuplan.dev/capacity=spot"), "{}", v.stderr);
+    assert!(v.stderr.contains("main.hcl:"), "points at the spec: {}", v.stderr);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+
+    let first = attached_capacities(&fake);
+    let spot: Vec<&String> = first.iter().filter(|(_, c)| c == "spot").map(|(id, _)| id).collect();
+    assert_eq!(spot.len(), 1, "{first:?}");
+    let reclaimed = spot[0].clone();
+    let strategy = |id: &str| fake.lock().instances.get(id).map(|i| i.spot_strategy.clone());
+    assert_eq!(strategy(&reclaimed).as_deref(), Some("SpotAsPriceGo"));
+
+    fake.reclaim(&reclaimed);
+    let r = f.run(&["apply", "--auto-approve"]).expect(0);
+    assert!(r.stdout.contains(&reclaimed), "the reclaim is shown: {}", r.stdout);
+    let after = attached_capacities(&fake);
+    let new: Vec<&(String, String)> = after.iter().filter(|(id, _)| !first.iter().any(|(f, _)| f == id)).collect();
+    assert_eq!(new.len(), 1, "one replacement attached: {after:?}");
+    assert_eq!(new[0].1, "spot", "{after:?}");
+    assert_eq!(strategy(&new[0].0).as_deref(), Some("SpotAsPriceGo"));
+    // The cloud releases what it reclaims; gpuplan forgets it, as in VM pools.
+    let text = std::fs::read_to_string(f.path().join("state/default.json")).expect("state");
+    let state: Value = serde_json::from_str(&text).expect("state JSON");
+    let nodes: Vec<&str> = state["resources"]["gpu_pool.train"]["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["id"].as_str())
+        .collect();
+    assert!(!nodes.contains(&reclaimed.as_str()), "the reclaimed node is forgotten: {nodes:?}");
+    assert!(nodes.contains(&new[0].0.as_str()), "its replacement is recorded: {nodes:?}");
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+}

@@ -282,6 +282,10 @@ pub fn add_job_nodes(report: &mut CostReport, jobs: &[crate::model::JobPlacement
 
 fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, prices: &PriceBook) -> Option<PoolCost> {
     let price = |t: &str, cap| prices.price(&pc.provider, kind, &pc.region, t, cap);
+    // A floating pool moving between regions ran its nodes at the old region's prices.
+    let old_region =
+        pc.placement_before.as_ref().filter(|b| b.provider == pc.provider).map_or(&pc.region, |b| &b.region);
+    let price_before = |t: &str, cap| prices.price(&pc.provider, kind, old_region, t, cap);
     // After = before − deletes + creates, node by node, so kept nodes keep their own price.
     let mut after: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
     let mut hourly_before = 0.0;
@@ -289,7 +293,7 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         // A node without a price that this plan removes leaves "before" short, but must not
         // keep the plan that replaces it from being priced; one that stays is an error
         // ([`unpriced_nodes`]) and leaves the pool unpriced below.
-        hourly_before += price(&t.instance_type, t.capacity).map_or(0.0, |p| p.usd_per_hour) * t.count as f64;
+        hourly_before += price_before(&t.instance_type, t.capacity).map_or(0.0, |p| p.usd_per_hour) * t.count as f64;
         *after.entry((t.instance_type.clone(), t.capacity)).or_default() += t.count as i64;
     }
     // A delete takes off a node "before" counted. Some deletes never were (a node stopped

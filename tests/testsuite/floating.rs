@@ -247,6 +247,8 @@ fn a_saving_above_min_saving_moves_new_nodes_first_jobs_by_the_removed_node_rule
     assert!(p["reason"].as_str().unwrap().contains("40 % cheaper"), "{p:#}");
     let change = &plan["changes"][0];
     assert_eq!(change["action"], "replace", "{change:#}");
+    // The cost before is the pool where it runs: us-west-2 at 06:00.
+    assert_eq!(plan["cost"]["hourly_before"], 56.0, "{:#}", plan["cost"]);
     let job = plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == "job.resumable").unwrap();
     assert_eq!(job["retries_spent"], 0, "a move spends no retry: {job:#}");
     assert_eq!(job["attempt"], 2, "requeued as attempt 2: {job:#}");

@@ -142,6 +142,8 @@ impl World {
         if spec.moves.is_empty() {
             return;
         }
+        // State keys are addresses gpuplan wrote; one that does not parse cannot be the
+        // source of a `moved` block (those are parsed addresses), so it is skipped here.
         let addresses: Vec<Address> = self.state.resources.keys().filter_map(|k| k.parse().ok()).collect();
         let mut targets: BTreeMap<Address, Address> = BTreeMap::new();
         for from in &addresses {

@@ -165,6 +165,8 @@ fn signals_for(cx: &Context<'_>, pool: &Address, provider_kind: &str) -> Signals
                 let last_end = on_warm(&n.id)
                     .into_iter()
                     .filter_map(|r| r.finished_at.as_deref())
+                    // A hand-edited end time that does not parse leaves the node idle
+                    // since it joined (below): never busier than it is.
                     .filter_map(|t| humantime::parse_rfc3339_weak(t).ok())
                     .max();
                 let joined = cx.state.spend.get(&n.id).map(|l| from_ms(l.start_ms));

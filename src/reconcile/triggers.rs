@@ -28,6 +28,10 @@ pub const POLL: Duration = Duration::from_millis(500);
 pub fn fingerprint(dir: &Path) -> Option<[u8; 32]> {
     use sha2::Digest;
     let mut hash = sha2::Sha256::new();
+    // A folder or file that cannot be read right now (a ConfigMap being swapped, a
+    // git-sync checkout mid-move) has no fingerprint: deliberately not an error, since no
+    // pass is triggered by it and the next check, or the interval timer, reads it again;
+    // the pass itself reports any real read error.
     for file in crate::spec::spec_files(dir).ok()? {
         let bytes = std::fs::read(&file).ok()?;
         hash.update(file.file_name()?.as_encoded_bytes());

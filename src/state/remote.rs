@@ -539,6 +539,9 @@ impl RemoteBackend {
                 return Ok(self.held(info, seen, None));
             }
             if let Some((bytes, seen)) = self.get(&self.lock_key(), "read the lock of")? {
+                // A lock object that does not parse is never taken over (it may be a live
+                // holder's of another version); the caller reports it as held, and
+                // `gpuplan state unlock` remains for it.
                 let old = serde_json::from_slice::<LockInfo>(&bytes).ok();
                 if let Some(old) = old.filter(|o| o.expired_at(SystemTime::now())) {
                     info.extend(self.lock_timing.ttl);

@@ -141,6 +141,9 @@ pub fn move_resource(state: &mut State, from: &str, to: &str) -> bool {
         return false;
     }
     let Some(mut resource) = state.resources.remove(from) else { return false };
+    // `to` comes from a move the plan validated as an address; should a journal written
+    // by hand hold one that does not parse, the nodes keep their pool and only their tag
+    // follows, rather than failing the whole replay.
     let pool: Option<crate::addr::Address> = to.parse().ok();
     for n in &mut resource.nodes {
         if let Some(p) = &pool {

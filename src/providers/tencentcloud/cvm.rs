@@ -185,6 +185,7 @@ pub fn to_node(inst: &Value, region: &str) -> Option<Node> {
 
 /// A node from a DescribeInstances entry, job node or not.
 pub fn to_any_node(inst: &Value, region: &str) -> Option<Node> {
+    // An instance without a parsable address tag is not gpuplan's: not a node of any pool.
     let pool = tags_of(inst).get(crate::providers::TAG_ADDRESS)?.parse().ok()?;
     node_of(inst, region, pool)
 }

@@ -119,6 +119,9 @@ pub struct CreateNodes {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClusterJoin {
     pub cluster_id: String,
+    /// The managed service the cluster runs on, for the plan: `TKE`, `ACK` or `EKS`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub service: String,
     pub labels: Vec<(String, String)>,
     /// `(key, value, effect)`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -130,6 +133,20 @@ pub struct ClusterJoin {
     /// (`kubeconfig:<path>#<context>`) the cluster's name, endpoint and CA are read from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_cidr: Option<String>,
+}
+
+impl ClusterJoin {
+    /// How the plan says it: `joins TKE cls-8xk2p4 as spot, tainted`. EKS clusters are
+    /// named by their kubeconfig, which the plan does not repeat.
+    pub fn describe(&self, capacity: Capacity) -> String {
+        let cluster = match self.service.as_str() {
+            "" => "the cluster".to_string(),
+            "EKS" => "EKS".to_string(),
+            service => format!("{service} {}", self.cluster_id),
+        };
+        let tainted = if self.taints.is_empty() { "" } else { ", tainted" };
+        format!("joins {cluster} as {capacity}{tainted}")
+    }
 }
 
 impl CreateNodes {

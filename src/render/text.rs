@@ -266,7 +266,8 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
             let types =
                 if b.instance_types.is_empty() { String::new() } else { format!(" ({})", b.instance_types.join(", ")) };
             let place = if b.zones.is_empty() { format!("in {}", b.zone) } else { format!("across {}", b.placement()) };
-            format!("      {} {} {} {place}{types}\n", p.symbol("+"), b.count, b.capacity)
+            let join = b.join.as_ref().map(|j| format!(", {}", j.describe(b.capacity))).unwrap_or_default();
+            format!("      {} {} {} {place}{types}{join}\n", p.symbol("+"), b.count, b.capacity)
         })
         .collect();
     let deletes: Vec<String> = pool

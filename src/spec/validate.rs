@@ -381,19 +381,6 @@ fn check_cluster_join(
     diags: &mut Diagnostics,
 ) {
     let may_spot = pool.mix.spot_percent.value > 0 && pool.mix.on_demand_base.value < pool.nodes.max.value;
-    if kind == ProviderKind::Tencentcloud && may_spot {
-        diags.push(
-            Diagnostic::error(
-                "gpuplan::spec::tke_spot",
-                format!("`{addr}` may launch spot nodes, which cannot join TKE cluster `{}`", cluster.value),
-            )
-            .at(pool.mix.spot_percent.span, "spot CVMs cannot be added to a TKE cluster")
-            .help(
-                "TKE's AddExistedInstances refuses spot instances (spot GPU nodes in TKE come from a TKE node pool, \
-                 which gpuplan does not manage yet): set `spot_percent = 0`, or run the pool without `cluster_id`",
-            ),
-        );
-    }
     if kind == ProviderKind::Alicloud && may_spot {
         diags.push(
             Diagnostic::warning(

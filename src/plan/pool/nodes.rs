@@ -305,8 +305,15 @@ fn join(pool: &GpuPool, pool_name: &str, cap: Capacity, kind: crate::model::Prov
     } else {
         vec![]
     };
+    let service = match kind {
+        crate::model::ProviderKind::Tencentcloud => "TKE",
+        crate::model::ProviderKind::Alicloud => "ACK",
+        crate::model::ProviderKind::Aws => "EKS",
+        crate::model::ProviderKind::Sim => "",
+    };
     Some(ClusterJoin {
         cluster_id,
+        service: service.to_string(),
         labels,
         taints,
         key_pair: k.key_pair.as_ref().map(|p| p.value.clone()),

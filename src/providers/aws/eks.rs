@@ -152,6 +152,7 @@ users:
         let cap = if spot { "spot" } else { "on-demand" };
         ClusterJoin {
             cluster_id: "kubeconfig:kube/config#".into(),
+            service: "EKS".into(),
             labels: vec![("gpuplan.dev/pool".into(), "train".into()), ("gpuplan.dev/capacity".into(), cap.into())],
             taints: if spot {
                 vec![("gpuplan.dev/capacity".into(), "spot".into(), "NoSchedule".into())]

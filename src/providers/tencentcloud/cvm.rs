@@ -22,18 +22,26 @@ impl TencentProvider {
     /// from the plan's token so a retried call never launches twice.
     pub(super) async fn run_instances(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
         let image = self.image_for(req)?;
+        // Spot nodes of a pool in a TKE cluster are created in it (AddExistedInstances
+        // refuses spot CVMs); they are in the cluster once the call answers.
+        let in_cluster = req.join.as_ref().filter(|_| req.capacity == Capacity::Spot);
         let mut made = launch::create_in_batches(req, &image, BATCH, "ResourceInsufficient", |itype, n, token| {
             let body = self.run_body(req, &itype, &image, n, &token);
             async move {
                 self.run_limit.wait().await;
+                if let Some(join) = in_cluster {
+                    return super::tke::create_in_cluster(&self.client, &req.region, join, &body).await;
+                }
                 let resp = self.client.call("cvm", CVM_VERSION, "RunInstances", &req.region, &body).await?;
                 Ok(launch::string_ids(&resp["InstanceIdSet"]))
             }
         })
         .await?;
-        // A pool in a TKE cluster: the new nodes join it. Instances that do not join stay
-        // in the pool (tagged, recorded) and the apply reports them; nothing is orphaned.
+        // An on-demand batch of a pool in a TKE cluster: the new nodes join it. Instances
+        // that do not join stay in the pool (tagged, recorded) and the apply reports them;
+        // nothing is orphaned.
         if let Some(join) = &req.join
+            && in_cluster.is_none()
             && !made.nodes.is_empty()
         {
             let ids: Vec<String> = made.nodes.iter().map(|n| n.id.clone()).collect();

@@ -6,7 +6,8 @@
 //! - `cvm.rs`: run (batches of 100, ClientToken per batch), paged tag-filtered describe,
 //!   terminate (only tagged instances, batches of 100); `jobs.rs`: user-data job launches;
 //!   `warm.rs`: jobs on warm nodes through TAT;
-//!   `tke.rs`: DescribeClusterKubeconfig.
+//!   `tke.rs`: DescribeClusterKubeconfig, and pool nodes joining the cluster
+//!   (AddExistedInstances on demand, CreateClusterInstances for spot).
 //!
 //! RunInstances and TerminateInstances are limited client-side to 10 calls per second,
 //! the documented API limit. Retries and backoff are the executor's (`apply::policy`).

@@ -1,5 +1,7 @@
 //! TKE 2018-05-25: the kubeconfig of the provider block's cluster, for the Kubernetes
-//! job backend (DescribeClusterKubeconfig; reference B.7).
+//! job backend (DescribeClusterKubeconfig; reference B.7), and pool nodes joining it:
+//! on-demand CVMs gpuplan created join by AddExistedInstances, spot CVMs are created in
+//! the cluster by CreateClusterInstances (AddExistedInstances refuses spot instances).
 
 use serde_json::{Value, json};
 
@@ -48,14 +50,12 @@ pub async fn add_existed(
     join: &crate::providers::ClusterJoin,
     ids: &[String],
 ) -> Result<Vec<ProviderError>, ProviderError> {
-    let labels: Vec<_> = join.labels.iter().map(|(k, v)| json!({"Name": k, "Value": v})).collect();
-    let taints: Vec<_> = join.taints.iter().map(|(k, v, e)| json!({"Key": k, "Value": v, "Effect": e})).collect();
     let mut failed = Vec::new();
     for batch in ids.chunks(JOIN_BATCH) {
         let body = json!({
             "ClusterId": join.cluster_id,
             "InstanceIds": batch,
-            "InstanceAdvancedSettings": {"Labels": labels, "Taints": taints, "Unschedulable": 0},
+            "InstanceAdvancedSettings": advanced_settings(join),
             "LoginSettings": {"KeepImageLogin": "true"},
         });
         let resp = client.call("tke", TKE_VERSION, "AddExistedInstances", region, &body).await?;
@@ -81,4 +81,37 @@ pub async fn add_existed(
         }
     }
     Ok(failed)
+}
+
+/// gpuplan's node labels and taints as TKE's `InstanceAdvancedSettings`.
+fn advanced_settings(join: &crate::providers::ClusterJoin) -> Value {
+    let labels: Vec<_> = join.labels.iter().map(|(k, v)| json!({"Name": k, "Value": v})).collect();
+    let taints: Vec<_> = join.taints.iter().map(|(k, v, e)| json!({"Key": k, "Value": v, "Effect": e})).collect();
+    json!({"Labels": labels, "Taints": taints, "Unschedulable": 0})
+}
+
+/// Create CVMs inside a TKE cluster (`CreateClusterInstances`): TKE runs `run_body`, the
+/// same RunInstances parameters a VM pool's batch sends (SPOTPAID and its market
+/// options, gpuplan's tags, the batch's ClientToken), and adds the new CVMs to the
+/// cluster with gpuplan's labels and taints. Returns the new instance ids.
+///
+/// Why this and not a TKE node pool: the CVMs are still gpuplan's, launched one batch at
+/// a time with a ClientToken (a retried call never launches twice), tagged, so refresh
+/// finds them like any VM pool's and a killed apply leaves nothing it cannot see; a node
+/// pool's auto-scaling group would launch and replace spot CVMs on its own, outside
+/// gpuplan's state and plan.
+pub async fn create_in_cluster(
+    client: &Client,
+    region: &str,
+    join: &crate::providers::ClusterJoin,
+    run_body: &Value,
+) -> Result<Vec<String>, ProviderError> {
+    let body = json!({
+        "ClusterId": join.cluster_id,
+        // TKE takes the CVM parameters as a JSON string, not an object.
+        "RunInstancePara": run_body.to_string(),
+        "InstanceAdvancedSettings": advanced_settings(join),
+    });
+    let resp = client.call("tke", TKE_VERSION, "CreateClusterInstances", region, &body).await?;
+    Ok(crate::providers::launch::string_ids(&resp["InstanceIdSet"]))
 }

@@ -1,7 +1,8 @@
 //! Pools in TKE and ACK clusters (`kubernetes { cluster_id }`) through the CLI: new nodes
-//! join the cluster with gpuplan's labels (TKE `AddExistedInstances`, ACK
-//! `AttachInstances`, against the signature-checking fakes), and jobs are submitted to
-//! the cluster whose kubeconfig the cloud hands out (the Kubernetes API server double).
+//! join the cluster with gpuplan's labels, spot nodes with the spot taint (TKE
+//! `AddExistedInstances` and `CreateClusterInstances`, ACK `AttachInstances` and a node
+//! pool, against the signature-checking fakes), and jobs are submitted to the cluster
+//! whose kubeconfig the cloud hands out (the Kubernetes API server double).
 
 use serde_json::Value;
 
@@ -93,9 +94,41 @@ fn tke_pool_nodes_join_the_cluster_and_jobs_go_to_it() {
     assert_eq!(job["spec"]["template"]["spec"]["nodeSelector"]["gpuplan.dev/pool"], "train");
 }
 
+fn taints(body: &Value, list: &str, key: &str, value: &str, effect: &str) -> Vec<String> {
+    body.pointer(list)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            format!(
+                "{}={}:{}",
+                t[key].as_str().unwrap_or(""),
+                t[value].as_str().unwrap_or(""),
+                t[effect].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// The spot CVMs TKE created in the cluster (CreateClusterInstances), by id.
+fn tke_created_spot(fake: &tencent_fake::Fake) -> Vec<String> {
+    let s = fake.lock();
+    s.created_in_cluster
+        .iter()
+        .filter(|(id, _)| s.instances.get(*id).is_some_and(|i| i.charge_type == "SPOTPAID"))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// The spot share of a TKE pool: TKE creates the spot CVMs in the cluster itself
+/// (`CreateClusterInstances` with `SPOTPAID` in `RunInstancePara`, gpuplan's tags and
+/// ClientToken), with the spot label and taint; on-demand CVMs still join by
+/// `AddExistedInstances`. A reclaimed spot node is seen by the next plan and replaced.
 #[test]
-fn tke_refuses_spot_pools_before_anything_is_launched() {
+fn tke_spot_nodes_are_created_in_the_cluster_tainted_and_a_reclaimed_one_is_replaced() {
+    let api = FakeApi::start();
     let fake = tencent_fake::Fake::start();
+    fake.lock().kube_server = Some(api.url.clone());
     let spec = format!(
         "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}",
         fake.url,
@@ -104,17 +137,70 @@ fn tke_refuses_spot_pools_before_anything_is_launched() {
             "ap-guangzhou-3",
             "T4",
             "GN7.2XLARGE32",
-            "    spot_percent = 50",
-            "    cluster_id = \"cls-gpuplan\""
+            "    on_demand_base = 1\n    spot_percent   = 100",
+            "    cluster_id = \"cls-gpuplan\"\n    namespace  = \"ml\""
         )
     );
     let env =
         [("TENCENTCLOUD_SECRET_ID", tencent_fake::SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", tencent_fake::SECRET_KEY)];
     let f = Fleet::new(&spec, &env);
-    let r = f.run(&["apply", "--auto-approve"]).expect(1);
-    assert!(r.stderr.contains("gpuplan::spec::tke_spot"), "{}", r.stderr);
-    assert!(r.stderr.contains("main.hcl:"), "points at the spec: {}", r.stderr);
-    assert!(fake.instances().is_empty(), "nothing launched");
+    let v = f.run(&["validate"]).expect(0);
+    assert!(!v.stderr.contains("tke_spot"), "spot TKE pools are valid now: {}", v.stderr);
+    let p = f.run(&["plan"]).expect(0);
+    assert!(p.stdout.contains("joins TKE cls-gpuplan as spot, tainted"), "{}", p.stdout);
+    assert!(p.stdout.contains("joins TKE cls-gpuplan as on-demand"), "{}", p.stdout);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+
+    let spot = tke_created_spot(&fake);
+    assert_eq!(spot.len(), 1, "one spot CVM created in the cluster: {:?}", fake.lock().created_in_cluster.keys());
+    let check_spot = |id: &str| {
+        let (cluster, body) = fake.lock().created_in_cluster.get(id).cloned().expect("created in the cluster");
+        assert_eq!(cluster, "cls-gpuplan");
+        let para = &body["RunInstancePara"];
+        assert_eq!(para["InstanceChargeType"], "SPOTPAID", "{para}");
+        assert_eq!(para["InstanceMarketOptions"]["MarketType"], "spot", "{para}");
+        assert!(para["ClientToken"].as_str().is_some_and(|t| t.starts_with("gp-")), "idempotent: {para}");
+        let l = labels(&body, "/InstanceAdvancedSettings/Labels", "Name", "Value");
+        assert!(l.contains(&("gpuplan.dev/pool".into(), "train".into())), "{l:?}");
+        assert!(l.contains(&("gpuplan.dev/capacity".into(), "spot".into())), "{l:?}");
+        let t = taints(&body, "/InstanceAdvancedSettings/Taints", "Key", "Value", "Effect");
+        assert_eq!(t, ["gpuplan.dev/capacity=spot:NoSchedule"]);
+        let tags = fake.lock().instances[id].tags.clone();
+        assert_eq!(tags.get("gpuplan:managed").map(String::as_str), Some("true"), "gpuplan owns it: {tags:?}");
+    };
+    check_spot(&spot[0]);
+    // The on-demand node joined as before, labelled, untainted; no spot CVM was offered
+    // to AddExistedInstances (TKE refuses them there).
+    let joined = fake.lock().joined.clone();
+    assert_eq!(joined.len(), 1, "{joined:?}");
+    let (od_id, (_, od_body)) = joined.iter().next().expect("one joined");
+    assert_eq!(fake.lock().instances[od_id].charge_type, "POSTPAID_BY_HOUR");
+    let l = labels(od_body, "/InstanceAdvancedSettings/Labels", "Name", "Value");
+    assert!(l.contains(&("gpuplan.dev/capacity".into(), "on-demand".into())), "{l:?}");
+    assert!(taints(od_body, "/InstanceAdvancedSettings/Taints", "Key", "Value", "Effect").is_empty());
+
+    // The cloud reclaims the spot CVM: the next plan shows it, apply replaces it in the
+    // cluster, tainted like the first, and the state forgets the reclaimed one.
+    let reclaimed = spot[0].clone();
+    fake.set_state(&reclaimed, "SHUTDOWN");
+    let p = f.run(&["plan"]).expect(0);
+    assert!(p.stdout.contains(&reclaimed), "the reclaim is shown: {}", p.stdout);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let after = tke_created_spot(&fake);
+    let new: Vec<&String> = after.iter().filter(|id| **id != reclaimed).collect();
+    assert_eq!(new.len(), 1, "one replacement created in the cluster: {after:?}");
+    check_spot(new[0]);
+    let text = std::fs::read_to_string(f.path().join("state/default.json")).expect("state");
+    let state: Value = serde_json::from_str(&text).expect("state JSON");
+    let nodes: Vec<&str> = state["resources"]["gpu_pool.train"]["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["id"].as_str())
+        .collect();
+    assert!(!nodes.contains(&reclaimed.as_str()), "the reclaimed node is forgotten: {nodes:?}");
+    assert!(nodes.contains(&new[0].as_str()) && nodes.contains(&od_id.as_str()), "{nodes:?}");
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
 }
 
 #[test]

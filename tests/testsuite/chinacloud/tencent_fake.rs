@@ -52,6 +52,9 @@ pub struct State {
     pub quota_after: Option<u32>,
     /// Instances AddExistedInstances joined to a cluster: id → (cluster, request body).
     pub joined: BTreeMap<String, (String, Value)>,
+    /// Instances CreateClusterInstances created in a cluster: id → (cluster, request
+    /// body, with `RunInstancePara` parsed into JSON).
+    pub created_in_cluster: BTreeMap<String, (String, Value)>,
     /// The API server DescribeClusterKubeconfig hands out for `cls-gpuplan` (default: a
     /// made-up public address).
     pub kube_server: Option<String>,
@@ -187,7 +190,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                 | "TerminateInstances"
                 | "InquiryPriceRunInstances"
                 | "DescribeAccountQuota"
-        ) | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances")
+        ) | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances" | "CreateClusterInstances")
             | ("2018-08-13", "TagResources" | "UnTagResources" | "GetCallerIdentity")
             | (
                 "2020-10-28",
@@ -224,6 +227,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         }
         "TerminateInstances" => terminate(&mut s, &region, &body),
         "AddExistedInstances" => add_existed(&mut s, &body),
+        "CreateClusterInstances" => create_cluster_instances(&mut s, &region, &body),
         "InquiryPriceRunInstances" => inquiry_price(&s, &body),
         "RunCommand" => {
             use base64::Engine as _;
@@ -343,11 +347,8 @@ fn add_existed(s: &mut State, body: &Value) -> Response {
     if body["ClusterId"].as_str() != Some("cls-gpuplan") {
         return err("ResourceNotFound.ClusterNotFound", "The cluster does not exist.");
     }
-    if body["InstanceAdvancedSettings"]["Labels"]
-        .as_array()
-        .is_none_or(|l| l.iter().any(|l| l["Name"].as_str().is_none()))
-    {
-        return err("InvalidParameter", "InstanceAdvancedSettings.Labels must be a list of {Name, Value}.");
+    if let Some(bad) = advanced_settings_error(&body["InstanceAdvancedSettings"]) {
+        return bad;
     }
     let (mut ok_ids, mut failed, mut reasons) = (vec![], vec![], vec![]);
     for id in body["InstanceIds"].as_array().into_iter().flatten().filter_map(Value::as_str) {
@@ -369,6 +370,66 @@ fn add_existed(s: &mut State, body: &Value) -> Response {
     ok(
         json!({"SuccInstanceIds": ok_ids, "FailedInstanceIds": failed, "FailedReasons": reasons, "TimeoutInstanceIds": []}),
     )
+}
+
+/// TKE CreateClusterInstances: TKE creates the CVMs itself from `RunInstancePara`, a
+/// JSON *string* of CVM RunInstances parameters, run here as RunInstances is (region,
+/// zone, ClientToken, spot market options, tags), and adds them to `cls-gpuplan` with
+/// the labels and taints of `InstanceAdvancedSettings`, which must be well-formed.
+fn create_cluster_instances(s: &mut State, region: &str, body: &Value) -> Response {
+    if body["ClusterId"].as_str() != Some("cls-gpuplan") {
+        return err("InvalidParameterValue.ClusterNotFound", "The cluster does not exist.");
+    }
+    let Some(para) = body["RunInstancePara"].as_str() else {
+        return err("MissingParameter", "RunInstancePara must be a JSON string of RunInstances parameters.");
+    };
+    let Ok(para) = serde_json::from_str::<Value>(para) else {
+        return err("InvalidParameter", "RunInstancePara is not valid JSON.");
+    };
+    if let Some(bad) = advanced_settings_error(&body["InstanceAdvancedSettings"]) {
+        return bad;
+    }
+    if para["InstanceChargeType"] == "SPOTPAID" && para["InstanceMarketOptions"]["MarketType"] != "spot" {
+        return err("InvalidParameterValue", "SPOTPAID needs InstanceMarketOptions.MarketType = spot.");
+    }
+    let resp = run(s, region, &para);
+    let answer: Value = serde_json::from_str(&resp.body).unwrap_or_default();
+    if answer["Response"]["Error"].is_object() {
+        return resp;
+    }
+    let mut recorded = body.clone();
+    recorded["RunInstancePara"] = para;
+    for id in answer["Response"]["InstanceIdSet"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        s.created_in_cluster.insert(id.to_string(), ("cls-gpuplan".to_string(), recorded.clone()));
+    }
+    let ids = answer["Response"]["InstanceIdSet"].clone();
+    ok(json!({"InstanceIdSet": ids}))
+}
+
+/// `InstanceAdvancedSettings`: Labels `{Name, Value}`, Taints `{Key, Value, Effect}` with
+/// a Kubernetes taint effect; an error answer for anything else.
+fn advanced_settings_error(settings: &Value) -> Option<Response> {
+    let labels_ok = settings["Labels"]
+        .as_array()
+        .is_some_and(|l| l.iter().all(|l| l["Name"].as_str().is_some_and(|n| !n.is_empty()) && l["Value"].is_string()));
+    if !labels_ok {
+        return Some(err("InvalidParameter", "InstanceAdvancedSettings.Labels must be a list of {Name, Value}."));
+    }
+    let effects = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+    let taints_ok = settings["Taints"].as_array().is_none_or(|t| {
+        t.iter().all(|t| {
+            t["Key"].as_str().is_some_and(|k| !k.is_empty())
+                && t["Value"].is_string()
+                && t["Effect"].as_str().is_some_and(|e| effects.contains(&e))
+        })
+    });
+    if !taints_ok {
+        return Some(err(
+            "InvalidParameter",
+            "InstanceAdvancedSettings.Taints must be a list of {Key, Value, Effect} with Effect NoSchedule, PreferNoSchedule or NoExecute.",
+        ));
+    }
+    None
 }
 
 /// Check the TC3 signature and timestamp from the bytes received.

@@ -203,7 +203,7 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
     if let Some(k) = &pool.kubernetes
         && let Some(c) = &k.cluster_id
     {
-        check_cluster_join(addr, pool, kind, k, c, diags);
+        check_cluster_join(addr, kind, k, c, diags);
     }
     if let Some(k) = &pool.kubernetes
         && k.kubeconfig.is_some()
@@ -370,35 +370,14 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
     }
 }
 
-/// Is `gpu` a canonical catalog GPU model? Reports and returns false if not.
 /// What joining a pool's nodes to its TKE or ACK cluster needs (README, "Kubernetes").
 fn check_cluster_join(
     addr: &Address,
-    pool: &GpuPool,
     kind: ProviderKind,
     k: &crate::spec::model::Kubernetes,
     cluster: &Spanned<String>,
     diags: &mut Diagnostics,
 ) {
-    let may_spot = pool.mix.spot_percent.value > 0 && pool.mix.on_demand_base.value < pool.nodes.max.value;
-    if kind == ProviderKind::Alicloud && may_spot {
-        diags.push(
-            Diagnostic::warning(
-                "gpuplan::spec::ack_spot_untainted",
-                format!(
-                    "`{addr}` may launch spot nodes: they join ACK cluster `{}` labelled `gpuplan.dev/capacity=spot` \
-                     but without the `gpuplan.dev/capacity=spot:NoSchedule` taint",
-                    cluster.value
-                ),
-            )
-            .at(pool.mix.spot_percent.span, "ACK's AttachInstances takes labels but no taints")
-            .help(
-                "other workloads of the cluster may schedule onto these spot nodes: taint them yourself \
-                 (`kubectl taint nodes -l gpuplan.dev/capacity=spot gpuplan.dev/capacity=spot:NoSchedule`), \
-                 or set `spot_percent = 0`",
-            ),
-        );
-    }
     if kind == ProviderKind::Alicloud && k.key_pair.is_none() {
         diags.push(
             Diagnostic::error(
@@ -411,6 +390,7 @@ fn check_cluster_join(
     }
 }
 
+/// Is `gpu` a canonical catalog GPU model? Reports and returns false if not.
 fn check_gpu_model(cat: &Catalog, gpu: &Spanned<String>, diags: &mut Diagnostics) -> bool {
     if cat.gpu_model(&gpu.value).is_some() {
         return true;

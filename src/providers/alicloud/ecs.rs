@@ -22,6 +22,10 @@ fn p(k: impl Into<String>, v: impl Into<String>) -> (String, String) {
 impl AlibabaProvider {
     pub(super) async fn run_instances(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
         let image = self.image_for(req)?;
+        let spot_join = req.join.as_ref().filter(|_| req.capacity == Capacity::Spot);
+        if spot_join.is_some() {
+            super::ack::spot_pool_vswitch(self.client.config(), req)?;
+        }
         let mut made = launch::create_in_batches(req, &image, BATCH, "OperationDenied.NoStock", |itype, n, token| {
             let params = self.run_params(req, &itype, &image, n, &token);
             async move {
@@ -30,13 +34,18 @@ impl AlibabaProvider {
             }
         })
         .await?;
-        // A pool in an ACK cluster: the new nodes are attached to it. Instances that are
-        // not stay in the pool (tagged, recorded) and the apply reports them.
+        // A pool in an ACK cluster: the new nodes are attached to it, spot ones through
+        // the pool's tainted node pool. Instances that are not stay in the pool (tagged,
+        // recorded) and the apply reports them.
         if let Some(join) = &req.join
             && !made.nodes.is_empty()
         {
             let ids: Vec<String> = made.nodes.iter().map(|n| n.id.clone()).collect();
-            match super::ack::attach(&self.client, &req.region, join, &ids).await {
+            let attached = match spot_join {
+                Some(join) => super::ack::attach_spot(&self.client, req, join, &image, &ids).await.map(|()| vec![]),
+                None => super::ack::attach(&self.client, &req.region, join, &ids).await,
+            };
+            match attached {
                 Ok(failed) => made.errors.extend(failed),
                 Err(e) => made.errors.push(ProviderError::new(
                     ErrorClass::Fatal,

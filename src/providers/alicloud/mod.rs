@@ -5,7 +5,8 @@
 //! - `client.rs`: RPC (ECS) and ROA (ACK) calls and the error envelope; `errors.rs`.
 //! - `ecs.rs`: run, paged tag-filtered describe, delete; `jobs.rs`: user-data job
 //!   launches with exit codes from GetInstanceConsoleOutput; `warm.rs`: jobs on warm
-//!   nodes through Cloud Assistant; `ack.rs`: user_config.
+//!   nodes through Cloud Assistant; `ack.rs`: user_config, and nodes joining the
+//!   cluster (AttachInstances on demand, a tainted node pool for spot).
 //!
 //! ECS publishes no per-API rate numbers (Quota Center only), so there is no client-side
 //! limit: `Throttling*` answers make the executor back off (`apply::policy`).

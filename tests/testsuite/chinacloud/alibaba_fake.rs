@@ -1,5 +1,5 @@
 //! A fake Alibaba Cloud endpoint: ECS 2014-05-26 (RPC, tag calls included) and ACK
-//! user_config (ROA).
+//! (ROA): user_config, AttachInstances, and node pools (create, list, detail, attach).
 //!
 //! It recomputes the ACS3-HMAC-SHA256 signature of every request from what it received
 //! (the query re-canonicalized, the signed headers, the body hash), answers bad
@@ -49,6 +49,10 @@ pub struct State {
     pub calls: Vec<(String, String)>,
     /// Instances AttachInstances attached: id → (cluster, request body).
     pub attached: BTreeMap<String, (String, Value)>,
+    /// ACK node pools of `c-gpuplan`: nodepool id → CreateClusterNodePool request body.
+    pub node_pools: BTreeMap<String, Value>,
+    /// Instances AttachInstancesToNodePool attached: id → (nodepool id, request body).
+    pub pool_attached: BTreeMap<String, (String, Value)>,
     /// The API server DescribeClusterUserKubeconfig hands out for `c-gpuplan`.
     pub kube_server: Option<String>,
     /// DescribePrice answers: (instance type, SpotStrategy) → CNY per hour.
@@ -249,6 +253,18 @@ fn ack(s: &mut State, req: &Request) -> Response {
             ok(json!({"config": crate::kube_fake::kubeconfig_for(&server), "expiration": "2029-01-01T00:00:00Z"}))
         }
         ["", "clusters", "c-gpuplan", "attach"] if req.method == "POST" => attach(s, &req.body),
+        ["", "clusters", "c-gpuplan", "nodepools"] if req.method == "GET" => {
+            let pools: Vec<Value> = s.node_pools.iter().map(|(id, body)| node_pool_view(id, body)).collect();
+            ok(json!({"nodepools": pools}))
+        }
+        ["", "clusters", "c-gpuplan", "nodepools"] if req.method == "POST" => create_node_pool(s, &req.body),
+        ["", "clusters", "c-gpuplan", "nodepools", id] if req.method == "GET" => match s.node_pools.get(*id) {
+            Some(body) => ok(node_pool_view(id, body)),
+            None => err(404, "ErrorNodePoolNotFound", "node pool not found"),
+        },
+        ["", "clusters", "c-gpuplan", "nodepools", id, "attach"] if req.method == "POST" => {
+            attach_to_pool(s, id, &req.body)
+        }
         ["", "k8s", "c-gpuplan", "user_config"] if req.method == "GET" => {
             let private = query_pairs(&req.query).iter().any(|(k, v)| k == "PrivateIpAddress" && v == "true");
             let server = if private { "https://192.168.0.10:6443" } else { "https://47.0.0.10:6443" };
@@ -302,6 +318,83 @@ fn attach(s: &mut State, body: &[u8]) -> Response {
         }
     }
     ok(json!({"list": list, "task_id": "T-attach-1"}))
+}
+
+/// A node pool as DescribeClusterNodePools / DescribeClusterNodePoolDetail show it.
+fn node_pool_view(id: &str, body: &Value) -> Value {
+    json!({
+        "nodepool_info": {"nodepool_id": id, "name": body["nodepool_info"]["name"], "type": "ess"},
+        "scaling_group": body["scaling_group"],
+        "kubernetes_config": body["kubernetes_config"],
+        "status": {"state": "active", "total_nodes": 0},
+    })
+}
+
+/// ACK CreateClusterNodePool: a unique `nodepool_info.name`; a scaling group with
+/// vSwitches, instance types, a login (key pair or password) and a valid spot strategy
+/// (a price limit per type with `SpotWithPriceLimit`); labels `{key, value}` and taints
+/// `{key, value, effect}` in `kubernetes_config`. The request is kept for the tests.
+fn create_node_pool(s: &mut State, body: &[u8]) -> Response {
+    let Ok(body) = serde_json::from_slice::<Value>(body) else {
+        return err(400, "ErrorParamsInvalid", "the body is not JSON");
+    };
+    let Some(name) = body["nodepool_info"]["name"].as_str().filter(|n| !n.is_empty()) else {
+        return err(400, "ErrorParamsInvalid", "nodepool_info.name is required");
+    };
+    if s.node_pools.values().any(|p| p["nodepool_info"]["name"] == name) {
+        return err(400, "ErrorNodePoolNameDuplicated", &format!("a node pool named {name} already exists"));
+    }
+    let sg = &body["scaling_group"];
+    let non_empty = |v: &Value| v.as_array().is_some_and(|a| !a.is_empty() && a.iter().all(Value::is_string));
+    if !non_empty(&sg["vswitch_ids"]) || !non_empty(&sg["instance_types"]) {
+        return err(400, "ErrorParamsInvalid", "scaling_group.vswitch_ids and instance_types are required");
+    }
+    if sg["key_pair"].as_str().is_none() && sg["login_password"].as_str().is_none() {
+        return err(400, "ErrorParamsInvalid", "one of scaling_group.key_pair and login_password is required");
+    }
+    match sg["spot_strategy"].as_str().unwrap_or("NoSpot") {
+        "NoSpot" | "SpotAsPriceGo" => {}
+        "SpotWithPriceLimit" if sg["spot_price_limit"].as_array().is_some_and(|a| !a.is_empty()) => {}
+        other => return err(400, "ErrorParamsInvalid", &format!("bad spot_strategy {other} (or no spot_price_limit)")),
+    }
+    let k = &body["kubernetes_config"];
+    let labels_ok =
+        k["labels"].as_array().is_none_or(|l| l.iter().all(|l| l["key"].is_string() && l["value"].is_string()));
+    let effects = ["NoSchedule", "NoExecute", "PreferNoSchedule"];
+    let taints_ok = k["taints"].as_array().is_none_or(|t| {
+        t.iter().all(|t| {
+            t["key"].is_string() && t["value"].is_string() && t["effect"].as_str().is_some_and(|e| effects.contains(&e))
+        })
+    });
+    if !labels_ok || !taints_ok {
+        return err(400, "ErrorParamsInvalid", "kubernetes_config.labels/taints are malformed");
+    }
+    s.counter += 1;
+    let id = format!("np{:030x}", s.counter);
+    s.node_pools.insert(id.clone(), body);
+    ok(json!({"nodepool_id": id, "task_id": format!("T-np-{}", s.counter)}))
+}
+
+/// ACK AttachInstancesToNodePool: the node pool must exist, and so must every instance,
+/// running; ACK logs in with the pool's key pair. The nodes get the pool's labels and taints.
+fn attach_to_pool(s: &mut State, pool: &str, body: &[u8]) -> Response {
+    let Ok(body) = serde_json::from_slice::<Value>(body) else {
+        return err(400, "ErrorParamsInvalid", "the body is not JSON");
+    };
+    if !s.node_pools.contains_key(pool) {
+        return err(404, "ErrorNodePoolNotFound", "node pool not found");
+    }
+    let ids: Vec<&str> = body["instances"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if ids.is_empty() {
+        return err(400, "ErrorParamsInvalid", "instances is required");
+    }
+    if let Some(bad) = ids.iter().find(|id| s.instances.get(**id).is_none_or(|i| i.status != "Running")) {
+        return err(400, "ErrorInstanceNotRunning", &format!("instance {bad} is not running"));
+    }
+    for id in ids {
+        s.pool_attached.insert(id.to_string(), (pool.to_string(), body.clone()));
+    }
+    ok(json!({"task_id": "T-attach-np-1"}))
 }
 
 /// Check the ACS3 signature, date window and nonce from the bytes received.

@@ -4,7 +4,7 @@
 //! pool, against the signature-checking fakes), and jobs are submitted to the cluster
 //! whose kubeconfig the cloud hands out (the Kubernetes API server double).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::chinacloud::{Fleet, alibaba_fake, tencent_fake};
 use crate::kube_fake::FakeApi;
@@ -215,7 +215,7 @@ fn ack_pool_nodes_are_attached_with_labels_and_jobs_go_to_the_cluster() {
             "cn-hangzhou-h",
             "T4",
             "ecs.gn6i-c4g1.xlarge",
-            "    on_demand_base = 1\n    spot_percent   = 100",
+            "    spot_percent = 0",
             "    cluster_id = \"c-gpuplan\"\n    namespace  = \"ml\"\n    key_pair   = \"gpuplan-key\""
         )
     );
@@ -229,7 +229,7 @@ fn ack_pool_nodes_are_attached_with_labels_and_jobs_go_to_the_cluster() {
 
     let attached = fake.lock().attached.clone();
     assert_eq!(attached.len(), 2, "{attached:?}");
-    let mut capacities: Vec<String> = attached
+    let capacities: Vec<String> = attached
         .values()
         .map(|(cluster, body)| {
             assert_eq!(cluster, "c-gpuplan");
@@ -240,8 +240,8 @@ fn ack_pool_nodes_are_attached_with_labels_and_jobs_go_to_the_cluster() {
             l.into_iter().find(|(k, _)| k == "gpuplan.dev/capacity").map(|(_, v)| v).expect("a capacity label")
         })
         .collect();
-    capacities.sort();
-    assert_eq!(capacities, ["on-demand", "spot"]);
+    assert_eq!(capacities, ["on-demand", "on-demand"]);
+    assert!(fake.lock().node_pools.is_empty(), "on-demand nodes need no node pool");
     assert!(api.job("ml", "ft").is_some(), "the Job was submitted to the ACK cluster");
 }
 
@@ -264,32 +264,38 @@ fn ack_needs_a_key_pair_to_attach_nodes() {
     assert!(r.stderr.contains("key_pair = \"NAME\""), "{}", r.stderr);
 }
 
-/// The capacity label of each instance ACK attached, by instance id.
-fn attached_capacities(fake: &alibaba_fake::Fake) -> Vec<(String, String)> {
-    fake.lock()
-        .attached
-        .iter()
-        .map(|(id, (_, body))| {
-            let cap = labels(body, "/tags", "key", "value")
-                .into_iter()
-                .find(|(k, _)| k == "gpuplan.dev/capacity")
-                .map(|(_, v)| v)
-                .unwrap_or_default();
-            (id.clone(), cap)
-        })
-        .collect()
+/// What ACK puts on each node it attached, by instance id: the `tags` of AttachInstances,
+/// or the labels and taints of the node pool it was attached to.
+fn ack_nodes(fake: &alibaba_fake::Fake) -> Vec<(String, Vec<(String, String)>, Vec<String>)> {
+    let s = fake.lock();
+    let plain = s.attached.iter().map(|(id, (_, body))| (id.clone(), labels(body, "/tags", "key", "value"), vec![]));
+    let pooled = s.pool_attached.iter().map(|(id, (pool, _))| {
+        let k = &s.node_pools[pool];
+        (
+            id.clone(),
+            labels(k, "/kubernetes_config/labels", "key", "value"),
+            taints(k, "/kubernetes_config/taints", "key", "value", "effect"),
+        )
+    });
+    plain.chain(pooled).collect()
 }
 
-/// ACK attaches nodes with labels but takes no taints, so a spot pool is told its spot
-/// nodes join untainted (with the fix by hand); a spot node the cloud reclaims is seen by
-/// the next apply and replaced by a spot node attached like the first.
+fn capacity(labels: &[(String, String)]) -> &str {
+    labels.iter().find(|(k, _)| k == "gpuplan.dev/capacity").map(|(_, v)| v.as_str()).unwrap_or("")
+}
+
+/// ACK's AttachInstances takes no taints, so spot ECS nodes are attached to a node pool
+/// gpuplan creates once per pool (`CreateClusterNodePool` with the labels and the spot
+/// taint, no expected node count, then `AttachInstancesToNodePool`); on-demand nodes
+/// keep AttachInstances. A spot node the cloud reclaims is seen by the next apply and
+/// replaced by a spot node attached to the same node pool.
 #[test]
-fn ack_spot_nodes_join_untainted_with_a_warning_and_a_reclaimed_one_is_replaced() {
+fn ack_spot_nodes_join_a_tainted_node_pool_and_a_reclaimed_one_is_replaced() {
     let api = FakeApi::start();
     let fake = alibaba_fake::Fake::start();
     fake.lock().kube_server = Some(api.url.clone());
     let spec = format!(
-        "provider \"alicloud\" {{\n  region = \"cn-hangzhou\"\n  image  = \"m-gpuplan\"\n}}\n{}",
+        "provider \"alicloud\" {{\n  region  = \"cn-hangzhou\"\n  image   = \"m-gpuplan\"\n  subnets = {{ \"cn-hangzhou-h\" = \"vsw-gpuplan\" }}\n}}\n{}",
         pool_and_job(
             "alicloud",
             "cn-hangzhou-h",
@@ -306,26 +312,42 @@ fn ack_spot_nodes_join_untainted_with_a_warning_and_a_reclaimed_one_is_replaced(
     ];
     let f = Fleet::new(&spec, &env);
     let v = f.run(&["validate"]).expect(0);
-    assert!(v.stderr.contains("gpuplan::spec::ack_spot_untainted"), "{}", v.stderr);
-    assert!(v.stderr.contains("kubectl taint nodes -l gpuplan.dev/capacity=spot"), "{}", v.stderr);
-    assert!(v.stderr.contains("main.hcl:"), "points at the spec: {}", v.stderr);
+    assert!(!v.stderr.contains("ack_spot_untainted"), "spot ACK nodes are tainted now: {}", v.stderr);
+    let p = f.run(&["plan"]).expect(0);
+    assert!(p.stdout.contains("joins ACK c-gpuplan as spot, tainted"), "{}", p.stdout);
     f.run(&["apply", "--auto-approve"]).expect(0);
 
-    let first = attached_capacities(&fake);
-    let spot: Vec<&String> = first.iter().filter(|(_, c)| c == "spot").map(|(id, _)| id).collect();
+    let first = ack_nodes(&fake);
+    assert_eq!(first.len(), 2, "{first:?}");
+    let spot: Vec<_> = first.iter().filter(|(_, l, _)| capacity(l) == "spot").collect();
     assert_eq!(spot.len(), 1, "{first:?}");
-    let reclaimed = spot[0].clone();
+    let (reclaimed, l, t) = spot[0].clone();
+    assert!(l.contains(&("gpuplan.dev/pool".into(), "train".into())), "{l:?}");
+    assert_eq!(t, ["gpuplan.dev/capacity=spot:NoSchedule"]);
+    assert!(fake.lock().pool_attached.contains_key(&reclaimed), "spot goes through the node pool");
+    let od: Vec<_> = first.iter().filter(|(_, l, _)| capacity(l) == "on-demand").collect();
+    assert!(od.len() == 1 && od[0].2.is_empty(), "on-demand joins untainted by AttachInstances: {first:?}");
+    // The node pool: gpuplan's, for spot, logging in with the key pair; ACK never sizes it.
+    let pools = fake.lock().node_pools.clone();
+    assert_eq!(pools.len(), 1, "{pools:?}");
+    let pool = pools.values().next().expect("one node pool");
+    assert_eq!(pool["scaling_group"]["spot_strategy"], "SpotAsPriceGo", "{pool}");
+    assert_eq!(pool["scaling_group"]["key_pair"], "gpuplan-key", "{pool}");
+    assert_eq!(pool["scaling_group"]["vswitch_ids"], json!(["vsw-gpuplan"]), "{pool}");
+    assert!(pool["scaling_group"].get("desired_size").is_none(), "ACK must not replace nodes itself: {pool}");
     let strategy = |id: &str| fake.lock().instances.get(id).map(|i| i.spot_strategy.clone());
     assert_eq!(strategy(&reclaimed).as_deref(), Some("SpotAsPriceGo"));
 
     fake.reclaim(&reclaimed);
     let r = f.run(&["apply", "--auto-approve"]).expect(0);
     assert!(r.stdout.contains(&reclaimed), "the reclaim is shown: {}", r.stdout);
-    let after = attached_capacities(&fake);
-    let new: Vec<&(String, String)> = after.iter().filter(|(id, _)| !first.iter().any(|(f, _)| f == id)).collect();
+    let after = ack_nodes(&fake);
+    let new: Vec<_> = after.iter().filter(|(id, _, _)| !first.iter().any(|(f, _, _)| f == id)).collect();
     assert_eq!(new.len(), 1, "one replacement attached: {after:?}");
-    assert_eq!(new[0].1, "spot", "{after:?}");
+    assert_eq!(capacity(&new[0].1), "spot", "{after:?}");
+    assert_eq!(new[0].2, ["gpuplan.dev/capacity=spot:NoSchedule"], "{after:?}");
     assert_eq!(strategy(&new[0].0).as_deref(), Some("SpotAsPriceGo"));
+    assert_eq!(fake.lock().node_pools.len(), 1, "the node pool is found again, not created twice");
     // The cloud releases what it reclaims; gpuplan forgets it, as in VM pools.
     let text = std::fs::read_to_string(f.path().join("state/default.json")).expect("state");
     let state: Value = serde_json::from_str(&text).expect("state JSON");

@@ -492,6 +492,10 @@ async fn create_with_fallback(
         if cap == Capacity::OnDemand {
             req.max_spot_price = None;
         }
+        if let Some(join) = req.join.as_mut() {
+            // A spot batch falling back to on-demand joins as on-demand, untainted.
+            join.set_capacity(cap);
+        }
         if k > 0 {
             // A distinct, still deterministic token per fallback placement.
             req.token = format!("{}-f{k}", batch.token);

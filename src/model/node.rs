@@ -135,7 +135,22 @@ pub struct ClusterJoin {
     pub service_cidr: Option<String>,
 }
 
+/// The node label Kubernetes Jobs select capacity by; spot nodes are also tainted with
+/// it (`gpuplan.dev/capacity=spot:NoSchedule`, DESIGN.md "Where jobs run").
+pub const CAPACITY_LABEL: &str = "gpuplan.dev/capacity";
+
 impl ClusterJoin {
+    /// Make the join fit nodes of `cap`: the capacity label follows, and only spot nodes
+    /// carry the spot taint (a spot batch that falls back to on-demand joins untainted).
+    pub fn set_capacity(&mut self, cap: Capacity) {
+        self.labels.retain(|(k, _)| k != CAPACITY_LABEL);
+        self.labels.push((CAPACITY_LABEL.to_string(), cap.as_str().to_string()));
+        self.taints = match cap {
+            Capacity::Spot => vec![(CAPACITY_LABEL.to_string(), "spot".to_string(), "NoSchedule".to_string())],
+            Capacity::OnDemand => vec![],
+        };
+    }
+
     /// How the plan says it: `joins TKE cls-8xk2p4 as spot, tainted`. EKS clusters are
     /// named by their kubeconfig, which the plan does not repeat.
     pub fn describe(&self, capacity: Capacity) -> String {

@@ -295,30 +295,22 @@ fn join(pool: &GpuPool, pool_name: &str, cap: Capacity, kind: crate::model::Prov
         }
         _ => return None,
     };
-    let capacity = if cap == Capacity::Spot { "spot" } else { "on-demand" };
-    let labels = vec![
-        ("gpuplan.dev/pool".to_string(), pool_name.to_string()),
-        ("gpuplan.dev/capacity".to_string(), capacity.to_string()),
-    ];
-    let taints = if cap == Capacity::Spot {
-        vec![("gpuplan.dev/capacity".to_string(), "spot".to_string(), "NoSchedule".to_string())]
-    } else {
-        vec![]
-    };
     let service = match kind {
         crate::model::ProviderKind::Tencentcloud => "TKE",
         crate::model::ProviderKind::Alicloud => "ACK",
         crate::model::ProviderKind::Aws => "EKS",
         crate::model::ProviderKind::Sim => "",
     };
-    Some(ClusterJoin {
+    let mut join = ClusterJoin {
         cluster_id,
         service: service.to_string(),
-        labels,
-        taints,
+        labels: vec![("gpuplan.dev/pool".to_string(), pool_name.to_string())],
+        taints: vec![],
         key_pair: k.key_pair.as_ref().map(|p| p.value.clone()),
         service_cidr: k.service_cidr.as_ref().map(|c| c.value.clone()),
-    })
+    };
+    join.set_capacity(cap);
+    Some(join)
 }
 
 /// A node's age rank: its position in the state, which records nodes in the order they were

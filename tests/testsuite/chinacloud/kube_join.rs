@@ -361,3 +361,67 @@ fn ack_spot_nodes_join_a_tainted_node_pool_and_a_reclaimed_one_is_replaced() {
     assert!(nodes.contains(&new[0].0.as_str()), "its replacement is recorded: {nodes:?}");
     assert_eq!(nodes.len(), 2, "{nodes:?}");
 }
+
+/// Spot nodes join ACK through a node pool, whose scaling group names the zone's
+/// vSwitch: without one, apply says which `subnets` entry is missing and launches nothing.
+#[test]
+fn ack_spot_without_a_vswitch_launches_nothing_and_says_why() {
+    let fake = alibaba_fake::Fake::start();
+    let spec = format!(
+        "provider \"alicloud\" {{\n  region = \"cn-hangzhou\"\n  image  = \"m-gpuplan\"\n}}\n{}",
+        pool_and_job(
+            "alicloud",
+            "cn-hangzhou-h",
+            "T4",
+            "ecs.gn6i-c4g1.xlarge",
+            "    spot_percent = 100",
+            "    cluster_id = \"c-gpuplan\"\n    key_pair   = \"gpuplan-key\""
+        )
+    );
+    let env = [
+        ("ALIBABA_CLOUD_ACCESS_KEY_ID", alibaba_fake::ACCESS_KEY_ID),
+        ("ALIBABA_CLOUD_ACCESS_KEY_SECRET", alibaba_fake::ACCESS_KEY_SECRET),
+        ("GPUPLAN_ALICLOUD_ENDPOINT", fake.url.as_str()),
+    ];
+    let f = Fleet::new(&spec, &env);
+    let r = f.run(&["apply", "--auto-approve"]).expect(1);
+    assert!(r.stderr.contains("needs the vSwitch of cn-hangzhou-h"), "{}", r.stderr);
+    assert!(r.stderr.contains("subnets = { \"cn-hangzhou-h\" = \"vsw-…\" }"), "{}", r.stderr);
+    assert!(fake.instances().is_empty(), "nothing launched");
+    assert!(fake.lock().node_pools.is_empty());
+}
+
+/// When TKE has no spot stock, the pool falls back to on-demand as VM pools do: the
+/// on-demand CVMs join by AddExistedInstances, labelled on-demand and untainted.
+#[test]
+fn tke_spot_stock_out_falls_back_to_on_demand_nodes_in_the_cluster() {
+    let api = FakeApi::start();
+    let fake = tencent_fake::Fake::start();
+    fake.lock().kube_server = Some(api.url.clone());
+    fake.sell_out("ap-guangzhou-3", true);
+    let spec = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}",
+        fake.url,
+        pool_and_job(
+            "tencentcloud",
+            "ap-guangzhou-3",
+            "T4",
+            "GN7.2XLARGE32",
+            "    spot_percent = 100\n    fallback     = \"on_demand\"",
+            "    cluster_id = \"cls-gpuplan\""
+        )
+    );
+    let env =
+        [("TENCENTCLOUD_SECRET_ID", tencent_fake::SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", tencent_fake::SECRET_KEY)];
+    let f = Fleet::new(&spec, &env);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    assert!(!fake.calls("CreateClusterInstances").is_empty(), "spot was tried in the cluster first");
+    assert!(fake.lock().created_in_cluster.is_empty());
+    let joined = fake.lock().joined.clone();
+    assert_eq!(joined.len(), 2, "{joined:?}");
+    for (_, body) in joined.values() {
+        let l = labels(body, "/InstanceAdvancedSettings/Labels", "Name", "Value");
+        assert!(l.contains(&("gpuplan.dev/capacity".into(), "on-demand".into())), "{l:?}");
+        assert!(taints(body, "/InstanceAdvancedSettings/Taints", "Key", "Value", "Effect").is_empty());
+    }
+}

@@ -264,9 +264,12 @@ fn ack_needs_a_key_pair_to_attach_nodes() {
     assert!(r.stderr.contains("key_pair = \"NAME\""), "{}", r.stderr);
 }
 
+/// An attached instance: its id, node labels and taints (`key=value:effect`).
+type AckNode = (String, Vec<(String, String)>, Vec<String>);
+
 /// What ACK puts on each node it attached, by instance id: the `tags` of AttachInstances,
 /// or the labels and taints of the node pool it was attached to.
-fn ack_nodes(fake: &alibaba_fake::Fake) -> Vec<(String, Vec<(String, String)>, Vec<String>)> {
+fn ack_nodes(fake: &alibaba_fake::Fake) -> Vec<AckNode> {
     let s = fake.lock();
     let plain = s.attached.iter().map(|(id, (_, body))| (id.clone(), labels(body, "/tags", "key", "value"), vec![]));
     let pooled = s.pool_attached.iter().map(|(id, (pool, _))| {

@@ -139,6 +139,7 @@ pub async fn execute_keeping(
     book.ready = book.remaining.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
     let semaphore = Arc::new(Semaphore::new(opts.parallelism.max(1)));
     let ledger_prices = Arc::new(pool::ledger_prices(&plan));
+    let provider_set = Arc::new(providers.clone());
     let mut tasks: JoinSet<Outcome> = JoinSet::new();
     // Which change each task runs: a task that panics returns only its id.
     let mut task_change: HashMap<tokio::task::Id, usize> = HashMap::new();
@@ -174,6 +175,7 @@ pub async fn execute_keeping(
                 cancel: opts.cancel.clone(),
                 progress: opts.progress.clone(),
                 prices: ledger_prices.clone(),
+                providers: provider_set.clone(),
             };
             let handle = tasks.spawn(async move { run_change(&plan.changes[i], provider, &ctx).await });
             task_change.insert(handle.id(), i);

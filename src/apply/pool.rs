@@ -116,6 +116,9 @@ pub struct Ctx {
     pub cancel: Arc<Cancel>,
     pub progress: Arc<dyn Progress>,
     pub prices: Arc<LedgerPrices>,
+    /// Every provider block by name: a floating pool moving across provider blocks creates
+    /// nodes through one and terminates them through another.
+    pub providers: Arc<crate::providers::ProviderSet>,
 }
 
 pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Provider>, ctx: &Ctx) -> Outcome {
@@ -156,10 +159,16 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
         };
         resource.placement = placement.floating(pc, provider.clock_ms());
         if let Some(alt) = &placement.fell_over {
-            // The configuration the pool now runs: the candidate it fell over to.
+            // The configuration the pool now runs: the candidate it fell over to, which may
+            // be served by another provider block.
             resource.region = Some(alt.region.clone());
+            resource.provider = Some(alt.placement.provider.clone());
+            if !alt.provider_kind.is_empty() {
+                resource.provider_kind = Some(alt.provider_kind.clone());
+            }
             let mut config = resource.config.to_value();
             if let Some(o) = config.as_object_mut() {
+                o.insert("provider".into(), alt.placement.provider.clone().into());
                 o.insert("region".into(), alt.region.clone().into());
                 o.remove("zones");
                 if !alt.candidate_zones.is_empty() {
@@ -386,7 +395,11 @@ async fn fall_over(
     let Some(template) = pc.creates.first() else { return Ok(false) };
     let mut left: Vec<(Capacity, u32)> = unplaced.to_vec();
     for (i, alt) in pc.alternates.iter().enumerate() {
-        let alt_pc = PoolChange { region: alt.region.clone(), zones: alt.zones.clone(), ..pc.clone() };
+        let Some((alt_pc, alt_provider)) = alternate(pc, alt, provider, ctx) else {
+            let msg = format!("provider `{}` is not configured; {} skipped", alt.placement.provider, alt.region);
+            ctx.progress.event(&change.address.to_string(), &msg);
+            continue;
+        };
         let mut made_here = 0;
         for (cap, count) in left.iter_mut().filter(|l| l.1 > 0) {
             // Into the zones a plan would give them there, so the next plan keeps them.
@@ -406,14 +419,17 @@ async fn fall_over(
                     token: format!("{}-over{i}-{cap}-{zone}", template.token),
                     ..template.clone()
                 };
-                let placed = create_with_fallback(change, &alt_pc, &batch, provider, ctx, want).await?;
+                let placed = create_with_fallback(change, &alt_pc, &batch, alt_provider, ctx, want).await?;
                 *count -= placed.made as u32;
                 made_here += placed.made;
             }
         }
         if made_here > 0 {
             out.created += made_here;
-            let msg = format!("{} node(s) the chosen candidate had no room for placed in {}", made_here, alt.region);
+            let msg = format!(
+                "{} node(s) the chosen candidate had no room for placed in {} {}",
+                made_here, alt.placement.provider, alt.region
+            );
             ctx.progress.event(&change.address.to_string(), &msg);
             placement.fell_over = Some(alt.clone());
         }
@@ -424,13 +440,34 @@ async fn fall_over(
     Ok(false)
 }
 
+/// The change and provider a floating pool's nodes are created with in alternate `alt`:
+/// the pool's own provider, or the provider block serving that candidate.
+fn alternate<'a>(
+    pc: &PoolChange,
+    alt: &crate::plan::model::Alternate,
+    provider: &'a dyn Provider,
+    ctx: &'a Ctx,
+) -> Option<(PoolChange, &'a dyn Provider)> {
+    let name = &alt.placement.provider;
+    let alt_provider = if *name == pc.provider { provider } else { ctx.providers.get(name)?.as_ref() };
+    let kind = if alt.provider_kind.is_empty() { pc.provider_kind.clone() } else { alt.provider_kind.clone() };
+    let alt_pc = PoolChange {
+        provider: name.clone(),
+        provider_kind: kind,
+        region: alt.region.clone(),
+        zones: alt.zones.clone(),
+        ..pc.clone()
+    };
+    Some((alt_pc, alt_provider))
+}
+
 /// The deletes that only move nodes between zones or capacity types.
 const REBALANCE: &str = "rebalance";
 
 /// A delete that only moves a node: a rebalance, or a floating pool's node in the
 /// candidate it leaves. It happens only once its replacement was made.
 fn moves_only(pc: &PoolChange, d: &crate::plan::model::NodeDelete) -> bool {
-    d.reason == REBALANCE || (pc.placement.is_some() && d.region.is_some())
+    d.reason == REBALANCE || (pc.placement.is_some() && (d.region.is_some() || d.provider.is_some()))
 }
 
 /// What one batch achieved.
@@ -500,7 +537,7 @@ async fn create_with_fallback(
             // A distinct, still deterministic token per fallback placement.
             req.token = format!("{}-f{k}", batch.token);
         }
-        let result = match call(ctx, &req.token, || provider.create_nodes(&req)).await {
+        let mut result = match call(ctx, &req.token, || provider.create_nodes(&req)).await {
             Ok(r) => r,
             // A whole-call stock-out is the same as a result with no nodes.
             Err(e) if e.class == ErrorClass::OutOfCapacity => CreateResult { nodes: vec![], errors: vec![e] },
@@ -519,6 +556,13 @@ async fn create_with_fallback(
         }
         if n < want as usize && (k == 0 || cap == batch.capacity) {
             short_of.push(req.placement());
+        }
+        if pc.placement.is_some() {
+            // A floating pool's nodes say which provider block they live in: the pool may
+            // move to another one, and an apply killed mid-move must not lose them.
+            for n in result.nodes.iter_mut() {
+                n.provider = Some(pc.provider.clone());
+            }
         }
         if !result.nodes.is_empty() {
             let open = spend_open(&addr, pc, provider, &result.nodes, &ctx.prices);
@@ -554,8 +598,8 @@ async fn deletes(
     movable: usize,
 ) -> Result<(), String> {
     let mut moves = 0;
-    // By region: a floating pool's old nodes are terminated where they run.
-    let mut by_region: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    // By provider block and region: a floating pool's old nodes are terminated where they run.
+    let mut by_place: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
     for d in pc.deletes.iter() {
         if moves_only(pc, d) {
             moves += 1;
@@ -563,15 +607,25 @@ async fn deletes(
                 continue;
             }
         }
-        by_region.entry(d.region.as_deref().unwrap_or(&pc.region)).or_default().push(d.id.clone());
+        let place = (d.provider.as_deref().unwrap_or(&pc.provider), d.region.as_deref().unwrap_or(&pc.region));
+        by_place.entry(place).or_default().push(d.id.clone());
     }
-    for (region, ids) in by_region {
+    for ((name, region), ids) in by_place {
         if ctx.cancel.is_cancelled() {
             return Err("apply was interrupted before nodes were terminated".into());
         }
         let addr = change.address.to_string();
+        let provider = if name == pc.provider {
+            provider
+        } else {
+            let Some(p) = ctx.providers.get(name) else {
+                return Err(format!("provider `{name}` is not configured; its {} node(s) stay", ids.len()));
+            };
+            p.as_ref()
+        };
         let gone = call(ctx, &ids[0], || provider.terminate_nodes(region, &ids)).await.map_err(describe)?;
-        ctx.progress.event(&addr, &format!("terminated {} node(s)", gone.len()));
+        let through = if name == pc.provider { String::new() } else { format!(" through {name}") };
+        ctx.progress.event(&addr, &format!("terminated {} node(s){through}", gone.len()));
         out.deleted += gone.len();
         let close = spend_close(provider, &gone);
         ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr, ids: gone }, close]).await?;

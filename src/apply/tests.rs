@@ -111,6 +111,7 @@ impl Provider for Scripted {
 fn made(req: &CreateNodes) -> CreateResult {
     let nodes = (0..req.count)
         .map(|k| Node {
+            provider: None,
             id: format!("{}-{k}", req.token),
             pool: req.pool.clone(),
             instance_type: req.instance_types[0].clone(),

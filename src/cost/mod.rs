@@ -66,10 +66,11 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> Result<CostReport, 
                 if cny && !providers.iter().any(|(n, _)| *n == pc.provider) {
                     providers.push((pc.provider.clone(), kind));
                 }
+                let (old, old_kind, old_region) = where_before(pc, kind, spec);
                 let before_unpriced = pc
                     .before_types
                     .iter()
-                    .any(|t| prices.price(&pc.provider, kind, &pc.region, &t.instance_type, t.capacity).is_none());
+                    .any(|t| prices.price(old, old_kind, old_region, &t.instance_type, t.capacity).is_none());
                 if before_unpriced {
                     unpriced.push(c.address.clone());
                 }
@@ -136,7 +137,14 @@ fn unpriced_nodes(addr: &Address, pc: &PoolChange) -> Option<PlanError> {
     // reported once there; saying it again here would only repeat it.
     let kind = pc.provider_kind.parse::<ProviderKind>().ok()?;
     let mut unknown: BTreeMap<&str, i64> = BTreeMap::new();
-    for t in pc.before_types.iter().filter(|t| cat.instance_type(kind, &t.instance_type).is_none()) {
+    // A floating pool leaving another provider block has its old nodes in that one's
+    // catalog (`pool_cost` prices those that stay there).
+    let elsewhere = pc.placement_before.as_ref().is_some_and(|b| b.provider != pc.provider);
+    let known = |t: &str| {
+        cat.instance_type(kind, t).is_some()
+            || (elsewhere && ProviderKind::ALL.into_iter().any(|k| cat.instance_type(k, t).is_some()))
+    };
+    for t in pc.before_types.iter().filter(|t| !known(&t.instance_type)) {
         *unknown.entry(&t.instance_type).or_default() += i64::from(t.count);
     }
     for d in &pc.deletes {
@@ -282,28 +290,30 @@ pub fn add_job_nodes(report: &mut CostReport, jobs: &[crate::model::JobPlacement
 
 fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, prices: &PriceBook) -> Option<PoolCost> {
     let price = |t: &str, cap| prices.price(&pc.provider, kind, &pc.region, t, cap);
-    // A floating pool moving between regions ran its nodes at the old region's prices.
-    let old_region =
-        pc.placement_before.as_ref().filter(|b| b.provider == pc.provider).map_or(&pc.region, |b| &b.region);
-    let price_before = |t: &str, cap| prices.price(&pc.provider, kind, old_region, t, cap);
-    // After = before − deletes + creates, node by node, so kept nodes keep their own price.
-    let mut after: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
+    // A floating pool moving between regions or provider blocks ran its nodes, and keeps
+    // those that stay for a running job, at the prices where it leaves.
+    let (old_provider, old_kind, old_region) = where_before(pc, kind, spec);
+    let price_before = |t: &str, cap| prices.price(old_provider, old_kind, old_region, t, cap);
+    // After = (before − deletes) at the old prices + creates at the new ones, node by node,
+    // so kept nodes keep their own price.
+    let mut kept: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
     let mut hourly_before = 0.0;
     for t in &pc.before_types {
         // A node without a price that this plan removes leaves "before" short, but must not
         // keep the plan that replaces it from being priced; one that stays is an error
         // ([`unpriced_nodes`]) and leaves the pool unpriced below.
         hourly_before += price_before(&t.instance_type, t.capacity).map_or(0.0, |p| p.usd_per_hour) * t.count as f64;
-        *after.entry((t.instance_type.clone(), t.capacity)).or_default() += t.count as i64;
+        *kept.entry((t.instance_type.clone(), t.capacity)).or_default() += t.count as i64;
     }
     // A delete takes off a node "before" counted. Some deletes never were (a node stopped
     // outside gpuplan is terminated but was not live): taken off anyway, they would cancel
     // the creates that replace them and price the new nodes at nothing.
     for d in &pc.deletes {
-        if let Some(n) = after.get_mut(&(d.instance_type.clone(), d.capacity)).filter(|n| **n > 0) {
+        if let Some(n) = kept.get_mut(&(d.instance_type.clone(), d.capacity)).filter(|n| **n > 0) {
             *n -= 1;
         }
     }
+    let mut after: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
     let spec_pool = spec.gpu_pools.get(addr);
     let shape = spec_pool.and_then(|p| shape::shape(spec, p, catalog::catalog()));
     let preferred = shape
@@ -316,16 +326,24 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         *after.entry((t, c.capacity)).or_default() += c.count as i64;
     }
     let (mut od_after, mut spot_after) = (0.0, 0.0);
-    for ((t, cap), n) in &after {
-        let n = (*n).max(0) as f64;
-        if n == 0.0 {
-            continue;
+    let priced_at = |nodes: &BTreeMap<(String, Capacity), i64>, at: &dyn Fn(&str, Capacity) -> Option<Price>| {
+        let mut sums = (0.0, 0.0);
+        for ((t, cap), n) in nodes {
+            let n = (*n).max(0) as f64;
+            if n == 0.0 {
+                continue;
+            }
+            let p = at(t, *cap)?.usd_per_hour * n;
+            match cap {
+                Capacity::OnDemand => sums.0 += p,
+                Capacity::Spot => sums.1 += p,
+            }
         }
-        let p = price(t, *cap)?.usd_per_hour * n;
-        match cap {
-            Capacity::OnDemand => od_after += p,
-            Capacity::Spot => spot_after += p,
-        }
+        Some(sums)
+    };
+    for (od, spot) in [priced_at(&kept, &price_before)?, priced_at(&after, &price)?] {
+        od_after += od;
+        spot_after += spot;
     }
     let hourly_after = od_after + spot_after;
     let od_price = price(&preferred, Capacity::OnDemand);
@@ -392,6 +410,17 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         range,
         alternatives,
     })
+}
+
+/// Where a pool's nodes ran before this plan: the provider block (name and kind) and region
+/// a floating pool is leaving, else the pool's own.
+fn where_before<'a>(pc: &'a PoolChange, kind: ProviderKind, spec: &Spec) -> (&'a str, ProviderKind, &'a str) {
+    let Some(b) = pc.placement_before.as_ref() else { return (&pc.provider, kind, &pc.region) };
+    // A provider block gone from the spec: priced as the pool's kind, the best guess left.
+    let block =
+        spec.providers.get(&b.provider).or_else(|| spec.providers.values().find(|p| p.local_name() == b.provider));
+    let old_kind = block.and_then(|p| p.kind.value).unwrap_or(kind);
+    (&b.provider, old_kind, &b.region)
 }
 
 /// A pool's money fields as reports show them (1/10000 USD).

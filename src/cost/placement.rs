@@ -33,7 +33,7 @@ pub struct Chosen {
     /// Where it lived before (what apply falls back to when the target is short).
     pub before: Option<PlacementRecord>,
     /// The candidates (indices into `candidates`) apply tries, best first, when the chosen
-    /// one has no room for the nodes it creates: usable ones of the same provider block.
+    /// one has no room for the nodes it creates: the usable ones, of any provider block.
     pub alternates: Vec<usize>,
 }
 
@@ -104,12 +104,8 @@ pub fn decide(
         })
         .collect();
     let current = before.as_ref().and_then(|b| cands.iter().position(|c| is(c, &b.provider, &b.region)));
-    // Moving nodes between provider blocks is not built yet: a placed pool moves only
-    // between the regions of its own provider block.
-    let reachable = |i: usize| before.as_ref().is_none_or(|b| cands[i].provider.value == b.provider);
-    let usable: Vec<usize> = (0..cands.len())
-        .filter(|i| priced[*i].hourly.is_some() && priced[*i].short.is_none() && reachable(*i))
-        .collect();
+    let usable: Vec<usize> =
+        (0..cands.len()).filter(|i| priced[*i].hourly.is_some() && priced[*i].short.is_none()).collect();
     let best = match placement.strategy.value {
         Strategy::Ordered => usable.first().copied(),
         Strategy::Cheapest => usable
@@ -118,11 +114,8 @@ pub fn decide(
             .min_by(|a, b| priced[*a].hourly.unwrap_or(f64::MAX).total_cmp(&priced[*b].hourly.unwrap_or(f64::MAX))),
     };
     let (action, index, reason) = choose(placement, cands, &priced, before.as_ref(), current, best, now);
-    let mut alternates: Vec<usize> = usable
-        .iter()
-        .copied()
-        .filter(|i| *i != index && cands[*i].provider.value == cands[index].provider.value)
-        .collect();
+    // Any provider block: apply creates nodes through each alternate's own.
+    let mut alternates: Vec<usize> = usable.iter().copied().filter(|i| *i != index).collect();
     if placement.strategy.value == Strategy::Cheapest {
         alternates
             .sort_by(|a, b| priced[*a].hourly.unwrap_or(f64::MAX).total_cmp(&priced[*b].hourly.unwrap_or(f64::MAX)));
@@ -153,7 +146,6 @@ pub fn decide(
                 (true, true) => "current, chosen".into(),
                 (true, false) => "current".into(),
                 (false, true) => "chosen".into(),
-                (false, false) if !reachable(i) => "another provider block: moves there are not built yet".into(),
                 (false, false) => String::new(),
             },
         })

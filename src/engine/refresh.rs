@@ -23,15 +23,34 @@ pub fn regions(spec: &Spec, state: &State) -> BTreeSet<(String, String)> {
     for r in state.resources.values() {
         if let (Some(p), Some(region)) = (&r.provider, &r.region) {
             out.insert((p.clone(), region.clone()));
-            // A floating pool's nodes may still run in the candidate it is leaving.
-            if r.placement.is_some() {
-                for n in r.nodes.iter().filter(|n| &n.region != region) {
-                    out.insert((p.clone(), n.region.clone()));
-                }
-            }
+        }
+        // A floating pool's nodes may still run in the candidate it is leaving, or already
+        // in the one it is moving to (an apply killed mid-move): each where it lives.
+        for n in r.nodes.iter().filter(|n| n.provider.is_some() || r.placement.is_some()) {
+            let Some(p) = n.provider.as_ref().or(r.provider.as_ref()) else { continue };
+            out.insert((p.clone(), n.region.clone()));
         }
     }
     out
+}
+
+/// Observed nodes keep the provider block the state recorded them in: clouds do not
+/// report it, and a floating pool's nodes may live in two.
+fn keep_recorded_providers(state: &State, observed: &mut [Node]) {
+    let recorded: HashMap<&str, &str> = state
+        .resources
+        .values()
+        .flat_map(|r| &r.nodes)
+        .filter_map(|n| n.provider.as_deref().map(|p| (n.id.as_str(), p)))
+        .collect();
+    if recorded.is_empty() {
+        return;
+    }
+    for n in observed.iter_mut() {
+        if let Some(p) = recorded.get(n.id.as_str()) {
+            n.provider = Some((*p).to_string());
+        }
+    }
 }
 
 /// Every node carrying this state's lineage, deduplicated by id (two provider names
@@ -67,6 +86,7 @@ pub async fn refresh(
     }
     drop(at);
     out.sort_by(|a, b| a.id.cmp(&b.id));
+    keep_recorded_providers(state, &mut out);
     Ok(out)
 }
 

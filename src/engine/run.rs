@@ -492,6 +492,7 @@ fn alternates(
             instance_types: shape.instance_types,
             layout,
             placement: record,
+            provider_kind: shape.provider_kind.to_string(),
         });
     }
     out

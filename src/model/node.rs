@@ -73,9 +73,19 @@ pub struct Node {
     /// All tags, including gpuplan's ownership tags.
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
     pub tags: Tags,
+    /// The provider block the node was launched through, as the state records it for the
+    /// nodes of floating pools (a pool moving across provider blocks has nodes in two).
+    /// Clouds never report it; `None` means the pool's own provider block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 impl Node {
+    /// The provider block the node lives in: its own record, else its pool's `pool_provider`.
+    pub fn provider_or<'a>(&'a self, pool_provider: &'a str) -> &'a str {
+        self.provider.as_deref().unwrap_or(pool_provider)
+    }
+
     pub fn is_live(&self) -> bool {
         matches!(self.state, NodeState::Pending | NodeState::Running)
     }

@@ -215,6 +215,10 @@ pub struct NodeDelete {
     /// The node's region, when it is not the pool's (a floating pool moving away).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    /// The provider block the node lives in, when it is not the pool's (a floating pool
+    /// moving to another provider block): apply terminates it through that one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 /// A node the change would remove, kept while the job on it runs: that job is not
@@ -300,8 +304,12 @@ pub struct Alternate {
     pub instance_types: Vec<String>,
     /// Where the pool's nodes go there, as a plan would lay them out: (zone, capacity, count).
     pub layout: Vec<(String, crate::providers::Capacity, u32)>,
-    /// The placement apply records when the pool's nodes go here.
+    /// The placement apply records when the pool's nodes go here (its provider block is
+    /// the one apply creates them through).
     pub placement: crate::state::model::PlacementRecord,
+    /// That provider block's kind (`sim`, `aws`, ...), for the spend ledger and the state.
+    #[serde(default)]
+    pub provider_kind: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

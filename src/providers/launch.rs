@@ -124,6 +124,7 @@ pub fn string_ids(ids: &serde_json::Value) -> Vec<String> {
 
 fn pending_node(req: &CreateNodes, itype: &str, image: &str, id: String) -> Node {
     Node {
+        provider: None,
         id,
         pool: req.pool.clone(),
         instance_type: itype.to_string(),

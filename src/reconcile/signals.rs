@@ -279,6 +279,7 @@ gpu_pool "train" {
 
     fn node(id: &str) -> Node {
         Node {
+            provider: None,
             id: id.into(),
             pool: "gpu_pool.train".parse().unwrap(),
             instance_type: "g5.xlarge".into(),

@@ -291,7 +291,9 @@ impl<'a> PoolDoc<'a> {
                     capacity: d.capacity,
                     id: &d.id,
                     instance_type: &d.instance_type,
+                    provider: d.provider.as_deref(),
                     reason: &d.reason,
+                    region: d.region.as_deref(),
                     zone: &d.zone,
                 })
                 .collect(),
@@ -321,7 +323,16 @@ struct DeleteDoc<'a> {
     capacity: crate::providers::Capacity,
     id: &'a str,
     instance_type: &'a str,
+    /// The provider block the node lives in, when it is not the pool's (a floating pool
+    /// moving to another provider block).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(default)]
+    provider: Option<&'a str>,
     reason: &'a str,
+    /// The node's region, when it is not the pool's (a floating pool moving away).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(default)]
+    region: Option<&'a str>,
     zone: &'a str,
 }
 

@@ -71,6 +71,7 @@ fn delete(id: &str, zone: &str, capacity: Capacity, reason: &str) -> NodeDelete 
         capacity,
         reason: reason.into(),
         region: None,
+        provider: None,
     }
 }
 
@@ -182,6 +183,7 @@ fn update_with_drift() -> Plan {
     ];
     p.deletes = vec![delete("i-0b7e", "us-east-1b", Capacity::OnDemand, "rebalance")];
     p.adopt = vec![crate::providers::Node {
+        provider: None,
         id: "i-0orphan9".into(),
         pool: "gpu_pool.train".parse().unwrap(),
         instance_type: "p4de.24xlarge".into(),

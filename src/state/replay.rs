@@ -4,7 +4,9 @@
 //! Semantics, decided once here:
 //! - `PutResource` replaces kind, provider, provider_kind, region, config and dependencies.
 //!   It keeps the resource's existing nodes unless the entry carries nodes, which then
-//!   replace them (deduplicated by id). Executors record nodes with `AddNodes` as they
+//!   replace them (deduplicated by id). A floating pool put in another provider block
+//!   than before keeps its nodes where they live: those that record no provider block
+//!   get the old one. Executors record nodes with `AddNodes` as they
 //!   appear, so a later `PutResource` with no nodes must not forget them. Likewise a
 //!   job's record (`job`) is kept unless the entry carries one.
 //! - `AddNodes` adds nodes by id: a node whose id is already present replaces it in place
@@ -89,11 +91,12 @@ pub fn apply_entry(state: &mut State, entry: &JournalEntry) {
     match entry {
         JournalEntry::PutResource { address, resource } => match state.resources.get_mut(address) {
             Some(existing) => {
-                let nodes = if resource.nodes.is_empty() {
+                let mut nodes = if resource.nodes.is_empty() {
                     std::mem::take(&mut existing.nodes)
                 } else {
                     dedup_nodes(&resource.nodes)
                 };
+                keep_provider(nodes.iter_mut(), existing.provider.as_deref(), resource);
                 // Like nodes, a job's record survives a configuration update without one.
                 let job = resource.job.clone().or_else(|| existing.job.take());
                 *existing = ResourceState { nodes, job, ..resource.clone() };
@@ -278,6 +281,9 @@ impl Replay {
                 if resource.job.is_none() {
                     resource.job = self.state.resources.get_mut(&address).and_then(|old| old.job.take());
                 }
+                let mut slots = slots;
+                let old = self.state.resources.get(&address).and_then(|r| r.provider.as_deref());
+                keep_provider(slots.nodes.iter_mut().flatten(), old, &resource);
                 self.state.resources.insert(address.clone(), resource);
                 self.touched.insert(address, slots);
             }
@@ -358,6 +364,17 @@ impl Replay {
         // Packed: inserted one by one, a map's nodes stay about half full.
         self.state.resources = std::mem::take(&mut self.state.resources).into_iter().collect();
         self.state
+    }
+}
+
+/// A floating pool recorded in another provider block than before (a move across provider
+/// blocks): its nodes that record no provider block live in the old one, and now say so.
+fn keep_provider<'a>(nodes: impl Iterator<Item = &'a mut Node>, old: Option<&str>, new: &ResourceState) {
+    let Some(old) = old.filter(|o| new.placement.is_some() && new.provider.as_deref() != Some(*o)) else {
+        return;
+    };
+    for n in nodes.filter(|n| n.provider.is_none()) {
+        n.provider = Some(old.to_string());
     }
 }
 

@@ -16,6 +16,7 @@ fn backend(dir: &tempfile::TempDir) -> LocalBackend {
 
 fn node(pool: &str, id: &str) -> Node {
     Node {
+        provider: None,
         id: id.to_string(),
         pool: pool.parse().unwrap(),
         instance_type: "g6.xlarge".into(),
@@ -316,6 +317,49 @@ fn put_resource_keeps_nodes_unless_it_brings_some() {
     assert_eq!(state.resources["gpu_pool.a"].config, serde_json::json!({"v": 2}));
     apply_entry(&mut state, &put("gpu_pool.a", serde_json::json!({"v": 3}), vec![node("gpu_pool.a", "i-9")]));
     assert_eq!(ids(&state, "gpu_pool.a"), ["i-9"]);
+}
+
+/// A floating pool put in another provider block (a move across blocks): the nodes that
+/// recorded no block live in the old one and say so; those that name one keep it. One
+/// entry at a time and a replay agree.
+#[test]
+fn a_floating_pool_put_in_another_provider_block_keeps_each_node_where_it_lives() {
+    let placed = |provider: &str| {
+        let mut r = resource(serde_json::json!({"v": 1}), vec![]);
+        r.provider = Some(provider.into());
+        r.placement = Some(model::PlacementRecord {
+            provider: provider.into(),
+            region: "us-east-1".into(),
+            since_ms: 0,
+            short: vec![],
+        });
+        JournalEntry::PutResource { address: "gpu_pool.a".into(), resource: r }
+    };
+    let mut moved = node("gpu_pool.a", "i-new");
+    moved.provider = Some("sim2".into());
+    let entries = [
+        placed("sim"),
+        add("gpu_pool.a", &["i-old"]),
+        JournalEntry::AddNodes { address: "gpu_pool.a".into(), nodes: vec![moved] },
+        placed("sim2"),
+    ];
+    let mut one_by_one = State::new("l".into());
+    let mut replay = Replay::new(State::new("l".into()));
+    for e in &entries {
+        apply_entry(&mut one_by_one, e);
+        replay.apply(e);
+    }
+    let providers: Vec<Option<&str>> =
+        one_by_one.resources["gpu_pool.a"].nodes.iter().map(|n| n.provider.as_deref()).collect();
+    assert_eq!(providers, [Some("sim"), Some("sim2")]);
+    assert_eq!(replay.finish(), one_by_one);
+    // A pool that is not floating keeps its nodes as they are.
+    let mut plain = State::new("l".into());
+    apply_entry(&mut plain, &put("gpu_pool.a", serde_json::json!({}), vec![node("gpu_pool.a", "i-1")]));
+    let mut r = resource(serde_json::json!({}), vec![]);
+    r.provider = Some("sim2".into());
+    apply_entry(&mut plain, &JournalEntry::PutResource { address: "gpu_pool.a".into(), resource: r });
+    assert_eq!(plain.resources["gpu_pool.a"].nodes[0].provider, None);
 }
 
 #[test]

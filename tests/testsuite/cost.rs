@@ -192,6 +192,7 @@ fn a_pool_with_nodes_nobody_can_price_is_a_plan_error_never_free() {
             capacity: Capacity::OnDemand,
             reason: "replaced".into(),
             region: None,
+            provider: None,
         })
         .to_vec();
     let report = cost::cost(&plan, &spec, &prices).unwrap();
@@ -215,6 +216,7 @@ fn nodes_replacing_ones_that_were_not_live_cost_what_they_cost() {
             capacity: Capacity::OnDemand,
             reason: "stopped outside gpuplan".into(),
             region: None,
+            provider: None,
         })
         .to_vec();
     let report = cost::cost(&plan, &spec, &PriceBook::new(&spec, &BTreeMap::new())).unwrap();

@@ -1,9 +1,9 @@
 //! Floating pools on the sim cloud through the CLI (DESIGN.md, "Floating pools"): a pool
 //! with `placement {}` is created in its cheapest candidate, stays put for a saving below
 //! `min_saving`, moves for one above it (new nodes before old ones go, a preemptible job
-//! requeued without a retry, a non-preemptible one keeping its node), and leaves a
-//! candidate that has no room for the next one; prices and capacity come from a
-//! `gpuplan sim trace`.
+//! requeued without a retry, a non-preemptible one keeping its node), within a provider
+//! block or across two, and leaves a candidate that has no room for the next one (in
+//! any provider block); prices and capacity come from a `gpuplan sim trace`.
 
 use std::path::Path;
 
@@ -326,7 +326,7 @@ fn a_capacity_failure_falls_over_to_the_next_candidate() {
     // One apply: us-west-2 has no room, so the nodes go to the next cheapest candidate.
     let (out, err) = ok(d, &["apply", "--auto-approve"]);
     assert_eq!(regions(d), ["cn-hangzhou", "cn-hangzhou"], "{out}\n{err}");
-    assert!(format!("{out}{err}").contains("placed in cn-hangzhou"), "{out}\n{err}");
+    assert!(format!("{out}{err}").contains("placed in sim cn-hangzhou"), "{out}\n{err}");
     let plan = json(d, &["plan", "--json"]);
     let p = placement(&plan);
     let west = &p["candidates"][1];
@@ -405,20 +405,199 @@ fn reconcile_moves_a_pool_on_its_own_and_then_rests() {
     assert_eq!(code, 0, "{out}\n{err}");
 }
 
+/// SPEC with each candidate served by its own sim provider block: `sim` (us-west-2, where
+/// the pool starts), `sim2` (us-east-1) and `sim3` (cn-hangzhou). All three reach the one
+/// embedded cloud, so the blocks are told apart by what the plan and the state record.
+fn three_blocks(spec: &str) -> String {
+    spec.replace(
+        "provider \"sim\" {\n",
+        "provider \"sim\" {\n  alias = \"sim2\"\n}\n\nprovider \"sim\" {\n  alias = \"sim3\"\n}\n\nprovider \"sim\" {\n",
+    )
+    .replace("{ provider = \"sim\", region = \"us-east-1\" }", "{ provider = \"sim2\", region = \"us-east-1\" }")
+    .replace("{ provider = \"sim\", region = \"cn-hangzhou\" }", "{ provider = \"sim3\", region = \"cn-hangzhou\" }")
+}
+
+/// The pool's nodes as the state records them: (id, provider block, region), and the
+/// provider block the state has the pool in.
+fn blocks(dir: &Path) -> (Vec<(String, String, String)>, String) {
+    let text = std::fs::read_to_string(dir.join("state/default.json")).unwrap_or_default();
+    let state: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let pool = &state["resources"]["gpu_pool.train"];
+    let home = pool["provider"].as_str().unwrap_or_default().to_string();
+    let nodes = pool["nodes"].as_array().cloned().unwrap_or_default();
+    let nodes = nodes
+        .iter()
+        .map(|n| {
+            let s = |k: &str| n[k].as_str().unwrap_or_default().to_string();
+            let provider = n["provider"].as_str().unwrap_or(&home).to_string();
+            (s("id"), provider, s("region"))
+        })
+        .collect();
+    (nodes, home)
+}
+
 #[test]
-fn a_pool_does_not_move_to_another_provider_block_yet() {
+fn a_pool_moves_to_another_provider_block_new_nodes_first_jobs_by_the_removed_node_rules() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    // A second sim provider block (an alias) as the cheapest candidate once placed.
-    let spec = SPEC
-        .replace("provider \"sim\" {\n", "provider \"sim\" {\n  alias = \"sim2\"\n}\n\nprovider \"sim\" {\n")
-        .replace("{ provider = \"sim\", region = \"us-east-1\" }", "{ provider = \"sim2\", region = \"us-east-1\" }");
-    setup(d, &spec, TRACE);
+    setup(d, &three_blocks(&format!("{SPEC}{JOBS}")), TRACE);
     ok(d, &["apply", "--auto-approve"]);
+    let (before, home) = blocks(d);
+    assert_eq!(home, "sim");
+    assert!(before.iter().all(|n| n.1 == "sim" && n.2 == "us-west-2"), "{before:?}");
+    let od_old = sim_nodes(d).into_iter().find(|n| n.2 == "on-demand").unwrap().0;
+
+    // 06:00: us-west-2 costs 56 USD/h; sim2's us-east-1 33.60, 40 % cheaper.
     ok(d, &["sim", "advance", "6h"]);
     let plan = json(d, &["plan", "--json"]);
     let p = placement(&plan);
     assert_eq!(p["action"], "move", "{p:#}");
-    assert_eq!(p["chosen"], "sim cn-hangzhou", "the cheapest of its own provider block: {p:#}");
-    assert!(p["candidates"][0]["role"].as_str().unwrap().contains("not built yet"), "{p:#}");
+    assert_eq!(p["chosen"], "sim2 us-east-1", "{p:#}");
+    assert_eq!(p["current"], "sim us-west-2", "{p:#}");
+    assert!(p["reason"].as_str().unwrap().contains("sim2 us-east-1 is 40 % cheaper than sim us-west-2"), "{p:#}");
+    let pool = &plan["changes"][0]["pool"];
+    assert_eq!(pool["provider"], "sim2", "{pool:#}");
+    let deletes = pool["deletes"].as_array().unwrap();
+    assert!(!deletes.is_empty() && deletes.iter().all(|d| d["provider"] == "sim"), "{pool:#}");
+    assert_eq!(plan["cost"]["hourly_before"], 56.0, "priced where it runs: {:#}", plan["cost"]);
+    // After: the two new nodes in us-east-1 (33.60) and the on-demand node job.pinned keeps
+    // in us-west-2, at that region's price (8 × 4.00).
+    assert_eq!(plan["cost"]["hourly_after"], 65.6, "{:#}", plan["cost"]);
+    let job = plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == "job.resumable").unwrap();
+    assert_eq!(job["retries_spent"], 0, "a move spends no retry: {job:#}");
+    let (text, _) = ok(d, &["plan"]);
+    assert!(text.contains("sim us-west-2 → sim2 us-east-1"), "both provider blocks named:\n{text}");
+
+    let (out, err) = ok(d, &["apply", "--auto-approve"]);
+    let log = format!("{out}{err}");
+    let created = log.find("created").unwrap_or_else(|| panic!("{log}"));
+    let terminated = log.find("terminated 1 node(s) through sim").unwrap_or_else(|| panic!("{log}"));
+    assert!(created < terminated, "new nodes before old ones go:\n{log}");
+    let (after, home) = blocks(d);
+    assert_eq!(home, "sim2", "{after:?}");
+    // The non-preemptible job keeps its node in sim's us-west-2, recorded there.
+    assert!(after.iter().any(|n| n.0 == od_old && n.1 == "sim" && n.2 == "us-west-2"), "{after:?}");
+    assert_eq!(after.iter().filter(|n| n.1 == "sim2" && n.2 == "us-east-1").count(), 2, "{after:?}");
+    assert_eq!(after.len(), 3, "{after:?}");
+    let jobs = json(d, &["jobs", "list", "--json"]);
+    let job = |name: &str| jobs["jobs"].as_array().unwrap().iter().find(|j| j["address"] == name).unwrap().clone();
+    let resumable = job("job.resumable");
+    assert_eq!(resumable["attempt"], 2, "requeued from its checkpoint: {resumable:#}");
+    assert!(
+        resumable["runs"][0]["message"].as_str().unwrap().ends_with("requeued from its checkpoint"),
+        "{resumable:#}"
+    );
+    let pinned = job("job.pinned");
+    assert_eq!((pinned["attempt"].clone(), pinned["state"].clone()), (1.into(), "running".into()), "{pinned:#}");
+
+    // The next plan stays and changes nothing; the old node waits for job.pinned.
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("stay: sim2 us-east-1"), "{out}");
+    assert!(out.contains("deferred until it"), "{out}");
+
+    // Once job.pinned has ended, its node goes through the block it lives in, and the
+    // plan after that is empty.
+    ok(d, &["sim", "advance", "48h"]);
+    let plan = json(d, &["plan", "--json"]);
+    let deletes = plan["changes"][0]["pool"]["deletes"].as_array().cloned().unwrap_or_default();
+    assert!(deletes.iter().any(|x| x["id"] == od_old.as_str() && x["provider"] == "sim"), "{plan:#}");
+    ok(d, &["apply", "--auto-approve"]);
+    let (after, _) = blocks(d);
+    assert!(after.iter().all(|n| n.1 == "sim2" && n.2 == "us-east-1"), "{after:?}");
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+#[test]
+fn a_capacity_failure_in_the_target_block_falls_over_to_a_third_block() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // At 06:00 us-west-2 gets dear, and sim2's us-east-1 has no A100 left of either kind.
+    let trace = format!(
+        "{TRACE}2026-03-10T05:00:00Z,sim,us-east-1,A100-80GB,spot,2.00,0\n2026-03-10T05:00:00Z,sim,us-east-1,A100-80GB,on-demand,2.20,0\n"
+    );
+    setup(d, &three_blocks(SPEC), &trace);
+    ok(d, &["apply", "--auto-approve"]);
+    ok(d, &["sim", "advance", "6h"]);
+    let plan = json(d, &["plan", "--json"]);
+    assert_eq!(placement(&plan)["chosen"], "sim2 us-east-1", "{:#}", placement(&plan));
+    let (out, err) = ok(d, &["apply", "--auto-approve"]);
+    let log = format!("{out}{err}");
+    assert!(log.contains("placed in sim3 cn-hangzhou"), "{log}");
+    let (nodes, home) = blocks(d);
+    assert_eq!(home, "sim3", "{nodes:?}\n{log}");
+    assert_eq!(nodes.len(), 2, "the pool keeps its size: {nodes:?}\n{log}");
+    assert!(nodes.iter().all(|n| n.1 == "sim3" && n.2 == "cn-hangzhou"), "{nodes:?}\n{log}");
+    let plan = json(d, &["plan", "--json"]);
+    let p = placement(&plan);
+    assert_eq!(p["current"], "sim3 cn-hangzhou", "{p:#}");
+    assert!(p["candidates"][0]["capacity"].as_str().unwrap().starts_with("short since"), "{p:#}");
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+/// How many of the pool's nodes in `region` the journal of a running apply records.
+fn journaled(dir: &Path, region: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir.join("state")) else { return 0 };
+    let needle = format!("\"region\":\"{region}\"");
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".journal"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default().matches(&needle).count())
+        .sum()
+}
+
+#[test]
+fn an_apply_killed_mid_move_across_blocks_leaves_every_node_recorded_and_the_next_plan_finishes_it() {
+    use std::time::{Duration, Instant};
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d, &three_blocks(SPEC), TRACE);
+    ok(d, &["apply", "--auto-approve"]);
+    ok(d, &["sim", "advance", "6h"]);
+    // Every sim call waits 2 s: the apply is killed once both new nodes are journaled,
+    // while the old ones' termination is still waiting.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .current_dir(d)
+        .env("NO_COLOR", "1")
+        .env_remove("GPUPLAN_WORKSPACE")
+        .env("GPUPLAN_SIM_START", crate::sim_run::SIM_START)
+        .env("GPUPLAN_SIM_LATENCY", "2s")
+        .args(["apply", "--auto-approve"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while journaled(d, "us-east-1") < 2 {
+        assert!(start.elapsed() < Duration::from_secs(120), "the new nodes were never journaled");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
+
+    // Every node is recorded in the block it lives in: the old ones in sim, the new in sim2.
+    let (out, _) = ok(d, &["state", "pull"]);
+    let state: Value = serde_json::from_str(&out).unwrap();
+    let pool = &state["resources"]["gpu_pool.train"];
+    assert_eq!(pool["provider"], "sim", "the move did not finish: {pool:#}");
+    let nodes = pool["nodes"].as_array().unwrap();
+    let at = |p: &str, r: &str| nodes.iter().filter(|n| n["provider"] == p && n["region"] == r).count();
+    assert_eq!((at("sim", "us-west-2"), at("sim2", "us-east-1"), nodes.len()), (2, 2, 4), "{pool:#}");
+
+    // The next plan finishes the move: it keeps the new nodes and removes the old ones
+    // through sim; the plan after that is empty.
+    let plan = json(d, &["plan", "--json"]);
+    let pool = &plan["changes"][0]["pool"];
+    assert!(pool["creates"].as_array().is_none_or(|c| c.is_empty()), "nothing launched twice: {pool:#}");
+    let deletes = pool["deletes"].as_array().unwrap();
+    assert_eq!(deletes.len(), 2, "{pool:#}");
+    assert!(deletes.iter().all(|x| x["provider"] == "sim" && x["region"] == "us-west-2"), "{pool:#}");
+    ok(d, &["apply", "--auto-approve"]);
+    let (after, home) = blocks(d);
+    assert_eq!(home, "sim2", "{after:?}");
+    assert!(after.len() == 2 && after.iter().all(|n| n.1 == "sim2" && n.2 == "us-east-1"), "{after:?}");
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}\n{err}");
 }

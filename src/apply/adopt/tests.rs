@@ -68,6 +68,7 @@ impl Provider for Tagger {
 
 fn node(i: usize) -> Node {
     Node {
+        provider: None,
         id: format!("i-{i:04}"),
         pool: "gpu_pool.legacy".parse().unwrap(),
         instance_type: "p4d.24xlarge".into(),

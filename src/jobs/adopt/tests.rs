@@ -61,6 +61,7 @@ fn node(id: &str, job: &str, replica: u32, attempt: u32, state: NodeState) -> Li
         provider: "aws".into(),
         region: "us-east-1".into(),
         node: Node {
+            provider: None,
             id: id.into(),
             pool: "gpu_pool.train".parse().unwrap(),
             instance_type: "p4de.24xlarge".into(),

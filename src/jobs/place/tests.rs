@@ -115,6 +115,7 @@ fn run(attempt: u32, status: JobState) -> JobRun {
 fn state_with(spec: &Spec, rec: JobRecord) -> State {
     let mut state = State::new(LINEAGE.into());
     let node = Node {
+        provider: None,
         id: "i-1".into(),
         pool: "gpu_pool.train".parse().unwrap(),
         instance_type: "p4de.24xlarge".into(),

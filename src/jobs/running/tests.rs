@@ -46,6 +46,7 @@ fn resource(kind: &str, config: serde_json::Value) -> ResourceState {
 fn state(jobs: &[(&str, JobRecord)]) -> State {
     let mut state = State::new("l-1".into());
     let node = Node {
+        provider: None,
         id: "i-1".into(),
         pool: addr("gpu_pool.train"),
         instance_type: "g6.xlarge".into(),

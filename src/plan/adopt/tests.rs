@@ -50,6 +50,7 @@ fn node(id: &str, pool: &str, ours: bool) -> Node {
         tags.insert(TAG_PROVIDER, "sim");
     }
     Node {
+        provider: None,
         id: id.into(),
         pool: if ours { addr(pool) } else { crate::providers::unowned_pool() },
         instance_type: "p4d.24xlarge".into(),

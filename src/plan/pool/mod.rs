@@ -82,8 +82,9 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         return Some(change);
     };
 
+    let home = home_provider(cx, &shape);
     let (stale, fresh): (Vec<&Node>, Vec<&Node>) =
-        cx.live.iter().copied().partition(|n| stale_reason(&shape, n).is_some());
+        cx.live.iter().copied().partition(|n| stale_reason(&shape, n, home).is_some());
     let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, fresh.len());
     let NodeOps { creates, deletes, held, retry } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
     let (mut deletes, deferred) = busy::defer(deletes, cx.jobs);
@@ -239,6 +240,14 @@ fn ago(later: u64, earlier: u64) -> String {
         return "under a minute".into();
     }
     humantime::format_duration(std::time::Duration::from_secs(secs / 60 * 60)).to_string()
+}
+
+/// For a floating pool, the provider block of its nodes that record none: the one the
+/// state has the pool in, else (a new pool) the one the spec places it in. `None` for
+/// other pools, whose nodes stay with their provider block.
+pub(crate) fn home_provider<'a>(cx: &PoolCtx<'a, '_>, shape: &'a PoolShape) -> Option<&'a str> {
+    cx.pool.filter(|p| p.placement.is_some())?;
+    Some(cx.prior.and_then(|p| p.provider.as_deref()).unwrap_or(&shape.provider))
 }
 
 /// The delete reason of a node stopped outside gpuplan.
@@ -641,5 +650,6 @@ fn delete(n: &Node, reason: &str) -> NodeDelete {
         capacity: n.capacity,
         reason: reason.to_string(),
         region: None,
+        provider: None,
     }
 }

@@ -29,8 +29,14 @@ pub(crate) struct NodeOps {
 }
 
 /// Why a live node no longer matches the pool's immutable attributes, if it does not.
-pub(crate) fn stale_reason(shape: &PoolShape, n: &Node) -> Option<String> {
-    if n.region != shape.region {
+/// `home` is, for a floating pool, the provider block of its nodes that record none (the
+/// state's for the pool); other pools' nodes stay with the provider block they have.
+pub(crate) fn stale_reason(shape: &PoolShape, n: &Node, home: Option<&str>) -> Option<String> {
+    let provider = home.map(|h| n.provider_or(h));
+    if let Some(p) = provider.filter(|p| *p != shape.provider) {
+        // A floating pool moving to another provider block: both are named.
+        Some(format!("{p} {} → {} {}", n.region, shape.provider, shape.region))
+    } else if n.region != shape.region {
         Some(format!("region {} → {}", n.region, shape.region))
     } else if !shape.instance_types.contains(&n.instance_type) {
         Some(format!("instance type {} no longer matches {} × {}", n.instance_type, shape.gpus_per_node, shape.gpu))
@@ -61,10 +67,12 @@ pub(crate) fn node_ops(
     creates.shrink_to_fit();
     let surplus = fresh.len().saturating_sub(n as usize);
     let mut deletes = excess_deletes(&excess, surplus, &age, scale);
+    let home = super::home_provider(cx, shape);
     for node in sorted(stale) {
-        let mut d = delete(node, &format!("replaced: {}", stale_reason(shape, node).unwrap_or_default()));
-        // Terminated where it runs, not in the pool's new region.
+        let mut d = delete(node, &format!("replaced: {}", stale_reason(shape, node, home).unwrap_or_default()));
+        // Terminated where it runs, not in the pool's new region or provider block.
         d.region = (node.region != shape.region).then(|| node.region.clone());
+        d.provider = home.map(|h| node.provider_or(h)).filter(|p| *p != shape.provider).map(str::to_string);
         deletes.push(d);
     }
     NodeOps { creates, deletes, held, retry }

@@ -23,10 +23,14 @@ pub(crate) fn removed(
     }
     let addr = cx.addr;
     let (reason, why) = removal_reason(cx);
-    let mut deletes: Vec<NodeDelete> = sorted(&cx.live).into_iter().map(|n| delete(n, why)).collect();
-    deletes.extend(sorted(&cx.stopped).into_iter().map(|n| delete(n, super::STOPPED)));
     let prior = cx.prior;
     let (provider, provider_kind) = removed_provider(cx);
+    let region =
+        prior.and_then(|p| p.region.clone()).or_else(|| cx.live.first().map(|n| n.region.clone())).unwrap_or_default();
+    let home = provider.as_deref().unwrap_or_default();
+    let mut deletes: Vec<NodeDelete> =
+        sorted(&cx.live).into_iter().map(|n| delete_where(n, why, home, &region)).collect();
+    deletes.extend(sorted(&cx.stopped).into_iter().map(|n| delete_where(n, super::STOPPED, home, &region)));
     let mut before = before_counts;
     if before.gpus_per_node == 0 {
         before.gpus_per_node = catalog_gpus(cat, provider_kind.as_deref(), &cx.live);
@@ -40,10 +44,7 @@ pub(crate) fn removed(
         pool: Some(PoolChange {
             provider: provider.unwrap_or_default(),
             provider_kind: provider_kind.unwrap_or_default(),
-            region: prior
-                .and_then(|p| p.region.clone())
-                .or_else(|| cx.live.first().map(|n| n.region.clone()))
-                .unwrap_or_default(),
+            region,
             gpu: prior
                 .and_then(|p| p.config.get("gpu"))
                 .and_then(|g| g.as_str().map(str::to_string))
@@ -68,6 +69,15 @@ pub(crate) fn removed(
         after_changes: vec![],
     };
     Some((change, prevent_destroy_error(cx)))
+}
+
+/// The delete of node `n`, terminated where it runs: a floating pool caught mid-move has
+/// nodes in another region or provider block than the pool's (`home`, `region`).
+fn delete_where(n: &Node, why: &str, home: &str, region: &str) -> NodeDelete {
+    let mut d = delete(n, why);
+    d.region = (n.region != region).then(|| n.region.clone());
+    d.provider = Some(n.provider_or(home)).filter(|p| *p != home).map(str::to_string);
+    d
 }
 
 /// The refusal when the configuration last applied has `lifecycle.prevent_destroy`.

@@ -58,6 +58,7 @@ fn train() -> Address {
 
 fn node(id: &str, zone: &str, capacity: Capacity) -> Node {
     Node {
+        provider: None,
         id: id.into(),
         pool: train(),
         instance_type: "p4de.24xlarge".into(),
@@ -382,22 +383,22 @@ fn stale_reason_names_region_type_and_image_changes() {
     let world = World::new(None, None);
     let shape = shape_of(&world);
     let ok = node("i-1", "us-east-1a", Capacity::Spot);
-    assert_eq!(stale_reason(&shape, &ok), None);
+    assert_eq!(stale_reason(&shape, &ok, None), None);
     let mut other_region = ok.clone();
     other_region.region = "us-west-2".into();
-    assert_eq!(stale_reason(&shape, &other_region).as_deref(), Some("region us-west-2 → us-east-1"));
+    assert_eq!(stale_reason(&shape, &other_region, None).as_deref(), Some("region us-west-2 → us-east-1"));
     let mut other_type = ok.clone();
     other_type.instance_type = "g6.xlarge".into();
     assert_eq!(
-        stale_reason(&shape, &other_type).as_deref(),
+        stale_reason(&shape, &other_type, None).as_deref(),
         Some("instance type g6.xlarge no longer matches 8 × A100-80GB")
     );
     let mut old_image = ok.clone();
     old_image.image = Some("img-1".into());
-    assert_eq!(stale_reason(&shape, &old_image).as_deref(), Some("image img-1 → img-2"));
+    assert_eq!(stale_reason(&shape, &old_image, None).as_deref(), Some("image img-1 → img-2"));
     // A node that does not report its image is not replaced for it.
     old_image.image = None;
-    assert_eq!(stale_reason(&shape, &old_image), None);
+    assert_eq!(stale_reason(&shape, &old_image, None), None);
 }
 
 #[test]
@@ -584,6 +585,7 @@ fn prevent_destroy_refuses_replacing_nodes_only_when_set() {
         capacity: Capacity::Spot,
         reason: "replaced: image img-1 → img-2".into(),
         region: None,
+        provider: None,
     }];
     let surplus = [NodeDelete { reason: "surplus".into(), ..replaced[0].clone() }];
     let pool = &guarded.gpu_pools[&addr];

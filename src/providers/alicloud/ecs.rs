@@ -231,6 +231,7 @@ pub fn node_of(inst: &Value, region: &str, pool: crate::addr::Address) -> Option
         _ => NodeState::Terminated,
     };
     Some(Node {
+        provider: None,
         id: inst["InstanceId"].as_str()?.to_string(),
         pool,
         instance_type: inst["InstanceType"].as_str().unwrap_or_default().to_string(),

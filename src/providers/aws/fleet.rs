@@ -260,6 +260,7 @@ impl AwsProvider {
                 .unwrap_or_default();
             for id in group.instance_ids() {
                 nodes.push(Node {
+                    provider: None,
                     id: id.clone(),
                     pool: req.pool.clone(),
                     instance_type: group.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),

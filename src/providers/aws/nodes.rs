@@ -53,6 +53,7 @@ pub fn node_of(i: &Instance, region: &str, pool: Address) -> Option<Node> {
         _ => NodeState::Pending,
     };
     Some(Node {
+        provider: None,
         id: i.instance_id()?.to_string(),
         pool,
         instance_type: i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),

@@ -47,6 +47,7 @@ impl SimNode {
 
     pub fn to_node(&self) -> Node {
         Node {
+            provider: None,
             id: self.id.clone(),
             // Foreign VMs belong to no pool; `Node` needs one, so they report a name no
             // gpuplan address can take (a leading `-` is not an identifier).

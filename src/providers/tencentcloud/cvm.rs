@@ -204,6 +204,7 @@ pub fn node_of(inst: &Value, region: &str, pool: crate::addr::Address) -> Option
     let capacity =
         if inst["InstanceChargeType"].as_str() == Some("SPOTPAID") { Capacity::Spot } else { Capacity::OnDemand };
     Some(Node {
+        provider: None,
         id: inst["InstanceId"].as_str()?.to_string(),
         pool,
         instance_type: inst["InstanceType"].as_str().unwrap_or_default().to_string(),

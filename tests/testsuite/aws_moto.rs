@@ -583,3 +583,100 @@ async fn a_job_runs_on_an_idle_warm_node_through_ssm_and_the_node_stays_in_its_p
     let r = run(dir, &["destroy", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 }
+
+/// A floating pool of 2 on-demand A10G nodes that may live in the sim cloud's us-east-1
+/// or in AWS eu-west-1 (moto): created in the sim while it is cheap, moved to AWS once
+/// the sim trace makes it dear, and empty afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_floating_pool_moves_from_the_sim_cloud_to_aws() {
+    use crate::aws::cli::{ACCESS_KEY, SECRET_KEY, run_env};
+    let region = "eu-west-1";
+    let c = client(region).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = format!(
+        r#"provider "sim" {{
+  seed = 7
+}}
+
+provider "aws" {{
+  region   = "{region}"
+  endpoint = "{endpoint}"
+  image    = "ami-0123456789abcdef0"
+}}
+
+gpu_pool "train" {{
+  gpu           = "A10G"
+  gpus_per_node = 1
+  nodes {{
+    min     = 0
+    desired = 2
+    max     = 4
+  }}
+  mix {{
+    on_demand_base = 2
+    spot_percent   = 0
+  }}
+  placement {{
+    candidates = [
+      {{ provider = "sim", region = "us-east-1" }},
+      {{ provider = "aws", region = "{region}" }},
+    ]
+    min_saving = 10
+    min_stay   = "1h"
+  }}
+}}
+"#,
+        endpoint = endpoint()
+    );
+    write_spec(dir, &spec);
+    // 0.50 USD per GPU-hour in the sim at first (AWS's catalog: 1.006), 5.00 from 02:00.
+    let trace = "\
+time,provider,region,gpu,capacity,price_usd_hour,available_nodes
+2026-03-10T00:00:00Z,sim,us-east-1,A10G,on-demand,0.50,
+2026-03-10T00:00:00Z,sim,us-east-1,A10G,spot,0.30,
+2026-03-10T02:00:00Z,sim,us-east-1,A10G,on-demand,5.00,
+2026-03-10T02:00:00Z,sim,us-east-1,A10G,spot,3.00,
+";
+    std::fs::write(dir.join("trace.csv"), trace).unwrap();
+    let gp = |args: &[&str]| {
+        let r = run_env(dir, args, Some((ACCESS_KEY, SECRET_KEY)), &[("GPUPLAN_SIM_START", crate::sim_run::SIM_START)]);
+        assert_eq!(r.code, 0, "{args:?}:\n{}\n{}", r.stdout, r.stderr);
+        r
+    };
+    gp(&["sim", "trace", "trace.csv"]);
+    let plan: serde_json::Value = serde_json::from_str(&gp(&["plan", "--json"]).stdout).unwrap();
+    assert_eq!(plan["placements"][0]["chosen"], "sim us-east-1", "{:#}", plan["placements"]);
+    gp(&["apply", "--auto-approve"]);
+    let lineage = lineage(dir);
+    assert!(tagged(&c, &lineage).await.is_empty(), "nothing on AWS yet");
+
+    gp(&["sim", "advance", "2h"]);
+    let plan: serde_json::Value = serde_json::from_str(&gp(&["plan", "--json"]).stdout).unwrap();
+    let p = &plan["placements"][0];
+    assert_eq!((p["action"].as_str(), p["chosen"].as_str()), (Some("move"), Some("aws eu-west-1")), "{p:#}");
+    assert_eq!(p["current"], "sim us-east-1", "{p:#}");
+    let r = gp(&["apply", "--auto-approve"]);
+    let log = format!("{}{}", r.stdout, r.stderr);
+    let created = log.find("created").unwrap_or_else(|| panic!("{log}"));
+    let terminated = log.find("terminated 2 node(s) through sim").unwrap_or_else(|| panic!("{log}"));
+    assert!(created < terminated, "new nodes before old ones go:\n{log}");
+    let on_aws = tagged(&c, &lineage).await;
+    assert_eq!(on_aws.len(), 2, "{on_aws:?}\n{log}");
+    let text = std::fs::read_to_string(dir.join("state/default.json")).unwrap();
+    let state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let pool = &state["resources"]["gpu_pool.train"];
+    assert_eq!((pool["provider"].as_str(), pool["provider_kind"].as_str()), (Some("aws"), Some("aws")), "{pool:#}");
+    let nodes = pool["nodes"].as_array().unwrap();
+    assert!(nodes.len() == 2 && nodes.iter().all(|n| n["provider"] == "aws" && n["region"] == region), "{pool:#}");
+
+    let r = run_env(
+        dir,
+        &["plan", "--detailed-exitcode"],
+        Some((ACCESS_KEY, SECRET_KEY)),
+        &[("GPUPLAN_SIM_START", crate::sim_run::SIM_START)],
+    );
+    assert_eq!(r.code, 0, "the plan after the move is empty:\n{}\n{}", r.stdout, r.stderr);
+    gp(&["destroy", "--auto-approve"]);
+    assert!(tagged(&c, &lineage).await.is_empty(), "destroy leaves nothing on AWS");
+}

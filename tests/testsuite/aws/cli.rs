@@ -23,7 +23,13 @@ pub fn run(dir: &Path, args: &[&str]) -> Run {
 
 /// [`run`] with these credentials in the environment, or none anywhere (`None`).
 pub fn run_as(dir: &Path, args: &[&str], credentials: Option<(&str, &str)>) -> Run {
+    run_env(dir, args, credentials, &[])
+}
+
+/// [`run_as`] with more environment variables (e.g. the sim clock's start).
+pub fn run_env(dir: &Path, args: &[&str], credentials: Option<(&str, &str)>, env: &[(&str, &str)]) -> Run {
     let mut cmd = cargo_bin_cmd!("gpuplan");
+    cmd.envs(env.iter().copied());
     cmd.current_dir(dir)
         .env("NO_COLOR", "1")
         .env("COLUMNS", "100")

@@ -449,7 +449,7 @@ fn alternate<'a>(
     ctx: &'a Ctx,
 ) -> Option<(PoolChange, &'a dyn Provider)> {
     let name = &alt.placement.provider;
-    let alt_provider = if *name == pc.provider { provider } else { ctx.providers.get(name)?.as_ref() };
+    let alt_provider = through(name, pc, provider, ctx)?;
     let kind = if alt.provider_kind.is_empty() { pc.provider_kind.clone() } else { alt.provider_kind.clone() };
     let alt_pc = PoolChange {
         provider: name.clone(),
@@ -459,6 +459,12 @@ fn alternate<'a>(
         ..pc.clone()
     };
     Some((alt_pc, alt_provider))
+}
+
+/// The provider of block `name`: the pool's own `provider`, else (a floating pool's other
+/// block) the one the apply was given under that name.
+fn through<'a>(name: &str, pc: &PoolChange, provider: &'a dyn Provider, ctx: &'a Ctx) -> Option<&'a dyn Provider> {
+    if name == pc.provider { Some(provider) } else { ctx.providers.get(name).map(|p| p.as_ref()) }
 }
 
 /// The deletes that only move nodes between zones or capacity types.
@@ -615,13 +621,8 @@ async fn deletes(
             return Err("apply was interrupted before nodes were terminated".into());
         }
         let addr = change.address.to_string();
-        let provider = if name == pc.provider {
-            provider
-        } else {
-            let Some(p) = ctx.providers.get(name) else {
-                return Err(format!("provider `{name}` is not configured; its {} node(s) stay", ids.len()));
-            };
-            p.as_ref()
+        let Some(provider) = through(name, pc, provider, ctx) else {
+            return Err(format!("provider `{name}` is not configured; its {} node(s) stay", ids.len()));
         };
         let gone = call(ctx, &ids[0], || provider.terminate_nodes(region, &ids)).await.map_err(describe)?;
         let through = if name == pc.provider { String::new() } else { format!(" through {name}") };

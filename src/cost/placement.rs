@@ -125,7 +125,9 @@ pub fn decide(
         _ => PlacementRecord {
             provider: cands[index].provider.value.clone(),
             region: cands[index].region.value.clone(),
-            since_ms: now,
+            // By the clock of the block it goes to, which the next plans decide by (the
+            // sim's own clock and a real cloud's differ).
+            since_ms: clocks.get(&cands[index].provider.value).copied().unwrap_or(now),
             short: short.clone(),
         },
     };

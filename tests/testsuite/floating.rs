@@ -601,3 +601,21 @@ fn an_apply_killed_mid_move_across_blocks_leaves_every_node_recorded_and_the_nex
     let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
     assert_eq!(code, 0, "{out}\n{err}");
 }
+
+#[test]
+fn a_destroy_while_a_node_waits_in_the_old_block_terminates_each_node_through_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d, &three_blocks(&format!("{SPEC}{JOBS}")), TRACE);
+    ok(d, &["apply", "--auto-approve"]);
+    ok(d, &["sim", "advance", "6h"]);
+    ok(d, &["apply", "--auto-approve"]);
+    let (nodes, home) = blocks(d);
+    assert_eq!((home.as_str(), nodes.len()), ("sim2", 3), "job.pinned keeps its node in sim: {nodes:?}");
+
+    let (out, err) = ok(d, &["destroy", "--auto-approve"]);
+    let log = format!("{out}{err}");
+    assert!(log.contains("terminated 1 node(s) through sim"), "{log}");
+    assert!(log.contains("terminated 2 node(s)"), "{log}");
+    assert!(blocks(d).0.is_empty(), "{:?}", blocks(d));
+}

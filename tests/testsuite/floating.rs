@@ -510,6 +510,22 @@ fn a_pool_moves_to_another_provider_block_new_nodes_first_jobs_by_the_removed_no
 }
 
 #[test]
+fn reconcile_moves_a_pool_to_another_provider_block_on_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d, &three_blocks(SPEC), TRACE);
+    ok(d, &["reconcile", "--once"]);
+    assert!(blocks(d).0.iter().all(|n| n.1 == "sim" && n.2 == "us-west-2"), "{:?}", blocks(d));
+    ok(d, &["sim", "advance", "6h"]);
+    ok(d, &["reconcile", "--once"]);
+    let (nodes, home) = blocks(d);
+    assert_eq!(home, "sim2", "{nodes:?}");
+    assert!(nodes.len() == 2 && nodes.iter().all(|n| n.1 == "sim2" && n.2 == "us-east-1"), "{nodes:?}");
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+#[test]
 fn a_capacity_failure_in_the_target_block_falls_over_to_a_third_block() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();

@@ -12,6 +12,7 @@ mod aws;
 mod aws_fake;
 mod aws_moto;
 mod chinacloud;
+mod build_features;
 mod ci_recipes;
 mod cli;
 mod convergence;

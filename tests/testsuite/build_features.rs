@@ -16,11 +16,7 @@ fn resolved(extra: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "cargo tree failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
     let mut map: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let line = line.trim_end_matches(" (*)");
@@ -29,9 +25,7 @@ fn resolved(extra: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
         };
         // `{p}` ends with the source for path dependencies ("gpuplan v0.1.0 (/…)").
         let package = package.split(" (").next().unwrap_or(package).trim();
-        map.entry(package.to_string())
-            .or_default()
-            .insert(features.trim().to_string());
+        map.entry(package.to_string()).or_default().insert(features.trim().to_string());
     }
     map
 }
@@ -40,18 +34,13 @@ fn resolved(extra: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
 fn dev_dependencies_turn_on_no_feature_of_a_crate_the_binary_builds() {
     let binary = resolved(&["-e", "no-dev"]);
     let tests = resolved(&[]);
-    assert!(
-        binary.keys().any(|k| k.starts_with("aws-sdk-ec2 ")),
-        "cargo tree output not understood: {binary:?}"
-    );
+    assert!(binary.keys().any(|k| k.starts_with("aws-sdk-ec2 ")), "cargo tree output not understood: {binary:?}");
     let mut differ = Vec::new();
     for (package, sets) in &binary {
         let in_tests = tests.get(package).cloned().unwrap_or_default();
         for set in sets {
             if !in_tests.contains(set) {
-                differ.push(format!(
-                    "{package}: binary builds [{set}], tests build {in_tests:?}"
-                ));
+                differ.push(format!("{package}: binary builds [{set}], tests build {in_tests:?}"));
             }
         }
     }

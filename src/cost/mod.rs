@@ -17,7 +17,7 @@ use crate::providers::Capacity;
 use crate::spec::Spec;
 use crate::spec::model::ProviderKind;
 
-pub use crate::plan::report::{Alternative, CostReport, PoolCost, Price, QuotaCost, Range, Rate};
+pub use crate::plan::report::{Alternative, CostReport, Peak, PoolCost, Price, QuotaCost, Range, Rate};
 pub use prices::PriceBook;
 
 /// Hours in a billing month, as the clouds' calculators use.
@@ -221,6 +221,12 @@ pub fn add_job_nodes(report: &mut CostReport, jobs: &[crate::model::JobPlacement
             .map_or(0.0, |x| x.usd_per_hour)
         };
         let (mut before, mut after) = (0.0, 0.0);
+        // Job nodes do not move with the pool: they run through its move's peak too.
+        let job_nodes = (running.len() + launching.len()) as u32;
+        if let Some(k) = p.peak.as_mut() {
+            k.nodes += job_nodes;
+            k.gpus += gpn * u64::from(job_nodes);
+        }
         for c in &running {
             let usd = price(*c, p);
             before += usd;
@@ -257,6 +263,9 @@ pub fn add_job_nodes(report: &mut CostReport, jobs: &[crate::model::JobPlacement
         }
         p.hourly_before = money(p.hourly_before + before);
         p.hourly_after = money(p.hourly_after + after);
+        if let Some(k) = p.peak.as_mut() {
+            k.hourly_usd = money(k.hourly_usd + after);
+        }
         p.on_demand_hourly_after = money(p.on_demand_hourly_after);
         p.spot_hourly_after = money(p.spot_hourly_after);
         p.price_per_gpu_hour = if p.gpus_after == 0 { 0.0 } else { money(p.hourly_after / p.gpus_after as f64) };
@@ -291,6 +300,7 @@ pub fn add_job_nodes(report: &mut CostReport, jobs: &[crate::model::JobPlacement
         q.hourly_after = money(q.hourly_after + extra);
         q.hourly_max = money(q.hourly_max + extra);
         q.monthly_after = money(q.hourly_after * HOURS_PER_MONTH);
+        q.peak = quota_peak(&mine);
     }
 }
 
@@ -347,11 +357,20 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         }
         Some(sums)
     };
-    for (od, spot) in [priced_at(&kept, &price_before)?, priced_at(&after, &price)?] {
+    let new = priced_at(&after, &price)?;
+    for (od, spot) in [priced_at(&kept, &price_before)?, new] {
         od_after += od;
         spot_after += spot;
     }
     let hourly_after = od_after + spot_after;
+    let peak = moves(pc).then(|| {
+        let created: u32 = pc.creates.iter().map(|c| c.count).sum();
+        Peak {
+            nodes: pc.before.nodes() + created,
+            gpus: pc.before.gpus() + u64::from(created) * u64::from(pc.after.gpus_per_node),
+            hourly_usd: hourly_before + new.0 + new.1,
+        }
+    });
     let od_price = price(&preferred, Capacity::OnDemand);
     let spot_price = price(&preferred, Capacity::Spot);
     let gpus_after = pc.after.gpus();
@@ -412,9 +431,39 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         spot_hourly_after: spot_after,
         price_per_gpu_hour: if gpus_after == 0 { 0.0 } else { hourly_after / gpus_after as f64 },
         on_demand_price: od_price,
+        peak,
         spot_price,
         range,
         alternatives,
+    })
+}
+
+/// A floating pool this plan moves to another candidate: its new nodes start while all
+/// the old ones still run (DESIGN.md, "Floating pools").
+fn moves(pc: &PoolChange) -> bool {
+    match (&pc.placement_before, &pc.placement) {
+        (Some(b), Some(a)) => b.provider != a.provider || b.region != a.region,
+        _ => false,
+    }
+}
+
+/// A quota's pools at the peak of the moves among them (the others at "after"); `None`
+/// when none of them moves.
+fn quota_peak(mine: &[&PoolCost]) -> Option<Peak> {
+    mine.iter().any(|p| p.peak.is_some()).then(|| {
+        let at = |p: &PoolCost| {
+            p.peak.unwrap_or(Peak {
+                nodes: p.on_demand_after + p.spot_after,
+                gpus: p.gpus_after,
+                hourly_usd: p.hourly_after,
+            })
+        };
+        let sum = mine.iter().map(|p| at(p)).fold(Peak::default(), |a, b| Peak {
+            nodes: a.nodes + b.nodes,
+            gpus: a.gpus + b.gpus,
+            hourly_usd: a.hourly_usd + b.hourly_usd,
+        });
+        Peak { hourly_usd: money(sum.hourly_usd), ..sum }
     })
 }
 
@@ -436,6 +485,7 @@ fn round_pool(mut p: PoolCost) -> PoolCost {
     p.on_demand_hourly_after = money(p.on_demand_hourly_after);
     p.spot_hourly_after = money(p.spot_hourly_after);
     p.price_per_gpu_hour = money(p.price_per_gpu_hour);
+    p.peak = p.peak.map(|k| Peak { hourly_usd: money(k.hourly_usd), ..k });
     p.range = p.range.map(|r| Range {
         hourly_min: money(r.hourly_min),
         hourly_expected: money(r.hourly_expected),
@@ -478,6 +528,7 @@ fn quota_costs(spec: &Spec, pools: &[PoolCost]) -> Vec<QuotaCost> {
                 hourly_after: money(hourly_after),
                 hourly_max: money(mine.iter().map(|p| p.range.map(|r| r.hourly_max).unwrap_or(p.hourly_after)).sum()),
                 monthly_after: money(hourly_after * HOURS_PER_MONTH),
+                peak: quota_peak(&mine),
             }
         })
         .collect()

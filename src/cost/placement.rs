@@ -35,6 +35,17 @@ pub struct Chosen {
     /// The candidates (indices into `candidates`) apply tries, best first, when the chosen
     /// one has no room for the nodes it creates: the usable ones, of any provider block.
     pub alternates: Vec<usize>,
+    /// The current candidate, when the pool could stay there (priced, not known short):
+    /// a move from it may wait ([`Hold`]); one without it cannot.
+    pub can_stay: Option<usize>,
+}
+
+/// A move kept from happening: `quota` would be broken while both sets of nodes run, as
+/// `detail` says (`32 GPUs > max_gpus 16`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    pub quota: String,
+    pub detail: String,
 }
 
 /// The spec with every floating pool placed, and each pool's choice.
@@ -45,8 +56,16 @@ pub struct Resolved {
 }
 
 /// Place every floating pool of `spec`; `None` when it has none (the spec is used as is).
-/// `now_ms` is the clock of each provider block by name (the sim's own for sim).
-pub fn resolve(spec: &Spec, state: &State, prices: &PriceBook, clocks: &BTreeMap<String, u64>) -> Option<Resolved> {
+/// `now_ms` is the clock of each provider block by name (the sim's own for sim). A pool in
+/// `holds` that would move, and could stay, stays (its move would break a quota while
+/// both sets run).
+pub fn resolve(
+    spec: &Spec,
+    state: &State,
+    prices: &PriceBook,
+    clocks: &BTreeMap<String, u64>,
+    holds: &BTreeMap<Address, Hold>,
+) -> Option<Resolved> {
     if spec.gpu_pools.values().all(|p| p.placement.is_none()) {
         return None;
     }
@@ -56,6 +75,10 @@ pub fn resolve(spec: &Spec, state: &State, prices: &PriceBook, clocks: &BTreeMap
         let Some(placement) = &pool.placement else { continue };
         let prior = state.resources.get(&addr.to_string());
         let Some((i, c)) = decide(spec, addr, pool, placement, prior, prices, clocks) else { continue };
+        let (i, c) = match (holds.get(addr), c.can_stay) {
+            (Some(h), Some(cur)) if c.decision.action == PlacementAction::Move => hold(c, i, cur, h, placement),
+            _ => (i, c),
+        };
         if let Some(p) = out.gpu_pools.get_mut(addr) {
             *p = pool.placed_in(&placement.candidates[i]);
         }
@@ -158,9 +181,41 @@ pub fn decide(
         chosen: cands[index].label(),
         current: before.as_ref().map(|b| format!("{} {}", b.provider, b.region)),
         reason,
+        held_by: None,
+        peak: None,
         candidates: rows,
     };
-    Some((index, Chosen { decision, record, before, alternates }))
+    let can_stay = current.filter(|c| priced[*c].hourly.is_some() && priced[*c].short.is_none());
+    Some((index, Chosen { decision, record, before, alternates, can_stay }))
+}
+
+/// A move turned into a stay at `cur`, its candidate `target`: the reason names the quota
+/// and keeps the move's own, the target becomes the first alternate.
+fn hold(mut c: Chosen, target: usize, cur: usize, h: &Hold, placement: &Placement) -> (usize, Chosen) {
+    let cands = &placement.candidates;
+    let why = c.decision.reason.trim_start_matches("move: ").to_string();
+    c.decision.reason = format!(
+        "stay: moving to {} would exceed {} during the overlap ({} while both sets run), though {why}",
+        cands[target].label(),
+        h.quota,
+        h.detail
+    );
+    c.decision.action = PlacementAction::Stay;
+    c.decision.chosen = cands[cur].label();
+    c.decision.held_by = Some(h.quota.clone());
+    for (i, row) in c.decision.candidates.iter_mut().enumerate() {
+        row.role = match (i == cur, i == target) {
+            (true, _) => "current, chosen".into(),
+            (false, true) => "held".into(),
+            (false, false) => String::new(),
+        };
+    }
+    if let Some(b) = &c.before {
+        c.record = PlacementRecord { short: c.record.short.clone(), ..b.clone() };
+    }
+    c.alternates.retain(|i| *i != cur);
+    c.alternates.insert(0, target);
+    (cur, c)
 }
 
 /// Create, stay or move, which candidate, and the sentence that says why.

@@ -290,15 +290,23 @@ pub fn plan_refreshed(
 ) -> Result<Plan, RunError> {
     let adopted = adopt::resolve(spec, state, observed.as_deref(), req.destroy);
     let state = adopted.state.as_ref().unwrap_or(state);
-    let observed = adopted.observed.or(observed);
-    let placed = place_floating(spec, state, req);
+    let mut observed = adopted.observed.or(observed);
     let digest = diff::spec_digest(spec);
+    let running = jobs::running::by_pool(state, statuses);
+    // Floating pools may be planned again (a move held for a quota) from the same fleet.
+    let floating = spec.gpu_pools.values().any(|p| p.placement.is_some());
+    let (mut plan, placed) = placed_plan(spec, |holds| {
+        let placed = place_floating(spec, state, req, holds);
+        let spec = placed.as_ref().map_or(spec, |r| &r.spec);
+        let mut plan = diff_observed(spec, &digest, state, observed.as_deref(), statuses, req, autoscale)?;
+        if !floating {
+            observed = None; // the observed fleet is freed before costing (memory at 100,000 pools)
+        }
+        add_adoptions(&mut plan, adopted.adoptions.clone(), adopted.errors.clone());
+        note_placements(&mut plan, placed.as_ref());
+        Ok((assess(plan, spec, req, &running)?, placed))
+    })?;
     let spec = placed.as_ref().map_or(spec, |r| &r.spec);
-    let mut plan = diff_observed(spec, &digest, state, observed.as_deref(), statuses, req, autoscale)?;
-    drop(observed); // the observed fleet is freed before costing (memory at 100,000 pools)
-    add_adoptions(&mut plan, adopted.adoptions, adopted.errors);
-    note_placements(&mut plan, placed.as_ref());
-    let mut plan = assess(plan, spec, req, &jobs::running::by_pool(state, statuses))?;
     if !req.destroy {
         let agents = req.refresh.then_some(&req.agents);
         plan.jobs =
@@ -377,14 +385,41 @@ pub fn plan_observed(
     let state = adopted.state.as_ref().unwrap_or(state);
     let observed = adopted.observed.as_deref().or(observed);
     let running = jobs::running::by_pool(state, statuses);
-    let placed = place_floating(spec, state, req);
     let digest = diff::spec_digest(spec);
-    let spec = placed.as_ref().map_or(spec, |r| &r.spec);
-    let mut plan = diff_observed(spec, &digest, state, observed, statuses, req, autoscale)?;
-    add_adoptions(&mut plan, adopted.adoptions, adopted.errors);
-    note_placements(&mut plan, placed.as_ref());
-    assess(plan, spec, req, &running)
+    let (plan, _) = placed_plan(spec, |holds| {
+        let placed = place_floating(spec, state, req, holds);
+        let spec = placed.as_ref().map_or(spec, |r| &r.spec);
+        let mut plan = diff_observed(spec, &digest, state, observed, statuses, req, autoscale)?;
+        add_adoptions(&mut plan, adopted.adoptions.clone(), adopted.errors.clone());
+        note_placements(&mut plan, placed.as_ref());
+        Ok((assess(plan, spec, req, &running)?, placed))
+    })?;
+    Ok(plan)
 }
+
+/// A plan made by `pass` (place floating pools, diff, assess), made again with the moves
+/// held in place that a quota cannot take while both sets of nodes run and that can wait
+/// (DESIGN.md, "Floating pools"); the moves that cannot wait are plan errors. Each pass
+/// holds more moves, so this ends.
+fn placed_plan(
+    spec: &Spec,
+    mut pass: impl FnMut(&Holds) -> Result<(Plan, Option<cost::placement::Resolved>), RunError>,
+) -> Result<(Plan, Option<cost::placement::Resolved>), RunError> {
+    let mut holds = Holds::new();
+    loop {
+        let (mut plan, placed) = pass(&holds)?;
+        let breaches = plan.cost.as_ref().map(|c| policy::overlap::breaches(spec, c)).unwrap_or_default();
+        let more = placed.as_ref().map(|r| policy::overlap::holds(&breaches, r)).unwrap_or_default();
+        if more.is_empty() {
+            plan.errors.extend(policy::overlap::errors(&breaches));
+            return Ok((plan, placed));
+        }
+        holds.extend(more);
+    }
+}
+
+/// Moves held in place, by pool (see [`placed_plan`]).
+type Holds = BTreeMap<Address, cost::placement::Hold>;
 
 /// The imports, moves and forgets [`adopt::resolve`] planned, under `--target` only
 /// those of targeted addresses, with their errors.
@@ -433,12 +468,29 @@ pub async fn describe_imports(spec: &Spec, providers: &ProviderSet, observed: &m
 
 /// The spec with its floating pools placed where the plan chooses, at the request's
 /// prices and clocks; `None` without floating pools (DESIGN.md, "Floating pools").
-pub fn place_floating(spec: &Spec, state: &State, req: &PlanRequest) -> Option<cost::placement::Resolved> {
+pub fn place_floating(
+    spec: &Spec,
+    state: &State,
+    req: &PlanRequest,
+    holds: &Holds,
+) -> Option<cost::placement::Resolved> {
     if req.destroy {
         return None;
     }
     let prices = cost::PriceBook::new(spec, &req.env).with_live(&req.live_prices);
-    cost::placement::resolve(spec, state, &prices, &req.clocks)
+    cost::placement::resolve(spec, state, &prices, &req.clocks, holds)
+}
+
+/// The moves a plan holds in place. Only where the pools live is used (to place jobs
+/// as the plan placed the pools), so the reason's detail is not rebuilt.
+fn holds_of(plan: &Plan) -> Holds {
+    plan.placements
+        .iter()
+        .filter_map(|d| {
+            let quota = d.held_by.clone()?;
+            Some((d.address.clone(), cost::placement::Hold { quota, detail: String::new() }))
+        })
+        .collect()
 }
 
 /// Each floating pool's choice into the plan: the table every view shows, the record apply
@@ -532,12 +584,20 @@ fn assess(
     let prices = cost::PriceBook::new(spec, &req.env).with_live(&req.live_prices);
     let report = cost::cost(&plan, spec, &prices)?;
     plan.errors.extend(cost::errors(&plan, &report));
+    note_peaks(&mut plan, &report);
     let facts =
         policy::Facts { plan: &plan, cost: &report, spec, running_jobs: running, month_to_date: &req.month_to_date };
     let results = policy::evaluate(&req.policies, &facts, &req.overrides);
     plan.policies = results;
     plan.cost = Some(report);
     Ok(plan)
+}
+
+/// Each move's peak from the cost into its placement decision, for every view.
+fn note_peaks(plan: &mut Plan, report: &cost::CostReport) {
+    for d in plan.placements.iter_mut().filter(|d| d.action == crate::plan::model::PlacementAction::Move) {
+        d.peak = report.pools.iter().find(|p| p.address == d.address).and_then(|p| p.peak);
+    }
 }
 
 /// The status of every run the state records as active (`None` unless refreshing). A
@@ -569,7 +629,7 @@ pub fn place_jobs_into(
         plan.jobs = Vec::new();
         return;
     }
-    let placed = place_floating(spec, state, req);
+    let placed = place_floating(spec, state, req, &holds_of(plan));
     let spec = placed.as_ref().map_or(spec, |r| &r.spec);
     let agents = req.refresh.then_some(&req.agents);
     let input = jobs::place::PlaceInput { spec, state, plan, observed: statuses, agents };

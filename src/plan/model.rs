@@ -478,6 +478,13 @@ pub struct PlacementDecision {
     pub current: Option<String>,
     /// One sentence, e.g. `stay: sim us-west-2 is 9 % cheaper, below min_saving 15 %`.
     pub reason: String,
+    /// The quota that keeps the pool where it is: moving would break it while both sets
+    /// of nodes run (the reason says how).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<String>,
+    /// A move: nodes, GPUs and hourly cost while both sets run (from the plan's cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<crate::plan::report::Peak>,
     pub candidates: Vec<CandidateRow>,
 }
 
@@ -511,7 +518,7 @@ pub struct CandidateRow {
     pub price: String,
     /// `ok`, or what is known to be short, e.g. `short since 2026-11-26T09:00:00Z: ...`.
     pub capacity: String,
-    /// `current`, `chosen`, or empty.
+    /// `current`, `chosen`, `held` (a move there waits for a quota), or empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub role: String,
 }

@@ -56,6 +56,16 @@ pub struct Rate {
     pub source: String,
 }
 
+/// What runs during a floating pool's move, while the new nodes start and the old ones
+/// (all of them, not only those kept for running jobs) still run.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Peak {
+    pub gpus: u64,
+    /// Both sets, each at the price where it runs.
+    pub hourly_usd: f64,
+    pub nodes: u32,
+}
+
 /// One pool's cost before and after the plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PoolCost {
@@ -75,6 +85,10 @@ pub struct PoolCost {
     pub on_demand_before: u32,
     pub on_demand_hourly_after: f64,
     pub on_demand_price: Option<Price>,
+    /// A floating pool that moves: what runs while its new nodes start and the old ones
+    /// still run (DESIGN.md, "Floating pools").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<Peak>,
     /// After the change, per GPU-hour (0 when the pool has no nodes).
     pub price_per_gpu_hour: f64,
     pub provider: String,
@@ -100,6 +114,10 @@ pub struct QuotaCost {
     pub hourly_after: f64,
     pub hourly_max: f64,
     pub monthly_after: f64,
+    /// When a covered pool moves: its pools at their peak, the moving ones with both sets
+    /// of nodes running, the others at "after".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<Peak>,
     #[schemars(with = "Vec<String>")]
     pub pools: Vec<Address>,
 }
@@ -233,6 +251,7 @@ mod tests {
             on_demand_before: 0,
             on_demand_hourly_after: 1.0,
             on_demand_price: Some(price.clone()),
+            peak: Some(Peak { gpus: 16, hourly_usd: 2.0, nodes: 2 }),
             price_per_gpu_hour: 0.125,
             provider: "sim".into(),
             range: Some(Range::default()),
@@ -261,6 +280,7 @@ mod tests {
                 hourly_after: 1.0,
                 hourly_max: 1.0,
                 monthly_after: 730.0,
+                peak: Some(Peak { gpus: 16, hourly_usd: 2.0, nodes: 2 }),
                 pools: vec!["gpu_pool.a".parse().unwrap()],
             }],
             range: Range::default(),

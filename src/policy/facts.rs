@@ -53,6 +53,15 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec, running: &Running
         o.insert("hourly_before".into(), num(pc_cost.map(|p| p.hourly_before).unwrap_or(0.0)));
         o.insert("hourly_after".into(), num(pc_cost.map(|p| p.hourly_after).unwrap_or(0.0)));
         o.insert("price_per_gpu_hour".into(), num(pc_cost.map(|p| p.price_per_gpu_hour).unwrap_or(0.0)));
+        // A move's peak, both sets of nodes running; any other change peaks at "after".
+        let peak = pc_cost.and_then(|p| p.peak);
+        o.insert("moving".into(), Value::Bool(peak.is_some()));
+        o.insert("peak_nodes".into(), num(peak.map_or(nodes_after, |k| k.nodes)));
+        o.insert("peak_gpus".into(), num(peak.map_or(pc.after.gpus(), |k| k.gpus) as f64));
+        o.insert(
+            "peak_hourly".into(),
+            num(peak.map_or(pc_cost.map(|p| p.hourly_after).unwrap_or(0.0), |k| k.hourly_usd)),
+        );
         o.insert("instance_type".into(), s(pc_cost.map(|p| p.instance_type.clone()).unwrap_or_default()));
         o.insert("labels".into(), Value::Object(labels));
         o.insert("destroys".into(), Value::Bool(destroys));
@@ -70,6 +79,8 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec, running: &Running
         o.insert("gpus_max".into(), num(q.gpus_max as f64));
         o.insert("hourly_after".into(), num(q.hourly_after));
         o.insert("monthly_after".into(), num(q.monthly_after));
+        o.insert("gpus_peak".into(), num(q.peak.map_or(q.gpus_after, |k| k.gpus) as f64));
+        o.insert("hourly_peak".into(), num(q.peak.map_or(q.hourly_after, |k| k.hourly_usd)));
         o.insert(
             "max_gpus".into(),
             spec_q.and_then(|q| q.max_gpus.as_ref()).map(|m| num(m.value)).unwrap_or(Value::Null),

@@ -16,6 +16,7 @@ pub mod check;
 pub mod facts;
 pub mod load;
 pub mod model;
+pub mod overlap;
 pub mod quota;
 
 use std::collections::BTreeMap;

@@ -143,13 +143,17 @@ fn totals(c: &CostReport, shown: &[&PoolCost]) -> Vec<String> {
     }
     lines.push(after);
     for q in &c.quotas {
-        lines.push(format!(
+        let mut line = format!(
             "{}: {} GPUs, {} USD/h ({} USD/month)",
             q.address,
             q.gpus_after,
             usd(q.hourly_after),
             usd(q.monthly_after)
-        ));
+        );
+        if let Some(k) = q.peak {
+            line += &format!("; while a move runs both sets: {} GPUs, {} USD/h", k.gpus, usd(k.hourly_usd));
+        }
+        lines.push(line);
     }
     for p in shown.iter().filter(|p| !p.alternatives.is_empty()) {
         let alts: Vec<String> = p

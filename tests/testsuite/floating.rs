@@ -635,3 +635,117 @@ fn a_destroy_while_a_node_waits_in_the_old_block_terminates_each_node_through_it
     assert!(log.contains("terminated 2 node(s)"), "{log}");
     assert!(blocks(d).0.is_empty(), "{:?}", blocks(d));
 }
+
+/// A team quota over the floating pool (`max_gpus` and an hourly budget given by the test).
+fn quota(limits: &str) -> String {
+    format!("\nquota \"ml\" {{\n  pools = [gpu_pool.train]\n{limits}}}\n")
+}
+
+#[test]
+fn a_move_whose_overlap_breaks_a_team_quota_stays_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d, &format!("{SPEC}{}", quota("  max_gpus = 16\n")), TRACE);
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(regions(d), ["us-west-2", "us-west-2"]);
+    // 06:00: us-east-1 is 40 % cheaper, but while its 2 new nodes start the 2 old ones
+    // still run: 32 GPUs against a quota of 16. The pool stays, and says why.
+    ok(d, &["sim", "advance", "6h"]);
+    let plan = json(d, &["plan", "--json"]);
+    let p = placement(&plan);
+    assert_eq!(p["action"], "stay", "{p:#}");
+    assert_eq!(p["held_by"], "quota.ml", "{p:#}");
+    let reason = p["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(
+            "stay: moving to sim us-east-1 would exceed quota.ml during the overlap (32 GPUs > max_gpus 16"
+        ),
+        "{reason}"
+    );
+    assert!(reason.contains("40 % cheaper"), "the saving it waits for: {reason}");
+    assert_eq!(plan["summary"]["add"], 0, "{:#}", plan["summary"]);
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "nothing to do while the quota has no room\n{out}\n{err}");
+    assert!(out.contains("would exceed quota.ml during the overlap"), "{out}");
+
+    // Room for the GPUs, but not for the hourly budget while both sets run: 56 USD/h where
+    // it runs + 33.60 where it goes = 89.60 USD/h > 60, though 33.60 after the move fits.
+    std::fs::write(
+        d.join("main.hcl"),
+        format!("{SPEC}{}", quota("  max_gpus = 32\n  budget {\n    hourly_usd = 60\n  }\n")),
+    )
+    .unwrap();
+    let plan = json(d, &["plan", "--json"]);
+    let p = placement(&plan);
+    assert_eq!(p["action"], "stay", "{p:#}");
+    assert!(p["reason"].as_str().unwrap().contains("89.60 USD/h > budget.hourly_usd 60.00 USD/h"), "{p:#}");
+
+    // With room for the overlap, it moves.
+    std::fs::write(
+        d.join("main.hcl"),
+        format!("{SPEC}{}", quota("  max_gpus = 32\n  budget {\n    hourly_usd = 100\n  }\n")),
+    )
+    .unwrap();
+    let plan = json(d, &["plan", "--json"]);
+    assert_eq!(placement(&plan)["action"], "move", "{:#}", placement(&plan));
+    assert!(placement(&plan).get("held_by").is_none(), "{:#}", placement(&plan));
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(regions(d), ["us-east-1", "us-east-1"]);
+}
+
+#[test]
+fn a_move_that_cannot_wait_and_breaks_a_quota_during_the_overlap_is_a_plan_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d, SPEC, TRACE);
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(regions(d), ["us-west-2", "us-west-2"]);
+    // us-west-2 is no longer a candidate: the pool must move, and the overlap breaks the quota.
+    let spec = SPEC.replace("      { provider = \"sim\", region = \"us-west-2\" },\n", "");
+    std::fs::write(d.join("main.hcl"), format!("{spec}{}", quota("  max_gpus = 16\n"))).unwrap();
+    let (code, out, err) = run(d, &["plan", "--json"]);
+    assert_eq!(code, 1, "a plan error\n{out}\n{err}");
+    let plan: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(placement(&plan)["action"], "move", "{:#}", placement(&plan));
+    let errors = plan["errors"].as_array().unwrap();
+    let e = errors.iter().find(|e| e["address"] == "gpu_pool.train").unwrap_or_else(|| panic!("{errors:#?}"));
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("during the move both sets run: quota.ml would hold 32 GPUs, above its max_gpus 16"),
+        "{msg}"
+    );
+    let (code, out, err) = run(d, &["apply", "--auto-approve"]);
+    assert_ne!(code, 0, "apply refuses\n{out}\n{err}");
+    assert_eq!(regions(d), ["us-west-2", "us-west-2"], "nothing moved");
+}
+
+#[test]
+fn every_view_shows_a_moves_peak_and_a_policy_can_cap_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d, SPEC, TRACE);
+    ok(d, &["apply", "--auto-approve"]);
+    ok(d, &["sim", "advance", "6h"]);
+    let plan = json(d, &["plan", "--json"]);
+    let p = placement(&plan);
+    assert_eq!(p["action"], "move", "{p:#}");
+    // 2 nodes where it runs (56 USD/h at 06:00) and 2 where it goes (33.60 USD/h).
+    assert_eq!(p["peak"]["nodes"], 4, "{p:#}");
+    assert_eq!(p["peak"]["gpus"], 32, "{p:#}");
+    assert_eq!(p["peak"]["hourly_usd"], 89.6, "{p:#}");
+    assert_eq!(plan["cost"]["pools"][0]["peak"]["hourly_usd"], 89.6, "{:#}", plan["cost"]);
+    let (text, _) = ok(d, &["plan"]);
+    assert!(text.contains("while both sets run: 4 nodes, 32 GPUs, 89.60 USD/h"), "{text}");
+    let (md, _) = ok(d, &["plan", "--format", "markdown"]);
+    assert!(md.contains("while both sets run: 4 nodes, 32 GPUs, 89.60 USD/h"), "{md}");
+
+    std::fs::create_dir_all(d.join("policies")).unwrap();
+    std::fs::write(
+        d.join("policies/overlap.hcl"),
+        "policy \"small_moves\" {\n  enforcement = \"hard\"\n  for_each = { for a, p in plan.pools : a => p if p.moving }\n  assert = each.value.peak_gpus <= 16\n  message = \"${each.key} peaks at ${each.value.peak_gpus} GPUs, ${each.value.peak_hourly} USD/h\"\n}\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(d, &["plan"]);
+    assert_eq!(code, 3, "the hard policy denies the move\n{out}\n{err}");
+    assert!(format!("{out}{err}").contains("gpu_pool.train peaks at 32 GPUs, 89.6 USD/h"), "{out}\n{err}");
+}

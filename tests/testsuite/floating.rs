@@ -749,3 +749,25 @@ fn every_view_shows_a_moves_peak_and_a_policy_can_cap_it() {
     assert_eq!(code, 3, "the hard policy denies the move\n{out}\n{err}");
     assert!(format!("{out}{err}").contains("gpu_pool.train peaks at 32 GPUs, 89.6 USD/h"), "{out}\n{err}");
 }
+
+#[test]
+fn a_quotas_peak_counts_its_moving_pools_at_their_peak_and_the_others_after() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let fixed = "\ngpu_pool \"infer\" {\n  provider      = \"sim\"\n  region        = \"us-east-1\"\n  gpu           = \"A100-80GB\"\n  gpus_per_node = 8\n  nodes {\n    min     = 0\n    desired = 1\n    max     = 1\n  }\n}\n";
+    let quota = "\nquota \"ml\" {\n  pools = [gpu_pool.train, gpu_pool.infer]\n}\n";
+    setup(d, &format!("{SPEC}{fixed}{quota}"), TRACE);
+    ok(d, &["apply", "--auto-approve"]);
+    ok(d, &["sim", "advance", "6h"]);
+    let plan = json(d, &["plan", "--json"]);
+    assert_eq!(placement(&plan)["action"], "move", "{:#}", placement(&plan));
+    let q = &plan["cost"]["quotas"][0];
+    assert_eq!(q["gpus_after"], 24, "{q:#}");
+    // gpu_pool.train with both sets (32 GPUs), gpu_pool.infer as after (8).
+    assert_eq!(q["peak"]["gpus"], 40, "{q:#}");
+    assert_eq!(q["peak"]["nodes"], 5, "{q:#}");
+    let infer = plan["cost"]["pools"].as_array().unwrap().iter().find(|p| p["address"] == "gpu_pool.infer").unwrap();
+    assert!(infer.get("peak").is_none(), "a pool that does not move has no peak: {infer:#}");
+    let (text, _) = ok(d, &["plan"]);
+    assert!(text.contains("quota.ml: 24 GPUs") && text.contains("while a move runs both sets: 40 GPUs"), "{text}");
+}

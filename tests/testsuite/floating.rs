@@ -771,3 +771,22 @@ fn a_quotas_peak_counts_its_moving_pools_at_their_peak_and_the_others_after() {
     let (text, _) = ok(d, &["plan"]);
     assert!(text.contains("quota.ml: 24 GPUs") && text.contains("while a move runs both sets: 40 GPUs"), "{text}");
 }
+
+#[test]
+fn reconcile_keeps_a_pool_whose_move_a_quota_cannot_take_and_moves_it_once_it_can() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    setup(d, &format!("{SPEC}{JOBS}{}", quota("  max_gpus = 24\n")), TRACE);
+    ok(d, &["reconcile", "--once"]);
+    assert_eq!(regions(d), ["us-west-2", "us-west-2"]);
+    ok(d, &["sim", "advance", "6h"]);
+    let (out, err) = ok(d, &["reconcile", "--once"]);
+    assert_eq!(regions(d), ["us-west-2", "us-west-2"], "32 GPUs while both sets run > 24\n{out}\n{err}");
+    let jobs = json(d, &["jobs", "list", "--json"]);
+    let resumable = jobs["jobs"].as_array().unwrap().iter().find(|j| j["address"] == "job.resumable").unwrap();
+    assert_eq!(resumable["attempt"], 1, "not requeued for a move that waits: {resumable:#}");
+    std::fs::write(d.join("main.hcl"), format!("{SPEC}{JOBS}{}", quota("  max_gpus = 32\n"))).unwrap();
+    ok(d, &["reconcile", "--once"]);
+    let r = regions(d);
+    assert_eq!(r.iter().filter(|x| *x == "us-east-1").count(), 2, "moved once the quota has room: {r:?}");
+}

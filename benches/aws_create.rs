@@ -1,12 +1,14 @@
 //! Creating a 500-node AWS pool against moto's EC2 server: how many API calls
 //! `gpuplan apply` makes and how long it takes, against two bare `CreateFleet` calls of
 //! 250 instances each, the least any client needs (targets: at most 8 calls, at most
-//! 1.3× the bare calls).
+//! 1.1× the bare calls). Then the no-op `gpuplan plan` of that pool, against one
+//! `DescribeInstances` filtered by the state's lineage tag that lists the 500, the least
+//! a refresh needs (target: at most 1.15×).
 //!
 //! ```sh
 //! cargo bench --bench aws_create                          # starts moto from .venv/
 //! GPUPLAN_BENCH_MOTO_ENDPOINT=http://127.0.0.1:5000 cargo bench --bench aws_create
-//! GPUPLAN_BENCH_ROUNDS=1 cargo bench --bench aws_create
+//! GPUPLAN_BENCH_ROUNDS=1 GPUPLAN_BENCH_NOOP_RUNS=3 cargo bench --bench aws_create
 //! GPUPLAN_BENCH_BIN=/tmp/gpuplan-old cargo bench --bench aws_create   # another build of gpuplan
 //! ```
 //!
@@ -16,7 +18,9 @@
 //! down with the instances a region holds) that are touched once before timing, since
 //! moto builds a region's default VPC on first use and EC2 has no such cost. The bare
 //! calls use a launch template made beforehand and the same overrides and tags as
-//! gpuplan's requests. The median round is printed.
+//! gpuplan's requests. The median round is printed. The no-op plan and its floor run
+//! `GPUPLAN_BENCH_NOOP_RUNS` times each (default 5), interleaved so both see the same
+//! load; each round's ratio is of the two medians.
 
 #[path = "../tests/testsuite/aws/cli.rs"]
 mod cli;
@@ -131,9 +135,13 @@ async fn subnets(c: &Client, zones: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// gpuplan's apply of the pool in `region`: (wall time, calls by action).
-fn gpuplan_create(proxy: &FakeEc2, region: &str, zones: &[String]) -> (Duration, BTreeMap<String, usize>) {
-    let tmp = tempfile::tempdir().expect("tempdir");
+/// gpuplan's apply of the pool in `region`, in `tmp`: (wall time, calls by action).
+fn gpuplan_create(
+    proxy: &FakeEc2,
+    tmp: &tempfile::TempDir,
+    region: &str,
+    zones: &[String],
+) -> (Duration, BTreeMap<String, usize>) {
     let zones: Vec<&str> = zones.iter().map(String::as_str).collect();
     let spec = cli::pool_spec(&proxy.url, region, &zones, NODES, 0, 50, "")
         .replace("max     = 20", &format!("max     = {NODES}"))
@@ -141,19 +149,64 @@ fn gpuplan_create(proxy: &FakeEc2, region: &str, zones: &[String]) -> (Duration,
     std::fs::write(tmp.path().join("main.hcl"), spec).expect("write spec");
     let before = proxy.requests().len();
     let t = Instant::now();
-    let r = apply(tmp.path());
+    let r = gpuplan(tmp.path(), &["apply", "--auto-approve"]);
     let took = t.elapsed();
     assert!(r.status.success(), "apply:\n{}", String::from_utf8_lossy(&r.stderr));
+    (took, calls_since(proxy, before))
+}
+
+/// The calls the proxy saw after the first `before`, by action.
+fn calls_since(proxy: &FakeEc2, before: usize) -> BTreeMap<String, usize> {
     let mut calls = BTreeMap::new();
     for req in &proxy.requests()[before..] {
         *calls.entry(req.action.clone()).or_default() += 1;
     }
-    (took, calls)
+    calls
 }
 
-/// `gpuplan apply --auto-approve` in `dir`, the way `tests/testsuite/aws/cli.rs` runs it, with the
+/// `gpuplan plan --detailed-exitcode` of the converged pool in `dir` (exit 0: no-op):
+/// (wall time, calls by action).
+fn gpuplan_noop(proxy: &FakeEc2, dir: &std::path::Path) -> (Duration, BTreeMap<String, usize>) {
+    let before = proxy.requests().len();
+    let t = Instant::now();
+    let r = gpuplan(dir, &["plan", "--detailed-exitcode"]);
+    let took = t.elapsed();
+    assert_eq!(r.status.code(), Some(0), "a no-op plan:\n{}", String::from_utf8_lossy(&r.stdout));
+    (took, calls_since(proxy, before))
+}
+
+/// The emulator's floor for a no-op plan: one DescribeInstances filtered by the state's
+/// lineage tag (the one tag only gpuplan writes), every page, on a client already
+/// connected: (wall time, instances).
+async fn floor_describe(c: &Client, lineage: &str) -> (Duration, usize) {
+    let t = Instant::now();
+    let mut n = 0;
+    let mut token: Option<String> = None;
+    loop {
+        let out = c
+            .describe_instances()
+            .filters(Filter::builder().name("tag:gpuplan:lineage").values(lineage).build())
+            .max_results(1000)
+            .set_next_token(token.take())
+            .send()
+            .await
+            .expect("DescribeInstances");
+        n += out.reservations().iter().map(|r| r.instances().len()).sum::<usize>();
+        match out.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_string()),
+            _ => return (t.elapsed(), n),
+        }
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// `gpuplan ARGS` in `dir`, the way `tests/testsuite/aws/cli.rs` runs it, with the
 /// binary of this build or `GPUPLAN_BENCH_BIN` (to measure an older build).
-fn apply(dir: &std::path::Path) -> std::process::Output {
+fn gpuplan(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     let bin = std::env::var("GPUPLAN_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_gpuplan").to_string());
     Command::new(bin)
         .current_dir(dir)
@@ -169,7 +222,7 @@ fn apply(dir: &std::path::Path) -> std::process::Output {
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("AWS_CONFIG_FILE", dir.join("no-aws-config"))
         .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-aws-credentials"))
-        .args(["apply", "--auto-approve"])
+        .args(args)
         .output()
         .expect("gpuplan runs")
 }
@@ -185,10 +238,17 @@ async fn bare_create(c: &Client, region: &str, zones: &[String]) -> Duration {
         .expect("CreateLaunchTemplate");
     let lt_id = lt.launch_template().and_then(|l| l.launch_template_id()).expect("template id").to_string();
     let subnets = subnets(c, zones).await;
-    let tags: Vec<Tag> = [("gpuplan:managed", "true"), ("gpuplan:lineage", "bench"), ("gpuplan:address", "gpu_pool.b")]
-        .iter()
-        .map(|(k, v)| Tag::builder().key(*k).value(*v).build())
-        .collect();
+    // The tags gpuplan puts on every node of the pool: its own four and the pool's label.
+    let tags: Vec<Tag> = [
+        ("gpuplan:managed", "true"),
+        ("gpuplan:lineage", "00000000-0000-4000-8000-000000000000"),
+        ("gpuplan:address", "gpu_pool.train"),
+        ("gpuplan:provider", "aws"),
+        ("team", "ml"),
+    ]
+    .iter()
+    .map(|(k, v)| Tag::builder().key(*k).value(*v).build())
+    .collect();
     let t = Instant::now();
     for cap in [DefaultTargetCapacityType::Spot, DefaultTargetCapacityType::OnDemand] {
         let overrides = TYPES
@@ -248,6 +308,8 @@ fn main() {
     let proxy = FakeEc2::proxy(&endpoint);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let mut results = Vec::new();
+    let noop_runs: usize = std::env::var("GPUPLAN_BENCH_NOOP_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let mut noops = Vec::new();
     for round in 0..rounds {
         let (ours, bare) = (ours[round], bare[round]);
         let zones = |r: &str| vec![format!("{r}a"), format!("{r}b")];
@@ -255,7 +317,8 @@ fn main() {
         // Warm both regions (moto builds the default VPC on first use).
         rt.block_on(async { (live(&oc).await, live(&bc).await) });
         let bare_time = rt.block_on(bare_create(&bc, bare, &zones(bare)));
-        let (ours_time, calls) = gpuplan_create(&proxy, ours, &zones(ours));
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (ours_time, calls) = gpuplan_create(&proxy, &tmp, ours, &zones(ours));
         let made = rt.block_on(live(&oc));
         assert_eq!(made, NODES as usize, "gpuplan created the pool");
         let total: usize = calls.values().sum();
@@ -264,11 +327,35 @@ fn main() {
             ours_time.as_secs_f64() / bare_time.as_secs_f64()
         );
         results.push((ours_time.as_secs_f64() / bare_time.as_secs_f64(), ours_time, bare_time, total, calls));
+        // The no-op plan of the pool just made, interleaved with its floor so that both
+        // see the same load.
+        let lineage = cli::lineage(tmp.path());
+        let (mut plans, mut floors) = (Vec::new(), Vec::new());
+        let mut noop_calls = BTreeMap::new();
+        for _ in 0..noop_runs {
+            let (d, seen) = rt.block_on(floor_describe(&oc, &lineage));
+            assert_eq!(seen, NODES as usize, "the floor lists the pool");
+            floors.push(d);
+            let (d, calls) = gpuplan_noop(&proxy, tmp.path());
+            plans.push(d);
+            noop_calls = calls;
+        }
+        let (plan, floor) = (median(plans.clone()), median(floors.clone()));
+        let ratio = plan.as_secs_f64() / floor.as_secs_f64();
+        println!(
+            "round {round}: no-op plan {plan:.2?} ({noop_calls:?}), floor {floor:.2?}, ratio {ratio:.2} (plans {plans:.2?}, floors {floors:.2?})"
+        );
+        noops.push((ratio, plan, floor, noop_calls));
     }
     results.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (ratio, ours, bare, total, calls) = &results[results.len() / 2];
     println!("| create a {NODES}-node pool (2 zones × 2 types, 50 % spot) | API calls | {total} ({calls:?}) | ≤ 8 |");
     println!(
-        "| create a {NODES}-node pool | time, `gpuplan apply` vs two bare CreateFleet of 250 | {ours:.2?} vs {bare:.2?} = {ratio:.2}× (median of {rounds}) | ≤ 1.3× |"
+        "| create a {NODES}-node pool | time, `gpuplan apply` vs two bare CreateFleet of 250 | {ours:.2?} vs {bare:.2?} = {ratio:.2}× (median of {rounds}) | ≤ 1.1× |"
+    );
+    noops.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (ratio, plan, floor, calls) = &noops[noops.len() / 2];
+    println!(
+        "| no-op plan of the {NODES}-node pool | time, `gpuplan plan` vs one tag-filtered DescribeInstances | {plan:.2?} vs {floor:.2?} = {ratio:.2}× ({calls:?}; median round of {rounds}, each the median of {noop_runs}) | ≤ 1.15× |"
     );
 }

@@ -79,7 +79,21 @@ pub async fn plan(
     providers: &ProviderSet,
     req: &PlanRequest,
 ) -> Result<Plan, RunError> {
-    let observed = if req.refresh { Some(observe(spec, session, providers).await?) } else { None };
+    // Live prices do not depend on what refresh finds: they are asked while the clouds
+    // list the fleet, so a plan waits for the slower of the two reads, not their sum.
+    let (observed, live) = match (req.refresh, req.destroy) {
+        (false, _) => (None, Vec::new()),
+        (true, true) => (Some(observe(spec, session, providers).await?), Vec::new()),
+        (true, false) => {
+            let (observed, (live, warnings)) =
+                tokio::join!(observe(spec, session, providers), live_prices_quiet(spec, providers));
+            let observed = observed?;
+            for w in warnings {
+                eprintln!("{w}");
+            }
+            (Some(observed), live)
+        }
+    };
     if req.refresh && !req.destroy {
         let job_nodes = scan_job_nodes(spec, &session.state, providers, false).await?;
         // Planned as if the adopted runs were recorded: apply records them.
@@ -87,7 +101,7 @@ pub async fn plan(
         let state = adopted.as_ref().unwrap_or(&session.state);
         let statuses = job_statuses(state, providers, req).await?;
         let mut with_prices = req.clone();
-        with_prices.live_prices = live_prices(spec, providers).await;
+        with_prices.live_prices = live;
         let spend = month_to_date(spec, &session.state, providers);
         with_prices.month_to_date = spend.by_quota.clone();
         with_prices.clocks = clocks(providers);
@@ -242,6 +256,16 @@ pub fn month_to_date_observed(
 /// provider that cannot answer is a warning, and the catalog's price stands: prices
 /// never block a plan, and the plan's cost says which prices are live.
 pub async fn live_prices(spec: &Spec, providers: &ProviderSet) -> Vec<crate::model::Offer> {
+    let (offers, warnings) = live_prices_quiet(spec, providers).await;
+    for w in warnings {
+        eprintln!("{w}");
+    }
+    offers
+}
+
+/// [`live_prices`] with its warnings returned rather than printed: a plan asks for
+/// prices while refresh runs, and says nothing about prices when refresh fails.
+async fn live_prices_quiet(spec: &Spec, providers: &ProviderSet) -> (Vec<crate::model::Offer>, Vec<String>) {
     let mut asks: std::collections::BTreeSet<(String, String, String)> = std::collections::BTreeSet::new();
     for pool in spec.gpu_pools.values() {
         // A floating pool's candidates are priced live too, the sim's from its trace.
@@ -265,16 +289,17 @@ pub async fn live_prices(spec: &Spec, providers: &ProviderSet) -> Vec<crate::mod
         }
     }
     let mut out = Vec::new();
+    let mut warnings = Vec::new();
     for (name, gpu, region) in asks {
         let Some(p) = providers.get(&name) else { continue };
         match p.offers(&gpu, Some(&region)).await {
             Ok(offers) => out.extend(offers.into_iter().filter(|o| o.live_price)),
-            Err(e) => eprintln!(
+            Err(e) => warnings.push(format!(
                 "warning: provider \"{name}\" gave no live prices for {gpu} in {region}: {e}; using catalog prices"
-            ),
+            )),
         }
     }
-    out
+    (out, warnings)
 }
 
 /// Everything `plan` does once the clouds have been read, and nothing else: diff, cost,

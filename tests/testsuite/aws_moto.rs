@@ -233,7 +233,18 @@ async fn a_mixed_pool_over_two_zones_and_two_types_is_one_fleet_per_capacity_typ
     let region = "us-east-2";
     let c = client(region).await;
     // Every call of the apply crosses this proxy on its way to moto, and is counted there.
-    let proxy = crate::aws::fake_ec2::FakeEc2::proxy(&endpoint());
+    // Reads that do not depend on each other are made together: the proxy holds the
+    // refresh's answer until the price call arrives, and the type check's until the
+    // subnet look-up arrives (at most 20 s each), and the log shows both overlaps.
+    let proxy =
+        crate::aws::fake_ec2::FakeEc2::proxy_holding(&endpoint(), std::time::Duration::from_secs(20), |req, log| {
+            let seen = |a: &str| log.iter().any(|r| r.action == a);
+            match req.action.as_str() {
+                "DescribeInstances" => seen("DescribeSpotPriceHistory"),
+                "DescribeInstanceTypes" => seen("DescribeSubnets"),
+                _ => true,
+            }
+        });
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     // 6 nodes: 1 on-demand base, 60 % of the other 5 on spot → 3 on-demand, 3 spot.
@@ -246,6 +257,15 @@ async fn a_mixed_pool_over_two_zones_and_two_types_is_one_fleet_per_capacity_typ
     let calls = proxy.requests();
     let actions: Vec<&str> = calls.iter().map(|q| q.action.as_str()).collect();
     assert!(calls.len() <= 8, "{} calls: {actions:?}", calls.len());
+    let first = |a: &str| calls.iter().find(|q| q.action == a).unwrap_or_else(|| panic!("no {a}: {actions:?}"));
+    let overlap = |held: &str, asked: &str| {
+        let answered = first(held).answered.expect("answered");
+        assert!(first(asked).at < answered, "{asked} was made only after {held} was answered: {actions:?}");
+    };
+    overlap("DescribeInstances", "DescribeSpotPriceHistory");
+    overlap("DescribeInstanceTypes", "DescribeSubnets");
+    // The template is made only after the types were checked.
+    assert!(first("CreateLaunchTemplate").at > first("DescribeInstanceTypes").answered.expect("answered"));
     let fleets = proxy.actions("CreateFleet");
     assert_eq!(fleets.len(), 2, "one fleet per capacity type: {actions:?}");
     for f in &fleets {
@@ -284,6 +304,77 @@ async fn a_mixed_pool_over_two_zones_and_two_types_is_one_fleet_per_capacity_typ
     let r = run(dir, &["destroy", "--auto-approve"]);
     assert_eq!(r.code, 0, "destroy:\n{}\n{}", r.stdout, r.stderr);
     assert!(tagged(&c, &lineage).await.is_empty());
+}
+
+/// A no-op plan reads the cloud once: one `DescribeInstances` (one page, filtered by the
+/// state's lineage tag alone) and one `DescribeSpotPriceHistory`, asked while the
+/// `DescribeInstances` is in flight; no type, zone, subnet or template look-ups. An
+/// instance that carries the lineage but not `gpuplan:managed=true` is still not the
+/// pool's (the managed tag is checked on gpuplan's side), so the plan stays a no-op.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_no_op_plan_lists_the_pool_once_and_asks_prices_while_it_lists() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let region = "eu-west-1";
+    let c = client(region).await;
+    // The proxy holds each DescribeInstances answer until a DescribeSpotPriceHistory of
+    // the same command has arrived (at most 20 s): only a plan that asks both at once is
+    // answered at once, and the log then shows the price call made before the answer.
+    let since = Arc::new(AtomicUsize::new(0));
+    let from = since.clone();
+    let proxy = crate::aws::fake_ec2::FakeEc2::proxy_holding(
+        &endpoint(),
+        std::time::Duration::from_secs(20),
+        move |req, log| {
+            req.action != "DescribeInstances"
+                || log.iter().skip(from.load(Ordering::SeqCst)).any(|r| r.action == "DescribeSpotPriceHistory")
+        },
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_spec(dir, &pool_spec(&proxy.url, region, &["eu-west-1a", "eu-west-1b"], 4, 0, 50, ""));
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    let lineage = lineage(dir);
+    assert_eq!(tagged(&c, &lineage).await.len(), 4);
+    // Someone copies gpuplan's lineage and address tags onto an instance of their own.
+    c.run_instances()
+        .image_id("ami-0123456789abcdef0")
+        .instance_type(InstanceType::G5Xlarge)
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .tags(Tag::builder().key("gpuplan:lineage").value(&lineage).build())
+                .tags(Tag::builder().key("gpuplan:address").value("gpu_pool.train").build())
+                .build(),
+        )
+        .send()
+        .await
+        .expect("RunInstances");
+
+    let before = proxy.requests().len();
+    since.store(before, Ordering::SeqCst);
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "a no-op plan:\n{}\n{}", r.stdout, r.stderr);
+    let calls = proxy.requests()[before..].to_vec();
+    let mut actions: Vec<&str> = calls.iter().map(|q| q.action.as_str()).collect();
+    actions.sort();
+    assert_eq!(actions, ["DescribeInstances", "DescribeSpotPriceHistory"], "{actions:?}");
+    let list = calls.iter().find(|q| q.action == "DescribeInstances").expect("the refresh");
+    let prices = calls.iter().find(|q| q.action == "DescribeSpotPriceHistory").expect("the prices");
+    let p = |k: &str| list.params.get(k).map(String::as_str);
+    assert_eq!(p("Filter.1.Name"), Some("tag:gpuplan:lineage"), "{:?}", list.params);
+    assert_eq!(p("Filter.1.Value.1"), Some(lineage.as_str()), "{:?}", list.params);
+    assert_eq!(p("Filter.2.Name"), None, "one filter: {:?}", list.params);
+    assert_eq!(p("MaxResults"), Some("1000"), "{:?}", list.params);
+    let answered = list.answered.expect("the refresh was answered");
+    assert!(prices.at < answered, "the prices were asked only after the refresh was answered");
+
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "destroy:\n{}\n{}", r.stdout, r.stderr);
+    assert!(tagged(&c, &lineage).await.iter().all(|n| n.2.get("gpuplan:managed").is_none()));
 }
 
 /// A pool in an EKS cluster (`kubernetes { kubeconfig, service_cidr }`): its nodes boot

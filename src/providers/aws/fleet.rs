@@ -147,11 +147,17 @@ impl AwsProvider {
             return Ok(CreateResult::default());
         }
         let region = req.region.as_str();
-        let types = self.usable_types(region, &req.instance_types).await?;
+        // The type check and the subnet look-up are reads independent of each other:
+        // asked together. Their errors keep their order, and the template is made only
+        // once the types are known good (a refused type leaves nothing behind).
+        let zones = req.placement_zones();
+        let (types, targets) =
+            tokio::join!(self.usable_types(region, &req.instance_types), self.targets(region, &zones));
+        let types = types?;
         let template = self.ensure_template(req).await?;
         let image = super::template::image_of(self, req)?;
         let client = self.client(region).await?;
-        let targets = self.targets(region, &req.placement_zones()).await?;
+        let targets = targets?;
         let max_price = match req.capacity {
             Capacity::Spot => req.max_spot_price.map(price),
             Capacity::OnDemand => None,

@@ -109,10 +109,13 @@ impl AwsProvider {
 
     /// Pool nodes (`jobs` false) or job nodes (`jobs` true) with gpuplan's tags.
     pub(super) async fn list_tagged(&self, f: &ListFilter, jobs: bool) -> Result<Vec<Node>, ProviderError> {
-        let mut filters = vec![filter(&format!("tag:{TAG_MANAGED}"), ["true"])];
-        if let Some(l) = &f.lineage {
-            filters.push(filter(&format!("tag:{TAG_LINEAGE}"), [l.as_str()]));
-        }
+        // One tag filter: the lineage when there is one (only gpuplan writes it; the
+        // managed tag is checked below), else the managed tag: the server checks every
+        // filter on every instance of the region, and a second one changes no answer.
+        let filters = match &f.lineage {
+            Some(l) => vec![filter(&format!("tag:{TAG_LINEAGE}"), [l.as_str()])],
+            None => vec![filter(&format!("tag:{TAG_MANAGED}"), ["true"])],
+        };
         let key = (f.region.clone(), f.lineage.clone());
         if jobs && let Some(seen) = self.seen_job_nodes.lock().expect("job node cache").remove(&key) {
             return Ok(seen);

@@ -4,7 +4,9 @@
 //! CreateFleet's `Errors`, throttling, auth failures): a tiny HTTP/1.1 server that reads
 //! each form-encoded EC2 Query request and answers with canned XML from a script.
 //! [`FakeEc2::proxy`] forwards every request to a real server (moto) instead, so a test
-//! or benchmark can count the API calls gpuplan makes as they cross the wire.
+//! or benchmark can count the API calls gpuplan makes as they cross the wire; it
+//! forwards concurrent requests concurrently, and [`FakeEc2::proxy_holding`] can hold an
+//! answer back until some other request has arrived (to show two calls overlap).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -18,6 +20,8 @@ pub struct Request {
     pub action: String,
     pub params: BTreeMap<String, String>,
     pub at: Instant,
+    /// When the answer was sent (`None` while it is pending).
+    pub answered: Option<Instant>,
     /// Header names in lower case.
     pub headers: BTreeMap<String, String>,
     pub body: String,
@@ -31,6 +35,17 @@ pub struct Reply {
 
 pub type Script = dyn Fn(&Request, &[Request]) -> Reply + Send + Sync;
 
+/// Whether a proxied request may be answered yet, given every request seen so far.
+pub type Ready = dyn Fn(&Request, &[Request]) -> bool + Send + Sync;
+
+/// How requests are answered: by a script (one at a time, with the log held), or by the
+/// upstream server (concurrently, each once `ready` holds or `max` has passed).
+#[derive(Clone)]
+enum Mode {
+    Script(Arc<Script>),
+    Proxy { host: String, ready: Arc<Ready>, max: std::time::Duration },
+}
+
 pub struct FakeEc2 {
     pub url: String,
     log: Arc<Mutex<Vec<Request>>>,
@@ -40,25 +55,39 @@ impl FakeEc2 {
     /// Start serving `script` (given each request and every earlier one) on a free port.
     /// The listener thread lives until the test process exits.
     pub fn start(script: impl Fn(&Request, &[Request]) -> Reply + Send + Sync + 'static) -> FakeEc2 {
+        FakeEc2::serve_with(Mode::Script(Arc::new(script)))
+    }
+
+    fn serve_with(mode: Mode) -> FakeEc2 {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let url = format!("http://{}", listener.local_addr().unwrap());
         let log: Arc<Mutex<Vec<Request>>> = Arc::default();
-        let script: Arc<Script> = Arc::new(script);
         let l = log.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (log, script) = (l.clone(), script.clone());
-                std::thread::spawn(move || serve(stream, &log, script.as_ref()));
+                let (log, mode) = (l.clone(), mode.clone());
+                std::thread::spawn(move || serve(stream, &log, &mode));
             }
         });
         FakeEc2 { url, log }
     }
 
     /// Forward every request to `upstream` (`http://host:port`) and relay its answer,
-    /// logging each one like a scripted fake does.
+    /// logging each one on arrival. Requests in flight together are forwarded together.
     pub fn proxy(upstream: &str) -> FakeEc2 {
+        FakeEc2::proxy_holding(upstream, std::time::Duration::ZERO, |_, _| true)
+    }
+
+    /// [`FakeEc2::proxy`] that answers a request only once `ready(request, log so far)`
+    /// holds, or `max` after it arrived: a test can hold one call's answer until another
+    /// call has been made, which only code that makes both at once passes.
+    pub fn proxy_holding(
+        upstream: &str,
+        max: std::time::Duration,
+        ready: impl Fn(&Request, &[Request]) -> bool + Send + Sync + 'static,
+    ) -> FakeEc2 {
         let host = upstream.trim_start_matches("http://").trim_end_matches('/').to_string();
-        FakeEc2::start(move |req, _| forward(&host, req))
+        FakeEc2::serve_with(Mode::Proxy { host, ready: Arc::new(ready), max })
     }
 
     pub fn requests(&self) -> Vec<Request> {
@@ -70,7 +99,7 @@ impl FakeEc2 {
     }
 }
 
-fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, script: &Script) {
+fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, mode: &Mode) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
     let mut out = stream;
     loop {
@@ -103,13 +132,8 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, script: &Script) {
         let body = String::from_utf8_lossy(&body).into_owned();
         let params = parse_form(&body);
         let action = params.get("Action").cloned().unwrap_or_default();
-        let req = Request { action, params, at: Instant::now(), headers, body };
-        let reply = {
-            let mut log = log.lock().unwrap();
-            let reply = script(&req, &log);
-            log.push(req);
-            reply
-        };
+        let req = Request { action, params, at: Instant::now(), answered: None, headers, body };
+        let reply = answer(req, log, mode);
         let reason = if reply.status < 300 { "OK" } else { "Error" };
         let head = format!(
             "HTTP/1.1 {} {reason}\r\nContent-Type: text/xml;charset=UTF-8\r\nContent-Length: {}\r\n\r\n",
@@ -118,6 +142,34 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, script: &Script) {
         );
         if out.write_all(head.as_bytes()).and_then(|_| out.write_all(reply.body.as_bytes())).is_err() {
             return;
+        }
+    }
+}
+
+/// The reply to `req`, logged: a script answers with the log held (it sees every earlier
+/// request); a proxy logs the request on arrival, waits until it may answer, and
+/// forwards it without holding the log.
+fn answer(mut req: Request, log: &Mutex<Vec<Request>>, mode: &Mode) -> Reply {
+    match mode {
+        Mode::Script(script) => {
+            let mut log = log.lock().unwrap();
+            let reply = script(&req, &log);
+            req.answered = Some(Instant::now());
+            log.push(req);
+            reply
+        }
+        Mode::Proxy { host, ready, max } => {
+            let index = {
+                let mut log = log.lock().unwrap();
+                log.push(req.clone());
+                log.len() - 1
+            };
+            while req.at.elapsed() < *max && !ready(&req, &log.lock().unwrap()) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            let reply = forward(host, &req);
+            log.lock().unwrap()[index].answered = Some(Instant::now());
+            reply
         }
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod alicloud;
 pub mod aws;
+pub mod boot;
 pub mod http;
 pub mod kube;
 pub mod launch;

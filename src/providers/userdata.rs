@@ -16,9 +16,13 @@
 use super::LaunchJob;
 
 /// How long a job node may take from its launch to start its job script (boot, cloud-init,
-/// user data). Where gpuplan can see that the script never ran (Tencent: TAT answers and
-/// the node has no job log), the run fails past it and its node is terminated.
+/// user data). Where gpuplan can see that the script never ran (the node's run-command
+/// agent answers and the node has no job log), the run fails past it and its node is
+/// terminated (see [`super::boot`]).
 pub const BOOT_DEADLINE_SECS: u64 = 15 * 60;
+
+/// The job's log on its node; the script's first step creates it (see [`super::boot`]).
+pub const JOB_LOG: &str = "/var/log/gpuplan-job.log";
 
 /// The console line a finished job prints; providers parse it back with [`exit_code`].
 pub const EXIT_MARKER: &str = "gpuplan-job-exit=";
@@ -70,7 +74,7 @@ pub fn job_script(req: &LaunchJob) -> String {
         "#!/bin/bash\n\
          # gpuplan job {job} attempt {attempt} (token {token})\n\
          set -u\n\
-         exec > >(tee -a /var/log/gpuplan-job.log) 2>&1\n\
+         exec > >(tee -a {JOB_LOG}) 2>&1\n\
          {needs}\
          {run}\n\
          code=$?\n\

@@ -675,6 +675,112 @@ async fn a_job_runs_on_an_idle_warm_node_through_ssm_and_the_node_stays_in_its_p
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 }
 
+/// A front for moto for the boot check of job nodes: every SSM agent asked about is
+/// `Online` (moto answers `DescribeInstanceInformation` 500), every instance's
+/// `launchTime` is `age` seconds ago, and `GetCommandInvocation` answers with `output`
+/// while it holds one (moto answers every command Success with empty output, so it cannot
+/// say that a file is missing). Every other call goes to moto.
+fn boot_front(
+    age: std::sync::Arc<std::sync::Mutex<u64>>,
+    output: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+) -> crate::aws::fake_ec2::FakeEc2 {
+    use crate::aws::fake_ec2::{FakeEc2, Reply, forward};
+    let host = endpoint().trim_start_matches("http://").trim_end_matches('/').to_string();
+    FakeEc2::start(move |req, _| {
+        let target = req.headers.get("x-amz-target").map(String::as_str).unwrap_or("");
+        let asked: serde_json::Value = serde_json::from_str(&req.body).unwrap_or_default();
+        let answer = output.lock().unwrap().clone();
+        match (target, answer) {
+            ("AmazonSSM.DescribeInstanceInformation", _) => {
+                let ids = asked["Filters"][0]["Values"].as_array().cloned().unwrap_or_default();
+                let list: Vec<serde_json::Value> =
+                    ids.iter().map(|id| serde_json::json!({"InstanceId": id, "PingStatus": "Online"})).collect();
+                Reply { status: 200, body: serde_json::json!({"InstanceInformationList": list}).to_string() }
+            }
+            ("AmazonSSM.GetCommandInvocation", Some(out)) => {
+                let doc = serde_json::json!({"CommandId": asked["CommandId"], "InstanceId": asked["InstanceId"],
+                    "Status": "Success", "ResponseCode": 0, "StandardOutputContent": out});
+                Reply { status: 200, body: doc.to_string() }
+            }
+            _ if req.action == "DescribeInstances" => {
+                let mut reply = forward(&host, req);
+                let then = std::time::SystemTime::now() - std::time::Duration::from_secs(*age.lock().unwrap());
+                reply.body = with_launch_time(&reply.body, &humantime::format_rfc3339_seconds(then).to_string());
+                reply
+            }
+            _ => forward(&host, req),
+        }
+    })
+}
+
+/// `body` (a DescribeInstances answer) with every `launchTime` set to `at`.
+fn with_launch_time(body: &str, at: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some(start) = rest.find("<launchTime>") {
+        let open = start + "<launchTime>".len();
+        let Some(len) = rest[open..].find("</launchTime>") else { break };
+        out += &rest[..open];
+        out += at;
+        rest = &rest[open + len..];
+    }
+    out + rest
+}
+
+/// A job node whose user data never ran does not bill until `max_runtime` + 15 minutes:
+/// past the boot deadline (15 minutes after its launch) gpuplan asks the node's SSM agent
+/// (Run Command) whether the job's log exists; an answer that it does not fails the run
+/// ("never started", as on Tencent) and the next apply terminates the node. Before the
+/// deadline nothing is asked, and an answer without the check's line (moto's empty
+/// output) is no answer: the run stays running.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_node_whose_user_data_never_ran_fails_past_the_boot_deadline_through_ssm() {
+    let region = "us-west-2";
+    let c = client(region).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let age = std::sync::Arc::new(std::sync::Mutex::new(0));
+    let output = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let front = boot_front(age.clone(), output.clone());
+    let spec = pool_spec(&front.url, region, &["us-west-2a"], 0, 0, 0, "")
+        + "\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"lost\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    write_spec(dir, &spec);
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    let lineage = lineage(dir);
+    let jobs: Vec<_> = tagged(&c, &lineage).await.into_iter().filter(|n| n.2.contains_key("gpuplan:job")).collect();
+    assert_eq!(jobs.len(), 1);
+    let id = jobs[0].0.clone();
+    let state = || {
+        let r = run(dir, &["jobs", "status", "lost", "--json"]);
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+        (v["jobs"][0]["state"].as_str().unwrap_or("").to_string(), v["jobs"][0]["runs"][0]["message"].clone())
+    };
+
+    *age.lock().unwrap() = 10 * 60;
+    assert_eq!(state().0, "running", "10 minutes after launch it may still boot");
+    assert_eq!(ssm_calls(&front, "SendCommand"), 0, "no boot check before the deadline");
+
+    *age.lock().unwrap() = 16 * 60;
+    let (s, msg) = state();
+    assert_eq!(s, "running", "moto's empty answer says nothing: {msg}");
+    assert!(ssm_calls(&front, "SendCommand") >= 1);
+    let sent = front.requests().into_iter().rev().find(|r| r.body.contains("AWS-RunShellScript")).unwrap();
+    assert!(sent.body.contains(&id) && sent.body.contains("/var/log/gpuplan-job.log"), "{}", sent.body);
+
+    *output.lock().unwrap() = Some("gpuplan-job-log=missing\n".to_string());
+    let (s, msg) = state();
+    assert_eq!(s, "failed", "{msg}");
+    assert!(
+        msg.as_str().is_some_and(|m| m.contains("never started: 16m") && m.contains("Systems Manager answered")),
+        "{msg}"
+    );
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    assert_eq!(state_of(&c, &id).await, InstanceStateName::Terminated);
+}
+
 /// A floating pool of 2 on-demand A10G nodes that may live in the sim cloud's us-east-1
 /// or in AWS eu-west-1 (moto): created in the sim while it is cheap, moved to AWS once
 /// the sim trace makes it dear, and empty afterwards.

@@ -1,7 +1,9 @@
 //! Job launches on ECS: one instance of the pool's shape per launch, booted with the
 //! user-data job script. A stopped instance's exit code is read back from
 //! GetInstanceConsoleOutput (base64 console text with the `gpuplan-job-exit=N` line);
-//! while the console shows none, the run stays running and is read again later.
+//! while the console shows none, the run stays running and is read again later. A
+//! running node past the boot deadline whose Cloud Assistant answers that it has no job
+//! log never started its job: its run fails (see [`crate::providers::boot`]).
 
 use base64::Engine as _;
 use serde_json::Value;
@@ -9,9 +11,9 @@ use serde_json::Value;
 use super::AlibabaProvider;
 use super::ecs::{capacity_of, recycling, tags_of};
 use crate::providers::http::job_node_request;
-use crate::providers::launch;
 use crate::providers::userdata::exit_code;
 use crate::providers::{Capacity, JobState, JobStatus, LaunchJob, ProviderError};
+use crate::providers::{boot, launch};
 
 impl AlibabaProvider {
     pub(super) async fn launch(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
@@ -43,6 +45,9 @@ impl AlibabaProvider {
     pub(super) async fn status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let inst = self.job_instance(region, id).await?;
         let mut status = base_status(&inst, id)?;
+        if inst["Status"].as_str() == Some("Running") && status.state == JobState::Running {
+            return Ok(self.boot_check(region, &inst, status).await);
+        }
         if inst["Status"].as_str() == Some("Stopped") && status.state != JobState::Preempted {
             // ECS caches the console at boot and at shutdown, and the cache comes late: no
             // exit line (or no answer) yet is unknown, read again at the next refresh,
@@ -70,6 +75,16 @@ impl AlibabaProvider {
             };
         }
         Ok(status)
+    }
+
+    /// A running job node past the boot deadline: is its job's log there? (The console
+    /// cannot tell: ECS caches it at boot and shutdown only.)
+    async fn boot_check(&self, region: &str, inst: &Value, running: JobStatus) -> JobStatus {
+        let now = crate::providers::Provider::clock_ms(self);
+        let created = inst["CreationTime"].as_str().and_then(boot::created_ms);
+        let Some(age_secs) = created.and_then(|at| boot::past_deadline(at, now)) else { return running };
+        let check = self.job_log_exists(region, &running.node_id).await;
+        boot::verdict(running, age_secs, "Cloud Assistant", check)
     }
 
     /// Terminate a finished job's instance (checked to be a gpuplan job node first).

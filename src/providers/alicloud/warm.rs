@@ -8,6 +8,10 @@
 //! - `DescribeInvocationResults`: the invocation's status, exit code and output (Cloud
 //!   Assistant keeps 24 KB).
 //! - `StopInvocation`: cancel or preempt; the node stays in its pool.
+//!
+//! The boot check of a job node past its boot deadline (see [`crate::providers::boot`])
+//! uses the same calls: is its agent running, then a short `RunCommand` of the check and
+//! `DescribeInvocationResults` for its answer.
 
 use std::collections::BTreeMap;
 
@@ -16,8 +20,8 @@ use serde_json::Value;
 
 use super::AlibabaProvider;
 use crate::providers::launch::{command_run_id, split_command_run};
-use crate::providers::userdata;
 use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
+use crate::providers::{boot, userdata};
 
 /// Instance ids per `DescribeCloudAssistantStatus` call.
 const AGENT_BATCH: usize = 50;
@@ -123,6 +127,41 @@ impl AlibabaProvider {
             started_ms: None,
             finished_ms: None,
         })
+    }
+
+    /// Whether the job's log exists on job node `id`, asked through Cloud Assistant.
+    /// `Ok(None)`: its agent is not running, or gave no answer in time.
+    pub(super) async fn job_log_exists(&self, region: &str, id: &str) -> Result<Option<bool>, ProviderError> {
+        let agents = self.agent_states(region, &[id.to_string()]).await?;
+        if agents.get(id) != Some(&AgentState::Online) {
+            return Ok(None);
+        }
+        let params = vec![
+            p("Type", "RunShellScript"),
+            p("CommandContent", base64::engine::general_purpose::STANDARD.encode(boot::probe_script())),
+            p("ContentEncoding", "Base64"),
+            p("InstanceId.1", id),
+            p("Timeout", "30"),
+            p("Name", "gpuplan-boot-check"),
+        ];
+        let resp = self.client.ecs("RunCommand", region, params).await?;
+        let invoke = resp["InvokeId"].as_str().filter(|i| !i.is_empty()).ok_or_else(|| {
+            ProviderError::new(ErrorClass::Retryable, "BadResponse", "Cloud Assistant RunCommand returned no InvokeId")
+        })?;
+        let run = command_run_id(id, invoke);
+        boot::wait_answer(|| async {
+            match self.result(region, &run).await {
+                Ok(r) => Ok(match r["InvokeRecordStatus"].as_str().unwrap_or("") {
+                    "Pending" | "Scheduled" | "Running" => boot::Check::Pending,
+                    "Success" => boot::Check::Output(output(&r)?),
+                    _ => boot::Check::Ended,
+                }),
+                // The result is listed a moment after RunCommand.
+                Err(e) if e.code == "JobNotFound" => Ok(boot::Check::Pending),
+                Err(e) => Err(e),
+            }
+        })
+        .await
     }
 
     /// Stop the invocation (the job's container stops with it); the node stays.

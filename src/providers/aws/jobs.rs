@@ -24,6 +24,7 @@ use super::fleet::{price, tag_specs};
 use super::nodes::{filter, spot_reclaimed, tags};
 use super::{AwsProvider, Bucket, read};
 use crate::addr::Address;
+use crate::providers::boot;
 use crate::providers::userdata::{self, TIMED_OUT};
 use crate::providers::{Capacity, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError, TAG_ATTEMPT, TAG_JOB};
 
@@ -162,7 +163,9 @@ impl AwsProvider {
         let name = i.state().and_then(|s| s.name()).cloned();
         match name {
             Some(InstanceStateName::Pending) => return Ok(status(JobState::Queued, None)),
-            Some(InstanceStateName::Running) => return Ok(status(JobState::Running, None)),
+            Some(InstanceStateName::Running) => {
+                return Ok(self.boot_check(region, i, status(JobState::Running, None)).await);
+            }
             _ => {}
         }
         if spot_reclaimed(i) {
@@ -184,6 +187,27 @@ impl AwsProvider {
             None => no_exit_code(name.as_ref(), i.state_reason().and_then(|r| r.message()), status),
         })
     }
+}
+
+impl AwsProvider {
+    /// A running job node past the boot deadline is asked through Systems Manager whether
+    /// its job's log exists; one whose agent answers that it does not never started its
+    /// job, and its run fails (see [`boot`]). The console cannot show this: EC2 posts it
+    /// late, and a script that never ran prints nothing.
+    async fn boot_check(&self, region: &str, i: &aws_sdk_ec2::types::Instance, running: JobStatus) -> JobStatus {
+        let now = crate::providers::Provider::clock_ms(self);
+        let Some(age_secs) = launched_ms(i).and_then(|at| boot::past_deadline(at, now)) else { return running };
+        let check = self.job_log_exists(region, &running.node_id).await;
+        boot::verdict(running, age_secs, "Systems Manager", check)
+    }
+}
+
+/// An instance's launch time in ms since the epoch; `None` without one (no boot check).
+fn launched_ms(i: &aws_sdk_ec2::types::Instance) -> Option<u64> {
+    let t = i.launch_time()?;
+    // A time before the epoch is not a launch time: no check rather than a guess.
+    let secs = u64::try_from(t.secs()).unwrap_or(0);
+    (secs > 0).then(|| secs * 1000 + u64::from(t.subsec_nanos()) / 1_000_000)
 }
 
 /// A job node that is no longer running but whose console shows no exit line. EC2 posts

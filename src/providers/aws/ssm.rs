@@ -12,6 +12,10 @@
 //! - `GetCommandInvocation`: the run's state, exit code and output.
 //! - `CancelCommand`: cancel or preempt the run; the node stays in its pool.
 //!
+//! The boot check of a job node past its boot deadline (see [`crate::providers::boot`])
+//! uses the same calls: is its agent online, then a short `SendCommand` of the check and
+//! `GetCommandInvocation` for its answer.
+//!
 //! The endpoint is `AWS_ENDPOINT_URL_SSM`, else the provider block's `endpoint`, else
 //! `AWS_ENDPOINT_URL`, else `https://ssm.<region>.amazonaws.com`.
 
@@ -23,8 +27,8 @@ use serde_json::{Value, json};
 
 use super::AwsProvider;
 use crate::providers::launch::{command_run_id, split_command_run as split};
-use crate::providers::userdata;
 use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
+use crate::providers::{boot, userdata};
 
 /// Instance ids per `DescribeInstanceInformation` filter (the API's limit on its values).
 const AGENT_BATCH: usize = 50;
@@ -176,6 +180,40 @@ impl AwsProvider {
     pub(super) async fn command_output(&self, region: &str, id: &str) -> Result<String, ProviderError> {
         let doc = self.invocation(region, id).await?;
         Ok(doc["StandardOutputContent"].as_str().unwrap_or("").to_string())
+    }
+
+    /// Whether the job's log exists on job node `id`, asked through Run Command.
+    /// `Ok(None)`: its agent is not online, or gave no answer in time.
+    pub(super) async fn job_log_exists(&self, region: &str, id: &str) -> Result<Option<bool>, ProviderError> {
+        let agents = self.agent_states(region, &[id.to_string()]).await?;
+        if agents.get(id) != Some(&AgentState::Online) {
+            return Ok(None);
+        }
+        let body = json!({
+            "DocumentName": "AWS-RunShellScript",
+            "InstanceIds": [id],
+            "Comment": "gpuplan boot check",
+            "TimeoutSeconds": 30,
+            "Parameters": {"commands": [boot::probe_script()], "executionTimeout": ["30"]},
+        });
+        let doc = self.ssm(region, "SendCommand", &body).await?;
+        let command = doc["Command"]["CommandId"].as_str().filter(|c| !c.is_empty()).ok_or_else(|| {
+            ProviderError::new(ErrorClass::Retryable, "BadResponse", "SendCommand returned no CommandId")
+        })?;
+        let run = command_run_id(id, command);
+        boot::wait_answer(|| async {
+            match self.invocation(region, &run).await {
+                Ok(doc) => Ok(match doc["Status"].as_str().unwrap_or("") {
+                    "Pending" | "InProgress" | "Delayed" => boot::Check::Pending,
+                    "Success" => boot::Check::Output(doc["StandardOutputContent"].as_str().unwrap_or("").to_string()),
+                    _ => boot::Check::Ended,
+                }),
+                // SSM lists an invocation a moment after SendCommand.
+                Err(e) if e.code == "JobNotFound" => Ok(boot::Check::Pending),
+                Err(e) => Err(e),
+            }
+        })
+        .await
     }
 
     /// Cancel the command (the job's container stops with it); the node stays.

@@ -20,19 +20,12 @@ use crate::providers::{ErrorClass, JobState, JobStatus, LaunchJob, ProviderError
 /// before the deadline (still booting), and never on a guess: an instance without a
 /// readable `CreatedTime` is left to its `max_runtime` deadline.
 fn never_started(inst: &Value, log: &str, now_ms: u64) -> Option<String> {
-    use crate::providers::userdata::BOOT_DEADLINE_SECS;
+    use crate::providers::boot;
     if !log.trim().is_empty() {
         return None;
     }
-    let created = humantime::parse_rfc3339_weak(inst["CreatedTime"].as_str()?).ok()?;
-    let created_ms = u64::try_from(created.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()?;
-    let age_secs = now_ms.saturating_sub(created_ms) / 1000;
-    (age_secs > BOOT_DEADLINE_SECS).then(|| {
-        format!(
-            "its job never started: {}m after launch the node has no job log (TAT answered), so its user data did not run; its node is terminated",
-            age_secs / 60
-        )
-    })
+    let age_secs = boot::past_deadline(boot::created_ms(inst["CreatedTime"].as_str()?)?, now_ms)?;
+    Some(boot::never_started(age_secs, "TAT"))
 }
 
 /// TAT (TencentCloud Automation Tools), the run-command agent on CVM.
@@ -50,7 +43,7 @@ impl TencentProvider {
     pub(super) async fn job_log(&self, region: &str, id: &str) -> Result<Option<String>, ProviderError> {
         use base64::Engine as _;
         let b64 = base64::engine::general_purpose::STANDARD;
-        let script = "tail -c 16384 /var/log/gpuplan-job.log 2>/dev/null || true";
+        let script = format!("tail -c 16384 {} 2>/dev/null || true", crate::providers::boot::JOB_LOG);
         let body = serde_json::json!({
             "Content": b64.encode(script),
             "InstanceIds": [id],

@@ -341,6 +341,67 @@ fn a_failed_job_is_retried_on_a_new_node() {
     assert_eq!(now[0].tags.get(TAG_ATTEMPT).map(String::as_str), Some("2"));
 }
 
+/// A job node whose user data never ran does not bill until `max_runtime` + 15 minutes:
+/// past the boot deadline (15 minutes after its launch), Cloud Assistant answers that the
+/// node has no job log, so the run fails ("never started", as on Tencent) and the next
+/// apply deletes its node. Before the deadline, with the agent down, or with the log
+/// there, the run stays running.
+#[test]
+fn alibaba_a_job_whose_user_data_never_ran_fails_past_the_boot_deadline() {
+    let fake = Fake::start();
+    let spec = format!(
+        "provider \"alicloud\" {{\n  region = \"{REGION}\"\n  image  = \"m-gpuplan\"\n}}\n{}\n{}",
+        pool("alicloud", &[ZH], "T4", "ecs.gn6i-c4g1.xlarge", 0, "    spot_percent = 0"),
+        "job_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"lost\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n\njob \"busy\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n"
+    );
+    let f = Fleet::new(
+        &spec,
+        &[
+            ("ALIBABA_CLOUD_ACCESS_KEY_ID", ACCESS_KEY_ID),
+            ("ALIBABA_CLOUD_ACCESS_KEY_SECRET", ACCESS_KEY_SECRET),
+            ("GPUPLAN_ALICLOUD_ENDPOINT", &fake.url),
+        ],
+    );
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let node = |job: &str| {
+        fake.instances().into_iter().find(|i| i.tags.get(TAG_JOB).map(String::as_str) == Some(job)).expect("a node").id
+    };
+    let (lost, busy) = (node("job.lost"), node("job.busy"));
+    let state = |job: &str| {
+        let r = f.run(&["jobs", "status", job, "--json"]).expect(0);
+        let v: Value = serde_json::from_str(&r.stdout).unwrap();
+        (v["jobs"][0]["state"].as_str().unwrap().to_string(), v["jobs"][0]["runs"][0]["message"].clone())
+    };
+    fake.age(&lost, 10 * 60);
+    assert_eq!(state("lost").0, "running", "10 minutes after launch it may still boot");
+    assert!(fake.calls("RunCommand").is_empty(), "no boot check before the deadline");
+
+    fake.age(&lost, 16 * 60);
+    fake.age(&busy, 16 * 60);
+    // The agent is down: nothing is known, the run keeps its max_runtime deadline.
+    fake.lock().agents_offline.insert(lost.clone());
+    let (s, msg) = state("lost");
+    assert_eq!(s, "running", "{msg}");
+    fake.lock().agents_offline.clear();
+    // The job's script made its log: it started.
+    fake.lock().job_logs.insert(busy.clone());
+    assert_eq!(state("busy").0, "running");
+    // The agent answers and there is no log: it never started.
+    let (s, msg) = state("lost");
+    assert_eq!(s, "failed", "{msg}");
+    assert!(
+        msg.as_str().is_some_and(|m| m.contains("never started") && m.contains("Cloud Assistant answered")),
+        "{msg}"
+    );
+    assert!(!fake.calls("RunCommand").is_empty());
+
+    // The next apply deletes the failed run's node; the other one keeps running.
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let left: Vec<String> =
+        fake.instances().into_iter().filter(|i| i.tags.contains_key(TAG_JOB)).map(|i| i.id).collect();
+    assert_eq!(left, vec![busy], "{left:?}");
+}
+
 /// A `Stopped` ECS instance is not released: its disks bill, and so does the instance
 /// unless it was stopped in StopCharging mode. Drift says so, apply releases and replaces it.
 #[test]

@@ -34,6 +34,8 @@ pub struct Instance {
     pub console: String,
     /// A spot instance the cloud is reclaiming (an operation lock `Recycling`).
     pub recycling: bool,
+    /// `CreationTime` (to the minute, as ECS writes it); `None`: a moment ago.
+    pub created_time: Option<String>,
 }
 
 #[derive(Default)]
@@ -67,6 +69,9 @@ pub struct State {
     /// What a script run through Cloud Assistant on an instance ends with:
     /// (InvokeRecordStatus, exit code, output); default Success, 0 and no output.
     pub results: HashMap<String, (String, i64, String)>,
+    /// Instances on which the job script made `/var/log/gpuplan-job.log` (what gpuplan's
+    /// boot check through Cloud Assistant finds).
+    pub job_logs: HashSet<String>,
 }
 
 #[derive(Clone)]
@@ -114,6 +119,13 @@ impl Fake {
         }
     }
 
+    /// Make an instance look launched `secs` ago (its `CreationTime`).
+    pub fn age(&self, id: &str, secs: u64) {
+        if let Some(i) = self.lock().instances.get_mut(id) {
+            i.created_time = Some(to_the_minute(std::time::SystemTime::now() - std::time::Duration::from_secs(secs)));
+        }
+    }
+
     /// The cloud starts reclaiming spot instance `id` (it stays listed, locked `Recycling`).
     pub fn reclaim(&self, id: &str) {
         if let Some(i) = self.lock().instances.get_mut(id) {
@@ -140,6 +152,7 @@ impl Fake {
                 user_data: None,
                 console: String::new(),
                 recycling: false,
+                created_time: None,
             },
         );
         id
@@ -533,6 +546,7 @@ fn run(s: &mut State, region: &str, params: &BTreeMap<String, String>) -> Respon
                 user_data: params.get("UserData").cloned(),
                 console: String::new(),
                 recycling: false,
+                created_time: None,
             },
         );
         ids.push(id);
@@ -543,6 +557,12 @@ fn run(s: &mut State, region: &str, params: &BTreeMap<String, String>) -> Respon
     ok(json!({"InstanceIdSets": {"InstanceIdSet": ids}, "TradePrice": 0.0}))
 }
 
+/// A time as ECS's `CreationTime` writes it: `2026-11-26T15:16Z`.
+fn to_the_minute(t: std::time::SystemTime) -> String {
+    let full = humantime::format_rfc3339_seconds(t).to_string();
+    format!("{}Z", &full[..16])
+}
+
 fn view(i: &Instance) -> Value {
     json!({
         "InstanceId": i.id,
@@ -551,6 +571,7 @@ fn view(i: &Instance) -> Value {
         "InstanceType": i.instance_type,
         "ImageId": i.image,
         "Status": i.status,
+        "CreationTime": i.created_time.clone().unwrap_or_else(|| to_the_minute(std::time::SystemTime::now())),
         "SpotStrategy": i.spot_strategy,
         "SpotPriceLimit": i.spot_price_limit.as_deref().and_then(|l| l.parse::<f64>().ok()).unwrap_or(0.0),
         "OperationLocks": {"LockReason": if i.recycling { json!([{"LockReason": "Recycling"}]) } else { json!([]) }},
@@ -700,11 +721,16 @@ fn cloud_assistant(s: &mut State, action: &str, params: &BTreeMap<String, String
         }
         "DescribeInvocationResults" => {
             let invoke = params.get("InvokeId").cloned().unwrap_or_default();
-            let Some((id, _, stopped)) = s.invocations.get(&invoke).cloned() else {
+            let Some((id, script, stopped)) = s.invocations.get(&invoke).cloned() else {
                 return ok(json!({"Invocation": {"InvocationResults": {"InvocationResult": []}, "TotalCount": 0}}));
             };
-            let (status, code, out) =
-                s.results.get(&id).cloned().unwrap_or_else(|| ("Success".into(), 0, String::new()));
+            let (status, code, out) = if script.contains("[ -e /var/log/gpuplan-job.log ]") {
+                // The boot check: whether the job's log exists on the node.
+                let found = if s.job_logs.contains(&id) { "present" } else { "missing" };
+                ("Success".into(), 0, format!("gpuplan-job-log={found}\n"))
+            } else {
+                s.results.get(&id).cloned().unwrap_or_else(|| ("Success".into(), 0, String::new()))
+            };
             let status = if stopped { "Stopped".to_string() } else { status };
             // Base64 unless PlainText is asked for, as ECS does.
             let out = if params.get("ContentEncoding").map(String::as_str) == Some("PlainText") {

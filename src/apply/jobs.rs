@@ -7,13 +7,20 @@
 //! 2. [`run`], after them:
 //!    - [`release_orphan_job_nodes`]: job nodes no run owns are terminated;
 //!    - [`stop_preempted`]: runs preempted for a higher-priority job free their GPUs;
-//!    - [`node_slots`]: the live nodes sim launches may use, with the GPUs in use;
-//!    - per job, [`settle`]: record the stops ([`record_stops`]), launch the replicas the
-//!      plan admitted ([`launch_replica`]), each launch journaled before the next step
-//!      (a crash leaves no job node the state does not know, but one the provider
-//!      created before answering, which the next plan adopts: `jobs::adopt`), terminate
-//!      the nodes of ended runs ([`release_ended_nodes`]), and journal the job's runs
-//!      (adopted ones included), age and queue time.
+//!    - [`assign::assign`]: the node of every sim launch, in one deterministic pass;
+//!    - [`record_lives`]: the life (incarnation) of every job about to launch is made
+//!      durable, in a few batched writes, before any launch (tokens derive from it);
+//!    - per job, [`settle`], many jobs at once: record the stops ([`record_stops`]),
+//!      launch the replicas the plan admitted ([`launch_replica`]), each launch journaled
+//!      before that job's next step (a crash leaves no job node the state does not know,
+//!      but the few the providers created before answering, which the next plan adopts:
+//!      `jobs::adopt`; a sim launch retried under its token finds its job again),
+//!      terminate the nodes of ended runs ([`release_ended_nodes`]); the job's final
+//!      record (runs, age, queue time) is written with other jobs' in one batch.
+//!
+//! Jobs settle concurrently, as the executor runs changes: provider calls are bounded by
+//! `--parallelism`, and the launch records of jobs in flight share the journal's fsyncs
+//! (group commit), so 100,000 queued jobs cost a few thousand fsyncs, not 100,000.
 //!
 //! On `sim` a replica runs on a live node of its pool with room: the planned capacity
 //! type first, then the fallback the plan allows (spot → on-demand when
@@ -24,24 +31,29 @@
 //! come from the plan, so a retried apply never launches a replica attempt twice.
 //! A run gpuplan stops (preemption, its node removed) never spends a retry.
 
+mod assign;
 mod ledger;
 
 use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use tokio::sync::Semaphore;
 
 use crate::addr::Address;
 use crate::apply::{ApplyOptions, Outcome, ProviderSet, Recorder, Status};
 use crate::model::{JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch};
 use crate::plan::model::ResourceChange;
 use crate::plan::{Action, Plan};
-use crate::providers::{Capacity, JobState, JobStatus, ListFilter, Node};
+use crate::providers::{Capacity, JobState, JobStatus};
 use crate::state::model::SpendEntry;
 use crate::state::{JournalEntry, State};
 
-/// A live node and the GPUs jobs use on it.
-struct Slot {
-    node: Node,
-    used: u32,
-}
+use assign::Pick;
+
+/// Records written together in one journal append (one fsync) when nothing waits on them:
+/// the lives recorded before the launches, and the jobs' final records. Large enough that
+/// 100,000 jobs take a few dozen appends, small enough that a batch stays a few MB.
+const BATCH: usize = 2_048;
 
 /// Runs gpuplan stopped during this apply, by run id: what the provider said, or why it
 /// could not stop them.
@@ -72,6 +84,13 @@ struct Launched {
     ledger: Vec<(String, SpendEntry)>,
 }
 
+/// What settling one job left to write: its final record (and ledger lines), written in
+/// a batch with other jobs', and the outcomes of what did not go as planned.
+struct Settled {
+    entries: Vec<JournalEntry>,
+    outcomes: Vec<Outcome>,
+}
+
 /// Before the node changes: stop what the plan's node removals would otherwise kill.
 pub async fn before_nodes(plan: &Plan, prior: &State, providers: &ProviderSet, opts: &ApplyOptions) -> Stopped {
     let kept = cancel_removed(plan, prior, providers, opts).await;
@@ -94,23 +113,69 @@ pub async fn run(
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let mut outcomes = release_orphan_job_nodes(plan, providers, opts).await;
     stopped.0.extend(stop_preempted(plan, providers, opts).await.0);
-    let mut slots = node_slots(plan, providers, opts, &stopped).await;
+    let picks = assign::assign(plan, providers, opts, &stopped).await;
     let changes = plan.changes.iter().map(|c| (&c.address, c)).collect();
-    let steps = Steps { plan, prior, providers, recorder, opts, changes };
-    let mut entries = Vec::new();
-    for j in &plan.jobs {
-        let (written, out) = settle(&steps, j, &stopped, &mut slots, &now).await;
-        entries.extend(written);
-        outcomes.extend(out);
+    let permits = Semaphore::new(opts.parallelism.max(1));
+    let steps = Steps { plan, prior, providers, recorder, opts, changes, permits };
+    let unrecorded = record_lives(&steps, &now).await;
+    // Jobs in flight at once: enough to keep every provider permit busy and let their
+    // launch records share fsyncs, as the executor's tasks do.
+    let width = (opts.parallelism.max(1) * 8).max(256);
+    let mut settled = futures::stream::iter(plan.jobs.iter().zip(picks))
+        .map(|(j, picks)| settle(&steps, j, &stopped, picks, &now, unrecorded.get(&j.address)))
+        .buffered(width);
+    let mut written = ledger::Written::new(prior);
+    let mut batch = Batch::default();
+    while let Some((j, s)) = settled.next().await {
+        outcomes.extend(s.outcomes);
+        written.note(&s.entries);
+        batch.push(j, s.entries);
+        if batch.entries.len() >= BATCH {
+            outcomes.extend(batch.write(recorder).await);
+        }
     }
+    outcomes.extend(batch.write(recorder).await);
     // Ledger lines of the runs that ended (or whose job goes), after their records.
-    let closed = ledger::close_ended(plan, prior, providers, &entries, stopped.kept());
+    let closed = ledger::close_ended(plan, prior, providers, &written, stopped.kept());
     if !closed.is_empty()
         && let Err(e) = recorder.record(closed).await
     {
         opts.progress.event("jobs", &format!("could not record job runs: {e}"));
     }
     outcomes
+}
+
+/// Final job records waiting for one journal append, with their jobs (for the outcome of
+/// a failed write).
+#[derive(Default)]
+struct Batch<'p> {
+    entries: Vec<JournalEntry>,
+    jobs: Vec<&'p JobPlacement>,
+}
+
+impl<'p> Batch<'p> {
+    fn push(&mut self, j: &'p JobPlacement, entries: Vec<JournalEntry>) {
+        if !entries.is_empty() {
+            self.entries.extend(entries);
+            self.jobs.push(j);
+        }
+    }
+
+    /// Append what is waiting; a failed write fails every job in it.
+    async fn write(&mut self, recorder: &Recorder) -> Vec<Outcome> {
+        let jobs = std::mem::take(&mut self.jobs);
+        let entries = std::mem::take(&mut self.entries);
+        if entries.is_empty() {
+            return Vec::new();
+        }
+        match recorder.record(entries).await {
+            Ok(()) => Vec::new(),
+            Err(e) => {
+                let why = format!("could not record the job's runs: {e}");
+                jobs.into_iter().map(|j| outcome(j, Status::Failed(why.clone()))).collect()
+            }
+        }
+    }
 }
 
 /// What every step of the jobs phase works with.
@@ -123,30 +188,72 @@ struct Steps<'a> {
     /// The plan's changes by address, once: a job's record looks up its own change
     /// without scanning every change (100,000 jobs stay linear).
     changes: BTreeMap<&'a Address, &'a ResourceChange>,
+    /// Provider calls in flight across the jobs settling at once (`--parallelism`).
+    permits: Semaphore,
 }
 
 impl Steps<'_> {
-    /// Make the job's record durable now (when it differs from the prior state's), with
-    /// `ledger` lines after it: a crash after this leaves the runs launched so far in
-    /// state, never a node that the next plan would take for an orphan. Returns the
-    /// record's entry as written.
-    async fn record(
-        &self,
-        j: &JobPlacement,
-        rec: &JobRecord,
-        ledger: Vec<(String, SpendEntry)>,
-    ) -> Result<Option<JournalEntry>, String> {
-        let entry = journal_entry(self.changes.get(&j.address).copied(), self.prior, j, rec.clone());
-        let mut entries: Vec<JournalEntry> = entry.iter().cloned().collect();
+    /// The job's record entry as it stands (`None` when the prior state has it already).
+    fn entry(&self, j: &JobPlacement, rec: &JobRecord) -> Option<JournalEntry> {
+        journal_entry(self.changes.get(&j.address).copied(), self.prior, j, rec.clone())
+    }
+
+    /// The job's entries: its record as it stands, with `ledger` lines after it.
+    fn entries(&self, j: &JobPlacement, rec: &JobRecord, ledger: Vec<(String, SpendEntry)>) -> Vec<JournalEntry> {
+        let mut entries: Vec<JournalEntry> = self.entry(j, rec).into_iter().collect();
         if !ledger.is_empty() {
             // After the runs: a replayed journal never holds a line for a run it lacks.
             entries.push(JournalEntry::SpendOpen { entries: ledger });
         }
-        if !entries.is_empty() {
-            self.recorder.record(entries).await?;
-        }
-        Ok(entry)
+        entries
     }
+
+    /// Make the job's record durable now (when it differs from the prior state's), with
+    /// `ledger` lines after it: a crash after this leaves the runs launched so far in
+    /// state, never a node that the next plan would take for an orphan.
+    async fn record(&self, j: &JobPlacement, rec: &JobRecord, ledger: Vec<(String, SpendEntry)>) -> Result<(), String> {
+        let entries = self.entries(j, rec, ledger);
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.recorder.record(entries).await
+    }
+
+    /// The job's record before this apply touches its runs.
+    fn first_record(&self, j: &JobPlacement, now: &str) -> JobRecord {
+        JobRecord {
+            first_seen: j.first_seen.clone().or_else(|| Some(now.to_string())),
+            waiting_since: None,
+            cancelled: prior_record(self.prior, &j.address).is_some_and(|r| r.cancelled),
+            runs: j.runs.clone(),
+            incarnation: j.incarnation.clone(),
+        }
+    }
+}
+
+/// The life of every job about to launch whose incarnation the state lacks, made durable
+/// before any launch (launch tokens and the Kubernetes Job's run label derive from it, so
+/// a crash after a launch finds the same ones), in batches. Returns the jobs whose life
+/// could not be recorded, with why: they launch nothing.
+async fn record_lives(steps: &Steps<'_>, now: &str) -> BTreeMap<Address, String> {
+    let mut failed = BTreeMap::new();
+    let new_life = steps.plan.jobs.iter().filter(|j| {
+        let recorded = prior_record(steps.prior, &j.address).and_then(|r| r.incarnation.as_ref());
+        j.needs_launch() && recorded != j.incarnation.as_ref()
+    });
+    let lives: Vec<&JobPlacement> = new_life.collect();
+    for chunk in lives.chunks(BATCH) {
+        let entries: Vec<JournalEntry> =
+            chunk.iter().filter_map(|j| steps.entry(j, &steps.first_record(j, now))).collect();
+        if entries.is_empty() {
+            continue;
+        }
+        if let Err(e) = steps.recorder.record(entries).await {
+            let why = format!("could not record the job before launching it: {e}");
+            failed.extend(chunk.iter().map(|j| (j.address.clone(), why.clone())));
+        }
+    }
+    failed
 }
 
 /// Job nodes no run owns (found by refresh): terminated.
@@ -222,100 +329,41 @@ async fn stop_preempted(plan: &Plan, providers: &ProviderSet, opts: &ApplyOption
     stopped
 }
 
-/// Live nodes per pool, listed once per (provider, region) that has launches on nodes,
-/// with the GPUs the runs that go on running use there.
-async fn node_slots(
-    plan: &Plan,
-    providers: &ProviderSet,
-    opts: &ApplyOptions,
-    stopped: &Stopped,
-) -> BTreeMap<Address, Vec<Slot>> {
-    let mut slots: BTreeMap<Address, Vec<Slot>> = BTreeMap::new();
-    let mut listed: Vec<(String, String)> = Vec::new();
-    for l in plan.jobs.iter().flat_map(|j| &j.launches).filter(|l| on_pool_node(l)) {
-        let key = (l.provider.clone(), l.region.clone());
-        if listed.contains(&key) {
-            continue;
-        }
-        listed.push(key);
-        let Some(p) = providers.get(&l.provider) else { continue };
-        let filter = ListFilter { region: l.region.clone(), lineage: Some(plan.lineage.clone()) };
-        match p.list_nodes(&filter).await {
-            Ok(nodes) => {
-                for n in nodes.into_iter().filter(Node::is_live) {
-                    slots.entry(n.pool.clone()).or_default().push(Slot { node: n, used: 0 });
-                }
-            }
-            Err(e) => opts.progress.event(&l.request.pool.to_string(), &format!("could not list nodes: {e}")),
-        }
-    }
-    for j in &plan.jobs {
-        // A stopped run's GPUs are free again (when it did stop).
-        let busy = j.runs.iter().filter(|r| r.is_active() && !stopped.0.get(&r.id).is_some_and(Result::is_ok));
-        for run in busy {
-            if let Some(s) = slots.get_mut(&j.pool).and_then(|s| s.iter_mut().find(|s| s.node.id == run.node_id)) {
-                s.used += run.gpus;
-            }
-        }
-    }
-    slots
-}
-
-/// A launch onto a live node of the pool that apply picks (sim): neither a node made for
-/// the job (clouds), nor a warm node the plan already chose (clouds' run-command), nor a
-/// cluster's (Kubernetes places those itself).
-fn on_pool_node(l: &ReplicaLaunch) -> bool {
-    l.request.shape.is_none() && l.request.kube.is_none() && l.request.node_id.is_empty()
-}
-
-/// One job's part of the apply: its stops recorded, its replicas launched, the nodes of
-/// its ended runs terminated, its record journaled after each launch and at the end;
-/// returns the record's last entry (if it changed) and the outcomes of what did not go
-/// as planned.
-async fn settle(
+/// One job's part of the apply: its stops recorded, its replicas launched on the nodes
+/// `picks` gives them (one per launch), the nodes of its ended runs terminated, its
+/// record journaled after each launch; returns its final record's entries (if it
+/// changed), for the caller to write in a batch, and the outcomes of what did not go as
+/// planned. `unrecorded`: why the job's life could not be recorded, so it launches nothing.
+async fn settle<'j>(
     steps: &Steps<'_>,
-    j: &JobPlacement,
+    j: &'j JobPlacement,
     stopped: &Stopped,
-    slots: &mut BTreeMap<Address, Vec<Slot>>,
+    picks: Vec<Pick>,
     now: &str,
-) -> (Vec<JournalEntry>, Vec<Outcome>) {
-    let (plan, providers, opts) = (steps.plan, steps.providers, steps.opts);
-    let mut outcomes = Vec::new();
-    let mut rec = JobRecord {
-        first_seen: j.first_seen.clone().or_else(|| Some(now.to_string())),
-        waiting_since: None,
-        cancelled: prior_record(steps.prior, &j.address).is_some_and(|r| r.cancelled),
-        runs: j.runs.clone(),
-        incarnation: j.incarnation.clone(),
-    };
-    // The job's life is durable before its first launch: launch tokens and the Kubernetes
-    // Job's run label derive from it, so a crash after a launch finds the same ones.
-    let recorded = prior_record(steps.prior, &j.address).and_then(|r| r.incarnation.as_ref());
-    if j.needs_launch()
-        && recorded != rec.incarnation.as_ref()
-        && let Err(e) = steps.record(j, &rec, Vec::new()).await
-    {
-        let why = format!("could not record the job before launching it: {e}");
-        return (Vec::new(), vec![outcome(j, Status::Failed(why))]);
+    unrecorded: Option<&String>,
+) -> (&'j JobPlacement, Settled) {
+    if let Some(why) = unrecorded {
+        return (j, Settled { entries: Vec::new(), outcomes: vec![outcome(j, Status::Failed(why.clone()))] });
     }
-    outcomes.extend(record_stops(j, stopped, &mut rec.runs));
+    let (plan, providers, opts) = (steps.plan, steps.providers, steps.opts);
+    let mut rec = steps.first_record(j, now);
+    let mut outcomes = record_stops(j, stopped, &mut rec.runs);
     let mut launched = Launched::default();
     adopt_runs(plan, providers, opts, j, &mut rec.runs, now, &mut launched.ledger);
-    for l in &j.launches {
-        let pool = slots.get_mut(&j.pool).map(Vec::as_mut_slice).unwrap_or_default();
+    for (l, pick) in j.launches.iter().zip(picks) {
         let before = launched.runs.len();
-        launch_replica(plan, providers, opts, j, l, pool, now, &mut launched).await;
+        launch_replica(steps, j, l, pick, now, &mut launched).await;
         if launched.runs.len() == before {
             continue;
         }
-        // Durable before the next launch: the run and what the record held.
+        // Durable before the job's next launch: the run and what the record held.
         rec.runs.append(&mut launched.runs);
         if let Err(e) = steps.record(j, &rec, std::mem::take(&mut launched.ledger)).await {
             launched.failed.push(format!("replica {} launched, but its run could not be recorded: {e}", l.replica));
             break;
         }
     }
-    let unreleased = release_ended_nodes(providers, opts, j, &mut rec.runs).await;
+    let unreleased = release_ended_nodes(steps, j, &mut rec.runs).await;
     if !unreleased.is_empty() {
         let what = format!("could not terminate the node(s) of ended runs: {}", unreleased.join("; "));
         outcomes.push(outcome(j, Status::Failed(what)));
@@ -335,17 +383,13 @@ async fn settle(
         // The job's progress line, held back by the executor until its launches ended.
         opts.progress.finished(&j.address.to_string(), &crate::apply::progress_message(&status));
     }
-    let written = match steps.record(j, &rec, std::mem::take(&mut launched.ledger)).await {
-        Ok(entry) => entry.into_iter().collect(),
-        Err(e) => {
-            outcomes.push(outcome(j, Status::Failed(format!("could not record the job's runs: {e}"))));
-            Vec::new()
-        }
-    };
+    // Nothing waits on the final record: what it adds (queue time, released nodes, stops)
+    // is found again by the next refresh if a crash loses it, so it joins a batch.
+    let entries = steps.entries(j, &rec, std::mem::take(&mut launched.ledger));
     if status != Status::Done {
         outcomes.push(outcome(j, status));
     }
-    (written, outcomes)
+    (j, Settled { entries, outcomes })
 }
 
 /// Adopted runs (job nodes an apply launched but died before recording): each gets the
@@ -404,37 +448,36 @@ fn record_stops(j: &JobPlacement, stopped: &Stopped, runs: &mut [JobRun]) -> Vec
     outcomes
 }
 
-/// Launch one replica the plan admitted, and record its run in `out` (or why not).
-#[allow(clippy::too_many_arguments)]
+/// Launch one replica the plan admitted, on the node `pick` chose for it, and record its
+/// run in `out` (or why not).
 async fn launch_replica(
-    plan: &Plan,
-    providers: &ProviderSet,
-    opts: &ApplyOptions,
+    steps: &Steps<'_>,
     j: &JobPlacement,
     l: &ReplicaLaunch,
-    pool: &mut [Slot],
+    pick: Pick,
     now: &str,
     out: &mut Launched,
 ) {
-    let Some(provider) = providers.get(&l.provider) else {
+    let (plan, opts) = (steps.plan, steps.opts);
+    let Some(provider) = steps.providers.get(&l.provider) else {
         out.failed.push(format!("provider `{}` is not configured", l.provider));
         return;
     };
     let mut req = l.request.clone();
     let mut capacity = l.capacity;
-    if on_pool_node(l) {
-        let per_node = l.gpus_per_node;
-        let pick = pick(pool, l.capacity, req.gpus, per_node)
-            .map(|i| (i, l.capacity))
-            .or_else(|| l.fallback.and_then(|f| pick(pool, f, req.gpus, per_node).map(|i| (i, f))));
-        let Some((i, cap)) = pick else {
+    match pick {
+        Pick::AsPlanned => {}
+        Pick::Node { node_id, capacity: cap } => {
+            req.node_id = node_id;
+            capacity = cap;
+        }
+        Pick::NoRoom => {
             out.short.push(format!("replica {} found no {} node with {} free GPUs", l.replica, l.capacity, req.gpus));
             return;
-        };
-        pool[i].used += req.gpus;
-        req.node_id = pool[i].node.id.clone();
-        capacity = cap;
+        }
     }
+    // Held for the call only; the semaphore is never closed, so `acquire` cannot fail.
+    let _permit = steps.permits.acquire().await;
     let mut result = provider.launch_job(&req).await;
     // A node made for the job: no spot capacity left (a reclaimed spot job coming back,
     // say) moves to the pool's fallback capacity, as pool nodes do.
@@ -505,19 +548,19 @@ fn new_run(
 
 /// Ended runs on nodes made for them: terminate those nodes (a leak otherwise). Returns
 /// the nodes that could not be terminated, with why.
-async fn release_ended_nodes(
-    providers: &ProviderSet,
-    opts: &ApplyOptions,
-    j: &JobPlacement,
-    runs: &mut [JobRun],
-) -> Vec<String> {
+async fn release_ended_nodes(steps: &Steps<'_>, j: &JobPlacement, runs: &mut [JobRun]) -> Vec<String> {
+    let (providers, opts) = (steps.providers, steps.opts);
     let mut unreleased = Vec::new();
     for run in runs.iter_mut().filter(|r| r.node_to_release()) {
         let Some(provider) = providers.get(&run.provider) else {
             unreleased.push(format!("node {}: provider `{}` is not configured", run.node_id, run.provider));
             continue;
         };
-        match provider.release_job_node(&run.region, &run.id).await {
+        let released = {
+            let _permit = steps.permits.acquire().await;
+            provider.release_job_node(&run.region, &run.id).await
+        };
+        match released {
             Ok(()) => {
                 run.node_released = true;
                 opts.progress
@@ -565,16 +608,6 @@ fn prior_record<'s>(state: &'s State, addr: &Address) -> Option<&'s JobRecord> {
 
 fn outcome(j: &JobPlacement, status: Status) -> Outcome {
     Outcome { address: j.address.clone(), action: Action::NoOp, status, created: 0, deleted: 0, missing: 0 }
-}
-
-/// The fullest node of `capacity` that still has `gpus` free of its `per_node` (best fit).
-fn pick(slots: &[Slot], capacity: Capacity, gpus: u32, per_node: u32) -> Option<usize> {
-    slots
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.node.capacity == capacity && per_node.saturating_sub(s.used) >= gpus)
-        .min_by_key(|(i, s)| (per_node - s.used, *i))
-        .map(|(i, _)| i)
 }
 
 /// Jobs removed from the spec (or destroyed): stop their active runs and terminate the

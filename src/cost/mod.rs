@@ -496,15 +496,13 @@ fn round_pool(mut p: PoolCost) -> PoolCost {
 
 /// Pools a quota covers: its `pools`, plus the pools of jobs charged to it.
 pub fn quota_pools(spec: &Spec, quota: &Address) -> Vec<Address> {
-    let mut out: Vec<Address> =
-        spec.quotas.get(quota).map(|q| q.pools.iter().map(|p| p.value.clone()).collect()).unwrap_or_default();
-    for j in spec.jobs.values() {
-        if j.quota.as_ref().is_some_and(|q| &q.value == quota) && !out.contains(&j.pool.value) {
-            out.push(j.pool.value.clone());
-        }
-    }
-    out.sort();
-    out
+    // A set, not `Vec::contains` per job: 100,000 queued jobs over 20 quotas made that
+    // scan a tenth of a no-op plan.
+    let mut out: std::collections::BTreeSet<&Address> =
+        spec.quotas.get(quota).map(|q| q.pools.iter().map(|p| &p.value).collect()).unwrap_or_default();
+    let charged = spec.jobs.values().filter(|j| j.quota.as_ref().is_some_and(|q| &q.value == quota));
+    out.extend(charged.map(|j| &j.pool.value));
+    out.into_iter().cloned().collect()
 }
 
 fn quota_costs(spec: &Spec, pools: &[PoolCost]) -> Vec<QuotaCost> {

@@ -40,6 +40,8 @@ pub struct Journal {
     sink: Sink,
     replay: Replay,
     entries: usize,
+    /// Writes made durable through this handle (local: one fsync each).
+    appends: usize,
     /// Set when an append failed: the file may end in a partial line, and appending after
     /// it would turn a harmless torn tail into damage in the middle.
     poisoned: bool,
@@ -80,6 +82,7 @@ impl Journal {
             sink: Sink::Remote(RemoteSink { backend, next, failures: 0, stopped: None }),
             replay: Replay::new(base.clone()),
             entries: 0,
+            appends: 0,
             poisoned: false,
         }
     }
@@ -97,6 +100,7 @@ impl Journal {
             sink: Sink::File(file),
             replay: Replay::new(base.clone()),
             entries: 0,
+            appends: 0,
             poisoned: false,
         })
     }
@@ -130,6 +134,7 @@ impl Journal {
             return Err(StateError::io("append to journal", &self.path)(e));
         }
         self.entries += entries.len();
+        self.appends += 1;
         for entry in entries {
             self.replay.apply_owned(entry);
         }
@@ -194,6 +199,12 @@ impl Journal {
     /// Entries appended through this handle.
     pub fn entries(&self) -> usize {
         self.entries
+    }
+
+    /// Appends made durable through this handle: fsyncs of a local journal (none for a
+    /// remote one, which writes on its own schedule). What group commit saves shows here.
+    pub fn appends(&self) -> usize {
+        self.appends
     }
 
     pub fn path(&self) -> &Path {

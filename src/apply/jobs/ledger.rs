@@ -71,27 +71,48 @@ fn catalog_price(instance_type: &str, capacity: Capacity) -> (f64, String) {
     }
 }
 
+/// The runs this apply writes on nodes that have an open job line in the prior state:
+/// all [`close_ended`] needs of the job records, gathered as they are written instead of
+/// keeping every record (100,000 jobs) until the end.
+pub(super) struct Written<'s> {
+    open: BTreeSet<&'s str>,
+    runs: BTreeMap<String, JobRun>,
+}
+
+impl<'s> Written<'s> {
+    pub(super) fn new(prior: &'s State) -> Self {
+        let open = prior.spend.iter().filter(|(_, l)| l.end_ms.is_none() && l.job.is_some());
+        Written { open: open.map(|(id, _)| id.as_str()).collect(), runs: BTreeMap::new() }
+    }
+
+    /// Note the runs of the job records among `entries` (later records win).
+    pub(super) fn note(&mut self, entries: &[JournalEntry]) {
+        for e in entries {
+            if let JournalEntry::PutResource { resource, .. } = e
+                && let Some(rec) = &resource.job
+            {
+                let kept = rec.runs.iter().filter(|r| self.open.contains(r.node_id.as_str()));
+                self.runs.extend(kept.map(|r| (r.node_id.clone(), r.clone())));
+            }
+        }
+    }
+}
+
 /// Close the open job lines whose run has ended (at its end, where the provider said when)
-/// or whose job this plan removes (now). `entries` are the job records this apply writes;
-/// runs it does not touch are as the state has them.
+/// or whose job this plan removes (now). `written` holds the runs of the job records this
+/// apply writes; runs it does not touch are as the state has them.
 pub(super) fn close_ended(
     plan: &Plan,
     prior: &State,
     providers: &ProviderSet,
-    entries: &[JournalEntry],
+    written: &Written<'_>,
     kept: &super::Kept,
 ) -> Vec<JournalEntry> {
     let mut runs: BTreeMap<&str, &JobRun> = BTreeMap::new();
     for rec in prior.resources.values().filter_map(|r| r.job.as_deref()) {
         runs.extend(rec.runs.iter().map(|r| (r.node_id.as_str(), r)));
     }
-    for e in entries {
-        if let JournalEntry::PutResource { resource, .. } = e
-            && let Some(rec) = &resource.job
-        {
-            runs.extend(rec.runs.iter().map(|r| (r.node_id.as_str(), r)));
-        }
-    }
+    runs.extend(written.runs.iter().map(|(id, r)| (id.as_str(), r)));
     let removed: BTreeSet<String> = plan
         .changes
         .iter()

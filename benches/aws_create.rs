@@ -19,8 +19,9 @@
 //! moto builds a region's default VPC on first use and EC2 has no such cost. The bare
 //! calls use a launch template made beforehand and the same overrides and tags as
 //! gpuplan's requests. The median round is printed. The no-op plan and its floor run
-//! `GPUPLAN_BENCH_NOOP_RUNS` times each (default 5), interleaved so both see the same
-//! load; each round's ratio is of the two medians.
+//! `GPUPLAN_BENCH_NOOP_RUNS` times each (default 7), interleaved so both see the same
+//! load; each round's ratio is of the two medians. `GPUPLAN_BENCH_VERBOSE=1` prints when
+//! each call of every gpuplan run was made and answered.
 
 #[path = "../tests/testsuite/aws/cli.rs"]
 mod cli;
@@ -152,7 +153,22 @@ fn gpuplan_create(
     let r = gpuplan(tmp.path(), &["apply", "--auto-approve"]);
     let took = t.elapsed();
     assert!(r.status.success(), "apply:\n{}", String::from_utf8_lossy(&r.stderr));
+    timeline("apply", proxy, before, t, took);
     (took, calls_since(proxy, before))
+}
+
+/// With `GPUPLAN_BENCH_VERBOSE=1`: when each call of a run was made and answered, from
+/// the process start (where the time beyond the calls goes).
+fn timeline(what: &str, proxy: &FakeEc2, before: usize, start: Instant, took: Duration) {
+    if std::env::var("GPUPLAN_BENCH_VERBOSE").as_deref() != Ok("1") {
+        return;
+    }
+    let ms = |i: Instant| i.saturating_duration_since(start).as_secs_f64() * 1000.0;
+    let calls: Vec<String> = proxy.requests()[before..]
+        .iter()
+        .map(|q| format!("{} {:.0}–{:.0} ms", q.action, ms(q.at), q.answered.map_or(f64::NAN, ms)))
+        .collect();
+    println!("  {what}: {}; exit {:.0} ms", calls.join(", "), took.as_secs_f64() * 1000.0);
 }
 
 /// The calls the proxy saw after the first `before`, by action.
@@ -172,6 +188,7 @@ fn gpuplan_noop(proxy: &FakeEc2, dir: &std::path::Path) -> (Duration, BTreeMap<S
     let r = gpuplan(dir, &["plan", "--detailed-exitcode"]);
     let took = t.elapsed();
     assert_eq!(r.status.code(), Some(0), "a no-op plan:\n{}", String::from_utf8_lossy(&r.stdout));
+    timeline("no-op plan", proxy, before, t, took);
     (took, calls_since(proxy, before))
 }
 
@@ -308,8 +325,9 @@ fn main() {
     let proxy = FakeEc2::proxy(&endpoint);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let mut results = Vec::new();
-    let noop_runs: usize = std::env::var("GPUPLAN_BENCH_NOOP_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let noop_runs: usize = std::env::var("GPUPLAN_BENCH_NOOP_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(7);
     let mut noops = Vec::new();
+    let (mut all_plans, mut all_floors) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         let (ours, bare) = (ours[round], bare[round]);
         let zones = |r: &str| vec![format!("{r}a"), format!("{r}b")];
@@ -345,6 +363,8 @@ fn main() {
         println!(
             "round {round}: no-op plan {plan:.2?} ({noop_calls:?}), floor {floor:.2?}, ratio {ratio:.2} (plans {plans:.2?}, floors {floors:.2?})"
         );
+        all_plans.extend(plans);
+        all_floors.extend(floors);
         noops.push((ratio, plan, floor, noop_calls));
     }
     results.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -352,6 +372,11 @@ fn main() {
     println!("| create a {NODES}-node pool (2 zones × 2 types, 50 % spot) | API calls | {total} ({calls:?}) | ≤ 8 |");
     println!(
         "| create a {NODES}-node pool | time, `gpuplan apply` vs two bare CreateFleet of 250 | {ours:.2?} vs {bare:.2?} = {ratio:.2}× (median of {rounds}) | ≤ 1.1× |"
+    );
+    let (n, plan, floor) = (all_plans.len(), median(all_plans), median(all_floors));
+    println!(
+        "no-op plan, every run of every round: median {plan:.2?} vs {floor:.2?} = {:.2}× ({n} runs each)",
+        plan.as_secs_f64() / floor.as_secs_f64()
     );
     noops.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (ratio, plan, floor, calls) = &noops[noops.len() / 2];

@@ -137,10 +137,12 @@ pub fn apply_file(root: &Path, pools: usize, parallelism: usize) -> ApplyFileRes
     phase("read plan file");
     assert_eq!(plan.changes.len(), pools, "the saved plan has every pool");
     let ws = workspace(&dir, BTreeMap::new());
-    rt().block_on(async {
+    rt().block_on(async move {
         let mut session = engine::open_session(&ws, "bench").expect("open the state");
         let (providers, _cloud) = sim_providers(&ws, &spec);
         engine::run::check_fresh(&plan, &session, Some(&spec)).expect("the saved plan is fresh");
+        // As `gpuplan apply FILE` does: the spec is not needed to execute the plan.
+        drop(spec);
         let (_, apply_s) = timed_async(apply(&mut session, plan, &providers, parallelism)).await;
         phase("apply");
         ApplyFileResult { pools, parse_s, load_s, apply_s, peak_rss_kib: peak_rss_kib() }

@@ -17,7 +17,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
         None => None,
     };
     let ws = settings.workspace().with_backend(&loaded.spec);
-    runtime::block_on(async {
+    runtime::block_on(async move {
         let mut session = engine::open_session(&ws, "apply")?;
         common::warn_stale_lock(&session);
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
@@ -54,6 +54,9 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                 }
             }
         };
+        // Executing needs only the plan: the spec, its source text and spans (hundreds of MB
+        // at 100,000 pools) go before the apply builds the new state.
+        drop(loaded);
         execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Apply").await
     })?
 }
@@ -64,7 +67,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
     let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
     let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
     let ws = settings.workspace().with_backend(&loaded.spec);
-    runtime::block_on(async {
+    runtime::block_on(async move {
         let mut session = engine::open_session(&ws, "destroy")?;
         common::warn_stale_lock(&session);
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
@@ -90,6 +93,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             Ok(plan) => plan,
             Err(status) => return Ok(status),
         };
+        drop(loaded);
         execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Destroy").await
     })?
 }

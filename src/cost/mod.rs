@@ -505,11 +505,25 @@ pub fn quota_pools(spec: &Spec, quota: &Address) -> Vec<Address> {
     out.into_iter().cloned().collect()
 }
 
+/// [`quota_pools`] of every quota, in one pass over the jobs (one scan per quota reads
+/// 100,000 jobs 20 times over).
+pub fn all_quota_pools(spec: &Spec) -> BTreeMap<Address, Vec<Address>> {
+    let mut sets: BTreeMap<&Address, std::collections::BTreeSet<&Address>> =
+        spec.quotas.iter().map(|(a, q)| (a, q.pools.iter().map(|p| &p.value).collect())).collect();
+    for j in spec.jobs.values() {
+        if let Some(q) = &j.quota
+            && let Some(set) = sets.get_mut(&q.value)
+        {
+            set.insert(&j.pool.value);
+        }
+    }
+    sets.into_iter().map(|(q, set)| (q.clone(), set.into_iter().cloned().collect())).collect()
+}
+
 fn quota_costs(spec: &Spec, pools: &[PoolCost]) -> Vec<QuotaCost> {
-    spec.quotas
-        .keys()
-        .map(|q| {
-            let covered = quota_pools(spec, q);
+    all_quota_pools(spec)
+        .into_iter()
+        .map(|(q, covered)| {
             let covered_set: std::collections::BTreeSet<&Address> = covered.iter().collect();
             let mine: Vec<&PoolCost> = pools.iter().filter(|p| covered_set.contains(&p.address)).collect();
             let gpus_max = covered
@@ -519,7 +533,7 @@ fn quota_costs(spec: &Spec, pools: &[PoolCost]) -> Vec<QuotaCost> {
                 .sum();
             let hourly_after: f64 = mine.iter().map(|p| p.hourly_after).sum();
             QuotaCost {
-                address: q.clone(),
+                address: q,
                 pools: covered,
                 gpus_after: mine.iter().map(|p| p.gpus_after).sum(),
                 gpus_max,

@@ -237,10 +237,9 @@ pub fn month_to_date_observed(
     let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let quotas: Vec<(String, Vec<String>)> = spec
-        .quotas
-        .keys()
-        .map(|q| (q.to_string(), cost::quota_pools(spec, q).iter().map(ToString::to_string).collect()))
+    let quotas: Vec<(String, Vec<String>)> = cost::all_quota_pools(spec)
+        .into_iter()
+        .map(|(q, pools)| (q.to_string(), pools.iter().map(ToString::to_string).collect()))
         .collect();
     crate::state::spend::month_to_date(
         state,

@@ -368,6 +368,36 @@ fn quota_totals_add_up_its_pools() {
     close(c.hourly_after, train + serve);
 }
 
+/// Every quota's pools gathered in one pass over the jobs are each quota's own: its
+/// `pools`, plus the pools of the jobs charged to it (validation keeps those inside), sorted
+/// and without repeats.
+#[test]
+fn all_quota_pools_in_one_pass_match_each_quotas_pools() {
+    let job = |name: &str, pool: &str, quota: &str| {
+        format!("job \"{name}\" {{\n  template = job_template.t\n  pool     = gpu_pool.{pool}\n{quota}}}\n")
+    };
+    let hcl = format!(
+        "{SIM_US}{}{}{}{}job_template \"t\" {{\n  image = \"ghcr.io/example/x:1\"\n  gpus  = 1\n}}\n{}{}{}{}",
+        train(2, 2, 2, 1, 100),
+        l4(1, 2, 6),
+        "quota \"team\" {\n  pools = [gpu_pool.train, gpu_pool.serve]\n}\n",
+        "quota \"other\" {\n  pools = [gpu_pool.serve]\n}\n",
+        job("a", "serve", "  quota    = quota.team\n"),
+        job("b", "serve", "  quota    = quota.team\n"),
+        job("c", "train", "  quota    = quota.team\n"),
+        job("d", "serve", ""),
+    );
+    let spec = spec(&hcl);
+    let all = cost::all_quota_pools(&spec);
+    let names = |pools: &[gpuplan::addr::Address]| pools.iter().map(ToString::to_string).collect::<Vec<_>>();
+    assert_eq!(names(&all[&"quota.team".parse().unwrap()]), ["gpu_pool.serve", "gpu_pool.train"]);
+    assert_eq!(names(&all[&"quota.other".parse().unwrap()]), ["gpu_pool.serve"]);
+    for (q, pools) in &all {
+        assert_eq!(pools, &cost::quota_pools(&spec, q), "{q}");
+    }
+    assert_eq!(all.len(), 2);
+}
+
 // ---------------------------------------------------------------------------------------
 // Through the CLI: updates and deletes need an applied state.
 

@@ -12,7 +12,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
     let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
     let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
     let ws = settings.workspace().with_backend(&loaded.spec);
-    runtime::block_on(async {
+    let status = runtime::block_on(async {
         let session = engine::open_session(&ws, "plan")?;
         common::warn_stale_lock(&session);
         let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
@@ -58,7 +58,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         }
         common::warn_unused_overrides(&plan, &args.override_policy)?;
         common::warn_near_limits(&plan)?;
-        Ok::<_, miette::Report>(if !plan.errors.is_empty() {
+        let status = if !plan.errors.is_empty() {
             ExitStatus::Error
         } else if engine::run::denied(&plan) {
             output::stderr(
@@ -69,6 +69,14 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
             ExitStatus::Changes
         } else {
             ExitStatus::Success
-        })
-    })?
+        };
+        // The lock is released by dropping the session; the state, the plan and the
+        // providers' fleets are left to the exit.
+        let engine::Session { backend, lock, state } = session;
+        drop((lock, backend));
+        common::leave_to_exit((plan, providers, state));
+        Ok::<_, miette::Report>(status)
+    })?;
+    common::leave_to_exit(loaded);
+    status
 }

@@ -113,6 +113,7 @@ pub fn created_ms(text: &str) -> Option<u64> {
         Some(t) if t.len() == 16 => format!("{t}:00Z"),
         _ => text.to_string(),
     };
+    // Unreadable: no boot check for that node, which keeps the `max_runtime` deadline.
     let at = humantime::parse_rfc3339_weak(&full).ok()?;
     u64::try_from(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()
 }

@@ -192,6 +192,8 @@ fn result_state(status: &str, code: Option<i64>, why: &str, log: &str) -> (JobSt
         "Running" | "Stopping" => (JobState::Running, None),
         "Success" => (JobState::Succeeded, Some(userdata::exit_message(0, log, how))),
         "Stopped" | "Terminated" => (JobState::Cancelled, Some("cancelled".into())),
+        // An exit code outside i32 is no process exit code: the run still fails, with Cloud
+        // Assistant's own reason instead of a number (never a pass).
         "Failed" => match code.and_then(|c| i32::try_from(c).ok()) {
             Some(c) if why.is_empty() || c != 0 => (JobState::Failed, Some(userdata::exit_message(c, log, how))),
             _ => (JobState::Failed, Some(format!("Cloud Assistant invocation failed: {why}"))),

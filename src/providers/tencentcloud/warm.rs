@@ -139,6 +139,8 @@ fn output(task: &Value) -> Result<String, ProviderError> {
 
 /// A run's state from its TAT task's `TaskStatus` and exit code.
 fn task_state(status: &str, code: Option<i64>, why: &str, log: &str) -> (JobState, Option<String>) {
+    // An exit code outside i32 is no process exit code: the run still fails, with TAT's
+    // own reason instead of a number (never a pass).
     let code32 = code.and_then(|c| i32::try_from(c).ok());
     match status {
         "PENDING" | "DELIVERING" | "DELIVER_DELAYED" => (JobState::Queued, None),

@@ -105,6 +105,22 @@ pub fn command_run_id(node: &str, command: &str) -> String {
     format!("{node}{COMMAND_SEP}{command}")
 }
 
+/// A job just handed to a warm node's run-command agent: queued, under the run id
+/// [`command_run_id`] makes, its message naming the node and the agent's `command`
+/// (e.g. "SSM command 1f2e…").
+pub fn queued_on_warm_node(req: &LaunchJob, command_id: &str, command: &str) -> JobStatus {
+    JobStatus {
+        id: command_run_id(&req.node_id, command_id),
+        job: req.job.clone(),
+        node_id: req.node_id.clone(),
+        state: JobState::Queued,
+        attempt: req.attempt,
+        message: Some(format!("on warm node {} ({command})", req.node_id)),
+        started_ms: None,
+        finished_ms: None,
+    }
+}
+
 /// Is this run id one of a job on a warm node ([`command_run_id`]), not a job VM's?
 pub fn is_command_run(id: &str) -> bool {
     id.contains(COMMAND_SEP)

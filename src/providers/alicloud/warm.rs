@@ -19,7 +19,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::AlibabaProvider;
-use crate::providers::launch::{command_run_id, split_command_run};
+use crate::providers::launch::{command_run_id, queued_on_warm_node, split_command_run};
 use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
 use crate::providers::{boot, userdata};
 
@@ -79,16 +79,7 @@ impl AlibabaProvider {
         let invoke = resp["InvokeId"].as_str().filter(|i| !i.is_empty()).ok_or_else(|| {
             ProviderError::new(ErrorClass::Retryable, "BadResponse", "Cloud Assistant RunCommand returned no InvokeId")
         })?;
-        Ok(JobStatus {
-            id: command_run_id(&req.node_id, invoke),
-            job: req.job.clone(),
-            node_id: req.node_id.clone(),
-            state: JobState::Queued,
-            attempt: req.attempt,
-            message: Some(format!("on warm node {} (Cloud Assistant invocation {invoke})", req.node_id)),
-            started_ms: None,
-            finished_ms: None,
-        })
+        Ok(queued_on_warm_node(req, invoke, &format!("Cloud Assistant invocation {invoke}")))
     }
 
     /// The run's invocation result on its node.

@@ -26,7 +26,7 @@ use aws_credential_types::provider::ProvideCredentials;
 use serde_json::{Value, json};
 
 use super::AwsProvider;
-use crate::providers::launch::{command_run_id, split_command_run as split};
+use crate::providers::launch::{command_run_id, queued_on_warm_node, split_command_run as split};
 use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
 use crate::providers::{boot, userdata};
 
@@ -138,16 +138,7 @@ impl AwsProvider {
         let command = doc["Command"]["CommandId"].as_str().filter(|c| !c.is_empty()).ok_or_else(|| {
             ProviderError::new(ErrorClass::Retryable, "BadResponse", "SendCommand returned no CommandId")
         })?;
-        Ok(JobStatus {
-            id: command_run_id(&req.node_id, command),
-            job: req.job.clone(),
-            node_id: req.node_id.clone(),
-            state: JobState::Queued,
-            attempt: req.attempt,
-            message: Some(format!("on warm node {} (SSM command {command})", req.node_id)),
-            started_ms: None,
-            finished_ms: None,
-        })
+        Ok(queued_on_warm_node(req, command, &format!("SSM command {command}")))
     }
 
     /// The command's invocation on its node.

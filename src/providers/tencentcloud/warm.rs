@@ -15,7 +15,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::TencentProvider;
-use crate::providers::launch::{command_run_id, split_command_run};
+use crate::providers::launch::{queued_on_warm_node, split_command_run};
 use crate::providers::userdata;
 use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
 
@@ -68,16 +68,7 @@ impl TencentProvider {
         let invocation = resp["InvocationId"].as_str().filter(|i| !i.is_empty()).ok_or_else(|| {
             ProviderError::new(ErrorClass::Retryable, "BadResponse", "TAT RunCommand returned no InvocationId")
         })?;
-        Ok(JobStatus {
-            id: command_run_id(&req.node_id, invocation),
-            job: req.job.clone(),
-            node_id: req.node_id.clone(),
-            state: JobState::Queued,
-            attempt: req.attempt,
-            message: Some(format!("on warm node {} (TAT invocation {invocation})", req.node_id)),
-            started_ms: None,
-            finished_ms: None,
-        })
+        Ok(queued_on_warm_node(req, invocation, &format!("TAT invocation {invocation}")))
     }
 
     /// The run's TAT task, with its output.

@@ -233,16 +233,20 @@ async fn a_mixed_pool_over_two_zones_and_two_types_is_one_fleet_per_capacity_typ
     let region = "us-east-2";
     let c = client(region).await;
     // Every call of the apply crosses this proxy on its way to moto, and is counted there.
-    // Reads that do not depend on each other are made together: the proxy holds the
-    // refresh's answer until the price call arrives, and the type check's until the
-    // subnet look-up arrives (at most 20 s each), and the log shows both overlaps.
+    // Reads that do not depend on each other are made together: the proxy holds each
+    // answer of the refresh until its price call has arrived too, and each of the type
+    // check, the subnet look-up and the template's look-up until all three have arrived
+    // (at most 20 s each), so the log shows the overlaps and the round trips.
+    const TOGETHER: [&[&str]; 2] = [
+        &["DescribeInstances", "DescribeSpotPriceHistory"],
+        &["DescribeInstanceTypes", "DescribeSubnets", "DescribeLaunchTemplates"],
+    ];
     let proxy =
         crate::aws::fake_ec2::FakeEc2::proxy_holding(&endpoint(), std::time::Duration::from_secs(20), |req, log| {
             let seen = |a: &str| log.iter().any(|r| r.action == a);
-            match req.action.as_str() {
-                "DescribeInstances" => seen("DescribeSpotPriceHistory"),
-                "DescribeInstanceTypes" => seen("DescribeSubnets"),
-                _ => true,
+            match TOGETHER.iter().find(|g| g.contains(&req.action.as_str())) {
+                Some(group) => group.iter().all(|a| seen(a)),
+                None => true,
             }
         });
     let tmp = tempfile::tempdir().unwrap();
@@ -264,8 +268,23 @@ async fn a_mixed_pool_over_two_zones_and_two_types_is_one_fleet_per_capacity_typ
     };
     overlap("DescribeInstances", "DescribeSpotPriceHistory");
     overlap("DescribeInstanceTypes", "DescribeSubnets");
+    overlap("DescribeInstanceTypes", "DescribeLaunchTemplates");
     // The template is made only after the types were checked.
     assert!(first("CreateLaunchTemplate").at > first("DescribeInstanceTypes").answered.expect("answered"));
+    // Five round trips in all: the fleets need the template, the template the type check,
+    // and the executor runs a pool's fleets in turn (its fallback reads each answer).
+    let trips = crate::aws::fake_ec2::round_trips(&calls);
+    assert_eq!(
+        trips,
+        [
+            vec!["DescribeInstances", "DescribeSpotPriceHistory"],
+            vec!["DescribeInstanceTypes", "DescribeLaunchTemplates", "DescribeSubnets"],
+            vec!["CreateLaunchTemplate"],
+            vec!["CreateFleet"],
+            vec!["CreateFleet"],
+        ],
+        "{actions:?}"
+    );
     let fleets = proxy.actions("CreateFleet");
     assert_eq!(fleets.len(), 2, "one fleet per capacity type: {actions:?}");
     for f in &fleets {

@@ -147,14 +147,18 @@ impl AwsProvider {
             return Ok(CreateResult::default());
         }
         let region = req.region.as_str();
-        // The type check and the subnet look-up are reads independent of each other:
-        // asked together. Their errors keep their order, and the template is made only
-        // once the types are known good (a refused type leaves nothing behind).
+        // The type check, the subnet look-up and the template's look-up are reads
+        // independent of each other: asked together, one round trip. Their errors keep
+        // their order, and the template is made only once the types are known good (a
+        // refused type leaves nothing behind).
         let zones = req.placement_zones();
-        let (types, targets) =
-            tokio::join!(self.usable_types(region, &req.instance_types), self.targets(region, &zones));
+        let (types, targets, template) = tokio::join!(
+            self.usable_types(region, &req.instance_types),
+            self.targets(region, &zones),
+            self.find_template(req)
+        );
         let types = types?;
-        let template = self.ensure_template(req).await?;
+        let template = self.make_template(req, template?).await?;
         let image = super::template::image_of(self, req)?;
         let client = self.client(region).await?;
         let targets = targets?;

@@ -127,9 +127,31 @@ fn ownership_tags(req: &CreateNodes) -> Vec<Tag> {
         .collect()
 }
 
+/// A pool's template as looked up, before anything is made: what it must hold, and
+/// what the run's cache or EC2 already has of that name. The cache stays locked until
+/// [`AwsProvider::make_template`] has settled it, so one pool's template is made once.
+pub(super) struct TemplateLookup<'a> {
+    cache: tokio::sync::MutexGuard<'a, HashMap<(String, String), (TemplateRef, String)>>,
+    key: (String, String),
+    data: Data,
+    digest: String,
+    found: Found,
+}
+
+/// What a look-up found.
+enum Found {
+    /// The run already settled this template at this digest.
+    Cached(TemplateRef),
+    /// EC2's templates of that name (none: make one).
+    Listed(Vec<aws_sdk_ec2::types::LaunchTemplate>),
+}
+
 impl AwsProvider {
-    /// The pool's template at a version holding the request's launch data.
-    pub(super) async fn ensure_template(&self, req: &CreateNodes) -> Result<TemplateRef, ProviderError> {
+    /// The pool's template, looked up: its data and name, and one
+    /// `DescribeLaunchTemplates` unless the run already settled it. It changes nothing,
+    /// so a create asks it together with the type check and makes the template
+    /// ([`Self::make_template`]) only once the types are known good.
+    pub(super) async fn find_template(&self, req: &CreateNodes) -> Result<TemplateLookup<'_>, ProviderError> {
         // Nodes joining an EKS cluster boot with nodeadm's config; its labels differ by
         // capacity, so such a pool has one template per capacity.
         let (user_data, name_of) = match &req.join {
@@ -150,25 +172,42 @@ impl AwsProvider {
         let digest = data.digest();
         let lineage = req.tags.get(TAG_LINEAGE).unwrap_or_default().to_string();
         let name = template_name(&lineage, &name_of);
-        let key = (req.region.clone(), name.clone());
-        let mut cache = self.templates.cache.lock().await;
-        if let Some((t, d)) = cache.get(&key)
-            && *d == digest
-        {
-            return Ok(t.clone());
-        }
-        let region = req.region.as_str();
+        let key = (req.region.clone(), name);
+        let cache = self.templates.cache.lock().await;
+        let found = match cache.get(&key) {
+            Some((t, d)) if *d == digest => Found::Cached(t.clone()),
+            _ => {
+                let client = self.client(&req.region).await?;
+                Found::Listed(self.templates_named(&client, &req.region, &key.1).await?)
+            }
+        };
+        Ok(TemplateLookup { cache, key, data, digest, found })
+    }
+
+    /// The pool's template at a version holding the request's launch data: the one the
+    /// look-up found, else a new template or version; a template of that name without
+    /// gpuplan's tag is an error.
+    pub(super) async fn make_template(
+        &self,
+        req: &CreateNodes,
+        lookup: TemplateLookup<'_>,
+    ) -> Result<TemplateRef, ProviderError> {
+        let TemplateLookup { mut cache, key, data, digest, found } = lookup;
+        let found = match found {
+            Found::Cached(t) => return Ok(t),
+            Found::Listed(found) => found,
+        };
+        let (region, name) = (key.0.as_str(), key.1.as_str());
         let client = self.client(region).await?;
         let description = format!("gpuplan {digest}");
-        let found = self.templates_named(&client, region, &name).await?;
-        let existing = found.iter().find(|t| t.launch_template_name() == Some(name.as_str()));
+        let existing = found.iter().find(|t| t.launch_template_name() == Some(name));
         let token = format!("gp-lt-{}", &hex(&Sha256::digest(format!("{name}|{digest}").as_bytes()))[..40]);
         let t = match existing {
             None => {
                 self.pace(region, "CreateLaunchTemplate", Bucket::Mutating, None).await;
                 let out = client
                     .create_launch_template()
-                    .launch_template_name(&name)
+                    .launch_template_name(name)
                     .version_description(&description)
                     .launch_template_data(data.request())
                     .tag_specifications(

@@ -99,6 +99,26 @@ impl FakeEc2 {
     }
 }
 
+/// The round trips of a run, in turn: a call starts a new one when every earlier call
+/// was answered before it was made (it could have waited on them all), else it joins the
+/// current one (it was in flight with an earlier call). Each holds its actions, sorted.
+pub fn round_trips(calls: &[Request]) -> Vec<Vec<String>> {
+    let mut calls: Vec<&Request> = calls.iter().collect();
+    calls.sort_by_key(|q| q.at);
+    let mut trips: Vec<Vec<String>> = Vec::new();
+    for (i, q) in calls.iter().enumerate() {
+        let waited = calls[..i].iter().all(|p| p.answered.is_some_and(|a| a <= q.at));
+        match trips.last_mut() {
+            Some(trip) if !waited => trip.push(q.action.clone()),
+            _ => trips.push(vec![q.action.clone()]),
+        }
+    }
+    for trip in &mut trips {
+        trip.sort();
+    }
+    trips
+}
+
 fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, mode: &Mode) {
     // Each answer goes out in one write with Nagle off: head and body as two writes would
     // wait for the client's delayed ACK (40 ms on Linux) on some calls, a cost of the

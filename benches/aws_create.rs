@@ -7,21 +7,29 @@
 //!
 //! ```sh
 //! cargo bench --bench aws_create                          # starts moto from .venv/
-//! GPUPLAN_BENCH_MOTO_ENDPOINT=http://127.0.0.1:5000 cargo bench --bench aws_create
-//! GPUPLAN_BENCH_ROUNDS=1 GPUPLAN_BENCH_NOOP_RUNS=3 cargo bench --bench aws_create
+//! GPUPLAN_BENCH_ROUNDS=3 GPUPLAN_BENCH_NOOP_RUNS=1 cargo bench --bench aws_create
 //! GPUPLAN_BENCH_BIN=/tmp/gpuplan-old cargo bench --bench aws_create   # another build of gpuplan
+//! GPUPLAN_BENCH_BASELINE=/tmp/gpuplan-old cargo bench --bench aws_create   # both builds, same rounds
+//! GPUPLAN_BENCH_MOTO_ENDPOINT=http://127.0.0.1:5000 GPUPLAN_BENCH_MOTO_RESET=1 cargo bench --bench aws_create
 //! ```
 //!
 //! The pool: 500 nodes of `g5.xlarge` or `g5.2xlarge` over two zones, half on spot. Both
 //! sides talk to moto through the same counting proxy (`tests/testsuite/aws/fake_ec2.rs`), which
-//! logs every request as it crosses the wire. Each round uses fresh regions (moto slows
-//! down with the instances a region holds) that are touched once before timing, since
-//! moto builds a region's default VPC on first use and EC2 has no such cost. The bare
-//! calls use a launch template made beforehand and the same overrides and tags as
-//! gpuplan's requests. The median round is printed. The no-op plan and its floor run
-//! `GPUPLAN_BENCH_NOOP_RUNS` times each (default 7), interleaved so both see the same
-//! load; each round's ratio is of the two medians. `GPUPLAN_BENCH_VERBOSE=1` prints when
-//! each call of every gpuplan run was made and answered.
+//! logs every request as it crosses the wire. Noise on a shared machine is larger than
+//! the margin measured (single rounds range over 2×), so each side's create runs on an
+//! emulator in the same state: moto is reset before each (`/moto-api/reset`, which is why
+//! an endpoint given from outside must be one the bench may wipe, said with
+//! `GPUPLAN_BENCH_MOTO_RESET=1`), the region is touched once before timing (moto builds
+//! a region's default VPC on first use; EC2 has no such cost), and the two run back to
+//! back, in alternating order, `GPUPLAN_BENCH_ROUNDS` times (default 9); with
+//! `GPUPLAN_BENCH_BASELINE` another build's apply is a third side of every round (the
+//! order rotates), for a before/after under the same load. The bare calls
+//! use a launch template made beforehand and the same overrides and tags as gpuplan's
+//! requests. The summary gives each side's median, the ratio of the two medians and the
+//! median of the rounds' ratios, with the load average before and after. After each
+//! gpuplan create, its no-op plan and the floor run `GPUPLAN_BENCH_NOOP_RUNS` times each
+//! (default 3), interleaved so both see the same load. `GPUPLAN_BENCH_VERBOSE=1` prints
+//! when each call of every run was made and answered.
 
 #[path = "../tests/testsuite/aws/cli.rs"]
 mod cli;
@@ -29,6 +37,7 @@ mod cli;
 mod fake_ec2;
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -56,8 +65,14 @@ fn root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The moto to measure against: one of the bench's own, or the endpoint given, which the
+/// bench resets between runs and so must be allowed to wipe.
 fn start_moto() -> (String, Moto) {
     if let Ok(e) = std::env::var("GPUPLAN_BENCH_MOTO_ENDPOINT") {
+        assert!(
+            std::env::var("GPUPLAN_BENCH_MOTO_RESET").as_deref() == Ok("1"),
+            "the bench resets moto before every create (everything in it is lost): set GPUPLAN_BENCH_MOTO_RESET=1 to allow it on {e}"
+        );
         return (e, Moto(None));
     }
     let script = root().join("scripts/moto");
@@ -77,6 +92,26 @@ fn start_moto() -> (String, Moto) {
     let ok = Command::new(&script).args(["wait", &url]).status().map(|s| s.success()).unwrap_or(false);
     assert!(ok, "moto did not start");
     (url, Moto(Some(child)))
+}
+
+/// Wipe everything moto holds (every region, every account), so each run starts from
+/// the same empty emulator.
+fn reset_moto(endpoint: &str) {
+    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = std::net::TcpStream::connect(host).expect("connect to moto");
+    let req =
+        format!("POST /moto-api/reset HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).expect("ask moto to reset");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("moto's answer to the reset");
+    assert!(answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200"), "moto reset: {answer}");
+}
+
+/// The load average over the last minute, as /proc/loadavg says.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 const NODES: u32 = 500;
@@ -136,13 +171,15 @@ async fn subnets(c: &Client, zones: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// gpuplan's apply of the pool in `region`, in `tmp`: (wall time, calls by action).
+/// gpuplan's apply of the pool in `region`, in `tmp`: (wall time, calls by action, the
+/// time its CreateFleet calls were in flight).
 fn gpuplan_create(
+    bin: &str,
     proxy: &FakeEc2,
     tmp: &tempfile::TempDir,
     region: &str,
     zones: &[String],
-) -> (Duration, BTreeMap<String, usize>) {
+) -> (Duration, BTreeMap<String, usize>, Duration) {
     let zones: Vec<&str> = zones.iter().map(String::as_str).collect();
     let spec = cli::pool_spec(&proxy.url, region, &zones, NODES, 0, 50, "")
         .replace("max     = 20", &format!("max     = {NODES}"))
@@ -150,11 +187,11 @@ fn gpuplan_create(
     std::fs::write(tmp.path().join("main.hcl"), spec).expect("write spec");
     let before = proxy.requests().len();
     let t = Instant::now();
-    let r = gpuplan(tmp.path(), &["apply", "--auto-approve"]);
+    let r = gpuplan(bin, tmp.path(), &["apply", "--auto-approve"]);
     let took = t.elapsed();
     assert!(r.status.success(), "apply:\n{}", String::from_utf8_lossy(&r.stderr));
     timeline("apply", proxy, before, t, took);
-    (took, calls_since(proxy, before))
+    (took, calls_since(proxy, before), fleet_time(proxy, before))
 }
 
 /// With `GPUPLAN_BENCH_VERBOSE=1`: when each call of a run was made and answered, from
@@ -169,6 +206,20 @@ fn timeline(what: &str, proxy: &FakeEc2, before: usize, start: Instant, took: Du
         .map(|q| format!("{} {:.0}–{:.0} ms", q.action, ms(q.at), q.answered.map_or(f64::NAN, ms)))
         .collect();
     println!("  {what}: {}; exit {:.0} ms", calls.join(", "), took.as_secs_f64() * 1000.0);
+    if std::env::var("GPUPLAN_BENCH_DUMP").as_deref() == Ok("1") {
+        for q in proxy.requests()[before..].iter().filter(|q| q.action == "CreateFleet") {
+            println!("    {:?}", q.params);
+        }
+    }
+}
+
+/// How long the CreateFleet calls after the first `before` took to answer, together.
+fn fleet_time(proxy: &FakeEc2, before: usize) -> Duration {
+    proxy.requests()[before..]
+        .iter()
+        .filter(|q| q.action == "CreateFleet")
+        .map(|q| q.answered.expect("answered").saturating_duration_since(q.at))
+        .sum()
 }
 
 /// The calls the proxy saw after the first `before`, by action.
@@ -185,7 +236,7 @@ fn calls_since(proxy: &FakeEc2, before: usize) -> BTreeMap<String, usize> {
 fn gpuplan_noop(proxy: &FakeEc2, dir: &std::path::Path) -> (Duration, BTreeMap<String, usize>) {
     let before = proxy.requests().len();
     let t = Instant::now();
-    let r = gpuplan(dir, &["plan", "--detailed-exitcode"]);
+    let r = gpuplan(&main_bin(), dir, &["plan", "--detailed-exitcode"]);
     let took = t.elapsed();
     assert_eq!(r.status.code(), Some(0), "a no-op plan:\n{}", String::from_utf8_lossy(&r.stdout));
     timeline("no-op plan", proxy, before, t, took);
@@ -221,10 +272,13 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// `gpuplan ARGS` in `dir`, the way `tests/testsuite/aws/cli.rs` runs it, with the
-/// binary of this build or `GPUPLAN_BENCH_BIN` (to measure an older build).
-fn gpuplan(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    let bin = std::env::var("GPUPLAN_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_gpuplan").to_string());
+/// The binary measured: this build's, or `GPUPLAN_BENCH_BIN` (an older build).
+fn main_bin() -> String {
+    std::env::var("GPUPLAN_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_gpuplan").to_string())
+}
+
+/// `BIN ARGS` in `dir`, the way `tests/testsuite/aws/cli.rs` runs gpuplan.
+fn gpuplan(bin: &str, dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     Command::new(bin)
         .current_dir(dir)
         .env("NO_COLOR", "1")
@@ -244,8 +298,9 @@ fn gpuplan(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
         .expect("gpuplan runs")
 }
 
-/// Two CreateFleet calls of 250, spot then on-demand, as bare as the pool allows.
-async fn bare_create(c: &Client, region: &str, zones: &[String]) -> Duration {
+/// Two CreateFleet calls of 250, on-demand then spot (gpuplan's order, which changes
+/// moto's time for the pair), as bare as the pool allows.
+async fn bare_create(c: &Client, proxy: &FakeEc2, region: &str, zones: &[String]) -> Duration {
     let lt = c
         .create_launch_template()
         .launch_template_name(format!("bench-{region}"))
@@ -266,8 +321,9 @@ async fn bare_create(c: &Client, region: &str, zones: &[String]) -> Duration {
     .iter()
     .map(|(k, v)| Tag::builder().key(*k).value(*v).build())
     .collect();
+    let before = proxy.requests().len();
     let t = Instant::now();
-    for cap in [DefaultTargetCapacityType::Spot, DefaultTargetCapacityType::OnDemand] {
+    for cap in [DefaultTargetCapacityType::OnDemand, DefaultTargetCapacityType::Spot] {
         let overrides = TYPES
             .iter()
             .flat_map(|t| {
@@ -312,75 +368,118 @@ async fn bare_create(c: &Client, region: &str, zones: &[String]) -> Duration {
         let got: usize = out.instances().iter().map(|i| i.instance_ids().len()).sum();
         assert_eq!(got, n as usize, "moto launched the whole fleet");
     }
-    t.elapsed()
+    let took = t.elapsed();
+    timeline("bare", proxy, before, t, took);
+    took
+}
+
+/// Median, lowest and highest.
+fn spread(v: &[f64]) -> (f64, f64, f64) {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+/// Both sides' times and the rounds' ratios, as a README row.
+fn summary(what: &str, ours: &[Duration], floor: &[Duration]) -> String {
+    let ratios: Vec<f64> = ours.iter().zip(floor).map(|(a, b)| a.as_secs_f64() / b.as_secs_f64()).collect();
+    let (o, f) = (median(ours.to_vec()), median(floor.to_vec()));
+    let (mid, lo, hi) = spread(&ratios);
+    format!(
+        "{what}: {o:.2?} vs {f:.2?} = {:.2}× (medians of {} runs each; median of the paired ratios {mid:.2}×, range {lo:.2}–{hi:.2}×)",
+        o.as_secs_f64() / f.as_secs_f64(),
+        ratios.len()
+    )
+}
+
+/// One side's creates over the rounds.
+#[derive(Default)]
+struct Side {
+    times: Vec<Duration>,
+    /// For gpuplan: its time beyond its two CreateFleet calls (what the target's margin
+    /// is for).
+    beyond: Vec<Duration>,
 }
 
 fn main() {
-    let rounds: usize = std::env::var("GPUPLAN_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
-    // gpuplan's pools need a region its catalog lists with g5 types; the bare calls do not.
-    let ours = ["us-east-2", "eu-west-1", "us-west-2", "eu-central-1", "us-east-1"];
-    let bare = ["ca-central-1", "sa-east-1", "eu-north-1", "ap-south-1", "eu-west-2"];
-    assert!(rounds <= ours.len(), "at most {} rounds", ours.len());
+    let env = |k: &str, default: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let rounds = env("GPUPLAN_BENCH_ROUNDS", 9);
+    let noop_runs = env("GPUPLAN_BENCH_NOOP_RUNS", 3);
+    // The sides of a round: gpuplan, the bare calls, and another build if given.
+    let mut bins = vec![Some(main_bin()), None];
+    bins.extend(std::env::var("GPUPLAN_BENCH_BASELINE").ok().map(Some));
+    let names = ["gpuplan", "bare", "baseline"];
+    // gpuplan's pools need a region its catalog lists with g5 types. moto is reset
+    // before each create, so every side uses the same one.
+    let region = "us-east-2";
+    let zones = vec![format!("{region}a"), format!("{region}b")];
     let (endpoint, _moto) = start_moto();
     let proxy = FakeEc2::proxy(&endpoint);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    let mut results = Vec::new();
-    let noop_runs: usize = std::env::var("GPUPLAN_BENCH_NOOP_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(7);
-    let mut noops = Vec::new();
+    let load_before = load();
+    let mut sides: Vec<Side> = bins.iter().map(|_| Side::default()).collect();
+    let mut calls = BTreeMap::new();
     let (mut all_plans, mut all_floors) = (Vec::new(), Vec::new());
+    let mut noop_calls = BTreeMap::new();
     for round in 0..rounds {
-        let (ours, bare) = (ours[round], bare[round]);
-        let zones = |r: &str| vec![format!("{r}a"), format!("{r}b")];
-        let (oc, bc) = rt.block_on(async { (client(&proxy.url, ours).await, client(&proxy.url, bare).await) });
-        // Warm both regions (moto builds the default VPC on first use).
-        rt.block_on(async { (live(&oc).await, live(&bc).await) });
-        let bare_time = rt.block_on(bare_create(&bc, bare, &zones(bare)));
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let (ours_time, calls) = gpuplan_create(&proxy, &tmp, ours, &zones(ours));
-        let made = rt.block_on(live(&oc));
-        assert_eq!(made, NODES as usize, "gpuplan created the pool");
-        let total: usize = calls.values().sum();
-        println!(
-            "round {round}: gpuplan {ours_time:.2?} ({total} calls: {calls:?}), bare {bare_time:.2?}, ratio {:.2}",
-            ours_time.as_secs_f64() / bare_time.as_secs_f64()
-        );
-        results.push((ours_time.as_secs_f64() / bare_time.as_secs_f64(), ours_time, bare_time, total, calls));
-        // The no-op plan of the pool just made, interleaved with its floor so that both
-        // see the same load.
-        let lineage = cli::lineage(tmp.path());
-        let (mut plans, mut floors) = (Vec::new(), Vec::new());
-        let mut noop_calls = BTreeMap::new();
-        for _ in 0..noop_runs {
-            let (d, seen) = rt.block_on(floor_describe(&oc, &lineage));
-            assert_eq!(seen, NODES as usize, "the floor lists the pool");
-            floors.push(d);
-            let (d, calls) = gpuplan_noop(&proxy, tmp.path());
-            plans.push(d);
-            noop_calls = calls;
+        // Which side goes first rotates: moto and the machine drift within a round.
+        let order: Vec<usize> = (0..bins.len()).map(|k| (k + round) % bins.len()).collect();
+        for &side in &order {
+            reset_moto(&endpoint);
+            let c = rt.block_on(client(&proxy.url, region));
+            // Warm the region (moto builds the default VPC on first use).
+            rt.block_on(live(&c));
+            let Some(bin) = &bins[side] else {
+                let took = rt.block_on(bare_create(&c, &proxy, region, &zones));
+                sides[side].times.push(took);
+                continue;
+            };
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let (took, made, fleets) = gpuplan_create(bin, &proxy, &tmp, region, &zones);
+            sides[side].times.push(took);
+            sides[side].beyond.push(took.saturating_sub(fleets));
+            assert_eq!(rt.block_on(live(&c)), NODES as usize, "gpuplan created the pool");
+            if side != 0 {
+                continue;
+            }
+            calls = made;
+            // The no-op plan of the pool just made, interleaved with its floor so that
+            // both see the same load.
+            let lineage = cli::lineage(tmp.path());
+            for _ in 0..noop_runs {
+                let (d, seen) = rt.block_on(floor_describe(&c, &lineage));
+                assert_eq!(seen, NODES as usize, "the floor lists the pool");
+                all_floors.push(d);
+                let (d, calls) = gpuplan_noop(&proxy, tmp.path());
+                all_plans.push(d);
+                noop_calls = calls;
+            }
         }
-        let (plan, floor) = (median(plans.clone()), median(floors.clone()));
-        let ratio = plan.as_secs_f64() / floor.as_secs_f64();
+        let times: Vec<String> = order.iter().map(|&s| format!("{} {:.2?}", names[s], sides[s].times[round])).collect();
         println!(
-            "round {round}: no-op plan {plan:.2?} ({noop_calls:?}), floor {floor:.2?}, ratio {ratio:.2} (plans {plans:.2?}, floors {floors:.2?})"
+            "round {round}: {}; ratio {:.2}",
+            times.join(", "),
+            sides[0].times[round].as_secs_f64() / sides[1].times[round].as_secs_f64()
         );
-        all_plans.extend(plans);
-        all_floors.extend(floors);
-        noops.push((ratio, plan, floor, noop_calls));
     }
-    results.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (ratio, ours, bare, total, calls) = &results[results.len() / 2];
+    let total: usize = calls.values().sum();
+    println!("load average before {load_before}, after {}", load());
     println!("| create a {NODES}-node pool (2 zones × 2 types, 50 % spot) | API calls | {total} ({calls:?}) | ≤ 8 |");
-    println!(
-        "| create a {NODES}-node pool | time, `gpuplan apply` vs two bare CreateFleet of 250 | {ours:.2?} vs {bare:.2?} = {ratio:.2}× (median of {rounds}) | ≤ 1.1× |"
-    );
-    let (n, plan, floor) = (all_plans.len(), median(all_plans), median(all_floors));
-    println!(
-        "no-op plan, every run of every round: median {plan:.2?} vs {floor:.2?} = {:.2}× ({n} runs each)",
-        plan.as_secs_f64() / floor.as_secs_f64()
-    );
-    noops.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (ratio, plan, floor, calls) = &noops[noops.len() / 2];
-    println!(
-        "| no-op plan of the {NODES}-node pool | time, `gpuplan plan` vs one tag-filtered DescribeInstances | {plan:.2?} vs {floor:.2?} = {ratio:.2}× ({calls:?}; median round of {rounds}, each the median of {noop_runs}) | ≤ 1.15× |"
-    );
+    let floor = median(sides[1].times.clone());
+    for s in [0, 2].into_iter().filter(|s| *s < sides.len()) {
+        let what = format!("create, {} `gpuplan apply` vs two bare CreateFleet of 250", names[s]);
+        println!("{}", summary(&what, &sides[s].times, &sides[1].times));
+        let b = median(sides[s].beyond.clone());
+        println!(
+            "{}'s time beyond its CreateFleet calls: median {b:.2?} = {:.1} % of the floor's median",
+            names[s],
+            100.0 * b.as_secs_f64() / floor.as_secs_f64()
+        );
+    }
+    if !all_plans.is_empty() {
+        println!(
+            "{} ({noop_calls:?})",
+            summary("no-op plan vs one tag-filtered DescribeInstances", &all_plans, &all_floors)
+        );
+    }
 }

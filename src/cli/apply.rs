@@ -10,7 +10,8 @@ use crate::plan::Plan;
 use crate::render;
 
 pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus> {
-    let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
+    let (loaded, pre) = engine::preread::alongside(&settings.workspace(), || load::valid_spec(settings));
+    let Some(loaded) = loaded? else { return Ok(ExitStatus::Error) };
     let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
     let saved = match &args.planfile {
         Some(p) => Some(common::read_plan(&settings.resolve_path(p))?),
@@ -18,9 +19,9 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
     };
     let ws = settings.workspace().with_backend(&loaded.spec);
     runtime::block_on(async move {
-        let mut session = engine::open_session(&ws, "apply")?;
+        let mut session = engine::open_session_preread(&ws, "apply", pre.state)?;
         common::warn_stale_lock(&session);
-        let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
+        let providers = engine::providers::build_preread(&ws, &loaded.spec, &session.state, pre.sim)?;
         let plan = match saved {
             Some(plan) => {
                 engine::run::check_fresh(&plan, &session, Some(&loaded.spec))?;
@@ -64,13 +65,14 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
 /// `destroy` is a plan like any other: costed, checked against the policies (soft ones
 /// overridable), shown, confirmed, and executed `--parallelism` at a time.
 pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitStatus> {
-    let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
+    let (loaded, pre) = engine::preread::alongside(&settings.workspace(), || load::valid_spec(settings));
+    let Some(loaded) = loaded? else { return Ok(ExitStatus::Error) };
     let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
     let ws = settings.workspace().with_backend(&loaded.spec);
     runtime::block_on(async move {
-        let mut session = engine::open_session(&ws, "destroy")?;
+        let mut session = engine::open_session_preread(&ws, "destroy", pre.state)?;
         common::warn_stale_lock(&session);
-        let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
+        let providers = engine::providers::build_preread(&ws, &loaded.spec, &session.state, pre.sim)?;
         let req = PlanRequest {
             refresh: true,
             targets: args.target.clone(),

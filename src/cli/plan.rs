@@ -9,13 +9,14 @@ use crate::render;
 pub const MARKDOWN_LIMIT: usize = 60_000;
 
 pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
-    let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
+    let (loaded, pre) = engine::preread::alongside(&settings.workspace(), || load::valid_spec(settings));
+    let Some(loaded) = loaded? else { return Ok(ExitStatus::Error) };
     let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
     let ws = settings.workspace().with_backend(&loaded.spec);
     let status = runtime::block_on(async {
-        let session = engine::open_session(&ws, "plan")?;
+        let session = engine::open_session_preread(&ws, "plan", pre.state)?;
         common::warn_stale_lock(&session);
-        let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
+        let providers = engine::providers::build_preread(&ws, &loaded.spec, &session.state, pre.sim)?;
         let req = PlanRequest {
             refresh: args.refresh,
             targets: args.target.clone(),

@@ -3,6 +3,7 @@
 //! thin wrappers over these functions; tests and benchmarks call them directly.
 
 pub mod planfile;
+pub mod preread;
 pub mod providers;
 pub mod refresh;
 pub mod run;
@@ -103,6 +104,15 @@ pub struct Session {
 /// first use (a new lineage, written once, so plans made before the first apply are
 /// deterministic and their tokens stable).
 pub fn open_session(ws: &Workspace, operation: &str) -> Result<Session, StateError> {
+    open_session_preread(ws, operation, None)
+}
+
+/// [`open_session`], with the local state file possibly read ahead ([`preread`]).
+pub fn open_session_preread(
+    ws: &Workspace,
+    operation: &str,
+    pre: Option<crate::state::local::Preread>,
+) -> Result<Session, StateError> {
     let backend = ws.backend()?;
     if let Backend::Local(local) = &backend
         && let Some(parent) = local.path().parent()
@@ -110,7 +120,11 @@ pub fn open_session(ws: &Workspace, operation: &str) -> Result<Session, StateErr
         std::fs::create_dir_all(parent).map_err(StateError::io("create the state folder", parent))?;
     }
     let lock = backend.lock(operation, ws.lock_timeout)?;
-    let state = match backend.recover(&lock)? {
+    let recovered = match (&backend, pre) {
+        (Backend::Local(local), Some(pre)) => local.recover_preread(&lock, Some(pre))?,
+        _ => backend.recover(&lock)?,
+    };
+    let state = match recovered {
         Some(s) => s,
         None => {
             let mut s = State::new(uuid::Uuid::new_v4().to_string());

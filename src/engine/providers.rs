@@ -69,9 +69,18 @@ pub fn sim_config(ws: &Workspace, block: Option<&ProviderBlock>) -> Result<SimCo
 
 /// Open the embedded cloud of a workspace.
 pub fn open_sim(ws: &Workspace, block: Option<&ProviderBlock>) -> Result<Arc<SimCloud>, ProviderSetupError> {
+    open_sim_preread(ws, block, None)
+}
+
+/// [`open_sim`], with the cloud's files possibly read ahead ([`super::preread`]).
+fn open_sim_preread(
+    ws: &Workspace,
+    block: Option<&ProviderBlock>,
+    pre: Option<crate::providers::sim::Preread>,
+) -> Result<Arc<SimCloud>, ProviderSetupError> {
     let config = sim_config(ws, block)?;
     let path = ws.sim_path();
-    SimCloud::open(&path, config)
+    SimCloud::open_preread(&path, config, pre)
         .map_err(|e| ProviderSetupError::Sim { path: path.display().to_string(), message: e.to_string() })
 }
 
@@ -80,12 +89,31 @@ pub fn build(ws: &Workspace, spec: &Spec, state: &State) -> Result<ProviderSet, 
     build_with_sim(ws, spec, state).map(|(set, _)| set)
 }
 
+/// [`build`], with the sim cloud's files possibly read ahead ([`super::preread`]).
+pub fn build_preread(
+    ws: &Workspace,
+    spec: &Spec,
+    state: &State,
+    pre: Option<crate::providers::sim::Preread>,
+) -> Result<ProviderSet, ProviderSetupError> {
+    build_sim_preread(ws, spec, state, pre).map(|(set, _)| set)
+}
+
 /// [`build`], plus the embedded cloud itself when one is in use (`reconcile` reads its job
 /// runs for the autoscaler; the cloud is one per process, so it cannot be opened twice).
 pub fn build_with_sim(
     ws: &Workspace,
     spec: &Spec,
     state: &State,
+) -> Result<(ProviderSet, Option<Arc<SimCloud>>), ProviderSetupError> {
+    build_sim_preread(ws, spec, state, None)
+}
+
+fn build_sim_preread(
+    ws: &Workspace,
+    spec: &Spec,
+    state: &State,
+    mut pre: Option<crate::providers::sim::Preread>,
 ) -> Result<(ProviderSet, Option<Arc<SimCloud>>), ProviderSetupError> {
     let mut wanted: BTreeMap<String, ProviderKind> = BTreeMap::new();
     for (name, p) in &spec.providers {
@@ -118,7 +146,7 @@ pub fn build_with_sim(
             ProviderKind::Sim => {
                 if sim.is_none() {
                     let block = spec.providers.values().find(|p| p.kind.value == Some(ProviderKind::Sim));
-                    let c = open_sim(ws, block)?;
+                    let c = open_sim_preread(ws, block, pre.take())?;
                     cloud = Some(c.clone());
                     sim = Some(Arc::new(SimProvider::new(c)));
                 }

@@ -86,6 +86,11 @@ pub struct BadStateKey {
 
 /// The plan of `input`: every address of the spec, the state and the live nodes.
 pub fn plan(input: &PlanInput<'_>) -> Result<Plan, BadStateKey> {
+    plan_on(input, std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// [`plan`] on at most `threads` threads (the same plan on any number).
+pub(crate) fn plan_on(input: &PlanInput<'_>, threads: usize) -> Result<Plan, BadStateKey> {
     let spec = input.spec;
     let cat = catalog::catalog();
     let graph = graph::build(spec);
@@ -99,38 +104,118 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan, BadStateKey> {
     if !input.destroy {
         plan.autoscale = input.autoscale.iter().filter(|a| autoscaled.contains(&a.pool)).cloned().collect();
     }
-    for addr in &addresses {
+    let cx = Shared {
+        input,
+        cat,
+        graph: &graph,
+        live: &live,
+        stopped: &stopped,
+        seen_by_id: &seen_by_id,
+        autoscaled: &autoscaled,
+        jobs: &jobs,
+    };
+    let addresses: Vec<&Address> = addresses.iter().collect();
+    let parts = changes_of(&cx, &addresses, threads);
+    let single = parts.len() == 1;
+    for part in parts {
+        if single {
+            plan.changes = part.changes; // moved in whole, not copied
+        } else {
+            plan.changes.extend(part.changes);
+        }
+        plan.errors.extend(part.errors);
+        plan.drift.extend(part.drift);
+        plan.notes.extend(part.notes);
+    }
+    order_deletes(&mut plan, &state);
+    apply_targets(&mut plan, &graph);
+    plan.summarize();
+    Ok(plan)
+}
+
+/// What every address's change is computed from (shared, read-only).
+struct Shared<'s, 'a> {
+    input: &'s PlanInput<'a>,
+    cat: &'s catalog::Catalog,
+    graph: &'s graph::Graph,
+    live: &'s ByPool<'a>,
+    stopped: &'s ByPool<'a>,
+    seen_by_id: &'s BTreeMap<&'a str, &'a Node>,
+    autoscaled: &'s BTreeSet<&'a Address>,
+    jobs: &'s JobNodes,
+}
+
+/// The changes of a run of addresses, with what computing them said, in address order.
+#[derive(Default)]
+struct Part {
+    changes: Vec<ResourceChange>,
+    errors: Vec<PlanError>,
+    drift: Vec<DriftItem>,
+    notes: Vec<PlanNote>,
+}
+
+/// Addresses per thread below which one thread does all (a pool costs microseconds;
+/// a thread, tens of them).
+const PER_THREAD: usize = 256;
+
+/// The changes of every address, in order. Each address's change depends only on the
+/// shared inputs, so large plans split the addresses into contiguous runs computed on
+/// the machine's cores; the runs are joined in order, so the plan is the same as one
+/// thread's, error for error.
+fn changes_of(cx: &Shared<'_, '_>, addresses: &[&Address], threads: usize) -> Vec<Part> {
+    let threads = threads.min(addresses.len() / PER_THREAD).max(1);
+    if threads == 1 {
+        return vec![part_of(cx, addresses)];
+    }
+    let chunk = addresses.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let mut runs = addresses.chunks(chunk);
+        let first = runs.next().unwrap_or_default();
+        let handles: Vec<_> = runs.map(|run| s.spawn(move || part_of(cx, run))).collect();
+        let mut parts = vec![part_of(cx, first)];
+        // A panic in a run is a bug in the planner: surface it as one would on one thread.
+        parts.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
+        parts
+    })
+}
+
+fn part_of(cx: &Shared<'_, '_>, addresses: &[&Address]) -> Part {
+    let input = cx.input;
+    let mut out = Part { changes: Vec::with_capacity(addresses.len()), ..Part::default() };
+    // `pool_change` reports into a plan's errors, drift and notes; nothing else of it.
+    let mut scratch = empty_plan(input, 0);
+    for &addr in addresses {
         let prior = input.state.resources.get(&addr.to_string());
-        let nodes = live.get(addr).cloned().unwrap_or_default();
+        let nodes = cx.live.get(addr).cloned().unwrap_or_default();
         let change = match addr.kind {
             Kind::GpuPool => {
-                let pool = if input.destroy { None } else { spec.gpu_pools.get(addr) };
+                let pool = if input.destroy { None } else { input.spec.gpu_pools.get(addr) };
                 let ctx = PoolCtx {
                     input,
                     addr,
                     pool,
                     prior,
                     live: nodes,
-                    stopped: stopped.get(addr).cloned().unwrap_or_default(),
-                    seen_by_id: &seen_by_id,
-                    autoscaled: autoscaled.contains(addr),
-                    jobs: &jobs,
+                    stopped: cx.stopped.get(addr).cloned().unwrap_or_default(),
+                    seen_by_id: cx.seen_by_id,
+                    autoscaled: cx.autoscaled.contains(addr),
+                    jobs: cx.jobs,
                 };
-                pool_change(&ctx, cat, &mut plan)
+                pool_change(&ctx, cx.cat, &mut scratch)
             }
-            _ => config_change(input, addr, prior, &mut plan.errors),
+            _ => config_change(input, addr, prior, &mut scratch.errors),
         };
         if let Some(mut c) = change {
             if matches!(c.action, Action::Create | Action::Update | Action::Replace) {
-                c.after_changes = graph.dependencies(addr).into_iter().cloned().collect();
+                c.after_changes = cx.graph.dependencies(addr).into_iter().cloned().collect();
             }
-            plan.changes.push(c);
+            out.changes.push(c);
         }
     }
-    order_deletes(&mut plan, &state);
-    apply_targets(&mut plan, &graph);
-    plan.summarize();
-    Ok(plan)
+    out.errors = scratch.errors;
+    out.drift = scratch.drift;
+    out.notes = scratch.notes;
+    out
 }
 
 /// The state's resources with their keys parsed, in the state's (key text) order.

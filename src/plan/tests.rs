@@ -191,3 +191,82 @@ gpu_pool "p" {
     assert_eq!(batches, [(OnDemand, 3, "us-east-1a", both.clone()), (Spot, 2, "us-east-1a", both)]);
     assert_ne!(pc.creates[0].token, pc.creates[1].token);
 }
+
+/// A plan large enough to be computed on several threads is the plan one thread computes:
+/// the same changes, drift, notes and errors in the same order.
+#[test]
+fn a_plan_split_over_threads_is_the_one_thread_plan() {
+    use crate::model::{Capacity, Node, NodeState};
+    let n = 1_100;
+    let mut hcl = String::from("provider \"sim\" {\n  region = \"us-east-1\"\n}\n");
+    for i in 0..n {
+        let lifecycle = if i % 5 == 0 { "  lifecycle {\n    prevent_destroy = true\n  }\n" } else { "" };
+        hcl.push_str(&format!(
+            "gpu_pool \"p{i:04}\" {{\n  provider = \"sim\"\n  gpu = \"L4\"\n  gpus_per_node = 1\n  nodes {{\n    min = 0\n    desired = {}\n    max = 4\n  }}\n{lifecycle}}}\n",
+            1 + i % 3
+        ));
+    }
+    let mut sources = crate::diag::Sources::default();
+    sources.add("main.hcl", hcl);
+    let loaded = crate::spec::load_sources(sources, &Default::default());
+    let mut s = State::new("00000000-0000-4000-8000-000000000000".into());
+    let node = |pool: &str, id: String| Node {
+        provider: None,
+        id,
+        pool: pool.parse().unwrap(),
+        instance_type: "g6.xlarge".into(),
+        region: "us-east-1".into(),
+        zone: "us-east-1a".into(),
+        capacity: Capacity::OnDemand,
+        state: NodeState::Running,
+        image: None,
+        tags: crate::model::Tags::new(),
+    };
+    // Recorded pools (some gone from the spec) with a node each; every 5th node is gone
+    // from the cloud (drift) and every 11th pool's recorded configuration differs.
+    for i in (0..n + 300).step_by(2) {
+        let addr = format!("gpu_pool.p{i:04}");
+        let mut config =
+            serde_json::json!({"gpu": "L4", "gpus_per_node": if i % 11 == 0 { 2 } else { 1 }, "provider": "sim"});
+        if i % 5 == 0 {
+            // Removed from the spec while recorded as not to be destroyed: a plan error.
+            config["lifecycle"] = serde_json::json!({"prevent_destroy": true});
+        }
+        let r = ResourceState {
+            kind: "gpu_pool".into(),
+            provider: Some("sim".into()),
+            provider_kind: Some("sim".into()),
+            region: Some("us-east-1".into()),
+            config: JsonText::from_value(&config),
+            dependencies: vec![],
+            nodes: vec![node(&addr, format!("i-{i:05}"))],
+            job: None,
+            fallback: None,
+            placement: None,
+        };
+        s.resources.insert(addr, r);
+    }
+    let observed: Vec<Node> =
+        s.resources.values().flat_map(|r| r.nodes.iter()).filter(|n| !n.id.ends_with('4')).cloned().collect();
+    let input = PlanInput {
+        spec: &loaded.spec,
+        state: &s,
+        observed: Some(&observed),
+        targets: &[],
+        destroy: false,
+        spec_digest: String::new(),
+        autoscale: &[],
+        clocks: &Default::default(),
+        job_statuses: None,
+    };
+    let one = crate::plan::diff::plan_on(&input, 1).expect("the state's keys are addresses");
+    let three = crate::plan::diff::plan_on(&input, 3).expect("the state's keys are addresses");
+    // The case covers what a split could reorder.
+    assert!(one.changes.len() > 1_000, "{}", one.changes.len());
+    assert!(loaded.diags.items.is_empty(), "{:?}", loaded.diags.items);
+    assert!(one.errors.len() >= 8, "{}", one.errors.len());
+    assert!(one.drift.len() > 50, "{}", one.drift.len());
+    assert!(one.changes.iter().any(|c| c.action == Action::Delete));
+    assert!(one.changes.iter().any(|c| c.action == Action::Replace || c.action == Action::Update));
+    assert_eq!(serde_json::to_value(&three).unwrap(), serde_json::to_value(&one).unwrap());
+}

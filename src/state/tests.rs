@@ -705,3 +705,34 @@ fn a_remote_lock_expires_only_when_it_says_so_and_test_timings_come_from_the_env
     assert!(LockTiming::from_env(&env(&[("GPUPLAN_LOCK_TTL", "10s"), ("GPUPLAN_LOCK_RENEW", "10s")])).is_err());
     assert!(LockTiming::from_env(&env(&[("GPUPLAN_LOCK_TTL", "soon")])).is_err());
 }
+
+/// The state file read ahead without the lock is used only while the file holds the same
+/// bytes: a write in between is seen, and an unchanged read ahead gives what a plain
+/// recover gives.
+#[test]
+fn a_state_read_ahead_is_used_only_while_the_file_is_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    seeded(&b);
+    let stale = local::Preread::read(b.path(), u64::MAX).expect("a state to read ahead");
+    {
+        let lock = b.lock("test", NO_WAIT).unwrap();
+        let mut state = b.recover(&lock).unwrap().unwrap();
+        apply_entry(&mut state, &add("gpu_pool.a", &["i-2"]));
+        b.write(&lock, &mut state).unwrap();
+    }
+    let lock = b.lock("test", NO_WAIT).unwrap();
+    let state = b.recover_preread(&lock, Some(stale)).unwrap().unwrap();
+    assert_eq!(ids(&state, "gpu_pool.a"), ["i-1", "i-2"], "the stale read ahead must not hide the write");
+    let plain = b.recover(&lock).unwrap().unwrap();
+    let fresh = local::Preread::read(b.path(), u64::MAX).expect("a state to read ahead");
+    let ahead = b.recover_preread(&lock, Some(fresh)).unwrap().unwrap();
+    assert_eq!(serde_json::to_value(&ahead).unwrap(), serde_json::to_value(&plain).unwrap());
+    assert_eq!(ahead.serial, plain.serial);
+    // A file of another path, or one too large, is not read ahead or not used.
+    let other = LocalBackend::new(dir.path().join("state").join("other.json"));
+    let elsewhere = local::Preread::read(b.path(), u64::MAX).unwrap();
+    let lock_other = other.lock("test", NO_WAIT).unwrap();
+    assert!(other.recover_preread(&lock_other, Some(elsewhere)).unwrap().is_none());
+    assert!(local::Preread::read(b.path(), 10).is_none());
+}

@@ -101,7 +101,17 @@ impl SimCloud {
         config: SimConfig,
         lock_timeout: Duration,
     ) -> Result<Arc<SimCloud>, SimError> {
-        Self::open_inner(path, config, lock_timeout, COMPACT_AFTER)
+        Self::open_inner(path, config, lock_timeout, COMPACT_AFTER, None)
+    }
+
+    /// [`open`](Self::open), with the files already read and parsed before the lock
+    /// (used only if they are unchanged, see [`Preread`](super::Preread)).
+    pub fn open_preread(
+        path: &Path,
+        config: SimConfig,
+        pre: Option<super::Preread>,
+    ) -> Result<Arc<SimCloud>, SimError> {
+        Self::open_inner(path, config, LOCK_TIMEOUT, COMPACT_AFTER, pre)
     }
 
     pub(super) fn open_inner(
@@ -109,8 +119,9 @@ impl SimCloud {
         config: SimConfig,
         lock_timeout: Duration,
         compact_after: usize,
+        pre: Option<super::Preread>,
     ) -> Result<Arc<SimCloud>, SimError> {
-        let (store, world) = Store::open(path, lock_timeout, compact_after)?;
+        let (store, world) = Store::open(path, lock_timeout, compact_after, pre)?;
         let fresh = world.seq == 0;
         let mut inner = Inner { world, store, stats: SimStats::default(), calls: 0 };
         // `GPUPLAN_SIM_START` sets the clock of a new world only: an existing world's

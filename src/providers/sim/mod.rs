@@ -38,4 +38,5 @@ pub use cloud::{COMPACT_AFTER, LOCK_TIMEOUT, SimCloud, SimStats};
 pub use config::{DEFAULT_ZONE_CAPACITY, SimConfig};
 pub use error::SimError;
 pub use provider::SimProvider;
+pub use store::Preread;
 pub use usage::NodeUsage;

@@ -120,7 +120,7 @@ async fn compaction_rewrites_the_snapshot_drops_terminated_and_keeps_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let path = cloud_path(&dir);
     let log = sibling(&path, ".log");
-    let cloud = SimCloud::open_inner(&path, SimConfig::default(), Duration::from_secs(1), 3).unwrap();
+    let cloud = SimCloud::open_inner(&path, SimConfig::default(), Duration::from_secs(1), 3, None).unwrap();
     let p = SimProvider::new(cloud.clone());
     let gone = p.create_nodes(&req("train", Capacity::Spot, 1, "a")).await.unwrap().nodes[0].id.clone();
     p.terminate_nodes("us-east-1", std::slice::from_ref(&gone)).await.unwrap();
@@ -171,4 +171,43 @@ fn a_second_open_waits_for_the_lock_then_fails_naming_the_path() {
     });
     SimCloud::open_with_timeout(&path, SimConfig::default(), Duration::from_secs(5)).unwrap();
     t.join().unwrap();
+}
+
+/// The files read ahead without the lock are used only while they hold the same bytes:
+/// a record another process appended in between is seen, and the cloud reopened from an
+/// unchanged read ahead is the cloud a plain open gives.
+#[tokio::test]
+async fn a_read_ahead_is_used_only_while_the_files_are_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cloud_path(&dir);
+    {
+        let cloud = open(&path, SimConfig::default());
+        let p = SimProvider::new(cloud.clone());
+        p.create_nodes(&req("train", Capacity::Spot, 1, "a")).await.unwrap();
+    }
+    let stale = crate::providers::sim::Preread::read(&path, u64::MAX).expect("files to read ahead");
+    {
+        // Another process appends after the read ahead.
+        let cloud = open(&path, SimConfig::default());
+        let p = SimProvider::new(cloud.clone());
+        p.create_nodes(&req("train", Capacity::Spot, 1, "b")).await.unwrap();
+    }
+    let cloud = SimCloud::open_preread(&path, SimConfig::default(), Some(stale)).unwrap();
+    assert_eq!(cloud.nodes().len(), 2, "the stale read ahead must not hide the second node");
+    let plain: Vec<String> = cloud.nodes().iter().map(|n| n.id.clone()).collect();
+    drop(cloud);
+    let fresh = crate::providers::sim::Preread::read(&path, u64::MAX).expect("files to read ahead");
+    let cloud = SimCloud::open_preread(&path, SimConfig::default(), Some(fresh)).unwrap();
+    assert_eq!(cloud.nodes().iter().map(|n| n.id.clone()).collect::<Vec<_>>(), plain);
+    // Appends after opening from a read ahead land in the log and replay.
+    let p = SimProvider::new(cloud.clone());
+    p.create_nodes(&req("train", Capacity::Spot, 1, "c")).await.unwrap();
+    drop((p, cloud));
+    assert_eq!(open(&path, SimConfig::default()).nodes().len(), 3);
+    // Too large, or a torn log tail: no read ahead (the open under the lock repairs it).
+    assert!(crate::providers::sim::Preread::read(&path, 10).is_none());
+    let log = sibling(&path, ".log");
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut f, b"{\"seq\": 99, \"torn").unwrap();
+    assert!(crate::providers::sim::Preread::read(&path, u64::MAX).is_none());
 }

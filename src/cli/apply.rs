@@ -122,7 +122,8 @@ async fn plan_and_confirm(
 ) -> miette::Result<Result<Plan, ExitStatus>> {
     let mut plan = engine::run::plan(&loaded.spec, session, providers, req).await?;
     common::locate_errors(&mut plan, loaded);
-    output::stdout(&render::plan_text(&plan, &text_options(settings, ask.verbose)));
+    let opts = text_options(settings, ask.verbose);
+    output::stdout_with(|out| render::write_plan_text(&plan, &opts, out));
     common::warn_unused_overrides(&plan, &req.overrides)?;
     common::warn_near_limits(&plan)?;
     if engine::run::denied(&plan) {

@@ -10,10 +10,11 @@ pub fn run(settings: &Settings, args: &ShowArgs) -> miette::Result<ExitStatus> {
     let plan = common::read_plan(&settings.resolve_path(&args.planfile))?;
     let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
     match format {
-        PlanFormat::Text => output::stdout(&render::plan_text(
-            &plan,
-            &render::TextOptions { color: settings.color_stdout, width: settings.width, verbose: args.verbose },
-        )),
+        PlanFormat::Text => {
+            let opts =
+                render::TextOptions { color: settings.color_stdout, width: settings.width, verbose: args.verbose };
+            output::stdout_with(|out| render::write_plan_text(&plan, &opts, out))
+        }
         PlanFormat::Json => output::stdout_with(|out| render::write_plan_json(&plan, out)),
         PlanFormat::Markdown => output::stdout(&render::plan_markdown(&plan, MARKDOWN_LIMIT)),
     }

@@ -7,6 +7,7 @@
 //! (the module graph stays one-way: `tests` in `lib.rs` checks it).
 
 pub mod endpoint;
+pub mod exact;
 pub mod job;
 pub mod kind;
 pub mod money;

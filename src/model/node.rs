@@ -101,9 +101,10 @@ pub struct CreateNodes {
     /// Every zone the provider may place this batch in, in the one call, when it chooses
     /// zones itself (EC2 fleets: `PoolShape::provider_places_zones`); `zone` is the first.
     /// Empty: `zone` alone.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     pub zones: Vec<String>,
     /// Allowed instance types, preferred first; the provider may fall back within them.
+    #[serde(deserialize_with = "crate::model::exact::vec")]
     pub instance_types: Vec<String>,
     pub capacity: Capacity,
     pub count: u32,

@@ -244,10 +244,12 @@ pub struct PoolChange {
     pub before: NodeCounts,
     pub after: NodeCounts,
     /// The live nodes before the change by instance type and capacity (for pricing).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     pub before_types: Vec<TypeCount>,
     /// Batches to create, each one provider call, each with its idempotency token.
+    #[serde(deserialize_with = "crate::model::exact::vec")]
     pub creates: Vec<CreateNodes>,
+    #[serde(deserialize_with = "crate::model::exact::vec")]
     pub deletes: Vec<NodeDelete>,
     /// Removals deferred until the job on the node ends; apply leaves these nodes alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -257,11 +259,11 @@ pub struct PoolChange {
     pub adopt: Vec<Node>,
     /// Nodes the state records but the cloud no longer runs (reclaimed, terminated outside
     /// gpuplan): apply drops them from state, so the drift is reported once, not forever.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     pub forget: Vec<String>,
     /// The pool's zones, for falling back to another zone when one has no capacity (a
     /// batch over several zones has tried them all).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     pub zones: Vec<String>,
     /// What to do when spot capacity is short: `on_demand`, `wait` or `fail`.
     #[serde(default)]
@@ -320,12 +322,13 @@ pub struct ResourceChange {
     /// the state records `after` as the resource's configuration, sharing the same copy.
     pub before: Option<JsonText>,
     pub after: Option<JsonText>,
+    #[serde(deserialize_with = "crate::model::exact::vec")]
     pub reasons: Vec<Reason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<PoolChange>,
     /// Addresses this change must wait for (dependencies for create/update; for deletes,
     /// the dependents that must go first).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     pub after_changes: Vec<Address>,
 }
 
@@ -426,6 +429,7 @@ pub struct Plan {
     /// `destroy` plans delete everything the state owns.
     #[serde(default)]
     pub destroy: bool,
+    #[serde(deserialize_with = "crate::model::exact::vec")]
     pub changes: Vec<ResourceChange>,
     pub drift: Vec<DriftItem>,
     /// Notes that are not changes (see [`PlanNote`]).

@@ -72,7 +72,7 @@ pub struct PoolCost {
     #[schemars(with = "String")]
     pub address: Address,
     /// Instance types considered when the pool leaves `instance_types` open.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     pub alternatives: Vec<Alternative>,
     pub gpu: String,
     pub gpus_after: u64,
@@ -135,6 +135,7 @@ pub struct CostReport {
     pub monthly_before: f64,
     pub monthly_delta: f64,
     pub on_demand_hourly_after: f64,
+    #[serde(deserialize_with = "crate::model::exact::vec")]
     pub pools: Vec<PoolCost>,
     pub quotas: Vec<QuotaCost>,
     pub range: Range,

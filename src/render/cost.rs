@@ -66,6 +66,33 @@ fn price_sources(c: &CostReport) -> Option<String> {
     Some(text)
 }
 
+/// Columns of the cost table.
+const COLUMNS: usize = 7;
+
+/// One table row as one string and where each cell ends: at 100,000 pools, seven
+/// `String`s per row would be about 50 MB held until the table is written.
+struct Row {
+    text: String,
+    ends: [usize; COLUMNS],
+}
+
+impl Row {
+    fn new(cells: [String; COLUMNS]) -> Self {
+        let mut text = String::with_capacity(cells.iter().map(String::len).sum());
+        let mut ends = [0; COLUMNS];
+        for (end, cell) in ends.iter_mut().zip(&cells) {
+            text.push_str(cell);
+            *end = text.len();
+        }
+        Row { text, ends }
+    }
+
+    fn cell(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start..self.ends[i]]
+    }
+}
+
 /// Does the pool's row say anything a plan review needs (GPUs, split or price moved)?
 fn changed(p: &PoolCost) -> bool {
     p.gpus_before != p.gpus_after
@@ -79,18 +106,12 @@ fn changed(p: &PoolCost) -> bool {
 /// counting the rest. The fleet totals always cover every pool. The table's rows are data
 /// and never wrap; the lines under it are prose, wrapped at `width` (0: never).
 pub fn cost_text(c: &CostReport, every_pool: bool, width: usize) -> String {
-    let mut rows = vec![[
-        "pool".to_string(),
-        "GPUs".to_string(),
-        "od/spot".to_string(),
-        "USD/h before".to_string(),
-        "USD/h after".to_string(),
-        "USD/GPU-h".to_string(),
-        "autoscale range USD/h".to_string(),
-    ]];
+    let header = ["pool", "GPUs", "od/spot", "USD/h before", "USD/h after", "USD/GPU-h", "autoscale range USD/h"];
+    let mut rows = vec![Row::new(header.map(String::from))];
     let shown: Vec<&PoolCost> = c.pools.iter().filter(|p| every_pool || changed(p)).collect();
+    rows.reserve_exact(shown.len());
     for p in &shown {
-        rows.push([
+        rows.push(Row::new([
             p.address.to_string(),
             format!("{} → {}", p.gpus_before, p.gpus_after),
             split(p),
@@ -98,15 +119,26 @@ pub fn cost_text(c: &CostReport, every_pool: bool, width: usize) -> String {
             usd(p.hourly_after),
             usd(p.price_per_gpu_hour),
             range(p),
-        ]);
+        ]));
     }
-    let widths: Vec<usize> = (0..7).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> =
+        (0..COLUMNS).map(|i| rows.iter().map(|r| r.cell(i).chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     if !shown.is_empty() {
+        let mut line = String::new();
         for r in &rows {
-            let line: Vec<String> =
-                r.iter().enumerate().map(|(i, cell)| format!("{cell:<w$}", w = widths[i])).collect();
-            out += &format!("  {}\n", line.join("  ").trim_end());
+            line.clear();
+            for (i, w) in widths.iter().enumerate() {
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                let cell = r.cell(i);
+                line.push_str(cell);
+                line.extend(std::iter::repeat_n(' ', w.saturating_sub(cell.chars().count())));
+            }
+            out.push_str("  ");
+            out.push_str(line.trim_end());
+            out.push('\n');
         }
     }
     let unchanged = c.pools.len() - shown.len();

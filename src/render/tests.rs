@@ -550,3 +550,49 @@ fn the_policy_section_leads_with_failures_and_counts_the_passes() {
     assert!(md.contains("<details><summary>✅ 11 policy checks passed</summary>"), "{md}");
     assert!(md.contains("- `ok_10` (hard): passed\n"), "{md}");
 }
+
+/// Counts the writes it is given.
+struct CountingWriter {
+    bytes: Vec<u8>,
+    writes: usize,
+}
+
+impl std::io::Write for CountingWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.writes += 1;
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_streamed_plan_is_the_same_text_written_in_pieces() {
+    let plan = many_updates(2_000);
+    let whole = plan_text(&plan, &WIDTH);
+    let mut w = CountingWriter { bytes: Vec::new(), writes: 0 };
+    crate::render::write_plan_text(&plan, &WIDTH, &mut w).unwrap();
+    assert_eq!(String::from_utf8(w.bytes).unwrap(), whole);
+    assert!(whole.len() > 4 << 16, "the plan must span several pieces: {} bytes", whole.len());
+    assert!(w.writes > 4, "written in {} pieces", w.writes);
+}
+
+#[test]
+fn a_closed_stream_stops_the_writing_and_is_reported() {
+    struct Closed(usize);
+    impl std::io::Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            self.0 += 1;
+            Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = Closed(0);
+    let result = crate::render::write_plan_text(&many_updates(2_000), &WIDTH, &mut w);
+    assert_eq!(result.unwrap_err().kind(), std::io::ErrorKind::BrokenPipe);
+    assert_eq!(w.0, 1);
+}

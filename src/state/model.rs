@@ -22,7 +22,7 @@ pub struct State {
     pub format_version: u32,
     pub serial: u64,
     pub lineage: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::exact::map")]
     pub resources: BTreeMap<String, ResourceState>,
     /// Notable events: applies, policy overrides. Newest last, capped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -34,7 +34,7 @@ pub struct State {
     /// The spend ledger: every node gpuplan launched or adopted, by node id, from launch to
     /// termination at the price in force. Closed entries stay (a month's total needs them);
     /// see [`crate::state::spend`].
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", deserialize_with = "crate::model::exact::map")]
     pub spend: BTreeMap<String, SpendEntry>,
     /// Budget alerts delivered, per quota address and month (`2026-03`): the thresholds
     /// (percent of `monthly_usd`) already posted, so none is posted twice.
@@ -104,10 +104,10 @@ pub struct ResourceState {
     #[schemars(with = "serde_json::Value")]
     pub config: JsonText,
     /// Addresses this resource depended on when applied: destroy runs in reverse.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     pub dependencies: Vec<String>,
     /// Nodes gpuplan created for a pool, as last observed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     #[schemars(with = "Vec<serde_json::Value>")]
     pub nodes: Vec<Node>,
     /// For jobs: age, queue time and the runs launched (see `jobs::model`).

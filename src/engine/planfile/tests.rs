@@ -208,3 +208,20 @@ fn a_flipped_byte_anywhere_is_reported_as_damage() {
         assert!(msg.contains("truncated or corrupt"), "byte {at}: {msg}");
     }
 }
+
+#[test]
+fn a_plan_read_back_holds_no_spare_room_in_its_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.out");
+    save(&path, &plan(5, "x", 1, 1, 1.0)).unwrap();
+    let read = load(&path).unwrap();
+    assert_eq!(read.changes.capacity(), 5);
+    for c in &read.changes {
+        assert_eq!((c.reasons.len(), c.reasons.capacity()), (1, 1));
+        let pool = c.pool.as_ref().unwrap();
+        assert_eq!((pool.creates.len(), pool.creates.capacity()), (1, 1));
+        assert_eq!(pool.creates[0].instance_types.capacity(), 1);
+        assert_eq!((pool.deletes.len(), pool.deletes.capacity()), (1, 1));
+    }
+    assert_eq!(read.cost.as_ref().unwrap().pools.capacity(), 1);
+}

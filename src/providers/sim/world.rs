@@ -207,9 +207,9 @@ pub struct World {
     pub counter: u64,
     #[serde(default)]
     pub limits: BTreeMap<String, BTreeMap<Capacity, u32>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::exact::map")]
     pub tokens: BTreeMap<String, TokenRecord>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::model::exact::map")]
     pub nodes: BTreeMap<String, SimNode>,
     #[serde(default)]
     pub jobs: BTreeMap<String, SimJob>,

@@ -14,6 +14,7 @@ mod tests;
 
 pub use check::problems;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -204,6 +205,12 @@ pub struct CloudCatalog {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Catalog {
     clouds: Vec<CloudCatalog>,
+    /// (cloud, type) positions by type name, by GPU model, and (cloud, region) positions by
+    /// region name, each in catalog order: every pool looks types and regions up several
+    /// times, and a scan of every cloud's list compared strings for most of them.
+    types_by_name: HashMap<String, Vec<(usize, usize)>>,
+    types_by_gpu: HashMap<String, Vec<(usize, usize)>>,
+    regions_by_name: HashMap<String, Vec<(usize, usize)>>,
 }
 
 /// The embedded catalog, parsed on first use.
@@ -222,7 +229,47 @@ pub fn catalog() -> &'static Catalog {
 
 impl Catalog {
     pub fn new(clouds: Vec<CloudCatalog>) -> Self {
-        Catalog { clouds }
+        let mut types_by_name: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+        let mut types_by_gpu: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+        let mut regions_by_name: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+        for (c, cloud) in clouds.iter().enumerate() {
+            for (i, t) in cloud.instance_types.iter().enumerate() {
+                types_by_name.entry(t.name.clone()).or_default().push((c, i));
+                types_by_gpu.entry(t.gpu.clone()).or_default().push((c, i));
+            }
+            for (i, r) in cloud.regions.iter().enumerate() {
+                regions_by_name.entry(r.name.clone()).or_default().push((c, i));
+            }
+        }
+        Catalog { clouds, types_by_name, types_by_gpu, regions_by_name }
+    }
+
+    /// Whether `provider` is served the catalog of cloud number `c`.
+    fn serves(&self, provider: ProviderKind, c: usize) -> bool {
+        provider == ProviderKind::Sim || self.clouds[c].cloud == provider
+    }
+
+    /// The instance types at `positions` that `provider` is served, in catalog order.
+    fn types_at<'a>(
+        &'a self,
+        provider: ProviderKind,
+        positions: Option<&'a Vec<(usize, usize)>>,
+    ) -> impl Iterator<Item = &'a InstanceType> + 'a {
+        positions
+            .into_iter()
+            .flatten()
+            .filter(move |(c, _)| self.serves(provider, *c))
+            .map(|&(c, i)| &self.clouds[c].instance_types[i])
+    }
+
+    /// The regions named `name` that `provider` is served, in catalog order.
+    fn regions_named<'a>(&'a self, provider: ProviderKind, name: &str) -> impl Iterator<Item = &'a Region> + 'a {
+        self.regions_by_name
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter(move |(c, _)| self.serves(provider, *c))
+            .map(|&(c, i)| &self.clouds[c].regions[i])
     }
 
     pub fn cloud(&self, cloud: ProviderKind) -> Option<&CloudCatalog> {
@@ -244,13 +291,13 @@ impl Catalog {
 
     /// For `sim`, the first cloud (in [`CLOUDS`] order) that has it.
     pub fn instance_type(&self, provider: ProviderKind, name: &str) -> Option<&InstanceType> {
-        self.instance_types(provider).into_iter().find(|t| t.name == name)
+        self.types_at(provider, self.types_by_name.get(name)).next()
     }
 
     /// For `sim`, the first cloud (in [`CLOUDS`] order) that has it: `ap-southeast-1` exists
     /// at both AWS and Alibaba Cloud.
     pub fn region(&self, provider: ProviderKind, name: &str) -> Option<&Region> {
-        self.regions(provider).into_iter().find(|r| r.name == name)
+        self.regions_named(provider, name).next()
     }
 
     /// Zones of `region` where `t` is offered, read from `t`'s own cloud: for `sim` a region
@@ -267,7 +314,7 @@ impl Catalog {
     /// in catalog order, each once.
     pub fn region_zones(&self, provider: ProviderKind, region: &str) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
-        for r in self.regions(provider).into_iter().filter(|r| r.name == region) {
+        for r in self.regions_named(provider, region) {
             for z in &r.zones {
                 if !out.contains(&z.as_str()) {
                     out.push(z);
@@ -294,9 +341,8 @@ impl Catalog {
         cny_per_usd: f64,
     ) -> Vec<&InstanceType> {
         let mut found: Vec<&InstanceType> = self
-            .instance_types(provider)
-            .into_iter()
-            .filter(|t| t.gpu == gpu && t.gpus == gpus_per_node && t.offered_in(region))
+            .types_at(provider, self.types_by_gpu.get(gpu))
+            .filter(|t| t.gpus == gpus_per_node && t.offered_in(region))
             .collect();
         found.sort_by(|a, b| {
             a.price_usd(cny_per_usd)

@@ -206,3 +206,48 @@ fn gpu_models_resolve_exactly_and_aliases_give_hints() {
     assert_eq!(names("v100"), ["V100-16GB", "V100-32GB"]);
     assert!(names("P100").is_empty());
 }
+
+/// The name and GPU indexes find exactly what a scan of every served cloud finds, in the
+/// same order (for `sim`, the first cloud that has a name wins).
+#[test]
+fn indexed_lookups_match_a_scan_of_the_catalog() {
+    let c = catalog();
+    for provider in [Sim, Aws, Tencentcloud, Alicloud] {
+        let types = c.instance_types(provider);
+        let regions = c.regions(provider);
+        for t in catalog().instance_types(Sim) {
+            let scanned = types.iter().copied().find(|x| x.name == t.name);
+            assert_eq!(
+                c.instance_type(provider, &t.name).map(|x| (x.cloud, &x.name)),
+                scanned.map(|x| (x.cloud, &x.name))
+            );
+        }
+        for r in catalog().regions(Sim) {
+            let scanned = regions.iter().copied().find(|x| x.name == r.name);
+            assert_eq!(c.region(provider, &r.name).map(|x| (x.cloud, &x.name)), scanned.map(|x| (x.cloud, &x.name)));
+            let gpus_models: std::collections::BTreeSet<&str> = types.iter().map(|t| t.gpu.as_str()).collect();
+            for gpu in gpus_models {
+                for gpus in [1, 2, 4, 8] {
+                    let mut scanned: Vec<&InstanceType> = types
+                        .iter()
+                        .copied()
+                        .filter(|x| x.gpu == gpu && x.gpus == gpus && x.offered_in(&r.name))
+                        .collect();
+                    scanned.sort_by(|a, b| {
+                        a.price_usd(7.2)
+                            .total_cmp(&b.price_usd(7.2))
+                            .then(a.vcpu.cmp(&b.vcpu))
+                            .then_with(|| a.name.cmp(&b.name))
+                    });
+                    let found = c.matching(provider, &r.name, gpu, gpus, 7.2);
+                    assert_eq!(
+                        found.iter().map(|x| (x.cloud, &x.name)).collect::<Vec<_>>(),
+                        scanned.iter().map(|x| (x.cloud, &x.name)).collect::<Vec<_>>()
+                    );
+                }
+            }
+        }
+        assert!(c.instance_type(provider, "no-such-type").is_none());
+        assert!(c.region(provider, "no-such-region").is_none());
+    }
+}

@@ -36,11 +36,11 @@ impl Preread {
     /// `None` when the file is missing, larger than `max_bytes` (the copy would only add
     /// to a large fleet's peak memory), unreadable or not a state this gpuplan reads.
     pub fn read(path: &Path, max_bytes: u64) -> Option<Preread> {
+        // Any failure here is only a lost head start, never an error dropped: the read
+        // under the lock reads the file again and reports what is wrong with it.
         if std::fs::metadata(path).ok()?.len() > max_bytes {
             return None;
         }
-        // Any failure here is only a lost head start: the read under the lock reads the
-        // file again and reports what is wrong with it.
         let bytes = std::fs::read(path).ok()?;
         let state = parse_state(path, path, &bytes).ok()?;
         Some(Preread { path: path.to_path_buf(), bytes, state })

@@ -210,8 +210,8 @@ impl Preread {
         if size(path) + size(&log_path) > max_bytes {
             return None;
         }
-        // Any failure here is only a lost head start: the open under the lock reads the
-        // files again and reports what is wrong with them.
+        // Any failure here is only a lost head start, never an error dropped: the open
+        // under the lock reads the files again and reports what is wrong with them.
         let files = Files::read(path, &log_path).ok()?;
         files.snapshot.as_ref()?;
         let (mut world, _) = parse_snapshot(path, files.snapshot.as_deref()).ok()?;

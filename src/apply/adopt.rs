@@ -144,7 +144,7 @@ fn spend_open(address: &Address, a: &Adoption, provider: Option<&dyn Provider>, 
         &kind,
         provider.map_or(0, |p| p.clock_ms()),
         nodes,
-        &Default::default(),
+        None,
     )
 }
 

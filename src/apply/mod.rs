@@ -138,7 +138,7 @@ pub async fn execute_keeping(
     }
     book.ready = book.remaining.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
     let semaphore = Arc::new(Semaphore::new(opts.parallelism.max(1)));
-    let ledger_prices = Arc::new(pool::ledger_prices(&plan));
+    let ledger_prices = Arc::new(pool::LedgerPrices::new(plan.clone()));
     let provider_set = Arc::new(providers.clone());
     let mut tasks: JoinSet<Outcome> = JoinSet::new();
     // Which change each task runs: a task that panics returns only its id.

@@ -383,3 +383,58 @@ async fn parallelism_bounds_the_provider_calls_in_flight() {
     }
     assert_eq!(calls.len(), 8);
 }
+
+/// The prices spend lines open at come from the plan's cost report, looked up by address
+/// in an index instead of a copy keyed by address text: the same answers the copy gave
+/// (the last report line of an address, only for pools that add nodes).
+#[test]
+fn ledger_prices_answer_as_a_map_of_the_cost_report_would() {
+    use crate::plan::report::{CostReport, PoolCost, Range};
+    let price = |usd: f64| serde_json::json!({"as_of": "2026-09-24", "source": "catalog", "usd_per_hour": usd});
+    let pool = |name: &str, itype: &str, usd: f64| -> PoolCost {
+        serde_json::from_value(serde_json::json!({
+            "address": format!("gpu_pool.{name}"), "gpu": "L4", "gpus_after": 1, "gpus_before": 0,
+            "hourly_after": usd, "hourly_before": 0.0, "instance_type": itype, "on_demand_after": 1,
+            "on_demand_before": 0, "on_demand_hourly_after": usd, "on_demand_price": price(usd),
+            "price_per_gpu_hour": usd, "provider": "sim", "region": "us-east-1", "spot_after": 0,
+            "spot_before": 0, "spot_hourly_after": 0.0, "spot_price": price(usd / 2.0)
+        }))
+        .unwrap()
+    };
+    let mut no_adds = create("c", 1, Capacity::OnDemand, &[]);
+    no_adds.pool.as_mut().unwrap().creates.clear();
+    let mut p = plan(vec![create("b", 1, Capacity::OnDemand, &[]), create("a", 1, Capacity::Spot, &[]), no_adds]);
+    let pools = vec![
+        pool("c", "g6.xlarge", 9.0),
+        pool("b", "g6.2xlarge", 2.0),
+        pool("a", "g6.xlarge", 1.0),
+        pool("zz", "g6.xlarge", 5.0),
+        pool("a", "g6.4xlarge", 3.0),
+    ];
+    let mut report: CostReport = serde_json::from_value(serde_json::json!({
+        "currency": "USD", "exchange_rates": [], "hourly_after": 0.0, "hourly_before": 0.0,
+        "hourly_delta": 0.0, "hours_per_month": 730.0, "monthly_after": 0.0, "monthly_before": 0.0,
+        "monthly_delta": 0.0, "on_demand_hourly_after": 0.0, "pools": [], "quotas": [],
+        "range": serde_json::to_value(Range::default()).unwrap(), "spot_hourly_after": 0.0
+    }))
+    .unwrap();
+    report.pools = pools;
+    p.cost = Some(report);
+    // What the executor kept before: a map by address text, built from the report in order.
+    let adds = ["gpu_pool.a", "gpu_pool.b"];
+    let mut expected = std::collections::HashMap::new();
+    for c in &p.cost.as_ref().unwrap().pools {
+        if adds.contains(&c.address.to_string().as_str()) {
+            let prices = (c.instance_type.clone(), c.on_demand_price.clone(), c.spot_price.clone());
+            expected.insert(c.address.to_string(), prices);
+        }
+    }
+    let ledger = pool::LedgerPrices::new(Arc::new(p));
+    for name in ["a", "b", "c", "zz", "nope"] {
+        let address: Address = format!("gpu_pool.{name}").parse().unwrap();
+        let got = ledger.get(&address).map(|(t, od, spot)| (t.to_string(), od.cloned(), spot.cloned()));
+        assert_eq!(got, expected.get(&address.to_string()).cloned(), "{name}");
+    }
+    assert_eq!(ledger.get(&"gpu_pool.a".parse().unwrap()).unwrap().0, "g6.4xlarge", "the last line of an address");
+    assert!(pool::LedgerPrices::default().get(&"gpu_pool.a".parse().unwrap()).is_none());
+}

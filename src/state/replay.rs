@@ -18,7 +18,6 @@
 //! - `History` appends, keeping the newest [`HISTORY_LIMIT`] entries.
 //! - `Autoscale` sets the pool's last autoscaler action (see `State::autoscale`).
 
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
@@ -206,8 +205,17 @@ pub struct Replay {
 #[derive(Debug, Default)]
 struct Slots {
     nodes: Vec<Option<Node>>,
-    by_id: HashMap<String, usize>,
+    /// Positions of the present nodes by id, once the resource has held more than
+    /// [`INDEX_FROM`] nodes; below that a scan is cheaper, and 100,000 one-node pools
+    /// would otherwise carry 100,000 maps (about 30 MB). Boxed: every touched resource
+    /// has a `Slots`, few have the map.
+    by_id: Option<Box<HashMap<String, usize>>>,
+    /// Nodes present (not removed).
+    present: usize,
 }
+
+/// Slots (present or removed) above which a resource's nodes are indexed by id.
+const INDEX_FROM: usize = 16;
 
 impl Slots {
     fn from_nodes(nodes: Vec<Node>) -> Slots {
@@ -215,32 +223,53 @@ impl Slots {
         slots.add(nodes);
         slots
     }
+    /// Where the present node `id` is.
+    fn position(&self, id: &str) -> Option<usize> {
+        match &self.by_id {
+            Some(by_id) => by_id.get(id).copied(),
+            None => self.nodes.iter().position(|n| n.as_ref().is_some_and(|n| n.id == id)),
+        }
+    }
     fn add(&mut self, nodes: impl IntoIterator<Item = Node>) {
         let nodes = nodes.into_iter();
         // Exact: a first push would reserve four slots for what is usually one node, for
         // every resource an apply touches.
         self.nodes.reserve_exact(nodes.size_hint().0);
         for node in nodes {
-            match self.by_id.entry(node.id.clone()) {
-                Entry::Occupied(at) => self.nodes[*at.get()] = Some(node),
-                Entry::Vacant(v) => {
-                    v.insert(self.nodes.len());
+            match self.position(&node.id) {
+                Some(at) => self.nodes[at] = Some(node),
+                None => {
+                    if let Some(by_id) = &mut self.by_id {
+                        by_id.insert(node.id.clone(), self.nodes.len());
+                    }
                     self.nodes.push(Some(node));
+                    self.present += 1;
+                    self.index_when_large();
                 }
             }
         }
     }
+    fn index_when_large(&mut self) {
+        if self.by_id.is_none() && self.nodes.len() > INDEX_FROM {
+            let present = self.nodes.iter().enumerate().filter_map(|(i, n)| n.as_ref().map(|n| (n.id.clone(), i)));
+            self.by_id = Some(Box::new(present.collect()));
+        }
+    }
     fn remove(&mut self, ids: &[String]) {
         for id in ids {
-            if let Some(at) = self.by_id.remove(id) {
+            if let Some(at) = self.position(id) {
+                if let Some(by_id) = &mut self.by_id {
+                    by_id.remove(id);
+                }
                 self.nodes[at] = None;
+                self.present -= 1;
             }
         }
     }
     fn into_nodes(self) -> Vec<Node> {
         // Sized up front: collected from `flatten` (no lower bound), a one-node pool
         // would get room for four.
-        let mut nodes = Vec::with_capacity(self.by_id.len());
+        let mut nodes = Vec::with_capacity(self.present);
         nodes.extend(self.nodes.into_iter().flatten());
         nodes
     }

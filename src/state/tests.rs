@@ -394,6 +394,57 @@ fn replay_equals_applying_entries_one_by_one() {
     assert!(!got.resources.contains_key("gpu_pool.a"));
 }
 
+/// Resources with few nodes are searched by scan, larger ones through an index by id:
+/// both give what applying the entries one by one gives, across the switch between them.
+#[test]
+fn replay_equals_applying_entries_one_by_one_below_and_above_the_node_index() {
+    let many = |from: usize, to: usize| -> Vec<String> { (from..to).map(|i| format!("i-{i}")).collect() };
+    let add_ids = |address: &str, ids: &[String]| -> JournalEntry {
+        add(address, &ids.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let remove_ids = |address: &str, ids: &[String]| -> JournalEntry {
+        remove(address, &ids.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let mut base = State::new("l".into());
+    apply_entry(&mut base, &put("gpu_pool.a", serde_json::json!({}), vec![node("gpu_pool.a", "i-0")]));
+    let mut reclaimed = node("gpu_pool.a", "i-3");
+    reclaimed.state = NodeState::Reclaimed;
+    let entries = vec![
+        add_ids("gpu_pool.a", &many(1, 10)),
+        remove_ids("gpu_pool.a", &many(2, 5)),
+        // Crosses the threshold within one entry, with an id twice and a removed one back.
+        add_ids("gpu_pool.a", &[many(10, 30), many(12, 13), many(3, 4)].concat()),
+        remove_ids("gpu_pool.a", &[many(20, 25), many(90, 91)].concat()),
+        JournalEntry::AddNodes { address: "gpu_pool.a".into(), nodes: vec![reclaimed] },
+        add_ids("gpu_pool.a", &many(21, 23)),
+        put("gpu_pool.a", serde_json::json!({"v": 2}), vec![]),
+        add_ids("gpu_pool.b", &[many(0, 3), many(1, 2)].concat()),
+        remove_ids("gpu_pool.b", &many(0, 1)),
+        put(
+            "gpu_pool.c",
+            serde_json::json!({}),
+            (0..20).map(|i| node("gpu_pool.c", &format!("i-{}", i % 17))).collect(),
+        ),
+        remove_ids("gpu_pool.c", &many(5, 6)),
+        add_ids("gpu_pool.c", &many(5, 6)),
+    ];
+    let mut expected = base.clone();
+    let mut replay = Replay::new(base);
+    for e in entries {
+        apply_entry(&mut expected, &e);
+        replay.apply_owned(e);
+    }
+    let got = replay.finish();
+    assert_eq!(got, expected);
+    let a = ids(&got, "gpu_pool.a");
+    assert_eq!(a.len(), 1 + 9 - 3 + 20 + 1 - 5 + 2);
+    assert_eq!(a.iter().filter(|id| *id == "i-3").count(), 1);
+    assert_eq!(got.resources["gpu_pool.a"].nodes.iter().find(|n| n.id == "i-3").unwrap().state, NodeState::Reclaimed);
+    assert_eq!(ids(&got, "gpu_pool.b"), ["i-1", "i-2"]);
+    assert_eq!(ids(&got, "gpu_pool.c").len(), 17);
+    assert_eq!(ids(&got, "gpu_pool.c").last().map(String::as_str), Some("i-5"));
+}
+
 #[test]
 fn journal_entry_wire_format() {
     let json = serde_json::to_value(remove("gpu_pool.a", &["i-1"])).unwrap();

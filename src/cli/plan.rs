@@ -32,18 +32,28 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         let mut plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         common::locate_errors(&mut plan, &loaded);
         let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
-        match format {
-            PlanFormat::Text => {
-                let opts =
-                    render::TextOptions { color: settings.color_stdout, width: settings.width, verbose: args.verbose };
-                output::stdout_with(|out| render::write_plan_text(&plan, &opts, out))
+        let save_to = args.out.as_ref().map(|out| settings.resolve_path(out));
+        // The plan file is written (serialized, compressed, synced) on a second thread
+        // while the plan is shown; its outcome is reported after the plan, as before.
+        let saved = std::thread::scope(|s| {
+            let saving = save_to.as_ref().map(|path| s.spawn(|| common::save_plan(path, &plan)));
+            match format {
+                PlanFormat::Text => {
+                    let opts = render::TextOptions {
+                        color: settings.color_stdout,
+                        width: settings.width,
+                        verbose: args.verbose,
+                    };
+                    output::stdout_with(|out| render::write_plan_text(&plan, &opts, out))
+                }
+                PlanFormat::Json => output::stdout_with(|out| render::write_plan_json(&plan, out)),
+                PlanFormat::Markdown => output::stdout(&render::plan_markdown(&plan, MARKDOWN_LIMIT)),
             }
-            PlanFormat::Json => output::stdout_with(|out| render::write_plan_json(&plan, out)),
-            PlanFormat::Markdown => output::stdout(&render::plan_markdown(&plan, MARKDOWN_LIMIT)),
-        }
+            // A panic while saving is a bug: surface it as one thread would.
+            saving.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        });
         if let Some(out) = &args.out {
-            let path = settings.resolve_path(out);
-            common::save_plan(&path, &plan)?;
+            saved.transpose()?;
             if engine::run::denied(&plan) {
                 // Saved for review, but `apply` will refuse it: do not suggest applying it.
                 output::stderr(&format!(

@@ -9,6 +9,7 @@
 //! Nothing here panics on any input, and nothing gives meaning to blocks.
 
 mod convert;
+mod fast;
 mod fmt;
 mod lex;
 mod same;
@@ -23,6 +24,27 @@ use lex::{Lexed, Mode};
 /// Parse one HCL file. Syntax errors are pushed to `diags` (located); returns `None`
 /// when the file could not be parsed at all.
 pub fn parse(file: u32, text: &str, diags: &mut Diagnostics) -> Option<Body> {
+    if let Some(body) = fast::parse(file, text) {
+        #[cfg(debug_assertions)]
+        same_as_hcl_edit(file, text, &body);
+        return Some(body);
+    }
+    parse_with_hcl_edit(file, text, diags)
+}
+
+/// Debug builds (every test) check each file the fast path read against hcl-edit.
+#[cfg(debug_assertions)]
+fn same_as_hcl_edit(file: u32, text: &str, fast: &Body) {
+    let mut scratch = Diagnostics::default();
+    let slow = parse_with_hcl_edit(file, text, &mut scratch);
+    assert!(
+        slow.as_ref() == Some(fast) && scratch.items.is_empty(),
+        "the fast HCL path read this text differently from hcl-edit:\n{text}\nfast: {fast:#?}\nhcl-edit: {slow:#?}"
+    );
+}
+
+/// The parser of record: hcl-edit, then its tree converted.
+fn parse_with_hcl_edit(file: u32, text: &str, diags: &mut Diagnostics) -> Option<Body> {
     let lexed = precheck(file, text, 0, Mode::Code, diags)?;
     match hcl_edit::parser::parse_body(text) {
         Ok(body) => {

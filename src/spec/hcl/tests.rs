@@ -549,3 +549,249 @@ proptest::proptest! {
         let _ = parse_template(0, &text, 3, &mut d);
     }
 }
+
+// ---- the fast path (`fast.rs`) against hcl-edit ----
+
+/// A small deterministic generator (xorshift), so a failing seed can be replayed.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[self.below(from.len())]
+    }
+    fn space(&mut self) -> &'static str {
+        self.pick(&["", " ", "  ", "\t", " "])
+    }
+    fn name(&mut self) -> String {
+        let n = self.pick(&["gpu", "nodes", "min", "a", "_x", "pool-1", "gpu_pool", "p000001", "T2", "provider"]);
+        n.to_string()
+    }
+    fn comment(&mut self) -> &'static str {
+        self.pick(&["", "", "", " # note", " // two slashes", "#", " # has \"quotes\" and ${x}"])
+    }
+    fn value(&mut self, depth: usize) -> String {
+        let max = if depth > 3 { 6 } else { 8 };
+        match self.below(max) {
+            0 => format!(
+                "\"{}\"",
+                self.pick(&["", "L4", "us-east-1", "a b", "$5 and 100%", "tab\there", "#not", "//no"])
+            ),
+            1 => self.pick(&["0", "1", "12", "3.5", "0.25", "100000", "999999999999999"]).to_string(),
+            2 => self.pick(&["true", "false", "null"]).to_string(),
+            3 => {
+                let mut t = self.name();
+                for _ in 0..self.below(3) {
+                    t.push('.');
+                    t.push_str(&self.name());
+                }
+                t
+            }
+            4 | 5 => self.name(),
+            6 => {
+                let n = self.below(4);
+                let multi = self.below(2) == 0;
+                let mut s = String::from("[");
+                for k in 0..n {
+                    s.push_str(if multi { "\n    " } else { self.space() });
+                    s.push_str(&self.value(depth + 1));
+                    if k + 1 < n || self.below(2) == 0 {
+                        s.push(',');
+                    }
+                }
+                s.push_str(if multi { "\n  ]" } else { "]" });
+                s
+            }
+            _ => {
+                let n = self.below(4);
+                let multi = n == 0 || self.below(2) == 0;
+                let mut s = String::from("{");
+                let mut keys = vec![];
+                for k in 0..n {
+                    // hcl-edit refuses a key given twice: plain files do not.
+                    let key = self.name();
+                    if keys.contains(&key) {
+                        continue;
+                    }
+                    keys.push(key.clone());
+                    s.push_str(if multi { "\n    " } else { " " });
+                    if self.below(3) == 0 {
+                        s.push_str(&format!("\"{key}\""));
+                    } else {
+                        s.push_str(&key);
+                    }
+                    s.push_str(self.pick(&[" = ", "=", " : ", ": "]));
+                    s.push_str(&self.value(depth + 1));
+                    if multi {
+                        s.push_str(self.pick(&["", ",", "", " # c"]));
+                    } else if k + 1 < n {
+                        s.push(',');
+                    }
+                }
+                s.push_str(if multi { "\n  }" } else { " }" });
+                s
+            }
+        }
+    }
+    fn body(&mut self, depth: usize, out: &mut String) {
+        let mut keys = vec![];
+        for _ in 0..self.below(5) {
+            out.push_str(self.pick(&["", "", "\n", "# a comment line\n", "  // another\n"]));
+            out.push_str(&"  ".repeat(depth));
+            if depth < 3 && self.below(3) == 0 {
+                out.push_str(&self.name());
+                for _ in 0..self.below(3) {
+                    out.push(' ');
+                    if self.below(2) == 0 {
+                        out.push_str(&format!("\"{}\"", self.pick(&["train", "a b", "", "x-1"])));
+                    } else {
+                        out.push_str(&self.name());
+                    }
+                }
+                out.push_str(self.space());
+                out.push('{');
+                out.push_str(self.comment());
+                out.push('\n');
+                self.body(depth + 1, out);
+                out.push_str(&"  ".repeat(depth));
+                out.push('}');
+            } else {
+                let key = self.name();
+                if keys.contains(&key) {
+                    out.push('\n');
+                    continue;
+                }
+                keys.push(key.clone());
+                out.push_str(&key);
+                out.push_str(self.space());
+                out.push('=');
+                out.push_str(self.space());
+                out.push_str(&self.value(0));
+            }
+            out.push_str(self.space());
+            out.push_str(self.comment());
+            out.push('\n');
+        }
+    }
+}
+
+fn fast_and_slow(text: &str) -> (Option<Body>, Option<Body>, usize) {
+    let mut d = Diagnostics::default();
+    let slow = parse_with_hcl_edit(7, text, &mut d);
+    (fast::parse(7, text), slow, d.items.len())
+}
+
+#[test]
+fn the_fast_path_reads_generated_plain_files_exactly_as_hcl_edit_does() {
+    for seed in 1..4000u64 {
+        let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut text = String::new();
+        g.body(0, &mut text);
+        let (fast, slow, errors) = fast_and_slow(&text);
+        assert_eq!(errors, 0, "seed {seed}: hcl-edit refused the generated text:\n{text}");
+        let fast = fast.unwrap_or_else(|| panic!("seed {seed}: the fast path gave up on plain text:\n{text}"));
+        assert_eq!(Some(fast), slow, "seed {seed}:\n{text}");
+    }
+}
+
+#[test]
+fn the_fast_path_gives_way_to_hcl_edit_on_anything_else_and_never_disagrees() {
+    // Each is spliced into generated files at random places: whenever the fast path still
+    // answers, hcl-edit must accept the text and give the same tree.
+    let hazards = [
+        "${x}",
+        "-1",
+        " + 1",
+        "/* c */",
+        "\r",
+        "é",
+        "[0]",
+        ".0",
+        ".*",
+        "(",
+        ")",
+        "{ a = 1 }",
+        "\"\\n\"",
+        "<<EOF\n",
+        "?",
+        ":",
+        "=",
+        "==",
+        "!",
+        ",",
+        "]",
+        "[",
+        "}",
+        "{",
+        "\n",
+        "\"",
+        "for",
+        " in ",
+        "1e5",
+        "01",
+        "1.",
+        "%{",
+        "$${",
+        "\\",
+        "#",
+        "//",
+        "/",
+        "a b",
+        "\t",
+        "x = 1\n",
+        "}\n",
+        "b {\n",
+        "\"lbl\" ",
+        "true.x",
+        "null(",
+    ];
+    let mut checked = 0;
+    for seed in 1..6000u64 {
+        let mut g = Gen(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
+        let mut text = String::new();
+        g.body(0, &mut text);
+        let mut at = g.below(text.len() + 1);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        text.insert_str(at, g.pick(&hazards));
+        let (fast, slow, errors) = fast_and_slow(&text);
+        if let Some(fast) = fast {
+            assert_eq!(errors, 0, "seed {seed}: the fast path accepted text hcl-edit refuses:\n{text:?}");
+            assert_eq!(Some(fast), slow, "seed {seed}:\n{text:?}");
+            checked += 1;
+        }
+    }
+    // The splices must not all land where they end the fast path, or nothing was compared.
+    assert!(checked > 500, "only {checked} spliced files were read by the fast path");
+}
+
+#[test]
+fn the_fast_path_reads_a_fleet_file_and_stops_at_what_it_does_not_know() {
+    let pools = "gpu_pool \"p000001\" {\n  provider      = \"sim\"\n  gpu           = \"L4\"\n  gpus_per_node = 1\n  depends_on    = [gpu_pool.p000000]\n  labels        = { team = \"ml\" }\n  nodes {\n    min     = 0\n    desired = 1\n  }\n}\n";
+    assert!(fast::parse(0, pools).is_some(), "the shape of every generated fleet file must take the fast path");
+    for other in [
+        "a = \"x-${var.b}\"\n",
+        "a = -1\n",
+        "a = 1 + 2\n",
+        "a = max(1, 2)\n",
+        "a = local.x[0]\n",
+        "a = [for x in y : x]\n",
+        "b { c = 1 }\n",
+        "a = <<EOF\nx\nEOF\n",
+        "a = 1\r\n",
+        "/* c */ a = 1\n",
+    ] {
+        assert!(fast::parse(0, other).is_none(), "the fast path must leave {other:?} to hcl-edit");
+        // ...which still reads it (the debug cross-check is not involved: hcl-edit only).
+        let _ = parse_ok(other);
+    }
+}

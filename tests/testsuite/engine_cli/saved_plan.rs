@@ -74,3 +74,16 @@ fn a_truncated_or_corrupt_plan_file_is_refused_naming_it() {
     fleet.run(&["apply", "p.plan"]).expect(0);
     assert_eq!(fleet.live_tagged().len(), 3, "train's 2 nodes and serve's 1");
 }
+
+#[test]
+fn a_plan_that_cannot_be_saved_is_still_shown_and_the_failure_names_the_file() {
+    // The plan is shown while the file is written on another thread: a failed write must
+    // still fail the command, after the plan, and never claim the plan was saved.
+    let fleet = Fleet::new(&small_spec(2));
+    let r = fleet.run(&["plan", "--out", "no-such-dir/p.plan"]).expect(1);
+    assert!(r.stdout.contains("Plan: 3 to add"), "the plan was not shown: {}", r.stdout);
+    let err = flat(&r.stderr);
+    assert!(err.contains("cannot write") && err.contains("no-such-dir/p.plan"), "{}", r.stderr);
+    assert!(!err.contains("Saved the plan"), "{}", r.stderr);
+    assert!(!fleet.path().join("no-such-dir").exists());
+}

@@ -91,13 +91,22 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan, BadStateKey> {
 
 /// [`plan`] on at most `threads` threads (the same plan on any number).
 pub(crate) fn plan_on(input: &PlanInput<'_>, threads: usize) -> Result<Plan, BadStateKey> {
+    plan_in_rounds(input, threads, PER_ROUND)
+}
+
+/// Addresses planned per round of threads. Each round's runs move into the plan's
+/// vector once done, so beside it only one round's changes are alive: at 100,000 pools,
+/// every run's changes at once were 33 to 67 MB more at the peak of a plan.
+const PER_ROUND: usize = 8_192;
+
+/// [`plan_on`] in rounds of `round` addresses (the same plan for any size).
+pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize) -> Result<Plan, BadStateKey> {
     let spec = input.spec;
     let cat = catalog::catalog();
     let graph = graph::build(spec);
     let state = state_addresses(input.state)?;
     let (live, stopped, seen_by_id) = live_nodes(input, &state);
     let addresses = addresses(input, &state, &live, &stopped);
-    // No room for changes: the first run's vector becomes the plan's (`changes_of`).
     let mut plan = empty_plan(input);
     let jobs = JobNodes::new(spec, input.state, input.job_statuses);
 
@@ -116,18 +125,16 @@ pub(crate) fn plan_on(input: &PlanInput<'_>, threads: usize) -> Result<Plan, Bad
         jobs: &jobs,
     };
     let addresses: Vec<&Address> = addresses.iter().collect();
-    let parts = changes_of(&cx, &addresses, threads);
-    for (i, part) in parts.into_iter().enumerate() {
-        if i == 0 {
-            // Moved in whole, not copied: the first run's vector has room for every
-            // address, so the others move into it while only they are alive beside it.
-            plan.changes = part.changes;
-        } else {
+    // Exact: a change is several hundred bytes, and doubling growth of a 100,000-change
+    // vector would leave up to half of it unused.
+    plan.changes = Vec::with_capacity(addresses.len());
+    for addresses in addresses.chunks(round.max(1)) {
+        for part in changes_of(&cx, addresses, threads) {
             plan.changes.extend(part.changes);
+            plan.errors.extend(part.errors);
+            plan.drift.extend(part.drift);
+            plan.notes.extend(part.notes);
         }
-        plan.errors.extend(part.errors);
-        plan.drift.extend(part.drift);
-        plan.notes.extend(part.notes);
     }
     order_deletes(&mut plan, &state);
     apply_targets(&mut plan, &graph);
@@ -167,27 +174,23 @@ const PER_THREAD: usize = 256;
 fn changes_of(cx: &Shared<'_, '_>, addresses: &[&Address], threads: usize) -> Vec<Part> {
     let threads = threads.min(addresses.len() / PER_THREAD).max(1);
     if threads == 1 {
-        return vec![part_of(cx, addresses, addresses.len())];
+        return vec![part_of(cx, addresses)];
     }
     let chunk = addresses.len().div_ceil(threads);
     std::thread::scope(|s| {
         let mut runs = addresses.chunks(chunk);
         let first = runs.next().unwrap_or_default();
-        let handles: Vec<_> = runs.map(|run| s.spawn(move || part_of(cx, run, run.len()))).collect();
-        // The first run's vector is the plan's: room for every address (a change is
-        // several hundred bytes; at 100,000 pools a separate plan vector beside all the
-        // runs' was 67 MB more at the peak of a plan).
-        let mut parts = vec![part_of(cx, first, addresses.len())];
+        let handles: Vec<_> = runs.map(|run| s.spawn(move || part_of(cx, run))).collect();
+        let mut parts = vec![part_of(cx, first)];
         // A panic in a run is a bug in the planner: surface it as one would on one thread.
         parts.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
         parts
     })
 }
 
-/// The changes of `addresses`, in a vector with room for `room` of them.
-fn part_of(cx: &Shared<'_, '_>, addresses: &[&Address], room: usize) -> Part {
+fn part_of(cx: &Shared<'_, '_>, addresses: &[&Address]) -> Part {
     let input = cx.input;
-    let mut out = Part { changes: Vec::with_capacity(room), ..Part::default() };
+    let mut out = Part { changes: Vec::with_capacity(addresses.len()), ..Part::default() };
     // `pool_change` reports into a plan's errors, drift and notes; nothing else of it.
     let mut scratch = empty_plan(input);
     for &addr in addresses {
@@ -290,9 +293,7 @@ fn addresses(
     addresses
 }
 
-/// A plan with no changes yet (they come from [`changes_of`], in vectors sized exactly:
-/// a change is several hundred bytes, and doubling growth of a 100,000-change vector
-/// would leave up to half of it unused).
+/// A plan with no changes yet.
 fn empty_plan(input: &PlanInput<'_>) -> Plan {
     Plan {
         format_version: FORMAT_VERSION,

@@ -269,4 +269,9 @@ fn a_plan_split_over_threads_is_the_one_thread_plan() {
     assert!(one.changes.iter().any(|c| c.action == Action::Delete));
     assert!(one.changes.iter().any(|c| c.action == Action::Replace || c.action == Action::Update));
     assert_eq!(serde_json::to_value(&three).unwrap(), serde_json::to_value(&one).unwrap());
+    // Planned in rounds (each round's runs joined before the next starts): the same plan.
+    for (threads, round) in [(2, 600), (3, 1), (1, 512)] {
+        let rounds = crate::plan::diff::plan_in_rounds(&input, threads, round).expect("the state's keys are addresses");
+        assert_eq!(serde_json::to_value(&rounds).unwrap(), serde_json::to_value(&one).unwrap(), "{threads} {round}");
+    }
 }

@@ -45,6 +45,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     month_to_date: Default::default(),
                     clocks: Default::default(),
                     agents: Default::default(),
+                    read_ahead: true,
                 };
                 let ask = Ask {
                     question: "Do you want to perform these actions?",
@@ -84,6 +85,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             month_to_date: Default::default(),
             clocks: Default::default(),
             agents: Default::default(),
+            read_ahead: false,
         };
         let ask = Ask {
             question: "Do you really want to destroy everything this state owns?",

@@ -28,6 +28,8 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
             month_to_date: Default::default(),
             clocks: Default::default(),
             agents: Default::default(),
+            // A plan shown or saved is executed later, if at all: nothing to read ahead.
+            read_ahead: false,
         };
         let mut plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         common::locate_errors(&mut plan, &loaded);

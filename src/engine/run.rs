@@ -70,6 +70,10 @@ pub struct PlanRequest {
     /// The run-command agents of the warm nodes of cloud VM pools that jobs use, by node
     /// id ([`agents`]), read when the plan refreshes: only online ones take jobs.
     pub agents: BTreeMap<String, crate::providers::AgentState>,
+    /// The plan is executed by this process right after (`apply` without a plan file):
+    /// the providers may ask the reads of new pools' first creates while refresh lists
+    /// the fleet ([`read_ahead`]).
+    pub read_ahead: bool,
 }
 
 /// Refresh (unless asked not to) and diff. Nothing is written.
@@ -85,8 +89,11 @@ pub async fn plan(
         (false, _) => (None, Vec::new()),
         (true, true) => (Some(observe(spec, session, providers).await?), Vec::new()),
         (true, false) => {
-            let (observed, (live, warnings)) =
-                tokio::join!(observe(spec, session, providers), live_prices_quiet(spec, providers));
+            let (observed, (live, warnings), ()) = tokio::join!(
+                observe(spec, session, providers),
+                live_prices_quiet(spec, providers),
+                read_ahead(spec, &session.state, providers, req)
+            );
             let observed = observed?;
             for w in warnings {
                 eprintln!("{w}");
@@ -127,6 +134,52 @@ pub async fn plan(
         add_job_nodes(&mut plan, &job_nodes);
     }
     Ok(plan)
+}
+
+/// Let the providers ask, while refresh lists the fleet, what the first creates of the
+/// spec's new pools will ask ([`Provider::read_ahead`](crate::providers::Provider::read_ahead)):
+/// only when this process executes the plan ([`PlanRequest::read_ahead`]), and only for
+/// pools the state has no record of, so an apply that leaves its pools as they are makes
+/// no extra call. A pool that turns out to create nothing (a quota holds it back) costs
+/// those reads and nothing else.
+async fn read_ahead(spec: &Spec, state: &State, providers: &ProviderSet, req: &PlanRequest) {
+    if !req.read_ahead {
+        return;
+    }
+    let asks = new_pools(spec, state, &req.targets);
+    futures::future::join_all(asks.iter().filter_map(|(name, pools)| {
+        let p = providers.get(name)?;
+        Some(async move { p.read_ahead(pools).await })
+    }))
+    .await;
+}
+
+/// The spec's pools with nodes to create and no record in the state, by provider block
+/// (within `targets` when some are given). Floating pools are left out: where their
+/// nodes go is the plan's choice.
+pub fn new_pools(spec: &Spec, state: &State, targets: &[Address]) -> BTreeMap<String, Vec<crate::providers::NewPool>> {
+    let cat = crate::catalog::catalog();
+    let mut out: BTreeMap<String, Vec<crate::providers::NewPool>> = BTreeMap::new();
+    for (addr, pool) in &spec.gpu_pools {
+        if pool.placement.is_some() || pool.nodes.desired.value == 0 {
+            continue;
+        }
+        if !targets.is_empty() && !targets.contains(addr) {
+            continue;
+        }
+        if state.resources.contains_key(&addr.to_string()) {
+            continue;
+        }
+        let Some(shape) = crate::plan::shape::shape(spec, pool, cat) else { continue };
+        out.entry(shape.provider).or_default().push(crate::providers::NewPool {
+            pool: addr.clone(),
+            region: shape.region,
+            zones: shape.zones,
+            instance_types: shape.instance_types,
+            lineage: state.lineage.clone(),
+        });
+    }
+    out
 }
 
 /// Job nodes on the clouds (tagged with this state's lineage and `gpuplan:job`) that no

@@ -19,7 +19,7 @@ pub use endpoint::Endpoint;
 pub use job::{JobPlacement, JobRecord, JobRun, Placement, Priority, ReplicaLaunch, WaitCode, WaitReason};
 pub use kind::{ProviderKind, UnknownProviderKind};
 pub use node::{
-    AgentState, Capacity, CreateNodes, CreateResult, ErrorClass, JobState, JobStatus, LaunchJob, ListFilter, Node,
-    NodeState, Offer, ProviderError,
+    AgentState, Capacity, CreateNodes, CreateResult, ErrorClass, JobState, JobStatus, LaunchJob, ListFilter, NewPool,
+    Node, NodeState, Offer, ProviderError,
 };
 pub use tags::Tags;

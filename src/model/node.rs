@@ -125,6 +125,24 @@ pub struct CreateNodes {
     pub join: Option<ClusterJoin>,
 }
 
+/// A pool the spec has and the state holds no record of, as its first create will need
+/// it: a provider may ask what that create asks before launching (on AWS the type check,
+/// the subnet look-up and the launch template's look-up) while refresh lists the fleet,
+/// instead of in a round trip of its own after the plan ([`Provider::read_ahead`]).
+///
+/// [`Provider::read_ahead`]: crate::providers::Provider::read_ahead
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewPool {
+    pub pool: Address,
+    pub region: String,
+    /// Every zone the pool may use.
+    pub zones: Vec<String>,
+    /// Allowed instance types, preferred first.
+    pub instance_types: Vec<String>,
+    /// The lineage of the state its nodes will carry.
+    pub lineage: String,
+}
+
 /// A pool's nodes join its `kubernetes { cluster_id }` cluster with gpuplan's labels
 /// (`gpuplan.dev/pool`, `gpuplan.dev/capacity`) and, on spot nodes, its taint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -53,6 +53,13 @@ pub trait Provider: Send + Sync {
     /// per node).
     async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError>;
 
+    /// Ask, ahead of the plan, the reads a first create of these new pools will make,
+    /// and keep the answers for the run's creates. Called while refresh lists the fleet,
+    /// and only by an apply that executes its own plan. Nothing here writes; a failed
+    /// read is only a lost head start (the create asks again and reports it), so there
+    /// is no error to return. Providers without such reads do nothing.
+    async fn read_ahead(&self, _pools: &[NewPool]) {}
+
     /// Create one batch of nodes. Partial success returns the nodes made plus errors.
     async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError>;
 

@@ -384,3 +384,53 @@ fn a_fresh_spot_price_from_the_api_prices_the_plan_and_an_absurd_one_is_refused(
     assert_eq!(spot["source"], "catalog-spot-model", "an absurd answer keeps the catalog's estimate: {spot}");
     assert!(stderr.contains("ignoring the live spot price 0.00001 USD/h of g5.xlarge"), "{stderr}");
 }
+
+/// A new pool's type check is asked while refresh lists the fleet; when EC2 says the
+/// type has other GPUs than the catalog, the apply fails before making anything: no
+/// launch template, no fleet, and the type was checked once.
+#[test]
+fn a_type_refused_by_the_check_read_ahead_leaves_nothing_behind() {
+    let fake = FakeEc2::start(move |req, _| match req.action.as_str() {
+        "DescribeInstanceTypes" => fake_ec2::ok(
+            "DescribeInstanceTypes",
+            "<instanceTypeSet><item><instanceType>g5.xlarge</instanceType><gpuInfo><gpus><item><name>T4</name>\
+             <manufacturer>NVIDIA</manufacturer><count>1</count><memoryInfo><sizeInMiB>15360</sizeInMiB></memoryInfo>\
+             </item></gpus></gpuInfo></item></instanceTypeSet>",
+        ),
+        _ => baseline(req).unwrap_or_else(|| error(400, "InvalidAction", &req.action)),
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), pool_spec(&fake.url, "us-east-1", &["us-east-1a"], 2, 0, 50, ""))
+        .unwrap();
+    let r = run(tmp.path(), &["apply", "--auto-approve"]);
+    assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("InstanceTypeMismatch"), "{}", r.stderr);
+    let made: Vec<String> = fake.requests().into_iter().map(|q| q.action).filter(|a| a.starts_with("Create")).collect();
+    assert!(made.is_empty(), "nothing is made for a refused type: {made:?}");
+    assert_eq!(fake.actions("DescribeInstanceTypes").len(), 1, "checked once, ahead");
+}
+
+/// A look-up read ahead that fails is only a lost head start: the create asks again
+/// when it needs the answer, and the apply goes on.
+#[test]
+fn a_failed_read_ahead_is_asked_again_by_the_create() {
+    let seq = AtomicU32::new(1);
+    let fake = FakeEc2::start(move |req, before| {
+        let asked = |a: &str| before.iter().any(|q| q.action == a);
+        match req.action.as_str() {
+            "DescribeInstanceTypes" | "DescribeLaunchTemplates" if !asked(&req.action) => {
+                error(400, "InvalidParameterValue", "the fake refuses the first one")
+            }
+            "CreateFleet" => fleet(&ids("0a", count(req), &seq), if spot(req) { "spot" } else { "on-demand" }, &[]),
+            _ => baseline(req).unwrap_or_else(|| error(400, "InvalidAction", &req.action)),
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), pool_spec(&fake.url, "us-east-1", &["us-east-1a"], 2, 2, 0, ""))
+        .unwrap();
+    let r = run(tmp.path(), &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(fake.actions("DescribeInstanceTypes").len(), 2, "asked ahead, then again by the create");
+    assert_eq!(fake.actions("DescribeLaunchTemplates").len(), 2, "asked ahead, then again by the create");
+    assert_eq!(fake.actions("CreateFleet").len(), 1);
+}

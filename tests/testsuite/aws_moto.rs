@@ -233,29 +233,41 @@ async fn a_mixed_pool_over_two_zones_and_two_types_is_one_fleet_per_capacity_typ
     let region = "us-east-2";
     let c = client(region).await;
     // Every call of the apply crosses this proxy on its way to moto, and is counted there.
-    // Reads that do not depend on each other are made together: the proxy holds each
-    // answer of the refresh until its price call has arrived too, and each of the type
-    // check, the subnet look-up and the template's look-up until all three have arrived
-    // (at most 20 s each), so the log shows the overlaps and the round trips.
-    const TOGETHER: [&[&str]; 2] = [
-        &["DescribeInstances", "DescribeSpotPriceHistory"],
-        &["DescribeInstanceTypes", "DescribeSubnets", "DescribeLaunchTemplates"],
+    // Reads that do not depend on each other are made together: for a pool the state has
+    // no record of, the type check, the subnet look-up and the template's look-up do not
+    // depend on the refresh either. The proxy holds each answer of these five reads until
+    // all five have arrived (at most 20 s each), so the log shows the overlaps and the
+    // round trips.
+    const TOGETHER: [&str; 5] = [
+        "DescribeInstances",
+        "DescribeSpotPriceHistory",
+        "DescribeInstanceTypes",
+        "DescribeSubnets",
+        "DescribeLaunchTemplates",
     ];
     let proxy =
         crate::aws::fake_ec2::FakeEc2::proxy_holding(&endpoint(), std::time::Duration::from_secs(20), |req, log| {
             let seen = |a: &str| log.iter().any(|r| r.action == a);
-            match TOGETHER.iter().find(|g| g.contains(&req.action.as_str())) {
-                Some(group) => group.iter().all(|a| seen(a)),
-                None => true,
-            }
+            !TOGETHER.contains(&req.action.as_str()) || TOGETHER.iter().all(|a| seen(a))
         });
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     // 6 nodes: 1 on-demand base, 60 % of the other 5 on spot → 3 on-demand, 3 spot.
-    let spec = pool_spec(&proxy.url, region, &["us-east-2a", "us-east-2b"], 6, 1, 60, "")
-        .replace("instance_types = [\"g5.xlarge\"]", "instance_types = [\"g5.xlarge\", \"g5.2xlarge\"]");
-    write_spec(dir, &spec);
+    let spec_at = |url: &str| {
+        pool_spec(url, region, &["us-east-2a", "us-east-2b"], 6, 1, 60, "")
+            .replace("instance_types = [\"g5.xlarge\"]", "instance_types = [\"g5.xlarge\", \"g5.2xlarge\"]")
+    };
 
+    // A plan only shows (or saves) what an apply may do later: it reads nothing ahead.
+    let plain = crate::aws::fake_ec2::FakeEc2::proxy(&endpoint());
+    write_spec(dir, &spec_at(&plain.url));
+    let r = run(dir, &["plan"]);
+    assert_eq!(r.code, 0, "plan:\n{}\n{}", r.stdout, r.stderr);
+    let mut planned: Vec<String> = plain.requests().into_iter().map(|q| q.action).collect();
+    planned.sort();
+    assert_eq!(planned, ["DescribeInstances", "DescribeSpotPriceHistory"], "a plan's calls");
+
+    write_spec(dir, &spec_at(&proxy.url));
     let r = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
     let calls = proxy.requests();
@@ -267,18 +279,25 @@ async fn a_mixed_pool_over_two_zones_and_two_types_is_one_fleet_per_capacity_typ
         assert!(first(asked).at < answered, "{asked} was made only after {held} was answered: {actions:?}");
     };
     overlap("DescribeInstances", "DescribeSpotPriceHistory");
-    overlap("DescribeInstanceTypes", "DescribeSubnets");
-    overlap("DescribeInstanceTypes", "DescribeLaunchTemplates");
+    overlap("DescribeInstances", "DescribeInstanceTypes");
+    overlap("DescribeInstances", "DescribeSubnets");
+    overlap("DescribeInstances", "DescribeLaunchTemplates");
     // The template is made only after the types were checked.
     assert!(first("CreateLaunchTemplate").at > first("DescribeInstanceTypes").answered.expect("answered"));
-    // Five round trips in all: the fleets need the template, the template the type check,
-    // and the executor runs a pool's fleets in turn (its fallback reads each answer).
+    // Four round trips in all: the reads together, then the template (it needs the type
+    // check), then the fleets (they need the template), which the executor runs in turn
+    // (its fallback reads each answer).
     let trips = crate::aws::fake_ec2::round_trips(&calls);
     assert_eq!(
         trips,
         [
-            vec!["DescribeInstances", "DescribeSpotPriceHistory"],
-            vec!["DescribeInstanceTypes", "DescribeLaunchTemplates", "DescribeSubnets"],
+            vec![
+                "DescribeInstanceTypes",
+                "DescribeInstances",
+                "DescribeLaunchTemplates",
+                "DescribeSpotPriceHistory",
+                "DescribeSubnets"
+            ],
             vec!["CreateLaunchTemplate"],
             vec!["CreateFleet"],
             vec!["CreateFleet"],
@@ -320,6 +339,13 @@ async fn a_mixed_pool_over_two_zones_and_two_types_is_one_fleet_per_capacity_typ
     // Wherever EC2 put the nodes among the allowed zones, the next plan keeps them.
     let r = run(dir, &["plan", "--detailed-exitcode"]);
     assert_eq!(r.code, 0, "plan after apply must be a no-op:\n{}\n{}", r.stdout, r.stderr);
+    // An apply of a pool the state records reads nothing ahead: the refresh and prices.
+    let before = proxy.requests().len();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "no-op apply:\n{}\n{}", r.stdout, r.stderr);
+    let mut again: Vec<String> = proxy.requests().into_iter().skip(before).map(|q| q.action).collect();
+    again.sort();
+    assert_eq!(again, ["DescribeInstances", "DescribeSpotPriceHistory"], "a no-op apply's calls");
     let r = run(dir, &["destroy", "--auto-approve"]);
     assert_eq!(r.code, 0, "destroy:\n{}\n{}", r.stdout, r.stderr);
     assert!(tagged(&c, &lineage).await.is_empty());

@@ -18,6 +18,7 @@
 //! fallbacks: the executor does, from the error class.
 
 mod adopt;
+mod ahead;
 mod config;
 mod eks;
 mod errors;

@@ -64,7 +64,7 @@ pub fn check_type(name: &str, facts: Option<&GpuFacts>) -> Result<Option<String>
 
 impl AwsProvider {
     /// GPU facts of `types` in a region, from the cache or one `DescribeInstanceTypes`.
-    async fn gpu_facts(
+    pub(super) async fn gpu_facts(
         &self,
         region: &str,
         types: &[String],

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use super::AwsProvider;
 use crate::providers::launch::is_command_run;
 use crate::providers::{
-    AgentState, CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError, Tags,
+    AgentState, CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, NewPool, Node, Offer, Provider,
+    ProviderError, Tags,
 };
 use crate::spec::model::ProviderKind;
 
@@ -24,6 +25,12 @@ impl Provider for AwsProvider {
 
     async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
         self.list(filter).await
+    }
+
+    /// The type check, subnet look-up and template look-up of the new pools' first
+    /// fleets (`ahead.rs`).
+    async fn read_ahead(&self, pools: &[NewPool]) {
+        self.read_ahead_creates(pools).await
     }
 
     async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {

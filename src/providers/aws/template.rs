@@ -33,6 +33,16 @@ pub struct TemplateRef {
 #[derive(Debug, Default)]
 pub struct Templates {
     cache: tokio::sync::Mutex<HashMap<(String, String), (TemplateRef, String)>>,
+    /// (region, name) → EC2's templates of that name, listed ahead for a new pool
+    /// (`ahead.rs`); taken by the first look-up of that name, which then asks nothing.
+    ahead: std::sync::Mutex<HashMap<(String, String), Vec<aws_sdk_ec2::types::LaunchTemplate>>>,
+}
+
+impl Templates {
+    /// The listing made ahead for this template, if any, removed: it serves one look-up.
+    fn take_ahead(&self, key: &(String, String)) -> Option<Vec<aws_sdk_ec2::types::LaunchTemplate>> {
+        self.ahead.lock().unwrap_or_else(|p| p.into_inner()).remove(key)
+    }
 }
 
 /// The template's name: `gpuplan-<lineage prefix>-<address>`, with characters EC2
@@ -176,10 +186,13 @@ impl AwsProvider {
         let cache = self.templates.cache.lock().await;
         let found = match cache.get(&key) {
             Some((t, d)) if *d == digest => Found::Cached(t.clone()),
-            _ => {
-                let client = self.client(&req.region).await?;
-                Found::Listed(self.templates_named(&client, &req.region, &key.1).await?)
-            }
+            _ => match self.templates.take_ahead(&key) {
+                Some(listed) => Found::Listed(listed),
+                None => {
+                    let client = self.client(&req.region).await?;
+                    Found::Listed(self.templates_named(&client, &req.region, &key.1).await?)
+                }
+            },
         };
         Ok(TemplateLookup { cache, key, data, digest, found })
     }
@@ -306,6 +319,42 @@ impl AwsProvider {
         })
         .await?;
         Ok(found.launch_templates.unwrap_or_default())
+    }
+}
+
+impl AwsProvider {
+    /// List the templates of these names (at most 200, so the answer fits one page) in one
+    /// `DescribeLaunchTemplates` and keep the answer for each name's first look-up (see
+    /// `ahead.rs`). A failed call, or an
+    /// answer that may be cut short, keeps nothing: the look-up then asks on its own.
+    pub(super) async fn list_templates_ahead(&self, region: &str, names: &[String]) {
+        let Ok(client) = self.client(region).await else { return };
+        let asked = read(|| async {
+            self.pace(region, "DescribeLaunchTemplates", Bucket::NonMutating, None).await;
+            client
+                .describe_launch_templates()
+                .filters(filter("launch-template-name", names.iter().map(String::as_str)))
+                .max_results(200)
+                .send()
+                .await
+                .map_err(|e| from_sdk("DescribeLaunchTemplates", e))
+        })
+        .await;
+        let Ok(out) = asked else { return };
+        if out.next_token().is_some_and(|t| !t.is_empty()) {
+            return;
+        }
+        let mut by_name: HashMap<&str, Vec<aws_sdk_ec2::types::LaunchTemplate>> =
+            names.iter().map(|n| (n.as_str(), Vec::new())).collect();
+        for lt in out.launch_templates() {
+            if let Some(v) = lt.launch_template_name().and_then(|n| by_name.get_mut(n)) {
+                v.push(lt.clone());
+            }
+        }
+        let mut ahead = self.templates.ahead.lock().unwrap_or_else(|p| p.into_inner());
+        for (name, found) in by_name {
+            ahead.insert((region.to_string(), name.to_string()), found);
+        }
     }
 }
 

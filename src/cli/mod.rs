@@ -24,6 +24,7 @@ mod jobs;
 mod load;
 mod offers;
 mod output;
+mod pages;
 mod plan;
 mod reconcile;
 mod runtime;
@@ -76,6 +77,7 @@ where
             return ExitStatus::Error;
         }
     };
+    pages::fit(&settings);
     match dispatch(&cli.command, &settings) {
         Ok(status) => status,
         Err(report) => {

@@ -62,6 +62,8 @@ impl LedgerPrices {
     /// The prices the plan priced pool `address` at, if it adds nodes.
     pub fn get(&self, address: &crate::addr::Address) -> Option<PlannedPrices<'_>> {
         let pools = self.plan.as_ref()?.cost.as_ref()?.pools.as_slice();
+        // `Err` from a binary search is no error: the address is not in the report (a pool
+        // that adds no nodes), which is `None` here as it was for the map this replaced.
         let at = self.order.binary_search_by(|&i| pools[i as usize].address.cmp(address)).ok()?;
         let p = &pools[self.order[at] as usize];
         Some((p.instance_type.as_str(), p.on_demand_price.as_ref(), p.spot_price.as_ref()))

@@ -150,6 +150,7 @@ impl Reader<'_> {
         while self.peek().is_some_and(is_name_continue) {
             self.i += 1;
         }
+        // ASCII only, so this cannot fail; if it did, `None` sends the file to hcl-edit.
         let name = std::str::from_utf8(&self.b[start..self.i]).ok()?;
         Some(Ident::new(name, self.span(start)))
     }
@@ -167,6 +168,7 @@ impl Reader<'_> {
                 _ => self.i += 1,
             }
         }
+        // Printable ASCII only (checked above): cannot fail; `None` would mean hcl-edit reads it.
         let value = std::str::from_utf8(&self.b[start + 1..self.i]).ok()?.to_string();
         self.i += 1; // the closing quote
         Some((value, self.span(start)))
@@ -285,6 +287,7 @@ impl Reader<'_> {
         if count > MAX_DIGITS || self.peek().is_some_and(|c| is_name_continue(c) || c == b'.') {
             return None;
         }
+        // Digits with at most one `.`: both conversions succeed; `None` would mean hcl-edit reads it.
         let n: f64 = std::str::from_utf8(&self.b[start..self.i]).ok()?.parse().ok()?;
         Some(ExprKind::Number(n))
     }

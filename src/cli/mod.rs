@@ -9,6 +9,7 @@
 //! &PlanArgs) -> miette::Result<ExitStatus>`, or `async fn` wrapped in `runtime::block_on`)
 //! and add one arm to `dispatch`.
 
+mod allocator;
 mod apply;
 mod check;
 mod common;
@@ -61,6 +62,8 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    // Before the command allocates much: freed memory goes back within milliseconds.
+    allocator::return_freed_memory_promptly();
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {

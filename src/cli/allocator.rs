@@ -1,0 +1,79 @@
+//! The process allocator's one tuned option, set at start-up: how soon freed memory goes
+//! back to the kernel.
+//!
+//! The binary runs on mimalloc ([`crate::Allocator`]), which the `mimalloc` crate builds
+//! from its vendored v3 sources (3.3.2). mimalloc returns freed pages to the kernel
+//! (`MADV_DONTNEED`) only after its purge delay, and v3's default is 1,000 ms (v2's was
+//! 10 ms). A command at 100,000 pools frees and allocates hundreds of MB within such a
+//! second (the spec's raw tree after decoding, a refresh's fleet after the diff, the
+//! plan before the state is built), so all of it stayed resident on top of the live
+//! heap: destroy peaked at 709–722 MiB for a heap of about 600. With
+//! [`PURGE_DELAY_MS`] it peaks about 100 MiB lower, for a few tenths of a second more
+//! system time (README, Benchmarks). `MIMALLOC_PURGE_DELAY` in the environment still
+//! wins, as mimalloc documents.
+//!
+//! The crate's bindings name this option only behind a feature that pulls in another
+//! dependency, so the function is declared here; a test pins the option's
+//! number to mimalloc's enum (it moves between major versions).
+
+use std::ffi::{c_int, c_long};
+
+/// Freed memory goes back to the kernel this long after it was freed (ms). 0 (at once)
+/// measured the same peaks and more system time; 100 about the same as 10.
+pub const PURGE_DELAY_MS: c_long = 10;
+
+/// `mi_option_purge_delay` in mimalloc v3's `mi_option_t` (and v2's): the 16th option.
+const MI_OPTION_PURGE_DELAY: c_int = 15;
+
+// mimalloc's C API (`mimalloc.h`), linked through the `mimalloc` crate's sys crate.
+unsafe extern "C" {
+    fn mi_option_set_default(option: c_int, value: c_long);
+}
+
+/// Set the purge delay to [`PURGE_DELAY_MS`] unless the environment set it. Affects only
+/// when freed memory is returned, never what a command does.
+pub fn return_freed_memory_promptly() {
+    // SAFETY: mimalloc's option setter takes any option number and value; an out-of-range
+    // number is ignored. The number is pinned by a test against the linked mimalloc.
+    unsafe { mi_option_set_default(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "C" {
+        fn mi_version() -> c_int;
+        fn mi_option_get(option: c_int) -> c_long;
+    }
+
+    /// The purge delay mimalloc uses now (ms).
+    fn purge_delay() -> c_long {
+        // SAFETY: a read of mimalloc's option table, valid for any option number.
+        unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) }
+    }
+
+    /// mimalloc v3's option table around the purge delay, by the defaults its header
+    /// documents: 15 is `purge_delay` (1,000 ms, unless this module set it already) and
+    /// 18 is `os_tag` (100). A different major version, or a reordered enum, fails here
+    /// rather than setting some other option.
+    #[test]
+    fn option_15_is_mimallocs_purge_delay() {
+        // SAFETY: reads of mimalloc's version and option table.
+        let version = unsafe { mi_version() };
+        assert_eq!(version / 10_000, 3, "mimalloc {version}: not the v3 this module was written against");
+        const MI_OPTION_OS_TAG: c_int = 18;
+        // SAFETY: as above.
+        assert_eq!(unsafe { mi_option_get(MI_OPTION_OS_TAG) }, 100);
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            assert!([1_000, PURGE_DELAY_MS].contains(&purge_delay()), "{}", purge_delay());
+        }
+    }
+
+    #[test]
+    fn the_purge_delay_is_set_unless_the_environment_sets_it() {
+        return_freed_memory_promptly();
+        let expected = std::env::var("MIMALLOC_PURGE_DELAY").ok().and_then(|v| v.parse().ok());
+        assert_eq!(purge_delay(), expected.unwrap_or(PURGE_DELAY_MS));
+    }
+}

@@ -13,10 +13,12 @@
 //! writes what serializing the `Value` would write (pretty or compact, keys sorted),
 //! without ever building the tree; deserializing accepts any JSON and canonicalizes it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use serde::de::{DeserializeSeed, Error as _};
 use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -73,9 +75,11 @@ impl JsonText {
 
     /// Canonicalize JSON text.
     pub fn parse(text: &str) -> serde_json::Result<Self> {
-        let raw: &RawValue = serde_json::from_str(text)?;
-        let canonical = serde_json::to_string(&Canonical(raw))?;
-        Ok(JsonText::new(canonical))
+        let mut out = Vec::with_capacity(text.len());
+        let mut de = serde_json::Deserializer::from_str(text);
+        CanonicalInto(&mut out).deserialize(&mut de)?;
+        de.end()?;
+        String::from_utf8(out).map(JsonText::new).map_err(serde::de::Error::custom)
     }
 
     /// The value as a tree (for looking into it; keep such trees short-lived).
@@ -167,91 +171,152 @@ impl Serialize for JsonText {
 /// for internally tagged enums (journal entries), nor from an `io::Read` stream.
 impl<'de> Deserialize<'de> for JsonText {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(CanonicalText).map(JsonText::new)
+        let mut out = Vec::new();
+        CanonicalInto(&mut out).deserialize(d)?;
+        String::from_utf8(out).map(JsonText::new).map_err(D::Error::custom)
     }
 }
 
-/// Builds the canonical text of any value: what `serde_json::to_string(&Value)` prints for
-/// the `Value` the same input would give (keys sorted, the last of duplicate keys kept,
-/// each scalar printed by `serde_json`).
-struct CanonicalText;
+/// Appends the canonical text of any value to its buffer: what `serde_json::to_string(&Value)`
+/// prints for the `Value` the same input would give (keys sorted, the last of duplicate
+/// keys kept, each scalar printed by `serde_json`). Everything is written into the one
+/// buffer as it is read: an object whose keys already come sorted (the text gpuplan itself
+/// writes) is never rearranged, so reading a state's configurations allocates little more
+/// than their text.
+struct CanonicalInto<'a>(&'a mut Vec<u8>);
 
-/// One value's canonical text, as an element of an array or object.
-struct CanonicalPart(String);
+impl<'de> DeserializeSeed<'de> for CanonicalInto<'_> {
+    type Value = ();
 
-impl<'de> Deserialize<'de> for CanonicalPart {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(CanonicalText).map(CanonicalPart)
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
     }
 }
 
-fn scalar<T: Serialize + ?Sized, E: serde::de::Error>(v: &T) -> Result<String, E> {
-    serde_json::to_string(v).map_err(E::custom)
+impl CanonicalInto<'_> {
+    fn scalar<T: Serialize + ?Sized, E: serde::de::Error>(self, v: &T) -> Result<(), E> {
+        serde_json::to_writer(self.0, v).map_err(E::custom)
+    }
 }
 
-impl<'de> serde::de::Visitor<'de> for CanonicalText {
-    type Value = String;
+impl<'de> serde::de::Visitor<'de> for CanonicalInto<'_> {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<String, E> {
-        scalar(&v)
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<(), E> {
+        self.scalar(&v)
     }
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
-        scalar(&v)
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
+        self.scalar(&v)
     }
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
-        scalar(&v)
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<(), E> {
+        self.scalar(&v)
     }
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<String, E> {
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
         // As `Value` keeps it: a non-finite float becomes `null`.
-        scalar(&Value::from(v))
+        self.scalar(&Value::from(v))
     }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
-        scalar(v)
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        self.scalar(v)
     }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<String, E> {
-        Ok("null".into())
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        self.0.extend_from_slice(b"null");
+        Ok(())
     }
-    fn visit_none<E: serde::de::Error>(self) -> Result<String, E> {
-        Ok("null".into())
+    fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
+        self.visit_unit()
     }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
-        d.deserialize_any(CanonicalText)
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
     }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<String, A::Error> {
-        let mut out = String::from("[");
-        while let Some(CanonicalPart(item)) = seq.next_element()? {
-            if out.len() > 1 {
-                out.push(',');
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let out = self.0;
+        out.push(b'[');
+        let mut first = true;
+        loop {
+            // The comma goes in before the element is known to exist; the end takes it back.
+            let mark = out.len();
+            if !first {
+                out.push(b',');
             }
-            out.push_str(&item);
+            if seq.next_element_seed(CanonicalInto(&mut *out))?.is_none() {
+                out.truncate(mark);
+                break;
+            }
+            first = false;
         }
-        out.push(']');
-        Ok(out)
+        out.push(b']');
+        Ok(())
     }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
-        let mut members: Vec<(String, String)> = Vec::new();
-        while let Some((key, CanonicalPart(value))) = map.next_entry::<String, CanonicalPart>()? {
-            members.push((key, value));
-        }
-        // Stable: of equal keys the last one read is last, and it is the one kept.
-        members.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out = String::from("{");
-        for (i, (key, value)) in members.iter().enumerate() {
-            if members.get(i + 1).is_some_and(|next| next.0 == *key) {
-                continue;
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let out = self.0;
+        out.push(b'{');
+        let body = out.len();
+        // Each member's key and where its `"key":value` text lies in `out`.
+        let mut members: Vec<(Cow<'de, str>, std::ops::Range<usize>)> = Vec::new();
+        let mut in_order = true;
+        while let Some(Key(key)) = map.next_key()? {
+            if !members.is_empty() {
+                out.push(b',');
             }
-            if out.len() > 1 {
-                out.push(',');
-            }
-            out.push_str(&scalar::<_, A::Error>(key.as_str())?);
-            out.push(':');
-            out.push_str(value);
+            let start = out.len();
+            serde_json::to_writer(&mut *out, key.as_ref()).map_err(A::Error::custom)?;
+            out.push(b':');
+            map.next_value_seed(CanonicalInto(&mut *out))?;
+            in_order &= members.last().is_none_or(|(last, _)| *last < key);
+            members.push((key, start..out.len()));
         }
-        out.push('}');
-        Ok(out)
+        if !in_order {
+            sort_members(out, body, members);
+        }
+        out.push(b'}');
+        Ok(())
+    }
+}
+
+/// Rewrite an object's members (written from `body` on, in the order read) sorted by key,
+/// keeping only the last member of each key, as a `Value`'s map would.
+fn sort_members(out: &mut Vec<u8>, body: usize, mut members: Vec<(Cow<'_, str>, std::ops::Range<usize>)>) {
+    let written = out.split_off(body);
+    // Stable: of equal keys the last one read is last, and it is the one kept.
+    members.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut first = true;
+    for (i, (key, range)) in members.iter().enumerate() {
+        if members.get(i + 1).is_some_and(|next| next.0 == *key) {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(&written[range.start - body..range.end - body]);
+    }
+}
+
+/// An object key, borrowed from the input when the deserializer can lend it.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
     }
 }
 
@@ -359,6 +424,69 @@ mod tests {
             let from_reader: JsonText = serde_json::from_reader(text.as_bytes()).unwrap();
             assert_eq!(from_str.as_str(), value.to_string(), "{text}");
             assert_eq!(from_reader.as_str(), value.to_string(), "{text}");
+        }
+    }
+
+    /// JSON text with keys in any order, repeated keys, escapes and whitespace.
+    fn any_json_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let key = prop_oneof![
+            Just("a".to_string()),
+            Just("b".to_string()),
+            Just("nodes".to_string()),
+            Just("é".to_string()),
+            Just("q\\\"".to_string()),
+            Just("\\u0062".to_string()),
+            "[a-z]{0,3}",
+        ];
+        let leaf = prop_oneof![
+            Just("null".to_string()),
+            Just("true".to_string()),
+            Just("false".to_string()),
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| n.to_string()),
+            Just("-0".to_string()),
+            Just("1.50".to_string()),
+            Just("-2.5e-3".to_string()),
+            Just("1E300".to_string()),
+            Just("123456789012345678901234".to_string()),
+            "[a-z ]{0,4}".prop_map(|s| format!("\"{s}\"")),
+            Just("\"tab\\there\\u00e9\\n\"".to_string()),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            let ws = prop_oneof![Just(""), Just(" "), Just("\n  ")];
+            prop_oneof![
+                (prop::collection::vec(inner.clone(), 0..5), ws.clone())
+                    .prop_map(|(items, ws)| format!("[{ws}{}{ws}]", items.join(&format!(",{ws}")))),
+                (prop::collection::vec((key.clone(), inner), 0..6), ws).prop_map(|(members, ws)| {
+                    let members: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\"{ws}:{ws}{v}")).collect();
+                    format!("{{{ws}{}{ws}}}", members.join(&format!(",{ws}")))
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_input_reads_to_the_text_its_value_prints(text in any_json_text()) {
+            let value: Value = serde_json::from_str(&text).unwrap();
+            let printed = value.to_string();
+            let parsed = JsonText::parse(&text).unwrap();
+            proptest::prop_assert_eq!(parsed.as_str(), printed.as_str());
+            let from_str: JsonText = serde_json::from_str(&text).unwrap();
+            proptest::prop_assert_eq!(from_str.as_str(), printed.as_str());
+            let from_reader: JsonText = serde_json::from_reader(text.as_bytes()).unwrap();
+            proptest::prop_assert_eq!(from_reader.as_str(), printed.as_str());
+            let from_value: JsonText = serde_json::from_value(value.clone()).unwrap();
+            proptest::prop_assert_eq!(from_value.as_str(), printed.as_str());
+        }
+    }
+
+    #[test]
+    fn bad_text_is_refused_as_serde_json_refuses_it() {
+        for text in ["{\"a\":1,}", "[1 2]", "{\"a\" 1}", "{} x", "", "[", "[1E400]", "{\"a\":tru}", "\"\\x\""] {
+            assert!(JsonText::parse(text).is_err(), "{text}");
+            assert!(serde_json::from_str::<JsonText>(text).is_err(), "{text}");
         }
     }
 

@@ -69,6 +69,7 @@ pub mod jobs;
 pub mod json_text;
 pub mod metrics;
 pub mod model;
+pub mod par;
 pub mod plan;
 pub mod policy;
 pub mod providers;

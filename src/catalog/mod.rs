@@ -16,7 +16,7 @@ pub use check::problems;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -211,6 +211,47 @@ pub struct Catalog {
     types_by_name: HashMap<String, Vec<(usize, usize)>>,
     types_by_gpu: HashMap<String, Vec<(usize, usize)>>,
     regions_by_name: HashMap<String, Vec<(usize, usize)>>,
+    /// [`Catalog::matching`]'s answers so far.
+    matched: Matched,
+}
+
+/// [`Catalog::matching`]'s answers, as (cloud, type) positions. A fleet repeats a handful
+/// of GPU shapes over thousands of pools, and a plan resolves each pool's shape several
+/// times (validation, refresh, diff, cost): each distinct question is answered once per
+/// catalog. The catalog never changes once built, so an answer never goes stale; the
+/// memo dies with its catalog and is not written anywhere.
+#[derive(Default)]
+struct Matched(Mutex<Vec<MatchedShape>>);
+
+struct MatchedShape {
+    provider: ProviderKind,
+    region: String,
+    gpu: String,
+    gpus_per_node: u32,
+    cny_per_usd: u64,
+    types: Vec<(usize, usize)>,
+}
+
+/// Past this many distinct questions the memo stops growing (its lookup is a scan).
+const MATCHED_MAX: usize = 64;
+
+impl Clone for Matched {
+    fn clone(&self) -> Self {
+        Matched::default()
+    }
+}
+
+/// A memo says nothing about the catalog it belongs to.
+impl PartialEq for Matched {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for Matched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Matched")
+    }
 }
 
 /// The embedded catalog, parsed on first use.
@@ -241,7 +282,7 @@ impl Catalog {
                 regions_by_name.entry(r.name.clone()).or_default().push((c, i));
             }
         }
-        Catalog { clouds, types_by_name, types_by_gpu, regions_by_name }
+        Catalog { clouds, types_by_name, types_by_gpu, regions_by_name, matched: Matched::default() }
     }
 
     /// Whether `provider` is served the catalog of cloud number `c`.
@@ -340,17 +381,53 @@ impl Catalog {
         gpus_per_node: u32,
         cny_per_usd: f64,
     ) -> Vec<&InstanceType> {
-        let mut found: Vec<&InstanceType> = self
-            .types_at(provider, self.types_by_gpu.get(gpu))
-            .filter(|t| t.gpus == gpus_per_node && t.offered_in(region))
+        let cny = cny_per_usd.to_bits();
+        let same = |m: &MatchedShape| {
+            m.provider == provider
+                && m.gpus_per_node == gpus_per_node
+                && m.cny_per_usd == cny
+                && m.region == region
+                && m.gpu == gpu
+        };
+        // A poisoned memo (a panic elsewhere while it was held) is only a memo: answer anew.
+        if let Ok(memo) = self.matched.0.lock()
+            && let Some(m) = memo.iter().find(|m| same(m))
+        {
+            return m.types.iter().map(|&(c, i)| &self.clouds[c].instance_types[i]).collect();
+        }
+        let mut found: Vec<(usize, usize)> = self
+            .types_by_gpu
+            .get(gpu)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&(c, i)| {
+                let t = &self.clouds[c].instance_types[i];
+                self.serves(provider, c) && t.gpus == gpus_per_node && t.offered_in(region)
+            })
             .collect();
+        let at = |&(c, i): &(usize, usize)| &self.clouds[c].instance_types[i];
         found.sort_by(|a, b| {
+            let (a, b) = (at(a), at(b));
             a.price_usd(cny_per_usd)
                 .total_cmp(&b.price_usd(cny_per_usd))
                 .then(a.vcpu.cmp(&b.vcpu))
                 .then_with(|| a.name.cmp(&b.name))
         });
-        found
+        let types = found.iter().map(at).collect();
+        if let Ok(mut memo) = self.matched.0.lock()
+            && memo.len() < MATCHED_MAX
+        {
+            memo.push(MatchedShape {
+                provider,
+                region: region.to_string(),
+                gpu: gpu.to_string(),
+                gpus_per_node,
+                cny_per_usd: cny,
+                types: found,
+            });
+        }
+        types
     }
 
     /// The model with exactly this canonical name.

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::addr::Address;
 use crate::catalog;
 use crate::plan::Plan;
-use crate::plan::model::{PlanError, PoolChange};
+use crate::plan::model::{PlanError, PoolChange, ResourceChange};
 use crate::plan::shape;
 use crate::providers::Capacity;
 use crate::spec::Spec;
@@ -46,37 +46,34 @@ fn describe_kind(kind: &str) -> String {
 
 /// Price every pool change of a plan.
 pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> Result<CostReport, CostError> {
+    cost_on(plan, spec, prices, crate::par::cores())
+}
+
+/// [`cost`] on at most `threads` threads (the same report on any number).
+pub(crate) fn cost_on(plan: &Plan, spec: &Spec, prices: &PriceBook, threads: usize) -> Result<CostReport, CostError> {
     let mut pools = Vec::new();
     let mut unpriced = Vec::new();
     let mut providers: Vec<(String, ProviderKind)> = Vec::new();
-    for c in &plan.changes {
-        let Some(pc) = &c.pool else { continue };
-        let kind = ProviderKind::ALL.into_iter().find(|k| k.as_str() == pc.provider_kind).ok_or_else(|| {
-            CostError::UnknownProviderKind {
-                address: c.address.clone(),
-                provider: pc.provider.clone(),
-                kind: pc.provider_kind.clone(),
-                known: ProviderKind::ALL.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "),
-            }
-        })?;
-        match pool_cost(&c.address, pc, kind, spec, prices) {
-            Some(p) => {
-                let cny =
-                    [&p.on_demand_price, &p.spot_price].iter().any(|x| x.as_ref().is_some_and(|x| x.native.is_some()));
-                if cny && !providers.iter().any(|(n, _)| *n == pc.provider) {
-                    providers.push((pc.provider.clone(), kind));
+    // Each change is priced on its own, so a large plan's are priced on the machine's
+    // cores and gathered in plan order: the same report, and the same first error, as on
+    // one thread.
+    let runs = crate::par::runs_in_order(&plan.changes, threads, PER_THREAD, |run| {
+        run.iter().map(|c| price_change(c, spec, prices)).collect::<Vec<_>>()
+    });
+    for (c, priced) in plan.changes.iter().zip(runs.into_iter().flatten()) {
+        match priced? {
+            Priced::NoPool => {}
+            Priced::Unpriced => unpriced.push(c.address.clone()),
+            Priced::Pool { cost, kind, cny, before_unpriced } => {
+                let provider = c.pool.as_ref().map_or("", |pc| pc.provider.as_str());
+                if cny && !providers.iter().any(|(n, _)| n == provider) {
+                    providers.push((provider.to_string(), kind));
                 }
-                let (old, old_kind, old_region) = where_before(pc, kind, spec);
-                let before_unpriced = pc
-                    .before_types
-                    .iter()
-                    .any(|t| prices.price(old, old_kind, old_region, &t.instance_type, t.capacity).is_none());
                 if before_unpriced {
                     unpriced.push(c.address.clone());
                 }
-                pools.push(p)
+                pools.push(cost)
             }
-            None => unpriced.push(c.address.clone()),
         }
     }
     // Pools are priced unrounded and rounded only once the totals are taken, so monthly
@@ -109,6 +106,37 @@ pub fn cost(plan: &Plan, spec: &Spec, prices: &PriceBook) -> Result<CostReport, 
         exchange_rates: prices.rates_used(&providers),
         unpriced,
     })
+}
+
+/// Changes per thread below which one thread prices them all.
+const PER_THREAD: usize = 256;
+
+/// What pricing one change found.
+enum Priced {
+    /// Not a pool.
+    NoPool,
+    /// A pool without a price.
+    Unpriced,
+    /// A pool's cost; whether it is priced in CNY; whether some of its nodes before have no price.
+    Pool { cost: PoolCost, kind: ProviderKind, cny: bool, before_unpriced: bool },
+}
+
+fn price_change(c: &ResourceChange, spec: &Spec, prices: &PriceBook) -> Result<Priced, CostError> {
+    let Some(pc) = &c.pool else { return Ok(Priced::NoPool) };
+    let kind = ProviderKind::ALL.into_iter().find(|k| k.as_str() == pc.provider_kind).ok_or_else(|| {
+        CostError::UnknownProviderKind {
+            address: c.address.clone(),
+            provider: pc.provider.clone(),
+            kind: pc.provider_kind.clone(),
+            known: ProviderKind::ALL.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "),
+        }
+    })?;
+    let Some(cost) = pool_cost(&c.address, pc, kind, spec, prices) else { return Ok(Priced::Unpriced) };
+    let cny = [&cost.on_demand_price, &cost.spot_price].iter().any(|x| x.as_ref().is_some_and(|x| x.native.is_some()));
+    let (old, old_kind, old_region) = where_before(pc, kind, spec);
+    let before_unpriced =
+        pc.before_types.iter().any(|t| prices.price(old, old_kind, old_region, &t.instance_type, t.capacity).is_none());
+    Ok(Priced::Pool { cost, kind, cny, before_unpriced })
 }
 
 /// Plan errors for pools the plan would run at a price it does not know: nothing is free

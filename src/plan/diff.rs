@@ -86,7 +86,7 @@ pub struct BadStateKey {
 
 /// The plan of `input`: every address of the spec, the state and the live nodes.
 pub fn plan(input: &PlanInput<'_>) -> Result<Plan, BadStateKey> {
-    plan_on(input, std::thread::available_parallelism().map_or(1, |n| n.get()))
+    plan_on(input, crate::par::cores())
 }
 
 /// [`plan`] on at most `threads` threads (the same plan on any number).
@@ -172,20 +172,7 @@ const PER_THREAD: usize = 256;
 /// the machine's cores; the runs are joined in order, so the plan is the same as one
 /// thread's, error for error.
 fn changes_of(cx: &Shared<'_, '_>, addresses: &[&Address], threads: usize) -> Vec<Part> {
-    let threads = threads.min(addresses.len() / PER_THREAD).max(1);
-    if threads == 1 {
-        return vec![part_of(cx, addresses)];
-    }
-    let chunk = addresses.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        let mut runs = addresses.chunks(chunk);
-        let first = runs.next().unwrap_or_default();
-        let handles: Vec<_> = runs.map(|run| s.spawn(move || part_of(cx, run))).collect();
-        let mut parts = vec![part_of(cx, first)];
-        // A panic in a run is a bug in the planner: surface it as one would on one thread.
-        parts.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
-        parts
-    })
+    crate::par::runs_in_order(addresses, threads, PER_THREAD, |run| part_of(cx, run))
 }
 
 fn part_of(cx: &Shared<'_, '_>, addresses: &[&Address]) -> Part {

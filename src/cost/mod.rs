@@ -573,3 +573,6 @@ fn quota_costs(spec: &Spec, pools: &[PoolCost]) -> Vec<QuotaCost> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

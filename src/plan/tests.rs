@@ -274,13 +274,4 @@ fn a_plan_split_over_threads_is_the_one_thread_plan() {
         let rounds = crate::plan::diff::plan_in_rounds(&input, threads, round).expect("the state's keys are addresses");
         assert_eq!(serde_json::to_value(&rounds).unwrap(), serde_json::to_value(&one).unwrap(), "{threads} {round}");
     }
-    // Its cost priced on several threads is the cost one thread prices.
-    let prices = crate::cost::PriceBook::new(&loaded.spec, &Default::default());
-    let cost_one = crate::cost::cost_on(&one, &loaded.spec, &prices, 1).expect("every pool is priced");
-    assert!(cost_one.pools.len() > 1_000, "{}", cost_one.pools.len());
-    assert!(cost_one.hourly_delta != 0.0);
-    for threads in [2, 3] {
-        let cost = crate::cost::cost_on(&one, &loaded.spec, &prices, threads).expect("every pool is priced");
-        assert_eq!(serde_json::to_value(&cost).unwrap(), serde_json::to_value(&cost_one).unwrap(), "{threads}");
-    }
 }

@@ -1,0 +1,44 @@
+//! The cost of a large plan, priced on several threads.
+
+use crate::plan::diff::{PlanInput, plan_on};
+use crate::state::State;
+
+/// A plan large enough to be priced on several threads costs what one thread prices: the
+/// same pools in the same order, the same totals to the cent.
+#[test]
+fn a_cost_split_over_threads_is_the_one_thread_cost() {
+    let n = 1_100;
+    let mut hcl = String::from("provider \"sim\" {\n  region = \"us-east-1\"\n}\n");
+    for i in 0..n {
+        let (gpu, spot) = if i % 3 == 0 { ("A10G", 50) } else { ("L4", 0) };
+        hcl.push_str(&format!(
+            "gpu_pool \"p{i:04}\" {{\n  provider = \"sim\"\n  gpu = \"{gpu}\"\n  gpus_per_node = 1\n  mix {{\n    spot_percent = {spot}\n  }}\n  nodes {{\n    min = 0\n    desired = {}\n    max = 4\n  }}\n}}\n",
+            1 + i % 4
+        ));
+    }
+    let mut sources = crate::diag::Sources::default();
+    sources.add("main.hcl", hcl);
+    let loaded = crate::spec::load_sources(sources, &Default::default());
+    assert!(loaded.diags.items.is_empty(), "{:?}", loaded.diags.items);
+    let state = State::new("00000000-0000-4000-8000-000000000000".into());
+    let input = PlanInput {
+        spec: &loaded.spec,
+        state: &state,
+        observed: Some(&[]),
+        targets: &[],
+        destroy: false,
+        spec_digest: String::new(),
+        autoscale: &[],
+        clocks: &Default::default(),
+        job_statuses: None,
+    };
+    let plan = plan_on(&input, 1).expect("an empty state has no bad key");
+    let prices = super::PriceBook::new(&loaded.spec, &Default::default());
+    let one = super::cost_on(&plan, &loaded.spec, &prices, 1).expect("every pool is priced");
+    assert_eq!(one.pools.len(), n);
+    assert!(one.spot_hourly_after > 0.0 && one.on_demand_hourly_after > 0.0);
+    for threads in [2, 3, 8] {
+        let split = super::cost_on(&plan, &loaded.spec, &prices, threads).expect("every pool is priced");
+        assert_eq!(serde_json::to_value(&split).unwrap(), serde_json::to_value(&one).unwrap(), "{threads} threads");
+    }
+}

@@ -434,3 +434,60 @@ fn a_failed_read_ahead_is_asked_again_by_the_create() {
     assert_eq!(fake.actions("DescribeLaunchTemplates").len(), 2, "asked ahead, then again by the create");
     assert_eq!(fake.actions("CreateFleet").len(), 1);
 }
+
+/// An endpoint of plain `http://` needs no root certificates, so an apply reads none (they
+/// cost 5–15 ms before the first call). `SSL_CERT_FILE` names where the roots would come
+/// from; here it is a FIFO, so that opening it is seen: a thread waits to open its writing
+/// end, which returns only once something opens it to read.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_apply_against_a_plain_http_endpoint_reads_no_root_certificates() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    let seq = AtomicU32::new(1);
+    let fake = FakeEc2::start(move |req, _| {
+        if let Some(r) = baseline(req) {
+            return r;
+        }
+        match req.action.as_str() {
+            "CreateFleet" => fleet(&ids("0e", count(req), &seq), "on-demand", &[]),
+            other => error(400, "InvalidAction", &format!("the fake does not know {other}")),
+        }
+    });
+    assert!(fake.url.starts_with("http://"), "{}", fake.url);
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("main.hcl"), pool_spec(&fake.url, "us-east-1", &["us-east-1a"], 2, 0, 0, ""))
+        .unwrap();
+    let fifo = tmp.path().join("roots.pem");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let (opened, finished) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let writer = {
+        let (fifo, opened, finished) = (fifo.clone(), opened.clone(), finished.clone());
+        // Closed right away: a reader sees an empty file, never a hang.
+        std::thread::spawn(move || {
+            let end = std::fs::OpenOptions::new().write(true).open(&fifo);
+            if !finished.load(Ordering::SeqCst) {
+                opened.store(true, Ordering::SeqCst);
+            }
+            drop(end);
+        })
+    };
+    let fifo_text = fifo.to_string_lossy().into_owned();
+    let r = cli::run_env(
+        tmp.path(),
+        &["apply", "--auto-approve"],
+        Some((cli::ACCESS_KEY, cli::SECRET_KEY)),
+        &[("SSL_CERT_FILE", &fifo_text), ("SSL_CERT_DIR", &fifo_text)],
+    );
+    finished.store(true, Ordering::SeqCst);
+    // Release the writer if nothing read: a non-blocking open of the reading end.
+    let _reader =
+        rustix::fs::open(&fifo, rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK, rustix::fs::Mode::empty())
+            .expect("open the FIFO to read");
+    writer.join().expect("the writer thread ends");
+    assert!(!opened.load(Ordering::SeqCst), "the apply read root certificates:\n{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(fake.actions("CreateFleet").len(), 1);
+}

@@ -82,11 +82,8 @@ impl AwsSettings {
     /// retries are off: the executor retries with the same idempotency token, and the
     /// provider retries its own reads (see `AwsProvider::read`).
     pub async fn load(&self) -> aws_config::SdkConfig {
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
-                aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
-            ))
-            .build_https();
+        // Root certificates are read only once a request goes to an https URL (`roots.rs`).
+        let http = super::roots::http_client();
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
             .http_client(http)
             .retry_config(RetryConfig::disabled())

@@ -11,6 +11,8 @@
 //! - Jobs: one instance per launch booted with the user-data job script (`jobs.rs`), or
 //!   the same script on an idle warm node of the pool through Systems Manager Run
 //!   Command when its agent is online (`ssm.rs`).
+//! - The SDK's HTTP client reads the system's root certificates only for https
+//!   endpoints (`roots.rs`).
 //! - Errors become [`ErrorClass`]es in `errors.rs`; calls are paced by token buckets that
 //!   follow EC2's documented limits (`throttle.rs`).
 //!
@@ -27,6 +29,7 @@ mod jobs;
 mod nodes;
 mod prices;
 mod provider;
+mod roots;
 mod ssm;
 mod template;
 mod throttle;

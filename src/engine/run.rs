@@ -800,10 +800,11 @@ async fn finish_apply(
         report.outcomes.len(),
         if report.cancelled { ", interrupted" } else { "" }
     );
-    let mut entries = vec![JournalEntry::History { entry: history(event, detail) }];
+    let mut lines = vec![JournalEntry::History { entry: history(event, detail) }];
     for r in overridden {
-        entries.push(JournalEntry::History { entry: history("policy_override", format!("{}: {}", r.name, r.message)) });
+        lines.push(JournalEntry::History { entry: history("policy_override", format!("{}: {}", r.name, r.message)) });
     }
+    let mut entries = Vec::new();
     // An autoscaler action counts (for its cooldown) once its pool change went through.
     for a in &plan.autoscale {
         let applied = report
@@ -815,12 +816,20 @@ async fn finish_apply(
             entries.push(JournalEntry::Autoscale { pool: a.pool.to_string(), record });
         }
     }
-    let _ = recorder.record(entries).await;
+    // Records that later plans read (cooldowns) are journaled and synced like any other.
+    if !entries.is_empty() {
+        let _ = recorder.record(entries).await;
+    }
     drop(recorder);
     // Nothing below needs the plan; when the caller handed over its only reference, its
     // changes and cost report (hundreds of MB at 100,000 pools) go before the state is built.
     drop(plan);
-    let (journal, journal_error) = handle.finish().map_err(RunError::Journal)?;
+    let (mut journal, journal_error) = handle.finish().map_err(RunError::Journal)?;
+    // The history lines go into the state with the compaction below instead of a synced
+    // append of their own (one fdatasync less after the last cloud call): a crash before
+    // it loses only these lines, and the apply had not reported finishing
+    // (`Journal::fold_unwritten`).
+    journal.fold_unwritten(lines);
     session.backend.compact(&session.lock, journal, &mut session.state)?;
     if let Some(e) = journal_error {
         return Err(RunError::Journal(e));

@@ -36,12 +36,26 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// File and directory syncs made by this thread, counted in tests: what a write costs
+    /// in syncs is part of an apply's time.
+    pub(crate) static SYNCS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Count one sync (tests only).
+fn counted() {
+    #[cfg(test)]
+    SYNCS.with(|c| c.set(c.get() + 1));
+}
+
 /// Make a rename or unlink in `dir` durable. Directories cannot be opened for fsync on
 /// Windows; there the rename itself is the best we get.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), StateError> {
     #[cfg(unix)]
     {
         File::open(dir).and_then(|d| d.sync_all()).map_err(StateError::io("sync directory", dir))?;
+        counted();
     }
     let _ = dir;
     Ok(())
@@ -72,7 +86,9 @@ pub(crate) fn atomic_write_with(
         let file = private(OpenOptions::new().write(true).create_new(true)).open(&tmp)?;
         let mut out = BufWriter::with_capacity(1 << 16, file);
         write(&mut out)?;
-        out.into_inner().map_err(io::IntoInnerError::into_error)?.sync_all()
+        out.into_inner().map_err(io::IntoInnerError::into_error)?.sync_all()?;
+        counted();
+        Ok(())
     })();
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);

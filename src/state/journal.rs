@@ -141,6 +141,19 @@ impl Journal {
         Ok(())
     }
 
+    /// Fold `entries` into the journal's copy of the state without writing them: for the
+    /// apply's closing history lines, which the compaction right after writes with the
+    /// state, so they cost the apply no sync of their own. A crash before that compaction
+    /// loses these lines and nothing else: every operation is in the journal already, and
+    /// the apply had not reported finishing. A journal whose removal a crash lost after the
+    /// compaction is still proven folded (`LocalBackend::load_with` allows the state
+    /// history lines the journal never held).
+    pub fn fold_unwritten(&mut self, entries: Vec<JournalEntry>) {
+        for entry in entries {
+            self.replay.apply_owned(entry);
+        }
+    }
+
     /// Remote: fold the entries in memory (always: they are what the final write holds),
     /// then write the folded state if it is due.
     fn append_remote(&mut self, entries: Vec<JournalEntry>) -> Result<(), StateError> {

@@ -427,6 +427,19 @@ fn bare_resource(address: &str) -> ResourceState {
     }
 }
 
+/// Whether `after` is `before` with one or more lines added at its end, kept to the newest
+/// [`HISTORY_LIMIT`] as every write keeps them: what a compaction that wrote history lines
+/// the journal never held leaves (see `Journal::fold_unwritten`).
+pub(crate) fn history_extends(before: &[HistoryEntry], after: &[HistoryEntry]) -> bool {
+    let n = after.len();
+    (1..=n).any(|added| {
+        let kept = n - added;
+        kept <= before.len()
+            && n == (before.len() + added).min(HISTORY_LIMIT)
+            && after[..kept] == before[before.len() - kept..]
+    })
+}
+
 fn cap_history(history: &mut Vec<HistoryEntry>) {
     if history.len() > HISTORY_LIMIT {
         history.drain(..history.len() - HISTORY_LIMIT);

@@ -639,6 +639,92 @@ fn crash_between_compaction_write_and_journal_removal_is_recognised() {
     assert_eq!(b.read().unwrap().unwrap().serial, 2, "removing the stale journal needs no write");
 }
 
+/// Compaction makes the state durable (the file, then its folder for the rename) and
+/// leaves the journal's removal unsynced; a crash that loses the removal leaves a journal
+/// the next command proves folded: nothing replayed twice, nothing lost.
+#[test]
+fn compaction_syncs_the_state_only_and_a_lost_journal_removal_is_recognised() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let mut state = seeded(&b);
+    let lock = b.lock("apply", NO_WAIT).unwrap();
+    let mut journal = b.open_journal(&lock, &state).unwrap();
+    let mut expected = state.clone();
+    for e in sequence() {
+        apply_entry(&mut expected, &e);
+        journal.append(std::slice::from_ref(&e)).unwrap();
+    }
+    let journal_bytes = fs::read(b.journal_path()).unwrap();
+    let before = super::fsutil::SYNCS.with(|c| c.get());
+    b.compact(&lock, journal, &mut state).unwrap();
+    let syncs = super::fsutil::SYNCS.with(|c| c.get()) - before;
+    assert_eq!(syncs, 2, "the new state file and its folder, nothing for the journal's removal");
+    expected.serial = 2;
+    assert_eq!(state, expected);
+
+    // A crash lost the unsynced removal: the journal is back beside the compacted state.
+    fs::write(b.journal_path(), &journal_bytes).unwrap();
+    assert_eq!(b.read().unwrap().unwrap(), expected, "not replayed a second time");
+    b.recover(&lock).unwrap();
+    assert!(!b.journal_path().exists());
+    assert_eq!(b.read().unwrap().unwrap(), expected, "removing it needed no write");
+}
+
+/// An apply's closing history lines go into the state with the compaction, never through
+/// a synced append; a crash that then loses the journal's removal leaves a journal without
+/// those lines beside a state with them, still proven folded.
+#[test]
+fn closing_history_lines_are_written_by_the_compaction_and_a_lost_removal_is_still_recognised() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let mut state = seeded(&b);
+    let lock = b.lock("apply", NO_WAIT).unwrap();
+    let mut journal = b.open_journal(&lock, &state).unwrap();
+    let mut expected = state.clone();
+    for e in sequence() {
+        apply_entry(&mut expected, &e);
+        journal.append(std::slice::from_ref(&e)).unwrap();
+    }
+    let journal_bytes = fs::read(b.journal_path()).unwrap();
+    let appends = journal.appends();
+    let closing = vec![history("apply"), history("policy_override")];
+    closing.iter().for_each(|e| apply_entry(&mut expected, e));
+    journal.fold_unwritten(closing);
+    assert_eq!(journal.appends(), appends, "no append");
+    assert_eq!(fs::read(b.journal_path()).unwrap(), journal_bytes, "nothing written to the journal");
+    b.compact(&lock, journal, &mut state).unwrap();
+    expected.serial = 2;
+    assert_eq!(state, expected);
+    let events: Vec<&str> = state.history.iter().rev().take(2).map(|h| h.event.as_str()).collect();
+    assert_eq!(events, ["policy_override", "apply"]);
+
+    fs::write(b.journal_path(), &journal_bytes).unwrap(); // the removal was lost
+    assert_eq!(b.read().unwrap().unwrap(), expected, "proven folded, not replayed again");
+    b.recover(&lock).unwrap();
+    assert!(!b.journal_path().exists());
+    assert_eq!(b.read().unwrap().unwrap(), expected);
+}
+
+/// What the proof allows: lines added at the end (the oldest dropped past the limit),
+/// never lines changed, removed or put in the middle.
+#[test]
+fn history_extends_only_by_lines_at_its_end() {
+    use super::replay::history_extends;
+    let line =
+        |n: usize| crate::state::model::HistoryEntry { at: n.to_string(), event: "e".into(), detail: String::new() };
+    let lines = |r: std::ops::Range<usize>| r.map(line).collect::<Vec<_>>();
+    assert!(history_extends(&lines(0..3), &lines(0..4)));
+    assert!(history_extends(&lines(0..3), &lines(0..6)));
+    assert!(history_extends(&[], &lines(0..2)));
+    // At the limit, the oldest lines make room.
+    assert!(history_extends(&lines(0..100), &lines(2..102)));
+    assert!(history_extends(&lines(0..99), &lines(1..101)));
+    assert!(!history_extends(&lines(0..3), &lines(0..3)), "nothing added");
+    assert!(!history_extends(&lines(0..3), &lines(1..4)), "a line dropped below the limit");
+    assert!(!history_extends(&lines(0..3), &[line(0), line(9), line(2), line(3)]), "a line changed");
+    assert!(!history_extends(&lines(0..3), &lines(0..2)));
+}
+
 #[test]
 fn compact_writes_once_and_removes_the_journal() {
     let dir = tempfile::tempdir().unwrap();

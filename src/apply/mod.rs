@@ -357,7 +357,7 @@ pub fn resource_state(change: &ResourceChange, pool: Option<&crate::plan::model:
         nodes: vec![],
         job: None,
         // Pools: set by `pool::run` from what apply placed where.
-        fallback: pool.and_then(|p| p.fell_back.clone()),
-        placement: pool.and_then(|p| p.placement.clone()),
+        fallback: pool.and_then(|p| p.fell_back.as_deref().cloned()),
+        placement: pool.and_then(|p| p.placement.as_deref().cloned()),
     }
 }

@@ -180,7 +180,7 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
         // A floating pool whose move found no room stays where it was: that is no fallback
         // within the candidate, and its placement record says so instead.
         resource.fallback = if pc.placement.is_some() && !placement.kept.is_empty() {
-            pc.fell_back.clone()
+            pc.fell_back.as_deref().cloned()
         } else {
             placement.record(pc, provider.clock_ms())
         };
@@ -231,7 +231,7 @@ impl Placement {
     /// unless its candidate had no room. Then the candidate is marked short (the next plan
     /// tries another) and, when the nodes that were to move stayed, the pool stays too.
     fn floating(&self, pc: &PoolChange, now: u64) -> Option<crate::state::model::PlacementRecord> {
-        let mut record = pc.placement.clone()?;
+        let mut record = pc.placement.as_deref().cloned()?;
         if self.short.is_empty() && self.kept.is_empty() {
             return Some(record);
         }
@@ -244,7 +244,7 @@ impl Placement {
         };
         if let Some(alt) = &self.fell_over {
             record = crate::state::model::PlacementRecord { short: record.short, ..alt.placement.clone() };
-        } else if let (false, Some(before)) = (self.kept.is_empty(), &pc.placement_before) {
+        } else if let (false, Some(before)) = (self.kept.is_empty(), pc.placement_before.as_deref()) {
             record = crate::state::model::PlacementRecord { short: record.short, ..before.clone() };
         }
         record.short.retain(|s| !(s.provider == mark.provider && s.region == mark.region));
@@ -257,7 +257,7 @@ impl Placement {
         if !self.kept.is_empty() {
             // The preferred placement was tried and is still short: wait longer next time.
             let reason = self.kept.join("; ");
-            return Some(match pc.retry_preferred.clone().or_else(|| pc.fell_back.clone()) {
+            return Some(match pc.retry_preferred.as_deref().or(pc.fell_back.as_deref()).cloned() {
                 Some(mut r) => {
                     r.failed_retries += 1;
                     r.tried_ms = now;
@@ -274,7 +274,7 @@ impl Placement {
         }
         // As planned: the nodes that stay in their fallback placement keep the record; a
         // retry that placed everything ends it.
-        pc.fell_back.clone()
+        pc.fell_back.as_deref().cloned()
     }
 }
 

@@ -577,8 +577,8 @@ fn note_placements(plan: &mut Plan, placed: Option<&cost::placement::Resolved>) 
     for c in plan.changes.iter_mut() {
         let Some(ch) = r.chosen.get(&c.address) else { continue };
         if let Some(pc) = c.pool.as_mut() {
-            pc.placement = Some(ch.record.clone());
-            pc.placement_before = ch.before.clone();
+            pc.placement = Some(Box::new(ch.record.clone()));
+            pc.placement_before = ch.before.clone().map(Box::new);
             let size = (pc.after.on_demand + pc.after.spot).saturating_sub(pc.deferred.len() as u32);
             pc.alternates = alternates(&r.spec, &c.address, ch, size);
         }

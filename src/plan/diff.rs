@@ -9,6 +9,7 @@
 //! Drift (reclaimed, removed, changed or orphaned nodes) is reported beside the changes.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
@@ -103,7 +104,10 @@ const PER_ROUND: usize = 8_192;
 pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize) -> Result<Plan, BadStateKey> {
     let spec = input.spec;
     let cat = catalog::catalog();
-    let graph = graph::build(spec);
+    // Built when first asked: only creates, updates and replacements (and `--target`)
+    // read dependencies from the spec, so a no-op plan or a destroy never builds it
+    // (at 100,000 pools about 30 MB beside the diff's peak).
+    let graph = OnceLock::new();
     let state = state_addresses(input.state)?;
     let (live, stopped, seen_by_id) = live_nodes(input, &state);
     let addresses = addresses(input, &state, &live, &stopped);
@@ -137,7 +141,9 @@ pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize
         }
     }
     order_deletes(&mut plan, &state);
-    apply_targets(&mut plan, &graph);
+    if !plan.targets.is_empty() {
+        apply_targets(&mut plan, graph.get_or_init(|| graph::build(spec)));
+    }
     plan.summarize();
     Ok(plan)
 }
@@ -146,7 +152,8 @@ pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize
 struct Shared<'s, 'a> {
     input: &'s PlanInput<'a>,
     cat: &'s catalog::Catalog,
-    graph: &'s graph::Graph,
+    /// The spec's dependency graph, built by the first change that needs it.
+    graph: &'s OnceLock<graph::Graph>,
     live: &'s ByPool<'a>,
     stopped: &'s ByPool<'a>,
     seen_by_id: &'s BTreeMap<&'a str, &'a Node>,
@@ -203,7 +210,8 @@ fn part_of(cx: &Shared<'_, '_>, addresses: &[&Address]) -> Part {
         };
         if let Some(mut c) = change {
             if matches!(c.action, Action::Create | Action::Update | Action::Replace) {
-                c.after_changes = cx.graph.dependencies(addr).into_iter().cloned().collect();
+                let graph = cx.graph.get_or_init(|| graph::build(input.spec));
+                c.after_changes = graph.dependencies(addr).into_iter().cloned().collect();
             }
             out.changes.push(c);
         }

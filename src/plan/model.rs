@@ -275,20 +275,20 @@ pub struct PoolChange {
     /// preferred one), `None` once every node is where the pool prefers. Apply updates it
     /// when it falls back again or a retry finds the preferred placement still short.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fell_back: Option<crate::state::model::FallbackRecord>,
+    pub fell_back: Option<Box<crate::state::model::FallbackRecord>>,
     /// The creates try the preferred placement again after this recorded fallback: if they
     /// fall short, the nodes they were to replace stay and the wait before the next try
     /// doubles; if they succeed, the record is dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_preferred: Option<crate::state::model::FallbackRecord>,
+    pub retry_preferred: Option<Box<crate::state::model::FallbackRecord>>,
     /// A floating pool: the placement apply records (where it lives and since when),
     /// from the plan's choice ([`PlacementDecision`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<crate::state::model::PlacementRecord>,
+    pub placement: Option<Box<crate::state::model::PlacementRecord>>,
     /// Where the floating pool lived before this plan: apply keeps it there when the
     /// target has no room for the nodes that were to move.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement_before: Option<crate::state::model::PlacementRecord>,
+    pub placement_before: Option<Box<crate::state::model::PlacementRecord>>,
     /// A floating pool's other candidates of the same provider block, best first: where
     /// apply creates the nodes the chosen one has no room for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

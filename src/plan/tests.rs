@@ -275,3 +275,52 @@ fn a_plan_split_over_threads_is_the_one_thread_plan() {
         assert_eq!(serde_json::to_value(&rounds).unwrap(), serde_json::to_value(&one).unwrap(), "{threads} {round}");
     }
 }
+
+/// A pool change boxes the records few plans fill (the fallback record, the retry of the
+/// preferred placement, a floating pool's placement after and before): a plan holds one
+/// change per pool, and inline those four took 224 of a change's 704 bytes (22 MB of a
+/// 100,000-pool plan, alive through its diff, its rendering and its apply). Boxed, they
+/// are written and read back exactly as before: plan files and `--json` do not change.
+#[test]
+fn a_pool_changes_rare_records_are_boxed_and_written_as_before() {
+    use crate::plan::model::{NodeCounts, PoolChange, ResourceChange};
+    use crate::state::model::{FallbackRecord, PlacementRecord, ShortRecord};
+    assert!(std::mem::size_of::<PoolChange>() <= 352, "{} bytes", std::mem::size_of::<PoolChange>());
+    assert!(std::mem::size_of::<ResourceChange>() <= 480, "{} bytes", std::mem::size_of::<ResourceChange>());
+
+    let fell_back = FallbackRecord { since_ms: 1, tried_ms: 2, failed_retries: 3, reason: "us-east-1a short".into() };
+    let short = ShortRecord { provider: "b".into(), region: "us-west-2".into(), since_ms: 4, reason: "full".into() };
+    let after = PlacementRecord { provider: "a".into(), region: "us-east-1".into(), since_ms: 5, short: vec![short] };
+    let before = PlacementRecord { provider: "b".into(), region: "us-west-2".into(), since_ms: 6, short: vec![] };
+    let counts = NodeCounts { on_demand: 1, spot: 0, gpus_per_node: 1 };
+    let pc = PoolChange {
+        provider: "a".into(),
+        provider_kind: "sim".into(),
+        region: "us-east-1".into(),
+        gpu: "L4".into(),
+        before: counts,
+        after: counts,
+        before_types: vec![],
+        creates: vec![],
+        deletes: vec![],
+        deferred: vec![],
+        adopt: vec![],
+        forget: vec![],
+        zones: vec![],
+        fallback: Default::default(),
+        create_before_destroy: true,
+        fell_back: Some(Box::new(fell_back.clone())),
+        retry_preferred: Some(Box::new(fell_back.clone())),
+        placement: Some(Box::new(after.clone())),
+        placement_before: Some(Box::new(before.clone())),
+        alternates: vec![],
+    };
+    let json = serde_json::to_value(&pc).expect("a pool change serializes");
+    let inline = |record: serde_json::Result<serde_json::Value>| record.expect("a record serializes");
+    assert_eq!(json["fell_back"], inline(serde_json::to_value(&fell_back)));
+    assert_eq!(json["retry_preferred"], inline(serde_json::to_value(&fell_back)));
+    assert_eq!(json["placement"], inline(serde_json::to_value(&after)));
+    assert_eq!(json["placement_before"], inline(serde_json::to_value(&before)));
+    let back: PoolChange = serde_json::from_value(json).expect("and reads back");
+    assert_eq!(back, pc);
+}

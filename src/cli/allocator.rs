@@ -1,5 +1,5 @@
-//! The process allocator's one tuned option, set at start-up: how soon freed memory goes
-//! back to the kernel.
+//! The process allocator's one tuned option, set at start-up for runs with large inputs
+//! ([`super::pages::fit`]): how soon freed memory goes back to the kernel.
 //!
 //! The binary runs on mimalloc ([`crate::Allocator`]), which the `mimalloc` crate builds
 //! from its vendored v3 sources (3.3.2). mimalloc returns freed pages to the kernel
@@ -38,6 +38,16 @@ pub fn return_freed_memory_promptly() {
     unsafe { mi_option_set_default(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
 }
 
+/// The purge delay mimalloc uses now (ms).
+#[cfg(test)]
+pub(super) fn purge_delay() -> c_long {
+    unsafe extern "C" {
+        fn mi_option_get(option: c_int) -> c_long;
+    }
+    // SAFETY: a read of mimalloc's option table, valid for any option number.
+    unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,12 +55,6 @@ mod tests {
     unsafe extern "C" {
         fn mi_version() -> c_int;
         fn mi_option_get(option: c_int) -> c_long;
-    }
-
-    /// The purge delay mimalloc uses now (ms).
-    fn purge_delay() -> c_long {
-        // SAFETY: a read of mimalloc's option table, valid for any option number.
-        unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) }
     }
 
     /// mimalloc v3's option table around the purge delay, by the defaults its header

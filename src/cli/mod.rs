@@ -62,8 +62,6 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    // Before the command allocates much: freed memory goes back within milliseconds.
-    allocator::return_freed_memory_promptly();
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {

@@ -1,4 +1,5 @@
-//! Transparent huge pages only for runs big enough to fill them, decided at start-up.
+//! Transparent huge pages only for runs big enough to fill them, and freed memory
+//! returned promptly only by runs large enough for it to matter; decided at start-up.
 //!
 //! mimalloc asks the kernel for transparent huge pages on its arenas (`MADV_HUGEPAGE`),
 //! so the first touch of each 2 MiB of them zeroes all 2 MiB (after compacting memory
@@ -16,8 +17,13 @@
 //! more CPU at 500 (97 KB) and about 20 % at 1,000 and 2,000 (190 and 376 KB): more
 //! page faults once a run fills its memory, so those sizes keep huge pages. A remote
 //! state counts as nothing, so a tiny spec over a big remote state runs on small pages:
-//! slower page faults, less memory, the same results. Nothing here changes what a
-//! command does.
+//! slower page faults, less memory, the same results.
+//!
+//! Over [`LARGE_INPUTS`], freed memory goes back to the kernel within milliseconds
+//! ([`super::allocator`]): at 100,000 pools that keeps hundreds of MB off the peak. Below
+//! it, mimalloc's own delay (a second) stands: a 2,000-pool no-op plan (4 MB of inputs)
+//! spent 5 % more CPU returning pages it then touched, and zeroed, again. Nothing here
+//! changes what a command does.
 
 use std::path::Path;
 
@@ -26,10 +32,18 @@ use super::Settings;
 /// Inputs at most this large (bytes) run without transparent huge pages.
 pub const SMALL_INPUTS: u64 = 64 << 10;
 
-/// Turn transparent huge pages off for this process if its inputs are small.
+/// Inputs larger than this (bytes) return freed memory promptly.
+pub const LARGE_INPUTS: u64 = 8 << 20;
+
+/// Turn transparent huge pages off for this process if its inputs are small; return freed
+/// memory promptly if they are large.
 pub fn fit(settings: &Settings) {
-    if small(settings) {
+    let bytes = inputs_bytes(settings);
+    if bytes <= SMALL_INPUTS {
         disable_huge_pages();
+    }
+    if bytes > LARGE_INPUTS {
+        super::allocator::return_freed_memory_promptly();
     }
 }
 
@@ -94,5 +108,20 @@ mod tests {
         std::fs::write(tmp.path().join("state/default.sim.json"), vec![b' '; 40_000]).unwrap();
         assert_eq!(inputs_bytes(&settings(tmp.path())), 30_000 + 20_000 + 40_000);
         assert!(!small(&settings(tmp.path())));
+    }
+
+    /// Past [`LARGE_INPUTS`] (here a state file that large) freed memory goes back within
+    /// milliseconds.
+    #[test]
+    fn a_large_workspace_returns_freed_memory_promptly() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("main.hcl"), "# large\n").unwrap();
+        std::fs::create_dir(tmp.path().join("state")).unwrap();
+        let state = std::fs::File::create(tmp.path().join("state/default.json")).unwrap();
+        state.set_len(LARGE_INPUTS).unwrap();
+        assert!(inputs_bytes(&settings(tmp.path())) > LARGE_INPUTS);
+        fit(&settings(tmp.path()));
+        let expected = std::env::var("MIMALLOC_PURGE_DELAY").ok().and_then(|v| v.parse().ok());
+        assert_eq!(super::super::allocator::purge_delay(), expected.unwrap_or(super::super::allocator::PURGE_DELAY_MS));
     }
 }

@@ -295,8 +295,9 @@ fn sort_members(out: &mut Vec<u8>, body: usize, mut members: Vec<(Cow<'_, str>, 
     }
 }
 
-/// An object key, borrowed from the input when the deserializer can lend it.
-struct Key<'de>(Cow<'de, str>);
+/// A string (an object key, a tag), borrowed from the input when the deserializer can
+/// lend it (`serde`'s own `Cow<str>` always copies).
+pub struct Key<'de>(pub Cow<'de, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -304,7 +305,7 @@ impl<'de> Deserialize<'de> for Key<'de> {
         impl<'de> serde::de::Visitor<'de> for KeyVisitor {
             type Value = Key<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an object key")
+                f.write_str("a string")
             }
             fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
                 Ok(Key(Cow::Borrowed(v)))

@@ -47,7 +47,9 @@ pub fn fit(settings: &Settings) {
     }
 }
 
-/// Are the run's inputs at most [`SMALL_INPUTS`]?
+/// Are the run's inputs at most [`SMALL_INPUTS`]? ([`fit`] reads the size once for both
+/// decisions.)
+#[cfg(test)]
 fn small(settings: &Settings) -> bool {
     inputs_bytes(settings) <= SMALL_INPUTS
 }

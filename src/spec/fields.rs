@@ -7,6 +7,7 @@
 //! `Err(Reported)` when it already reported a problem, `Ok(None)` when the attribute is
 //! absent.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::addr::{Address, Kind};
@@ -56,7 +57,8 @@ enum Entry<'r> {
 
 #[derive(Debug, Clone)]
 struct Field<'r> {
-    key: String,
+    /// Borrowed from the spec's tree unless evaluated (a YAML map, a computed key).
+    key: Cow<'r, str>,
     key_span: Span,
     entry: Entry<'r>,
 }
@@ -70,7 +72,10 @@ pub struct Fields<'r> {
     pub head: Span,
     fields: Vec<Field<'r>>,
     blocks: Vec<&'r Block>,
-    used: BTreeSet<String>,
+    /// Which of `fields`, then which of `blocks`, a getter asked for by name (what
+    /// [`Fields::finish`] does not report). Flags rather than a set of names: a block is
+    /// asked for a score of names, most of them absent, for each of thousands of pools.
+    used: Vec<bool>,
     /// Some getter reported a problem; the decoder must not build a value.
     pub failed: bool,
 }
@@ -105,9 +110,11 @@ impl<'r> Fields<'r> {
                 );
                 continue;
             }
-            fields.push(Field { key: a.key.name.clone(), key_span: a.key.span, entry: Entry::Raw(&a.value) });
+            fields.push(Field { key: Cow::Borrowed(&a.key.name), key_span: a.key.span, entry: Entry::Raw(&a.value) });
         }
-        Fields { what, head, fields, blocks: body.blocks.iter().collect(), used: BTreeSet::new(), failed: false }
+        let blocks: Vec<&'r Block> = body.blocks.iter().collect();
+        let used = vec![false; fields.len() + blocks.len()];
+        Fields { what, head, fields, blocks, used, failed: false }
     }
 
     fn from_entry(what: String, head: Span, entry: Entry<'r>, cx: &mut Cx<'_, '_>) -> Result<Self, Reported> {
@@ -116,10 +123,10 @@ impl<'r> Fields<'r> {
             Entry::Raw(Expr { kind: ExprKind::Object(items), .. }) => {
                 for (k, v) in items {
                     let (key, key_span) = match k {
-                        ObjectKey::Name(id) => (id.name.clone(), id.span),
+                        ObjectKey::Name(id) => (Cow::Borrowed(id.name.as_str()), id.span),
                         ObjectKey::Expr(e) => {
                             let kv = cx.eval(e)?;
-                            (kv.to_string(), e.span)
+                            (Cow::Owned(kv.to_string()), e.span)
                         }
                     };
                     fields.push(Field { key, key_span, entry: Entry::Raw(v) });
@@ -131,18 +138,27 @@ impl<'r> Fields<'r> {
             }
             Entry::Val(Value::Object(o), span) => {
                 for (k, v) in o {
-                    fields.push(Field { key: k, key_span: span, entry: Entry::Val(v, span) });
+                    fields.push(Field { key: Cow::Owned(k), key_span: span, entry: Entry::Val(v, span) });
                 }
             }
             Entry::Val(Value::Null, _) => {}
             Entry::Val(v, span) => return Err(cx.error(type_error(&what, "a block (an object)", &v, span))),
         }
-        Ok(Fields { what, head, fields, blocks: vec![], used: BTreeSet::new(), failed: false })
+        let used = vec![false; fields.len()];
+        Ok(Fields { what, head, fields, blocks: vec![], used, failed: false })
     }
 
     fn take(&mut self, name: &str) -> Option<Field<'r>> {
-        self.used.insert(name.to_string());
+        self.mark_used(name);
         self.fields.iter().find(|f| f.key == name).cloned()
+    }
+
+    /// Every attribute and block called `name` counts as asked for.
+    fn mark_used(&mut self, name: &str) {
+        let names = self.fields.iter().map(|f| &*f.key).chain(self.blocks.iter().map(|b| b.kind.name.as_str()));
+        for (used, n) in self.used.iter_mut().zip(names) {
+            *used |= n == name;
+        }
     }
 
     /// Is the attribute written at all?
@@ -361,7 +377,7 @@ impl<'r> Fields<'r> {
             Entry::Val(_, s) => *s,
         };
         let mut inner = Fields::from_entry(what, head, f.entry, cx)?;
-        let keys: Vec<String> = inner.fields.iter().map(|f| f.key.clone()).collect();
+        let keys: Vec<String> = inner.fields.iter().map(|f| f.key.to_string()).collect();
         let mut out = BTreeMap::new();
         let mut failed = false;
         for k in keys {
@@ -379,7 +395,7 @@ impl<'r> Fields<'r> {
     /// A nested block (`nodes { ... }` in HCL, `nodes: {...}` in YAML, or `nodes = {...}`).
     pub fn block(&mut self, cx: &mut Cx<'_, '_>, name: &str) -> Result<Option<Fields<'r>>, Reported> {
         let blocks: Vec<&'r Block> = self.blocks.iter().copied().filter(|b| b.kind.name == name).collect();
-        let what = format!("the `{name}` block of {}", self.what);
+        let what = || format!("the `{name}` block of {}", self.what);
         if let Some(b) = blocks.first() {
             if let Some(second) = blocks.get(1) {
                 cx.error(
@@ -398,10 +414,12 @@ impl<'r> Fields<'r> {
                         .at(l.span, "remove this label"),
                 );
             }
-            self.used.insert(name.to_string());
+            let what = what();
+            self.mark_used(name);
             return Ok(Some(Fields::from_body(what, b.kind.span, &b.body, cx.diags)));
         }
         let Some(f) = self.take(name) else { return Ok(None) };
+        let what = format!("the `{name}` block of {}", self.what);
         Fields::from_entry(what, f.key_span, f.entry, cx).map(Some)
     }
 
@@ -493,15 +511,12 @@ impl<'r> Fields<'r> {
 
     /// Report attributes and blocks nobody asked for, suggesting known names.
     pub fn finish(self, cx: &mut Cx<'_, '_>, known: &[&str]) {
-        for f in &self.fields {
-            if !self.used.contains(&f.key) {
-                cx.error(unknown_attr(&self.what, &f.key, f.key_span, known));
-            }
+        let (fields_used, blocks_used) = self.used.split_at(self.fields.len());
+        for (f, _) in self.fields.iter().zip(fields_used).filter(|(_, used)| !**used) {
+            cx.error(unknown_attr(&self.what, &f.key, f.key_span, known));
         }
-        for b in &self.blocks {
-            if !self.used.contains(&b.kind.name) {
-                cx.error(unknown_attr(&self.what, &b.kind.name, b.kind.span, known));
-            }
+        for (b, _) in self.blocks.iter().zip(blocks_used).filter(|(_, used)| !**used) {
+            cx.error(unknown_attr(&self.what, &b.kind.name, b.kind.span, known));
         }
     }
 }

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Address, Kind};
+use crate::json_text::Key;
 use crate::providers::{Capacity, JobState, JobStatus, Node, NodeState, TAG_MANAGED, Tags};
 
 /// Snapshot format written by this version; newer files are refused.
@@ -195,7 +196,100 @@ pub struct TraceRow {
 pub struct Record {
     pub seq: u64,
     pub at_ms: u64,
+    #[serde(deserialize_with = "changes")]
     pub changes: Vec<Change>,
+}
+
+/// A record's changes, the common ones read straight into place.
+///
+/// serde reads an internally tagged enum (`{"op": "nodes", ...}`) by first copying the
+/// whole object into a buffer of its own, in case the tag comes last; then it reads the
+/// variant from that copy. Opening a sim cloud replays every line of its log, and three
+/// changes per create call are most of them: this reads those three (`counter`, `nodes`,
+/// `token`) directly when `op` comes first, as gpuplan writes it. Any other change, or `op`
+/// written later, goes through the derived reading from a [`serde_json::Value`], so what
+/// is accepted, and what each change holds, is the same as before.
+fn changes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Change>, D::Error> {
+    struct Changes;
+    impl<'de> serde::de::Visitor<'de> for Changes {
+        type Value = Vec<Change>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of changes")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Change>, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+            while let Some(OpFirst(change)) = seq.next_element()? {
+                out.push(change);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Changes)
+}
+
+/// One change, read without a buffer when its `op` comes first (see [`changes`]).
+struct OpFirst(Change);
+
+impl<'de> Deserialize<'de> for OpFirst {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(OpFirstVisitor)
+    }
+}
+
+struct OpFirstVisitor;
+
+impl<'de> serde::de::Visitor<'de> for OpFirstVisitor {
+    type Value = OpFirst;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a change (an object with `op`)")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<OpFirst, A::Error> {
+        use serde::de::value::MapAccessDeserializer;
+        #[derive(Deserialize)]
+        struct CounterFields {
+            next: u64,
+        }
+        #[derive(Deserialize)]
+        struct NodesFields {
+            nodes: Vec<SimNode>,
+        }
+        #[derive(Deserialize)]
+        struct TokenFields {
+            token: String,
+            record: TokenRecord,
+        }
+        let mut rest = serde_json::Map::new();
+        match map.next_key::<Key<'de>>()? {
+            Some(Key(key)) if key == "op" => {
+                let Key(op) = map.next_value()?;
+                let rest_of = MapAccessDeserializer::new(map);
+                return match &*op {
+                    "counter" => CounterFields::deserialize(rest_of).map(|f| Change::Counter { next: f.next }),
+                    "nodes" => NodesFields::deserialize(rest_of).map(|f| Change::Nodes { nodes: f.nodes }),
+                    "token" => {
+                        TokenFields::deserialize(rest_of).map(|f| Change::Token { token: f.token, record: f.record })
+                    }
+                    _ => {
+                        let mut rest = serde_json::Map::<String, serde_json::Value>::deserialize(rest_of)?;
+                        rest.insert("op".into(), op.into_owned().into());
+                        Change::deserialize(serde_json::Value::Object(rest)).map_err(serde::de::Error::custom)
+                    }
+                }
+                .map(OpFirst);
+            }
+            Some(Key(key)) => {
+                let value: serde_json::Value = map.next_value()?;
+                rest.insert(key.into_owned(), value);
+            }
+            None => {}
+        }
+        while let Some((key, value)) = map.next_entry::<String, serde_json::Value>()? {
+            rest.insert(key, value);
+        }
+        Change::deserialize(serde_json::Value::Object(rest)).map(OpFirst).map_err(serde::de::Error::custom)
+    }
 }
 
 /// The whole cloud; serialized as the snapshot file.

@@ -211,3 +211,83 @@ async fn a_read_ahead_is_used_only_while_the_files_are_unchanged() {
     std::io::Write::write_all(&mut f, b"{\"seq\": 99, \"torn").unwrap();
     assert!(crate::providers::sim::Preread::read(&path, u64::MAX).is_none());
 }
+
+/// Every kind of change reads back from a log line as it was written: with `op` first (as
+/// gpuplan writes it; three kinds are read without serde's buffer) and with `op` last (a
+/// hand-edited log); an unknown `op` is refused either way.
+#[test]
+fn every_change_reads_back_from_a_log_line_with_op_first_or_last() {
+    use crate::providers::JobState;
+    use crate::providers::sim::world::{Change, JobEnd, Record, SimJob, SimNode, TokenRecord, TraceRow};
+    let node = SimNode {
+        id: "i-1".into(),
+        pool: Some(pool("train")),
+        instance_type: "g6.xlarge".into(),
+        region: "us-east-1".into(),
+        zone: "us-east-1a".into(),
+        capacity: Capacity::Spot,
+        state: NodeState::Running,
+        image: Some("ami-1".into()),
+        tags: tags(&pool("train")),
+        launched_ms: 7,
+    };
+    let job = SimJob {
+        id: "r-1".into(),
+        job: "job.etl".parse().unwrap(),
+        pool: pool("train"),
+        node_id: "i-1".into(),
+        region: "us-east-1".into(),
+        attempt: 2,
+        token: "t-1".into(),
+        started_ms: 1,
+        ends_ms: 9,
+        will_fail: true,
+        ended: None,
+    };
+    let changes = vec![
+        Change::Counter { next: 3 },
+        Change::Nodes { nodes: vec![node.clone(), SimNode { pool: None, image: None, tags: Tags::new(), ..node }] },
+        Change::NodeState { ids: vec!["i-1".into()], state: NodeState::Terminated },
+        Change::Token { token: "gp-\"quoted\"".into(), record: TokenRecord { ids: vec!["i-1".into()], requested: 1 } },
+        Change::Limit { zone: "us-east-1b".into(), capacity: Capacity::OnDemand, limit: Some(4) },
+        Change::Job { job },
+        Change::JobsEnded {
+            ids: vec!["r-1".into()],
+            end: JobEnd { state: JobState::Failed, at_ms: 5, message: Some("exit 1".into()) },
+        },
+        Change::Clock { offset_ms: -5 },
+        Change::Trace {
+            rows: vec![TraceRow {
+                at_ms: 0,
+                region: "us-east-1".into(),
+                gpu: "L4".into(),
+                capacity: Capacity::Spot,
+                price_usd_gpu_hour: 0.25,
+                available_nodes: Some(3),
+            }],
+        },
+        Change::TraceDone { ms: 9 },
+    ];
+    let record = Record { seq: 4, at_ms: 8, changes };
+    let line = serde_json::to_string(&record).unwrap();
+    assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), record);
+    assert_eq!(serde_json::from_slice::<Record>(line.as_bytes()).unwrap(), record);
+    // `op` moved to the end of each change.
+    let moved: Vec<String> = record
+        .changes
+        .iter()
+        .map(|c| {
+            let text = serde_json::to_string(c).unwrap();
+            let (op, rest) = text.strip_prefix('{').unwrap().split_once(',').unwrap();
+            format!("{{{},{op}}}", rest.strip_suffix('}').unwrap())
+        })
+        .collect();
+    assert!(moved.iter().all(|c| c.ends_with("\"}") && !c.starts_with("{\"op\"")), "{moved:?}");
+    let line = format!("{{\"seq\":4,\"at_ms\":8,\"changes\":[{}]}}", moved.join(","));
+    assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), record);
+    for unknown in [r#"{"op":"teleport","nodes":[]}"#, r#"{"nodes":[],"op":"teleport"}"#] {
+        let line = format!("{{\"seq\":1,\"at_ms\":1,\"changes\":[{unknown}]}}");
+        let err = serde_json::from_str::<Record>(&line).unwrap_err().to_string();
+        assert!(err.contains("unknown variant `teleport`"), "{err}");
+    }
+}

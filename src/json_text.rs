@@ -105,8 +105,10 @@ impl JsonText {
         if !self.as_str().starts_with('{') {
             return None;
         }
-        let members: BTreeMap<String, &RawValue> = serde_json::from_str(self.as_str()).ok()?;
-        members.get(key).and_then(|raw| serde_json::from_str(raw.get()).ok())
+        // One pass over the members, reading only the one asked for: a plan asks each
+        // pool's recorded configuration for a member or two.
+        let mut de = serde_json::Deserializer::from_str(self.as_str());
+        Member(key).deserialize(&mut de).ok().flatten()
     }
 
     /// The value at a JSON pointer (`/lifecycle/prevent_destroy`).
@@ -292,6 +294,36 @@ fn sort_members(out: &mut Vec<u8>, body: usize, mut members: Vec<(Cow<'_, str>, 
         }
         first = false;
         out.extend_from_slice(&written[range.start - body..range.end - body]);
+    }
+}
+
+/// The member `.0` of an object (the last one, should the key repeat), the others skipped.
+struct Member<'k>(&'k str);
+
+impl<'de> DeserializeSeed<'de> for Member<'_> {
+    type Value = Option<Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<Value>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Member<'_> {
+    type Value = Option<Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Option<Value>, A::Error> {
+        let mut found = None;
+        while let Some(Key(k)) = map.next_key()? {
+            if k == self.0 {
+                found = Some(map.next_value::<Value>()?);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(found)
     }
 }
 
@@ -516,6 +548,9 @@ mod tests {
         assert_eq!(t.as_str(), serde_json::to_value(&p).unwrap().to_string());
         assert_eq!(t.get("gpu"), Some(json!("L4")));
         assert_eq!(t.get("missing"), None);
+        assert_eq!(t.get("nodes"), Some(json!({"desired": 1, "min": 0})));
+        assert_eq!(JsonText::from_value(&sample()).get("zeta"), Some(sample()["zeta"].clone()));
+        assert_eq!(JsonText::from_value(&json!([1, 2])).get("0"), None);
         assert_eq!(t.pointer("/nodes/desired"), Some(json!(1)));
         assert!(JsonText::default().is_null());
         let unsorted = JsonText::to_json_unsorted(&p).unwrap();

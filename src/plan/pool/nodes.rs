@@ -142,18 +142,19 @@ pub(crate) fn fill_layout<'a>(
     age: &BTreeMap<&str, usize>,
     scale: Option<&ScaleAction>,
 ) -> Filled<'a> {
-    let mut by_bucket: BTreeMap<(String, Capacity), Vec<&Node>> = BTreeMap::new();
+    // Keyed by borrowed zone names: a pool's buckets are looked up a dozen times a plan.
+    let mut by_bucket: BTreeMap<(&str, Capacity), Vec<&Node>> = BTreeMap::new();
     let mut ordered = oldest_first(fresh, age);
     // Kept first: nodes of jobs that are not preemptible, then of preemptible ones, then
     // idle ones; the nodes the autoscaler found idle go first (stable: age order kept).
     ordered.sort_by_key(|n| (idle(scale, n), cx.jobs.keep_rank(&n.id)));
     for node in ordered {
-        by_bucket.entry((shape::bucket(shape, &node.zone).to_string(), node.capacity)).or_default().push(node);
+        by_bucket.entry((shape::bucket(shape, &node.zone), node.capacity)).or_default().push(node);
     }
     let mut short: Vec<(String, Capacity, u32)> = Vec::new();
     let mut excess: Vec<&Node> = Vec::new();
     for (zone, cap, want) in layout {
-        let have = by_bucket.remove(&(zone.clone(), *cap)).unwrap_or_default();
+        let have = by_bucket.remove(&(zone.as_str(), *cap)).unwrap_or_default();
         let want = *want as usize;
         if have.len() > want {
             excess.extend(&have[want..]);

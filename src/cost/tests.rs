@@ -7,7 +7,34 @@ use crate::state::State;
 /// same pools in the same order, the same totals to the cent.
 #[test]
 fn a_cost_split_over_threads_is_the_one_thread_cost() {
-    let n = 1_100;
+    let (loaded, plan) = large_plan(1_100);
+    let prices = super::PriceBook::new(&loaded.spec, &Default::default());
+    let one = super::cost_on(&plan, &loaded.spec, &prices, 1).expect("every pool is priced");
+    assert_eq!(one.pools.len(), 1_100);
+    assert!(one.spot_hourly_after > 0.0 && one.on_demand_hourly_after > 0.0);
+    for threads in [2, 3, 8] {
+        let split = super::cost_on(&plan, &loaded.spec, &prices, threads).expect("every pool is priced");
+        assert_eq!(serde_json::to_value(&split).unwrap(), serde_json::to_value(&one).unwrap(), "{threads} threads");
+    }
+}
+
+/// Priced in rounds (so that a large plan's costs do not all wait beside its report), a
+/// plan costs what it costs priced at once: the same pools in the same order, the same
+/// totals to the cent, on one thread or several.
+#[test]
+fn a_cost_priced_in_rounds_is_the_cost_priced_at_once() {
+    let (loaded, plan) = large_plan(1_100);
+    let prices = super::PriceBook::new(&loaded.spec, &Default::default());
+    let whole = super::cost_in_rounds(&plan, &loaded.spec, &prices, 1, usize::MAX).expect("every pool is priced");
+    for (threads, round) in [(1, 1), (1, 100), (2, 300), (3, 1_099)] {
+        let rounds = super::cost_in_rounds(&plan, &loaded.spec, &prices, threads, round).expect("every pool is priced");
+        let (a, b) = (serde_json::to_value(&rounds).unwrap(), serde_json::to_value(&whole).unwrap());
+        assert_eq!(a, b, "{threads} threads, rounds of {round}");
+    }
+}
+
+/// A plan of `n` new sim pools of two GPUs, some with spot, and its spec.
+fn large_plan(n: usize) -> (crate::spec::Loaded, crate::plan::Plan) {
     let mut hcl = String::from("provider \"sim\" {\n  region = \"us-east-1\"\n}\n");
     for i in 0..n {
         let (gpu, spot) = if i % 3 == 0 { ("A10G", 50) } else { ("L4", 0) };
@@ -33,12 +60,5 @@ fn a_cost_split_over_threads_is_the_one_thread_cost() {
         job_statuses: None,
     };
     let plan = plan_on(&input, 1).expect("an empty state has no bad key");
-    let prices = super::PriceBook::new(&loaded.spec, &Default::default());
-    let one = super::cost_on(&plan, &loaded.spec, &prices, 1).expect("every pool is priced");
-    assert_eq!(one.pools.len(), n);
-    assert!(one.spot_hourly_after > 0.0 && one.on_demand_hourly_after > 0.0);
-    for threads in [2, 3, 8] {
-        let split = super::cost_on(&plan, &loaded.spec, &prices, threads).expect("every pool is priced");
-        assert_eq!(serde_json::to_value(&split).unwrap(), serde_json::to_value(&one).unwrap(), "{threads} threads");
-    }
+    (loaded, plan)
 }

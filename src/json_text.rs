@@ -106,7 +106,9 @@ impl JsonText {
             return None;
         }
         // One pass over the members, reading only the one asked for: a plan asks each
-        // pool's recorded configuration for a member or two.
+        // pool's recorded configuration for a member or two. The text is JSON by
+        // construction (every constructor writes or checks it), so an error here cannot
+        // happen; should it, the member is absent, as it was before this reader.
         let mut de = serde_json::Deserializer::from_str(self.as_str());
         Member(key).deserialize(&mut de).ok().flatten()
     }

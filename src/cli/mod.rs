@@ -79,9 +79,21 @@ where
         }
     };
     pages::fit(&settings);
-    match dispatch(&cli.command, &settings) {
+    let status = match dispatch(&cli.command, &settings) {
         Ok(status) => status,
         Err(report) => {
+            error::print_report(&report, &settings);
+            ExitStatus::Error
+        }
+    };
+    match output::stdout_error() {
+        None => status,
+        Some(e) => {
+            let report = miette::miette!(
+                code = "gpuplan::cli::stdout",
+                help = "free space where stdout goes (or send it elsewhere) and run the command again",
+                "the command ran, but its output could not be written to stdout: {e}"
+            );
             error::print_report(&report, &settings);
             ExitStatus::Error
         }

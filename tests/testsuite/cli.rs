@@ -178,3 +178,40 @@ fn completions_cover_every_subcommand_for_bash_zsh_and_fish() {
     assert!(out.status.success(), "bash parses it: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(run(tmp.path(), &["completions", "powershell"]).code, 1, "unknown shells are usage errors");
 }
+
+/// A plan that cannot be written to stdout (a full disk under `> plan.txt`) fails the
+/// command with exit 1 and says why; a reader that stops reading (`| head`) is no error.
+#[test]
+fn a_plan_that_cannot_reach_stdout_fails_but_a_closed_pipe_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("main.hcl"),
+        "provider \"sim\" {\n  region = \"us-east-1\"\n}\n\ngpu_pool \"train\" {\n  provider = \"sim\"\n  gpu = \"L4\"\n  gpus_per_node = 1\n  nodes {\n    min = 0\n    desired = 1\n    max = 2\n  }\n}\n",
+    )
+    .unwrap();
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full (Linux)");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .current_dir(tmp.path())
+        .env("NO_COLOR", "1")
+        .env_remove("GPUPLAN_WORKSPACE")
+        .arg("plan")
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("could not be written to stdout") && stderr.contains("No space left"), "{stderr}");
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .current_dir(tmp.path())
+        .env("NO_COLOR", "1")
+        .env_remove("GPUPLAN_WORKSPACE")
+        .arg("plan")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone before the plan is written
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}

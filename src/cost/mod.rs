@@ -87,7 +87,7 @@ pub(crate) fn cost_in_rounds(
                     if before_unpriced {
                         unpriced.push(c.address.clone());
                     }
-                    pools.push(cost)
+                    pools.push(*cost)
                 }
             }
         }
@@ -137,7 +137,7 @@ enum Priced {
     /// A pool without a price.
     Unpriced,
     /// A pool's cost; whether it is priced in CNY; whether some of its nodes before have no price.
-    Pool { cost: PoolCost, kind: ProviderKind, cny: bool, before_unpriced: bool },
+    Pool { cost: Box<PoolCost>, kind: ProviderKind, cny: bool, before_unpriced: bool },
 }
 
 fn price_change(c: &ResourceChange, spec: &Spec, prices: &PriceBook) -> Result<Priced, CostError> {
@@ -155,7 +155,7 @@ fn price_change(c: &ResourceChange, spec: &Spec, prices: &PriceBook) -> Result<P
     let (old, old_kind, old_region) = where_before(pc, kind, spec);
     let before_unpriced =
         pc.before_types.iter().any(|t| prices.price(old, old_kind, old_region, &t.instance_type, t.capacity).is_none());
-    Ok(Priced::Pool { cost, kind, cny, before_unpriced })
+    Ok(Priced::Pool { cost: Box::new(cost), kind, cny, before_unpriced })
 }
 
 /// Plan errors for pools the plan would run at a price it does not know: nothing is free

@@ -77,6 +77,7 @@ mod tests {
     #[test]
     fn the_purge_delay_is_set_unless_the_environment_sets_it() {
         return_freed_memory_promptly();
+        // Unset (or not a number, which mimalloc ignores too): our delay applies.
         let expected = std::env::var("MIMALLOC_PURGE_DELAY").ok().and_then(|v| v.parse().ok());
         assert_eq!(purge_delay(), expected.unwrap_or(PURGE_DELAY_MS));
     }

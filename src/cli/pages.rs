@@ -123,6 +123,7 @@ mod tests {
         state.set_len(LARGE_INPUTS).unwrap();
         assert!(inputs_bytes(&settings(tmp.path())) > LARGE_INPUTS);
         fit(&settings(tmp.path()));
+        // Unset (or not a number, which mimalloc ignores too): our delay applies.
         let expected = std::env::var("MIMALLOC_PURGE_DELAY").ok().and_then(|v| v.parse().ok());
         assert_eq!(super::super::allocator::purge_delay(), expected.unwrap_or(super::super::allocator::PURGE_DELAY_MS));
     }

@@ -818,6 +818,8 @@ async fn finish_apply(
     }
     // Records that later plans read (cooldowns) are journaled and synced like any other.
     if !entries.is_empty() {
+        // Not dropped: the writer keeps its first error and `handle.finish()` below returns
+        // it (`journal_error`), and a writer that stopped fails `finish()` itself.
         let _ = recorder.record(entries).await;
     }
     drop(recorder);

@@ -395,7 +395,6 @@ impl<'r> Fields<'r> {
     /// A nested block (`nodes { ... }` in HCL, `nodes: {...}` in YAML, or `nodes = {...}`).
     pub fn block(&mut self, cx: &mut Cx<'_, '_>, name: &str) -> Result<Option<Fields<'r>>, Reported> {
         let blocks: Vec<&'r Block> = self.blocks.iter().copied().filter(|b| b.kind.name == name).collect();
-        let what = || format!("the `{name}` block of {}", self.what);
         if let Some(b) = blocks.first() {
             if let Some(second) = blocks.get(1) {
                 cx.error(
@@ -414,13 +413,16 @@ impl<'r> Fields<'r> {
                         .at(l.span, "remove this label"),
                 );
             }
-            let what = what();
             self.mark_used(name);
-            return Ok(Some(Fields::from_body(what, b.kind.span, &b.body, cx.diags)));
+            return Ok(Some(Fields::from_body(self.block_what(name), b.kind.span, &b.body, cx.diags)));
         }
         let Some(f) = self.take(name) else { return Ok(None) };
-        let what = format!("the `{name}` block of {}", self.what);
-        Fields::from_entry(what, f.key_span, f.entry, cx).map(Some)
+        Fields::from_entry(self.block_what(name), f.key_span, f.entry, cx).map(Some)
+    }
+
+    /// How messages name the nested block `name` (built only for a block that is there).
+    fn block_what(&self, name: &str) -> String {
+        format!("the `{name}` block of {}", self.what)
     }
 
     /// A list of objects (`candidates = [{ ... }, { ... }]`, a YAML list of maps): one

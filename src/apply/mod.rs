@@ -182,6 +182,7 @@ pub async fn execute_keeping(
                 progress: opts.progress.clone(),
                 prices: ledger_prices.clone(),
                 providers: provider_set.clone(),
+                pending: Default::default(),
             };
             let handle = tasks.spawn(async move { run_change(&plan.changes[i], provider, &ctx).await });
             task_change.insert(handle.id(), i);

@@ -146,6 +146,42 @@ pub struct Ctx {
     /// Every provider block by name: a floating pool moving across provider blocks creates
     /// nodes through one and terminates them through another.
     pub providers: Arc<crate::providers::ProviderSet>,
+    /// This change's journal entries not yet appended ([`Ctx::defer`]).
+    pub pending: std::sync::Mutex<Vec<JournalEntry>>,
+}
+
+impl Ctx {
+    /// Keep `entries` for this change's next append instead of appending them now: they
+    /// go with the next [`record`](Self::record), which every provider call of the change
+    /// is preceded by ([`flush`](Self::flush)) and which the change's own record ends it
+    /// with. So what a call did is durable before the next call and before the change is
+    /// reported done, as when each was appended at once, and a pool that makes one call
+    /// waits for one append (one fsync shared with other pools) instead of two: at
+    /// 100,000 pools, 100,000 appends fewer for an apply or a destroy.
+    fn defer(&self, entries: impl IntoIterator<Item = JournalEntry>) {
+        self.pending_entries().extend(entries);
+    }
+
+    /// Append the deferred entries, then `more`, in one append; durable when this returns.
+    async fn record(&self, more: Vec<JournalEntry>) -> Result<(), String> {
+        let mut entries = std::mem::take(&mut *self.pending_entries());
+        entries.extend(more);
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.recorder.record(entries).await
+    }
+
+    /// Make the deferred entries durable: before each provider call.
+    async fn flush(&self) -> Result<(), String> {
+        self.record(Vec::new()).await
+    }
+
+    fn pending_entries(&self) -> std::sync::MutexGuard<'_, Vec<JournalEntry>> {
+        // Held only to move entries in or out, never across an await or a panic site, so
+        // a poisoned lock still holds whole entries.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Provider>, ctx: &Ctx) -> Outcome {
@@ -163,6 +199,10 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
         Ok(None) => {}
         Ok(Some(short)) => out.status = Status::Partial(short),
         Err(e) => {
+            // What the change did before it failed is recorded all the same. Not dropped:
+            // a failed append is kept by the journal writer and fails the apply when it
+            // finishes (`RecorderHandle::finish`); the change reports its own error.
+            let _ = ctx.flush().await;
             out.status = Status::Failed(e);
             return out;
         }
@@ -206,7 +246,7 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
         }
         JournalEntry::PutResource { address: addr, resource }
     };
-    if let Err(e) = ctx.recorder.record(vec![entry]).await {
+    if let Err(e) = ctx.record(vec![entry]).await {
         out.status = Status::Failed(e);
     }
     out
@@ -291,13 +331,11 @@ async fn run_inner(
     if !pc.forget.is_empty() {
         let ids = pc.forget.clone();
         let close = spend_close(provider, &ids);
-        ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr.clone(), ids }, close]).await?;
+        ctx.defer([JournalEntry::RemoveNodes { address: addr.clone(), ids }, close]);
     }
     if !pc.adopt.is_empty() {
         let open = spend_open(change, pc, provider, &pc.adopt, &ctx.prices);
-        ctx.recorder
-            .record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: pc.adopt.clone() }, open])
-            .await?;
+        ctx.defer([JournalEntry::AddNodes { address: addr.clone(), nodes: pc.adopt.clone() }, open]);
     }
     let creates_first = pc.create_before_destroy || change.action != Action::Replace;
     let moving = pc.deletes.iter().filter(|d| moves_only(pc, d)).count();
@@ -570,6 +608,7 @@ async fn create_with_fallback(
             // A distinct, still deterministic token per fallback placement.
             req.token = format!("{}-f{k}", batch.token);
         }
+        ctx.flush().await?;
         let mut result = match call(ctx, &req.token, || provider.create_nodes(&req)).await {
             Ok(r) => r,
             // A whole-call stock-out is the same as a result with no nodes.
@@ -599,9 +638,7 @@ async fn create_with_fallback(
         }
         if !result.nodes.is_empty() {
             let open = spend_open(change, pc, provider, &result.nodes, &ctx.prices);
-            ctx.recorder
-                .record(vec![JournalEntry::AddNodes { address: addr.clone(), nodes: result.nodes }, open])
-                .await?;
+            ctx.defer([JournalEntry::AddNodes { address: addr.clone(), nodes: result.nodes }, open]);
             made += n;
             missing = missing.saturating_sub(n as u32);
             if k > 0 {
@@ -651,12 +688,13 @@ async fn deletes(
         let Some(provider) = through(name, pc, provider, ctx) else {
             return Err(format!("provider `{name}` is not configured; its {} node(s) stay", ids.len()));
         };
+        ctx.flush().await?;
         let gone = call(ctx, &ids[0], || provider.terminate_nodes(region, &ids)).await.map_err(describe)?;
         let through = if name == pc.provider { String::new() } else { format!(" through {name}") };
         ctx.progress.event(&addr, &format!("terminated {} node(s){through}", gone.len()));
         out.deleted += gone.len();
         let close = spend_close(provider, &gone);
-        ctx.recorder.record(vec![JournalEntry::RemoveNodes { address: addr, ids: gone }, close]).await?;
+        ctx.defer([JournalEntry::RemoveNodes { address: addr, ids: gone }, close]);
     }
     Ok(())
 }

@@ -31,6 +31,8 @@ enum Step {
     NoSpot,
     /// Ask the run to stop (as Ctrl-C would), then succeed.
     CancelRun(Arc<Cancel>),
+    /// Spot calls succeed; on-demand ones fail with a non-retryable error.
+    SpotOnly,
 }
 
 /// A provider whose create calls follow a script per pool, and which logs every call.
@@ -38,12 +40,15 @@ struct Scripted {
     script: BTreeMap<String, Step>,
     /// `start NAME`, `end NAME`, and `create NAME CAPACITY ZONE` lines, in call order.
     log: Mutex<Vec<String>>,
+    /// When set, each create call first logs `journaled N`: the `add_nodes` lines the
+    /// journal at this path holds as the call is made.
+    watch: Mutex<Option<std::path::PathBuf>>,
 }
 
 impl Scripted {
     fn new(script: &[(&str, Step)]) -> Arc<Scripted> {
         let script = script.iter().map(|(n, s)| (n.to_string(), s.clone())).collect();
-        Arc::new(Scripted { script, log: Mutex::new(vec![]) })
+        Arc::new(Scripted { script, log: Mutex::new(vec![]), watch: Mutex::new(None) })
     }
     fn log(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()
@@ -70,6 +75,11 @@ impl Provider for Scripted {
     }
     async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
         let name = req.pool.name.clone();
+        let watched = self.watch.lock().unwrap().clone();
+        if let Some(path) = watched {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            self.push(format!("journaled {}", text.matches(r#""op":"add_nodes""#).count()));
+        }
         self.push(format!("create {name} {} {}", req.capacity, req.zone));
         self.push(format!("start {name}"));
         let step = self.script.get(&name).cloned().unwrap_or(Step::Succeed);
@@ -89,6 +99,8 @@ impl Provider for Scripted {
                 cancel.cancel();
                 Ok(made(req))
             }
+            Step::SpotOnly if req.capacity == Capacity::Spot => Ok(made(req)),
+            Step::SpotOnly => Err(ProviderError::new(ErrorClass::Invalid, "InvalidParameter", "no on-demand here")),
         };
         self.push(format!("end {name}"));
         result
@@ -203,10 +215,13 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
     }
 }
 
-/// What a run left behind: the report, and the state its journal folds into.
+/// What a run left behind: the report, the state its journal folds into, and the
+/// journal's appends (fsyncs) and lines.
 struct Run {
     report: ApplyReport,
     state: State,
+    appends: usize,
+    journal: Vec<String>,
 }
 
 impl Run {
@@ -224,7 +239,16 @@ impl Run {
 }
 
 async fn run(changes: Vec<ResourceChange>, provider: Arc<Scripted>, cancel: Arc<Cancel>, parallelism: usize) -> Run {
-    let dir = tempfile::tempdir().unwrap();
+    run_in(&tempfile::tempdir().unwrap(), changes, provider, cancel, parallelism).await
+}
+
+async fn run_in(
+    dir: &tempfile::TempDir,
+    changes: Vec<ResourceChange>,
+    provider: Arc<Scripted>,
+    cancel: Arc<Cancel>,
+    parallelism: usize,
+) -> Run {
     let backend = LocalBackend::new(dir.path().join("state").join("default.json"));
     std::fs::create_dir_all(dir.path().join("state")).unwrap();
     let lock = backend.lock("apply", Duration::ZERO).unwrap();
@@ -237,8 +261,10 @@ async fn run(changes: Vec<ResourceChange>, provider: Arc<Scripted>, cancel: Arc<
     let report = execute(Arc::new(plan(changes)), &providers, recorder, &opts).await;
     let (journal, error) = handle.finish().unwrap();
     assert_eq!(error, None);
+    let appends = journal.appends();
+    let lines = std::fs::read_to_string(backend.journal_path()).unwrap().lines().map(str::to_string).collect();
     backend.compact(&lock, journal, &mut state).unwrap();
-    Run { report, state }
+    Run { report, state, appends, journal: lines }
 }
 
 fn position(log: &[String], line: &str) -> usize {
@@ -437,4 +463,110 @@ fn ledger_prices_answer_as_a_map_of_the_cost_report_would() {
     }
     assert_eq!(ledger.get(&"gpu_pool.a".parse().unwrap()).unwrap().0, "g6.4xlarge", "the last line of an address");
     assert!(pool::LedgerPrices::default().get(&"gpu_pool.a".parse().unwrap()).is_none());
+}
+
+/// The op of each journal line after the header (`put_resource`, ...).
+fn ops(journal: &[String]) -> Vec<String> {
+    journal[1..]
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["op"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A pool whose only cloud call is one create waits for one journal append, not two: its
+/// nodes, their spend lines and its record go together, in the order they were made.
+#[tokio::test]
+async fn a_pool_that_makes_one_call_is_journaled_in_one_append() {
+    let p = Scripted::new(&[]);
+    let r = run(vec![create("a", 2, Capacity::OnDemand, &[])], p, Arc::default(), 1).await;
+    assert!(r.report.succeeded(), "{:?}", r.report);
+    assert_eq!(r.appends, 1, "{:?}", r.journal);
+    assert_eq!(ops(&r.journal), ["add_nodes", "spend_open", "put_resource"]);
+    assert_eq!(r.capacities("a"), vec![Capacity::OnDemand; 2]);
+    assert_eq!(r.state.spend.len(), 2);
+}
+
+/// What a pool's create made is durable before its next cloud call (here a fallback to
+/// another zone, then to on-demand), and before a failure ends the change: the state
+/// keeps those nodes.
+#[tokio::test]
+async fn nodes_a_call_made_are_journaled_before_the_next_call_and_when_the_change_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Scripted::new(&[("a", Step::SpotOnly)]);
+    *p.watch.lock().unwrap() = Some(dir.path().join("state").join("default.json.journal"));
+    let mut a = create("a", 1, Capacity::Spot, &[]);
+    let mut second = a.pool.as_ref().unwrap().creates[0].clone();
+    (second.capacity, second.token, second.zone) = (Capacity::OnDemand, "tok-a2".into(), "us-east-1b".into());
+    a.pool.as_mut().unwrap().creates.push(second);
+    let r = run_in(&dir, vec![a], p.clone(), Arc::default(), 1).await;
+    assert!(matches!(r.status("a"), Status::Failed(m) if m.contains("no on-demand here")), "{:?}", r.status("a"));
+    let log: Vec<String> =
+        p.log().into_iter().filter(|l| l.starts_with("journaled") || l.starts_with("create")).collect();
+    assert_eq!(log, ["journaled 0", "create a spot us-east-1a", "journaled 1", "create a on-demand us-east-1b"]);
+    assert_eq!(r.capacities("a"), vec![Capacity::Spot], "the spot node made before the failure is in state");
+    assert_eq!(ops(&r.journal), ["add_nodes", "spend_open"], "no record of a failed change");
+}
+
+/// A progress writer's target for tests: the bytes and the number of writes.
+#[derive(Clone, Default)]
+struct Sink(Arc<Mutex<(Vec<u8>, usize)>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let mut s = self.0.lock().unwrap();
+        s.0.extend_from_slice(b);
+        s.1 += 1;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Sink {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().0.clone()).unwrap()
+    }
+}
+
+/// Progress lines for logs are written whole and in the order each task made them, all
+/// of them by `done`, in far fewer writes than lines; after `done` a line goes out at once.
+#[test]
+fn progress_lines_are_written_whole_in_order_in_few_writes() {
+    let sink = Sink::default();
+    let lines = progress::Lines::to(Box::new(sink.clone()));
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let lines = &lines;
+            s.spawn(move || (0..5_000).for_each(|i| lines.event(&format!("gpu_pool.t{t}"), &format!("line {i}"))));
+        }
+    });
+    lines.done();
+    let text = sink.text();
+    assert_eq!(text.lines().count(), 20_000);
+    for t in 0..4 {
+        let prefix = format!("gpu_pool.t{t}: ");
+        let mine: Vec<&str> = text.lines().filter(|l| l.starts_with(&prefix)).collect();
+        let want: Vec<String> = (0..5_000).map(|i| format!("{prefix}line {i}")).collect();
+        assert_eq!(mine, want);
+    }
+    let writes = sink.0.lock().unwrap().1;
+    assert!(writes < 1_000, "{writes} writes for 20,000 lines");
+    lines.finished("gpu_pool.late", "done");
+    assert!(sink.text().ends_with("gpu_pool.late: done\n"), "{}", sink.text());
+}
+
+/// A line nothing follows is still written soon (the flusher), without waiting for `done`.
+#[test]
+fn a_progress_line_is_written_without_waiting_for_the_next() {
+    let sink = Sink::default();
+    let lines = progress::Lines::to(Box::new(sink.clone()));
+    lines.event("gpu_pool.a", "created 1 on-demand node(s) in us-east-1a");
+    let start = std::time::Instant::now();
+    while sink.text().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(30), "the line was never written");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(sink.text(), "gpu_pool.a: created 1 on-demand node(s) in us-east-1a\n");
+    drop(lines);
 }

@@ -59,7 +59,9 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                 }
             }
         };
-        execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Apply").await
+        let status = execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Apply").await;
+        leave_to_exit(&mut session, providers);
+        status
     })?
 }
 
@@ -97,8 +99,21 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             Ok(plan) => plan,
             Err(status) => return Ok(status),
         };
-        execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Destroy").await
+        let status = execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Destroy").await;
+        leave_to_exit(&mut session, providers);
+        status
     })?
+}
+
+/// The command's last step: the state it wrote and the providers (the sim cloud's world)
+/// are left to the process's exit, which follows, instead of being freed one allocation
+/// at a time: at 100,000 pools that took about 0.3 s after the state was written. The
+/// lock is still released as the session drops; nothing left here writes or holds
+/// anything the exit does not release (open files, the sim cloud's OS lock).
+fn leave_to_exit(session: &mut engine::Session, providers: crate::apply::ProviderSet) {
+    let state = std::mem::replace(&mut session.state, crate::state::State::new(String::new()));
+    std::mem::forget(state);
+    std::mem::forget(providers);
 }
 
 /// How to ask before changing the fleet.

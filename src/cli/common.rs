@@ -14,7 +14,7 @@ use crate::plan::{Action, Plan};
 
 /// A bar on a terminal, lines in CI logs.
 pub fn progress(settings: &Settings) -> Arc<dyn Progress> {
-    if settings.interactive { Arc::new(Bar::new()) } else { Arc::new(Lines) }
+    if settings.interactive { Arc::new(Bar::new()) } else { Arc::new(Lines::new()) }
 }
 
 /// Ctrl-C and SIGTERM stop starting new work; in-flight operations finish and are saved.

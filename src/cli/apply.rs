@@ -13,27 +13,33 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
     let (loaded, pre) = engine::preread::alongside(&settings.workspace(), || load::valid_spec(settings));
     let Some(loaded) = loaded? else { return Ok(ExitStatus::Error) };
     let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
-    let saved = match &args.planfile {
-        Some(p) => Some(common::read_plan(&settings.resolve_path(p))?),
-        None => None,
-    };
     let ws = settings.workspace().with_backend(&loaded.spec);
+    let spec = match &args.planfile {
+        Some(p) => {
+            // Executing a saved plan needs of the spec only its digest and what the providers
+            // are built from: the rest (hundreds of MB at 100,000 pools) goes before the plan
+            // is read, so the plan's text and the plan take its place, not its side.
+            let digest = crate::plan::diff::spec_digest(&loaded.spec);
+            let part = engine::providers::providers_part(&loaded.spec);
+            drop(loaded);
+            SpecFor::Saved { plan: common::read_plan(&settings.resolve_path(p))?, digest, part }
+        }
+        None => SpecFor::Planning(loaded),
+    };
     runtime::block_on(async move {
         let mut session = engine::open_session_preread(&ws, "apply", pre.state)?;
         common::warn_stale_lock(&session);
-        let providers = engine::providers::build_preread(&ws, &loaded.spec, &session.state, pre.sim)?;
-        let plan = match saved {
-            Some(plan) => {
-                engine::run::check_fresh(&plan, &session, Some(&loaded.spec))?;
-                // Executing needs only the plan: the spec, its source text and spans
-                // (hundreds of MB at 100,000 pools) go before the apply builds the new state.
-                drop(loaded);
+        let providers = engine::providers::build_preread(&ws, spec.for_providers(), &session.state, pre.sim)?;
+        let plan = match spec {
+            SpecFor::Saved { plan, digest, part } => {
+                drop(part);
+                engine::run::check_fresh_digest(&plan, &session, || Some(digest))?;
                 if engine::run::denied(&plan) {
                     return Ok(denied(&plan)?);
                 }
                 plan
             }
-            None => {
+            SpecFor::Planning(loaded) => {
                 let req = PlanRequest {
                     refresh: true,
                     targets: args.target.clone(),
@@ -114,6 +120,29 @@ fn leave_to_exit(session: &mut engine::Session, providers: crate::apply::Provide
     let state = std::mem::replace(&mut session.state, crate::state::State::new(String::new()));
     std::mem::forget(state);
     std::mem::forget(providers);
+}
+
+/// The spec as `apply` keeps it: whole, to plan with, or for a saved plan only what
+/// checking and executing that plan reads of it.
+enum SpecFor {
+    Planning(crate::spec::Loaded),
+    Saved {
+        plan: Plan,
+        /// The spec's digest, which the plan must have been made from.
+        digest: String,
+        /// What the providers are built from ([`engine::providers::providers_part`]).
+        part: crate::spec::Spec,
+    },
+}
+
+impl SpecFor {
+    /// The spec the providers are built from.
+    fn for_providers(&self) -> &crate::spec::Spec {
+        match self {
+            SpecFor::Planning(loaded) => &loaded.spec,
+            SpecFor::Saved { part, .. } => part,
+        }
+    }
 }
 
 /// How to ask before changing the fleet.

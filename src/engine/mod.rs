@@ -144,3 +144,6 @@ pub fn history(event: &str, detail: impl Into<String>) -> HistoryEntry {
         detail: detail.into(),
     }
 }
+
+#[cfg(test)]
+mod tests;

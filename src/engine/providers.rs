@@ -89,6 +89,23 @@ pub fn build(ws: &Workspace, spec: &Spec, state: &State) -> Result<ProviderSet, 
     build_with_sim(ws, spec, state).map(|(set, _)| set)
 }
 
+/// What [`build`] reads of a spec, and nothing else: its provider blocks, its backend
+/// and its pools that run on Kubernetes clusters. `apply FILE` keeps this and frees the
+/// rest of the spec (hundreds of MB at 100,000 pools) before it reads the plan.
+pub fn providers_part(spec: &Spec) -> Spec {
+    Spec {
+        providers: spec.providers.clone(),
+        gpu_pools: spec
+            .gpu_pools
+            .iter()
+            .filter(|(_, p)| p.kubernetes.is_some())
+            .map(|(a, p)| (a.clone(), p.clone()))
+            .collect(),
+        backend: spec.backend.clone(),
+        ..Spec::default()
+    }
+}
+
 /// [`build`], with the sim cloud's files possibly read ahead ([`super::preread`]).
 pub fn build_preread(
     ws: &Workspace,

@@ -729,6 +729,16 @@ pub fn denied(plan: &Plan) -> bool {
 
 /// Refuse a saved plan whose state or spec moved on since it was made.
 pub fn check_fresh(plan: &Plan, session: &Session, spec: Option<&Spec>) -> Result<(), RunError> {
+    check_fresh_digest(plan, session, || spec.map(diff::spec_digest))
+}
+
+/// [`check_fresh`] against the spec's digest (`diff::spec_digest`), asked of `digest`
+/// only once the state is found unchanged; `None`: the spec is not checked.
+pub fn check_fresh_digest(
+    plan: &Plan,
+    session: &Session,
+    digest: impl FnOnce() -> Option<String>,
+) -> Result<(), RunError> {
     if plan.lineage != session.state.lineage || plan.serial != session.state.serial {
         return Err(RunError::StalePlan {
             plan_lineage: plan.lineage.clone(),
@@ -737,11 +747,11 @@ pub fn check_fresh(plan: &Plan, session: &Session, spec: Option<&Spec>) -> Resul
             serial: session.state.serial,
         });
     }
-    if let Some(spec) = spec {
-        let current = diff::spec_digest(spec);
-        if !plan.destroy && current != plan.spec_digest {
-            return Err(RunError::SpecChanged { plan: short(&plan.spec_digest), current: short(&current) });
-        }
+    if let Some(current) = digest()
+        && !plan.destroy
+        && current != plan.spec_digest
+    {
+        return Err(RunError::SpecChanged { plan: short(&plan.spec_digest), current: short(&current) });
     }
     Ok(())
 }

@@ -12,12 +12,19 @@
 //! The size of a run is guessed from its inputs before it allocates much: the spec's
 //! files, the local state file and the sim cloud's file beside it. At most
 //! [`SMALL_INPUTS`] in all, huge pages are turned off for this process
-//! (`PR_SET_THP_DISABLE`; children inherit it). Measured on `plan --out` of sim fleets
-//! from an empty state, small pages cost nothing up to 200 pools (41 KB of spec), 5 %
-//! more CPU at 500 (97 KB) and about 20 % at 1,000 and 2,000 (190 and 376 KB): more
-//! page faults once a run fills its memory, so those sizes keep huge pages. A remote
-//! state counts as nothing, so a tiny spec over a big remote state runs on small pages:
-//! slower page faults, less memory, the same results.
+//! (`PR_SET_THP_DISABLE`; children inherit it). Which is faster depends on how the runs
+//! come. Back to back, a run gets the huge pages the last one just freed, and zeroing
+//! them is cheap: small pages then cost about 20 % more CPU at 1,000 and 2,000 pools in
+//! page faults. Run as people and CI run it, seconds apart, a huge page is fresh memory
+//! that a virtual machine's host must fault in again (the guest hands free 2 MiB blocks
+//! back to it), and touching 48 MB of them took 60–110 ms on this project's VM against
+//! 5 ms back to back and 25 ms for small pages. Three seconds apart, small pages ran
+//! `validate`, `plan --out` and the no-op plan of 500 pools (1 MB of inputs) in 13, 32
+//! and 36 ms against 19, 70 and 60 ms, and `validate` and `plan --out` of 2,000 pools
+//! (376 KB) in 40 and 127 ms against 68 and 153 ms (README, Benchmarks). The no-op plan
+//! of 2,000 pools (4 MB with its state) came out either way, so it keeps huge pages. A
+//! remote state counts as nothing, so a small spec over a big remote state runs on small
+//! pages: slower page faults, less memory, the same results.
 //!
 //! Over [`LARGE_INPUTS`], freed memory goes back to the kernel within milliseconds
 //! ([`super::allocator`]): at 100,000 pools that keeps hundreds of MB off the peak. Below
@@ -30,7 +37,7 @@ use std::path::Path;
 use super::Settings;
 
 /// Inputs at most this large (bytes) run without transparent huge pages.
-pub const SMALL_INPUTS: u64 = 64 << 10;
+pub const SMALL_INPUTS: u64 = 2 << 20;
 
 /// Inputs larger than this (bytes) return freed memory promptly.
 pub const LARGE_INPUTS: u64 = 8 << 20;
@@ -99,16 +106,18 @@ mod tests {
         assert!(huge_pages_disabled());
     }
 
-    /// The spec's files, the state file and the sim cloud's file all count.
+    /// The spec's files, the state file and the sim cloud's file all count (sparse files:
+    /// only their length is read).
     #[test]
     fn a_big_workspace_keeps_huge_pages() {
         let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join("main.hcl"), "# big\n".repeat(5_000)).unwrap();
+        let sized = |path: &str, len: u64| std::fs::File::create(tmp.path().join(path)).unwrap().set_len(len).unwrap();
+        sized("main.hcl", 1 << 20);
         std::fs::create_dir(tmp.path().join("state")).unwrap();
-        std::fs::write(tmp.path().join("state/default.json"), vec![b' '; 20_000]).unwrap();
-        assert!(small(&settings(tmp.path())), "30,000 bytes");
-        std::fs::write(tmp.path().join("state/default.sim.json"), vec![b' '; 40_000]).unwrap();
-        assert_eq!(inputs_bytes(&settings(tmp.path())), 30_000 + 20_000 + 40_000);
+        sized("state/default.json", 512 << 10);
+        assert!(small(&settings(tmp.path())), "1.5 MiB");
+        sized("state/default.sim.json", (512 << 10) + 1);
+        assert_eq!(inputs_bytes(&settings(tmp.path())), SMALL_INPUTS + 1);
         assert!(!small(&settings(tmp.path())));
     }
 

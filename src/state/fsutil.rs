@@ -131,6 +131,38 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StateError> 
     }
 }
 
+/// Whether the file at `path` holds exactly `expected` (`None`: that no file is there),
+/// read in 64 KiB pieces compared as they come. Checking that a file read earlier is
+/// unchanged then costs no second copy of it: a 2,000-pool state is 2.6 MB, and a fresh
+/// buffer that size is fresh memory the kernel must zero first.
+pub(crate) fn holds(path: &Path, expected: Option<&[u8]>) -> io::Result<bool> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(expected.is_none()),
+        Err(e) => return Err(e),
+    };
+    let Some(mut rest) = expected else { return Ok(false) };
+    if file.metadata()?.len() != rest.len() as u64 {
+        return Ok(false);
+    }
+    let mut piece = vec![0u8; 1 << 16];
+    loop {
+        let n = match io::Read::read(&mut file, &mut piece) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(rest.is_empty());
+        }
+        // Longer than its length said (it grew while being read): not the same bytes.
+        if n > rest.len() || piece[..n] != rest[..n] {
+            return Ok(false);
+        }
+        rest = &rest[n..];
+    }
+}
+
 /// Whether `file` (an open handle) is still the file at `path`: a lock file can be
 /// removed or replaced under an open handle, which then locks nothing anyone can see.
 pub(crate) fn same_file(file: &File, path: &Path) -> bool {

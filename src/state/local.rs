@@ -235,11 +235,13 @@ impl LocalBackend {
     }
 
     fn read_file_with(&self, path: &Path, pre: Option<Preread>) -> Result<Option<State>, StateError> {
-        let Some(bytes) = fsutil::read_optional(path)? else { return Ok(None) };
-        match pre.filter(|p| p.path == path && p.bytes == bytes) {
-            Some(p) => Ok(Some(p.state)),
-            None => parse_state(path, &self.backup_path(), &bytes).map(Some),
+        if let Some(p) = pre.filter(|p| p.path == path) {
+            if fsutil::holds(path, Some(&p.bytes)).map_err(StateError::io("read", path))? {
+                return Ok(Some(p.state));
+            }
         }
+        let Some(bytes) = fsutil::read_optional(path)? else { return Ok(None) };
+        parse_state(path, &self.backup_path(), &bytes).map(Some)
     }
 
     /// The lineage and serial of a state file, streamed: the rest of the file is checked

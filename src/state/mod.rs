@@ -32,6 +32,7 @@ mod tests;
 
 pub use backend::Backend;
 pub use error::StateError;
+pub(crate) use fsutil::holds;
 pub use journal::{Journal, JournalHeader};
 pub use local::LocalBackend;
 pub use lock::{LockInfo, StateLock};

@@ -873,3 +873,30 @@ fn a_state_read_ahead_is_used_only_while_the_file_is_unchanged() {
     assert!(other.recover_preread(&lock_other, Some(elsewhere)).unwrap().is_none());
     assert!(local::Preread::read(b.path(), 10).is_none());
 }
+
+/// `holds` compares a file with bytes read earlier, piece by piece: equal only for the
+/// same bytes, including a difference in the last byte of a 64 KiB piece or past it, a
+/// file longer or shorter by one byte, and a missing file (equal only to "no file").
+#[test]
+fn a_file_holds_only_the_exact_bytes_read_earlier() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    fs::write(&path, &bytes).unwrap();
+    assert!(holds(&path, Some(&bytes)).unwrap());
+    assert!(!holds(&path, None).unwrap());
+    for at in [0, (1 << 16) - 1, 1 << 16, bytes.len() - 1] {
+        let mut other = bytes.clone();
+        other[at] ^= 1;
+        assert!(!holds(&path, Some(&other)).unwrap(), "byte {at} differs");
+    }
+    assert!(!holds(&path, Some(&bytes[..bytes.len() - 1])).unwrap());
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(!holds(&path, Some(&longer)).unwrap());
+    fs::write(&path, b"").unwrap();
+    assert!(holds(&path, Some(b"")).unwrap());
+    fs::remove_file(&path).unwrap();
+    assert!(holds(&path, None).unwrap());
+    assert!(!holds(&path, Some(b"")).unwrap());
+}

@@ -59,10 +59,14 @@ impl Store {
         }
         let lock = acquire_lock(path, lock_timeout)?;
         let log_path = sibling(path, ".log");
-        let files = Files::read(path, &log_path)?;
-        let (mut world, existed, records, log_len) = match pre.filter(|p| p.path == path && p.files == files) {
+        let pre = match pre.filter(|p| p.path == path) {
+            Some(p) if p.still_held(path, &log_path)? => Some(p),
+            _ => None,
+        };
+        let (mut world, existed, records, log_len) = match pre {
             Some(p) => (p.world, p.files.snapshot.is_some(), p.records, p.log_len),
             None => {
+                let files = Files::read(path, &log_path)?;
                 let (mut world, existed) = parse_snapshot(path, files.snapshot.as_deref())?;
                 let (records, log_len) = replay(&log_path, files.log.as_deref().unwrap_or_default(), &mut world)?;
                 if files.log.as_ref().is_some_and(|log| (log_len as usize) < log.len()) {
@@ -168,7 +172,6 @@ fn acquire_lock(path: &Path, timeout: Duration) -> Result<File, SimError> {
 }
 
 /// The bytes of the snapshot and of the log (`None`: the file does not exist).
-#[derive(PartialEq)]
 struct Files {
     snapshot: Option<Vec<u8>>,
     log: Option<Vec<u8>>,
@@ -221,6 +224,15 @@ impl Preread {
             return None;
         }
         Some(Preread { path: path.to_path_buf(), files, world, records, log_len })
+    }
+
+    /// Whether both files still hold the bytes read ahead (compared piece by piece, with no
+    /// second copy of them).
+    fn still_held(&self, path: &Path, log_path: &Path) -> Result<bool, SimError> {
+        let holds = |p: &Path, bytes: &Option<Vec<u8>>| {
+            crate::state::holds(p, bytes.as_deref()).map_err(SimError::io("read", p))
+        };
+        Ok(holds(path, &self.files.snapshot)? && holds(log_path, &self.files.log)?)
     }
 }
 

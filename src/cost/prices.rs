@@ -85,7 +85,10 @@ impl PriceBook {
     ) -> Option<Price> {
         let t = catalog::catalog().instance_type(kind, instance_type)?;
         let rate = self.rate(provider);
-        if let Some((p, at)) = self.live.get(&(kind, region.to_string(), instance_type.to_string(), capacity)) {
+        // Most plans have no live prices: no key is built for them (a plan asks about eight
+        // prices per pool).
+        let live = || self.live.get(&(kind, region.to_string(), instance_type.to_string(), capacity));
+        if let Some((p, at)) = (!self.live.is_empty()).then(live).flatten() {
             return Some(Price {
                 usd_per_hour: *p,
                 native: None,

@@ -9,14 +9,26 @@ use crate::catalog;
 use crate::plan::shape;
 use crate::providers::{ListFilter, Node, ProviderError};
 use crate::spec::Spec;
+use crate::spec::validate::pool_region;
 use crate::state::State;
 
 /// (provider name, region) pairs the spec and the state use.
 pub fn regions(spec: &Spec, state: &State) -> BTreeSet<(String, String)> {
     let cat = catalog::catalog();
     let mut out = BTreeSet::new();
+    // A pool's shape names its provider block and region; resolving it (types, zones) is
+    // needed only for a pair not in the set yet: a fleet has thousands of pools and a few
+    // regions.
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
     for pool in spec.gpu_pools.values() {
+        let region = pool_region(spec, pool).map(|r| r.value.as_str());
+        let pair = region.map(|r| (pool.provider.value.as_str(), r));
+        if pair.is_some_and(|pair| pairs.contains(&pair)) {
+            continue;
+        }
         if let Some(s) = shape::shape(spec, pool, cat) {
+            debug_assert_eq!(pair, Some((s.provider.as_str(), s.region.as_str())));
+            pairs.extend(pair);
             out.insert((s.provider, s.region));
         }
     }
@@ -107,5 +119,41 @@ async fn list_with_retry(p: &dyn crate::providers::Provider, filter: &ListFilter
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POOL: &str =
+        "  gpu = \"L4\"\n  gpus_per_node = 1\n  nodes {\n    min = 0\n    desired = 1\n    max = 1\n  }\n";
+
+    /// Each (provider block, region) pair of the spec's pools once, whether a pool sets its
+    /// region or takes its provider's, and however many pools share it; a pool whose
+    /// shape cannot be resolved (no zone of its region sells its GPU) adds nothing.
+    #[test]
+    fn regions_name_each_provider_and_region_of_the_pools_once() {
+        let mut hcl = String::from(
+            "provider \"sim\" {\n  region = \"us-east-1\"\n}\nprovider \"sim\" {\n  alias = \"west\"\n  region = \"us-west-2\"\n}\n",
+        );
+        for i in 0..5 {
+            hcl.push_str(&format!("gpu_pool \"e{i}\" {{\n  provider = \"sim\"\n{POOL}}}\n"));
+        }
+        hcl.push_str(&format!("gpu_pool \"w\" {{\n  provider = \"west\"\n{POOL}}}\n"));
+        hcl.push_str(&format!("gpu_pool \"x\" {{\n  provider = \"sim\"\n  region = \"us-west-2\"\n{POOL}}}\n"));
+        hcl.push_str(&format!("gpu_pool \"nowhere\" {{\n  provider = \"sim\"\n  region = \"eu-north-9\"\n{POOL}}}\n"));
+        let mut sources = crate::diag::Sources::default();
+        sources.add("main.hcl", hcl);
+        let loaded = crate::spec::load_sources(sources, &Default::default());
+        let spec = loaded.spec;
+        assert_eq!(spec.gpu_pools.len(), 8, "{:?}", loaded.diags);
+        let state = State::new("00000000-0000-4000-8000-000000000000".into());
+        let pairs: Vec<(String, String)> = regions(&spec, &state).into_iter().collect();
+        let expected: Vec<(String, String)> = [("sim", "us-east-1"), ("sim", "us-west-2"), ("west", "us-west-2")]
+            .iter()
+            .map(|(p, r)| (p.to_string(), r.to_string()))
+            .collect();
+        assert_eq!(pairs, expected);
     }
 }

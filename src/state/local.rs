@@ -211,9 +211,10 @@ impl LocalBackend {
             if self.path.exists() {
                 fsutil::snapshot(&self.path, &self.backup_path())?;
             }
-            // Streamed: the serialized state of a large fleet is hundreds of MB.
+            // Streamed, its large maps rendered on the cores in rounds (`pretty`): the
+            // serialized state of a large fleet is over a hundred MB.
             fsutil::atomic_write_with(&self.path, |out| {
-                serde_json::to_writer_pretty(&mut *out, &*state).map_err(std::io::Error::from)?;
+                super::pretty::write_state(&mut *out, state)?;
                 out.write_all(b"\n")
             })
         })();

@@ -6,6 +6,7 @@
 //!   and its `.backup`; `read` replays a journal a crashed apply left, `recover` folds it.
 //! - [`lock`]: the `.lock` file ([`LockInfo`]) held with an OS lock; dead holders are taken over.
 //! - [`journal`]: the append-only `.journal` an apply writes (one fsync per batch).
+//! - [`pretty`]: the state file's text, its large maps rendered on the cores.
 //! - [`replay`]: what each [`JournalEntry`] means ([`apply_entry`]) and linear replay.
 //! - [`remote`]: [`RemoteBackend`], the state in an object store (S3 and S3-compatible
 //!   stores, GCS, Azure) with a create-only lock object and compare-and-swap writes.
@@ -19,6 +20,7 @@ pub mod journal;
 pub mod local;
 pub mod lock;
 pub mod model;
+mod pretty;
 pub mod remote;
 pub mod replay;
 pub mod spend;

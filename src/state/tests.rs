@@ -900,3 +900,51 @@ fn a_file_holds_only_the_exact_bytes_read_earlier() {
     assert!(holds(&path, None).unwrap());
     assert!(!holds(&path, Some(b"")).unwrap());
 }
+
+/// The state file is the text `serde_json::to_writer_pretty` writes, byte for byte, with
+/// its maps rendered on the cores in rounds: every field filled (and every one left
+/// empty), keys that need escaping, and more resources and ledger lines than one round.
+#[test]
+fn the_state_file_is_the_pretty_printers_text_byte_for_byte() {
+    let empty = State::new("00000000-0000-4000-8000-000000000000".into());
+    let mut full = empty.clone();
+    full.serial = 7;
+    for i in 0..20_000 {
+        let address = if i == 3 { "gpu_pool.a[\"q\\\"\\n\"]".to_string() } else { format!("gpu_pool.p{i:06}") };
+        let mut nodes = vec![node("gpu_pool.x", &format!("i-{i}"))];
+        nodes[0].tags.insert("gpuplan:address", &address);
+        let mut r = resource(serde_json::json!({"gpu": "L4", "nodes": {"desired": i % 3}, "zones": []}), nodes);
+        r.dependencies = if i % 2 == 0 { vec!["quota.q".into()] } else { vec![] };
+        r.fallback = (i % 5 == 0).then(|| super::model::FallbackRecord {
+            since_ms: 1,
+            tried_ms: 2,
+            failed_retries: 3,
+            reason: "us-east-1a had no capacity".into(),
+        });
+        full.resources.insert(address, r);
+        let line = super::model::SpendEntry {
+            pool: format!("gpu_pool.p{i:06}"),
+            provider: "sim".into(),
+            job: (i % 7 == 0).then(|| "job.j".to_string()),
+            instance_type: "g6.xlarge".into(),
+            capacity: Capacity::Spot,
+            usd_per_hour: 0.1 + i as f64 / 3.0,
+            price_source: "catalog (as of 2026-01-15)".into(),
+            start_ms: i,
+            end_ms: (i % 2 == 1).then_some(i + 5),
+        };
+        full.spend.insert(format!("i-{i}"), line);
+    }
+    full.history.push(HistoryEntry { at: "2025-01-01T00:00:00Z".into(), event: "apply".into(), detail: "x".into() });
+    full.autoscale
+        .insert("gpu_pool.p000001".into(), ScaleRecord { at: "t".into(), from: 1, to: 2, reason: "r".into() });
+    full.alerts.insert("quota.q".into(), [("2026-03".to_string(), vec![50, 80])].into());
+    let mut one = empty.clone();
+    one.resources.insert("gpu_pool.a".into(), resource(serde_json::json!({}), vec![]));
+    for state in [&empty, &one, &full] {
+        let mut ours = Vec::new();
+        super::pretty::write_state(&mut ours, state).unwrap();
+        let theirs = serde_json::to_vec_pretty(state).unwrap();
+        assert!(ours == theirs, "differs at byte {:?}", ours.iter().zip(&theirs).position(|(a, b)| a != b));
+    }
+}

@@ -247,11 +247,13 @@ impl LocalBackend {
 
     /// The lineage and serial of a state file, streamed: the rest of the file is checked
     /// to be well-formed JSON but not kept (parsing all of it into a `State` before every
-    /// write doubled an apply's peak memory for a large fleet). `None` if missing.
+    /// write doubled an apply's peak memory for a large fleet). A quick scan answers when
+    /// it is sure ([`super::scan`]); otherwise `serde_json` reads the file, as it always
+    /// did, and words what is wrong with it. `None` if missing.
     // `StateError` is large, as everywhere in this module (boxing it is a separate change).
     #[allow(clippy::result_large_err)]
     fn read_header(&self, path: &Path) -> Result<Option<Header>, StateError> {
-        let file = match std::fs::File::open(path) {
+        let mut file = match std::fs::File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StateError::io("read", path)(e)),
@@ -263,10 +265,15 @@ impl LocalBackend {
             message,
             backup: self.backup_path(),
         };
-        let mut found = None;
-        let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, file));
-        let result =
-            serde::Deserializer::deserialize_map(&mut de, HeaderVisitor { found: &mut found }).and_then(|()| de.end());
+        let (found, result) = match super::scan::scan(&file) {
+            super::scan::Scan::Sure(f) => {
+                (Some(Header { format_version: f.format_version, serial: f.serial, lineage: f.lineage }), Ok(()))
+            }
+            super::scan::Scan::Unsure => {
+                std::io::Seek::rewind(&mut file).map_err(StateError::io("read", path))?;
+                header_by_serde(std::io::BufReader::with_capacity(1 << 16, file))
+            }
+        };
         match (found, result) {
             (_, Err(e)) => {
                 let message = e.to_string();
@@ -349,10 +356,21 @@ fn folded_into(mut folded: State, state: &State) -> bool {
 }
 
 /// What [`LocalBackend::read_header`] reads.
-struct Header {
-    format_version: u32,
-    serial: u64,
-    lineage: String,
+#[derive(Debug, PartialEq)]
+pub(crate) struct Header {
+    pub(crate) format_version: u32,
+    pub(crate) serial: u64,
+    pub(crate) lineage: String,
+}
+
+/// A state file's header as `serde_json` reads it from `read`, and whether the whole
+/// document is well-formed: the header is only to be trusted with `Ok`.
+pub(crate) fn header_by_serde(read: impl std::io::Read) -> (Option<Header>, serde_json::Result<()>) {
+    let mut found = None;
+    let mut de = serde_json::Deserializer::from_reader(read);
+    let result =
+        serde::Deserializer::deserialize_map(&mut de, HeaderVisitor { found: &mut found }).and_then(|()| de.end());
+    (found, result)
 }
 
 struct HeaderVisitor<'a> {

@@ -7,6 +7,7 @@
 //! - [`lock`]: the `.lock` file ([`LockInfo`]) held with an OS lock; dead holders are taken over.
 //! - [`journal`]: the append-only `.journal` an apply writes (one fsync per batch).
 //! - [`pretty`]: the state file's text, its large maps rendered on the cores.
+//! - [`scan`]: a quick, sure-or-unsure look at a state file's header before a write.
 //! - [`replay`]: what each [`JournalEntry`] means ([`apply_entry`]) and linear replay.
 //! - [`remote`]: [`RemoteBackend`], the state in an object store (S3 and S3-compatible
 //!   stores, GCS, Azure) with a create-only lock object and compare-and-swap writes.
@@ -23,6 +24,7 @@ pub mod model;
 mod pretty;
 pub mod remote;
 pub mod replay;
+mod scan;
 pub mod spend;
 
 #[cfg(test)]

@@ -948,3 +948,74 @@ fn the_state_file_is_the_pretty_printers_text_byte_for_byte() {
         assert!(ours == theirs, "differs at byte {:?}", ours.iter().zip(&theirs).position(|(a, b)| a != b));
     }
 }
+
+/// A reader that hands out one byte per read: block boundaries everywhere.
+struct Trickle<'a>(&'a [u8]);
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let Some((first, rest)) = self.0.split_first() else { return Ok(0) };
+        buf[0] = *first;
+        self.0 = rest;
+        Ok(1)
+    }
+}
+
+/// The quick header scan before a write never accepts a file `serde_json` refuses, and
+/// when it accepts one, its header is the one `serde_json` reads: a state file as gpuplan
+/// writes it, every prefix of it, and every byte of it replaced by bytes that matter to
+/// JSON, read whole and a byte at a time. Files it is unsure of go to `serde_json`.
+#[test]
+fn the_quick_header_scan_agrees_with_serde_or_leaves_the_file_to_it() {
+    use super::scan::{Scan, scan};
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let lock = b.lock("test", NO_WAIT).unwrap();
+    let mut state = State::new("00000000-0000-4000-8000-000000000000".into());
+    let mut n = node("gpu_pool.a", "i-1");
+    n.tags.insert("note", "say \"hi\" \\ now\n\u{1}");
+    state.resources.insert("gpu_pool.a".into(), resource(serde_json::json!({"n": [1, -2.5e3, true, null]}), vec![n]));
+    state.history.push(HistoryEntry { at: "t".into(), event: "apply".into(), detail: "1 of 1".into() });
+    b.write(&lock, &mut state).unwrap();
+    let bytes = fs::read(b.path()).unwrap();
+    let agree = |bytes: &[u8]| {
+        let scanned = scan(bytes);
+        assert_eq!(scan(Trickle(bytes)), scanned, "{}", String::from_utf8_lossy(bytes));
+        if let Scan::Sure(f) = scanned {
+            let (found, result) = local::header_by_serde(bytes);
+            assert!(result.is_ok(), "accepted what serde refuses: {result:?}\n{}", String::from_utf8_lossy(bytes));
+            let h = found.expect("serde found the header");
+            assert_eq!((f.format_version, f.serial, f.lineage), (h.format_version, h.serial, h.lineage));
+        }
+    };
+    assert!(matches!(scan(&bytes[..]), Scan::Sure(ref f) if f.serial == 1), "a state gpuplan wrote is scanned");
+    for cut in 0..bytes.len() {
+        agree(&bytes[..cut]);
+    }
+    for at in 0..bytes.len() {
+        for b in [b'"', b'\\', b'{', b'}', b']', b',', b':', b'0', b'-', b'e', b'x', b' ', 0, 0xc3] {
+            let mut m = bytes.clone();
+            m[at] = b;
+            agree(&m);
+        }
+    }
+    // A header key given twice (serde keeps the last) and non-ASCII text go to serde.
+    assert_eq!(scan(&br#"{"format_version":1,"serial":1,"lineage":"a","serial":2}"#[..]), Scan::Unsure);
+    assert_eq!(scan("{\"format_version\":1,\"serial\":1,\"lineage\":\"é\"}".as_bytes()), Scan::Unsure);
+}
+
+/// A state the quick scan leaves to `serde_json` (non-ASCII text) is still written over
+/// after the same checks: the next write succeeds and a stale copy is still refused.
+#[test]
+fn a_state_the_quick_scan_is_unsure_of_is_checked_by_serde_before_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let lock = b.lock("test", NO_WAIT).unwrap();
+    let mut state = State::new("00000000-0000-4000-8000-000000000000".into());
+    state.history.push(HistoryEntry { at: "t".into(), event: "apply".into(), detail: "équipe ML".into() });
+    b.write(&lock, &mut state).unwrap();
+    let mut stale = state.clone();
+    b.write(&lock, &mut state).unwrap();
+    assert_eq!(state.serial, 2);
+    assert!(matches!(b.write(&lock, &mut stale), Err(StateError::Stale { .. })));
+}

@@ -22,7 +22,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
             let digest = crate::plan::diff::spec_digest(&loaded.spec);
             let part = engine::providers::providers_part(&loaded.spec);
             drop(loaded);
-            SpecFor::Saved { plan: common::read_plan(&settings.resolve_path(p))?, digest, part }
+            SpecFor::Saved { plan: Box::new(common::read_plan(&settings.resolve_path(p))?), digest, part }
         }
         None => SpecFor::Planning(loaded),
     };
@@ -37,7 +37,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                 if engine::run::denied(&plan) {
                     return Ok(denied(&plan)?);
                 }
-                plan
+                *plan
             }
             SpecFor::Planning(loaded) => {
                 let req = PlanRequest {
@@ -127,7 +127,7 @@ fn leave_to_exit(session: &mut engine::Session, providers: crate::apply::Provide
 enum SpecFor {
     Planning(crate::spec::Loaded),
     Saved {
-        plan: Plan,
+        plan: Box<Plan>,
         /// The spec's digest, which the plan must have been made from.
         digest: String,
         /// What the providers are built from ([`engine::providers::providers_part`]).

@@ -596,3 +596,17 @@ fn a_closed_stream_stops_the_writing_and_is_reported() {
     assert_eq!(result.unwrap_err().kind(), std::io::ErrorKind::BrokenPipe);
     assert_eq!(w.0, 1);
 }
+
+/// A plan's change blocks rendered on several threads, over more than one round, are the
+/// text one thread renders, block after block.
+#[test]
+fn plan_blocks_rendered_on_the_cores_are_the_one_threads_text() {
+    let plan = many_updates(9_000);
+    let changes = crate::render::facts::actionable(&plan);
+    let p = crate::render::style::Paint::new(false);
+    let serial: String = changes.iter().map(|c| format!("\n{}", crate::render::text::block(c, &WIDTH, &p))).collect();
+    for threads in [1, 2, 4] {
+        let text: String = crate::render::text::blocks(&changes, &WIDTH, &p, threads).collect();
+        assert!(text == serial, "{threads} thread(s)");
+    }
+}

@@ -236,10 +236,10 @@ impl LocalBackend {
     }
 
     fn read_file_with(&self, path: &Path, pre: Option<Preread>) -> Result<Option<State>, StateError> {
-        if let Some(p) = pre.filter(|p| p.path == path) {
-            if fsutil::holds(path, Some(&p.bytes)).map_err(StateError::io("read", path))? {
-                return Ok(Some(p.state));
-            }
+        if let Some(p) = pre.filter(|p| p.path == path)
+            && fsutil::holds(path, Some(&p.bytes)).map_err(StateError::io("read", path))?
+        {
+            return Ok(Some(p.state));
         }
         let Some(bytes) = fsutil::read_optional(path)? else { return Ok(None) };
         parse_state(path, &self.backup_path(), &bytes).map(Some)

@@ -320,6 +320,7 @@ impl Scanner {
             if self.lineage.is_some() {
                 return None;
             }
+            // Not UTF-8: unsure (`None`), and `serde_json` reads the file and words the error.
             self.lineage = Some(String::from_utf8(std::mem::take(&mut self.value)).ok()?);
             self.field = None;
         }
@@ -336,6 +337,8 @@ impl Scanner {
             if !self.value.iter().all(u8::is_ascii_digit) {
                 return None;
             }
+            // Digits only (checked above), so these cannot fail but on overflow: then unsure
+            // (`None`), and `serde_json` reads the file and words the error.
             let text = std::str::from_utf8(&self.value).ok()?;
             match field {
                 Field::FormatVersion if self.format_version.is_none() => self.format_version = Some(text.parse().ok()?),

@@ -10,22 +10,13 @@ use crate::plan::Plan;
 use crate::render;
 
 pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus> {
-    let (loaded, pre) = engine::preread::alongside(&settings.workspace(), || load::valid_spec(settings));
-    let Some(loaded) = loaded? else { return Ok(ExitStatus::Error) };
+    let (spec, pre) = engine::preread::alongside(&settings.workspace(), || match &args.planfile {
+        Some(p) => saved_spec(settings, &settings.resolve_path(p)),
+        None => Ok(load::valid_spec(settings)?.map(SpecFor::Planning)),
+    });
+    let Some(spec) = spec? else { return Ok(ExitStatus::Error) };
     let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
-    let ws = settings.workspace().with_backend(&loaded.spec);
-    let spec = match &args.planfile {
-        Some(p) => {
-            // Executing a saved plan needs of the spec only its digest and what the providers
-            // are built from: the rest (hundreds of MB at 100,000 pools) goes before the plan
-            // is read, so the plan's text and the plan take its place, not its side.
-            let digest = crate::plan::diff::spec_digest(&loaded.spec);
-            let part = engine::providers::providers_part(&loaded.spec);
-            drop(loaded);
-            SpecFor::Saved { plan: Box::new(common::read_plan(&settings.resolve_path(p))?), digest, part }
-        }
-        None => SpecFor::Planning(loaded),
-    };
+    let ws = settings.workspace().with_backend(spec.for_providers());
     runtime::block_on(async move {
         let mut session = engine::open_session_preread(&ws, "apply", pre.state)?;
         common::warn_stale_lock(&session);
@@ -133,6 +124,47 @@ enum SpecFor {
         /// What the providers are built from ([`engine::providers::providers_part`]).
         part: crate::spec::Spec,
     },
+}
+
+/// A saved plan and what executing it reads of the spec: its digest, for the check that
+/// the plan was made from this spec, and the providers' part.
+///
+/// The spec files are read first. The plan is read on this thread while another parses
+/// the files and decodes only the providers' part ([`crate::spec::load_providers_part`]).
+/// When the plan records sources ([`crate::plan::SpecSources`]) and they are the files
+/// read, the `--var` values and the environment variables the spec looked up, the spec
+/// is the plan's, digest and all. Otherwise (an edited file, another value, a plan saved
+/// by an earlier gpuplan, a providers' part that cannot stand alone) the plan goes, and
+/// the whole spec is loaded, digested and reduced to its providers' part before the plan
+/// is read again, as before: at 100,000 pools the spec and the plan do not fit in memory
+/// side by side.
+fn saved_spec(settings: &Settings, path: &std::path::Path) -> miette::Result<Option<SpecFor>> {
+    let read = load::read_spec(settings)?;
+    let opts = settings.load_options();
+    let (plan, part) = std::thread::scope(|s| {
+        let part = s.spawn(|| crate::spec::load_providers_part(&read, &opts));
+        let plan = common::read_plan(path);
+        // A panic while decoding is a bug: surface it as one thread would.
+        (plan, part.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    });
+    let plan = plan?;
+    let same = plan
+        .spec_sources
+        .as_ref()
+        .is_some_and(|s| crate::spec::sources_digest(&read.sources, &opts, &s.env) == s.digest);
+    if same && let Some((spec, skipped)) = part {
+        load::say_skipped(settings, &skipped);
+        let digest = plan.spec_digest.clone();
+        let part = engine::providers::providers_part(&spec);
+        return Ok(Some(SpecFor::Saved { plan: Box::new(plan), digest, part }));
+    }
+    drop(plan);
+    let Some(loaded) = load::valid_spec_read(settings, read)? else { return Ok(None) };
+    let digest = crate::plan::diff::spec_digest(&loaded.spec);
+    let part = engine::providers::providers_part(&loaded.spec);
+    drop(loaded);
+    let plan = Box::new(common::read_plan(path)?);
+    Ok(Some(SpecFor::Saved { plan, digest, part }))
 }
 
 impl SpecFor {

@@ -8,11 +8,22 @@ use crate::spec::{self, Loaded};
 
 /// `Ok(None)` when the spec has errors (already printed).
 pub fn valid_spec(settings: &Settings) -> miette::Result<Option<Loaded>> {
-    let loaded = spec::load_dir(&settings.dir, &settings.load_options()).map(crate::graph::checked).map_err(|e| {
+    valid_spec_read(settings, read_spec(settings)?)
+}
+
+/// The spec files of `-C DIR`, read and not yet parsed.
+pub fn read_spec(settings: &Settings) -> miette::Result<spec::ReadDir> {
+    spec::read_dir(&settings.dir).map_err(|e| {
         CliError::new(format!("cannot read `{}`: {e}", settings.dir.display()))
             .hint("check that the directory exists and is readable")
-    })?;
-    say_skipped(settings, &loaded);
+            .into()
+    })
+}
+
+/// [`valid_spec`] of files already read ([`read_spec`]).
+pub fn valid_spec_read(settings: &Settings, read: spec::ReadDir) -> miette::Result<Option<Loaded>> {
+    let loaded = crate::graph::checked(spec::load_read(read, &settings.load_options()));
+    say_skipped(settings, &loaded.skipped);
     if !loaded.diags.items.is_empty() {
         output::stderr(&diag::render_text(&loaded.sources, &loaded.diags.items, settings.width, settings.color_stderr));
     }
@@ -27,12 +38,12 @@ pub fn valid_spec(settings: &Settings) -> miette::Result<Option<Loaded>> {
 }
 
 /// One warning line naming the YAML files of other tools that the spec leaves out.
-pub fn say_skipped(settings: &Settings, loaded: &Loaded) {
-    if loaded.skipped.is_empty() {
+pub fn say_skipped(settings: &Settings, skipped: &[String]) {
+    if skipped.is_empty() {
         return;
     }
     let warning = output::paint("warning:", output::Style::Warning, settings.color_stderr);
-    let names: Vec<String> = loaded.skipped.iter().map(|n| format!("`{n}`")).collect();
+    let names: Vec<String> = skipped.iter().map(|n| format!("`{n}`")).collect();
     output::stderr(&format!(
         "{warning} skipped {}: their top-level keys are not gpuplan's, so they are not read as specs\n",
         names.join(", ")

@@ -35,6 +35,11 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         common::locate_errors(&mut plan, &loaded);
         let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
         let save_to = args.out.as_ref().map(|out| settings.resolve_path(out));
+        if save_to.is_some() {
+            // What `apply` compares to see that the spec is still the one planned.
+            let digest = crate::spec::sources_digest(&loaded.sources, &settings.load_options(), &loaded.env_read);
+            plan.spec_sources = Some(crate::plan::SpecSources { digest, env: loaded.env_read.clone() });
+        }
         // The plan file is written (serialized, compressed, synced) on a second thread
         // while the plan is shown; its outcome is reported after the plan, as before.
         let saved = std::thread::scope(|s| {

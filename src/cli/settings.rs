@@ -117,7 +117,7 @@ impl Settings {
     }
 
     pub fn load_options(&self) -> LoadOptions {
-        LoadOptions { vars: self.vars.clone(), env: self.env.clone() }
+        LoadOptions { vars: self.vars.clone(), env: self.env.clone(), ..LoadOptions::default() }
     }
 
     /// `path` as typed on the command line, resolved like `-C` says: relative to `dir`.

@@ -15,7 +15,7 @@ pub fn run(settings: &Settings, args: &ValidateArgs) -> miette::Result<ExitStatu
             CliError::new(format!("cannot read `{}`: {e}", settings.dir.display()))
                 .hint("check that the directory exists and is readable")
         })?;
-    load::say_skipped(settings, &loaded);
+    load::say_skipped(settings, &loaded.skipped);
     // The policies `plan` would load, checked the same way and reported in the same run.
     let policy_files = load::policy_files(settings, &args.policy_dir)?;
     crate::policy::load::load(&policy_files, &mut loaded.sources, &mut loaded.diags);

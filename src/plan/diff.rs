@@ -295,6 +295,7 @@ fn empty_plan(input: &PlanInput<'_>) -> Plan {
         lineage: input.state.lineage.clone(),
         serial: input.state.serial,
         spec_digest: input.spec_digest.clone(),
+        spec_sources: None,
         refreshed: input.observed.is_some(),
         targets: input.targets.to_vec(),
         destroy: input.destroy,

@@ -7,7 +7,7 @@ mod pool;
 pub mod report;
 pub mod shape;
 
-pub use model::{Action, Plan, ResourceChange};
+pub use model::{Action, Plan, ResourceChange, SpecSources};
 
 #[cfg(test)]
 mod tests;

@@ -415,6 +415,18 @@ pub struct PlanError {
     pub span: Option<crate::diag::Span>,
 }
 
+/// What a saved plan's spec was loaded from (`spec::sources_digest`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpecSources {
+    /// SHA-256 of gpuplan's version, the spec files' names and text, the `--var` values
+    /// and the values of the environment variables in `env`.
+    pub digest: String,
+    /// The environment variables the spec looked up (`env()`, `GPUPLAN_VAR_<name>`), set
+    /// or not.
+    #[serde(default)]
+    pub env: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub format_version: u32,
@@ -423,6 +435,10 @@ pub struct Plan {
     pub serial: u64,
     /// SHA-256 of the canonical spec; apply refuses if the spec changed.
     pub spec_digest: String,
+    /// What the spec was loaded from, set when the plan is saved: `apply` takes the same
+    /// sources for the same spec without decoding it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_sources: Option<SpecSources>,
     pub refreshed: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<Address>,

@@ -163,6 +163,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
                 resources: Some(&resources),
                 poisoned: Some(&poisoned),
                 env: Some(&opts.env),
+                env_read: Some(&opts.env_read),
                 ..Scope::default()
             },
             diags,
@@ -202,6 +203,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
                 resources: Some(&resources),
                 poisoned: Some(&poisoned),
                 env: Some(&opts.env),
+                env_read: Some(&opts.env_read),
                 ..Scope::default()
             },
             diags,
@@ -227,6 +229,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
                 locals: Some(&locals),
                 poisoned: Some(&poisoned),
                 env: Some(&opts.env),
+                env_read: Some(&opts.env_read),
                 ..Scope::default()
             },
             diags,
@@ -789,6 +792,7 @@ fn variables(
             continue;
         }
         let env_key = format!("GPUPLAN_VAR_{name}");
+        opts.env_read.note(&env_key);
         let given = opts
             .vars
             .iter()

@@ -137,6 +137,33 @@ fn err(span: Span, message: impl Into<String>, label: impl Into<String>) -> Eval
     Diagnostic::error("gpuplan::eval", message).at(span, label).into()
 }
 
+/// The names of the environment variables a load looked up (`env("X")`,
+/// `GPUPLAN_VAR_<name>`), set or not: with the spec files and the `--var` values, all that
+/// decoding a spec depends on ([`crate::spec::sources_digest`]).
+#[derive(Debug, Default)]
+pub struct EnvReads(std::sync::Mutex<std::collections::BTreeSet<String>>);
+
+impl EnvReads {
+    pub fn note(&self, name: &str) {
+        // A poisoned lock only means another thread panicked mid-insert of a name; the
+        // set is still a set of names.
+        let mut names = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !names.contains(name) {
+            names.insert(name.to_string());
+        }
+    }
+    /// The names looked up so far, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect()
+    }
+}
+
+impl Clone for EnvReads {
+    fn clone(&self) -> Self {
+        EnvReads(std::sync::Mutex::new(self.names().into_iter().collect()))
+    }
+}
+
 /// What names mean while evaluating one expression.
 #[derive(Default)]
 pub struct Scope<'a> {
@@ -148,6 +175,8 @@ pub struct Scope<'a> {
     /// Locals and resources that failed; references to them are silently poisoned.
     pub poisoned: Option<&'a std::collections::BTreeSet<String>>,
     pub env: Option<&'a BTreeMap<String, String>>,
+    /// Where the names `env()` looks up are noted (a spec's load: [`EnvReads`]).
+    pub env_read: Option<&'a EnvReads>,
     pub count_index: Option<u64>,
     pub each: Option<(Value, Value)>,
     /// `for` expression variables, innermost last.

@@ -35,6 +35,8 @@ pub struct LoadOptions {
     pub vars: Vec<(String, String)>,
     /// The process environment (for `env("X")` and `GPUPLAN_VAR_<name>`).
     pub env: BTreeMap<String, String>,
+    /// The names of `env` that loads with these options looked up.
+    pub env_read: eval::EnvReads,
 }
 
 /// The result of loading a spec directory: always has the sources (for rendering
@@ -48,6 +50,8 @@ pub struct Loaded {
     /// YAML files of other tools found beside the specs (a kubeconfig, a CI workflow),
     /// by display name: not part of the spec. Commands say once that they were skipped.
     pub skipped: Vec<String>,
+    /// The environment variables the load looked up ([`eval::EnvReads`]), sorted.
+    pub env_read: Vec<String>,
 }
 
 /// Spec files of a directory: `*.hcl`, `*.yaml`, `*.yml`, sorted, not recursive.
@@ -64,8 +68,20 @@ pub fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Read and load every spec file of `dir`.
-pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
+/// The spec files of a directory, read and not yet parsed ([`read_dir`]).
+#[derive(Debug, Default)]
+pub struct ReadDir {
+    pub sources: Sources,
+    /// Files that could not be read, or are not UTF-8.
+    diags: Diagnostics,
+    /// Files kept (lossily) for rendering only: not UTF-8.
+    unreadable: BTreeSet<u32>,
+    files: Vec<PathBuf>,
+    dir: PathBuf,
+}
+
+/// Read every spec file of `dir` ([`spec_files`]) as [`load_dir`] reads them.
+pub fn read_dir(dir: &Path) -> std::io::Result<ReadDir> {
     let files = spec_files(dir)?;
     let mut sources = Sources::default();
     let mut diags = Diagnostics::default();
@@ -96,6 +112,18 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
             Err(e) => diags.push(Diagnostic::error("gpuplan::spec::io", format!("cannot read `{name}`: {e}"))),
         }
     }
+    Ok(ReadDir { sources, diags, unreadable, files, dir: dir.to_path_buf() })
+}
+
+/// Read and load every spec file of `dir`.
+pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
+    read_dir(dir).map(|read| load_read(read, opts))
+}
+
+/// Load the spec files [`read_dir`] read.
+pub fn load_read(read: ReadDir, opts: &LoadOptions) -> Loaded {
+    let ReadDir { sources, mut diags, unreadable, files, dir } = read;
+    let dir = dir.as_path();
     let mut loaded = load_parsed(sources, opts, &unreadable);
     if !files.is_empty() && loaded.skipped.len() == files.len() {
         diags.push(
@@ -119,7 +147,98 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
     diags.sort();
     loaded.diags = diags;
     loaded.files = files.into_iter().filter(|p| !loaded.skipped.contains(&display_path(p))).collect();
-    Ok(loaded)
+    loaded
+}
+
+/// SHA-256 of everything a load reads: gpuplan's version, each spec file's name and
+/// text, the `--var` values and the environment variables named in `env_read` (those the
+/// load looked up, [`Loaded::env_read`]), set or not. Loading is a pure function of
+/// these, so equal digests mean equal specs: a saved plan records its spec's, and
+/// `apply PLANFILE` compares it instead of decoding the spec again. Every part is
+/// length-prefixed, so no two different inputs hash the same bytes.
+pub fn sources_digest(sources: &Sources, opts: &LoadOptions, env_read: &[String]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    let mut part = |bytes: &[u8]| {
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    };
+    part(b"gpuplan spec sources 1");
+    part(env!("CARGO_PKG_VERSION").as_bytes());
+    let count = sources.files().count() as u64;
+    part(&count.to_le_bytes());
+    for (_, f) in sources.files() {
+        part(f.name.as_bytes());
+        part(f.text.as_bytes());
+    }
+    part(&(opts.vars.len() as u64).to_le_bytes());
+    for (k, v) in &opts.vars {
+        part(k.as_bytes());
+        part(v.as_bytes());
+    }
+    part(&(env_read.len() as u64).to_le_bytes());
+    for name in env_read {
+        part(name.as_bytes());
+        match opts.env.get(name) {
+            Some(value) => {
+                part(b"set");
+                part(value.as_bytes());
+            }
+            None => part(b"unset"),
+        }
+    }
+    crate::plan::diff::hex(&hash.finalize())
+}
+
+/// Block kinds the providers are built from ([`crate::engine::providers::providers_part`]):
+/// providers and the backend, and the variables and locals they may refer to.
+const PROVIDERS_KINDS: &[&str] = &["provider", "gpuplan", "variable", "locals"];
+
+/// The providers' part of the spec in `read`, decoded without the rest: every file is
+/// parsed, but only its [`PROVIDERS_KINDS`] blocks are kept (one file at a time, so the
+/// rest never stands whole in memory) and decoded. For `apply PLANFILE` when `read` is
+/// what the plan was made from ([`sources_digest`]): that spec was valid, and its
+/// providers' part is what this returns.
+///
+/// `None` when the part alone cannot be trusted to be the whole spec's: any problem
+/// reported on the way (a provider or local that refers to a pool, which is left out
+/// here), a file that could not be read or parsed, or a pool on Kubernetes (its cluster
+/// is built as a provider too). The caller then loads the whole spec.
+pub fn load_providers_part(read: &ReadDir, opts: &LoadOptions) -> Option<(Spec, Vec<String>)> {
+    if !read.diags.items.is_empty() || read.files.is_empty() {
+        return None;
+    }
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    for (id, f) in read.sources.files() {
+        let (_, parsed, diags) = parse_file(id, f);
+        if !diags.items.is_empty() {
+            return None;
+        }
+        match parsed {
+            Parsed::Spec(mut body, format) => {
+                if body.blocks.iter().any(|b| b.kind.name == "gpu_pool" && on_kubernetes(&b.body)) {
+                    return None;
+                }
+                body.blocks.retain(|b| PROVIDERS_KINDS.contains(&b.kind.name.as_str()));
+                files.push(raw::File { file: id, format, body });
+            }
+            Parsed::Foreign(name) => skipped.push(name),
+            Parsed::Unparsable => return None,
+        }
+    }
+    if skipped.len() == read.files.len() {
+        return None;
+    }
+    let mut diags = Diagnostics::default();
+    let decoded = decode::decode(&read.sources, &files, opts, &mut diags);
+    diags.items.is_empty().then_some((decoded.spec, skipped))
+}
+
+/// Does a pool's body say it runs on a Kubernetes cluster (a `kubernetes` block or,
+/// from YAML, attribute)?
+fn on_kubernetes(body: &raw::Body) -> bool {
+    body.blocks.iter().any(|b| b.kind.name == "kubernetes") || body.attrs.iter().any(|a| a.key.name == "kubernetes")
 }
 
 /// Parse, decode and validate already-read sources. Pure: no I/O.
@@ -168,7 +287,7 @@ fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Lo
         );
     }
     diags.sort();
-    Loaded { sources, spec, diags, files: vec![], skipped }
+    Loaded { sources, spec, diags, files: vec![], skipped, env_read: opts.env_read.names() }
 }
 
 /// One file's parse.

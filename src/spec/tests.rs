@@ -44,3 +44,135 @@ fn files_parsed_on_two_threads_come_back_in_file_order_with_the_same_diagnostics
     big.add("b.hcl", " ");
     assert!(!two_threads(&big.files().collect::<Vec<_>>()));
 }
+
+/// A spec whose providers read a variable, a local and the environment, beside pools,
+/// a quota and a job.
+fn fleet_dir(extra: &str) -> tempfile::TempDir {
+    const NODES: &str = "gpus_per_node = 1\n  nodes {\n    min = 0\n    desired = 1\n    max = 4\n  }\n";
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("main.hcl"),
+        "variable \"region\" {\n  type    = string\n  default = \"us-east-1\"\n}\n\
+         locals {\n  seed = 40 + 2\n}\n\
+         provider \"sim\" {\n  region = var.region\n  seed   = local.seed\n}\n\
+         provider \"aws\" {\n  region = env(\"SPEC_TEST_AWS_REGION\", \"us-west-2\")\n}\n\
+         gpuplan {\n  backend \"local\" {\n    path = \"elsewhere/state.json\"\n  }\n}\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("pools.hcl"),
+        format!(
+            "gpu_pool \"a\" {{\n  provider = \"sim\"\n  gpu = \"L4\"\n  {NODES}}}\n\
+             gpu_pool \"b\" {{\n  provider = \"aws\"\n  gpu = \"L4\"\n  {NODES}  depends_on = [gpu_pool.a]\n}}\n\
+             quota \"team\" {{\n  max_gpus = 16\n  pools = [gpu_pool.a]\n}}\n{extra}"
+        ),
+    )
+    .expect("write");
+    dir
+}
+
+fn options(env: &[(&str, &str)], vars: &[(&str, &str)]) -> LoadOptions {
+    LoadOptions {
+        vars: vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..LoadOptions::default()
+    }
+}
+
+#[test]
+fn a_load_names_the_environment_variables_it_looked_up() {
+    let dir = fleet_dir("");
+    let loaded = load_dir(dir.path(), &options(&[("UNRELATED", "x")], &[])).expect("load");
+    assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
+    assert_eq!(loaded.env_read, ["GPUPLAN_VAR_region", "SPEC_TEST_AWS_REGION"]);
+}
+
+#[test]
+fn the_sources_digest_changes_with_every_input_of_a_load_and_only_those() {
+    let dir = fleet_dir("");
+    let read = read_dir(dir.path()).expect("read");
+    let names: Vec<String> = vec!["GPUPLAN_VAR_region".into(), "SPEC_TEST_AWS_REGION".into()];
+    let base = sources_digest(&read.sources, &options(&[("UNRELATED", "x")], &[]), &names);
+    // What the load did not look up does not count.
+    assert_eq!(base, sources_digest(&read.sources, &options(&[("UNRELATED", "y")], &[]), &names));
+    let mut differs = vec![
+        (
+            "a looked-up variable set",
+            sources_digest(&read.sources, &options(&[("SPEC_TEST_AWS_REGION", "x")], &[]), &names),
+        ),
+        ("a --var value", sources_digest(&read.sources, &options(&[], &[("region", "eu-west-2")]), &names)),
+        ("another name looked up", sources_digest(&read.sources, &options(&[], &[]), &names[..1])),
+    ];
+    // Set to the empty string is not unset.
+    let empty = options(&[("SPEC_TEST_AWS_REGION", "")], &[]);
+    differs.push(("a variable set empty", sources_digest(&read.sources, &empty, &names)));
+    let file = |i: u32| read.sources.get(i).expect("a spec file").clone();
+    let (main, pools) = (file(0), file(1));
+    let sources_of = |files: [(&str, String); 2]| {
+        let mut s = Sources::default();
+        for (name, text) in files {
+            s.add(name, text);
+        }
+        s
+    };
+    let edited = sources_of([(&main.name, main.text.clone()), (&pools.name, pools.text.replace("16", "17"))]);
+    differs.push(("one byte of a file", sources_digest(&edited, &options(&[], &[]), &names)));
+    let renamed = sources_of([("main2.hcl", main.text.clone()), (&pools.name, pools.text.clone())]);
+    differs.push(("a file's name", sources_digest(&renamed, &options(&[], &[]), &names)));
+    // Text moved from one file to the next is not the same input.
+    let moved = sources_of([
+        (&main.name, format!("{}{}", main.text, &pools.text[..10])),
+        (&pools.name, pools.text[10..].to_string()),
+    ]);
+    differs.push(("text moved between files", sources_digest(&moved, &options(&[], &[]), &names)));
+    assert_eq!(
+        sources_digest(
+            &sources_of([(&main.name, main.text.clone()), (&pools.name, pools.text.clone())]),
+            &options(&[], &[]),
+            &names
+        ),
+        sources_digest(&read.sources, &options(&[], &[]), &names),
+        "the same files read twice"
+    );
+    let unset = sources_digest(&read.sources, &options(&[], &[]), &names);
+    for (what, digest) in &differs {
+        assert_ne!(digest, &unset, "{what}");
+    }
+}
+
+#[test]
+fn the_providers_part_decoded_alone_is_the_whole_spec_s() {
+    let dir = fleet_dir("");
+    let opts = options(&[("SPEC_TEST_AWS_REGION", "us-east-2")], &[("region", "us-west-2")]);
+    let read = read_dir(dir.path()).expect("read");
+    let (part, skipped) = load_providers_part(&read, &opts).expect("the providers' part stands alone");
+    assert!(skipped.is_empty());
+    let whole = load_dir(dir.path(), &opts).expect("load");
+    assert!(!whole.diags.has_errors(), "{:?}", whole.diags.items);
+    assert_eq!(whole.spec.gpu_pools.len(), 2);
+    let want = crate::engine::providers::providers_part(&whole.spec);
+    let got = crate::engine::providers::providers_part(&part);
+    assert_eq!(got.providers, want.providers);
+    assert_eq!(got.backend, want.backend);
+    assert!(got.providers["aws"].region.as_ref().is_some_and(|r| r.value == "us-east-2"), "{:?}", got.providers);
+    assert!(got.backend.is_some());
+    assert!(part.gpu_pools.is_empty() && part.quotas.is_empty(), "the rest is not decoded");
+}
+
+#[test]
+fn a_providers_part_that_cannot_stand_alone_is_not_decoded_alone() {
+    let opts = options(&[], &[]);
+    // A pool on a Kubernetes cluster builds a provider of its own.
+    let k8s = fleet_dir(
+        "gpu_pool \"k\" {\n  provider = \"sim\"\n  gpu = \"L4\"\n  gpus_per_node = 1\n  nodes {\n    min = 0\n    desired = 1\n    max = 4\n  }\n  kubernetes {\n    namespace = \"ml\"\n  }\n}\n",
+    );
+    assert!(load_providers_part(&read_dir(k8s.path()).expect("read"), &opts).is_none());
+    // A local that the providers may read refers to a pool, left out here.
+    let refers = fleet_dir("locals {\n  zone = gpu_pool.a.gpu\n}\n");
+    let whole = load_dir(refers.path(), &opts).expect("load");
+    assert!(!whole.diags.has_errors(), "the whole spec is valid: {:?}", whole.diags.items);
+    assert!(load_providers_part(&read_dir(refers.path()).expect("read"), &opts).is_none());
+    // A file that does not parse.
+    let broken = fleet_dir("gpu_pool \"c\" {\n");
+    assert!(load_providers_part(&read_dir(broken.path()).expect("read"), &opts).is_none());
+}

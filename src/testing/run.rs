@@ -61,7 +61,8 @@ async fn one(f: &TestFile, run: &RunBlock, sources: &Sources, opts: &Options, wo
             Err(e) => return broken(sources, a.value.span, eval_text(&e)),
         }
     }
-    let loaded = match spec::load_dir(&opts.dir, &LoadOptions { vars, env: opts.env.clone() }) {
+    let loaded = match spec::load_dir(&opts.dir, &LoadOptions { vars, env: opts.env.clone(), ..LoadOptions::default() })
+    {
         Ok(l) => crate::graph::checked(l),
         Err(e) => return broken(sources, run.span, format!("cannot read the spec folder: {e}")),
     };

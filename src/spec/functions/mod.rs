@@ -494,6 +494,9 @@ fn range(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
 
 fn env(c: &Call<'_>, scope: &Scope<'_>) -> EvalResult {
     let key = c.string(0)?;
+    if let Some(reads) = scope.env_read {
+        reads.note(&key);
+    }
     match scope.env.and_then(|e| e.get(&key)) {
         Some(v) => Ok(Value::String(v.clone())),
         None if c.args.len() == 2 => Ok(c.args[1].0.clone()),

@@ -1,6 +1,6 @@
 //! Saved plans: applied exactly when fresh, refused when the state or the spec moved on.
 
-use crate::engine_cli::{Fleet, flat, small_spec};
+use crate::engine_cli::{Fleet, PROVIDER, flat, pool, small_spec};
 
 #[test]
 fn a_fresh_saved_plan_applies_and_a_stale_one_is_refused() {
@@ -86,4 +86,75 @@ fn a_plan_that_cannot_be_saved_is_still_shown_and_the_failure_names_the_file() {
     assert!(err.contains("cannot write") && err.contains("no-such-dir/p.plan"), "{}", r.stderr);
     assert!(!err.contains("Saved the plan"), "{}", r.stderr);
     assert!(!fleet.path().join("no-such-dir").exists());
+}
+
+/// A saved plan's spec digest, replaced: only a plan whose spec is decoded again notices.
+fn forge_spec_digest(path: &std::path::Path) -> gpuplan::plan::Plan {
+    let mut plan = gpuplan::engine::planfile::load(path).expect("the saved plan reads back");
+    plan.spec_digest = "0".repeat(64);
+    gpuplan::engine::planfile::save(path, &plan).expect("saved again");
+    plan
+}
+
+#[test]
+fn a_saved_plan_records_its_sources_and_apply_decodes_the_spec_again_only_when_they_changed() {
+    // A pool's image comes from the environment, as in CI.
+    let spec = format!(
+        "{PROVIDER}{}{}",
+        pool("train", &["us-east-1a", "us-east-1b"], 2, "  image = env(\"FLEET_IMAGE\", \"ami-1\")"),
+        pool("serve", &["us-east-1a"], 1, "")
+    );
+    let fleet = Fleet::new(&spec);
+    let env = [("FLEET_IMAGE", "ami-2"), ("UNRELATED", "plan")];
+    fleet.run_env(&["plan", "--out", "p.plan"], &env).expect(0);
+    let path = fleet.path().join("p.plan");
+    let plan = gpuplan::engine::planfile::load(&path).expect("the saved plan reads back");
+    let sources = plan.spec_sources.as_ref().expect("a saved plan records its spec's sources");
+    assert_eq!(sources.digest.len(), 64, "{sources:?}");
+    assert_eq!(sources.env, ["FLEET_IMAGE"], "the environment variables the spec looked up, and only those");
+
+    // The spec's digest in the file is replaced. With the same files and the same value
+    // of FLEET_IMAGE (UNRELATED differs, as between CI jobs), apply trusts the sources
+    // and never decodes the spec: the forged digest goes unnoticed, which shows that.
+    forge_spec_digest(&path);
+    let ok = fleet.run_env(&["apply", "p.plan"], &[("FLEET_IMAGE", "ami-2"), ("UNRELATED", "apply")]).expect(0);
+    assert!(ok.stderr.contains("Apply complete!"), "{}", ok.stderr);
+    assert_eq!(fleet.live_tagged().len(), 3);
+
+    // Another value of a variable the spec read: the whole spec is decoded, and its digest
+    // is not the forged one.
+    fleet.run_env(&["plan", "--out", "q.plan"], &env).expect(0);
+    let q = fleet.path().join("q.plan");
+    forge_spec_digest(&q);
+    let r = fleet.run_env(&["apply", "q.plan"], &[("FLEET_IMAGE", "ami-3")]).expect(1);
+    assert!(flat(&r.stderr).contains("different spec"), "{}", r.stderr);
+    // And when the plan records no sources (saved by an earlier gpuplan), the same.
+    let mut old = gpuplan::engine::planfile::load(&q).expect("reads back");
+    old.spec_sources = None;
+    gpuplan::engine::planfile::save(&q, &old).expect("saved again");
+    let r = fleet.run_env(&["apply", "q.plan"], &env).expect(1);
+    assert!(flat(&r.stderr).contains("different spec"), "{}", r.stderr);
+    // Unforged, with the plan's value, it applies (a no-op: the fleet is as planned).
+    fleet.run_env(&["plan", "--out", "r.plan"], &env).expect(0);
+    fleet.run_env(&["apply", "r.plan"], &env).expect(0);
+    assert_eq!(fleet.live_tagged().len(), 3, "a refused plan changed the fleet");
+}
+
+#[test]
+fn a_plan_applied_with_another_var_value_is_refused_and_one_with_a_comment_added_applies() {
+    let spec = format!(
+        "variable \"n\" {{\n  type    = number\n  default = 2\n}}\n{}",
+        small_spec(2).replacen("desired = 2", "desired = var.n", 1)
+    );
+    assert!(spec.contains("var.n"), "{spec}");
+    let fleet = Fleet::new(&spec);
+    fleet.run(&["plan", "--out", "p.plan", "--var", "n=3"]).expect(0);
+    let r = fleet.run(&["apply", "p.plan", "--var", "n=2"]).expect(1);
+    assert!(flat(&r.stderr).contains("different spec"), "{}", r.stderr);
+    // A comment added: other sources, so the spec is decoded again; the same spec, so the
+    // plan still applies.
+    fleet.write_spec(&format!("# reviewed\n{spec}"));
+    let ok = fleet.run(&["apply", "p.plan", "--var", "n=3"]).expect(0);
+    assert!(ok.stderr.contains("Apply complete!"), "{}", ok.stderr);
+    assert_eq!(fleet.live_tagged().len(), 4, "train's 3 nodes and serve's 1");
 }

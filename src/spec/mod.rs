@@ -187,7 +187,7 @@ pub fn sources_digest(sources: &Sources, opts: &LoadOptions, env_read: &[String]
             None => part(b"unset"),
         }
     }
-    crate::plan::diff::hex(&hash.finalize())
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Block kinds the providers are built from ([`crate::engine::providers::providers_part`]):

@@ -172,6 +172,9 @@ pub struct Scope<'a> {
     /// Evaluated resources by kind and name (an object, or a list / map of objects for
     /// `count` / `for_each`).
     pub resources: Option<&'a BTreeMap<(Kind, String), Value>>,
+    /// Every resource the spec declares, by kind: what a reference to an undeclared one
+    /// is told it may have meant (else the resources evaluated so far).
+    pub declared: Option<&'a BTreeMap<Kind, std::collections::BTreeSet<String>>>,
     /// Locals and resources that failed; references to them are silently poisoned.
     pub poisoned: Option<&'a std::collections::BTreeSet<String>>,
     pub env: Option<&'a BTreeMap<String, String>>,
@@ -357,10 +360,18 @@ fn resolve_root<'s>(
                     scope.resources.ok_or_else(|| err(span, "resources are not available here", "not allowed"))?;
                 return match resources.get(&(kind, name.to_string())) {
                     Some(v) => Ok((v.clone(), &steps[1..])),
-                    None => {
-                        let names = resources.keys().filter(|(k, _)| *k == kind).map(|(_, n)| n.as_str());
-                        Err(undeclared(kind.as_str(), name, nspan.join(span), names))
-                    }
+                    None => match scope.declared {
+                        // All of them, not only those before this one in the decoding
+                        // order: the hint is the same whatever the order.
+                        Some(declared) => {
+                            let names = declared.get(&kind).into_iter().flatten().map(String::as_str);
+                            Err(undeclared(kind.as_str(), name, nspan.join(span), names))
+                        }
+                        None => {
+                            let names = resources.keys().filter(|(k, _)| *k == kind).map(|(_, n)| n.as_str());
+                            Err(undeclared(kind.as_str(), name, nspan.join(span), names))
+                        }
+                    },
                 };
             }
             let mut known: Vec<&str> = vec!["var", "local", "count", "each"];

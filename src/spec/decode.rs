@@ -89,7 +89,9 @@ pub struct Decoded {
 }
 
 pub fn decode(sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags: &mut Diagnostics) -> Decoded {
-    decode_on(sources, files, opts, diags, crate::par::cores().min(2))
+    let size: usize = sources.files().map(|(_, f)| f.text.len()).sum();
+    let threads = if size <= crate::spec::PARSE_TWO_UP_TO { crate::par::cores().min(2) } else { 1 };
+    decode_on(sources, files, opts, diags, threads)
 }
 
 /// Resources decoded on more than one thread come this many or more to a thread: below,

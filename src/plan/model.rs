@@ -415,6 +415,36 @@ pub struct PlanError {
     pub span: Option<crate::diag::Span>,
 }
 
+thread_local! {
+    /// Set while this thread reads a plan whose changes other threads read
+    /// ([`skipping_changes`]).
+    static SKIP_CHANGES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f`, with plans deserialized on this thread leaving their change list empty (its JSON
+/// is still read through, and must be well formed): a large plan file's reader parses
+/// the changes on other threads meanwhile (`engine::planfile`).
+pub fn skipping_changes<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SKIP_CHANGES.set(false);
+        }
+    }
+    SKIP_CHANGES.set(true);
+    let _reset = Reset;
+    f()
+}
+
+fn changes_or_skipped<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ResourceChange>, D::Error> {
+    if SKIP_CHANGES.get() {
+        serde::de::IgnoredAny::deserialize(d)?;
+        Ok(Vec::new())
+    } else {
+        crate::model::exact::vec(d)
+    }
+}
+
 /// What a saved plan's spec was loaded from (`spec::sources_digest`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpecSources {
@@ -445,7 +475,7 @@ pub struct Plan {
     /// `destroy` plans delete everything the state owns.
     #[serde(default)]
     pub destroy: bool,
-    #[serde(deserialize_with = "crate::model::exact::vec")]
+    #[serde(deserialize_with = "changes_or_skipped")]
     pub changes: Vec<ResourceChange>,
     pub drift: Vec<DriftItem>,
     /// Notes that are not changes (see [`PlanNote`]).

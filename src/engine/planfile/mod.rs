@@ -93,7 +93,7 @@ pub fn load(path: &Path) -> Result<Plan, PlanFileError> {
     open(path)?
         .read_to_end(&mut text)
         .map_err(|error| PlanFileError::Corrupt { path: path.to_path_buf(), message: error.to_string() })?;
-    let read: serde_json::Result<Plan> = serde_json::from_slice(&text);
+    let read = parse(&text);
     drop(text);
     // The whole stream inflated and matched its CRC-32 and length: a JSON error is the
     // document's own, not a flipped byte the inflater passed on.
@@ -102,6 +102,46 @@ pub fn load(path: &Path) -> Result<Plan, PlanFileError> {
         return Err(PlanFileError::Version { path: path.to_path_buf(), found: plan.format_version });
     }
     Ok(plan)
+}
+
+/// A plan file's JSON text this large or larger (a 100,000-pool plan's is 190 MB) has its
+/// change list parsed on the cores ([`parse_on_cores`]); a smaller one on one thread.
+const PARSE_ON_CORES_FROM: usize = 8 << 20;
+
+/// The plan in `text`. A large one is parsed on the cores; any error there is left to the
+/// plain parse, which reports it with its place in the file as before.
+fn parse(text: &[u8]) -> serde_json::Result<Plan> {
+    if text.len() >= PARSE_ON_CORES_FROM
+        && crate::par::cores() >= 2
+        && let Ok(plan) = parse_on_cores(text)
+    {
+        return Ok(plan);
+    }
+    serde_json::from_slice(text)
+}
+
+/// The plan in `text`, the same as `serde_json::from_slice` reads it, on two threads: one
+/// reads the plan with its change list skipped ([`crate::plan::model::skipping_changes`]),
+/// the other only the change list, each reading through the other's part. At 100,000
+/// pools the changes are about half of the plan's JSON, which was parsed on one core
+/// while the other waited. Each change is built once, in a list of its exact size, as the
+/// plain parse builds it: parsing them in runs and joining the runs held them twice and
+/// raised the peak memory past 600 MiB.
+fn parse_on_cores(text: &[u8]) -> serde_json::Result<Plan> {
+    /// The plan's change list alone.
+    #[derive(serde::Deserialize)]
+    struct Changes {
+        #[serde(deserialize_with = "crate::model::exact::vec")]
+        changes: Vec<crate::plan::ResourceChange>,
+    }
+    std::thread::scope(|s| {
+        let rest = s.spawn(|| crate::plan::model::skipping_changes(|| serde_json::from_slice::<Plan>(text)));
+        let changes = serde_json::from_slice::<Changes>(text);
+        // A panic while parsing is a bug: surface it as one thread would.
+        let mut plan = rest.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+        plan.changes = changes?.changes;
+        Ok(plan)
+    })
 }
 
 /// The size of a plan file's JSON text, to size its buffer once: a plain file's length,

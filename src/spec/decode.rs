@@ -88,25 +88,7 @@ pub struct Decoded {
     pub partial_pools: BTreeMap<Address, GpuPool>,
 }
 
-pub fn decode(sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags: &mut Diagnostics) -> Decoded {
-    let size: usize = sources.files().map(|(_, f)| f.text.len()).sum();
-    let threads = if size <= crate::spec::PARSE_TWO_UP_TO { crate::par::cores().min(2) } else { 1 };
-    decode_on(sources, files, opts, diags, threads)
-}
-
-/// Resources decoded on more than one thread come this many or more to a thread: below,
-/// starting a thread costs more than it saves.
-const ALONE_PER_THREAD: usize = 256;
-
-/// [`decode`], with runs of resources that nothing refers to decoded on up to `threads`
-/// threads (the same result: see [`decode_alone`]).
-fn decode_on(
-    _sources: &Sources,
-    files: &[raw::File],
-    opts: &LoadOptions,
-    diags: &mut Diagnostics,
-    threads: usize,
-) -> Decoded {
+pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags: &mut Diagnostics) -> Decoded {
     let mut spec = Spec::default();
     let mut partial_pools = BTreeMap::new();
     let collected = collect(files, diags);
@@ -172,36 +154,7 @@ fn decode_on(
 
     let mut locals: BTreeMap<String, Value> = BTreeMap::new();
     let mut resources: BTreeMap<(Kind, String), Value> = BTreeMap::new();
-    // A resource nothing refers to (most pools of a large fleet) needs only what comes
-    // before it in `order`, and nothing after it needs its value: a run of them can be
-    // decoded at once, on the cores. Providers stay in order (they fill `spec.providers`).
-    let alone = |i: usize| !referenced[i] && matches!(items[i], Item::Resource(k, _) if k != Kind::Provider);
-    let mut at = 0;
-    while at < order.len() {
-        let run = order[at..].iter().take_while(|&&i| alone(i)).count();
-        if threads > 1 && run >= 2 * ALONE_PER_THREAD {
-            let shared = Shared {
-                items: &items,
-                refs: &refs,
-                vars: &vars,
-                locals: &locals,
-                resources: &resources,
-                poisoned: &poisoned,
-                opts,
-                declared: &declared,
-                yaml_files: &yaml_files,
-            };
-            let parts = crate::par::runs_in_order(&order[at..at + run], threads, ALONE_PER_THREAD, |r| {
-                decode_alone(r, &shared)
-            });
-            for part in parts {
-                part.merge_into(&mut spec, &mut partial_pools, diags, &mut resources, &mut poisoned, &items);
-            }
-            at += run;
-            continue;
-        }
-        let i = order[at];
-        at += 1;
+    for i in order {
         let item = items[i];
         let mut cx = Cx {
             scope: Scope {
@@ -288,92 +241,6 @@ fn decode_on(
         crate::spec::adopt::decode(&mut cx, b, &mut spec);
     }
     Decoded { spec, partial_pools }
-}
-
-/// What decoding a resource reads of the decode so far: shared, read-only, by the threads
-/// of [`decode_alone`].
-struct Shared<'a, 'r> {
-    items: &'a [Item<'r>],
-    refs: &'a [Vec<Spanned<Address>>],
-    vars: &'a BTreeMap<String, Value>,
-    locals: &'a BTreeMap<String, Value>,
-    resources: &'a BTreeMap<(Kind, String), Value>,
-    poisoned: &'a BTreeSet<String>,
-    opts: &'a LoadOptions,
-    declared: &'a BTreeMap<Kind, BTreeSet<String>>,
-    yaml_files: &'a BTreeSet<u32>,
-}
-
-/// The resources of one run decoded by [`decode_alone`], to be merged in order.
-#[derive(Default)]
-struct Alone {
-    spec: Spec,
-    partial_pools: BTreeMap<Address, GpuPool>,
-    diags: Diagnostics,
-    /// Item index and outcome, in order.
-    done: Vec<(usize, Result<Value, Reported>)>,
-}
-
-/// Decode `run`, resources that nothing refers to, into a spec of their own. Each reads
-/// only what comes before the run (nothing in it refers to another in it), so the result
-/// is what decoding them one by one gives; [`Alone::merge_into`] puts it in place in
-/// order, diagnostics included.
-fn decode_alone(run: &[usize], shared: &Shared<'_, '_>) -> Alone {
-    let mut part = Alone::default();
-    for &i in run {
-        let Item::Resource(kind, block) = shared.items[i] else { continue };
-        let mut cx = Cx {
-            scope: Scope {
-                vars: Some(shared.vars),
-                locals: Some(shared.locals),
-                resources: Some(shared.resources),
-                declared: Some(shared.declared),
-                poisoned: Some(shared.poisoned),
-                env: Some(&shared.opts.env),
-                env_read: Some(&shared.opts.env_read),
-                ..Scope::default()
-            },
-            diags: &mut part.diags,
-            declared: shared.declared,
-            yaml_files: shared.yaml_files,
-        };
-        let done = resource(&mut cx, kind, block, &shared.refs[i], false, &mut part.spec, &mut part.partial_pools);
-        part.done.push((i, done));
-    }
-    part
-}
-
-impl Alone {
-    /// Add this run's resources, their diagnostics (each pushed, so repeats are dropped as
-    /// one by one) and outcomes to the decode's.
-    fn merge_into(
-        mut self,
-        spec: &mut Spec,
-        partial_pools: &mut BTreeMap<Address, GpuPool>,
-        diags: &mut Diagnostics,
-        resources: &mut BTreeMap<(Kind, String), Value>,
-        poisoned: &mut BTreeSet<String>,
-        items: &[Item<'_>],
-    ) {
-        spec.gpu_pools.append(&mut self.spec.gpu_pools);
-        spec.quotas.append(&mut self.spec.quotas);
-        spec.job_templates.append(&mut self.spec.job_templates);
-        spec.jobs.append(&mut self.spec.jobs);
-        spec.autoscalers.append(&mut self.spec.autoscalers);
-        partial_pools.append(&mut self.partial_pools);
-        diags.extend(self.diags);
-        for (i, done) in self.done {
-            let item = items[i];
-            match (item, done) {
-                (Item::Resource(kind, block), Ok(v)) => {
-                    resources.insert((kind, label(block).to_string()), v);
-                }
-                (_, _) => {
-                    poisoned.insert(item.key());
-                }
-            }
-        }
-    }
 }
 
 #[derive(Default)]

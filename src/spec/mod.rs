@@ -300,12 +300,10 @@ enum Parsed {
     Unparsable,
 }
 
-/// A spec this size or smaller is parsed on two threads when it has several files, and
-/// its resources decoded on two ([`decode::decode`]); a larger one on one: at 100,000
-/// pools two files' trees at once only raised the peak memory, and decoding on two
-/// threads beside the state read ahead made the no-op plan and `destroy` slower, while at
-/// 2,000 pools the parse and the decoding are most of `validate`.
-pub(crate) const PARSE_TWO_UP_TO: usize = 8 << 20;
+/// A spec this size or smaller is parsed on two threads when it has several files; a
+/// larger one on one, file after file: at 100,000 pools two files' trees at once only
+/// raised the peak memory, while at 2,000 pools the parse is most of `validate`.
+const PARSE_TWO_UP_TO: usize = 8 << 20;
 
 /// Whether the files are parsed on two threads: several files, [`PARSE_TWO_UP_TO`] bytes
 /// or fewer in all.

@@ -95,64 +95,6 @@ fn the_value_others_see_is_a_list_an_object_or_the_one_instance() {
     assert_eq!(instances_value(false, false, vec![]), Value::Null, "a failed instance leaves nothing");
 }
 
-/// A fleet large enough to be decoded on two threads, with every kind of outcome: pools
-/// alone (most), pools a quota and a local refer to, `count` and `for_each` pools,
-/// problems in some pools (a bad value, a reference to an undeclared pool close to a
-/// declared one, a reference to a failed local), jobs and templates.
-fn big_fleet() -> String {
-    let mut text = String::from(
-        "provider \"sim\" {\n  region = \"us-east-1\"\n}\n\
-         variable \"gpus\" {\n  type = number\n  default = 1\n}\n\
-         locals {\n  first = gpu_pool.p0000.gpu\n  broken = 1 + \"x\"\n}\n\
-         quota \"team\" {\n  pools = [gpu_pool.p0001, gpu_pool.p0002]\n  max_gpus = 64\n}\n\
-         job_template \"t\" {\n  image = \"img\"\n  gpus = 1\n}\n",
-    );
-    for i in 0..1_500 {
-        let extra = match i % 100 {
-            7 => "  gpus_per_node = \"many\"\n".to_string(),
-            13 => format!("  image = gpu_pool.p{:04}x.gpu\n", i - 1),
-            17 => "  image = local.broken\n".to_string(),
-            23 => "  count = 2\n".to_string(),
-            29 => "  for_each = { a = 1, b = 2 }\n  image = \"img-${each.key}\"\n".to_string(),
-            31 => "  image = local.first\n".to_string(),
-            _ => String::new(),
-        };
-        let per_node = if i % 100 == 7 { String::new() } else { "  gpus_per_node = var.gpus\n".to_string() };
-        text.push_str(&format!(
-            "gpu_pool \"p{i:04}\" {{\n  provider = \"sim\"\n  gpu = \"L4\"\n{per_node}{extra}  nodes {{\n    min = 0\n    desired = 1\n    max = 2\n  }}\n}}\n"
-        ));
-    }
-    text.push_str("job \"j\" {\n  template = job_template.t\n  pool = gpu_pool.p0003\n}\n");
-    text
-}
-
-#[test]
-fn resources_decoded_on_two_threads_are_those_decoded_on_one() {
-    let text = big_fleet();
-    let mut sources = crate::diag::Sources::default();
-    let id = sources.add("fleet.hcl", text.clone());
-    let mut parse_diags = Diagnostics::default();
-    let body = hcl::parse(id, &text, &mut parse_diags).expect("parses");
-    assert!(parse_diags.items.is_empty(), "{:?}", parse_diags.items);
-    let files = [crate::spec::raw::File { file: id, format: crate::spec::raw::Format::Hcl, body }];
-    let opts = crate::spec::LoadOptions::default();
-    let decoded = |threads: usize| {
-        let mut diags = Diagnostics::default();
-        let d = super::decode_on(&sources, &files, &opts, &mut diags, threads);
-        (format!("{:?}", d.spec), format!("{:?}", d.partial_pools), diags.items)
-    };
-    let (one_spec, one_partial, one_diags) = decoded(1);
-    let (two_spec, two_partial, two_diags) = decoded(2);
-    // The fleet has what the test is about.
-    let codes: BTreeSet<&str> = one_diags.iter().map(|d| d.code).collect();
-    assert!(codes.len() >= 3, "kinds of problems: {codes:?}");
-    assert!(one_diags.iter().any(|d| d.help.as_deref().is_some_and(|h| h.contains("did you mean"))), "{one_diags:?}");
-    assert!(one_spec.contains("p0029[\\\"b\\\"]") || one_spec.contains("p0029"), "for_each instances decoded");
-    assert_eq!(one_diags, two_diags, "the same problems, in the same order");
-    assert!(one_spec == two_spec, "the same spec, spans included");
-    assert!(one_partial == two_partial, "the same partly decoded pools");
-}
-
 #[test]
 fn an_undeclared_reference_is_told_the_closest_declared_name_wherever_it_is_decoded() {
     // The pool referred to by mistake comes after the one that refers to it in the
@@ -165,7 +107,7 @@ fn an_undeclared_reference_is_told_the_closest_declared_name_wherever_it_is_deco
     let mut diags = Diagnostics::default();
     let body = hcl::parse(id, text, &mut diags).expect("parses");
     let files = [crate::spec::raw::File { file: id, format: crate::spec::raw::Format::Hcl, body }];
-    super::decode_on(&sources, &files, &crate::spec::LoadOptions::default(), &mut diags, 1);
+    super::decode(&sources, &files, &crate::spec::LoadOptions::default(), &mut diags);
     let hint = diags.items.iter().find(|d| d.code == "gpuplan::spec::undeclared").and_then(|d| d.help.clone());
     assert_eq!(hint.as_deref(), Some("did you mean `zebra`?"), "{:?}", diags.items);
 }

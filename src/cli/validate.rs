@@ -10,11 +10,7 @@ use crate::diag::{self, Diagnostic, Severity};
 use crate::spec;
 
 pub fn run(settings: &Settings, args: &ValidateArgs) -> miette::Result<ExitStatus> {
-    let mut loaded =
-        spec::load_dir(&settings.dir, &settings.load_options()).map(crate::graph::checked).map_err(|e| {
-            CliError::new(format!("cannot read `{}`: {e}", settings.dir.display()))
-                .hint("check that the directory exists and is readable")
-        })?;
+    let mut loaded = crate::graph::checked(spec::load_read(load::read_spec(settings)?, &settings.load_options()));
     load::say_skipped(settings, &loaded.skipped);
     // The policies `plan` would load, checked the same way and reported in the same run.
     let policy_files = load::policy_files(settings, &args.policy_dir)?;

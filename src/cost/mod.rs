@@ -377,7 +377,7 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         }
     }
     let mut after: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
-    let spec_pool = spec.gpu_pools.get(addr);
+    let spec_pool = spec.gpu_pools.get(addr).map(Box::as_ref);
     let shape = spec_pool.and_then(|p| shape::shape(spec, p, catalog::catalog()));
     let preferred = shape
         .as_ref()

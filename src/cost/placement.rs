@@ -80,7 +80,7 @@ pub fn resolve(
             _ => (i, c),
         };
         if let Some(p) = out.gpu_pools.get_mut(addr) {
-            *p = pool.placed_in(&placement.candidates[i]);
+            **p = pool.placed_in(&placement.candidates[i]);
         }
         chosen.insert(addr.clone(), c);
     }

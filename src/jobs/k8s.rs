@@ -94,7 +94,7 @@ pub fn manifest_for(
 ) -> Option<K8sJob> {
     let t = spec.job_templates.get(&job.template.value)?;
     let pool_addr = &job.pool.value;
-    let pool = spec.gpu_pools.get(pool_addr);
+    let pool = spec.gpu_pools.get(pool_addr).map(Box::as_ref);
     let name = object_name(addr);
 
     let mut env: Vec<EnvVar> = place::env(addr, job, t, 0, attempt)

@@ -192,7 +192,7 @@ fn part_of(cx: &Shared<'_, '_>, addresses: &[&Address]) -> Part {
         let nodes = cx.live.get(addr).cloned().unwrap_or_default();
         let change = match addr.kind {
             Kind::GpuPool => {
-                let pool = if input.destroy { None } else { input.spec.gpu_pools.get(addr) };
+                let pool = if input.destroy { None } else { input.spec.gpu_pools.get(addr).map(Box::as_ref) };
                 let ctx = PoolCtx {
                     input,
                     addr,

@@ -362,7 +362,7 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
             labels: Default::default(),
             mig: mig.clone(),
             kubernetes: None,
-            placement: placement.clone(),
+            placement: placement.clone().map(Box::new),
             meta: meta.clone(),
         });
     }
@@ -379,8 +379,8 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         mix: mix.ok_or(Reported)?,
         labels,
         mig,
-        kubernetes,
-        placement,
+        kubernetes: kubernetes.map(Box::new),
+        placement: placement.map(Box::new),
         meta,
     })
 }

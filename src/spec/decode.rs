@@ -662,17 +662,17 @@ has_meta!(GpuPool, Quota, JobTemplate, Job, Autoscaler);
 
 /// Fill in the meta-arguments of a decoded resource, keep it in the spec, and return the
 /// value references to it see (when `keep`; else `Null`).
-fn store<T: HasMeta>(
+fn store<T: HasMeta, V: From<T>>(
     decoded: Result<T, Reported>,
     addr: &Address,
-    into: &mut BTreeMap<Address, T>,
+    into: &mut BTreeMap<Address, V>,
     keep: bool,
     fix_meta: impl Fn(&mut Meta),
 ) -> Result<Value, Reported> {
     decoded.map(|mut r| {
         fix_meta(r.meta_mut());
         let v = if keep { to_value(&r, addr) } else { Value::Null };
-        into.insert(addr.clone(), r);
+        into.insert(addr.clone(), V::from(r));
         v
     })
 }

@@ -270,7 +270,7 @@ fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Lo
     drop(files);
     let mut spec = decoded.spec;
     // A map filled one insert at a time keeps its nodes about half full; rebuilt from its
-    // sorted entries it is packed (tens of MB less for 100,000 pools).
+    // sorted entries it is packed (several MB less for 100,000 pools).
     spec.gpu_pools = std::mem::take(&mut spec.gpu_pools).into_iter().collect();
     validate::resolve_job_pools(&mut spec, &mut diags);
     validate::validate(&spec, &decoded.partial_pools, &mut diags);

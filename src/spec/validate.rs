@@ -13,7 +13,7 @@ use crate::spec::model::{GpuPool, Job, JobTemplate, Provider, ProviderKind, Span
 
 pub fn validate(spec: &Spec, partial_pools: &BTreeMap<Address, GpuPool>, diags: &mut Diagnostics) {
     let cat = catalog::catalog();
-    for (addr, pool) in spec.gpu_pools.iter().chain(partial_pools) {
+    for (addr, pool) in spec.gpu_pools.iter().map(|(a, p)| (a, &**p)).chain(partial_pools) {
         match &pool.placement {
             Some(p) => validate_floating(spec, cat, addr, pool, p, diags),
             None => validate_pool(spec, cat, addr, pool, diags),

@@ -130,7 +130,7 @@ fn with_cx<R>(world: &World, in_spec: bool, autoscaled: bool, f: impl FnOnce(&Po
         Some(nodes) => nodes.iter().filter(|n| n.is_live()).collect(),
         None => prior.map(|p| p.nodes.iter().filter(|n| n.is_live()).collect()).unwrap_or_default(),
     };
-    let pool = if in_spec { world.spec.gpu_pools.get(&addr) } else { None };
+    let pool = if in_spec { world.spec.gpu_pools.get(&addr).map(Box::as_ref) } else { None };
     let jobs = super::JobNodes::new(&world.spec, &world.state, None);
     let cx = PoolCtx {
         input: &input,
@@ -205,7 +205,7 @@ fn drift_reports_lost_changed_and_orphan_nodes_only_when_refreshed() {
 #[test]
 fn ignored_paths_add_the_node_count_for_an_autoscaled_pool_once() {
     let world = World::new(None, None);
-    let pool = world.spec.gpu_pools.get(&train());
+    let pool = world.spec.gpu_pools.get(&train()).map(Box::as_ref);
     assert_eq!(ignored_paths(pool, false), ["labels"]);
     assert_eq!(ignored_paths(pool, true), ["labels", "nodes.desired"]);
     assert_eq!(ignored_paths(None, true), ["nodes.desired"]);

@@ -79,6 +79,7 @@ where
         }
     };
     pages::fit(&settings);
+    allocator::leave_memory_to_exit();
     let status = match dispatch(&cli.command, &settings) {
         Ok(status) => status,
         Err(report) => {

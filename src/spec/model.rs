@@ -144,9 +144,10 @@ pub struct Spec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, Provider>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    /// Boxed: a pool is about 700 bytes, and the map's nodes hold eleven entries each. Held
-    /// inline, every insert while decoding moved pools around and every node was 12 KB of
-    /// fresh memory; at 2,000 pools that was a third of `validate`'s page faults.
+    // Boxed: a pool is about 700 bytes, and the map's nodes hold eleven entries each. Held
+    // inline, every insert while decoding moved pools around and every node was 12 KB of
+    // fresh memory; at 2,000 pools that was a third of `validate`'s page faults. (Comments,
+    // not doc comments: those become the JSON Schema's descriptions.)
     #[schemars(with = "BTreeMap<String, GpuPool>")]
     pub gpu_pools: BTreeMap<Address, Box<GpuPool>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -341,9 +342,9 @@ pub struct GpuPool {
     /// this pool count slices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mig: Option<Spanned<String>>,
+    // Boxed, as is `placement`: few pools have one, and inline they were a third of every
+    // pool's size.
     /// Run the pool's jobs as Kubernetes Jobs in this cluster (DESIGN.md, "Where jobs run").
-    /// Boxed, as is `placement`: few pools have one, and inline they were a third of every
-    /// pool's size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<Box<Kubernetes>>,
     /// A floating pool: instead of `provider`/`region`, the places it may live in

@@ -185,7 +185,7 @@ fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> Resourc
         before: None,
         after: Some(JsonText::from_value(&serde_json::json!({ "gpu": "L4" }))),
         reasons: vec![],
-        pool: Some(Box::new(pool)),
+        pool: Some(pool),
         after_changes: after.iter().map(|a| format!("gpu_pool.{a}").parse().unwrap()).collect(),
     }
 }

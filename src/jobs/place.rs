@@ -693,7 +693,7 @@ fn pool_rooms(
         .changes
         .iter()
         .filter(|c| shapes.contains_key(&c.address))
-        .filter_map(|c| c.pool.as_deref().map(|p| (&c.address, p)))
+        .filter_map(|c| c.pool.as_ref().map(|p| (&c.address, p)))
         .collect();
     let costs: BTreeMap<&Address, &crate::plan::report::PoolCost> = report
         .as_ref()

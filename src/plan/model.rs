@@ -325,7 +325,7 @@ pub struct ResourceChange {
     #[serde(deserialize_with = "crate::model::exact::vec")]
     pub reasons: Vec<Reason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool: Option<Box<PoolChange>>,
+    pub pool: Option<PoolChange>,
     /// Addresses this change must wait for (dependencies for create/update; for deletes,
     /// the dependents that must go first).
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]

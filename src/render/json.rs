@@ -216,7 +216,7 @@ impl<'a> ChangeDoc<'a> {
             after: &c.after,
             before: &c.before,
             depends_on: c.after_changes.iter().map(|a| Shown(a)).collect(),
-            pool: c.pool.as_deref().map(PoolDoc::new),
+            pool: c.pool.as_ref().map(PoolDoc::new),
             reasons: c.reasons.iter().map(|r| ReasonDoc { code: &r.code, message: &r.message }).collect(),
         }
     }

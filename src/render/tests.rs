@@ -136,7 +136,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
 fn no_changes() -> Plan {
     let mut c = change(pool_addr("train"), Action::NoOp, Some(pool_cfg("A100-80GB", 2, 50)), None);
     c.after = c.before.clone();
-    c.pool = Some(Box::new(pool_change("A100-80GB", counts(1, 1), counts(1, 1))));
+    c.pool = Some(pool_change("A100-80GB", counts(1, 1), counts(1, 1)));
     plan(vec![c])
 }
 
@@ -150,12 +150,12 @@ fn create_two_pools_and_quota() -> Plan {
         create("train", "us-east-1a", Capacity::Spot, 1, "p4de.24xlarge"),
         create("train", "us-east-1b", Capacity::Spot, 1, "p4de.24xlarge"),
     ];
-    train.pool = Some(Box::new(p));
+    train.pool = Some(p);
     let mut infer = change(pool_addr("infer"), Action::Create, None, Some(pool_cfg("L4", 1, 0)));
     infer.reasons.push(Reason::new(rc("new"), "`gpu_pool.infer` is new in the spec"));
     let mut p = pool_change("L4", NodeCounts::default(), counts(1, 0));
     p.creates = vec![create("infer", "us-east-1a", Capacity::OnDemand, 1, "g6.48xlarge")];
-    infer.pool = Some(Box::new(p));
+    infer.pool = Some(p);
     let quota_cfg = json!({"max_gpus": 64, "budget": {"hourly_usd": 500}, "gpus": ["A100-80GB", "L4"]});
     let mut quota = change(Address::new(Kind::Quota, "ml"), Action::Create, None, Some(quota_cfg));
     quota.reasons.push(Reason::new(rc("new"), "`quota.ml` is new in the spec"));
@@ -195,7 +195,7 @@ fn update_with_drift() -> Plan {
         image: None,
         tags: Default::default(),
     }];
-    c.pool = Some(Box::new(p));
+    c.pool = Some(p);
     let mut plan = plan(vec![c]);
     plan.drift = vec![
         DriftItem {
@@ -270,7 +270,7 @@ fn replace_gpu() -> Plan {
             "replaced: instance type p4de.24xlarge no longer matches 8 × H100",
         ),
     ];
-    c.pool = Some(Box::new(p));
+    c.pool = Some(p);
     plan(vec![c])
 }
 
@@ -287,7 +287,7 @@ fn delete_prevented() -> Plan {
             delete(&format!("i-0old{i:02}"), "us-east-1a", cap, "removed from the spec")
         })
         .collect();
-    c.pool = Some(Box::new(p));
+    c.pool = Some(p);
     let mut plan = plan(vec![c]);
     plan.errors.push(PlanError {
         address: pool_addr("old"),
@@ -312,7 +312,7 @@ fn many_updates(n: usize) -> Plan {
             c.reasons = vec![Reason::new(rc("node_count"), "nodes 2 → 3")];
             let mut p = pool_change("A100-80GB", counts(1, 1), counts(1, 2));
             p.creates = vec![create("p", "us-east-1b", Capacity::Spot, 1, "p4de.24xlarge")];
-            c.pool = Some(Box::new(p));
+            c.pool = Some(p);
             c
         })
         .collect();

@@ -150,7 +150,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         before: cfg.before,
         after: cfg.after,
         reasons,
-        pool: Some(Box::new(PoolChange {
+        pool: Some(PoolChange {
             provider: shape.provider.clone(),
             provider_kind: shape.provider_kind.to_string(),
             region: shape.region.clone(),
@@ -171,7 +171,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
             placement: None,
             placement_before: None,
             alternates: Vec::new(),
-        })),
+        }),
         after_changes: vec![],
     })
 }

@@ -41,7 +41,7 @@ pub(crate) fn removed(
         before: before_cfg,
         after: None,
         reasons: vec![reason],
-        pool: Some(Box::new(PoolChange {
+        pool: Some(PoolChange {
             provider: provider.unwrap_or_default(),
             provider_kind: provider_kind.unwrap_or_default(),
             region,
@@ -65,7 +65,7 @@ pub(crate) fn removed(
             placement: None,
             placement_before: None,
             alternates: Vec::new(),
-        })),
+        }),
         after_changes: vec![],
     };
     Some((change, prevent_destroy_error(cx)))

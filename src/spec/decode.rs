@@ -109,23 +109,20 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
     let mut graph: DiGraph<usize, Span> = DiGraph::new();
     let nodes: Vec<NodeIndex> = (0..items.len()).map(|i| graph.add_node(i)).collect();
     let mut refs: Vec<Vec<Spanned<Address>>> = vec![Vec::new(); items.len()];
+    // Only the values something reads are built for evaluation: keeping every resource's
+    // value would hold a large fleet twice (typed and as a value tree) until decoding
+    // ends, and building one costs more than decoding the block. A `depends_on` list only
+    // names what it waits for. Outputs are evaluated last and may read any resource.
+    let mut referenced = vec![false; items.len()];
     for (i, item) in items.iter().enumerate() {
-        for (target, span) in references(item) {
+        for Reference { target, span, reads } in references(item) {
             if let Some(&j) = index.get(&target) {
                 graph.update_edge(nodes[i], nodes[j], span);
+                referenced[j] |= reads;
                 if let Item::Resource(k, b) = items[j] {
                     refs[i].push(Spanned::new(Address::new(k, label(b)), span));
                 }
             }
-        }
-    }
-    // Only the values something refers to are built for evaluation: keeping every
-    // resource's value would hold a large fleet twice (typed and as a value tree) until
-    // decoding ends. Outputs are evaluated last and may refer to any resource.
-    let mut referenced = vec![false; items.len()];
-    for e in graph.edge_indices() {
-        if let Some((_, to)) = graph.edge_endpoints(e) {
-            referenced[graph[to]] = true;
         }
     }
     for b in &collected.outputs {
@@ -363,14 +360,46 @@ fn duplicate(kind: &str, name: &str, span: Span, prev: Span) -> Diagnostic {
         .help("names must be unique across all spec files; rename or remove one")
 }
 
-/// Every `local.x` / `KIND.NAME` this item refers to, with where.
-fn references(item: &Item<'_>) -> Vec<(String, Span)> {
-    let mut exprs: Vec<&Expr> = Vec::new();
+/// One reference of an item: the `local.x` / `KIND.NAME` it names, where, and whether
+/// evaluating the item reads the value (a `depends_on` list of names does not).
+struct Reference {
+    target: String,
+    span: Span,
+    reads: bool,
+}
+
+/// Every `local.x` / `KIND.NAME` this item refers to.
+fn references(item: &Item<'_>) -> Vec<Reference> {
+    let (mut reads, mut names) = (Vec::new(), Vec::new());
     match item {
-        Item::Local(_, e) => exprs.push(e),
-        Item::Resource(_, b) => collect_exprs(&b.body, &mut exprs),
+        Item::Local(_, e) => reads.push(*e),
+        Item::Resource(_, b) => {
+            for a in &b.body.attrs {
+                let list = if a.key.name == "depends_on" && names_only(&a.value) { &mut names } else { &mut reads };
+                push_expr(&a.value, list);
+            }
+            for inner in &b.body.blocks {
+                collect_exprs(&inner.body, &mut reads);
+            }
+        }
     }
-    expr_references(exprs)
+    let tag = |reads: bool| move |(target, span)| Reference { target, span, reads };
+    let mut out: Vec<Reference> = expr_references(reads).into_iter().map(tag(true)).collect();
+    out.extend(expr_references(names).into_iter().map(tag(false)));
+    out
+}
+
+/// A list whose items are all references by name (`[gpu_pool.a, gpu_pool.b["x"]]`, or
+/// strings in YAML): decoding it as addresses never evaluates them (`fields::address_of`).
+fn names_only(e: &Expr) -> bool {
+    let ExprKind::Array(items) = &e.kind else { return false };
+    items.iter().all(|i| match &i.kind {
+        ExprKind::String(_) => true,
+        ExprKind::Traversal { root, steps } => {
+            Kind::parse(&root.name).is_some() && matches!(steps.first(), Some(raw::Step::Attr(_)))
+        }
+        _ => false,
+    })
 }
 
 /// Every `local.x` / `KIND.NAME` these expressions refer to, with where.

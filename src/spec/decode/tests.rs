@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Expansion, expand, instances_value};
+use super::{Expansion, Item, Reference, expand, instances_value, references};
 use crate::addr::{InstanceKey, Kind};
 use crate::diag::Diagnostics;
 use crate::spec::eval::{Scope, Value};
@@ -110,4 +110,26 @@ fn an_undeclared_reference_is_told_the_closest_declared_name_wherever_it_is_deco
     super::decode(&sources, &files, &crate::spec::LoadOptions::default(), &mut diags);
     let hint = diags.items.iter().find(|d| d.code == "gpuplan::spec::undeclared").and_then(|d| d.help.clone());
     assert_eq!(hint.as_deref(), Some("did you mean `zebra`?"), "{:?}", diags.items);
+}
+
+/// The references of the first block of `text`: (target, whether its value is read).
+fn refs_of(text: &str) -> Vec<(String, bool)> {
+    let mut diags = Diagnostics::default();
+    let body = hcl::parse(0, text, &mut diags).expect("parses");
+    let item = Item::Resource(Kind::GpuPool, &body.blocks[0]);
+    references(&item).into_iter().map(|Reference { target, reads, .. }| (target, reads)).collect()
+}
+
+#[test]
+fn a_depends_on_list_names_what_it_waits_for_without_reading_it() {
+    let text = "gpu_pool \"b\" {\n  gpu = gpu_pool.a.gpu\n  depends_on = [gpu_pool.c, gpu_pool.d[\"x\"], \"gpu_pool.e\"]\n  nodes {\n    max = local.most\n  }\n}\n";
+    let mut got = refs_of(text);
+    got.sort();
+    let want = [("gpu_pool.a", true), ("gpu_pool.c", false), ("gpu_pool.d", false), ("gpu_pool.e", false), ("local.most", true)];
+    assert_eq!(got, want.map(|(t, r)| (t.to_string(), r)));
+    // Anything else in the list is evaluated, so what it refers to is read.
+    let computed = refs_of("gpu_pool \"b\" {\n  depends_on = [gpu_pool.a, local.first]\n}\n");
+    assert_eq!(computed, [("gpu_pool.a".to_string(), true), ("local.first".to_string(), true)]);
+    let whole = refs_of("gpu_pool \"b\" {\n  depends_on = local.all\n}\n");
+    assert_eq!(whole, [("local.all".to_string(), true)]);
 }

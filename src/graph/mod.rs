@@ -22,20 +22,21 @@ pub struct Edge {
     pub span: Span,
 }
 
+/// The graph of one spec, borrowing its addresses: building it copies none of them (every
+/// command that loads a spec builds one to check for cycles).
 #[derive(Debug, Default)]
-pub struct Graph {
-    pub graph: DiGraph<Address, Edge>,
-    index: BTreeMap<Address, NodeIndex>,
-    spans: BTreeMap<Address, Span>,
+pub struct Graph<'s> {
+    pub graph: DiGraph<&'s Address, Edge>,
+    index: BTreeMap<&'s Address, NodeIndex>,
 }
 
-impl Graph {
-    fn node(&mut self, a: &Address) -> NodeIndex {
+impl<'s> Graph<'s> {
+    fn node(&mut self, a: &'s Address) -> NodeIndex {
         if let Some(n) = self.index.get(a) {
             return *n;
         }
-        let n = self.graph.add_node(a.clone());
-        self.index.insert(a.clone(), n);
+        let n = self.graph.add_node(a);
+        self.index.insert(a, n);
         n
     }
 
@@ -43,14 +44,14 @@ impl Graph {
         self.index.get(a).copied()
     }
 
-    pub fn addresses(&self) -> impl Iterator<Item = &Address> {
-        self.index.keys()
+    pub fn addresses(&self) -> impl Iterator<Item = &'s Address> + '_ {
+        self.index.keys().copied()
     }
 
     /// Direct dependencies of `a`.
-    pub fn dependencies(&self, a: &Address) -> Vec<&Address> {
+    pub fn dependencies(&self, a: &Address) -> Vec<&'s Address> {
         let Some(n) = self.get(a) else { return vec![] };
-        let mut out: Vec<&Address> = self.graph.neighbors(n).map(|m| &self.graph[m]).collect();
+        let mut out: Vec<&'s Address> = self.graph.neighbors(n).map(|m| self.graph[m]).collect();
         out.sort();
         out.dedup();
         out
@@ -66,18 +67,18 @@ impl Graph {
         // Kahn's algorithm on reversed edges with a sorted ready set: deterministic.
         let mut remaining: BTreeMap<NodeIndex, usize> =
             self.graph.node_indices().map(|n| (n, self.graph.neighbors(n).collect::<BTreeSet<_>>().len())).collect();
-        let mut ready: BTreeSet<(Address, NodeIndex)> =
-            remaining.iter().filter(|(_, d)| **d == 0).map(|(n, _)| (self.graph[*n].clone(), *n)).collect();
+        let mut ready: BTreeSet<(&Address, NodeIndex)> =
+            remaining.iter().filter(|(_, d)| **d == 0).map(|(n, _)| (self.graph[*n], *n)).collect();
         let mut out = Vec::with_capacity(self.graph.node_count());
         while let Some((a, n)) = ready.pop_first() {
-            out.push(a);
+            out.push(a.clone());
             let dependents: BTreeSet<NodeIndex> =
                 self.graph.neighbors_directed(n, petgraph::Direction::Incoming).collect();
             for d in dependents {
                 if let Some(c) = remaining.get_mut(&d) {
                     *c -= 1;
                     if *c == 0 {
-                        ready.insert((self.graph[d].clone(), d));
+                        ready.insert((self.graph[d], d));
                     }
                 }
             }
@@ -103,7 +104,7 @@ impl Graph {
                 .edge_references()
                 .filter(|e| members.contains(&e.source()) && members.contains(&e.target()))
                 .collect();
-            edges.sort_by_key(|e| (self.graph[e.source()].clone(), self.graph[e.target()].clone()));
+            edges.sort_by_key(|e| (self.graph[e.source()], self.graph[e.target()]));
             for e in edges {
                 d = d.at(e.weight().span, format!("{} depends on {}", self.graph[e.source()], self.graph[e.target()]));
             }
@@ -138,9 +139,9 @@ impl Graph {
         s
     }
 
-    fn sorted_edges(&self) -> Vec<(&Address, &Address)> {
+    fn sorted_edges(&self) -> Vec<(&'s Address, &'s Address)> {
         let mut edges: Vec<_> =
-            self.graph.edge_references().map(|e| (&self.graph[e.source()], &self.graph[e.target()])).collect();
+            self.graph.edge_references().map(|e| (self.graph[e.source()], self.graph[e.target()])).collect();
         edges.sort();
         edges.dedup();
         edges
@@ -162,29 +163,27 @@ pub fn checked(mut loaded: Loaded) -> Loaded {
     loaded
 }
 
-pub fn build(spec: &Spec) -> Graph {
+pub fn build<'s>(spec: &'s Spec) -> Graph<'s> {
     let mut g = Graph::default();
-    let add = |g: &mut Graph, from: &Address, meta: &Meta, extra: Vec<&Spanned<Address>>| {
+    let add = |g: &mut Graph<'s>, from: &'s Address, meta: &'s Meta, extra: Vec<&'s Spanned<Address>>| {
         let n = g.node(from);
-        g.spans.insert(from.clone(), meta.span);
         let deps = meta.depends_on.iter().chain(meta.references.iter()).chain(extra);
         for d in deps {
             // A reference without an instance key means every instance of it.
             // The index is sorted by (kind, name, key) with no key first, so a name's
             // instances are one contiguous range: no scan over every address per reference.
-            let targets: Vec<Address> = if d.value.key.is_none() {
+            let targets: Vec<&'s Address> = if d.value.key.is_none() {
                 g.index
-                    .range(&d.value..)
-                    .map(|(a, _)| a)
+                    .range::<&Address, _>(&d.value..)
+                    .map(|(a, _)| *a)
                     .take_while(|a| a.kind == d.value.kind && a.name == d.value.name)
-                    .cloned()
                     .collect::<Vec<_>>()
             } else {
-                vec![d.value.clone()]
+                vec![&d.value]
             };
-            let targets = if targets.is_empty() { vec![d.value.clone()] } else { targets };
+            let targets = if targets.is_empty() { vec![&d.value] } else { targets };
             for t in targets {
-                let m = g.node(&t);
+                let m = g.node(t);
                 g.graph.update_edge(n, m, Edge { span: d.span });
             }
         }
@@ -219,11 +218,11 @@ pub fn build(spec: &Spec) -> Graph {
     // Highest index first, so the node swapped into a removed slot is never a provider.
     providers.sort_by(|a, b| b.cmp(a));
     for n in providers {
-        let a = g.graph[n].clone();
+        let a = g.graph[n];
         g.graph.remove_node(n);
-        g.index.remove(&a);
+        g.index.remove(a);
         // remove_node swaps the last node into `n`: fix its index entry.
-        if let Some(moved) = g.graph.node_weight(n).cloned() {
+        if let Some(moved) = g.graph.node_weight(n).copied() {
             g.index.insert(moved, n);
         }
     }

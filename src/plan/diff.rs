@@ -153,7 +153,7 @@ struct Shared<'s, 'a> {
     input: &'s PlanInput<'a>,
     cat: &'s catalog::Catalog,
     /// The spec's dependency graph, built by the first change that needs it.
-    graph: &'s OnceLock<graph::Graph>,
+    graph: &'s OnceLock<graph::Graph<'a>>,
     live: &'s ByPool<'a>,
     stopped: &'s ByPool<'a>,
     seen_by_id: &'s BTreeMap<&'a str, &'a Node>,

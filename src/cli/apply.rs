@@ -43,6 +43,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     clocks: Default::default(),
                     agents: Default::default(),
                     read_ahead: true,
+                    shown_only: false,
                 };
                 let ask = Ask {
                     question: "Do you want to perform these actions?",
@@ -85,6 +86,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             clocks: Default::default(),
             agents: Default::default(),
             read_ahead: false,
+            shown_only: false,
         };
         let ask = Ask {
             question: "Do you really want to destroy everything this state owns?",

@@ -17,6 +17,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         let session = engine::open_session_preread(&ws, "plan", pre.state)?;
         common::warn_stale_lock(&session);
         let providers = engine::providers::build_preread(&ws, &loaded.spec, &session.state, pre.sim)?;
+        let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
         let req = PlanRequest {
             refresh: args.refresh,
             targets: args.target.clone(),
@@ -30,10 +31,10 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
             agents: Default::default(),
             // A plan shown or saved is executed later, if at all: nothing to read ahead.
             read_ahead: false,
+            shown_only: args.out.is_none() && format != PlanFormat::Json,
         };
         let mut plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
         common::locate_errors(&mut plan, &loaded);
-        let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
         let save_to = args.out.as_ref().map(|out| settings.resolve_path(out));
         if save_to.is_some() {
             // What `apply` compares to see that the spec is still the one planned.

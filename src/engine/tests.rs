@@ -79,3 +79,29 @@ fn the_providers_part_of_a_spec_builds_the_providers_the_whole_spec_builds() {
     assert!(whole.len() >= 3, "sim, aws and a Kubernetes backend: {whole:?}");
     assert_eq!(built(&ws, &part), whole);
 }
+
+/// A plan only shown as text leaves the spec's digest out; any other records it, the same
+/// digest `apply FILE` compares, and the changes are the same either way.
+#[test]
+fn a_plan_only_shown_skips_the_spec_digest_and_changes_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("main.hcl"), SPEC.replace("endpoint = \"http://127.0.0.1:9\"", "")).unwrap();
+    let loaded = crate::spec::load_dir(dir.path(), &crate::spec::LoadOptions::default()).expect("spec loads");
+    assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
+    let state = State::new("00000000-0000-4000-8000-000000000000".into());
+    let plan = |shown_only| {
+        let req = super::run::PlanRequest { shown_only, ..Default::default() };
+        super::run::plan_refreshed(&loaded.spec, &state, None, None, &req, &[]).expect("plans")
+    };
+    let (kept, shown) = (plan(false), plan(true));
+    assert_eq!(kept.spec_digest, crate::plan::diff::spec_digest(&loaded.spec));
+    assert_eq!(kept.spec_digest.len(), 64);
+    assert_eq!(shown.spec_digest, "");
+    let json = |p: &crate::plan::model::Plan| {
+        let mut v = serde_json::to_value(p).unwrap();
+        v["spec_digest"] = serde_json::Value::Null;
+        v
+    };
+    assert_eq!(json(&kept), json(&shown));
+    assert_eq!(kept.changes.len(), 2);
+}

@@ -554,7 +554,6 @@ fn check_zones_offer_shape(
     cny_per_usd: f64,
     diags: &mut Diagnostics,
 ) {
-    let region_zones = cat.region_zones(kind, &region.value);
     let gpn = pool.gpus_per_node.value;
     let types: Vec<&catalog::InstanceType> = if pool.instance_types.is_empty() {
         cat.matching(kind, &region.value, &pool.gpu.value, gpn, cny_per_usd)
@@ -568,6 +567,12 @@ fn check_zones_offer_shape(
     if types.is_empty() {
         return; // no instance type at all: reported above
     }
+    // The usual pool names no zones: all that matters is that some zone sells a type, and
+    // the first type offered anywhere in the region answers (checked for every pool).
+    if pool.zones.is_empty() && types.iter().any(|t| !cat.type_zones(t, &region.value).is_empty()) {
+        return;
+    }
+    let region_zones = cat.region_zones(kind, &region.value);
     let mut offering: Vec<&str> = Vec::new();
     for t in &types {
         for z in cat.type_zones(t, &region.value) {

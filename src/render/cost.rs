@@ -2,6 +2,10 @@
 //! markdown table for pull requests. Falls back to the generic view for cost objects
 //! that are not a `CostReport`.
 
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+
+use crate::addr::Address;
 use crate::cost::{CostReport, PoolCost};
 use crate::model::money::{usd, usd_delta as delta};
 use crate::render::style::paragraph;
@@ -189,13 +193,17 @@ fn totals(c: &CostReport, shown: &[&PoolCost]) -> Vec<String> {
         }
         lines.push(line);
     }
-    for p in shown.iter().filter(|p| !p.alternatives.is_empty()) {
+    for (p, named) in alike_choices(shown) {
         let alts: Vec<String> = p
             .alternatives
             .iter()
             .map(|a| format!("{}{} {}", if a.chosen { "*" } else { "" }, a.instance_type, usd(a.usd_per_hour)))
             .collect();
-        lines.push(format!("{} instance types considered (USD/h on-demand, * chosen): {}", p.address, alts.join(", ")));
+        lines.push(format!(
+            "{} instance types considered (USD/h on-demand, * chosen): {}",
+            pools_named(&named),
+            alts.join(", ")
+        ));
     }
     if let Some(sources) = price_sources(c) {
         lines.push(format!("prices: {sources}"));
@@ -208,6 +216,38 @@ fn totals(c: &CostReport, shown: &[&PoolCost]) -> Vec<String> {
         lines.push(format!("not priced (not in the catalog): {}", list.join(", ")));
     }
     lines
+}
+
+/// The pools that weighed instance types, those that weighed the same types at the same
+/// prices and chose the same together (in the order of their first pool): a fleet of
+/// 2,000 like pools gets one line, not 2,000.
+fn alike_choices<'a>(shown: &[&'a PoolCost]) -> Vec<(&'a PoolCost, Vec<&'a Address>)> {
+    let mut groups: Vec<(&PoolCost, Vec<&Address>)> = Vec::new();
+    let mut by_choice: BTreeMap<Vec<(bool, &str, u64)>, usize> = BTreeMap::new();
+    for &p in shown.iter().filter(|p| !p.alternatives.is_empty()) {
+        let choice =
+            p.alternatives.iter().map(|a| (a.chosen, a.instance_type.as_str(), a.usd_per_hour.to_bits())).collect();
+        match by_choice.entry(choice) {
+            Entry::Occupied(group) => groups[*group.get()].1.push(&p.address),
+            Entry::Vacant(group) => {
+                group.insert(groups.len());
+                groups.push((p, vec![&p.address]));
+            }
+        }
+    }
+    groups
+}
+
+/// `gpu_pool.a`, `gpu_pool.a and gpu_pool.b`, `gpu_pool.a, gpu_pool.b and gpu_pool.c`, and
+/// past three `gpu_pool.a, gpu_pool.b and 1998 other pools`.
+fn pools_named(pools: &[&Address]) -> String {
+    match pools {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [first, second] => format!("{first} and {second}"),
+        [first, second, third] => format!("{first}, {second} and {third}"),
+        [first, second, rest @ ..] => format!("{first}, {second} and {} other pools", rest.len()),
+    }
 }
 
 /// Markdown cost section for pull requests.
@@ -352,7 +392,9 @@ mod tests {
         assert!(plan.contains("fleet: 1.60 -> 2.40 USD/h (+0.80)"), "{plan}");
         let every = cost_text(&c, true, 0);
         assert!(every.contains("gpu_pool.b") && !every.contains("unchanged cost"), "{every}");
-        assert!(every.contains("gpu_pool.b instance types considered"), "{every}");
+        // The three weighed the same types at the same prices: one line names them all.
+        assert!(every.contains("gpu_pool.a, gpu_pool.b and gpu_pool.c instance types considered"), "{every}");
+        assert_eq!(every.matches("instance types considered").count(), 1, "{every}");
         let md = cost_markdown(&c);
         assert!(md.contains("| `gpu_pool.a` | 1 → 2 |") && !md.contains("gpu_pool.b"), "{md}");
         assert!(md.contains("\n1 other pool(s) with unchanged cost.\n"), "{md}");
@@ -369,5 +411,27 @@ mod tests {
         assert!(!plan.contains("USD/h before") && !plan.contains("instance types considered"), "{plan}");
         let none = cost_text(&report(vec![]), false, 0);
         assert!(none.starts_with("  fleet:"), "{none}");
+    }
+
+    /// Pools whose choice differs get lines of their own, in the order of their first
+    /// pool; past three alike pools the line counts the rest.
+    #[test]
+    fn pools_that_weighed_the_same_types_share_one_line() {
+        let mut pools: Vec<serde_json::Value> =
+            (0..6).map(|i| pool(&format!("p{i}"), (0, 0), (1, 0), 0.8)).collect();
+        pools.insert(2, pool("odd", (0, 0), (1, 0), 0.9));
+        pools.push(pool("q", (0, 0), (1, 0), 0.9));
+        let text = cost_text(&report(pools), false, 0);
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains("instance types considered")).collect();
+        assert_eq!(
+            lines,
+            [
+                "  gpu_pool.p0, gpu_pool.p1 and 4 other pools instance types considered (USD/h on-demand, * chosen): *g6.xlarge 0.80",
+                "  gpu_pool.odd and gpu_pool.q instance types considered (USD/h on-demand, * chosen): *g6.xlarge 0.90",
+            ],
+            "{text}"
+        );
+        let three = cost_text(&report((0..3).map(|i| pool(&format!("p{i}"), (0, 0), (1, 0), 0.8)).collect()), false, 0);
+        assert!(three.contains("  gpu_pool.p0, gpu_pool.p1 and gpu_pool.p2 instance types considered"), "{three}");
     }
 }

@@ -59,7 +59,14 @@ impl PlanFileError {
     }
 }
 
-/// Write a saved plan atomically: to a temporary file beside it, synced, then renamed.
+/// Write a saved plan atomically: to a temporary file beside it, then renamed.
+///
+/// Not synced to disk (it was, until the 2,000-pool benchmark showed the `fsync` taking
+/// 1–4 ms of `plan --out`, the last thing it waited for). A plan file is not state: should
+/// the machine fail before the kernel writes it, what is left is no file, the previous
+/// one, or one that is cut short, and gzip's CRC-32 and length trailer make `apply` refuse
+/// that one ("truncated or corrupt", with the hint to plan again) rather than act on part
+/// of a plan. The state, which is, is still synced before every rename (DESIGN.md, Files).
 pub fn save(path: &Path, plan: &Plan) -> Result<(), PlanFileError> {
     let tmp = path.with_extension("tmp");
     let write = || -> std::io::Result<()> {
@@ -68,7 +75,8 @@ pub fn save(path: &Path, plan: &Plan) -> Result<(), PlanFileError> {
         let mut out = BufWriter::with_capacity(BUFFER, GzEncoder::new(file, Compression::fast()));
         serde_json::to_writer(&mut out, plan)?;
         let gz = out.into_inner().map_err(|e| e.into_error())?;
-        gz.finish()?.into_inner().map_err(|e| e.into_error())?.sync_all()
+        gz.finish()?.into_inner().map_err(|e| e.into_error())?;
+        Ok(())
     };
     write().and_then(|()| std::fs::rename(&tmp, path)).map_err(|error| {
         // Best-effort cleanup of the half-written temp file: the write error below is what

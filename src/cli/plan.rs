@@ -41,7 +41,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
             let digest = crate::spec::sources_digest(&loaded.sources, &settings.load_options(), &loaded.env_read);
             plan.spec_sources = Some(crate::plan::SpecSources { digest, env: loaded.env_read.clone() });
         }
-        // The plan file is written (serialized, compressed, synced) on a second thread
+        // The plan file is written (serialized, compressed) on a second thread
         // while the plan is shown; its outcome is reported after the plan, as before.
         let saved = std::thread::scope(|s| {
             let saving = save_to.as_ref().map(|path| s.spawn(|| common::save_plan(path, &plan)));

@@ -417,8 +417,7 @@ mod tests {
     /// pool; past three alike pools the line counts the rest.
     #[test]
     fn pools_that_weighed_the_same_types_share_one_line() {
-        let mut pools: Vec<serde_json::Value> =
-            (0..6).map(|i| pool(&format!("p{i}"), (0, 0), (1, 0), 0.8)).collect();
+        let mut pools: Vec<serde_json::Value> = (0..6).map(|i| pool(&format!("p{i}"), (0, 0), (1, 0), 0.8)).collect();
         pools.insert(2, pool("odd", (0, 0), (1, 0), 0.9));
         pools.push(pool("q", (0, 0), (1, 0), 0.9));
         let text = cost_text(&report(pools), false, 0);

@@ -125,7 +125,13 @@ fn a_depends_on_list_names_what_it_waits_for_without_reading_it() {
     let text = "gpu_pool \"b\" {\n  gpu = gpu_pool.a.gpu\n  depends_on = [gpu_pool.c, gpu_pool.d[\"x\"], \"gpu_pool.e\"]\n  nodes {\n    max = local.most\n  }\n}\n";
     let mut got = refs_of(text);
     got.sort();
-    let want = [("gpu_pool.a", true), ("gpu_pool.c", false), ("gpu_pool.d", false), ("gpu_pool.e", false), ("local.most", true)];
+    let want = [
+        ("gpu_pool.a", true),
+        ("gpu_pool.c", false),
+        ("gpu_pool.d", false),
+        ("gpu_pool.e", false),
+        ("local.most", true),
+    ];
     assert_eq!(got, want.map(|(t, r)| (t.to_string(), r)));
     // Anything else in the list is evaluated, so what it refers to is read.
     let computed = refs_of("gpu_pool \"b\" {\n  depends_on = [gpu_pool.a, local.first]\n}\n");

@@ -393,13 +393,7 @@ fn references(item: &Item<'_>) -> Vec<Reference> {
 /// strings in YAML): decoding it as addresses never evaluates them (`fields::address_of`).
 fn names_only(e: &Expr) -> bool {
     let ExprKind::Array(items) = &e.kind else { return false };
-    items.iter().all(|i| match &i.kind {
-        ExprKind::String(_) => true,
-        ExprKind::Traversal { root, steps } => {
-            Kind::parse(&root.name).is_some() && matches!(steps.first(), Some(raw::Step::Attr(_)))
-        }
-        _ => false,
-    })
+    items.iter().all(|i| matches!(i.kind, ExprKind::String(_)) || crate::spec::fields::named_reference(i).is_some())
 }
 
 /// Every `local.x` / `KIND.NAME` these expressions refer to, with where.

@@ -14,7 +14,7 @@ use crate::addr::{Address, Kind};
 use crate::diag::{Diagnostic, Diagnostics, Span, did_you_mean};
 use crate::spec::eval::{EvalError, Scope, Value, eval, format_number};
 use crate::spec::model::{Duration, Spanned};
-use crate::spec::raw::{Block, Body, Expr, ExprKind, ObjectKey, Step};
+use crate::spec::raw::{Block, Body, Expr, ExprKind, Ident, ObjectKey, Step};
 
 /// A problem was already pushed to the diagnostics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -589,10 +589,19 @@ fn check_declared(cx: &mut Cx<'_, '_>, addr: Address, span: Span) -> Result<Span
     Err(cx.error(d))
 }
 
+/// `KIND.NAME` (or `KIND.NAME[KEY]`) written as a reference: its kind, name and the steps
+/// after the kind. An address-valued attribute resolves such a reference from the syntax
+/// and never evaluates it ([`address_of`]); decoding relies on that (`decode::references`).
+pub(crate) fn named_reference(e: &Expr) -> Option<(Kind, &Ident, &[Step])> {
+    let ExprKind::Traversal { root, steps } = &e.kind else { return None };
+    let kind = Kind::parse(&root.name)?;
+    let Some(Step::Attr(id)) = steps.first() else { return None };
+    Some((kind, id, steps))
+}
+
 fn address_of(cx: &mut Cx<'_, '_>, name: &str, kind: Kind, entry: Entry<'_>) -> Result<Spanned<Address>, Reported> {
-    if let Entry::Raw(Expr { kind: ExprKind::Traversal { root, steps }, span }) = entry
-        && let Some(k) = Kind::parse(&root.name)
-        && let Some(Step::Attr(id)) = steps.first()
+    if let Entry::Raw(e @ Expr { span, .. }) = entry
+        && let Some((k, id, steps)) = named_reference(e)
     {
         if k != kind {
             return Err(cx.error(

@@ -14,17 +14,20 @@
 //! [`SMALL_INPUTS`] in all, huge pages are turned off for this process
 //! (`PR_SET_THP_DISABLE`; children inherit it). Which is faster depends on how the runs
 //! come. Back to back, a run gets the huge pages the last one just freed, and zeroing
-//! them is cheap: small pages then cost about 20 % more CPU at 1,000 and 2,000 pools in
-//! page faults. Run as people and CI run it, seconds apart, a huge page is fresh memory
-//! that a virtual machine's host must fault in again (the guest hands free 2 MiB blocks
-//! back to it), and touching 48 MB of them took 60–110 ms on this project's VM against
-//! 5 ms back to back and 25 ms for small pages. Three seconds apart, small pages ran
-//! `validate`, `plan --out` and the no-op plan of 500 pools (1 MB of inputs) in 13, 32
-//! and 36 ms against 19, 70 and 60 ms, and `validate` and `plan --out` of 2,000 pools
-//! (376 KB) in 40 and 127 ms against 68 and 153 ms (README, Benchmarks). The no-op plan
-//! of 2,000 pools (4 MB with its state) came out either way, so it keeps huge pages. A
-//! remote state counts as nothing, so a small spec over a big remote state runs on small
-//! pages: slower page faults, less memory, the same results.
+//! them is cheap: small pages then cost 20–30 % more time in page faults (a 2,000-pool
+//! no-op plan: 5,100 faults instead of 330, 29 against 23 ms). Run as people and CI run
+//! it, seconds apart, a huge page is fresh memory that a virtual machine's host must
+//! fault in again (the guest hands free 2 MiB blocks back to it), and that costs far more
+//! than the faults saved. Three seconds apart, on this project's 2-core VM, huge pages
+//! made the no-op plan of 2,000 pools (4 MB of inputs) take 87 ms against 34 ms on small
+//! pages, of 3,000 pools 112 against 55 ms, and of 10,000 pools (21 MB) 293 against
+//! 159 ms; an earlier round measured `validate` and `plan --out` of 500 and 2,000 pools
+//! the same way. Only the largest runs keep huge pages: at 100,000 pools the no-op plan
+//! and `destroy` (about 140 MB of inputs with the sim cloud's files) ran about a tenth
+//! faster on them, while `validate` and `apply FILE` (the 18 MB spec) ran as fast or
+//! faster without (README, Benchmarks). A remote state counts as nothing, so a small
+//! spec over a big remote state runs on small pages: slower page faults, less memory,
+//! the same results.
 //!
 //! Over [`LARGE_INPUTS`], freed memory goes back to the kernel within milliseconds
 //! ([`super::allocator`]): at 100,000 pools that keeps hundreds of MB off the peak. Below
@@ -37,7 +40,7 @@ use std::path::Path;
 use super::Settings;
 
 /// Inputs at most this large (bytes) run without transparent huge pages.
-pub const SMALL_INPUTS: u64 = 2 << 20;
+pub const SMALL_INPUTS: u64 = 64 << 20;
 
 /// Inputs larger than this (bytes) return freed memory promptly.
 pub const LARGE_INPUTS: u64 = 8 << 20;
@@ -112,11 +115,11 @@ mod tests {
     fn a_big_workspace_keeps_huge_pages() {
         let tmp = tempfile::tempdir().unwrap();
         let sized = |path: &str, len: u64| std::fs::File::create(tmp.path().join(path)).unwrap().set_len(len).unwrap();
-        sized("main.hcl", 1 << 20);
+        sized("main.hcl", SMALL_INPUTS / 2);
         std::fs::create_dir(tmp.path().join("state")).unwrap();
-        sized("state/default.json", 512 << 10);
-        assert!(small(&settings(tmp.path())), "1.5 MiB");
-        sized("state/default.sim.json", (512 << 10) + 1);
+        sized("state/default.json", SMALL_INPUTS / 4);
+        assert!(small(&settings(tmp.path())), "three quarters of the limit");
+        sized("state/default.sim.json", SMALL_INPUTS / 4 + 1);
         assert_eq!(inputs_bytes(&settings(tmp.path())), SMALL_INPUTS + 1);
         assert!(!small(&settings(tmp.path())));
     }

@@ -265,7 +265,7 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<JournalFile, StateError
     let mut first_bad: Option<(usize, String)> = None;
     for (i, line) in lines.enumerate() {
         let number = i + 2;
-        match serde_json::from_slice::<JournalEntry>(line) {
+        match crate::json_text::from_json_bytes::<JournalEntry>(line) {
             Ok(entry) => {
                 if let Some((line, message)) = first_bad {
                     return Err(damaged(line, message));

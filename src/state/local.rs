@@ -425,7 +425,7 @@ pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<St
         message,
         backup: backup.to_path_buf(),
     };
-    match serde_json::from_slice::<State>(bytes) {
+    match crate::json_text::from_json_bytes::<State>(bytes) {
         Ok(state) if state.format_version == FORMAT_VERSION => match state.bad_address() {
             None => Ok(state),
             Some(e) => Err(StateError::BadAddress {

@@ -118,14 +118,17 @@ const PARSE_ON_CORES_FROM: usize = 8 << 20;
 
 /// The plan in `text`. A large one is parsed on the cores; any error there is left to the
 /// plain parse, which reports it with its place in the file as before.
-fn parse(text: &[u8]) -> serde_json::Result<Plan> {
+fn parse(bytes: &[u8]) -> serde_json::Result<Plan> {
+    // Checked as UTF-8 once, then read as text (`json_text::from_json_bytes`); bytes that
+    // are not UTF-8 are read as bytes, for serde_json's own error.
+    let Ok(text) = std::str::from_utf8(bytes) else { return serde_json::from_slice(bytes) };
     if text.len() >= PARSE_ON_CORES_FROM
         && crate::par::cores() >= 2
         && let Ok(plan) = parse_on_cores(text)
     {
         return Ok(plan);
     }
-    serde_json::from_slice(text)
+    serde_json::from_str(text)
 }
 
 /// The plan in `text`, the same as `serde_json::from_slice` reads it, on two threads: one
@@ -135,7 +138,7 @@ fn parse(text: &[u8]) -> serde_json::Result<Plan> {
 /// while the other waited. Each change is built once, in a list of its exact size, as the
 /// plain parse builds it: parsing them in runs and joining the runs held them twice and
 /// raised the peak memory past 600 MiB.
-fn parse_on_cores(text: &[u8]) -> serde_json::Result<Plan> {
+fn parse_on_cores(text: &str) -> serde_json::Result<Plan> {
     /// The plan's change list alone.
     #[derive(serde::Deserialize)]
     struct Changes {
@@ -143,8 +146,8 @@ fn parse_on_cores(text: &[u8]) -> serde_json::Result<Plan> {
         changes: Vec<crate::plan::ResourceChange>,
     }
     std::thread::scope(|s| {
-        let rest = s.spawn(|| crate::plan::model::skipping_changes(|| serde_json::from_slice::<Plan>(text)));
-        let changes = serde_json::from_slice::<Changes>(text);
+        let rest = s.spawn(|| crate::plan::model::skipping_changes(|| serde_json::from_str::<Plan>(text)));
+        let changes = serde_json::from_str::<Changes>(text);
         // A panic while parsing is a bug: surface it as one thread would.
         let mut plan = rest.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
         plan.changes = changes?.changes;

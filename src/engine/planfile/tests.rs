@@ -230,7 +230,7 @@ fn a_plan_read_back_holds_no_spare_room_in_its_lists() {
 fn a_plan_parsed_on_the_cores_is_the_plan_parsed_on_one_thread() {
     for (pools, text) in [(0, "x"), (1, "\"changes\": []"), (2_000, "a,]}\\\"changes\":[")] {
         let plan = plan(pools, text, 7, 3, 1.5);
-        let json = serde_json::to_vec(&plan).unwrap();
+        let json = serde_json::to_string(&plan).unwrap();
         let on_cores = parse_on_cores(&json).unwrap();
         assert_eq!(on_cores, plan, "{pools} changes");
         assert_eq!(on_cores.changes.capacity(), on_cores.changes.len(), "no spare room");
@@ -238,7 +238,7 @@ fn a_plan_parsed_on_the_cores_is_the_plan_parsed_on_one_thread() {
     // A change that does not read is an error there, and the plain parse says where.
     let plan = plan(3, "x", 7, 3, 1.5);
     let json = serde_json::to_string(&plan).unwrap().replacen("\"action\":\"create\"", "\"action\":\"explode\"", 1);
-    assert!(parse_on_cores(json.as_bytes()).is_err());
+    assert!(parse_on_cores(&json).is_err());
     let err = parse(json.as_bytes()).unwrap_err().to_string();
     assert!(err.contains("line 1 column"), "{err}");
     // Reading a plan with its changes skipped leaves later plans on this thread whole.

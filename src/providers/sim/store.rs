@@ -239,7 +239,7 @@ impl Preread {
 /// The snapshot's world (the empty world when there is none) and whether it existed.
 fn parse_snapshot(path: &Path, text: Option<&[u8]>) -> Result<(World, bool), SimError> {
     let Some(text) = text else { return Ok((World::default(), false)) };
-    let mut world: World = serde_json::from_slice(text).map_err(|e| SimError::Corrupt {
+    let mut world: World = crate::json_text::from_json_bytes(text).map_err(|e| SimError::Corrupt {
         path: path.to_path_buf(),
         line: Some(e.line()),
         message: e.to_string(),
@@ -267,7 +267,7 @@ fn replay(log_path: &Path, bytes: &[u8], world: &mut World) -> Result<(usize, u6
         line_no += 1;
         let line = &bytes[pos..pos + len];
         if !line.iter().all(u8::is_ascii_whitespace) {
-            match serde_json::from_slice::<Record>(line) {
+            match crate::json_text::from_json_bytes::<Record>(line) {
                 Ok(record) if record.seq > world.seq => world.apply_record(record),
                 Ok(_) => {}
                 // A bad last line is a write torn by a crash: the call never completed.

@@ -20,7 +20,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
     runtime::block_on(async move {
         let mut session = engine::open_session_preread(&ws, "apply", pre.state)?;
         common::warn_stale_lock(&session);
-        let providers = engine::providers::build_preread(&ws, spec.for_providers(), &session.state, pre.sim)?;
+        let (providers, sim) = engine::providers::build_with_sim(&ws, spec.for_providers(), &session.state, pre.sim)?;
         let plan = match spec {
             SpecFor::Saved { plan, digest, part } => {
                 drop(part);
@@ -58,6 +58,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
             }
         };
         let status = execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Apply").await;
+        settle(sim.as_deref());
         leave_to_exit(&mut session, providers);
         status
     })?
@@ -73,7 +74,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
     runtime::block_on(async move {
         let mut session = engine::open_session_preread(&ws, "destroy", pre.state)?;
         common::warn_stale_lock(&session);
-        let providers = engine::providers::build_preread(&ws, &loaded.spec, &session.state, pre.sim)?;
+        let (providers, sim) = engine::providers::build_with_sim(&ws, &loaded.spec, &session.state, pre.sim)?;
         let req = PlanRequest {
             refresh: true,
             targets: args.target.clone(),
@@ -99,9 +100,23 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             Err(status) => return Ok(status),
         };
         let status = execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Destroy").await;
+        settle(sim.as_deref());
         leave_to_exit(&mut session, providers);
         status
     })?
+}
+
+/// After executing: fold the sim cloud's event log into its snapshot when it has grown as
+/// long as the world ([`SimCloud::settle`](crate::providers::sim::SimCloud::settle)), so
+/// that the plans that follow read one snapshot instead of replaying every launch. The
+/// apply's outcome is already recorded; a failure here only leaves the log to be replayed,
+/// and says so.
+fn settle(sim: Option<&crate::providers::sim::SimCloud>) {
+    if let Some(Err(e)) = sim.map(|cloud| cloud.settle()) {
+        output::stderr(&format!(
+            "warning: the sim cloud's event log was not folded into its snapshot ({e}); the next command replays it\n"
+        ));
+    }
 }
 
 /// The command's last step: the state it wrote and the providers (the sim cloud's world)

@@ -86,7 +86,7 @@ fn open_sim_preread(
 
 /// Providers for every name the spec declares and the state still refers to.
 pub fn build(ws: &Workspace, spec: &Spec, state: &State) -> Result<ProviderSet, ProviderSetupError> {
-    build_with_sim(ws, spec, state).map(|(set, _)| set)
+    build_with_sim(ws, spec, state, None).map(|(set, _)| set)
 }
 
 /// What [`build`] reads of a spec, and nothing else: its provider blocks, its backend
@@ -117,13 +117,15 @@ pub fn build_preread(
 }
 
 /// [`build`], plus the embedded cloud itself when one is in use (`reconcile` reads its job
-/// runs for the autoscaler; the cloud is one per process, so it cannot be opened twice).
+/// runs for the autoscaler, `apply` and `destroy` settle its log when done; the cloud is
+/// one per process, so it cannot be opened twice), its files possibly read ahead.
 pub fn build_with_sim(
     ws: &Workspace,
     spec: &Spec,
     state: &State,
+    pre: Option<crate::providers::sim::Preread>,
 ) -> Result<(ProviderSet, Option<Arc<SimCloud>>), ProviderSetupError> {
-    build_sim_preread(ws, spec, state, None)
+    build_sim_preread(ws, spec, state, pre)
 }
 
 fn build_sim_preread(

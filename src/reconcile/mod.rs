@@ -227,7 +227,7 @@ pub async fn pass(
     clock: &Clock,
 ) -> Result<Pass, ReconcileError> {
     let mut session = engine::open_session(ws, "reconcile")?;
-    let (providers, sim) = engine::providers::build_with_sim(ws, spec, &session.state)?;
+    let (providers, sim) = engine::providers::build_with_sim(ws, spec, &session.state, None)?;
     let mut req = PlanRequest { refresh: true, destroy: false, ..opts.plan.clone() };
     // The budget's stop at 100 %: what this month already spent, from the ledger.
     req.month_to_date = run::month_to_date(spec, &session.state, &providers).by_quota;

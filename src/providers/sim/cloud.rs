@@ -235,6 +235,19 @@ impl SimCloud {
         self.lock().world.nodes.values().map(SimNode::to_node).collect()
     }
 
+    /// Fold the event log into the snapshot if [`Store::wants_settling`] says so; called
+    /// when a command that changed the cloud (`apply`, `destroy`) is done. Returns whether
+    /// it did. On error the log is kept as it was and the next open replays it.
+    pub fn settle(&self) -> Result<bool, SimError> {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        if !inner.store.wants_settling(inner.world.nodes.len() + inner.world.jobs.len()) {
+            return Ok(false);
+        }
+        inner.store.compact(&mut inner.world)?;
+        Ok(true)
+    }
+
     pub fn stats(&self) -> SimStats {
         self.lock().stats.clone()
     }

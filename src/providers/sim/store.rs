@@ -2,7 +2,9 @@
 //!
 //! - `<path>`: the snapshot, a pretty JSON [`World`], rewritten only at compaction
 //!   (temp file, fsync, rename), so a create does not rewrite thousands of nodes; the log
-//!   is compacted once it holds more records than both the threshold and the world's size.
+//!   is compacted once it holds more records than both the threshold and the world's size,
+//!   and when `apply` or `destroy` ends with a log as long as the world
+//!   ([`Store::wants_settling`]).
 //! - `<path>.log`: JSON lines, one [`Record`] per mutating call, appended in one write.
 //!   Appends are not fsynced on purpose: the sim models a remote cloud whose state must
 //!   survive the *client* process being killed (SIGKILL, Ctrl-C), and a write that reached
@@ -19,6 +21,11 @@ use std::time::{Duration, Instant};
 
 use super::error::SimError;
 use super::world::{FORMAT_VERSION, Record, World};
+
+/// [`Store::wants_settling`]: a log of at least this many records, and at least as long
+/// as the world is large, is folded into the snapshot when a command that changed the
+/// cloud ends.
+pub const SETTLE_FROM: usize = 1_000;
 
 /// Poll interval while another process holds the lock.
 const LOCK_POLL: Duration = Duration::from_millis(50);
@@ -115,6 +122,18 @@ impl Store {
     /// of quadratic in the fleet (100,000 creates rewrote a growing snapshot ten times).
     pub fn wants_compaction(&self, world_size: usize) -> bool {
         self.records > self.compact_after.max(world_size)
+    }
+
+    /// Whether the log should be folded into the snapshot now that a command that changed
+    /// the cloud is done ([`SimCloud::settle`](super::SimCloud::settle)): when the next
+    /// open would do it anyway (past the threshold), or when the log holds at least
+    /// [`SETTLE_FROM`] records and at least as many as the world has nodes and jobs. Every
+    /// later open then reads one snapshot instead of replaying the log: after an apply of
+    /// 2,000 pools, 2,000 records cost each no-op plan 50 million instructions, against 37
+    /// million for the snapshot. A rewrite is paid for by at least as many appends, so
+    /// compaction stays linear in the calls made.
+    pub fn wants_settling(&self, world_size: usize) -> bool {
+        self.records > self.compact_after || (self.records >= SETTLE_FROM && self.records >= world_size)
     }
 
     /// Write the whole world as the new snapshot and empty the log. Records carry sequence

@@ -138,6 +138,46 @@ async fn compaction_rewrites_the_snapshot_drops_terminated_and_keeps_tokens() {
     assert_eq!(p.list_nodes(&all()).await.unwrap().len(), 2);
 }
 
+/// A log as long as the world (and at least `SETTLE_FROM` records) is folded into the
+/// snapshot when a command settles the cloud; a shorter one, or one shorter than the
+/// world, is left to be replayed. Either way the next open sees the same world.
+#[tokio::test]
+async fn settling_folds_a_log_as_long_as_the_world_into_the_snapshot() {
+    use crate::providers::sim::store::SETTLE_FROM;
+    let records = |path: &std::path::Path| std::fs::read_to_string(sibling(path, ".log")).unwrap().lines().count();
+    // One node per call: the log grows with the world.
+    let (dir, cloud, p) = fresh(roomy());
+    let path = cloud_path(&dir);
+    for i in 0..SETTLE_FROM - 1 {
+        p.create_nodes(&req("train", Capacity::OnDemand, 1, &format!("t{i}"))).await.unwrap();
+    }
+    assert!(!cloud.settle().unwrap(), "one record short");
+    assert_eq!(records(&path), SETTLE_FROM - 1);
+    p.create_nodes(&req("train", Capacity::OnDemand, 1, "last")).await.unwrap();
+    let before = cloud.nodes();
+    assert!(cloud.settle().unwrap());
+    assert_eq!(records(&path), 0, "the log is folded into the snapshot");
+    assert!(!cloud.settle().unwrap(), "nothing left to fold");
+    drop((p, cloud));
+    assert_eq!(open(&path, roomy()).nodes(), before);
+    // Two nodes per call: as many records, but a world twice as large stays as it is.
+    let (dir, cloud, p) = fresh(roomy());
+    let path = cloud_path(&dir);
+    for i in 0..SETTLE_FROM {
+        p.create_nodes(&req("train", Capacity::OnDemand, 2, &format!("t{i}"))).await.unwrap();
+    }
+    assert!(!cloud.settle().unwrap());
+    assert_eq!(records(&path), SETTLE_FROM);
+    let before = cloud.nodes();
+    drop((p, cloud));
+    assert_eq!(open(&path, roomy()).nodes(), before);
+}
+
+/// Zones with room for every node the settling test launches.
+fn roomy() -> SimConfig {
+    SimConfig { zone_capacity: Some(1_000_000), ..SimConfig::default() }
+}
+
 #[test]
 fn corrupt_files_give_clear_errors() {
     let dir = tempfile::tempdir().unwrap();

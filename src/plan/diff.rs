@@ -187,6 +187,7 @@ fn part_of(cx: &Shared<'_, '_>, addresses: &[&Address]) -> Part {
     let mut out = Part { changes: Vec::with_capacity(addresses.len()), ..Part::default() };
     // `pool_change` reports into a plan's errors, drift and notes; nothing else of it.
     let mut scratch = empty_plan(input);
+    let texts = std::cell::RefCell::new(crate::plan::pool::ConfigTexts::default());
     for &addr in addresses {
         let prior = input.state.resources.get(&addr.to_string());
         let nodes = cx.live.get(addr).cloned().unwrap_or_default();
@@ -203,6 +204,7 @@ fn part_of(cx: &Shared<'_, '_>, addresses: &[&Address]) -> Part {
                     seen_by_id: cx.seen_by_id,
                     autoscaled: cx.autoscaled.contains(addr),
                     jobs: cx.jobs,
+                    texts: &texts,
                 };
                 pool_change(&ctx, cx.cat, &mut scratch)
             }

@@ -18,7 +18,8 @@ mod removed;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value as Json;
 
@@ -52,6 +53,30 @@ pub(crate) struct PoolCtx<'a, 'i> {
     /// The nodes jobs run on: kept first, and not removed under a job that is not
     /// preemptible.
     pub jobs: &'a JobNodes,
+    /// Configuration texts already made in this run of the diff.
+    pub texts: &'a RefCell<ConfigTexts>,
+}
+
+/// Pools' configuration texts by the text they serialize to, for one run of the diff (one
+/// thread's addresses). Making a pool's configuration text is serializing it and then
+/// canonicalizing that text (parsed again, keys sorted): a third of a no-op plan's diff at
+/// 2,000 pools. Pools of one shape serialize to the same text, and the canonical text is
+/// a function of that text alone, so a pool whose text was seen before gets the same
+/// canonical text, shared, without canonicalizing again.
+#[derive(Default)]
+pub(crate) struct ConfigTexts(HashMap<String, JsonText>);
+
+impl ConfigTexts {
+    /// `JsonText::to_json(pool)`, from the memo when the pool serializes as one seen before.
+    pub fn of(&mut self, pool: &GpuPool) -> serde_json::Result<JsonText> {
+        let text = serde_json::to_string(pool)?;
+        if let Some(canonical) = self.0.get(&text) {
+            return Ok(canonical.clone());
+        }
+        let canonical = JsonText::parse(&text)?;
+        self.0.insert(text, canonical.clone());
+        Ok(canonical)
+    }
 }
 
 pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
@@ -379,7 +404,7 @@ pub(crate) struct Configs<'a> {
 pub(crate) fn configs<'a>(cx: &PoolCtx<'a, '_>) -> Configs<'a> {
     let unfinished = cx.prior.is_some_and(|p| p.config.is_null());
     let before = cx.prior.map(|p| p.config.clone()).filter(|c| !c.is_null());
-    let mut after = cx.pool.map(|p| JsonText::to_json(p).unwrap_or_default());
+    let mut after = cx.pool.map(|p| cx.texts.borrow_mut().of(p).unwrap_or_default());
     let ignore = ignored_paths(cx.pool, cx.autoscaled);
     if let (Some(before), Some(after)) = (&before, &mut after) {
         keep_ignored(before, after, &ignore);

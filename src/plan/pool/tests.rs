@@ -142,6 +142,7 @@ fn with_cx<R>(world: &World, in_spec: bool, autoscaled: bool, f: impl FnOnce(&Po
         seen_by_id: &seen,
         autoscaled,
         jobs: &jobs,
+        texts: &Default::default(),
     };
     f(&cx)
 }
@@ -733,4 +734,28 @@ job "b" {
     assert_eq!(deferred, [("i-3", "job.b".to_string())]);
     let note = change.reasons.iter().find(|r| r.code == ReasonCode::Deferred).expect("a deferred reason");
     assert!(note.message.contains("removal of node i-3") && note.message.contains("job.b"), "{}", note.message);
+}
+
+/// A configuration text from the memo is the text `JsonText::to_json` makes; pools that
+/// serialize alike (here two with only their names apart) share one copy, and a pool that
+/// differs gets its own.
+#[test]
+fn config_texts_are_the_canonical_texts_shared_between_alike_pools() {
+    let alike = SPEC.replace("gpu_pool \"train\"", "gpu_pool \"eval\"");
+    let other = SPEC.replace("gpu_pool \"train\"", "gpu_pool \"big\"").replace("desired = 4", "desired = 5");
+    let spec = spec(&format!(
+        "{SPEC}\n{}\n{}",
+        &alike[alike.find("gpu_pool").unwrap()..],
+        &other[other.find("gpu_pool").unwrap()..]
+    ));
+    let pool = |name: &str| spec.gpu_pools[&format!("gpu_pool.{name}").parse::<Address>().unwrap()].as_ref();
+    let mut texts = ConfigTexts::default();
+    let (train, eval, big) =
+        (texts.of(pool("train")).unwrap(), texts.of(pool("eval")).unwrap(), texts.of(pool("big")).unwrap());
+    for (name, text) in [("train", &train), ("eval", &eval), ("big", &big)] {
+        assert_eq!(text.as_str(), JsonText::to_json(pool(name)).unwrap().as_str(), "{name}");
+    }
+    assert_eq!(train.as_str().as_ptr(), eval.as_str().as_ptr(), "alike pools share one copy");
+    assert_ne!(train, big);
+    assert!(big.as_str().contains("\"desired\":5"), "{}", big.as_str());
 }

@@ -28,7 +28,7 @@ use super::replay::Replay;
 /// start.
 pub struct Preread {
     path: PathBuf,
-    bytes: Vec<u8>,
+    bytes: super::FileBytes,
     state: State,
 }
 
@@ -41,7 +41,7 @@ impl Preread {
         if std::fs::metadata(path).ok()?.len() > max_bytes {
             return None;
         }
-        let bytes = std::fs::read(path).ok()?;
+        let bytes = super::read_whole(path).ok()??;
         let state = parse_state(path, path, &bytes).ok()?;
         Some(Preread { path: path.to_path_buf(), bytes, state })
     }

@@ -36,7 +36,7 @@ mod tests;
 
 pub use backend::Backend;
 pub use error::StateError;
-pub(crate) use fsutil::holds;
+pub(crate) use fsutil::{FileBytes, holds, read_whole};
 pub use journal::{Journal, JournalHeader};
 pub use local::LocalBackend;
 pub use lock::{LockInfo, StateLock};

@@ -901,6 +901,31 @@ fn a_file_holds_only_the_exact_bytes_read_earlier() {
     assert!(!holds(&path, Some(b"")).unwrap());
 }
 
+/// `read_whole` maps a file (the read-ahead's zero-copy read) and reads an empty one;
+/// a file gpuplan then replaces by rename, as every write of state or sim snapshot does,
+/// leaves the mapping with the bytes that were read, and `holds` tells the two apart.
+#[test]
+fn a_file_read_whole_keeps_the_bytes_read_across_a_replace_by_rename() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    assert!(read_whole(&path).unwrap().is_none(), "a missing file is none");
+    let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    fs::write(&path, &bytes).unwrap();
+    let read = read_whole(&path).unwrap().unwrap();
+    assert!(matches!(read, FileBytes::Mapped(_)), "{read:?}");
+    assert_eq!(&read[..], &bytes[..]);
+    let tmp = dir.path().join("state.json.tmp");
+    fs::write(&tmp, b"{\"replaced\": true}").unwrap();
+    fs::rename(&tmp, &path).unwrap();
+    assert_eq!(&read[..], &bytes[..], "the mapping keeps the replaced file's bytes");
+    assert!(!holds(&path, Some(&read)).unwrap());
+    fs::write(&tmp, b"").unwrap();
+    fs::rename(&tmp, &path).unwrap();
+    let empty = read_whole(&path).unwrap().unwrap();
+    assert!(matches!(empty, FileBytes::Read(ref v) if v.is_empty()), "{empty:?}");
+    assert!(holds(&path, Some(&empty)).unwrap());
+}
+
 /// The state file is the text `serde_json::to_writer_pretty` writes, byte for byte, with
 /// its maps rendered on the cores in rounds: every field filled (and every one left
 /// empty), keys that need escaping, and more resources and ledger lines than one round.

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::error::SimError;
 use super::world::{FORMAT_VERSION, Record, World};
+use crate::state::FileBytes;
 
 /// [`Store::wants_settling`]: a log of at least this many records, and at least as long
 /// as the world is large, is folded into the snapshot when a command that changed the
@@ -192,13 +193,16 @@ fn acquire_lock(path: &Path, timeout: Duration) -> Result<File, SimError> {
 
 /// The bytes of the snapshot and of the log (`None`: the file does not exist).
 struct Files {
-    snapshot: Option<Vec<u8>>,
+    snapshot: Option<FileBytes>,
     log: Option<Vec<u8>>,
 }
 
 impl Files {
     fn read(path: &Path, log_path: &Path) -> Result<Files, SimError> {
-        Ok(Files { snapshot: read_optional(path)?, log: read_optional(log_path)? })
+        // The snapshot is only ever replaced by rename, so it may be mapped; the log is
+        // appended and truncated in place, so it is read.
+        let snapshot = crate::state::read_whole(path).map_err(SimError::io("read", path))?;
+        Ok(Files { snapshot, log: read_optional(log_path)? })
     }
 }
 
@@ -248,10 +252,8 @@ impl Preread {
     /// Whether both files still hold the bytes read ahead (compared piece by piece, with no
     /// second copy of them).
     fn still_held(&self, path: &Path, log_path: &Path) -> Result<bool, SimError> {
-        let holds = |p: &Path, bytes: &Option<Vec<u8>>| {
-            crate::state::holds(p, bytes.as_deref()).map_err(SimError::io("read", p))
-        };
-        Ok(holds(path, &self.files.snapshot)? && holds(log_path, &self.files.log)?)
+        let holds = |p: &Path, bytes: Option<&[u8]>| crate::state::holds(p, bytes).map_err(SimError::io("read", p));
+        Ok(holds(path, self.files.snapshot.as_deref())? && holds(log_path, self.files.log.as_deref())?)
     }
 }
 

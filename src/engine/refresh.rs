@@ -1,7 +1,6 @@
 //! Refresh: ask every provider in use what it runs with this state's tags, one paged
 //! list call per provider and region.
 
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 
 use crate::apply::ProviderSet;
@@ -32,15 +31,21 @@ pub fn regions(spec: &Spec, state: &State) -> BTreeSet<(String, String)> {
             out.insert((s.provider, s.region));
         }
     }
+    // Thousands of resources in a few regions: a pair is copied only when it is new.
+    let mut add = |p: &str, region: &str| {
+        if !out.iter().any(|(a, b)| a == p && b == region) {
+            out.insert((p.to_string(), region.to_string()));
+        }
+    };
     for r in state.resources.values() {
         if let (Some(p), Some(region)) = (&r.provider, &r.region) {
-            out.insert((p.clone(), region.clone()));
+            add(p, region);
         }
         // A floating pool's nodes may still run in the candidate it is leaving, or already
         // in the one it is moving to (an apply killed mid-move): each where it lives.
         for n in r.nodes.iter().filter(|n| n.provider.is_some() || r.placement.is_some()) {
             let Some(p) = n.provider.as_ref().or(r.provider.as_ref()) else { continue };
-            out.insert((p.clone(), n.region.clone()));
+            add(p, &n.region);
         }
     }
     out
@@ -74,7 +79,6 @@ pub async fn refresh(
     state: &State,
 ) -> Result<Vec<Node>, (String, ProviderError)> {
     let mut out: Vec<Node> = Vec::new();
-    let mut at: HashMap<String, usize> = HashMap::new();
     let mut done: BTreeSet<(usize, String)> = BTreeSet::new();
     for (name, region) in regions(spec, state) {
         let Some(p) = providers.get(&name) else { continue };
@@ -85,21 +89,29 @@ pub async fn refresh(
         }
         let filter = ListFilter { region: region.clone(), lineage: Some(state.lineage.clone()) };
         let nodes = list_with_retry(p.as_ref(), &filter).await.map_err(|e| (name.clone(), e))?;
-        out.reserve(nodes.len());
-        for n in nodes {
-            match at.entry(n.id.clone()) {
-                Entry::Occupied(i) => out[*i.get()] = n,
-                Entry::Vacant(v) => {
-                    v.insert(out.len());
-                    out.push(n);
-                }
-            }
+        if out.is_empty() {
+            out = nodes; // the first listing moved, not copied
+        } else {
+            out.extend(nodes);
         }
     }
-    drop(at);
-    out.sort_by(|a, b| a.id.cmp(&b.id));
+    by_id(&mut out);
     keep_recorded_providers(state, &mut out);
     Ok(out)
+}
+
+/// Nodes sorted by id, each id once: an id listed more than once (the pages of a list
+/// that changed while it was read, or two names for one account) keeps its last listing.
+/// The sort is stable, so that is the last of each run of equal ids.
+fn by_id(nodes: &mut Vec<Node>) {
+    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+    nodes.dedup_by(|later, kept| {
+        let same = later.id == kept.id;
+        if same {
+            std::mem::swap(later, kept);
+        }
+        same
+    });
 }
 
 /// One paged list call, retried on throttling and transient faults as `apply::policy`
@@ -132,6 +144,34 @@ mod tests {
     /// Each (provider block, region) pair of the spec's pools once, whether a pool sets its
     /// region or takes its provider's, and however many pools share it; a pool whose
     /// shape cannot be resolved (no zone of its region sells its GPU) adds nothing.
+    /// Listings end sorted by id with each id once, its last listing kept.
+    #[test]
+    fn nodes_listed_twice_keep_their_last_listing() {
+        let node = |id: &str, zone: &str| Node {
+            id: id.into(),
+            pool: "gpu_pool.a".parse().unwrap(),
+            instance_type: "g6.xlarge".into(),
+            region: "us-east-1".into(),
+            zone: zone.into(),
+            capacity: crate::model::Capacity::OnDemand,
+            state: crate::model::NodeState::Running,
+            image: None,
+            tags: Default::default(),
+            provider: None,
+        };
+        let mut nodes = vec![
+            node("i-3", "a"),
+            node("i-1", "a"),
+            node("i-3", "b"),
+            node("i-2", "a"),
+            node("i-1", "c"),
+            node("i-3", "c"),
+        ];
+        by_id(&mut nodes);
+        let got: Vec<(&str, &str)> = nodes.iter().map(|n| (n.id.as_str(), n.zone.as_str())).collect();
+        assert_eq!(got, [("i-1", "c"), ("i-2", "a"), ("i-3", "c")]);
+    }
+
     #[test]
     fn regions_name_each_provider_and_region_of_the_pools_once() {
         let mut hcl = String::from(

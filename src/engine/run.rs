@@ -520,6 +520,9 @@ fn add_adoptions(plan: &mut Plan, adoptions: Vec<adopt::Adoption>, errors: Vec<c
 /// tag of this state yet), described by id in each pool's provider and region. They join
 /// the observed nodes; [`adopt::resolve`] checks and takes them.
 pub async fn describe_imports(spec: &Spec, providers: &ProviderSet, observed: &mut Vec<Node>) -> Result<(), RunError> {
+    if spec.imports.is_empty() {
+        return Ok(());
+    }
     let cat = crate::catalog::catalog();
     let listed: std::collections::HashSet<String> = observed.iter().map(|n| n.id.clone()).collect();
     let mut asks: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();

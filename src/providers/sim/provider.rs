@@ -57,7 +57,11 @@ impl Provider for SimProvider {
         loop {
             self.pause().await;
             let (page, next) = self.cloud.api_list_page(filter, after.as_deref())?;
-            nodes.extend(page);
+            if nodes.is_empty() {
+                nodes = page; // moved, not copied
+            } else {
+                nodes.extend(page);
+            }
             match next {
                 Some(id) => after = Some(id),
                 None => return Ok(nodes),

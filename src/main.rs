@@ -7,6 +7,20 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: gpuplan::Allocator = gpuplan::Allocator;
 
+/// Small pages from before the first allocation: the loader runs the functions of
+/// `.init_array` before Rust's runtime starts, and so before the allocator touches its
+/// arena (see [`gpuplan::cli::small_pages_from_the_start`]; a run with large inputs gets
+/// huge pages back once its inputs are known).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static SMALL_PAGES_FROM_THE_START: extern "C" fn() = {
+    extern "C" fn small_pages() {
+        gpuplan::cli::small_pages_from_the_start();
+    }
+    small_pages
+};
+
 fn main() -> ExitCode {
     install_miette_hook();
     gpuplan::cli::run(std::env::args_os()).into()

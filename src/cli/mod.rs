@@ -54,6 +54,7 @@ use crate::spec::model::ProviderKind;
 
 pub use error::CliError;
 pub use exit::ExitStatus;
+pub use pages::small_pages_from_the_start;
 pub use settings::Settings;
 
 /// Parse `args` (program name first), run the command, report its error if any.

@@ -45,16 +45,26 @@ pub const SMALL_INPUTS: u64 = 64 << 20;
 /// Inputs larger than this (bytes) return freed memory promptly.
 pub const LARGE_INPUTS: u64 = 8 << 20;
 
-/// Turn transparent huge pages off for this process if its inputs are small; return freed
-/// memory promptly if they are large.
+/// Turn transparent huge pages off for this process if its inputs are small (on again if
+/// they are large: the binary turns them off before its first allocation, see
+/// [`small_pages_from_the_start`]); return freed memory promptly if they are large.
 pub fn fit(settings: &Settings) {
     let bytes = inputs_bytes(settings);
-    if bytes <= SMALL_INPUTS {
-        disable_huge_pages();
-    }
+    set_huge_pages(bytes > SMALL_INPUTS);
     if bytes > LARGE_INPUTS {
         super::allocator::return_freed_memory_promptly();
     }
+}
+
+/// Turn transparent huge pages off before anything is allocated; [`fit`] turns them on
+/// again for a run with large inputs. Called by the binary from its `.init_array`, so
+/// before Rust's runtime, and so the allocator, starts: the arguments cannot be parsed
+/// before memory is allocated, and the allocator's first touches of its arena were 2 MiB
+/// pages the kernel zeroed while `clap` parsed them, about 5 ms of a 2,000-pool no-op
+/// plan of 25–30 ms on the README's VM (`perf`: `clear_page_erms` under huge-page faults
+/// from mimalloc's arena set-up and first pages). Allocates nothing.
+pub fn small_pages_from_the_start() {
+    set_huge_pages(false);
 }
 
 /// Are the run's inputs at most [`SMALL_INPUTS`]? ([`fit`] reads the size once for both
@@ -73,12 +83,15 @@ fn inputs_bytes(settings: &Settings) -> u64 {
     spec + size(&settings.state_path) + size(&settings.workspace().sim_path())
 }
 
-/// `PR_SET_THP_DISABLE` for this process (Linux; elsewhere nothing). Refused (an old
-/// kernel, a sandbox): the run goes on with huge pages, as it did before, so there is
-/// nothing to report.
-fn disable_huge_pages() {
+/// Transparent huge pages on or off for this process (`PR_SET_THP_DISABLE`, which
+/// children inherit; Linux, elsewhere nothing). Memory already faulted in keeps its pages;
+/// the setting applies from the next fault. Refused (an old kernel, a sandbox): the run
+/// goes on as it is, so there is nothing to report.
+fn set_huge_pages(on: bool) {
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    let _refused = rustix::thread::disable_transparent_huge_pages(true).is_err();
+    let _refused = rustix::thread::disable_transparent_huge_pages(!on).is_err();
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = on;
 }
 
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
@@ -122,6 +135,11 @@ mod tests {
         sized("state/default.sim.json", SMALL_INPUTS / 4 + 1);
         assert_eq!(inputs_bytes(&settings(tmp.path())), SMALL_INPUTS + 1);
         assert!(!small(&settings(tmp.path())));
+        // The binary starts on small pages; a big run gets huge pages back.
+        small_pages_from_the_start();
+        assert!(huge_pages_disabled());
+        fit(&settings(tmp.path()));
+        assert!(!huge_pages_disabled());
     }
 
     /// Past [`LARGE_INPUTS`] (here a state file that large) freed memory goes back within

@@ -10,9 +10,10 @@
 //! pages: they fill them, and take fewer page faults and TLB misses through them.
 //!
 //! The size of a run is guessed from its inputs before it allocates much: the spec's
-//! files, the local state file and the sim cloud's file beside it. At most
-//! [`SMALL_INPUTS`] in all, huge pages are turned off for this process
-//! (`PR_SET_THP_DISABLE`; children inherit it). Which is faster depends on how the runs
+//! files, the local state file and the sim cloud's file beside it. The binary starts with
+//! huge pages off, from before its first allocation ([`small_pages_from_the_start`]);
+//! over [`SMALL_INPUTS`] in all, [`fit`] turns them on again (`PR_SET_THP_DISABLE`;
+//! children inherit it). Which is faster depends on how the runs
 //! come. Back to back, a run gets the huge pages the last one just freed, and zeroing
 //! them is cheap: small pages then cost 20–30 % more time in page faults (a 2,000-pool
 //! no-op plan: 5,100 faults instead of 330, 29 against 23 ms). Run as people and CI run

@@ -250,8 +250,10 @@ fn live_nodes<'a>(
     let mut seen_by_id: BTreeMap<&str, &Node> = BTreeMap::new();
     match input.observed {
         Some(nodes) => {
+            // Built at once (refresh lists nodes sorted by id); a repeated id keeps its
+            // last node, as inserting them one by one did.
+            seen_by_id = nodes.iter().map(|n| (n.id.as_str(), n)).collect();
             for n in nodes {
-                seen_by_id.insert(&n.id, n);
                 if n.is_live() {
                     live.entry(n.pool.clone()).or_default().push(n);
                 } else if n.state == crate::providers::NodeState::Stopped {
@@ -276,18 +278,24 @@ fn addresses(
     stopped: &ByPool<'_>,
 ) -> BTreeSet<Address> {
     let spec = input.spec;
-    let mut addresses: BTreeSet<Address> = BTreeSet::new();
+    // Most addresses come two or three times (a pool in the spec, in the state and among
+    // the live nodes), each list already sorted: they are gathered by reference, merged
+    // by a stable sort (one pass per list), and only the distinct ones are copied, into a
+    // set built at once, instead of copying every one to insert it.
+    let mut all: Vec<&Address> = Vec::with_capacity(spec.gpu_pools.len() + state.len() + live.len());
     if !input.destroy {
-        addresses.extend(spec.gpu_pools.keys().cloned());
-        addresses.extend(spec.quotas.keys().cloned());
-        addresses.extend(spec.job_templates.keys().cloned());
-        addresses.extend(spec.jobs.keys().cloned());
-        addresses.extend(spec.autoscalers.keys().cloned());
+        all.extend(spec.gpu_pools.keys());
+        all.extend(spec.quotas.keys());
+        all.extend(spec.job_templates.keys());
+        all.extend(spec.jobs.keys());
+        all.extend(spec.autoscalers.keys());
     }
-    addresses.extend(state.iter().map(|(a, _)| a.clone()));
-    addresses.extend(live.keys().cloned());
-    addresses.extend(stopped.keys().cloned());
-    addresses
+    all.extend(state.iter().map(|(a, _)| a));
+    all.extend(live.keys());
+    all.extend(stopped.keys());
+    all.sort();
+    all.dedup();
+    all.into_iter().cloned().collect()
 }
 
 /// A plan with no changes yet.

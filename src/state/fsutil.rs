@@ -145,17 +145,68 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StateError> 
 /// snapshot): a replaced file's mapping keeps the old inode's bytes, which is exactly what
 /// the read saw. Never for a file appended or truncated in place (journal, sim log, lock
 /// files): a mapping of a file cut shorter under it faults (SIGBUS) where a read would
-/// only see fewer bytes. Git maps its index under the same rule.
+/// only see fewer bytes. Git maps its index under the same rule. Whether the file still
+/// holds what was read is [`FileBytes::still_at`], which for a mapping also checks that
+/// nothing wrote to the file in place since.
 pub(crate) enum FileBytes {
-    Mapped(memmap2::Mmap),
+    /// The mapping, and the file's identity and times when it was mapped.
+    Mapped(memmap2::Mmap, Stamp),
     Read(Vec<u8>),
+}
+
+/// A file's identity (device and inode), length, and modification and change times, as
+/// `fstat` gave them. An in-place write changes the times (Linux takes a fine-grained
+/// time for a change made after the times were read, so two writes within one clock tick
+/// still differ); gpuplan's own writes make a new inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    len: u64,
+    #[cfg(unix)]
+    id: (u64, u64, i64, i64, i64, i64),
+    #[cfg(not(unix))]
+    modified: Option<std::time::SystemTime>,
+}
+
+impl Stamp {
+    fn of(meta: &fs::Metadata) -> Stamp {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Stamp {
+                len: meta.len(),
+                id: (meta.dev(), meta.ino(), meta.mtime(), meta.mtime_nsec(), meta.ctime(), meta.ctime_nsec()),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            Stamp { len: meta.len(), modified: meta.modified().ok() }
+        }
+    }
+}
+
+impl FileBytes {
+    /// Whether the file at `path` still holds exactly these bytes. A mapping shows what
+    /// its file holds now, so comparing it with the file again proves nothing after an
+    /// in-place write: for a mapping the file must also be the same file, unchanged since
+    /// it was mapped ([`Stamp`]); read bytes are compared piece by piece ([`holds`]).
+    pub(crate) fn still_at(&self, path: &Path) -> io::Result<bool> {
+        if let FileBytes::Mapped(_, stamp) = self {
+            match fs::metadata(path) {
+                Ok(now) if Stamp::of(&now) == *stamp => {}
+                Ok(_) => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        holds(path, Some(&self[..]))
+    }
 }
 
 impl std::ops::Deref for FileBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            FileBytes::Mapped(m) => m,
+            FileBytes::Mapped(m, _) => m,
             FileBytes::Read(v) => v,
         }
     }
@@ -163,7 +214,7 @@ impl std::ops::Deref for FileBytes {
 
 impl std::fmt::Debug for FileBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let how = if matches!(self, FileBytes::Mapped(_)) { "mapped" } else { "read" };
+        let how = if matches!(self, FileBytes::Mapped(..)) { "mapped" } else { "read" };
         write!(f, "FileBytes({how}, {} bytes)", self.len())
     }
 }
@@ -176,13 +227,14 @@ pub(crate) fn read_whole(path: &Path) -> io::Result<Option<FileBytes>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    let len = file.metadata()?.len();
+    let meta = file.metadata()?;
+    let len = meta.len();
     if len > 0 {
         // SAFETY: the bytes are only read, and only files replaced by rename are passed
         // here (see `FileBytes`), so no writer of gpuplan's changes them under the map.
         // `populate` maps every page now, in one call, instead of a fault per 64 KiB.
         if let Ok(map) = unsafe { memmap2::MmapOptions::new().populate().map(&file) } {
-            return Ok(Some(FileBytes::Mapped(map)));
+            return Ok(Some(FileBytes::Mapped(map, Stamp::of(&meta))));
         }
     }
     // Empty, or a file system that cannot map: read it.

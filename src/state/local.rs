@@ -23,9 +23,9 @@ use super::replay::Replay;
 
 /// A state file read and parsed without its lock, while the spec is still being parsed
 /// (a no-op plan of 2,000 pools spent 10 ms reading its 2.6 MB state after the spec).
-/// [`LocalBackend::recover_preread`] reads the file again under the lock and uses this
-/// parse only if every byte is the same, so what it returns never depends on the head
-/// start.
+/// [`LocalBackend::recover_preread`] checks the file again under the lock and uses this
+/// parse only if it still holds the same bytes ([`super::FileBytes::still_at`]), so what
+/// it returns never depends on the head start.
 pub struct Preread {
     path: PathBuf,
     bytes: super::FileBytes,
@@ -237,7 +237,7 @@ impl LocalBackend {
 
     fn read_file_with(&self, path: &Path, pre: Option<Preread>) -> Result<Option<State>, StateError> {
         if let Some(p) = pre.filter(|p| p.path == path)
-            && fsutil::holds(path, Some(&p.bytes)).map_err(StateError::io("read", path))?
+            && p.bytes.still_at(path).map_err(StateError::io("read", path))?
         {
             return Ok(Some(p.state));
         }

@@ -844,8 +844,8 @@ fn a_remote_lock_expires_only_when_it_says_so_and_test_timings_come_from_the_env
 }
 
 /// The state file read ahead without the lock is used only while the file holds the same
-/// bytes: a write in between is seen, and an unchanged read ahead gives what a plain
-/// recover gives.
+/// bytes: a write in between is seen, gpuplan's (a replace) or another program's (in
+/// place), and an unchanged read ahead gives what a plain recover gives.
 #[test]
 fn a_state_read_ahead_is_used_only_while_the_file_is_unchanged() {
     let dir = tempfile::tempdir().unwrap();
@@ -866,6 +866,18 @@ fn a_state_read_ahead_is_used_only_while_the_file_is_unchanged() {
     let ahead = b.recover_preread(&lock, Some(fresh)).unwrap().unwrap();
     assert_eq!(serde_json::to_value(&ahead).unwrap(), serde_json::to_value(&plain).unwrap());
     assert_eq!(ahead.serial, plain.serial);
+    // Another program edits the file in place (the same length, so a mapping of it shows
+    // the edit): the read ahead is not used.
+    let before_edit = local::Preread::read(b.path(), u64::MAX).expect("a state to read ahead");
+    let text = fs::read_to_string(b.path()).unwrap();
+    let edited = text.replacen("\"i-2\"", "\"i-9\"", 1);
+    assert_eq!(edited.len(), text.len());
+    {
+        use std::io::Write;
+        fs::OpenOptions::new().write(true).open(b.path()).unwrap().write_all(edited.as_bytes()).unwrap();
+    }
+    let state = b.recover_preread(&lock, Some(before_edit)).unwrap().unwrap();
+    assert_eq!(ids(&state, "gpu_pool.a"), ["i-1", "i-9"], "the read ahead must not hide an in-place edit");
     // A file of another path, or one too large, is not read ahead or not used.
     let other = LocalBackend::new(dir.path().join("state").join("other.json"));
     let elsewhere = local::Preread::read(b.path(), u64::MAX).unwrap();
@@ -902,28 +914,48 @@ fn a_file_holds_only_the_exact_bytes_read_earlier() {
 }
 
 /// `read_whole` maps a file (the read-ahead's zero-copy read) and reads an empty one;
-/// a file gpuplan then replaces by rename, as every write of state or sim snapshot does,
-/// leaves the mapping with the bytes that were read, and `holds` tells the two apart.
+/// `still_at` tells whether the file still holds what was read: not after an in-place
+/// write (which a mapping shows), a replace by rename (as every write of state or sim
+/// snapshot does; the mapping keeps the bytes that were read) or a removal.
 #[test]
-fn a_file_read_whole_keeps_the_bytes_read_across_a_replace_by_rename() {
+fn a_file_read_whole_is_still_at_its_path_only_while_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.json");
     assert!(read_whole(&path).unwrap().is_none(), "a missing file is none");
     let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
     fs::write(&path, &bytes).unwrap();
     let read = read_whole(&path).unwrap().unwrap();
-    assert!(matches!(read, FileBytes::Mapped(_)), "{read:?}");
+    assert!(matches!(read, FileBytes::Mapped(..)), "{read:?}");
     assert_eq!(&read[..], &bytes[..]);
+    assert!(read.still_at(&path).unwrap(), "unchanged");
+    // Written in place, the same length: the mapping shows the new bytes, so only the
+    // file's times tell that it is not what was parsed.
+    let mut changed = bytes.clone();
+    changed[1_000] ^= 1;
+    {
+        use std::io::{Seek, Write};
+        let mut f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.seek(std::io::SeekFrom::Start(0)).unwrap();
+        f.write_all(&changed).unwrap();
+    }
+    assert_eq!(&read[..], &changed[..], "a mapping shows an in-place write");
+    assert!(!read.still_at(&path).unwrap(), "written in place since");
+    let read = read_whole(&path).unwrap().unwrap();
+    assert!(read.still_at(&path).unwrap());
     let tmp = dir.path().join("state.json.tmp");
     fs::write(&tmp, b"{\"replaced\": true}").unwrap();
     fs::rename(&tmp, &path).unwrap();
-    assert_eq!(&read[..], &bytes[..], "the mapping keeps the replaced file's bytes");
+    assert_eq!(&read[..], &changed[..], "the mapping keeps the replaced file's bytes");
     assert!(!holds(&path, Some(&read)).unwrap());
+    assert!(!read.still_at(&path).unwrap(), "replaced");
+    fs::remove_file(&path).unwrap();
+    assert!(!read.still_at(&path).unwrap(), "removed");
     fs::write(&tmp, b"").unwrap();
     fs::rename(&tmp, &path).unwrap();
     let empty = read_whole(&path).unwrap().unwrap();
     assert!(matches!(empty, FileBytes::Read(ref v) if v.is_empty()), "{empty:?}");
     assert!(holds(&path, Some(&empty)).unwrap());
+    assert!(empty.still_at(&path).unwrap());
 }
 
 /// The state file is the text `serde_json::to_writer_pretty` writes, byte for byte, with

@@ -249,11 +249,16 @@ impl Preread {
         Some(Preread { path: path.to_path_buf(), files, world, records, log_len })
     }
 
-    /// Whether both files still hold the bytes read ahead (compared piece by piece, with no
-    /// second copy of them).
+    /// Whether both files still hold the bytes read ahead (the snapshot unchanged since it
+    /// was mapped and the same bytes, the log compared piece by piece; no second copy).
     fn still_held(&self, path: &Path, log_path: &Path) -> Result<bool, SimError> {
-        let holds = |p: &Path, bytes: Option<&[u8]>| crate::state::holds(p, bytes).map_err(SimError::io("read", p));
-        Ok(holds(path, self.files.snapshot.as_deref())? && holds(log_path, self.files.log.as_deref())?)
+        let snapshot = match &self.files.snapshot {
+            Some(bytes) => bytes.still_at(path),
+            None => crate::state::holds(path, None),
+        };
+        let snapshot = snapshot.map_err(SimError::io("read", path))?;
+        Ok(snapshot
+            && crate::state::holds(log_path, self.files.log.as_deref()).map_err(SimError::io("read", log_path))?)
     }
 }
 

@@ -91,6 +91,7 @@ fn inputs_bytes(settings: &Settings) -> u64 {
 fn set_huge_pages(on: bool) {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     let _refused = rustix::thread::disable_transparent_huge_pages(!on).is_err();
+    // No such switch elsewhere: nothing to do, and nothing that could fail.
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     let _ = on;
 }

@@ -164,22 +164,24 @@ pub(crate) struct Stamp {
     #[cfg(unix)]
     id: (u64, u64, i64, i64, i64, i64),
     #[cfg(not(unix))]
-    modified: Option<std::time::SystemTime>,
+    modified: std::time::SystemTime,
 }
 
 impl Stamp {
-    fn of(meta: &fs::Metadata) -> Stamp {
+    /// `None` where the platform gives no modification time: such a file is read, not
+    /// mapped, since nothing would tell an in-place write.
+    fn of(meta: &fs::Metadata) -> Option<Stamp> {
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;
-            Stamp {
+            Some(Stamp {
                 len: meta.len(),
                 id: (meta.dev(), meta.ino(), meta.mtime(), meta.mtime_nsec(), meta.ctime(), meta.ctime_nsec()),
-            }
+            })
         }
         #[cfg(not(unix))]
         {
-            Stamp { len: meta.len(), modified: meta.modified().ok() }
+            meta.modified().ok().map(|modified| Stamp { len: meta.len(), modified })
         }
     }
 }
@@ -192,7 +194,7 @@ impl FileBytes {
     pub(crate) fn still_at(&self, path: &Path) -> io::Result<bool> {
         if let FileBytes::Mapped(_, stamp) = self {
             match fs::metadata(path) {
-                Ok(now) if Stamp::of(&now) == *stamp => {}
+                Ok(now) if Stamp::of(&now).as_ref() == Some(stamp) => {}
                 Ok(_) => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
                 Err(e) => return Err(e),
@@ -229,15 +231,16 @@ pub(crate) fn read_whole(path: &Path) -> io::Result<Option<FileBytes>> {
     };
     let meta = file.metadata()?;
     let len = meta.len();
-    if len > 0 {
+    if let Some(stamp) = Stamp::of(&meta).filter(|_| len > 0) {
         // SAFETY: the bytes are only read, and only files replaced by rename are passed
         // here (see `FileBytes`), so no writer of gpuplan's changes them under the map.
         // `populate` maps every page now, in one call, instead of a fault per 64 KiB.
+        // A refused mapping is not an error: the file is read below instead.
         if let Ok(map) = unsafe { memmap2::MmapOptions::new().populate().map(&file) } {
-            return Ok(Some(FileBytes::Mapped(map, Stamp::of(&meta))));
+            return Ok(Some(FileBytes::Mapped(map, stamp)));
         }
     }
-    // Empty, or a file system that cannot map: read it.
+    // Empty, without a modification time, or on a file system that cannot map: read it.
     let mut bytes = Vec::with_capacity(len as usize);
     io::Read::read_to_end(&mut &file, &mut bytes)?;
     Ok(Some(FileBytes::Read(bytes)))

@@ -41,6 +41,7 @@ impl Preread {
         if std::fs::metadata(path).ok()?.len() > max_bytes {
             return None;
         }
+        // As above: an unreadable file here is reported by the read under the lock.
         let bytes = super::read_whole(path).ok()??;
         let state = parse_state(path, path, &bytes).ok()?;
         Some(Preread { path: path.to_path_buf(), bytes, state })

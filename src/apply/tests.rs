@@ -212,6 +212,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         orphan_job_nodes: Vec::new(),
         adoptions: Vec::new(),
         placements: Vec::new(),
+        outputs: Vec::new(),
         autoscale: vec![],
     }
 }

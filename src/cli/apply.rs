@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::output;
-use super::{ApplyArgs, CliError, DestroyArgs, ExitStatus, Settings, common, load, runtime};
+use super::{ApplyArgs, CliError, DestroyArgs, ExitStatus, Settings, common, load, outputs, runtime, verdicts};
 use crate::apply::ApplyOptions;
 use crate::engine::{self, run::PlanRequest};
 use crate::plan::Plan;
@@ -58,6 +58,9 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
             }
         };
         let status = execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Apply").await;
+        if matches!(status, Ok(ExitStatus::Success)) {
+            outputs::print_applied(&session.state);
+        }
         settle(sim.as_deref());
         leave_to_exit(&mut session, providers);
         status
@@ -225,10 +228,11 @@ async fn plan_and_confirm(
     output::stdout_with(|out| render::write_plan_text(&plan, &opts, out));
     common::warn_unused_overrides(&plan, &req.overrides)?;
     common::warn_near_limits(&plan)?;
+    verdicts::warn_standing(&plan);
     if engine::run::denied(&plan) {
         return Ok(Err(denied(&plan)?));
     }
-    if plan.has_changes() && plan.errors.is_empty() && !common::confirm(settings, ask.question, ask.auto_approve)? {
+    if plan.has_work() && plan.errors.is_empty() && !common::confirm(settings, ask.question, ask.auto_approve)? {
         output::stderr(&format!("{} cancelled.\n", ask.verb));
         return Ok(Err(ExitStatus::Error));
     }
@@ -237,19 +241,7 @@ async fn plan_and_confirm(
 
 /// Refuse a denied plan, naming the policies that deny it.
 fn denied(plan: &Plan) -> Result<ExitStatus, engine::run::RunError> {
-    let mut text = String::from("\n");
-    for r in engine::run::policy_results(plan).iter().filter(|r| r.denies()) {
-        text.push_str(&format!(
-            "error: policy `{}` ({}) denies this plan: {}\n",
-            r.name,
-            r.enforcement.as_str(),
-            r.message
-        ));
-    }
-    text.push_str(
-        "error: a policy denied this plan; nothing was applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME when planning\n",
-    );
-    output::stderr(&text);
+    output::stderr(&verdicts::denial(plan, "nothing was applied"));
     Ok(ExitStatus::PolicyDenied)
 }
 
@@ -270,7 +262,7 @@ async fn execute(
             .hint("fix the errors shown above and plan again")
             .into());
     }
-    if !plan.has_changes() {
+    if !plan.has_work() {
         output::stderr(&format!("\n{verb} complete! No changes.\n"));
         return Ok(ExitStatus::Success);
     }

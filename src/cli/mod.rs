@@ -25,6 +25,7 @@ mod jobs;
 mod load;
 mod offers;
 mod output;
+mod outputs;
 mod pages;
 mod plan;
 mod reconcile;
@@ -41,6 +42,7 @@ mod state_show;
 mod state_unlock;
 mod test;
 mod validate;
+mod verdicts;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -119,6 +121,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Jobs(args) => jobs::run(settings, args.command.as_ref()),
         Command::Init(args) => init::run(settings, args),
         Command::Show(args) => show::run(settings, args),
+        Command::Output(args) => outputs::run(settings, args),
         Command::Check => check::run(settings),
         Command::Test(args) => test::run(settings, args),
         Command::Completions { shell } => show::completions(*shell),
@@ -183,6 +186,8 @@ pub enum Command {
     Plan(PlanArgs),
     /// Print a saved plan (`plan --out FILE`) without touching state or clouds
     Show(ShowArgs),
+    /// Print the fleet's output values from state
+    Output(OutputArgs),
     /// Execute a saved plan, or plan and confirm
     Apply(ApplyArgs),
     /// Remove everything the state owns
@@ -318,6 +323,20 @@ impl PlanArgs {
     pub fn output_format(&self) -> PlanFormat {
         if self.json { PlanFormat::Json } else { self.format.unwrap_or(PlanFormat::Text) }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// One output [default: all of them]
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// Print as JSON: all outputs as `{NAME: {sensitive, type, value}}`, or NAME's value
+    #[arg(long, conflicts_with = "raw")]
+    pub json: bool,
+    /// Print NAME's value as it is (a string without quotes, a number or a bool), with no
+    /// final newline: for scripts
+    #[arg(long)]
+    pub raw: bool,
 }
 
 #[derive(Debug, Args)]

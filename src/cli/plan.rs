@@ -1,7 +1,7 @@
 //! `gpuplan plan`: refresh, diff and show what apply would do; `--out` saves it.
 
 use super::output;
-use super::{ExitStatus, PlanArgs, PlanFormat, Settings, common, load, runtime};
+use super::{ExitStatus, PlanArgs, PlanFormat, Settings, common, load, runtime, verdicts};
 use crate::engine::{self, run::PlanRequest};
 use crate::render;
 
@@ -78,14 +78,13 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         }
         common::warn_unused_overrides(&plan, &args.override_policy)?;
         common::warn_near_limits(&plan)?;
+        verdicts::warn_standing(&plan);
         let status = if !plan.errors.is_empty() {
             ExitStatus::Error
         } else if engine::run::denied(&plan) {
-            output::stderr(
-                "\nerror: a policy denied this plan; it cannot be applied\nhint: fix the spec, or for a soft policy pass --override-policy NAME\n",
-            );
+            output::stderr(&verdicts::denial(&plan, "it cannot be applied"));
             ExitStatus::PolicyDenied
-        } else if args.detailed_exitcode && plan.has_changes() {
+        } else if args.detailed_exitcode && plan.has_work() {
             ExitStatus::Changes
         } else {
             ExitStatus::Success

@@ -291,6 +291,9 @@ async fn round(
             ));
         }
     }
+    for a in &pass.standing {
+        output::stderr(&standing_line(a));
+    }
     common::warn_near_limits(&pass.plan)?;
     metrics.record_pass(&loaded.spec, &pass);
     Ok(match pass.outcome {
@@ -300,6 +303,21 @@ async fn round(
         Outcome::Denied | Outcome::MaxDestroy { .. } => ExitStatus::PolicyDenied,
         Outcome::PlanErrors | Outcome::ApplyFailed | Outcome::Interrupted => ExitStatus::Error,
     })
+}
+
+/// A standing violation reported in this pass: once per verdict while it stands.
+fn standing_line(a: &reconcile::standing::StandingAlert) -> String {
+    let what = format!(
+        "policy alert: `{}` ({}) fails on the fleet as it stands: {}",
+        a.verdict,
+        a.enforcement.as_str(),
+        a.message
+    );
+    match (a.hooks, a.delivered) {
+        (0, _) => format!("{what}\n  (reported once while it stands; no quota has `notify` hooks)\n"),
+        (_, 0) => format!("warning: {what}: not delivered ({}); retried on the next pass\n", a.errors.join("; ")),
+        (_, n) => format!("{what}: posted to {n} hook(s)\n"),
+    }
 }
 
 /// `every` ± 10%, so many reconcilers started together do not hit the clouds together.

@@ -671,7 +671,8 @@ fn assess(
     note_peaks(&mut plan, &report);
     let facts =
         policy::Facts { plan: &plan, cost: &report, spec, running_jobs: running, month_to_date: &req.month_to_date };
-    let results = policy::evaluate(&req.policies, &facts, &req.overrides);
+    let mut results = policy::evaluate(&req.policies, &facts, &req.overrides);
+    policy::standing::mark(&mut results, &req.policies, &facts, &req.overrides, &prices)?;
     plan.policies = results;
     plan.cost = Some(report);
     Ok(plan)
@@ -729,9 +730,10 @@ pub fn policy_results(plan: &Plan) -> &[policy::PolicyResult] {
     &plan.policies
 }
 
-/// Does a plan's policy verdict forbid applying it?
+/// Does a plan's policy verdict forbid applying it? Never for a plan without changes
+/// ([`Plan::denied`]).
 pub fn denied(plan: &Plan) -> bool {
-    policy::denied(&plan.policies)
+    plan.denied()
 }
 
 /// Refuse a saved plan whose state or spec moved on since it was made.
@@ -833,7 +835,12 @@ async fn finish_apply(
             entries.push(JournalEntry::Autoscale { pool: a.pool.to_string(), record });
         }
     }
-    // Records that later plans read (cooldowns) are journaled and synced like any other.
+    // The outputs are the applied fleet's only once all of it was applied; otherwise the
+    // state keeps the old values and the next plan shows the change again.
+    if report.succeeded() {
+        entries.extend(crate::plan::outputs::journal_entry(&plan.outputs));
+    }
+    // Records that later plans read (cooldowns, outputs) are journaled and synced like any other.
     if !entries.is_empty() {
         // Not dropped: the writer keeps its first error and `handle.finish()` below returns
         // it (`journal_error`), and a writer that stopped fails `finish()` itself.

@@ -7,8 +7,9 @@
 //! `hourly_cost_usd`, `pool_hourly_cost_usd{pool}`, `drift_items`, `pending_changes`,
 //! `last_run_timestamp_seconds`, `last_success_timestamp_seconds`,
 //! `reconcile_runs_total`, `reconcile_failures_total`, `reconcile_skipped_total`,
-//! `autoscale_actions_total{pool,direction}`, `leader`, `lock_takeovers_total`, `spend_month_to_date_usd{pool}` and
-//! `quota_spend_month_to_date_usd{quota}`. Only this module knows their names.
+//! `autoscale_actions_total{pool,direction}`, `leader`, `lock_takeovers_total`, `spend_month_to_date_usd{pool}`,
+//! `quota_spend_month_to_date_usd{quota}` and `policy_standing{policy}`. Only this module
+//! knows their names.
 
 pub mod server;
 
@@ -64,6 +65,8 @@ struct Fleet {
     /// Month-to-date spend from the ledger, by pool and by quota.
     spend_pool: BTreeMap<String, f64>,
     spend_quota: BTreeMap<String, f64>,
+    /// Standing violations by policy (0 for a policy that passes on the fleet as it stands).
+    standing: BTreeMap<String, usize>,
 }
 
 fn seconds(t: SystemTime) -> f64 {
@@ -134,11 +137,7 @@ impl Metrics {
         let r = self.registry();
         let mut out = String::new();
         let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>| {
-            let _ = writeln!(out, "# HELP gpuplan_{name} {help}");
-            let _ = writeln!(out, "# TYPE gpuplan_{name} {kind}");
-            for (labels, v) in samples {
-                let _ = writeln!(out, "gpuplan_{name}{labels} {}", number(v));
-            }
+            family(&mut out, name, kind, help, samples)
         };
         family("reconcile_runs_total", "counter", "Reconcile passes run.", vec![(String::new(), r.runs as f64)]);
         family(
@@ -190,65 +189,87 @@ impl Metrics {
                 .map(|((pool, dir), n)| (labels(&[("pool", pool), ("direction", dir)]), *n as f64))
                 .collect(),
         );
-        let Some(f) = &r.fleet else { return out };
-        family("pools", "gauge", "GPU pools in the spec.", vec![(String::new(), f.pools as f64)]);
-        family(
-            "gpus",
-            "gauge",
-            "GPUs of gpuplan's nodes by pool, node state and capacity type.",
-            f.gpus
-                .iter()
-                .map(|((pool, state, cap), n)| {
-                    (labels(&[("pool", pool), ("state", state), ("capacity", cap)]), *n as f64)
-                })
-                .collect(),
-        );
-        family(
-            "pool_nodes_desired",
-            "gauge",
-            "Nodes each pool converges to (the autoscaler's count for autoscaled pools).",
-            f.desired.iter().map(|(p, n)| (labels(&[("pool", p)]), *n as f64)).collect(),
-        );
-        family(
-            "pool_utilization_percent",
-            "gauge",
-            "Busy nodes as a percentage of live nodes, for autoscaled pools whose usage is known.",
-            f.utilization.iter().map(|(p, u)| (labels(&[("pool", p)]), *u)).collect(),
-        );
-        family(
-            "queued_jobs",
-            "gauge",
-            "Job replicas waiting for GPUs, by pool.",
-            f.queued.iter().map(|(p, n)| (labels(&[("pool", p)]), *n as f64)).collect(),
-        );
-        family("hourly_cost_usd", "gauge", "Hourly cost of the fleet in USD.", vec![(String::new(), f.hourly)]);
-        family(
-            "pool_hourly_cost_usd",
-            "gauge",
-            "Hourly cost of each pool in USD.",
-            f.pool_hourly.iter().map(|(p, c)| (labels(&[("pool", p)]), *c)).collect(),
-        );
-        family("drift_items", "gauge", "Drift found by the last pass.", vec![(String::new(), f.drift as f64)]);
-        family(
-            "pending_changes",
-            "gauge",
-            "Changes the last pass planned but did not apply (dry run, denial, refusal, failure).",
-            vec![(String::new(), f.pending as f64)],
-        );
-        family(
-            "spend_month_to_date_usd",
-            "gauge",
-            "Spend this calendar month (UTC) in USD from the ledger in state, by pool.",
-            f.spend_pool.iter().map(|(p, c)| (labels(&[("pool", p)]), *c)).collect(),
-        );
-        family(
-            "quota_spend_month_to_date_usd",
-            "gauge",
-            "Spend this calendar month (UTC) in USD from the ledger in state, by quota.",
-            f.spend_quota.iter().map(|(q, c)| (labels(&[("quota", q)]), *c)).collect(),
-        );
+        if let Some(f) = &r.fleet {
+            fleet_families(&mut out, f);
+        }
         out
     }
+}
+
+/// One metric family: its `HELP` and `TYPE` lines and its samples. Writing to a `String`
+/// cannot fail.
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>) {
+    let _ = writeln!(out, "# HELP gpuplan_{name} {help}");
+    let _ = writeln!(out, "# TYPE gpuplan_{name} {kind}");
+    for (labels, v) in samples {
+        let _ = writeln!(out, "gpuplan_{name}{labels} {}", number(v));
+    }
+}
+
+/// The families of what the last completed pass saw.
+fn fleet_families(out: &mut String, f: &Fleet) {
+    let mut family =
+        |name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>| family(out, name, kind, help, samples);
+    family("pools", "gauge", "GPU pools in the spec.", vec![(String::new(), f.pools as f64)]);
+    family(
+        "gpus",
+        "gauge",
+        "GPUs of gpuplan's nodes by pool, node state and capacity type.",
+        f.gpus
+            .iter()
+            .map(|((pool, state, cap), n)| (labels(&[("pool", pool), ("state", state), ("capacity", cap)]), *n as f64))
+            .collect(),
+    );
+    family(
+        "pool_nodes_desired",
+        "gauge",
+        "Nodes each pool converges to (the autoscaler's count for autoscaled pools).",
+        f.desired.iter().map(|(p, n)| (labels(&[("pool", p)]), *n as f64)).collect(),
+    );
+    family(
+        "pool_utilization_percent",
+        "gauge",
+        "Busy nodes as a percentage of live nodes, for autoscaled pools whose usage is known.",
+        f.utilization.iter().map(|(p, u)| (labels(&[("pool", p)]), *u)).collect(),
+    );
+    family(
+        "queued_jobs",
+        "gauge",
+        "Job replicas waiting for GPUs, by pool.",
+        f.queued.iter().map(|(p, n)| (labels(&[("pool", p)]), *n as f64)).collect(),
+    );
+    family("hourly_cost_usd", "gauge", "Hourly cost of the fleet in USD.", vec![(String::new(), f.hourly)]);
+    family(
+        "pool_hourly_cost_usd",
+        "gauge",
+        "Hourly cost of each pool in USD.",
+        f.pool_hourly.iter().map(|(p, c)| (labels(&[("pool", p)]), *c)).collect(),
+    );
+    family("drift_items", "gauge", "Drift found by the last pass.", vec![(String::new(), f.drift as f64)]);
+    family(
+        "pending_changes",
+        "gauge",
+        "Changes the last pass planned but did not apply (dry run, denial, refusal, failure).",
+        vec![(String::new(), f.pending as f64)],
+    );
+    family(
+        "spend_month_to_date_usd",
+        "gauge",
+        "Spend this calendar month (UTC) in USD from the ledger in state, by pool.",
+        f.spend_pool.iter().map(|(p, c)| (labels(&[("pool", p)]), *c)).collect(),
+    );
+    family(
+        "quota_spend_month_to_date_usd",
+        "gauge",
+        "Spend this calendar month (UTC) in USD from the ledger in state, by quota.",
+        f.spend_quota.iter().map(|(q, c)| (labels(&[("quota", q)]), *c)).collect(),
+    );
+    family(
+        "policy_standing",
+        "gauge",
+        "Soft and hard policy verdicts failing on the fleet as it stands (standing violations), by policy.",
+        f.standing.iter().map(|(p, n)| (labels(&[("policy", p)]), *n as f64)).collect(),
+    );
 }
 
 fn fleet(spec: &Spec, pass: &Pass) -> Fleet {
@@ -302,6 +323,10 @@ fn fleet(spec: &Spec, pass: &Pass) -> Fleet {
         for p in &cost.pools {
             f.pool_hourly.insert(p.address.to_string(), if done { p.hourly_after } else { p.hourly_before });
         }
+    }
+    for r in &pass.plan.policies {
+        let n = f.standing.entry(r.name.clone()).or_default();
+        *n += usize::from(crate::reconcile::standing::counts(r));
     }
     f.drift = pass.plan.drift.len();
     f.pending =

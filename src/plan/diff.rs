@@ -322,6 +322,7 @@ fn empty_plan(input: &PlanInput<'_>) -> Plan {
         orphan_job_nodes: Vec::new(),
         adoptions: Vec::new(),
         placements: Vec::new(),
+        outputs: crate::plan::outputs::changes(input.spec, input.state, input.targets, input.destroy),
     }
 }
 

@@ -3,9 +3,11 @@
 pub mod adopt;
 pub mod diff;
 pub mod model;
+pub mod outputs;
 mod pool;
 pub mod report;
 pub mod shape;
+pub mod standing;
 
 pub use model::{Action, Plan, ResourceChange, SpecSources};
 

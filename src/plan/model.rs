@@ -512,6 +512,30 @@ pub struct Plan {
     /// Each floating pool's candidates, prices and choice (DESIGN.md, "Floating pools").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placements: Vec<PlacementDecision>,
+    /// Every output of the spec or the state, by name, with what this plan does to its
+    /// value in state (`plan::outputs`); `no-op` ones included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<OutputChange>,
+}
+
+/// What a plan does to one output value in state: `create`, `update`, `delete` or `no-op`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputChange {
+    pub name: String,
+    pub action: Action,
+    /// The value in state before the plan, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<crate::state::model::OutputState>,
+    /// The value once the plan is applied; `None` when the output goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<crate::state::model::OutputState>,
+}
+
+impl OutputChange {
+    /// Either side is sensitive: every view prints `(sensitive)` for both.
+    pub fn sensitive(&self) -> bool {
+        self.before.iter().chain(&self.after).any(|o| o.sensitive)
+    }
 }
 
 /// What the plan decided for one floating pool, and why.
@@ -601,6 +625,8 @@ pub struct ScaleAction {
 }
 
 impl Plan {
+    /// Changes to the fleet (resources, nodes, jobs, adoptions). Output values alone are
+    /// not: see [`Plan::has_output_changes`].
     pub fn has_changes(&self) -> bool {
         self.changes.iter().any(|c| c.action != Action::NoOp)
             || self
@@ -609,6 +635,24 @@ impl Plan {
                 .any(|j| j.needs_launch() || j.nodes_to_release().next().is_some() || !j.adopted.is_empty())
             || !self.orphan_job_nodes.is_empty()
             || !self.adoptions.is_empty()
+    }
+
+    /// Output values the plan sets or removes in state (applying it writes them, and
+    /// touches no cloud).
+    pub fn has_output_changes(&self) -> bool {
+        self.outputs.iter().any(|o| o.action != Action::NoOp)
+    }
+
+    /// Anything for `apply` to do: fleet changes or output values.
+    pub fn has_work(&self) -> bool {
+        self.has_changes() || self.has_output_changes()
+    }
+
+    /// Does the policy verdict forbid applying this plan? A plan that does not change the
+    /// fleet is never denied: its failing policies fail on the fleet as it stands
+    /// (standing violations, DESIGN.md "The daily loop"), which no apply of it changes.
+    pub fn denied(&self) -> bool {
+        self.has_changes() && self.policies.iter().any(PolicyResult::denies)
     }
 
     pub fn summarize(&mut self) {

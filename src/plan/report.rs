@@ -207,6 +207,11 @@ pub struct PolicyResult {
     pub passed: bool,
     /// Where the policy is defined (`policies/x.hcl:3`, `quota.ml_team`).
     pub source: String,
+    /// Failed on the fleet as it stands, before this plan (a standing violation): in a
+    /// plan without changes it denies nothing; in one with changes it denies as before,
+    /// and the denial says it was already failing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub standing: bool,
     /// Passed, but close to a limit (quota warnings).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub warning: bool,
@@ -296,6 +301,7 @@ mod tests {
             overridden: true,
             passed: false,
             source: "s".into(),
+            standing: true,
             warning: true,
         };
         for (typed, what) in [

@@ -18,6 +18,7 @@ pub mod load;
 pub mod model;
 pub mod overlap;
 pub mod quota;
+pub mod standing;
 
 use std::collections::BTreeMap;
 
@@ -120,6 +121,7 @@ pub fn evaluate(policies: &[Policy], facts: &Facts<'_>, overrides: &[String]) ->
                 key,
                 overridden: !passed && p.enforcement == Enforcement::Soft && overrides.contains(&p.name),
                 source: p.location.clone(),
+                standing: false,
                 warning: false,
             });
         }
@@ -136,6 +138,7 @@ fn broken(p: &Policy, why: String) -> PolicyResult {
         key: None,
         overridden: false,
         source: p.location.clone(),
+        standing: false,
         warning: false,
     }
 }

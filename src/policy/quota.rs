@@ -18,6 +18,7 @@ fn result(name: String, passed: bool, warning: bool, message: String, source: &s
         key: None,
         overridden: false,
         source: source.into(),
+        standing: false,
         warning,
     }
 }

@@ -137,7 +137,7 @@ fn payload(quota: &str, threshold: u32, spent: f64, budget: f64, month: &str) ->
     })
 }
 
-async fn post(client: &reqwest::Client, url: &str, body: &serde_json::Value) -> Result<(), String> {
+pub(super) async fn post(client: &reqwest::Client, url: &str, body: &serde_json::Value) -> Result<(), String> {
     let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
     let mut last = String::new();
     for attempt in 0..ATTEMPTS {
@@ -162,7 +162,7 @@ async fn post(client: &reqwest::Client, url: &str, body: &serde_json::Value) -> 
 }
 
 /// A webhook URL carries its secret in the path: show only scheme and host.
-fn redact(url: &str) -> String {
+pub(super) fn redact(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
     let host = rest.split('/').next().unwrap_or(rest);
     format!("{scheme}://{host}/…")

@@ -16,6 +16,7 @@ pub mod alerts;
 pub mod leader;
 pub mod report;
 pub mod signals;
+pub mod standing;
 pub mod triggers;
 
 #[cfg(test)]
@@ -97,7 +98,8 @@ pub enum Outcome {
     Applied,
     /// `--dry-run`: changes were planned, not applied.
     DryRun,
-    /// A policy (hard, or soft without override) denied the plan; nothing applied.
+    /// A policy (hard, or soft without override) denied the plan, which had changes;
+    /// nothing applied. A pass without changes is never denied (standing violations).
     Denied,
     /// The plan would terminate `nodes` nodes, more than `--max-destroy`; nothing applied.
     MaxDestroy { nodes: u32, limit: u32 },
@@ -147,6 +149,8 @@ pub struct Pass {
     pub utilization: BTreeMap<Address, f64>,
     /// Budget thresholds crossed in this pass and what their hooks said.
     pub alerts: Vec<alerts::Alert>,
+    /// Standing policy violations reported for the first time in this pass.
+    pub standing: Vec<standing::StandingAlert>,
     /// Month-to-date spend from the ledger after the pass.
     pub spend: crate::state::spend::SpendReport,
     /// The lock this pass took over: an expired remote lock, or a dead process's file lock.
@@ -288,7 +292,7 @@ pub async fn pass(
         Outcome::Denied
     } else if let Some(limit) = opts.max_destroy.filter(|m| destroying > *m) {
         Outcome::MaxDestroy { nodes: destroying, limit }
-    } else if !plan.has_changes() {
+    } else if !plan.has_work() {
         Outcome::NoChanges
     } else if opts.dry_run {
         Outcome::DryRun
@@ -322,18 +326,7 @@ pub async fn pass(
     } else {
         observed
     };
-    // Budget alerts, from the ledger the apply just updated (not on a dry run: no side
-    // effects). Delivered thresholds are recorded so none is posted twice.
-    let spend = alerts::spend_report(spec, &session.state, &providers);
-    let alerts = if opts.dry_run {
-        Vec::new()
-    } else {
-        let sent = alerts::deliver(spec, &mut session.state, &spend).await;
-        if sent.iter().any(|a| a.delivered > 0) {
-            session.backend.write(&session.lock, &mut session.state).map_err(RunError::from)?;
-        }
-        sent
-    };
+    let (spend, alerts, standing) = notify(spec, &mut session, &providers, &plan, opts.dry_run, now).await?;
     let lock_taken_over = session.lock.stale.clone();
     // The lock and the embedded cloud are released here, before the caller sleeps.
     drop(session);
@@ -350,7 +343,31 @@ pub async fn pass(
         queued,
         utilization,
         alerts,
+        standing,
         spend,
         lock_taken_over,
     })
+}
+
+/// Budget alerts, from the ledger the apply just updated, and the plan's standing policy
+/// violations ([`standing`]); not on a dry run (no side effects). What was delivered is
+/// recorded in the state so that nothing is posted twice.
+async fn notify(
+    spec: &Spec,
+    session: &mut engine::Session,
+    providers: &crate::apply::ProviderSet,
+    plan: &Plan,
+    dry_run: bool,
+    now: SystemTime,
+) -> Result<(crate::state::spend::SpendReport, Vec<alerts::Alert>, Vec<standing::StandingAlert>), RunError> {
+    let spend = alerts::spend_report(spec, &session.state, providers);
+    if dry_run {
+        return Ok((spend, Vec::new(), Vec::new()));
+    }
+    let sent = alerts::deliver(spec, &mut session.state, &spend).await;
+    let (standing, changed) = standing::report(spec, &mut session.state, plan, now).await;
+    if changed || sent.iter().any(|a| a.delivered > 0) {
+        session.backend.write(&session.lock, &mut session.state)?;
+    }
+    Ok((spend, sent, standing))
 }

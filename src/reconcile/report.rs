@@ -98,7 +98,18 @@ pub fn headline(pass: &Pass) -> String {
     let changes = format!("{} to add, {} to change, {} to destroy", s.add, s.change, s.destroy);
     let at = humantime::format_rfc3339_seconds(pass.at);
     match &pass.outcome {
-        Outcome::NoChanges => format!("reconcile {at}: no changes; the fleet matches the spec"),
+        Outcome::NoChanges => {
+            let standing = pass.plan.policies.iter().filter(|r| super::standing::counts(r)).count();
+            match standing {
+                0 => format!("reconcile {at}: no changes; the fleet matches the spec"),
+                1 => {
+                    format!("reconcile {at}: no changes; the fleet matches the spec, but 1 policy verdict fails on it")
+                }
+                n => format!(
+                    "reconcile {at}: no changes; the fleet matches the spec, but {n} policy verdicts fail on it"
+                ),
+            }
+        }
         Outcome::Applied => format!("reconcile {at}: applied ({changes})"),
         Outcome::DryRun => format!("reconcile {at}: dry run, nothing applied ({changes})"),
         Outcome::Denied => format!("reconcile {at}: a policy denied the plan; nothing applied ({changes})"),

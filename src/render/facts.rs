@@ -149,6 +149,10 @@ pub(crate) struct Verdict {
     pub overridden: bool,
     /// Passed, but close to a limit (quota warnings).
     pub warning: bool,
+    /// Failed on the fleet as it stands, before the plan.
+    pub standing: bool,
+    /// The plan changes nothing, so a standing failure blocks nothing.
+    pub unchanged: bool,
 }
 
 impl Verdict {
@@ -157,21 +161,43 @@ impl Verdict {
         self.passed == Some(true) && !self.warning && !self.overridden
     }
 
+    /// A soft or hard failure of the fleet as it stands, in a plan that changes nothing:
+    /// shown as a warning, not a denial.
+    pub(crate) fn is_standing_warning(&self) -> bool {
+        self.passed == Some(false) && self.standing && self.unchanged && self.rank() == 2
+    }
+
     /// Display order: what blocks the plan first (hard, then soft failures), then what
-    /// does not block it (overridden and advisory failures), what is unknown, what is
-    /// near a limit, what passed.
+    /// does not block it (standing, overridden and advisory failures), what is unknown,
+    /// what is near a limit, what passed.
     pub(crate) fn rank(&self) -> u8 {
         match self.passed {
-            Some(false) if self.overridden => 2,
+            Some(false) if self.overridden => 3,
             Some(false) => match self.enforcement.as_str() {
+                "hard" | "soft" if self.standing && self.unchanged => 2,
                 "hard" => 0,
                 "soft" => 1,
-                _ => 3,
+                _ => 4,
             },
-            None => 4,
-            Some(true) if self.warning => 5,
-            Some(true) => 6,
+            None => 5,
+            Some(true) if self.warning => 6,
+            Some(true) => 7,
         }
+    }
+
+    /// `soft`, `soft, standing` (a plan without changes), `soft, failing before this
+    /// change`, `soft, overridden`.
+    pub(crate) fn enforcement_note(&self) -> String {
+        let extra = if self.overridden {
+            ", overridden"
+        } else if self.passed == Some(false) && self.standing && self.unchanged {
+            ", standing"
+        } else if self.passed == Some(false) && self.standing {
+            ", failing before this change"
+        } else {
+            ""
+        };
+        format!("{}{extra}", self.enforcement)
     }
 }
 
@@ -179,7 +205,7 @@ impl Verdict {
 /// failure. Warnings (passed, near a limit) count as passed and are said in brackets.
 pub(crate) fn verdict_counts(verdicts: &[Verdict]) -> String {
     let count = |rank: u8| verdicts.iter().filter(|v| v.rank() == rank).count();
-    let (warned, passed) = (count(5), count(5) + count(6));
+    let (warned, passed) = (count(6), count(6) + count(7));
     let mut parts = Vec::new();
     if passed > 0 {
         let near = if warned > 0 { format!(" ({warned} near a limit)") } else { String::new() };
@@ -188,9 +214,10 @@ pub(crate) fn verdict_counts(verdicts: &[Verdict]) -> String {
     for (rank, one, many) in [
         (0, "hard failure", "hard failures"),
         (1, "soft failure", "soft failures"),
-        (2, "overridden soft failure", "overridden soft failures"),
-        (3, "advisory failure", "advisory failures"),
-        (4, "unknown", "unknown"),
+        (2, "standing failure", "standing failures"),
+        (3, "overridden soft failure", "overridden soft failures"),
+        (4, "advisory failure", "advisory failures"),
+        (5, "unknown", "unknown"),
     ] {
         let n = count(rank);
         if n > 0 {
@@ -201,6 +228,7 @@ pub(crate) fn verdict_counts(verdicts: &[Verdict]) -> String {
 }
 
 pub(crate) fn verdicts(plan: &Plan) -> Vec<Verdict> {
+    let unchanged = !plan.has_changes();
     plan.policies
         .iter()
         .map(|p| Verdict {
@@ -210,6 +238,8 @@ pub(crate) fn verdicts(plan: &Plan) -> Vec<Verdict> {
             message: p.message.clone(),
             overridden: p.overridden,
             warning: p.warning,
+            standing: p.standing,
+            unchanged,
         })
         .collect()
 }

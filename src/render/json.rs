@@ -17,7 +17,9 @@
 //!   `running`, `requeued`, `succeeded`, `failed`, `cancelled`); `reason` is `{code,
 //!   message}`: `node_removed` when a node removal interrupts it (with `interrupted`),
 //!   `removal_deferred` when its node stays for it, else why it waits (`quota`,
-//!   `capacity`, `priority`, `dependency`).
+//!   `capacity`, `priority`, `dependency`); `output_changes` when the spec or the state has
+//!   outputs (`{NAME: {actions, before, after, before_sensitive, after_sensitive}}`, as
+//!   Terraform's; a sensitive value is `null`).
 //!
 //! Each change is `{address, action, before, after, reasons}` where `reasons` are objects
 //! `{code, message}` (the code is stable, the message is for people), plus `pool` for GPU
@@ -85,6 +87,10 @@ struct PlanDoc<'a> {
     /// What the reader should know that is not a change (a pool in its fallback placement).
     #[serde(skip_serializing_if = "Option::is_none")]
     notes: Option<Vec<NoteDoc<'a>>>,
+    /// Every output of the spec or the state with what the plan does to it (Terraform's
+    /// `{actions, before, after, before_sensitive, after_sensitive}`); absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_changes: Option<std::collections::BTreeMap<&'a str, super::outputs::OutputChangeDoc>>,
     /// Each floating pool's candidates, prices, capacity and choice.
     #[serde(skip_serializing_if = "Option::is_none")]
     placements: Option<&'a [crate::plan::model::PlacementDecision]>,
@@ -122,6 +128,7 @@ impl<'a> PlanDoc<'a> {
             notes: (!plan.notes.is_empty()).then(|| {
                 plan.notes.iter().map(|n| NoteDoc { address: Shown(&n.address), message: &n.message }).collect()
             }),
+            output_changes: (!plan.outputs.is_empty()).then(|| super::outputs::docs(plan)),
             placements: (!plan.placements.is_empty()).then_some(plan.placements.as_slice()),
             policies: &plan.policies,
             refreshed: plan.refreshed,

@@ -32,7 +32,9 @@ fn assemble(plan: &Plan, limit: usize) -> String {
     let rows = table_rows(plan);
     // What blocks the plan leads: errors, then policy failures; then the pools, jobs, cost.
     let lead = [errors(plan), policies(plan)].concat();
-    let tail = [notes(plan), super::placement::markdown(plan), jobs(plan), cost(plan)].concat();
+    let tail =
+        [notes(plan), super::placement::markdown(plan), super::outputs::markdown_section(plan), jobs(plan), cost(plan)]
+            .concat();
     let mut blocks: Vec<String> = Vec::new();
     let has_drift = !plan.drift.is_empty();
     if has_drift {
@@ -84,8 +86,9 @@ fn assemble(plan: &Plan, limit: usize) -> String {
 
 /// The verdict first (what the reviewer must decide), then the counts and the money.
 fn title(plan: &Plan) -> String {
+    // A plan without changes is never denied: its failures stand on the fleet as it is.
     let failed: Vec<&crate::plan::report::PolicyResult> =
-        plan.policies.iter().filter(|p| !p.passed && !p.overridden && p.enforcement != Enforcement::Advisory).collect();
+        plan.policies.iter().filter(|p| p.denies() && (plan.has_changes() || !p.standing)).collect();
     let names = |ps: &[&crate::plan::report::PolicyResult]| {
         let mut v: Vec<String> = ps.iter().map(|p| code(&p.name)).collect();
         v.dedup();
@@ -113,8 +116,10 @@ fn title(plan: &Plan) -> String {
         )
     } else if plan.has_changes() {
         ("✅ Ready to apply".to_string(), String::new())
+    } else if plan.has_output_changes() {
+        ("✅ Ready to apply: output values only".to_string(), String::new())
     } else {
-        ("✅ No changes".to_string(), String::new())
+        ("✅ No changes".to_string(), standing_note(plan))
     };
     let what = if plan.has_changes() { facts::summary_counts(plan) } else { "no changes".to_string() };
     let money = plan
@@ -128,6 +133,23 @@ fn title(plan: &Plan) -> String {
         s += &format!("{next}\n\n");
     }
     s
+}
+
+/// A plan without changes whose policies fail on the fleet as it stands: what that means.
+fn standing_note(plan: &Plan) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for p in plan.policies.iter().filter(|p| p.standing && p.denies()) {
+        if !names.contains(&code(&p.name)) {
+            names.push(code(&p.name));
+        }
+    }
+    if names.is_empty() {
+        return String::new();
+    }
+    format!(
+        "⚠️ Standing policy violation: {} fails on the fleet as it stands. Nothing here is denied, but every plan that changes the fleet is until it is fixed.",
+        names.join(", ")
+    )
 }
 
 fn table_rows(plan: &Plan) -> Vec<String> {
@@ -252,7 +274,9 @@ fn policies(plan: &Plan) -> String {
         let result = match v.passed {
             Some(true) if v.warning => "⚠️ passed, near the limit",
             Some(true) => "✅ passed",
+            Some(false) if v.is_standing_warning() => "⚠️ failing on the fleet as it stands",
             Some(false) if v.overridden => "⚠️ failed, overridden",
+            Some(false) if v.standing => "❌ failed (already before this change)",
             Some(false) => "❌ failed",
             None => "❔ unknown",
         };

@@ -19,6 +19,7 @@ mod facts;
 mod jobs;
 mod json;
 pub mod markdown;
+pub mod outputs;
 mod placement;
 mod style;
 pub mod text;

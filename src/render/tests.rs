@@ -128,6 +128,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         orphan_job_nodes: Vec::new(),
         adoptions: Vec::new(),
         placements: Vec::new(),
+        outputs: Vec::new(),
     };
     p.summarize();
     p
@@ -236,6 +237,7 @@ fn update_with_drift() -> Plan {
         overridden: false,
         passed,
         source: format!("policies/{name}.hcl:1"),
+        standing: false,
         warning: false,
     };
     use crate::plan::report::Enforcement;
@@ -498,6 +500,7 @@ fn many_verdicts() -> Plan {
         overridden: false,
         passed,
         source: format!("policies/{name}.hcl:1"),
+        standing: false,
         warning: false,
     };
     let mut plan = no_changes();

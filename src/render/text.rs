@@ -32,13 +32,13 @@ impl Default for TextOptions {
 
 /// The whole plan as terminal text.
 pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
-    render_plan(plan, opts, Out { text: String::new(), sink: None, failed: None }).text
+    render_plan(plan, opts, Out { text: String::new(), sink: None, failed: None, spilled: false }).text
 }
 
 /// [`plan_text`] written to `w` as it is rendered: the text of a 100,000-pool plan is
 /// about 80 MB, never held whole. The bytes are the same.
 pub fn write_plan_text(plan: &Plan, opts: &TextOptions, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-    render_plan(plan, opts, Out { text: String::new(), sink: Some(w), failed: None }).finish()
+    render_plan(plan, opts, Out { text: String::new(), sink: Some(w), failed: None, spilled: false }).finish()
 }
 
 /// Rendered text on its way out: collected whole without a sink, else written out each
@@ -48,6 +48,8 @@ struct Out<'w> {
     sink: Option<&'w mut dyn std::io::Write>,
     /// The first write error; nothing more is written after it.
     failed: Option<std::io::Error>,
+    /// Some text went to the sink already.
+    spilled: bool,
 }
 
 /// Bytes gathered before they are written to the sink.
@@ -70,6 +72,7 @@ impl Out<'_> {
                 self.failed = Some(e);
             }
             self.text.clear();
+            self.spilled = true;
         }
     }
 
@@ -114,17 +117,7 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, mut out: Out<'w>) -> Out<'w>
         out += &drift_section(&plan.drift, opts, &p);
         out.push('\n');
     }
-    for n in plan.notes.iter().take(MAX_NOTES) {
-        out += &paragraph("Note: ", &p.bold("Note: "), 6, &format!("`{}`: {}", n.address, n.message), opts.width);
-    }
-    if plan.notes.len() > MAX_NOTES {
-        let more = plan.notes.len() - MAX_NOTES;
-        let text = format!("… and {more} more pool(s) run in their fallback placement (`plan --json` lists them).");
-        out += &paragraph("Note: ", &p.bold("Note: "), 6, &text, opts.width);
-    }
-    if !plan.notes.is_empty() {
-        out.push('\n');
-    }
+    out += &notes_section(plan, opts, &p);
     out += &super::placement::text(plan);
     let adopted = super::adopt::lines(plan);
     if !adopted.is_empty() {
@@ -136,6 +129,8 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, mut out: Out<'w>) -> Out<'w>
     }
     if changes.is_empty() && !adopted.is_empty() {
         out += &format!("{} Nothing is launched or terminated.\n", p.bold("No resource changes."));
+    } else if changes.is_empty() && !plan.has_changes() && plan.has_output_changes() {
+        // Only output values change: the outputs section below says so.
     } else if changes.is_empty() && !plan.has_changes() {
         out += &format!("{} Your fleet matches the spec.\n", p.bold("No changes."));
     } else if changes.is_empty() {
@@ -146,6 +141,11 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, mut out: Out<'w>) -> Out<'w>
         for text in blocks(&changes, opts, &p, crate::par::cores()) {
             out += &text;
         }
+    }
+    let outputs = super::outputs::text_section(plan, &p);
+    if !outputs.is_empty() {
+        out += if out.text.is_empty() && !out.spilled { "" } else { "\n" };
+        out += &outputs;
     }
     if !plan.jobs.is_empty() {
         out += &format!("\n{}\n", p.bold("Jobs (admission order):"));
@@ -178,6 +178,24 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, mut out: Out<'w>) -> Out<'w>
     if !plan.jobs.is_empty() {
         let lead = if changes.is_empty() { "\n" } else { "" };
         out += &format!("{lead}{} {}.\n", p.bold("Jobs:"), super::jobs::summary(plan));
+    }
+    out
+}
+
+/// The plan's notes (pools in their fallback placement), at most [`MAX_NOTES`], then a
+/// blank line.
+fn notes_section(plan: &Plan, opts: &TextOptions, p: &Paint) -> String {
+    let mut out = String::new();
+    for n in plan.notes.iter().take(MAX_NOTES) {
+        out += &paragraph("Note: ", &p.bold("Note: "), 6, &format!("`{}`: {}", n.address, n.message), opts.width);
+    }
+    if plan.notes.len() > MAX_NOTES {
+        let more = plan.notes.len() - MAX_NOTES;
+        let text = format!("… and {more} more pool(s) run in their fallback placement (`plan --json` lists them).");
+        out += &paragraph("Note: ", &p.bold("Note: "), 6, &text, opts.width);
+    }
+    if !plan.notes.is_empty() {
+        out.push('\n');
     }
     out
 }
@@ -223,12 +241,12 @@ fn policy_section(plan: &Plan, opts: &TextOptions, p: &Paint) -> String {
         let (mark, painted) = match v.passed {
             Some(true) if v.warning => ("warn", p.yellow("warn")),
             Some(true) => ("pass", p.green("pass")),
+            Some(false) if v.is_standing_warning() => ("warn", p.yellow("warn")),
             Some(false) if v.overridden => ("FAIL", p.yellow("FAIL")),
             Some(false) => ("FAIL", p.red("FAIL")),
             None => ("????", p.yellow("????")),
         };
-        let overridden = if v.overridden { ", overridden" } else { "" };
-        let enf = if v.enforcement.is_empty() { String::new() } else { format!(" ({}{overridden})", v.enforcement) };
+        let enf = if v.enforcement.is_empty() { String::new() } else { format!(" ({})", v.enforcement_note()) };
         let msg = if v.message.is_empty() { String::new() } else { format!(": {}", v.message) };
         let text = format!("{}{enf}{msg}", v.name);
         out += &paragraph(&format!("  {mark} "), &format!("  {painted} "), 7, &text, opts.width);

@@ -125,15 +125,17 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
             }
         }
     }
-    for b in &collected.outputs {
-        let mut exprs = Vec::new();
-        collect_exprs(&b.body, &mut exprs);
-        for (target, _) in expr_references(exprs) {
-            if let Some(&j) = index.get(&target) {
+    let output_reads: Vec<Vec<Address>> = collected
+        .outputs
+        .iter()
+        .map(|b| {
+            let (direct, reads) = output_reads(b, &index, &graph, &nodes, &items);
+            for j in direct {
                 referenced[j] = true;
             }
-        }
-    }
+            reads
+        })
+        .collect();
     let mut poisoned: BTreeSet<String> = BTreeSet::new();
     let mut order = Vec::new();
     // Tarjan yields components dependencies-first for edges dependent → dependency.
@@ -193,32 +195,20 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
         }
     }
 
-    for b in &collected.outputs {
-        let mut cx = Cx {
-            scope: Scope {
-                vars: Some(&vars),
-                locals: Some(&locals),
-                resources: Some(&resources),
-                declared: Some(&declared),
-                poisoned: Some(&poisoned),
-                env: Some(&opts.env),
-                env_read: Some(&opts.env_read),
-                ..Scope::default()
-            },
-            diags,
-            declared: &declared,
-            yaml_files: &yaml_files,
-        };
-        let mut f = Fields::from_body(format!("output {:?}", label(b)), head(b), &b.body, cx.diags);
-        let value = f.value(&mut cx, "value");
-        let value = f.required(&mut cx, value, "value", "gpu_pool.NAME.gpu");
-        let description = f.string(&mut cx, "description");
-        let sensitive = f.bool(&mut cx, "sensitive");
-        let sensitive = f.or(sensitive, false);
-        let failed = f.failed;
-        f.finish(&mut cx, &["value", "description", "sensitive"]);
-        if let (Some(value), false) = (value, failed) {
-            spec.outputs.insert(label(b).to_string(), Output { value, description, sensitive });
+    let scope = || Scope {
+        vars: Some(&vars),
+        locals: Some(&locals),
+        resources: Some(&resources),
+        declared: Some(&declared),
+        poisoned: Some(&poisoned),
+        env: Some(&opts.env),
+        env_read: Some(&opts.env_read),
+        ..Scope::default()
+    };
+    for (b, reads) in collected.outputs.iter().zip(output_reads) {
+        let mut cx = Cx { scope: scope(), diags, declared: &declared, yaml_files: &yaml_files };
+        if let Some(o) = output(&mut cx, b, reads, &spec.variables) {
+            spec.outputs.insert(label(b).to_string(), o);
         }
     }
     for b in &collected.adopt {
@@ -421,6 +411,65 @@ fn expr_references(exprs: Vec<&Expr>) -> Vec<(String, Span)> {
         }
     }
     out
+}
+
+/// One `output` block: its value, description and sensitivity (`sensitive = true`, or a
+/// value that reads a sensitive variable). `None` when it failed (reported).
+fn output(
+    cx: &mut Cx<'_, '_>,
+    b: &Block,
+    reads: Vec<Address>,
+    variables: &BTreeMap<String, Variable>,
+) -> Option<Output> {
+    let mut f = Fields::from_body(format!("output {:?}", label(b)), head(b), &b.body, cx.diags);
+    let value = f.value(cx, "value");
+    let value = f.required(cx, value, "value", "gpu_pool.NAME.gpu");
+    let description = f.string(cx, "description");
+    let sensitive = f.bool(cx, "sensitive");
+    let mut sensitive = f.or(sensitive, false);
+    let failed = f.failed;
+    f.finish(cx, &["value", "description", "sensitive"]);
+    let mut exprs = Vec::new();
+    collect_exprs(&b.body, &mut exprs);
+    let mut ts = Vec::new();
+    exprs.iter().for_each(|e| e.traversals(&mut ts));
+    let secret = |(root, steps, _): &(&Ident, &[raw::Step], Span)| match steps.first() {
+        Some(raw::Step::Attr(id)) if root.name == "var" => variables.get(&id.name).is_some_and(|v| v.sensitive.value),
+        _ => false,
+    };
+    sensitive.value |= ts.iter().any(secret);
+    match (value, failed) {
+        (Some(value), false) => Some(Output { value, description, sensitive, reads }),
+        _ => None,
+    }
+}
+
+/// What output `b` reads: the locals and resources it names (by their index in `items`),
+/// and the resources it reads directly or through those locals.
+fn output_reads(
+    b: &Block,
+    index: &BTreeMap<String, usize>,
+    graph: &DiGraph<usize, Span>,
+    nodes: &[NodeIndex],
+    items: &[Item<'_>],
+) -> (Vec<usize>, Vec<Address>) {
+    let mut exprs = Vec::new();
+    collect_exprs(&b.body, &mut exprs);
+    let direct: Vec<usize> = expr_references(exprs).into_iter().filter_map(|(t, _)| index.get(&t).copied()).collect();
+    let (mut seen, mut reads) = (BTreeSet::new(), BTreeSet::new());
+    let mut stack = direct.clone();
+    while let Some(i) = stack.pop() {
+        if !seen.insert(i) {
+            continue;
+        }
+        match items[i] {
+            Item::Resource(kind, block) => {
+                reads.insert(Address::new(kind, label(block)));
+            }
+            Item::Local(..) => stack.extend(graph.neighbors(nodes[i]).map(|n| graph[n])),
+        }
+    }
+    (direct, reads.into_iter().collect())
 }
 
 fn collect_exprs<'r>(body: &'r raw::Body, out: &mut Vec<&'r Expr>) {

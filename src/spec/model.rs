@@ -734,6 +734,12 @@ pub struct Output {
     pub value: Spanned<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<Spanned<String>>,
+    /// `sensitive = true`, or the value reads a sensitive variable (derived values are
+    /// sensitive too).
     #[serde(default, skip_serializing_if = "is_false")]
     pub sensitive: Spanned<bool>,
+    /// The resources the value reads, directly or through locals: a targeted plan takes
+    /// the output only when it targets all of them.
+    #[serde(skip)]
+    pub reads: Vec<crate::addr::Address>,
 }

@@ -40,6 +40,34 @@ pub struct State {
     /// (percent of `monthly_usd`) already posted, so none is posted twice.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub alerts: BTreeMap<String, BTreeMap<String, Vec<u32>>>,
+    /// The spec's `output` values as the last successful apply left them, by name
+    /// (`gpuplan output` reads them; plans show how they change).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, OutputState>,
+    /// Standing policy violations `reconcile` has reported, by verdict (`policy` or
+    /// `policy[key]`): each is reported once while it stands, and forgotten once it passes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub standing: BTreeMap<String, StandingRecord>,
+}
+
+/// One output value in state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct OutputState {
+    /// `sensitive = true`: every view prints `(sensitive)`; `gpuplan output NAME` and
+    /// `output --json` still print the value, as Terraform does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sensitive: bool,
+    #[schemars(with = "serde_json::Value")]
+    pub value: serde_json::Value,
+}
+
+/// A standing violation reported by `reconcile`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StandingRecord {
+    /// The policy's message when it was reported.
+    pub message: String,
+    /// When it was first reported (RFC 3339).
+    pub since: String,
 }
 
 /// One node's line in the spend ledger.
@@ -76,6 +104,8 @@ impl State {
             autoscale: BTreeMap::new(),
             spend: BTreeMap::new(),
             alerts: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+            standing: BTreeMap::new(),
         }
     }
 

@@ -32,7 +32,8 @@ const STEP: &[u8] = b"  ";
 pub(crate) fn write_state(out: &mut impl Write, state: &State) -> io::Result<()> {
     // Every field by name: a field added to `State` fails to compile here until it is
     // written (in its place, with its `skip_serializing_if`).
-    let State { format_version, serial, lineage, resources, history, autoscale, spend, alerts } = state;
+    let State { format_version, serial, lineage, resources, history, autoscale, spend, alerts, outputs, standing } =
+        state;
     let mut object = Object::start(out, 0)?;
     object.field("format_version", format_version)?;
     object.field("serial", serial)?;
@@ -49,6 +50,12 @@ pub(crate) fn write_state(out: &mut impl Write, state: &State) -> io::Result<()>
     }
     if !alerts.is_empty() {
         object.field("alerts", alerts)?;
+    }
+    if !outputs.is_empty() {
+        object.field("outputs", outputs)?;
+    }
+    if !standing.is_empty() {
+        object.field("standing", standing)?;
     }
     object.end()
 }

@@ -17,6 +17,7 @@
 //! - `DeleteResource` removes the resource; unknown addresses are ignored.
 //! - `History` appends, keeping the newest [`HISTORY_LIMIT`] entries.
 //! - `Autoscale` sets the pool's last autoscaler action (see `State::autoscale`).
+//! - `Outputs` sets and removes output values by name (see `State::outputs`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -67,6 +68,14 @@ pub enum JournalEntry {
         from: String,
         to: String,
     },
+    /// The outputs a successful apply leaves: `set` replaces those values by name,
+    /// `remove` drops names.
+    Outputs {
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        set: BTreeMap<String, crate::state::model::OutputState>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        remove: Vec<String>,
+    },
 }
 
 impl JournalEntry {
@@ -79,7 +88,10 @@ impl JournalEntry {
             | JournalEntry::DeleteResource { address }
             | JournalEntry::Move { to: address, .. } => Some(address),
             JournalEntry::Autoscale { pool, .. } => Some(pool),
-            JournalEntry::History { .. } | JournalEntry::SpendOpen { .. } | JournalEntry::SpendClose { .. } => None,
+            JournalEntry::History { .. }
+            | JournalEntry::SpendOpen { .. }
+            | JournalEntry::SpendClose { .. }
+            | JournalEntry::Outputs { .. } => None,
         }
     }
 }
@@ -134,7 +146,16 @@ pub fn apply_entry(state: &mut State, entry: &JournalEntry) {
         JournalEntry::Move { from, to } => {
             move_resource(state, from, to);
         }
+        JournalEntry::Outputs { set, remove } => set_outputs(state, set.clone(), remove),
     }
+}
+
+/// Apply a [`JournalEntry::Outputs`].
+fn set_outputs(state: &mut State, set: BTreeMap<String, crate::state::model::OutputState>, remove: &[String]) {
+    for name in remove {
+        state.outputs.remove(name);
+    }
+    state.outputs.extend(set);
 }
 
 /// Rename resource `from` to `to` (see [`JournalEntry::Move`]); whether it moved.
@@ -346,6 +367,7 @@ impl Replay {
                 }
                 move_resource(&mut self.state, &from, &to);
             }
+            JournalEntry::Outputs { set, remove } => set_outputs(&mut self.state, set, &remove),
         }
     }
 

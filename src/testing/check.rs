@@ -85,7 +85,8 @@ pub fn verdict(
             failures.push(failure(sources, *span, format!("`{e}` was expected to fail, but it passed")));
         }
     }
-    for r in plan.policies.iter().filter(|r| r.denies()) {
+    // A plan without changes is never denied (its failures are standing violations).
+    for r in plan.policies.iter().filter(|r| plan.has_changes() && r.denies()) {
         let a = verdict_address(r);
         if !expected(&a) {
             let message = format!("`{a}` denied the plan: {}", r.message);

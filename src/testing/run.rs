@@ -108,7 +108,7 @@ async fn one(f: &TestFile, run: &RunBlock, sources: &Sources, opts: &Options, wo
     };
     let values = check::Values::new(&plan, &spec, &session.state);
     let mut apply_failed = Vec::new();
-    if run.command == Command::Apply && plan.errors.is_empty() && !engine::run::denied(&plan) && plan.has_changes() {
+    if run.command == Command::Apply && plan.errors.is_empty() && !engine::run::denied(&plan) && plan.has_work() {
         let options = ApplyOptions { parallelism: 10, progress: Arc::new(Quiet), cancel: Arc::new(Cancel::default()) };
         match engine::run::apply(&mut session, Arc::new(plan.clone()), &providers, &options).await {
             Ok(report) => {

@@ -138,4 +138,7 @@ cases!(
     quota_removed,
     jobs_admission,
     jobs_preempted_relaunch,
+    outputs_changed,
+    standing_violation,
+    standing_violation_changed,
 );

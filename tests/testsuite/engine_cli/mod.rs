@@ -9,9 +9,11 @@ mod converge;
 mod crash;
 mod failures;
 mod fallback;
+mod outputs;
 mod ownership;
 mod reconcile;
 mod saved_plan;
+mod standing;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};

@@ -74,3 +74,6 @@ pub fn journal_entry(changes: &[OutputChange]) -> Option<JournalEntry> {
     }
     (!set.is_empty() || !remove.is_empty()).then_some(JournalEntry::Outputs { set, remove })
 }
+
+#[cfg(test)]
+mod tests;

@@ -136,7 +136,7 @@ fn only_short(r: &crate::apply::ApplyReport) -> bool {
 /// The text report: the plan when it has changes, drift, autoscaler verdicts, the headline.
 pub fn text(pass: &Pass, opts: &render::TextOptions) -> String {
     let mut out = String::new();
-    if pass.plan.has_changes() || !pass.plan.errors.is_empty() {
+    if pass.plan.has_work() || !pass.plan.errors.is_empty() {
         out += &render::plan_text(&pass.plan, opts);
         out.push('\n');
     } else if !pass.plan.drift.is_empty() {

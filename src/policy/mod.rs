@@ -9,8 +9,10 @@
 //! }
 //! ```
 //!
-//! A plan is denied when a hard policy fails, or a soft one fails without
-//! `--override-policy NAME`. Denied plans exit 3 and cannot be applied.
+//! A plan with changes is denied when a hard policy fails, or a soft one fails without
+//! `--override-policy NAME` (`Plan::denied`). Denied plans exit 3 and cannot be applied. A
+//! plan without changes is never denied: what fails there fails on the fleet as it stands
+//! ([`standing`]).
 
 pub mod check;
 pub mod facts;
@@ -160,9 +162,4 @@ fn diag_text(d: &Diagnostic) -> String {
 /// Names given to `--override-policy` that match no soft failure (typos, or hard ones).
 pub fn unused_overrides(results: &[PolicyResult], overrides: &[String]) -> Vec<String> {
     overrides.iter().filter(|o| !results.iter().any(|r| &r.name == *o && r.overridden)).cloned().collect()
-}
-
-/// Is the plan denied by these results?
-pub fn denied(results: &[PolicyResult]) -> bool {
-    results.iter().any(PolicyResult::denies)
 }

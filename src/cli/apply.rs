@@ -232,9 +232,20 @@ async fn plan_and_confirm(
     if engine::run::denied(&plan) {
         return Ok(Err(denied(&plan)?));
     }
-    if plan.has_work() && plan.errors.is_empty() && !common::confirm(settings, ask.question, ask.auto_approve)? {
-        output::stderr(&format!("{} cancelled.\n", ask.verb));
-        return Ok(Err(ExitStatus::Error));
+    if plan.has_work() && plan.errors.is_empty() {
+        let answer = common::confirm(settings, ask.question, ask.auto_approve)?;
+        if answer != common::Answer::Yes {
+            // Terraform's wording; a pipe that ended unanswered also says how to answer.
+            let mut text = format!("{} cancelled.\n", ask.verb);
+            if answer == common::Answer::NoInput {
+                text.push_str(&format!(
+                    "hint: standard input ended without an answer: pipe `yes` to approve, or {}\n",
+                    common::NO_PROMPT_HINT
+                ));
+            }
+            output::stderr(&text);
+            return Ok(Err(ExitStatus::Error));
+        }
     }
     Ok(Ok(plan))
 }

@@ -70,22 +70,50 @@ pub fn takeover_warning(h: &crate::state::LockInfo) -> String {
     }
 }
 
-/// Ask for `yes` on a terminal; refuse without one (CI must say `--auto-approve`).
-pub fn confirm(settings: &Settings, question: &str, auto_approve: bool) -> Result<bool, CliError> {
+/// The answer to a confirmation prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// `--auto-approve`, or `yes` typed or piped.
+    Yes,
+    /// Anything else: cancelled, as Terraform does.
+    No,
+    /// Standard input (not a terminal) ended before a line came: cancelled too, and the
+    /// caller says how to answer without a terminal.
+    NoInput,
+}
+
+/// Ask for `yes`: on the terminal, or from standard input when it is not one (`echo yes |
+/// gpuplan apply`), as Terraform does. `--input=false` refuses to ask.
+pub fn confirm(settings: &Settings, question: &str, auto_approve: bool) -> Result<Answer, CliError> {
     if auto_approve {
-        return Ok(true);
+        return Ok(Answer::Yes);
     }
-    if !settings.interactive {
-        return Err(CliError::new("refusing to change the fleet without confirmation: no terminal to ask on").hint(
-            "pass --auto-approve, or apply a saved plan: `gpuplan plan --out plan.out && gpuplan apply plan.out`",
-        ));
+    if !settings.input {
+        return Err(CliError::new("refusing to change the fleet without confirmation: `--input=false` forbids asking")
+            .hint(NO_PROMPT_HINT));
     }
     output::stderr(&format!("\n{question}\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: "));
+    // The prompt is on stderr, which is unbuffered; this only guards a future change.
     let _ = std::io::stderr().flush();
     let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).map_err(|e| CliError::new(format!("cannot read the answer: {e}")))?;
-    Ok(line.trim() == "yes")
+    let read = std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| CliError::new(format!("cannot read the answer: {e}")))?;
+    if !settings.interactive {
+        // A piped answer is not echoed: end the prompt's line.
+        output::stderr("\n");
+    }
+    Ok(match (read, line.trim()) {
+        (0, _) if !settings.interactive => Answer::NoInput,
+        (_, "yes") => Answer::Yes,
+        _ => Answer::No,
+    })
 }
+
+/// How to change the fleet where no one can answer a prompt.
+pub const NO_PROMPT_HINT: &str =
+    "pass --auto-approve, or apply a saved plan: `gpuplan plan --out plan.out && gpuplan apply plan.out`";
 
 /// `Apply complete! Resources: 2 added, 1 changed, 0 destroyed.` and what did not happen.
 pub fn report(report: &ApplyReport, verb: &str) -> String {

@@ -14,6 +14,7 @@ mod apply;
 mod check;
 mod common;
 mod cost;
+mod dash;
 mod drift;
 mod error;
 mod exit;
@@ -65,6 +66,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    let args = dash::long_flags(args.into_iter().map(Into::into).collect());
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -170,6 +172,11 @@ pub struct GlobalArgs {
     /// How long to wait for another run's state lock, e.g. `30s`, `2m`
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = parse_duration, global = true)]
     pub lock_timeout: Duration,
+    /// Ask for confirmation (on the terminal, else read from standard input); `--input=false`
+    /// refuses to ask: pass `--auto-approve` or a saved plan instead
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", global = true)]
+    pub input: bool,
 }
 
 #[derive(Debug, Subcommand)]

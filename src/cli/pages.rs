@@ -107,6 +107,7 @@ mod tests {
             workspace: "default".into(),
             no_color: true,
             lock_timeout: std::time::Duration::ZERO,
+            input: true,
         };
         Settings::resolve(&global, &[]).expect("settings")
     }

@@ -30,6 +30,9 @@ pub struct Settings {
     pub color_stderr: bool,
     /// Both stdin and stderr are terminals, so the user can answer a confirmation prompt.
     pub interactive: bool,
+    /// Confirmations may be asked (`--input=false`: refuse instead); off a terminal the
+    /// answer is read from standard input.
+    pub input: bool,
     /// Columns for rendering diagnostics and tables: `COLUMNS`, else the terminal's width
     /// when stdout is one, else [`DEFAULT_WIDTH`].
     pub width: usize,
@@ -97,6 +100,7 @@ impl Settings {
             color_stdout: !no_color && env.stdout_tty,
             color_stderr: !no_color && env.stderr_tty,
             interactive: env.stdin_tty && env.stderr_tty,
+            input: global.input,
             width: width.or(terminal).unwrap_or(DEFAULT_WIDTH),
             vars: vars.iter().map(|v| parse_var(v)).collect::<Result<_, _>>()?,
             env: env.vars,
@@ -191,6 +195,7 @@ mod tests {
             workspace: "default".into(),
             no_color: false,
             lock_timeout: Duration::ZERO,
+            input: true,
         }
     }
 

@@ -51,3 +51,4 @@ mod state_cli;
 mod state_s3;
 mod state_stores;
 mod test_cli;
+mod tf_habits;

@@ -1,0 +1,176 @@
+//! What a Terraform user's fingers type: single-dash flags (`-auto-approve`, `-var x=1`,
+//! `-input=false`), the confirmation answered on standard input (`echo yes | gpuplan
+//! apply`), and times past what gpuplan can print (`sim advance 8000years`).
+
+use std::path::Path;
+
+use assert_cmd::cargo::cargo_bin_cmd;
+
+const SPEC: &str = r#"
+variable "nodes" {
+  default = 1
+}
+
+provider "sim" {}
+
+gpu_pool "train" {
+  provider      = "sim"
+  region        = "us-east-1"
+  gpu           = "A100-80GB"
+  gpus_per_node = 8
+  nodes {
+    min     = 0
+    desired = var.nodes
+    max     = 8
+  }
+}
+"#;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// `gpuplan args` in `dir`, plain output, no `GPUPLAN_*` from the caller, `stdin` piped in.
+fn run_with(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Run {
+    let mut cmd = cargo_bin_cmd!("gpuplan");
+    cmd.current_dir(dir).env("NO_COLOR", "1").env("COLUMNS", "100");
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("GPUPLAN_")) {
+        cmd.env_remove(k);
+    }
+    cmd.envs(env.iter().copied()).args(args).write_stdin(stdin);
+    let out = cmd.output().expect("gpuplan runs");
+    Run {
+        code: out.status.code().expect("exit code"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn run(dir: &Path, args: &[&str]) -> Run {
+    run_with(dir, args, &[], "")
+}
+
+fn fleet() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::write(tmp.path().join("main.hcl"), SPEC).expect("write spec");
+    tmp
+}
+
+fn nodes_in_state(dir: &Path) -> usize {
+    let Ok(text) = std::fs::read_to_string(dir.join("state/default.json")) else { return 0 };
+    let state: serde_json::Value = serde_json::from_str(&text).expect("state JSON");
+    state["resources"]["gpu_pool.train"]["nodes"].as_array().map_or(0, Vec::len)
+}
+
+#[track_caller]
+fn expect(r: &Run, code: i32) {
+    assert_eq!(r.code, code, "exit code\n--- stdout\n{}\n--- stderr\n{}", r.stdout, r.stderr);
+}
+
+#[test]
+fn terraform_s_single_dash_flags_mean_their_double_dash_forms() {
+    let tmp = fleet();
+    let dir = tmp.path();
+    // `-var x=1` and `-var=x=1`, `-out`, `-json`, `-no-color`, `-detailed-exitcode`,
+    // `-refresh=false`, `-lock-timeout` and `-target`.
+    let r = run(dir, &["plan", "-var", "nodes=2", "-detailed-exitcode", "-refresh=false", "-json"]);
+    expect(&r, 2);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).expect("plan JSON on stdout");
+    assert_eq!(plan["changes"][0]["after"]["nodes"]["desired"], 2, "{:#}", plan["changes"]);
+    let r = run(
+        dir,
+        &["-no-color", "plan", "-var=nodes=3", "-out=p.plan", "-lock-timeout=5s", "-target", "gpu_pool.train"],
+    );
+    expect(&r, 0);
+    assert!(dir.join("p.plan").is_file(), "-out wrote the plan:\n{}", r.stderr);
+    // `-auto-approve` and `-input=false` on apply and destroy.
+    let r = run(dir, &["apply", "-auto-approve", "-input=false", "-var", "nodes=2"]);
+    expect(&r, 0);
+    assert_eq!(nodes_in_state(dir), 2, "{}", r.stderr);
+    let r = run(dir, &["destroy", "-auto-approve", "-var", "nodes=2"]);
+    expect(&r, 0);
+    assert_eq!(nodes_in_state(dir), 0, "{}", r.stderr);
+}
+
+#[test]
+fn short_flags_and_values_are_left_alone_and_a_mistyped_flag_is_named() {
+    let tmp = fleet();
+    let dir = tmp.path();
+    // `-C DIR` is a short flag with its value; `-v` a short flag of plan.
+    let r = run(Path::new("/"), &["-C", dir.to_str().expect("utf-8 path"), "plan", "-v"]);
+    expect(&r, 0);
+    // The value after a flag that takes one is never rewritten: `-var -json` would be
+    // `--var --json` otherwise; clap refuses a value that starts with a dash, as typed.
+    let r = run(dir, &["plan", "-var", "-json"]);
+    expect(&r, 1);
+    assert!(r.stderr.contains("'-j'"), "{}", r.stderr);
+    // A mistyped single-dash flag: clap names it and suggests the flag it is close to,
+    // not its first letter.
+    let r = run(dir, &["apply", "-auto-aprove"]);
+    expect(&r, 1);
+    assert!(r.stderr.contains("auto-aprove") && r.stderr.contains("--auto-approve"), "{}", r.stderr);
+    assert!(!r.stderr.contains("'-a'"), "{}", r.stderr);
+    assert_eq!(nodes_in_state(dir), 0);
+}
+
+#[test]
+fn apply_reads_yes_from_standard_input_when_it_is_not_a_terminal() {
+    let tmp = fleet();
+    let dir = tmp.path();
+    let r = run_with(dir, &["apply"], &[], "yes\n");
+    expect(&r, 0);
+    assert!(r.stderr.contains("Only 'yes' will be accepted"), "the question is asked:\n{}", r.stderr);
+    assert!(r.stderr.contains("Apply complete!"), "{}", r.stderr);
+    assert_eq!(nodes_in_state(dir), 1);
+    let r = run_with(dir, &["destroy"], &[], "yes\n");
+    expect(&r, 0);
+    assert_eq!(nodes_in_state(dir), 0, "{}", r.stderr);
+}
+
+#[test]
+fn any_other_answer_on_standard_input_cancels_and_changes_nothing() {
+    let tmp = fleet();
+    let dir = tmp.path();
+    for answer in ["no\n", "y\n", "YES please\n"] {
+        let r = run_with(dir, &["apply"], &[], answer);
+        expect(&r, 1);
+        assert!(r.stderr.contains("Apply cancelled."), "{answer:?}:\n{}", r.stderr);
+        assert!(!r.stderr.contains("hint:"), "an answer was given:\n{}", r.stderr);
+        assert_eq!(nodes_in_state(dir), 0, "{answer:?}");
+    }
+    // Standard input ends without a line: cancelled, with how to answer in CI.
+    let r = run_with(dir, &["apply"], &[], "");
+    expect(&r, 1);
+    assert!(r.stderr.contains("Apply cancelled.\nhint: standard input ended without an answer"), "{}", r.stderr);
+    assert!(r.stderr.contains("--auto-approve"), "{}", r.stderr);
+    run_with(dir, &["apply"], &[], "yes\n");
+    let r = run_with(dir, &["destroy"], &[], "nope\n");
+    expect(&r, 1);
+    assert!(r.stderr.contains("Destroy cancelled."), "{}", r.stderr);
+    assert_eq!(nodes_in_state(dir), 1, "nothing destroyed");
+}
+
+#[test]
+fn input_false_refuses_to_ask_and_names_the_way_around() {
+    let tmp = fleet();
+    let dir = tmp.path();
+    let refused = |r: &Run| {
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert!(r.stderr.contains("`--input=false` forbids asking"), "{}", r.stderr);
+        assert!(r.stderr.contains("hint: pass --auto-approve, or apply a saved plan"), "{}", r.stderr);
+        assert!(!r.stderr.contains("Enter a value"), "nothing is asked:\n{}", r.stderr);
+    };
+    for args in [&["apply", "--input=false"][..], &["-input=false", "apply"]] {
+        refused(&run_with(dir, args, &[], "yes\n"));
+        assert_eq!(nodes_in_state(dir), 0, "{args:?}");
+    }
+    // A saved plan needs no answer.
+    expect(&run(dir, &["plan", "-out", "p.plan"]), 0);
+    let r = run(dir, &["apply", "-input=false", "p.plan"]);
+    expect(&r, 0);
+    assert_eq!(nodes_in_state(dir), 1);
+    refused(&run_with(dir, &["destroy", "-input=false"], &[], "yes\n"));
+    assert_eq!(nodes_in_state(dir), 1, "nothing destroyed");
+}

@@ -689,7 +689,7 @@ pub enum SimCommand {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e}; try e.g. `30s`, `5m`, `1h`"))
+    crate::model::time::duration(s).map_err(|e| format!("{e}; try e.g. `30s`, `5m`, `1h`"))
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {

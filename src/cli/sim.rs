@@ -31,8 +31,7 @@ pub fn run(settings: &Settings, command: &SimCommand) -> miette::Result<ExitStat
         SimCommand::Trace { file } => trace(settings, file),
         SimCommand::Advance { by } => {
             let now = open(settings)?.advance(*by)?;
-            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(now);
-            output::stdout(&format!("{}\n", humantime::format_rfc3339_seconds(at)));
+            output::stdout(&format!("{}\n", crate::model::time::rfc3339_ms(now)));
             output::stderr(&format!("the sim clock moved forward {}\n", humantime::format_duration(*by)));
             Ok(ExitStatus::Success)
         }
@@ -54,11 +53,7 @@ fn trace(settings: &Settings, file: &std::path::Path) -> miette::Result<ExitStat
     regions.dedup();
     let regions = regions.join(", ");
     open(settings)?.load_trace(rows.clone())?;
-    let at = |ms: Option<u64>| {
-        ms.map_or("-".to_string(), |m| {
-            humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(m)).to_string()
-        })
-    };
+    let at = |ms: Option<u64>| ms.map_or("-".to_string(), crate::model::time::rfc3339_ms);
     output::stdout(&format!("loaded {n} trace row(s) for {regions}, from {} to {}\n", at(first), at(last)));
     Ok(ExitStatus::Success)
 }

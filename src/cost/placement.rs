@@ -382,6 +382,5 @@ fn ago(ms: u64) -> String {
 }
 
 fn rfc3339(ms: u64) -> String {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-    humantime::format_rfc3339_seconds(at).to_string()
+    crate::model::time::rfc3339_ms(ms)
 }

@@ -25,7 +25,13 @@ pub enum ProviderSetupError {
     Unavailable { name: String, kind: String },
     #[error("cannot open the simulated cloud at `{path}`: {message}")]
     #[diagnostic(code(gpuplan::provider::sim))]
-    Sim { path: String, message: String },
+    Sim {
+        path: String,
+        message: String,
+        /// The cloud's own way out (a lock to wait for, a file to move aside).
+        #[help]
+        help: Option<String>,
+    },
     #[error("bad simulated-cloud setting: {0}")]
     #[diagnostic(
         code(gpuplan::provider::sim_config),
@@ -80,8 +86,11 @@ fn open_sim_preread(
 ) -> Result<Arc<SimCloud>, ProviderSetupError> {
     let config = sim_config(ws, block)?;
     let path = ws.sim_path();
-    SimCloud::open_preread(&path, config, pre)
-        .map_err(|e| ProviderSetupError::Sim { path: path.display().to_string(), message: e.to_string() })
+    SimCloud::open_preread(&path, config, pre).map_err(|e| ProviderSetupError::Sim {
+        path: path.display().to_string(),
+        message: e.to_string(),
+        help: miette::Diagnostic::help(&e).map(|h| h.to_string()),
+    })
 }
 
 /// Providers for every name the spec declares and the state still refers to.

@@ -271,7 +271,7 @@ pub struct JobRun {
 
 /// Milliseconds since the epoch as RFC 3339 (seconds).
 pub fn rfc3339_ms(ms: u64) -> String {
-    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)).to_string()
+    crate::model::time::rfc3339_ms(ms)
 }
 
 impl JobRun {

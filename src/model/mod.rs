@@ -13,6 +13,7 @@ pub mod kind;
 pub mod money;
 pub mod node;
 pub mod tags;
+pub mod time;
 pub mod tls;
 
 pub use endpoint::Endpoint;

@@ -290,8 +290,15 @@ impl<'r> Fields<'r> {
     pub fn try_duration(&mut self, cx: &mut Cx<'_, '_>, name: &str) -> Got<Duration> {
         let Some(v) = self.try_value(cx, name)? else { return Ok(None) };
         match &v.value {
-            Value::String(s) => match s.parse::<Duration>() {
-                Ok(d) => Ok(Some(Spanned::new(d, v.span))),
+            Value::String(s) => match humantime::parse_duration(s.trim()) {
+                Ok(d) => match crate::model::time::check_duration(d) {
+                    Ok(()) => Ok(Some(Spanned::new(Duration(d), v.span))),
+                    Err(why) => Err(cx.error(
+                        Diagnostic::error("gpuplan::spec::duration", format!("`{name}` is too long: {why}"))
+                            .at(v.span, "too long")
+                            .help(format!("give at most \"{}\"", crate::model::time::MAX_DURATION_TEXT)),
+                    )),
+                },
                 // humantime's own messages ("expected number at 8") mean little to users.
                 Err(_) => Err(cx.error(
                     Diagnostic::error("gpuplan::spec::duration", format!("`{name}` is not a duration: {s:?}"))

@@ -103,7 +103,7 @@ impl fmt::Display for Duration {
 impl std::str::FromStr for Duration {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        humantime::parse_duration(s.trim()).map(Duration).map_err(|e| e.to_string())
+        crate::model::time::duration(s).map(Duration)
     }
 }
 

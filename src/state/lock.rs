@@ -60,7 +60,7 @@ impl LockTiming {
         let get = |key: &str| -> Result<Option<Duration>, String> {
             match env.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()) {
                 None => Ok(None),
-                Some(v) => humantime::parse_duration(v)
+                Some(v) => crate::model::time::duration(v)
                     .ok()
                     .filter(|d| !d.is_zero())
                     .map(Some)

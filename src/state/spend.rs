@@ -121,7 +121,7 @@ pub fn run_share_usd(run: &crate::model::JobRun, line: &SpendEntry, from_ms: u64
 }
 
 fn rfc3339(ms: u64) -> String {
-    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)).to_string()
+    crate::model::time::rfc3339_ms(ms)
 }
 
 /// The calendar month (UTC) holding `ms`: `("2026-03", start of 2026-03-01 in ms)`.

@@ -414,11 +414,11 @@ fn count(e: &Expr, diags: &mut Diagnostics) -> Option<u32> {
 
 fn duration(e: &Expr, diags: &mut Diagnostics) -> Option<Duration> {
     let text = string(e, diags)?;
-    match humantime::parse_duration(&text) {
+    match crate::model::time::duration(&text) {
         Ok(d) => Some(d),
-        Err(_) => {
+        Err(why) => {
             diags.push(
-                Diagnostic::error("gpuplan::test::duration", format!("`{text}` is not a duration"))
+                Diagnostic::error("gpuplan::test::duration", format!("`{text}` is not a duration: {why}"))
                     .at(e.span, "write e.g. \"90m\" or \"3h\""),
             );
             None

@@ -174,3 +174,100 @@ fn input_false_refuses_to_ask_and_names_the_way_around() {
     refused(&run_with(dir, &["destroy", "-input=false"], &[], "yes\n"));
     assert_eq!(nodes_in_state(dir), 1, "nothing destroyed");
 }
+
+fn sim_files(dir: &Path) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let read = |name: &str| std::fs::read(dir.join("state").join(name)).ok();
+    (read("default.sim.json"), read("default.sim.json.log"))
+}
+
+/// [`run_with`] on a wide terminal: diagnostics on one line each, whatever their paths.
+fn wide(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let env: Vec<(&str, &str)> = env.iter().copied().chain([("COLUMNS", "1000")]).collect();
+    run_with(dir, args, &env, "")
+}
+
+#[track_caller]
+fn no_panic(r: &Run) {
+    assert!(!r.stderr.contains("panicked"), "a panic:\n{}", r.stderr);
+}
+
+#[test]
+fn a_time_past_what_gpuplan_prints_is_refused_at_the_argument_and_nothing_is_written() {
+    let tmp = fleet();
+    let dir = tmp.path();
+    // Today this panicked in date formatting, after writing the clock.
+    let r = run(dir, &["sim", "advance", "8000years"]);
+    expect(&r, 1);
+    no_panic(&r);
+    assert!(r.stderr.contains("invalid value '8000years' for '<DUR>'"), "{}", r.stderr);
+    assert!(r.stderr.contains("longer than the 1000years gpuplan counts"), "{}", r.stderr);
+    assert_eq!(sim_files(dir), (None, None), "nothing written");
+    // Other durations on the command line, the same.
+    let r = run(dir, &["reconcile", "--interval", "2000years"]);
+    expect(&r, 1);
+    assert!(r.stderr.contains("longer than the 1000years"), "{}", r.stderr);
+    // A clock near the end: a move past it is refused before anything is written.
+    let near_end = [("GPUPLAN_SIM_START", "9990-01-01T00:00:00Z")];
+    expect(&run_with(dir, &["sim", "advance", "1h"], &near_end, ""), 0);
+    let before = sim_files(dir);
+    let r = wide(dir, &["sim", "advance", "20years"], &near_end);
+    expect(&r, 1);
+    no_panic(&r);
+    assert!(r.stderr.contains("would carry it past 9999-12-31T23:59:59Z"), "{}", r.stderr);
+    assert_eq!(sim_files(dir), before, "the refused move wrote nothing");
+    let r = run(dir, &["plan"]);
+    expect(&r, 0);
+    // A start past it is refused where it is read.
+    let tmp = fleet();
+    let r = run_with(tmp.path(), &["plan"], &[("GPUPLAN_SIM_START", "10000-01-01T00:00:00Z")], "");
+    expect(&r, 1);
+    assert!(r.stderr.contains("GPUPLAN_SIM_START"), "{}", r.stderr);
+    assert_eq!(sim_files(tmp.path()), (None, None));
+}
+
+/// A sim world whose clock an older gpuplan moved past 9999 (it panicked, and every later
+/// command panicked too): each command now says which file holds it and how to get out.
+#[test]
+fn a_sim_world_with_a_clock_past_the_range_is_an_error_naming_the_file_and_the_fix() {
+    let tmp = fleet();
+    let dir = tmp.path();
+    expect(&run(dir, &["apply", "--auto-approve"]), 0);
+    let log = dir.join("state/default.sim.json.log");
+    let mut text = std::fs::read_to_string(&log).unwrap_or_default();
+    // What `sim advance 8000years` appended before it panicked.
+    text.push_str(r#"{"seq":999,"at_ms":1796605201785,"changes":[{"op":"clock","offset_ms":252460800000000}]}"#);
+    text.push('\n');
+    std::fs::write(&log, &text).expect("write the log");
+    for args in [&["plan"][..], &["cost"], &["sim", "advance", "1s"], &["apply", "--auto-approve"]] {
+        let r = wide(dir, args, &[]);
+        expect(&r, 1);
+        no_panic(&r);
+        assert!(r.stderr.contains("has its clock past 9999-12-31T23:59:59Z"), "{args:?}:\n{}", r.stderr);
+        let sim = dir.join("state/default.sim.json");
+        assert!(r.stderr.contains(&format!("move `{}`", sim.display())), "{args:?}: the fix:\n{}", r.stderr);
+        assert_eq!(std::fs::read_to_string(&log).expect("log"), text, "{args:?} wrote nothing");
+    }
+    // The fix works.
+    std::fs::remove_file(&log).expect("move the log aside");
+    std::fs::remove_file(dir.join("state/default.sim.json")).expect("move the world aside");
+    expect(&run(dir, &["apply", "--auto-approve"]), 0);
+}
+
+#[test]
+fn a_spec_duration_past_the_range_is_a_located_error() {
+    let tmp = fleet();
+    let dir = tmp.path();
+    let spec = format!(
+        "{SPEC}\njob_template \"t\" {{\n  image       = \"nginx\"\n  gpus        = 1\n  max_runtime = \"9000years\"\n}}\n"
+    );
+    std::fs::write(dir.join("main.hcl"), &spec).expect("write spec");
+    let line = spec.lines().position(|l| l.contains("9000years")).expect("line") + 1;
+    for args in [&["validate"][..], &["plan"]] {
+        let r = run(dir, args);
+        expect(&r, 1);
+        assert!(r.stderr.contains("`max_runtime` is too long"), "{}", r.stderr);
+        assert!(r.stderr.contains(&format!("main.hcl:{line}:")), "file:line:col:\n{}", r.stderr);
+        assert!(r.stderr.contains("give at most \"1000years\""), "{}", r.stderr);
+    }
+    assert_eq!(sim_files(dir), (None, None), "nothing written");
+}

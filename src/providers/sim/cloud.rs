@@ -122,6 +122,12 @@ impl SimCloud {
         pre: Option<super::Preread>,
     ) -> Result<Arc<SimCloud>, SimError> {
         let (store, world) = Store::open(path, lock_timeout, compact_after, pre)?;
+        // A clock moved past what gpuplan prints (by a gpuplan before this check) would
+        // fail every command that prints a time: say so, and how to get out, once here.
+        if world.now_ms() > crate::model::time::LAST_MS {
+            let log = super::store::sibling(path, ".log");
+            return Err(SimError::ClockPastRange { path: path.to_path_buf(), log });
+        }
         let fresh = world.seq == 0;
         let mut inner = Inner { world, store, stats: SimStats::default(), calls: 0 };
         // `GPUPLAN_SIM_START` sets the clock of a new world only: an existing world's
@@ -170,8 +176,21 @@ impl SimCloud {
     /// jobs progress as if that time had passed. Returns the new sim time (ms).
     pub fn advance(&self, by: Duration) -> Result<u64, SimError> {
         let mut inner = self.lock();
-        let by = i64::try_from(by.as_millis()).map_err(|_| SimError::Invalid("that duration is too long".into()))?;
-        let offset_ms = inner.world.clock_offset_ms.saturating_add(by);
+        let too_far = || {
+            SimError::Invalid(format!(
+                "moving the sim clock {} from {} would carry it past {}, the last time gpuplan can print",
+                humantime::format_duration(by),
+                crate::model::time::rfc3339_ms(inner.world.now_ms()),
+                crate::model::time::LAST
+            ))
+        };
+        let by_ms = i64::try_from(by.as_millis()).map_err(|_| too_far())?;
+        let offset_ms = inner.world.clock_offset_ms.saturating_add(by_ms);
+        // Checked before the clock is written: nothing is written for a refused move.
+        let after = (now_ms() as i64).saturating_add(offset_ms);
+        if u64::try_from(after).is_ok_and(|t| t > crate::model::time::LAST_MS) {
+            return Err(too_far());
+        }
         inner.commit(vec![Change::Clock { offset_ms }])?;
         super::trace::trace_reclaims(&mut inner)?;
         Ok(inner.world.now_ms())

@@ -72,7 +72,12 @@ impl SimConfig {
             let ms = at
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_err(|_| bad("GPUPLAN_SIM_START", v, "a time after 1970"))?;
-            self.start_ms = Some(u64::try_from(ms.as_millis()).unwrap_or(u64::MAX));
+            let ms = u64::try_from(ms.as_millis()).unwrap_or(u64::MAX);
+            if ms > crate::model::time::LAST_MS {
+                let last = crate::model::time::LAST;
+                return Err(bad("GPUPLAN_SIM_START", v, &format!("a time no later than {last}")));
+            }
+            self.start_ms = Some(ms);
         }
         Ok(self)
     }
@@ -84,7 +89,7 @@ impl SimConfig {
 }
 
 fn duration(key: &str, v: &str) -> Result<Duration, String> {
-    humantime::parse_duration(v).map_err(|_| bad(key, v, "a duration such as `50ms` or `2m`"))
+    crate::model::time::duration(v).map_err(|e| bad(key, v, &format!("a duration such as `50ms` or `2m` ({e})")))
 }
 
 fn bad(key: &str, value: &str, expected: &str) -> String {

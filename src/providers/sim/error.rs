@@ -34,6 +34,21 @@ pub enum SimError {
     )]
     Locked { path: PathBuf, holder: String, waited: Duration },
 
+    #[error(
+        "the simulated cloud `{}` has its clock past {}, the last time gpuplan can print",
+        path.display(),
+        crate::model::time::LAST
+    )]
+    #[diagnostic(
+        code(gpuplan::sim::clock),
+        help(
+            "move `{}` and `{}` aside to start an empty simulated cloud (`gpuplan apply` launches the fleet in it again)",
+            path.display(),
+            log.display()
+        )
+    )]
+    ClockPastRange { path: PathBuf, log: PathBuf },
+
     /// A bad argument to a control (unknown zone, unknown node id).
     #[error("{0}")]
     #[diagnostic(code(gpuplan::sim::invalid))]

@@ -227,7 +227,6 @@ fn out_of_capacity(req: &CreateNodes, types: &str, placed: usize, limit: u32) ->
 }
 
 fn trace_out_of_capacity(req: &CreateNodes, placed: usize, since_ms: u64) -> ProviderError {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(since_ms);
     ProviderError::new(
         ErrorClass::OutOfCapacity,
         "SimInsufficientCapacity",
@@ -236,7 +235,7 @@ fn trace_out_of_capacity(req: &CreateNodes, placed: usize, since_ms: u64) -> Pro
             req.capacity,
             req.region,
             req.count,
-            humantime::format_rfc3339_seconds(at)
+            crate::model::time::rfc3339_ms(since_ms)
         ),
     )
 }

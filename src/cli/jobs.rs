@@ -72,7 +72,9 @@ fn observe(
             return Ok((BTreeMap::new(), None));
         }
     };
-    let seen = runtime::block_on(crate::jobs::refresh::statuses(&providers, state))?;
+    let grace = crate::jobs::refresh::exit_code_grace(&settings.env)
+        .map_err(|e| CliError::new(e).hint("fix or unset GPUPLAN_EXIT_CODE_GRACE"))?;
+    let seen = runtime::block_on(crate::jobs::refresh::statuses(&providers, state, grace))?;
     let seen = seen.unwrap_or_else(|(p, e)| {
         warn(settings, &format!("provider `{p}` answered {e}; showing the state's record"));
         BTreeMap::new()

@@ -45,6 +45,10 @@ pub enum RunError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Cost(#[from] cost::CostError),
+    /// A `GPUPLAN_*` setting from the environment that cannot be used.
+    #[error("{0}")]
+    #[diagnostic(code(gpuplan::env), help("fix or unset the variable"))]
+    Setting(String),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -695,7 +699,8 @@ pub async fn job_statuses(
     if !req.refresh {
         return Ok(None);
     }
-    jobs::refresh::statuses(providers, state)
+    let grace = jobs::refresh::exit_code_grace(&req.env).map_err(RunError::Setting)?;
+    jobs::refresh::statuses(providers, state, grace)
         .await
         .map(Some)
         .map_err(|(provider, error)| RunError::Refresh { provider, error })

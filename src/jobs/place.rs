@@ -57,6 +57,8 @@ struct Progress {
     retries_spent: u32,
     /// Runs stopped because this plan removes their node.
     interrupted: Vec<Interruption>,
+    /// Runs refresh found stopped (exit code awaited) that the state records otherwise.
+    stopped: Vec<String>,
 }
 
 /// The job record in state for `addr`, if any.
@@ -151,6 +153,7 @@ fn progress(
         cancelled: false,
         retries_spent: 0,
         interrupted,
+        stopped: newly_stopped(rec, &runs),
     };
     p.cancelled = rec.is_some_and(|r| r.cancelled);
     for replica in 0..job.replicas.value {
@@ -158,7 +161,8 @@ fn progress(
         match latest.map(|r| (r.status, r.attempt)) {
             None if !p.cancelled => p.pending.push((replica, 1)),
             None => {}
-            Some((JobState::Queued | JobState::Running, _)) => p.running = true,
+            // A stopped run's exit code is awaited: not relaunched until it fails.
+            Some((JobState::Queued | JobState::Running | JobState::Stopped, _)) => p.running = true,
             Some((JobState::Succeeded, _)) => {}
             Some((JobState::Cancelled, _)) => p.cancelled = true,
             Some((JobState::Failed | JobState::Preempted, _)) if in_cluster => p.failed = true,
@@ -179,6 +183,34 @@ fn progress(
     }
     p.runs = runs;
     p
+}
+
+impl Progress {
+    /// Where the job stands before admission: waiting for launches, running (or stopped,
+    /// its exit code awaited), cancelled, failed for good, or succeeded.
+    fn placement(&self) -> Placement {
+        if !self.pending.is_empty() {
+            Placement::Waiting
+        } else if self.running {
+            Placement::Running
+        } else if self.cancelled {
+            Placement::Cancelled
+        } else if self.failed {
+            Placement::Failed
+        } else {
+            Placement::Succeeded
+        }
+    }
+}
+
+/// Runs now stopped with their exit code awaited that `rec` (the state) records as
+/// something else: the plan records the stop (see `JobPlacement::stopped`).
+fn newly_stopped(rec: Option<&JobRecord>, runs: &[JobRun]) -> Vec<String> {
+    let recorded = |id: &str| rec.and_then(|r| r.runs.iter().find(|r| r.id == id)).map(|r| r.status);
+    runs.iter()
+        .filter(|r| r.status == JobState::Stopped && recorded(&r.id) != Some(JobState::Stopped))
+        .map(|r| r.id.clone())
+        .collect()
 }
 
 /// The plan's jobs, in admission order (priority, then age).
@@ -254,17 +286,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
                 q.used_hourly_usd += price.flatten().unwrap_or(0.0) * run.gpus as f64;
             }
         }
-        let placement = if !p.pending.is_empty() {
-            Placement::Waiting
-        } else if p.running {
-            Placement::Running
-        } else if p.cancelled {
-            Placement::Cancelled
-        } else if p.failed {
-            Placement::Failed
-        } else {
-            Placement::Succeeded
-        };
+        let placement = p.placement();
         let attempt = p.pending.iter().map(|(_, a)| *a).chain(p.runs.iter().map(|r| r.attempt)).max().unwrap_or(1);
         let mut capacity: Vec<Capacity> = p.runs.iter().filter(|r| r.is_active()).map(|r| r.capacity).collect();
         capacity.sort();
@@ -293,6 +315,7 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
                 alternatives,
                 interrupted: p.interrupted.clone(),
                 adopted: Vec::new(),
+                stopped: p.stopped.clone(),
                 incarnation: Some(incarnation(input.state, rec)),
                 warm_skipped: Vec::new(),
             },

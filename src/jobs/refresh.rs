@@ -8,8 +8,14 @@
 //! the backstop for a node whose script never ran or never reported: a run still queued
 //! or running past it has failed (its node is then terminated, and the job retried while
 //! it has retries), instead of billing forever.
+//!
+//! A job VM that stopped without an exit line the provider could read is `stopped`: its
+//! exit code is awaited for [`exit_code_grace`] from the stop (clouds post console output
+//! late), then the run has failed ("its node stopped and never posted an exit code"): it
+//! spends a retry and its node is terminated like any ended run's.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::providers::ProviderSet;
 use crate::providers::{JobState, JobStatus, ProviderError};
@@ -17,9 +23,11 @@ use crate::state::State;
 
 /// Run id → status, for every active run in state. A run the provider no longer knows is
 /// left out (the state's record stands) rather than failing the whole refresh.
+/// `grace`: how long a stopped job VM's exit code is awaited ([`exit_code_grace`]).
 pub async fn statuses(
     providers: &ProviderSet,
     state: &State,
+    grace: Duration,
 ) -> Result<BTreeMap<String, JobStatus>, (String, ProviderError)> {
     let mut out = BTreeMap::new();
     for r in state.resources.values() {
@@ -28,7 +36,9 @@ pub async fn statuses(
             let Some(p) = providers.get(&run.provider) else { continue };
             match p.job_status(&run.region, &run.id).await {
                 Ok(mut s) => {
-                    if matches!(s.state, JobState::Queued | JobState::Running)
+                    if s.state == JobState::Stopped {
+                        await_exit_code(&mut s, run, p.clock_ms(), grace);
+                    } else if matches!(s.state, JobState::Queued | JobState::Running)
                         && let Some(why) = past_deadline(run, p.clock_ms())
                     {
                         s.state = JobState::Failed;
@@ -68,6 +78,53 @@ pub async fn statuses(
         }
     }
     Ok(out)
+}
+
+/// How long a stopped job VM's exit code is awaited, unless `GPUPLAN_EXIT_CODE_GRACE`
+/// says otherwise: EC2 and ECS post console output minutes after a stop.
+pub const EXIT_CODE_GRACE: Duration = Duration::from_secs(10 * 60);
+
+/// The grace for a stopped job VM's exit code: `GPUPLAN_EXIT_CODE_GRACE` from `env`
+/// (e.g. `0s`, for tests), else [`EXIT_CODE_GRACE`].
+pub fn exit_code_grace(env: &BTreeMap<String, String>) -> Result<Duration, String> {
+    let Some(v) = env.get("GPUPLAN_EXIT_CODE_GRACE").map(|v| v.trim()).filter(|v| !v.is_empty()) else {
+        return Ok(EXIT_CODE_GRACE);
+    };
+    crate::model::time::duration(v)
+        .map_err(|e| format!("`GPUPLAN_EXIT_CODE_GRACE={v}` is not a duration such as `10m` or `0s`: {e}"))
+}
+
+/// A run whose node stopped with no readable exit line (`s` is `Stopped`): its exit code
+/// is awaited until `grace` has passed since the stop, then the run has failed. The stop
+/// is when the cloud says it stopped (`s.finished_ms`), else when an earlier refresh saw
+/// it stopped (the run's `finished_at`), else now; it is kept in `s.finished_ms`, which
+/// the run's record keeps as its `finished_at`.
+fn await_exit_code(s: &mut JobStatus, run: &crate::model::JobRun, now_ms: u64, grace: Duration) {
+    let seen_before = || {
+        let at = run.finished_at.as_deref().filter(|_| run.status == JobState::Stopped)?;
+        let at = humantime::parse_rfc3339_weak(at).ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+        u64::try_from(at.as_millis()).ok()
+    };
+    let stopped = s.finished_ms.or_else(seen_before).unwrap_or(now_ms).min(now_ms);
+    s.finished_ms = Some(stopped);
+    let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+    let until = stopped.saturating_add(grace_ms);
+    let at = crate::model::time::rfc3339_ms;
+    let why = s.message.take().unwrap_or_else(|| "no reason given".into());
+    if now_ms >= until {
+        s.state = JobState::Failed;
+        s.message = Some(format!(
+            "its node stopped and never posted an exit code ({why}; stopped at {}, waited {}): its node {} is terminated",
+            at(stopped),
+            humantime::format_duration(grace),
+            run.node_id
+        ));
+    } else {
+        s.message = Some(format!(
+            "its node stopped ({why}); exit code awaited until {} (then the node is terminated and the run fails)",
+            at(until)
+        ));
+    }
 }
 
 /// How long a job VM may run without a `max_runtime` of its own.
@@ -129,6 +186,64 @@ mod tests {
     }
 
     const LAUNCH_MS: u64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+    fn stopped_status(cloud_stop_ms: Option<u64>) -> JobStatus {
+        JobStatus {
+            id: "i-1".into(),
+            job: "job.a".parse().unwrap(),
+            node_id: "i-1".into(),
+            state: JobState::Stopped,
+            attempt: 1,
+            message: Some("Client.UserInitiatedShutdown".into()),
+            started_ms: None,
+            finished_ms: cloud_stop_ms,
+        }
+    }
+
+    #[test]
+    fn a_stopped_node_s_exit_code_is_awaited_for_the_grace_from_the_stop_then_the_run_fails() {
+        let grace = EXIT_CODE_GRACE;
+        let at = |mins: u64| LAUNCH_MS + mins * 60_000;
+        // The cloud says when it stopped: the grace counts from there.
+        let mut s = stopped_status(Some(at(30)));
+        await_exit_code(&mut s, &run(None), at(39), grace);
+        assert_eq!(s.state, JobState::Stopped);
+        let msg = s.message.clone().unwrap();
+        assert!(msg.contains("(Client.UserInitiatedShutdown); exit code awaited until 2026-01-01T00:40:00Z"), "{msg}");
+        assert_eq!(s.finished_ms, Some(at(30)));
+        let mut s = stopped_status(Some(at(30)));
+        await_exit_code(&mut s, &run(None), at(40), grace);
+        assert_eq!(s.state, JobState::Failed);
+        let msg = s.message.unwrap();
+        assert!(msg.starts_with("its node stopped and never posted an exit code"), "{msg}");
+        assert!(
+            msg.contains("stopped at 2026-01-01T00:30:00Z, waited 10m") && msg.contains("i-1 is terminated"),
+            "{msg}"
+        );
+        // No stop time from the cloud: from when a refresh first saw it stopped (the
+        // run's record), else now.
+        let mut s = stopped_status(None);
+        await_exit_code(&mut s, &run(None), at(50), grace);
+        assert_eq!((s.state, s.finished_ms), (JobState::Stopped, Some(at(50))));
+        let seen = JobRun { status: JobState::Stopped, finished_at: Some("2026-01-01T00:30:00Z".into()), ..run(None) };
+        let mut s = stopped_status(None);
+        await_exit_code(&mut s, &seen, at(50), grace);
+        assert_eq!(s.state, JobState::Failed);
+        // A zero grace (tests): failed at first sight.
+        let mut s = stopped_status(None);
+        await_exit_code(&mut s, &run(None), at(50), Duration::ZERO);
+        assert_eq!(s.state, JobState::Failed);
+    }
+
+    #[test]
+    fn the_grace_comes_from_the_environment() {
+        let env = |v: &str| BTreeMap::from([("GPUPLAN_EXIT_CODE_GRACE".to_string(), v.to_string())]);
+        assert_eq!(exit_code_grace(&BTreeMap::new()), Ok(EXIT_CODE_GRACE));
+        assert_eq!(exit_code_grace(&env("0s")), Ok(Duration::ZERO));
+        assert_eq!(exit_code_grace(&env(" 2m ")), Ok(Duration::from_secs(120)));
+        let e = exit_code_grace(&env("soon")).unwrap_err();
+        assert!(e.contains("`GPUPLAN_EXIT_CODE_GRACE=soon` is not a duration"), "{e}");
+    }
 
     #[test]
     fn a_job_vm_ends_at_its_max_runtime_plus_boot_time_else_after_24_hours() {

@@ -50,8 +50,9 @@ pub fn by_pool(state: &State, observed: Option<&BTreeMap<String, JobStatus>>) ->
 
 fn still_active(run: &JobRun, observed: Option<&BTreeMap<String, JobStatus>>) -> bool {
     match observed.and_then(|o| o.get(&run.id)) {
+        // A run whose node stopped (exit code awaited) runs no more.
         Some(s) => matches!(s.state, crate::model::JobState::Queued | crate::model::JobState::Running),
-        None => run.is_active(),
+        None => matches!(run.status, crate::model::JobState::Queued | crate::model::JobState::Running),
     }
 }
 

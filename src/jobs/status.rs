@@ -13,7 +13,8 @@ use crate::state::model::SpendEntry;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobSummary {
     pub address: Address,
-    /// `not launched`, `running`, `succeeded`, `failed`, `preempted`, `cancelled`, `queued`.
+    /// `not launched`, `running`, `stopped, exit code awaited`, `succeeded`, `failed`,
+    /// `preempted`, `cancelled`, `queued`.
     pub state: String,
     pub replicas: u32,
     pub running: u32,
@@ -61,6 +62,8 @@ pub fn summarize(
         if rec.and_then(|r| r.waiting_since.as_ref()).is_some() { "queued" } else { "not launched" }
     } else if running > 0 {
         "running"
+    } else if count(JobState::Stopped) > 0 {
+        "stopped, exit code awaited"
     } else if count(JobState::Succeeded) as usize == latest.len() && latest.len() as u32 == replicas {
         "succeeded"
     } else if count(JobState::Preempted) > 0 {
@@ -98,7 +101,7 @@ pub fn log_lines(s: &JobSummary) -> Vec<String> {
             "{at} replica {} attempt {}: launched as {} on node {} ({}, {} GPUs) via {} in {}",
             r.replica, r.attempt, r.id, r.node_id, r.capacity, r.gpus, r.provider, r.region
         ));
-        if !r.is_active() || r.status == JobState::Running {
+        if !r.is_active() || matches!(r.status, JobState::Running | JobState::Stopped) {
             let msg = r.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
             lines.push(format!("{at} replica {} attempt {}: {}{msg}", r.replica, r.attempt, state_str(r.status)));
         }

@@ -149,6 +149,11 @@ pub struct JobPlacement {
     /// before recording, found by their tags (see `jobs::adopt`); apply records them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adopted: Vec<String>,
+    /// Run ids whose node refresh found stopped with no exit code yet, where the state
+    /// still records them otherwise: apply records the stop, from which the grace for
+    /// their exit code counts (`jobs::refresh`; some clouds give no stop time).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopped: Vec<String>,
     /// Which life of this job address the runs belong to (see [`JobRecord::incarnation`]);
     /// apply records it before the first launch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -183,6 +188,12 @@ impl JobPlacement {
     /// Nodes of ended runs that applying this plan terminates.
     pub fn nodes_to_release(&self) -> impl Iterator<Item = &JobRun> {
         self.runs.iter().filter(|r| r.node_to_release())
+    }
+
+    /// Its runs that are not over are all stopped, their exit codes awaited.
+    pub fn all_stopped(&self) -> bool {
+        let mut active = self.runs.iter().filter(|r| r.is_active()).peekable();
+        active.peek().is_some() && active.all(|r| r.status == JobState::Stopped)
     }
 }
 
@@ -249,7 +260,9 @@ pub struct JobRun {
     /// own clock), else the time of the launch call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launched_at: Option<String>,
-    /// When it ended (RFC 3339, the provider's clock), once the provider reports it.
+    /// When it ended (RFC 3339, the provider's clock), once the provider reports it; for
+    /// a run `stopped` with its exit code awaited, when its node stopped (the grace for
+    /// the exit code counts from it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
     /// The provider made a node for this run (a job VM on a cloud): it is terminated
@@ -287,7 +300,7 @@ impl JobRun {
     }
 
     pub fn is_active(&self) -> bool {
-        matches!(self.status, JobState::Queued | JobState::Running)
+        self.status.is_active()
     }
 
     /// Did this attempt spend one of the template's `retries`? Only the job's own
@@ -307,6 +320,7 @@ pub fn state_str(s: JobState) -> &'static str {
     match s {
         JobState::Queued => "queued",
         JobState::Running => "running",
+        JobState::Stopped => "stopped",
         JobState::Succeeded => "succeeded",
         JobState::Failed => "failed",
         JobState::Preempted => "preempted",

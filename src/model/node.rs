@@ -383,10 +383,22 @@ pub struct KubeLaunch {
 pub enum JobState {
     Queued,
     Running,
+    /// Its node (a job VM) stopped without an exit line gpuplan could read: the exit code
+    /// is awaited for a grace from the stop (`jobs::refresh`), then the run fails. Not
+    /// running, not yet ended.
+    Stopped,
     Succeeded,
     Failed,
     Preempted,
     Cancelled,
+}
+
+impl JobState {
+    /// Not ended yet: queued, running, or stopped with its exit code awaited. Refresh asks
+    /// about such runs again; their node is kept.
+    pub fn is_active(self) -> bool {
+        matches!(self, JobState::Queued | JobState::Running | JobState::Stopped)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -629,10 +629,12 @@ impl Plan {
     /// not: see [`Plan::has_output_changes`].
     pub fn has_changes(&self) -> bool {
         self.changes.iter().any(|c| c.action != Action::NoOp)
-            || self
-                .jobs
-                .iter()
-                .any(|j| j.needs_launch() || j.nodes_to_release().next().is_some() || !j.adopted.is_empty())
+            || self.jobs.iter().any(|j| {
+                j.needs_launch()
+                    || j.nodes_to_release().next().is_some()
+                    || !j.adopted.is_empty()
+                    || !j.stopped.is_empty()
+            })
             || !self.orphan_job_nodes.is_empty()
             || !self.adoptions.is_empty()
     }

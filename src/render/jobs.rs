@@ -90,6 +90,12 @@ fn describe(deferred: &Deferred<'_>, j: &JobPlacement) -> String {
     if !j.alternatives.is_empty() {
         text += &format!("; pools considered: {}", j.alternatives.join("; "));
     }
+    if !j.stopped.is_empty() {
+        text += &format!(
+            "; record that run {} stopped with no exit code yet: it is awaited, then the node is terminated and the run fails",
+            j.stopped.join(", ")
+        );
+    }
     let nodes: Vec<&str> = j.nodes_to_release().map(|r| r.node_id.as_str()).collect();
     if nodes.is_empty() { text } else { format!("{text}; terminate its ended node(s) {}", nodes.join(", ")) }
 }
@@ -115,6 +121,9 @@ fn placement_text(j: &JobPlacement) -> String {
         Placement::Waiting => {
             let why = j.reason.as_ref().map(|r| format!("{}: {}", r.code, r.message)).unwrap_or_default();
             format!("waits ({size} on {}, {prio} priority): {why}", j.pool)
+        }
+        Placement::Running if j.all_stopped() => {
+            format!("stopped on {} ({}), exit code awaited, attempt {}", j.pool, capacity(&j.capacity), j.attempt)
         }
         Placement::Running => {
             format!("running on {} ({}), attempt {}", j.pool, capacity(&j.capacity), j.attempt)
@@ -191,10 +200,11 @@ pub(crate) fn summary(plan: &Plan) -> String {
 }
 
 /// What the job is before the plan, as its runs say: `new`, `pending`, `running`,
-/// `succeeded`, `failed` or `cancelled`.
+/// `stopped` (its exit code awaited), `succeeded`, `failed` or `cancelled`.
 fn before(j: &JobPlacement) -> &'static str {
     match j.placement {
         _ if !j.interrupted.is_empty() => "running",
+        Placement::Running if j.all_stopped() => "stopped",
         Placement::Running | Placement::Preempt => "running",
         Placement::Launch | Placement::Waiting if j.first_seen.is_none() && j.runs.is_empty() => "new",
         Placement::Launch | Placement::Waiting => "pending",
@@ -205,11 +215,13 @@ fn before(j: &JobPlacement) -> &'static str {
 }
 
 /// What the job is once the plan is applied: `requeued` (stopped with its node and
-/// launched again from its checkpoint), `running`, `pending` (waits, or requeued to
-/// wait), `succeeded`, `failed` or `cancelled`. Never `running` on a node the plan removes.
+/// launched again from its checkpoint), `running`, `stopped` (its exit code awaited),
+/// `pending` (waits, or requeued to wait), `succeeded`, `failed` or `cancelled`. Never
+/// `running` on a node the plan removes.
 fn after(j: &JobPlacement) -> &'static str {
     match j.placement {
         Placement::Launch if !j.interrupted.is_empty() => "requeued",
+        Placement::Running if j.all_stopped() => "stopped",
         Placement::Launch | Placement::Running => "running",
         Placement::Waiting | Placement::Preempt => "pending",
         Placement::Succeeded => "succeeded",

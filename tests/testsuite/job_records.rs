@@ -262,10 +262,10 @@ fn job_doc(dir: &Path, name: &str) -> serde_json::Value {
 }
 
 /// EC2 posts console output minutes after a stop: a job node that stopped while its
-/// console shows no exit line is unknown, not failed. The run stays running, spends no
+/// console shows no exit line is `stopped, exit code awaited` (never `running`), spends no
 /// retry, keeps its node and is read again; once the exit line is there it succeeds.
 #[tokio::test(flavor = "multi_thread")]
-async fn an_empty_console_is_an_unknown_exit_code_read_again_never_a_failure() {
+async fn an_empty_console_is_an_exit_code_awaited_read_again_never_a_failure() {
     let region = "eu-west-1";
     let console = Arc::new(std::sync::Mutex::new(None));
     let proxy = console_proxy(&moto(), console.clone());
@@ -285,9 +285,10 @@ async fn an_empty_console_is_an_unknown_exit_code_read_again_never_a_failure() {
     *console.lock().unwrap() = Some(String::new());
     let out = ok(dir, &["apply", "--auto-approve"]);
     let job = job_doc(dir, "late");
-    assert_eq!(job["state"], "running", "unknown, not failed:\n{job:#}\n{}", out.stderr);
+    assert_eq!(job["state"], "stopped, exit code awaited", "unknown, not failed:\n{job:#}\n{}", out.stderr);
     let run = &job["runs"][0];
-    assert!(run["message"].as_str().is_some_and(|m| m.contains("read again")), "{run:#}");
+    assert_eq!(run["status"], "stopped", "{run:#}");
+    assert!(run["message"].as_str().is_some_and(|m| m.contains("exit code awaited until")), "{run:#}");
     assert_ne!(run["node_released"], true, "its node is kept to read the exit code: {run:#}");
     assert_eq!(job_instances(region, &lineage, "job.late").await.len(), 1, "the node is still there");
 
@@ -299,6 +300,53 @@ async fn an_empty_console_is_an_unknown_exit_code_read_again_never_a_failure() {
     assert_eq!(job["runs"][0]["node_released"], true, "{job:#}");
     assert!(job_instances(region, &lineage, "job.late").await.is_empty());
     ok(dir, &["destroy", "--auto-approve"]);
+}
+
+/// A job node stopped after its job, with no exit line on its console (moto's console is
+/// a fixed sample without one): `jobs status` says `stopped, exit code awaited` and EC2's
+/// reason, not `running` until `max_runtime` + 15 min. Past the grace from the stop
+/// (`GPUPLAN_EXIT_CODE_GRACE`, 10 minutes unless set) the run has failed: it spends a
+/// retry, its node is terminated and attempt 2 launches.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_node_stopped_without_an_exit_code_fails_after_the_grace_and_is_retried() {
+    let region = "us-east-2";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = pool_spec(&moto(), region, &["us-east-2a"], 0, 0, 0, "")
+        + "\njob_template \"t\" {\n  image       = \"nginx\"\n  gpus        = 1\n  retries     = 1\n  max_runtime = \"2h\"\n}\n\njob \"halted\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    std::fs::write(dir.join("main.hcl"), spec).unwrap();
+    ok(dir, &["apply", "--auto-approve"]);
+    let lineage = state(dir)["lineage"].as_str().unwrap().to_string();
+    let nodes = job_instances(region, &lineage, "job.halted").await;
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    let first = nodes[0].0.clone();
+    ec2(region).await.stop_instances().instance_ids(&first).send().await.expect("StopInstances");
+
+    // Within the grace: awaited, never running; nothing relaunched, the node kept.
+    let job = job_doc(dir, "halted");
+    assert_eq!(job["state"], "stopped, exit code awaited", "{job:#}");
+    let msg = job["runs"][0]["message"].as_str().unwrap_or_default().to_string();
+    assert!(msg.contains("its node stopped (Client.UserInitiatedShutdown") && msg.contains("awaited until"), "{msg}");
+    let out = ok(dir, &["jobs", "status", "halted"]);
+    assert!(out.stdout.starts_with("job.halted: stopped, exit code awaited ("), "{}", out.stdout);
+    ok(dir, &["apply", "--auto-approve"]);
+    assert_eq!(runs(&state(dir), "job.halted").len(), 1, "no second attempt within the grace");
+    assert_eq!(job_instances(region, &lineage, "job.halted").await.len(), 1);
+
+    // Past it: failed, its node terminated, the retry launched.
+    let out = command(dir, &["apply", "--auto-approve"]).env("GPUPLAN_EXIT_CODE_GRACE", "0s").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let recorded = runs(&state(dir), "job.halted");
+    assert_eq!(recorded.len(), 2, "{recorded:#?}");
+    assert_eq!(recorded[0]["status"], "failed", "{:#}", recorded[0]);
+    let why = recorded[0]["message"].as_str().unwrap_or_default();
+    assert!(why.starts_with("its node stopped and never posted an exit code"), "{why}");
+    assert_eq!(recorded[0]["node_released"], true, "{:#}", recorded[0]);
+    assert_eq!(recorded[1]["attempt"], 2, "the failure spent a retry: {:#}", recorded[1]);
+    let live = job_instances(region, &lineage, "job.halted").await;
+    assert!(live.iter().all(|(id, _)| *id != first), "the stopped node is terminated: {live:?}");
+    ok(dir, &["destroy", "--auto-approve"]);
+    assert!(job_instances(region, &lineage, "job.halted").await.is_empty());
 }
 
 const JOB: &str = "\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n";

@@ -1,7 +1,8 @@
 //! Job launches on ECS: one instance of the pool's shape per launch, booted with the
 //! user-data job script. A stopped instance's exit code is read back from
 //! GetInstanceConsoleOutput (base64 console text with the `gpuplan-job-exit=N` line);
-//! while the console shows none, the run stays running and is read again later. A
+//! while the console shows none, the run is stopped with its exit code awaited, read
+//! again at each refresh until `jobs::refresh` fails it after a grace. A
 //! running node past the boot deadline whose Cloud Assistant answers that it has no job
 //! log never started its job: its run fails (see [`crate::providers::boot`]).
 
@@ -50,13 +51,14 @@ impl AlibabaProvider {
         }
         if inst["Status"].as_str() == Some("Stopped") && status.state != JobState::Preempted {
             // ECS caches the console at boot and at shutdown, and the cache comes late: no
-            // exit line (or no answer) yet is unknown, read again at the next refresh,
-            // never a failure that would spend a retry.
+            // exit line (or no answer) yet is awaited, never a failure that spends a retry
+            // until the grace from the stop has passed (`jobs::refresh`). ECS gives no
+            // stop time: the grace counts from when gpuplan first sees the node stopped.
             let console = match self.console(region, id).await {
                 Ok(c) => c,
                 Err(e) => {
-                    status.state = JobState::Running;
-                    status.message = Some(format!("its node stopped; its exit code is not readable yet: {e}"));
+                    status.state = JobState::Stopped;
+                    status.message = Some(format!("ECS status Stopped; its console is not readable: {e}"));
                     return Ok(status);
                 }
             };
@@ -65,13 +67,7 @@ impl AlibabaProvider {
                 Some(code) => {
                     (JobState::Failed, Some(crate::providers::userdata::exit_message(code, &console, "console output")))
                 }
-                None => (
-                    JobState::Running,
-                    Some(
-                        "its node stopped; the exit code is not on the console yet and is read again at the next refresh"
-                            .into(),
-                    ),
-                ),
+                None => (JobState::Stopped, Some("ECS status Stopped; no exit line on its console".into())),
             };
         }
         Ok(status)
@@ -96,7 +92,7 @@ impl AlibabaProvider {
     pub(super) async fn cancel(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let inst = self.job_instance(region, id).await?;
         let mut status = base_status(&inst, id)?;
-        if matches!(status.state, JobState::Queued | JobState::Running) {
+        if status.state.is_active() {
             self.delete(region, &[id.to_string()]).await?;
             status.state = JobState::Cancelled;
             status.message = Some("cancelled: instance deleted".into());
@@ -112,7 +108,8 @@ fn base_status(inst: &Value, id: &str) -> Result<JobStatus, ProviderError> {
         match inst["Status"].as_str().unwrap_or_default() {
             "Pending" | "Starting" => (JobState::Queued, None),
             "Running" | "Stopping" => (JobState::Running, None),
-            "Stopped" => (JobState::Succeeded, None),
+            // Ended, or not: the console's exit line says (`status`).
+            "Stopped" => (JobState::Stopped, None),
             other => (JobState::Failed, Some(format!("instance is {other}"))),
         }
     };

@@ -7,8 +7,9 @@
 //! instance id. `job_status` reads the instance: pending → queued, running → running,
 //! stopped or terminated by a spot interruption → preempted, otherwise the exit code the
 //! script printed on the console (`GetConsoleOutput`) → succeeded or failed; no exit
-//! code yet → still running (console output arrives late), or preempted when the node
-//! was terminated before it reported one: never a failure. `cancel_job`
+//! code yet → stopped, exit code awaited (console output arrives late; `jobs::refresh`
+//! fails the run after a grace), or preempted when the node was terminated before it
+//! reported one. `cancel_job`
 //! marks the instance `gpuplan:cancelled=true`, then terminates it; it also removes the
 //! stopped node of a finished job. Job nodes are not pool nodes: `list_nodes` skips them.
 
@@ -174,17 +175,21 @@ impl AwsProvider {
         if tags.get(TAG_CANCELLED).is_some_and(|v| v == "true") {
             return Ok(status(JobState::Cancelled, Some("cancelled".into())));
         }
+        let reason = i.state_reason().and_then(|r| r.message());
         let console = match self.console(region, id).await {
             Ok(c) => c,
-            // Unreadable for now: the run's state stays what it was (neither a success
-            // nor a failure that would spend a retry); the next refresh reads it again.
-            Err(e) => return Ok(status(JobState::Running, Some(format!("its exit code is not readable yet: {e}")))),
+            // Unreadable for now: neither a success nor a failure that would spend a
+            // retry; the next refresh reads it again (a stopped node's, within its grace).
+            Err(e) => {
+                let why = format!("{}; its console is not readable: {e}", reason.unwrap_or("no reason given"));
+                return Ok(no_exit_code(i, &why, status));
+            }
         };
         Ok(match userdata::exit_code(&console) {
             Some(0) => status(JobState::Succeeded, None),
             Some(TIMED_OUT) => status(JobState::Failed, Some("ran past max_runtime (exit code 124)".into())),
             Some(n) => status(JobState::Failed, Some(userdata::exit_message(n, &console, "console output"))),
-            None => no_exit_code(name.as_ref(), i.state_reason().and_then(|r| r.message()), status),
+            None => no_exit_code(i, reason.unwrap_or("no reason given"), status),
         })
     }
 }
@@ -210,30 +215,38 @@ fn launched_ms(i: &aws_sdk_ec2::types::Instance) -> Option<u64> {
     (secs > 0).then(|| secs * 1000 + u64::from(t.subsec_nanos()) / 1_000_000)
 }
 
-/// A job node that is no longer running but whose console shows no exit line. EC2 posts
-/// console output late (minutes after a stop) and keeps only the newest 64 KB, so an
-/// empty console is not a failure: a stopped node's exit code is unknown, and read again
-/// at the next refresh (the run stays running). A node terminated before it reported one
-/// is gone without a verdict: its run was interrupted, not failed (requeued, no retry
-/// spent), like a spot reclaim.
+/// A job node that is no longer running but whose console shows no exit line (`why`:
+/// EC2's state reason). EC2 posts console output late (minutes after a stop) and keeps
+/// only the newest 64 KB, so a stopped node's exit code is awaited: the run is `stopped`
+/// (`jobs::refresh` fails it once the grace from the stop has passed), with the stop time
+/// EC2 gives. A node terminated before it reported one is gone without a verdict: its run
+/// was interrupted, not failed (requeued, no retry spent), like a spot reclaim.
 fn no_exit_code(
-    state: Option<&InstanceStateName>,
-    reason: Option<&str>,
+    i: &aws_sdk_ec2::types::Instance,
+    why: &str,
     status: impl Fn(JobState, Option<String>) -> JobStatus,
 ) -> JobStatus {
-    let reason = reason.unwrap_or("no reason given");
-    match state {
+    match i.state().and_then(|s| s.name()) {
         Some(InstanceStateName::Terminated | InstanceStateName::ShuttingDown) => status(
             JobState::Preempted,
-            Some(format!("its node was terminated before it reported an exit code ({reason}); requeued")),
+            Some(format!("its node was terminated before it reported an exit code ({why}); requeued")),
         ),
-        _ => status(
-            JobState::Running,
-            Some(format!(
-                "its node stopped ({reason}); the exit code is not on the console yet and is read again at the next refresh"
-            )),
-        ),
+        _ => JobStatus {
+            finished_ms: i.state_transition_reason().and_then(stopped_ms),
+            ..status(JobState::Stopped, Some(format!("{why}; no exit line on its console")))
+        },
     }
+}
+
+/// When EC2 says the instance stopped, from its state transition reason, e.g. `User
+/// initiated (2026-01-31 18:47:02 GMT)` (moto writes `UTC`). `None` when the reason
+/// carries no time (the stop is then timed from when gpuplan first sees it).
+fn stopped_ms(reason: &str) -> Option<u64> {
+    let (_, rest) = reason.rsplit_once('(')?;
+    let inner = rest.strip_suffix(')')?;
+    let inner = inner.strip_suffix(" GMT").or_else(|| inner.strip_suffix(" UTC")).unwrap_or(inner);
+    let at = humantime::parse_rfc3339_weak(inner.trim()).ok()?;
+    u64::try_from(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()
 }
 
 impl AwsProvider {
@@ -254,7 +267,7 @@ impl AwsProvider {
 
     pub(super) async fn cancel(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let before = self.status(region, id).await?;
-        let running = matches!(before.state, JobState::Queued | JobState::Running);
+        let running = before.state.is_active();
         if running {
             let client = self.client(region).await?;
             self.pace(region, "CreateTags", Bucket::CreateTags, None).await;
@@ -279,6 +292,15 @@ impl AwsProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stop_time_is_read_from_ec2s_state_transition_reason() {
+        // 2026-01-31T18:47:02Z
+        assert_eq!(stopped_ms("User initiated (2026-01-31 18:47:02 GMT)"), Some(1_769_885_222_000));
+        assert_eq!(stopped_ms("User initiated (2026-01-31 18:47:02 UTC)"), Some(1_769_885_222_000));
+        assert_eq!(stopped_ms("Client.InstanceInitiatedShutdown"), None);
+        assert_eq!(stopped_ms("User initiated (not a time)"), None);
+    }
 
     #[test]
     fn client_tokens_fit_ec2s_limit() {

@@ -4,7 +4,9 @@
 //! with TAT: a short `RunCommand` (`tail` of `/var/log/gpuplan-job.log`, well within the
 //! agent's 60 s and 24 KB limits) and `DescribeInvocationTasks` with `HideOutput` false.
 //! The exit code decides succeeded or failed; the node is then terminated (`release`). A
-//! job node that stopped before its exit code was read is failed, never a success.
+//! job node that stopped before its exit code was read is stopped with its exit code
+//! awaited (TAT answers again only if the node is started again), and `jobs::refresh`
+//! fails its run after a grace: never a success.
 
 use serde_json::Value;
 
@@ -117,7 +119,7 @@ impl TencentProvider {
     pub(super) async fn cancel(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let inst = self.job_instance(region, id).await?;
         let mut status = job_status(&inst, id)?;
-        if matches!(status.state, JobState::Queued | JobState::Running) {
+        if status.state.is_active() {
             self.terminate(region, &[id.to_string()]).await?;
             status.state = JobState::Cancelled;
             status.message = Some("cancelled: instance terminated".into());
@@ -133,10 +135,13 @@ fn job_status(inst: &Value, id: &str) -> Result<JobStatus, ProviderError> {
         "PENDING" | "STARTING" => (JobState::Queued, None),
         "RUNNING" | "REBOOTING" => (JobState::Running, None),
         // The job script keeps its node up; one that stopped ended without its exit code
-        // being read: not a success.
+        // being read (CVM has no console output, and TAT does not reach a stopped node).
         "STOPPED" | "STOPPING" => (
-            JobState::Failed,
-            Some("the node stopped before gpuplan read the job's exit code (CVM has no console output)".to_string()),
+            JobState::Stopped,
+            Some(format!(
+                "CVM state {}; TAT cannot read the exit code of a stopped node",
+                inst["InstanceState"].as_str().unwrap_or_default()
+            )),
         ),
         "SHUTDOWN" | "TERMINATING" if spot && !by_us => (JobState::Preempted, Some("spot instance reclaimed".into())),
         "TERMINATING" | "SHUTDOWN" => (JobState::Cancelled, Some("instance terminated".into())),

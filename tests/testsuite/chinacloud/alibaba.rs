@@ -239,19 +239,20 @@ async fn jobs_read_their_exit_code_from_the_console() {
 }
 
 /// ECS posts the console late: a stopped job node whose console shows no exit line yet is
-/// unknown (still running, read again later), never a failure that spends a retry.
+/// stopped with its exit code awaited (read again later; `jobs::refresh` fails it after a
+/// grace), never running, and never a failure at once.
 #[tokio::test]
-async fn a_stopped_job_node_without_an_exit_code_yet_is_unknown_not_failed() {
+async fn a_stopped_job_node_without_an_exit_code_yet_is_awaited_not_failed() {
     let fake = Fake::start();
     let p = provider(&fake, ACCESS_KEY_SECRET);
     let req = eval_job("gp-job-late", Capacity::OnDemand);
     let st = p.launch_job(&req).await.expect("launch");
     fake.stop(&st.id, "");
     let s = p.job_status(REGION, &st.id).await.expect("status");
-    assert_eq!(s.state, JobState::Running, "{s:?}");
-    assert!(s.message.as_deref().is_some_and(|m| m.contains("read again")), "{s:?}");
+    assert_eq!(s.state, JobState::Stopped, "{s:?}");
+    assert!(s.message.as_deref().is_some_and(|m| m.contains("no exit line on its console")), "{s:?}");
     fake.stop(&st.id, "boot\n");
-    assert_eq!(p.job_status(REGION, &st.id).await.expect("status").state, JobState::Running);
+    assert_eq!(p.job_status(REGION, &st.id).await.expect("status").state, JobState::Stopped);
     fake.stop(&st.id, "boot\ngpuplan-job-exit=0\n");
     assert_eq!(p.job_status(REGION, &st.id).await.expect("status").state, JobState::Succeeded);
 }

@@ -11,6 +11,7 @@ mod kube_join;
 mod live_prices;
 mod quotas;
 mod server;
+mod stopped_nodes;
 mod tencent;
 mod tencent_fake;
 mod validate;
@@ -50,6 +51,11 @@ impl Fleet {
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
+        self.run_env(args, &[])
+    }
+
+    /// [`Fleet::run`] with `env` set on top of the fleet's environment.
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan"));
         cmd.current_dir(self.path()).env("NO_COLOR", "1").env("COLUMNS", "100");
         for (k, _) in std::env::vars().filter(|(k, _)| {
@@ -60,6 +66,7 @@ impl Fleet {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
+        cmd.envs(env.iter().copied());
         cmd.stdin(Stdio::null());
         let out = assert_cmd::Command::from_std(cmd).args(args).output().expect("gpuplan runs");
         Run {

@@ -271,3 +271,24 @@ fn a_spec_duration_past_the_range_is_a_located_error() {
     }
     assert_eq!(sim_files(dir), (None, None), "nothing written");
 }
+
+/// Extreme counts on the sim cloud's own controls: a launch larger than the zone holds is
+/// refused as the cloud would refuse it, at once (it used to build every node first).
+#[test]
+fn a_sim_launch_beyond_the_zone_s_capacity_is_refused_and_writes_nothing() {
+    let tmp = fleet();
+    let dir = tmp.path();
+    let r = wide(dir, &["sim", "launch", "--gpu", "A100-40GB", "--count", "4294967295"], &[]);
+    expect(&r, 1);
+    no_panic(&r);
+    assert!(
+        r.stderr.contains("insufficient on-demand capacity") && r.stderr.contains("0 of 1000 live"),
+        "{}",
+        r.stderr
+    );
+    let (_, log) = sim_files(dir);
+    assert!(log.is_none_or(|l| l.is_empty()), "nothing launched");
+    let r = run(dir, &["sim", "launch", "--gpu", "A100-40GB", "--count", "2"]);
+    expect(&r, 0);
+    assert_eq!(r.stdout.lines().count(), 2, "{}", r.stdout);
+}

@@ -112,6 +112,17 @@ impl SimCloud {
             .first()
             .ok_or_else(|| SimError::Invalid(format!("no instance type with {gpu} is sold in `{zone}`")))?;
         let mut inner = self.lock();
+        // As the cloud would: no more than the zone holds (and `--count 4294967295` is
+        // refused at once instead of building four billion nodes).
+        let limit = inner.world.limit(zone, capacity).unwrap_or_else(|| self.config.default_capacity());
+        let live = inner.world.live_count(zone, capacity, &t.name);
+        if u64::from(live) + u64::from(count) > u64::from(limit) {
+            return Err(SimError::Invalid(format!(
+                "insufficient {capacity} capacity for {} in `{zone}`: {live} of {limit} live, {count} more asked \
+                 (`gpuplan sim capacity {zone}` raises the limit)",
+                t.name
+            )));
+        }
         let mut next = inner.world.counter;
         let launched_ms = inner.world.now_ms();
         let nodes: Vec<SimNode> = (0..count)

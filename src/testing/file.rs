@@ -414,14 +414,19 @@ fn count(e: &Expr, diags: &mut Diagnostics) -> Option<u32> {
 
 fn duration(e: &Expr, diags: &mut Diagnostics) -> Option<Duration> {
     let text = string(e, diags)?;
-    match crate::model::time::duration(&text) {
-        Ok(d) => Some(d),
-        Err(why) => {
-            diags.push(
-                Diagnostic::error("gpuplan::test::duration", format!("`{text}` is not a duration: {why}"))
-                    .at(e.span, "write e.g. \"90m\" or \"3h\""),
-            );
-            None
-        }
+    let Ok(d) = humantime::parse_duration(&text) else {
+        diags.push(
+            Diagnostic::error("gpuplan::test::duration", format!("`{text}` is not a duration"))
+                .at(e.span, "write e.g. \"90m\" or \"3h\""),
+        );
+        return None;
+    };
+    if let Err(why) = crate::model::time::check_duration(d) {
+        diags.push(
+            Diagnostic::error("gpuplan::test::duration", format!("`{text}` is too long: {why}"))
+                .at(e.span, format!("at most \"{}\"", crate::model::time::MAX_DURATION_TEXT)),
+        );
+        return None;
     }
+    Some(d)
 }

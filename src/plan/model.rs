@@ -629,12 +629,10 @@ impl Plan {
     /// not: see [`Plan::has_output_changes`].
     pub fn has_changes(&self) -> bool {
         self.changes.iter().any(|c| c.action != Action::NoOp)
-            || self.jobs.iter().any(|j| {
-                j.needs_launch()
-                    || j.nodes_to_release().next().is_some()
-                    || !j.adopted.is_empty()
-                    || !j.stopped.is_empty()
-            })
+            || self
+                .jobs
+                .iter()
+                .any(|j| j.needs_launch() || j.nodes_to_release().next().is_some() || !j.adopted.is_empty())
             || !self.orphan_job_nodes.is_empty()
             || !self.adoptions.is_empty()
     }
@@ -645,9 +643,15 @@ impl Plan {
         self.outputs.iter().any(|o| o.action != Action::NoOp)
     }
 
-    /// Anything for `apply` to do: fleet changes or output values.
+    /// Job runs whose node stopped with no exit code yet, for the state to record (the
+    /// grace for the exit code counts from the stop; applying it touches no cloud).
+    pub fn records_stops(&self) -> bool {
+        self.jobs.iter().any(|j| !j.stopped.is_empty())
+    }
+
+    /// Anything for `apply` to do: fleet changes, output values or stops to record.
     pub fn has_work(&self) -> bool {
-        self.has_changes() || self.has_output_changes()
+        self.has_changes() || self.has_output_changes() || self.records_stops()
     }
 
     /// Does the policy verdict forbid applying this plan? A plan that does not change the

@@ -131,6 +131,8 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, mut out: Out<'w>) -> Out<'w>
         out += &format!("{} Nothing is launched or terminated.\n", p.bold("No resource changes."));
     } else if changes.is_empty() && !plan.has_changes() && plan.has_output_changes() {
         // Only output values change: the outputs section below says so.
+    } else if changes.is_empty() && !plan.has_changes() && plan.records_stops() {
+        out += &format!("{} A job's node stopped: the state records when.\n", p.bold("No changes to the fleet."));
     } else if changes.is_empty() && !plan.has_changes() {
         out += &format!("{} Your fleet matches the spec.\n", p.bold("No changes."));
     } else if changes.is_empty() {

@@ -371,3 +371,54 @@ fn a_busy_warm_node_takes_no_second_job() {
     let b = &get(&jobs, "b").launches[0];
     assert!(b.request.shape.is_some(), "{b:?}");
 }
+
+/// A run refresh sees stopped (its exit code awaited) is neither relaunched nor a change
+/// to the fleet: the plan records the stop once (work for apply, which a standing policy
+/// violation never denies), and not again once the state has it.
+#[test]
+fn a_run_newly_seen_stopped_is_recorded_once_and_changes_nothing_in_the_fleet() {
+    let spec = spec("sim");
+    let plan_for = |recorded: JobState| {
+        let rec = JobRecord { runs: vec![run(1, recorded)], ..Default::default() };
+        let state = state_with(&spec, rec);
+        let input = PlanInput {
+            spec: &spec,
+            state: &state,
+            observed: None,
+            targets: &[],
+            destroy: false,
+            spec_digest: diff::spec_digest(&spec),
+            autoscale: &[],
+            clocks: &Default::default(),
+            job_statuses: None,
+        };
+        let mut plan = diff::plan(&input).expect("the state's keys are addresses");
+        let seen = JobStatus {
+            id: "j-1".into(),
+            job: "job.a".parse().unwrap(),
+            node_id: "i-1".into(),
+            state: JobState::Stopped,
+            attempt: 1,
+            message: Some("its node stopped".into()),
+            started_ms: None,
+            finished_ms: Some(1_767_225_600_000),
+        };
+        let observed = BTreeMap::from([("j-1".to_string(), seen)]);
+        plan.jobs =
+            place(&PlaceInput { spec: &spec, state: &state, plan: &plan, observed: Some(&observed), agents: None });
+        // The jobs alone: this hand-made state differs from the spec elsewhere.
+        plan.changes.clear();
+        plan
+    };
+    let plan = plan_for(JobState::Running);
+    let a = get(&plan.jobs, "a");
+    assert_eq!((a.placement, a.launches.len()), (Placement::Running, 0), "not relaunched while awaited");
+    assert_eq!(a.stopped, ["j-1"]);
+    assert!(a.all_stopped());
+    assert_eq!(a.runs[0].finished_at.as_deref(), Some("2026-01-01T00:00:00Z"), "the stop, kept as the run's end");
+    assert!(!plan.has_changes() && plan.records_stops() && plan.has_work(), "{:?}", a);
+    // Once recorded, nothing is left to do until the grace ends.
+    let plan = plan_for(JobState::Stopped);
+    assert!(get(&plan.jobs, "a").stopped.is_empty());
+    assert!(!plan.has_work());
+}

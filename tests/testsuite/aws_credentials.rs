@@ -260,3 +260,44 @@ fn without_any_source_both_fail_with_where_they_looked() {
     assert!(provider.starts_with("FAIL") && provider.contains("credentials"), "{}", r.stdout);
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
 }
+
+/// An SSO (IAM Identity Center) profile after `aws sso login`: the cached token is
+/// exchanged at the SSO portal (a fake here, `AWS_ENDPOINT_URL_SSO`) for role keys.
+#[test]
+fn an_sso_profile_answers_for_ec2_and_the_backend() {
+    let (url, hits) = serve(Arc::new(|method: &str, path: &str, headers: &[(String, String)]| {
+        let bearer = headers.iter().any(|(k, v)| k == "x-amz-sso_bearer_token" && v == "sso-access-token");
+        let wanted = path.starts_with("/federation/credentials?")
+            && path.contains("account_id=123456789012")
+            && path.contains("role_name=GpuplanDeploy");
+        match (method, wanted, bearer) {
+            ("GET", true, true) => (
+                200,
+                vec![("Content-Type".into(), "application/json".into())],
+                r#"{"roleCredentials":{"accessKeyId":"ASIAFAKESSO","secretAccessKey":"fake-ecs-secret","sessionToken":"fake-ecs-token","expiration":4070908800000}}"#.into(),
+            ),
+            (_, _, false) => (401, vec![], r#"{"message":"Session token not found or invalid"}"#.into()),
+            _ => (404, vec![], String::new()),
+        }
+    }));
+    let dir = fleet("", "");
+    let start = "https://gpuplan.awsapps.com/start";
+    let config = format!(
+        "[profile sso]\nsso_start_url = {start}\nsso_region = us-east-1\nsso_account_id = 123456789012\nsso_role_name = GpuplanDeploy\nregion = us-east-1\n"
+    );
+    std::fs::write(dir.path().join("config"), config).unwrap();
+    // `aws sso login` caches the token under the SHA-1 of the start URL.
+    let cache = dir.path().join(".aws/sso/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(
+        cache.join("f6f24f12ec5674ced3825fec6a1a1eb3ad2b1412.json"),
+        format!(
+            r#"{{"accessToken":"sso-access-token","expiresAt":"{EXPIRES}","region":"us-east-1","startUrl":"{start}"}}"#
+        ),
+    )
+    .unwrap();
+    let config = dir.path().join("config").display().to_string();
+    let env = [("AWS_CONFIG_FILE", config.as_str()), ("AWS_PROFILE", "sso"), ("AWS_ENDPOINT_URL_SSO", url.as_str())];
+    both_from(&check(dir.path(), &env), "profile `sso` (IAM Identity Center, SSO)");
+    assert_eq!(*hits.lock().unwrap(), 2, "one exchange per chain (provider and backend)");
+}

@@ -34,10 +34,6 @@ use crate::spec::model::ProviderKind;
 
 pub use errors::class_of;
 
-/// Environment variables the Alibaba Cloud SDK credential chain reads.
-pub const ENV_ACCESS_KEY_ID: &str = "ALIBABA_CLOUD_ACCESS_KEY_ID";
-pub const ENV_ACCESS_KEY_SECRET: &str = "ALIBABA_CLOUD_ACCESS_KEY_SECRET";
-pub const ENV_SECURITY_TOKEN: &str = "ALIBABA_CLOUD_SECURITY_TOKEN";
 /// Endpoint override when the provider block sets none (tests, private endpoints).
 pub const ENV_ENDPOINT: &str = "GPUPLAN_ALICLOUD_ENDPOINT";
 

@@ -198,6 +198,47 @@ mod tests {
         assert!(!text.contains("AKIAEXAMPLE") && !text.contains("wJalrSECRET"), "{text}");
     }
 
+    /// A source that counts its calls and hands out keys living `ttl`.
+    #[derive(Debug)]
+    struct Counting(std::sync::atomic::AtomicU32, std::time::Duration);
+
+    impl ProvideCredentials for Counting {
+        fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let expiry = std::time::SystemTime::now() + self.1;
+            future::ProvideCredentials::ready(Ok(Credentials::new(
+                "ASIA",
+                "s",
+                Some("t".into()),
+                Some(expiry),
+                "IMDSv2",
+            )))
+        }
+    }
+
+    async fn calls_for(ttl: std::time::Duration) -> u32 {
+        let source = Arc::new(Counting(std::sync::atomic::AtomicU32::new(0), ttl));
+        let c = AwsCredentials::new(ChainSettings::default());
+        let shared: Arc<dyn ProvideCredentials> = source.clone();
+        assert!(c.chain.set(SharedCredentialsProvider::from(shared)).is_ok());
+        for _ in 0..3 {
+            c.get().await.unwrap();
+        }
+        assert_eq!(c.source().as_deref(), Some("the instance role (instance metadata)"));
+        source.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Role keys are kept while fresh (every EC2 client, SSM call and S3 request shares
+    /// them) and fetched again once less than the margin is left, as in a long reconcile.
+    #[tokio::test]
+    async fn temporary_keys_are_shared_while_fresh_and_fetched_again_near_expiry() {
+        assert_eq!(calls_for(std::time::Duration::from_secs(3600)).await, 1);
+        assert_eq!(calls_for(std::time::Duration::from_secs(60)).await, 3);
+    }
+
     #[test]
     fn the_provider_name_is_read_from_the_credentials() {
         let c = Credentials::new("AKIAEXAMPLE", "wJalrSECRET", Some("tok".into()), None, "AssumeRoleProvider");

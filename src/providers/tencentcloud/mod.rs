@@ -35,10 +35,6 @@ use crate::spec::model::ProviderKind;
 
 pub use errors::class_of;
 
-/// Environment variables the Tencent Cloud SDKs read.
-pub const ENV_SECRET_ID: &str = "TENCENTCLOUD_SECRET_ID";
-pub const ENV_SECRET_KEY: &str = "TENCENTCLOUD_SECRET_KEY";
-pub const ENV_SESSION_TOKEN: &str = "TENCENTCLOUD_SESSION_TOKEN";
 /// Endpoint override when the provider block sets none (tests, private endpoints).
 pub const ENV_ENDPOINT: &str = "GPUPLAN_TENCENTCLOUD_ENDPOINT";
 

@@ -1,7 +1,8 @@
 //! `gpuplan check`: before anything else in CI, ask every provider block and the state
 //! backend whether the credentials, endpoint and region work (as SkyPilot's `sky check`
 //! does). One cheap read per provider and region, in parallel, each bounded in time; a
-//! fix hint per failure; exit 1 when any fails. Nothing is written.
+//! fix hint per failure; exit 1 when any fails. Each line names the credential source
+//! that answered (never a value). Nothing is written.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -26,25 +27,7 @@ pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
     let mut outcomes = Vec::new();
 
     // The state backend.
-    match ws.backend() {
-        Ok(Backend::Local(b)) => outcomes
-            .push(Outcome { what: "state backend: local".into(), result: Ok(crate::spec::display_path(b.path())) }),
-        Ok(Backend::Remote(b)) => {
-            let t = Instant::now();
-            let result = b.check().map(|found| format!("{found} ({:.1} s)", t.elapsed().as_secs_f64()));
-            outcomes.push(Outcome {
-                what: format!("state backend: {}", b.url()),
-                result: result.map_err(|e| {
-                    let hint = miette::Diagnostic::help(&e).map(|h| h.to_string()).unwrap_or_default();
-                    (e.to_string(), hint)
-                }),
-            });
-        }
-        Err(e) => {
-            let hint = miette::Diagnostic::help(&e).map(|h| h.to_string()).unwrap_or_default();
-            outcomes.push(Outcome { what: "state backend".into(), result: Err((e.to_string(), hint)) });
-        }
-    }
+    outcomes.push(backend_probe(&ws));
 
     // Every provider, in every region its pools use (its own region when none does).
     let mut regions: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -85,7 +68,7 @@ pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
                             "check the endpoint and the network path to it".into(),
                         )),
                     };
-                    Outcome { what, result }
+                    Outcome { what, result: with_source(result, provider.credential_source()) }
                 })
                 .collect();
             outcomes.extend(runtime::block_on(join_all(futures))?);
@@ -128,6 +111,37 @@ pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
     text += &format!("{} passed, {failed} failed\n", outcomes.len() - failed);
     output::stdout(&text);
     Ok(if failed > 0 { ExitStatus::Error } else { ExitStatus::Success })
+}
+
+/// The state backend: where it is, whether it answers, and (s3) which credential source
+/// answered.
+fn backend_probe(ws: &crate::engine::Workspace) -> Outcome {
+    let hint_of = |e: &crate::state::StateError| miette::Diagnostic::help(e).map(|h| h.to_string()).unwrap_or_default();
+    match ws.backend_and_credentials() {
+        Ok((Backend::Local(b), _)) => {
+            Outcome { what: "state backend: local".into(), result: Ok(crate::spec::display_path(b.path())) }
+        }
+        Ok((Backend::Remote(b), chain)) => {
+            let t = Instant::now();
+            let result = b
+                .check()
+                .map(|found| format!("{found} ({:.1} s)", t.elapsed().as_secs_f64()))
+                .map_err(|e| (e.to_string(), hint_of(&e)));
+            let source = chain.and_then(|c| c.source());
+            Outcome { what: format!("state backend: {}", b.url()), result: with_source(result, source) }
+        }
+        Err(e) => Outcome { what: "state backend".into(), result: Err((e.to_string(), hint_of(&e))) },
+    }
+}
+
+/// A probe's outcome with the credential source that answered, when one did: its name,
+/// never a value.
+fn with_source(result: Result<String, (String, String)>, source: Option<String>) -> Result<String, (String, String)> {
+    let Some(source) = source else { return result };
+    match result {
+        Ok(detail) => Ok(format!("{detail}; credentials from {source}")),
+        Err((message, hint)) => Err((format!("{message} (credentials from {source})"), hint)),
+    }
 }
 
 /// The account quotas each reachable cloud reports (Tencent: instances per zone;
@@ -317,9 +331,13 @@ fn failure(message: &str, kind: ProviderKind, class: ErrorClass) -> (String, Str
 
 fn hint(kind: ProviderKind, class: ErrorClass) -> String {
     let creds = match kind {
-        ProviderKind::Aws => "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance role",
-        ProviderKind::Tencentcloud => "TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY",
-        ProviderKind::Alicloud => "ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+        ProviderKind::Aws => "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, web identity or an instance role",
+        ProviderKind::Tencentcloud => {
+            "TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY, OIDC, the profile file or a CVM role"
+        }
+        ProviderKind::Alicloud => {
+            "ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET, RRSA, ~/.aliyun/config.json or an ECS RAM role"
+        }
         ProviderKind::Sim => "nothing: the sim cloud needs no credentials",
     };
     match class {

@@ -12,6 +12,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use crate::providers::aws::credentials::{AwsCredentials, ChainSettings, S3Credentials};
 use crate::spec::backend::BackendConfig;
 use crate::state::lock::LockTiming;
 use crate::state::{Backend, HistoryEntry, LocalBackend, RemoteBackend, State, StateError, StateLock};
@@ -60,25 +63,49 @@ impl Workspace {
 
     /// Where the state lives: the local file, or the remote object for this workspace.
     pub fn backend(&self) -> Result<Backend, StateError> {
+        self.backend_and_credentials().map(|(b, _)| b)
+    }
+
+    /// [`Workspace::backend`], and for an s3 store the AWS credential chain it signs with
+    /// (`gpuplan check` asks it which source answered).
+    pub fn backend_and_credentials(&self) -> Result<(Backend, Option<Arc<AwsCredentials>>), StateError> {
         match &self.backend {
             Some(cfg) if !cfg.is_local() => {
-                let remote = RemoteBackend::new(cfg, &self.workspace)?;
+                let chain = (cfg.kind == "s3").then(|| {
+                    AwsCredentials::new(ChainSettings {
+                        profile: cfg.get("profile").map(str::to_string),
+                        region: cfg.get("region").map(str::to_string),
+                        keys: None,
+                    })
+                });
+                let provider = chain.clone().map(|c| {
+                    let p: object_store::aws::AwsCredentialProvider = Arc::new(S3Credentials(c));
+                    p
+                });
+                let remote = RemoteBackend::new(cfg, &self.workspace, provider)?;
                 let timing = LockTiming::from_env(&self.env).map_err(|message| StateError::Remote {
                     action: "lock",
                     url: remote.url().to_string(),
                     message,
                     hint: "unset GPUPLAN_LOCK_TTL and GPUPLAN_LOCK_RENEW (test settings) for 60 s and 20 s".into(),
                 })?;
-                Ok(Backend::Remote(remote.with_lock_timing(timing).with_errored_copy(self.errored_copy())))
+                Ok((Backend::Remote(remote.with_lock_timing(timing).with_errored_copy(self.errored_copy())), chain))
             }
-            Some(cfg) => Ok(Backend::Local(LocalBackend::new(match cfg.get("path") {
-                Some(p) => {
-                    let p = self.dir.join(p);
-                    if self.workspace == "default" { p } else { p.with_file_name(format!("{}.json", self.workspace)) }
-                }
-                None => self.state_path.clone(),
-            }))),
-            None => Ok(Backend::Local(LocalBackend::new(&self.state_path))),
+            Some(cfg) => Ok((
+                Backend::Local(LocalBackend::new(match cfg.get("path") {
+                    Some(p) => {
+                        let p = self.dir.join(p);
+                        if self.workspace == "default" {
+                            p
+                        } else {
+                            p.with_file_name(format!("{}.json", self.workspace))
+                        }
+                    }
+                    None => self.state_path.clone(),
+                })),
+                None,
+            )),
+            None => Ok((Backend::Local(LocalBackend::new(&self.state_path)), None)),
         }
     }
 }

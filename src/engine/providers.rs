@@ -7,7 +7,7 @@ use crate::apply::ProviderSet;
 use crate::engine::Workspace;
 use crate::providers::alicloud::{self, AlibabaProvider};
 use crate::providers::aws::{AwsProvider, AwsSettings};
-use crate::providers::http::{CloudConfig, Endpoint, credentials};
+use crate::providers::http::{CloudConfig, CredentialCache, Endpoint, Secret};
 use crate::providers::sim::{SimCloud, SimConfig, SimProvider};
 use crate::providers::tencentcloud::{self, TencentProvider};
 use crate::providers::{Provider, kube};
@@ -183,14 +183,14 @@ fn build_sim_preread(
                 }
             }
             ProviderKind::Tencentcloud => {
-                let config = cloud_config(ws, spec, &name, tencentcloud::ENV_ENDPOINT, TENCENT_ENV)?;
+                let config = cloud_config(ws, spec, &name, tencentcloud::ENV_ENDPOINT, ProviderKind::Tencentcloud)?;
                 let p = TencentProvider::new(config).map_err(|e| setup_error(&name, tencentcloud::ENV_ENDPOINT, e))?;
                 let p = Arc::new(p);
                 sources.insert(name.clone(), p.clone());
                 set.insert(name, p);
             }
             ProviderKind::Alicloud => {
-                let config = cloud_config(ws, spec, &name, alicloud::ENV_ENDPOINT, ALIBABA_ENV)?;
+                let config = cloud_config(ws, spec, &name, alicloud::ENV_ENDPOINT, ProviderKind::Alicloud)?;
                 let p = AlibabaProvider::new(config).map_err(|e| setup_error(&name, alicloud::ENV_ENDPOINT, e))?;
                 let p = Arc::new(p);
                 sources.insert(name.clone(), p.clone());
@@ -230,13 +230,6 @@ fn build_sim_preread(
     Ok((set, cloud))
 }
 
-/// The credential variables of a cloud: id, secret, session token.
-type EnvNames = (&'static str, &'static str, &'static str);
-const TENCENT_ENV: EnvNames =
-    (tencentcloud::ENV_SECRET_ID, tencentcloud::ENV_SECRET_KEY, tencentcloud::ENV_SESSION_TOKEN);
-const ALIBABA_ENV: EnvNames =
-    (alicloud::ENV_ACCESS_KEY_ID, alicloud::ENV_ACCESS_KEY_SECRET, alicloud::ENV_SECURITY_TOKEN);
-
 fn setup_error(name: &str, env: &str, e: crate::providers::ProviderError) -> ProviderSetupError {
     ProviderSetupError::Cloud { name: name.to_string(), env: env.to_string(), message: e.message }
 }
@@ -248,7 +241,7 @@ fn cloud_config(
     spec: &Spec,
     name: &str,
     endpoint_env: &str,
-    vars: EnvNames,
+    kind: ProviderKind,
 ) -> Result<CloudConfig, ProviderSetupError> {
     let block = spec.providers.get(name).or_else(|| spec.providers.values().find(|p| p.local_name() == name));
     let value = |v: Option<&crate::spec::model::Spanned<String>>| v.map(|s| s.value.clone());
@@ -261,16 +254,23 @@ fn cloud_config(
         })?),
         None => None,
     };
-    let creds = credentials(
-        (
-            block.and_then(|b| b.access_key.as_ref()).map(|s| s.value.as_str()),
-            block.and_then(|b| b.secret_key.as_ref()).map(|s| s.value.as_str()),
-        ),
-        &ws.env,
-        vars.0,
-        vars.1,
-        vars.2,
-    );
+    let keys = block.and_then(|b| b.access_key.as_ref().zip(b.secret_key.as_ref()));
+    let block_keys = keys.map(|(id, secret)| (id.value.clone(), Secret::new(secret.value.clone())));
+    let (env, name_owned) = (ws.env.clone(), name.to_string());
+    let chain: Box<dyn crate::providers::credentials::Resolve> = match kind {
+        ProviderKind::Alicloud => Box::new(alicloud::credentials::Chain {
+            name: name_owned,
+            block: block_keys,
+            env,
+            api_endpoint: endpoint.clone(),
+        }),
+        _ => Box::new(tencentcloud::credentials::Chain {
+            name: name_owned,
+            block: block_keys,
+            env,
+            api_endpoint: endpoint.clone(),
+        }),
+    };
     let cny = block
         .and_then(|b| b.cny_per_usd.as_ref().map(|c| c.value))
         .or_else(|| ws.env.get("GPUPLAN_CNY_PER_USD").and_then(|v| v.trim().parse().ok()))
@@ -279,7 +279,7 @@ fn cloud_config(
     Ok(CloudConfig {
         name: name.to_string(),
         endpoint,
-        credentials: creds,
+        credentials: std::sync::Arc::new(CredentialCache::new(chain)),
         image: block.and_then(|b| value(b.image.as_ref())),
         subnets: block
             .map(|b| b.subnets.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect())

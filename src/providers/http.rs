@@ -1,64 +1,15 @@
 //! What the self-signed HTTP providers (Tencent Cloud, Alibaba Cloud) share: the HTTP
-//! client, credentials that never print, endpoint overrides and a client-side rate limit.
+//! client, endpoint overrides and a client-side rate limit; credentials (that never
+//! print) come from [`crate::providers::credentials`].
 //!
 //! Nothing here knows a cloud's wire format; each provider folder signs and parses its
 //! own requests.
 
-use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::providers::{Capacity, ErrorClass, ProviderError};
 
-/// A secret that never shows up in `Debug`, `Display`, logs or serialized output.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-    /// The secret itself, for signing only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-/// An access key pair (and an optional STS session token).
-#[derive(Clone, Debug)]
-pub struct Credentials {
-    pub id: String,
-    pub secret: Secret,
-    pub token: Option<Secret>,
-}
-
-/// Credentials from the provider block, else from the cloud's standard environment
-/// variables; `Err` names what is missing (never a value).
-pub fn credentials(
-    block: (Option<&str>, Option<&str>),
-    env: &std::collections::BTreeMap<String, String>,
-    id_var: &str,
-    secret_var: &str,
-    token_var: &str,
-) -> Result<Credentials, String> {
-    let get = |k: &str| env.get(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-    let id = block.0.map(str::to_string).or_else(|| get(id_var));
-    let secret = block.1.map(str::to_string).or_else(|| get(secret_var));
-    match (id, secret) {
-        (Some(id), Some(secret)) => {
-            Ok(Credentials { id, secret: Secret::new(secret), token: get(token_var).map(Secret::new) })
-        }
-        (id, _) => {
-            let missing = if id.is_none() { id_var } else { secret_var };
-            Err(format!("no credentials: `{missing}` is not set (nor `access_key`/`secret_key` in the provider block)"))
-        }
-    }
-}
+pub use crate::providers::credentials::{CredentialCache, Credentials, Secret};
 
 pub use crate::model::Endpoint;
 
@@ -211,8 +162,9 @@ pub struct CloudConfig {
     pub name: String,
     /// `endpoint` in the block, else the `GPUPLAN_<CLOUD>_ENDPOINT` variable.
     pub endpoint: Option<Endpoint>,
-    /// Missing credentials fail the first call (so `plan --refresh=false` needs none).
-    pub credentials: Result<Credentials, String>,
+    /// The provider's credential chain, resolved at the first call (so `plan
+    /// --refresh=false` needs none) and again before temporary keys expire.
+    pub credentials: std::sync::Arc<CredentialCache>,
     pub image: Option<String>,
     /// Zone → subnet (Tencent `vpc-…/subnet-…`, Alibaba vSwitch id).
     pub subnets: std::collections::BTreeMap<String, String>,
@@ -242,17 +194,6 @@ mod tests {
         assert!(Endpoint::parse("cvm.tencentcloudapi.com").is_err());
         assert!(Endpoint::parse("ftp://x").is_err());
         assert!(Endpoint::parse("https://x/path").is_err());
-    }
-
-    #[test]
-    fn credentials_prefer_the_block_then_the_environment() {
-        let env = [("ID".to_string(), "env-id".to_string()), ("SECRET".to_string(), "env-secret".to_string())].into();
-        let c = credentials((None, None), &env, "ID", "SECRET", "TOKEN").unwrap();
-        assert_eq!((c.id.as_str(), c.secret.expose()), ("env-id", "env-secret"));
-        let c = credentials((Some("b"), Some("bs")), &env, "ID", "SECRET", "TOKEN").unwrap();
-        assert_eq!(c.id, "b");
-        let e = credentials((None, None), &Default::default(), "ID", "SECRET", "TOKEN").unwrap_err();
-        assert!(e.contains("`ID`"), "{e}");
     }
 
     #[test]

@@ -6,11 +6,13 @@
 //!
 //! Clouds: [`sim`] (embedded), [`tencentcloud`] (CVM, TKE) and [`alicloud`] (ECS, ACK).
 //! The last two sign their own HTTP requests ([`signing`]) and share the client,
-//! credentials and endpoint handling in [`http`].
+//! credentials and endpoint handling in [`http`] and the credential cache in
+//! [`credentials`].
 
 pub mod alicloud;
 pub mod aws;
 pub mod boot;
+pub mod credentials;
 pub mod http;
 pub mod kube;
 pub mod launch;
@@ -44,6 +46,12 @@ pub trait Provider: Send + Sync {
     fn clock_ms(&self) -> u64 {
         let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Which credential source answered (`gpuplan check`), once a call has been made:
+    /// its name, never a value. `None` for a cloud without credentials (sim).
+    fn credential_source(&self) -> Option<String> {
+        None
     }
 
     /// Priced offers for a GPU model (catalog prices, replaced by live ones if known).

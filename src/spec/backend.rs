@@ -16,7 +16,7 @@ use crate::spec::raw::{Block, Expr, ExprKind, ObjectKey, TemplatePart};
 /// The backend kinds and, for each, its attributes (required ones first, marked `*`).
 const KINDS: &[(&str, &[&str])] = &[
     ("local", &["path"]),
-    ("s3", &["*bucket", "*key", "region", "endpoint", "force_path_style", "lock_mode"]),
+    ("s3", &["*bucket", "*key", "region", "endpoint", "force_path_style", "lock_mode", "profile"]),
     ("gcs", &["*bucket", "*key"]),
     ("azurerm", &["*storage_account_name", "*container_name", "*key"]),
 ];
@@ -271,7 +271,7 @@ fn required_list(attrs: &[&str]) -> String {
 fn credential_hint(kind: &str) -> &'static str {
     match kind {
         "s3" => {
-            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment (or run with an instance role or web identity)"
+            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment, name a profile (`profile` or AWS_PROFILE), or run with web identity, a container or an instance role"
         }
         "gcs" => "set GOOGLE_APPLICATION_CREDENTIALS (or GOOGLE_SERVICE_ACCOUNT) in the environment",
         "azurerm" => "set AZURE_STORAGE_ACCOUNT_KEY (or AZURE_CLIENT_ID and AZURE_CLIENT_SECRET) in the environment",

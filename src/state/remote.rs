@@ -239,9 +239,9 @@ fn store_error(url: &str, action: &'static str, e: object_store::Error) -> State
                 "not found (does the bucket exist?)".to_string(),
                 "create the bucket first; gpuplan never creates buckets",
             ),
-            _ if e.to_string().contains("169.254.169.254") => (
-                "no credentials in the environment (the instance metadata service did not answer either)".to_string(),
-                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or run where an instance role or web identity is available",
+            _ if text.contains("no usable AWS credentials") => (
+                one_line(&text),
+                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE (static keys, role_arn, SSO), or run where web identity, a container or an instance role gives credentials; `gpuplan check` says which source answered",
             ),
             _ => (
                 one_line(&e.to_string()),
@@ -262,13 +262,18 @@ fn one_line(s: &str) -> String {
 
 impl RemoteBackend {
     /// Connect to the store `cfg` names, for `workspace` (`default` uses `key` itself).
-    /// No request is made yet.
-    pub fn new(cfg: &BackendConfig, workspace: &str) -> Result<RemoteBackend, StateError> {
+    /// An s3 store signs with `s3_credentials` (the AWS credential chain, which the
+    /// providers layer owns) when given, else with what object_store reads itself. No
+    /// request is made yet.
+    pub fn new(
+        cfg: &BackendConfig,
+        workspace: &str,
+        s3_credentials: Option<object_store::aws::AwsCredentialProvider>,
+    ) -> Result<RemoteBackend, StateError> {
         let key = cfg.get("key").unwrap_or("gpuplan.json");
         let key = if workspace == "default" { key.to_string() } else { format!("env:/{workspace}/{key}") };
         let rt = runtime(&key)?;
-        let profile = if cfg.kind == "s3" { profile_credentials(rt.0.as_ref().expect("just built"))? } else { None };
-        let built = build(cfg, &key, profile.as_ref())?;
+        let built = build(cfg, &key, s3_credentials)?;
         RemoteBackend::assemble(rt, built, &key)
     }
 
@@ -835,49 +840,11 @@ fn header_of(bytes: &[u8]) -> Option<(String, u64)> {
     serde_json::from_slice::<H>(bytes).ok().map(|h| (h.lineage, h.serial))
 }
 
-/// Static keys from the shared AWS files, when the environment has none: `AWS_PROFILE`
-/// (else `default`) in `~/.aws/credentials` / `~/.aws/config` (or `AWS_SHARED_CREDENTIALS_FILE`,
-/// `AWS_CONFIG_FILE`). Without a usable profile the rest of the chain applies (web
-/// identity, ECS, instance role), as object_store resolves it. A profile named in
-/// `AWS_PROFILE` that cannot be read is an error, never silently skipped.
-fn profile_credentials(rt: &tokio::runtime::Runtime) -> Result<Option<aws_credential_types::Credentials>, StateError> {
-    use aws_credential_types::provider::ProvideCredentials;
-    if std::env::var_os("AWS_ACCESS_KEY_ID").is_some() {
-        return Ok(None);
-    }
-    let named = std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty());
-    // The provider builds an instance-metadata client up front, which needs an HTTP
-    // client: the same rustls-on-ring one the EC2 provider uses. A profile that assumes a
-    // role would call STS through it.
-    let http = aws_smithy_http_client::Builder::new()
-        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
-            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
-        ))
-        .build_https();
-    let config = aws_config::provider_config::ProviderConfig::without_region().with_http_client(http);
-    let builder = aws_config::profile::ProfileFileCredentialsProvider::builder().configure(&config);
-    let provider = match &named {
-        Some(p) => builder.profile_name(p).build(),
-        None => builder.build(),
-    };
-    let got = std::thread::scope(|s| s.spawn(|| rt.block_on(provider.provide_credentials())).join());
-    match (got, named) {
-        (Ok(Ok(c)), _) => Ok(Some(c)),
-        (Ok(Err(e)), Some(p)) => Err(StateError::Remote {
-            action: "find credentials for",
-            url: format!("s3 (AWS_PROFILE={p})"),
-            message: e.to_string(),
-            hint: "check the profile in ~/.aws/credentials (static keys) or unset AWS_PROFILE".into(),
-        }),
-        _ => Ok(None),
-    }
-}
-
 /// The stores for `cfg`, its lock mode and the state object's URL.
 fn build(
     cfg: &BackendConfig,
     key: &str,
-    profile: Option<&aws_credential_types::Credentials>,
+    s3_credentials: Option<object_store::aws::AwsCredentialProvider>,
 ) -> Result<Built, StateError> {
     let fail = |url: &str, e: object_store::Error| StateError::Remote {
         action: "configure",
@@ -929,11 +896,8 @@ fn build(
                     .with_bucket_name(bucket)
                     .with_client_options(client)
                     .with_retry(retry.clone());
-                if let Some(c) = profile {
-                    b = b.with_access_key_id(c.access_key_id()).with_secret_access_key(c.secret_access_key());
-                    if let Some(t) = c.session_token() {
-                        b = b.with_token(t);
-                    }
+                if let Some(c) = &s3_credentials {
+                    b = b.with_credentials(c.clone());
                 }
                 if let Some(region) = cfg.get("region") {
                     b = b.with_region(region);
@@ -1040,8 +1004,8 @@ mod tests {
         }
         let bucket = format!("cas-{}", std::process::id());
         make_bucket(&bucket);
-        let a = RemoteBackend::new(&config(&bucket), "default").unwrap();
-        let b = RemoteBackend::new(&config(&bucket), "default").unwrap();
+        let a = RemoteBackend::new(&config(&bucket), "default", None).unwrap();
+        let b = RemoteBackend::new(&config(&bucket), "default", None).unwrap();
 
         let lock_a = a.lock("apply", Duration::ZERO).unwrap();
         assert!(a.read().unwrap().is_none());
@@ -1089,13 +1053,13 @@ mod tests {
     fn gcs_and_azurerm_stores_name_their_objects_per_workspace() {
         let gcs =
             load("gpuplan {\n  backend \"gcs\" {\n    bucket = \"acme\"\n    key = \"fleets/prod.json\"\n  }\n}\n");
-        let b = RemoteBackend::new(gcs.spec.backend.as_ref().unwrap(), "staging").unwrap();
+        let b = RemoteBackend::new(gcs.spec.backend.as_ref().unwrap(), "staging", None).unwrap();
         assert_eq!(b.url(), "gs://acme/env:/staging/fleets/prod.json");
         assert_eq!(b.lock_url(), "gs://acme/env:/staging/fleets/prod.json.lock");
         let az = load(
             "gpuplan {\n  backend \"azurerm\" {\n    storage_account_name = \"acme\"\n    container_name = \"state\"\n    key = \"prod.json\"\n  }\n}\n",
         );
-        let b = RemoteBackend::new(az.spec.backend.as_ref().unwrap(), "default").unwrap();
+        let b = RemoteBackend::new(az.spec.backend.as_ref().unwrap(), "default", None).unwrap();
         assert_eq!(b.url(), "az://acme/state/prod.json");
         assert_eq!(b.mode(), LockMode::Conditional);
     }
@@ -1107,7 +1071,7 @@ mod tests {
                 "gpuplan {{\n  backend \"s3\" {{\n    bucket = \"b\"\n    key = \"k.json\"\n{endpoint}{extra}  }}\n}}\n"
             ));
             assert!(!l.diags.has_errors(), "{:?}", l.diags.items);
-            let b = RemoteBackend::new(l.spec.backend.as_ref().unwrap(), "default").unwrap();
+            let b = RemoteBackend::new(l.spec.backend.as_ref().unwrap(), "default", None).unwrap();
             (b.mode(), b.inner.probe_before_lock)
         };
         let cos = "    endpoint = \"https://cos.ap-guangzhou.myqcloud.com\"\n";

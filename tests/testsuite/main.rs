@@ -9,6 +9,7 @@
 mod adopt_moto;
 mod adopt_sim;
 mod aws;
+mod aws_credentials;
 mod aws_fake;
 mod aws_moto;
 mod build_features;

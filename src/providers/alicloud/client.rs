@@ -1,12 +1,13 @@
 //! One signed call: RPC style for ECS (parameters in the query, `/` signed) and ROA
-//! style for ACK (the resource path signed), both ACS3-HMAC-SHA256.
+//! style for ACK (the resource path signed), both ACS3-HMAC-SHA256, with the provider
+//! block's credentials ([`Client::call`]) or given ones ([`send`]: STS).
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use super::errors::api_error;
-use crate::providers::http::{CloudConfig, Endpoint, network_error, unix_now};
+use crate::providers::http::{CloudConfig, Credentials, Endpoint, network_error, unix_now};
 use crate::providers::signing::{acs3, iso8601, sha256_hex};
 use crate::providers::{ErrorClass, ProviderError};
 
@@ -68,74 +69,92 @@ impl Client {
         query: &[(String, String)],
         body: &[u8],
     ) -> Result<Value, ProviderError> {
-        let creds = self.config.credentials.as_ref().map_err(|m| {
-            ProviderError::new(
-                ErrorClass::Auth,
-                "MissingCredentials",
-                format!(
-                    "Alibaba Cloud `{}`: {m}\nhint: export ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET",
-                    self.config.name
-                ),
-            )
-        })?;
+        let creds = self.config.credentials.get(&self.http).await?;
         let endpoint = self.config.endpoint.clone().unwrap_or_else(|| Endpoint {
             scheme: "https".into(),
             authority: format!("{product}.{region}.aliyuncs.com"),
         });
-        let payload_hash = sha256_hex(body);
-        let mut headers: BTreeMap<String, String> = BTreeMap::new();
-        if !body.is_empty() {
-            headers.insert("content-type".into(), "application/json".into());
-        }
-        headers.insert("host".into(), endpoint.authority.clone());
-        headers.insert("x-acs-action".into(), action.into());
-        headers.insert("x-acs-version".into(), version.into());
-        headers.insert("x-acs-date".into(), iso8601(unix_now()));
-        headers.insert("x-acs-signature-nonce".into(), uuid::Uuid::new_v4().simple().to_string());
-        headers.insert("x-acs-content-sha256".into(), payload_hash.clone());
-        if let Some(t) = &creds.token {
-            headers.insert("x-acs-security-token".into(), t.expose().to_string());
-        }
-        let sig = acs3::sign(
-            &creds.id,
-            creds.secret.expose(),
-            &acs3::Request { method, path, query, headers: &headers, payload_hash: &payload_hash },
-        );
-        let qs = acs3::canonical_query(query);
-        let url = endpoint.url(&format!("{}{}{qs}", acs3::canonical_uri(path), if qs.is_empty() { "" } else { "?" }));
-        let method_v = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::POST);
-        let mut req = self.http.request(method_v, url).header("Accept", "application/json");
-        for (k, v) in headers.iter().filter(|(k, _)| k.as_str() != "host") {
-            req = req.header(k.as_str(), v.as_str());
-        }
-        req = req.header("Authorization", sig.authorization);
-        if !body.is_empty() {
-            req = req.body(body.to_vec());
-        }
-        let what = format!("{action} in {region}");
-        let resp = req.send().await.map_err(|e| network_error(&format!("Alibaba Cloud {what}"), &e))?;
-        let status = resp.status().as_u16();
-        let text = resp.text().await.map_err(|e| network_error(&format!("Alibaba Cloud {what}"), &e))?;
-        let v: Value = match serde_json::from_str(&text) {
-            Ok(v) => v,
-            Err(_) => {
-                let class = if status >= 500 || status == 429 { ErrorClass::Retryable } else { ErrorClass::Fatal };
-                let snippet: String = text.chars().take(200).collect();
-                return Err(ProviderError::new(
-                    class,
-                    format!("HTTP{status}"),
-                    format!("Alibaba Cloud {what} answered HTTP {status} without JSON: {snippet}"),
-                ));
-            }
-        };
-        // Errors come as 4xx/5xx, and some gateways answer 200 with a `Code`.
-        let code = v.get("Code").and_then(Value::as_str).or_else(|| v.get("code").and_then(Value::as_str));
-        if status >= 300 || code.is_some_and(|c| !c.is_empty() && c != "200") {
-            let code = code.unwrap_or("UnknownError");
-            let message = v.get("Message").or_else(|| v.get("message")).and_then(Value::as_str).unwrap_or("");
-            let rid = v.get("RequestId").or_else(|| v.get("requestId")).and_then(Value::as_str).unwrap_or("");
-            return Err(api_error(&what, code, message, rid, status));
-        }
-        Ok(v)
+        let call = Call { version, method, path, action, region, query, body };
+        send(&self.http, &endpoint, &call, Some(&creds)).await
     }
+}
+
+/// One request: RPC (`path` `/`, parameters in `query`) or ROA (a resource path).
+#[derive(Clone, Copy)]
+pub struct Call<'a> {
+    pub version: &'a str,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub action: &'a str,
+    /// For messages.
+    pub region: &'a str,
+    pub query: &'a [(String, String)],
+    pub body: &'a [u8],
+}
+
+/// Send one call, signed with `creds` (their STS token in `x-acs-security-token`), or
+/// anonymous for the calls Alibaba serves without a signature (`AssumeRoleWithOIDC`).
+pub async fn send(
+    http: &reqwest::Client,
+    endpoint: &Endpoint,
+    call: &Call<'_>,
+    creds: Option<&Credentials>,
+) -> Result<Value, ProviderError> {
+    let Call { version, method, path, action, region, query, body } = *call;
+    let payload_hash = sha256_hex(body);
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    if !body.is_empty() {
+        headers.insert("content-type".into(), "application/json".into());
+    }
+    headers.insert("host".into(), endpoint.authority.clone());
+    headers.insert("x-acs-action".into(), action.into());
+    headers.insert("x-acs-version".into(), version.into());
+    headers.insert("x-acs-date".into(), iso8601(unix_now()));
+    headers.insert("x-acs-signature-nonce".into(), uuid::Uuid::new_v4().simple().to_string());
+    headers.insert("x-acs-content-sha256".into(), payload_hash.clone());
+    if let Some(t) = creds.and_then(|c| c.token.as_ref()) {
+        headers.insert("x-acs-security-token".into(), t.expose().to_string());
+    }
+    let authorization = creds.map(|c| {
+        let request = acs3::Request { method, path, query, headers: &headers, payload_hash: &payload_hash };
+        acs3::sign(&c.id, c.secret.expose(), &request).authorization
+    });
+    let qs = acs3::canonical_query(query);
+    let url = endpoint.url(&format!("{}{}{qs}", acs3::canonical_uri(path), if qs.is_empty() { "" } else { "?" }));
+    let method_v = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::POST);
+    let mut req = http.request(method_v, url).header("Accept", "application/json");
+    for (k, v) in headers.iter().filter(|(k, _)| k.as_str() != "host") {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    if let Some(a) = authorization {
+        req = req.header("Authorization", a);
+    }
+    if !body.is_empty() {
+        req = req.body(body.to_vec());
+    }
+    let what = format!("{action} in {region}");
+    let resp = req.send().await.map_err(|e| network_error(&format!("Alibaba Cloud {what}"), &e))?;
+    let status = resp.status().as_u16();
+    let text = resp.text().await.map_err(|e| network_error(&format!("Alibaba Cloud {what}"), &e))?;
+    let v: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(_) => {
+            let class = if status >= 500 || status == 429 { ErrorClass::Retryable } else { ErrorClass::Fatal };
+            let snippet: String = text.chars().take(200).collect();
+            return Err(ProviderError::new(
+                class,
+                format!("HTTP{status}"),
+                format!("Alibaba Cloud {what} answered HTTP {status} without JSON: {snippet}"),
+            ));
+        }
+    };
+    // Errors come as 4xx/5xx, and some gateways answer 200 with a `Code`.
+    let code = v.get("Code").and_then(Value::as_str).or_else(|| v.get("code").and_then(Value::as_str));
+    if status >= 300 || code.is_some_and(|c| !c.is_empty() && c != "200") {
+        let code = code.unwrap_or("UnknownError");
+        let message = v.get("Message").or_else(|| v.get("message")).and_then(Value::as_str).unwrap_or("");
+        let rid = v.get("RequestId").or_else(|| v.get("requestId")).and_then(Value::as_str).unwrap_or("");
+        return Err(api_error(&what, code, message, rid, status));
+    }
+    Ok(v)
 }

@@ -2,7 +2,9 @@
 //! for the kubeconfig of the Kubernetes job backend. Requests are signed in-project with
 //! ACS3-HMAC-SHA256 (`providers::signing::acs3`); wire types stay in this folder.
 //!
-//! - `client.rs`: RPC (ECS) and ROA (ACK) calls and the error envelope; `errors.rs`.
+//! - `client.rs`: RPC (ECS) and ROA (ACK) calls and the error envelope; `errors.rs`;
+//!   `credentials.rs`: the credential chain (environment, RRSA, `~/.aliyun/config.json`,
+//!   ECS RAM role).
 //! - `ecs.rs`: run, paged tag-filtered describe, delete; `jobs.rs`: user-data job
 //!   launches with exit codes from GetInstanceConsoleOutput; `warm.rs`: jobs on warm
 //!   nodes through Cloud Assistant; `ack.rs`: user_config, and nodes joining the
@@ -14,6 +16,7 @@
 mod ack;
 mod adopt;
 mod client;
+pub mod credentials;
 mod ecs;
 mod errors;
 mod jobs;
@@ -31,10 +34,6 @@ use crate::spec::model::ProviderKind;
 
 pub use errors::class_of;
 
-/// Environment variables the Alibaba Cloud SDK credential chain reads.
-pub const ENV_ACCESS_KEY_ID: &str = "ALIBABA_CLOUD_ACCESS_KEY_ID";
-pub const ENV_ACCESS_KEY_SECRET: &str = "ALIBABA_CLOUD_ACCESS_KEY_SECRET";
-pub const ENV_SECURITY_TOKEN: &str = "ALIBABA_CLOUD_SECURITY_TOKEN";
 /// Endpoint override when the provider block sets none (tests, private endpoints).
 pub const ENV_ENDPOINT: &str = "GPUPLAN_ALICLOUD_ENDPOINT";
 
@@ -68,6 +67,10 @@ impl crate::providers::kube::KubeconfigSource for AlibabaProvider {
 impl Provider for AlibabaProvider {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Alicloud
+    }
+
+    fn credential_source(&self) -> Option<String> {
+        self.client.config().credentials.source()
     }
 
     /// Catalog offers priced live with `DescribePrice` (the instance line's `TradePrice`

@@ -1,8 +1,7 @@
 //! The `provider "aws"` settings and the EC2 clients built from them.
 //!
-//! Credentials come from the standard AWS chain (environment, shared config and
-//! credentials files with `profile`, web identity, ECS and instance metadata) unless the
-//! block sets `access_key`/`secret_key`. The endpoint is the block's `endpoint`, else the
+//! Credentials come from the block's chain (`credentials.rs`: the standard AWS chain, or
+//! the block's `access_key`/`secret_key`). The endpoint is the block's `endpoint`, else the
 //! SDK's own `AWS_ENDPOINT_URL_EC2` / `AWS_ENDPOINT_URL`. The secret key is never
 //! printed: `Debug` shows it as `<redacted>` and nothing here serializes it.
 
@@ -13,7 +12,10 @@ use std::time::Duration;
 use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
-use aws_sdk_ec2::config::{Credentials, Region};
+use aws_sdk_ec2::config::Region;
+use std::sync::Arc;
+
+use super::credentials::{AwsCredentials, ChainSettings};
 
 use crate::spec::model::Provider as ProviderBlock;
 
@@ -82,6 +84,21 @@ impl AwsSettings {
     /// retries are off: the executor retries with the same idempotency token, and the
     /// provider retries its own reads (see `AwsProvider::read`).
     pub async fn load(&self) -> aws_config::SdkConfig {
+        self.load_with(AwsCredentials::new(self.chain_settings())).await
+    }
+
+    /// What the block's credential chain is built from.
+    pub fn chain_settings(&self) -> ChainSettings {
+        ChainSettings {
+            profile: self.profile.clone(),
+            region: self.region.clone(),
+            keys: self.access_key.clone().zip(self.secret_key.clone()),
+        }
+    }
+
+    /// [`AwsSettings::load`] with a chain the caller keeps (to share it, and to ask it
+    /// which source answered).
+    pub async fn load_with(&self, credentials: Arc<AwsCredentials>) -> aws_config::SdkConfig {
         // Root certificates are read only once a request goes to an https URL (`roots.rs`).
         let http = super::roots::http_client();
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
@@ -107,10 +124,11 @@ impl AwsSettings {
         if let Some(p) = &self.profile {
             loader = loader.profile_name(p.clone());
         }
-        if let (Some(id), Some(secret)) = (&self.access_key, &self.secret_key) {
-            loader = loader.credentials_provider(Credentials::new(id, secret, None, None, "gpuplan-provider-block"));
-        }
-        loader.load().await
+        let shared: Arc<dyn aws_credential_types::provider::ProvideCredentials> = credentials;
+        loader
+            .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::from(shared))
+            .load()
+            .await
     }
 
     /// An EC2 client for one region.

@@ -160,7 +160,7 @@ where
 }
 
 /// Where the standard chain looks (`config.rs`), for a message that says what was tried.
-pub const CREDENTIAL_SOURCES: &str = "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the profile in ~/.aws/credentials and ~/.aws/config, web identity (AWS_WEB_IDENTITY_TOKEN_FILE), the ECS container endpoint and instance metadata";
+pub const CREDENTIAL_SOURCES: &str = "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the profile in ~/.aws/credentials and ~/.aws/config (static keys, role_arn, SSO), web identity (AWS_WEB_IDENTITY_TOKEN_FILE), the ECS container endpoint and instance metadata";
 
 /// No credentials were found, so none were sent: not the cloud refusing them. The SDK's
 /// own detail is kept only when it says more than "the chain found nothing".

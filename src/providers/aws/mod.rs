@@ -11,6 +11,7 @@
 //! - Jobs: one instance per launch booted with the user-data job script (`jobs.rs`), or
 //!   the same script on an idle warm node of the pool through Systems Manager Run
 //!   Command when its agent is online (`ssm.rs`).
+//! - Credentials: aws-config's chain behind one cache (`credentials.rs`).
 //! - The SDK's HTTP client reads the system's root certificates only for https
 //!   endpoints (`roots.rs`).
 //! - Errors become [`ErrorClass`]es in `errors.rs`; calls are paced by token buckets that
@@ -22,6 +23,7 @@
 mod adopt;
 mod ahead;
 mod config;
+pub mod credentials;
 mod eks;
 mod errors;
 mod fleet;
@@ -35,8 +37,8 @@ mod template;
 mod throttle;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
@@ -52,6 +54,8 @@ pub const PAGE: usize = 1_000;
 /// The provider for one `provider "aws"` block.
 pub struct AwsProvider {
     settings: AwsSettings,
+    /// The block's credential chain, shared by every EC2 client and the SSM calls.
+    credentials: Arc<credentials::AwsCredentials>,
     sdk: OnceCell<aws_config::SdkConfig>,
     clients: Mutex<HashMap<String, aws_sdk_ec2::Client>>,
     throttle: Throttle,
@@ -69,8 +73,10 @@ pub struct AwsProvider {
 
 impl AwsProvider {
     pub fn new(settings: AwsSettings) -> Self {
+        let credentials = credentials::AwsCredentials::new(settings.chain_settings());
         AwsProvider {
             settings,
+            credentials,
             sdk: OnceCell::new(),
             clients: Mutex::new(HashMap::new()),
             throttle: Throttle::default(),
@@ -106,7 +112,7 @@ impl AwsProvider {
                 "no AWS region: set `region` on the pool or in the provider \"aws\" block",
             ));
         }
-        let sdk = self.sdk.get_or_init(|| self.settings.load()).await;
+        let sdk = self.sdk.get_or_init(|| self.settings.load_with(self.credentials.clone())).await;
         let mut map = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         Ok(map.entry(region.to_string()).or_insert_with(|| AwsSettings::client(sdk, region)).clone())
     }

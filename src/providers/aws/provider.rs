@@ -19,6 +19,10 @@ impl Provider for AwsProvider {
         ProviderKind::Aws
     }
 
+    fn credential_source(&self) -> Option<String> {
+        self.credentials.source()
+    }
+
     async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
         self.priced_offers(gpu, region).await
     }

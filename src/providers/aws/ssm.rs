@@ -51,7 +51,7 @@ impl AwsProvider {
 
     /// One signed SSM call: `action` with `body`, answering the JSON document.
     async fn ssm(&self, region: &str, action: &'static str, body: &Value) -> Result<Value, ProviderError> {
-        let sdk = self.sdk.get_or_init(|| self.settings.load()).await;
+        let sdk = self.sdk.get_or_init(|| self.settings.load_with(self.credentials.clone())).await;
         let creds = match sdk.credentials_provider() {
             Some(p) => p.provide_credentials().await.map_err(|e| {
                 ProviderError::new(ErrorClass::Auth, "NoCredentials", format!("no AWS credentials for {action}: {e}"))

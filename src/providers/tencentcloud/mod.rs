@@ -2,7 +2,9 @@
 //! kubeconfig of the Kubernetes job backend. Requests are JSON POSTs signed in-project
 //! with TC3-HMAC-SHA256 (`providers::signing::tc3`); wire types stay in this folder.
 //!
-//! - `client.rs`: one signed call and its error envelope; `errors.rs`: codes → classes.
+//! - `client.rs`: one signed call and its error envelope; `errors.rs`: codes → classes;
+//!   `credentials.rs`: the credential chain (environment, OIDC, profile file, CVM role,
+//!   AssumeRole).
 //! - `cvm.rs`: run (batches of 100, ClientToken per batch), paged tag-filtered describe,
 //!   terminate (only tagged instances, batches of 100); `jobs.rs`: user-data job launches;
 //!   `warm.rs`: jobs on warm nodes through TAT;
@@ -14,6 +16,7 @@
 
 mod adopt;
 mod client;
+pub mod credentials;
 mod cvm;
 mod errors;
 mod jobs;
@@ -32,10 +35,6 @@ use crate::spec::model::ProviderKind;
 
 pub use errors::class_of;
 
-/// Environment variables the Tencent Cloud SDKs read.
-pub const ENV_SECRET_ID: &str = "TENCENTCLOUD_SECRET_ID";
-pub const ENV_SECRET_KEY: &str = "TENCENTCLOUD_SECRET_KEY";
-pub const ENV_SESSION_TOKEN: &str = "TENCENTCLOUD_SESSION_TOKEN";
 /// Endpoint override when the provider block sets none (tests, private endpoints).
 pub const ENV_ENDPOINT: &str = "GPUPLAN_TENCENTCLOUD_ENDPOINT";
 
@@ -79,6 +78,10 @@ impl crate::providers::kube::KubeconfigSource for TencentProvider {
 impl Provider for TencentProvider {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Tencentcloud
+    }
+
+    fn credential_source(&self) -> Option<String> {
+        self.client.config().credentials.source()
     }
 
     /// Catalog offers priced live with `InquiryPriceRunInstances` (the discounted hourly

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use gpuplan::providers::alicloud::AlibabaProvider;
-use gpuplan::providers::http::{CloudConfig, Credentials, Endpoint, Secret};
+use std::sync::Arc;
+
+use gpuplan::providers::http::{CloudConfig, CredentialCache, Credentials, Endpoint, Secret};
 use gpuplan::providers::signing::{acs3, iso8601, sha256_hex};
 use gpuplan::providers::{
     Capacity, CreateNodes, ErrorClass, JobState, LaunchJob, ListFilter, Provider, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB,
@@ -110,7 +112,10 @@ fn provider(fake: &Fake, secret: &str) -> AlibabaProvider {
     AlibabaProvider::new(CloudConfig {
         name: "alicloud".into(),
         endpoint: Some(Endpoint::parse(&fake.url).expect("endpoint")),
-        credentials: Ok(Credentials { id: ACCESS_KEY_ID.into(), secret: Secret::new(secret), token: None }),
+        credentials: Arc::new(CredentialCache::fixed(
+            Credentials { id: ACCESS_KEY_ID.into(), secret: Secret::new(secret), token: None },
+            "test",
+        )),
         image: Some("m-test".into()),
         subnets: [(ZH.to_string(), "vsw-h".to_string())].into(),
         security_groups: vec!["sg-1".into()],

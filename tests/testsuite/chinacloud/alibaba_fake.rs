@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use gpuplan::providers::signing::{acs3, constant_time_eq, hex, hmac_sha256, percent_encode, sha256_hex};
 use serde_json::{Value, json};
 
+use crate::chinacloud::identity::{self, Identity};
 use crate::chinacloud::server::{self, Request, Response, query_pairs};
 
 pub const ACCESS_KEY_ID: &str = "LTAIgpuplanFAKE0001";
@@ -72,6 +73,8 @@ pub struct State {
     /// Instances on which the job script made `/var/log/gpuplan-job.log` (what gpuplan's
     /// boot check through Cloud Assistant finds).
     pub job_logs: HashSet<String>,
+    /// STS and the ECS metadata endpoint (`identity.rs`).
+    pub identity: Identity,
 }
 
 #[derive(Clone)]
@@ -180,6 +183,12 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     let h = |k: &str| req.headers.get(k).map(String::as_str).unwrap_or("");
     {
         let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = identity::alibaba_metadata(&mut s.identity, req) {
+            return r;
+        }
+        if h("x-acs-version") == "2015-04-01" && h("x-acs-action") == "AssumeRoleWithOIDC" {
+            return identity::alibaba_oidc(&mut s.identity, req);
+        }
         if let Err(e) = verify(&mut s, req) {
             return e;
         }
@@ -191,6 +200,9 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     s.calls.push((action.clone(), params.get("ClientToken").cloned().unwrap_or_default()));
     if version == "2015-12-15" {
         return ack(&mut s, req);
+    }
+    if (version, action.as_str()) == ("2015-04-01", "AssumeRole") {
+        return identity::alibaba_assume_role(&mut s.identity, req);
     }
     let known = version == "2014-05-26"
         && matches!(
@@ -417,9 +429,20 @@ fn verify(s: &mut State, req: &Request) -> Result<(), Response> {
         return Err(err(400, "IncompleteSignature", "The request signature does not conform to Aliyun standards."));
     };
     let fields: HashMap<&str, &str> = rest.split(',').filter_map(|f| f.split_once('=')).collect();
-    if fields.get("Credential").copied() != Some(ACCESS_KEY_ID) {
+    let key_id = fields.get("Credential").copied().unwrap_or("");
+    let secret = if key_id == ACCESS_KEY_ID {
+        ACCESS_KEY_SECRET.to_string()
+    } else if s.identity.issued.contains_key(key_id) {
+        let signed = fields.get("SignedHeaders").copied().unwrap_or("");
+        if !signed.split(';').any(|k| k == "x-acs-security-token") {
+            return Err(err(400, "SignatureDoesNotMatch", "`x-acs-security-token` must be signed."));
+        }
+        s.identity
+            .temporary(key_id, h("x-acs-security-token"))
+            .map_err(|why| err(400, "InvalidSecurityToken.Mismatch", why))?
+    } else {
         return Err(err(404, "InvalidAccessKeyId.NotFound", "Specified access key is not found."));
-    }
+    };
     let date = h("x-acs-date");
     let ts = humantime::parse_rfc3339(date)
         .ok()
@@ -453,7 +476,7 @@ fn verify(s: &mut State, req: &Request) -> Result<(), Response> {
         h("x-acs-content-sha256")
     );
     let string_to_sign = format!("{}\n{}", acs3::ALGORITHM, sha256_hex(canonical_request.as_bytes()));
-    let expected = hex(&hmac_sha256(ACCESS_KEY_SECRET.as_bytes(), string_to_sign.as_bytes()));
+    let expected = hex(&hmac_sha256(secret.as_bytes(), string_to_sign.as_bytes()));
     if !constant_time_eq(&expected, fields.get("Signature").copied().unwrap_or("")) {
         return Err(err(
             400,

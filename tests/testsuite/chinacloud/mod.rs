@@ -6,6 +6,8 @@
 mod adopt;
 mod alibaba;
 mod alibaba_fake;
+mod credentials;
+mod identity;
 mod job_nodes;
 mod kube_join;
 mod live_prices;
@@ -54,19 +56,24 @@ impl Fleet {
         self.run_env(args, &[])
     }
 
-    /// [`Fleet::run`] with `env` set on top of the fleet's environment.
-    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+    /// [`Fleet::run`] with more environment variables for this run.
+    pub fn run_env(&self, args: &[&str], extra: &[(&str, &str)]) -> Run {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan"));
         cmd.current_dir(self.path()).env("NO_COLOR", "1").env("COLUMNS", "100");
         for (k, _) in std::env::vars().filter(|(k, _)| {
-            k.starts_with("GPUPLAN_") || k.starts_with("TENCENTCLOUD_") || k.starts_with("ALIBABA_CLOUD_")
+            k.starts_with("GPUPLAN_")
+                || k.starts_with("TENCENTCLOUD_")
+                || k.starts_with("ALIBABA_CLOUD_")
+                || k.starts_with("TKE_")
         }) {
             cmd.env_remove(k);
         }
-        for (k, v) in &self.env {
+        // No instance metadata unless a test serves it (the discard port refuses at once).
+        cmd.env("GPUPLAN_TENCENTCLOUD_METADATA_ENDPOINT", "http://127.0.0.1:9")
+            .env("GPUPLAN_ALICLOUD_METADATA_ENDPOINT", "http://127.0.0.1:9");
+        for (k, v) in self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(extra.iter().copied()) {
             cmd.env(k, v);
         }
-        cmd.envs(env.iter().copied());
         cmd.stdin(Stdio::null());
         let out = assert_cmd::Command::from_std(cmd).args(args).output().expect("gpuplan runs");
         Run {

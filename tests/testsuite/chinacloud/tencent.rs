@@ -1,7 +1,9 @@
 //! Tencent Cloud (CVM, TKE) against the fake endpoint: through the CLI, through the
 //! provider API, and raw requests for the fake's own checks.
 
-use gpuplan::providers::http::{CloudConfig, Credentials, Endpoint, Secret};
+use std::sync::Arc;
+
+use gpuplan::providers::http::{CloudConfig, CredentialCache, Credentials, Endpoint, Secret};
 use gpuplan::providers::signing::tc3;
 use gpuplan::providers::tencentcloud::TencentProvider;
 use gpuplan::providers::{
@@ -132,7 +134,10 @@ fn provider(fake: &Fake, key: &str) -> TencentProvider {
     TencentProvider::new(CloudConfig {
         name: "tencentcloud".into(),
         endpoint: Some(Endpoint::parse(&fake.url).expect("endpoint")),
-        credentials: Ok(Credentials { id: SECRET_ID.into(), secret: Secret::new(key), token: None }),
+        credentials: Arc::new(CredentialCache::fixed(
+            Credentials { id: SECRET_ID.into(), secret: Secret::new(key), token: None },
+            "test",
+        )),
         image: Some("img-test".into()),
         subnets: Default::default(),
         security_groups: vec![],

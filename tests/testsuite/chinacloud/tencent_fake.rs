@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use gpuplan::providers::signing::{constant_time_eq, hex, hmac_sha256, sha256_hex, utc_date};
 use serde_json::{Value, json};
 
+use crate::chinacloud::identity::{self, Identity};
 use crate::chinacloud::server::{self, Request, Response};
 
 pub const SECRET_ID: &str = "AKIDgpuplanFAKE0001";
@@ -73,6 +74,8 @@ pub struct State {
     pub task_results: HashMap<String, (String, i64, String)>,
     /// TAT invocations cancelled with CancelInvocation.
     pub cancelled: HashSet<String>,
+    /// STS and the CVM metadata endpoint (`identity.rs`).
+    pub identity: Identity,
 }
 
 #[derive(Clone)]
@@ -165,12 +168,21 @@ pub fn err(code: &str, message: &str) -> Response {
 }
 
 fn handle(state: &Mutex<State>, req: &Request) -> Response {
-    if req.method != "POST" || req.path != "/" {
-        return err("UnsupportedProtocol", "only POST / is served here");
-    }
     let h = |k: &str| req.headers.get(k).map(String::as_str).unwrap_or("");
-    if let Err(e) = verify(req) {
-        return e;
+    {
+        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = identity::tencent_metadata(&mut s.identity, req) {
+            return r;
+        }
+        if req.method != "POST" || req.path != "/" {
+            return err("UnsupportedProtocol", "only POST / is served here");
+        }
+        if h("x-tc-action") == "AssumeRoleWithWebIdentity" {
+            return identity::tencent_web_identity(&mut s.identity, req);
+        }
+        if let Err(e) = verify(&s, req) {
+            return e;
+        }
     }
     let action = h("x-tc-action").to_string();
     let version = h("x-tc-version");
@@ -191,7 +203,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                 | "InquiryPriceRunInstances"
                 | "DescribeAccountQuota"
         ) | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances" | "CreateClusterInstances")
-            | ("2018-08-13", "TagResources" | "UnTagResources" | "GetCallerIdentity")
+            | ("2018-08-13", "TagResources" | "UnTagResources" | "GetCallerIdentity" | "AssumeRole")
             | (
                 "2020-10-28",
                 "RunCommand" | "DescribeInvocationTasks" | "DescribeAutomationAgentStatus" | "CancelInvocation"
@@ -226,6 +238,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                                           "UserId": OWNER_UIN, "PrincipalId": OWNER_UIN, "Type": "RootAccount"}))
         }
         "TerminateInstances" => terminate(&mut s, &region, &body),
+        "AssumeRole" => identity::tencent_assume_role(&mut s.identity, &body),
         "AddExistedInstances" => add_existed(&mut s, &body),
         "CreateClusterInstances" => create_cluster_instances(&mut s, &region, &body),
         "InquiryPriceRunInstances" => inquiry_price(&s, &body),
@@ -433,7 +446,7 @@ fn advanced_settings_error(settings: &Value) -> Option<Response> {
 }
 
 /// Check the TC3 signature and timestamp from the bytes received.
-fn verify(req: &Request) -> Result<(), Response> {
+fn verify(s: &State, req: &Request) -> Result<(), Response> {
     let h = |k: &str| req.headers.get(k).map(String::as_str).unwrap_or("");
     let auth = h("authorization");
     let Some(rest) = auth.strip_prefix("TC3-HMAC-SHA256 ") else {
@@ -445,12 +458,16 @@ fn verify(req: &Request) -> Result<(), Response> {
     let [id, date, service, "tc3_request"] = parts.as_slice() else {
         return Err(err("AuthFailure.SignatureFailure", "The Credential of the authorization is malformed."));
     };
-    if *id != SECRET_ID {
+    let secret = if *id == SECRET_ID {
+        SECRET_KEY.to_string()
+    } else if s.identity.issued.contains_key(*id) {
+        s.identity.temporary(id, h("x-tc-token")).map_err(|why| err("AuthFailure.TokenFailure", why))?
+    } else {
         return Err(err(
             "AuthFailure.SecretIdNotFound",
             "The SecretId is not found, please ensure that your SecretId is correct.",
         ));
-    }
+    };
     let ts: u64 = h("x-tc-timestamp").parse().unwrap_or(0);
     if ts.abs_diff(server::now()) > 300 {
         return Err(err(
@@ -466,7 +483,7 @@ fn verify(req: &Request) -> Result<(), Response> {
     let canonical_request = format!("POST\n/\n\n{canonical_headers}\n{signed_headers}\n{}", sha256_hex(&req.body));
     let string_to_sign =
         format!("TC3-HMAC-SHA256\n{ts}\n{date}/{service}/tc3_request\n{}", sha256_hex(canonical_request.as_bytes()));
-    let k_date = hmac_sha256(format!("TC3{SECRET_KEY}").as_bytes(), date.as_bytes());
+    let k_date = hmac_sha256(format!("TC3{secret}").as_bytes(), date.as_bytes());
     let k_service = hmac_sha256(&k_date, service.as_bytes());
     let k_signing = hmac_sha256(&k_service, b"tc3_request");
     let expected = hex(&hmac_sha256(&k_signing, string_to_sign.as_bytes()));
@@ -480,7 +497,7 @@ fn verify(req: &Request) -> Result<(), Response> {
     let expected_service = match (h("x-tc-version"), h("x-tc-action")) {
         ("2018-05-25", _) => "tke",
         ("2020-10-28", _) => "tat",
-        ("2018-08-13", "GetCallerIdentity") => "sts",
+        ("2018-08-13", "GetCallerIdentity" | "AssumeRole") => "sts",
         ("2018-08-13", _) => "tag",
         _ => "cvm",
     };

@@ -922,8 +922,11 @@ async fn finish_apply(
     // (`Journal::fold_unwritten`).
     journal.fold_unwritten(lines);
     let compacted = session.backend.compact(&session.lock, journal, &mut session.state);
-    if let Some(broken) = cancel.lost() {
-        return Err(lock_lost(broken, &report, compacted.err()));
+    if let Some(first) = cancel.lost() {
+        // What the lock's fence knows now (the new holder, once the store answered
+        // again) says more than what stopped the run.
+        let now = session.lock.fence().check().err().filter(|b| b.taken_by.is_some());
+        return Err(lock_lost(now.as_ref().unwrap_or(first), &report, compacted.err()));
     }
     compacted?;
     if let Some(e) = journal_error {

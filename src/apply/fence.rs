@@ -31,6 +31,11 @@ pub fn guard(providers: &ProviderSet, cancel: &Arc<Cancel>) -> ProviderSet {
         .collect()
 }
 
+/// `providers` behind the fence of `lock` alone: for a command's few calls outside an apply.
+pub fn under_lock(providers: &ProviderSet, lock: &crate::state::StateLock) -> ProviderSet {
+    guard(providers, &Cancel::fenced(Arc::default(), lock.fence()))
+}
+
 /// Did this message come from a call the fence refused?
 pub fn refused(message: &str) -> bool {
     message.starts_with(LOCK_LOST)

@@ -103,7 +103,7 @@ impl Provider for Scripted {
                 Ok(made(req))
             }
             Step::LoseLock(fence) => {
-                fence.lose(Some("`gpuplan apply` by ci@runner-2 (id 7e57)".into()));
+                fence.lose(Some("it is held by `gpuplan apply` by ci@runner-2 (id 7e57) now".into()));
                 Ok(made(req))
             }
             Step::SpotOnly if req.capacity == Capacity::Spot => Ok(made(req)),

@@ -262,7 +262,7 @@ impl Elector {
     /// Not leading (any more): the term's fence is lost, naming the new leader if known.
     fn end_term(&self, leader: Option<&str>) {
         if let Some(old) = self.term.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
-            old.lose(leader.map(|l| format!("replica `{l}`")));
+            old.lose(leader.map(|l| format!("replica `{l}` holds it now")));
         }
     }
 

@@ -198,12 +198,12 @@ fn locked_help(holder: &Option<LockInfo>) -> String {
         // A remote lock that renews: taken over once seen unchanged for its TTL.
         Some(h) if h.expires.is_some() => format!(
             "wait for it to finish or pass a longer `--lock-timeout`: a lock its holder stopped renewing is \
-             taken over once this process has seen it unchanged for {} (the lock's TTL). Only if pid {} on \
-             {} is really gone and you cannot wait, run `gpuplan state unlock {}`",
+             taken over once this process has seen it unchanged for {} (the lock's TTL).\nRun `gpuplan state \
+             unlock {}` only if pid {} on {} is really gone and you cannot wait",
             humantime::format_duration(Duration::from_millis(h.ttl_ms.unwrap_or(60_000))),
+            h.id,
             h.pid,
             h.who.rsplit('@').next().unwrap_or(&h.who),
-            h.id
         ),
         Some(h) => format!(
             "wait for it to finish or pass a longer `--lock-timeout`. Only if pid {} on {} is really gone, \

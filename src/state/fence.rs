@@ -35,7 +35,7 @@ struct Inner {
     renewed: AtomicU64,
     valid_for: Duration,
     lost: AtomicBool,
-    /// Who holds it now, when the holder found out.
+    /// What became of it (`it is held by … now`), when the holder found out.
     taken_by: Mutex<Option<String>>,
     /// Why the last renewal failed, while renewals fail.
     failure: Mutex<Option<String>>,
@@ -47,7 +47,7 @@ pub struct Broken {
     pub what: String,
     /// Someone else holds it now: a renewal was refused.
     pub lost: bool,
-    /// The new holder, when known.
+    /// What became of it, when known: a clause such as `it is held by … now`.
     pub taken_by: Option<String>,
     /// Since the last successful renewal was sent.
     pub unrenewed_for: Duration,
@@ -60,7 +60,7 @@ impl fmt::Display for Broken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "lost {}: ", self.what)?;
         match (&self.taken_by, self.lost) {
-            (Some(by), _) => write!(f, "it is held by {by} now"),
+            (Some(what_became), _) => write!(f, "{what_became}"),
             (None, true) => write!(f, "another process holds it now"),
             (None, false) => {
                 let secs = |d: Duration| format!("{:.1}s", d.as_secs_f64());
@@ -128,7 +128,8 @@ impl Fence {
         }
     }
 
-    /// Someone else holds it now (`taken_by`, when known). For good: no renewal follows.
+    /// Someone else holds it now (`taken_by` says who, as a clause: `it is held by …
+    /// now`, when known). For good: no renewal follows.
     pub fn lose(&self, taken_by: Option<String>) {
         let Some(i) = &self.0 else { return };
         if taken_by.is_some() {
@@ -189,7 +190,7 @@ mod tests {
         assert!(stale.is_held());
 
         // Lost: for good, whatever the renewals say, naming the new holder.
-        fence.lose(Some("`gpuplan apply` by ci@runner-2 (id abc)".into()));
+        fence.lose(Some("it is held by `gpuplan apply` by ci@runner-2 (id abc) now".into()));
         fence.renewed_at(Instant::now());
         let b = fence.check().unwrap_err();
         assert!(b.lost);

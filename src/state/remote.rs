@@ -917,8 +917,8 @@ impl Beat {
     }
 
     /// The store refused the renewal: the lock changed since our last one. Still ours when
-    /// an earlier renewal went through and only its answer was lost (then renew again at
-    /// once); anyone else's (or nobody's) means lost.
+    /// an earlier renewal went through and only its answer was lost (then renewed again
+    /// soon, with the version found); anyone else's (or nobody's) means lost.
     fn refused(&mut self) -> Result<bool, ()> {
         match self.backend.get(&self.backend.lock_key(), "read the lock of") {
             Ok(Some((bytes, seen))) => {
@@ -929,19 +929,20 @@ impl Beat {
                     self.seen = seen;
                     return Err(());
                 }
-                self.fence.lose(now.map(|n| n.describe()));
+                self.fence.lose(now.map(|n| format!("it is held by {} now", n.describe())));
                 Ok(false)
             }
             Ok(None) => {
-                self.fence.lose(Some("nobody: it was removed (`gpuplan state unlock`)".into()));
+                self.fence.lose(Some("it was removed (`gpuplan state unlock`)".into()));
                 Ok(false)
             }
             Err(e) => {
-                // Changed, but by whom is unknown: lost all the same (a renewal cannot
-                // name the version it would need).
-                self.fence.lose(None);
-                eprintln!("warning: the state lock `{}` changed under its holder: {e}", self.backend.lock_url());
-                Ok(false)
+                // Changed, but whether by us (an answer lost) or by another is unknown:
+                // asked again soon; meanwhile the fence lapses on its own.
+                count_renew_failure();
+                eprintln!("warning: could not renew the state lock `{}`: {e}", self.backend.lock_url());
+                self.fence.renew_failed(e.to_string());
+                Err(())
             }
         }
     }

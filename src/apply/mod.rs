@@ -7,10 +7,12 @@
 //! - Every finished operation is journaled (durable) before it is reported done
 //!   (`recorder.rs`); the caller compacts the journal into the state file at the end.
 //! - Cancellation (Ctrl-C / SIGTERM) stops starting new work; in-flight calls finish
-//!   and are recorded.
+//!   and are recorded. So does a lost state lock or Lease ([`Cancel::fenced`]), which
+//!   also refuses every mutating cloud call ([`fence`]).
 //! - Apply never re-reads the spec: it executes the plan it is given.
 
 pub mod adopt;
+pub mod fence;
 pub mod jobs;
 pub mod policy;
 pub mod pool;
@@ -37,16 +39,55 @@ pub use recorder::Recorder;
 
 pub use crate::providers::ProviderSet;
 
-/// Set when the user asked to stop (Ctrl-C, SIGTERM).
+/// Set when the user asked to stop (Ctrl-C, SIGTERM), or, for a cancel made with
+/// [`Cancel::fenced`], the moment a lock or Lease it runs under no longer holds: a lost
+/// lock is a cancellation that also fails the run, so every place that stops for one
+/// stops for the other. Checking is an atomic load (and a fence's clock read).
 #[derive(Debug, Default)]
-pub struct Cancel(AtomicBool);
+pub struct Cancel {
+    flag: AtomicBool,
+    /// The cancel this one follows (a signal's, a reconcile round's).
+    parent: Option<Arc<Cancel>>,
+    /// The right this run acts under (`crate::state::Fence`): the state lock, a Lease.
+    fence: Option<crate::state::Fence>,
+    /// Why the fence broke, recorded the first time it was seen broken.
+    lost: std::sync::OnceLock<crate::state::fence::Broken>,
+}
 
 impl Cancel {
+    /// A cancel that follows `parent` and also fires once `fence` no longer holds.
+    pub fn fenced(parent: Arc<Cancel>, fence: crate::state::Fence) -> Arc<Cancel> {
+        Arc::new(Cancel { parent: Some(parent), fence: Some(fence), ..Cancel::default() })
+    }
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.flag.store(true, Ordering::SeqCst);
     }
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.flag.load(Ordering::SeqCst)
+            || self.lost().is_some()
+            || self.parent.as_ref().is_some_and(|p| p.is_cancelled())
+    }
+
+    /// The lock or Lease this run acts under that no longer holds, if one does not (here
+    /// or in a parent). Once seen, for good: a renewal that goes through later does not
+    /// let the run start anything again.
+    pub fn lost(&self) -> Option<&crate::state::fence::Broken> {
+        if let Some(b) = self.lost.get() {
+            return Some(b);
+        }
+        if let Some(Err(broken)) = self.fence.as_ref().map(crate::state::Fence::check) {
+            self.flag.store(true, Ordering::SeqCst);
+            return Some(self.lost.get_or_init(|| broken));
+        }
+        self.parent.as_ref().and_then(|p| p.lost())
+    }
+
+    /// Why work is skipped: the lost lock, or the interruption.
+    pub fn reason(&self) -> String {
+        match self.lost() {
+            Some(b) => format!("not started: {b}"),
+            None => "apply was interrupted".to_string(),
+        }
     }
 }
 
@@ -160,7 +201,7 @@ pub async fn execute_keeping(
         {
             let change = &plan.changes[i];
             if opts.cancel.is_cancelled() {
-                book.settle(i, outcome(change, Status::Skipped("apply was interrupted".into())));
+                book.settle(i, outcome(change, Status::Skipped(opts.cancel.reason())));
                 continue;
             }
             if let Some(why) = kept.0.get(&change.address) {

@@ -33,6 +33,9 @@ enum Step {
     CancelRun(Arc<Cancel>),
     /// Spot calls succeed; on-demand ones fail with a non-retryable error.
     SpotOnly,
+    /// Lose the lock the run acts under (as the heartbeat would, seeing another holder),
+    /// then succeed.
+    LoseLock(crate::state::Fence),
 }
 
 /// A provider whose create calls follow a script per pool, and which logs every call.
@@ -97,6 +100,10 @@ impl Provider for Scripted {
             Step::NoSpot => Ok(made(req)),
             Step::CancelRun(cancel) => {
                 cancel.cancel();
+                Ok(made(req))
+            }
+            Step::LoseLock(fence) => {
+                fence.lose(Some("it is held by `gpuplan apply` by ci@runner-2 (id 7e57) now".into()));
                 Ok(made(req))
             }
             Step::SpotOnly if req.capacity == Capacity::Spot => Ok(made(req)),
@@ -259,6 +266,8 @@ async fn run_in(
     let journal = backend.open_journal(&lock, &state).unwrap();
     let (recorder, handle) = Recorder::start(journal);
     let providers: ProviderSet = BTreeMap::from([("scripted".to_string(), provider as Arc<dyn Provider>)]);
+    // Behind the fence, as `engine::run::apply` puts them: a cancel without one passes all.
+    let providers = fence::guard(&providers, &cancel);
     let opts = ApplyOptions { parallelism, progress: Arc::new(progress::Quiet), cancel };
     let report = execute(Arc::new(plan(changes)), &providers, recorder, &opts).await;
     let (journal, error) = handle.finish().unwrap();
@@ -571,4 +580,38 @@ fn a_progress_line_is_written_without_waiting_for_the_next() {
     }
     assert_eq!(sink.text(), "gpu_pool.a: created 1 on-demand node(s) in us-east-1a\n");
     drop(lines);
+}
+
+/// The state lock is lost while a change runs (another process took it over): that call
+/// finishes and is recorded; nothing starts after it, and every mutating call through
+/// the guarded providers is refused before it is sent, while reads go through.
+#[tokio::test]
+async fn a_lost_lock_starts_nothing_new_and_refuses_every_mutating_call() {
+    let lock = crate::state::Fence::new("the state lock `mem://k.lock`", Duration::from_secs(60));
+    let cancel = Cancel::fenced(Arc::default(), lock.clone());
+    let p = Scripted::new(&[("a", Step::LoseLock(lock.clone()))]);
+    let changes = vec![create("a", 1, Capacity::OnDemand, &[]), create("b", 1, Capacity::OnDemand, &["a"])];
+    let r = run(changes, p.clone(), cancel.clone(), 4).await;
+    assert_eq!(r.status("a"), &Status::Done, "the call in flight finishes");
+    assert_eq!(r.capacities("a"), vec![Capacity::OnDemand], "and is recorded");
+    let held_by =
+        "not started: lost the state lock `mem://k.lock`: it is held by `gpuplan apply` by ci@runner-2 (id 7e57) now";
+    assert!(matches!(r.status("b"), Status::Skipped(m) if m == held_by), "{:?}", r.status("b"));
+    assert!(!p.log().iter().any(|l| l.ends_with(" b")), "{:?}", p.log());
+    assert!(r.report.cancelled && !r.report.succeeded());
+
+    let providers: ProviderSet = BTreeMap::from([("scripted".to_string(), p.clone() as Arc<dyn Provider>)]);
+    let g = fence::guard(&providers, &cancel)["scripted"].clone();
+    let batch = create("c", 1, Capacity::OnDemand, &[]).pool.unwrap().creates[0].clone();
+    let ids = ["i-1".to_string()];
+    let refused = |e: ProviderError| assert!(e.code == fence::LOCK_LOST && e.class == ErrorClass::Fatal, "{e:?}");
+    refused(g.create_nodes(&batch).await.unwrap_err());
+    refused(g.terminate_nodes("us-east-1", &ids).await.unwrap_err());
+    refused(g.tag_nodes("us-east-1", &ids, &Tags::new(), &[]).await.unwrap_err());
+    refused(g.cancel_job("us-east-1", "run-1").await.unwrap_err());
+    refused(g.preempt_job("us-east-1", "run-1").await.unwrap_err());
+    refused(g.release_job_node("us-east-1", "i-1").await.unwrap_err());
+    assert!(!p.log().iter().any(|l| l.ends_with(" c")), "refused before it was sent: {:?}", p.log());
+    let filter = ListFilter { region: "us-east-1".into(), lineage: None };
+    assert_eq!(g.list_nodes(&filter).await.unwrap_err().code, "Unused", "a read reaches the provider");
 }

@@ -456,7 +456,7 @@ pub struct ReconcileArgs {
     /// The Lease's namespace [default: the kubeconfig context's, or the pod's own]
     #[arg(long, value_name = "NS")]
     pub lease_namespace: Option<String>,
-    /// How long the Lease holds without renewal; a leader steps down after 2/3 of it
+    /// How long the Lease holds without renewal (whole seconds, rounded up); a leader steps down after 2/3 of it
     #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse_interval)]
     pub lease_duration: Duration,
     /// This replica's name in the Lease [default: $POD_NAME, else <hostname>-<pid>]

@@ -82,23 +82,17 @@ pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStat
         };
         let pod_watchers = triggers::watch_pods(targets, wake.clone(), |line| output::stderr(&line));
         loop {
-            // With an election, a round starts only on the leader, and ends its apply
-            // (no new operations) the moment the lease is lost.
-            let guard = match &election {
-                Some((e, _)) => {
-                    if !wait_for_lead(e, &mut stop).await {
-                        break;
-                    }
-                    let (round_cancel, guard) = guard_round(e.clone(), cancel.clone());
-                    opts.apply.cancel = round_cancel;
-                    Some(guard)
+            // With an election, a round starts only on the leader, and acts under this
+            // term's fence: the moment the lease lapses or is lost, its apply starts no new
+            // operation and no mutating cloud call goes out; those in flight finish and are
+            // saved, and the next leader adopts the rest.
+            if let Some((e, _)) = &election {
+                if !wait_for_lead(e, &mut stop).await {
+                    break;
                 }
-                None => None,
-            };
-            let ran = round(settings, args, &opts, &clock, &metrics, true).await;
-            if let Some(g) = guard {
-                g.abort();
+                opts.apply.cancel = Cancel::fenced(cancel.clone(), e.fence());
             }
+            let ran = round(settings, args, &opts, &clock, &metrics, true).await;
             if let Err(report) = ran {
                 // E.g. the spec folder vanished mid-checkout: report, count, try next round.
                 metrics.record_failure(clock.now());
@@ -138,12 +132,12 @@ async fn start_election(
     args: &ReconcileArgs,
     metrics: &Arc<Metrics>,
 ) -> miette::Result<(Election, tokio::task::JoinHandle<()>)> {
-    let cfg = LeaseConfig {
-        name: args.lease_name.clone(),
-        namespace: args.lease_namespace.clone(),
-        identity: leader::identity(args.lease_identity.as_deref(), &settings.env),
-        duration: args.lease_duration,
-    };
+    let cfg = LeaseConfig::new(
+        args.lease_name.clone(),
+        args.lease_namespace.clone(),
+        leader::identity(args.lease_identity.as_deref(), &settings.env),
+        args.lease_duration,
+    );
     let identity = cfg.identity.clone();
     let (election, task) = leader::start(cfg).await?;
     output::stderr(&format!("Leader election on lease {} as `{identity}`\n", election.lease));
@@ -185,32 +179,8 @@ async fn wait_for_lead(e: &Election, stop: &mut watch::Receiver<bool>) -> bool {
     }
 }
 
-/// How often a follower looks at the election, and a leader's round at its lease.
+/// How often a follower looks at the election.
 const LEAD_POLL: Duration = Duration::from_millis(100);
-
-/// A round's own cancel: set by a signal, or the moment this replica stops leading (then
-/// the apply starts no new operation; those in flight finish and are saved, as after
-/// Ctrl-C, and the next leader adopts the rest).
-fn guard_round(e: Election, signal: Arc<Cancel>) -> (Arc<Cancel>, tokio::task::JoinHandle<()>) {
-    let round = Arc::new(Cancel::default());
-    let cancel = round.clone();
-    let task = tokio::spawn(async move {
-        loop {
-            if signal.is_cancelled() {
-                return cancel.cancel();
-            }
-            if !e.leading() {
-                output::stderr(&format!(
-                    "Lost lease {} during a pass: no new operations start; those in flight finish and are saved\n",
-                    e.lease
-                ));
-                return cancel.cancel();
-            }
-            tokio::time::sleep(LEAD_POLL).await;
-        }
-    });
-    (round, task)
-}
 
 /// Said on every round a lock stops: who holds it since when, how many rounds it has
 /// stopped in a row, and the way out when its holder is gone (a remote lock outlives a
@@ -219,8 +189,10 @@ fn skip_message(e: &reconcile::ReconcileError, in_a_row: u64) -> String {
     let rounds = if in_a_row > 1 { format!(" ({in_a_row} rounds in a row)") } else { String::new() };
     let mut out = format!("Skipping this round{rounds}: another run holds the state lock.\n  {e}\n");
     if let Some(h) = e.lock_holder().filter(|h| h.expires.is_some()) {
+        let ttl = Duration::from_millis(h.ttl_ms.unwrap_or(60_000));
         out += &format!(
-            "  it expires at {} unless its holder renews it; a round after that takes it over\n",
+            "  unless its holder renews it, a round takes it over once this process has seen it unchanged for {} (its holder's clock says it expires at {})\n",
+            humantime::format_duration(ttl),
             h.expires.as_deref().unwrap_or_default()
         );
     } else if let Some(h) = e.lock_holder() {

@@ -36,6 +36,7 @@ pub fn run(settings: &Settings, from: &Address, to: &Address) -> miette::Result<
                 return Err(CliError::new(format!("`{from}` records no provider for its nodes")).into());
             };
             let providers = engine::providers::build(&ws, &loaded.spec, &session.state)?;
+            let providers = crate::apply::fence::under_lock(&providers, &session.lock);
             let p = providers.get(&provider).ok_or_else(|| {
                 CliError::new(format!("provider `{provider}` of `{from}` is not in the spec"))
                     .hint("add its `provider` block, then run `gpuplan state mv` again")

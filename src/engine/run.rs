@@ -49,6 +49,64 @@ pub enum RunError {
     #[error("{0}")]
     #[diagnostic(code(gpuplan::env), help("fix or unset the variable"))]
     Setting(String),
+    /// The state lock or the Lease the apply ran under stopped holding: it started nothing
+    /// after that (DESIGN.md, "Expiry and fencing").
+    #[error("{broken}; {}", not_started_text(not_started))]
+    #[diagnostic(code(gpuplan::state::lock_lost), help("{}", lock_lost_help(saved)))]
+    LockLost {
+        broken: crate::state::fence::Broken,
+        /// The changes it did not start (or not finish: a pool's later batches).
+        not_started: Vec<String>,
+        /// Why the final state write failed, when it did.
+        saved: Option<Box<StateError>>,
+    },
+}
+
+/// The run's failure once its lock or Lease no longer held: `report`'s changes it did not
+/// start, and `unsaved`, the final write's error if it failed.
+fn lock_lost(broken: &crate::state::fence::Broken, report: &ApplyReport, unsaved: Option<StateError>) -> RunError {
+    let not_started = report
+        .outcomes
+        .iter()
+        .filter(|o| match &o.status {
+            Status::Skipped(_) => true,
+            Status::Failed(m) => apply::fence::refused(m),
+            _ => false,
+        })
+        .map(|o| o.address.to_string())
+        .collect();
+    RunError::LockLost { broken: broken.clone(), not_started, saved: unsaved.map(Box::new) }
+}
+
+fn not_started_text(not_started: &[String]) -> String {
+    const SHOWN: usize = 10;
+    if not_started.is_empty() {
+        return "every operation it had started finished".to_string();
+    }
+    let mut text = format!(
+        "{} operation(s) not started: {}",
+        not_started.len(),
+        not_started[..not_started.len().min(SHOWN)].join(", ")
+    );
+    if not_started.len() > SHOWN {
+        text += &format!(" and {} more", not_started.len() - SHOWN);
+    }
+    text
+}
+
+fn lock_lost_help(unsaved: &Option<Box<StateError>>) -> String {
+    let next = "let the run that holds it now finish, then run `gpuplan plan` to see what is left; nodes \
+                launched but not recorded carry gpuplan's tags, and the next plan adopts them rather than \
+                launching them again";
+    match unsaved.as_deref() {
+        None => format!("what this run finished is saved in the state; {next}"),
+        Some(StateError::Errored { saved, .. }) => format!(
+            "the state could not be written under the lost lock; a copy of this run's state is in `{}` for the \
+             record (do not push it over the newer state); {next}",
+            crate::spec::display_path(saved)
+        ),
+        Some(e) => format!("the state could not be written under the lost lock ({e}); {next}"),
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -784,6 +842,13 @@ pub async fn apply(
     opts: &ApplyOptions,
 ) -> Result<ApplyReport, RunError> {
     check_fresh(&plan, session, None)?;
+    // The run acts under the state lock (and under what its caller's cancel is fenced by,
+    // a reconcile replica's Lease): once one no longer holds, it starts nothing new, every
+    // mutating cloud call is refused, and the run fails (`RunError::LockLost`).
+    let cancel = apply::Cancel::fenced(opts.cancel.clone(), session.lock.fence());
+    let opts = &ApplyOptions { parallelism: opts.parallelism, progress: opts.progress.clone(), cancel };
+    let guarded = apply::fence::guard(providers, &opts.cancel);
+    let providers = &guarded;
     // Read before the journal opens: an unreadable verdict stops the apply before it starts.
     let overridden: Vec<policy::PolicyResult> = plan.policies.iter().filter(|r| r.overridden).cloned().collect();
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
@@ -793,7 +858,7 @@ pub async fn apply(
     if adopted.iter().any(|o| matches!(o.status, Status::Failed(_))) {
         opts.progress.done();
         let report = ApplyReport { outcomes: adopted, cancelled: false, adopted: counts };
-        return finish_apply(session, plan, report, recorder, handle, &overridden).await;
+        return finish_apply(session, plan, report, (recorder, handle), &overridden, &opts.cancel).await;
     }
     let stopped = apply::jobs::before_nodes(&plan, &session.state, providers, opts).await;
     let kept = stopped.kept().clone();
@@ -804,18 +869,18 @@ pub async fn apply(
         report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts, stopped).await);
     }
     opts.progress.done();
-    finish_apply(session, plan, report, recorder, handle, &overridden).await
+    finish_apply(session, plan, report, (recorder, handle), &overridden, &opts.cancel).await
 }
 
 /// Journal the apply's history (and autoscaler actions), then fold the journal into the
-/// state.
+/// state. A run whose lock or Lease was lost on the way fails, after saving what it can.
 async fn finish_apply(
     session: &mut Session,
     plan: Arc<Plan>,
     report: ApplyReport,
-    recorder: Recorder,
-    handle: apply::recorder::RecorderHandle,
+    (recorder, handle): (Recorder, apply::recorder::RecorderHandle),
     overridden: &[policy::PolicyResult],
+    cancel: &apply::Cancel,
 ) -> Result<ApplyReport, RunError> {
     let done = report.count(|s| matches!(s, Status::Done | Status::Partial(_)));
     let event = if plan.destroy { "destroy" } else { "apply" };
@@ -861,7 +926,14 @@ async fn finish_apply(
     // it loses only these lines, and the apply had not reported finishing
     // (`Journal::fold_unwritten`).
     journal.fold_unwritten(lines);
-    session.backend.compact(&session.lock, journal, &mut session.state)?;
+    let compacted = session.backend.compact(&session.lock, journal, &mut session.state);
+    if let Some(first) = cancel.lost() {
+        // What the lock's fence knows now (the new holder, once the store answered
+        // again) says more than what stopped the run.
+        let now = session.lock.fence().check().err().filter(|b| b.taken_by.is_some());
+        return Err(lock_lost(now.as_ref().unwrap_or(first), &report, compacted.err()));
+    }
+    compacted?;
     if let Some(e) = journal_error {
         return Err(RunError::Journal(e));
     }

@@ -7,7 +7,8 @@
 //! `hourly_cost_usd`, `pool_hourly_cost_usd{pool}`, `drift_items`, `pending_changes`,
 //! `last_run_timestamp_seconds`, `last_success_timestamp_seconds`,
 //! `reconcile_runs_total`, `reconcile_failures_total`, `reconcile_skipped_total`,
-//! `autoscale_actions_total{pool,direction}`, `leader`, `lock_takeovers_total`, `spend_month_to_date_usd{pool}`,
+//! `autoscale_actions_total{pool,direction}`, `leader`, `lock_takeovers_total`,
+//! `lock_renew_failures_total`, `spend_month_to_date_usd{pool}`,
 //! `quota_spend_month_to_date_usd{quota}` and `policy_standing{policy}`. Only this module
 //! knows their names.
 
@@ -22,6 +23,19 @@ use crate::addr::Address;
 use crate::providers::{Capacity, NodeState};
 use crate::reconcile::{Outcome, Pass};
 use crate::spec::Spec;
+
+/// The remote state lock's counters in this process: (series, help, value).
+fn lock_counters() -> [(&'static str, &'static str, f64); 2] {
+    use crate::state::lock::{renew_failures, takeovers};
+    [
+        ("lock_takeovers_total", "Expired remote state locks this process took over.", takeovers() as f64),
+        (
+            "lock_renew_failures_total",
+            "Failed renewals of a remote state lock this process held.",
+            renew_failures() as f64,
+        ),
+    ]
+}
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -174,12 +188,9 @@ impl Metrics {
             "1 on the replica that may plan and apply (the lease holder, or the only reconciler), 0 on followers.",
             vec![(String::new(), if r.leader { 1.0 } else { 0.0 })],
         );
-        family(
-            "lock_takeovers_total",
-            "counter",
-            "Expired remote state locks this process took over.",
-            vec![(String::new(), crate::state::lock::takeovers() as f64)],
-        );
+        for (name, help, n) in lock_counters() {
+            family(name, "counter", help, vec![(String::new(), n)]);
+        }
         family(
             "autoscale_actions_total",
             "counter",

@@ -17,28 +17,47 @@
 //! A leader that has not renewed for the renew deadline (2/3 of the lease duration)
 //! stops being leader at once ([`Election::leading`] turns false on its own clock, even
 //! if this task is stuck), before any other replica may take over (after the full
-//! duration). On shutdown the lease is released (holder cleared) so a successor takes it
-//! at its next try instead of waiting for expiry.
+//! duration). Each term of leadership is a [`Fence`] ([`Election::fence`]): a pass acts
+//! under it as under the state lock, so no mutating call starts once it lapses or is lost.
+//! On shutdown the lease is released (holder cleared) so a successor takes it at its next
+//! try instead of waiting for expiry.
+//!
+//! Durations are whole seconds, as the Lease stores them (`leaseDurationSeconds`): a
+//! duration with a fraction is rounded up once ([`LeaseConfig::new`]), so the value
+//! written and the deadlines this replica keeps agree.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::state::Fence;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 
-/// Which lease, as whom, for how long.
+/// Which lease, as whom, for how long (whole seconds: build it with [`LeaseConfig::new`]).
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
     pub name: String,
     /// `None`: the namespace of the kubeconfig's context, or the pod's own in a cluster.
     pub namespace: Option<String>,
     pub identity: String,
-    pub duration: Duration,
+    duration: Duration,
 }
 
 impl LeaseConfig {
+    /// `duration` rounded up to whole seconds (at least one), the Lease's own unit: the
+    /// deadlines below and the `leaseDurationSeconds` written all derive from that one value.
+    pub fn new(name: String, namespace: Option<String>, identity: String, duration: Duration) -> LeaseConfig {
+        let secs = duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
+        LeaseConfig { name, namespace, identity, duration: Duration::from_secs(secs.max(1)) }
+    }
+
+    /// How long the lease holds without renewal, in whole seconds.
+    pub fn duration(&self) -> Duration {
+        self.duration
+    }
+
     /// A leader that could not renew for this long steps down (client-go: 10 s of 15 s).
     pub fn renew_deadline(&self) -> Duration {
         self.duration.mul_f64(2.0 / 3.0)
@@ -51,7 +70,7 @@ impl LeaseConfig {
     }
 
     fn duration_seconds(&self) -> i32 {
-        i32::try_from(self.duration.as_secs().max(1)).unwrap_or(i32::MAX)
+        i32::try_from(self.duration.as_secs()).unwrap_or(i32::MAX)
     }
 }
 
@@ -83,12 +102,18 @@ pub enum LeaseError {
 #[derive(Clone)]
 pub struct Election {
     role: watch::Receiver<Role>,
-    /// When the lease was last written by us; `None` while not leading.
-    renewed: Arc<Mutex<Option<Instant>>>,
-    deadline: Duration,
+    /// This term of leadership; `None` while not leading.
+    term: Term,
     shutdown: Arc<watch::Sender<bool>>,
     /// `namespace/name`, for messages.
     pub lease: String,
+}
+
+/// The current term's fence, shared by the election task and its handles.
+type Term = Arc<Mutex<Option<Fence>>>;
+
+fn current(term: &Term) -> Option<Fence> {
+    term.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
 }
 
 impl Election {
@@ -96,8 +121,18 @@ impl Election {
     /// own clock at the moment of asking (a process that was stopped, or whose renewals
     /// hang, is not leader however the last answer went).
     pub fn leading(&self) -> bool {
-        let renewed = *self.renewed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        renewed.is_some_and(|at| at.elapsed() < self.deadline)
+        current(&self.term).is_some_and(|f| f.is_held())
+    }
+
+    /// The fence of this term of leadership: a pass acts under it, and it stops holding
+    /// for good once the renew deadline passes without a renewal or another replica
+    /// takes the lease. Not leading: a fence that already does not hold.
+    pub fn fence(&self) -> Fence {
+        current(&self.term).unwrap_or_else(|| {
+            let f = Fence::new(format!("lease `{}`", self.lease), Duration::ZERO);
+            f.lose(None);
+            f
+        })
     }
 
     /// The role, to watch for changes.
@@ -129,15 +164,10 @@ pub async fn start(cfg: LeaseConfig) -> Result<(Election, tokio::task::JoinHandl
     let api: Api<Lease> = Api::namespaced(client, &namespace);
     let (role_tx, role) = watch::channel(Role::Starting);
     let (shutdown_tx, shutdown) = watch::channel(false);
-    let renewed = Arc::new(Mutex::new(None));
-    let election = Election {
-        role,
-        renewed: renewed.clone(),
-        deadline: cfg.renew_deadline(),
-        shutdown: Arc::new(shutdown_tx),
-        lease: format!("{namespace}/{}", cfg.name),
-    };
-    let elector = Elector { api, cfg, observed: None, renewed };
+    let term: Term = Arc::new(Mutex::new(None));
+    let lease = format!("{namespace}/{}", cfg.name);
+    let election = Election { role, term: term.clone(), shutdown: Arc::new(shutdown_tx), lease: lease.clone() };
+    let elector = Elector { api, cfg, observed: None, term, lease };
     let task = tokio::spawn(elector.run(role_tx, shutdown));
     Ok((election, task))
 }
@@ -154,7 +184,9 @@ struct Elector {
     cfg: LeaseConfig,
     /// The lease's last `resourceVersion` and when this process first saw it.
     observed: Option<(String, Instant)>,
-    renewed: Arc<Mutex<Option<Instant>>>,
+    term: Term,
+    /// `namespace/name`, for messages.
+    lease: String,
 }
 
 fn conflict(e: &kube::Error) -> bool {
@@ -171,11 +203,11 @@ impl Elector {
             let started = Instant::now();
             let next = match tokio::time::timeout(self.cfg.renew_deadline(), self.try_acquire_or_renew()).await {
                 Ok(Try::Leading) => {
-                    self.set_renewed(Some(started));
+                    self.renewed(started);
                     Role::Leader
                 }
                 Ok(Try::Held { by }) => {
-                    self.set_renewed(None);
+                    self.end_term(by.as_deref());
                     Role::Follower { leader: by }
                 }
                 // No answer: a leader stays leader until its renew deadline passes (the
@@ -184,7 +216,7 @@ impl Elector {
                     if self.leading() {
                         Role::Leader
                     } else {
-                        self.set_renewed(None);
+                        self.end_term(None);
                         match role.borrow().clone() {
                             Role::Leader => Role::Follower { leader: None },
                             other => other,
@@ -203,17 +235,35 @@ impl Elector {
             }
         }
         self.release().await;
-        self.set_renewed(None);
+        self.end_term(None);
         role.send_replace(Role::Follower { leader: None });
     }
 
     fn leading(&self) -> bool {
-        let renewed = *self.renewed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        renewed.is_some_and(|at| at.elapsed() < self.cfg.renew_deadline())
+        current(&self.term).is_some_and(|f| f.is_held())
     }
 
-    fn set_renewed(&self, at: Option<Instant>) {
-        *self.renewed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = at;
+    /// A write of the lease sent at `at` went through: this term goes on, or a new one
+    /// begins (a lapsed term's fence never holds again).
+    fn renewed(&self, at: Instant) {
+        let mut term = self.term.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match term.as_ref().filter(|f| f.is_held()) {
+            Some(f) => f.renewed_at(at),
+            None => {
+                if let Some(old) = term.take() {
+                    old.lose(None);
+                }
+                let what = format!("lease `{}`", self.lease);
+                *term = Some(Fence::since(what, self.cfg.renew_deadline(), at));
+            }
+        }
+    }
+
+    /// Not leading (any more): the term's fence is lost, naming the new leader if known.
+    fn end_term(&self, leader: Option<&str>) {
+        if let Some(old) = self.term.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            old.lose(leader.map(|l| format!("replica `{l}` holds it now")));
+        }
     }
 
     async fn try_acquire_or_renew(&mut self) -> Try {

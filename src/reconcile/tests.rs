@@ -322,3 +322,18 @@ job "sweep" {
     let job = up.plan.jobs.iter().find(|j| j.address == Address::new(Kind::Job, "sweep")).expect("job placed");
     assert_eq!(job.launches.len(), 2, "the scaled plan admits the job: {job:?}");
 }
+
+/// The Lease stores whole seconds (`leaseDurationSeconds`): a duration with a fraction is
+/// rounded up once, and the deadlines this replica keeps derive from the same value as
+/// the one it writes (1.9 s used to be written as 1 s while the leader kept 1.9 s).
+#[test]
+fn lease_durations_are_whole_seconds_rounded_up_everywhere_alike() {
+    use crate::reconcile::leader::LeaseConfig;
+    let cfg = |d| LeaseConfig::new("gpuplan".into(), None, "r0".into(), d);
+    let odd = cfg(Duration::from_millis(1900));
+    assert_eq!(odd.duration(), Duration::from_secs(2));
+    assert_eq!(odd.renew_deadline(), Duration::from_secs(2).mul_f64(2.0 / 3.0));
+    assert_eq!(odd.retry(), Duration::from_millis(250));
+    assert_eq!(cfg(Duration::from_secs(15)).renew_deadline(), Duration::from_secs(10));
+    assert_eq!(cfg(Duration::from_millis(300)).duration(), Duration::from_secs(1), "at least a second");
+}

@@ -98,7 +98,7 @@ impl Backend {
             Backend::Local(b) => b.open_journal(lock, base),
             Backend::Remote(b) => {
                 b.check_lock(lock)?;
-                Ok(Journal::remote(b.clone(), base))
+                Ok(Journal::remote(b.clone(), base, lock.fence()))
             }
         }
     }

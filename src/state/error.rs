@@ -7,6 +7,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::fence::Broken;
 use super::lock::LockInfo;
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
@@ -21,6 +22,19 @@ pub enum StateError {
         help("someone ran `gpuplan state unlock`; nothing was written. Re-run the command.")
     )]
     LockLost { path: PathBuf },
+
+    /// The lock's fence no longer holds ([`super::fence`]): someone else holds the lock now,
+    /// or this process could not renew it for longer than it may trust it.
+    #[error("{broken}")]
+    #[diagnostic(
+        code(gpuplan::state::lock_lost),
+        help(
+            "nothing was written under the lost lock. If another run holds it now, let it finish and \
+             run `gpuplan plan` to see what is left; nodes launched but not recorded carry gpuplan's tags \
+             and the next plan adopts them"
+        )
+    )]
+    Fenced { broken: Broken },
 
     #[error("the lock passed in is for `{}`, not for state `{}`", lock_path.display(), path.display())]
     #[diagnostic(code(gpuplan::state::wrong_lock))]
@@ -149,9 +163,17 @@ pub enum StateError {
 }
 
 impl StateError {
-    /// Another writer got there first (or broke our lock): trying again cannot help.
+    /// Another writer got there first (or broke our lock): trying again cannot help. A
+    /// fence that lapsed without a new holder may hold again after a renewal: not a conflict.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, StateError::Stale { .. } | StateError::LockLost { .. } | StateError::WrongLock { .. })
+        match self {
+            StateError::Fenced { broken } => broken.lost,
+            _ => matches!(self, StateError::Stale { .. } | StateError::LockLost { .. } | StateError::WrongLock { .. }),
+        }
+    }
+
+    pub(crate) fn fenced(broken: Broken) -> StateError {
+        StateError::Fenced { broken }
     }
 
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> StateError {
@@ -173,6 +195,16 @@ fn holder_text(holder: &Option<LockInfo>, waited: &Duration) -> String {
 
 fn locked_help(holder: &Option<LockInfo>) -> String {
     match holder {
+        // A remote lock that renews: taken over once seen unchanged for its TTL.
+        Some(h) if h.expires.is_some() => format!(
+            "wait for it to finish or pass a longer `--lock-timeout`: a lock its holder stopped renewing is \
+             taken over once this process has seen it unchanged for {} (the lock's TTL).\nRun `gpuplan state \
+             unlock {}` only if pid {} on {} is really gone and you cannot wait",
+            humantime::format_duration(Duration::from_millis(h.ttl_ms.unwrap_or(60_000))),
+            h.id,
+            h.pid,
+            h.who.rsplit('@').next().unwrap_or(&h.who),
+        ),
         Some(h) => format!(
             "wait for it to finish or pass a longer `--lock-timeout`. Only if pid {} on {} is really gone, \
              run `gpuplan state unlock {}`",

@@ -59,11 +59,13 @@ enum Sink {
 
 /// The remote progress writer. A failed write is tried again later, with backoff: one
 /// flaky answer must not end progress for the rest of the apply. Only a conflict (someone
-/// else wrote, or the lock was broken) or a store that keeps failing stops it; entries are
+/// else wrote, or the lock was lost) or a store that keeps failing stops it; entries are
 /// folded in memory all the same, so the final write (or `errored.json`) has everything.
+/// No write goes out while the lock's fence does not hold.
 #[derive(Debug)]
 struct RemoteSink {
     backend: super::remote::RemoteBackend,
+    fence: super::fence::Fence,
     /// When the next write may go out.
     next: std::time::Instant,
     /// Failed writes in a row.
@@ -74,12 +76,12 @@ struct RemoteSink {
 
 impl Journal {
     /// A journal for an apply on a remote backend: entries are folded in memory and the
-    /// state is written to the store every few seconds.
-    pub(crate) fn remote(backend: super::remote::RemoteBackend, base: &State) -> Journal {
+    /// state is written to the store every few seconds, while `fence` (the lock's) holds.
+    pub(crate) fn remote(backend: super::remote::RemoteBackend, base: &State, fence: super::fence::Fence) -> Journal {
         let next = std::time::Instant::now() + backend.timing().flush_every;
         Journal {
             path: PathBuf::from(backend.url()),
-            sink: Sink::Remote(RemoteSink { backend, next, failures: 0, stopped: None }),
+            sink: Sink::Remote(RemoteSink { backend, fence, next, failures: 0, stopped: None }),
             replay: Replay::new(base.clone()),
             entries: 0,
             appends: 0,
@@ -181,10 +183,18 @@ impl Journal {
             return Ok(());
         }
         let timing = sink.backend.timing();
-        let mut snapshot = self.replay.snapshot();
-        match sink.backend.write_unchecked(&mut snapshot) {
+        // Fenced, not merely guarded by the compare-and-swap: until the new holder writes,
+        // the object is still the one we wrote, and a write now would land.
+        let written = match sink.fence.check() {
             Ok(()) => {
-                self.replay.set_serial(snapshot.serial);
+                let mut snapshot = self.replay.snapshot();
+                sink.backend.write_unchecked(&mut snapshot).map(|()| snapshot.serial)
+            }
+            Err(broken) => Err(StateError::fenced(broken)),
+        };
+        match written {
+            Ok(serial) => {
+                self.replay.set_serial(serial);
                 sink.failures = 0;
                 sink.next = std::time::Instant::now() + timing.flush_every;
                 Ok(())

@@ -7,8 +7,11 @@
 //! owns acquiring, releasing and force-removing the lock; it never touches state.
 //!
 //! A remote lock (an object in a store, see [`super::remote`]) has no OS to release it, so
-//! it expires instead: it records `expires`, which its holder's heartbeat keeps moving
-//! ahead ([`LockTiming`]), and a lock past `expires` is taken over by compare-and-swap.
+//! it expires instead: its holder's heartbeat rewrites it every renewal period
+//! ([`LockTiming`]), and a waiter that has seen the same version unchanged for the TTL on
+//! its own monotonic clock takes it over by compare-and-swap ([`LockInfo::abandoned`]).
+//! `expires` is written for people; no clock compares it with another's. The holder acts
+//! only while its [`StateLock::fence`] holds.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -19,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::error::StateError;
+use super::fence::Fence;
 use super::fsutil::{self, private};
 
 /// How often a waiting `lock` retries: fast enough that a short apply ahead of us does
@@ -35,6 +39,18 @@ pub fn takeovers() -> u64 {
 
 pub(crate) fn count_takeover() {
     TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Failed renewals of remote locks held by this process (`gpuplan_lock_renew_failures_total`).
+static RENEW_FAILURES: AtomicU64 = AtomicU64::new(0);
+
+/// How many renewals of a held remote lock failed in this process.
+pub fn renew_failures() -> u64 {
+    RENEW_FAILURES.load(Ordering::Relaxed)
+}
+
+pub(crate) fn count_renew_failure() {
+    RENEW_FAILURES.fetch_add(1, Ordering::Relaxed);
 }
 
 /// How long a remote lock lives without renewal, and how often its holder renews it.
@@ -98,11 +114,16 @@ pub struct LockInfo {
     pub operation: String,
     /// RFC 3339, UTC, seconds.
     pub created: String,
-    /// A remote lock's expiry (RFC 3339, UTC), moved ahead by its holder's heartbeat; a
-    /// remote lock without it never expires (older gpuplan wrote none). Local locks have
-    /// none: the OS releases a dead holder's lock.
+    /// A remote lock's expiry (RFC 3339, UTC) by its holder's clock, moved ahead by its
+    /// heartbeat: information for people, never compared with another clock. A remote lock
+    /// without it never expires (older gpuplan wrote none, and renews nothing). Local
+    /// locks have none: the OS releases a dead holder's lock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<String>,
+    /// The holder's TTL in milliseconds: a waiter takes the lock over only once it has seen
+    /// it unchanged for this long (or for its own TTL, if longer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
 }
 
 impl LockInfo {
@@ -114,19 +135,32 @@ impl LockInfo {
             operation: operation.to_string(),
             created: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
             expires: None,
+            ttl_ms: None,
         }
     }
 
-    /// Set `expires` to `ttl` from now.
-    pub(crate) fn extend(&mut self, ttl: Duration) {
-        self.expires = Some(humantime::format_rfc3339_millis(SystemTime::now() + ttl).to_string());
+    /// Say the lock lives `ttl` from `now` (the holder's wall clock, for people to read).
+    pub(crate) fn extend(&mut self, now: SystemTime, ttl: Duration) {
+        self.expires = Some(humantime::format_rfc3339_millis(now + ttl).to_string());
+        self.ttl_ms = Some(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
     }
 
-    /// A remote lock whose `expires` has passed at `now`. A lock without `expires`, or
-    /// with one that does not parse, never expires: taking it over could break a live
-    /// holder, and `gpuplan state unlock` remains for it.
-    pub fn expired_at(&self, now: SystemTime) -> bool {
-        self.expires.as_deref().and_then(|e| humantime::parse_rfc3339_weak(e).ok()).is_some_and(|e| e < now)
+    /// A remote lock its holder stopped renewing: this very version was seen unchanged for
+    /// `unchanged_for` on the waiter's monotonic clock, at least the holder's TTL and the
+    /// waiter's own (`own_ttl`). A lock without `expires` is never abandoned: its writer
+    /// renews nothing, so taking it over could break a live holder, and `gpuplan state
+    /// unlock` remains for it.
+    pub fn abandoned(&self, unchanged_for: Duration, own_ttl: Duration) -> bool {
+        let theirs = Duration::from_millis(self.ttl_ms.unwrap_or(0));
+        self.expires.is_some() && unchanged_for >= own_ttl.max(theirs)
+    }
+
+    /// `` `gpuplan apply` by ci@runner-7 (pid 42, id …, since …) ``, for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "`gpuplan {}` by {} (pid {}, id {}, since {})",
+            self.operation, self.who, self.pid, self.id, self.created
+        )
     }
 }
 
@@ -168,12 +202,21 @@ impl StateLock {
     }
 
     /// Still ours: the lock file was not force-removed or replaced since we took it (for a
-    /// remote lock: the lock object still holds our id).
+    /// remote lock: its fence holds and the lock object still holds our id).
     pub(crate) fn check(&self) -> Result<(), StateError> {
         match &self.held {
             Held::File(file) if fsutil::same_file(file, &self.path) => Ok(()),
             Held::File(_) => Err(StateError::LockLost { path: self.path.clone() }),
             Held::Remote(backend, _) => backend.check_lock(self),
+        }
+    }
+
+    /// Whether this process may still act under the lock ([`Fence`]): always for a local
+    /// lock, which has no expiry; for a remote one, while its heartbeat proves it.
+    pub fn fence(&self) -> Fence {
+        match &self.held {
+            Held::File(_) => Fence::unbounded(),
+            Held::Remote(_, heartbeat) => heartbeat.fence(),
         }
     }
 }

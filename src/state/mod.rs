@@ -5,6 +5,7 @@
 //! - [`local`]: [`LocalBackend`], reading and atomically writing `state/<workspace>.json`
 //!   and its `.backup`; `read` replays a journal a crashed apply left, `recover` folds it.
 //! - [`lock`]: the `.lock` file ([`LockInfo`]) held with an OS lock; dead holders are taken over.
+//! - [`fence`]: [`Fence`], whether this process may still act under its lock (or Lease).
 //! - [`journal`]: the append-only `.journal` an apply writes (one fsync per batch).
 //! - [`pretty`]: the state file's text, its large maps rendered on the cores.
 //! - [`scan`]: a quick, sure-or-unsure look at a state file's header before a write.
@@ -16,6 +17,7 @@
 
 pub mod backend;
 pub mod error;
+pub mod fence;
 mod fsutil;
 pub mod journal;
 pub mod local;
@@ -36,6 +38,7 @@ mod tests;
 
 pub use backend::Backend;
 pub use error::StateError;
+pub use fence::Fence;
 pub(crate) use fsutil::{FileBytes, holds, read_whole};
 pub use journal::{Journal, JournalHeader};
 pub use local::LocalBackend;

@@ -7,12 +7,13 @@
 //! - `O.lock`: the lock, a [`LockInfo`] written create-only (`If-None-Match: *`, or the
 //!   store's own create-only header: `x-cos-forbid-overwrite` on COS, `x-oss-forbid-overwrite`
 //!   on OSS, which ignore `If-None-Match`). A second writer fails at once or polls up to its
-//!   `--lock-timeout`, naming the holder. The lock expires: it says when (`expires`, 60 s
-//!   ahead), and its holder's [`Heartbeat`] moves that ahead every 20 s ([`LockTiming`]) by
-//!   compare-and-swap on the lock object. A lock past `expires` belongs to a holder that
-//!   stopped renewing (killed, or cut off from the store for two renewals); a waiter takes
-//!   it over with a write conditional on the version it read, so of several waiters one
-//!   wins, and a live holder (whose renewal changes the version) is never taken over.
+//!   `--lock-timeout`, naming the holder. The lock expires: its holder's [`Heartbeat`]
+//!   rewrites it every 20 s ([`LockTiming`]) by compare-and-swap on the lock object (moving
+//!   `expires`, 60 s ahead by the holder's clock, for people to read). A waiter that has
+//!   seen the same version unchanged for the TTL on its own monotonic clock takes it over
+//!   with a write conditional on that version, so of several waiters one wins, and a live
+//!   holder (whose renewal changes the version) is never taken over. The holder acts only
+//!   while its [`Fence`] holds: renewed within the TTL minus a margin, and not lost.
 //! - `O.backup`: the previous state, copied before every write.
 //!
 //! Every state write is compare-and-swap on the version this process last read or wrote
@@ -34,8 +35,8 @@
 // `StateError` is large, as everywhere in the state module (boxing it is a separate change).
 #![allow(clippy::result_large_err)]
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -43,8 +44,9 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use super::error::StateError;
+use super::fence::{self, Fence};
 use super::local::parse_state;
-use super::lock::{LockInfo, LockTiming, count_takeover};
+use super::lock::{LockInfo, LockTiming, count_renew_failure, count_takeover};
 use super::model::{FORMAT_VERSION, State};
 use crate::spec::backend::BackendConfig;
 
@@ -134,6 +136,10 @@ impl LockMode {
     }
 }
 
+/// The wall clock the lock's `created` and `expires` are written by (for people to read;
+/// never compared). Tests set one that runs fast.
+type WallClock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
 /// A state in an object store. Cheap to clone (one shared connection).
 #[derive(Clone)]
 pub struct RemoteBackend {
@@ -141,6 +147,7 @@ pub struct RemoteBackend {
     timing: Timing,
     lock_timing: LockTiming,
     errored: Option<Arc<ErroredCopy>>,
+    wall: WallClock,
 }
 
 impl std::fmt::Debug for RemoteBackend {
@@ -318,7 +325,16 @@ impl RemoteBackend {
             timing: Timing::default(),
             lock_timing: LockTiming::default(),
             errored: None,
+            wall: Arc::new(SystemTime::now),
         })
+    }
+
+    /// Write the lock's times by `wall` instead of the system clock (tests: a waiter whose
+    /// clock runs fast).
+    #[cfg(test)]
+    pub(crate) fn with_wall_clock(mut self, wall: impl Fn() -> SystemTime + Send + Sync + 'static) -> RemoteBackend {
+        self.wall = Arc::new(wall);
+        self
     }
 
     /// Pace writes by `timing` instead of the defaults.
@@ -423,7 +439,8 @@ impl RemoteBackend {
 
     /// Write `state` with `serial + 1`: compare-and-swap on the version last seen (create-only
     /// when there was no object), the previous version copied to `O.backup` first. The
-    /// caller's serial advances only once the write succeeded.
+    /// caller's serial advances only once the write succeeded. Only while the lock's fence
+    /// holds and the lock object still holds our id.
     pub fn write(&self, lock: &super::StateLock, state: &mut State) -> Result<(), StateError> {
         self.check_lock(lock)?;
         self.write_unchecked(state)
@@ -448,8 +465,9 @@ impl RemoteBackend {
         }
     }
 
-    /// [`write`](Self::write) without the lock check: for an apply's periodic flush, whose
-    /// lock was checked when the apply began and whose CAS still guards the object.
+    /// [`write`](Self::write) without reading the lock object: for an apply's periodic
+    /// flush, which checks the lock's fence first (`Journal`), and whose CAS still guards
+    /// the object.
     pub(crate) fn write_unchecked(&self, state: &mut State) -> Result<(), StateError> {
         let mut body = Vec::with_capacity(1 << 16);
         // Serialize the caller's copy with the next serial (a clone of a large state is
@@ -531,28 +549,37 @@ impl RemoteBackend {
         self.inner.unacked.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Take the lock: a create-only write of `O.lock`, or, when the lock there has expired,
-    /// a write conditional on the version read (the takeover). Retried every [`POLL`]
-    /// until `timeout` has passed. The lock is renewed by a [`Heartbeat`] until dropped.
+    /// Take the lock: a create-only write of `O.lock`, or, when the lock there is
+    /// abandoned, a write conditional on the version read (the takeover). Retried every
+    /// [`POLL`] until `timeout` has passed. A lock is abandoned once this process has seen
+    /// the very same version for the TTL on its own monotonic clock ([`LockInfo::abandoned`]):
+    /// a live holder rewrites it every renewal, and its `expires` (another machine's wall
+    /// clock) is never compared with ours. The lock is renewed by a [`Heartbeat`] until
+    /// dropped, which keeps its [`Fence`].
     pub fn lock(&self, operation: &str, timeout: Duration) -> Result<super::StateLock, StateError> {
         self.probe_if_untrusted()?;
         let start = Instant::now();
+        let ttl = self.lock_timing.ttl;
         let mut info = LockInfo::new(operation);
+        info.created = humantime::format_rfc3339_seconds((self.wall)()).to_string();
         loop {
-            info.extend(self.lock_timing.ttl);
+            info.extend((self.wall)(), ttl);
+            let sent = Instant::now();
             if let Some(seen) = self.put_lock(&info, PutMode::Create)? {
-                return Ok(self.held(info, seen, None));
+                return Ok(self.held(info, seen, sent, None));
             }
             if let Some((bytes, seen)) = self.get(&self.lock_key(), "read the lock of")? {
                 // A lock object that does not parse is never taken over (it may be a live
                 // holder's of another version); the caller reports it as held, and
                 // `gpuplan state unlock` remains for it.
                 let old = serde_json::from_slice::<LockInfo>(&bytes).ok();
-                if let Some(old) = old.filter(|o| o.expired_at(SystemTime::now())) {
-                    info.extend(self.lock_timing.ttl);
+                let unchanged = unchanged_for(&self.lock_url(), &seen, &bytes);
+                if let Some(old) = old.filter(|o| o.abandoned(unchanged, ttl)) {
+                    info.extend((self.wall)(), ttl);
+                    let sent = Instant::now();
                     if let Some(seen) = self.put_lock(&info, seen.update())? {
                         count_takeover();
-                        return Ok(self.held(info, seen, Some(old)));
+                        return Ok(self.held(info, seen, sent, Some(old)));
                     }
                     // Another waiter took it over first, or its holder renewed just now.
                     continue;
@@ -568,8 +595,11 @@ impl RemoteBackend {
         }
     }
 
-    fn held(&self, info: LockInfo, seen: Seen, taken_over: Option<LockInfo>) -> super::StateLock {
-        let heartbeat = Heartbeat::start(self.clone(), info.clone(), seen);
+    /// The lock just written (its request sent at `sent`), renewed from now on.
+    fn held(&self, info: LockInfo, seen: Seen, sent: Instant, taken_over: Option<LockInfo>) -> super::StateLock {
+        let what = format!("the state lock `{}`", self.lock_url());
+        let fence = Fence::since(what, fence::validity(self.lock_timing.ttl, self.lock_timing.renew), sent);
+        let heartbeat = Heartbeat::start(self.clone(), info.clone(), seen, fence);
         super::StateLock::remote(info, self.clone(), heartbeat, taken_over)
     }
 
@@ -599,8 +629,10 @@ impl RemoteBackend {
         Ok(serde_json::from_slice(&bytes).ok())
     }
 
-    /// Still ours: the lock object holds our id.
+    /// Still ours: the lock's fence holds (its last renewal is recent enough, and it was
+    /// not lost), and the lock object holds our id.
     pub(crate) fn check_lock(&self, lock: &super::StateLock) -> Result<(), StateError> {
+        lock.fence().check().map_err(StateError::fenced)?;
         match self.lock_info()? {
             Some(info) if info.id == lock.info.id => Ok(()),
             _ => Err(StateError::LockLost { path: PathBuf::from(self.lock_url()) }),
@@ -768,46 +800,59 @@ impl RemoteBackend {
     }
 }
 
-/// Renews a held remote lock every [`LockTiming::renew`]: `expires` moved `ttl` ahead by
-/// a write conditional on the lock's last version. A renewal the store refuses (the
-/// version changed: the lock was taken over or unlocked) ends the heartbeat; the holder
-/// finds out at its next lock check ([`RemoteBackend::check_lock`]). A renewal that fails
-/// otherwise (the store unreachable) is tried again at the next tick.
+/// Each lock object this process has waited on: the version and content it last saw, and
+/// since when on its own monotonic clock. Process-wide, because a reconcile loop opens its
+/// backend again every round: a lock watched unchanged across rounds for the TTL is
+/// abandoned as surely as one watched within a single wait.
+static OBSERVED: Mutex<BTreeMap<String, (Seen, [u8; 32], Instant)>> = Mutex::new(BTreeMap::new());
+
+/// How long this process has seen the lock at `url` as exactly this version (`seen`) and
+/// content (`bytes`: a store that reports no version still shows a renewal there).
+fn unchanged_for(url: &str, seen: &Seen, bytes: &[u8]) -> Duration {
+    let digest = digest(bytes);
+    let mut observed = OBSERVED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let entry = observed.entry(url.to_string()).or_insert_with(|| (seen.clone(), digest, Instant::now()));
+    if entry.0 != *seen || entry.1 != digest {
+        *entry = (seen.clone(), digest, Instant::now());
+    }
+    entry.2.elapsed()
+}
+
+/// Renews a held remote lock every [`LockTiming::renew`] (sooner again after a failure):
+/// a write conditional on the lock's last version. Each renewal that goes through proves
+/// the [`Fence`] again from when it was sent. A renewal the store refuses because the
+/// lock changed (taken over, or unlocked) loses the fence for good, naming the new holder
+/// when there is one; the heartbeat ends. A renewal that fails otherwise (the store
+/// unreachable) is said on stderr, counted (`gpuplan_lock_renew_failures_total`) and
+/// tried again; meanwhile the fence lapses on its own once the last renewal is too old.
 pub(crate) struct Heartbeat {
     stop: Option<mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    lost: Arc<AtomicBool>,
+    fence: Fence,
 }
 
 impl std::fmt::Debug for Heartbeat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Heartbeat").field("lost", &self.lost.load(Ordering::Relaxed)).finish()
+        f.debug_struct("Heartbeat").field("fence", &self.fence).finish()
     }
 }
 
 impl Heartbeat {
-    fn start(backend: RemoteBackend, mut info: LockInfo, mut seen: Seen) -> Heartbeat {
+    fn start(backend: RemoteBackend, info: LockInfo, seen: Seen, fence: Fence) -> Heartbeat {
         let (stop, stopped) = mpsc::channel::<()>();
-        let lost = Arc::new(AtomicBool::new(false));
-        let flag = lost.clone();
-        let thread = std::thread::Builder::new().name("gpuplan-lock-heartbeat".into()).spawn(move || {
-            // Ends when the sender is dropped (the lock released) or the lock is lost.
-            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(backend.lock_timing.renew) {
-                info.extend(backend.lock_timing.ttl);
-                match backend.put_lock(&info, seen.update()) {
-                    Ok(Some(next)) => seen = next,
-                    Ok(None) => {
-                        flag.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                    // Transient: the next tick tries again while the lock has time left.
-                    Err(_) => {}
-                }
-            }
-        });
-        // Without a thread the lock still works; it just expires after `ttl`, which a
-        // takeover then reports.
-        Heartbeat { stop: Some(stop), thread: thread.ok(), lost }
+        let beat = Beat { backend, info, seen, fence: fence.clone() };
+        let thread = std::thread::Builder::new().name("gpuplan-lock-heartbeat".into()).spawn(move || beat.run(stopped));
+        if let Err(e) = &thread {
+            // Nothing renews the lock then: its fence lapses after one validity, and the
+            // apply starts no operation after that.
+            eprintln!("warning: cannot start the state lock's heartbeat: {e}; the lock will not be renewed");
+        }
+        Heartbeat { stop: Some(stop), thread: thread.ok(), fence }
+    }
+
+    /// The fence this heartbeat keeps.
+    pub(crate) fn fence(&self) -> Fence {
+        self.fence.clone()
     }
 
     /// Stop renewing and wait for a renewal in flight.
@@ -823,6 +868,88 @@ impl Heartbeat {
 impl Drop for Heartbeat {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// The heartbeat thread's own state.
+struct Beat {
+    backend: RemoteBackend,
+    info: LockInfo,
+    /// The lock object's version as our last renewal left it.
+    seen: Seen,
+    fence: Fence,
+}
+
+impl Beat {
+    /// Renew until the sender is dropped (the lock released) or the lock is lost.
+    fn run(mut self, stopped: mpsc::Receiver<()>) {
+        let timing = self.backend.lock_timing;
+        let mut wait = timing.renew;
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
+            wait = match self.renew() {
+                Ok(true) => timing.renew,
+                Ok(false) => return,
+                // Sooner again: the fence has `renew` or more of margin, and one answer
+                // lost should not cost a whole period of it.
+                Err(()) => (timing.renew / 4).max(Duration::from_millis(20)),
+            };
+        }
+    }
+
+    /// One renewal: `Ok(true)` done, `Ok(false)` lost, `Err` to be tried again soon.
+    fn renew(&mut self) -> Result<bool, ()> {
+        let sent = Instant::now();
+        self.info.extend((self.backend.wall)(), self.backend.lock_timing.ttl);
+        match self.backend.put_lock(&self.info, self.seen.update()) {
+            Ok(Some(next)) => {
+                self.seen = next;
+                self.fence.renewed_at(sent);
+                Ok(true)
+            }
+            Ok(None) => self.refused(),
+            Err(e) => {
+                count_renew_failure();
+                let timing = self.backend.lock_timing;
+                eprintln!(
+                    "warning: could not renew the state lock `{}`: {e}\n  trying again; without a renewal for {} this run starts no new operation",
+                    self.backend.lock_url(),
+                    humantime::format_duration(fence::validity(timing.ttl, timing.renew))
+                );
+                self.fence.renew_failed(e.to_string());
+                Err(())
+            }
+        }
+    }
+
+    /// The store refused the renewal: the lock changed since our last one. Still ours when
+    /// an earlier renewal went through and only its answer was lost (then renewed again
+    /// soon, with the version found); anyone else's (or nobody's) means lost.
+    fn refused(&mut self) -> Result<bool, ()> {
+        match self.backend.get(&self.backend.lock_key(), "read the lock of") {
+            Ok(Some((bytes, seen))) => {
+                let now = serde_json::from_slice::<LockInfo>(&bytes).ok();
+                if now.as_ref().is_some_and(|n| n.id == self.info.id) {
+                    // Renewed with this version soon (not now: no loop on a store that
+                    // keeps refusing).
+                    self.seen = seen;
+                    return Err(());
+                }
+                self.fence.lose(now.map(|n| format!("it is held by {} now", n.describe())));
+                Ok(false)
+            }
+            Ok(None) => {
+                self.fence.lose(Some("it was removed (`gpuplan state unlock`)".into()));
+                Ok(false)
+            }
+            Err(e) => {
+                // Changed, but whether by us (an answer lost) or by another is unknown:
+                // asked again soon; meanwhile the fence lapses on its own.
+                count_renew_failure();
+                eprintln!("warning: could not renew the state lock `{}`: {e}", self.backend.lock_url());
+                self.fence.renew_failed(e.to_string());
+                Err(())
+            }
+        }
     }
 }
 

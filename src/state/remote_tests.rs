@@ -262,3 +262,103 @@ impl ObjectStore for IgnoresIfMatch {
         self.0.copy_opts(from, to, options).await
     }
 }
+
+/// A 1 s lock lifetime renewed every 200 ms (trusted for 2/3 s after each renewal).
+fn quick() -> super::lock::LockTiming {
+    super::lock::LockTiming { ttl: Duration::from_secs(1), renew: Duration::from_millis(200) }
+}
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < Duration::from_secs(10), "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Expiry is judged as the Lease judges it: a waiter whose wall clock runs 40 s fast would
+/// find the holder's `expires` long past, yet over three lifetimes it never takes the lock
+/// from a holder that keeps renewing it (it never sees one version for a TTL).
+#[test]
+fn a_waiter_whose_wall_clock_runs_40_s_fast_never_takes_a_live_lock() {
+    let store = Flaky::new();
+    let holder = remote(&store).with_lock_timing(quick());
+    let lock = holder.lock("apply", Duration::ZERO).unwrap();
+    let fast = || std::time::SystemTime::now() + Duration::from_secs(40);
+    let waiter = remote(&store).with_lock_timing(quick()).with_wall_clock(fast);
+    match waiter.lock("plan", Duration::from_secs(3)) {
+        Err(StateError::Locked { holder: Some(h), .. }) => assert_eq!(h.id, lock.info.id),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    assert!(lock.fence().is_held(), "the holder still holds it: {:?}", lock.fence());
+    assert_eq!(holder.lock_info().unwrap().map(|i| i.id), Some(lock.info.id.clone()));
+}
+
+/// A lock nobody renews is taken over once the waiter has seen it unchanged for the TTL on
+/// its own clock, whatever its `expires` says (here hours ahead: its writer's clock ran
+/// slow), and not before.
+#[test]
+fn an_abandoned_lock_is_taken_over_after_a_ttl_of_seeing_it_unchanged() {
+    let store = Flaky::new();
+    let mut dead = LockInfo::new("apply");
+    dead.extend(std::time::SystemTime::now() + Duration::from_secs(3 * 3600), Duration::from_secs(1));
+    let body = serde_json::to_vec(&dead).unwrap();
+    let s = store.clone();
+    tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async move {
+        s.put(&object_store::path::Path::from(format!("{KEY}.lock")), body.into()).await.unwrap();
+    });
+    let waiter = remote(&store).with_lock_timing(quick());
+    let first_seen = std::time::Instant::now();
+    assert!(matches!(waiter.lock("plan", Duration::ZERO), Err(StateError::Locked { .. })), "not before a TTL");
+    let lock = waiter.lock("apply", Duration::from_secs(5)).expect("taken over");
+    assert!(first_seen.elapsed() >= Duration::from_secs(1), "taken over after {:?}", first_seen.elapsed());
+    assert_eq!(lock.stale.as_ref().map(|s| s.id.as_str()), Some(dead.id.as_str()));
+    assert_eq!(waiter.lock_info().unwrap().map(|i| i.id), Some(lock.info.id.clone()));
+}
+
+/// A holder cut off from its lock (its renewals fail) says so, counts the failures, and
+/// writes nothing once its last renewal is older than it may trust (the state object
+/// would still take the write); once it reaches the store again after another process
+/// took over, the lock is lost for good, naming the new holder.
+#[test]
+fn a_holder_that_cannot_renew_writes_nothing_more_and_learns_who_took_over() {
+    let store = Flaky::new();
+    let backend = Backend::Remote(remote(&store).with_lock_timing(quick()));
+    let lock = backend.lock("apply", Duration::ZERO).unwrap();
+    let mut state = State::new("lineage-1".into());
+    backend.write(&lock, &mut state).unwrap();
+    let mut journal = backend.open_journal(&lock, &state).unwrap();
+    journal.append(&[pool("a")]).unwrap();
+    assert!(stored(&store).resources.contains_key("gpu_pool.a"));
+
+    let failures = super::lock::renew_failures();
+    store.cut_off(Some(&lock.info.id));
+    wait_until("the fence lapses", || !lock.fence().is_held());
+    assert!(super::lock::renew_failures() > failures, "failed renewals are counted");
+    let writes = store.writes.load(Ordering::SeqCst);
+    journal.append(&[pool("b")]).expect("not an error yet: a renewal may prove the lock again");
+    assert_eq!(store.writes.load(Ordering::SeqCst), writes, "no progress write while the lock cannot be proven");
+    assert!(!stored(&store).resources.contains_key("gpu_pool.b"));
+    match backend.write(&lock, &mut state) {
+        Err(StateError::Fenced { broken }) => {
+            assert!(!broken.lost && broken.failure.as_deref().is_some_and(|f| f.contains("injected")), "{broken:?}")
+        }
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+
+    let other = Backend::Remote(remote(&store).with_lock_timing(quick()));
+    let theirs = other.lock("apply", Duration::from_secs(5)).expect("taken over after a TTL unchanged");
+    assert_eq!(theirs.stale.as_ref().map(|s| s.id.as_str()), Some(lock.info.id.as_str()));
+    store.cut_off(None);
+    wait_until("the loss is seen", || lock.fence().check().is_err_and(|b| b.lost));
+    let err = backend.write(&lock, &mut state).unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("lost the state lock `mem://fleets/prod.json.lock`: it is held by `gpuplan apply`"),
+        "{text}"
+    );
+    assert!(text.contains(&theirs.info.id), "{text}");
+    drop(lock); // a lost lock's release leaves the new holder's alone
+    assert_eq!(other.lock_info().unwrap().map(|i| i.id), Some(theirs.info.id.clone()));
+}

@@ -1,6 +1,7 @@
 //! A store for tests whose writes fail on demand: object_store's in-memory store behind a
 //! switch, so the remote backend's retry, stop and `errored.json` paths run without a
-//! network. Only writes fail (puts and copies); reads always answer.
+//! network. Only writes fail (puts and copies); reads always answer. One holder's lock
+//! writes alone can be made to fail, so that it cannot renew while others can take over.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,6 +22,9 @@ pub struct Flaky {
     failing: AtomicUsize,
     /// Puts that go through but whose answer is lost (a timeout after the store wrote).
     losing: AtomicUsize,
+    /// Writes of a lock object that name this lock id fail: its holder is cut off from
+    /// the store, others are not.
+    cut_off: std::sync::Mutex<Option<String>>,
     pub writes: AtomicUsize,
 }
 
@@ -35,6 +39,19 @@ impl Flaky {
 
     pub fn lose_answers(&self, n: usize) {
         self.losing.store(n, Ordering::SeqCst);
+    }
+
+    /// Fail every write of a lock object holding the lock id `id` (`None`: none fail): the
+    /// holder of that lock cannot renew it, and anyone else can take it over.
+    pub fn cut_off(&self, id: Option<&str>) {
+        *self.cut_off.lock().unwrap() = id.map(str::to_string);
+    }
+
+    fn is_cut_off(&self, location: &Path, payload: &PutPayload) -> bool {
+        let cut = self.cut_off.lock().unwrap().clone();
+        let Some(id) = cut.filter(|_| location.as_ref().ends_with(".lock")) else { return false };
+        let body: Vec<u8> = payload.iter().flat_map(|b| b.iter().copied()).collect();
+        String::from_utf8_lossy(&body).contains(&id)
     }
 
     fn check(&self) -> Result<()> {
@@ -59,6 +76,9 @@ impl std::fmt::Display for Flaky {
 #[async_trait::async_trait]
 impl ObjectStore for Flaky {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        if self.is_cut_off(location, &payload) {
+            return Err(object_store::Error::Generic { store: "Flaky", source: "connection reset (injected)".into() });
+        }
         self.check()?;
         let result = self.inner.put_opts(location, payload, opts).await;
         let losing = self.losing.load(Ordering::SeqCst);

@@ -824,14 +824,24 @@ fn a_fallback_retries_after_the_wait_doubling_per_failed_try_up_to_a_day() {
 }
 
 #[test]
-fn a_remote_lock_expires_only_when_it_says_so_and_test_timings_come_from_the_environment() {
+fn a_remote_lock_is_abandoned_only_once_seen_unchanged_for_the_longer_ttl_and_test_timings_come_from_the_environment() {
     use crate::state::lock::LockTiming;
     use std::time::{Duration, SystemTime};
+    let minute = Duration::from_secs(60);
     let mut info = LockInfo::new("apply");
-    assert!(!info.expired_at(SystemTime::now() + Duration::from_secs(3600)), "no `expires`: never expires");
-    info.extend(Duration::from_secs(60));
-    assert!(!info.expired_at(SystemTime::now()));
-    assert!(info.expired_at(SystemTime::now() + Duration::from_secs(61)));
+    assert!(!info.abandoned(Duration::from_secs(3600), minute), "no `expires`: it renews nothing, never abandoned");
+    // `expires` is read by people only: a holder whose clock runs an hour slow wrote an
+    // `expires` long past by any other clock, and its lock is not abandoned for that.
+    info.extend(SystemTime::now() - Duration::from_secs(3600), minute);
+    assert_eq!(info.ttl_ms, Some(60_000));
+    assert!(!info.abandoned(Duration::from_secs(59), minute));
+    assert!(info.abandoned(minute, minute));
+    // A waiter with a shorter TTL than the holder's waits for the holder's.
+    assert!(!info.abandoned(Duration::from_secs(30), Duration::from_secs(2)));
+    // And a holder with a shorter one for the waiter's.
+    info.extend(SystemTime::now(), Duration::from_secs(2));
+    assert!(!info.abandoned(Duration::from_secs(30), minute));
+    assert!(info.describe().starts_with("`gpuplan apply` by "), "{}", info.describe());
 
     let env = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     assert_eq!(LockTiming::from_env(&env(&[])).unwrap(), LockTiming::default());

@@ -2,10 +2,12 @@
 //! kustomize`, the kubectl wheel in `.venv/`), every object passes the real Kubernetes
 //! schemas strictly (`kubernetes-validate --strict`, for 1.33, the version gpuplan's
 //! typed objects are generated for, and the newest the validator knows), the Deployment
-//! keeps the properties the service relies on, and `hadolint` passes the Dockerfile.
+//! keeps the properties the service relies on, `hadolint` passes the Dockerfile, and the
+//! Dockerfile copies every input of the build (so the image holds the binary the tests run).
 //! `scripts/test` installs the three tools into `.venv/` (`scripts/moto install`).
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
 const VERSIONS: [&str; 2] = ["1.33.0", "1.37.0"];
@@ -115,4 +117,107 @@ fn the_dockerfile_passes_hadolint_and_runs_as_non_root() {
     let text = std::fs::read_to_string(&file).unwrap();
     assert_eq!(text.lines().filter(|l| l.starts_with("FROM ")).count(), 2, "multi-stage");
     assert!(text.lines().any(|l| l.trim() == "USER 65532:65532"), "non-root");
+}
+
+/// The image is built from what the tests build: the build stage copies every input cargo
+/// reads for the binary (manifest, lock file, build script, sources, the folder of the
+/// bench targets the manifest declares, and every file the code includes from outside
+/// `src/`), and `.dockerignore` keeps none of them out. (No Docker engine here: this
+/// reads both files.)
+#[test]
+fn the_dockerfile_copies_every_input_of_the_build() {
+    let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    let build_stage: Vec<&str> = dockerfile
+        .lines()
+        .skip_while(|l| !l.starts_with("FROM "))
+        .skip(1)
+        .take_while(|l| !l.starts_with("FROM "))
+        .collect();
+    let copied: Vec<String> = build_stage
+        .iter()
+        .filter_map(|l| l.strip_prefix("COPY "))
+        .filter(|l| !l.contains("--from"))
+        .flat_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words[..words.len().saturating_sub(1)]
+                .iter()
+                .map(|w| w.trim_end_matches('/').to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let ignore = std::fs::read_to_string(root().join(".dockerignore")).unwrap_or_default();
+    let ignored: Vec<&str> = ignore.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    let inputs = cargo_inputs();
+    assert!(inputs.contains("build.rs") && inputs.contains("policies"), "the inputs found: {inputs:?}");
+    for input in &inputs {
+        let covered = copied.iter().any(|c| c == input || input.starts_with(&format!("{c}/")));
+        assert!(covered, "the Dockerfile's build stage does not copy `{input}` (copied: {copied:?})");
+        let parts: Vec<&str> = input.split('/').collect();
+        for pattern in &ignored {
+            let hit = (1..=parts.len()).any(|n| glob(pattern, &parts[..n].join("/")));
+            assert!(!hit, "`.dockerignore` pattern `{pattern}` keeps `{input}` out of the build");
+        }
+    }
+}
+
+/// What cargo reads to build the package's binary, as paths from the repository root.
+fn cargo_inputs() -> BTreeSet<String> {
+    let mut inputs: BTreeSet<String> = ["Cargo.toml", "Cargo.lock", "src"].map(String::from).into();
+    // Cargo runs `build.rs` whenever the package has one.
+    if root().join("build.rs").exists() {
+        inputs.insert("build.rs".into());
+    }
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    // Declared bench targets must exist for the manifest to load; declared paths too.
+    if manifest.lines().any(|l| l.trim() == "[[bench]]") {
+        inputs.insert("benches".into());
+    }
+    for l in manifest.lines().filter_map(|l| l.trim().strip_prefix("path = \"")) {
+        inputs.insert(l.split('/').next().unwrap().trim_end_matches('"').to_string());
+    }
+    let mut files = vec![root().join("src")];
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        // Test modules are not part of the binary.
+        let test_only = name == "tests.rs"
+            || name.ends_with("_tests.rs")
+            || p.strip_prefix(root()).unwrap().components().any(|c| c.as_os_str() == "tests");
+        if !name.ends_with(".rs") || test_only {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        for macro_name in ["include_str!(\"", "include_bytes!(\""] {
+            for rest in text.split(macro_name).skip(1) {
+                let Some((rel, _)) = rest.split_once('"') else { continue };
+                let mut full = PathBuf::new();
+                for c in p.parent().unwrap().join(rel).components() {
+                    match c {
+                        Component::ParentDir => {
+                            full.pop();
+                        }
+                        Component::CurDir => {}
+                        other => full.push(other),
+                    }
+                }
+                let from_root = full.strip_prefix(root()).expect("an include inside the repository");
+                inputs.insert(from_root.components().next().unwrap().as_os_str().to_string_lossy().to_string());
+            }
+        }
+    }
+    inputs
+}
+
+/// A `.dockerignore` pattern against a path: `*` matches within one path component.
+fn glob(pattern: &str, path: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == path,
+        Some((head, tail)) => {
+            let Some(rest) = path.strip_prefix(head) else { return false };
+            (0..=rest.len()).take_while(|&i| !rest[..i].contains('/')).any(|i| glob(tail, &rest[i..]))
+        }
+    }
 }

@@ -22,6 +22,7 @@ mod cost;
 mod deploy;
 mod engine_cli;
 mod examples;
+mod fencing_s3;
 mod floating;
 mod fmt_cli;
 mod http_stub;

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-fn endpoint() -> String {
+pub(crate) fn endpoint() -> String {
     match std::env::var("GPUPLAN_TEST_MOTO_ENDPOINT") {
         Ok(e) if !e.trim().is_empty() => e,
         _ => panic!(
@@ -33,7 +33,7 @@ fn http(method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
 }
 
 /// A new bucket for one test.
-fn bucket() -> String {
+pub(crate) fn bucket() -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     let name = format!("gp-state-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
     let (status, _) = http("PUT", &format!("/{name}"), b"");
@@ -59,7 +59,7 @@ fn block<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
 }
 
-fn object(bucket: &str, key: &str) -> Option<Vec<u8>> {
+pub(crate) fn object(bucket: &str, key: &str) -> Option<Vec<u8>> {
     use object_store::ObjectStoreExt;
     let s = store(bucket);
     block(async move {
@@ -116,7 +116,7 @@ gpu_pool "p{i}" {{
     s
 }
 
-fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+pub(crate) fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
     cmd.current_dir(dir)
         .env("NO_COLOR", "1")
@@ -158,7 +158,7 @@ fn spawn(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Child {
     command(dir, args, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("gpuplan starts")
 }
 
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+pub(crate) fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
     let start = Instant::now();
     while !ok() {
         assert!(start.elapsed() < timeout, "timed out waiting for {what}");
@@ -166,11 +166,11 @@ fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
     }
 }
 
-fn state_json(bucket: &str) -> serde_json::Value {
+pub(crate) fn state_json(bucket: &str) -> serde_json::Value {
     serde_json::from_slice(&object(bucket, "fleets/prod.json").expect("the state object exists")).unwrap()
 }
 
-fn node_count(state: &serde_json::Value, pool: &str) -> usize {
+pub(crate) fn node_count(state: &serde_json::Value, pool: &str) -> usize {
     state["resources"][pool]["nodes"].as_array().map_or(0, Vec::len)
 }
 

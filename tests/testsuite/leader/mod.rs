@@ -190,3 +190,26 @@ fn a_spec_change_starts_a_pass_within_seconds_and_a_burst_makes_one_pass() {
     assert_eq!(r.passes().len(), 3, "no pass without a change");
     eprintln!("spec change to pass: {latency:?}");
 }
+
+/// `--lease-duration 1900ms` is rounded up to whole seconds, the Lease's unit: the Lease
+/// says 2, as the leader's renew deadline assumes (it used to say 1 while the leader kept
+/// 1.9 s, so a follower could take over while the leader still acted).
+#[test]
+fn a_lease_duration_with_a_fraction_is_written_rounded_up() {
+    let (tmp, api) = setup(1);
+    let args = [
+        "--interval",
+        "1h",
+        "--leader-elect",
+        "--lease-namespace",
+        NS,
+        "--lease-duration",
+        "1900ms",
+        "--lease-identity",
+        "solo",
+    ];
+    let _r = Replica::spawn(tmp.path(), "solo", &args);
+    holder(&api, &["solo"], Duration::from_secs(20));
+    let lease = api.lease(NS, LEASE).expect("the lease");
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 2, "{lease}");
+}

@@ -243,12 +243,17 @@ fn written_again_and_again(store: Store) {
 /// error names the command, and pushing that file (with --force, as it is older) converges.
 fn errored_after_someone_else_wrote(store: Store) {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("main.hcl"), spec(&store, 6)).unwrap();
+    // The apply must still be running while this test breaks its lock and writes over its
+    // state (three processes, slow on a busy machine): ten pools one at a time, a second
+    // per cloud call, keep it going for about ten seconds after its first progress write,
+    // and end it well before its first lock renewal (20 s), which would find the lock gone.
+    const POOLS: usize = 10;
+    std::fs::write(tmp.path().join("main.hcl"), spec(&store, POOLS)).unwrap();
     let apply = spawn(
         tmp.path(),
         &store,
         &["apply", "--auto-approve", "--parallelism", "1"],
-        &[("GPUPLAN_SIM_LATENCY", "500ms")],
+        &[("GPUPLAN_SIM_LATENCY", "1s")],
     );
     let start = Instant::now();
     let progress = loop {
@@ -273,8 +278,8 @@ fn errored_after_someone_else_wrote(store: Store) {
     assert!(stderr.contains("errored.json") && stderr.contains("`gpuplan state push errored.json`"), "{stderr}");
     let kept: serde_json::Value =
         serde_json::from_slice(&std::fs::read(tmp.path().join("errored.json")).expect("errored.json")).unwrap();
-    assert_eq!(nodes(&kept), 12, "every node the apply launched is in errored.json");
-    assert!(nodes(&pulled(tmp.path(), &store).unwrap()) < 12, "the other writer's state was not overwritten");
+    assert_eq!(nodes(&kept), 2 * POOLS, "every node the apply launched is in errored.json");
+    assert!(nodes(&pulled(tmp.path(), &store).unwrap()) < 2 * POOLS, "the other writer's state was not overwritten");
 
     let refused = run(tmp.path(), &store, &["state", "push", "errored.json"]);
     assert_eq!(refused.code, 1, "an older serial needs --force: {}", refused.stderr);

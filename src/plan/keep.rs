@@ -46,9 +46,10 @@ pub fn layout(shape: &PoolShape, n: u32, on_demand_base: u32, spot_percent: u32,
     let canonical = shape::layout(shape, n, on_demand_base, spot_percent);
     let z = shape.zones.len();
     let distinct = shape.zones.iter().enumerate().all(|(i, zone)| !shape.zones[..i].contains(zone));
-    // One bucket per capacity type (EC2 places across zones), or nothing to keep: the
-    // only layout, or no reason to leave the usual one.
-    if shape.provider_places_zones() || z == 0 || !distinct || have.values().all(Vec::is_empty) {
+    // One bucket per capacity type (EC2 places across zones), or the usual layout keeps
+    // every node already (a pool that does not change): the only layout, or the best.
+    let counts = have.iter().map(|(bucket, nodes)| (*bucket, nodes.len()));
+    if shape.provider_places_zones() || z == 0 || !distinct || keeps_all(&canonical, counts) {
         return canonical;
     }
     let (od, spot) = shape::split(n, on_demand_base, spot_percent);
@@ -82,6 +83,17 @@ pub fn layout(shape: &PoolShape, n: u32, on_demand_base: u32, spot_percent: u32,
         out.push((zone.clone(), Capacity::Spot, floor[1] + y));
     }
     out
+}
+
+/// Does `layout` keep every node, given each bucket's count? A node in no bucket of the
+/// layout goes.
+pub fn keeps_all<'a>(
+    layout: &[(String, Capacity, u32)],
+    mut counts: impl Iterator<Item = ((&'a str, Capacity), usize)>,
+) -> bool {
+    counts.all(|((zone, cap), k)| {
+        k == 0 || layout.iter().any(|(z, c, want)| z == zone && *c == cap && k <= *want as usize)
+    })
 }
 
 /// A bucket's nodes, worthiest first: keeping `k` of them keeps the first `k`.

@@ -95,8 +95,10 @@ fn target_layout(
     scale: Option<&ScaleAction>,
 ) -> keep::Layout {
     let (base, pct) = (pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
-    if phase != FallbackPhase::None {
-        return shape::layout(shape, n, base, pct);
+    let usual = shape::layout(shape, n, base, pct);
+    // Most pools of a plan do not change: their nodes fit the usual layout already.
+    if phase != FallbackPhase::None || keep::keeps_all(&usual, buckets.iter().map(|(b, nodes)| (*b, nodes.len()))) {
+        return usual;
     }
     let worth = |node: &Node| -> keep::Worth {
         let rank = cx.jobs.keep_rank(&node.id);

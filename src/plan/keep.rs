@@ -118,7 +118,7 @@ fn assign(options: &[[[Score; 2]; 2]], extra: [usize; 2]) -> Option<Vec<[u32; 2]
     let choices = move |u: usize, v: usize| {
         [[1, 1], [1, 0], [0, 1], [0, 0]].into_iter().filter(move |&[x, y]| {
             let both = x + y;
-            !(at_most_one && both > 1) && !(at_least_one && both < 1) && x <= u && y <= v
+            (!at_most_one || both <= 1) && (!at_least_one || both >= 1) && x <= u && y <= v
         })
     };
     let at = |u: usize, v: usize| u * (s + 1) + v;

@@ -2,6 +2,7 @@
 
 pub mod adopt;
 pub mod diff;
+pub mod keep;
 pub mod model;
 pub mod outputs;
 mod pool;

@@ -14,7 +14,7 @@ use crate::autoscale::{self, Decision, Direction, Limits, NodeSignal, Rules, Sig
 use crate::catalog;
 use crate::cost::{self, CostReport};
 use crate::plan::model::ScaleAction;
-use crate::plan::{Action, Plan, shape};
+use crate::plan::{Action, Plan, keep, shape};
 use crate::providers::Node;
 use crate::providers::sim::NodeUsage;
 use crate::spec::Spec;
@@ -109,7 +109,9 @@ pub fn autoscale(cx: &Context<'_>) -> (Vec<ScaleAction>, Vec<PoolDecision>, BTre
         let limits = limits_for(cx, pool_addr, pool, current, cost);
         let last = cx.state.autoscale.get(&pool_addr.to_string()).and_then(|r| humantime::parse_rfc3339(&r.at).ok());
         let (base, pct) = (pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
-        let layout = |n: u32| shape::layout(&shape, n, base, pct);
+        let fell_back = cx.state.resources.get(&pool_addr.to_string()).is_some_and(|r| r.fallback.is_some());
+        let idle = (Rules::from(a).idle_for, cx.now);
+        let layout = planner_layout(&shape, (base, pct), &signals, idle, fell_back);
         match autoscale::decide(&Rules::from(a), &limits, &signals, last, cx.now, &layout) {
             Decision::Hold { why } => verdict.reason = why,
             Decision::Up { to, reason } => {
@@ -140,6 +142,29 @@ pub fn autoscale(cx: &Context<'_>) -> (Vec<ScaleAction>, Vec<PoolDecision>, BTre
         decisions.push(verdict);
     }
     (actions, decisions, utilization)
+}
+
+/// The planner's layout for `n` nodes of the pool ([`keep::layout`]): of the even layouts,
+/// the one that keeps the most of its live nodes, idle ones last, so that the idle nodes
+/// chosen here are the ones the plan removes. A pool that `fell_back` keeps the usual
+/// layout, as the planner does (its fallback record is about that one).
+pub(super) fn planner_layout<'a>(
+    shape: &'a shape::PoolShape,
+    (base, pct): (u32, u32),
+    signals: &'a Signals,
+    (idle_for, now): (Duration, SystemTime),
+    fell_back: bool,
+) -> impl Fn(u32) -> keep::Layout + 'a {
+    let mut have: keep::Have<'a> = BTreeMap::new();
+    for n in signals.nodes.iter().filter(|_| !fell_back) {
+        let idle = !n.busy && n.idle_since.is_some_and(|s| age_at(now, s) >= idle_for);
+        have.entry((n.zone.as_str(), n.capacity)).or_default().push([1, u32::from(!idle), 0, u32::from(n.busy)]);
+    }
+    move |n| keep::layout(shape, n, base, pct, &have)
+}
+
+fn age_at(now: SystemTime, since: SystemTime) -> Duration {
+    now.duration_since(since).unwrap_or_default()
 }
 
 /// Live nodes of the pool with their usage. The sim cloud reports usage. On a VM pool of

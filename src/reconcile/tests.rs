@@ -337,3 +337,54 @@ fn lease_durations_are_whole_seconds_rounded_up_everywhere_alike() {
     assert_eq!(cfg(Duration::from_secs(15)).renew_deadline(), Duration::from_secs(10));
     assert_eq!(cfg(Duration::from_millis(300)).duration(), Duration::from_secs(1), "at least a second");
 }
+
+/// After a change kept a spot node in us-east-1a and added on-demand nodes in 1b and 1c
+/// (not the usual layout), scaling down by one idle node is still possible: the
+/// autoscaler counts in the layout the planner will choose, so it removes the idle
+/// on-demand node in 1c and keeps the busy one in 1b and the spot node.
+#[test]
+fn the_autoscaler_scales_down_in_the_layout_the_planner_keeps() {
+    use crate::autoscale::{Decision, Limits, NodeSignal, Rules, Signals};
+    use crate::providers::Capacity;
+    let shape = crate::plan::shape::PoolShape {
+        provider: "sim".into(),
+        provider_kind: crate::spec::model::ProviderKind::Sim,
+        region: "us-east-1".into(),
+        zones: vec!["us-east-1a".into(), "us-east-1b".into(), "us-east-1c".into()],
+        gpu: "L4".into(),
+        gpus_per_node: 1,
+        instance_types: vec!["g6.xlarge".into()],
+        image: None,
+        max_spot_price: None,
+    };
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(86_400);
+    let node = |id: &str, zone: &str, capacity, busy: bool| NodeSignal {
+        id: id.into(),
+        zone: zone.into(),
+        capacity,
+        busy,
+        idle_since: (!busy).then(|| now - 60 * MIN),
+    };
+    let signals = Signals {
+        nodes: vec![
+            node("spot-a", "us-east-1a", Capacity::Spot, false),
+            node("od-b", "us-east-1b", Capacity::OnDemand, true),
+            node("od-c", "us-east-1c", Capacity::OnDemand, false),
+        ],
+        usage_known: true,
+        queued: vec![],
+    };
+    let rules = Rules { queue_wait: 5 * MIN, utilization_above: 90, idle_for: 15 * MIN, step: 1, cooldown: 5 * MIN };
+    let limits = Limits { current: 3, min: 1, max: 3, gpus_per_node: 1, spot_percent: 50, ..Limits::default() };
+    let decide = |fell_back: bool| {
+        let layout = signals::planner_layout(&shape, (0, 50), &signals, (rules.idle_for, now), fell_back);
+        crate::autoscale::decide(&rules, &limits, &signals, None, now, &layout)
+    };
+    match decide(false) {
+        Decision::Down { to, remove, .. } => assert_eq!((to, remove), (2, vec!["od-c".to_string()])),
+        other => panic!("expected a scale-down, got {other:?}"),
+    }
+    // In the usual layout (a pool that fell back) 2 nodes are on-demand in 1a and spot in
+    // 1b: every node would have to go, the busy one too, so the autoscaler holds.
+    assert!(matches!(decide(true), Decision::Hold { .. }), "{:?}", decide(true));
+}

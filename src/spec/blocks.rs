@@ -159,10 +159,14 @@ pub const PROVIDER_ATTRS: &[&str] = &[
 ];
 const SIM_ONLY: &[&str] = &["seed", "latency", "failure_rate", "zone_capacity", "job_duration"];
 
+/// Decode a provider block. When it fails, `partial` receives what decoded: the block is
+/// still declared for the pools that name it, which are checked against the catalog
+/// unless the region they would take from it failed (`kind: None`).
 pub fn provider(
     mut f: Fields<'_>,
     cx: &mut Cx<'_, '_>,
     kind: Spanned<Option<ProviderKind>>,
+    partial: &mut Option<Provider>,
 ) -> Result<Provider, Reported> {
     if kind.value.is_some_and(|k| k != ProviderKind::Sim) {
         for a in SIM_ONLY {
@@ -210,6 +214,11 @@ pub fn provider(
         f.failed = true;
     }
     let failed = f.failed;
+    if failed {
+        let region_failed = p.region.is_none() && f.has("region");
+        let kind = Spanned::new(p.kind.value.filter(|_| !region_failed), p.kind.span);
+        *partial = Some(Provider { kind, ..p.clone() });
+    }
     f.finish(cx, PROVIDER_ATTRS);
     if failed { Err(Reported) } else { Ok(p) }
 }
@@ -285,9 +294,10 @@ pub const POOL_ATTRS: &[&str] = &[
 /// one run reports every problem.
 pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<GpuPool>) -> Result<GpuPool, Reported> {
     let meta = meta(&mut f, cx, POOL_ATTRS);
+    let mut broken_placement = None;
     let placement = match f.nested(cx, "placement") {
         Some(pf) => {
-            let r = placement(pf, cx);
+            let r = placement(pf, cx, &mut broken_placement);
             f.check(r)
         }
         None => None,
@@ -362,7 +372,13 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
             labels: Default::default(),
             mig: mig.clone(),
             kubernetes: None,
-            placement: placement.clone().map(Box::new),
+            // A floating pool stays floating, with the candidates that decoded (maybe
+            // none): it has no provider of its own to be told is missing.
+            placement: placement
+                .clone()
+                .or(broken_placement)
+                .or_else(|| floating.then(|| Placement { span: meta.span, ..Placement::default() }))
+                .map(Box::new),
             meta: meta.clone(),
         });
     }
@@ -401,7 +417,8 @@ fn not_with_placement(cx: &mut Cx<'_, '_>, f: &mut Fields<'_>, spans: [Option<cr
 }
 
 /// A floating pool's `placement {}` block: candidates, strategy, min_saving, min_stay.
-fn placement(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Placement, Reported> {
+/// When it fails, `partial` receives it with the candidates that decoded.
+fn placement(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Placement>) -> Result<Placement, Reported> {
     let span = f.head;
     let list = f.object_list(cx, "candidates");
     let mut candidates = Vec::new();
@@ -434,10 +451,12 @@ fn placement(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Placement, Report
     let min_stay = f.duration(cx, "min_stay");
     let failed = f.failed;
     f.finish(cx, &["candidates", "strategy", "min_saving", "min_stay"]);
+    let placement = Placement { candidates, strategy, min_saving, min_stay, span };
     if failed {
+        *partial = Some(placement);
         return Err(Reported);
     }
-    Ok(Placement { candidates, strategy, min_saving, min_stay, span })
+    Ok(placement)
 }
 
 /// One candidate: `{ provider = "aws", region = "us-east-1", zones = [...] }`.

@@ -80,17 +80,31 @@ fn head(b: &Block) -> Span {
     }
 }
 
-/// What decoding produced: the spec, plus pools that failed to decode but whose identity
-/// is known (validation still checks them against the catalog).
+/// What decoding produced: the spec, plus what is known of the blocks that failed.
 #[derive(Debug, Default)]
 pub struct Decoded {
     pub spec: Spec,
-    pub partial_pools: BTreeMap<Address, GpuPool>,
+    pub partial: Partial,
+}
+
+/// Blocks that failed to decode, as far as they are known: still declared for the blocks
+/// that refer to them (one mistake is reported once, at its cause), and checked against
+/// the catalog where their identity decoded.
+#[derive(Debug, Default)]
+pub struct Partial {
+    /// Pools whose provider, GPU and GPUs per node decoded.
+    pub pools: BTreeMap<Address, GpuPool>,
+    /// Provider blocks by the name pools use, with what decoded; `kind` is `None` where
+    /// the pools on it cannot be checked (an unknown kind, a region that failed).
+    pub providers: BTreeMap<String, Provider>,
+    /// Resource blocks that failed (`gpu_pool.train`, without instance keys), or sit in
+    /// a reference cycle.
+    pub failed: BTreeSet<Address>,
 }
 
 pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags: &mut Diagnostics) -> Decoded {
     let mut spec = Spec::default();
-    let mut partial_pools = BTreeMap::new();
+    let mut partial = Partial::default();
     let collected = collect(files, diags);
     let yaml_files: BTreeSet<u32> = files.iter().filter(|f| f.format == raw::Format::Yaml).map(|f| f.file).collect();
 
@@ -136,7 +150,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
             reads
         })
         .collect();
-    let mut poisoned: BTreeSet<String> = BTreeSet::new();
+    let mut poisoned = unset_variables(&collected.variables, &vars);
     let mut order = Vec::new();
     // Tarjan yields components dependencies-first for edges dependent → dependency.
     for scc in petgraph::algo::tarjan_scc(&graph) {
@@ -182,7 +196,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
             },
             Item::Resource(kind, block) => {
                 let keep = referenced[i];
-                match resource(&mut cx, kind, block, &refs[i], keep, &mut spec, &mut partial_pools) {
+                match resource(&mut cx, kind, block, &refs[i], keep, &mut spec, &mut partial) {
                     // Unreferenced resources stay as `Null` keys: "did you mean" lists them.
                     Ok(v) => {
                         resources.insert((kind, label(block).to_string()), v);
@@ -195,6 +209,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
         }
     }
 
+    partial.failed = poisoned.iter().filter_map(|key| key.parse::<Address>().ok()).collect();
     let scope = || Scope {
         vars: Some(&vars),
         locals: Some(&locals),
@@ -227,7 +242,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
         };
         crate::spec::adopt::decode(&mut cx, b, &mut spec);
     }
-    Decoded { spec, partial_pools }
+    Decoded { spec, partial }
 }
 
 #[derive(Default)]
@@ -559,7 +574,7 @@ fn resource(
     refs: &[Spanned<Address>],
     keep: bool,
     spec: &mut Spec,
-    partial_pools: &mut BTreeMap<Address, GpuPool>,
+    partial: &mut Partial,
 ) -> Result<Value, Reported> {
     let name = label(b).to_string();
     let what = format!("{kind} {name:?}");
@@ -580,7 +595,7 @@ fn resource(
             None => what.clone(),
         };
         let f = Fields::from_body(inst_what, head(b), &b.body, cx.diags);
-        let mut partial = None;
+        let mut broken = None;
         let fix_meta = |m: &mut Meta| {
             m.key = key.clone();
             m.count = meta_count.clone();
@@ -588,15 +603,15 @@ fn resource(
             m.references = refs.to_vec();
         };
         let value = match kind {
-            Kind::Provider => decode_provider(f, cx, b, spec),
-            Kind::GpuPool => store(blocks::gpu_pool(f, cx, &mut partial), &addr, &mut spec.gpu_pools, keep, fix_meta),
+            Kind::Provider => decode_provider(f, cx, b, spec, &mut partial.providers),
+            Kind::GpuPool => store(blocks::gpu_pool(f, cx, &mut broken), &addr, &mut spec.gpu_pools, keep, fix_meta),
             Kind::Quota => store(blocks::quota(f, cx), &addr, &mut spec.quotas, keep, fix_meta),
             Kind::JobTemplate => store(blocks::job_template(f, cx), &addr, &mut spec.job_templates, keep, fix_meta),
             Kind::Job => store(blocks::job(f, cx), &addr, &mut spec.jobs, keep, fix_meta),
             Kind::Autoscaler => store(blocks::autoscaler(f, cx), &addr, &mut spec.autoscalers, keep, fix_meta),
         };
-        if let Some(p) = partial.take() {
-            partial_pools.insert(addr.clone(), p);
+        if let Some(p) = broken.take() {
+            partial.pools.insert(addr.clone(), p);
         }
         match value {
             Ok(v) => values.push((key, v)),
@@ -768,21 +783,46 @@ const PROVIDER_KINDS: &[(&str, ProviderKind)] = &[
     ("alicloud", ProviderKind::Alicloud),
 ];
 
-fn decode_provider(f: Fields<'_>, cx: &mut Cx<'_, '_>, b: &Block, spec: &mut Spec) -> Result<Value, Reported> {
+fn decode_provider(
+    f: Fields<'_>,
+    cx: &mut Cx<'_, '_>,
+    b: &Block,
+    spec: &mut Spec,
+    partial: &mut BTreeMap<String, Provider>,
+) -> Result<Value, Reported> {
     let label = &b.labels[0];
     let kind = PROVIDER_KINDS.iter().find(|(n, _)| *n == label.name).map(|(_, k)| *k);
+    let meant = did_you_mean(&label.name, PROVIDER_KINDS.iter().map(|(n, _)| *n));
     if kind.is_none() {
         cx.error(enum_error("provider", &label.name, PROVIDER_KINDS.iter().map(|(n, _)| *n), label.span).help(
-            match did_you_mean(&label.name, PROVIDER_KINDS.iter().map(|(n, _)| *n)) {
+            match &meant {
                 Some(s) => format!("did you mean \"{s}\"?"),
                 None => "gpuplan supports the providers sim, aws, tencentcloud and alicloud".into(),
             },
         ));
     }
-    let p = blocks::provider(f, cx, Spanned::new(kind, label.span))?;
-    if kind.is_none() {
-        return Err(Reported);
-    }
+    let mut broken = None;
+    let decoded = blocks::provider(f, cx, Spanned::new(kind, label.span), &mut broken);
+    // The name pools use for the block, whether or not its kind is known.
+    let name = |p: &Provider| p.alias.as_ref().map_or_else(|| label.name.clone(), |a| a.value.clone());
+    let p = match decoded {
+        Ok(p) if kind.is_some() => p,
+        Ok(p) => {
+            // `provider "simm"`: pools naming it, or the kind it was meant to be, would
+            // only repeat this error.
+            if let Some(meant) = meant.filter(|_| p.alias.is_none()) {
+                partial.entry(meant.to_string()).or_insert_with(|| p.clone());
+            }
+            partial.entry(name(&p)).or_insert(p);
+            return Err(Reported);
+        }
+        Err(Reported) => {
+            if let Some(p) = broken {
+                partial.entry(name(&p)).or_insert(p);
+            }
+            return Err(Reported);
+        }
+    };
     let local = p.local_name();
     if let Some(prev) = spec.providers.get(&local) {
         let prev_span = prev.alias.as_ref().map(|a| a.span).unwrap_or(prev.kind.span);
@@ -806,6 +846,12 @@ const VAR_TYPES: &[(&str, VarType)] = &[
     ("list", VarType::List),
     ("map", VarType::Map),
 ];
+
+/// `var.NAME` of each variable declared without a value: it was reported where it is
+/// declared, so references to it are poisoned, not reported again where it is used.
+fn unset_variables(blocks: &[&Block], vars: &BTreeMap<String, Value>) -> BTreeSet<String> {
+    blocks.iter().map(|b| label(b)).filter(|name| !vars.contains_key(*name)).map(|name| format!("var.{name}")).collect()
+}
 
 /// Decode variable blocks and fix each variable's value.
 fn variables(

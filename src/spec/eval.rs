@@ -175,7 +175,7 @@ pub struct Scope<'a> {
     /// Every resource the spec declares, by kind: what a reference to an undeclared one
     /// is told it may have meant (else the resources evaluated so far).
     pub declared: Option<&'a BTreeMap<Kind, std::collections::BTreeSet<String>>>,
-    /// Locals and resources that failed; references to them are silently poisoned.
+    /// Variables, locals and resources that failed; references to them are silently poisoned.
     pub poisoned: Option<&'a std::collections::BTreeSet<String>>,
     pub env: Option<&'a BTreeMap<String, String>>,
     /// Where the names `env()` looks up are noted (a spec's load: [`EnvReads`]).
@@ -310,6 +310,9 @@ fn resolve_root<'s>(
     match root {
         "var" => {
             let (name, nspan) = first_attr("variable")?;
+            if scope.poisoned.is_some_and(|p| p.contains(&format!("var.{name}"))) {
+                return Err(EvalError::Poisoned);
+            }
             let vars = scope.vars.ok_or_else(|| err(span, "variables are not available here", "not allowed here"))?;
             match vars.get(name) {
                 Some(v) => Ok((v.clone(), &steps[1..])),

@@ -4,9 +4,11 @@
 //! - `eval.rs`: evaluate expressions (references, interpolation, functions).
 //! - `decode.rs`: schema-driven decoding of blocks into the typed [`model`], reporting
 //!   every problem (unknown attributes, types, ranges, references) in one pass.
-//! - `validate.rs`: cross-resource checks against the catalog and the providers.
+//! - `validate.rs`: cross-resource checks against the catalog and the providers;
+//!   `adopt_check.rs`: what `moved`, `removed` and `import` blocks get wrong statically.
 
 pub mod adopt;
+mod adopt_check;
 pub mod backend;
 pub mod blocks;
 pub mod decode;
@@ -273,8 +275,9 @@ fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Lo
     // sorted entries it is packed (several MB less for 100,000 pools).
     spec.gpu_pools = std::mem::take(&mut spec.gpu_pools).into_iter().collect();
     validate::resolve_job_pools(&mut spec, &mut diags);
-    validate::validate(&spec, &decoded.partial_pools, &mut diags);
-    drop(decoded.partial_pools);
+    validate::validate(&spec, &decoded.partial, &mut diags);
+    adopt_check::check(&spec, &decoded.partial, &mut diags);
+    drop(decoded.partial);
     if declares_nothing
         && skip.is_empty()
         && !diags.has_errors()

@@ -9,14 +9,16 @@ use crate::addr::Address;
 use crate::catalog::{self, Catalog};
 use crate::diag::{Diagnostic, Diagnostics, did_you_mean};
 use crate::spec::Spec;
+use crate::spec::decode::Partial;
 use crate::spec::model::{GpuPool, Job, JobTemplate, Provider, ProviderKind, Spanned};
 
-pub fn validate(spec: &Spec, partial_pools: &BTreeMap<Address, GpuPool>, diags: &mut Diagnostics) {
+pub fn validate(spec: &Spec, partial: &Partial, diags: &mut Diagnostics) {
     let cat = catalog::catalog();
-    for (addr, pool) in spec.gpu_pools.iter().map(|(a, p)| (a, &**p)).chain(partial_pools) {
+    let known = Known { spec, partial };
+    for (addr, pool) in spec.gpu_pools.iter().map(|(a, p)| (a, &**p)).chain(&partial.pools) {
         match &pool.placement {
-            Some(p) => validate_floating(spec, cat, addr, pool, p, diags),
-            None => validate_pool(spec, cat, addr, pool, diags),
+            Some(p) => validate_floating(known, cat, addr, pool, p, diags),
+            None => validate_pool(known, cat, addr, pool, diags),
         }
     }
     for q in spec.quotas.values() {
@@ -59,20 +61,38 @@ pub fn validate(spec: &Spec, partial_pools: &BTreeMap<Address, GpuPool>, diags: 
     }
 }
 
+/// The spec with what is known of the blocks that failed to decode: a provider block with
+/// a bad attribute is still declared for the pools that name it.
+#[derive(Clone, Copy)]
+struct Known<'a> {
+    spec: &'a Spec,
+    partial: &'a Partial,
+}
+
+impl<'a> Known<'a> {
+    fn provider(&self, name: &str) -> Option<&'a Provider> {
+        self.spec.providers.get(name).or_else(|| self.partial.providers.get(name))
+    }
+}
+
 /// A floating pool: each candidate is checked as if the pool lived there (its provider
 /// block, region, zones and the GPU shape on offer), every problem of every candidate
-/// reported once, at the candidate's own line.
+/// reported once, at the candidate's own line. Without candidates (they failed to
+/// decode), only what the pool says itself: its GPU shape.
 fn validate_floating(
-    spec: &Spec,
+    known: Known<'_>,
     cat: &Catalog,
     addr: &Address,
     pool: &GpuPool,
     placement: &crate::spec::model::Placement,
     diags: &mut Diagnostics,
 ) {
+    if placement.candidates.is_empty() {
+        check_gpu_shape(cat, addr, pool, diags);
+    }
     for c in &placement.candidates {
         let mut own = Diagnostics::default();
-        validate_pool(spec, cat, addr, &pool.placed_in(c), &mut own);
+        validate_pool(known, cat, addr, &pool.placed_in(c), &mut own);
         let here = [c.provider.span, c.region.span];
         for mut d in own.items {
             // Pointed at the candidate it is about, unless the pool's own attribute is at
@@ -150,41 +170,10 @@ pub fn pool_region<'s>(spec: &'s Spec, pool: &'s GpuPool) -> Option<&'s Spanned<
     pool.region.as_ref().or_else(|| pool_provider(spec, pool).and_then(|p| p.region.as_ref()))
 }
 
-fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, diags: &mut Diagnostics) {
-    let gpu_ok = check_gpu_model(cat, &pool.gpu, diags);
-    if let Some(m) = pool.mig.as_ref().filter(|_| gpu_ok)
-        && crate::catalog::mig_slices(&pool.gpu.value, &m.value).is_none()
-    {
-        let offered = crate::catalog::mig_profiles(&pool.gpu.value);
-        let d = Diagnostic::error(
-            "gpuplan::spec::mig_profile",
-            format!("`{addr}`: {} GPUs do not offer the MIG profile {:?}", pool.gpu.value, m.value),
-        )
-        .at(m.span, "not a MIG profile of this GPU model")
-        .at(pool.gpu.span, "GPU model");
-        diags.push(match (offered.is_empty(), did_you_mean(&m.value, offered.iter().copied())) {
-            (true, _) => d.help(format!("{} has no MIG; MIG needs A100 or H100 GPUs: remove `mig`", pool.gpu.value)),
-            (false, Some(s)) => d.help(format!("did you mean {s:?}? profiles: {}", offered.join(", "))),
-            (false, None) => d.help(format!("profiles of {}: {}", pool.gpu.value, offered.join(", "))),
-        });
-    }
-    let Some(provider) = pool_provider(spec, pool) else {
-        let declared: Vec<&str> = spec.providers.keys().map(String::as_str).collect();
-        let known_kind = ProviderKind::ALL.iter().any(|k| k.as_str() == pool.provider.value);
-        let mut d = Diagnostic::error(
-            "gpuplan::spec::missing_provider",
-            format!("`{addr}` uses provider {:?}, but no such provider block is declared", pool.provider.value),
-        )
-        .at(pool.provider.span, "no provider block with this name");
-        d = match did_you_mean(&pool.provider.value, declared.iter().copied()) {
-            Some(s) => d.help(format!("did you mean {s:?}?")),
-            None if known_kind => d.help(format!("add `provider \"{}\" {{}}` to the spec", pool.provider.value)),
-            None => d.help(format!(
-                "declared providers: {}",
-                if declared.is_empty() { "none".into() } else { declared.join(", ") }
-            )),
-        };
-        diags.push(d);
+fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool, diags: &mut Diagnostics) {
+    let gpu_ok = check_gpu_shape(cat, addr, pool, diags);
+    let Some(provider) = known.provider(&pool.provider.value) else {
+        diags.push(missing_provider(known.spec, addr, pool));
         return;
     };
     let Some(kind) = provider.kind.value else { return };
@@ -221,7 +210,7 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
             ),
         );
     }
-    let Some(region) = pool_region(spec, pool) else {
+    let Some(region) = pool.region.as_ref().or(provider.region.as_ref()) else {
         diags.push(
             Diagnostic::error("gpuplan::spec::missing_region", format!("`{addr}` has no region"))
                 .at(pool.meta.span, "set `region` here or in the provider block")
@@ -367,6 +356,47 @@ fn validate_pool(spec: &Spec, cat: &Catalog, addr: &Address, pool: &GpuPool, dia
     }
     if gpu_ok {
         check_zones_offer_shape(cat, kind, addr, pool, region, cny, diags);
+    }
+}
+
+/// The pool's GPU model and MIG profile against the catalog; true when the model is known.
+fn check_gpu_shape(cat: &Catalog, addr: &Address, pool: &GpuPool, diags: &mut Diagnostics) -> bool {
+    let gpu_ok = check_gpu_model(cat, &pool.gpu, diags);
+    if let Some(m) = pool.mig.as_ref().filter(|_| gpu_ok)
+        && crate::catalog::mig_slices(&pool.gpu.value, &m.value).is_none()
+    {
+        let offered = crate::catalog::mig_profiles(&pool.gpu.value);
+        let d = Diagnostic::error(
+            "gpuplan::spec::mig_profile",
+            format!("`{addr}`: {} GPUs do not offer the MIG profile {:?}", pool.gpu.value, m.value),
+        )
+        .at(m.span, "not a MIG profile of this GPU model")
+        .at(pool.gpu.span, "GPU model");
+        diags.push(match (offered.is_empty(), did_you_mean(&m.value, offered.iter().copied())) {
+            (true, _) => d.help(format!("{} has no MIG; MIG needs A100 or H100 GPUs: remove `mig`", pool.gpu.value)),
+            (false, Some(s)) => d.help(format!("did you mean {s:?}? profiles: {}", offered.join(", "))),
+            (false, None) => d.help(format!("profiles of {}: {}", pool.gpu.value, offered.join(", "))),
+        });
+    }
+    gpu_ok
+}
+
+/// A pool names a provider block that no block declares, not even one that failed.
+fn missing_provider(spec: &Spec, addr: &Address, pool: &GpuPool) -> Diagnostic {
+    let declared: Vec<&str> = spec.providers.keys().map(String::as_str).collect();
+    let known_kind = ProviderKind::ALL.iter().any(|k| k.as_str() == pool.provider.value);
+    let d = Diagnostic::error(
+        "gpuplan::spec::missing_provider",
+        format!("`{addr}` uses provider {:?}, but no such provider block is declared", pool.provider.value),
+    )
+    .at(pool.provider.span, "no provider block with this name");
+    match did_you_mean(&pool.provider.value, declared.iter().copied()) {
+        Some(s) => d.help(format!("did you mean {s:?}?")),
+        None if known_kind => d.help(format!("add `provider \"{}\" {{}}` to the spec", pool.provider.value)),
+        None => d.help(format!(
+            "declared providers: {}",
+            if declared.is_empty() { "none".into() } else { declared.join(", ") }
+        )),
     }
 }
 

@@ -156,6 +156,36 @@ fn bad_import_ids_fail_the_plan_at_their_line() {
     assert!(plan.stdout.contains(&format!("main.hcl:18:5: instance `{t4}` is a")), "{}", plan.stdout);
 }
 
+/// An import into a pool the spec lacks, a `removed` block for a pool it still declares
+/// and a cycle of `moved` blocks are wrong whatever runs: `validate` reports them, and
+/// `plan` reports them the same way, each once, at its line, before touching anything.
+#[test]
+fn static_adoption_mistakes_fail_validate_and_plan_once_at_their_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = format!(
+        "{PROVIDER}gpu_pool \"old\" {{\n  provider = \"sim\"\n  gpu = \"A100-40GB\"\n  gpus_per_node = 8\n  nodes {{\n    min = 0\n    desired = 0\n    max = 1\n  }}\n}}\nimport {{\n  to  = gpu_pool.nope\n  ids = [\"i-1\"]\n}}\nremoved {{\n  from = gpu_pool.old\n}}\nmoved {{\n  from = gpu_pool.a\n  to   = gpu_pool.b\n}}\nmoved {{\n  from = gpu_pool.b\n  to   = gpu_pool.a\n}}\n"
+    );
+    std::fs::write(dir.join("main.hcl"), spec).unwrap();
+    let messages = [
+        "`import` into `gpu_pool.nope`, which the spec does not declare",
+        "`gpu_pool.old` is in a `removed` block but still declared in the spec",
+        "the `moved` blocks form a cycle: `gpu_pool.a` → `gpu_pool.b` → `gpu_pool.a`",
+    ];
+    for cmd in ["validate", "plan"] {
+        let r = run(dir, &[cmd]);
+        assert_eq!(r.code, 1, "{cmd}: {}{}", r.stdout, r.stderr);
+        let out = format!("{}{}", r.stdout, r.stderr);
+        for m in messages {
+            assert_eq!(out.matches(m).count(), 1, "{cmd}: `{m}` once in\n{out}");
+        }
+        for at in ["main.hcl:15:9", "main.hcl:19:10", "main.hcl:22:10"] {
+            assert!(out.contains(at), "{cmd}: no `{at}` in\n{out}");
+        }
+        assert!(!dir.join("state").exists(), "{cmd} wrote state");
+    }
+}
+
 #[test]
 fn state_mv_renames_a_pool_and_retags_its_nodes_in_place() {
     let tmp = tempfile::tempdir().unwrap();

@@ -133,6 +133,19 @@ fn five_megabytes_of_junk() {
     assert!(start.elapsed().as_secs() < 20, "5 MB of junk took {:?}", start.elapsed());
 }
 
+/// One out-of-range value in the provider block a thousand pools use is one problem, not
+/// a thousand and one: the block is still declared for the pools that name it.
+#[test]
+fn a_bad_provider_attribute_under_a_thousand_pools_is_one_problem() {
+    let mut hcl = String::from("provider \"sim\" {\n  zone_capacity = 10000000\n}\n");
+    for i in 0..1000 {
+        hcl += &format!(
+            "\ngpu_pool \"p{i:04}\" {{\n  provider      = \"sim\"\n  region        = \"us-east-1\"\n  gpu           = \"L4\"\n  gpus_per_node = 1\n  nodes {{\n    min     = 0\n    desired = 1\n    max     = 2\n  }}\n}}\n"
+        );
+    }
+    generated("gen_provider_range_1000_pools", &[("main.hcl", hcl.into_bytes())]);
+}
+
 #[test]
 fn location_check_is_strict() {
     assert!(has_location("  ╭─[case/main.hcl:3:7]"));

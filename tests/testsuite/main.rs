@@ -34,6 +34,7 @@ mod kube_fake;
 mod kube_jobs;
 mod layering;
 mod leader;
+mod least_disruption;
 mod mig;
 mod no_panic;
 mod pipelines;

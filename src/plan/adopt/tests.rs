@@ -195,10 +195,18 @@ fn removed_without_destroy_forgets_the_pool_and_terminates_nothing() {
 
 #[test]
 fn removed_names_a_pool_still_declared_is_an_error() {
-    let spec = spec(&format!(
-        "{}removed {{\n  from = gpu_pool.old\n  lifecycle {{\n    destroy = false\n  }}\n}}\n",
+    // `validate` refuses this spec first (`spec::adopt_check`); planned all the same, the
+    // plan refuses it too.
+    let mut sources = crate::diag::Sources::default();
+    let text = format!(
+        "provider \"sim\" {{\n  region = \"us-east-1\"\n}}\n{}removed {{\n  from = gpu_pool.old\n  lifecycle {{\n    destroy = false\n  }}\n}}\n",
         pool("old")
-    ));
+    );
+    sources.add("main.hcl", &text);
+    let loaded = crate::spec::load_sources(sources, &Default::default());
+    let codes: Vec<&str> = loaded.diags.items.iter().map(|d| d.code).collect();
+    assert_eq!(codes, ["gpuplan::spec::removed_declared"]);
+    let spec = loaded.spec;
     let r = resolve(&spec, &State::new(LINEAGE.into()), None, false);
     assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
     assert_eq!(r.errors[0].span, Some(spec.removals[0].span));

@@ -16,6 +16,8 @@ mod nodes;
 mod removed;
 
 #[cfg(test)]
+mod keep_tests;
+#[cfg(test)]
 mod tests;
 
 use std::cell::RefCell;

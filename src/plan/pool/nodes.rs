@@ -1,7 +1,7 @@
 //! Which nodes a pool creates and deletes: live nodes that no longer match the pool are
-//! replaced; the rest fill the layout bucket by bucket (zone × capacity), nodes that run
-//! jobs first, then oldest first, so the nodes past a bucket's count (the ones that go)
-//! are idle and the newest.
+//! replaced; the rest fill the layout that keeps the most of them (`plan::keep`) bucket
+//! by bucket (zone × capacity), nodes that run jobs first, then oldest first, so the nodes
+//! past a bucket's count (the ones that go) are idle and the newest.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::{PoolCtx, delete, sorted};
 use crate::plan::diff::hex;
+use crate::plan::keep;
 use crate::plan::model::{NodeDelete, ScaleAction};
 use crate::plan::shape::{self, PoolShape};
 use crate::providers::{
@@ -59,9 +60,11 @@ pub(crate) fn node_ops(
     stale: &[&Node],
     scale: Option<&ScaleAction>,
 ) -> NodeOps {
-    let layout = shape::layout(shape, n, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
     let age = age_rank(cx.prior);
-    let Filled { mut creates, excess, held, retry } = fill_layout(cx, shape, pool, &layout, fresh, &age, scale);
+    let buckets = bucket_nodes(cx, shape, fresh, &age, scale);
+    let phase = fallback_phase(cx, shape, pool);
+    let layout = target_layout(cx, shape, pool, n, phase, &buckets, scale);
+    let Filled { mut creates, excess, held, retry } = fill_layout(cx, shape, pool, &layout, buckets, phase);
     // A first push reserves room for four; most pools create one batch, and the plan
     // keeps them until apply ends.
     creates.shrink_to_fit();
@@ -76,6 +79,34 @@ pub(crate) fn node_ops(
         deletes.push(d);
     }
     NodeOps { creates, deletes, held, retry }
+}
+
+/// The layout the nodes move to: of those the shape allows, the one that keeps the most
+/// of them and the busiest ([`keep::layout`]), so that no node the shape can keep is
+/// terminated. A pool waiting on, or retrying, its preferred placement after a fallback
+/// keeps the usual layout ([`shape::layout`]): its fallback record is about that one.
+fn target_layout(
+    cx: &PoolCtx<'_, '_>,
+    shape: &PoolShape,
+    pool: &GpuPool,
+    n: u32,
+    phase: FallbackPhase,
+    buckets: &Buckets<'_>,
+    scale: Option<&ScaleAction>,
+) -> keep::Layout {
+    let (base, pct) = (pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
+    let usual = shape::layout(shape, n, base, pct);
+    // Most pools of a plan do not change: their nodes fit the usual layout already.
+    if phase != FallbackPhase::None || keep::keeps_all(&usual, buckets.iter().map(|(b, nodes)| (*b, nodes.len()))) {
+        return usual;
+    }
+    let worth = |node: &Node| -> keep::Worth {
+        let rank = cx.jobs.keep_rank(&node.id);
+        [1, u32::from(!idle(scale, node)), u32::from(rank == 0), u32::from(rank <= 1)]
+    };
+    let have: keep::Have<'_> =
+        buckets.iter().map(|(bucket, nodes)| (*bucket, nodes.iter().map(|n| worth(n)).collect())).collect();
+    keep::layout(shape, n, base, pct, &have)
 }
 
 /// Did the autoscaler find this node idle (it goes first when its bucket shrinks)?
@@ -129,7 +160,31 @@ pub(crate) fn fallback_phase(cx: &PoolCtx<'_, '_>, shape: &PoolShape, pool: &Gpu
     }
 }
 
-/// Match fresh nodes to the layout's buckets: a batch to create for each bucket short of
+/// A pool's fresh nodes by layout bucket (zone × capacity), each bucket in the order its
+/// nodes are kept: nodes of jobs that are not preemptible, then of preemptible ones, then
+/// idle ones, and last of all the nodes the autoscaler found idle; oldest first within each.
+pub(crate) type Buckets<'a> = BTreeMap<(&'a str, Capacity), Vec<&'a Node>>;
+
+/// [`Buckets`] of the `fresh` nodes.
+pub(crate) fn bucket_nodes<'a>(
+    cx: &PoolCtx<'_, '_>,
+    shape: &PoolShape,
+    fresh: &[&'a Node],
+    age: &BTreeMap<&str, usize>,
+    scale: Option<&ScaleAction>,
+) -> Buckets<'a> {
+    // Keyed by borrowed zone names: a pool's buckets are looked up a dozen times a plan.
+    let mut by_bucket: Buckets<'a> = BTreeMap::new();
+    let mut ordered = oldest_first(fresh, age);
+    // Stable: age order kept within each rank.
+    ordered.sort_by_key(|n| (idle(scale, n), cx.jobs.keep_rank(&n.id)));
+    for node in ordered {
+        by_bucket.entry((shape::bucket(shape, &node.zone), node.capacity)).or_default().push(node);
+    }
+    by_bucket
+}
+
+/// Match the bucketed nodes to the layout: a batch to create for each bucket short of
 /// nodes, and the nodes past each bucket's count (idle first, then newest). A pool that
 /// fell back and is still waiting to retry keeps its fallback nodes in place of the
 /// nodes its preferred buckets lack ([`hold_fallbacks`]).
@@ -138,19 +193,11 @@ pub(crate) fn fill_layout<'a>(
     shape: &PoolShape,
     pool: &GpuPool,
     layout: &[(String, Capacity, u32)],
-    fresh: &[&'a Node],
-    age: &BTreeMap<&str, usize>,
-    scale: Option<&ScaleAction>,
+    by_bucket: Buckets<'a>,
+    phase: FallbackPhase,
 ) -> Filled<'a> {
-    // Keyed by borrowed zone names: a pool's buckets are looked up a dozen times a plan.
-    let mut by_bucket: BTreeMap<(&str, Capacity), Vec<&Node>> = BTreeMap::new();
-    let mut ordered = oldest_first(fresh, age);
-    // Kept first: nodes of jobs that are not preemptible, then of preemptible ones, then
-    // idle ones; the nodes the autoscaler found idle go first (stable: age order kept).
-    ordered.sort_by_key(|n| (idle(scale, n), cx.jobs.keep_rank(&n.id)));
-    for node in ordered {
-        by_bucket.entry((shape::bucket(shape, &node.zone), node.capacity)).or_default().push(node);
-    }
+    // Keys borrowed for as long as this call, so the layout's zone names can look them up.
+    let mut by_bucket: BTreeMap<(&str, Capacity), Vec<&'a Node>> = by_bucket;
     let mut short: Vec<(String, Capacity, u32)> = Vec::new();
     let mut excess: Vec<&Node> = Vec::new();
     for (zone, cap, want) in layout {
@@ -165,7 +212,6 @@ pub(crate) fn fill_layout<'a>(
     for (_, rest) in by_bucket {
         excess.extend(rest);
     }
-    let phase = fallback_phase(cx, shape, pool);
     let held = if phase == FallbackPhase::Hold {
         hold_fallbacks(shape, pool.mix.fallback.value, &mut short, &mut excess)
     } else {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::nodes::{age_rank, excess_deletes, fill_layout};
+use super::nodes::{FallbackPhase, age_rank, bucket_nodes, excess_deletes, fill_layout};
 use super::removed::{catalog_gpus, orphan_provider, removal_reason};
 use super::*;
 use crate::catalog;
@@ -52,11 +52,11 @@ fn spec(text: &str) -> Spec {
     loaded.spec
 }
 
-fn train() -> Address {
+pub(super) fn train() -> Address {
     "gpu_pool.train".parse().unwrap()
 }
 
-fn node(id: &str, zone: &str, capacity: Capacity) -> Node {
+pub(super) fn node(id: &str, zone: &str, capacity: Capacity) -> Node {
     Node {
         provider: None,
         id: id.into(),
@@ -71,7 +71,7 @@ fn node(id: &str, zone: &str, capacity: Capacity) -> Node {
     }
 }
 
-fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
+pub(super) fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
     ResourceState {
         kind: "gpu_pool".into(),
         provider: Some("sim".into()),
@@ -87,8 +87,8 @@ fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
 }
 
 /// Everything a [`PoolCtx`] borrows.
-struct World {
-    spec: Spec,
+pub(super) struct World {
+    pub(super) spec: Spec,
     state: State,
     observed: Option<Vec<Node>>,
     autoscale: Vec<ScaleAction>,
@@ -97,7 +97,7 @@ struct World {
 }
 
 impl World {
-    fn new(prior: Option<ResourceState>, observed: Option<Vec<Node>>) -> World {
+    pub(super) fn new(prior: Option<ResourceState>, observed: Option<Vec<Node>>) -> World {
         let mut state = State::new("lineage-1".into());
         if let Some(r) = prior {
             state.resources.insert("gpu_pool.train".into(), r);
@@ -121,7 +121,7 @@ impl World {
 }
 
 /// Run `f` on the context of `gpu_pool.train` in `world` (`in_spec`: the pool is declared).
-fn with_cx<R>(world: &World, in_spec: bool, autoscaled: bool, f: impl FnOnce(&PoolCtx<'_, '_>) -> R) -> R {
+pub(super) fn with_cx<R>(world: &World, in_spec: bool, autoscaled: bool, f: impl FnOnce(&PoolCtx<'_, '_>) -> R) -> R {
     let input = world.input();
     let addr = train();
     let seen: BTreeMap<&str, &Node> = world.observed.iter().flatten().map(|n| (n.id.as_str(), n)).collect();
@@ -147,7 +147,7 @@ fn with_cx<R>(world: &World, in_spec: bool, autoscaled: bool, f: impl FnOnce(&Po
     f(&cx)
 }
 
-fn shape_of(world: &World) -> PoolShape {
+pub(super) fn shape_of(world: &World) -> PoolShape {
     shape::shape(&world.spec, &world.spec.gpu_pools[&train()], catalog::catalog()).expect("the pool has a shape")
 }
 
@@ -417,7 +417,9 @@ fn fill_layout_creates_what_buckets_lack_and_returns_the_newest_extra_nodes() {
     let fresh = [&a3, &a1, &a2];
     let (creates, excess) = with_cx(&world, true, false, |cx| {
         let age = age_rank(cx.prior);
-        let super::nodes::Filled { creates, excess, .. } = fill_layout(cx, &shape, pool, &layout, &fresh, &age, None);
+        let buckets = bucket_nodes(cx, &shape, &fresh, &age, None);
+        let super::nodes::Filled { creates, excess, .. } =
+            fill_layout(cx, &shape, pool, &layout, buckets, FallbackPhase::None);
         (creates, excess.into_iter().map(|n| n.id.clone()).collect::<Vec<_>>())
     });
     assert_eq!(excess, ["a2", "a3"], "the oldest node stays");
@@ -432,7 +434,8 @@ fn fill_layout_creates_what_buckets_lack_and_returns_the_newest_extra_nodes() {
     let idle = scale(2, &["a1"]);
     let mut excess = with_cx(&world, true, true, |cx| {
         let age = age_rank(cx.prior);
-        let excess = fill_layout(cx, &shape, pool, &layout, &fresh, &age, Some(&idle)).excess;
+        let buckets = bucket_nodes(cx, &shape, &fresh, &age, Some(&idle));
+        let excess = fill_layout(cx, &shape, pool, &layout, buckets, FallbackPhase::None).excess;
         excess.into_iter().map(|n| n.id.clone()).collect::<Vec<_>>()
     });
     excess.sort();
@@ -624,7 +627,7 @@ fn pool_change_runs_the_steps_in_order() {
 
 #[test]
 fn fallback_nodes_stand_in_for_the_preferred_buckets_only_while_waiting() {
-    use super::nodes::{FallbackPhase, fallback_phase, hold_fallbacks};
+    use super::nodes::{fallback_phase, hold_fallbacks};
     use crate::spec::model::Fallback;
     let b1 = node("b1", "us-east-1b", Capacity::OnDemand);
     let b2 = node("b2", "us-east-1b", Capacity::OnDemand);

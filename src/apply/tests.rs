@@ -203,7 +203,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         lineage: "00000000-0000-4000-8000-000000000000".into(),
         serial: 1,
         spec_digest: String::new(),
-        spec_sources: None,
+        inputs: None,
         refreshed: true,
         targets: vec![],
         destroy: false,

@@ -7,11 +7,13 @@ use super::{ApplyArgs, CliError, DestroyArgs, ExitStatus, Settings, common, load
 use crate::apply::ApplyOptions;
 use crate::engine::{self, run::PlanRequest};
 use crate::plan::Plan;
+use crate::plan::inputs::Given;
 use crate::render;
+use crate::spec::fingerprint::Fingerprint;
 
 pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus> {
     let (spec, pre) = engine::preread::alongside(&settings.workspace(), || match &args.planfile {
-        Some(p) => saved_spec(settings, &settings.resolve_path(p)),
+        Some(p) => saved_spec(settings, args, p),
         None => Ok(load::valid_spec(settings)?.map(SpecFor::Planning)),
     });
     let Some(spec) = spec? else { return Ok(ExitStatus::Error) };
@@ -22,9 +24,9 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
         common::warn_stale_lock(&session);
         let (providers, sim) = engine::providers::build_with_sim(&ws, spec.for_providers(), &session.state, pre.sim)?;
         let plan = match spec {
-            SpecFor::Saved { plan, digest, part } => {
+            SpecFor::Saved { plan, digest, part, changed } => {
                 drop(part);
-                engine::run::check_fresh_digest(&plan, &session, || Some(digest))?;
+                engine::run::check_fresh_digest(&plan, &session, || Some(digest), &changed)?;
                 if engine::run::denied(&plan) {
                     return Ok(denied(&plan)?);
                 }
@@ -143,48 +145,92 @@ enum SpecFor {
         digest: String,
         /// What the providers are built from ([`engine::providers::providers_part`]).
         part: crate::spec::Spec,
+        /// What differs from the sources the plan was made from (`Fingerprint`), to name
+        /// it if the spec is not the plan's.
+        changed: Vec<String>,
     },
 }
 
 /// A saved plan and what executing it reads of the spec: its digest, for the check that
-/// the plan was made from this spec, and the providers' part.
+/// the plan was made from this spec, and the providers' part, decoded with the plan's
+/// variable values ([`crate::plan::PlanInputs`]).
 ///
 /// The spec files are read first. The plan is read on this thread while another parses
-/// the files and decodes only the providers' part ([`crate::spec::load_providers_part`]).
-/// When the plan records sources ([`crate::plan::SpecSources`]) and they are the files
-/// read, the `--var` values and the environment variables the spec looked up, the spec
-/// is the plan's, digest and all. Otherwise (an edited file, another value, a plan saved
-/// by an earlier gpuplan, a providers' part that cannot stand alone) the plan goes, and
-/// the whole spec is loaded, digested and reduced to its providers' part before the plan
-/// is read again, as before: at 100,000 pools the spec and the plan do not fit in memory
-/// side by side.
-fn saved_spec(settings: &Settings, path: &std::path::Path) -> miette::Result<Option<SpecFor>> {
+/// the files and keeps only the providers' part ([`crate::spec::parse_providers_part`]).
+/// When the files and the environment variables the spec looked up are the plan's
+/// ([`crate::spec::fingerprint`]), the spec is the plan's, digest and all, and only that
+/// part is decoded. Otherwise (an edited file, another value, a providers' part that
+/// cannot stand alone) the plan goes, and the whole spec is loaded, digested and reduced
+/// to its providers' part before the plan is read again: at 100,000 pools the spec and
+/// the plan do not fit in memory side by side.
+fn saved_spec(settings: &Settings, args: &ApplyArgs, file: &std::path::Path) -> miette::Result<Option<SpecFor>> {
+    let path = settings.resolve_path(file);
     let read = load::read_spec(settings)?;
-    let opts = settings.load_options();
-    let (plan, part) = std::thread::scope(|s| {
-        let part = s.spawn(|| crate::spec::load_providers_part(&read, &opts));
-        let plan = common::read_plan(path);
-        // A panic while decoding is a bug: surface it as one thread would.
-        (plan, part.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    let (plan, raw) = std::thread::scope(|s| {
+        let raw = s.spawn(|| crate::spec::parse_providers_part(&read));
+        let plan = common::read_plan(&path);
+        // A panic while parsing is a bug: surface it as one thread would.
+        (plan, raw.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
     });
     let plan = plan?;
-    let same = plan
-        .spec_sources
-        .as_ref()
-        .is_some_and(|s| crate::spec::sources_digest(&read.sources, &opts, &s.env) == s.digest);
-    if same && let Some((spec, skipped)) = part {
+    let Some(inputs) = plan.inputs.clone() else {
+        return Err(CliError::new(format!("the plan file `{}` does not say what it was made with", file.display()))
+            .hint("make the plan again with `gpuplan plan --out FILE`")
+            .into());
+    };
+    if !given_as_saved(settings, args, &plan, &inputs, file)? {
+        return Ok(None);
+    }
+    let opts = crate::spec::LoadOptions {
+        vars: inputs.var_args(),
+        auto_var_files: false,
+        env: settings.env.clone(),
+        ..Default::default()
+    };
+    let now = Fingerprint::of(&read.sources, &Default::default(), &inputs.sources.env_names(), &settings.env);
+    let changed = now.changes_since(&inputs.sources);
+    if changed.is_empty()
+        && let Some((spec, skipped)) = raw.and_then(|raw| crate::spec::decode_providers_part(raw, &opts))
+    {
         load::say_skipped(settings, &skipped);
         let digest = plan.spec_digest.clone();
         let part = engine::providers::providers_part(&spec);
-        return Ok(Some(SpecFor::Saved { plan: Box::new(plan), digest, part }));
+        return Ok(Some(SpecFor::Saved { plan: Box::new(plan), digest, part, changed }));
     }
     drop(plan);
-    let Some(loaded) = load::valid_spec_read(settings, read)? else { return Ok(None) };
+    let Some(loaded) = load::valid_spec_with(settings, read, &opts)? else { return Ok(None) };
     let digest = crate::plan::diff::spec_digest(&loaded.spec);
     let part = engine::providers::providers_part(&loaded.spec);
     drop(loaded);
-    let plan = Box::new(common::read_plan(path)?);
-    Ok(Some(SpecFor::Saved { plan, digest, part }))
+    let plan = Box::new(common::read_plan(&path)?);
+    Ok(Some(SpecFor::Saved { plan, digest, part, changed }))
+}
+
+/// Are the workspace, `--var`s, `--var-file`s, `--target`s and `--override-policy`s of
+/// this `apply PLANFILE` the ones the plan was made with (those given; none need be)?
+/// `Ok(false)`: a var file has problems (printed).
+fn given_as_saved(
+    settings: &Settings,
+    args: &ApplyArgs,
+    plan: &Plan,
+    inputs: &crate::plan::PlanInputs,
+    file: &std::path::Path,
+) -> miette::Result<bool> {
+    let mut sources = crate::diag::Sources::default();
+    let mut diags = crate::diag::Diagnostics::default();
+    let vars = crate::spec::varfile::resolve(None, settings.given_vars(), &mut sources, &mut diags);
+    if !diags.items.is_empty() {
+        output::stderr(&crate::diag::render_text(&sources, &diags.items, settings.width, settings.color_stderr));
+    }
+    if diags.has_errors() {
+        return Ok(false);
+    }
+    let given =
+        Given { workspace: &settings.workspace, vars: &vars, targets: &args.target, overrides: &args.override_policy };
+    inputs
+        .check_given(&plan.targets, &given, &file.display().to_string())
+        .map_err(|e| miette::Report::from(CliError::new(e.message).hint(e.hint)))?;
+    Ok(true)
 }
 
 impl SpecFor {

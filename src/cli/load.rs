@@ -22,7 +22,16 @@ pub fn read_spec(settings: &Settings) -> miette::Result<spec::ReadDir> {
 
 /// [`valid_spec`] of files already read ([`read_spec`]).
 pub fn valid_spec_read(settings: &Settings, read: spec::ReadDir) -> miette::Result<Option<Loaded>> {
-    let loaded = crate::graph::checked(spec::load_read(read, &settings.load_options()));
+    valid_spec_with(settings, read, &settings.load_options())
+}
+
+/// [`valid_spec_read`] with other load options (a saved plan's variable values).
+pub fn valid_spec_with(
+    settings: &Settings,
+    read: spec::ReadDir,
+    opts: &spec::LoadOptions,
+) -> miette::Result<Option<Loaded>> {
+    let loaded = crate::graph::checked(spec::load_read(read, opts));
     say_skipped(settings, &loaded.skipped);
     if !loaded.diags.items.is_empty() {
         output::stderr(&diag::render_text(&loaded.sources, &loaded.diags.items, settings.width, settings.color_stderr));

@@ -43,6 +43,7 @@ mod state_show;
 mod state_unlock;
 mod test;
 mod validate;
+mod vars;
 mod verdicts;
 
 use std::ffi::OsString;
@@ -66,9 +67,15 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    use clap::{CommandFactory, FromArgMatches};
     let args = dash::long_flags(args.into_iter().map(Into::into).collect());
-    let cli = match Cli::try_parse_from(args) {
-        Ok(cli) => cli,
+    // Parsed in two steps, as `try_parse_from` does, to keep the matches: they know the
+    // order of `--var` and `--var-file` on the command line.
+    let parsed = Cli::command()
+        .try_get_matches_from(args)
+        .and_then(|m| Ok((Cli::from_arg_matches(&m).map_err(|e| e.format(&mut Cli::command()))?, m)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let _ = e.print();
             // `--help` and `--version` are not failures; usage errors exit 1 like every other
@@ -76,7 +83,7 @@ where
             return if e.use_stderr() { ExitStatus::Error } else { ExitStatus::Success };
         }
     };
-    let settings = match Settings::resolve(&cli.global, cli.command.vars()) {
+    let settings = match Settings::resolve(&cli.global, &vars::in_order(&cli.command, &matches)) {
         Ok(s) => s,
         Err(e) => {
             e.print(settings::stderr_color_from_env(cli.global.no_color));
@@ -229,15 +236,15 @@ pub enum Command {
 }
 
 impl Command {
-    /// `--var` pairs as typed, for the commands that take them.
-    pub fn vars(&self) -> &[String] {
+    /// `--var` pairs and `--var-file`s as typed, for the commands that take them.
+    pub fn vars(&self) -> Option<(&[String], &[PathBuf])> {
         match self {
-            Command::Validate(a) => &a.var,
-            Command::Plan(a) => &a.var,
-            Command::Apply(a) => &a.var,
-            Command::Reconcile(a) => &a.var,
-            Command::Destroy(a) => &a.var,
-            _ => &[],
+            Command::Validate(a) => Some((&a.var, &a.var_file)),
+            Command::Plan(a) => Some((&a.var, &a.var_file)),
+            Command::Apply(a) => Some((&a.var, &a.var_file)),
+            Command::Reconcile(a) => Some((&a.var, &a.var_file)),
+            Command::Destroy(a) => Some((&a.var, &a.var_file)),
+            _ => None,
         }
     }
 }
@@ -247,9 +254,12 @@ pub struct ValidateArgs {
     /// Print diagnostics as JSON on stdout
     #[arg(long)]
     pub json: bool,
-    /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
+    /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,
+    /// Set variables from FILE: HCL `name = value` lines or a YAML mapping (repeatable)
+    #[arg(long, value_name = "FILE")]
+    pub var_file: Vec<PathBuf>,
     /// Also check the policies of DIR (repeatable) [default: <DIR>/policies]
     #[arg(long, value_name = "DIR")]
     pub policy_dir: Vec<PathBuf>,
@@ -312,9 +322,12 @@ pub struct PlanArgs {
     /// Plan only this resource and what it depends on (repeatable)
     #[arg(long, value_name = "ADDR")]
     pub target: Vec<Address>,
-    /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
+    /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,
+    /// Set variables from FILE: HCL `name = value` lines or a YAML mapping (repeatable)
+    #[arg(long, value_name = "FILE")]
+    pub var_file: Vec<PathBuf>,
     /// Accept a failing soft policy by name (repeatable)
     #[arg(long, value_name = "NAME")]
     pub override_policy: Vec<String>,
@@ -360,9 +373,12 @@ pub struct ApplyArgs {
     /// Apply only this resource and what it depends on (repeatable)
     #[arg(long, value_name = "ADDR")]
     pub target: Vec<Address>,
-    /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
+    /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,
+    /// Set variables from FILE: HCL `name = value` lines or a YAML mapping (repeatable)
+    #[arg(long, value_name = "FILE")]
+    pub var_file: Vec<PathBuf>,
     /// Accept a failing soft policy by name (repeatable)
     #[arg(long, value_name = "NAME")]
     pub override_policy: Vec<String>,
@@ -385,9 +401,12 @@ pub struct DestroyArgs {
     /// Destroy only this resource and what depends on it (repeatable)
     #[arg(long, value_name = "ADDR")]
     pub target: Vec<Address>,
-    /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
+    /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,
+    /// Set variables from FILE: HCL `name = value` lines or a YAML mapping (repeatable)
+    #[arg(long, value_name = "FILE")]
+    pub var_file: Vec<PathBuf>,
     /// Accept a failing soft policy by name (repeatable)
     #[arg(long, value_name = "NAME")]
     pub override_policy: Vec<String>,
@@ -435,9 +454,12 @@ pub struct ReconcileArgs {
     /// At most N operations at once
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: u32,
-    /// Set a variable, e.g. `--var team=ml` (repeatable; later wins)
+    /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,
+    /// Set variables from FILE: HCL `name = value` lines or a YAML mapping (repeatable)
+    #[arg(long, value_name = "FILE")]
+    pub var_file: Vec<PathBuf>,
     /// Accept a failing soft policy by name (repeatable)
     #[arg(long, value_name = "NAME")]
     pub override_policy: Vec<String>,

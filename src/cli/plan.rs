@@ -3,6 +3,7 @@
 use super::output;
 use super::{ExitStatus, PlanArgs, PlanFormat, Settings, common, load, runtime, verdicts};
 use crate::engine::{self, run::PlanRequest};
+use crate::plan::PlanInputs;
 use crate::render;
 
 /// Markdown plans are posted as pull-request comments, which GitHub caps at 65,536.
@@ -37,9 +38,10 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         common::locate_errors(&mut plan, &loaded);
         let save_to = args.out.as_ref().map(|out| settings.resolve_path(out));
         if save_to.is_some() {
-            // What `apply` compares to see that the spec is still the one planned.
-            let digest = crate::spec::sources_digest(&loaded.sources, &settings.load_options(), &loaded.env_read);
-            plan.spec_sources = Some(crate::plan::SpecSources { digest, env: loaded.env_read.clone() });
+            // What `apply PLANFILE` applies it with, and compares to see that the spec is
+            // still the one planned.
+            let inputs = PlanInputs::of(&loaded, &settings.workspace, &args.override_policy, &settings.env);
+            plan.inputs = Some(inputs);
         }
         // The plan file is written (serialized, compressed) on a second thread
         // while the plan is shown; its outcome is reported after the plan, as before.

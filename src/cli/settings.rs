@@ -9,8 +9,10 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::vars::RawVar;
 use super::{CliError, GlobalArgs};
 use crate::spec::LoadOptions;
+use crate::spec::varfile::VarArg;
 
 /// Width when `COLUMNS` is unset or unusable and stdout is not a terminal (a file, a pipe,
 /// a CI log): fixed, so such output does not depend on where it ran.
@@ -36,8 +38,9 @@ pub struct Settings {
     /// Columns for rendering diagnostics and tables: `COLUMNS`, else the terminal's width
     /// when stdout is one, else [`DEFAULT_WIDTH`].
     pub width: usize,
-    /// `--var NAME=VALUE` pairs in command-line order (later wins).
-    pub vars: Vec<(String, String)>,
+    /// `--var NAME=VALUE` pairs and `--var-file`s (absolute) in command-line order
+    /// (later wins).
+    pub vars: Vec<VarArg>,
     /// The process environment (UTF-8 entries only), for `env("X")` and `GPUPLAN_VAR_*`.
     pub env: BTreeMap<String, String>,
 }
@@ -77,11 +80,11 @@ impl Environment {
 
 impl Settings {
     /// Resolve against the real process environment.
-    pub fn resolve(global: &GlobalArgs, vars: &[String]) -> Result<Settings, CliError> {
+    pub fn resolve(global: &GlobalArgs, vars: &[RawVar<'_>]) -> Result<Settings, CliError> {
         Settings::resolve_in(global, vars, Environment::capture()?)
     }
 
-    pub fn resolve_in(global: &GlobalArgs, vars: &[String], env: Environment) -> Result<Settings, CliError> {
+    pub fn resolve_in(global: &GlobalArgs, vars: &[RawVar<'_>], env: Environment) -> Result<Settings, CliError> {
         let dir = working_dir(global.dir.as_deref(), &env.cwd)?;
         let workspace = workspace_name(&global.workspace)?;
         let state_path = match &global.state {
@@ -92,6 +95,13 @@ impl Settings {
         // Shells set COLUMNS without exporting it, so a terminal's width is asked for.
         let width = env.vars.get("COLUMNS").and_then(|c| c.trim().parse().ok()).filter(|w| *w > 0);
         let terminal = env.stdout_columns.filter(|w| env.stdout_tty && *w > 0);
+        let vars = vars
+            .iter()
+            .map(|v| match v {
+                RawVar::Pair(raw) => parse_var(raw).map(|(name, value)| VarArg::Flag(name, value)),
+                RawVar::File(path) => Ok(VarArg::File(absolute(&dir.join(path)))),
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Settings {
             dir,
             state_path,
@@ -102,7 +112,7 @@ impl Settings {
             interactive: env.stdin_tty && env.stderr_tty,
             input: global.input,
             width: width.or(terminal).unwrap_or(DEFAULT_WIDTH),
-            vars: vars.iter().map(|v| parse_var(v)).collect::<Result<_, _>>()?,
+            vars,
             env: env.vars,
         })
     }
@@ -122,6 +132,12 @@ impl Settings {
 
     pub fn load_options(&self) -> LoadOptions {
         LoadOptions { vars: self.vars.clone(), env: self.env.clone(), ..LoadOptions::default() }
+    }
+
+    /// The variable arguments of this command line that set a value: `--var` and
+    /// `--var-file`, not the environment or `*.auto.vars.hcl`.
+    pub fn given_vars(&self) -> &[VarArg] {
+        &self.vars
     }
 
     /// `path` as typed on the command line, resolved like `-C` says: relative to `dir`.

@@ -33,9 +33,12 @@ pub enum RunError {
     )]
     #[diagnostic(code(gpuplan::plan::stale), help("run `gpuplan plan --out FILE` again and apply the new plan"))]
     StalePlan { plan_lineage: String, plan_serial: u64, lineage: String, serial: u64 },
-    #[error("the saved plan was made from a different spec (digest {plan} ≠ {current})")]
-    #[diagnostic(code(gpuplan::plan::spec_changed), help("the spec changed since the plan was saved: plan again"))]
-    SpecChanged { plan: String, current: String },
+    #[error("the saved plan was made from a different spec: {changed}")]
+    #[diagnostic(
+        code(gpuplan::plan::spec_changed),
+        help("plan again (`gpuplan plan --out FILE`) and apply the new plan, or put back what changed")
+    )]
+    SpecChanged { changed: String },
     #[error(transparent)]
     #[diagnostic(transparent)]
     StateKey(#[from] diff::BadStateKey),
@@ -801,15 +804,17 @@ pub fn denied(plan: &Plan) -> bool {
 
 /// Refuse a saved plan whose state or spec moved on since it was made.
 pub fn check_fresh(plan: &Plan, session: &Session, spec: Option<&Spec>) -> Result<(), RunError> {
-    check_fresh_digest(plan, session, || spec.map(diff::spec_digest))
+    check_fresh_digest(plan, session, || spec.map(diff::spec_digest), &[])
 }
 
 /// [`check_fresh`] against the spec's digest (`diff::spec_digest`), asked of `digest`
-/// only once the state is found unchanged; `None`: the spec is not checked.
+/// only once the state is found unchanged; `None`: the spec is not checked. `changed`
+/// names what differs from the sources the plan was made from, for the error.
 pub fn check_fresh_digest(
     plan: &Plan,
     session: &Session,
     digest: impl FnOnce() -> Option<String>,
+    changed: &[String],
 ) -> Result<(), RunError> {
     if plan.lineage != session.state.lineage || plan.serial != session.state.serial {
         return Err(RunError::StalePlan {
@@ -823,7 +828,12 @@ pub fn check_fresh_digest(
         && !plan.destroy
         && current != plan.spec_digest
     {
-        return Err(RunError::SpecChanged { plan: short(&plan.spec_digest), current: short(&current) });
+        let changed = if changed.is_empty() {
+            format!("its digest is {}, the spec's is {}", short(&plan.spec_digest), short(&current))
+        } else {
+            changed.join("; ")
+        };
+        return Err(RunError::SpecChanged { changed });
     }
     Ok(())
 }

@@ -301,11 +301,11 @@ fn addresses(
 /// A plan with no changes yet.
 fn empty_plan(input: &PlanInput<'_>) -> Plan {
     Plan {
-        format_version: FORMAT_VERSION,
+        format_version: FILE_FORMAT_VERSION,
         lineage: input.state.lineage.clone(),
         serial: input.state.serial,
         spec_digest: input.spec_digest.clone(),
-        spec_sources: None,
+        inputs: None,
         refreshed: input.observed.is_some(),
         targets: input.targets.to_vec(),
         destroy: input.destroy,

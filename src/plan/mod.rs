@@ -2,6 +2,7 @@
 
 pub mod adopt;
 pub mod diff;
+pub mod inputs;
 pub mod keep;
 pub mod model;
 pub mod outputs;
@@ -10,7 +11,8 @@ pub mod report;
 pub mod shape;
 pub mod standing;
 
-pub use model::{Action, Plan, ResourceChange, SpecSources};
+pub use inputs::PlanInputs;
+pub use model::{Action, Plan, ResourceChange};
 
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,11 @@ use crate::plan::report::{CostReport, PolicyResult};
 use crate::providers::{Capacity, CreateNodes, Node};
 use crate::spec::model::Fallback;
 
+/// The version of `plan --json`'s document (DESIGN.md, Files).
 pub const FORMAT_VERSION: u32 = 1;
+/// The version of a saved plan file's document, [`Plan::format_version`]. 2: the plan
+/// records what made it ([`Plan::inputs`]); a file of 1 is refused, not applied without.
+pub const FILE_FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -445,30 +449,20 @@ fn changes_or_skipped<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Reso
     }
 }
 
-/// What a saved plan's spec was loaded from (`spec::sources_digest`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SpecSources {
-    /// SHA-256 of gpuplan's version, the spec files' names and text, the `--var` values
-    /// and the values of the environment variables in `env`.
-    pub digest: String,
-    /// The environment variables the spec looked up (`env()`, `GPUPLAN_VAR_<name>`), set
-    /// or not.
-    #[serde(default)]
-    pub env: Vec<String>,
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
+    /// [`FILE_FORMAT_VERSION`] (a plan file's document; `plan --json` has its own).
     pub format_version: u32,
     /// The prior state this plan was made against; apply refuses if it moved.
     pub lineage: String,
     pub serial: u64,
     /// SHA-256 of the canonical spec; apply refuses if the spec changed.
     pub spec_digest: String,
-    /// What the spec was loaded from, set when the plan is saved: `apply` takes the same
-    /// sources for the same spec without decoding it again.
+    /// What made the plan besides the spec and the state (workspace, variable values,
+    /// overrides, the spec's fingerprint), set when the plan is saved: `apply PLANFILE`
+    /// uses them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec_sources: Option<SpecSources>,
+    pub inputs: Option<crate::plan::inputs::PlanInputs>,
     pub refreshed: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<Address>,

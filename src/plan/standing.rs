@@ -25,7 +25,7 @@ fn plan_header(plan: &Plan) -> Plan {
         lineage: plan.lineage.clone(),
         serial: plan.serial,
         spec_digest: plan.spec_digest.clone(),
-        spec_sources: None,
+        inputs: None,
         refreshed: plan.refreshed,
         targets: plan.targets.clone(),
         destroy: false,

@@ -122,7 +122,7 @@ impl<'a> PlanDoc<'a> {
                     message: &e.message,
                 })
                 .collect(),
-            format_version: plan.format_version,
+            format_version: crate::plan::model::FORMAT_VERSION,
             jobs: (!plan.jobs.is_empty()).then(|| super::jobs::json(plan)),
             lineage: &plan.lineage,
             notes: (!plan.notes.is_empty()).then(|| {

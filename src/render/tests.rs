@@ -111,7 +111,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         lineage: "6f1c2d3e-0000-4000-8000-000000000001".into(),
         serial: 7,
         spec_digest: "ab".repeat(32),
-        spec_sources: None,
+        inputs: None,
         refreshed: true,
         targets: vec![],
         destroy: false,

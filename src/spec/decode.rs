@@ -1,7 +1,8 @@
 //! The decoding driver: raw blocks from every file → one typed [`Spec`].
 //!
 //! 1. Collect blocks: unknown kinds, wrong labels and duplicate names are reported.
-//! 2. Variables get their values (`--var`, then `GPUPLAN_VAR_<name>`, then `default`).
+//! 2. Variables get their values (`--var`, `--var-file` and `*.auto.vars.hcl`, then
+//!    `GPUPLAN_VAR_<name>`, then `default`).
 //! 3. Locals and resources are ordered by the references in their expressions; cycles
 //!    are reported with every member labelled, and their members skipped.
 //! 4. In that order, locals are evaluated and resources expanded (`count`/`for_each`)
@@ -14,12 +15,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::addr::{Address, InstanceKey, Kind};
-use crate::diag::{Diagnostic, Diagnostics, Sources, Span, did_you_mean};
+use crate::diag::{Diagnostic, Diagnostics, Span, did_you_mean};
 use crate::spec::blocks;
 use crate::spec::eval::{Scope, Value};
 use crate::spec::fields::{Cx, Fields, Reported, enum_error, type_error};
 use crate::spec::model::*;
 use crate::spec::raw::{self, Block, Expr, ExprKind, Ident};
+use crate::spec::varfile::{VarFrom, VarInput, VarValue};
 use crate::spec::{LoadOptions, Spec};
 
 const BLOCK_KINDS: &[&str] = &[
@@ -102,7 +104,7 @@ pub struct Partial {
     pub failed: BTreeSet<Address>,
 }
 
-pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags: &mut Diagnostics) -> Decoded {
+pub fn decode(files: &[raw::File], opts: &LoadOptions, inputs: &[VarInput], diags: &mut Diagnostics) -> Decoded {
     let mut spec = Spec::default();
     let mut partial = Partial::default();
     let collected = collect(files, diags);
@@ -114,7 +116,7 @@ pub fn decode(_sources: &Sources, files: &[raw::File], opts: &LoadOptions, diags
     }
 
     spec.backend = crate::spec::backend::decode(&collected.settings, diags);
-    let vars = variables(&collected.variables, opts, diags, &mut spec);
+    let vars = variables(&collected.variables, opts, inputs, diags, &mut spec);
 
     // Order locals and resources by the references between them.
     let mut items: Vec<Item<'_>> = collected.locals.iter().map(|(id, e)| Item::Local(id, e)).collect();
@@ -853,29 +855,20 @@ fn unset_variables(blocks: &[&Block], vars: &BTreeMap<String, Value>) -> BTreeSe
     blocks.iter().map(|b| label(b)).filter(|name| !vars.contains_key(*name)).map(|name| format!("var.{name}")).collect()
 }
 
-/// Decode variable blocks and fix each variable's value.
+/// Decode variable blocks and fix each variable's value: the last of `inputs` that sets
+/// it (var files and `--var`, [`crate::spec::varfile`]), else `GPUPLAN_VAR_<name>`, else
+/// its `default`.
 fn variables(
     blocks: &[&Block],
     opts: &LoadOptions,
+    inputs: &[VarInput],
     diags: &mut Diagnostics,
     spec: &mut Spec,
 ) -> BTreeMap<String, Value> {
     let declared: BTreeMap<Kind, BTreeSet<String>> = BTreeMap::new();
     let mut values = BTreeMap::new();
     let names: Vec<&str> = blocks.iter().map(|b| label(b)).collect();
-    for (name, _) in &opts.vars {
-        if !names.contains(&name.as_str()) {
-            let mut d = Diagnostic::error(
-                "gpuplan::spec::undeclared_variable",
-                format!("`--var {name}=...` sets a variable the spec does not declare"),
-            );
-            d = match did_you_mean(name, names.iter().copied()) {
-                Some(s) => d.help(format!("did you mean `{s}`?")),
-                None => d.help(format!("declare it: variable \"{name}\" {{ type = string }}")),
-            };
-            diags.push(d);
-        }
-    }
+    undeclared_inputs(inputs, &names, diags);
     for b in blocks {
         let name = label(b).to_string();
         let no_files = BTreeSet::new();
@@ -911,54 +904,112 @@ fn variables(
         if failed {
             continue;
         }
-        let env_key = format!("GPUPLAN_VAR_{name}");
-        opts.env_read.note(&env_key);
-        let given = opts
-            .vars
-            .iter()
-            .rev()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| (v.clone(), "--var"))
-            .or_else(|| opts.env.get(&env_key).map(|v| (v.clone(), "environment")));
-        let value = match (given, &default) {
-            (Some((text, source)), _) => match parse_var(&text, ty.value) {
-                Ok(v) => Some(Spanned::new(v, head(b))),
-                Err(expected) => {
-                    cx.error(
-                        Diagnostic::error(
-                            "gpuplan::spec::variable_value",
-                            format!("the value {text:?} for variable `{name}` (from {source}) is not {expected}"),
-                        )
-                        .at(ty.span, format!("declared as {expected}")),
-                    );
-                    None
+        let given = given_value(&name, inputs, opts);
+        let Some((value, from)) = variable_value(&mut cx, b, &name, &ty, default.as_ref(), given) else { continue };
+        values.insert(name.clone(), value.value.clone());
+        spec.variables.insert(name, Variable { ty, default, description, sensitive, value, from });
+    }
+    values
+}
+
+/// Values for variables the spec does not declare: an error for `--var` (a typo sets
+/// nothing), a warning for a var file (one file may serve several specs), as Terraform.
+fn undeclared_inputs(inputs: &[VarInput], names: &[&str], diags: &mut Diagnostics) {
+    for input in inputs.iter().filter(|i| !names.contains(&i.name.as_str())) {
+        let name = &input.name;
+        let mut d = match &input.from {
+            VarFrom::File { file, key, .. } => Diagnostic::warning(
+                "gpuplan::spec::undeclared_variable",
+                format!("`{file}` sets `{name}`, a variable the spec does not declare; it is ignored"),
+            )
+            .at(*key, "not declared"),
+            VarFrom::Flag => Diagnostic::error(
+                "gpuplan::spec::undeclared_variable",
+                format!("`--var {name}=...` sets a variable the spec does not declare"),
+            ),
+            VarFrom::Given(from) => Diagnostic::error(
+                "gpuplan::spec::undeclared_variable",
+                format!("{from} sets `{name}`, a variable the spec does not declare"),
+            ),
+        };
+        d = match did_you_mean(name, names.iter().copied()) {
+            Some(s) => d.help(format!("did you mean `{s}`?")),
+            None => d.help(format!("declare it: variable \"{name}\" {{ type = string }}")),
+        };
+        diags.push(d);
+    }
+}
+
+/// The value given for `name`: the last input that sets it, else `GPUPLAN_VAR_<name>`
+/// (looked up, and so noted, only then).
+fn given_value(name: &str, inputs: &[VarInput], opts: &LoadOptions) -> Option<(VarValue, VarFrom)> {
+    if let Some(input) = inputs.iter().rev().find(|i| i.name == name) {
+        return Some((input.value.clone(), input.from.clone()));
+    }
+    let env_key = format!("GPUPLAN_VAR_{name}");
+    opts.env_read.note(&env_key);
+    let text = opts.env.get(&env_key)?;
+    Some((VarValue::Text(text.clone()), VarFrom::Given(format!("the environment ({env_key})"))))
+}
+
+/// The variable's value in force and where it came from; `None` (reported) when it is
+/// not of the declared type or there is none.
+fn variable_value(
+    cx: &mut Cx<'_, '_>,
+    b: &Block,
+    name: &str,
+    ty: &Spanned<VarType>,
+    default: Option<&Spanned<Value>>,
+    given: Option<(VarValue, VarFrom)>,
+) -> Option<(Spanned<Value>, VarSource)> {
+    match (given, default) {
+        (Some((value, from)), _) => match input_value(&value, ty.value) {
+            Ok(v) => Some((Spanned::new(v, head(b)), source_of(&from))),
+            Err(expected) => {
+                let shown = match &value {
+                    VarValue::Text(text) => format!("{text:?}"),
+                    VarValue::Typed(v) => v.to_json().to_string(),
+                };
+                let mut d = Diagnostic::error(
+                    "gpuplan::spec::variable_value",
+                    format!("the value {shown} for variable `{name}` (from {}) is not {expected}", from.describe()),
+                );
+                if let VarFrom::File { value, .. } = &from {
+                    d = d.at(*value, format!("not {expected}"));
                 }
-            },
-            (None, Some(d)) => match coerce(&d.value, ty.value) {
-                Some(v) => Some(Spanned::new(v, d.span)),
-                None => {
-                    cx.error(
-                        type_error(&format!("the default of variable `{name}`"), type_desc(ty.value), &d.value, d.span)
-                            .at(ty.span, "declared type"),
-                    );
-                    None
-                }
-            },
-            (None, None) => {
+                cx.error(d.at(ty.span, format!("declared as {expected}")));
+                None
+            }
+        },
+        (None, Some(d)) => match coerce(&d.value, ty.value) {
+            Some(v) => Some((Spanned::new(v, d.span), VarSource::Default)),
+            None => {
                 cx.error(
-                    Diagnostic::error("gpuplan::spec::variable_unset", format!("variable `{name}` has no value"))
-                        .at(head(b), "no default and not set")
-                        .help(format!("pass `--var {name}=...`, set {env_key}, or add a `default`")),
+                    type_error(&format!("the default of variable `{name}`"), type_desc(ty.value), &d.value, d.span)
+                        .at(ty.span, "declared type"),
                 );
                 None
             }
-        };
-        if let Some(v) = value {
-            values.insert(name.clone(), v.value.clone());
-            spec.variables.insert(name, Variable { ty, default, description, sensitive, value: v });
+        },
+        (None, None) => {
+            cx.error(
+                Diagnostic::error("gpuplan::spec::variable_unset", format!("variable `{name}` has no value"))
+                    .at(head(b), "no default and not set")
+                    .help(format!(
+                        "pass `--var {name}=...` or a `--var-file`, set GPUPLAN_VAR_{name}, or add a `default`"
+                    )),
+            );
+            None
         }
     }
-    values
+}
+
+fn source_of(from: &VarFrom) -> VarSource {
+    match from {
+        VarFrom::Flag => VarSource::Flag,
+        VarFrom::File { file, .. } => VarSource::File(file.clone()),
+        VarFrom::Given(from) => VarSource::Given(from.clone()),
+    }
 }
 
 fn var_type(cx: &mut Cx<'_, '_>, name: &str, span: Span) -> Option<Spanned<VarType>> {
@@ -1001,6 +1052,23 @@ fn coerce(v: &Value, t: VarType) -> Option<Value> {
     }
 }
 
+/// A given value as the declared type says: text ([`parse_var`]) or a value from a file
+/// or a saved plan (converted as a default is). `Err`: what was expected.
+pub fn input_value(value: &VarValue, t: VarType) -> Result<Value, &'static str> {
+    match value {
+        VarValue::Text(text) => parse_var(text, t),
+        VarValue::Typed(v) => coerce(v, t).ok_or_else(|| expected(t)),
+    }
+}
+
+fn expected(t: VarType) -> &'static str {
+    match t {
+        VarType::List => "a list (write it as JSON, e.g. [\"a\", \"b\"])",
+        VarType::Map => "a map (write it as JSON, e.g. {\"k\": \"v\"})",
+        other => type_desc(other),
+    }
+}
+
 /// `--var` and environment values: strings as-is, numbers and bools parsed, lists and
 /// maps as JSON.
 fn parse_var(text: &str, t: VarType) -> Result<Value, &'static str> {
@@ -1011,9 +1079,5 @@ fn parse_var(text: &str, t: VarType) -> Result<Value, &'static str> {
         VarType::Number | VarType::Bool => coerce(&Value::String(text.trim().to_string()), t),
         VarType::List | VarType::Map => json().and_then(|v| coerce(&v, t)),
     };
-    v.ok_or(match t {
-        VarType::List => "a list (write it as JSON, e.g. [\"a\", \"b\"])",
-        VarType::Map => "a map (write it as JSON, e.g. {\"k\": \"v\"})",
-        other => type_desc(other),
-    })
+    v.ok_or_else(|| expected(t))
 }

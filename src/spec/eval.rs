@@ -138,8 +138,8 @@ fn err(span: Span, message: impl Into<String>, label: impl Into<String>) -> Eval
 }
 
 /// The names of the environment variables a load looked up (`env("X")`,
-/// `GPUPLAN_VAR_<name>`), set or not: with the spec files and the `--var` values, all that
-/// decoding a spec depends on ([`crate::spec::sources_digest`]).
+/// `GPUPLAN_VAR_<name>`), set or not: with the spec files and the variables' values, all
+/// that decoding a spec depends on ([`crate::spec::fingerprint`]).
 #[derive(Debug, Default)]
 pub struct EnvReads(std::sync::Mutex<std::collections::BTreeSet<String>>);
 

@@ -14,6 +14,7 @@ pub mod blocks;
 pub mod decode;
 pub mod eval;
 pub mod fields;
+pub mod fingerprint;
 pub mod functions;
 pub mod hcl;
 pub mod model;
@@ -21,6 +22,7 @@ pub mod raw;
 #[cfg(test)]
 mod tests;
 pub mod validate;
+pub mod varfile;
 pub mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,14 +33,34 @@ pub use model::Spec;
 use crate::diag::{Diagnostic, Diagnostics, Sources, Span};
 
 /// Inputs to evaluation that do not come from spec files.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct LoadOptions {
-    /// `--var name=value` pairs, in order (later wins).
-    pub vars: Vec<(String, String)>,
+    /// `--var` pairs and `--var-file`s in command-line order (later wins), or values
+    /// decided elsewhere ([`varfile::VarArg`]).
+    pub vars: Vec<varfile::VarArg>,
+    /// Read the `*.auto.vars.hcl` files beside the spec, below `vars` (not when the
+    /// values are a saved plan's, which are all of them).
+    pub auto_var_files: bool,
     /// The process environment (for `env("X")` and `GPUPLAN_VAR_<name>`).
     pub env: BTreeMap<String, String>,
     /// The names of `env` that loads with these options looked up.
     pub env_read: eval::EnvReads,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions { vars: Vec::new(), auto_var_files: true, env: BTreeMap::new(), env_read: Default::default() }
+    }
+}
+
+impl LoadOptions {
+    /// `--var NAME=VALUE` pairs, in order.
+    pub fn with_flags(pairs: impl IntoIterator<Item = (String, String)>) -> Self {
+        LoadOptions {
+            vars: pairs.into_iter().map(|(k, v)| varfile::VarArg::Flag(k, v)).collect(),
+            ..LoadOptions::default()
+        }
+    }
 }
 
 /// The result of loading a spec directory: always has the sources (for rendering
@@ -54,15 +76,18 @@ pub struct Loaded {
     pub skipped: Vec<String>,
     /// The environment variables the load looked up ([`eval::EnvReads`]), sorted.
     pub env_read: Vec<String>,
+    /// The var files read ([`varfile`]) among `sources`: not spec files.
+    pub var_files: BTreeSet<u32>,
 }
 
-/// Spec files of a directory: `*.hcl`, `*.yaml`, `*.yml`, sorted, not recursive.
+/// Spec files of a directory: `*.hcl`, `*.yaml`, `*.yml`, sorted, not recursive; not var
+/// files (`*.vars.hcl`, `*.vars.yaml`, `*.vars.yml`: [`varfile`]).
 pub fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if path.is_file() && matches!(ext, "hcl" | "yaml" | "yml") {
+        if path.is_file() && matches!(ext, "hcl" | "yaml" | "yml") && !varfile::is_var_file(&path) {
             files.push(path);
         }
     }
@@ -126,7 +151,7 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
 pub fn load_read(read: ReadDir, opts: &LoadOptions) -> Loaded {
     let ReadDir { sources, mut diags, unreadable, files, dir } = read;
     let dir = dir.as_path();
-    let mut loaded = load_parsed(sources, opts, &unreadable);
+    let mut loaded = load_parsed(sources, opts, &unreadable, opts.auto_var_files.then_some(dir));
     if !files.is_empty() && loaded.skipped.len() == files.len() {
         diags.push(
             Diagnostic::error(
@@ -152,46 +177,6 @@ pub fn load_read(read: ReadDir, opts: &LoadOptions) -> Loaded {
     loaded
 }
 
-/// SHA-256 of everything a load reads: gpuplan's version, each spec file's name and
-/// text, the `--var` values and the environment variables named in `env_read` (those the
-/// load looked up, [`Loaded::env_read`]), set or not. Loading is a pure function of
-/// these, so equal digests mean equal specs: a saved plan records its spec's, and
-/// `apply PLANFILE` compares it instead of decoding the spec again. Every part is
-/// length-prefixed, so no two different inputs hash the same bytes.
-pub fn sources_digest(sources: &Sources, opts: &LoadOptions, env_read: &[String]) -> String {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    let mut part = |bytes: &[u8]| {
-        hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(bytes);
-    };
-    part(b"gpuplan spec sources 1");
-    part(env!("CARGO_PKG_VERSION").as_bytes());
-    let count = sources.files().count() as u64;
-    part(&count.to_le_bytes());
-    for (_, f) in sources.files() {
-        part(f.name.as_bytes());
-        part(f.text.as_bytes());
-    }
-    part(&(opts.vars.len() as u64).to_le_bytes());
-    for (k, v) in &opts.vars {
-        part(k.as_bytes());
-        part(v.as_bytes());
-    }
-    part(&(env_read.len() as u64).to_le_bytes());
-    for name in env_read {
-        part(name.as_bytes());
-        match opts.env.get(name) {
-            Some(value) => {
-                part(b"set");
-                part(value.as_bytes());
-            }
-            None => part(b"unset"),
-        }
-    }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Block kinds the providers are built from ([`crate::engine::providers::providers_part`]):
 /// providers and the backend, and the variables and locals they may refer to.
 const PROVIDERS_KINDS: &[&str] = &["provider", "gpuplan", "variable", "locals"];
@@ -199,14 +184,29 @@ const PROVIDERS_KINDS: &[&str] = &["provider", "gpuplan", "variable", "locals"];
 /// The providers' part of the spec in `read`, decoded without the rest: every file is
 /// parsed, but only its [`PROVIDERS_KINDS`] blocks are kept (one file at a time, so the
 /// rest never stands whole in memory) and decoded. For `apply PLANFILE` when `read` is
-/// what the plan was made from ([`sources_digest`]): that spec was valid, and its
-/// providers' part is what this returns.
+/// what the plan was made from ([`fingerprint`]) and `opts` gives the plan's variable
+/// values: that spec was valid, and its providers' part is what this returns.
 ///
-/// `None` when the part alone cannot be trusted to be the whole spec's: any problem
+/// `None` when the part alone cannot be trusted to be the whole spec's: var files to read
+/// (`opts` must give every value), any problem
 /// reported on the way (a provider or local that refers to a pool, which is left out
 /// here), a file that could not be read or parsed, or a pool on Kubernetes (its cluster
 /// is built as a provider too). The caller then loads the whole spec.
 pub fn load_providers_part(read: &ReadDir, opts: &LoadOptions) -> Option<(Spec, Vec<String>)> {
+    decode_providers_part(parse_providers_part(read)?, opts)
+}
+
+/// The providers' part of the spec in `read`, parsed and not yet decoded
+/// ([`parse_providers_part`]).
+#[derive(Debug)]
+pub struct ProvidersPart {
+    files: Vec<raw::File>,
+    skipped: Vec<String>,
+}
+
+/// The parsing half of [`load_providers_part`], which needs no variable values: every
+/// file parsed, its [`PROVIDERS_KINDS`] blocks kept. `None` as there.
+pub fn parse_providers_part(read: &ReadDir) -> Option<ProvidersPart> {
     if !read.diags.items.is_empty() || read.files.is_empty() {
         return None;
     }
@@ -229,12 +229,18 @@ pub fn load_providers_part(read: &ReadDir, opts: &LoadOptions) -> Option<(Spec, 
             Parsed::Unparsable => return None,
         }
     }
-    if skipped.len() == read.files.len() {
+    (skipped.len() < read.files.len()).then_some(ProvidersPart { files, skipped })
+}
+
+/// The decoding half of [`load_providers_part`]: `None` as there.
+pub fn decode_providers_part(part: ProvidersPart, opts: &LoadOptions) -> Option<(Spec, Vec<String>)> {
+    if opts.auto_var_files {
         return None;
     }
+    let inputs = varfile::without_files(&opts.vars)?;
     let mut diags = Diagnostics::default();
-    let decoded = decode::decode(&read.sources, &files, opts, &mut diags);
-    diags.items.is_empty().then_some((decoded.spec, skipped))
+    let decoded = decode::decode(&part.files, opts, &inputs, &mut diags);
+    diags.items.is_empty().then_some((decoded.spec, part.skipped))
 }
 
 /// Does a pool's body say it runs on a Kubernetes cluster (a `kubernetes` block or,
@@ -245,11 +251,12 @@ fn on_kubernetes(body: &raw::Body) -> bool {
 
 /// Parse, decode and validate already-read sources. Pure: no I/O.
 pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
-    load_parsed(sources, opts, &BTreeSet::new())
+    load_parsed(sources, opts, &BTreeSet::new(), None)
 }
 
-/// [`load_sources`], leaving out the files in `skip` (already reported as unreadable).
-fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Loaded {
+/// [`load_sources`], leaving out the files in `skip` (already reported as unreadable),
+/// with the auto var files of `auto_dir` if given.
+fn load_parsed(mut sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>, auto_dir: Option<&Path>) -> Loaded {
     let mut diags = Diagnostics::default();
     let mut files = Vec::new();
     let mut skipped = Vec::new();
@@ -262,7 +269,10 @@ fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Lo
             Parsed::Unparsable => {}
         }
     }
-    let decoded = decode::decode(&sources, &files, opts, &mut diags);
+    let spec_count = sources.files().count() as u32;
+    let inputs = varfile::resolve(auto_dir, &opts.vars, &mut sources, &mut diags);
+    let var_files = (spec_count..sources.files().count() as u32).collect();
+    let decoded = decode::decode(&files, opts, &inputs, &mut diags);
     // Empty files are fine (a fleet may be split oddly while being edited), but a spec
     // that declares nothing at all is almost certainly the wrong directory, and planning
     // it would propose deleting every pool the state holds.
@@ -290,7 +300,7 @@ fn load_parsed(sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>) -> Lo
         );
     }
     diags.sort();
-    Loaded { sources, spec, diags, files: vec![], skipped, env_read: opts.env_read.names() }
+    Loaded { sources, spec, diags, files: vec![], skipped, env_read: opts.env_read.names(), var_files }
 }
 
 /// One file's parse.

@@ -723,9 +723,37 @@ pub struct Variable {
     pub description: Option<Spanned<String>>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub sensitive: Spanned<bool>,
-    /// The value in force: `--var`, then `GPUPLAN_VAR_<name>`, then `default`.
+    /// The value in force: `--var`, `--var-file` and `*.auto.vars.hcl` (later wins), then
+    /// `GPUPLAN_VAR_<name>`, then `default`.
     #[serde(skip)]
     pub value: Spanned<Value>,
+    /// Where `value` came from.
+    #[serde(skip)]
+    pub from: VarSource,
+}
+
+/// Where a variable's value came from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum VarSource {
+    #[default]
+    Default,
+    /// `--var`.
+    Flag,
+    /// A var file, by its name as shown.
+    File(String),
+    /// Elsewhere: the environment, a saved plan (how it is shown).
+    Given(String),
+}
+
+impl std::fmt::Display for VarSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VarSource::Default => f.write_str("default"),
+            VarSource::Flag => f.write_str("--var"),
+            VarSource::File(name) => write!(f, "`{name}`"),
+            VarSource::Given(from) => f.write_str(from),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]

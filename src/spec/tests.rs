@@ -73,9 +73,8 @@ fn fleet_dir(extra: &str) -> tempfile::TempDir {
 
 fn options(env: &[(&str, &str)], vars: &[(&str, &str)]) -> LoadOptions {
     LoadOptions {
-        vars: vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        ..LoadOptions::default()
+        ..LoadOptions::with_flags(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
     }
 }
 
@@ -88,63 +87,13 @@ fn a_load_names_the_environment_variables_it_looked_up() {
 }
 
 #[test]
-fn the_sources_digest_changes_with_every_input_of_a_load_and_only_those() {
-    let dir = fleet_dir("");
-    let read = read_dir(dir.path()).expect("read");
-    let names: Vec<String> = vec!["GPUPLAN_VAR_region".into(), "SPEC_TEST_AWS_REGION".into()];
-    let base = sources_digest(&read.sources, &options(&[("UNRELATED", "x")], &[]), &names);
-    // What the load did not look up does not count.
-    assert_eq!(base, sources_digest(&read.sources, &options(&[("UNRELATED", "y")], &[]), &names));
-    let mut differs = vec![
-        (
-            "a looked-up variable set",
-            sources_digest(&read.sources, &options(&[("SPEC_TEST_AWS_REGION", "x")], &[]), &names),
-        ),
-        ("a --var value", sources_digest(&read.sources, &options(&[], &[("region", "eu-west-2")]), &names)),
-        ("another name looked up", sources_digest(&read.sources, &options(&[], &[]), &names[..1])),
-    ];
-    // Set to the empty string is not unset.
-    let empty = options(&[("SPEC_TEST_AWS_REGION", "")], &[]);
-    differs.push(("a variable set empty", sources_digest(&read.sources, &empty, &names)));
-    let file = |i: u32| read.sources.get(i).expect("a spec file").clone();
-    let (main, pools) = (file(0), file(1));
-    let sources_of = |files: [(&str, String); 2]| {
-        let mut s = Sources::default();
-        for (name, text) in files {
-            s.add(name, text);
-        }
-        s
-    };
-    let edited = sources_of([(&main.name, main.text.clone()), (&pools.name, pools.text.replace("16", "17"))]);
-    differs.push(("one byte of a file", sources_digest(&edited, &options(&[], &[]), &names)));
-    let renamed = sources_of([("main2.hcl", main.text.clone()), (&pools.name, pools.text.clone())]);
-    differs.push(("a file's name", sources_digest(&renamed, &options(&[], &[]), &names)));
-    // Text moved from one file to the next is not the same input.
-    let moved = sources_of([
-        (&main.name, format!("{}{}", main.text, &pools.text[..10])),
-        (&pools.name, pools.text[10..].to_string()),
-    ]);
-    differs.push(("text moved between files", sources_digest(&moved, &options(&[], &[]), &names)));
-    assert_eq!(
-        sources_digest(
-            &sources_of([(&main.name, main.text.clone()), (&pools.name, pools.text.clone())]),
-            &options(&[], &[]),
-            &names
-        ),
-        sources_digest(&read.sources, &options(&[], &[]), &names),
-        "the same files read twice"
-    );
-    let unset = sources_digest(&read.sources, &options(&[], &[]), &names);
-    for (what, digest) in &differs {
-        assert_ne!(digest, &unset, "{what}");
-    }
-}
-
-#[test]
 fn the_providers_part_decoded_alone_is_the_whole_spec_s() {
     let dir = fleet_dir("");
     let opts = options(&[("SPEC_TEST_AWS_REGION", "us-east-2")], &[("region", "us-west-2")]);
     let read = read_dir(dir.path()).expect("read");
+    // Only with the variables' values given whole: not while var files may add some.
+    assert!(load_providers_part(&read, &opts).is_none(), "decoded alone, with `*.auto.vars.hcl` to read");
+    let opts = LoadOptions { auto_var_files: false, ..opts };
     let (part, skipped) = load_providers_part(&read, &opts).expect("the providers' part stands alone");
     assert!(skipped.is_empty());
     let whole = load_dir(dir.path(), &opts).expect("load");
@@ -161,7 +110,7 @@ fn the_providers_part_decoded_alone_is_the_whole_spec_s() {
 
 #[test]
 fn a_providers_part_that_cannot_stand_alone_is_not_decoded_alone() {
-    let opts = options(&[], &[]);
+    let opts = LoadOptions { auto_var_files: false, ..options(&[], &[]) };
     // A pool on a Kubernetes cluster builds a provider of its own.
     let k8s = fleet_dir(
         "gpu_pool \"k\" {\n  provider = \"sim\"\n  gpu = \"L4\"\n  gpus_per_node = 1\n  nodes {\n    min = 0\n    desired = 1\n    max = 4\n  }\n  kubernetes {\n    namespace = \"ml\"\n  }\n}\n",

@@ -61,11 +61,11 @@ async fn one(f: &TestFile, run: &RunBlock, sources: &Sources, opts: &Options, wo
             Err(e) => return broken(sources, a.value.span, eval_text(&e)),
         }
     }
-    let loaded = match spec::load_dir(&opts.dir, &LoadOptions { vars, env: opts.env.clone(), ..LoadOptions::default() })
-    {
-        Ok(l) => crate::graph::checked(l),
-        Err(e) => return broken(sources, run.span, format!("cannot read the spec folder: {e}")),
-    };
+    let loaded =
+        match spec::load_dir(&opts.dir, &LoadOptions { env: opts.env.clone(), ..LoadOptions::with_flags(vars) }) {
+            Ok(l) => crate::graph::checked(l),
+            Err(e) => return broken(sources, run.span, format!("cannot read the spec folder: {e}")),
+        };
     for (name, span) in &spans {
         let flag = format!("`--var {name}=");
         if loaded

@@ -8,9 +8,13 @@
 //! and the backend (`flate2` on `miniz_oxide`) is pure Rust and quick to build.
 //!
 //! Reading never builds a `Value` tree: the text is inflated into one buffer (sized from
-//! the gzip trailer) and deserialized straight into the plan's types, then freed. A plan file written as plain
-//! JSON by an earlier gpuplan (same document, `format_version` 1, no container) is still
-//! read: the container changed, the document inside did not.
+//! the gzip trailer) and deserialized straight into the plan's types, then freed. A plan
+//! file as plain JSON (no container, as an earlier gpuplan wrote them) is still read.
+//!
+//! The document has its own `format_version` ([`FILE_FORMAT_VERSION`]): 2 added what
+//! made the plan (`inputs`: variable values, workspace, overrides, the spec's
+//! fingerprint). A file of another version is refused with the version named, also when
+//! it does not read as this version's plan.
 //!
 //! A future `gpuplan show FILE` reads through [`open`] (the JSON text) or [`load`].
 
@@ -23,7 +27,7 @@ use flate2::bufread::MultiGzDecoder;
 use flate2::write::GzEncoder;
 
 use crate::plan::Plan;
-use crate::plan::model::FORMAT_VERSION;
+use crate::plan::model::FILE_FORMAT_VERSION;
 
 /// gzip's magic bytes, the start of every plan file this version writes.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -42,7 +46,7 @@ pub enum PlanFileError {
     Invalid { path: PathBuf, message: String },
     #[error("the plan file `{}` is truncated or corrupt: {message}", path.display())]
     Corrupt { path: PathBuf, message: String },
-    #[error("the plan file `{}` has format {found}; this gpuplan reads format {FORMAT_VERSION}", path.display())]
+    #[error("the plan file `{}` has format {found}; this gpuplan reads format {FILE_FORMAT_VERSION}", path.display())]
     Version { path: PathBuf, found: u32 },
 }
 
@@ -54,7 +58,9 @@ impl PlanFileError {
             PlanFileError::Read { .. } | PlanFileError::Invalid { .. } | PlanFileError::Corrupt { .. } => {
                 Some("save the plan again with `gpuplan plan --out FILE`")
             }
-            PlanFileError::Version { .. } => Some("make the plan with this version of gpuplan"),
+            PlanFileError::Version { .. } => {
+                Some("make the plan again with this version of gpuplan: `gpuplan plan --out FILE`")
+            }
         }
     }
 }
@@ -102,14 +108,32 @@ pub fn load(path: &Path) -> Result<Plan, PlanFileError> {
         .read_to_end(&mut text)
         .map_err(|error| PlanFileError::Corrupt { path: path.to_path_buf(), message: error.to_string() })?;
     let read = parse(&text);
+    // A plan of another version may not read as this one's: name the version it has.
+    let other_version = read.is_err().then(|| version_of(&text)).flatten().filter(|v| *v != FILE_FORMAT_VERSION);
     drop(text);
+    if let Some(found) = other_version {
+        return Err(PlanFileError::Version { path: path.to_path_buf(), found });
+    }
     // The whole stream inflated and matched its CRC-32 and length: a JSON error is the
     // document's own, not a flipped byte the inflater passed on.
     let plan = read.map_err(|e| json_error(path, e))?;
-    if plan.format_version != FORMAT_VERSION {
+    if plan.format_version != FILE_FORMAT_VERSION {
         return Err(PlanFileError::Version { path: path.to_path_buf(), found: plan.format_version });
     }
     Ok(plan)
+}
+
+/// The `format_version` of a document that looks like a plan (it has a `spec_digest`:
+/// a state file, which also has a version, is not one).
+fn version_of(text: &[u8]) -> Option<u32> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        format_version: u32,
+        #[allow(dead_code)] // present, or this is no plan: read only to tell that
+        spec_digest: serde::de::IgnoredAny,
+    }
+    // Not a plan's head either: the caller reports the first error, which says more.
+    serde_json::from_slice::<Head>(text).ok().map(|h| h.format_version)
 }
 
 /// A plan file's JSON text this large or larger (a 100,000-pool plan's is 190 MB) has its

@@ -61,7 +61,7 @@ fn plan(pools: usize, text: &str, serial: u64, count: u32, price: f64) -> Plan {
         "pools": [pool_cost],
     });
     let doc = json!({
-        "format_version": FORMAT_VERSION,
+        "format_version": FILE_FORMAT_VERSION,
         "lineage": "4f9c1a52-0000-4000-8000-000000000001",
         "serial": serial,
         "spec_digest": format!("sha256:{serial:x}"),
@@ -174,10 +174,10 @@ fn foreign_files_are_refused_naming_them() {
     assert!(refused(&missing).contains("cannot read the plan file"));
 
     let mut newer = plan(1, "future", 1, 1, 1.0);
-    newer.format_version = FORMAT_VERSION + 1;
+    newer.format_version = FILE_FORMAT_VERSION + 1;
     let future = dir.path().join("future.out");
     save(&future, &newer).unwrap();
-    assert!(refused(&future).contains(&format!("has format {}", FORMAT_VERSION + 1)));
+    assert!(refused(&future).contains(&format!("has format {}", FILE_FORMAT_VERSION + 1)));
 }
 
 #[test]

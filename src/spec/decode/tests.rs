@@ -107,7 +107,7 @@ fn an_undeclared_reference_is_told_the_closest_declared_name_wherever_it_is_deco
     let mut diags = Diagnostics::default();
     let body = hcl::parse(id, text, &mut diags).expect("parses");
     let files = [crate::spec::raw::File { file: id, format: crate::spec::raw::Format::Hcl, body }];
-    super::decode(&sources, &files, &crate::spec::LoadOptions::default(), &mut diags);
+    super::decode(&files, &crate::spec::LoadOptions::default(), &[], &mut diags);
     let hint = diags.items.iter().find(|d| d.code == "gpuplan::spec::undeclared").and_then(|d| d.help.clone());
     assert_eq!(hint.as_deref(), Some("did you mean `zebra`?"), "{:?}", diags.items);
 }

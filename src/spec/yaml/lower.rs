@@ -27,6 +27,17 @@ pub(super) const TOP_LEVEL: [(&str, &str); 13] = [
     ("imports", "import"),
 ];
 
+/// The top-level mapping of a var file as attributes (`nodes: 4` → `nodes = 4`). `None`
+/// when the top level is not a mapping.
+pub(super) fn attrs_of(file: u32, text: &str, root: &Node, diags: &mut Diagnostics) -> Option<Vec<Attr>> {
+    if root.is_empty_null() {
+        return Some(Vec::new());
+    }
+    let mut l = Lower { file, text, diags };
+    let entries = l.mapping(root, "a YAML var file", "variable names to values")?;
+    Some(l.attrs(entries))
+}
+
 struct Lower<'a> {
     file: u32,
     text: &'a str,

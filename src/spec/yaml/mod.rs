@@ -27,7 +27,7 @@ mod foreign_tests;
 mod parse_tests;
 
 use crate::diag::{Diagnostics, Span};
-use crate::spec::raw::Body;
+use crate::spec::raw::{Attr, Body};
 
 /// Parse one YAML file into the raw tree (see `raw.rs` for the mapping). Returns `None`
 /// (with diagnostics) when the file is not usable at all; other problems are reported
@@ -79,6 +79,15 @@ fn lower_document(file: u32, text: &str, doc: tree::Document, diags: &mut Diagno
     expand::check_duplicate_keys(file, &root, diags);
     let root = expand::expand(file, &root, diags)?;
     lower::lower(file, text, &root, diags)
+}
+
+/// A YAML var file (`--var-file vars.yaml`): a top-level mapping of variable names to
+/// values, each lowered as an attribute. `None` (with diagnostics) when unusable.
+pub fn parse_attrs(file: u32, text: &str, diags: &mut Diagnostics) -> Option<Vec<Attr>> {
+    let Some(root) = tree::build(file, text, diags)?.root else { return Some(Vec::new()) };
+    expand::check_duplicate_keys(file, &root, diags);
+    let root = expand::expand(file, &root, diags)?;
+    lower::attrs_of(file, text, &root, diags)
 }
 
 /// Canonical formatting (`gpuplan fmt`). Comments are preserved. Returns `None` (with

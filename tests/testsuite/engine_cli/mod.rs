@@ -12,6 +12,7 @@ mod fallback;
 mod outputs;
 mod ownership;
 mod reconcile;
+mod saved_inputs;
 mod saved_plan;
 mod standing;
 

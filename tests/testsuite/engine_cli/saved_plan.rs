@@ -30,7 +30,8 @@ fn a_plan_saved_before_a_spec_edit_is_refused() {
     fleet.run(&["plan", "--out", "p.json"]).expect(0);
     fleet.write_spec(&small_spec(4));
     let r = fleet.run(&["apply", "p.json"]).expect(1);
-    assert!(flat(&r.stderr).contains("different spec"), "{}", r.stderr);
+    // What changed is named, not only digests.
+    assert!(flat(&r.stderr).contains("made from a different spec: `main.hcl` changed"), "{}", r.stderr);
     assert_eq!(fleet.live_tagged().len(), 3, "a refused plan launched nodes");
 }
 
@@ -109,9 +110,11 @@ fn a_saved_plan_records_its_sources_and_apply_decodes_the_spec_again_only_when_t
     fleet.run_env(&["plan", "--out", "p.plan"], &env).expect(0);
     let path = fleet.path().join("p.plan");
     let plan = gpuplan::engine::planfile::load(&path).expect("the saved plan reads back");
-    let sources = plan.spec_sources.as_ref().expect("a saved plan records its spec's sources");
-    assert_eq!(sources.digest.len(), 64, "{sources:?}");
-    assert_eq!(sources.env, ["FLEET_IMAGE"], "the environment variables the spec looked up, and only those");
+    let sources = &plan.inputs.as_ref().expect("a saved plan records what made it").sources;
+    assert_eq!(sources.files.len(), 1, "{sources:?}");
+    assert_eq!(sources.files["main.hcl"].len(), 64, "{sources:?}");
+    let looked_up: Vec<&String> = sources.env.keys().collect();
+    assert_eq!(looked_up, ["FLEET_IMAGE"], "the environment variables the spec looked up, and only those");
 
     // The spec's digest in the file is replaced. With the same files and the same value
     // of FLEET_IMAGE (UNRELATED differs, as between CI jobs), apply trusts the sources
@@ -127,13 +130,13 @@ fn a_saved_plan_records_its_sources_and_apply_decodes_the_spec_again_only_when_t
     let q = fleet.path().join("q.plan");
     forge_spec_digest(&q);
     let r = fleet.run_env(&["apply", "q.plan"], &[("FLEET_IMAGE", "ami-3")]).expect(1);
-    assert!(flat(&r.stderr).contains("different spec"), "{}", r.stderr);
-    // And when the plan records no sources (saved by an earlier gpuplan), the same.
+    assert!(flat(&r.stderr).contains("different spec: the environment variable `FLEET_IMAGE` changed"), "{}", r.stderr);
+    // And a plan that does not record what made it is refused, saying so.
     let mut old = gpuplan::engine::planfile::load(&q).expect("reads back");
-    old.spec_sources = None;
+    old.inputs = None;
     gpuplan::engine::planfile::save(&q, &old).expect("saved again");
     let r = fleet.run_env(&["apply", "q.plan"], &env).expect(1);
-    assert!(flat(&r.stderr).contains("different spec"), "{}", r.stderr);
+    assert!(flat(&r.stderr).contains("does not say what it was made with"), "{}", r.stderr);
     // Unforged, with the plan's value, it applies (a no-op: the fleet is as planned).
     fleet.run_env(&["plan", "--out", "r.plan"], &env).expect(0);
     fleet.run_env(&["apply", "r.plan"], &env).expect(0);
@@ -150,7 +153,9 @@ fn a_plan_applied_with_another_var_value_is_refused_and_one_with_a_comment_added
     let fleet = Fleet::new(&spec);
     fleet.run(&["plan", "--out", "p.plan", "--var", "n=3"]).expect(0);
     let r = fleet.run(&["apply", "p.plan", "--var", "n=2"]).expect(1);
-    assert!(flat(&r.stderr).contains("different spec"), "{}", r.stderr);
+    let err = flat(&r.stderr);
+    assert!(err.contains("`--var` sets variable `n` to 2, but the plan was saved with 3 (from --var)"), "{err}");
+    assert!(fleet.live_tagged().is_empty(), "a refused plan launched nodes");
     // A comment added: other sources, so the spec is decoded again; the same spec, so the
     // plan still applies.
     fleet.write_spec(&format!("# reviewed\n{spec}"));

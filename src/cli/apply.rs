@@ -52,6 +52,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     verb: "Apply",
                     auto_approve: args.auto_approve,
                     verbose: args.verbose,
+                    json: false,
                 };
                 match plan_and_confirm(settings, &session, loaded, &providers, &req, &ask).await? {
                     Ok(plan) => plan,
@@ -72,6 +73,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
 /// `destroy` is a plan like any other: costed, checked against the policies (soft ones
 /// overridable), shown, confirmed, and executed `--parallelism` at a time.
 pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitStatus> {
+    destroy_flags_taken(args)?;
     let (loaded, pre) = engine::preread::alongside(&settings.workspace(), || load::valid_spec(settings));
     let Some(loaded) = loaded? else { return Ok(ExitStatus::Error) };
     let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
@@ -99,6 +101,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             verb: "Destroy",
             auto_approve: args.auto_approve,
             verbose: args.verbose,
+            json: args.json,
         };
         let plan = match plan_and_confirm(settings, &session, loaded, &providers, &req, &ask).await? {
             Ok(plan) => plan,
@@ -109,6 +112,24 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
         leave_to_exit(&mut session, providers);
         status
     })?
+}
+
+/// `destroy --out` and `destroy --json` without `--auto-approve`, refused before anything
+/// is read. A reviewable destroy is a saved plan, as in Terraform (`plan -destroy -out`);
+/// and like `terraform destroy -json`, a JSON plan on stdout is for a program, which
+/// cannot answer a prompt: it says `--auto-approve`, or applies a saved plan.
+fn destroy_flags_taken(args: &DestroyArgs) -> Result<(), CliError> {
+    if args.out.is_some() {
+        return Err(CliError::new("`destroy` does not save a plan").hint(
+            "save a destroy for review with `gpuplan plan --destroy --out FILE`, then apply it with `gpuplan apply FILE`",
+        ));
+    }
+    if args.json && !args.auto_approve {
+        return Err(CliError::new("`destroy --json` cannot ask for confirmation").hint(
+            "pass --auto-approve, or review with `gpuplan plan --destroy --out FILE --json` and `gpuplan apply FILE`",
+        ));
+    }
+    Ok(())
 }
 
 /// After executing: fold the sim cloud's event log into its snapshot when it has grown as
@@ -251,6 +272,8 @@ struct Ask {
     auto_approve: bool,
     /// `--verbose`: the shown plan lists the policies that passed.
     verbose: bool,
+    /// Show the plan as JSON on stdout (`destroy --json`).
+    json: bool,
 }
 
 /// Plan afresh and show the plan with its cost and policy verdicts; then the plan to
@@ -270,8 +293,12 @@ async fn plan_and_confirm(
     let mut plan = engine::run::plan(&loaded.spec, session, providers, req).await?;
     common::locate_errors(&mut plan, &loaded);
     drop(loaded);
-    let opts = text_options(settings, ask.verbose);
-    output::stdout_with(|out| render::write_plan_text(&plan, &opts, out));
+    if ask.json {
+        output::stdout_with(|out| render::write_plan_json(&plan, out));
+    } else {
+        let opts = text_options(settings, ask.verbose);
+        output::stdout_with(|out| render::write_plan_text(&plan, &opts, out));
+    }
     common::warn_unused_overrides(&plan, &req.overrides)?;
     common::warn_near_limits(&plan)?;
     verdicts::warn_standing(&plan);

@@ -315,6 +315,9 @@ pub struct PlanArgs {
     /// Exit 2 when the plan has changes
     #[arg(long)]
     pub detailed_exitcode: bool,
+    /// Plan the removal of everything the state owns, for review (`apply FILE` executes it)
+    #[arg(long)]
+    pub destroy: bool,
     /// Ask the clouds what runs before planning (`--refresh=false` plans from state alone)
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set,
           num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -395,6 +398,12 @@ pub struct DestroyArgs {
     /// Destroy without asking for confirmation
     #[arg(long)]
     pub auto_approve: bool,
+    /// Print the plan as JSON on stdout (as `plan --destroy --json`); needs --auto-approve
+    #[arg(long)]
+    pub json: bool,
+    /// Not taken: a reviewable destroy is `plan --destroy --out FILE` (refused with that hint)
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub out: Option<PathBuf>,
     /// At most N operations at once
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: u32,

@@ -22,7 +22,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         let req = PlanRequest {
             refresh: args.refresh,
             targets: args.target.clone(),
-            destroy: false,
+            destroy: args.destroy,
             env: settings.env.clone(),
             policies,
             overrides: args.override_policy.clone(),

@@ -7,6 +7,7 @@
 
 mod converge;
 mod crash;
+mod destroy_plan;
 mod failures;
 mod fallback;
 mod outputs;

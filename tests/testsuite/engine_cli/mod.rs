@@ -16,6 +16,7 @@ mod reconcile;
 mod saved_inputs;
 mod saved_plan;
 mod standing;
+mod var_files;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};

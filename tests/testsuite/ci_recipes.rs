@@ -3,7 +3,8 @@
 //! check-jsonschema; both installed by `scripts/test`), and every `gpuplan` command they
 //! run exists with the flags they pass. The flow they encode (plan --out, show, apply
 //! that plan, reconcile --once) runs end to end against the S3 backend in `state_s3.rs`
-//! and here.
+//! and here, where their own plan and apply lines run: variables from a var file when
+//! planning, none when applying the saved plan in a later job.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -112,5 +113,63 @@ fn every_gpuplan_command_in_the_recipes_exists_with_its_flags() {
                 assert!(help.contains(flag.as_str()), "{recipe}: `gpuplan {sub}` takes no `{flag}`");
             }
         }
+    }
+}
+
+/// The recipe's `gpuplan` command lines whose subcommand is `sub`, as argument lists
+/// with `-C "$GPUPLAN_DIR"` pointed at `dir` (up to a shell operator).
+fn invocations(path: &Path, sub: &str, dir: &Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let prefix = "gpuplan -C \"$GPUPLAN_DIR\" ";
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(at) = line.find(prefix) else { continue };
+        let words: Vec<String> = line[at + prefix.len()..]
+            .split_whitespace()
+            .take_while(|w| !matches!(*w, "||" | ">" | "|" | ";"))
+            .map(str::to_string)
+            .collect();
+        if words.first().map(String::as_str) == Some(sub) {
+            let mut args = vec!["-C".to_string(), dir.display().to_string()];
+            args.extend(words);
+            out.push(args);
+        }
+    }
+    out
+}
+
+/// The loop the recipes encode, with their own command lines, on the sim cloud: the plan
+/// job plans with the fleet's var file into `pr.plan`; the apply job, in another
+/// environment, applies that file with no variable flag, and gets what was planned.
+#[test]
+fn the_recipes_plan_with_variables_and_a_later_job_applies_the_saved_plan_without_them() {
+    let spec = "provider \"sim\" {}\n\
+                variable \"nodes\" {\n  type    = number\n  default = 1\n}\n\
+                gpu_pool \"train\" {\n  provider      = \"sim\"\n  region        = \"us-east-1\"\n  gpu           = \"L4\"\n  gpus_per_node = 1\n  nodes {\n    min     = 0\n    desired = var.nodes\n    max     = 8\n  }\n}\n";
+    for recipe in [GITHUB, GITLAB] {
+        let fleet = tempfile::tempdir().unwrap();
+        std::fs::write(fleet.path().join("main.hcl"), spec).unwrap();
+        std::fs::write(fleet.path().join("production.vars.hcl"), "nodes = 3\n").unwrap();
+        let plans = invocations(&root().join(recipe), "plan", fleet.path());
+        let [plan] = plans.as_slice() else { panic!("{recipe}: one `gpuplan plan` line, found {plans:?}") };
+        assert!(plan.iter().any(|a| a == "--var-file"), "{recipe} plans without its variables: {plan:?}");
+        let applies = invocations(&root().join(recipe), "apply", fleet.path());
+        let [apply] = applies.as_slice() else { panic!("{recipe}: one `gpuplan apply` line, found {applies:?}") };
+        assert!(!apply.iter().any(|a| a.starts_with("--var")), "{recipe} repeats variables at apply: {apply:?}");
+
+        let gpuplan = || {
+            let mut cmd = assert_cmd::Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+            cmd.env("NO_COLOR", "1").env_remove("GPUPLAN_WORKSPACE").env_remove("GPUPLAN_VAR_nodes");
+            cmd
+        };
+        // Exit 2: changes to review, as the recipe expects.
+        gpuplan().args(plan).assert().code(2);
+        // The apply job: another environment; only the plan artefact carries the values.
+        std::fs::remove_file(fleet.path().join("production.vars.hcl")).unwrap();
+        gpuplan().args(apply).env("GPUPLAN_VAR_nodes", "7").assert().success();
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(fleet.path().join("state/default.json")).unwrap()).unwrap();
+        let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().map_or(0, Vec::len);
+        assert_eq!(nodes, 3, "{recipe}: the apply job did not apply the plan's values: {state:#}");
     }
 }

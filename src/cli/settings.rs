@@ -264,6 +264,16 @@ mod tests {
     }
 
     #[test]
+    fn var_files_resolve_against_dash_c_and_keep_their_place_among_vars() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(tmp.path().join("fleet")).expect("mkdir");
+        let raw = [RawVar::File(Path::new("ci.vars.hcl")), RawVar::Pair("n=2")];
+        let s = Settings::resolve_in(&global(Some(Path::new("fleet"))), &raw, env(tmp.path(), &[])).expect("settings");
+        assert_eq!(s.vars, [VarArg::File(tmp.path().join("fleet/ci.vars.hcl")), VarArg::Flag("n".into(), "2".into())]);
+        assert_eq!(s.load_options().vars, s.vars);
+    }
+
+    #[test]
     fn no_color_env_and_flag_turn_colour_off() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let s = Settings::resolve_in(&global(None), &[], env(tmp.path(), &[("NO_COLOR", "1")])).expect("settings");

@@ -181,6 +181,22 @@ fn foreign_files_are_refused_naming_them() {
 }
 
 #[test]
+fn a_plan_of_another_format_is_refused_naming_its_version_even_when_it_does_not_read_as_this_one() {
+    let dir = tempfile::tempdir().unwrap();
+    // A format-1 plan: what it lacks or has otherwise would fail the parse, which would
+    // call it "not a gpuplan plan file"; its version says more.
+    let old = br#"{"format_version": 1, "lineage": "l", "serial": 2, "spec_digest": "d",
+                   "spec_sources": {"digest": "x", "env": []}, "refreshed": true}"#;
+    let old = write(dir.path(), "old.plan", old);
+    let message = refused(&old);
+    assert!(message.contains("has format 1; this gpuplan reads format 2"), "{message}");
+    assert_eq!(
+        load(&old).unwrap_err().hint(),
+        Some("make the plan again with this version of gpuplan: `gpuplan plan --out FILE`")
+    );
+}
+
+#[test]
 fn data_after_the_compressed_plan_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("plan.out");

@@ -239,7 +239,7 @@ fn given_as_saved(
 ) -> miette::Result<bool> {
     let mut sources = crate::diag::Sources::default();
     let mut diags = crate::diag::Diagnostics::default();
-    let vars = crate::spec::varfile::resolve(None, settings.given_vars(), &mut sources, &mut diags);
+    let vars = crate::spec::varfile::resolve(&[], settings.given_vars(), &mut sources, &mut diags);
     if !diags.items.is_empty() {
         output::stderr(&crate::diag::render_text(&sources, &diags.items, settings.width, settings.color_stderr));
     }

@@ -83,16 +83,28 @@ pub struct Loaded {
 /// Spec files of a directory: `*.hcl`, `*.yaml`, `*.yml`, sorted, not recursive; not var
 /// files (`*.vars.hcl`, `*.vars.yaml`, `*.vars.yml`: [`varfile`]).
 pub fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
+    listing(dir).map(|(spec, _)| spec)
+}
+
+/// The spec files and the `*.auto.vars.hcl` files of a directory, each sorted: one
+/// listing for both.
+fn listing(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let (mut files, mut auto) = (Vec::new(), Vec::new());
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if path.is_file() && matches!(ext, "hcl" | "yaml" | "yml") && !varfile::is_var_file(&path) {
+        if !matches!(ext, "hcl" | "yaml" | "yml") || !path.is_file() {
+            continue;
+        }
+        if varfile::is_auto_var_file(&path) {
+            auto.push(path);
+        } else if !varfile::is_var_file(&path) {
             files.push(path);
         }
     }
     files.sort();
-    Ok(files)
+    auto.sort();
+    Ok((files, auto))
 }
 
 /// The spec files of a directory, read and not yet parsed ([`read_dir`]).
@@ -104,12 +116,14 @@ pub struct ReadDir {
     /// Files kept (lossily) for rendering only: not UTF-8.
     unreadable: BTreeSet<u32>,
     files: Vec<PathBuf>,
+    /// The `*.auto.vars.hcl` files beside them, not read yet.
+    auto_var_files: Vec<PathBuf>,
     dir: PathBuf,
 }
 
 /// Read every spec file of `dir` ([`spec_files`]) as [`load_dir`] reads them.
 pub fn read_dir(dir: &Path) -> std::io::Result<ReadDir> {
-    let files = spec_files(dir)?;
+    let (files, auto_var_files) = listing(dir)?;
     let mut sources = Sources::default();
     let mut diags = Diagnostics::default();
     // Files that are not UTF-8 are kept (lossily) for rendering, but not parsed: their
@@ -139,7 +153,7 @@ pub fn read_dir(dir: &Path) -> std::io::Result<ReadDir> {
             Err(e) => diags.push(Diagnostic::error("gpuplan::spec::io", format!("cannot read `{name}`: {e}"))),
         }
     }
-    Ok(ReadDir { sources, diags, unreadable, files, dir: dir.to_path_buf() })
+    Ok(ReadDir { sources, diags, unreadable, files, auto_var_files, dir: dir.to_path_buf() })
 }
 
 /// Read and load every spec file of `dir`.
@@ -149,9 +163,10 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
 
 /// Load the spec files [`read_dir`] read.
 pub fn load_read(read: ReadDir, opts: &LoadOptions) -> Loaded {
-    let ReadDir { sources, mut diags, unreadable, files, dir } = read;
+    let ReadDir { sources, mut diags, unreadable, files, auto_var_files, dir } = read;
     let dir = dir.as_path();
-    let mut loaded = load_parsed(sources, opts, &unreadable, opts.auto_var_files.then_some(dir));
+    let auto: &[PathBuf] = if opts.auto_var_files { &auto_var_files } else { &[] };
+    let mut loaded = load_parsed(sources, opts, &unreadable, auto);
     if !files.is_empty() && loaded.skipped.len() == files.len() {
         diags.push(
             Diagnostic::error(
@@ -251,12 +266,12 @@ fn on_kubernetes(body: &raw::Body) -> bool {
 
 /// Parse, decode and validate already-read sources. Pure: no I/O.
 pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
-    load_parsed(sources, opts, &BTreeSet::new(), None)
+    load_parsed(sources, opts, &BTreeSet::new(), &[])
 }
 
 /// [`load_sources`], leaving out the files in `skip` (already reported as unreadable),
-/// with the auto var files of `auto_dir` if given.
-fn load_parsed(mut sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>, auto_dir: Option<&Path>) -> Loaded {
+/// with the var files `auto` below `opts.vars`.
+fn load_parsed(mut sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>, auto: &[PathBuf]) -> Loaded {
     let mut diags = Diagnostics::default();
     let mut files = Vec::new();
     let mut skipped = Vec::new();
@@ -270,7 +285,7 @@ fn load_parsed(mut sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>, a
         }
     }
     let spec_count = sources.files().count() as u32;
-    let inputs = varfile::resolve(auto_dir, &opts.vars, &mut sources, &mut diags);
+    let inputs = varfile::resolve(auto, &opts.vars, &mut sources, &mut diags);
     let var_files = (spec_count..sources.files().count() as u32).collect();
     let decoded = decode::decode(&files, opts, &inputs, &mut diags);
     // Empty files are fine (a fleet may be split oddly while being edited), but a spec

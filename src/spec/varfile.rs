@@ -86,36 +86,12 @@ pub fn is_var_file(path: &Path) -> bool {
     SUFFIXES.iter().any(|s| name.ends_with(s) && name.len() > s.len())
 }
 
-/// The `*.auto.vars.hcl` files of `dir`, in lexical order.
-pub fn auto_var_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if is_auto_var_file(&path) && path.is_file() {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
-/// Every value in force order (later wins): the auto var files of `auto_dir` when given,
-/// then `args`. Files are added to `sources`; their problems go to `diags`.
-pub fn resolve(
-    auto_dir: Option<&Path>,
-    args: &[VarArg],
-    sources: &mut Sources,
-    diags: &mut Diagnostics,
-) -> Vec<VarInput> {
+/// Every value in force order (later wins): the `auto` var files (`*.auto.vars.hcl`, in
+/// lexical order), then `args`. Files are added to `sources`; their problems go to `diags`.
+pub fn resolve(auto: &[PathBuf], args: &[VarArg], sources: &mut Sources, diags: &mut Diagnostics) -> Vec<VarInput> {
     let mut inputs = Vec::new();
-    if let Some(dir) = auto_dir {
-        match auto_var_files(dir) {
-            Ok(files) => files.iter().for_each(|f| inputs.extend(read_file(f, sources, diags))),
-            Err(e) => diags.push(Diagnostic::error(
-                "gpuplan::vars::io",
-                format!("cannot list the `*{AUTO_SUFFIX}` files of `{}`: {e}", super::display_path(dir)),
-            )),
-        }
+    for file in auto {
+        inputs.extend(read_file(file, sources, diags));
     }
     for arg in args {
         match arg {
@@ -139,7 +115,7 @@ pub fn without_files(args: &[VarArg]) -> Option<Vec<VarInput>> {
         return None;
     }
     let mut unused = Sources::default();
-    Some(resolve(None, args, &mut unused, &mut Diagnostics::default()))
+    Some(resolve(&[], args, &mut unused, &mut Diagnostics::default()))
 }
 
 /// The values of one var file, in file order.

@@ -125,7 +125,7 @@ fn a_yaml_var_file_is_a_mapping_of_names_to_values() {
     let mut diags = Diagnostics::default();
     let yaml = dir.path().join("v.vars.yaml");
     std::fs::write(&yaml, "zones: [a, b]\nnodes: 2\n").expect("write");
-    let inputs = resolve(None, &[VarArg::File(yaml)], &mut sources, &mut diags);
+    let inputs = resolve(&[], &[VarArg::File(yaml)], &mut sources, &mut diags);
     assert!(diags.items.is_empty(), "{:?}", diags.items);
     let values: Vec<(&str, Value)> = inputs
         .iter()
@@ -136,6 +136,6 @@ fn a_yaml_var_file_is_a_mapping_of_names_to_values() {
         .collect();
     let list = Value::List(vec![Value::String("a".into()), Value::String("b".into())]);
     assert_eq!(values, [("zones", list), ("nodes", Value::Number(2.0))]);
-    resolve(None, &[VarArg::File(dir.path().join("list.vars.yml"))], &mut sources, &mut diags);
+    resolve(&[], &[VarArg::File(dir.path().join("list.vars.yml"))], &mut sources, &mut diags);
     assert!(diags.items.iter().any(|d| d.message.contains("must be a mapping")), "{:?}", diags.items);
 }

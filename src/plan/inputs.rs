@@ -13,7 +13,7 @@ use crate::addr::Address;
 use crate::spec::eval::Value;
 use crate::spec::fingerprint::Fingerprint;
 use crate::spec::model::VarType;
-use crate::spec::varfile::{VarArg, VarInput};
+use crate::spec::varfile::{VarArg, VarFrom, VarInput};
 use crate::spec::{Loaded, Spec};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -120,7 +120,8 @@ impl PlanInputs {
         Ok(())
     }
 
-    /// Each given value (the last for each name) must be the saved one.
+    /// Each given value (the last for each name) must be the saved one; a name the plan's
+    /// spec does not declare is refused from `--var` and passed over in a var file.
     fn check_vars(&self, given: &[VarInput], plan_file: &str) -> Result<(), NotAsSaved> {
         let again =
             format!("drop it (the plan keeps its own values: `gpuplan apply {plan_file}`), or plan again with it");
@@ -130,6 +131,10 @@ impl PlanInputs {
             }
             let name = &input.name;
             let Some(saved) = self.variables.get(name) else {
+                if matches!(input.from, VarFrom::File { .. }) {
+                    // As when planning: a var file may set more than this spec declares.
+                    continue;
+                }
                 return Err(NotAsSaved {
                     message: format!(
                         "{} sets `{name}`, but the saved plan's spec declares no variable `{name}`",

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::spec::varfile::{VarFrom, VarValue};
+use crate::spec::varfile::VarValue;
 
 fn inputs() -> PlanInputs {
     let var = |value: serde_json::Value, ty, from: &str| SavedVar { value, ty, from: from.into() };
@@ -59,6 +59,13 @@ fn a_different_value_is_refused_naming_the_variable_and_both_values() {
     assert!(e.message.contains("to another value"), "{}", e.message);
     let e = check(&[flag("team", "ml")], &[], &[]).unwrap_err();
     assert!(e.message.contains("declares no variable `team`"), "{}", e.message);
+    // From a var file, as when planning, a name the spec does not declare is passed over.
+    let shared = VarInput {
+        name: "team".into(),
+        value: VarValue::Typed(Value::String("ml".into())),
+        from: VarFrom::File { file: "shared.vars.hcl".into(), key: Default::default(), value: Default::default() },
+    };
+    check(&[shared], &[], &[]).expect("an undeclared name in a var file");
 }
 
 #[test]

@@ -28,8 +28,18 @@ fn train_images(fleet: &Fleet) -> Vec<String> {
 }
 
 #[test]
+fn the_issue_s_reproduction_on_init_s_fleet_applies() {
+    let fleet = Fleet::new("");
+    std::fs::remove_file(fleet.path().join("main.hcl")).unwrap();
+    fleet.run(&["init"]).expect(0);
+    fleet.run(&["plan", "--var", "nodes=4", "--out", "p.plan"]).expect(0);
+    let ok = fleet.run(&["apply", "p.plan"]).expect(0);
+    assert!(ok.stderr.contains("Nodes: 4 launched"), "{}", ok.stderr);
+    fleet.run(&["plan", "--var", "nodes=4", "--detailed-exitcode"]).expect(0);
+}
+
+#[test]
 fn a_plan_saved_with_a_var_applies_without_it() {
-    // The issue's reproduction: `plan --var nodes=4 --out p.plan`, then `apply p.plan`.
     let fleet = Fleet::new(&spec());
     fleet.run(&["plan", "--var", "n=3", "--out", "p.plan"]).expect(0);
     let ok = fleet.run(&["apply", "p.plan"]).expect(0);

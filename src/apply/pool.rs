@@ -253,7 +253,7 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
 }
 
 /// Where apply placed nodes other than where the pool prefers them, for the pool's
-/// fallback record (DESIGN.md, "Convergence and fallback").
+/// fallback record (docs/design/convergence.md).
 #[derive(Debug, Default)]
 struct Placement {
     /// What fell back to another zone or to on-demand, one line per batch.

@@ -1,4 +1,4 @@
-//! [`ExitStatus`]: the process exit codes of DESIGN.md, the only thing a command returns
+//! [`ExitStatus`]: the process exit codes of `docs/design/cli.md`, the only thing a command returns
 //! besides its output. `main` turns it into the process code; nothing else exits.
 
 /// How a command ended. The numbers are a contract with scripts and CI.

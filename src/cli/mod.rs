@@ -79,7 +79,7 @@ where
         Err(e) => {
             let _ = e.print();
             // `--help` and `--version` are not failures; usage errors exit 1 like every other
-            // error (DESIGN.md reserves 2 and 3 for changes and policy denials).
+            // error (docs/design/cli.md reserves 2 and 3 for changes and policy denials).
             return if e.use_stderr() { ExitStatus::Error } else { ExitStatus::Success };
         }
     };

@@ -1,6 +1,6 @@
 //! What the commands say on stderr about policy verdicts: why a plan is denied and what
 //! to do about each denying policy, and the standing violations of a plan that changes
-//! nothing (DESIGN.md, "The daily loop": such a plan is never denied).
+//! nothing (docs/design/cli.md, "The daily loop": such a plan is never denied).
 //!
 //! `--override-policy` is offered only for soft policies; a hard one is told to be fixed
 //! in the spec (or in the policy).

@@ -486,7 +486,7 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
 }
 
 /// A floating pool this plan moves to another candidate: its new nodes start while all
-/// the old ones still run (DESIGN.md, "Floating pools").
+/// the old ones still run (docs/design/floating-pools.md).
 fn moves(pc: &PoolChange) -> bool {
     match (&pc.placement_before, &pc.placement) {
         (Some(b), Some(a)) => b.provider != a.provider || b.region != a.region,

@@ -2,8 +2,9 @@
 //!
 //! [`decide`] prices every candidate of a pool's `placement {}` at current prices (live
 //! where the cloud publishes them, else the catalog's), marks the candidates the pool was
-//! recently found short in, and chooses, with one sentence of reason (DESIGN.md, "Floating
-//! pools"): a new pool goes to the best candidate; a placed pool stays unless it can no
+//! recently found short in, and chooses, with one sentence of reason
+//! (docs/design/floating-pools.md): a new pool goes to the best candidate; a placed pool stays
+//! unless it can no
 //! longer live where it is (it moves at once), or another candidate saves at least
 //! `min_saving` percent of its hourly cost and it has stayed `min_stay`.
 //!

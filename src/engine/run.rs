@@ -545,7 +545,7 @@ pub fn plan_observed(
 
 /// A plan made by `pass` (place floating pools, diff, assess), made again with the moves
 /// held in place that a quota cannot take while both sets of nodes run and that can wait
-/// (DESIGN.md, "Floating pools"); the moves that cannot wait are plan errors. Each pass
+/// (docs/design/floating-pools.md); the moves that cannot wait are plan errors. Each pass
 /// holds more moves, so this ends.
 fn placed_plan(
     spec: &Spec,
@@ -616,7 +616,7 @@ pub async fn describe_imports(spec: &Spec, providers: &ProviderSet, observed: &m
 }
 
 /// The spec with its floating pools placed where the plan chooses, at the request's
-/// prices and clocks; `None` without floating pools (DESIGN.md, "Floating pools").
+/// prices and clocks; `None` without floating pools (docs/design/floating-pools.md).
 pub fn place_floating(
     spec: &Spec,
     state: &State,

@@ -165,7 +165,7 @@ pub struct ClusterJoin {
 }
 
 /// The node label Kubernetes Jobs select capacity by; spot nodes are also tainted with
-/// it (`gpuplan.dev/capacity=spot:NoSchedule`, DESIGN.md "Where jobs run").
+/// it (`gpuplan.dev/capacity=spot:NoSchedule`, docs/design/jobs.md, "Where jobs run").
 pub const CAPACITY_LABEL: &str = "gpuplan.dev/capacity";
 
 impl ClusterJoin {

@@ -503,7 +503,7 @@ pub struct Plan {
     /// and records these first, launching and terminating nothing for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adoptions: Vec<crate::plan::adopt::Adoption>,
-    /// Each floating pool's candidates, prices and choice (DESIGN.md, "Floating pools").
+    /// Each floating pool's candidates, prices and choice (docs/design/floating-pools.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placements: Vec<PlacementDecision>,
     /// Every output of the spec or the state, by name, with what this plan does to its
@@ -650,7 +650,7 @@ impl Plan {
 
     /// Does the policy verdict forbid applying this plan? A plan that does not change the
     /// fleet is never denied: its failing policies fail on the fleet as it stands
-    /// (standing violations, DESIGN.md "The daily loop"), which no apply of it changes.
+    /// (standing violations, docs/design/cli.md, "The daily loop"), which no apply of it changes.
     pub fn denied(&self) -> bool {
         self.has_changes() && self.policies.iter().any(PolicyResult::denies)
     }

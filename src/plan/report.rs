@@ -86,7 +86,7 @@ pub struct PoolCost {
     pub on_demand_hourly_after: f64,
     pub on_demand_price: Option<Price>,
     /// A floating pool that moves: what runs while its new nodes start and the old ones
-    /// still run (DESIGN.md, "Floating pools").
+    /// still run (docs/design/floating-pools.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak: Option<Peak>,
     /// After the change, per GPU-hour (0 when the pool has no nodes).

@@ -1,5 +1,5 @@
 //! The fleet as it stands, as a plan: what policies are checked against to tell a
-//! standing violation (failing before the plan) from one the plan brings (DESIGN.md, "The
+//! standing violation (failing before the plan) from one the plan brings (docs/design/cli.md, "The
 //! daily loop"). Pure.
 //!
 //! Every pool that exists keeps its nodes: no creates, deletes or moves, "after" is

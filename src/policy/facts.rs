@@ -122,7 +122,7 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec, running: &Running
     root.insert("quotas".into(), Value::Object(quotas));
     root.insert("changes".into(), Value::List(changes));
     root.insert("summary".into(), Value::Object(summary));
-    // Floating pools this plan moves to another candidate (DESIGN.md, "Floating pools").
+    // Floating pools this plan moves to another candidate (docs/design/floating-pools.md).
     let moves = plan.placements.iter().filter(|p| p.action == crate::plan::model::PlacementAction::Move).count();
     root.insert("moves".into(), num(moves as f64));
     Value::Object(root)

@@ -1,5 +1,5 @@
 //! Quotas while floating pools move. A move starts the new nodes while all the old ones
-//! still run (DESIGN.md, "Floating pools"), so a quota's `max_gpus` and
+//! still run (docs/design/floating-pools.md), so a quota's `max_gpus` and
 //! `budget.hourly_usd` are checked at that peak as well as after the plan. Pure.
 //!
 //! [`breaches`] finds each limit a move's peak breaks while "after" fits it (a limit that

@@ -1,4 +1,4 @@
-//! Standing violations (DESIGN.md, "The daily loop"): which failing verdicts of a plan
+//! Standing violations (docs/design/cli.md, "The daily loop"): which failing verdicts of a plan
 //! fail on the fleet as it stands too, before the plan. A plan without changes is the
 //! fleet as it stands, so all its failures are; a plan with changes is judged again with
 //! its changes undone ([`crate::plan::standing`]), and only when something failed, so a

@@ -1,4 +1,4 @@
-//! Budget alerts (DESIGN.md, "Spend"): after each pass, every quota with a
+//! Budget alerts (docs/design/spend.md): after each pass, every quota with a
 //! `budget.monthly_usd` and `notify` hooks is compared with its month-to-date spend from
 //! the ledger; each `alert_at` threshold crossed this month is posted once, lowest first,
 //! as Slack-compatible JSON (`text` plus attachment `fields`).

@@ -1,6 +1,5 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, so that of several `gpuplan
-//! reconcile --leader-elect` replicas only one plans and applies (DESIGN.md, "Reconcile
-//! as a service").
+//! reconcile --leader-elect` replicas only one plans and applies (docs/design/reconcile.md).
 //!
 //! The loop is client-go's (`tools/leaderelection`), written on kube-rs's `Api<Lease>`:
 //! every retry period, read the Lease; create it when missing; take it when it has no

@@ -1,4 +1,4 @@
-//! Standing policy violations in `reconcile` (DESIGN.md, "The daily loop"): a soft or hard
+//! Standing policy violations in `reconcile` (docs/design/cli.md, "The daily loop"): a soft or hard
 //! policy that fails on the fleet as it stands does not fail a pass that has nothing to
 //! change. It is reported once per verdict (policy and `for_each` key) while it stands:
 //! posted to the spec's `notify` hooks through the budget alerts' path and recorded in

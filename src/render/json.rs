@@ -2,7 +2,7 @@
 //!
 //! Top-level keys of [`plan_json`], always all present:
 //!
-//! - the contract in DESIGN.md: `format_version`, `changes`, `drift`, `cost` (the cost
+//! - the contract in `docs/design/files.md`: `format_version`, `changes`, `drift`, `cost` (the cost
 //!   object `{hourly_before, hourly_after, monthly_delta, currency}` as `cost/` fills it,
 //!   or `null` before it has run), `policies` (`[{name, enforcement, passed, message}]`
 //!   as `policy/` fills them), `summary` (`{add, change, destroy}`);

@@ -1,5 +1,5 @@
 //! Floating pools in every view: each pool's candidates with their hourly cost, price
-//! source and known capacity, and the choice with its reason (DESIGN.md, "Floating pools").
+//! source and known capacity, and the choice with its reason (docs/design/floating-pools.md).
 //! Text and markdown read the same [`PlacementDecision`]s the JSON carries.
 
 use crate::model::money::usd;

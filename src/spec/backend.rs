@@ -1,5 +1,6 @@
-//! The `gpuplan { backend "KIND" { ... } }` block: where the state lives (DESIGN.md,
-//! "Team state"). YAML writes it `gpuplan: {backend: {s3: {...}}}`.
+//! The `gpuplan { backend "KIND" { ... } }` block: where the state lives
+//! (docs/design/state-and-locks.md, "Team state"). YAML writes it `gpuplan: {backend: {s3:
+//! {...}}}`.
 //!
 //! Only literal values are accepted (as in Terraform's backend blocks): the backend is
 //! needed before anything else is evaluated, and credentials never belong here; they

@@ -344,11 +344,11 @@ pub struct GpuPool {
     pub mig: Option<Spanned<String>>,
     // Boxed, as is `placement`: few pools have one, and inline they were a third of every
     // pool's size.
-    /// Run the pool's jobs as Kubernetes Jobs in this cluster (DESIGN.md, "Where jobs run").
+    /// Run the pool's jobs as Kubernetes Jobs in this cluster (docs/design/jobs.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<Box<Kubernetes>>,
     /// A floating pool: instead of `provider`/`region`, the places it may live in
-    /// (DESIGN.md, "Floating pools").
+    /// (docs/design/floating-pools.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Box<Placement>>,
     #[serde(flatten)]

@@ -107,7 +107,8 @@ pub struct LockInfo {
     pub id: String,
     /// `user@host`.
     pub who: String,
-    /// 0 when the writer did not say (DESIGN.md: readers accept a lock without it).
+    /// 0 when the writer did not say (docs/design/state-and-locks.md: readers accept a lock without
+    /// it).
     #[serde(default)]
     pub pid: u32,
     /// The command holding it: `apply`, `plan`, `state rm`, ...

@@ -148,7 +148,7 @@ pub struct ResourceState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<FallbackRecord>,
     /// For floating pools: where the pool lives, since when, and the candidates found
-    /// short of capacity (DESIGN.md, "Floating pools").
+    /// short of capacity (docs/design/floating-pools.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementRecord>,
 }
@@ -179,7 +179,7 @@ pub struct ShortRecord {
 }
 
 /// A pool that could not get its preferred placement (its zone, or spot) and placed nodes
-/// by `mix.fallback` instead (DESIGN.md, "Convergence and fallback"). Plans leave those
+/// by `mix.fallback` instead (docs/design/convergence.md). Plans leave those
 /// nodes where they are until [`FallbackRecord::retry_at`], then try the preferred
 /// placement again as an explicit change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

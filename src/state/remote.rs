@@ -1,4 +1,5 @@
-//! Remote state on an object store (DESIGN.md, "Team state"): S3 and S3-compatible stores
+//! Remote state on an object store (docs/design/state-and-locks.md, "Team state"): S3 and
+//! S3-compatible stores
 //! (Tencent COS, Alibaba OSS, MinIO, Ceph), Google Cloud Storage and Azure Blob, through
 //! the `object_store` crate.
 //!

@@ -1,5 +1,5 @@
-//! The spend ledger read back: month-to-date spend per pool, quota and job (DESIGN.md,
-//! "Spend"). Pure: the caller passes each provider's clock and the pool → quota mapping.
+//! The spend ledger read back: month-to-date spend per pool, quota and job (docs/design/spend.md).
+//! Pure: the caller passes each provider's clock and the pool → quota mapping.
 //!
 //! Each ledger line accrues from its start to its end (or the provider's clock, while
 //! open) at its price; the month is the calendar month (UTC) of the report's clock, so a

@@ -1,5 +1,5 @@
 //! Tests for the local backend, lock, journal and replay: each asserts a contract from
-//! `DESIGN.md` "Files" that a plausible bug would break.
+//! `docs/design/files.md` that a plausible bug would break.
 
 use std::fs;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Convergence after a fallback (DESIGN.md, "Convergence and fallback"): an applied fleet
+//! Convergence after a fallback (docs/design/convergence.md): an applied fleet
 //! whose pools could not get their preferred zone or spot plans empty until the preferred
 //! placement is due again, then retries it as an explicit change, backing off when it is
 //! still short; at any scale.

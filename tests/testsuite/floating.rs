@@ -1,4 +1,4 @@
-//! Floating pools on the sim cloud through the CLI (DESIGN.md, "Floating pools"): a pool
+//! Floating pools on the sim cloud through the CLI (docs/design/floating-pools.md): a pool
 //! with `placement {}` is created in its cheapest candidate, stays put for a saving below
 //! `min_saving`, moves for one above it (new nodes before old ones go, a preemptible job
 //! requeued without a retry, a non-preemptible one keeping its node), within a provider

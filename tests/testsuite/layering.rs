@@ -1,4 +1,4 @@
-//! The module graph stays one-way (`../shared/STYLE.md`, "Module map"): reads every
+//! The module graph stays one-way (`ARCHITECTURE.md`, "Layers"): reads every
 //! `crate::` path in `src/` (comments and string literals skipped, grouped `use crate::{a,
 //! b::c}` expanded) and fails on any cycle between top-level modules, and on any use of a
 //! module from a higher layer.
@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The layers of STYLE.md's module map, lowest first. A module may use modules of its own
+/// The layers of ARCHITECTURE.md's module map, lowest first. A module may use modules of its own
 /// layer or below (never in a cycle); `lib.rs` and `main.rs` are the crate's roots.
 const LAYERS: &[&[&str]] = &[
     &["model", "addr", "diag", "json_text", "par"],
@@ -286,7 +286,7 @@ fn no_cycle_between_top_level_modules() {
 fn modules_use_only_their_layer_and_below() {
     let tops = top_modules();
     let unplaced: Vec<&String> = tops.iter().filter(|m| layer_of(m).is_none()).collect();
-    assert!(unplaced.is_empty(), "place these modules in LAYERS (and STYLE.md's map): {unplaced:?}");
+    assert!(unplaced.is_empty(), "place these modules in LAYERS (and ARCHITECTURE.md's map): {unplaced:?}");
     let mut upward = Vec::new();
     for (from, tos) in module_graph() {
         for (to, file) in tos {

@@ -1,4 +1,4 @@
-//! Jobs under removed nodes, on the sim cloud through the CLI (DESIGN.md, "Jobs under
+//! Jobs under removed nodes, on the sim cloud through the CLI (docs/design/jobs.md, "Jobs under
 //! removed nodes"): a change that removes nodes takes idle ones first; a preemptible job
 //! whose node goes is listed in every view as requeued from its checkpoint, never as
 //! running; a non-preemptible job keeps its node, whose removal waits until the job ends;

@@ -72,7 +72,7 @@ impl PlanFileError {
 /// the machine fail before the kernel writes it, what is left is no file, the previous
 /// one, or one that is cut short, and gzip's CRC-32 and length trailer make `apply` refuse
 /// that one ("truncated or corrupt", with the hint to plan again) rather than act on part
-/// of a plan. The state, which is, is still synced before every rename (DESIGN.md, Files).
+/// of a plan. The state, which is, is still synced before every rename (docs/design/files.md).
 pub fn save(path: &Path, plan: &Plan) -> Result<(), PlanFileError> {
     let tmp = path.with_extension("tmp");
     let write = || -> std::io::Result<()> {

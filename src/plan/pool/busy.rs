@@ -1,4 +1,4 @@
-//! Pool nodes that run a job now, for the changes that remove nodes (DESIGN.md, "Jobs
+//! Pool nodes that run a job now, for the changes that remove nodes (docs/design/jobs.md, "Jobs
 //! under removed nodes"): they are kept before idle ones, and the node of a job that is
 //! not preemptible is not removed at all while the job runs: its removal is deferred,
 //! and a later plan finishes it once the job has ended.

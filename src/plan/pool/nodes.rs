@@ -139,7 +139,7 @@ pub(crate) struct Held {
     pub preferred_capacity: Capacity,
 }
 
-/// Where a pool stands with its recorded fallback (DESIGN.md, "Convergence and fallback").
+/// Where a pool stands with its recorded fallback (docs/design/convergence.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FallbackPhase {
     /// No fallback recorded: nodes out of place are moved (rebalance).
@@ -338,7 +338,7 @@ pub(crate) fn create_batch(
 }
 
 /// How a batch joins the pool's TKE or ACK cluster (`kubernetes { cluster_id }`): the
-/// labels Kubernetes Jobs select (DESIGN.md, "Where jobs run") and the spot taint.
+/// labels Kubernetes Jobs select (docs/design/jobs.md, "Where jobs run") and the spot taint.
 fn join(pool: &GpuPool, pool_name: &str, cap: Capacity, kind: crate::model::ProviderKind) -> Option<ClusterJoin> {
     let k = pool.kubernetes.as_ref()?;
     // EKS: nodes join by nodeadm user data read from the kubeconfig's cluster. Other

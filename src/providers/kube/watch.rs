@@ -1,6 +1,6 @@
 //! Watching a cluster for gpuplan job pods that cannot be scheduled, so that `gpuplan
-//! reconcile` starts a pass when a job waits for nodes (DESIGN.md, "Reconcile as a
-//! service") instead of at the next interval.
+//! reconcile` starts a pass when a job waits for nodes (docs/design/reconcile.md) instead of at the
+//! next interval.
 //!
 //! One watch (`GET .../pods?watch=true`, kube-rs's `Api::watch`) per cluster and
 //! namespace of the spec's `kubernetes {}` blocks, on the pods carrying gpuplan's job

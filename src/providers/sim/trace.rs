@@ -1,6 +1,6 @@
 //! Price and capacity traces (`gpuplan sim trace FILE`): the sim cloud's prices and spot
 //! capacity moving by the hour, as real clouds' do, so that floating pools are tested and
-//! benchmarked without credentials (DESIGN.md, "Floating pools").
+//! benchmarked without credentials (docs/design/floating-pools.md).
 //!
 //! A trace is a CSV `time,provider,region,gpu,capacity,price_usd_hour,available_nodes`. As
 //! the sim clock passes a row, its price (per GPU-hour) and capacity hold for sim nodes of

@@ -1,4 +1,4 @@
-//! Standing policy violations through the binary (DESIGN.md, "The daily loop"): after an
+//! Standing policy violations through the binary (docs/design/cli.md, "The daily loop"): after an
 //! apply with `--override-policy`, a soft policy keeps failing on the fleet as it stands.
 //! A plan without changes is not denied for it (`plan` and `reconcile` exit 0) and says
 //! so; a plan with changes is denied as before and names what was already failing;

@@ -20,6 +20,7 @@ mod convergence;
 mod corpus;
 mod cost;
 mod deploy;
+mod docs;
 mod engine_cli;
 mod examples;
 mod fencing_s3;

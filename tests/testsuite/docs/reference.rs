@@ -19,7 +19,8 @@ fn check_page(rel_path: &str, generated: &str) {
     }
     let current = std::fs::read_to_string(&path).unwrap_or_default();
     if current != generated {
-        let line = current.lines().zip(generated.lines()).position(|(a, b)| a != b).map_or(0, |i| i + 1);
+        let same = current.lines().zip(generated.lines()).take_while(|(a, b)| a == b).count();
+        let line = same + 1;
         panic!("{rel_path} is stale (first difference near line {line}); regenerate it with `{BLESS}` and commit it");
     }
 }

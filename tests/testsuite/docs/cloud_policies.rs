@@ -18,10 +18,17 @@ const IMPLIED: &[(&str, &str, &str)] = &[
     ("aws-s3-state", "s3:ListBucket", "without it S3 answers 403, not 404, for a state object that does not exist yet"),
 ];
 
+/// The provider files whose calls need the policy. `credentials.rs` is left out: its STS
+/// calls (`AssumeRole`, `AssumeRoleWithWebIdentity`, ...) obtain the identity the policy
+/// is attached to, so they are the role's trust relationship, which the cloud pages
+/// describe beside the policy, not part of it.
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = e.expect("entry").path();
+        if path.file_name().is_some_and(|n| n == "credentials.rs") {
+            continue;
+        }
         if path.is_dir() {
             out.extend(rust_files(&path));
         } else if path.extension().is_some_and(|x| x == "rs") {

@@ -1,7 +1,7 @@
 //! Providers behind the fence: while an apply runs, every call that changes a cloud
 //! (create, terminate, tag, launch, cancel, preempt, release) first asks the run's
 //! [`Cancel`] whether the state lock and the Lease it acts under still hold, and is
-//! refused (never sent) once one does not (DESIGN.md, "Expiry and fencing"). Reads go
+//! refused (never sent) once one does not (docs/design/state-and-locks.md, "Expiry and fencing"). Reads go
 //! through: they change nothing. This is the one place the pools, jobs and adoption
 //! phases meet the fence; it owns no other rule.
 

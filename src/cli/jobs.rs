@@ -299,7 +299,7 @@ fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
             .collect();
         let targets: Vec<Address> = one(&jobs, name)?.into_iter().map(|j| j.address.clone()).collect();
         let providers = crate::engine::providers::build(&ws, &spec, &session.state)?;
-        // Each cancel only while the state lock holds (DESIGN.md, "Expiry and fencing").
+        // Each cancel only while the state lock holds (docs/design/state-and-locks.md, "Expiry and fencing").
         let providers = crate::apply::fence::under_lock(&providers, &session.lock);
         let mut text = String::new();
         let mut failed = false;

@@ -53,7 +53,7 @@ pub enum RunError {
     #[diagnostic(code(gpuplan::env), help("fix or unset the variable"))]
     Setting(String),
     /// The state lock or the Lease the apply ran under stopped holding: it started nothing
-    /// after that (DESIGN.md, "Expiry and fencing").
+    /// after that (docs/design/state-and-locks.md, "Expiry and fencing").
     #[error("{broken}; {}", not_started_text(not_started))]
     #[diagnostic(code(gpuplan::state::lock_lost), help("{}", lock_lost_help(saved)))]
     LockLost {

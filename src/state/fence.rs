@@ -1,4 +1,4 @@
-//! The fence: may this process still act under the lock (or Lease) it took? (DESIGN.md,
+//! The fence: may this process still act under the lock (or Lease) it took? (docs/design/state-and-locks.md,
 //! "Expiry and fencing".) A holder consults it before every mutating cloud call and every
 //! state write. It holds while the last successful renewal is younger than the lock's
 //! validity (its TTL minus a margin of at least one renewal period, [`validity`]) on this

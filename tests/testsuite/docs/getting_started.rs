@@ -1,7 +1,9 @@
 //! The getting-started page is a transcript: every ```` ```console ```` block holds `$ gpuplan
 //! ...` lines, each followed by what it prints (stdout, then stderr). This test runs them in
 //! order in one empty folder against the embedded cloud and compares, with sim instance ids
-//! and UUIDs normalised as in the snapshot tests. `GPUPLAN_BLESS=1` rewrites the outputs.
+//! and UUIDs normalised as in the snapshot tests, and apply's per-resource progress lines
+//! compared in any order (independent resources finish in either). `GPUPLAN_BLESS=1`
+//! rewrites the outputs.
 
 use std::path::Path;
 
@@ -68,6 +70,30 @@ fn normalise(text: &str) -> String {
     out.lines().map(str::trim_end).map(|l| format!("{l}\n")).collect()
 }
 
+/// Apply reports each resource's progress as `ADDR: ...` when it happens, and independent
+/// resources finish in either order: runs of such lines compare as sets.
+fn canonical(text: &str) -> String {
+    let is_progress = |l: &str| {
+        l.split_once(": ").is_some_and(|(addr, _)| {
+            addr.contains('.') && addr.chars().all(|c| c.is_ascii_alphanumeric() || "._[]\"".contains(c))
+        })
+    };
+    let mut out = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        if is_progress(line) {
+            run.push(line);
+            continue;
+        }
+        run.sort_unstable();
+        out.append(&mut run);
+        out.push(line);
+    }
+    run.sort_unstable();
+    out.append(&mut run);
+    out.join("\n")
+}
+
 fn run(dir: &Path, args: &[String]) -> String {
     let out = cargo_bin_cmd!("gpuplan")
         .current_dir(dir)
@@ -100,7 +126,7 @@ fn getting_started_commands_print_what_the_page_shows() {
         let mut body = String::new();
         for step in steps(&b.body) {
             let got = run(dir.path(), &step.args);
-            if got != step.shown {
+            if canonical(&got) != canonical(&step.shown) {
                 stale.push(format!(
                     "$ gpuplan {}\n--- the page shows ---\n{}--- it prints ---\n{got}",
                     step.args.join(" "),
@@ -123,6 +149,15 @@ fn getting_started_commands_print_what_the_page_shows() {
         "{PAGE} is stale; regenerate it with `{BLESS}` and read the diff:\n\n{}",
         stale.join("\n")
     );
+}
+
+#[test]
+fn progress_lines_compare_in_any_order_but_nothing_else_does() {
+    let a = "gpu_pool.a: created 1 node(s)\njob_template.t: done\n\nApply complete!\n";
+    let b = "job_template.t: done\ngpu_pool.a: created 1 node(s)\n\nApply complete!\n";
+    assert_eq!(canonical(a), canonical(b));
+    assert_ne!(canonical("x\ny\n"), canonical("y\nx\n"));
+    assert_ne!(canonical(a), canonical("gpu_pool.a: created 2 node(s)\njob_template.t: done\n\nApply complete!\n"));
 }
 
 #[test]

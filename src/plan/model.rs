@@ -12,7 +12,7 @@ use crate::plan::report::{CostReport, PolicyResult};
 use crate::providers::{Capacity, CreateNodes, Node};
 use crate::spec::model::Fallback;
 
-/// The version of `plan --json`'s document (DESIGN.md, Files).
+/// The version of `plan --json`'s document (docs/design/files.md).
 pub const FORMAT_VERSION: u32 = 1;
 /// The version of a saved plan file's document, [`Plan::format_version`]. 2: the plan
 /// records what made it ([`Plan::inputs`]); a file of 1 is refused, not applied without.

@@ -714,6 +714,11 @@ where
                 .acquire()
                 .await
                 .map_err(|_| ProviderError::new(ErrorClass::Fatal, "closed", "executor stopped"))?;
+            // Checked once the permit is held: a call that waited for one while the apply
+            // was cancelled must not start (the check before the batch came earlier).
+            if ctx.cancel.is_cancelled() {
+                return Err(ProviderError::new(ErrorClass::Fatal, "Interrupted", ctx.cancel.reason()));
+            }
             op().await
         };
         match result {

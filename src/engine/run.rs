@@ -864,10 +864,10 @@ pub async fn apply(
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
     // Imports, moves and forgets first: the changes were planned against their outcome.
-    let (adopted, counts) = apply::adopt::run(&plan.adoptions, providers, &recorder).await;
-    if adopted.iter().any(|o| matches!(o.status, Status::Failed(_))) {
+    let (adopted, counts) = apply::adopt::run(&plan.adoptions, providers, &recorder, &opts.cancel).await;
+    if adopted.iter().any(|o| !matches!(o.status, Status::Done)) {
         opts.progress.done();
-        let report = ApplyReport { outcomes: adopted, cancelled: false, adopted: counts };
+        let report = ApplyReport { outcomes: adopted, cancelled: opts.cancel.is_cancelled(), adopted: counts };
         return finish_apply(session, plan, report, (recorder, handle), &overridden, &opts.cancel).await;
     }
     let stopped = apply::jobs::before_nodes(&plan, &session.state, providers, opts).await;
@@ -875,9 +875,12 @@ pub async fn apply(
     let mut report = apply::execute_keeping(plan.clone(), providers, recorder.clone(), opts, &kept).await;
     report.adopted = counts;
     report.outcomes.splice(0..0, adopted);
-    if !report.cancelled {
-        report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts, stopped).await);
-    }
+    // Run even when cancelled: each step checks the cancel token before it starts an
+    // operation, and records what finished (stops made before the node changes, runs
+    // adopted or refreshed) instead of dropping it.
+    report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts, stopped).await);
+    // A cancel during the jobs phase interrupts the apply too.
+    report.cancelled = opts.cancel.is_cancelled();
     opts.progress.done();
     finish_apply(session, plan, report, (recorder, handle), &overridden, &opts.cancel).await
 }

@@ -45,6 +45,7 @@ mod poolless;
 mod preemption;
 mod removed_nodes;
 mod schema;
+mod sigterm_moto;
 mod sim_cli;
 mod sim_run;
 mod spec_folder;

@@ -118,7 +118,7 @@ async fn an_import_failing_half_way_records_exactly_what_it_tagged() {
         remove_tags: vec![],
         resource: Some(resource),
     };
-    let (outcomes, counts) = run(&[adoption], &providers, &recorder).await;
+    let (outcomes, counts) = run(&[adoption], &providers, &recorder, &Cancel::default()).await;
     drop(recorder);
     let (journal, error) = handle.finish().unwrap();
     assert_eq!(error, None);

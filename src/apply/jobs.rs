@@ -88,6 +88,9 @@ struct Launched {
     failed: Vec<String>,
     /// Replicas not launched because the apply was cancelled before their launch began.
     skipped: Vec<u32>,
+    /// Tokens of sends to warm nodes that failed in a way that may have reached the node
+    /// (a lost answer): their intent stays in the record for the next plan to look up.
+    unsure: Vec<String>,
     /// Ledger lines of the nodes made for the launched runs, by node id.
     ledger: Vec<(String, SpendEntry)>,
 }
@@ -235,6 +238,12 @@ impl Steps<'_> {
             cancelled: prior_record(self.prior, &j.address).is_some_and(|r| r.cancelled),
             runs: j.runs.clone(),
             incarnation: j.incarnation.clone(),
+            // A refreshed plan asked the clouds about every send in flight (what ran is
+            // among the runs, the rest launch again); without a refresh they stay.
+            sending: match (self.plan.refreshed, prior_record(self.prior, &j.address)) {
+                (false, Some(r)) => r.sending.clone(),
+                _ => Vec::new(),
+            },
         }
     }
 }
@@ -372,7 +381,20 @@ async fn settle<'j>(
             continue;
         }
         let before = launched.runs.len();
+        if is_send(l) {
+            // Durable before the send: a crash after it leaves the intent, which the next
+            // plan looks up on the cloud instead of sending the job twice.
+            rec.sending.push(sending(l));
+            if let Err(e) = steps.record(j, &rec, Vec::new()).await {
+                rec.sending.pop();
+                launched.failed.push(format!("replica {}: not sent, its intent could not be recorded: {e}", l.replica));
+                break;
+            }
+        }
         launch_replica(steps, j, l, pick, now, &mut launched).await;
+        if is_send(l) && !launched.unsure.contains(&l.request.token) {
+            rec.sending.retain(|s| s.token != l.request.token);
+        }
         if launched.runs.len() == before {
             continue;
         }
@@ -572,7 +594,35 @@ async fn launch_replica(
             }
             out.runs.push(new_run(l, &req, capacity, status, now));
         }
-        Err(e) => out.failed.push(format!("replica {} attempt {}: {e}", l.replica, req.attempt)),
+        Err(e) => {
+            // A network error or a lost answer may come after the cloud ran the send.
+            if is_send(l) && e.class == crate::providers::ErrorClass::Retryable {
+                out.unsure.push(l.request.token.clone());
+            }
+            out.failed.push(format!("replica {} attempt {}: {e}", l.replica, req.attempt))
+        }
+    }
+}
+
+/// A launch that sends the job to a warm node of a cloud VM pool through its run-command
+/// API (the plan chose the node), as opposed to a node made for it, a cluster's pod, or a
+/// sim node picked at apply.
+fn is_send(l: &ReplicaLaunch) -> bool {
+    l.request.shape.is_none() && l.request.kube.is_none() && !l.request.node_id.is_empty()
+}
+
+/// The intent to send `l`, recorded before the send.
+fn sending(l: &ReplicaLaunch) -> crate::model::Sending {
+    crate::model::Sending {
+        replica: l.replica,
+        attempt: l.request.attempt,
+        token: l.request.token.clone(),
+        provider: l.provider.clone(),
+        region: l.region.clone(),
+        node_id: l.request.node_id.clone(),
+        capacity: l.capacity,
+        gpus: l.request.gpus,
+        max_runtime_secs: l.request.max_runtime_secs,
     }
 }
 

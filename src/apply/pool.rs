@@ -213,8 +213,12 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
         // placement that found it still short): the summary does not count it as changed.
         out.action = Action::NoOp;
     }
-    let entry = if change.action == Action::Delete {
-        JournalEntry::DeleteResource { address: addr }
+    let entry = if change.action == Action::Delete && !pc.deferred.is_empty() {
+        // Nodes stay under jobs that are not preemptible: the record keeps them (less the
+        // nodes terminated, already journaled), and a later plan finishes the removal.
+        None
+    } else if change.action == Action::Delete {
+        Some(JournalEntry::DeleteResource { address: addr })
     } else {
         let mut resource = resource_state(change, Some(pc));
         // A floating pool whose move found no room stays where it was: that is no fallback
@@ -244,9 +248,9 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
             }
             resource.config = crate::json_text::JsonText::from_value(&config);
         }
-        JournalEntry::PutResource { address: addr, resource }
+        Some(JournalEntry::PutResource { address: addr, resource })
     };
-    if let Err(e) = ctx.record(vec![entry]).await {
+    if let Err(e) = ctx.record(entry.into_iter().collect()).await {
         out.status = Status::Failed(e);
     }
     out

@@ -24,7 +24,7 @@ const PARALLELISM: usize = 4;
 /// `RunInstances` calls answered before the proxy starts holding them.
 const ANSWERED: usize = 2;
 
-fn endpoint() -> String {
+pub(crate) fn endpoint() -> String {
     match std::env::var("GPUPLAN_TEST_MOTO_ENDPOINT") {
         Ok(e) if !e.trim().is_empty() => e,
         _ => panic!("GPUPLAN_TEST_MOTO_ENDPOINT is not set: run the tests with `scripts/test`, which starts moto"),
@@ -56,7 +56,7 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn gpuplan(dir: &Path, args: &[&str]) -> Command {
+pub(crate) fn gpuplan(dir: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
     cmd.current_dir(dir).env("NO_COLOR", "1").env("COLUMNS", "100");
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("GPUPLAN_") || k.starts_with("AWS_")) {

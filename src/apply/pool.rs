@@ -216,6 +216,13 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
     let entry = if change.action == Action::Delete && !pc.deferred.is_empty() {
         // Nodes stay under jobs that are not preemptible: the record keeps them (less the
         // nodes terminated, already journaled), and a later plan finishes the removal.
+        let jobs: std::collections::BTreeSet<String> = pc.deferred.iter().map(|d| d.job.to_string()).collect();
+        let jobs: Vec<String> = jobs.into_iter().collect();
+        out.status = Status::Partial(format!(
+            "{} node(s) stay until {} end(s) (not preemptible); a later apply or destroy removes them",
+            pc.deferred.len(),
+            jobs.join(", ")
+        ));
         None
     } else if change.action == Action::Delete {
         Some(JournalEntry::DeleteResource { address: addr })

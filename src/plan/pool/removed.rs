@@ -55,8 +55,10 @@ pub(crate) fn removed(
         reasons.push(Reason::new(ReasonCode::Deferred, busy::deferred_message(&deferred)));
     }
     // Only deferred nodes left: nothing to do until their jobs end (as a scale-in whose
-    // every removal is deferred), and the record stays as it is.
-    let waits = deletes.is_empty() && !deferred.is_empty();
+    // every removal is deferred), and the record stays as it is. A destroy stays a delete:
+    // what was asked is judged (`no_destroy_pool_with_jobs` denies it while jobs run), and
+    // applying it deletes what it can.
+    let waits = deletes.is_empty() && !deferred.is_empty() && !cx.input.destroy;
     let (action, after_cfg) = if waits { (Action::NoOp, before_cfg.clone()) } else { (Action::Delete, None) };
     let change = ResourceChange {
         address: addr.clone(),

@@ -5,10 +5,12 @@
 //! imported (tags and state) or tagged but unrecorded, which the next plan takes as the
 //! import it was (never as an orphan) and finishes. A move is recorded once all its
 //! instances carry the new address; until then the next plan moves it again. Nothing
-//! here launches, stops or terminates an instance.
+//! here launches, stops or terminates an instance. A cancelled apply starts no new batch:
+//! the adoption in flight stops after the batch it is tagging, recorded, and the rest
+//! are skipped (the next plan shows them again).
 
 use crate::addr::Address;
-use crate::apply::{Outcome, ProviderSet, Recorder, Status};
+use crate::apply::{Cancel, Outcome, ProviderSet, Recorder, Status};
 use crate::plan::Action;
 use crate::plan::adopt::{AdoptAction, Adoption};
 use crate::providers::{Node, Provider};
@@ -26,17 +28,36 @@ pub struct Counts {
     pub forgotten: usize,
 }
 
-/// Run every adoption in plan order, stopping at the first failure (the changes of the
-/// plan are then not run: they were planned against the adopted world).
-pub async fn run(adoptions: &[Adoption], providers: &ProviderSet, recorder: &Recorder) -> (Vec<Outcome>, Counts) {
+/// Why an adoption stopped short.
+enum Stop {
+    Failed(String),
+    /// The apply was cancelled before this batch started.
+    Interrupted(String),
+}
+
+impl From<String> for Stop {
+    fn from(e: String) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+/// Run every adoption in plan order, stopping at the first failure or cancellation (the
+/// changes of the plan are then not run: they were planned against the adopted world).
+pub async fn run(
+    adoptions: &[Adoption],
+    providers: &ProviderSet,
+    recorder: &Recorder,
+    cancel: &Cancel,
+) -> (Vec<Outcome>, Counts) {
     let mut outcomes = Vec::new();
     let mut counts = Counts::default();
     for a in adoptions {
-        let status = match one(a, providers, recorder, &mut counts).await {
+        let status = match one(a, providers, recorder, cancel, &mut counts).await {
             Ok(()) => Status::Done,
-            Err(e) => Status::Failed(e),
+            Err(Stop::Failed(e)) => Status::Failed(e),
+            Err(Stop::Interrupted(e)) => Status::Skipped(e),
         };
-        let failed = matches!(status, Status::Failed(_));
+        let failed = !matches!(status, Status::Done);
         outcomes.push(Outcome {
             address: a.address.clone(),
             action: Action::NoOp,
@@ -52,20 +73,37 @@ pub async fn run(adoptions: &[Adoption], providers: &ProviderSet, recorder: &Rec
     (outcomes, counts)
 }
 
-async fn one(a: &Adoption, providers: &ProviderSet, recorder: &Recorder, counts: &mut Counts) -> Result<(), String> {
+async fn one(
+    a: &Adoption,
+    providers: &ProviderSet,
+    recorder: &Recorder,
+    cancel: &Cancel,
+    counts: &mut Counts,
+) -> Result<(), Stop> {
     let provider = match (&a.provider, a.nodes.is_empty()) {
         (_, true) => None,
         (Some(name), false) => Some(
             providers.get(name).ok_or_else(|| format!("provider `{name}` is not configured in the spec"))?.as_ref(),
         ),
-        (None, false) => return Err(format!("`{}` records no provider for its instances", a.address)),
+        (None, false) => return Err(Stop::Failed(format!("`{}` records no provider for its instances", a.address))),
     };
     let region = a.region.as_deref().unwrap_or_default();
     if let Some(resource) = &a.resource {
         let entry = JournalEntry::PutResource { address: a.address.to_string(), resource: resource.clone() };
         recorder.record(vec![entry]).await?;
     }
-    for batch in a.nodes.chunks(BATCH) {
+    for (i, batch) in a.nodes.chunks(BATCH).enumerate() {
+        if cancel.is_cancelled() {
+            let done = i * BATCH;
+            let left = a.nodes.len() - done;
+            let verb = match a.action {
+                AdoptAction::Import => "imported",
+                AdoptAction::Move => "moved",
+                AdoptAction::Forget => "forgotten",
+            };
+            let what = format!("{left} of {} instance(s) not {verb}", a.nodes.len());
+            return Err(Stop::Interrupted(format!("{what}: {}", cancel.reason())));
+        }
         if let Some(p) = provider {
             retag(p, region, a, batch).await?;
         }

@@ -30,6 +30,12 @@
 //! their Job to the cluster (`providers/kube`), which places the replicas. Launch tokens
 //! come from the plan, so a retried apply never launches a replica attempt twice.
 //! A run gpuplan stops (preemption, its node removed) never spends a retry.
+//!
+//! Cancellation ([`crate::apply::Cancel`]): every step checks the token right before it
+//! starts a provider call (a stop, a launch or run-command send, a node release), after
+//! waiting for its `--parallelism` permit. Once it is set nothing new starts; what is in
+//! flight finishes and is recorded as usual, and each job says which of its replicas did
+//! not launch (its outcome is skipped, so the apply exits non-zero and names them).
 
 mod assign;
 mod ledger;
@@ -80,6 +86,11 @@ struct Launched {
     /// Replicas without a node with room (sim): they stay queued.
     short: Vec<String>,
     failed: Vec<String>,
+    /// Replicas not launched because the apply was cancelled before their launch began.
+    skipped: Vec<u32>,
+    /// Tokens of sends to warm nodes that failed in a way that may have reached the node
+    /// (a lost answer): their intent stays in the record for the next plan to look up.
+    unsure: Vec<String>,
     /// Ledger lines of the nodes made for the launched runs, by node id.
     ledger: Vec<(String, SpendEntry)>,
 }
@@ -227,6 +238,12 @@ impl Steps<'_> {
             cancelled: prior_record(self.prior, &j.address).is_some_and(|r| r.cancelled),
             runs: j.runs.clone(),
             incarnation: j.incarnation.clone(),
+            // A refreshed plan asked the clouds about every send in flight (what ran is
+            // among the runs, the rest launch again); without a refresh they stay.
+            sending: match (self.plan.refreshed, prior_record(self.prior, &j.address)) {
+                (false, Some(r)) => r.sending.clone(),
+                _ => Vec::new(),
+            },
         }
     }
 }
@@ -260,21 +277,20 @@ async fn record_lives(steps: &Steps<'_>, now: &str) -> BTreeMap<Address, String>
 async fn release_orphan_job_nodes(plan: &Plan, providers: &ProviderSet, opts: &ApplyOptions) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
     for o in &plan.orphan_job_nodes {
+        let address: Address = o.job.parse().unwrap_or_else(|_| Address::new(crate::addr::Kind::Job, "unknown"));
+        if opts.cancel.is_cancelled() {
+            let why = format!("orphan job node {} not terminated: {}", o.node_id, opts.cancel.reason());
+            outcomes.push(noop(address, Status::Skipped(why)));
+            continue;
+        }
         let result = match providers.get(&o.provider) {
             Some(p) => p.release_job_node(&o.region, &o.node_id).await.map_err(|e| e.to_string()),
             None => Err(format!("provider `{}` is not configured", o.provider)),
         };
-        let address: Address = o.job.parse().unwrap_or_else(|_| Address::new(crate::addr::Kind::Job, "unknown"));
         match result {
             Ok(()) => opts.progress.event(&o.job, &format!("orphan job node {} terminated", o.node_id)),
-            Err(e) => outcomes.push(Outcome {
-                address,
-                action: Action::NoOp,
-                status: Status::Failed(format!("could not terminate orphan job node {}: {e}", o.node_id)),
-                created: 0,
-                deleted: 0,
-                missing: 0,
-            }),
+            Err(e) => outcomes
+                .push(noop(address, Status::Failed(format!("could not terminate orphan job node {}: {e}", o.node_id)))),
         }
     }
     outcomes
@@ -295,6 +311,10 @@ async fn stop_interrupted(plan: &Plan, providers: &ProviderSet, opts: &ApplyOpti
     for j in plan.jobs.iter().filter(|j| !j.interrupted.is_empty()) {
         for i in &j.interrupted {
             let Some(run) = j.runs.iter().find(|r| r.id == i.run) else { continue };
+            if opts.cancel.is_cancelled() {
+                // Not stopped: `settle` records the run as it was (it keeps running).
+                continue;
+            }
             let result = stop(providers, run).await;
             let msg = match &result {
                 Ok(_) => format!("run {} stopped: its node {} is removed ({}); requeued", run.id, i.node_id, i.why),
@@ -313,6 +333,10 @@ async fn stop_preempted(plan: &Plan, providers: &ProviderSet, opts: &ApplyOption
     let mut stopped = Stopped::default();
     for j in plan.jobs.iter().filter(|j| j.placement == Placement::Preempt) {
         for run in j.runs.iter().filter(|r| j.preempt.contains(&r.id)) {
+            if opts.cancel.is_cancelled() {
+                // Not preempted: the job it made room for launches nothing either.
+                continue;
+            }
             let result = stop(providers, run).await;
             let for_job = j.preempted_for.as_ref().map_or_else(String::new, ToString::to_string);
             let msg = match &result {
@@ -347,12 +371,30 @@ async fn settle<'j>(
     }
     let (plan, providers, opts) = (steps.plan, steps.providers, steps.opts);
     let mut rec = steps.first_record(j, now);
+    restore_unstopped(j, steps.prior, stopped, &mut rec.runs);
     let mut outcomes = record_stops(j, stopped, &mut rec.runs);
     let mut launched = Launched::default();
     adopt_runs(plan, providers, opts, j, &mut rec.runs, now, &mut launched.ledger);
     for (l, pick) in j.launches.iter().zip(picks) {
+        if opts.cancel.is_cancelled() {
+            launched.skipped.push(l.replica);
+            continue;
+        }
         let before = launched.runs.len();
+        if is_send(l) {
+            // Durable before the send: a crash after it leaves the intent, which the next
+            // plan looks up on the cloud instead of sending the job twice.
+            rec.sending.push(sending(l));
+            if let Err(e) = steps.record(j, &rec, Vec::new()).await {
+                rec.sending.pop();
+                launched.failed.push(format!("replica {}: not sent, its intent could not be recorded: {e}", l.replica));
+                break;
+            }
+        }
         launch_replica(steps, j, l, pick, now, &mut launched).await;
+        if is_send(l) && !launched.unsure.contains(&l.request.token) {
+            rec.sending.retain(|s| s.token != l.request.token);
+        }
         if launched.runs.len() == before {
             continue;
         }
@@ -363,17 +405,26 @@ async fn settle<'j>(
             break;
         }
     }
-    let unreleased = release_ended_nodes(steps, j, &mut rec.runs).await;
+    let (unreleased, unstarted) = release_ended_nodes(steps, j, &mut rec.runs).await;
     if !unreleased.is_empty() {
         let what = format!("could not terminate the node(s) of ended runs: {}", unreleased.join("; "));
         outcomes.push(outcome(j, Status::Failed(what)));
     }
-    let waits = j.placement == Placement::Waiting || !launched.short.is_empty() || !launched.failed.is_empty();
+    if !unstarted.is_empty() {
+        let what = format!("node(s) of ended runs not terminated: {}: {}", unstarted.join(", "), opts.cancel.reason());
+        outcomes.push(outcome(j, Status::Skipped(what)));
+    }
+    let waits = j.placement == Placement::Waiting
+        || !launched.short.is_empty()
+        || !launched.failed.is_empty()
+        || !launched.skipped.is_empty();
     if waits {
         rec.waiting_since = j.waiting_since.clone().or_else(|| Some(now.to_string()));
     }
     let status = if !launched.failed.is_empty() {
         Status::Failed(format!("job launch failed: {}", launched.failed.join("; ")))
+    } else if !launched.skipped.is_empty() {
+        Status::Skipped(format!("{} not launched: {}", replicas(&launched.skipped), opts.cancel.reason()))
     } else if !launched.short.is_empty() {
         Status::Partial(format!("stays queued: {}", launched.short.join("; ")))
     } else {
@@ -416,6 +467,28 @@ fn adopt_runs(
         let line = ledger::open_for_pool(plan, j, &run.provider, None, run.capacity, provider.clock_ms());
         ledger.push((run.node_id.clone(), line));
     }
+}
+
+/// Runs whose node the plan removes but that were not stopped (the apply was cancelled
+/// first): the plan already wrote them as preempted, but they still run on a node that
+/// stays, so they are recorded as the state had them. Recording them as preempted would
+/// launch their replica again next time, beside the run that never stopped.
+fn restore_unstopped(j: &JobPlacement, prior: &State, stopped: &Stopped, runs: &mut [JobRun]) {
+    let Some(before) = prior_record(prior, &j.address) else { return };
+    for i in j.interrupted.iter().filter(|i| !stopped.0.contains_key(&i.run)) {
+        let (Some(run), Some(was)) =
+            (runs.iter_mut().find(|r| r.id == i.run), before.runs.iter().find(|r| r.id == i.run))
+        else {
+            continue;
+        };
+        run.clone_from(was);
+    }
+}
+
+/// `replica 3` or `replicas 3, 4, 7`.
+fn replicas(list: &[u32]) -> String {
+    let ids: Vec<String> = list.iter().map(u32::to_string).collect();
+    if ids.len() == 1 { format!("replica {}", ids[0]) } else { format!("replicas {}", ids.join(", ")) }
 }
 
 /// The runs gpuplan stopped, as they ended: a preempted run is requeued from its
@@ -478,11 +551,18 @@ async fn launch_replica(
     }
     // Held for the call only; the semaphore is never closed, so `acquire` cannot fail.
     let _permit = steps.permits.acquire().await;
+    // Checked again once the permit is held: the apply may have been cancelled while
+    // this launch waited for one.
+    if opts.cancel.is_cancelled() {
+        out.skipped.push(l.replica);
+        return;
+    }
     let mut result = provider.launch_job(&req).await;
     // A node made for the job: no spot capacity left (a reclaimed spot job coming back,
     // say) moves to the pool's fallback capacity, as pool nodes do.
     if let (Err(e), Some(fallback), Some(shape)) = (&result, l.fallback, req.shape.as_mut())
         && e.class == crate::providers::ErrorClass::OutOfCapacity
+        && !opts.cancel.is_cancelled()
     {
         opts.progress.event(
             &j.address.to_string(),
@@ -514,7 +594,35 @@ async fn launch_replica(
             }
             out.runs.push(new_run(l, &req, capacity, status, now));
         }
-        Err(e) => out.failed.push(format!("replica {} attempt {}: {e}", l.replica, req.attempt)),
+        Err(e) => {
+            // A network error or a lost answer may come after the cloud ran the send.
+            if is_send(l) && e.class == crate::providers::ErrorClass::Retryable {
+                out.unsure.push(l.request.token.clone());
+            }
+            out.failed.push(format!("replica {} attempt {}: {e}", l.replica, req.attempt))
+        }
+    }
+}
+
+/// A launch that sends the job to a warm node of a cloud VM pool through its run-command
+/// API (the plan chose the node), as opposed to a node made for it, a cluster's pod, or a
+/// sim node picked at apply.
+fn is_send(l: &ReplicaLaunch) -> bool {
+    l.request.shape.is_none() && l.request.kube.is_none() && !l.request.node_id.is_empty()
+}
+
+/// The intent to send `l`, recorded before the send.
+fn sending(l: &ReplicaLaunch) -> crate::model::Sending {
+    crate::model::Sending {
+        replica: l.replica,
+        attempt: l.request.attempt,
+        token: l.request.token.clone(),
+        provider: l.provider.clone(),
+        region: l.region.clone(),
+        node_id: l.request.node_id.clone(),
+        capacity: l.capacity,
+        gpus: l.request.gpus,
+        max_runtime_secs: l.request.max_runtime_secs,
     }
 }
 
@@ -547,17 +655,27 @@ fn new_run(
 }
 
 /// Ended runs on nodes made for them: terminate those nodes (a leak otherwise). Returns
-/// the nodes that could not be terminated, with why.
-async fn release_ended_nodes(steps: &Steps<'_>, j: &JobPlacement, runs: &mut [JobRun]) -> Vec<String> {
+/// the nodes that could not be terminated, with why, and those not tried because the
+/// apply was cancelled (the next apply terminates them).
+async fn release_ended_nodes(steps: &Steps<'_>, j: &JobPlacement, runs: &mut [JobRun]) -> (Vec<String>, Vec<String>) {
     let (providers, opts) = (steps.providers, steps.opts);
     let mut unreleased = Vec::new();
+    let mut unstarted = Vec::new();
     for run in runs.iter_mut().filter(|r| r.node_to_release()) {
+        if opts.cancel.is_cancelled() {
+            unstarted.push(run.node_id.clone());
+            continue;
+        }
         let Some(provider) = providers.get(&run.provider) else {
             unreleased.push(format!("node {}: provider `{}` is not configured", run.node_id, run.provider));
             continue;
         };
         let released = {
             let _permit = steps.permits.acquire().await;
+            if opts.cancel.is_cancelled() {
+                unstarted.push(run.node_id.clone());
+                continue;
+            }
             provider.release_job_node(&run.region, &run.id).await
         };
         match released {
@@ -571,7 +689,7 @@ async fn release_ended_nodes(steps: &Steps<'_>, j: &JobPlacement, runs: &mut [Jo
             Err(e) => unreleased.push(format!("node {}: {e}", run.node_id)),
         }
     }
-    unreleased
+    (unreleased, unstarted)
 }
 
 /// The journal entry of a job whose record changed: its configuration as the plan
@@ -607,7 +725,11 @@ fn prior_record<'s>(state: &'s State, addr: &Address) -> Option<&'s JobRecord> {
 }
 
 fn outcome(j: &JobPlacement, status: Status) -> Outcome {
-    Outcome { address: j.address.clone(), action: Action::NoOp, status, created: 0, deleted: 0, missing: 0 }
+    noop(j.address.clone(), status)
+}
+
+fn noop(address: Address, status: Status) -> Outcome {
+    Outcome { address, action: Action::NoOp, status, created: 0, deleted: 0, missing: 0 }
 }
 
 /// Jobs removed from the spec (or destroyed): stop their active runs and terminate the
@@ -619,6 +741,11 @@ pub async fn cancel_removed(plan: &Plan, prior: &State, providers: &ProviderSet,
     let mut kept = Kept::default();
     for c in plan.changes.iter().filter(|c| c.action == Action::Delete && c.address.kind == crate::addr::Kind::Job) {
         let Some(rec) = prior_record(prior, &c.address) else { continue };
+        if opts.cancel.is_cancelled() {
+            // Its runs were not stopped, so its record stays (the executor skips it too).
+            kept.0.insert(c.address.clone(), opts.cancel.reason());
+            continue;
+        }
         let mut failed = Vec::new();
         // Nodes of ended runs go with the job.
         for run in rec.runs.iter().filter(|r| r.node_to_release()) {

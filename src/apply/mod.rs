@@ -39,10 +39,13 @@ pub use recorder::Recorder;
 
 pub use crate::providers::ProviderSet;
 
-/// Set when the user asked to stop (Ctrl-C, SIGTERM), or, for a cancel made with
-/// [`Cancel::fenced`], the moment a lock or Lease it runs under no longer holds: a lost
-/// lock is a cancellation that also fails the run, so every place that stops for one
-/// stops for the other. Checking is an atomic load (and a fence's clock read).
+/// The one stop flag of an apply: set when the user asked to stop (Ctrl-C, SIGTERM), or,
+/// for a cancel made with [`Cancel::fenced`], the moment a lock or Lease it runs under no
+/// longer holds: a lost lock is a cancellation that also fails the run, so every place
+/// that stops for one stops for the other. Every phase (adoption, run stops, pool changes,
+/// job launches and run-command sends) checks it right before it starts an operation:
+/// once set, nothing new starts, and what is in flight finishes and is recorded. Checking
+/// is an atomic load (and a fence's clock read).
 #[derive(Debug, Default)]
 pub struct Cancel {
     flag: AtomicBool,
@@ -52,6 +55,8 @@ pub struct Cancel {
     fence: Option<crate::state::Fence>,
     /// Why the fence broke, recorded the first time it was seen broken.
     lost: std::sync::OnceLock<crate::state::fence::Broken>,
+    /// Why it was cancelled, as the first caller of [`Cancel::cancel_because`] said.
+    why: std::sync::OnceLock<String>,
 }
 
 impl Cancel {
@@ -61,6 +66,17 @@ impl Cancel {
     }
     pub fn cancel(&self) {
         self.flag.store(true, Ordering::SeqCst);
+    }
+    /// [`Cancel::cancel`], saying why (`SIGTERM received`): the first reason given is the
+    /// one reported.
+    pub fn cancel_because(&self, why: impl Into<String>) {
+        // A second reason is deliberately dropped: the first cause is what stopped the apply.
+        let _ = self.why.set(why.into());
+        self.cancel();
+    }
+    /// Why it was cancelled, if the canceller (here or in a parent) said.
+    fn why(&self) -> Option<&str> {
+        self.why.get().map(String::as_str).or_else(|| self.parent.as_ref().and_then(|p| p.why()))
     }
     pub fn is_cancelled(&self) -> bool {
         self.flag.load(Ordering::SeqCst)
@@ -84,9 +100,10 @@ impl Cancel {
 
     /// Why work is skipped: the lost lock, or the interruption.
     pub fn reason(&self) -> String {
-        match self.lost() {
-            Some(b) => format!("not started: {b}"),
-            None => "apply was interrupted".to_string(),
+        match (self.lost(), self.why()) {
+            (Some(b), _) => format!("not started: {b}"),
+            (None, Some(why)) => format!("apply was interrupted ({why})"),
+            (None, None) => "apply was interrupted".to_string(),
         }
     }
 }

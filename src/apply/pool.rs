@@ -213,8 +213,19 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
         // placement that found it still short): the summary does not count it as changed.
         out.action = Action::NoOp;
     }
-    let entry = if change.action == Action::Delete {
-        JournalEntry::DeleteResource { address: addr }
+    let entry = if change.action == Action::Delete && !pc.deferred.is_empty() {
+        // Nodes stay under jobs that are not preemptible: the record keeps them (less the
+        // nodes terminated, already journaled), and a later plan finishes the removal.
+        let jobs: std::collections::BTreeSet<String> = pc.deferred.iter().map(|d| d.job.to_string()).collect();
+        let jobs: Vec<String> = jobs.into_iter().collect();
+        out.status = Status::Partial(format!(
+            "{} node(s) stay until {} end(s) (not preemptible); a later apply or destroy removes them",
+            pc.deferred.len(),
+            jobs.join(", ")
+        ));
+        None
+    } else if change.action == Action::Delete {
+        Some(JournalEntry::DeleteResource { address: addr })
     } else {
         let mut resource = resource_state(change, Some(pc));
         // A floating pool whose move found no room stays where it was: that is no fallback
@@ -244,9 +255,9 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
             }
             resource.config = crate::json_text::JsonText::from_value(&config);
         }
-        JournalEntry::PutResource { address: addr, resource }
+        Some(JournalEntry::PutResource { address: addr, resource })
     };
-    if let Err(e) = ctx.record(vec![entry]).await {
+    if let Err(e) = ctx.record(entry.into_iter().collect()).await {
         out.status = Status::Failed(e);
     }
     out
@@ -714,6 +725,11 @@ where
                 .acquire()
                 .await
                 .map_err(|_| ProviderError::new(ErrorClass::Fatal, "closed", "executor stopped"))?;
+            // Checked once the permit is held: a call that waited for one while the apply
+            // was cancelled must not start (the check before the batch came earlier).
+            if ctx.cancel.is_cancelled() {
+                return Err(ProviderError::new(ErrorClass::Fatal, "Interrupted", ctx.cancel.reason()));
+            }
             op().await
         };
         match result {

@@ -31,6 +31,8 @@ enum Step {
     NoSpot,
     /// Ask the run to stop (as Ctrl-C would), then succeed.
     CancelRun(Arc<Cancel>),
+    /// Wait this long (other changes run meanwhile), then ask the run to stop and succeed.
+    LaterCancelRun(Duration, Arc<Cancel>),
     /// Spot calls succeed; on-demand ones fail with a non-retryable error.
     SpotOnly,
     /// Lose the lock the run acts under (as the heartbeat would, seeing another holder),
@@ -104,6 +106,11 @@ impl Provider for Scripted {
             }
             Step::LoseLock(fence) => {
                 fence.lose(Some("it is held by `gpuplan apply` by ci@runner-2 (id 7e57) now".into()));
+                Ok(made(req))
+            }
+            Step::LaterCancelRun(d, cancel) => {
+                tokio::time::sleep(d).await;
+                cancel.cancel();
                 Ok(made(req))
             }
             Step::SpotOnly if req.capacity == Capacity::Spot => Ok(made(req)),
@@ -343,6 +350,32 @@ async fn cancel_skips_what_has_not_started_and_reports_cancelled() {
     assert!(matches!(r.status("b"), Status::Skipped(m) if m.contains("interrupted")), "{:?}", r.status("b"));
     assert!(matches!(r.status("c"), Status::Skipped(_)), "{:?}", r.status("c"));
     assert_eq!(p.log().iter().filter(|l| l.starts_with("start")).count(), 1);
+}
+
+#[tokio::test]
+async fn a_pool_waiting_for_a_permit_when_the_apply_is_cancelled_makes_no_call() {
+    // One permit: three independent pools start together; the one holding the permit
+    // asks the run to stop after the others began waiting for it. Neither may call the
+    // cloud after that.
+    let cancel = Arc::new(Cancel::default());
+    let later = Step::LaterCancelRun(Duration::from_millis(50), cancel.clone());
+    let p = Scripted::new(&[("a", later.clone()), ("b", later.clone()), ("c", later)]);
+    let changes = vec![
+        create("a", 1, Capacity::OnDemand, &[]),
+        create("b", 1, Capacity::OnDemand, &[]),
+        create("c", 1, Capacity::OnDemand, &[]),
+    ];
+    let r = run(changes, p.clone(), cancel, 1).await;
+    assert!(r.report.cancelled);
+    let started: Vec<String> = p.log().into_iter().filter(|l| l.starts_with("start")).collect();
+    assert_eq!(started.len(), 1, "only the call in flight ran: {started:?}");
+    let first = started[0].trim_start_matches("start ").to_string();
+    assert_eq!(r.capacities(&first), vec![Capacity::OnDemand], "and it is recorded");
+    for name in ["a", "b", "c"].into_iter().filter(|n| *n != first) {
+        let status = r.status(name);
+        assert!(matches!(status, Status::Failed(m) | Status::Skipped(m) if m.contains("interrupted")), "{status:?}");
+        assert!(r.capacities(name).is_empty());
+    }
 }
 
 #[tokio::test]

@@ -18,28 +18,40 @@ pub fn progress(settings: &Settings) -> Arc<dyn Progress> {
 }
 
 /// Ctrl-C and SIGTERM stop starting new work; in-flight operations finish and are saved.
+/// The token is set before the message is printed, so no operation starts once a reader
+/// of stderr has seen it. A second Ctrl-C changes nothing (as before): the apply still
+/// finishes what is in flight and saves state; `kill -9` is the way to stop at once.
 pub fn cancel_on_signal() -> Arc<Cancel> {
     let cancel = Arc::new(Cancel::default());
     let c = cancel.clone();
+    // Registered before this returns, so a SIGTERM sent right after the apply starts counts.
+    #[cfg(unix)]
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
     tokio::spawn(async move {
         #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let mut term = match signal(SignalKind::terminate()) {
-                Ok(s) => s,
+        let why = match term {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => "Ctrl-C",
+                _ = term.recv() => "SIGTERM",
+            },
+            // No SIGTERM handler could be installed: SIGTERM keeps its default action (the
+            // process ends at once), and Ctrl-C is still caught.
+            Err(_) => match tokio::signal::ctrl_c().await {
+                Ok(()) => "Ctrl-C",
+                // No handler at all: both signals keep their default action.
                 Err(_) => return,
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
+            },
+        };
         #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
-        output::stderr(
-            "\nInterrupt received: no new operations will start; finishing the ones in flight and saving state...\n",
-        );
-        c.cancel();
+        let why = match tokio::signal::ctrl_c().await {
+            Ok(()) => "Ctrl-C",
+            // No handler: Ctrl-C keeps its default action.
+            Err(_) => return,
+        };
+        c.cancel_because(format!("{why} received"));
+        output::stderr(&format!(
+            "\nInterrupt received ({why}): no new operations will start; finishing the ones in flight and saving state...\n"
+        ));
     });
     cancel
 }

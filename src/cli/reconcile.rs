@@ -314,8 +314,8 @@ fn stop_on_signal(cancel: Arc<Cancel>, stop: watch::Sender<bool>) {
         }
         #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
+        cancel.cancel_because("a stop signal was received");
         output::stderr("\nStopping: finishing the operations in flight, then exiting...\n");
-        cancel.cancel();
         let _ = stop.send(true);
     });
 }

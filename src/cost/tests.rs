@@ -58,6 +58,7 @@ fn large_plan(n: usize) -> (crate::spec::Loaded, crate::plan::Plan) {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     };
     let plan = plan_on(&input, 1).expect("an empty state has no bad key");
     (loaded, plan)

@@ -286,7 +286,36 @@ pub async fn scan_job_nodes(
             node,
         }));
     }
-    Ok(jobs::adopt::sort(spec, state, listed, destroy))
+    let mut sorted = jobs::adopt::sort(spec, state, listed, destroy);
+    if !destroy {
+        for (job, run) in find_sends(state, providers).await? {
+            sorted.adopted.entry(job).or_default().push(run);
+        }
+    }
+    Ok(sorted)
+}
+
+/// The sends to warm nodes that an apply began and never recorded (`JobRecord::sending`),
+/// asked of their clouds: each one the cloud ran, as the run to adopt. The others were
+/// never sent, and the plan launches them again (under the same token).
+async fn find_sends(state: &State, providers: &ProviderSet) -> Result<Vec<(Address, jobs::JobRun)>, RunError> {
+    let mut out = Vec::new();
+    for (key, r) in &state.resources {
+        let Some(rec) = r.job.as_deref().filter(|rec| !rec.sending.is_empty()) else { continue };
+        let Ok(job) = key.parse::<Address>() else { continue };
+        for s in &rec.sending {
+            // A provider block gone from the spec: its warm node cannot be asked, nor sent to.
+            let Some(p) = providers.get(&s.provider) else { continue };
+            let found = p
+                .find_sent(&s.region, &s.node_id, &s.token)
+                .await
+                .map_err(|error| RunError::Refresh { provider: s.provider.clone(), error })?;
+            if let Some(status) = found {
+                out.push((job.clone(), jobs::adopt::sent_run(s, status)));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// What [`scan_job_nodes`] found, in the plan: each orphan a drift item and an
@@ -719,8 +748,17 @@ fn diff_observed(
         autoscale,
         clocks: &req.clocks,
         job_statuses: statuses,
+        stop_busy: req.destroy && overrides_busy_policy(req),
     };
     diff::plan(&input)
+}
+
+/// `--override-policy no_destroy_pool_with_jobs` for a spec that has that policy: the user
+/// accepts stopping the jobs on the nodes a destroy removes (an override of a policy the
+/// spec lacks overrides nothing, and `plan` warns that it had no effect).
+fn overrides_busy_policy(req: &PlanRequest) -> bool {
+    let named = |name: &str| name == diff::BUSY_POLICY;
+    req.overrides.iter().any(|o| named(o)) && req.policies.iter().any(|p| named(&p.name))
 }
 
 /// Cost and policy verdicts for a diffed plan; `running` are the jobs running per pool.
@@ -864,10 +902,10 @@ pub async fn apply(
     let journal = session.backend.open_journal(&session.lock, &session.state)?;
     let (recorder, handle) = Recorder::start(journal);
     // Imports, moves and forgets first: the changes were planned against their outcome.
-    let (adopted, counts) = apply::adopt::run(&plan.adoptions, providers, &recorder).await;
-    if adopted.iter().any(|o| matches!(o.status, Status::Failed(_))) {
+    let (adopted, counts) = apply::adopt::run(&plan.adoptions, providers, &recorder, &opts.cancel).await;
+    if adopted.iter().any(|o| !matches!(o.status, Status::Done)) {
         opts.progress.done();
-        let report = ApplyReport { outcomes: adopted, cancelled: false, adopted: counts };
+        let report = ApplyReport { outcomes: adopted, cancelled: opts.cancel.is_cancelled(), adopted: counts };
         return finish_apply(session, plan, report, (recorder, handle), &overridden, &opts.cancel).await;
     }
     let stopped = apply::jobs::before_nodes(&plan, &session.state, providers, opts).await;
@@ -875,9 +913,12 @@ pub async fn apply(
     let mut report = apply::execute_keeping(plan.clone(), providers, recorder.clone(), opts, &kept).await;
     report.adopted = counts;
     report.outcomes.splice(0..0, adopted);
-    if !report.cancelled {
-        report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts, stopped).await);
-    }
+    // Run even when cancelled: each step checks the cancel token before it starts an
+    // operation, and records what finished (stops made before the node changes, runs
+    // adopted or refreshed) instead of dropping it.
+    report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts, stopped).await);
+    // A cancel during the jobs phase interrupts the apply too.
+    report.cancelled = opts.cancel.is_cancelled();
     opts.progress.done();
     finish_apply(session, plan, report, (recorder, handle), &overridden, &opts.cancel).await
 }

@@ -7,13 +7,15 @@
 //! has no run for that replica attempt, the node *is* that run, and the plan adopts it
 //! (terminating it would cancel the job's work, and relaunching the attempt would reuse
 //! its launch token). Every other job node no run owns is an orphan that apply
-//! terminates. Pure: the nodes come from the caller's refresh.
+//! terminates. Likewise a send to a warm node that an apply made but never recorded, found
+//! by the token in its comment ([`sent_run`]). Pure: the nodes and sends come from the
+//! caller's refresh.
 
 use std::collections::BTreeMap;
 
 use crate::addr::Address;
-use crate::model::{JobRecord, JobRun};
-use crate::providers::{JobState, Node, TAG_ATTEMPT, TAG_JOB, TAG_REPLICA};
+use crate::model::{JobRecord, JobRun, Sending};
+use crate::providers::{JobState, JobStatus, Node, TAG_ATTEMPT, TAG_JOB, TAG_REPLICA};
 use crate::spec::Spec;
 use crate::state::{ResourceState, State};
 
@@ -124,13 +126,43 @@ pub fn adopted_message(node: &Node) -> String {
     if node.is_live() { format!("adopted: {what}") } else { format!("adopted as ended: {what}, and is gone") }
 }
 
+/// The run a send to a warm node is, once its cloud said it ran it ([`Sending`]: an apply
+/// stopped between the send and its record).
+pub fn sent_run(s: &Sending, status: JobStatus) -> JobRun {
+    JobRun {
+        replica: s.replica,
+        attempt: s.attempt,
+        id: status.id,
+        provider: s.provider.clone(),
+        region: s.region.clone(),
+        node_id: s.node_id.clone(),
+        capacity: s.capacity,
+        gpus: s.gpus,
+        status: status.state,
+        message: Some(format!("adopted: sent to warm node {} by an apply that ended before recording it", s.node_id)),
+        launched_at: None,
+        finished_at: None,
+        own_node: false,
+        node_released: false,
+        preempted_for: None,
+        max_runtime_secs: s.max_runtime_secs,
+    }
+}
+
 /// `state` with the adopted runs in their jobs' records (a job the state does not know
-/// yet gets a bare record), for planning; `None` when nothing was adopted.
+/// yet gets a bare record), and no send left in flight (`JobRecord::sending`): the
+/// refresh that found the adopted runs asked the clouds about every such send, so those
+/// that ran are among them and the others are launched again. For planning; `None` when
+/// there is nothing to change.
 pub fn with_adopted(state: &State, adopted: &BTreeMap<Address, Vec<JobRun>>) -> Option<State> {
-    if adopted.is_empty() {
+    let sending = state.resources.values().any(|r| r.job.as_ref().is_some_and(|j| !j.sending.is_empty()));
+    if adopted.is_empty() && !sending {
         return None;
     }
     let mut s = state.clone();
+    for rec in s.resources.values_mut().filter_map(|r| r.job.as_mut()) {
+        rec.sending.clear();
+    }
     for (job, runs) in adopted {
         let r = s.resources.entry(job.to_string()).or_insert_with(|| bare_job());
         let rec = r.job.get_or_insert_with(|| Box::new(JobRecord::default()));

@@ -131,10 +131,28 @@ fn interrupt(runs: &mut [JobRun], removed: &RemovedNodes) -> Vec<Interruption> {
     out
 }
 
+/// Active replicas in a cluster whose node this plan removes: apply evicts their pods
+/// before the node goes (the Eviction API, as for a preemption), and the Job runs them
+/// again on another node without spending a retry, so the run stays queued under the same
+/// Job. Returns what was interrupted, for the plan's list of interrupted jobs.
+fn evict(runs: &mut [JobRun], removed: &RemovedNodes) -> Vec<Interruption> {
+    let mut out = Vec::new();
+    for run in runs.iter_mut().filter(|r| r.is_active()) {
+        let Some(gone) = removed.get(&run.node_id) else { continue };
+        run.status = JobState::Queued;
+        run.message = Some(format!(
+            "its pod is evicted by gpuplan: its node {} is removed ({}); the cluster runs it again on another node",
+            run.node_id, gone.why
+        ));
+        out.push(Interruption { run: run.id.clone(), replica: run.replica, ..gone.clone() });
+    }
+    out
+}
+
 /// `in_cluster`: the job's pool runs jobs in a Kubernetes cluster, which retries failed
 /// pods itself (`backoffLimit` = `retries`, reclaims ignored by the pod failure policy):
-/// a failed Job has spent its retries, and gpuplan does not submit it again. The cluster
-/// also moves the pods of a node that goes, so its runs are never interrupted here.
+/// a failed Job has spent its retries, and gpuplan does not submit it again. The pods of
+/// a node that goes are evicted and run again by the cluster ([`evict`]).
 fn progress(
     job: &Job,
     t: &JobTemplate,
@@ -144,7 +162,7 @@ fn progress(
     removed: &RemovedNodes,
 ) -> Progress {
     let mut runs = observed_runs(rec, observed);
-    let interrupted = if in_cluster { Vec::new() } else { interrupt(&mut runs, removed) };
+    let interrupted = if in_cluster { evict(&mut runs, removed) } else { interrupt(&mut runs, removed) };
     let mut p = Progress {
         runs: Vec::new(),
         pending: Vec::new(),
@@ -157,6 +175,12 @@ fn progress(
     };
     p.cancelled = rec.is_some_and(|r| r.cancelled);
     for replica in 0..job.replicas.value {
+        // A send to a warm node that may have run: only a refresh, which asks the cloud,
+        // settles it (a refreshed plan has none left), so it is not sent again meanwhile.
+        if rec.is_some_and(|r| r.sending.iter().any(|s| s.replica == replica)) {
+            p.running = true;
+            continue;
+        }
         let latest = runs.iter().filter(|r| r.replica == replica).max_by_key(|r| r.attempt);
         match latest.map(|r| (r.status, r.attempt)) {
             None if !p.cancelled => p.pending.push((replica, 1)),

@@ -236,6 +236,32 @@ pub struct JobRecord {
     /// ever taken for the new one's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<String>,
+    /// Run-command sends to warm nodes begun and not yet recorded as runs. Made durable
+    /// before the send (SSM `SendCommand` and TAT `RunCommand` take no idempotency token)
+    /// and cleared with the run's record: one left here means the apply stopped between
+    /// sending and recording, and the next plan asks the cloud whether that send happened
+    /// (its token is in the command's comment) before anything is sent again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sending: Vec<Sending>,
+}
+
+/// A send to a warm node that may have happened ([`JobRecord::sending`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Sending {
+    pub replica: u32,
+    pub attempt: u32,
+    /// The launch's token, which the send carries in its comment or description.
+    pub token: String,
+    /// The provider block's name, the region and the warm node sent to.
+    pub provider: String,
+    pub region: String,
+    pub node_id: String,
+    #[schemars(with = "String")]
+    pub capacity: Capacity,
+    pub gpus: u32,
+    /// The template's `max_runtime` (seconds), as the run would record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime_secs: Option<u64>,
 }
 
 /// One replica attempt launched through a provider.

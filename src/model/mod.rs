@@ -17,7 +17,7 @@ pub mod time;
 pub mod tls;
 
 pub use endpoint::Endpoint;
-pub use job::{JobPlacement, JobRecord, JobRun, Placement, Priority, ReplicaLaunch, WaitCode, WaitReason};
+pub use job::{JobPlacement, JobRecord, JobRun, Placement, Priority, ReplicaLaunch, Sending, WaitCode, WaitReason};
 pub use kind::{ProviderKind, UnknownProviderKind};
 pub use node::{
     AgentState, Capacity, CreateNodes, CreateResult, ErrorClass, JobState, JobStatus, LaunchJob, ListFilter, NewPool,

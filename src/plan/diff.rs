@@ -24,6 +24,10 @@ use crate::providers::Node;
 use crate::spec::Spec;
 use crate::state::{ResourceState, State};
 
+/// The starter policy whose override lets a destroy stop the jobs on the nodes it removes
+/// ([`PlanInput::stop_busy`]).
+pub const BUSY_POLICY: &str = "no_destroy_pool_with_jobs";
+
 /// Everything a plan is computed from.
 pub struct PlanInput<'a> {
     pub spec: &'a Spec,
@@ -43,6 +47,10 @@ pub struct PlanInput<'a> {
     /// Run id → status from the jobs' refresh; `None`: the state's record of runs stands.
     /// Says which nodes run a job now (kept first when a pool removes nodes).
     pub job_statuses: Option<&'a BTreeMap<String, crate::providers::JobStatus>>,
+    /// A destroy with `--override-policy no_destroy_pool_with_jobs`: the jobs on the nodes
+    /// it removes stop with them. Otherwise a job that is not preemptible keeps its node
+    /// (and its record) until it ends, as on scale-in.
+    pub stop_busy: bool,
 }
 
 /// SHA-256 of the canonical JSON of a spec, streamed into the hash (a large fleet's spec
@@ -112,7 +120,7 @@ pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize
     let (live, stopped, seen_by_id) = live_nodes(input, &state);
     let addresses = addresses(input, &state, &live, &stopped);
     let mut plan = empty_plan(input);
-    let jobs = JobNodes::new(spec, input.state, input.job_statuses);
+    let jobs = if input.stop_busy { JobNodes::default() } else { JobNodes::new(spec, input.state, input.job_statuses) };
 
     let autoscaled: BTreeSet<&Address> = spec.autoscalers.values().map(|a| &a.pool.value).collect();
     if !input.destroy {
@@ -139,6 +147,9 @@ pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize
             plan.drift.extend(part.drift);
             plan.notes.extend(part.notes);
         }
+    }
+    if input.destroy {
+        crate::plan::pool::keep_deferred_jobs(&mut plan, BUSY_POLICY);
     }
     order_deletes(&mut plan, &state);
     if !plan.targets.is_empty() {

@@ -42,6 +42,7 @@ fn destroy(state: &State) -> Plan {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     })
     .expect("the state's keys are addresses")
 }
@@ -90,6 +91,7 @@ fn deletes_do_not_wait_for_resources_that_stay() {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     })
     .expect("the state's keys are addresses");
     let w = waits(&p);
@@ -130,6 +132,7 @@ fn a_state_key_that_is_no_address_is_an_error_not_dropped() {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     })
     .unwrap_err();
     assert_eq!(err.key, "gpu_pool..bad");
@@ -178,6 +181,7 @@ gpu_pool "p" {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     })
     .unwrap();
     let pc = p.changes[0].pool.as_ref().expect("a pool change");
@@ -258,6 +262,7 @@ fn a_plan_split_over_threads_is_the_one_thread_plan() {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     };
     let one = crate::plan::diff::plan_on(&input, 1).expect("the state's keys are addresses");
     let three = crate::plan::diff::plan_on(&input, 3).expect("the state's keys are addresses");

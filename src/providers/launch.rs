@@ -98,6 +98,12 @@ where
 /// Separates the node id from the command's id in the run id of a job on a warm node.
 const COMMAND_SEP: char = '/';
 
+/// Does a run-command's comment or description carry launch `token` as a word of its own
+/// (`gpuplan gj-… job.x attempt 2`)? How a send made before a crash is found again.
+pub fn carries(comment: &str, token: &str) -> bool {
+    !token.is_empty() && comment.split_whitespace().any(|w| w == token)
+}
+
 /// The run id of a job a cloud's run-command API runs on a warm node: `<node>/<command>`,
 /// so status, logs and cancel need no lookup (instance, command and invocation ids of
 /// AWS, Tencent and Alibaba never contain a `/`).

@@ -113,6 +113,17 @@ pub trait Provider: Send + Sync {
     }
 
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError>;
+
+    /// The run of a send to warm node `node_id` made under launch `token`, if the cloud
+    /// ran one: an apply that stopped between the send and its record left the intent in
+    /// state (`JobRecord::sending`), and the next plan asks before anything is sent again.
+    /// `Ok(None)`: no such send. Clouds whose sends take an idempotency token (Alibaba's
+    /// `ClientToken`) and the sim cloud (launch tokens) answer `Ok(None)`: sending again
+    /// under the same token is that same send.
+    async fn find_sent(&self, _region: &str, _node_id: &str, _token: &str) -> Result<Option<JobStatus>, ProviderError> {
+        Ok(None)
+    }
+
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError>;
 

@@ -220,7 +220,9 @@ fn before(j: &JobPlacement) -> &'static str {
 /// `running` on a node the plan removes.
 fn after(j: &JobPlacement) -> &'static str {
     match j.placement {
-        Placement::Launch if !j.interrupted.is_empty() => "requeued",
+        // Stopped with its node and launched again, or (in a cluster) its pod evicted and
+        // run again by the Job.
+        Placement::Launch | Placement::Running if !j.interrupted.is_empty() => "requeued",
         Placement::Running if j.all_stopped() => "stopped",
         Placement::Launch | Placement::Running => "running",
         Placement::Waiting | Placement::Preempt => "pending",

@@ -52,6 +52,7 @@ fn price(hcl: &str, env: &[(&str, &str)]) -> CostReport {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     })
     .expect("the state's keys are addresses");
     let env: BTreeMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -128,6 +129,7 @@ fn an_unknown_provider_kind_is_an_error_never_priced_as_sim() {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     })
     .expect("the state's keys are addresses");
     for (kind, shown) in [("gcp", "`gcp`"), ("", "(none recorded)")] {
@@ -153,6 +155,7 @@ fn fresh_plan(spec: &Spec) -> gpuplan::plan::Plan {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     })
     .expect("the state's keys are addresses")
 }

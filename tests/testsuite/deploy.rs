@@ -47,7 +47,14 @@ fn the_kustomization_renders_and_passes_the_kubernetes_schemas_strictly() {
     for v in VERSIONS {
         let (ok, text) = validate(&file, v);
         assert!(ok, "Kubernetes {v}:\n{text}");
-        for kind in ["deployment/gpuplan", "role/gpuplan", "rolebinding/gpuplan", "serviceaccount/gpuplan"] {
+        for kind in [
+            "deployment/gpuplan",
+            "role/gpuplan",
+            "rolebinding/gpuplan",
+            "serviceaccount/gpuplan",
+            "clusterrole/gpuplan-nodes",
+            "clusterrolebinding/gpuplan-nodes",
+        ] {
             assert!(text.contains(&format!("passed for resource {kind}")), "{kind} validated against {v}:\n{text}");
         }
         assert!(text.contains("passed for resource service/gpuplan-metrics"), "{text}");
@@ -88,11 +95,15 @@ fn the_deployment_runs_two_non_root_replicas_with_probes_and_a_lease_role() {
     let cm = find("ConfigMap");
     assert!(cm["data"]["main.hcl"].as_str().unwrap().contains("gpu_pool"));
     assert_eq!(pod["volumes"][0]["configMap"]["name"], cm["metadata"]["name"]);
-    // The Role lets it hold the Lease (get, create, update), nothing cluster-wide.
+    // The Role lets it hold the Lease (get, create, update); cluster-wide it only reads a
+    // Node (which cloud instance a job's pod runs on).
     let role = find("Role");
     let lease = role["rules"].as_array().unwrap().iter().find(|r| r["resources"][0] == "leases").expect("a lease rule");
     assert_eq!(lease["verbs"], serde_json::json!(["get", "create", "update"]));
-    assert!(docs.iter().all(|d| d["kind"] != "ClusterRole"));
+    let cluster = find("ClusterRole");
+    assert_eq!(cluster["rules"], serde_json::json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]));
+    assert_eq!(docs.iter().filter(|d| d["kind"] == "ClusterRole").count(), 1);
+    assert_eq!(find("ClusterRoleBinding")["subjects"][0]["namespace"], "gpuplan");
     let svc = find("Service");
     assert_eq!(svc["spec"]["ports"][0]["port"], 9464);
 }

@@ -629,6 +629,8 @@ fn a_destroy_while_a_node_waits_in_the_old_block_terminates_each_node_through_it
     let (nodes, home) = blocks(d);
     assert_eq!((home.as_str(), nodes.len()), ("sim2", 3), "job.pinned keeps its node in sim: {nodes:?}");
 
+    // Cancelled first: a destroy leaves a running job that is not preemptible on its node.
+    ok(d, &["jobs", "cancel", "job.pinned"]);
     let (out, err) = ok(d, &["destroy", "--auto-approve"]);
     let log = format!("{out}{err}");
     assert!(log.contains("terminated 1 node(s) through sim"), "{log}");

@@ -10,6 +10,9 @@
 //! along (`run_all`, `succeed`, `fail`, `reclaim`) and read what the client did
 //! (`requests`). Bearer-token auth; `deny(401|403)` answers everything with that code.
 //!
+//! Nodes (`node`) answer `GET /api/v1/nodes/NAME` with their `spec.providerID`, and a test
+//! can bind a pod to one (`run_on`).
+//!
 //! It also keeps `coordination.k8s.io/v1` Leases as the API server does for leader
 //! election: every write gets a new `metadata.resourceVersion`, and a PUT naming another
 //! version than the stored one is refused with 409 Conflict (optimistic concurrency), as
@@ -59,6 +62,8 @@ struct Cluster {
     /// Every accepted Lease write that changed its holder: (when, namespace/name, holder).
     holders: Vec<(std::time::Instant, String, Option<String>)>,
     lease_conflicts: usize,
+    /// Nodes by name, with their `spec.providerID`.
+    nodes: BTreeMap<String, String>,
 }
 
 #[derive(Clone)]
@@ -272,6 +277,14 @@ impl FakeApi {
         }
         let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match (method, segs.as_slice()) {
+            ("GET", ["api", "v1", "nodes", name]) => match c.nodes.get(*name) {
+                Some(provider_id) => (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                           "spec": {"providerID": provider_id}}),
+                ),
+                None => status(404, "NotFound", &format!("nodes \"{name}\" not found")),
+            },
             ("GET", ["api", "v1", "namespaces", ns]) => {
                 if c.missing_namespaces.iter().any(|m| m == ns) {
                     status(404, "NotFound", &format!("namespaces \"{ns}\" not found"))
@@ -420,6 +433,21 @@ impl FakeApi {
                 p.node = format!("gpu-node-{}", p.index);
                 p.log.push(format!("replica {} starting on {}", p.index, p.node));
             }
+        })
+    }
+
+    /// A Node named `name` whose `spec.providerID` is `provider_id` (as EKS, TKE and ACK
+    /// set it: the cloud instance behind a node named otherwise).
+    pub fn node(&self, name: &str, provider_id: &str) {
+        self.inner.lock().expect("cluster").nodes.insert(name.to_string(), provider_id.to_string());
+    }
+
+    /// The scheduler binds the pending pod of `index` to node `node`; it starts running.
+    pub fn run_on(&self, ns: &str, name: &str, index: u32, node: &str) {
+        self.with_job(ns, name, |j| {
+            let p = j.pods.iter_mut().find(|p| p.index == index && p.phase == "Pending").expect("a pending pod");
+            p.phase = "Running";
+            p.node = node.to_string();
         })
     }
 

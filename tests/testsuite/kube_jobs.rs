@@ -512,3 +512,72 @@ fn an_unschedulable_job_pod_starts_a_reconcile_pass_within_seconds() {
     child.wait().unwrap();
     eprintln!("unschedulable pod to pass: {latency:?}");
 }
+
+/// A cluster that names nodes as EKS does (`ip-….ec2.internal`), two 8-GPU jobs on the
+/// pool's two nodes: `pin` (not preemptible) and `spot` (preemptible).
+fn named_nodes_spec(desired: u32) -> String {
+    let pool = spec(0, 1);
+    let start = pool.find("job_template").expect("the template");
+    let pool = pool[..start].replace("desired = 2", &format!("desired = {desired}"));
+    let jobs = ["pin", "spot"].iter().map(|name| {
+        format!(
+            "job_template \"{name}\" {{\n  image          = \"x\"\n  gpus           = 8\n  preemptible    = {}\n  retries        = 1\n  checkpoint_uri = \"s3://ckpt/{name}\"\n}}\n\njob \"{name}\" {{\n  template = job_template.{name}\n  pool     = gpu_pool.train\n}}\n",
+            *name == "spot"
+        )
+    });
+    pool + &jobs.collect::<String>()
+}
+
+fn pool_nodes(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("state/default.json")).expect("local state");
+    let state: serde_json::Value = serde_json::from_str(&text).expect("state JSON");
+    let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().cloned().unwrap_or_default();
+    nodes.iter().map(|n| n["id"].as_str().expect("an id").to_string()).collect()
+}
+
+/// Runs are matched to pool nodes through each Node's `spec.providerID`, not its name:
+/// scaling the pool to zero defers the node of the job that is not preemptible, and lists
+/// the preemptible one as interrupted (its pod evicted, the Job runs it again).
+#[test]
+fn pods_are_matched_to_pool_nodes_through_the_node_s_provider_id() {
+    let api = FakeApi::start();
+    let dir = fleet(&api.url, 0, 1);
+    let d = dir.path();
+    std::fs::write(d.join("main.hcl"), named_nodes_spec(2)).unwrap();
+    ok(d, &["apply", "--auto-approve"]);
+    let nodes = pool_nodes(d);
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    let (pin_node, spot_node) = (&nodes[0], &nodes[1]);
+    api.node("ip-10-0-1-11.ec2.internal", &format!("aws:///us-east-1a/{pin_node}"));
+    api.node("ip-10-0-1-12.ec2.internal", &format!("aws:///us-east-1a/{spot_node}"));
+    api.run_on("ml", "pin", 0, "ip-10-0-1-11.ec2.internal");
+    api.run_on("ml", "spot", 0, "ip-10-0-1-12.ec2.internal");
+
+    std::fs::write(d.join("main.hcl"), named_nodes_spec(0)).unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&ok(d, &["plan", "--json"]).stdout).expect("JSON");
+    let change = plan["changes"].as_array().unwrap().iter().find(|c| c["address"] == "gpu_pool.train").expect("pool");
+    let ids = |list: &serde_json::Value| -> Vec<String> {
+        list.as_array().unwrap().iter().map(|d| d["id"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(ids(&change["pool"]["deletes"]), [spot_node.clone()], "{change:#}");
+    assert_eq!(ids(&change["pool"]["deferred"]), [pin_node.clone()], "{change:#}");
+    assert_eq!(change["pool"]["deferred"][0]["job"], "job.pin");
+    let job = |addr: &str| plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == addr).cloned().unwrap();
+    let spot = job("job.spot");
+    assert_eq!(spot["reason"]["code"], "node_removed", "{spot:#}");
+    assert_eq!(spot["interrupted"][0]["node"], spot_node.as_str(), "{spot:#}");
+    assert_eq!((spot["before"].as_str(), spot["after"].as_str()), (Some("running"), Some("requeued")));
+    assert_eq!(job("job.pin")["reason"]["code"], "removal_deferred");
+
+    let evicted = api.live_pods("ml", "spot", 0);
+    ok(d, &["apply", "--auto-approve"]);
+    let evictions: Vec<String> = api
+        .requests()
+        .into_iter()
+        .filter(|(m, p, _)| m == "POST" && p.ends_with("/eviction"))
+        .map(|(_, p, _)| p)
+        .collect();
+    assert_eq!(evictions, [format!("/api/v1/namespaces/ml/pods/{}/eviction", evicted[0])]);
+    assert_eq!(pool_nodes(d), [pin_node.clone()], "the node of the job that is not preemptible stays");
+    assert_eq!(api.job("ml", "spot").expect("the Job survives")["status"]["failed"], 0);
+}

@@ -46,6 +46,8 @@ mod poolless;
 mod preemption;
 mod removed_nodes;
 mod schema;
+mod send_once_moto;
+mod sigterm_moto;
 mod sim_cli;
 mod sim_run;
 mod spec_folder;

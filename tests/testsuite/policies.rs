@@ -386,6 +386,10 @@ fn destroy_denied_by_a_soft_policy_proceeds_with_override_policy() {
     );
     assert_eq!(live_nodes(&case), nodes);
 
+    // The job is not preemptible: a destroy leaves it (and its node) running unless it is
+    // cancelled, which this policy's override does not do.
+    let r = run(tmp.path(), &["jobs", "cancel", "job.finetune", "-C", "case"]);
+    assert_eq!(r.code, 0, "{}", r.all());
     let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve", "--override-policy", "no_destroy"]);
     assert_eq!(r.code, 0, "{}", r.all());
     assert!(r.stderr.contains("Destroy complete!"), "{}", r.stderr);
@@ -404,6 +408,9 @@ fn destroy_denied_by_a_soft_policy_proceeds_with_override_policy() {
 #[test]
 fn destroy_honours_parallelism() {
     let (tmp, case) = applied_pool_with_a_job(&[]);
+    // Cancelled first: a destroy leaves a running job that is not preemptible.
+    let r = run(tmp.path(), &["jobs", "cancel", "job.finetune", "-C", "case"]);
+    assert_eq!(r.code, 0, "{}", r.all());
     let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve", "--parallelism", "1"]);
     assert_eq!(r.code, 0, "{}", r.all());
     assert!(r.stderr.contains("Destroy complete!"), "{}", r.stderr);

@@ -251,3 +251,128 @@ fn scale_in_under_a_non_preemptible_job_defers_its_node_until_the_job_ends() {
     let state: Value = serde_json::from_str(&std::fs::read_to_string(d.join("state/default.json")).unwrap()).unwrap();
     assert_eq!(ids(&state["resources"]["gpu_pool.train"]["nodes"]).len(), 1);
 }
+
+/// Pools `old` (two nodes, one job on each) and `new`, and the jobs `a` (not preemptible)
+/// and `b` (preemptible) on `jobs_pool`; `old` only while `with_old`.
+fn moving_jobs(with_old: bool, jobs_pool: &str) -> String {
+    let pool = |name: &str, desired: u32| {
+        format!(
+            r#"
+gpu_pool "{name}" {{
+  provider       = "sim"
+  zones          = ["us-east-1a"]
+  gpu            = "A100-80GB"
+  gpus_per_node  = 8
+  instance_types = ["p4de.24xlarge"]
+  nodes {{
+    min     = 0
+    desired = {desired}
+    max     = 4
+  }}
+}}
+"#
+        )
+    };
+    let mut spec = "provider \"sim\" {\n  region       = \"us-east-1\"\n  job_duration = \"2h\"\n}\n".to_string();
+    if with_old {
+        spec += &pool("old", 2);
+    }
+    spec += &pool("new", 1);
+    for (name, preemptible) in [("a", false), ("b", true)] {
+        spec += &format!(
+            "\njob_template \"{name}\" {{\n  image          = \"x\"\n  gpus           = 8\n  preemptible    = {preemptible}\n  retries        = 0\n  checkpoint_uri = \"s3://ckpt/{name}\"\n}}\n\njob \"{name}\" {{\n  template = job_template.{name}\n  pool     = gpu_pool.{jobs_pool}\n}}\n"
+        );
+    }
+    spec
+}
+
+fn state_nodes(d: &Path, pool: &str) -> Option<Vec<String>> {
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(d.join("state/default.json")).unwrap()).unwrap();
+    state["resources"].get(pool).map(|r| ids(&r["nodes"]))
+}
+
+/// A pool removed from the spec while its jobs move to another pool: the job that is not
+/// preemptible keeps its node (the removal deferred, and said so) until it ends; the
+/// preemptible one is requeued onto the new pool. The deferred removal then finishes,
+/// and the plan after it is empty.
+#[test]
+fn a_removed_pool_keeps_the_node_of_a_job_that_is_not_preemptible_until_it_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("main.hcl"), moving_jobs(true, "old")).unwrap();
+    ok(d, &["apply", "--auto-approve"]);
+    let busy = job_nodes(d);
+    let node_of = |job: &str| busy.iter().find(|(j, _)| j == job).map(|(_, n)| n.clone()).expect("running");
+    let (a_node, b_node) = (node_of("job.a"), node_of("job.b"));
+
+    std::fs::write(d.join("main.hcl"), moving_jobs(false, "new")).unwrap();
+    let plan = json(d, &["plan", "--json"]);
+    let old = pool(&plan, "gpu_pool.old");
+    assert_eq!(ids(&old["deletes"]), [b_node.clone()], "{plan:#}");
+    assert_eq!(ids(&old["deferred"]), [a_node.clone()], "{plan:#}");
+    assert_eq!(old["deferred"][0]["job"], "job.a");
+    let a = job(&plan, "job.a");
+    assert_eq!((a["before"].as_str(), a["after"].as_str()), (Some("running"), Some("running")), "{a:#}");
+    let b = job(&plan, "job.b");
+    assert_eq!(b["before"], "running", "{b:#}");
+    assert_ne!(b["after"], "running", "{b:#}");
+    let text = ok(d, &["plan"]);
+    assert!(text.contains(&format!("removal of node {a_node}")) && text.contains("deferred"), "{text}");
+
+    ok(d, &["apply", "--auto-approve"]);
+    let running = job_nodes(d);
+    assert!(running.contains(&("job.a".to_string(), a_node.clone())), "a still runs on its node: {running:?}");
+    assert_eq!(state_nodes(d, "gpu_pool.old"), Some(vec![a_node.clone()]), "the record keeps the node");
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "nothing to do while a runs:\n{out}\n{err}");
+    assert!(out.contains("deferred"), "{out}");
+
+    ok(d, &["sim", "advance", "3h"]);
+    let plan = json(d, &["plan", "--json"]);
+    assert_eq!(ids(&pool(&plan, "gpu_pool.old")["deletes"]), [a_node], "{plan:#}");
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(state_nodes(d, "gpu_pool.old"), None, "the pool is gone from state");
+    let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "converged:\n{out}\n{err}");
+}
+
+/// `destroy` lists a job that is not preemptible and leaves it and its node until it ends;
+/// once it has, the next destroy removes both. `--override-policy
+/// no_destroy_pool_with_jobs` destroys at once.
+#[test]
+fn destroy_defers_the_node_and_record_of_a_job_that_is_not_preemptible() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("main.hcl"), two_jobs(false, 2)).unwrap();
+    ok(d, &["apply", "--auto-approve"]);
+    let busy = job_nodes(d);
+    assert_eq!(busy.len(), 2, "{busy:?}");
+
+    let (code, out, err) = run(d, &["destroy", "--auto-approve"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let text = format!("{out}\n{err}").split_whitespace().collect::<Vec<_>>().join(" ");
+    for (job, node) in &busy {
+        assert!(text.contains(&format!("gpuplan jobs cancel {job}")), "{text}");
+        assert!(text.contains(&format!("still runs on {node}, which stays until it ends")), "{text}");
+    }
+    assert!(text.contains("not destroyed"), "{text}");
+    assert_eq!(job_nodes(d).len(), 2, "both jobs still run");
+    assert_eq!(state_nodes(d, "gpu_pool.train").map(|n| n.len()), Some(2));
+
+    ok(d, &["sim", "advance", "3h"]);
+    ok(d, &["destroy", "--auto-approve"]);
+    assert_eq!(state_nodes(d, "gpu_pool.train"), None, "{}", ok(d, &["state", "list"]));
+    assert!(ok(d, &["state", "list"]).trim().is_empty(), "everything destroyed");
+
+    // With the starter policy in the spec, its override stops them at once.
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("main.hcl"), two_jobs(false, 2)).unwrap();
+    std::fs::create_dir(d.join("policies")).unwrap();
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/no_destroy_pool_with_jobs.hcl");
+    std::fs::copy(policy, d.join("policies/no_destroy_pool_with_jobs.hcl")).unwrap();
+    ok(d, &["apply", "--auto-approve"]);
+    ok(d, &["destroy", "--auto-approve", "--override-policy", "no_destroy_pool_with_jobs"]);
+    assert_eq!(state_nodes(d, "gpu_pool.train"), None);
+    assert!(job_nodes(d).is_empty(), "the jobs were stopped");
+}

@@ -249,12 +249,8 @@ fn errored_after_someone_else_wrote(store: Store) {
     // and end it well before its first lock renewal (20 s), which would find the lock gone.
     const POOLS: usize = 10;
     std::fs::write(tmp.path().join("main.hcl"), spec(&store, POOLS)).unwrap();
-    let apply = spawn(
-        tmp.path(),
-        &store,
-        &["apply", "--auto-approve", "--parallelism", "1"],
-        &[("GPUPLAN_SIM_LATENCY", "1s")],
-    );
+    let apply =
+        spawn(tmp.path(), &store, &["apply", "--auto-approve", "--parallelism", "1"], &[("GPUPLAN_SIM_LATENCY", "1s")]);
     let start = Instant::now();
     let progress = loop {
         if let Some(s) = pulled(tmp.path(), &store).filter(|s| nodes(s) > 0) {

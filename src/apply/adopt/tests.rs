@@ -118,7 +118,7 @@ async fn an_import_failing_half_way_records_exactly_what_it_tagged() {
         remove_tags: vec![],
         resource: Some(resource),
     };
-    let (outcomes, counts) = run(&[adoption], &providers, &recorder).await;
+    let (outcomes, counts) = run(&[adoption], &providers, &recorder, &Cancel::default()).await;
     drop(recorder);
     let (journal, error) = handle.finish().unwrap();
     assert_eq!(error, None);
@@ -130,4 +130,89 @@ async fn an_import_failing_half_way_records_exactly_what_it_tagged() {
     assert_eq!(recorded, *tagger.tagged.lock().unwrap(), "recorded = tagged, nothing more");
     assert_eq!(recorded.len(), 100);
     assert_eq!(state.spend.len(), 100, "spend lines only for what was imported");
+}
+
+/// Cancels the apply during its first tag call: the batch in flight finishes and is
+/// recorded, no other batch starts.
+struct CancellingTagger {
+    cancel: Arc<Cancel>,
+    tagged: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Provider for CancellingTagger {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Sim
+    }
+    async fn offers(&self, _: &str, _: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
+        never()
+    }
+    async fn list_nodes(&self, _: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        never()
+    }
+    async fn create_nodes(&self, _: &CreateNodes) -> Result<CreateResult, ProviderError> {
+        never()
+    }
+    async fn terminate_nodes(&self, _: &str, _: &[String]) -> Result<Vec<String>, ProviderError> {
+        never()
+    }
+    async fn launch_job(&self, _: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        never()
+    }
+    async fn job_status(&self, _: &str, _: &str) -> Result<JobStatus, ProviderError> {
+        never()
+    }
+    async fn cancel_job(&self, _: &str, _: &str) -> Result<JobStatus, ProviderError> {
+        never()
+    }
+    async fn tag_nodes(&self, _: &str, ids: &[String], _: &Tags, _: &[String]) -> Result<(), ProviderError> {
+        self.cancel.cancel_because("SIGTERM received");
+        self.tagged.lock().unwrap().extend(ids.iter().cloned());
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_import_records_the_batch_in_flight_and_starts_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    let backend = LocalBackend::new(dir.path().join("state").join("default.json"));
+    let lock = backend.lock("apply", Duration::ZERO).unwrap();
+    let mut state = State::new("00000000-0000-4000-8000-000000000000".into());
+    backend.write(&lock, &mut state).unwrap();
+    let (recorder, handle) = Recorder::start(backend.open_journal(&lock, &state).unwrap());
+
+    let cancel = Arc::new(Cancel::default());
+    let tagger = Arc::new(CancellingTagger { cancel: cancel.clone(), tagged: Mutex::new(vec![]) });
+    let providers: ProviderSet = BTreeMap::from([("sim".to_string(), tagger.clone() as Arc<dyn Provider>)]);
+    let address: Address = "gpu_pool.legacy".parse().unwrap();
+    let adoption = |address: Address, nodes: Vec<Node>| Adoption {
+        action: AdoptAction::Import,
+        address,
+        from: None,
+        provider: Some("sim".into()),
+        region: Some("us-east-1".into()),
+        nodes,
+        set_tags: [("gpuplan:managed", "true")].into_iter().collect(),
+        remove_tags: vec![],
+        resource: None,
+    };
+    let other: Address = "gpu_pool.other".parse().unwrap();
+    let adoptions = [adoption(address, (0..250).map(node).collect()), adoption(other, (300..310).map(node).collect())];
+    let (outcomes, counts) = run(&adoptions, &providers, &recorder, &cancel).await;
+    drop(recorder);
+    let (journal, error) = handle.finish().unwrap();
+    assert_eq!(error, None);
+    backend.compact(&lock, journal, &mut state).unwrap();
+
+    assert_eq!(outcomes.len(), 1, "the next adoption never starts: {outcomes:?}");
+    match &outcomes[0].status {
+        Status::Skipped(m) => {
+            assert!(m.contains("150 of 250 instance(s) not imported") && m.contains("SIGTERM received"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(counts.imported, 100);
+    assert_eq!(tagger.tagged.lock().unwrap().len(), 100, "one batch tagged, then nothing");
+    assert_eq!(state.resources["gpu_pool.legacy"].nodes.len(), 100, "the batch in flight is recorded");
 }

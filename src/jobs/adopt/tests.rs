@@ -90,6 +90,7 @@ fn place_jobs(spec: &Spec, state: &State) -> Vec<crate::model::JobPlacement> {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     };
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     place(&PlaceInput { spec, state, plan: &plan, observed: None, agents: None })

@@ -64,6 +64,7 @@ fn place_with(spec: &Spec, state: &State) -> Vec<JobPlacement> {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     };
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     place(&PlaceInput { spec, state, plan: &plan, observed: None, agents: None })
@@ -81,6 +82,7 @@ fn place_agents(spec: &Spec, state: &State, agents: &BTreeMap<String, AgentState
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     };
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     place(&PlaceInput { spec, state, plan: &plan, observed: None, agents: Some(agents) })
@@ -245,6 +247,7 @@ fn refreshed_statuses_override_the_state_record() {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     };
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     let status = JobStatus {
@@ -391,6 +394,7 @@ fn a_run_newly_seen_stopped_is_recorded_once_and_changes_nothing_in_the_fleet() 
             autoscale: &[],
             clocks: &Default::default(),
             job_statuses: None,
+            stop_busy: false,
         };
         let mut plan = diff::plan(&input).expect("the state's keys are addresses");
         let seen = JobStatus {

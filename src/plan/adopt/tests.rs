@@ -99,6 +99,7 @@ fn plan(spec: &Spec, state: &State, observed: Option<&[Node]>) -> Plan {
         autoscale: &[],
         clocks: &clocks,
         job_statuses: None,
+        stop_busy: false,
     };
     let mut plan = diff::plan(&input).unwrap();
     plan.adoptions = r.adoptions;

@@ -34,14 +34,18 @@ impl JobNodes {
             let Some(rec) = state.resources.get(&addr.to_string()).and_then(|r| r.job.as_deref()) else { continue };
             let preemptible = spec.job_templates.get(&job.template.value).is_some_and(|t| t.preemptible.value);
             for run in &rec.runs {
-                let status = statuses.and_then(|s| s.get(&run.id)).map_or(run.status, |s| s.state);
+                let seen = statuses.and_then(|s| s.get(&run.id));
+                let status = seen.map_or(run.status, |s| s.state);
                 let active = matches!(status, crate::providers::JobState::Queued | crate::providers::JobState::Running);
-                if !active || run.node_id.is_empty() {
+                // Where refresh saw it run: a Kubernetes replica learns its node (the
+                // cloud instance id of its Node) once scheduled, after apply recorded it.
+                let node = seen.map(|s| s.node_id.as_str()).filter(|n| !n.is_empty()).unwrap_or(&run.node_id);
+                if !active || node.is_empty() {
                     continue;
                 }
                 let here = JobOnNode { job: addr.clone(), preemptible };
                 by_node
-                    .entry(run.node_id.clone())
+                    .entry(node.to_string())
                     .and_modify(|j| {
                         if !here.preemptible {
                             j.clone_from(&here);

@@ -5,7 +5,8 @@
 //!    orphans tagged for the pool that the state does not know;
 //! 2. [`configs`]: the configuration before (state) and after (spec, with `ignore_changes`
 //!    and the autoscaler's count applied), and the paths that differ;
-//! 3. a pool gone from the spec, or a destroy, becomes [`removed`]: every node goes;
+//! 3. a pool gone from the spec, or a destroy, becomes [`removed`]: every node goes,
+//!    but the node of a job that is not preemptible stays until the job ends (deferred);
 //! 4. otherwise [`target_count`] says how many nodes, [`node_ops`] which to create and
 //!    delete (idle nodes first; the removal of a node under a job that is not
 //!    preemptible is deferred, `busy.rs`), [`choose_action`] the action, [`explain`] why and
@@ -37,7 +38,7 @@ use crate::state::ResourceState;
 
 pub(crate) use busy::JobNodes;
 pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
-pub(crate) use removed::removed;
+pub(crate) use removed::{keep_deferred_jobs, removed};
 
 /// What one pool's change is computed from.
 pub(crate) struct PoolCtx<'a, 'i> {

@@ -1,8 +1,15 @@
 //! A pool that goes: removed from the spec, destroyed, or orphan nodes of a pool neither
-//! the spec nor the state knows. Every live node is deleted; what the spec no longer says
-//! (provider, region, GPUs per node) comes from the state, the nodes and the catalog.
+//! the spec nor the state knows. Every live node is deleted, except that a node running a
+//! job that is not preemptible stays until the job ends (its removal deferred, as on
+//! scale-in: DESIGN.md, "Jobs under removed nodes"); the pool's record stays while such a
+//! node does, and a later plan finishes the removal. A destroy keeps those jobs' records
+//! too ([`keep_deferred_jobs`]). What the spec no longer says (provider, region, GPUs per
+//! node) comes from the state, the nodes and the catalog.
 
-use super::{PoolCtx, delete, sorted, type_counts};
+use std::collections::BTreeMap;
+
+use super::{PoolCtx, busy, delete, sorted, type_counts};
+use crate::addr::{Address, Kind};
 use crate::catalog;
 use crate::json_text::JsonText;
 use crate::plan::model::*;
@@ -28,19 +35,37 @@ pub(crate) fn removed(
     let region =
         prior.and_then(|p| p.region.clone()).or_else(|| cx.live.first().map(|n| n.region.clone())).unwrap_or_default();
     let home = provider.as_deref().unwrap_or_default();
-    let mut deletes: Vec<NodeDelete> =
-        sorted(&cx.live).into_iter().map(|n| delete_where(n, why, home, &region)).collect();
+    let live: Vec<NodeDelete> = sorted(&cx.live).into_iter().map(|n| delete_where(n, why, home, &region)).collect();
+    let (mut deletes, deferred) = busy::defer(live, cx.jobs);
+    // A stopped node serves no job: it goes whatever the jobs say.
     deletes.extend(sorted(&cx.stopped).into_iter().map(|n| delete_where(n, super::STOPPED, home, &region)));
     let mut before = before_counts;
     if before.gpus_per_node == 0 {
         before.gpus_per_node = catalog_gpus(cat, provider_kind.as_deref(), &cx.live);
     }
+    // The nodes whose removal is deferred stay after this plan (and cost until they go).
+    let kept_spot = deferred.iter().filter(|d| d.capacity == crate::providers::Capacity::Spot).count() as u32;
+    let after = NodeCounts {
+        on_demand: deferred.len() as u32 - kept_spot,
+        spot: kept_spot,
+        gpus_per_node: before.gpus_per_node,
+    };
+    let mut reasons = vec![reason];
+    if !deferred.is_empty() {
+        reasons.push(Reason::new(ReasonCode::Deferred, busy::deferred_message(&deferred)));
+    }
+    // Only deferred nodes left: nothing to do until their jobs end (as a scale-in whose
+    // every removal is deferred), and the record stays as it is. A destroy stays a delete:
+    // what was asked is judged (`no_destroy_pool_with_jobs` denies it while jobs run), and
+    // applying it deletes what it can.
+    let waits = deletes.is_empty() && !deferred.is_empty() && !cx.input.destroy;
+    let (action, after_cfg) = if waits { (Action::NoOp, before_cfg.clone()) } else { (Action::Delete, None) };
     let change = ResourceChange {
         address: addr.clone(),
-        action: Action::Delete,
+        action,
         before: before_cfg,
-        after: None,
-        reasons: vec![reason],
+        after: after_cfg,
+        reasons,
         pool: Some(PoolChange {
             provider: provider.unwrap_or_default(),
             provider_kind: provider_kind.unwrap_or_default(),
@@ -50,11 +75,11 @@ pub(crate) fn removed(
                 .and_then(|g| g.as_str().map(str::to_string))
                 .unwrap_or_default(),
             before,
-            after: NodeCounts { gpus_per_node: before.gpus_per_node, ..NodeCounts::default() },
+            after,
             before_types: type_counts(&cx.live),
             creates: vec![],
             deletes,
-            deferred: vec![],
+            deferred,
             adopt: vec![],
             forget: vec![],
             zones: vec![],
@@ -68,7 +93,37 @@ pub(crate) fn removed(
         }),
         after_changes: vec![],
     };
-    Some((change, prevent_destroy_error(cx)))
+    let refused = if waits { None } else { prevent_destroy_error(cx) };
+    Some((change, refused))
+}
+
+/// A destroy leaves the jobs whose nodes it defers (jobs that are not preemptible, still
+/// running): their deletion would cancel them, so it is taken out of the plan, and a note
+/// per job says what keeps it and how to end it now (`gpuplan jobs cancel`, or the
+/// override of `policy`). The next destroy deletes them once they have ended.
+pub(crate) fn keep_deferred_jobs(plan: &mut Plan, policy: &str) {
+    let mut kept: BTreeMap<Address, Vec<String>> = BTreeMap::new();
+    for d in plan.changes.iter().filter_map(|c| c.pool.as_ref()).flat_map(|p| &p.deferred) {
+        kept.entry(d.job.clone()).or_default().push(d.id.clone());
+    }
+    if kept.is_empty() {
+        return;
+    }
+    let mut notes = Vec::new();
+    for (job, nodes) in &kept {
+        notes.push(PlanNote {
+            address: job.clone(),
+            message: format!(
+                "not destroyed: it is not preemptible and still runs on {}, which {} until it ends; \
+                 to destroy now, cancel it with `gpuplan jobs cancel {job}` or pass `--override-policy {policy}`",
+                nodes.join(", "),
+                if nodes.len() == 1 { "stays" } else { "stay" }
+            ),
+        });
+    }
+    plan.changes
+        .retain(|c| !(c.address.kind == Kind::Job && c.action == Action::Delete && kept.contains_key(&c.address)));
+    plan.notes.extend(notes);
 }
 
 /// The delete of node `n`, terminated where it runs: a floating pool caught mid-move has

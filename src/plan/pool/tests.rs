@@ -116,6 +116,7 @@ impl World {
             autoscale: &self.autoscale,
             clocks: &self.clocks,
             job_statuses: None,
+            stop_busy: false,
         }
     }
 }

@@ -42,6 +42,7 @@ quota "ml" {
         autoscale: &[],
         clocks: &Default::default(),
         job_statuses: None,
+        stop_busy: false,
     };
     let plan = diff::plan(&input).expect("the state is empty");
     let prices = crate::cost::PriceBook::new(spec, &Default::default());

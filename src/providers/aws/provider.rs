@@ -79,6 +79,11 @@ impl Provider for AwsProvider {
         }
     }
 
+    /// `ListCommands` of the warm node: the command whose comment carries the token.
+    async fn find_sent(&self, region: &str, node_id: &str, token: &str) -> Result<Option<JobStatus>, ProviderError> {
+        self.find_command(region, node_id, token).await
+    }
+
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         if is_command_run(id) { self.command_status(region, id).await } else { self.status(region, id).await }
     }

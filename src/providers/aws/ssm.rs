@@ -11,6 +11,10 @@
 //!   `<instance id>/<command id>`, so status, logs and cancel need no lookup.
 //! - `GetCommandInvocation`: the run's state, exit code and output.
 //! - `CancelCommand`: cancel or preempt the run; the node stays in its pool.
+//! - `ListCommands` (by instance): after an apply stopped between a `SendCommand` and its
+//!   record, whether that send happened. `SendCommand` takes no idempotency token, so the
+//!   launch's token goes first in the command's `Comment` (100 characters at most), and
+//!   the intent to send is in state before the send (`JobRecord::sending`).
 //!
 //! The boot check of a job node past its boot deadline (see [`crate::providers::boot`])
 //! uses the same calls: is its agent online, then a short `SendCommand` of the check and
@@ -26,7 +30,7 @@ use aws_credential_types::provider::ProvideCredentials;
 use serde_json::{Value, json};
 
 use super::AwsProvider;
-use crate::providers::launch::{command_run_id, queued_on_warm_node, split_command_run as split};
+use crate::providers::launch::{carries, command_run_id, queued_on_warm_node, split_command_run as split};
 use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
 use crate::providers::{boot, userdata};
 
@@ -126,7 +130,7 @@ impl AwsProvider {
     pub(super) async fn launch_on_node(&self, region: &str, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
         let script = userdata::job_script(&LaunchJob { keep_node: true, ..req.clone() });
         let timeout = req.max_runtime_secs.map_or(MAX_EXECUTION_SECS, |s| (s + 300).min(MAX_EXECUTION_SECS));
-        let comment: String = format!("gpuplan {} attempt {}", req.job, req.attempt).chars().take(100).collect();
+        let comment = send_comment(req);
         let body = json!({
             "DocumentName": "AWS-RunShellScript",
             "InstanceIds": [req.node_id],
@@ -139,6 +143,36 @@ impl AwsProvider {
             ProviderError::new(ErrorClass::Retryable, "BadResponse", "SendCommand returned no CommandId")
         })?;
         Ok(queued_on_warm_node(req, command, &format!("SSM command {command}")))
+    }
+
+    /// The command sent to `node` under launch `token` (see the module docs), with its
+    /// status: `ListCommands` of the node, page by page, until a comment carries the token.
+    pub(super) async fn find_command(
+        &self,
+        region: &str,
+        node: &str,
+        token: &str,
+    ) -> Result<Option<JobStatus>, ProviderError> {
+        let mut next: Option<String> = None;
+        loop {
+            let mut body = json!({"InstanceId": node, "MaxResults": 50});
+            if let Some(t) = &next {
+                body["NextToken"] = json!(t);
+            }
+            let doc = super::read(|| self.ssm(region, "ListCommands", &body)).await?;
+            let commands = doc["Commands"].as_array().into_iter().flatten();
+            let found = commands
+                .filter(|c| c["Comment"].as_str().is_some_and(|m| carries(m, token)))
+                .find_map(|c| c["CommandId"].as_str());
+            if let Some(command) = found {
+                let id = command_run_id(node, command);
+                return self.command_status(region, &id).await.map(Some);
+            }
+            next = doc["NextToken"].as_str().filter(|t| !t.is_empty()).map(String::from);
+            if next.is_none() {
+                return Ok(None);
+            }
+        }
     }
 
     /// The command's invocation on its node.
@@ -217,6 +251,12 @@ impl AwsProvider {
         self.ssm(region, "CancelCommand", &json!({"CommandId": command, "InstanceIds": [instance]})).await?;
         Ok(JobStatus { state: JobState::Cancelled, message: Some("cancelled".into()), ..before })
     }
+}
+
+/// The `Comment` of a job's `SendCommand`: the launch's token first, so that the
+/// 100-character limit never cuts it (`gpuplan gj-… job.x attempt 2`).
+fn send_comment(req: &LaunchJob) -> String {
+    format!("gpuplan {} {} attempt {}", req.token, req.job, req.attempt).chars().take(100).collect()
 }
 
 /// A run's state from its invocation's `Status` and `ResponseCode`.

@@ -21,6 +21,7 @@
 //!   Job: the pod gets a `DisruptionTarget` condition, and the Job's pod failure policy
 //!   replaces it without spending a retry.
 
+pub mod nodes;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -157,6 +158,8 @@ pub struct KubeJobs {
     /// The pool's cloud, for `cluster_id` clusters.
     source: Option<std::sync::Arc<dyn KubeconfigSource>>,
     clients: tokio::sync::Mutex<HashMap<String, ::kube::Client>>,
+    /// Which cloud instance each node a replica runs on is (`nodes.rs`).
+    node_ids: nodes::NodeIds,
 }
 
 impl KubeJobs {
@@ -175,6 +178,7 @@ impl KubeJobs {
             lineage: lineage.to_string(),
             source,
             clients: Default::default(),
+            node_ids: Default::default(),
         }
     }
 
@@ -589,13 +593,14 @@ impl Provider for KubeJobs {
         if let Some(a) = job.metadata.labels.as_ref().and_then(|l| l.get(LABEL_ATTEMPT)).and_then(|a| a.parse().ok()) {
             out.attempt = a;
         }
-        let pods: Api<Pod> = Api::namespaced(client, ns);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
         let selector = format!("{JOB_NAME_LABEL}={name},{INDEX_LABEL}={replica}");
         let list =
             pods.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error(e, region, ns, name))?;
         let (state, node, message) = replica_status(&job, replica, &list.items);
         out.state = state;
-        out.node_id = node;
+        // Pool nodes are keyed by cloud instance id: the pod's node by its Node's provider id.
+        out.node_id = self.node_ids.of(&client, region, &node).await;
         out.message = message;
         Ok(out)
     }

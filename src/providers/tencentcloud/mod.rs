@@ -185,6 +185,11 @@ impl Provider for TencentProvider {
         self.launch(req).await
     }
 
+    /// TAT's invocations on the warm node: the one whose description carries the token.
+    async fn find_sent(&self, region: &str, node_id: &str, token: &str) -> Result<Option<JobStatus>, ProviderError> {
+        self.find_invocation(region, node_id, token).await
+    }
+
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         if is_command_run(id) { self.command_status(region, id).await } else { self.status(region, id).await }
     }

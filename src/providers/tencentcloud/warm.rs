@@ -8,6 +8,11 @@
 //! - `DescribeInvocationTasks` (`HideOutput` false): the task's status, exit code and
 //!   output (TAT keeps the last 24 KB).
 //! - `CancelInvocation`: cancel or preempt; the node stays in its pool.
+//! - `DescribeInvocationTasks` (by instance) and `DescribeInvocations`: after an apply
+//!   stopped between a `RunCommand` and its record, whether that send happened. TAT takes
+//!   no idempotency token, so the launch's token goes first in the invocation's
+//!   `Description`, and the intent to send is in state before the send
+//!   (`JobRecord::sending`).
 
 use std::collections::BTreeMap;
 
@@ -62,13 +67,51 @@ impl TencentProvider {
             "CommandType": "SHELL",
             "Timeout": timeout,
             "CommandName": "gpuplan-job",
-            "Description": format!("gpuplan {} attempt {}", req.job, req.attempt),
+            // The token first: TAT keeps 120 characters.
+            "Description": format!("gpuplan {} {} attempt {}", req.token, req.job, req.attempt).chars().take(120).collect::<String>(),
         });
         let resp = self.tat("RunCommand", &req.region, &body).await?;
         let invocation = resp["InvocationId"].as_str().filter(|i| !i.is_empty()).ok_or_else(|| {
             ProviderError::new(ErrorClass::Retryable, "BadResponse", "TAT RunCommand returned no InvocationId")
         })?;
         Ok(queued_on_warm_node(req, invocation, &format!("TAT invocation {invocation}")))
+    }
+
+    /// The invocation sent to `node` under launch `token` (see the module docs), with its
+    /// status: the node's tasks (`DescribeInvocationTasks` by instance, 100 a page), then
+    /// their invocations' descriptions (`DescribeInvocations`, 100 ids a call).
+    pub(super) async fn find_invocation(
+        &self,
+        region: &str,
+        node: &str,
+        token: &str,
+    ) -> Result<Option<JobStatus>, ProviderError> {
+        let mut invocations: Vec<String> = Vec::new();
+        let mut offset = 0u64;
+        loop {
+            let body = json!({"Filters": [{"Name": "instance-id", "Values": [node]}], "Limit": 100, "Offset": offset, "HideOutput": true});
+            let resp = self.tat("DescribeInvocationTasks", region, &body).await?;
+            let tasks = resp["InvocationTaskSet"].as_array().cloned().unwrap_or_default();
+            invocations.extend(tasks.iter().filter_map(|t| t["InvocationId"].as_str().map(String::from)));
+            offset += tasks.len() as u64;
+            if tasks.is_empty() || offset >= resp["TotalCount"].as_u64().unwrap_or(0) {
+                break;
+            }
+        }
+        invocations.sort();
+        invocations.dedup();
+        for batch in invocations.chunks(100) {
+            let resp = self.tat("DescribeInvocations", region, &json!({"InvocationIds": batch, "Limit": 100})).await?;
+            let set = resp["InvocationSet"].as_array().into_iter().flatten();
+            let found = set
+                .filter(|i| i["Description"].as_str().is_some_and(|d| crate::providers::launch::carries(d, token)))
+                .find_map(|i| i["InvocationId"].as_str());
+            if let Some(invocation) = found {
+                let id = crate::providers::launch::command_run_id(node, invocation);
+                return self.command_status(region, &id).await.map(Some);
+            }
+        }
+        Ok(None)
     }
 
     /// The run's TAT task, with its output.

@@ -252,3 +252,48 @@ fn tencent_warm_nodes_take_jobs_through_tat_and_stay_in_their_pool() {
     f.run(&["plan", "--detailed-exitcode"]).expect(0);
     f.run(&["destroy", "--auto-approve"]).expect(0);
 }
+
+/// A job sent to a warm node through TAT by an apply killed before TAT's answer came: the
+/// intent to send was in state first, so the next plan asks TAT (`DescribeInvocationTasks`
+/// by instance, then `DescribeInvocations`) and finds the invocation by the launch token
+/// in its description. It adopts that run; nothing is sent twice.
+#[test]
+fn a_tat_send_whose_answer_was_lost_to_a_kill_is_adopted_not_sent_again() {
+    let fake = Fake::start();
+    let pool = pool("tencentcloud", &["ap-guangzhou-3"], "T4", "GN7.2XLARGE32", 1, "    spot_percent = 0");
+    let provider = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n",
+        fake.url
+    );
+    let job = "job_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    let env = [("TENCENTCLOUD_SECRET_ID", SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", SECRET_KEY)];
+    let f = Fleet::new(&format!("{provider}{pool}"), &env);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let node = fake.instances()[0].id.clone();
+    std::fs::write(f.path().join("main.hcl"), format!("{provider}{pool}{job}")).unwrap();
+    fake.lock().task_results.insert(node.clone(), ("RUNNING".into(), -1, String::new()));
+
+    fake.lock().stall_run_command = true;
+    let mut child = f.spawn(&["apply", "--auto-approve"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while fake.calls("RunCommand").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the apply never sent the job");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    fake.lock().stall_run_command = false;
+    let sent: Vec<(String, String)> = fake.lock().descriptions.clone().into_iter().collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+
+    let r = f.run(&["plan", "--no-color"]).expect(0);
+    assert!(r.stdout.contains(&format!("sent to warm node {node}")), "{}\n{}", r.stdout, r.stderr);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    assert_eq!(fake.calls("RunCommand").len(), 1, "the job was sent once");
+    assert!(!fake.calls("DescribeInvocations").is_empty());
+    let r = f.run(&["jobs", "status", "once", "--json"]).expect(0);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["state"], "running", "{v:#}");
+    assert_eq!(v["jobs"][0]["runs"][0]["id"], format!("{node}/{}", sent[0].0), "{v:#}");
+    f.run(&["plan", "--detailed-exitcode"]).expect(0);
+}

@@ -58,6 +58,22 @@ impl Fleet {
 
     /// [`Fleet::run`] with more environment variables for this run.
     pub fn run_env(&self, args: &[&str], extra: &[(&str, &str)]) -> Run {
+        let out = assert_cmd::Command::from_std(self.command(extra)).args(args).output().expect("gpuplan runs");
+        Run {
+            code: out.status.code().expect("exit code"),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// gpuplan running in the background with `args` (a test can kill it).
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        let mut cmd = self.command(&[]);
+        cmd.args(args).stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.spawn().expect("gpuplan starts")
+    }
+
+    fn command(&self, extra: &[(&str, &str)]) -> std::process::Command {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan"));
         cmd.current_dir(self.path()).env("NO_COLOR", "1").env("COLUMNS", "100");
         for (k, _) in std::env::vars().filter(|(k, _)| {
@@ -75,12 +91,7 @@ impl Fleet {
             cmd.env(k, v);
         }
         cmd.stdin(Stdio::null());
-        let out = assert_cmd::Command::from_std(cmd).args(args).output().expect("gpuplan runs");
-        Run {
-            code: out.status.code().expect("exit code"),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        cmd
     }
 
     /// Every file under the fleet directory (state, journal, backups, saved plans).

@@ -76,6 +76,11 @@ pub struct State {
     pub cancelled: HashSet<String>,
     /// STS and the CVM metadata endpoint (`identity.rs`).
     pub identity: Identity,
+    /// TAT invocations' `Description`, as RunCommand gave it.
+    pub descriptions: HashMap<String, String>,
+    /// While set, RunCommand runs the command but answers only once it is cleared (an
+    /// answer a killed client never reads).
+    pub stall_run_command: bool,
 }
 
 #[derive(Clone)]
@@ -206,7 +211,11 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
             | ("2018-08-13", "TagResources" | "UnTagResources" | "GetCallerIdentity" | "AssumeRole")
             | (
                 "2020-10-28",
-                "RunCommand" | "DescribeInvocationTasks" | "DescribeAutomationAgentStatus" | "CancelInvocation"
+                "RunCommand"
+                    | "DescribeInvocationTasks"
+                    | "DescribeInvocations"
+                    | "DescribeAutomationAgentStatus"
+                    | "CancelInvocation"
             )
     );
     if !known {
@@ -258,34 +267,58 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
             s.counter += 1;
             let inv = format!("inv-{:08}", s.counter);
             s.invocations.insert(inv.clone(), (id, script));
+            s.descriptions.insert(inv.clone(), body["Description"].as_str().unwrap_or("").to_string());
+            if s.stall_run_command {
+                drop(s);
+                while state.lock().unwrap_or_else(|e| e.into_inner()).stall_run_command {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
             ok(json!({"CommandId": "cmd-gpuplan", "InvocationId": inv}))
         }
+        // Filters `invocation-id` and `instance-id` (each filter's values OR'ed, filters
+        // AND'ed), paged by `Offset` and `Limit` (default 20, at most 100), as TAT does.
         "DescribeInvocationTasks" => {
-            use base64::Engine as _;
-            let inv = body["Filters"][0]["Values"][0].as_str().unwrap_or("").to_string();
-            let Some((id, script)) = s.invocations.get(&inv).cloned() else {
-                return ok(json!({"TotalCount": 0, "InvocationTaskSet": []}));
+            let matches = |inv: &str, instance: &str| {
+                body["Filters"].as_array().into_iter().flatten().all(|f| {
+                    let values: Vec<&str> =
+                        f["Values"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+                    match f["Name"].as_str() {
+                        Some("invocation-id") => values.contains(&inv),
+                        Some("instance-id") => values.contains(&instance),
+                        _ => false,
+                    }
+                })
             };
+            let mut found: Vec<String> =
+                s.invocations.iter().filter(|(inv, (id, _))| matches(inv, id)).map(|(inv, _)| inv.clone()).collect();
+            found.sort();
+            let total = found.len();
+            let offset = body["Offset"].as_u64().unwrap_or(0) as usize;
+            let limit = body["Limit"].as_u64().unwrap_or(20).min(100) as usize;
+            let page: Vec<String> = found.into_iter().skip(offset).take(limit).collect();
             // As TAT does: without HideOutput = false, the output is left out.
             let hidden = body["HideOutput"].as_bool() != Some(false);
-            let log = if script.contains("/var/log/gpuplan-job.log") {
-                s.job_logs.get(&id).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            };
-            // A job script itself (a job on a warm node): the test's result, else success.
-            let (status, code, log) = if script.contains("docker run") {
-                let (st, code, out) =
-                    s.task_results.get(&id).cloned().unwrap_or_else(|| ("SUCCESS".into(), 0, String::new()));
-                if s.cancelled.contains(&inv) { ("CANCELLED".to_string(), -1, out) } else { (st, code, out) }
-            } else {
-                ("SUCCESS".to_string(), 0, log)
-            };
-            let output = if hidden { String::new() } else { base64::engine::general_purpose::STANDARD.encode(log) };
-            ok(
-                json!({"TotalCount": 1, "InvocationTaskSet": [{"InvocationId": inv, "InstanceId": id, "TaskStatus": status,
-                "TaskResult": {"ExitCode": code, "Output": output, "Dropped": 0}}]}),
-            )
+            let set: Vec<Value> = page.iter().map(|inv| task(&s, inv, hidden)).collect();
+            ok(json!({"TotalCount": total, "InvocationTaskSet": set}))
+        }
+        "DescribeInvocations" => {
+            let ids: Vec<&str> =
+                body["InvocationIds"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+            if ids.len() > 100 {
+                return err("InvalidParameterValue.LimitExceeded", "At most 100 InvocationIds.");
+            }
+            let set: Vec<Value> = ids
+                .iter()
+                .filter_map(|inv| s.invocations.get(*inv).map(|(id, _)| (inv, id)))
+                .map(|(inv, id)| {
+                    json!({"InvocationId": inv, "CommandId": "cmd-gpuplan", "InvocationStatus": "RUNNING",
+                           "Description": s.descriptions.get(*inv).cloned().unwrap_or_default(),
+                           "InvocationTaskBasicInfoSet": [{"InvocationTaskId": format!("invt-{inv}"),
+                               "TaskStatus": "RUNNING", "InstanceId": id}]})
+                })
+                .collect();
+            ok(json!({"TotalCount": set.len(), "InvocationSet": set}))
         }
         "DescribeAutomationAgentStatus" => {
             let ids: Vec<String> = body["InstanceIds"]
@@ -335,6 +368,27 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
             _ => err("ResourceNotFound.ClusterNotFound", "The cluster does not exist."),
         },
     }
+}
+
+/// A TAT task as DescribeInvocationTasks lists it: a job script (a job on a warm node)
+/// ends as the test says (`task_results`, else success), a check reads `job_logs`.
+fn task(s: &State, inv: &str, hidden: bool) -> Value {
+    use base64::Engine as _;
+    let (id, script) = s.invocations[inv].clone();
+    let log = if script.contains("/var/log/gpuplan-job.log") {
+        s.job_logs.get(&id).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let (status, code, log) = if script.contains("docker run") {
+        let (st, code, out) = s.task_results.get(&id).cloned().unwrap_or_else(|| ("SUCCESS".into(), 0, String::new()));
+        if s.cancelled.contains(inv) { ("CANCELLED".to_string(), -1, out) } else { (st, code, out) }
+    } else {
+        ("SUCCESS".to_string(), 0, log)
+    };
+    let output = if hidden { String::new() } else { base64::engine::general_purpose::STANDARD.encode(log) };
+    json!({"InvocationId": inv, "InvocationTaskId": format!("invt-{inv}"), "CommandId": "cmd-gpuplan",
+           "InstanceId": id, "TaskStatus": status, "TaskResult": {"ExitCode": code, "Output": output, "Dropped": 0}})
 }
 
 /// CVM InquiryPriceRunInstances: `ImageId` and `Placement.Zone` are required, as the

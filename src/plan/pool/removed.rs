@@ -1,7 +1,7 @@
 //! A pool that goes: removed from the spec, destroyed, or orphan nodes of a pool neither
 //! the spec nor the state knows. Every live node is deleted, except that a node running a
 //! job that is not preemptible stays until the job ends (its removal deferred, as on
-//! scale-in: DESIGN.md, "Jobs under removed nodes"); the pool's record stays while such a
+//! scale-in: docs/design/jobs.md, "Jobs under removed nodes"); the pool's record stays while such a
 //! node does, and a later plan finishes the removal. A destroy keeps those jobs' records
 //! too ([`keep_deferred_jobs`]). What the spec no longer says (provider, region, GPUs per
 //! node) comes from the state, the nodes and the catalog.

@@ -23,7 +23,7 @@ struct Outcome {
 pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
     let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
     let spec = &loaded.spec;
-    let ws = settings.workspace().with_backend(spec);
+    let ws = settings.workspace().with_backend(spec).reading();
     let mut outcomes = Vec::new();
 
     // The state backend.

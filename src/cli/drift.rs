@@ -7,7 +7,7 @@ use crate::render;
 
 pub fn run(settings: &Settings, args: &DriftArgs) -> miette::Result<ExitStatus> {
     let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
-    let ws = settings.workspace().with_backend(&loaded.spec);
+    let ws = settings.workspace().with_backend(&loaded.spec).reading();
     runtime::block_on(async {
         let session = engine::open_session(&ws, "drift")?;
         common::warn_stale_lock(&session);

@@ -76,7 +76,7 @@ fn list(
     region: &str,
     filters: &[(String, String)],
 ) -> Result<Vec<Node>, miette::Report> {
-    let ws = settings.workspace().with_backend(spec);
+    let ws = settings.workspace().with_backend(spec).reading();
     let empty = crate::state::State::new("gpuplan-import".into());
     let providers = crate::engine::providers::build(&ws, spec, &empty)?;
     let p =

@@ -64,7 +64,7 @@ fn observe(
     if !state.resources.values().filter_map(|r| r.job.as_ref()).any(|j| j.runs.iter().any(|r| r.is_active())) {
         return Ok((BTreeMap::new(), None));
     }
-    let ws = settings.workspace().with_backend(spec);
+    let ws = settings.workspace().with_backend(spec).reading();
     let providers = match crate::engine::providers::build(&ws, spec, state) {
         Ok(p) => p,
         Err(e) => {
@@ -251,7 +251,7 @@ fn logs(settings: &Settings, name: &str, follow: bool) -> miette::Result<ExitSta
         return Ok(ExitStatus::Success);
     }
     let state = state_common::read(settings)?.unwrap_or_else(|| State::new(String::new()));
-    let ws = settings.workspace().with_backend(&spec);
+    let ws = settings.workspace().with_backend(&spec).reading();
     let providers = crate::engine::providers::build(&ws, &spec, &state)?;
     let several = found.len() > 1;
     runtime::block_on(async {

@@ -124,7 +124,7 @@ fn live_quotes(settings: &Settings, spec: &Spec, args: &OffersArgs) -> Result<Ve
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
-    let ws = settings.workspace().with_backend(spec);
+    let ws = settings.workspace().with_backend(spec).reading();
     let empty = crate::state::State::new("gpuplan-offers".into());
     let providers = match crate::engine::providers::build(&ws, spec, &empty) {
         Ok(p) => p,

@@ -13,11 +13,12 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
     let (loaded, pre) = engine::preread::alongside(&settings.workspace(), || load::valid_spec(settings));
     let Some(loaded) = loaded? else { return Ok(ExitStatus::Error) };
     let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
-    let ws = settings.workspace().with_backend(&loaded.spec);
+    // A plan writes nothing: no state, state folder or simulated cloud is created.
+    let ws = settings.workspace().with_backend(&loaded.spec).reading();
     let status = runtime::block_on(async {
         let session = engine::open_session_preread(&ws, "plan", pre.state)?;
         common::warn_stale_lock(&session);
-        let providers = engine::providers::build_preread(&ws, &loaded.spec, &session.state, pre.sim)?;
+        let (providers, sim) = engine::providers::build_with_sim(&ws, &loaded.spec, &session.state, pre.sim)?;
         let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
         let req = PlanRequest {
             refresh: args.refresh,
@@ -91,10 +92,13 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         } else {
             ExitStatus::Success
         };
-        // The lock is released by dropping the session; the state, the plan and the
-        // providers' fleets are left to the exit.
+        // The locks are released (the state's by dropping the session, the sim cloud's by
+        // closing it); the state, the plan and the providers' fleets are left to the exit.
         let engine::Session { backend, lock, state } = session;
         drop((lock, backend));
+        if let Some(cloud) = sim {
+            cloud.close();
+        }
         common::leave_to_exit((plan, providers, state));
         Ok::<_, miette::Report>(status)
     })?;

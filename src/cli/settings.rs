@@ -127,6 +127,7 @@ impl Settings {
             lock_timeout: self.lock_timeout,
             workspace: self.workspace.clone(),
             backend: None,
+            read_only: false,
         }
     }
 

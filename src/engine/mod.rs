@@ -32,6 +32,9 @@ pub struct Workspace {
     pub workspace: String,
     /// The spec's `gpuplan { backend ... }`; `None` (or `local`) keeps `state_path`.
     pub backend: Option<BackendConfig>,
+    /// A read-only command (`plan`, `cost`, `drift`, ...): it creates no state, state
+    /// folder or simulated cloud; what does not exist yet reads as empty.
+    pub read_only: bool,
 }
 
 impl Workspace {
@@ -53,6 +56,12 @@ impl Workspace {
         }
         command.push_str(" state push");
         crate::state::remote::ErroredCopy { dir: self.dir.clone(), push_command: command }
+    }
+
+    /// The same workspace, opened by a command that writes nothing ([`Self::read_only`]).
+    pub fn reading(mut self) -> Self {
+        self.read_only = true;
+        self
     }
 
     /// The spec's backend for this workspace (call after loading the spec).
@@ -120,16 +129,27 @@ fn shell_word(word: &str) -> String {
     }
 }
 
-/// The state opened for writing: its backend, the held lock and the current state.
+/// The state opened by a command: its backend, the held lock and the current state.
 pub struct Session {
     pub backend: Backend,
     pub lock: StateLock,
     pub state: State,
 }
 
-/// Lock the state, fold in any journal a crashed apply left, and create the state on
-/// first use (a new lineage, written once, so plans made before the first apply are
-/// deterministic and their tokens stable).
+impl Session {
+    /// There is no state yet: `state` is a new one in memory (serial 0), written by the
+    /// first command that changes something.
+    pub fn is_new(&self) -> bool {
+        self.state.serial == 0
+    }
+}
+
+/// Lock the state and fold in any journal a crashed apply left. Without a state yet, the
+/// session holds a new one (a new lineage, serial 0) in memory: nothing is written until
+/// something changes, so a command that changes nothing leaves no state behind.
+///
+/// A workspace opened [`read_only`](Workspace::read_only) creates nothing: without a state
+/// it takes no lock either (not even the state folder is made), and it never writes.
 pub fn open_session(ws: &Workspace, operation: &str) -> Result<Session, StateError> {
     open_session_preread(ws, operation, None)
 }
@@ -141,26 +161,29 @@ pub fn open_session_preread(
     pre: Option<crate::state::local::Preread>,
 ) -> Result<Session, StateError> {
     let backend = ws.backend()?;
-    if let Backend::Local(local) = &backend
-        && let Some(parent) = local.path().parent()
-    {
-        std::fs::create_dir_all(parent).map_err(StateError::io("create the state folder", parent))?;
+    if let Backend::Local(local) = &backend {
+        if ws.read_only && !local.exists() {
+            let lock = StateLock::nothing(local.lock_path());
+            return Ok(Session { backend, lock, state: new_state() });
+        }
+        if let Some(parent) = local.path().parent() {
+            std::fs::create_dir_all(parent).map_err(StateError::io("create the state folder", parent))?;
+        }
     }
     let lock = backend.lock(operation, ws.lock_timeout)?;
     let recovered = match (&backend, pre) {
         (Backend::Local(local), Some(pre)) => local.recover_preread(&lock, Some(pre))?,
         _ => backend.recover(&lock)?,
     };
-    let state = match recovered {
-        Some(s) => s,
-        None => {
-            let mut s = State::new(uuid::Uuid::new_v4().to_string());
-            s.history.push(history("init", "state created"));
-            backend.write(&lock, &mut s)?;
-            s
-        }
-    };
+    let state = recovered.unwrap_or_else(new_state);
     Ok(Session { backend, lock, state })
+}
+
+/// A state not written yet: a new lineage, serial 0, its creation in the history.
+fn new_state() -> State {
+    let mut s = State::new(uuid::Uuid::new_v4().to_string());
+    s.history.push(history("init", "state created"));
+    s
 }
 
 /// A history entry stamped now.

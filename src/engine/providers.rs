@@ -70,6 +70,7 @@ pub fn sim_config(ws: &Workspace, block: Option<&ProviderBlock>) -> Result<SimCo
             c.job_duration = d.value.0;
         }
     }
+    c.read_only = ws.read_only;
     c.with_env(&ws.env).map_err(ProviderSetupError::SimConfig)
 }
 

@@ -840,6 +840,15 @@ pub fn denied(plan: &Plan) -> bool {
     plan.denied()
 }
 
+/// A plan saved before there was any state (serial 0) was made against an empty state of
+/// its own new lineage, which its tags and tokens carry. Applied where there is still no
+/// state, the state begins with that lineage; anywhere else it stays stale.
+pub fn begin_state_of(session: &mut Session, plan: &Plan) {
+    if session.is_new() && plan.serial == 0 {
+        session.state.lineage = plan.lineage.clone();
+    }
+}
+
 /// Refuse a saved plan whose state or spec moved on since it was made.
 pub fn check_fresh(plan: &Plan, session: &Session, spec: Option<&Spec>) -> Result<(), RunError> {
     check_fresh_digest(plan, session, || spec.map(diff::spec_digest), &[])

@@ -71,6 +71,12 @@ impl LocalBackend {
         sibling(&self.path, ".journal")
     }
 
+    /// Whether there is a state here: the state file, or the journal of a first apply that
+    /// crashed before writing it.
+    pub fn exists(&self) -> bool {
+        self.path.exists() || self.journal_path().exists()
+    }
+
     /// Take the lock, retrying every ~100 ms for up to `timeout` (zero: one try).
     pub fn lock(&self, operation: &str, timeout: Duration) -> Result<StateLock, StateError> {
         lock::acquire(&self.lock_path(), operation, timeout)

@@ -182,6 +182,9 @@ pub struct StateLock {
 enum Held {
     File(File),
     Remote(super::remote::RemoteBackend, super::remote::Heartbeat),
+    /// Nothing was locked: a read-only command found no state, so there is nothing to
+    /// guard and nothing to create (not even the state folder). Every write refuses it.
+    Nothing,
 }
 
 impl StateLock {
@@ -197,6 +200,12 @@ impl StateLock {
         StateLock { info, stale: taken_over, held: Held::Remote(backend, heartbeat), path }
     }
 
+    /// No lock at all, for a read-only command that found no state at `path` (the lock
+    /// file's path): it reads an empty state and writes nothing. A write under it fails.
+    pub(crate) fn nothing(path: PathBuf) -> StateLock {
+        StateLock { info: LockInfo::new("read"), stale: None, held: Held::Nothing, path }
+    }
+
     /// The lock file's path (`<state>.lock`), or the lock object's URL.
     pub fn path(&self) -> &Path {
         &self.path
@@ -209,6 +218,8 @@ impl StateLock {
             Held::File(file) if fsutil::same_file(file, &self.path) => Ok(()),
             Held::File(_) => Err(StateError::LockLost { path: self.path.clone() }),
             Held::Remote(backend, _) => backend.check_lock(self),
+            // Only read-only sessions hold nothing; a write under it is a bug, refused.
+            Held::Nothing => Err(StateError::LockLost { path: self.path.clone() }),
         }
     }
 
@@ -216,7 +227,8 @@ impl StateLock {
     /// lock, which has no expiry; for a remote one, while its heartbeat proves it.
     pub fn fence(&self) -> Fence {
         match &self.held {
-            Held::File(_) => Fence::unbounded(),
+            // A read-only session that holds nothing makes no mutating call either.
+            Held::File(_) | Held::Nothing => Fence::unbounded(),
             Held::Remote(_, heartbeat) => heartbeat.fence(),
         }
     }
@@ -237,6 +249,7 @@ impl Drop for StateLock {
                 // Closing the file releases the OS lock in any case.
                 let _ = file.unlock();
             }
+            Held::Nothing => {}
             Held::Remote(backend, heartbeat) => {
                 // No renewal may land after the release (it would fail anyway: the
                 // renewal is a compare-and-swap on an object that is gone).

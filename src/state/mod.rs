@@ -39,7 +39,7 @@ mod tests;
 pub use backend::Backend;
 pub use error::StateError;
 pub use fence::Fence;
-pub(crate) use fsutil::{FileBytes, holds, read_whole};
+pub(crate) use fsutil::{FileBytes, holds, read_whole, same_file};
 pub use journal::{Journal, JournalHeader};
 pub use local::LocalBackend;
 pub use lock::{LockInfo, StateLock};

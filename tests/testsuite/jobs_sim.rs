@@ -123,6 +123,7 @@ fn world(text: &str) -> World {
         lock_timeout: Duration::from_secs(5),
         workspace: "default".into(),
         backend: None,
+        read_only: false,
     };
     let session = engine::open_session(&ws, "test").expect("open the state");
     let cloud = engine::providers::open_sim(&ws, spec.providers.get("sim")).expect("open the sim cloud");

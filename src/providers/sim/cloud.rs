@@ -121,7 +121,7 @@ impl SimCloud {
         compact_after: usize,
         pre: Option<super::Preread>,
     ) -> Result<Arc<SimCloud>, SimError> {
-        let (store, world) = Store::open(path, lock_timeout, compact_after, pre)?;
+        let (store, world) = Store::open(path, lock_timeout, compact_after, pre, !config.read_only)?;
         // A clock moved past what gpuplan prints (by a gpuplan before this check) would
         // fail every command that prints a time: say so, and how to get out, once here.
         if world.now_ms() > crate::model::time::LAST_MS {
@@ -265,6 +265,13 @@ impl SimCloud {
         }
         inner.store.compact(&mut inner.world)?;
         Ok(true)
+    }
+
+    /// The command is done with the cloud: its lock file is removed and the lock released
+    /// (see `Store::close`); any later change is refused. For commands that leave the
+    /// cloud to the process's exit instead of dropping it.
+    pub fn close(&self) {
+        self.lock().store.close();
     }
 
     pub fn stats(&self) -> SimStats {

@@ -24,6 +24,9 @@ pub struct SimConfig {
     pub job_duration: Duration,
     /// `GPUPLAN_SIM_START` (RFC 3339): where the clock of a newly created world starts.
     pub start_ms: Option<u64>,
+    /// Opened by a command that writes nothing: a world that does not exist yet is not
+    /// created, but read as an empty cloud kept in memory.
+    pub read_only: bool,
 }
 
 impl Default for SimConfig {
@@ -35,6 +38,7 @@ impl Default for SimConfig {
             zone_capacity: None,
             job_duration: Duration::from_secs(60),
             start_ms: None,
+            read_only: false,
         }
     }
 }

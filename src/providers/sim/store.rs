@@ -12,6 +12,12 @@
 //!   not survive. A torn last line (a crash mid-write) is ignored and cut off at open.
 //! - `<path>.lock`: held with an exclusive OS lock while a cloud is open, so two gpuplan
 //!   processes never interleave appends; it holds the holder's pid for the error message.
+//!   The holder removes it when it is done ([`Store::close`], or the drop), as the state
+//!   lock does: removed while still locked, and an opener that locked a removed file
+//!   tries again on the new one. No lock file outlives the command that took it.
+//!
+//! Opened for reading only (`create` false), a cloud that has no files yet is an empty
+//! world kept in memory: nothing is created, locked or written.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions, TryLockError};
@@ -34,14 +40,22 @@ const LOCK_POLL: Duration = Duration::from_millis(50);
 pub struct Store {
     path: PathBuf,
     log_path: PathBuf,
-    log: File,
+    disk: Disk,
     /// Bytes of whole records in the log: a failed append is cut back to here.
     log_len: u64,
     /// Records in the log since the last compaction.
     records: usize,
     compact_after: usize,
-    /// Held for the lifetime of the store; dropping the file releases the OS lock.
-    _lock: File,
+}
+
+/// Where the world's changes go.
+enum Disk {
+    /// The files, under the lock (held until closed; closing the file releases the OS lock).
+    Files { log: File, lock: File },
+    /// Nowhere: a cloud that did not exist, read by a command that writes nothing.
+    Memory,
+    /// The command is done with the cloud and released its lock: writes are refused.
+    Closed,
 }
 
 /// `<path><suffix>`, e.g. `default.sim.json.log`.
@@ -56,17 +70,26 @@ impl Store {
     /// was no snapshot yet, so that the file exists from the first open). With `pre` (the
     /// same files read before the lock, [`Preread`]), the world it parsed is used when
     /// the files still hold the same bytes; otherwise they are parsed again.
+    ///
+    /// With `create` false, a cloud that has neither file yet is not created: an empty
+    /// world is kept in memory and nothing is written ([`Disk::Memory`]).
     pub fn open(
         path: &Path,
         lock_timeout: Duration,
         compact_after: usize,
         pre: Option<Preread>,
+        create: bool,
     ) -> Result<(Store, World), SimError> {
+        let log_path = sibling(path, ".log");
+        if !create && !path.exists() && !log_path.exists() {
+            let store =
+                Store { path: path.to_path_buf(), log_path, disk: Disk::Memory, log_len: 0, records: 0, compact_after };
+            return Ok((store, World::default()));
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(SimError::io("create the folder", dir))?;
         }
         let lock = acquire_lock(path, lock_timeout)?;
-        let log_path = sibling(path, ".log");
         let pre = match pre.filter(|p| p.path == path) {
             Some(p) if p.still_held(path, &log_path)? => Some(p),
             _ => None,
@@ -92,7 +115,8 @@ impl Store {
             .append(true)
             .open(&log_path)
             .map_err(SimError::io("open the event log", &log_path))?;
-        let mut store = Store { path: path.to_path_buf(), log_path, log, log_len, records, compact_after, _lock: lock };
+        let disk = Disk::Files { log, lock };
+        let mut store = Store { path: path.to_path_buf(), log_path, disk, log_len, records, compact_after };
         if !existed || records > compact_after {
             store.compact(&mut world)?;
         }
@@ -101,15 +125,23 @@ impl Store {
 
     /// Append one record as one line, in one write.
     pub fn append(&mut self, record: &Record) -> Result<(), SimError> {
+        let log = match &mut self.disk {
+            Disk::Files { log, .. } => log,
+            Disk::Memory => {
+                self.records += 1;
+                return Ok(());
+            }
+            Disk::Closed => return Err(closed()),
+        };
         let mut line = serde_json::to_vec(record).map_err(|e| SimError::Corrupt {
             path: self.log_path.clone(),
             line: None,
             message: format!("cannot encode an event: {e}"),
         })?;
         line.push(b'\n');
-        if let Err(e) = self.log.write_all(&line) {
+        if let Err(e) = log.write_all(&line) {
             // Cut a partial line off so that later appends do not follow garbage.
-            let _ = self.log.set_len(self.log_len);
+            let _ = log.set_len(self.log_len);
             return Err(SimError::io("append to the event log", &self.log_path)(e));
         }
         self.log_len += line.len() as u64;
@@ -141,6 +173,15 @@ impl Store {
     /// numbers, so a crash between the rename and the truncation only leaves records that
     /// the next open skips.
     pub fn compact(&mut self, world: &mut World) -> Result<(), SimError> {
+        let log = match &mut self.disk {
+            Disk::Files { log, .. } => log,
+            Disk::Memory => {
+                world.drop_terminated();
+                self.records = 0;
+                return Ok(());
+            }
+            Disk::Closed => return Err(closed()),
+        };
         world.drop_terminated();
         let tmp = sibling(&self.path, ".tmp");
         let write = || -> std::io::Result<()> {
@@ -154,26 +195,55 @@ impl Store {
             fs::rename(&tmp, &self.path)
         };
         write().map_err(SimError::io("write the snapshot", &self.path))?;
-        self.log.set_len(0).map_err(SimError::io("truncate the event log", &self.log_path))?;
+        log.set_len(0).map_err(SimError::io("truncate the event log", &self.log_path))?;
         self.log_len = 0;
         self.records = 0;
         Ok(())
     }
+
+    /// The command is done with the cloud: remove the lock file and release the lock.
+    /// Later writes are refused. Commands that leave their values to the process's exit
+    /// call it ([`SimCloud::close`](super::SimCloud::close)): the exit releases the OS
+    /// lock but would leave the file.
+    pub fn close(&mut self) {
+        if let Disk::Files { lock, .. } = std::mem::replace(&mut self.disk, Disk::Closed) {
+            let lock_path = sibling(&self.path, ".lock");
+            // Removed while still locked, and only if it is still ours; an opener that
+            // locked the removed file sees that and tries again on the new one.
+            if crate::state::same_file(&lock, &lock_path) {
+                // A file left behind is harmless: the next opener locks it as before.
+                let _ = fs::remove_file(&lock_path);
+            }
+            // Dropping `lock` (and the log) here releases the OS lock.
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn closed() -> SimError {
+    SimError::Invalid("the simulated cloud was closed by this command; nothing more can be written to it".into())
 }
 
 fn acquire_lock(path: &Path, timeout: Duration) -> Result<File, SimError> {
     let lock_path = sibling(path, ".lock");
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lock_path)
-        .map_err(SimError::io("open the lock file", &lock_path))?;
     let start = Instant::now();
-    loop {
+    let mut file = loop {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(SimError::io("open the lock file", &lock_path))?;
         match file.try_lock() {
-            Ok(()) => break,
+            // A file its holder removed on release locks nothing: try the current one.
+            Ok(()) if !crate::state::same_file(&file, &lock_path) => continue,
+            Ok(()) => break file,
             Err(TryLockError::WouldBlock) => {
                 let waited = start.elapsed();
                 if waited >= timeout {
@@ -181,11 +251,12 @@ fn acquire_lock(path: &Path, timeout: Duration) -> Result<File, SimError> {
                     let holder = if holder.is_empty() { String::new() } else { format!(" ({holder})") };
                     return Err(SimError::Locked { path: path.to_path_buf(), holder, waited });
                 }
+                drop(file);
                 std::thread::sleep(LOCK_POLL.min(timeout - waited));
             }
             Err(TryLockError::Error(e)) => return Err(SimError::io("lock", &lock_path)(e)),
         }
-    }
+    };
     // Best effort: the pid only improves the message another process shows.
     let _ = file.set_len(0).and_then(|_| file.write_all(format!("pid {}\n", std::process::id()).as_bytes()));
     Ok(file)

@@ -358,15 +358,32 @@ pub fn to_json(sources: &Sources, diags: &[Diagnostic]) -> serde_json::Value {
     serde_json::json!({ "format_version": "1", "valid": errors == 0, "error_count": errors, "warning_count": warnings, "diagnostics": items })
 }
 
-/// Closest candidate by edit distance, for "did you mean" hints.
+/// Closest candidate by edit distance, for "did you mean" hints. Jaro-Winkler first; for
+/// short words, where it misses a swap (`dve` for `dev` scores 0.56), one typo apart
+/// (one edit or one swap of neighbours, two for words of six letters or more).
 pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let lw = word.to_ascii_lowercase();
-    candidates
-        .into_iter()
-        .map(|c| (strsim::jaro_winkler(&lw, &c.to_ascii_lowercase()), c))
+    let candidates: Vec<&str> = candidates.into_iter().collect();
+    let similar = candidates
+        .iter()
+        .map(|c| (strsim::jaro_winkler(&lw, &c.to_ascii_lowercase()), *c))
         .filter(|(score, _)| *score > 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
+        .map(|(_, c)| c);
+    let letters = lw.chars().count();
+    let typos = match letters {
+        0..3 => return similar,
+        3..6 => 1,
+        _ => 2,
+    };
+    similar.or_else(|| {
+        candidates
+            .iter()
+            .map(|c| (strsim::osa_distance(&lw, &c.to_ascii_lowercase()), *c))
+            .filter(|(d, _)| *d <= typos)
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, c)| c)
+    })
 }
 
 #[cfg(test)]
@@ -375,6 +392,15 @@ mod tests {
 
     fn d(code: &'static str, message: &str, at: u32) -> Diagnostic {
         Diagnostic::error(code, message).at(Span::new(0, at as usize, at as usize + 1), "here")
+    }
+
+    #[test]
+    fn did_you_mean_catches_a_swap_in_a_short_word() {
+        assert_eq!(did_you_mean("dve", ["default", "dev"]), Some("dev"));
+        assert_eq!(did_you_mean("prdo", ["default", "prod", "staging"]), Some("prod"));
+        assert_eq!(did_you_mean("stagign", ["default", "staging"]), Some("staging"));
+        assert_eq!(did_you_mean("xyz", ["default", "dev"]), None);
+        assert_eq!(did_you_mean("ab", ["cb"]), None, "two letters are too few to guess from");
     }
 
     #[test]

@@ -62,6 +62,17 @@ pub fn run(settings: &Settings, args: &InitArgs) -> miette::Result<ExitStatus> {
         output::stderr(&text);
     }
     remote?;
+    match super::workspace::create_for_init(settings) {
+        Ok(Some(ws)) => {
+            let ok = output::paint("Created", Style::Success, settings.color_stderr);
+            text.push_str(&format!("{ok} {ws}: an empty state of its own\n"));
+        }
+        Ok(None) => {}
+        Err(e) => {
+            output::stderr(&text);
+            return Err(e.into());
+        }
+    }
     if project.is_empty() {
         text.push_str("hint: run `gpuplan plan` to see what the starter fleet would create\n");
     } else if specs.is_empty() {

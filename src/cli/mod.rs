@@ -45,6 +45,7 @@ mod test;
 mod validate;
 mod vars;
 mod verdicts;
+mod workspace;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -90,6 +91,10 @@ where
             return ExitStatus::Error;
         }
     };
+    if let Err(e) = workspace::check_exists(&settings, &cli.command) {
+        e.print(settings.color_stderr);
+        return ExitStatus::Error;
+    }
     pages::fit(&settings);
     allocator::leave_memory_to_exit();
     let status = match dispatch(&cli.command, &settings) {
@@ -134,6 +139,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Check => check::run(settings),
         Command::Test(args) => test::run(settings, args),
         Command::Completions { shell } => show::completions(*shell),
+        Command::Workspace(command) => workspace::run(settings, command),
         Command::State(StateCommand::List) => state_list::run(settings),
         Command::State(StateCommand::Show { addr }) => state_show::run(settings, addr),
         Command::State(StateCommand::Rm { addrs }) => state_rm::run(settings, addrs),
@@ -170,9 +176,10 @@ pub struct GlobalArgs {
     /// State file of the local backend [default: <DIR>/state/<WORKSPACE>.json]
     #[arg(long, value_name = "PATH", global = true)]
     pub state: Option<PathBuf>,
-    /// Workspace: selects the state file
-    #[arg(long, value_name = "NAME", default_value = "default", env = "GPUPLAN_WORKSPACE", global = true)]
-    pub workspace: String,
+    /// Workspace: selects the state [default: `GPUPLAN_WORKSPACE`, else the one `gpuplan
+    /// workspace select` chose, else `default`]
+    #[arg(long, value_name = "NAME", global = true)]
+    pub workspace: Option<String>,
     /// Plain output without colours (also with `NO_COLOR` set or without a terminal)
     #[arg(long, global = true)]
     pub no_color: bool,
@@ -228,6 +235,9 @@ pub enum Command {
     Sim(SimCommand),
     /// Run the fleet's tests (`tests/*.test.hcl`) against private simulated clouds
     Test(TestArgs),
+    /// Workspaces: states of their own for one spec (`list`, `new`, `select`, `show`, `delete`)
+    #[command(subcommand)]
+    Workspace(workspace::WorkspaceCommand),
     /// Print shell completions for bash, zsh or fish
     Completions {
         #[arg(value_enum, value_name = "SHELL")]

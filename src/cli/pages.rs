@@ -104,7 +104,7 @@ mod tests {
         let global = super::super::GlobalArgs {
             dir: Some(dir.to_path_buf()),
             state: None,
-            workspace: "default".into(),
+            workspace: None,
             no_color: true,
             lock_timeout: std::time::Duration::ZERO,
             input: true,

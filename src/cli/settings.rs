@@ -26,6 +26,10 @@ pub struct Settings {
     /// Absolute state file: `--state PATH` (relative to `dir`), else `<dir>/state/<workspace>.json`.
     pub state_path: PathBuf,
     pub workspace: String,
+    /// Where [`Settings::workspace`] came from.
+    pub workspace_from: WorkspaceFrom,
+    /// `--state PATH` was given: the state file is named, not the workspace's own.
+    pub state_given: bool,
     pub lock_timeout: Duration,
     /// Colour on stdout / stderr: off with `--no-color`, a non-empty `NO_COLOR`, or no terminal.
     pub color_stdout: bool,
@@ -86,7 +90,8 @@ impl Settings {
 
     pub fn resolve_in(global: &GlobalArgs, vars: &[RawVar<'_>], env: Environment) -> Result<Settings, CliError> {
         let dir = working_dir(global.dir.as_deref(), &env.cwd)?;
-        let workspace = workspace_name(&global.workspace)?;
+        let (workspace, workspace_from) = chosen_workspace(global, &env.vars, &dir)?;
+        let workspace = workspace_name(&workspace, workspace_from)?;
         let state_path = match &global.state {
             Some(p) => absolute(&dir.join(p)),
             None => dir.join("state").join(format!("{workspace}.json")),
@@ -106,6 +111,8 @@ impl Settings {
             dir,
             state_path,
             workspace,
+            workspace_from,
+            state_given: global.state.is_some(),
             lock_timeout: global.lock_timeout,
             color_stdout: !no_color && env.stdout_tty,
             color_stderr: !no_color && env.stderr_tty,
@@ -176,16 +183,61 @@ fn working_dir(given: Option<&Path>, cwd: &Path) -> Result<PathBuf, CliError> {
     }
 }
 
-fn workspace_name(name: &str) -> Result<String, CliError> {
-    let ok = !name.is_empty()
-        && !name.starts_with('.')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok {
-        Ok(name.to_string())
-    } else {
-        Err(CliError::new(format!("invalid workspace name `{name}`"))
-            .hint("workspace names use letters, digits, `-`, `_` and `.`; each names `state/<workspace>.json`"))
+/// Where the workspace in use was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkspaceFrom {
+    Flag,
+    Env,
+    /// `gpuplan workspace select` (`state/.workspace`).
+    Selected,
+    Default,
+}
+
+impl WorkspaceFrom {
+    /// How the user chose it, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            WorkspaceFrom::Flag => "`--workspace`",
+            WorkspaceFrom::Env => "`GPUPLAN_WORKSPACE`",
+            WorkspaceFrom::Selected => "`state/.workspace` (`gpuplan workspace select`)",
+            WorkspaceFrom::Default => "the default",
+        }
     }
+}
+
+/// `--workspace`, else `GPUPLAN_WORKSPACE`, else the selection in `state/.workspace`, else
+/// `default` (Terraform's order: `TF_WORKSPACE` overrides the selected workspace).
+fn chosen_workspace(
+    global: &GlobalArgs,
+    vars: &BTreeMap<String, String>,
+    dir: &Path,
+) -> Result<(String, WorkspaceFrom), CliError> {
+    if let Some(w) = &global.workspace {
+        return Ok((w.clone(), WorkspaceFrom::Flag));
+    }
+    if let Some(w) = vars.get("GPUPLAN_WORKSPACE").filter(|w| !w.is_empty()) {
+        return Ok((w.clone(), WorkspaceFrom::Env));
+    }
+    let path = crate::engine::workspaces::selection_path(dir);
+    match crate::engine::workspaces::selected(dir) {
+        Ok(Some(w)) => Ok((w, WorkspaceFrom::Selected)),
+        Ok(None) => Ok((crate::engine::workspaces::DEFAULT.to_string(), WorkspaceFrom::Default)),
+        Err(e) => Err(CliError::new(format!("cannot read the selected workspace in `{}`: {e}", path.display()))
+            .hint("check the file's permissions, or remove it to use the `default` workspace")),
+    }
+}
+
+fn workspace_name(name: &str, from: WorkspaceFrom) -> Result<String, CliError> {
+    if crate::engine::workspaces::is_valid_name(name) {
+        return Ok(name.to_string());
+    }
+    let fix = match from {
+        WorkspaceFrom::Selected => "; fix or remove `state/.workspace`",
+        _ => "",
+    };
+    Err(CliError::new(format!("invalid workspace name `{name}` (from {})", from.describe())).hint(format!(
+        "workspace names use letters, digits, `-`, `_` and `.`, and do not end with `.sim`; each names `state/<workspace>.json`{fix}"
+    )))
 }
 
 /// `NAME=VALUE` → `(NAME, VALUE)`; the value may be empty or contain `=`.
@@ -209,7 +261,7 @@ mod tests {
         GlobalArgs {
             dir: dir.map(Path::to_path_buf),
             state: None,
-            workspace: "default".into(),
+            workspace: None,
             no_color: false,
             lock_timeout: Duration::ZERO,
             input: true,
@@ -305,9 +357,11 @@ mod tests {
 
     #[test]
     fn workspace_names_cannot_escape_the_state_dir() {
-        assert!(workspace_name("prod-eu_1").is_ok());
-        assert!(workspace_name("../etc").is_err());
-        assert!(workspace_name("a/b").is_err());
-        assert!(workspace_name("").is_err());
+        let name = |n| workspace_name(n, WorkspaceFrom::Flag);
+        assert!(name("prod-eu_1").is_ok());
+        assert!(name("../etc").is_err());
+        assert!(name("a/b").is_err());
+        assert!(name("").is_err());
+        assert!(name("dev.sim").is_err(), "`dev.sim.json` is workspace dev's simulated cloud");
     }
 }

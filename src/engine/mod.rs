@@ -7,6 +7,7 @@ pub mod preread;
 pub mod providers;
 pub mod refresh;
 pub mod run;
+pub mod workspaces;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -92,6 +92,22 @@ impl Backend {
         }
     }
 
+    /// Remove the state and its backup (`gpuplan workspace delete`), under `lock`.
+    pub fn delete_state(&self, lock: &StateLock) -> Result<(), StateError> {
+        match self {
+            Backend::Local(b) => b.delete_state(lock),
+            Backend::Remote(b) => b.delete_state(lock),
+        }
+    }
+
+    /// Whether there is a state yet (read-only: nothing is locked or created).
+    pub fn exists(&self) -> Result<bool, StateError> {
+        match self {
+            Backend::Local(b) => Ok(b.exists()),
+            Backend::Remote(b) => b.exists(),
+        }
+    }
+
     /// Start recording an apply on top of `base`.
     pub fn open_journal(&self, lock: &StateLock, base: &State) -> Result<Journal, StateError> {
         match self {

@@ -182,6 +182,18 @@ impl LocalBackend {
         Ok(())
     }
 
+    /// Remove the state and its backup (`gpuplan workspace delete`), under the lock, which
+    /// the caller holds and then releases. A journal must have been folded first.
+    pub fn delete_state(&self, lock: &StateLock) -> Result<(), StateError> {
+        self.check_lock(lock)?;
+        if self.journal_path().exists() {
+            return Err(StateError::PendingJournal { path: self.journal_path() });
+        }
+        fsutil::remove_if_exists(&self.path)?;
+        fsutil::remove_if_exists(&self.backup_path())?;
+        fsutil::sync_dir(fsutil::parent_dir(&self.path))
+    }
+
     fn check_lock(&self, lock: &StateLock) -> Result<(), StateError> {
         if lock.path() != self.lock_path() {
             return Err(StateError::WrongLock { path: self.path.clone(), lock_path: lock.path().to_path_buf() });

@@ -51,6 +51,8 @@ use super::lock::{LockInfo, LockTiming, count_renew_failure, count_takeover};
 use super::model::{FORMAT_VERSION, State};
 use crate::spec::backend::BackendConfig;
 
+mod workspaces;
+
 /// How often an apply on a remote backend makes its progress durable.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
 

@@ -58,3 +58,4 @@ mod state_s3;
 mod state_stores;
 mod test_cli;
 mod tf_habits;
+mod workspace_cli;

@@ -197,19 +197,77 @@ fn apply_writes_the_state_object_and_no_local_state_and_the_next_plan_is_clean()
     assert_eq!(node_count(&state, "gpu_pool.p0"), 2);
     assert_eq!(node_count(&state, "gpu_pool.p1"), 2);
     assert!(object(&b, "fleets/prod.json.lock").is_none(), "the lock is released");
-    assert!(object(&b, "fleets/prod.json.backup").is_some(), "the previous version is kept");
+    // The first write has no previous version to keep (`workspaces_live_in_the_store...`
+    // sees the backup of a second).
+    assert!(object(&b, "fleets/prod.json.backup").is_none(), "a backup of nothing");
 
     let plan = run(tmp.path(), &["plan", "--detailed-exitcode"]);
     assert_eq!(plan.code, 0, "a fresh runner sees the remote state:\n{}\n{}", plan.stdout, plan.stderr);
     let list = run(tmp.path(), &["state", "list"]);
     assert_eq!(list.stdout, "gpu_pool.p0\ngpu_pool.p1\n");
 
-    // Another workspace is another object: `env:/staging/fleets/prod.json`.
-    let ws = run_env(tmp.path(), &["apply", "--auto-approve"], &[("GPUPLAN_WORKSPACE", "staging")]);
+    // Another workspace is another object: `env:/staging/fleets/prod.json`. It must exist
+    // first (`init` makes the one chosen); a mistyped one is refused, writing nothing.
+    let staging = [("GPUPLAN_WORKSPACE", "staging")];
+    let missing = run_env(tmp.path(), &["apply", "--auto-approve"], &staging);
+    assert_eq!(missing.code, 1, "{}", missing.stderr);
+    assert!(missing.stderr.contains("workspace `staging` does not exist"), "{}", missing.stderr);
+    assert!(object(&b, "env:/staging/fleets/prod.json.lock").is_none(), "no lock taken");
+    assert!(object(&b, "env:/staging/fleets/prod.json").is_none(), "no state written");
+    let init = run_env(tmp.path(), &["init"], &staging);
+    assert!(init.code == 0 && init.stderr.contains("workspace `staging`"), "{}", init.stderr);
+    let ws = run_env(tmp.path(), &["apply", "--auto-approve"], &staging);
     assert_eq!(ws.code, 0, "{}", ws.stderr);
     let staged = object(&b, "env:/staging/fleets/prod.json").expect("the workspace's object");
     let staged: serde_json::Value = serde_json::from_slice(&staged).unwrap();
     assert_ne!(staged["lineage"], state["lineage"], "a workspace has its own lineage");
+}
+
+/// Workspaces of a remote backend are the store's: listed from `env:/`, made by `workspace
+/// new` (an empty state object), deleted with their objects; `default` is `key` itself.
+#[test]
+fn workspaces_live_in_the_store_and_are_listed_from_it() {
+    let (tmp, b) = setup(1);
+    let dir = tmp.path();
+    assert_eq!(run(dir, &["workspace", "list"]).stdout, "* default\n");
+    let new = run(dir, &["workspace", "new", "staging"]);
+    assert_eq!(new.code, 0, "{}", new.stderr);
+    assert!(new.stderr.contains("Switched to workspace `staging`"), "{}", new.stderr);
+    let empty: serde_json::Value =
+        serde_json::from_slice(&object(&b, "env:/staging/fleets/prod.json").expect("the new workspace's state"))
+            .unwrap();
+    assert_eq!(empty["resources"], serde_json::json!({}), "{empty}");
+    assert!(object(&b, "env:/staging/fleets/prod.json.lock").is_none(), "the lock is released");
+    assert!(object(&b, "fleets/prod.json").is_none(), "the default workspace is untouched");
+    // Another checkout, sharing only the store, sees it too.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.join("main.hcl"), other.path().join("main.hcl")).unwrap();
+    assert_eq!(run(other.path(), &["workspace", "list"]).stdout, "* default\n  staging\n");
+    let twice = run(other.path(), &["workspace", "new", "staging"]);
+    assert!(twice.code == 1 && twice.stderr.contains("already exists"), "{}", twice.stderr);
+
+    // The selected workspace is the one applied.
+    assert_eq!(run(dir, &["apply", "--auto-approve"]).code, 0);
+    assert!(object(&b, "fleets/prod.json").is_none(), "applied in staging, not default");
+    let state: serde_json::Value =
+        serde_json::from_slice(&object(&b, "env:/staging/fleets/prod.json").unwrap()).unwrap();
+    assert_eq!(node_count(&state, "gpu_pool.p0"), 2);
+    assert!(object(&b, "env:/staging/fleets/prod.json.backup").is_some(), "the empty state is kept as the backup");
+
+    assert_eq!(run(dir, &["workspace", "select", "default"]).code, 0);
+    let refused = run(dir, &["workspace", "delete", "staging"]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("still manages 1 resource(s) with 2 live node(s)"), "{}", refused.stderr);
+    assert!(object(&b, "env:/staging/fleets/prod.json").is_some(), "a refused delete removes nothing");
+    let forced = run(dir, &["workspace", "delete", "staging", "--force"]);
+    assert_eq!(forced.code, 0, "{}", forced.stderr);
+    assert!(forced.stderr.contains("keep running and billing"), "{}", forced.stderr);
+    for key in
+        ["env:/staging/fleets/prod.json", "env:/staging/fleets/prod.json.backup", "env:/staging/fleets/prod.json.lock"]
+    {
+        assert!(object(&b, key).is_none(), "{key} is left");
+    }
+    assert_eq!(run(dir, &["workspace", "list"]).stdout, "* default\n");
 }
 
 #[test]

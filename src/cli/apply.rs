@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::output;
-use super::{ApplyArgs, CliError, DestroyArgs, ExitStatus, Settings, common, load, outputs, runtime, verdicts};
+use super::{ApplyArgs, CliError, DestroyArgs, ExitStatus, Settings, addresses, common, load, outputs, runtime, verdicts};
 use crate::apply::ApplyOptions;
 use crate::engine::{self, run::PlanRequest};
 use crate::plan::Plan;
@@ -25,6 +25,11 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
         if let SpecFor::Saved { plan, .. } = &spec {
             engine::run::begin_state_of(&mut session, plan);
         }
+        // A mistyped target stops here, before a cloud is opened.
+        let targets = match &spec {
+            SpecFor::Planning(loaded) => addresses::targets(&args.target, &loaded.spec, &session.state)?,
+            SpecFor::Saved { .. } => Vec::new(),
+        };
         let (providers, sim) = engine::providers::build_with_sim(&ws, spec.for_providers(), &session.state, pre.sim)?;
         let plan = match spec {
             SpecFor::Saved { plan, digest, part, changed } => {
@@ -38,7 +43,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
             SpecFor::Planning(loaded) => {
                 let req = PlanRequest {
                     refresh: true,
-                    targets: args.target.clone(),
+                    targets,
                     destroy: false,
                     env: settings.env.clone(),
                     policies,
@@ -84,10 +89,11 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
     runtime::block_on(async move {
         let mut session = engine::open_session_preread(&ws, "destroy", pre.state)?;
         common::warn_stale_lock(&session);
+        let targets = addresses::targets(&args.target, &loaded.spec, &session.state)?;
         let (providers, sim) = engine::providers::build_with_sim(&ws, &loaded.spec, &session.state, pre.sim)?;
         let req = PlanRequest {
             refresh: true,
-            targets: args.target.clone(),
+            targets,
             destroy: true,
             env: settings.env.clone(),
             policies,
@@ -257,12 +263,32 @@ fn given_as_saved(
     if diags.has_errors() {
         return Ok(false);
     }
+    let targets = given_targets(&args.target, &plan.targets)?;
     let given =
-        Given { workspace: &settings.workspace, vars: &vars, targets: &args.target, overrides: &args.override_policy };
+        Given { workspace: &settings.workspace, vars: &vars, targets: &targets, overrides: &args.override_policy };
     inputs
         .check_given(&plan.targets, &given, &file.display().to_string())
         .map_err(|e| miette::Report::from(CliError::new(e.message).hint(e.hint)))?;
     Ok(true)
+}
+
+/// `--target`s given to `apply PLANFILE`, as the addresses they mean: a short name the
+/// plan's own targets resolve ([`addresses::resolve`]), or else the full address typed,
+/// which [`Given`]'s check then names as differing from the plan's.
+fn given_targets(inputs: &[String], saved: &[crate::addr::Address]) -> Result<Vec<crate::addr::Address>, CliError> {
+    let lookup = addresses::Lookup {
+        what: "resource",
+        place: "among the saved plan's targets".into(),
+        otherwise: "`apply PLANFILE` takes the plan's own targets, or none".into(),
+    };
+    let mut out = Vec::new();
+    for input in inputs {
+        match addresses::resolve(input, saved, &lookup) {
+            Ok(r) => out.push(r.address),
+            Err(e) => out.push(input.parse().map_err(|_| e)?),
+        }
+    }
+    Ok(out)
 }
 
 impl SpecFor {

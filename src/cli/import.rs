@@ -3,6 +3,8 @@
 //! type and image, zones joined, `desired` what runs, a `mix` that reproduces the
 //! spot/on-demand split), as a table, or written to a new file as `gpu_pool` and
 //! `import {}` blocks. Reads the cloud only; never writes over an existing file.
+//! `--provider` may be left out when the spec has one provider block. Terraform's form,
+//! `gpuplan import ADDR ID...`, is `import_ids.rs`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -14,26 +16,28 @@ use crate::providers::{Capacity, Node};
 use crate::spec::Spec;
 
 pub fn run(settings: &Settings, args: &ImportArgs) -> miette::Result<ExitStatus> {
+    if let Some(address) = &args.address {
+        return super::import_ids::run(settings, address, &args.ids, args.provider.as_deref());
+    }
     let spec = match crate::spec::load_dir(&settings.dir, &settings.load_options()) {
         Ok(l) if !l.diags.has_errors() => l.spec,
         _ => return Err(CliError::new("the spec does not load").hint("run `gpuplan validate`").into()),
     };
-    let block = spec.providers.get(&args.provider).ok_or_else(|| {
-        CliError::new(format!("the spec has no provider `{}`", args.provider)).hint(format!(
-            "add `provider \"{}\" {{ ... }}` first: its credentials and endpoint are used",
-            args.provider
-        ))
+    let provider = provider_name(&spec, args.provider.as_deref())?;
+    let block = spec.providers.get(&provider).ok_or_else(|| {
+        CliError::new(format!("the spec has no provider `{provider}`"))
+            .hint(format!("add `provider \"{provider}\" {{ ... }}` first: its credentials and endpoint are used"))
     })?;
-    let kind =
-        block.kind.value.ok_or_else(|| CliError::new(format!("provider `{}` has no known kind", args.provider)))?;
-    let region = args.region.clone().or_else(|| block.region.as_ref().map(|r| r.value.clone())).ok_or_else(|| {
-        CliError::new(format!("no region: provider `{}` sets none", args.provider)).hint("pass --region R")
-    })?;
+    let kind = block.kind.value.ok_or_else(|| CliError::new(format!("provider `{provider}` has no known kind")))?;
+    let region =
+        args.region.clone().or_else(|| block.region.as_ref().map(|r| r.value.clone())).ok_or_else(|| {
+            CliError::new(format!("no region: provider `{provider}` sets none")).hint("pass --region R")
+        })?;
     let filters = parse_filters(&args.filter)?;
-    let nodes = list(settings, &spec, &args.provider, &region, &filters)?;
-    let pools = group(&nodes, kind, &args.provider, &region);
+    let nodes = list(settings, &spec, &provider, &region, &filters)?;
+    let pools = group(&nodes, kind, &provider, &region);
     if pools.is_empty() {
-        output::stderr(&format!("No unmanaged GPU instances in {} region {region}.\n", args.provider));
+        output::stderr(&format!("No unmanaged GPU instances in {provider} region {region}.\n"));
         return Ok(ExitStatus::Success);
     }
     for p in pools.iter().filter(|p| p.uneven()) {
@@ -58,6 +62,24 @@ pub fn run(settings: &Settings, args: &ImportArgs) -> miette::Result<ExitStatus>
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// `--provider`, else the spec's only provider block; several are an error naming them.
+fn provider_name(spec: &Spec, given: Option<&str>) -> Result<String, CliError> {
+    if let Some(name) = given {
+        return Ok(name.to_string());
+    }
+    let names: Vec<&String> = spec.providers.keys().collect();
+    match names.as_slice() {
+        [only] => Ok(only.to_string()),
+        [] => Err(CliError::new("the spec has no provider block to look in")
+            .hint("add one, e.g. `provider \"aws\" { region = \"us-east-1\" }`, then run `gpuplan import` again")),
+        several => {
+            let listed: Vec<String> = several.iter().map(|n| format!("`{n}`")).collect();
+            Err(CliError::new(format!("the spec has {} provider blocks: {}", several.len(), listed.join(", ")))
+                .hint(format!("say which to look in: `--provider {}`", several[0])))
+        }
+    }
 }
 
 fn parse_filters(raw: &[String]) -> Result<Vec<(String, String)>, CliError> {

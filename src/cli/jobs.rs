@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::output::{self, Style};
-use super::{CliError, ExitStatus, JobsCommand, Settings, load, runtime, state_common};
+use super::{CliError, ExitStatus, JobsCommand, Settings, addresses, load, runtime, state_common};
 use crate::addr::Address;
 use crate::jobs::model::state_str;
 use crate::jobs::status::{self, JobSummary};
@@ -150,24 +150,18 @@ fn table<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String {
     out
 }
 
-/// The one job (instance) a name means, or an error naming what exists.
+/// The jobs (instances) a name means ([`addresses::resolve`]), or an error naming what exists.
 fn one<'j>(jobs: &'j [JobSummary], name: &str) -> Result<Vec<&'j JobSummary>, CliError> {
-    let target: Option<Address> =
-        if name.starts_with("job.") { name.parse().ok() } else { format!("job.{name}").parse().ok() };
-    let found: Vec<&JobSummary> = match &target {
-        Some(t) => jobs.iter().filter(|j| j.address.matches_target(t)).collect(),
-        None => vec![],
+    let known: Vec<Address> = jobs.iter().map(|j| j.address.clone()).collect();
+    let names: Vec<String> = known.iter().map(ToString::to_string).collect();
+    let otherwise = if names.is_empty() {
+        "no jobs are declared or recorded; add a `job` block to the spec".into()
+    } else {
+        format!("known jobs: {}", names.join(", "))
     };
-    if found.is_empty() {
-        let names: Vec<String> = jobs.iter().map(|j| j.address.to_string()).collect();
-        let hint = match crate::diag::did_you_mean(name, names.iter().map(String::as_str)) {
-            Some(n) => format!("did you mean `{n}`?"),
-            None if names.is_empty() => "no jobs are declared or recorded; add a `job` block to the spec".into(),
-            None => format!("known jobs: {}", names.join(", ")),
-        };
-        return Err(CliError::new(format!("no job `{name}`")).hint(hint));
-    }
-    Ok(found)
+    let lookup = addresses::Lookup { what: "job", place: "in the spec or the state".into(), otherwise };
+    let found = addresses::resolve(name, &known, &lookup)?;
+    Ok(jobs.iter().filter(|j| found.matches.contains(&j.address)).collect())
 }
 
 fn show(settings: &Settings, name: &str, json: bool) -> miette::Result<ExitStatus> {
@@ -351,16 +345,16 @@ fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
 fn render(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
     let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
     let spec = &loaded.spec;
-    let addrs = k8s::resolve(spec, name);
-    if addrs.is_empty() {
-        let names: Vec<String> = spec.jobs.keys().map(ToString::to_string).collect();
-        let hint = match crate::diag::did_you_mean(name, names.iter().map(String::as_str)) {
-            Some(n) => format!("did you mean `{n}`?"),
-            None if names.is_empty() => "the spec declares no `job` blocks".into(),
-            None => format!("jobs in the spec: {}", names.join(", ")),
-        };
-        return Err(CliError::new(format!("no job `{name}` in the spec")).hint(hint).into());
-    }
+    let names: Vec<String> = spec.jobs.keys().map(ToString::to_string).collect();
+    let otherwise = if names.is_empty() {
+        "the spec declares no `job` blocks".into()
+    } else {
+        format!("jobs in the spec: {}", names.join(", "))
+    };
+    let lookup = addresses::Lookup { what: "job", place: "in the spec".into(), otherwise };
+    let known: Vec<Address> = spec.jobs.keys().cloned().collect();
+    let found = addresses::resolve(name, &known, &lookup)?;
+    let addrs: Vec<&Address> = spec.jobs.keys().filter(|a| found.matches.contains(a)).collect();
     // The attempt and lineage a submission would carry now, when there is a state.
     let state = state_common::read(settings)?;
     let lineage = state.as_ref().map(|s| s.lineage.as_str());

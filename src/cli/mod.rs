@@ -9,6 +9,7 @@
 //! &PlanArgs) -> miette::Result<ExitStatus>`, or `async fn` wrapped in `runtime::block_on`)
 //! and add one arm to `dispatch`.
 
+mod addresses;
 mod allocator;
 mod apply;
 mod check;
@@ -21,6 +22,7 @@ mod exit;
 mod fmt;
 mod graph;
 mod import;
+mod import_ids;
 mod init;
 mod jobs;
 mod load;
@@ -54,7 +56,6 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::addr::Address;
 use crate::spec::model::ProviderKind;
 
 pub use error::CliError;
@@ -223,7 +224,8 @@ pub enum Command {
     Cost(CostArgs),
     /// Cheapest offers for a GPU model across clouds
     Offers(OffersArgs),
-    /// List GPU instances no gpuplan state owns; write pools and `import` blocks for them
+    /// List GPU instances no gpuplan state owns and write pools and `import` blocks for them;
+    /// or, given `ADDR ID...`, import those instances into that pool now
     Import(ImportArgs),
     /// Inspect and repair state
     #[command(subcommand)]
@@ -334,7 +336,7 @@ pub struct PlanArgs {
     pub refresh: bool,
     /// Plan only this resource and what it depends on (repeatable)
     #[arg(long, value_name = "ADDR")]
-    pub target: Vec<Address>,
+    pub target: Vec<String>,
     /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,
@@ -385,7 +387,7 @@ pub struct ApplyArgs {
     pub parallelism: u32,
     /// Apply only this resource and what it depends on (repeatable)
     #[arg(long, value_name = "ADDR")]
-    pub target: Vec<Address>,
+    pub target: Vec<String>,
     /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,
@@ -419,7 +421,7 @@ pub struct DestroyArgs {
     pub parallelism: u32,
     /// Destroy only this resource and what depends on it (repeatable)
     #[arg(long, value_name = "ADDR")]
-    pub target: Vec<Address>,
+    pub target: Vec<String>,
     /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,
@@ -552,9 +554,15 @@ pub struct OffersArgs {
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The provider block (its local name or alias) to look in
+    /// Import the instances IDs into this pool now, as an `import {}` block applied at once
+    #[arg(value_name = "ADDR", conflicts_with_all = ["region", "filter", "generate_config_out"])]
+    pub address: Option<String>,
+    /// Instance IDs on the pool's provider
+    #[arg(value_name = "ID", requires = "address")]
+    pub ids: Vec<String>,
+    /// The provider block (its local name or alias) [default: the only provider block]
     #[arg(long, value_name = "NAME")]
-    pub provider: String,
+    pub provider: Option<String>,
     /// The region [default: the provider block's]
     #[arg(long, value_name = "R")]
     pub region: Option<String>,
@@ -570,22 +578,22 @@ pub struct ImportArgs {
 pub enum StateCommand {
     /// List the addresses the state holds
     List,
-    /// Show one resource's recorded attributes
+    /// Show one resource's recorded attributes (`gpu_pool.train`, or `train` where only one kind has that name)
     Show {
         #[arg(value_name = "ADDR")]
-        addr: Address,
+        addr: String,
     },
     /// Forget resources without touching the clouds
     Rm {
         #[arg(value_name = "ADDR", required = true)]
-        addrs: Vec<Address>,
+        addrs: Vec<String>,
     },
     /// Rename a resource; a pool's instances are retagged in place, none replaced
     Mv {
         #[arg(value_name = "FROM")]
-        from: Address,
+        from: String,
         #[arg(value_name = "TO")]
-        to: Address,
+        to: String,
     },
     /// Remove a stale lock left by a crashed run
     Unlock {
@@ -649,7 +657,8 @@ pub enum JobsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show one job's replicas and their state
+    /// Show one job's replicas and their state (also `jobs show`)
+    #[command(visible_alias = "show")]
     Status {
         name: String,
         /// Machine-readable output

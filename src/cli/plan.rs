@@ -1,7 +1,7 @@
 //! `gpuplan plan`: refresh, diff and show what apply would do; `--out` saves it.
 
 use super::output;
-use super::{ExitStatus, PlanArgs, PlanFormat, Settings, common, load, runtime, verdicts};
+use super::{ExitStatus, PlanArgs, PlanFormat, Settings, addresses, common, load, runtime, verdicts};
 use crate::engine::{self, run::PlanRequest};
 use crate::plan::PlanInputs;
 use crate::render;
@@ -22,7 +22,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         let format = if args.json { PlanFormat::Json } else { args.format.unwrap_or(PlanFormat::Text) };
         let req = PlanRequest {
             refresh: args.refresh,
-            targets: args.target.clone(),
+            targets: addresses::targets(&args.target, &loaded.spec, &session.state)?,
             destroy: args.destroy,
             env: settings.env.clone(),
             policies,

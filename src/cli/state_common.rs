@@ -3,9 +3,10 @@
 
 use miette::Diagnostic;
 
+use super::addresses::{self, Lookup};
 use super::output::{self, Style};
 use super::{CliError, Settings};
-use crate::diag::did_you_mean;
+use crate::addr::Address;
 use crate::state::{Backend, State, StateError, StateLock};
 
 /// The library's diagnostic as the CLI's plain message plus hint.
@@ -57,17 +58,29 @@ pub fn warn_stale(lock: &StateLock, settings: &Settings) {
     }
 }
 
-/// `no resource `x` in state` with a did-you-mean, or a pointer to `state list`.
-pub fn unknown_address(address: &str, state: Option<&State>, settings: &Settings) -> CliError {
-    let path =
-        backend(settings).map(|b| location(&b)).unwrap_or_else(|_| crate::spec::display_path(&settings.state_path));
-    let Some(state) = state else {
-        return CliError::new(format!("no resource `{address}`: there is no state yet at `{path}`"))
-            .hint("`gpuplan apply` creates the state");
-    };
-    let error = CliError::new(format!("no resource `{address}` in state `{path}`"));
-    match did_you_mean(address, state.resources.keys().map(String::as_str)) {
-        Some(near) => error.hint(format!("did you mean `{near}`?")),
-        None => error.hint("`gpuplan state list` shows the addresses in state"),
+/// How the `state` commands look addresses up ([`super::addresses::resolve`]): in the
+/// state, named by where it lives.
+pub fn lookup(settings: &Settings) -> Lookup<'static> {
+    Lookup {
+        what: "resource",
+        place: format!("in state `{}`", state_path(settings)),
+        otherwise: "`gpuplan state list` shows the addresses in state".into(),
     }
+}
+
+fn state_path(settings: &Settings) -> String {
+    backend(settings).map(|b| location(&b)).unwrap_or_else(|_| crate::spec::display_path(&settings.state_path))
+}
+
+/// `input` as the one address it means in `state`, or why not (no state yet, no such
+/// resource with a did-you-mean, more than one).
+pub fn resolve_one(input: &str, state: Option<&State>, settings: &Settings) -> Result<Address, CliError> {
+    let Some(state) = state else { return Err(no_state(input, settings)) };
+    addresses::resolve_one(input, &addresses::in_state(state), &lookup(settings))
+}
+
+/// `no resource `x``: there is no state at all yet.
+pub fn no_state(address: &str, settings: &Settings) -> CliError {
+    CliError::new(format!("no resource `{address}`: there is no state yet at `{}`", state_path(settings)))
+        .hint("`gpuplan apply` creates the state")
 }

@@ -4,20 +4,22 @@
 //! terminated. Then one state write and a history entry.
 
 use super::output;
-use super::{CliError, ExitStatus, Settings, load, runtime};
+use super::{CliError, ExitStatus, Settings, load, runtime, state_common};
 use crate::addr::Address;
 use crate::engine;
 use crate::providers::{NodeState, TAG_ADDRESS, Tags};
 use crate::state::{JournalEntry, apply_entry};
 
-pub fn run(settings: &Settings, from: &Address, to: &Address) -> miette::Result<ExitStatus> {
-    if from.kind != to.kind {
-        return Err(CliError::new(format!("`{from}` cannot move to `{to}`: a move keeps the kind")).into());
-    }
+pub fn run(settings: &Settings, from: &str, to: &str) -> miette::Result<ExitStatus> {
     let Some(loaded) = load::valid_spec(settings)? else { return Ok(ExitStatus::Error) };
     let ws = settings.workspace().with_backend(&loaded.spec);
     runtime::block_on(async {
         let mut session = engine::open_session(&ws, "state mv")?;
+        if session.is_new() {
+            return Err(state_common::no_state(from, settings).into());
+        }
+        let from = state_common::resolve_one(from, Some(&session.state), settings)?;
+        let to = destination(&from, to)?;
         let (from_key, to_key) = (from.to_string(), to.to_string());
         if session.state.resources.contains_key(&to_key) {
             return Err(CliError::new(format!("the state already has `{to}`"))
@@ -25,9 +27,7 @@ pub fn run(settings: &Settings, from: &Address, to: &Address) -> miette::Result<
                 .into());
         }
         let Some(resource) = session.state.resources.get(&from_key) else {
-            return Err(CliError::new(format!("the state has no `{from}`"))
-                .hint("`gpuplan state list` shows what it has")
-                .into());
+            return Err(state_common::no_state(&from_key, settings).into());
         };
         let ids: Vec<String> =
             resource.nodes.iter().filter(|n| n.state != NodeState::Terminated).map(|n| n.id.clone()).collect();
@@ -55,4 +55,18 @@ pub fn run(settings: &Settings, from: &Address, to: &Address) -> miette::Result<
         output::stderr(&format!("Moved `{from}` to `{to}` ({} node(s) retagged in place)\n", ids.len()));
         Ok::<_, miette::Report>(ExitStatus::Success)
     })?
+}
+
+/// Where `to` moves `from`: a full address of the same kind, or a name alone, which keeps
+/// `from`'s kind (`state mv train trainer`).
+fn destination(from: &Address, to: &str) -> Result<Address, CliError> {
+    let typed =
+        if to.split('[').next().unwrap_or(to).contains('.') { to.to_string() } else { format!("{}.{to}", from.kind) };
+    let to: Address = typed.parse().map_err(|e: crate::addr::AddressError| {
+        CliError::new(e.to_string()).hint("the destination is `KIND.NAME`, or a name alone for the same kind")
+    })?;
+    if from.kind != to.kind {
+        return Err(CliError::new(format!("`{from}` cannot move to `{to}`: a move keeps the kind")));
+    }
+    Ok(to)
 }

@@ -2,27 +2,29 @@
 //! lock, all addresses checked first, one write, a history entry.
 
 use super::output::{self, Style};
-use super::{ExitStatus, Settings, state_common};
-use crate::addr::Address;
+use super::{ExitStatus, Settings, addresses, state_common};
 use crate::state::{JournalEntry, apply_entry};
 
-pub fn run(settings: &Settings, addresses: &[Address]) -> miette::Result<ExitStatus> {
+pub fn run(settings: &Settings, inputs: &[String]) -> miette::Result<ExitStatus> {
     let backend = state_common::backend(settings)?;
     let lock = backend.lock("state rm", settings.lock_timeout).map_err(state_common::cli_error)?;
     state_common::warn_stale(&lock, settings);
     let state = backend.recover(&lock).map_err(state_common::cli_error)?;
+    let Some(mut state) = state else {
+        return Err(state_common::no_state(&inputs[0], settings).into());
+    };
+    // Every address must exist before anything is removed: a typo must not half-apply.
+    // Without its key, an address removes every instance (as Terraform's does).
+    let known = addresses::in_state(&state);
+    let lookup = state_common::lookup(settings);
     let mut names: Vec<String> = Vec::new();
-    for name in addresses.iter().map(Address::to_string) {
-        if !names.contains(&name) {
-            names.push(name);
+    for input in inputs {
+        for name in addresses::resolve(input, &known, &lookup)?.matches.iter().map(ToString::to_string) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
         }
     }
-    // Every address must exist before anything is removed: a typo must not half-apply.
-    let known = |a: &String| state.as_ref().is_some_and(|s| s.resources.contains_key(a));
-    if let Some(missing) = names.iter().find(|a| !known(a)) {
-        return Err(state_common::unknown_address(missing, state.as_ref(), settings).into());
-    }
-    let Some(mut state) = state else { return Ok(ExitStatus::Success) };
 
     let live = |a: &String| state.resources[a].nodes.iter().filter(|n| n.is_live()).count();
     let nodes: usize = names.iter().map(live).sum();

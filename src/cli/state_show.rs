@@ -1,13 +1,12 @@
 //! `gpuplan state show ADDR`: one resource as recorded, pretty JSON on stdout.
 
 use super::{CliError, ExitStatus, Settings, output, state_common};
-use crate::addr::Address;
 
-pub fn run(settings: &Settings, address: &Address) -> miette::Result<ExitStatus> {
-    let address = address.to_string();
+pub fn run(settings: &Settings, input: &str) -> miette::Result<ExitStatus> {
     let state = state_common::read(settings)?;
+    let address = state_common::resolve_one(input, state.as_ref(), settings)?.to_string();
     let Some(resource) = state.as_ref().and_then(|s| s.resources.get(&address)) else {
-        return Err(state_common::unknown_address(&address, state.as_ref(), settings).into());
+        return Err(state_common::no_state(&address, settings).into());
     };
     let json =
         serde_json::to_string_pretty(resource).map_err(|e| CliError::new(format!("cannot encode `{address}`: {e}")))?;

@@ -222,12 +222,14 @@ pub fn to_yaml(jobs: &[K8sJob]) -> Result<String, serde_saphyr::ser::Error> {
 }
 
 /// The job instances a name on the command line means: `x`, `job.x` (every instance),
-/// `x[0]` or `job.x[0]`.
+/// `x[0]` or `job.x[0]` ([`crate::addr::resolve`]); none when it names no job (the CLI
+/// resolves the name itself first, to say why).
 pub fn resolve<'s>(spec: &'s Spec, name: &str) -> Vec<&'s Address> {
-    let target: Option<Address> =
-        if name.starts_with("job.") { name.parse().ok() } else { format!("job.{name}").parse().ok() };
-    let Some(target) = target else { return Vec::new() };
-    spec.jobs.keys().filter(|a| a.matches_target(&target)).collect()
+    let jobs: Vec<Address> = spec.jobs.keys().cloned().collect();
+    match crate::addr::resolve::resolve(name, &jobs) {
+        Ok(r) => spec.jobs.keys().filter(|a| r.matches.contains(a)).collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! cases in `tests/plan_cases/`, policy fixtures in `tests/policies/`, and insta
 //! snapshots in `tests/testsuite/snapshots/` (named `testsuite__<module>__<name>.snap`).
 
+mod addresses_cli;
 mod adopt_moto;
 mod adopt_sim;
 mod aws;

@@ -131,8 +131,8 @@ fn kill_9_mid_apply_leaves_exactly_the_remaining_work() {
 #[test]
 fn a_second_apply_fails_on_the_lock_naming_the_holder_and_the_first_completes() {
     let fleet = Fleet::new(&many_pools());
-    fleet.run(&["plan"]).expect(0); // creates the state: serial 1
-    assert_eq!(fleet.state().serial, 1);
+    fleet.run(&["plan"]).expect(0);
+    assert!(!fleet.state_path().exists(), "a plan writes no state");
     let env = [("GPUPLAN_SIM_LATENCY", "100ms")];
     let first = fleet.spawn(&["apply", "--auto-approve", "--parallelism", "2"], &env);
     let pid = first.id();
@@ -145,7 +145,7 @@ fn a_second_apply_fails_on_the_lock_naming_the_holder_and_the_first_completes() 
     let out = first.wait_with_output().expect("first apply ends");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let state = fleet.state();
-    assert_eq!(state.serial, 2, "one apply, one state write");
+    assert_eq!(state.serial, 1, "one apply, one state write");
     assert_eq!(state.resources.len(), POOLS);
     assert_eq!(fleet.live_tagged().len(), POOLS * DESIRED as usize);
 }
@@ -153,6 +153,9 @@ fn a_second_apply_fails_on_the_lock_naming_the_holder_and_the_first_completes() 
 #[test]
 fn a_truncated_state_file_is_refused_and_left_as_it_was() {
     let fleet = Fleet::new(&small_spec(2));
+    fleet.run(&["apply", "--auto-approve"]).expect(0);
+    // A second write keeps the first as the backup.
+    fleet.write_spec(&small_spec(3));
     fleet.run(&["apply", "--auto-approve"]).expect(0);
     let path = fleet.state_path();
     let backup = fleet.path().join("state/default.json.backup");

@@ -41,8 +41,10 @@ fn a_saved_plan_keeps_what_apply_needs_and_is_compact() {
     fleet.run(&["plan", "--out", "p.plan"]).expect(0);
     let path = fleet.path().join("p.plan");
     let plan = gpuplan::engine::planfile::load(&path).expect("the saved plan reads back");
-    let state = fleet.state();
-    assert_eq!((plan.lineage.as_str(), plan.serial), (state.lineage.as_str(), state.serial));
+    // Made before there was any state: serial 0, and a lineage of its own, which the
+    // state begins with when the plan is applied (checked at the end).
+    assert!(!fleet.state_path().exists(), "a plan writes no state");
+    assert_eq!(plan.serial, 0);
     assert!(plan.spec_digest.len() >= 12, "no spec digest: {}", plan.spec_digest);
     assert_eq!(plan.changes.len(), 3);
     assert!(plan.cost.is_some(), "the saved plan lost its cost report");
@@ -53,6 +55,10 @@ fn a_saved_plan_keeps_what_apply_needs_and_is_compact() {
     assert_eq!(gpuplan::engine::planfile::load(&again).unwrap(), plan);
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(bytes[..2], [0x1f, 0x8b], "a plan file is a gzip stream");
+    fleet.run(&["apply", "p.plan"]).expect(0);
+    let state = fleet.state();
+    assert_eq!((state.lineage.as_str(), state.serial), (plan.lineage.as_str(), 1));
+    assert!(fleet.live_tagged().iter().all(|n| n.tags.get("gpuplan:lineage") == Some(plan.lineage.as_str())));
 }
 
 #[test]

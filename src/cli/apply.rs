@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use super::output;
-use super::{ApplyArgs, CliError, DestroyArgs, ExitStatus, Settings, addresses, common, load, outputs, runtime, verdicts};
+use super::{
+    ApplyArgs, CliError, DestroyArgs, ExitStatus, Settings, addresses, common, load, outputs, runtime, verdicts,
+};
 use crate::apply::ApplyOptions;
 use crate::engine::{self, run::PlanRequest};
 use crate::plan::Plan;

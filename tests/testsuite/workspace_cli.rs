@@ -165,7 +165,7 @@ fn init_makes_the_workspace_it_is_given() {
     assert!(refused.code == 1 && refused.stderr.contains("`--state` names one state file"), "{}", refused.stderr);
 }
 
-/// `plan`, `validate`, `cost`, `show`, `state list|show`, `graph`, `drift` and `jobs`
+/// `plan`, `validate`, `cost`, `show`, `state list|show`, `output`, `graph`, `drift` and `jobs`
 /// create nothing, before the first apply (not even `state/`) and after it (the state file
 /// unchanged), and no lock file outlives any command.
 #[test]
@@ -176,7 +176,7 @@ fn read_only_commands_write_nothing_and_no_lock_file_outlives_a_command() {
     let saved = plan_file.path().join("p.plan");
     let saved = saved.to_str().unwrap();
     std::fs::write(dir.join("main.hcl"), include_str!("../../src/cli/templates/main.hcl")).unwrap();
-    let reads: [&[&str]; 11] = [
+    let reads: [&[&str]; 12] = [
         &["plan"],
         &["plan", "--out", saved],
         &["plan", "--json"],
@@ -188,6 +188,7 @@ fn read_only_commands_write_nothing_and_no_lock_file_outlives_a_command() {
         &["drift"],
         &["jobs"],
         &["jobs", "status", "hello"],
+        &["output"],
     ];
     let before = listing(dir);
     assert_eq!(names(&before), ["main.hcl"]);

@@ -388,7 +388,7 @@ fn state_push_checks_lineage_and_serial_and_pull_prints_the_state() {
 
     let file = tmp.path().join("old.json");
     let mut old = pulled.clone();
-    old["serial"] = 1.into();
+    old["serial"] = (pulled["serial"].as_u64().unwrap() - 1).into();
     std::fs::write(&file, serde_json::to_vec(&old).unwrap()).unwrap();
     let refused = run(tmp.path(), &["state", "push", "old.json"]);
     assert_eq!(refused.code, 1, "{}", refused.stderr);

@@ -15,11 +15,13 @@ pub enum WorkspaceCommand {
     List,
     /// Create a workspace (an empty state of its own) and switch to it
     New {
+        /// Letters, digits, `-`, `_` and `.`; its state is `state/NAME.json` (or `env:/NAME/<key>`)
         #[arg(value_name = "NAME")]
         name: String,
     },
     /// Switch to an existing workspace (kept in `state/.workspace`)
     Select {
+        /// A workspace that exists (`gpuplan workspace list`)
         #[arg(value_name = "NAME")]
         name: String,
     },
@@ -28,6 +30,7 @@ pub enum WorkspaceCommand {
     /// Delete a workspace's state: not `default`, not the current one, and, unless
     /// `--force`, not one whose state still manages resources
     Delete {
+        /// A workspace that exists, other than `default` and the current one
         #[arg(value_name = "NAME")]
         name: String,
         /// Delete even a state that still manages resources (they keep running and billing)

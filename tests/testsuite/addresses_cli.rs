@@ -52,6 +52,33 @@ fn project() -> tempfile::TempDir {
     tmp
 }
 
+/// A saved plan's `--target` and `plan --destroy`'s take the same addresses: `apply
+/// PLANFILE --target NAME` means the plan's own target by its short name, and a mistyped
+/// destroy target is refused before anything is planned or saved.
+#[test]
+fn saved_and_destroy_plans_take_the_same_addresses() {
+    let tmp = project();
+    let dir = tmp.path();
+    let r = fails(
+        dir,
+        &["plan", "--destroy", "--target", "gpu_pool.strater", "--out", "d.plan"],
+        "no resource `gpu_pool.strater`",
+        "did you mean `gpu_pool.starter`?",
+    );
+    assert!(!r.stdout.contains("No changes") && !dir.join("d.plan").exists(), "{}", r.stdout);
+    ok(dir, &["plan", "--target", "gpu_pool.starter", "--out", "p.plan"]);
+    fails(
+        dir,
+        &["apply", "p.plan", "--target", "quota.starter"],
+        "the plan was saved with --target gpu_pool.starter",
+        "drop --target",
+    );
+    let applied = ok(dir, &["apply", "p.plan", "--target", "starter"]);
+    assert!(applied.stderr.contains("Apply complete! Resources: 1 added"), "{}", applied.stderr);
+    let listed = ok(dir, &["state", "list"]);
+    assert_eq!(listed.stdout.trim(), "gpu_pool.starter");
+}
+
 #[test]
 fn a_mistyped_target_is_an_error_never_no_changes() {
     let tmp = project();

@@ -864,7 +864,7 @@ pub fn incarnation(state: &State, rec: Option<&JobRecord>) -> String {
 /// hashed to a valid label value.
 pub fn run_label(lineage: &str, job: &Address, incarnation: &str, attempt: u32) -> String {
     let digest = Sha256::digest(format!("{lineage}|{job}|{incarnation}|{attempt}").as_bytes());
-    let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    let hex = crate::hex::hex(&digest[..12]);
     format!("r{attempt}-{hex}")
 }
 
@@ -873,7 +873,7 @@ pub fn run_label(lineage: &str, job: &Address, incarnation: &str, attempt: u32) 
 pub fn token(lineage: &str, job: &Address, incarnation: &str, replica: u32, attempt: u32) -> String {
     let seed = format!("{lineage}|{job}|{incarnation}|{replica}|{attempt}");
     let digest = Sha256::digest(seed.as_bytes());
-    let hex: String = digest.iter().take(20).map(|b| format!("{b:02x}")).collect();
+    let hex = crate::hex::hex(&digest[..20]);
     format!("gj-{hex}")
 }
 

@@ -11,67 +11,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
 use crate::addr::{Address, Kind};
 use crate::diag::Span;
 use crate::json_text::JsonText;
+// The adoption types are plan data: they live in the plan's model, beside `PlanError`.
 use crate::plan::model::PlanError;
+pub use crate::plan::model::{AdoptAction, Adoption};
 use crate::providers::{Node, NodeState, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, Tags};
 use crate::spec::Spec;
 use crate::state::{ResourceState, State};
-
-/// What an [`Adoption`] does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AdoptAction {
-    /// Running instances become the pool's nodes: tagged and recorded, nothing launched.
-    Import,
-    /// A resource changes address: its instances' address tag is updated in place.
-    Move,
-    /// `removed { lifecycle { destroy = false } }`: gpuplan's tags come off, the state
-    /// forgets it, the instances keep running.
-    Forget,
-}
-
-impl AdoptAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AdoptAction::Import => "import",
-            AdoptAction::Move => "move",
-            AdoptAction::Forget => "forget",
-        }
-    }
-}
-
-/// One resource imported, moved or forgotten, with its instances.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Adoption {
-    pub action: AdoptAction,
-    /// Where the resource ends up (import, move), or the resource let go of (forget).
-    pub address: Address,
-    /// The address it moves from (move).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<Address>,
-    /// The provider block's local name and the region of the instances.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
-    /// The instances, with their tags as they will be (import, move) or are (forget).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nodes: Vec<Node>,
-    /// Tags set on every instance.
-    #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    pub set_tags: Tags,
-    /// Tag keys taken off every instance.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub remove_tags: Vec<String>,
-    /// An import into a pool the state does not hold yet: its record, configuration
-    /// from the spec, written before the instances.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource: Option<ResourceState>,
-}
 
 /// The world as the diff should see it, and what apply must do first to make it so.
 #[derive(Debug, Default)]

@@ -1,6 +1,7 @@
 //! Planning: diff(Spec, observed state) → [`Plan`]. Pure: no I/O, no clock, no randomness.
 
 pub mod adopt;
+pub mod context;
 pub mod diff;
 pub mod inputs;
 pub mod keep;

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use crate::addr::Address;
 use crate::json_text::JsonText;
 use crate::plan::report::{CostReport, PolicyResult};
-use crate::providers::{Capacity, CreateNodes, Node};
+use crate::providers::{Capacity, CreateNodes, Node, Tags};
 use crate::spec::model::Fallback;
+use crate::state::ResourceState;
 
 /// The version of `plan --json`'s document (docs/design/files.md).
 pub const FORMAT_VERSION: u32 = 1;
@@ -402,6 +403,58 @@ pub struct PlanNote {
     pub message: String,
 }
 
+/// What an [`Adoption`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdoptAction {
+    /// Running instances become the pool's nodes: tagged and recorded, nothing launched.
+    Import,
+    /// A resource changes address: its instances' address tag is updated in place.
+    Move,
+    /// `removed { lifecycle { destroy = false } }`: gpuplan's tags come off, the state
+    /// forgets it, the instances keep running.
+    Forget,
+}
+
+impl AdoptAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdoptAction::Import => "import",
+            AdoptAction::Move => "move",
+            AdoptAction::Forget => "forget",
+        }
+    }
+}
+
+/// One resource imported, moved or forgotten, with its instances.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Adoption {
+    pub action: AdoptAction,
+    /// Where the resource ends up (import, move), or the resource let go of (forget).
+    pub address: Address,
+    /// The address it moves from (move).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Address>,
+    /// The provider block's local name and the region of the instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// The instances, with their tags as they will be (import, move) or are (forget).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<Node>,
+    /// Tags set on every instance.
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub set_tags: Tags,
+    /// Tag keys taken off every instance.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_tags: Vec<String>,
+    /// An import into a pool the state does not hold yet: its record, configuration
+    /// from the spec, written before the instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<ResourceState>,
+}
+
 /// A refusal found while planning (e.g. `prevent_destroy`): the plan cannot be applied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanError {
@@ -502,7 +555,7 @@ pub struct Plan {
     /// Imports, moves and forgets (`import`, `moved`, `removed` blocks): apply retags
     /// and records these first, launching and terminating nothing for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub adoptions: Vec<crate::plan::adopt::Adoption>,
+    pub adoptions: Vec<Adoption>,
     /// Each floating pool's candidates, prices and choice (docs/design/floating-pools.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placements: Vec<PlacementDecision>,
@@ -669,12 +722,7 @@ impl Plan {
                 Action::NoOp | Action::Read => {}
             }
         }
-        s.import = self
-            .adoptions
-            .iter()
-            .filter(|a| a.action == crate::plan::adopt::AdoptAction::Import)
-            .map(|a| a.nodes.len())
-            .sum();
+        s.import = self.adoptions.iter().filter(|a| a.action == AdoptAction::Import).map(|a| a.nodes.len()).sum();
         self.summary = s;
     }
 }

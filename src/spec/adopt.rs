@@ -12,8 +12,8 @@ use crate::addr::{Address, InstanceKey, Kind};
 use crate::diag::{Diagnostic, Span};
 use crate::spec::eval::Value;
 use crate::spec::fields::{Cx, Fields, Reported, type_error};
-use crate::spec::model::Spanned;
 use crate::spec::raw::{Block, Expr, ExprKind, Step};
+use crate::spec::spanned::Spanned;
 
 /// `moved { from = gpu_pool.a  to = gpu_pool.b }`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

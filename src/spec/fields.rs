@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::addr::{Address, Kind};
 use crate::diag::{Diagnostic, Diagnostics, Span, did_you_mean};
 use crate::spec::eval::{EvalError, Scope, Value, eval, format_number};
-use crate::spec::model::{Duration, Spanned};
 use crate::spec::raw::{Block, Body, Expr, ExprKind, Ident, ObjectKey, Step};
+use crate::spec::spanned::{Duration, Spanned};
 
 /// A problem was already pushed to the diagnostics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -598,7 +598,7 @@ fn check_declared(cx: &mut Cx<'_, '_>, addr: Address, span: Span) -> Result<Span
 
 /// `KIND.NAME` (or `KIND.NAME[KEY]`) written as a reference: its kind, name and the steps
 /// after the kind. An address-valued attribute resolves such a reference from the syntax
-/// and never evaluates it ([`address_of`]); decoding relies on that (`decode::references`).
+/// and never evaluates it ([`address_of`]); decoding relies on that (`order::references`).
 pub(crate) fn named_reference(e: &Expr) -> Option<(Kind, &Ident, &[Step])> {
     let ExprKind::Traversal { root, steps } = &e.kind else { return None };
     let kind = Kind::parse(&root.name)?;

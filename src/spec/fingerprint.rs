@@ -76,7 +76,7 @@ fn file_name(shown: &str) -> String {
 }
 
 fn digest(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::hex(&Sha256::digest(bytes))
 }
 
 #[cfg(test)]

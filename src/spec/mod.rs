@@ -1,7 +1,8 @@
 //! The spec language: HCL and YAML files → raw tree (spans) → typed, validated [`Spec`].
 //!
 //! - `hcl.rs`, `yaml.rs`: parse one file into the format-independent [`raw`] tree.
-//! - `eval.rs`: evaluate expressions (references, interpolation, functions).
+//! - `eval.rs`: evaluate expressions (references, interpolation, functions) over the
+//!   values and scope of `value.rs`, which `functions/` shares.
 //! - `decode.rs`: schema-driven decoding of blocks into the typed [`model`], reporting
 //!   every problem (unknown attributes, types, ranges, references) in one pass.
 //! - `validate.rs`: cross-resource checks against the catalog and the providers;
@@ -18,11 +19,16 @@ pub mod fingerprint;
 pub mod functions;
 pub mod hcl;
 pub mod model;
+mod order;
+pub mod pool_blocks;
 pub mod raw;
+pub mod spanned;
 #[cfg(test)]
 mod tests;
 pub mod validate;
+pub mod value;
 pub mod varfile;
+pub mod variables;
 pub mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -280,3 +280,18 @@ impl Body {
         self.attrs.iter().find(|a| a.key.name == name)
     }
 }
+
+/// A block's first label: its name (`"train"` of `gpu_pool "train"`); empty if it has none.
+pub fn label(b: &Block) -> &str {
+    b.labels.first().map(|l| l.name.as_str()).unwrap_or("")
+}
+
+/// The block's header: `gpu_pool "train"` in HCL; just the name in YAML, where the kind is
+/// the plural key further up (YAML block spans start at the name).
+pub fn head(b: &Block) -> Span {
+    match (b.labels.first(), b.labels.last()) {
+        (Some(first), Some(last)) if b.span.start > b.kind.span.start => first.span.join(last.span),
+        (_, Some(last)) => b.kind.span.join(last.span),
+        _ => b.kind.span,
+    }
+}

@@ -29,7 +29,7 @@ use serde_json::Value as Json;
 use crate::addr::Address;
 use crate::catalog;
 use crate::json_text::JsonText;
-use crate::plan::diff::{IMMUTABLE, PlanInput, changed_text, copy_path};
+use crate::plan::context::{IMMUTABLE, PlanInput, changed_text, copy_path};
 use crate::plan::model::*;
 use crate::plan::shape::{self, PoolShape};
 use crate::providers::{Node, NodeState};
@@ -37,6 +37,7 @@ use crate::spec::model::GpuPool;
 use crate::state::ResourceState;
 
 pub(crate) use busy::JobNodes;
+use nodes::Held;
 pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
 pub(crate) use removed::{keep_deferred_jobs, removed};
 
@@ -85,18 +86,7 @@ impl ConfigTexts {
 pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
     let shape = cx.pool.and_then(|p| shape::shape(cx.input.spec, p, cat));
     if cx.pool.is_some() && shape.is_none() {
-        // Validation refuses such a spec first; should a pool slip through, the plan says
-        // so rather than planning it as zero nodes at zero cost.
-        plan.errors.push(PlanError {
-            address: cx.addr.clone(),
-            message: format!(
-                "gpuplan cannot place `{}`: no instance type or zone of its region sells its GPU shape",
-                cx.addr
-            ),
-            hint: Some("run `gpuplan validate` to see what the region offers".into()),
-            location: None,
-            span: None,
-        });
+        plan.errors.push(unplaceable(cx.addr));
         return None;
     }
     let Drift { items, adopt, forget } = observe_drift(cx);
@@ -118,17 +108,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     let (mut deletes, deferred) = busy::defer(deletes, cx.jobs);
     // A stopped node serves no job: it goes whatever the jobs say.
     deletes.extend(sorted(&cx.stopped).into_iter().map(|node| delete(node, STOPPED)));
-    let (od, spot) = shape::split(n, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
-    // On-demand nodes standing in for spot ones stay on-demand (and cost as such).
-    let swapped = held.iter().filter(|h| h.capacity != h.preferred_capacity).count() as u32;
-    // Nodes whose removal is deferred stay after this plan (and cost until they go).
-    let kept_spot = deferred.iter().filter(|d| d.capacity == crate::providers::Capacity::Spot).count() as u32;
-    let kept_od = deferred.len() as u32 - kept_spot;
-    let after = NodeCounts {
-        on_demand: od + swapped + kept_od,
-        spot: spot - swapped + kept_spot,
-        gpus_per_node: shape.gpus_per_node,
-    };
+    let after = after_counts(n, pool, &shape, &held, &deferred);
     let record = cx.prior.and_then(|p| p.fallback.as_ref());
     let fell_back = if held.is_empty() { None } else { record.cloned() };
     let retry_preferred = if retry { record.cloned() } else { None };
@@ -202,6 +182,35 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         }),
         after_changes: vec![],
     })
+}
+
+/// A pool no instance type or zone of its region can hold. Validation refuses such a
+/// spec first; should a pool slip through, the plan says so rather than planning it as
+/// zero nodes at zero cost.
+fn unplaceable(addr: &Address) -> PlanError {
+    PlanError {
+        address: addr.clone(),
+        message: format!("gpuplan cannot place `{addr}`: no instance type or zone of its region sells its GPU shape"),
+        hint: Some("run `gpuplan validate` to see what the region offers".into()),
+        location: None,
+        span: None,
+    }
+}
+
+/// The pool's nodes after the plan: `n` split by its mix, with the on-demand nodes held
+/// in place of spot ones and the nodes whose removal is deferred.
+fn after_counts(n: u32, pool: &GpuPool, shape: &PoolShape, held: &[Held], deferred: &[DeferredDelete]) -> NodeCounts {
+    let (od, spot) = shape::split(n, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
+    // On-demand nodes standing in for spot ones stay on-demand (and cost as such).
+    let swapped = held.iter().filter(|h| h.capacity != h.preferred_capacity).count() as u32;
+    // Nodes whose removal is deferred stay after this plan (and cost until they go).
+    let kept_spot = deferred.iter().filter(|d| d.capacity == crate::providers::Capacity::Spot).count() as u32;
+    let kept_od = deferred.len() as u32 - kept_spot;
+    NodeCounts {
+        on_demand: od + swapped + kept_od,
+        spot: spot - swapped + kept_spot,
+        gpus_per_node: shape.gpus_per_node,
+    }
 }
 
 /// The note for a pool whose nodes stay in their fallback placement: where they are,

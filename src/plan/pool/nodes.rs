@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use sha2::{Digest, Sha256};
 
 use super::{PoolCtx, delete, sorted};
-use crate::plan::diff::hex;
+use crate::hex::hex;
 use crate::plan::keep;
 use crate::plan::model::{NodeDelete, ScaleAction};
 use crate::plan::shape::{self, PoolShape};

@@ -38,7 +38,7 @@ fn client_token(token: &str, suffix: usize) -> String {
     if t.len() <= 64 && t.is_ascii() {
         return t;
     }
-    let h: String = Sha256::digest(t.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let h = crate::hex::hex(&Sha256::digest(t.as_bytes()));
     format!("gp-{}", &h[..48])
 }
 

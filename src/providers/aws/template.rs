@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use super::errors::from_sdk;
 use super::nodes::filter;
 use super::{AwsProvider, Bucket, read};
+use crate::hex::hex;
 use crate::providers::{CreateNodes, ErrorClass, ProviderError, TAG_LINEAGE, TAG_MANAGED};
 
 /// A launch template version to launch with.
@@ -58,10 +59,6 @@ pub fn template_name(lineage: &str, pool: &str) -> String {
         name = format!("{name}-{digest}");
     }
     name
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// What goes into the template, and its digest.

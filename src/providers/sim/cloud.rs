@@ -18,7 +18,8 @@ use serde::Serialize;
 use super::config::SimConfig;
 use super::error::SimError;
 use super::store::Store;
-use super::world::{Change, JobEnd, Record, SimNode, World, now_ms};
+use super::trace;
+use super::world::{Change, Record, SimNode, TraceRow, World, end_nodes, now_ms};
 use super::{catalog_check, rng};
 use crate::addr::Address;
 use crate::providers::{Capacity, JobState, Node, NodeState, Tags};
@@ -74,6 +75,15 @@ impl Inner {
             let _ = self.store.compact(&mut self.world);
         }
         Ok(())
+    }
+
+    /// Reclaim the spot nodes of every trace row with `available_nodes = 0` that the sim
+    /// clock passed since the last call ([`trace::reclaims_due`]), and record that it did.
+    pub fn trace_reclaims(&mut self) -> Result<(), SimError> {
+        match trace::reclaims_due(&self.world) {
+            Some(changes) => self.commit(changes),
+            None => Ok(()),
+        }
     }
 
     /// The next id from the seed and the persisted counter, skipping any id in use (only
@@ -192,7 +202,7 @@ impl SimCloud {
             return Err(too_far());
         }
         inner.commit(vec![Change::Clock { offset_ms }])?;
-        super::trace::trace_reclaims(&mut inner)?;
+        inner.trace_reclaims()?;
         Ok(inner.world.now_ms())
     }
 
@@ -277,24 +287,12 @@ impl SimCloud {
     pub fn stats(&self) -> SimStats {
         self.lock().stats.clone()
     }
-}
 
-/// Changes that move `ids` (those not already ended) to `state` and end their running jobs.
-pub(super) fn end_nodes(world: &World, ids: &[String], state: NodeState, job: JobState, why: &str) -> Vec<Change> {
-    let ids: Vec<String> = ids
-        .iter()
-        .filter(|id| world.nodes.get(*id).is_some_and(|n| n.state != NodeState::Terminated && n.state != state))
-        .cloned()
-        .collect();
-    if ids.is_empty() {
-        return Vec::new();
+    /// Load a price and capacity trace ([`trace::parse`]), replacing any earlier one; its
+    /// reclaims already due happen now.
+    pub fn load_trace(&self, rows: Vec<TraceRow>) -> Result<(), SimError> {
+        let mut inner = self.lock();
+        inner.commit(vec![Change::Trace { rows }])?;
+        inner.trace_reclaims()
     }
-    let now = world.now_ms();
-    let jobs = world.running_jobs_on(&ids, now);
-    let mut changes = vec![Change::NodeState { ids, state }];
-    if !jobs.is_empty() {
-        changes
-            .push(Change::JobsEnded { ids: jobs, end: JobEnd { state: job, at_ms: now, message: Some(why.into()) } });
-    }
-    changes
 }

@@ -2,7 +2,7 @@
 //!
 //! A job runs for the configured `job_duration` of wall-clock time from launch, then
 //! succeeds, or fails when the failure-injection draw for its id counter says so. Reclaims
-//! and terminations of its node end it early (see `cloud::end_nodes`).
+//! and terminations of its node end it early (see `world::end_nodes`).
 
 use super::catalog_check::invalid;
 use super::cloud::SimCloud;

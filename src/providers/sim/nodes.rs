@@ -5,9 +5,9 @@
 use std::collections::HashSet;
 
 use super::catalog_check::{invalid, placeable};
-use super::cloud::{Inner, SimCloud, end_nodes};
+use super::cloud::{Inner, SimCloud};
 use super::rng::{self, Stream};
-use super::world::{Change, SimNode, TokenRecord};
+use super::world::{Change, SimNode, TokenRecord, end_nodes};
 use crate::providers::{
     Capacity, CreateNodes, CreateResult, ErrorClass, JobState, ListFilter, Node, NodeState, ProviderError, TAG_LINEAGE,
     TAG_MANAGED,
@@ -137,7 +137,7 @@ impl SimCloud {
             self.begin(&mut inner, "list_nodes")?;
             super::catalog_check::check_region(&filter.region)?;
             // The trace's reclaims the clock passed happen before the cloud answers.
-            super::trace::trace_reclaims(&mut inner).map_err(|e| invalid("SimTrace", e.to_string()))?;
+            inner.trace_reclaims().map_err(|e| invalid("SimTrace", e.to_string()))?;
         }
         inner.stats.pages += 1;
         let from = match after {

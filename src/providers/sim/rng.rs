@@ -13,7 +13,7 @@ pub fn id(prefix: &str, seed: u64, counter: u64) -> String {
     h.update(seed.to_le_bytes());
     h.update(counter.to_le_bytes());
     let digest = h.finalize();
-    let mut hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let mut hex = crate::hex::hex(&digest);
     hex.truncate(17);
     format!("{prefix}{hex}")
 }

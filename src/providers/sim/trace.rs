@@ -9,9 +9,8 @@
 //! spot nodes running there.
 
 use super::catalog_check::check_region;
-use super::cloud::{Inner, SimCloud, end_nodes};
 use super::error::SimError;
-use super::world::{Change, TraceRow, World};
+use super::world::{Change, TraceRow, World, end_nodes};
 use crate::catalog::catalog;
 use crate::providers::{Capacity, JobState, NodeState, Offer};
 use crate::spec::model::ProviderKind;
@@ -77,21 +76,12 @@ fn row(line: &str) -> Result<TraceRow, String> {
     })
 }
 
-impl SimCloud {
-    /// Load a trace, replacing any earlier one; its reclaims already due happen now.
-    pub fn load_trace(&self, rows: Vec<TraceRow>) -> Result<(), SimError> {
-        let mut inner = self.lock();
-        inner.commit(vec![Change::Trace { rows }])?;
-        trace_reclaims(&mut inner)
-    }
-}
-
-/// Reclaim the spot nodes of every trace row with `available_nodes = 0` that the sim clock
-/// passed since the last call. A fact once done: recorded with [`Change::TraceDone`].
-pub(super) fn trace_reclaims(inner: &mut Inner) -> Result<(), SimError> {
-    let world = &inner.world;
+/// The changes that reclaim the spot nodes of every trace row with `available_nodes = 0`
+/// that the sim clock passed since the last reclaim, ending with [`Change::TraceDone`] (a
+/// fact once done); `None` when no row was passed, and nothing is to be recorded.
+pub(super) fn reclaims_due(world: &World) -> Option<Vec<Change>> {
     if world.trace.is_empty() {
-        return Ok(());
+        return None;
     }
     let now = world.now_ms();
     let due: Vec<&TraceRow> = world
@@ -101,7 +91,7 @@ pub(super) fn trace_reclaims(inner: &mut Inner) -> Result<(), SimError> {
         .filter(|r| r.capacity == Capacity::Spot && r.available_nodes == Some(0))
         .collect();
     if world.trace.iter().all(|r| r.at_ms <= world.trace_done_ms || r.at_ms > now) {
-        return Ok(());
+        return None;
     }
     let mut ids = Vec::new();
     for r in &due {
@@ -119,7 +109,7 @@ pub(super) fn trace_reclaims(inner: &mut Inner) -> Result<(), SimError> {
     let why = "node reclaimed (spot): the trace leaves no spot capacity in its region";
     let mut changes = end_nodes(world, &ids, NodeState::Reclaimed, JobState::Preempted, why);
     changes.push(Change::TraceDone { ms: now });
-    inner.commit(changes)
+    Some(changes)
 }
 
 /// The GPU model of a sim instance type.

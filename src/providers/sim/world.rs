@@ -483,6 +483,26 @@ impl World {
     }
 }
 
+/// Changes that move `ids` (those not already ended) to `state` and end their running jobs.
+pub fn end_nodes(world: &World, ids: &[String], state: NodeState, job: JobState, why: &str) -> Vec<Change> {
+    let ids: Vec<String> = ids
+        .iter()
+        .filter(|id| world.nodes.get(*id).is_some_and(|n| n.state != NodeState::Terminated && n.state != state))
+        .cloned()
+        .collect();
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    let now = world.now_ms();
+    let jobs = world.running_jobs_on(&ids, now);
+    let mut changes = vec![Change::NodeState { ids, state }];
+    if !jobs.is_empty() {
+        changes
+            .push(Change::JobsEnded { ids: jobs, end: JobEnd { state: job, at_ms: now, message: Some(why.into()) } });
+    }
+    changes
+}
+
 /// The wall clock, in ms since the epoch.
 pub fn now_ms() -> u64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();

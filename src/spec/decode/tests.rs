@@ -3,12 +3,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Expansion, Item, Reference, expand, instances_value, references};
+use super::{Expansion, expand, instances_value};
 use crate::addr::{InstanceKey, Kind};
 use crate::diag::Diagnostics;
 use crate::spec::eval::{Scope, Value};
 use crate::spec::fields::Cx;
 use crate::spec::hcl;
+use crate::spec::order::{Item, Reference, references};
 
 /// Expand the first block of `text` as a `kind`; the diagnostics' codes on failure.
 fn expanded(kind: Kind, text: &str) -> Result<Expansion, Vec<(&'static str, String)>> {

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::diag::{Diagnostic, Span, did_you_mean};
-use crate::spec::eval::{EvalError, EvalResult, Scope, Value, format_number};
+use crate::spec::value::{EvalError, EvalResult, Scope, Value, format_number};
 
 /// Names of all functions, for "did you mean" hints and docs: the names of [`TABLE`],
 /// so the list and what [`call`] runs cannot disagree.

@@ -178,23 +178,7 @@ pub async fn execute_keeping(
     kept: &jobs::Kept,
 ) -> ApplyReport {
     let work: Vec<usize> = (0..plan.changes.len()).filter(|i| plan.changes[*i].action != Action::NoOp).collect();
-    let pos: BTreeMap<&Address, usize> = work.iter().map(|i| (&plan.changes[*i].address, *i)).collect();
-    let mut book = Book {
-        plan: &plan,
-        remaining: BTreeMap::new(),
-        dependents: BTreeMap::new(),
-        ready: BTreeSet::new(),
-        outcomes: BTreeMap::new(),
-    };
-    for &i in &work {
-        let deps: BTreeSet<usize> =
-            plan.changes[i].after_changes.iter().filter_map(|a| pos.get(a).copied()).filter(|j| *j != i).collect();
-        book.remaining.insert(i, deps.len());
-        for j in deps {
-            book.dependents.entry(j).or_default().push(i);
-        }
-    }
-    book.ready = book.remaining.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
+    let mut book = Book::new(&plan, &work);
     let semaphore = Arc::new(Semaphore::new(opts.parallelism.max(1)));
     let ledger_prices = Arc::new(pool::LedgerPrices::new(plan.clone()));
     let provider_set = Arc::new(providers.clone());
@@ -251,23 +235,8 @@ pub async fn execute_keeping(
             continue;
         }
         let Some(joined) = tasks.join_next_with_id().await else { break };
-        let (i, out) = match joined {
-            Ok((id, out)) => (task_change.remove(&id), out),
-            Err(e) => {
-                let Some(i) = task_change.remove(&e.id()) else { continue };
-                let why = if e.is_panic() {
-                    format!(
-                        "gpuplan bug: the change panicked ({}); what it finished is saved in state",
-                        panic_message(e)
-                    )
-                } else {
-                    "the change's task was cancelled before it finished".to_string()
-                };
-                (Some(i), outcome(&plan.changes[i], Status::Failed(why)))
-            }
-        };
         // Every task is in the map; an unknown id is caught below as a change with no outcome.
-        let Some(i) = i else { continue };
+        let Some((i, out)) = joined_outcome(joined, &mut task_change, &plan) else { continue };
         if !(out.status == Status::Done && launched_later.contains(&out.address)) {
             opts.progress.finished(&out.address.to_string(), &progress_message(&out.status));
         }
@@ -284,6 +253,27 @@ pub async fn execute_keeping(
         outcomes: book.outcomes.into_values().collect(),
         cancelled: opts.cancel.is_cancelled(),
         adopted: adopt::Counts::default(),
+    }
+}
+
+/// The change a finished task ran and its outcome: a task that panicked or was cancelled
+/// failed, with why. `None` for a task id not in `task_change`.
+fn joined_outcome(
+    joined: Result<(tokio::task::Id, Outcome), tokio::task::JoinError>,
+    task_change: &mut HashMap<tokio::task::Id, usize>,
+    plan: &Plan,
+) -> Option<(usize, Outcome)> {
+    match joined {
+        Ok((id, out)) => Some((task_change.remove(&id)?, out)),
+        Err(e) => {
+            let i = task_change.remove(&e.id())?;
+            let why = if e.is_panic() {
+                format!("gpuplan bug: the change panicked ({}); what it finished is saved in state", panic_message(e))
+            } else {
+                "the change's task was cancelled before it finished".to_string()
+            };
+            Some((i, outcome(&plan.changes[i], Status::Failed(why))))
+        }
     }
 }
 
@@ -336,7 +326,29 @@ struct Book<'p> {
     outcomes: BTreeMap<usize, Outcome>,
 }
 
-impl Book<'_> {
+impl<'p> Book<'p> {
+    /// The changes `work` (indexes into the plan's changes) with what each waits on.
+    fn new(plan: &'p Plan, work: &[usize]) -> Self {
+        let pos: BTreeMap<&Address, usize> = work.iter().map(|i| (&plan.changes[*i].address, *i)).collect();
+        let mut book = Book {
+            plan,
+            remaining: BTreeMap::new(),
+            dependents: BTreeMap::new(),
+            ready: BTreeSet::new(),
+            outcomes: BTreeMap::new(),
+        };
+        for &i in work {
+            let deps: BTreeSet<usize> =
+                plan.changes[i].after_changes.iter().filter_map(|a| pos.get(a).copied()).filter(|j| *j != i).collect();
+            book.remaining.insert(i, deps.len());
+            for j in deps {
+                book.dependents.entry(j).or_default().push(i);
+            }
+        }
+        book.ready = book.remaining.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
+        book
+    }
+
     /// Record a change's outcome: its dependents become ready when it went through, and
     /// are skipped (transitively) when it did not.
     fn settle(&mut self, i: usize, out: Outcome) {

@@ -15,7 +15,7 @@ use crate::plan::model::{PlanError, PoolChange, ResourceChange};
 use crate::plan::shape;
 use crate::providers::Capacity;
 use crate::spec::Spec;
-use crate::spec::model::ProviderKind;
+use crate::spec::model::{GpuPool, ProviderKind};
 
 pub use crate::plan::report::{Alternative, CostReport, Peak, PoolCost, Price, QuotaCost, Range, Rate};
 pub use prices::PriceBook;
@@ -260,67 +260,7 @@ pub fn add_job_nodes(report: &mut CostReport, jobs: &[crate::model::JobPlacement
         }
         let Some(p) = report.pools.iter_mut().find(|p| p.address == j.pool) else { continue };
         let gpn = spec.gpu_pools.get(&j.pool).map_or(0, |s| u64::from(s.gpus_per_node.value));
-        let price = |c: Capacity, p: &PoolCost| {
-            match c {
-                Capacity::OnDemand => p.on_demand_price.as_ref(),
-                Capacity::Spot => p.spot_price.as_ref(),
-            }
-            .map_or(0.0, |x| x.usd_per_hour)
-        };
-        let (mut before, mut after) = (0.0, 0.0);
-        // Job nodes do not move with the pool: they run through its move's peak too.
-        let job_nodes = (running.len() + launching.len()) as u32;
-        if let Some(k) = p.peak.as_mut() {
-            k.nodes += job_nodes;
-            k.gpus += gpn * u64::from(job_nodes);
-        }
-        for c in &running {
-            let usd = price(*c, p);
-            before += usd;
-            after += usd;
-            p.gpus_before += gpn;
-            p.gpus_after += gpn;
-            match c {
-                Capacity::OnDemand => {
-                    p.on_demand_before += 1;
-                    p.on_demand_after += 1;
-                    p.on_demand_hourly_after += usd;
-                }
-                Capacity::Spot => {
-                    p.spot_before += 1;
-                    p.spot_after += 1;
-                    p.spot_hourly_after += usd;
-                }
-            }
-        }
-        for c in &launching {
-            let usd = price(*c, p);
-            after += usd;
-            p.gpus_after += gpn;
-            match c {
-                Capacity::OnDemand => {
-                    p.on_demand_after += 1;
-                    p.on_demand_hourly_after += usd;
-                }
-                Capacity::Spot => {
-                    p.spot_after += 1;
-                    p.spot_hourly_after += usd;
-                }
-            }
-        }
-        p.hourly_before = money(p.hourly_before + before);
-        p.hourly_after = money(p.hourly_after + after);
-        if let Some(k) = p.peak.as_mut() {
-            k.hourly_usd = money(k.hourly_usd + after);
-        }
-        p.on_demand_hourly_after = money(p.on_demand_hourly_after);
-        p.spot_hourly_after = money(p.spot_hourly_after);
-        p.price_per_gpu_hour = if p.gpus_after == 0 { 0.0 } else { money(p.hourly_after / p.gpus_after as f64) };
-        if let Some(r) = p.range.as_mut() {
-            r.hourly_min = money(r.hourly_min + after);
-            r.hourly_expected = money(r.hourly_expected + after);
-            r.hourly_max = money(r.hourly_max + after);
-        }
+        let (before, after) = add_to_pool(p, gpn, &running, &launching);
         let e = added.entry(j.pool.clone()).or_default();
         e.0 += before;
         e.1 += after;
@@ -328,6 +268,78 @@ pub fn add_job_nodes(report: &mut CostReport, jobs: &[crate::model::JobPlacement
     if added.is_empty() {
         return;
     }
+    add_to_totals(report, &added);
+}
+
+/// Job nodes running (`running`) and launched (`launching`) in one pool's cost, `gpn`
+/// GPUs each; returns what they add to its spend per hour before and after the plan.
+fn add_to_pool(p: &mut PoolCost, gpn: u64, running: &[Capacity], launching: &[Capacity]) -> (f64, f64) {
+    let price = |c: Capacity, p: &PoolCost| {
+        match c {
+            Capacity::OnDemand => p.on_demand_price.as_ref(),
+            Capacity::Spot => p.spot_price.as_ref(),
+        }
+        .map_or(0.0, |x| x.usd_per_hour)
+    };
+    let (mut before, mut after) = (0.0, 0.0);
+    // Job nodes do not move with the pool: they run through its move's peak too.
+    let job_nodes = (running.len() + launching.len()) as u32;
+    if let Some(k) = p.peak.as_mut() {
+        k.nodes += job_nodes;
+        k.gpus += gpn * u64::from(job_nodes);
+    }
+    for c in running {
+        let usd = price(*c, p);
+        before += usd;
+        after += usd;
+        p.gpus_before += gpn;
+        p.gpus_after += gpn;
+        match c {
+            Capacity::OnDemand => {
+                p.on_demand_before += 1;
+                p.on_demand_after += 1;
+                p.on_demand_hourly_after += usd;
+            }
+            Capacity::Spot => {
+                p.spot_before += 1;
+                p.spot_after += 1;
+                p.spot_hourly_after += usd;
+            }
+        }
+    }
+    for c in launching {
+        let usd = price(*c, p);
+        after += usd;
+        p.gpus_after += gpn;
+        match c {
+            Capacity::OnDemand => {
+                p.on_demand_after += 1;
+                p.on_demand_hourly_after += usd;
+            }
+            Capacity::Spot => {
+                p.spot_after += 1;
+                p.spot_hourly_after += usd;
+            }
+        }
+    }
+    p.hourly_before = money(p.hourly_before + before);
+    p.hourly_after = money(p.hourly_after + after);
+    if let Some(k) = p.peak.as_mut() {
+        k.hourly_usd = money(k.hourly_usd + after);
+    }
+    p.on_demand_hourly_after = money(p.on_demand_hourly_after);
+    p.spot_hourly_after = money(p.spot_hourly_after);
+    p.price_per_gpu_hour = if p.gpus_after == 0 { 0.0 } else { money(p.hourly_after / p.gpus_after as f64) };
+    if let Some(r) = p.range.as_mut() {
+        r.hourly_min = money(r.hourly_min + after);
+        r.hourly_expected = money(r.hourly_expected + after);
+        r.hourly_max = money(r.hourly_max + after);
+    }
+    (before, after)
+}
+
+/// What job nodes add to each pool (before, after) in the fleet's totals and its quotas'.
+fn add_to_totals(report: &mut CostReport, added: &BTreeMap<Address, (f64, f64)>) {
     let (before, after): (f64, f64) = added.values().fold((0.0, 0.0), |a, v| (a.0 + v.0, a.1 + v.1));
     report.hourly_before = money(report.hourly_before + before);
     report.hourly_after = money(report.hourly_after + after);
@@ -389,21 +401,6 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         *after.entry((t, c.capacity)).or_default() += c.count as i64;
     }
     let (mut od_after, mut spot_after) = (0.0, 0.0);
-    let priced_at = |nodes: &BTreeMap<(String, Capacity), i64>, at: &dyn Fn(&str, Capacity) -> Option<Price>| {
-        let mut sums = (0.0, 0.0);
-        for ((t, cap), n) in nodes {
-            let n = (*n).max(0) as f64;
-            if n == 0.0 {
-                continue;
-            }
-            let p = at(t, *cap)?.usd_per_hour * n;
-            match cap {
-                Capacity::OnDemand => sums.0 += p,
-                Capacity::Spot => sums.1 += p,
-            }
-        }
-        Some(sums)
-    };
     let new = priced_at(&after, &price)?;
     for (od, spot) in [priced_at(&kept, &price_before)?, new] {
         od_after += od;
@@ -421,43 +418,10 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
     let od_price = price(&preferred, Capacity::OnDemand);
     let spot_price = price(&preferred, Capacity::Spot);
     let gpus_after = pc.after.gpus();
-    // Few autoscalers per spec: a scan is cheaper than building a set per call.
-    let autoscaled = spec.autoscalers.values().any(|a| &a.pool.value == addr);
-    // A range only where something moves the count: an autoscaler, or `ignore_changes`
-    // handing `nodes.desired` to someone else. `min < max` alone moves nothing: plan and
-    // apply keep such a pool at `desired`.
-    let count_moves = |p: &&crate::spec::model::GpuPool| {
-        autoscaled
-            || p.meta
-                .lifecycle
-                .as_ref()
-                .is_some_and(|l| l.ignore_changes.iter().any(|s| s.value == "nodes" || s.value == "nodes.desired"))
-    };
-    let range = spec_pool.filter(count_moves).map(|p| {
-        let node_cost = |n: u32| {
-            let (od, spot) = shape::split(n, p.mix.on_demand_base.value, p.mix.spot_percent.value);
-            od_price.as_ref().map(|x| x.usd_per_hour).unwrap_or(0.0) * od as f64
-                + spot_price.as_ref().map(|x| x.usd_per_hour).unwrap_or(0.0) * spot as f64
-        };
-        Range {
-            hourly_min: node_cost(p.nodes.min.value),
-            hourly_expected: hourly_after,
-            hourly_max: node_cost(p.nodes.max.value),
-        }
-    });
+    let range =
+        spec_pool.and_then(|p| spend_range(addr, p, spec, [od_price.as_ref(), spot_price.as_ref()], hourly_after));
     let alternatives = match (spec_pool, &shape) {
-        (Some(p), Some(s)) if p.instance_types.is_empty() => s
-            .instance_types
-            .iter()
-            .take(4)
-            .filter_map(|t| {
-                price(t, Capacity::OnDemand).map(|pr| Alternative {
-                    instance_type: t.clone(),
-                    usd_per_hour: money(pr.usd_per_hour),
-                    chosen: *t == preferred,
-                })
-            })
-            .collect(),
+        (Some(p), Some(s)) if p.instance_types.is_empty() => alternatives_of(s, &preferred, &price),
         _ => vec![],
     };
     Some(PoolCost {
@@ -483,6 +447,80 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         range,
         alternatives,
     })
+}
+
+/// On-demand and spot spend per hour of `nodes` (instance type and capacity → count) at
+/// the prices `at` gives; `None` when one of them has no price.
+fn priced_at(
+    nodes: &BTreeMap<(String, Capacity), i64>,
+    at: &dyn Fn(&str, Capacity) -> Option<Price>,
+) -> Option<(f64, f64)> {
+    let mut sums = (0.0, 0.0);
+    for ((t, cap), n) in nodes {
+        let n = (*n).max(0) as f64;
+        if n == 0.0 {
+            continue;
+        }
+        let p = at(t, *cap)?.usd_per_hour * n;
+        match cap {
+            Capacity::OnDemand => sums.0 += p,
+            Capacity::Spot => sums.1 += p,
+        }
+    }
+    Some(sums)
+}
+
+/// The spend range of a pool whose node count something else moves: an autoscaler, or
+/// `ignore_changes` handing `nodes.desired` to someone else. `min < max` alone moves
+/// nothing: plan and apply keep such a pool at `desired`, and it has no range.
+/// `prices` are the on-demand and spot prices of its instance type.
+fn spend_range(
+    addr: &Address,
+    p: &GpuPool,
+    spec: &Spec,
+    prices: [Option<&Price>; 2],
+    hourly_after: f64,
+) -> Option<Range> {
+    // Few autoscalers per spec: a scan is cheaper than building a set per call.
+    let autoscaled = spec.autoscalers.values().any(|a| &a.pool.value == addr);
+    let ignored = p
+        .meta
+        .lifecycle
+        .as_ref()
+        .is_some_and(|l| l.ignore_changes.iter().any(|s| s.value == "nodes" || s.value == "nodes.desired"));
+    if !autoscaled && !ignored {
+        return None;
+    }
+    let usd = |x: Option<&Price>| x.map(|x| x.usd_per_hour).unwrap_or(0.0);
+    let node_cost = |n: u32| {
+        let (od, spot) = shape::split(n, p.mix.on_demand_base.value, p.mix.spot_percent.value);
+        usd(prices[0]) * od as f64 + usd(prices[1]) * spot as f64
+    };
+    Some(Range {
+        hourly_min: node_cost(p.nodes.min.value),
+        hourly_expected: hourly_after,
+        hourly_max: node_cost(p.nodes.max.value),
+    })
+}
+
+/// A pool that lets gpuplan choose: the first instance types of its shape with their
+/// on-demand prices, the chosen one marked.
+fn alternatives_of(
+    s: &shape::PoolShape,
+    preferred: &str,
+    price: &dyn Fn(&str, Capacity) -> Option<Price>,
+) -> Vec<Alternative> {
+    s.instance_types
+        .iter()
+        .take(4)
+        .filter_map(|t| {
+            price(t, Capacity::OnDemand).map(|pr| Alternative {
+                instance_type: t.clone(),
+                usd_per_hour: money(pr.usd_per_hour),
+                chosen: *t == preferred,
+            })
+        })
+        .collect()
 }
 
 /// A floating pool this plan moves to another candidate: its new nodes start while all

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::diag::{Diagnostic, Diagnostics, Span, did_you_mean};
-use crate::spec::raw::{Block, Expr, ExprKind, ObjectKey, TemplatePart};
+use crate::spec::raw::{Attr, Block, Expr, ExprKind, ObjectKey, TemplatePart};
 
 /// The backend kinds and, for each, its attributes (required ones first, marked `*`).
 const KINDS: &[(&str, &[&str])] = &[
@@ -75,60 +75,9 @@ pub fn decode(blocks: &[&Block], diags: &mut Diagnostics) -> Option<BackendConfi
     for b in blocks {
         for a in &b.body.attrs {
             if a.key.name == "backend" {
-                // YAML: `backend: {s3: {...}}`.
-                let ExprKind::Object(items) = &a.value.kind else {
-                    diags.push(
-                        Diagnostic::error("gpuplan::backend::shape", "`backend` must map one kind to its settings")
-                            .at(a.value.span, "expected a mapping")
-                            .help("write `backend: {s3: {bucket: NAME, key: PATH}}`"),
-                    );
-                    continue;
-                };
-                if items.len() != 1 {
-                    diags.push(
-                        Diagnostic::error("gpuplan::backend::shape", "`backend` must name exactly one kind")
-                            .at(a.value.span, format!("{} kinds here", items.len()))
-                            .help("kinds: local, s3, gcs, azurerm"),
-                    );
-                    continue;
+                if let Some((cfg, span)) = backend_mapping(a, diags) {
+                    set(&mut found, cfg, span, diags);
                 }
-                let (key, value) = &items[0];
-                let (kind, kind_span) = match key {
-                    ObjectKey::Name(id) => (id.name.clone(), id.span),
-                    ObjectKey::Expr(e) => match literal(e) {
-                        Some(s) => (s, e.span),
-                        None => {
-                            diags.push(
-                                Diagnostic::error("gpuplan::backend::kind", "the backend kind must be a plain name")
-                                    .at(e.span, "not a name"),
-                            );
-                            continue;
-                        }
-                    },
-                };
-                let settings = match &value.kind {
-                    ExprKind::Object(fields) => fields
-                        .iter()
-                        .map(|(k, v)| {
-                            let (name, span) = match k {
-                                ObjectKey::Name(id) => (id.name.clone(), id.span),
-                                ObjectKey::Expr(e) => (literal(e).unwrap_or_default(), e.span),
-                            };
-                            (name, span, v)
-                        })
-                        .collect(),
-                    ExprKind::Null => vec![],
-                    _ => {
-                        diags.push(
-                            Diagnostic::error("gpuplan::backend::shape", format!("backend `{kind}` needs a mapping"))
-                                .at(value.span, "expected a mapping of settings"),
-                        );
-                        continue;
-                    }
-                };
-                let span = kind_span.join(value.span);
-                let cfg = one(&kind, kind_span, span, settings, diags);
-                set(&mut found, cfg, span, diags);
             } else {
                 diags.push(
                     Diagnostic::error(
@@ -152,26 +101,92 @@ pub fn decode(blocks: &[&Block], diags: &mut Diagnostics) -> Option<BackendConfi
                 );
                 continue;
             }
-            let [label] = inner.labels.as_slice() else {
-                diags.push(
-                    Diagnostic::error("gpuplan::backend::kind", "a `backend` block takes exactly one kind")
-                        .at(inner.labels.get(1).map_or(inner.kind.span, |l| l.span), "one label: the kind")
-                        .help("write `backend \"s3\" { ... }`; kinds: local, s3, gcs, azurerm"),
-                );
-                continue;
-            };
-            for nested in &inner.body.blocks {
-                diags.push(
-                    Diagnostic::error("gpuplan::backend::attribute", "backend settings are attributes, not blocks")
-                        .at(nested.kind.span, "a block"),
-                );
+            if let Some(cfg) = backend_block(inner, diags) {
+                set(&mut found, cfg, inner.span, diags);
             }
-            let settings = inner.body.attrs.iter().map(|a| (a.key.name.clone(), a.key.span, &a.value)).collect();
-            let cfg = one(&label.name, label.span, inner.span, settings, diags);
-            set(&mut found, cfg, inner.span, diags);
         }
     }
     found
+}
+
+/// YAML's `backend: {s3: {...}}`: the one kind it maps to its settings, decoded (`None`
+/// inside where the settings are wrong), with the span to report a second backend at;
+/// `None` when its shape is wrong (reported).
+fn backend_mapping(a: &Attr, diags: &mut Diagnostics) -> Option<(Option<BackendConfig>, Span)> {
+    let ExprKind::Object(items) = &a.value.kind else {
+        diags.push(
+            Diagnostic::error("gpuplan::backend::shape", "`backend` must map one kind to its settings")
+                .at(a.value.span, "expected a mapping")
+                .help("write `backend: {s3: {bucket: NAME, key: PATH}}`"),
+        );
+        return None;
+    };
+    if items.len() != 1 {
+        diags.push(
+            Diagnostic::error("gpuplan::backend::shape", "`backend` must name exactly one kind")
+                .at(a.value.span, format!("{} kinds here", items.len()))
+                .help("kinds: local, s3, gcs, azurerm"),
+        );
+        return None;
+    }
+    let (key, value) = &items[0];
+    let (kind, kind_span) = match key {
+        ObjectKey::Name(id) => (id.name.clone(), id.span),
+        ObjectKey::Expr(e) => match literal(e) {
+            Some(s) => (s, e.span),
+            None => {
+                diags.push(
+                    Diagnostic::error("gpuplan::backend::kind", "the backend kind must be a plain name")
+                        .at(e.span, "not a name"),
+                );
+                return None;
+            }
+        },
+    };
+    let settings = match &value.kind {
+        ExprKind::Object(fields) => fields
+            .iter()
+            .map(|(k, v)| {
+                let (name, span) = match k {
+                    ObjectKey::Name(id) => (id.name.clone(), id.span),
+                    ObjectKey::Expr(e) => (literal(e).unwrap_or_default(), e.span),
+                };
+                (name, span, v)
+            })
+            .collect(),
+        ExprKind::Null => vec![],
+        _ => {
+            diags.push(
+                Diagnostic::error("gpuplan::backend::shape", format!("backend `{kind}` needs a mapping"))
+                    .at(value.span, "expected a mapping of settings"),
+            );
+            return None;
+        }
+    };
+    let span = kind_span.join(value.span);
+    let cfg = one(&kind, kind_span, span, settings, diags);
+    Some((cfg, span))
+}
+
+/// HCL's `backend "s3" { ... }` block, decoded (inner `None` where the settings are
+/// wrong); `None` when it does not name exactly one kind (reported).
+fn backend_block(inner: &Block, diags: &mut Diagnostics) -> Option<Option<BackendConfig>> {
+    let [label] = inner.labels.as_slice() else {
+        diags.push(
+            Diagnostic::error("gpuplan::backend::kind", "a `backend` block takes exactly one kind")
+                .at(inner.labels.get(1).map_or(inner.kind.span, |l| l.span), "one label: the kind")
+                .help("write `backend \"s3\" { ... }`; kinds: local, s3, gcs, azurerm"),
+        );
+        return None;
+    };
+    for nested in &inner.body.blocks {
+        diags.push(
+            Diagnostic::error("gpuplan::backend::attribute", "backend settings are attributes, not blocks")
+                .at(nested.kind.span, "a block"),
+        );
+    }
+    let settings = inner.body.attrs.iter().map(|a| (a.key.name.clone(), a.key.span, &a.value)).collect();
+    Some(one(&label.name, label.span, inner.span, settings, diags))
 }
 
 fn set(found: &mut Option<BackendConfig>, cfg: Option<BackendConfig>, span: Span, diags: &mut Diagnostics) {

@@ -177,6 +177,22 @@ fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool
         return;
     };
     let Some(kind) = provider.kind.value else { return };
+    check_pool_cluster(addr, kind, pool, diags);
+    let Some((reg, region)) = known_region(cat, kind, addr, pool, provider, diags) else { return };
+    check_zones(cat, kind, reg, pool, diags);
+    check_instance_types(cat, kind, reg, region, pool, gpu_ok, diags);
+    let cny = provider.cny_per_usd.as_ref().map(|c| c.value).unwrap_or(catalog::DEFAULT_CNY_PER_USD);
+    if gpu_ok && pool.instance_types.is_empty() {
+        check_some_type_has_shape(cat, kind, reg, pool, cny, diags);
+    }
+    if gpu_ok {
+        check_zones_offer_shape(cat, kind, addr, pool, region, cny, diags);
+    }
+}
+
+/// What the pool's `kubernetes` block asks of its provider: `cluster_id` only where
+/// gpuplan can fetch the cluster's kubeconfig, and what joining nodes to the cluster needs.
+fn check_pool_cluster(addr: &Address, kind: ProviderKind, pool: &GpuPool, diags: &mut Diagnostics) {
     if let Some(c) = pool.kubernetes.as_ref().and_then(|k| k.cluster_id.as_ref())
         && !matches!(kind, ProviderKind::Tencentcloud | ProviderKind::Alicloud)
     {
@@ -210,6 +226,18 @@ fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool
             ),
         );
     }
+}
+
+/// The pool's region (its own, else its provider's) in the catalog; `None`, with the
+/// problem reported, when there is none or the catalog does not know it.
+fn known_region<'c, 'p>(
+    cat: &'c Catalog,
+    kind: ProviderKind,
+    addr: &Address,
+    pool: &'p GpuPool,
+    provider: &'p Provider,
+    diags: &mut Diagnostics,
+) -> Option<(&'c catalog::Region, &'p Spanned<String>)> {
     let Some(region) = pool.region.as_ref().or(provider.region.as_ref()) else {
         diags.push(
             Diagnostic::error("gpuplan::spec::missing_region", format!("`{addr}` has no region"))
@@ -219,7 +247,7 @@ fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool
                     cat.regions(kind).first().map(|r| r.name.as_str()).unwrap_or("us-east-1")
                 )),
         );
-        return;
+        return None;
     };
     let Some(reg) = cat.region(kind, &region.value) else {
         let names: Vec<&str> = cat.regions(kind).iter().map(|r| r.name.as_str()).collect();
@@ -232,8 +260,13 @@ fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool
             Some(s) => d.help(format!("did you mean {s:?}?")),
             None => d.help(format!("regions: {}", names.join(", "))),
         });
-        return;
+        return None;
     };
+    Some((reg, region))
+}
+
+/// Every zone the pool lists is one of its region's.
+fn check_zones(cat: &Catalog, kind: ProviderKind, reg: &catalog::Region, pool: &GpuPool, diags: &mut Diagnostics) {
     let region_zones = cat.region_zones(kind, &reg.name);
     for z in &pool.zones {
         if !region_zones.contains(&z.value.as_str()) {
@@ -250,6 +283,19 @@ fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool
             });
         }
     }
+}
+
+/// Every instance type the pool lists exists for its provider, has the pool's GPU shape
+/// (when the GPU model is known: `gpu_ok`) and is offered in its region.
+fn check_instance_types(
+    cat: &Catalog,
+    kind: ProviderKind,
+    reg: &catalog::Region,
+    region: &Spanned<String>,
+    pool: &GpuPool,
+    gpu_ok: bool,
+    diags: &mut Diagnostics,
+) {
     for it in &pool.instance_types {
         let Some(t) = cat.instance_type(kind, &it.value) else {
             let names: Vec<&str> = cat.instance_types(kind).iter().map(|t| t.name.as_str()).collect();
@@ -305,57 +351,63 @@ fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool
             );
         }
     }
-    let cny = provider.cny_per_usd.as_ref().map(|c| c.value).unwrap_or(catalog::DEFAULT_CNY_PER_USD);
-    if gpu_ok && pool.instance_types.is_empty() {
-        if cat.matching(kind, &reg.name, &pool.gpu.value, pool.gpus_per_node.value, cny).is_empty() {
-            let mut sizes: Vec<u32> = cat
+}
+
+/// A pool that lets gpuplan choose its instance type: some type in its region has its
+/// GPU model and GPUs per node; if none does, say where the model is offered and how.
+fn check_some_type_has_shape(
+    cat: &Catalog,
+    kind: ProviderKind,
+    reg: &catalog::Region,
+    pool: &GpuPool,
+    cny: f64,
+    diags: &mut Diagnostics,
+) {
+    if cat.matching(kind, &reg.name, &pool.gpu.value, pool.gpus_per_node.value, cny).is_empty() {
+        let mut sizes: Vec<u32> = cat
+            .instance_types(kind)
+            .iter()
+            .filter(|t| t.gpu == pool.gpu.value && t.offered_in(&reg.name))
+            .map(|t| t.gpus)
+            .collect();
+        sizes.sort();
+        sizes.dedup();
+        let help = if sizes.is_empty() {
+            let mut regions: Vec<&str> = cat
                 .instance_types(kind)
                 .iter()
-                .filter(|t| t.gpu == pool.gpu.value && t.offered_in(&reg.name))
-                .map(|t| t.gpus)
+                .filter(|t| t.gpu == pool.gpu.value)
+                .flat_map(|t| t.regions.iter().map(String::as_str))
                 .collect();
-            sizes.sort();
-            sizes.dedup();
-            let help = if sizes.is_empty() {
-                let mut regions: Vec<&str> = cat
-                    .instance_types(kind)
-                    .iter()
-                    .filter(|t| t.gpu == pool.gpu.value)
-                    .flat_map(|t| t.regions.iter().map(String::as_str))
-                    .collect();
-                regions.sort();
-                regions.dedup();
-                if regions.is_empty() {
-                    format!(
-                        "`{kind}` offers no {} instances; try another provider (`gpuplan offers --gpu {}`)",
-                        pool.gpu.value, pool.gpu.value
-                    )
-                } else {
-                    format!("{} is offered in: {}", pool.gpu.value, regions.join(", "))
-                }
-            } else {
+            regions.sort();
+            regions.dedup();
+            if regions.is_empty() {
                 format!(
-                    "in {} it comes with {} GPUs per node",
-                    reg.name,
-                    sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                    "`{kind}` offers no {} instances; try another provider (`gpuplan offers --gpu {}`)",
+                    pool.gpu.value, pool.gpu.value
                 )
-            };
-            diags.push(
-                Diagnostic::error(
-                    "gpuplan::spec::no_instance_type",
-                    format!(
-                        "no `{kind}` instance type in {} has {} × {}",
-                        reg.name, pool.gpus_per_node.value, pool.gpu.value
-                    ),
-                )
-                .at(pool.gpu.span, "GPU model")
-                .at(pool.gpus_per_node.span, "GPUs per node")
-                .help(help),
-            );
-        }
-    }
-    if gpu_ok {
-        check_zones_offer_shape(cat, kind, addr, pool, region, cny, diags);
+            } else {
+                format!("{} is offered in: {}", pool.gpu.value, regions.join(", "))
+            }
+        } else {
+            format!(
+                "in {} it comes with {} GPUs per node",
+                reg.name,
+                sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            )
+        };
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::no_instance_type",
+                format!(
+                    "no `{kind}` instance type in {} has {} × {}",
+                    reg.name, pool.gpus_per_node.value, pool.gpu.value
+                ),
+            )
+            .at(pool.gpu.span, "GPU model")
+            .at(pool.gpus_per_node.span, "GPUs per node")
+            .help(help),
+        );
     }
 }
 

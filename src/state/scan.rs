@@ -137,47 +137,10 @@ impl Scanner {
             let b = bytes[i];
             match self.at {
                 At::Str { key } => {
-                    // The bulk of a state file: run to the next byte that means anything.
-                    let start = i;
-                    while i < bytes.len() && !matches!(bytes[i], b'"' | b'\\' | 0..=0x1f | 0x80..=0xff) {
-                        i += 1;
-                    }
-                    self.keep(key, &bytes[start..i])?;
-                    let Some(&b) = bytes.get(i) else { break };
-                    match b {
-                        b'"' => self.end_string(key)?,
-                        b'\\' => {
-                            // An escape in a top-level key or a kept value is left to serde.
-                            if (key && self.stack.len() == 1) || self.field.is_some() {
-                                return None;
-                            }
-                            self.at = At::Escape { key };
-                        }
-                        _ => return None,
-                    }
-                    i += 1;
+                    i = self.string_run(key, bytes, i)?;
                     continue;
                 }
-                At::Escape { key } => {
-                    self.at = match b {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => At::Str { key },
-                        b'u' => At::Unicode { key, left: 4, value: 0 },
-                        _ => return None,
-                    };
-                }
-                At::Unicode { key, left, value } => {
-                    let digit = (b as char).to_digit(16)? as u16;
-                    let value = value << 4 | digit;
-                    self.at = if left == 1 {
-                        // Surrogates (paired or not) are left to serde.
-                        if (0xd800..=0xdfff).contains(&value) {
-                            return None;
-                        }
-                        At::Str { key }
-                    } else {
-                        At::Unicode { key, left: left - 1, value }
-                    };
-                }
+                At::Escape { .. } | At::Unicode { .. } => self.escaped(b)?,
                 At::Literal { word, read } => {
                     if word.get(read as usize) != Some(&b) {
                         return None;
@@ -238,6 +201,54 @@ impl Scanner {
             }
             i += 1;
         }
+        Some(())
+    }
+
+    /// Inside a string at `bytes[i]`: run to the next byte that means anything (the bulk
+    /// of a state file), keep what matters, and read that byte; returns where to go on.
+    fn string_run(&mut self, key: bool, bytes: &[u8], mut i: usize) -> Option<usize> {
+        let start = i;
+        while i < bytes.len() && !matches!(bytes[i], b'"' | b'\\' | 0..=0x1f | 0x80..=0xff) {
+            i += 1;
+        }
+        self.keep(key, &bytes[start..i])?;
+        let Some(&b) = bytes.get(i) else { return Some(i) };
+        match b {
+            b'"' => self.end_string(key)?,
+            b'\\' => {
+                // An escape in a top-level key or a kept value is left to serde.
+                if (key && self.stack.len() == 1) || self.field.is_some() {
+                    return None;
+                }
+                self.at = At::Escape { key };
+            }
+            _ => return None,
+        }
+        Some(i + 1)
+    }
+
+    /// One byte of an escape (`\n`, `\u00e9`) in a string that is not kept.
+    fn escaped(&mut self, b: u8) -> Option<()> {
+        self.at = match self.at {
+            At::Escape { key } => match b {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => At::Str { key },
+                b'u' => At::Unicode { key, left: 4, value: 0 },
+                _ => return None,
+            },
+            At::Unicode { key, left, value } => {
+                let digit = (b as char).to_digit(16)? as u16;
+                let value = value << 4 | digit;
+                if left > 1 {
+                    At::Unicode { key, left: left - 1, value }
+                } else if (0xd800..=0xdfff).contains(&value) {
+                    // Surrogates (paired or not) are left to serde.
+                    return None;
+                } else {
+                    At::Str { key }
+                }
+            }
+            _ => return None,
+        };
         Some(())
     }
 

@@ -82,6 +82,44 @@ pub fn overrides(
 
 /// The zone an answer's group (or error) was launched in, from its override's zone or
 /// subnet; `None` when the answer names neither.
+/// Why a fleet launched `launched` of `req.count` nodes, added to `errors`: each error EC2
+/// reported once, the worst class first (the executor stops on anything but a
+/// stock-out), or a stock-out when it gave no reason.
+fn shortfall(
+    req: &CreateNodes,
+    reported: &[aws_sdk_ec2::types::CreateFleetError],
+    targets: &[Target],
+    launched: usize,
+    errors: &mut Vec<ProviderError>,
+) {
+    for e in reported {
+        let code = e.error_code().unwrap_or("Unknown");
+        let mut pe = from_code(code, e.error_message().unwrap_or_default());
+        let ov = e.launch_template_and_overrides().and_then(|l| l.overrides());
+        let zone = zone_of(ov, targets).unwrap_or_else(|| req.placement());
+        let types = ov.and_then(|o| o.instance_type()).map(|t| format!(" for {}", t.as_str())).unwrap_or_default();
+        pe.message = format!("CreateFleet {} in {zone}{types}: {}", req.capacity, pe.message);
+        if !errors.iter().any(|x| x.code == pe.code && x.message == pe.message) {
+            errors.push(pe);
+        }
+    }
+    // The worst class first: the executor stops on anything but a stock-out.
+    errors.sort_by_key(|e| e.class == ErrorClass::OutOfCapacity);
+    if errors.is_empty() {
+        errors.push(ProviderError::new(
+            ErrorClass::OutOfCapacity,
+            "UnfulfillableCapacity",
+            format!(
+                "CreateFleet {} in {}: EC2 launched {} of {} instances and gave no reason",
+                req.capacity,
+                req.placement(),
+                launched,
+                req.count
+            ),
+        ));
+    }
+}
+
 fn zone_of(ov: Option<&aws_sdk_ec2::types::FleetLaunchTemplateOverrides>, targets: &[Target]) -> Option<String> {
     let ov = ov?;
     if let Some(z) = ov.availability_zone().filter(|z| !z.is_empty()) {
@@ -213,33 +251,7 @@ impl AwsProvider {
         let (nodes, lookup_error) = self.launched(req, out.instances(), &targets, &image).await;
         let mut errors: Vec<ProviderError> = lookup_error.into_iter().collect();
         if nodes.len() < req.count as usize {
-            for e in out.errors() {
-                let code = e.error_code().unwrap_or("Unknown");
-                let mut pe = from_code(code, e.error_message().unwrap_or_default());
-                let ov = e.launch_template_and_overrides().and_then(|l| l.overrides());
-                let zone = zone_of(ov, &targets).unwrap_or_else(|| req.placement());
-                let types =
-                    ov.and_then(|o| o.instance_type()).map(|t| format!(" for {}", t.as_str())).unwrap_or_default();
-                pe.message = format!("CreateFleet {} in {zone}{types}: {}", req.capacity, pe.message);
-                if !errors.iter().any(|x| x.code == pe.code && x.message == pe.message) {
-                    errors.push(pe);
-                }
-            }
-            // The worst class first: the executor stops on anything but a stock-out.
-            errors.sort_by_key(|e| e.class == ErrorClass::OutOfCapacity);
-            if errors.is_empty() {
-                errors.push(ProviderError::new(
-                    ErrorClass::OutOfCapacity,
-                    "UnfulfillableCapacity",
-                    format!(
-                        "CreateFleet {} in {}: EC2 launched {} of {} instances and gave no reason",
-                        req.capacity,
-                        req.placement(),
-                        nodes.len(),
-                        req.count
-                    ),
-                ));
-            }
+            shortfall(req, out.errors(), &targets, nodes.len(), &mut errors);
         }
         Ok(CreateResult { nodes, errors })
     }

@@ -184,14 +184,15 @@ struct Guess {
     opened: Option<(usize, String)>,
 }
 
+impl Guess {
+    fn new(reason: &str, label: &str, help: &str) -> Guess {
+        Guess { reason: reason.to_string(), label: label.to_string(), help: help.to_string(), opened: None }
+    }
+}
+
 /// Best guess at what the user got wrong, from the parser message and the token scan.
 fn guess_cause(text: &str, at: usize, message: &str, lexed: &Lexed) -> Guess {
-    let guess = |reason: &str, label: &str, help: &str| Guess {
-        reason: reason.to_string(),
-        label: label.to_string(),
-        help: help.to_string(),
-        opened: None,
-    };
+    let guess = Guess::new;
     if message.contains("redefined attribute") {
         return guess("attribute defined twice", "defined again here", "remove one of the two definitions");
     }
@@ -202,63 +203,8 @@ fn guess_cause(text: &str, at: usize, message: &str, lexed: &Lexed) -> Guess {
             "flatten the structure, e.g. move inner values into `locals`",
         );
     }
-    let unclosed = lexed.unclosed.last().copied();
-    let string_open = unclosed.filter(|(_, c)| matches!(c, b'"' | b'$'));
-    // An opening quote without its partner pairs every later quote wrongly; the first
-    // string that runs over a line break is where the partner went missing.
-    if let (Some((open, b'"')), Some(m)) = (string_open, lexed.multiline_string)
-        && m <= open
-    {
-        return Guess {
-            opened: Some((m, "this string is not closed on its line".to_string())),
-            ..guess(
-                "unclosed string",
-                "expected `\"` by here",
-                "add the closing `\"`; for text over several lines use a heredoc (`<<EOT`)",
-            )
-        };
-    }
-    // `[ ... }`: the `]` was forgotten, whatever else is still open at the end.
-    if let (None, Some((_, open, c))) = (string_open, lexed.mismatched) {
-        let closer = closer_of(c);
-        return Guess {
-            opened: Some((open, format!("`{}` opened here", c as char))),
-            ..guess(
-                &format!("unclosed `{}`", c as char),
-                &format!("expected `{closer}` by here"),
-                &format!("add the matching `{closer}`"),
-            )
-        };
-    }
-    if let Some((open, c)) = unclosed {
-        let (reason, what, help) = match c {
-            b'"' => ("unclosed string", "string starts here", "add the closing `\"`"),
-            b'$' => ("unclosed interpolation", "`${` opened here", "close the interpolation with `}`"),
-            b'{' => ("unclosed `{`", "`{` opened here", "add the matching `}`"),
-            b'[' => ("unclosed `[`", "`[` opened here", "add the matching `]`"),
-            _ => ("unclosed `(`", "`(` opened here", "add the matching `)`"),
-        };
-        let closer = match c {
-            b'"' => "\"",
-            b'[' => "]",
-            b'(' => ")",
-            _ => "}",
-        };
-        return Guess {
-            opened: Some((open, what.to_string())),
-            ..guess(reason, &format!("expected `{closer}` by here"), help)
-        };
-    }
-    if let Some(u) = lexed.unmatched {
-        let c = text.as_bytes().get(u).map_or('}', |b| *b as char);
-        return Guess {
-            opened: None,
-            ..guess(
-                &format!("unexpected `{c}`"),
-                "nothing to close here",
-                "remove it, or add the opening bracket it should match",
-            )
-        };
+    if let Some(g) = unbalanced(text, lexed) {
+        return g;
     }
     if let Some(c) = text.get(at..).and_then(|t| t.chars().next()).filter(|c| c.is_control() && !c.is_whitespace()) {
         return guess(
@@ -281,6 +227,76 @@ fn guess_cause(text: &str, at: usize, message: &str, lexed: &Lexed) -> Guess {
             "attributes are written `name = value`; blocks are `kind \"label\" { ... }`",
         );
     }
+    from_parser_message(text, at, message)
+}
+
+/// A string or bracket left open, or a closer with nothing to close, from the token scan.
+fn unbalanced(text: &str, lexed: &Lexed) -> Option<Guess> {
+    let guess = Guess::new;
+    let unclosed = lexed.unclosed.last().copied();
+    let string_open = unclosed.filter(|(_, c)| matches!(c, b'"' | b'$'));
+    // An opening quote without its partner pairs every later quote wrongly; the first
+    // string that runs over a line break is where the partner went missing.
+    if let (Some((open, b'"')), Some(m)) = (string_open, lexed.multiline_string)
+        && m <= open
+    {
+        return Some(Guess {
+            opened: Some((m, "this string is not closed on its line".to_string())),
+            ..guess(
+                "unclosed string",
+                "expected `\"` by here",
+                "add the closing `\"`; for text over several lines use a heredoc (`<<EOT`)",
+            )
+        });
+    }
+    // `[ ... }`: the `]` was forgotten, whatever else is still open at the end.
+    if let (None, Some((_, open, c))) = (string_open, lexed.mismatched) {
+        let closer = closer_of(c);
+        return Some(Guess {
+            opened: Some((open, format!("`{}` opened here", c as char))),
+            ..guess(
+                &format!("unclosed `{}`", c as char),
+                &format!("expected `{closer}` by here"),
+                &format!("add the matching `{closer}`"),
+            )
+        });
+    }
+    if let Some((open, c)) = unclosed {
+        let (reason, what, help) = match c {
+            b'"' => ("unclosed string", "string starts here", "add the closing `\"`"),
+            b'$' => ("unclosed interpolation", "`${` opened here", "close the interpolation with `}`"),
+            b'{' => ("unclosed `{`", "`{` opened here", "add the matching `}`"),
+            b'[' => ("unclosed `[`", "`[` opened here", "add the matching `]`"),
+            _ => ("unclosed `(`", "`(` opened here", "add the matching `)`"),
+        };
+        let closer = match c {
+            b'"' => "\"",
+            b'[' => "]",
+            b'(' => ")",
+            _ => "}",
+        };
+        return Some(Guess {
+            opened: Some((open, what.to_string())),
+            ..guess(reason, &format!("expected `{closer}` by here"), help)
+        });
+    }
+    if let Some(u) = lexed.unmatched {
+        let c = text.as_bytes().get(u).map_or('}', |b| *b as char);
+        return Some(Guess {
+            opened: None,
+            ..guess(
+                &format!("unexpected `{c}`"),
+                "nothing to close here",
+                "remove it, or add the opening bracket it should match",
+            )
+        });
+    }
+    None
+}
+
+/// What the parser's own message says, shortened, with a hint for the usual slips.
+fn from_parser_message(text: &str, at: usize, message: &str) -> Guess {
+    let guess = Guess::new;
     // hcl-edit lists every token it would accept; past a few, the list is noise.
     let short = match message.split_once("; expected ") {
         Some((what, expected)) if expected.matches(", ").count() > 2 => match what {

@@ -37,6 +37,7 @@ mod kube_jobs;
 mod layering;
 mod leader;
 mod least_disruption;
+mod limits;
 mod mig;
 mod no_panic;
 mod pipelines;

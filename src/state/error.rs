@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::fence::Broken;
-use super::lock::LockInfo;
+use super::holder::LockInfo;
 
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum StateError {

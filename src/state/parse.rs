@@ -1,0 +1,58 @@
+//! Decoding a state file's bytes into a [`State`]: every defect a [`StateError::Corrupt`]
+//! with its line and column, a newer format named as such, and a key that is not an
+//! address a [`StateError::BadAddress`]. Shared by the local and the remote backend.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::error::StateError;
+use super::model::{FORMAT_VERSION, State};
+
+/// Decode a state file, turning every defect into [`StateError::Corrupt`], and a key
+/// that is not an address into [`StateError::BadAddress`].
+pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<State, StateError> {
+    let corrupt = |line, column, message| StateError::Corrupt {
+        path: path.to_path_buf(),
+        line,
+        column,
+        message,
+        backup: backup.to_path_buf(),
+    };
+    match crate::json_text::from_json_bytes::<State>(bytes) {
+        Ok(state) if state.format_version == FORMAT_VERSION => match state.bad_address() {
+            None => Ok(state),
+            Some(e) => Err(StateError::BadAddress {
+                path: path.to_path_buf(),
+                key: e.input,
+                reason: e.reason,
+                backup: backup.to_path_buf(),
+            }),
+        },
+        Ok(state) => Err(corrupt(None, None, unsupported(state.format_version))),
+        Err(e) => {
+            // A newer format may not fit today's struct: say "newer gpuplan", not "bad field".
+            #[derive(Deserialize)]
+            struct Version {
+                format_version: u32,
+            }
+            match serde_json::from_slice::<Version>(bytes) {
+                Ok(v) if v.format_version != FORMAT_VERSION => Err(corrupt(None, None, unsupported(v.format_version))),
+                _ => {
+                    let message = e.to_string();
+                    let suffix = format!(" at line {} column {}", e.line(), e.column());
+                    let message = message.strip_suffix(&suffix).unwrap_or(&message).to_string();
+                    Err(corrupt(Some(e.line()), Some(e.column()), message))
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn unsupported(version: u32) -> String {
+    if version > FORMAT_VERSION {
+        format!("format_version {version} was written by a newer gpuplan (this one reads {FORMAT_VERSION})")
+    } else {
+        format!("format_version {version} is not supported (this gpuplan reads {FORMAT_VERSION})")
+    }
+}

@@ -14,6 +14,7 @@ pub mod aws;
 pub mod boot;
 pub mod credentials;
 pub mod http;
+pub mod job_env;
 pub mod kube;
 pub mod launch;
 pub mod signing;

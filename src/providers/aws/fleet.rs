@@ -91,6 +91,44 @@ fn zone_of(ov: Option<&aws_sdk_ec2::types::FleetLaunchTemplateOverrides>, target
     targets.iter().find(|t| t.subnet.as_deref() == Some(subnet)).map(|t| t.zone.clone())
 }
 
+/// Why a fleet launched fewer than `req.count` instances (`launched`): each of its
+/// distinct errors with the capacity, zone and type it was for, the worst class first
+/// (the executor stops on anything but a stock-out); a stock-out when EC2 gave none.
+fn shortfall(
+    req: &CreateNodes,
+    fleet_errors: &[aws_sdk_ec2::types::CreateFleetError],
+    targets: &[Target],
+    launched: usize,
+    errors: &mut Vec<ProviderError>,
+) {
+    for e in fleet_errors {
+        let code = e.error_code().unwrap_or("Unknown");
+        let mut pe = from_code(code, e.error_message().unwrap_or_default());
+        let ov = e.launch_template_and_overrides().and_then(|l| l.overrides());
+        let zone = zone_of(ov, targets).unwrap_or_else(|| req.placement());
+        let types = ov.and_then(|o| o.instance_type()).map(|t| format!(" for {}", t.as_str())).unwrap_or_default();
+        pe.message = format!("CreateFleet {} in {zone}{types}: {}", req.capacity, pe.message);
+        if !errors.iter().any(|x| x.code == pe.code && x.message == pe.message) {
+            errors.push(pe);
+        }
+    }
+    // The worst class first: the executor stops on anything but a stock-out.
+    errors.sort_by_key(|e| e.class == ErrorClass::OutOfCapacity);
+    if errors.is_empty() {
+        errors.push(ProviderError::new(
+            ErrorClass::OutOfCapacity,
+            "UnfulfillableCapacity",
+            format!(
+                "CreateFleet {} in {}: EC2 launched {} of {} instances and gave no reason",
+                req.capacity,
+                req.placement(),
+                launched,
+                req.count
+            ),
+        ));
+    }
+}
+
 impl AwsProvider {
     /// The subnet to launch into in `zone` (see [`Self::targets`]).
     pub(super) async fn subnet_for(&self, region: &str, zone: &str) -> Result<Option<String>, ProviderError> {
@@ -213,33 +251,7 @@ impl AwsProvider {
         let (nodes, lookup_error) = self.launched(req, out.instances(), &targets, &image).await;
         let mut errors: Vec<ProviderError> = lookup_error.into_iter().collect();
         if nodes.len() < req.count as usize {
-            for e in out.errors() {
-                let code = e.error_code().unwrap_or("Unknown");
-                let mut pe = from_code(code, e.error_message().unwrap_or_default());
-                let ov = e.launch_template_and_overrides().and_then(|l| l.overrides());
-                let zone = zone_of(ov, &targets).unwrap_or_else(|| req.placement());
-                let types =
-                    ov.and_then(|o| o.instance_type()).map(|t| format!(" for {}", t.as_str())).unwrap_or_default();
-                pe.message = format!("CreateFleet {} in {zone}{types}: {}", req.capacity, pe.message);
-                if !errors.iter().any(|x| x.code == pe.code && x.message == pe.message) {
-                    errors.push(pe);
-                }
-            }
-            // The worst class first: the executor stops on anything but a stock-out.
-            errors.sort_by_key(|e| e.class == ErrorClass::OutOfCapacity);
-            if errors.is_empty() {
-                errors.push(ProviderError::new(
-                    ErrorClass::OutOfCapacity,
-                    "UnfulfillableCapacity",
-                    format!(
-                        "CreateFleet {} in {}: EC2 launched {} of {} instances and gave no reason",
-                        req.capacity,
-                        req.placement(),
-                        nodes.len(),
-                        req.count
-                    ),
-                ));
-            }
+            shortfall(req, out.errors(), &targets, nodes.len(), &mut errors);
         }
         Ok(CreateResult { nodes, errors })
     }

@@ -17,6 +17,7 @@ pub mod http;
 pub mod job_env;
 pub mod kube;
 pub mod launch;
+pub mod signed_json;
 pub mod signing;
 pub mod sim;
 pub mod tencentcloud;

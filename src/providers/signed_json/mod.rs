@@ -4,7 +4,10 @@
 //!
 //! - `errors.rs`: error classification as data: each cloud's `code → class` table and
 //!   hints, read by one classifier.
+//! - `run_command.rs`: the run-command agents' answers (TAT, Cloud Assistant): status
+//!   words as data → a run's state, and their base64 output.
 //!
 //! Nothing here knows a wire format or a cloud's name; a cloud passes its own.
 
 pub mod errors;
+pub mod run_command;

@@ -41,6 +41,8 @@ use crate::state::State;
 
 /// A replica to launch: (replica, attempt).
 type Pending = BTreeMap<Address, Vec<(u32, u32)>>;
+/// What a job asks admission for, with the (replica, attempt) pairs pending.
+type Wants = Option<(Demand, Vec<(u32, u32)>)>;
 
 /// The plan's jobs, in admission order (priority, then age).
 pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
@@ -106,7 +108,7 @@ fn assess(
     removed: &RemovedNodes,
     pools: &mut BTreeMap<Address, PoolRoom>,
     quotas: &mut BTreeMap<Address, QuotaRoom>,
-) -> Option<(JobPlacement, Option<(Demand, Vec<(u32, u32)>)>)> {
+) -> Option<(JobPlacement, Wants)> {
     let spec = input.spec;
     let t = spec.job_templates.get(&job.template.value)?;
     // A job that names a GPU model: the pool it runs on, or the cheapest with room.

@@ -84,7 +84,7 @@ fn adoptable(
     if replica >= declared.replicas.value {
         return None;
     }
-    let rec = super::place::record(state, &job);
+    let rec = super::demand::record(state, &job);
     if rec.is_some_and(|r| r.cancelled) {
         return None;
     }

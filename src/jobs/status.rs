@@ -50,7 +50,7 @@ pub fn summarize(
     ledger: &BTreeMap<String, SpendEntry>,
     clock_ms: &dyn Fn(&str) -> u64,
 ) -> JobSummary {
-    let runs = crate::jobs::place::observed_runs(rec, Some(observed));
+    let runs = crate::jobs::demand::observed_runs(rec, Some(observed));
     let replicas = replicas.unwrap_or_else(|| runs.iter().map(|r| r.replica + 1).max().unwrap_or(0));
     let latest: Vec<&JobRun> =
         (0..replicas).filter_map(|i| runs.iter().filter(|r| r.replica == i).max_by_key(|r| r.attempt)).collect();

@@ -318,3 +318,53 @@ fn the_scanner_reads_paths_not_prose() {
     .into();
     assert_eq!(cycles(&edges), vec![vec!["a".to_string(), "b".to_string()]]);
 }
+
+/// Files outside `src/providers/kube/` that may still name `k8s_openapi`, each with why.
+const K8S_WIRE_ELSEWHERE: &[(&str, &str)] = &[(
+    "reconcile/leader.rs",
+    "leader election on a coordination.k8s.io Lease: the reconcile runtime's, not a provider's",
+)];
+
+/// Kubernetes wire types (`k8s_openapi`) stay inside the Kubernetes backend: jobs, plans
+/// and the CLI speak the crate's own types (ARCHITECTURE.md, "providers").
+#[test]
+fn kubernetes_wire_types_stay_in_providers_kube() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files.sort();
+    let kube = src().join("providers").join("kube");
+    let mut outside = Vec::new();
+    for file in files.iter().filter(|f| !f.starts_with(&kube)) {
+        let rel = file.strip_prefix(src()).expect("under src/").to_string_lossy().replace('\\', "/");
+        if K8S_WIRE_ELSEWHERE.iter().any(|(f, _)| *f == rel) {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("source reads");
+        if names_k8s_wire(&code_only(&text)) {
+            outside.push(format!("src/{rel}"));
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "k8s_openapi is named outside src/providers/kube/ (build the objects there):\n{}",
+        outside.join("\n")
+    );
+}
+
+/// Does this code (comments and strings already blanked) name the `k8s_openapi` crate?
+fn names_k8s_wire(code: &str) -> bool {
+    code.match_indices("k8s_openapi").any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        let after = code[at + "k8s_openapi".len()..].chars().next();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
+#[test]
+fn the_wire_scanner_reads_paths_not_prose() {
+    assert!(names_k8s_wire(&code_only("use k8s_openapi::api::batch::v1::Job;")));
+    assert!(names_k8s_wire(&code_only("fn f() -> ::k8s_openapi::api::core::v1::Pod { todo!() }")));
+    assert!(!names_k8s_wire(&code_only("//! typed `k8s_openapi` objects\nlet s = \"k8s_openapi\";")));
+    assert!(!names_k8s_wire(&code_only("use my_k8s_openapi_shim::X;")));
+}

@@ -83,6 +83,23 @@ fn wait(d: &Demand, code: WaitCode, message: String) -> Admission {
     Admission { address: d.address.clone(), placed: None, reason: Some(WaitReason { code, message }) }
 }
 
+/// The quota's refusal of GPUs it does not allow or has no room for, if any.
+fn over_quota(d: &Demand, room: &PoolRoom, q: &Address, qr: &QuotaRoom) -> Option<Admission> {
+    if !qr.allowed_gpus.is_empty() && !qr.allowed_gpus.iter().any(|g| g == &room.gpu) {
+        return Some(wait(
+            d,
+            WaitCode::Quota,
+            format!("`{q}` does not allow {} GPUs (allowed: {})", room.gpu, qr.allowed_gpus.join(", ")),
+        ));
+    }
+    let max = qr.max_gpus.filter(|max| qr.used_gpus + d.gpus() > *max)?;
+    Some(wait(
+        d,
+        WaitCode::Quota,
+        format!("`{q}` allows {max} GPUs; {} are in use and this job needs {}", qr.used_gpus, d.gpus()),
+    ))
+}
+
 fn decide(
     d: &Demand,
     initial: &BTreeMap<Address, PoolRoom>,
@@ -94,23 +111,8 @@ fn decide(
         return wait(d, WaitCode::Capacity, format!("`{}` has no nodes in this plan", d.pool));
     };
     let quota = d.quota.as_ref().and_then(|q| quotas.get(q).map(|r| (q, r)));
-    if let Some((q, qr)) = quota {
-        if !qr.allowed_gpus.is_empty() && !qr.allowed_gpus.iter().any(|g| g == &room.gpu) {
-            return wait(
-                d,
-                WaitCode::Quota,
-                format!("`{q}` does not allow {} GPUs (allowed: {})", room.gpu, qr.allowed_gpus.join(", ")),
-            );
-        }
-        if let Some(max) = qr.max_gpus
-            && qr.used_gpus + d.gpus() > max
-        {
-            return wait(
-                d,
-                WaitCode::Quota,
-                format!("`{q}` allows {max} GPUs; {} are in use and this job needs {}", qr.used_gpus, d.gpus()),
-            );
-        }
+    if let Some(refused) = quota.and_then(|(q, qr)| over_quota(d, room, q, qr)) {
+        return refused;
     }
     let prefs = preferences(d, room.fallback);
     let Some((nodes, placed)) = fit(&room.nodes, d, &prefs) else {

@@ -1,77 +1,68 @@
-//! Alibaba Cloud error codes → [`ErrorClass`], with a hint saying what to do next.
+//! Alibaba Cloud error codes → [`ErrorClass`], with a hint saying what to do next: the
+//! cloud's table, read by the shared `signed_json::errors`.
 
+use crate::providers::signed_json::errors::{Code, ErrorTable};
 use crate::providers::{ErrorClass, ProviderError};
 
-/// Classify an ECS / CS error code (reference C.6); `status` is the HTTP status.
-pub fn class_of(code: &str, status: u16) -> ErrorClass {
-    let starts = |p: &str| code == p || code.starts_with(&format!("{p}."));
-    match code {
-        "OperationDenied.NoStock"
-        | "Zone.NotOnSale"
-        | "Zone.NotOpen"
-        | "InvalidResourceType.NotSupported"
-        | "InvalidInstanceType.ZoneNotSupported"
-        | "InstanceType.Offline"
-        | "OperationDenied.ResourceControl" => return ErrorClass::OutOfCapacity,
-        "InvalidAccessKeyId.NotFound"
-        | "InvalidAccessKeyId.Inactive"
-        | "SignatureDoesNotMatch"
-        | "IncompleteSignature"
-        | "InvalidSecurityToken.Expired"
-        | "InvalidSecurityToken.Malformed"
-        | "InvalidTimeStamp.Expired"
-        | "Forbidden.RAM"
-        | "Forbidden" => return ErrorClass::Auth,
-        "InvalidAccountStatus.NotEnoughBalance" | "Account.Arrearage" => return ErrorClass::Quota,
-        "Idempotence.Processing" | "ServiceUnavailable" | "InternalError" | "UnknownError" => {
-            return ErrorClass::Retryable;
-        }
-        _ => {}
-    }
-    if starts("Throttling") {
-        ErrorClass::Throttled
-    } else if starts("QuotaExceed") || code == "OperationDenied.QuotaExceed" {
-        ErrorClass::Quota
-    } else if status >= 500 {
-        ErrorClass::Retryable
-    } else if (400..500).contains(&status) {
-        ErrorClass::Invalid
-    } else {
-        ErrorClass::Fatal
-    }
-}
+/// ECS / CS error codes (reference C.6), first match first; other codes by HTTP status.
+pub const TABLE: ErrorTable = ErrorTable {
+    cloud: "Alibaba Cloud",
+    rules: &[
+        (Code::Is("OperationDenied.NoStock"), ErrorClass::OutOfCapacity),
+        (Code::Is("Zone.NotOnSale"), ErrorClass::OutOfCapacity),
+        (Code::Is("Zone.NotOpen"), ErrorClass::OutOfCapacity),
+        (Code::Is("InvalidResourceType.NotSupported"), ErrorClass::OutOfCapacity),
+        (Code::Is("InvalidInstanceType.ZoneNotSupported"), ErrorClass::OutOfCapacity),
+        (Code::Is("InstanceType.Offline"), ErrorClass::OutOfCapacity),
+        (Code::Is("OperationDenied.ResourceControl"), ErrorClass::OutOfCapacity),
+        (Code::Is("InvalidAccessKeyId.NotFound"), ErrorClass::Auth),
+        (Code::Is("InvalidAccessKeyId.Inactive"), ErrorClass::Auth),
+        (Code::Is("SignatureDoesNotMatch"), ErrorClass::Auth),
+        (Code::Is("IncompleteSignature"), ErrorClass::Auth),
+        (Code::Is("InvalidSecurityToken.Expired"), ErrorClass::Auth),
+        (Code::Is("InvalidSecurityToken.Malformed"), ErrorClass::Auth),
+        (Code::Is("InvalidTimeStamp.Expired"), ErrorClass::Auth),
+        (Code::Is("Forbidden.RAM"), ErrorClass::Auth),
+        (Code::Is("Forbidden"), ErrorClass::Auth),
+        (Code::Is("InvalidAccountStatus.NotEnoughBalance"), ErrorClass::Quota),
+        (Code::Is("Account.Arrearage"), ErrorClass::Quota),
+        (Code::Is("Idempotence.Processing"), ErrorClass::Retryable),
+        (Code::Is("ServiceUnavailable"), ErrorClass::Retryable),
+        (Code::Is("InternalError"), ErrorClass::Retryable),
+        (Code::Is("UnknownError"), ErrorClass::Retryable),
+        (Code::Under("Throttling"), ErrorClass::Throttled),
+        (Code::Under("QuotaExceed"), ErrorClass::Quota),
+        (Code::Is("OperationDenied.QuotaExceed"), ErrorClass::Quota),
+    ],
+    by_status: true,
+    code_hints: &[
+        (
+            "InvalidSpotPriceLimit.LowerThanPublicPrice",
+            "the spot price limit is below the current spot price: raise `mix.max_spot_price` or remove it to pay the market price (SpotAsPriceGo)",
+        ),
+        ("InvalidTimeStamp.Expired", "the request's x-acs-date is over 15 minutes off: check this machine's clock"),
+    ],
+    class_hints: &[
+        (
+            ErrorClass::Auth,
+            "check ALIBABA_CLOUD_ACCESS_KEY_ID / ALIBABA_CLOUD_ACCESS_KEY_SECRET (or `access_key`/`secret_key`) and the RAM policy",
+        ),
+        (
+            ErrorClass::OutOfCapacity,
+            "Alibaba Cloud has no stock for this type here; the pool's `mix.fallback` decides what happens next",
+        ),
+        (ErrorClass::Quota, "an account limit: raise it in Quota Center or lower `nodes.desired`"),
+        (ErrorClass::Throttled, "rate limited by Alibaba Cloud; gpuplan backs off and retries"),
+    ],
+};
 
-fn hint(code: &str, class: ErrorClass) -> &'static str {
-    match (code, class) {
-        ("InvalidSpotPriceLimit.LowerThanPublicPrice", _) => {
-            "the spot price limit is below the current spot price: raise `mix.max_spot_price` or remove it to pay the market price (SpotAsPriceGo)"
-        }
-        ("InvalidTimeStamp.Expired", _) => {
-            "the request's x-acs-date is over 15 minutes off: check this machine's clock"
-        }
-        (_, ErrorClass::Auth) => {
-            "check ALIBABA_CLOUD_ACCESS_KEY_ID / ALIBABA_CLOUD_ACCESS_KEY_SECRET (or `access_key`/`secret_key`) and the RAM policy"
-        }
-        (_, ErrorClass::OutOfCapacity) => {
-            "Alibaba Cloud has no stock for this type here; the pool's `mix.fallback` decides what happens next"
-        }
-        (_, ErrorClass::Quota) => "an account limit: raise it in Quota Center or lower `nodes.desired`",
-        (_, ErrorClass::Throttled) => "rate limited by Alibaba Cloud; gpuplan backs off and retries",
-        _ => "",
-    }
+/// Classify an ECS / CS error code ([`TABLE`]); `status` is the HTTP status.
+pub fn class_of(code: &str, status: u16) -> ErrorClass {
+    TABLE.class_of(code, status)
 }
 
 pub fn api_error(what: &str, code: &str, message: &str, request_id: &str, status: u16) -> ProviderError {
-    let class = class_of(code, status);
-    let h = hint(code, class);
-    let mut msg = format!("Alibaba Cloud {what}: {message}");
-    if !request_id.is_empty() {
-        msg.push_str(&format!(" (RequestId {request_id})"));
-    }
-    if !h.is_empty() {
-        msg.push_str(&format!("\nhint: {h}"));
-    }
-    ProviderError::new(class, code, msg)
+    TABLE.api_error(what, code, message, request_id, status)
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use super::AlibabaProvider;
 use crate::providers::launch::{command_run_id, queued_on_warm_node, split_command_run};
+use crate::providers::signed_json::run_command::Agent;
 use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
 use crate::providers::{boot, userdata};
 
@@ -167,30 +168,27 @@ impl AlibabaProvider {
     }
 }
 
+/// Cloud Assistant's invocation statuses (`InvokeRecordStatus`).
+const CLOUD_ASSISTANT: Agent = Agent {
+    name: "Cloud Assistant",
+    unit: "invocation",
+    queued: &["Pending", "Scheduled"],
+    running: &["Running", "Stopping"],
+    succeeded: "Success",
+    cancelled: &["Stopped", "Terminated"],
+    timed_out: None,
+    failed: "Failed",
+    zero_with_reason_is_the_agents: true,
+};
+
 /// An invocation result's output, decoded.
 fn output(r: &Value) -> Result<String, ProviderError> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(r["Output"].as_str().unwrap_or("")).map_err(|e| {
-        ProviderError::new(ErrorClass::Fatal, "BadResponse", format!("Cloud Assistant output is not base64: {e}"))
-    })?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    CLOUD_ASSISTANT.output(r["Output"].as_str().unwrap_or(""))
 }
 
 /// A run's state from its result's `InvokeRecordStatus` and exit code.
 fn result_state(status: &str, code: Option<i64>, why: &str, log: &str) -> (JobState, Option<String>) {
-    let how = "read with Cloud Assistant";
-    match status {
-        "Pending" | "Scheduled" => (JobState::Queued, None),
-        "Running" | "Stopping" => (JobState::Running, None),
-        "Success" => (JobState::Succeeded, Some(userdata::exit_message(0, log, how))),
-        "Stopped" | "Terminated" => (JobState::Cancelled, Some("cancelled".into())),
-        // An exit code outside i32 is no process exit code: the run still fails, with Cloud
-        // Assistant's own reason instead of a number (never a pass).
-        "Failed" => match code.and_then(|c| i32::try_from(c).ok()) {
-            Some(c) if why.is_empty() || c != 0 => (JobState::Failed, Some(userdata::exit_message(c, log, how))),
-            _ => (JobState::Failed, Some(format!("Cloud Assistant invocation failed: {why}"))),
-        },
-        other => (JobState::Failed, Some(format!("Cloud Assistant invocation {other}: {why}"))),
-    }
+    CLOUD_ASSISTANT.state(status, code, why, log)
 }
 
 #[cfg(test)]

@@ -82,17 +82,26 @@ pub fn overrides(
 
 /// The zone an answer's group (or error) was launched in, from its override's zone or
 /// subnet; `None` when the answer names neither.
-/// Why a fleet launched `launched` of `req.count` nodes, added to `errors`: each error EC2
-/// reported once, the worst class first (the executor stops on anything but a
-/// stock-out), or a stock-out when it gave no reason.
+fn zone_of(ov: Option<&aws_sdk_ec2::types::FleetLaunchTemplateOverrides>, targets: &[Target]) -> Option<String> {
+    let ov = ov?;
+    if let Some(z) = ov.availability_zone().filter(|z| !z.is_empty()) {
+        return Some(z.to_string());
+    }
+    let subnet = ov.subnet_id()?;
+    targets.iter().find(|t| t.subnet.as_deref() == Some(subnet)).map(|t| t.zone.clone())
+}
+
+/// Why a fleet launched fewer than `req.count` instances (`launched`): each of its
+/// distinct errors with the capacity, zone and type it was for, the worst class first
+/// (the executor stops on anything but a stock-out); a stock-out when EC2 gave none.
 fn shortfall(
     req: &CreateNodes,
-    reported: &[aws_sdk_ec2::types::CreateFleetError],
+    fleet_errors: &[aws_sdk_ec2::types::CreateFleetError],
     targets: &[Target],
     launched: usize,
     errors: &mut Vec<ProviderError>,
 ) {
-    for e in reported {
+    for e in fleet_errors {
         let code = e.error_code().unwrap_or("Unknown");
         let mut pe = from_code(code, e.error_message().unwrap_or_default());
         let ov = e.launch_template_and_overrides().and_then(|l| l.overrides());
@@ -118,15 +127,6 @@ fn shortfall(
             ),
         ));
     }
-}
-
-fn zone_of(ov: Option<&aws_sdk_ec2::types::FleetLaunchTemplateOverrides>, targets: &[Target]) -> Option<String> {
-    let ov = ov?;
-    if let Some(z) = ov.availability_zone().filter(|z| !z.is_empty()) {
-        return Some(z.to_string());
-    }
-    let subnet = ov.subnet_id()?;
-    targets.iter().find(|t| t.subnet.as_deref() == Some(subnet)).map(|t| t.zone.clone())
 }
 
 impl AwsProvider {

@@ -21,6 +21,7 @@
 //!   Job: the pod gets a `DisruptionTarget` condition, and the Job's pod failure policy
 //!   replaces it without spending a retry.
 
+pub mod manifest;
 pub mod nodes;
 pub mod watch;
 
@@ -43,7 +44,9 @@ use crate::model::{Priority, ProviderKind};
 
 /// The prefix of the backend's name in a provider set.
 pub const PREFIX: &str = "@kubernetes.";
-/// Labels gpuplan puts on its Jobs (also written by `jobs/k8s.rs`).
+/// Labels gpuplan puts on its Jobs (written by [`manifest`]).
+/// The state lineage that submitted a Job: gpuplan only reads, follows and deletes Jobs
+/// carrying its own lineage (a Job of the same name without it is someone else's).
 pub const LABEL_LINEAGE: &str = "gpuplan.dev/lineage";
 pub const LABEL_ATTEMPT: &str = "gpuplan.dev/attempt";
 /// The run's identity on a submitted Job (the job's life and attempt, hashed; set by
@@ -52,7 +55,7 @@ pub const LABEL_ATTEMPT: &str = "gpuplan.dev/attempt";
 pub const LABEL_RUN: &str = "gpuplan.dev/run";
 const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 const INDEX_LABEL: &str = "batch.kubernetes.io/job-completion-index";
-/// The container whose output `jobs logs` prints.
+/// The container every gpuplan Job runs, whose output `jobs logs` prints.
 pub const CONTAINER: &str = "job";
 
 /// A run id's namespace, Job name and replica, or the error saying it is not one.

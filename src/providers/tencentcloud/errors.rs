@@ -1,86 +1,75 @@
-//! Tencent Cloud error codes → [`ErrorClass`], with a hint saying what to do next.
+//! Tencent Cloud error codes → [`ErrorClass`], with a hint saying what to do next: the
+//! cloud's table, read by the shared `signed_json::errors`.
 
+use crate::providers::signed_json::errors::{Code, ErrorTable};
 use crate::providers::{ErrorClass, ProviderError};
 
-/// Classify an API 3.0 error code (reference B.5). The spot quotas (per type and per
-/// account) are a spot shortage like a sold-out zone: `mix.fallback = "on_demand"` moves
-/// the nodes to pay-as-you-go, which those quotas do not limit.
-pub fn class_of(code: &str) -> ErrorClass {
-    let starts = |p: &str| code == p || code.starts_with(&format!("{p}."));
-    if starts("ResourceInsufficient")
-        || starts("ResourcesSoldOut")
-        || code == "ResourceUnavailable.InstanceType"
-        || code == "InvalidParameterValue.InsufficientOffering"
-        || code == "LimitExceeded.SpotQuota"
-        || code == "LimitExceeded.UserSpotQuota"
-    {
-        ErrorClass::OutOfCapacity
-    } else if starts("RequestLimitExceeded") {
-        ErrorClass::Throttled
-    } else if starts("AuthFailure") || starts("UnauthorizedOperation") {
-        ErrorClass::Auth
-    } else if (code.starts_with("LimitExceeded.") && code.ends_with("Quota"))
-        || code == "InstancesQuotaLimitExceeded"
-        || code == "InvalidAccount.InsufficientBalance"
-    {
-        ErrorClass::Quota
-    } else if starts("InternalError")
-        || starts("ServiceUnavailable")
-        || code == "MutexOperation.TaskRunning"
-        || code == "OperationDenied.InstanceOperationInProgress"
-    {
-        ErrorClass::Retryable
-    } else if starts("InvalidParameter")
-        || starts("InvalidParameterValue")
-        || starts("MissingParameter")
-        || starts("UnknownParameter")
-        || starts("InvalidAction")
-        || starts("UnsupportedOperation")
-        || starts("InvalidZone")
-        || starts("InvalidImageId")
-        || starts("InvalidClientToken")
-        || starts("LimitExceeded")
-    {
-        ErrorClass::Invalid
-    } else {
-        ErrorClass::Fatal
-    }
-}
+/// API 3.0 error codes (reference B.5), first match first. The spot quotas (per type and
+/// per account) are a spot shortage like a sold-out zone: `mix.fallback = "on_demand"`
+/// moves the nodes to pay-as-you-go, which those quotas do not limit.
+pub const TABLE: ErrorTable = ErrorTable {
+    cloud: "Tencent Cloud",
+    rules: &[
+        (Code::Under("ResourceInsufficient"), ErrorClass::OutOfCapacity),
+        (Code::Under("ResourcesSoldOut"), ErrorClass::OutOfCapacity),
+        (Code::Is("ResourceUnavailable.InstanceType"), ErrorClass::OutOfCapacity),
+        (Code::Is("InvalidParameterValue.InsufficientOffering"), ErrorClass::OutOfCapacity),
+        (Code::Is("LimitExceeded.SpotQuota"), ErrorClass::OutOfCapacity),
+        (Code::Is("LimitExceeded.UserSpotQuota"), ErrorClass::OutOfCapacity),
+        (Code::Under("RequestLimitExceeded"), ErrorClass::Throttled),
+        (Code::Under("AuthFailure"), ErrorClass::Auth),
+        (Code::Under("UnauthorizedOperation"), ErrorClass::Auth),
+        (Code::Between("LimitExceeded.", "Quota"), ErrorClass::Quota),
+        (Code::Is("InstancesQuotaLimitExceeded"), ErrorClass::Quota),
+        (Code::Is("InvalidAccount.InsufficientBalance"), ErrorClass::Quota),
+        (Code::Under("InternalError"), ErrorClass::Retryable),
+        (Code::Under("ServiceUnavailable"), ErrorClass::Retryable),
+        (Code::Is("MutexOperation.TaskRunning"), ErrorClass::Retryable),
+        (Code::Is("OperationDenied.InstanceOperationInProgress"), ErrorClass::Retryable),
+        // The spot bid below the market (`InvalidParameterValue.InsufficientPrice`) is
+        // refused as invalid: a higher bid, not another zone, fixes it.
+        (Code::Under("InvalidParameter"), ErrorClass::Invalid),
+        (Code::Under("InvalidParameterValue"), ErrorClass::Invalid),
+        (Code::Under("MissingParameter"), ErrorClass::Invalid),
+        (Code::Under("UnknownParameter"), ErrorClass::Invalid),
+        (Code::Under("InvalidAction"), ErrorClass::Invalid),
+        (Code::Under("UnsupportedOperation"), ErrorClass::Invalid),
+        (Code::Under("InvalidZone"), ErrorClass::Invalid),
+        (Code::Under("InvalidImageId"), ErrorClass::Invalid),
+        (Code::Under("InvalidClientToken"), ErrorClass::Invalid),
+        (Code::Under("LimitExceeded"), ErrorClass::Invalid),
+    ],
+    // API 3.0 answers errors with HTTP 200: only the code says anything.
+    by_status: false,
+    code_hints: &[
+        (
+            "InvalidParameterValue.InsufficientPrice",
+            "the spot bid is below the current spot price: raise `mix.max_spot_price` or remove it to bid the market price",
+        ),
+        ("AuthFailure.SignatureExpire", "the request's timestamp is over 5 minutes off: check this machine's clock"),
+    ],
+    class_hints: &[
+        (
+            ErrorClass::Auth,
+            "check TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY (or `access_key`/`secret_key`) and the key's CAM permissions",
+        ),
+        (
+            ErrorClass::OutOfCapacity,
+            "Tencent Cloud has no stock for this type here; the pool's `mix.fallback` decides what happens next",
+        ),
+        (ErrorClass::Quota, "an account limit: raise the quota in the Tencent Cloud console or lower `nodes.desired`"),
+        (ErrorClass::Throttled, "rate limited by Tencent Cloud; gpuplan backs off and retries"),
+    ],
+};
 
-fn hint(code: &str, class: ErrorClass) -> &'static str {
-    match (code, class) {
-        ("InvalidParameterValue.InsufficientPrice", _) => {
-            "the spot bid is below the current spot price: raise `mix.max_spot_price` or remove it to bid the market price"
-        }
-        ("AuthFailure.SignatureExpire", _) => {
-            "the request's timestamp is over 5 minutes off: check this machine's clock"
-        }
-        (_, ErrorClass::Auth) => {
-            "check TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY (or `access_key`/`secret_key`) and the key's CAM permissions"
-        }
-        (_, ErrorClass::OutOfCapacity) => {
-            "Tencent Cloud has no stock for this type here; the pool's `mix.fallback` decides what happens next"
-        }
-        (_, ErrorClass::Quota) => {
-            "an account limit: raise the quota in the Tencent Cloud console or lower `nodes.desired`"
-        }
-        (_, ErrorClass::Throttled) => "rate limited by Tencent Cloud; gpuplan backs off and retries",
-        _ => "",
-    }
+/// Classify an API 3.0 error code ([`TABLE`]).
+pub fn class_of(code: &str) -> ErrorClass {
+    TABLE.class_of(code, 200)
 }
 
 /// A provider error for a Tencent error answer, with where it happened and a hint.
 pub fn api_error(what: &str, code: &str, message: &str, request_id: &str) -> ProviderError {
-    let class = if code == "InvalidParameterValue.InsufficientPrice" { ErrorClass::Invalid } else { class_of(code) };
-    let h = hint(code, class);
-    let mut msg = format!("Tencent Cloud {what}: {message}");
-    if !request_id.is_empty() {
-        msg.push_str(&format!(" (RequestId {request_id})"));
-    }
-    if !h.is_empty() {
-        msg.push_str(&format!("\nhint: {h}"));
-    }
-    ProviderError::new(class, code, msg)
+    TABLE.api_error(what, code, message, request_id, 200)
 }
 
 #[cfg(test)]

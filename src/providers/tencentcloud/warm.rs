@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::TencentProvider;
 use crate::providers::launch::{queued_on_warm_node, split_command_run};
+use crate::providers::signed_json::run_command::Agent;
 use crate::providers::userdata;
 use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
 
@@ -162,32 +163,27 @@ impl TencentProvider {
     }
 }
 
+/// TAT's task statuses (`TaskStatus`).
+const TAT: Agent = Agent {
+    name: "TAT",
+    unit: "task",
+    queued: &["PENDING", "DELIVERING", "DELIVER_DELAYED"],
+    running: &["RUNNING", "CANCELLING"],
+    succeeded: "SUCCESS",
+    cancelled: &["CANCELLED", "TERMINATED"],
+    timed_out: Some(("TIMEOUT", "timed out (TAT Timeout)")),
+    failed: "FAILED",
+    zero_with_reason_is_the_agents: false,
+};
+
 /// A TAT task's output, decoded.
 fn output(task: &Value) -> Result<String, ProviderError> {
-    let b64 = task["TaskResult"]["Output"].as_str().unwrap_or("");
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .map_err(|e| ProviderError::new(ErrorClass::Fatal, "BadResponse", format!("TAT output is not base64: {e}")))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    TAT.output(task["TaskResult"]["Output"].as_str().unwrap_or(""))
 }
 
 /// A run's state from its TAT task's `TaskStatus` and exit code.
 fn task_state(status: &str, code: Option<i64>, why: &str, log: &str) -> (JobState, Option<String>) {
-    // An exit code outside i32 is no process exit code: the run still fails, with TAT's
-    // own reason instead of a number (never a pass).
-    let code32 = code.and_then(|c| i32::try_from(c).ok());
-    match status {
-        "PENDING" | "DELIVERING" | "DELIVER_DELAYED" => (JobState::Queued, None),
-        "RUNNING" | "CANCELLING" => (JobState::Running, None),
-        "SUCCESS" => (JobState::Succeeded, Some(userdata::exit_message(0, log, "read with TAT"))),
-        "CANCELLED" | "TERMINATED" => (JobState::Cancelled, Some("cancelled".into())),
-        "TIMEOUT" => (JobState::Failed, Some("timed out (TAT Timeout)".into())),
-        "FAILED" => match code32 {
-            Some(c) => (JobState::Failed, Some(userdata::exit_message(c, log, "read with TAT"))),
-            None => (JobState::Failed, Some(format!("TAT task failed: {why}"))),
-        },
-        other => (JobState::Failed, Some(format!("TAT task {other}: {why}"))),
-    }
+    TAT.state(status, code, why, log)
 }
 
 #[cfg(test)]

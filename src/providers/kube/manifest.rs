@@ -1,5 +1,7 @@
-//! The Kubernetes job backend (TKE, ACK or any cluster whose GPU nodes carry gpuplan's
-//! labels): one `batch/v1` Job per `job` instance, rendered by `gpuplan jobs render`.
+//! The Kubernetes Job manifests (TKE, ACK or any cluster whose GPU nodes carry gpuplan's
+//! labels): one `batch/v1` Job per `job` instance, rendered by `gpuplan jobs render` and
+//! carried in a launch request (placement calls [`launch_manifest`]) for this backend to submit.
+//! The `k8s-openapi` wire types stay in `providers/kube`: nothing outside it builds them.
 //!
 //! The contract with the cluster's node groups: every node of a pool carries the labels
 //! `gpuplan.dev/pool=<pool name>` and `gpuplan.dev/capacity=spot|on-demand`, and spot
@@ -36,23 +38,19 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::{CONTAINER, LABEL_ATTEMPT, LABEL_LINEAGE, LABEL_RUN};
 use crate::addr::Address;
-use crate::jobs::model::priority_str;
-use crate::jobs::place::{self, ENV_REPLICA};
+use crate::model::job::priority_str;
+use crate::providers::job_env::{self, ENV_REPLICA};
 use crate::spec::Spec;
+use crate::spec::model::{GpuPool, Job, JobTemplate};
 
 pub const LABEL_POOL: &str = "gpuplan.dev/pool";
 pub const LABEL_CAPACITY: &str = "gpuplan.dev/capacity";
 pub const LABEL_JOB: &str = "gpuplan.dev/job";
-/// The state lineage that submitted a Job: gpuplan only reads, follows and deletes Jobs
-/// carrying its own lineage (a Job of the same name without it is someone else's).
-pub const LABEL_LINEAGE: &str = "gpuplan.dev/lineage";
-pub const LABEL_ATTEMPT: &str = "gpuplan.dev/attempt";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const ANNOTATION_ADDRESS: &str = "gpuplan.dev/address";
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
-/// The container every gpuplan Job runs (its logs are the job's output).
-pub const CONTAINER: &str = "job";
 /// The annotation Kubernetes sets on an Indexed Job's pods: the replica.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
@@ -85,72 +83,12 @@ pub fn manifest(spec: &Spec, addr: &Address, attempt: u32, lineage: Option<&str>
 
 /// [`manifest`] of `job` as placement resolved it (a job that names a GPU model runs on
 /// the pool placement chose).
-pub fn manifest_for(
-    spec: &Spec,
-    addr: &Address,
-    job: &crate::spec::model::Job,
-    attempt: u32,
-    lineage: Option<&str>,
-) -> Option<K8sJob> {
+pub fn manifest_for(spec: &Spec, addr: &Address, job: &Job, attempt: u32, lineage: Option<&str>) -> Option<K8sJob> {
     let t = spec.job_templates.get(&job.template.value)?;
     let pool_addr = &job.pool.value;
     let pool = spec.gpu_pools.get(pool_addr).map(Box::as_ref);
     let name = object_name(addr);
-
-    let mut env: Vec<EnvVar> = place::env(addr, job, t, 0, attempt)
-        .into_iter()
-        .filter(|(k, _)| k != ENV_REPLICA)
-        .map(|(name, value)| EnvVar { name, value: Some(value), ..Default::default() })
-        .collect();
-    env.push(EnvVar {
-        name: ENV_REPLICA.into(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: format!("metadata.annotations['{COMPLETION_INDEX}']"),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    let limits = BTreeMap::from([(gpu_resource(pool), Quantity(t.gpus.value.to_string()))]);
-    let container = Container {
-        name: CONTAINER.into(),
-        image: Some(t.image.value.clone()),
-        command: (!t.command.is_empty()).then(|| t.command.iter().map(|c| c.value.clone()).collect()),
-        args: (!job.args.is_empty()).then(|| job.args.iter().map(|a| a.value.clone()).collect()),
-        env: Some(env),
-        resources: Some(ResourceRequirements { limits: Some(limits), ..Default::default() }),
-        ..Default::default()
-    };
-
-    let mut selector = BTreeMap::from([(LABEL_POOL.to_string(), pool_addr.name.clone())]);
-    let mut tolerations = vec![Toleration {
-        key: Some(GPU_RESOURCE.into()),
-        operator: Some("Exists".into()),
-        effect: Some("NoSchedule".into()),
-        ..Default::default()
-    }];
-    if t.preemptible.value {
-        tolerations.push(Toleration {
-            key: Some(LABEL_CAPACITY.into()),
-            operator: Some("Equal".into()),
-            value: Some("spot".into()),
-            effect: Some("NoSchedule".into()),
-            ..Default::default()
-        });
-    } else {
-        selector.insert(LABEL_CAPACITY.into(), "on-demand".into());
-    }
-    let pod_spec = PodSpec {
-        restart_policy: Some("Never".into()),
-        priority_class_name: Some(priority_class(t.priority.value)),
-        node_selector: Some(selector),
-        tolerations: Some(tolerations),
-        containers: vec![container],
-        ..Default::default()
-    };
-
+    let pod_spec = pod_spec(addr, job, t, pool, attempt);
     let mut labels = BTreeMap::from([
         (LABEL_MANAGED_BY.to_string(), "gpuplan".to_string()),
         (LABEL_JOB.to_string(), name.clone()),
@@ -160,8 +98,45 @@ pub fn manifest_for(
     if let Some(l) = lineage {
         labels.insert(LABEL_LINEAGE.into(), l.to_string());
     }
+    Some(K8sJob {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: pool.and_then(|p| p.kubernetes.as_ref()).map(|k| k.namespace.value.clone()),
+            labels: Some(labels),
+            annotations: Some(BTreeMap::from([(ANNOTATION_ADDRESS.to_string(), addr.to_string())])),
+            ..Default::default()
+        },
+        spec: Some(job_spec(job, t, name, pod_spec)),
+        status: None,
+    })
+}
+
+/// The Job of one launch as the backend submits it (JSON, as a launch request carries
+/// it), labelled with the run's identity `run` (`gpuplan.dev/run`): an old Job of the
+/// same name is never taken for this one. `Null` only without a template, which never
+/// reaches a launch; the backend refuses a null Job (`BadManifest`), never submits it.
+pub fn launch_manifest(
+    spec: &Spec,
+    addr: &Address,
+    job: &Job,
+    attempt: u32,
+    lineage: &str,
+    run: String,
+) -> serde_json::Value {
+    manifest_for(spec, addr, job, attempt, Some(lineage))
+        .map(|mut m| {
+            m.metadata.labels.get_or_insert_with(Default::default).insert(LABEL_RUN.to_string(), run);
+            m
+        })
+        .map(|m| serde_json::to_value(m).expect("a Job is plain data and always serializes"))
+        .unwrap_or_default()
+}
+
+/// The Job's spec: every replica at once (Indexed), retries as `backoffLimit`, and spot
+/// reclaims that do not spend them.
+fn job_spec(job: &Job, t: &JobTemplate, name: String, pod_spec: PodSpec) -> JobSpec {
     let replicas = i32::try_from(job.replicas.value).unwrap_or(i32::MAX);
-    let spec = JobSpec {
+    JobSpec {
         completions: Some(replicas),
         parallelism: Some(replicas),
         completion_mode: Some("Indexed".into()),
@@ -182,29 +157,80 @@ pub fn manifest_for(
         active_deadline_seconds: t.max_runtime.as_ref().map(|d| i64::try_from(d.value.as_secs()).unwrap_or(i64::MAX)),
         template: PodTemplateSpec {
             metadata: Some(ObjectMeta {
-                labels: Some(BTreeMap::from([(LABEL_JOB.to_string(), name.clone())])),
+                labels: Some(BTreeMap::from([(LABEL_JOB.to_string(), name)])),
                 ..Default::default()
             }),
             spec: Some(pod_spec),
         },
         ..Default::default()
-    };
-    Some(K8sJob {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: pool.and_then(|p| p.kubernetes.as_ref()).map(|k| k.namespace.value.clone()),
-            labels: Some(labels),
-            annotations: Some(BTreeMap::from([(ANNOTATION_ADDRESS.to_string(), addr.to_string())])),
+    }
+}
+
+/// The pod of every replica: the job's container on the pool's nodes, tolerating GPU
+/// nodes and (preemptible jobs only) spot nodes.
+fn pod_spec(addr: &Address, job: &Job, t: &JobTemplate, pool: Option<&GpuPool>, attempt: u32) -> PodSpec {
+    let mut selector = BTreeMap::from([(LABEL_POOL.to_string(), job.pool.value.name.clone())]);
+    let mut tolerations = vec![Toleration {
+        key: Some(GPU_RESOURCE.into()),
+        operator: Some("Exists".into()),
+        effect: Some("NoSchedule".into()),
+        ..Default::default()
+    }];
+    if t.preemptible.value {
+        tolerations.push(Toleration {
+            key: Some(LABEL_CAPACITY.into()),
+            operator: Some("Equal".into()),
+            value: Some("spot".into()),
+            effect: Some("NoSchedule".into()),
             ..Default::default()
-        },
-        spec: Some(spec),
-        status: None,
-    })
+        });
+    } else {
+        selector.insert(LABEL_CAPACITY.into(), "on-demand".into());
+    }
+    PodSpec {
+        restart_policy: Some("Never".into()),
+        priority_class_name: Some(priority_class(t.priority.value)),
+        node_selector: Some(selector),
+        tolerations: Some(tolerations),
+        containers: vec![container(addr, job, t, pool, attempt)],
+        ..Default::default()
+    }
+}
+
+/// The job's container: its image, command, arguments, GPUs and environment, the replica
+/// read from the pod's completion index.
+fn container(addr: &Address, job: &Job, t: &JobTemplate, pool: Option<&GpuPool>, attempt: u32) -> Container {
+    let mut env: Vec<EnvVar> = job_env::env(addr, job, t, 0, attempt)
+        .into_iter()
+        .filter(|(k, _)| k != ENV_REPLICA)
+        .map(|(name, value)| EnvVar { name, value: Some(value), ..Default::default() })
+        .collect();
+    env.push(EnvVar {
+        name: ENV_REPLICA.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: format!("metadata.annotations['{COMPLETION_INDEX}']"),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let limits = BTreeMap::from([(gpu_resource(pool), Quantity(t.gpus.value.to_string()))]);
+    Container {
+        name: CONTAINER.into(),
+        image: Some(t.image.value.clone()),
+        command: (!t.command.is_empty()).then(|| t.command.iter().map(|c| c.value.clone()).collect()),
+        args: (!job.args.is_empty()).then(|| job.args.iter().map(|a| a.value.clone()).collect()),
+        env: Some(env),
+        resources: Some(ResourceRequirements { limits: Some(limits), ..Default::default() }),
+        ..Default::default()
+    }
 }
 
 /// The extended resource a job's GPUs are: `nvidia.com/gpu`, or on a MIG pool the
 /// profile's slices, `nvidia.com/mig-1g.10gb` (the NVIDIA device plugin's mixed strategy).
-pub fn gpu_resource(pool: Option<&crate::spec::model::GpuPool>) -> String {
+pub fn gpu_resource(pool: Option<&GpuPool>) -> String {
     match pool.and_then(|p| p.mig.as_ref()) {
         Some(m) => format!("nvidia.com/mig-{}", m.value),
         None => GPU_RESOURCE.to_string(),

@@ -100,6 +100,30 @@ struct Launched {
 struct Settled {
     entries: Vec<JournalEntry>,
     outcomes: Vec<Outcome>,
+    tally: Tally,
+}
+
+/// What the jobs phase did, in the words of the plan's summary (`Jobs: 1 launched, 1
+/// requeued`, and the nodes it launched and terminated for jobs).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// Jobs that launched a replica without a run stopped first.
+    pub launched: usize,
+    /// Jobs whose runs gpuplan stopped (a node removed, a preemption) to run again.
+    pub requeued: usize,
+    /// Nodes booted for job replicas (cloud VM pools).
+    pub nodes_launched: usize,
+    /// Nodes of ended runs and job nodes no run owns, terminated.
+    pub nodes_terminated: usize,
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, o: Tally) {
+        self.launched += o.launched;
+        self.requeued += o.requeued;
+        self.nodes_launched += o.nodes_launched;
+        self.nodes_terminated += o.nodes_terminated;
+    }
 }
 
 /// Before the node changes: stop what the plan's node removals would otherwise kill.
@@ -112,7 +136,7 @@ pub async fn before_nodes(plan: &Plan, prior: &State, providers: &ProviderSet, o
 
 /// After the node changes: launch, stop, release and record. Returns one outcome per job
 /// that could not do what the plan said (failed launches as failures, replicas without
-/// room as partial).
+/// room as partial), and what was done.
 pub async fn run(
     plan: &Plan,
     prior: &State,
@@ -120,10 +144,13 @@ pub async fn run(
     recorder: &Recorder,
     opts: &ApplyOptions,
     mut stopped: Stopped,
-) -> Vec<Outcome> {
+) -> (Vec<Outcome>, Tally) {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let mut outcomes = release_orphan_job_nodes(plan, providers, opts).await;
+    let mut tally =
+        Tally { nodes_terminated: plan.orphan_job_nodes.len().saturating_sub(outcomes.len()), ..Tally::default() };
     stopped.0.extend(stop_preempted(plan, providers, opts).await.0);
+    tally.requeued = requeued(plan, &stopped);
     let picks = assign::assign(plan, providers, opts, &stopped).await;
     let changes = plan.changes.iter().map(|c| (&c.address, c)).collect();
     let permits = Semaphore::new(opts.parallelism.max(1));
@@ -139,6 +166,7 @@ pub async fn run(
     let mut batch = Batch::default();
     while let Some((j, s)) = settled.next().await {
         outcomes.extend(s.outcomes);
+        tally += s.tally;
         written.note(&s.entries);
         batch.push(j, s.entries);
         if batch.entries.len() >= BATCH {
@@ -153,7 +181,14 @@ pub async fn run(
     {
         opts.progress.event("jobs", &format!("could not record job runs: {e}"));
     }
-    outcomes
+    (outcomes, tally)
+}
+
+/// Jobs with a run gpuplan stopped in this apply, because its node goes or for a
+/// higher-priority job: they go back to the queue.
+fn requeued(plan: &Plan, stopped: &Stopped) -> usize {
+    let ok = |run: &str| matches!(stopped.0.get(run), Some(Ok(_)));
+    plan.jobs.iter().filter(|j| j.interrupted.iter().any(|i| ok(&i.run)) || j.preempt.iter().any(|r| ok(r))).count()
 }
 
 /// Final job records waiting for one journal append, with their jobs (for the outcome of
@@ -367,13 +402,15 @@ async fn settle<'j>(
     unrecorded: Option<&String>,
 ) -> (&'j JobPlacement, Settled) {
     if let Some(why) = unrecorded {
-        return (j, Settled { entries: Vec::new(), outcomes: vec![outcome(j, Status::Failed(why.clone()))] });
+        let outcomes = vec![outcome(j, Status::Failed(why.clone()))];
+        return (j, Settled { entries: Vec::new(), outcomes, tally: Tally::default() });
     }
     let (plan, providers, opts) = (steps.plan, steps.providers, steps.opts);
     let mut rec = steps.first_record(j, now);
     restore_unstopped(j, steps.prior, stopped, &mut rec.runs);
     let mut outcomes = record_stops(j, stopped, &mut rec.runs);
     let mut launched = Launched::default();
+    let mut tally = Tally::default();
     adopt_runs(plan, providers, opts, j, &mut rec.runs, now, &mut launched.ledger);
     for (l, pick) in j.launches.iter().zip(picks) {
         if opts.cancel.is_cancelled() {
@@ -398,6 +435,8 @@ async fn settle<'j>(
         if launched.runs.len() == before {
             continue;
         }
+        tally.launched = 1;
+        tally.nodes_launched += usize::from(l.request.shape.is_some());
         // Durable before the job's next launch: the run and what the record held.
         rec.runs.append(&mut launched.runs);
         if let Err(e) = steps.record(j, &rec, std::mem::take(&mut launched.ledger)).await {
@@ -405,7 +444,12 @@ async fn settle<'j>(
             break;
         }
     }
-    let (unreleased, unstarted) = release_ended_nodes(steps, j, &mut rec.runs).await;
+    let (unreleased, unstarted, released) = release_ended_nodes(steps, j, &mut rec.runs).await;
+    tally.nodes_terminated += released;
+    // A requeued job is counted as requeued (see [`requeued`]), not as launched again.
+    if !j.interrupted.is_empty() || !j.preempt.is_empty() {
+        tally.launched = 0;
+    }
     if !unreleased.is_empty() {
         let what = format!("could not terminate the node(s) of ended runs: {}", unreleased.join("; "));
         outcomes.push(outcome(j, Status::Failed(what)));
@@ -440,7 +484,7 @@ async fn settle<'j>(
     if status != Status::Done {
         outcomes.push(outcome(j, status));
     }
-    (j, Settled { entries, outcomes })
+    (j, Settled { entries, outcomes, tally })
 }
 
 /// Adopted runs (job nodes an apply launched but died before recording): each gets the
@@ -655,12 +699,17 @@ fn new_run(
 }
 
 /// Ended runs on nodes made for them: terminate those nodes (a leak otherwise). Returns
-/// the nodes that could not be terminated, with why, and those not tried because the
-/// apply was cancelled (the next apply terminates them).
-async fn release_ended_nodes(steps: &Steps<'_>, j: &JobPlacement, runs: &mut [JobRun]) -> (Vec<String>, Vec<String>) {
+/// the nodes that could not be terminated, with why, those not tried because the apply
+/// was cancelled (the next apply terminates them), and how many were terminated.
+async fn release_ended_nodes(
+    steps: &Steps<'_>,
+    j: &JobPlacement,
+    runs: &mut [JobRun],
+) -> (Vec<String>, Vec<String>, usize) {
     let (providers, opts) = (steps.providers, steps.opts);
     let mut unreleased = Vec::new();
     let mut unstarted = Vec::new();
+    let mut terminated = 0;
     for run in runs.iter_mut().filter(|r| r.node_to_release()) {
         if opts.cancel.is_cancelled() {
             unstarted.push(run.node_id.clone());
@@ -681,6 +730,7 @@ async fn release_ended_nodes(steps: &Steps<'_>, j: &JobPlacement, runs: &mut [Jo
         match released {
             Ok(()) => {
                 run.node_released = true;
+                terminated += 1;
                 opts.progress
                     .event(&j.address.to_string(), &format!("node {} terminated (its run ended)", run.node_id));
             }
@@ -689,7 +739,7 @@ async fn release_ended_nodes(steps: &Steps<'_>, j: &JobPlacement, runs: &mut [Jo
             Err(e) => unreleased.push(format!("node {}: {e}", run.node_id)),
         }
     }
-    (unreleased, unstarted)
+    (unreleased, unstarted, terminated)
 }
 
 /// The journal entry of a job whose record changed: its configuration as the plan

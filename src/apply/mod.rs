@@ -143,6 +143,8 @@ pub struct ApplyReport {
     pub cancelled: bool,
     /// Instances imported, moved and forgotten (`adopt.rs`).
     pub adopted: adopt::Counts,
+    /// What the jobs phase did (`jobs.rs`), for the closing line.
+    pub jobs: jobs::Tally,
 }
 
 impl ApplyReport {
@@ -253,6 +255,7 @@ pub async fn execute_keeping(
         outcomes: book.outcomes.into_values().collect(),
         cancelled: opts.cancel.is_cancelled(),
         adopted: adopt::Counts::default(),
+        jobs: jobs::Tally::default(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The plan: what apply will do, and why. One model, many views (`render/`).
 //!
 //! Names follow OpenTofu: a [`Plan`] holds [`ResourceChange`]s, each with an [`Action`]
-//! (symbol `+ ~ - ±`) and reasons that explain it. Reasons never drive apply; the
+//! (symbol `+ ~ - -/+`) and reasons that explain it. Reasons never drive apply; the
 //! node operations in [`PoolChange`] do, and apply executes exactly those.
 
 use serde::{Deserialize, Serialize};
@@ -36,7 +36,7 @@ impl Action {
         match self {
             Action::Create => "+",
             Action::Update => "~",
-            Action::Replace => "±",
+            Action::Replace => "-/+",
             Action::Delete => "-",
             Action::NoOp => " ",
             Action::Read => "<=",

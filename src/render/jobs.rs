@@ -249,7 +249,7 @@ fn placement_text(j: &JobPlacement) -> String {
             format!("running on {} ({}), attempt {}", j.pool, capacity(&j.capacity), j.attempt)
         }
         Placement::Succeeded => "succeeded".into(),
-        Placement::Failed => format!("failed after {} attempt(s)", j.attempt),
+        Placement::Failed => format!("failed after {} attempt{}", j.attempt, if j.attempt == 1 { "" } else { "s" }),
         Placement::Cancelled => "cancelled".into(),
         Placement::Preempt => format!(
             "preempt {} for {} (higher priority): stops run {}; it requeues{} as attempt {}, no retry spent",

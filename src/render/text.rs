@@ -462,8 +462,7 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
         .creates
         .iter()
         .map(|b| {
-            let types =
-                if b.instance_types.is_empty() { String::new() } else { format!(" ({})", b.instance_types.join(", ")) };
+            let types = instance_types(&b.instance_types);
             let place = if b.zones.is_empty() { format!("in {}", b.zone) } else { format!("across {}", b.placement()) };
             let join = b.join.as_ref().map(|j| format!(", {}", j.describe(b.capacity))).unwrap_or_default();
             format!("      {} {} {} {place}{types}{join}\n", p.symbol("+"), b.count, b.capacity)
@@ -499,6 +498,19 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
         pool.forget.iter().map(|id| format!("      {} forget {id} (gone outside gpuplan)\n", p.symbol("~"))).collect();
     out += &capped(forget, "to forget");
     out
+}
+
+/// ` (p4de.24xlarge)`, ` (g6.xlarge or 4 other types)`: the type apply tries first, and
+/// how many it falls back to (`plan --json` lists them; the cost section prices them).
+fn instance_types(types: &[String]) -> String {
+    match types {
+        [] => String::new(),
+        [one] => format!(" ({one})"),
+        [first, rest @ ..] => {
+            let other = if rest.len() == 1 { "type" } else { "types" };
+            format!(" ({first} or {} other {other})", rest.len())
+        }
+    }
 }
 
 /// At most [`MAX_NODE_LINES`] lines, then `… and N more <what>`.

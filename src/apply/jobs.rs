@@ -46,6 +46,7 @@ use futures::StreamExt;
 use tokio::sync::Semaphore;
 
 use crate::addr::Address;
+use crate::apply::tally::Tally;
 use crate::apply::{ApplyOptions, Outcome, ProviderSet, Recorder, Status};
 use crate::model::{JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch};
 use crate::plan::model::ResourceChange;
@@ -103,29 +104,6 @@ struct Settled {
     tally: Tally,
 }
 
-/// What the jobs phase did, in the words of the plan's summary (`Jobs: 1 launched, 1
-/// requeued`, and the nodes it launched and terminated for jobs).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Tally {
-    /// Jobs that launched a replica without a run stopped first.
-    pub launched: usize,
-    /// Jobs whose runs gpuplan stopped (a node removed, a preemption) to run again.
-    pub requeued: usize,
-    /// Nodes booted for job replicas (cloud VM pools).
-    pub nodes_launched: usize,
-    /// Nodes of ended runs and job nodes no run owns, terminated.
-    pub nodes_terminated: usize,
-}
-
-impl std::ops::AddAssign for Tally {
-    fn add_assign(&mut self, o: Tally) {
-        self.launched += o.launched;
-        self.requeued += o.requeued;
-        self.nodes_launched += o.nodes_launched;
-        self.nodes_terminated += o.nodes_terminated;
-    }
-}
-
 /// Before the node changes: stop what the plan's node removals would otherwise kill.
 pub async fn before_nodes(plan: &Plan, prior: &State, providers: &ProviderSet, opts: &ApplyOptions) -> Stopped {
     let kept = cancel_removed(plan, prior, providers, opts).await;
@@ -150,7 +128,7 @@ pub async fn run(
     let mut tally =
         Tally { nodes_terminated: plan.orphan_job_nodes.len().saturating_sub(outcomes.len()), ..Tally::default() };
     stopped.0.extend(stop_preempted(plan, providers, opts).await.0);
-    tally.requeued = requeued(plan, &stopped);
+    tally.requeued = super::tally::requeued(plan, |run| matches!(stopped.0.get(run), Some(Ok(_))));
     let picks = assign::assign(plan, providers, opts, &stopped).await;
     let changes = plan.changes.iter().map(|c| (&c.address, c)).collect();
     let permits = Semaphore::new(opts.parallelism.max(1));
@@ -182,13 +160,6 @@ pub async fn run(
         opts.progress.event("jobs", &format!("could not record job runs: {e}"));
     }
     (outcomes, tally)
-}
-
-/// Jobs with a run gpuplan stopped in this apply, because its node goes or for a
-/// higher-priority job: they go back to the queue.
-fn requeued(plan: &Plan, stopped: &Stopped) -> usize {
-    let ok = |run: &str| matches!(stopped.0.get(run), Some(Ok(_)));
-    plan.jobs.iter().filter(|j| j.interrupted.iter().any(|i| ok(&i.run)) || j.preempt.iter().any(|r| ok(r))).count()
 }
 
 /// Final job records waiting for one journal append, with their jobs (for the outcome of
@@ -446,7 +417,7 @@ async fn settle<'j>(
     }
     let (unreleased, unstarted, released) = release_ended_nodes(steps, j, &mut rec.runs).await;
     tally.nodes_terminated += released;
-    // A requeued job is counted as requeued (see [`requeued`]), not as launched again.
+    // A requeued job is counted as requeued (`tally::requeued`), not as launched again.
     if !j.interrupted.is_empty() || !j.preempt.is_empty() {
         tally.launched = 0;
     }

@@ -18,6 +18,7 @@ pub mod policy;
 pub mod pool;
 pub mod progress;
 pub mod recorder;
+pub mod tally;
 #[cfg(test)]
 mod tests;
 
@@ -144,7 +145,7 @@ pub struct ApplyReport {
     /// Instances imported, moved and forgotten (`adopt.rs`).
     pub adopted: adopt::Counts,
     /// What the jobs phase did (`jobs.rs`), for the closing line.
-    pub jobs: jobs::Tally,
+    pub jobs: tally::Tally,
 }
 
 impl ApplyReport {
@@ -254,8 +255,7 @@ pub async fn execute_keeping(
     ApplyReport {
         outcomes: book.outcomes.into_values().collect(),
         cancelled: opts.cancel.is_cancelled(),
-        adopted: adopt::Counts::default(),
-        jobs: jobs::Tally::default(),
+        ..ApplyReport::default()
     }
 }
 

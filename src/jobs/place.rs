@@ -292,10 +292,9 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
         } else {
             job
         };
-        if spec.gpu_pools.get(&job.pool.value).is_none() {
-            continue; // validation explains
-        }
-        let in_cluster = spec.gpu_pools.get(&job.pool.value).is_some_and(|p| p.kubernetes.is_some());
+        // A pool the spec lacks: validation explains.
+        let Some(pool_spec) = spec.gpu_pools.get(&job.pool.value) else { continue };
+        let in_cluster = pool_spec.kubernetes.is_some();
         let p = progress(job, t, rec, input.observed, in_cluster, &removed);
         // Running replicas keep their GPUs: take them out of the room and the quota.
         for run in p.runs.iter().filter(|r| r.is_active()) {

@@ -665,7 +665,7 @@ pub struct ScaleAction {
     /// When scaling down: the idle nodes to remove first, by id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remove: Vec<String>,
-    /// Why, e.g. `3 job(s) waited > 5m`.
+    /// Why, e.g. `3 jobs waited > 5m`.
     pub reason: String,
     /// RFC 3339 time of the decision.
     pub at: String,

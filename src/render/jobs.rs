@@ -38,8 +38,8 @@ pub(crate) fn lines(plan: &Plan, verbose: bool) -> Vec<(&'static str, String, St
         .iter()
         .filter_map(|j| {
             // The text view keeps to one arrow; reasons written for every view may carry `→`.
-            let text = if verbose { Some(describe(&deferred, j).replace('→', "->")) } else { brief(&deferred, j) };
-            text.map(|t| (symbol(j), j.address.to_string(), t))
+            let text = if verbose { Some(describe(&deferred, j)) } else { brief(&deferred, j) };
+            text.map(|t| (symbol(j), j.address.to_string(), t.replace('→', "->")))
         })
         .collect()
 }
@@ -149,8 +149,8 @@ fn brief(deferred: &Deferred<'_>, j: &JobPlacement) -> Option<String> {
     };
     let mut extra = Vec::new();
     if !held.is_empty() {
-        let nodes: Vec<String> = held.iter().map(|d| format!("{} ({})", d.id, d.reason)).collect();
-        extra.push(format!("keeps its node: removal of {} waits until it ends (not preemptible)", nodes.join(", ")));
+        let nodes: Vec<String> = held.iter().map(|d| format!("node {} ({})", d.id, d.reason)).collect();
+        extra.push(format!("keeps its node: removal of {} deferred until it ends (not preemptible)", nodes.join(", ")));
     }
     if !j.stopped.is_empty() {
         extra.push("its node stopped: exit code awaited".to_string());
@@ -158,7 +158,8 @@ fn brief(deferred: &Deferred<'_>, j: &JobPlacement) -> Option<String> {
     let release: Vec<&str> = j.nodes_to_release().map(|r| r.node_id.as_str()).collect();
     if !release.is_empty() {
         let noun = if release.len() == 1 { "node" } else { "nodes" };
-        extra.push(format!("ended; its {noun} {} terminated", release.join(", ")));
+        let verb = if release.len() == 1 { "is" } else { "are" };
+        extra.push(format!("its ended {noun} {} {verb} terminated", release.join(", ")));
     }
     for e in extra {
         text += &if text.is_empty() { e } else { format!("; {e}") };
@@ -180,7 +181,10 @@ fn launch_brief(j: &JobPlacement) -> String {
     } else {
         String::new()
     };
-    format!("{verb}{which} on {} ({}, {}){retry}", j.pool, size(j), capacity(&caps))
+    // Whether a node boots for it (money) or it takes a warm one, as `--verbose` says.
+    let nodes = where_text(j);
+    let retry = if nodes.is_empty() { retry } else { retry.replacen(": ", "; ", 1) };
+    format!("{verb}{which} on {} ({}, {}){nodes}{retry}", j.pool, size(j), capacity(&caps))
 }
 
 /// `removal of node i-1 (surplus) deferred until this job ends: it is not preemptible`.
@@ -208,7 +212,8 @@ fn describe(deferred: &Deferred<'_>, j: &JobPlacement) -> String {
         );
     }
     let nodes: Vec<&str> = j.nodes_to_release().map(|r| r.node_id.as_str()).collect();
-    if nodes.is_empty() { text } else { format!("{text}; terminate its ended node(s) {}", nodes.join(", ")) }
+    let noun = if nodes.len() == 1 { "node" } else { "nodes" };
+    if nodes.is_empty() { text } else { format!("{text}; terminate its ended {noun} {}", nodes.join(", ")) }
 }
 
 fn placement_text(j: &JobPlacement) -> String {

@@ -378,7 +378,9 @@ fn legend(changes: &[&ResourceChange], p: &Paint) -> String {
         let words = match a {
             Action::Create => "create",
             Action::Update => "update in-place",
-            Action::Replace => "destroy and then create replacement",
+            // Not Terraform's "destroy and then create": the `nodes:` line says which go
+            // first (new nodes first unless the pool's lifecycle says otherwise).
+            Action::Replace => "replace",
             Action::Delete => "destroy",
             other => other.as_str(),
         };

@@ -159,7 +159,8 @@ fn a_change_has_one_header_line_and_no_default_or_empty_attributes() {
     assert!(lines[at + 1].starts_with("  ~ gpu_pool \"train\" {"), "one header line:\n{text}");
     assert!(!text.contains('→') && !text.contains('±'), "{text}");
     let replace = plan_text(&replace_gpu(), &WIDTH);
-    assert!(replace.contains("  -/+ destroy and then create replacement\n"), "{replace}");
+    // `replace`, not Terraform's "destroy and then create": the nodes line says the order.
+    assert!(replace.contains("  -/+ replace\n"), "{replace}");
     assert!(replace.contains("  -/+ gpu_pool \"train\" {"), "{replace}");
     assert!(replace.contains(", new nodes first\n"), "{replace}");
 }

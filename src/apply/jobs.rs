@@ -5,7 +5,7 @@
 //!    jobs removed from the spec, and [`stop_interrupted`] the runs whose node the plan
 //!    removes, so a job is stopped (and requeued) rather than killed with its node.
 //! 2. [`run`], after them:
-//!    - [`release_orphan_job_nodes`]: job nodes no run owns are terminated;
+//!    - [`orphans::release_orphan_job_nodes`]: job nodes no run owns are terminated;
 //!    - [`stop_preempted`]: runs preempted for a higher-priority job free their GPUs;
 //!    - [`assign::assign`]: the node of every sim launch, in one deterministic pass;
 //!    - [`record_lives`]: the life (incarnation) of every job about to launch is made
@@ -39,6 +39,7 @@
 
 mod assign;
 mod ledger;
+mod orphans;
 
 use std::collections::BTreeMap;
 
@@ -124,7 +125,7 @@ pub async fn run(
     mut stopped: Stopped,
 ) -> (Vec<Outcome>, Tally) {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let mut outcomes = release_orphan_job_nodes(plan, providers, opts).await;
+    let mut outcomes = orphans::release_orphan_job_nodes(plan, providers, opts).await;
     let mut tally =
         Tally { nodes_terminated: plan.orphan_job_nodes.len().saturating_sub(outcomes.len()), ..Tally::default() };
     stopped.0.extend(stop_preempted(plan, providers, opts).await.0);
@@ -277,29 +278,6 @@ async fn record_lives(steps: &Steps<'_>, now: &str) -> BTreeMap<Address, String>
         }
     }
     failed
-}
-
-/// Job nodes no run owns (found by refresh): terminated.
-async fn release_orphan_job_nodes(plan: &Plan, providers: &ProviderSet, opts: &ApplyOptions) -> Vec<Outcome> {
-    let mut outcomes = Vec::new();
-    for o in &plan.orphan_job_nodes {
-        let address: Address = o.job.parse().unwrap_or_else(|_| Address::new(crate::addr::Kind::Job, "unknown"));
-        if opts.cancel.is_cancelled() {
-            let why = format!("orphan job node {} not terminated: {}", o.node_id, opts.cancel.reason());
-            outcomes.push(noop(address, Status::Skipped(why)));
-            continue;
-        }
-        let result = match providers.get(&o.provider) {
-            Some(p) => p.release_job_node(&o.region, &o.node_id).await.map_err(|e| e.to_string()),
-            None => Err(format!("provider `{}` is not configured", o.provider)),
-        };
-        match result {
-            Ok(()) => opts.progress.event(&o.job, &format!("orphan job node {} terminated", o.node_id)),
-            Err(e) => outcomes
-                .push(noop(address, Status::Failed(format!("could not terminate orphan job node {}: {e}", o.node_id)))),
-        }
-    }
-    outcomes
 }
 
 /// Stop one run for gpuplan's own reasons (see `Provider::preempt_job`).

@@ -5,7 +5,7 @@
 //!    jobs removed from the spec, and [`stop_interrupted`] the runs whose node the plan
 //!    removes, so a job is stopped (and requeued) rather than killed with its node.
 //! 2. [`run`], after them:
-//!    - [`release_orphan_job_nodes`]: job nodes no run owns are terminated;
+//!    - [`orphans::release_orphan_job_nodes`]: job nodes no run owns are terminated;
 //!    - [`stop_preempted`]: runs preempted for a higher-priority job free their GPUs;
 //!    - [`assign::assign`]: the node of every sim launch, in one deterministic pass;
 //!    - [`record_lives`]: the life (incarnation) of every job about to launch is made
@@ -39,6 +39,7 @@
 
 mod assign;
 mod ledger;
+mod orphans;
 
 use std::collections::BTreeMap;
 
@@ -46,6 +47,7 @@ use futures::StreamExt;
 use tokio::sync::Semaphore;
 
 use crate::addr::Address;
+use crate::apply::tally::Tally;
 use crate::apply::{ApplyOptions, Outcome, ProviderSet, Recorder, Status};
 use crate::model::{JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch};
 use crate::plan::model::ResourceChange;
@@ -100,6 +102,7 @@ struct Launched {
 struct Settled {
     entries: Vec<JournalEntry>,
     outcomes: Vec<Outcome>,
+    tally: Tally,
 }
 
 /// Before the node changes: stop what the plan's node removals would otherwise kill.
@@ -112,7 +115,7 @@ pub async fn before_nodes(plan: &Plan, prior: &State, providers: &ProviderSet, o
 
 /// After the node changes: launch, stop, release and record. Returns one outcome per job
 /// that could not do what the plan said (failed launches as failures, replicas without
-/// room as partial).
+/// room as partial), and what was done.
 pub async fn run(
     plan: &Plan,
     prior: &State,
@@ -120,10 +123,13 @@ pub async fn run(
     recorder: &Recorder,
     opts: &ApplyOptions,
     mut stopped: Stopped,
-) -> Vec<Outcome> {
+) -> (Vec<Outcome>, Tally) {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let mut outcomes = release_orphan_job_nodes(plan, providers, opts).await;
+    let mut outcomes = orphans::release_orphan_job_nodes(plan, providers, opts).await;
+    let mut tally =
+        Tally { nodes_terminated: plan.orphan_job_nodes.len().saturating_sub(outcomes.len()), ..Tally::default() };
     stopped.0.extend(stop_preempted(plan, providers, opts).await.0);
+    tally.requeued = super::tally::requeued(plan, |run| matches!(stopped.0.get(run), Some(Ok(_))));
     let picks = assign::assign(plan, providers, opts, &stopped).await;
     let changes = plan.changes.iter().map(|c| (&c.address, c)).collect();
     let permits = Semaphore::new(opts.parallelism.max(1));
@@ -139,6 +145,7 @@ pub async fn run(
     let mut batch = Batch::default();
     while let Some((j, s)) = settled.next().await {
         outcomes.extend(s.outcomes);
+        tally += s.tally;
         written.note(&s.entries);
         batch.push(j, s.entries);
         if batch.entries.len() >= BATCH {
@@ -153,7 +160,7 @@ pub async fn run(
     {
         opts.progress.event("jobs", &format!("could not record job runs: {e}"));
     }
-    outcomes
+    (outcomes, tally)
 }
 
 /// Final job records waiting for one journal append, with their jobs (for the outcome of
@@ -273,29 +280,6 @@ async fn record_lives(steps: &Steps<'_>, now: &str) -> BTreeMap<Address, String>
     failed
 }
 
-/// Job nodes no run owns (found by refresh): terminated.
-async fn release_orphan_job_nodes(plan: &Plan, providers: &ProviderSet, opts: &ApplyOptions) -> Vec<Outcome> {
-    let mut outcomes = Vec::new();
-    for o in &plan.orphan_job_nodes {
-        let address: Address = o.job.parse().unwrap_or_else(|_| Address::new(crate::addr::Kind::Job, "unknown"));
-        if opts.cancel.is_cancelled() {
-            let why = format!("orphan job node {} not terminated: {}", o.node_id, opts.cancel.reason());
-            outcomes.push(noop(address, Status::Skipped(why)));
-            continue;
-        }
-        let result = match providers.get(&o.provider) {
-            Some(p) => p.release_job_node(&o.region, &o.node_id).await.map_err(|e| e.to_string()),
-            None => Err(format!("provider `{}` is not configured", o.provider)),
-        };
-        match result {
-            Ok(()) => opts.progress.event(&o.job, &format!("orphan job node {} terminated", o.node_id)),
-            Err(e) => outcomes
-                .push(noop(address, Status::Failed(format!("could not terminate orphan job node {}: {e}", o.node_id)))),
-        }
-    }
-    outcomes
-}
-
 /// Stop one run for gpuplan's own reasons (see `Provider::preempt_job`).
 async fn stop(providers: &ProviderSet, run: &JobRun) -> Result<JobStatus, String> {
     match providers.get(&run.provider) {
@@ -367,13 +351,15 @@ async fn settle<'j>(
     unrecorded: Option<&String>,
 ) -> (&'j JobPlacement, Settled) {
     if let Some(why) = unrecorded {
-        return (j, Settled { entries: Vec::new(), outcomes: vec![outcome(j, Status::Failed(why.clone()))] });
+        let outcomes = vec![outcome(j, Status::Failed(why.clone()))];
+        return (j, Settled { entries: Vec::new(), outcomes, tally: Tally::default() });
     }
     let (plan, providers, opts) = (steps.plan, steps.providers, steps.opts);
     let mut rec = steps.first_record(j, now);
     restore_unstopped(j, steps.prior, stopped, &mut rec.runs);
     let mut outcomes = record_stops(j, stopped, &mut rec.runs);
     let mut launched = Launched::default();
+    let mut tally = Tally::default();
     adopt_runs(plan, providers, opts, j, &mut rec.runs, now, &mut launched.ledger);
     for (l, pick) in j.launches.iter().zip(picks) {
         if opts.cancel.is_cancelled() {
@@ -398,6 +384,8 @@ async fn settle<'j>(
         if launched.runs.len() == before {
             continue;
         }
+        tally.launched = 1;
+        tally.nodes_launched += usize::from(l.request.shape.is_some());
         // Durable before the job's next launch: the run and what the record held.
         rec.runs.append(&mut launched.runs);
         if let Err(e) = steps.record(j, &rec, std::mem::take(&mut launched.ledger)).await {
@@ -405,7 +393,12 @@ async fn settle<'j>(
             break;
         }
     }
-    let (unreleased, unstarted) = release_ended_nodes(steps, j, &mut rec.runs).await;
+    let (unreleased, unstarted, released) = release_ended_nodes(steps, j, &mut rec.runs).await;
+    tally.nodes_terminated += released;
+    // A requeued job is counted as requeued (`tally::requeued`), not as launched again.
+    if !j.interrupted.is_empty() || !j.preempt.is_empty() {
+        tally.launched = 0;
+    }
     if !unreleased.is_empty() {
         let what = format!("could not terminate the node(s) of ended runs: {}", unreleased.join("; "));
         outcomes.push(outcome(j, Status::Failed(what)));
@@ -440,7 +433,7 @@ async fn settle<'j>(
     if status != Status::Done {
         outcomes.push(outcome(j, status));
     }
-    (j, Settled { entries, outcomes })
+    (j, Settled { entries, outcomes, tally })
 }
 
 /// Adopted runs (job nodes an apply launched but died before recording): each gets the
@@ -655,12 +648,17 @@ fn new_run(
 }
 
 /// Ended runs on nodes made for them: terminate those nodes (a leak otherwise). Returns
-/// the nodes that could not be terminated, with why, and those not tried because the
-/// apply was cancelled (the next apply terminates them).
-async fn release_ended_nodes(steps: &Steps<'_>, j: &JobPlacement, runs: &mut [JobRun]) -> (Vec<String>, Vec<String>) {
+/// the nodes that could not be terminated, with why, those not tried because the apply
+/// was cancelled (the next apply terminates them), and how many were terminated.
+async fn release_ended_nodes(
+    steps: &Steps<'_>,
+    j: &JobPlacement,
+    runs: &mut [JobRun],
+) -> (Vec<String>, Vec<String>, usize) {
     let (providers, opts) = (steps.providers, steps.opts);
     let mut unreleased = Vec::new();
     let mut unstarted = Vec::new();
+    let mut terminated = 0;
     for run in runs.iter_mut().filter(|r| r.node_to_release()) {
         if opts.cancel.is_cancelled() {
             unstarted.push(run.node_id.clone());
@@ -681,6 +679,7 @@ async fn release_ended_nodes(steps: &Steps<'_>, j: &JobPlacement, runs: &mut [Jo
         match released {
             Ok(()) => {
                 run.node_released = true;
+                terminated += 1;
                 opts.progress
                     .event(&j.address.to_string(), &format!("node {} terminated (its run ended)", run.node_id));
             }
@@ -689,7 +688,7 @@ async fn release_ended_nodes(steps: &Steps<'_>, j: &JobPlacement, runs: &mut [Jo
             Err(e) => unreleased.push(format!("node {}: {e}", run.node_id)),
         }
     }
-    (unreleased, unstarted)
+    (unreleased, unstarted, terminated)
 }
 
 /// The journal entry of a job whose record changed: its configuration as the plan

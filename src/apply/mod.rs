@@ -18,6 +18,7 @@ pub mod policy;
 pub mod pool;
 pub mod progress;
 pub mod recorder;
+pub mod tally;
 #[cfg(test)]
 mod tests;
 
@@ -143,6 +144,8 @@ pub struct ApplyReport {
     pub cancelled: bool,
     /// Instances imported, moved and forgotten (`adopt.rs`).
     pub adopted: adopt::Counts,
+    /// What the jobs phase did (`jobs.rs`), for the closing line.
+    pub jobs: tally::Tally,
 }
 
 impl ApplyReport {
@@ -252,7 +255,7 @@ pub async fn execute_keeping(
     ApplyReport {
         outcomes: book.outcomes.into_values().collect(),
         cancelled: opts.cancel.is_cancelled(),
-        adopted: adopt::Counts::default(),
+        ..ApplyReport::default()
     }
 }
 

@@ -146,7 +146,7 @@ pub fn decide(
     let waited = signals.queued.iter().filter(|d| age(now, d.since) > rules.queue_wait).count();
     let util = signals.utilization();
     let up_reason = if waited > 0 {
-        Some(format!("{waited} job(s) waited > {}", human(rules.queue_wait)))
+        Some(format!("{} waited > {}", count(waited, "job", "jobs"), human(rules.queue_wait)))
     } else {
         util.filter(|u| *u > rules.utilization_above as f64)
             .map(|u| format!("utilization {u:.0}% > {}%", rules.utilization_above))
@@ -156,8 +156,8 @@ pub fn decide(
     }
     if !signals.queued.is_empty() {
         return hold(format!(
-            "{} job(s) queued, none for longer than {} yet",
-            signals.queued.len(),
+            "{} queued, none for longer than {} yet",
+            count(signals.queued.len(), "job", "jobs"),
             human(rules.queue_wait)
         ));
     }
@@ -170,7 +170,7 @@ fn scale_up(rules: &Rules, limits: &Limits, reason: String, cooling: Option<Stri
     }
     let mut k = rules.step.min(limits.max.saturating_sub(limits.current));
     if k == 0 {
-        return hold(format!("{reason}, but the pool is at its max ({} nodes)", limits.max));
+        return hold(format!("{reason}, but the pool is at its max ({})", nodes(limits.max as usize)));
     }
     let mut capped = None;
     if let Some(left) = limits.quota_gpus_left {
@@ -220,10 +220,14 @@ fn scale_down(
     idle.sort_by(|a, b| a.idle_since.cmp(&b.idle_since).then_with(|| a.id.cmp(&b.id)));
     let room = limits.current.saturating_sub(limits.min);
     if room == 0 {
-        return hold(format!("{} node(s) idle, but the pool is at its min ({} nodes)", idle.len(), limits.min));
+        return hold(format!(
+            "{} idle, but the pool is at its min ({})",
+            nodes(idle.len()),
+            nodes(limits.min as usize)
+        ));
     }
     if let Some(left) = cooling {
-        return hold(format!("{} node(s) idle > {}, but in cooldown ({left} left)", idle.len(), human(rules.idle_for)));
+        return hold(format!("{} idle > {}, but in cooldown ({left} left)", nodes(idle.len()), human(rules.idle_for)));
     }
     let mut live: BTreeMap<(&str, Capacity), u32> = BTreeMap::new();
     for n in &signals.nodes {
@@ -233,11 +237,11 @@ fn scale_down(
     for k in (1..=most).rev() {
         let to = limits.current - k;
         if let Some(remove) = pick_idle(&idle, &live, &layout(to)) {
-            let reason = format!("{} node(s) idle > {}", remove.len(), human(rules.idle_for));
+            let reason = format!("{} idle > {}", nodes(remove.len()), human(rules.idle_for));
             return Decision::Down { to, remove, reason };
         }
     }
-    hold(format!("{} node(s) idle, but not where the pool's mix would shrink", idle.len()))
+    hold(format!("{} idle, but not where the pool's mix would shrink", nodes(idle.len())))
 }
 
 /// The idle nodes to remove so that every bucket (zone, capacity) fits `want`; `None` if a
@@ -258,4 +262,14 @@ fn pick_idle(
         remove.extend(here.iter().take(excess).map(|n| n.id.clone()));
     }
     (!remove.is_empty()).then_some(remove)
+}
+
+/// `1 job`, `3 jobs`: reasons are read in plans and reconcile logs, so the plural is right.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `1 node`, `2 nodes`.
+fn nodes(n: usize) -> String {
+    count(n, "node", "nodes")
 }

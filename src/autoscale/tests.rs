@@ -37,7 +37,7 @@ fn a_job_waiting_longer_than_queue_wait_scales_up_by_step() {
     let s = signals(vec![node("n1", false, Some(t0() - 60 * MIN))], vec![Demand { gpus: 8, since: t0() }]);
     let now = t0() + 6 * MIN;
     let d = decide(&rules(), &limits(1), &s, None, now, &one_bucket);
-    assert_eq!(d, Decision::Up { to: 2, reason: "1 job(s) waited > 5m".into() });
+    assert_eq!(d, Decision::Up { to: 2, reason: "1 job waited > 5m".into() });
     // Not yet waited long enough: hold, and no scale-down while anything is queued.
     let d = decide(&rules(), &limits(1), &s, None, t0() + 4 * MIN, &one_bucket);
     assert!(matches!(&d, Decision::Hold { why } if why.contains("queued")), "{d:?}");
@@ -86,7 +86,7 @@ fn idle_nodes_scale_down_never_a_busy_one_and_never_below_min() {
     let now = t0() + 60 * MIN;
     let r = Rules { step: 2, ..rules() };
     let d = decide(&r, &limits(3), &s, None, now, &one_bucket);
-    assert_eq!(d, Decision::Down { to: 2, remove: vec!["idle-long".into()], reason: "1 node(s) idle > 15m".into() });
+    assert_eq!(d, Decision::Down { to: 2, remove: vec!["idle-long".into()], reason: "1 node idle > 15m".into() });
     // At min: hold.
     let l = Limits { min: 3, ..limits(3) };
     let d = decide(&r, &l, &s, None, now, &one_bucket);
@@ -140,7 +140,7 @@ fn scale_down_only_where_the_mix_shrinks() {
     in_b.idle_since = Some(t0());
     let s = signals(vec![node("na", false, Some(t0())), in_b], vec![]);
     let d = decide(&rules(), &l, &s, None, now, &layout);
-    assert_eq!(d, Decision::Down { to: 1, remove: vec!["nb".into()], reason: "1 node(s) idle > 15m".into() });
+    assert_eq!(d, Decision::Down { to: 1, remove: vec!["nb".into()], reason: "1 node idle > 15m".into() });
 }
 
 #[test]

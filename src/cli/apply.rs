@@ -38,7 +38,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                 drop(part);
                 engine::run::check_fresh_digest(&plan, &session, || Some(digest), &changed)?;
                 if engine::run::denied(&plan) {
-                    return Ok(denied(&plan)?);
+                    return Ok(denied(&plan, false)?);
                 }
                 *plan
             }
@@ -331,18 +331,20 @@ async fn plan_and_confirm(
 ) -> miette::Result<Result<Plan, ExitStatus>> {
     let mut plan = engine::run::plan(&loaded.spec, session, providers, req).await?;
     common::locate_errors(&mut plan, &loaded);
-    drop(loaded);
     if ask.json {
+        drop(loaded);
         output::stdout_with(|out| render::write_plan_json(&plan, out));
     } else {
         let opts = text_options(settings, ask.verbose);
-        output::stdout_with(|out| render::write_plan_text(&plan, &opts, out));
+        let frames = common::error_frames(&plan, &loaded, opts.width, opts.color);
+        drop(loaded);
+        output::stdout_with(|out| render::write_plan_text_framed(&plan, &opts, &frames, out));
     }
     common::warn_unused_overrides(&plan, &req.overrides)?;
     common::warn_near_limits(&plan)?;
     verdicts::warn_standing(&plan);
     if engine::run::denied(&plan) {
-        return Ok(Err(denied(&plan)?));
+        return Ok(Err(denied(&plan, !ask.json)?));
     }
     if plan.has_work() && plan.errors.is_empty() {
         let answer = common::confirm(settings, ask.question, ask.auto_approve)?;
@@ -362,9 +364,10 @@ async fn plan_and_confirm(
     Ok(Ok(plan))
 }
 
-/// Refuse a denied plan, naming the policies that deny it.
-fn denied(plan: &Plan) -> Result<ExitStatus, engine::run::RunError> {
-    output::stderr(&verdicts::denial(plan, "nothing was applied"));
+/// Refuse a denied plan, naming the policies that deny it (quoting their failures too
+/// when the plan was not `shown` above).
+fn denied(plan: &Plan, shown: bool) -> Result<ExitStatus, engine::run::RunError> {
+    output::stderr(&verdicts::denial(plan, "nothing was applied", shown));
     Ok(ExitStatus::PolicyDenied)
 }
 

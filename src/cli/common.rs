@@ -127,7 +127,8 @@ pub fn confirm(settings: &Settings, question: &str, auto_approve: bool) -> Resul
 pub const NO_PROMPT_HINT: &str =
     "pass --auto-approve, or apply a saved plan: `gpuplan plan --out plan.out && gpuplan apply plan.out`";
 
-/// `Apply complete! Resources: 2 added, 1 changed, 0 destroyed.` and what did not happen.
+/// `Apply complete! Resources: 2 added, 1 changed, 0 destroyed. Nodes: 3 launched, 1
+/// terminated. Jobs: 1 launched, 1 requeued.` and what did not happen.
 pub fn report(report: &ApplyReport, verb: &str) -> String {
     let mut out = String::new();
     let (mut added, mut changed, mut destroyed) = (0, 0, 0);
@@ -157,11 +158,17 @@ pub fn report(report: &ApplyReport, verb: &str) -> String {
             Status::Done => {}
         }
     }
-    let nodes_created: usize = report.outcomes.iter().map(|o| o.created).sum();
-    let nodes_deleted: usize = report.outcomes.iter().map(|o| o.deleted).sum();
+    // The plan's summary in the past tense: `Plan: … Nodes: 3 to launch, 1 to terminate.
+    // Jobs: 1 to launch, 1 to requeue.`
+    let jobs = report.jobs;
+    let nodes_created: usize = report.outcomes.iter().map(|o| o.created).sum::<usize>() + jobs.nodes_launched;
+    let nodes_deleted: usize = report.outcomes.iter().map(|o| o.deleted).sum::<usize>() + jobs.nodes_terminated;
     let mut resources = format!(
         "Resources: {added} added, {changed} changed, {destroyed} destroyed. Nodes: {nodes_created} launched, {nodes_deleted} terminated."
     );
+    if jobs.launched + jobs.requeued > 0 {
+        resources.push_str(&format!(" Jobs: {} launched, {} requeued.", jobs.launched, jobs.requeued));
+    }
     let a = report.adopted;
     let adopted: Vec<String> = [(a.imported, "imported"), (a.moved, "moved"), (a.forgotten, "forgotten")]
         .into_iter()
@@ -235,24 +242,49 @@ pub fn warn_near_limits(plan: &Plan) -> Result<(), RunError> {
 /// Point each plan error at its block in the spec (`main.hcl:12:1`): planning knows spans,
 /// only the loaded sources know files and lines.
 pub fn locate_errors(plan: &mut Plan, loaded: &crate::spec::Loaded) {
-    use crate::addr::Kind;
-    let spec = &loaded.spec;
     for e in plan.errors.iter_mut().filter(|e| e.location.is_none()) {
-        if let Some(span) = e.span {
-            e.location = Some(loaded.sources.location(span));
-            continue;
-        }
-        let a = &e.address;
-        let span = match a.kind {
-            Kind::GpuPool => spec.gpu_pools.get(a).map(|b| b.meta.span),
-            Kind::Quota => spec.quotas.get(a).map(|b| b.meta.span),
-            Kind::JobTemplate => spec.job_templates.get(a).map(|b| b.meta.span),
-            Kind::Job => spec.jobs.get(a).map(|b| b.meta.span),
-            Kind::Autoscaler => spec.autoscalers.get(a).map(|b| b.meta.span),
-            Kind::Provider => None,
-        };
-        e.location = span.map(|s| loaded.sources.location(s));
+        e.location = error_span(e, &loaded.spec).map(|s| loaded.sources.location(s));
     }
+}
+
+/// The spec block or value a plan error is about: its own span, else its address's block.
+fn error_span(e: &crate::plan::model::PlanError, spec: &crate::spec::Spec) -> Option<crate::diag::Span> {
+    use crate::addr::Kind;
+    if e.span.is_some() {
+        return e.span;
+    }
+    let a = &e.address;
+    match a.kind {
+        Kind::GpuPool => spec.gpu_pools.get(a).map(|b| b.meta.span),
+        Kind::Quota => spec.quotas.get(a).map(|b| b.meta.span),
+        Kind::JobTemplate => spec.job_templates.get(a).map(|b| b.meta.span),
+        Kind::Job => spec.jobs.get(a).map(|b| b.meta.span),
+        Kind::Autoscaler => spec.autoscalers.get(a).map(|b| b.meta.span),
+        Kind::Provider => None,
+    }
+}
+
+/// Each plan error that points into the spec, drawn as `validate` draws its problems (a
+/// frame with the source line, the `help:`), for the text view ([`crate::render::write_plan_text_framed`]);
+/// `None` for the others, which the view writes as `Error:` lines.
+pub fn error_frames(plan: &Plan, loaded: &crate::spec::Loaded, width: usize, color: bool) -> Vec<Option<String>> {
+    plan.errors
+        .iter()
+        .map(|e| {
+            let span = error_span(e, &loaded.spec)?;
+            let mut d = crate::diag::Diagnostic::error("gpuplan::plan", e.message.clone()).at(span, "here");
+            if let Some(hint) = &e.hint {
+                d = d.help(hint.clone());
+            }
+            Some(crate::diag::render_text(&loaded.sources, &[d], width, color))
+        })
+        .collect()
+}
+
+/// The plan as text on stdout, its located errors drawn in frames from `loaded`'s sources.
+pub fn show_plan(plan: &Plan, opts: &crate::render::TextOptions, loaded: &crate::spec::Loaded) {
+    let frames = error_frames(plan, loaded, opts.width, opts.color);
+    output::stdout_with(|out| crate::render::write_plan_text_framed(plan, opts, &frames, out))
 }
 
 /// Leave a command's large values to the process's exit instead of dropping them: the

@@ -37,9 +37,10 @@ pub fn valid_spec_with(
         output::stderr(&diag::render_text(&loaded.sources, &loaded.diags.items, settings.width, settings.color_stderr));
     }
     if loaded.diags.has_errors() {
+        let n = loaded.diags.error_count();
+        let problems = if n == 1 { "1 problem".to_string() } else { format!("{n} problems") };
         output::stderr(&format!(
-            "error: the spec has {} problem(s); nothing was done\nhint: fix them and run `gpuplan validate` to check\n",
-            loaded.diags.error_count()
+            "error: the spec has {problems}; nothing was done\nhint: fix them and run `gpuplan validate` to check\n"
         ));
         return Ok(None);
     }

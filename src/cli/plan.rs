@@ -55,7 +55,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
                         width: settings.width,
                         verbose: args.verbose,
                     };
-                    output::stdout_with(|out| render::write_plan_text(&plan, &opts, out))
+                    common::show_plan(&plan, &opts, &loaded)
                 }
                 PlanFormat::Json => output::stdout_with(|out| render::write_plan_json(&plan, out)),
                 PlanFormat::Markdown => output::stdout(&render::plan_markdown(&plan, MARKDOWN_LIMIT)),
@@ -85,7 +85,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         let status = if !plan.errors.is_empty() {
             ExitStatus::Error
         } else if engine::run::denied(&plan) {
-            output::stderr(&verdicts::denial(&plan, "it cannot be applied"));
+            output::stderr(&verdicts::denial(&plan, "it cannot be applied", format == PlanFormat::Text));
             ExitStatus::PolicyDenied
         } else if args.detailed_exitcode && plan.has_work() {
             ExitStatus::Changes

@@ -9,21 +9,41 @@ use super::output;
 use crate::plan::Plan;
 use crate::policy::{Enforcement, PolicyResult};
 
-/// The denial of `plan`: each denying verdict (marked when it already failed before the
-/// change), the outcome (`it cannot be applied`, `nothing was applied`) and the hints.
-pub fn denial(plan: &Plan, outcome: &str) -> String {
+/// Failures of one policy quoted on stderr when the plan was not shown as text.
+const QUOTED: usize = 5;
+
+/// The denial of `plan`: the denying policies and the outcome (`it cannot be applied`,
+/// `nothing was applied`) in one `error:` line, then the hints. When the text view was
+/// `shown`, its policy block already quoted each failure, so they are named only; else
+/// (`--json`, markdown, a saved plan) one line per policy quotes its failures, at most
+/// [`QUOTED`] of them.
+pub fn denial(plan: &Plan, outcome: &str, shown: bool) -> String {
     let denying: Vec<&PolicyResult> = plan.policies.iter().filter(|r| r.denies()).collect();
-    let mut text = String::from("\n");
+    let mut policies: Vec<(&PolicyResult, Vec<&str>)> = Vec::new();
     for r in &denying {
-        let before = if r.standing { " (already failing before this change)" } else { "" };
-        text += &format!(
-            "error: policy `{}` ({}) denies this plan{before}: {}\n",
-            r.name,
-            r.enforcement.as_str(),
-            r.message
-        );
+        match policies.iter_mut().find(|(p, _)| p.name == r.name) {
+            Some((_, messages)) => messages.push(&r.message),
+            None => policies.push((r, vec![&r.message])),
+        }
     }
-    text += &format!("error: a policy denied this plan; {outcome}\n");
+    let named = |r: &PolicyResult| {
+        let before = if r.standing { ", already failing before this change" } else { "" };
+        format!("`{}` ({}{before})", r.name, r.enforcement.as_str())
+    };
+    let mut text = String::from("\n");
+    if shown {
+        let names: Vec<String> = policies.iter().map(|(r, _)| named(r)).collect();
+        let (noun, verb) = if names.len() == 1 { ("policy", "denies") } else { ("policies", "deny") };
+        text += &format!("error: {noun} {} {verb} this plan; {outcome}\n", names.join(", "));
+    } else {
+        for (r, messages) in &policies {
+            let mut quoted = messages.iter().take(QUOTED).copied().collect::<Vec<_>>().join("; ");
+            if messages.len() > QUOTED {
+                quoted += &format!("; and {} more", messages.len() - QUOTED);
+            }
+            text += &format!("error: policy {} denies this plan; {outcome}: {quoted}\n", named(r));
+        }
+    }
     text += &hints(&denying);
     if denying.iter().any(|r| r.standing) {
         text += "hint: a policy that was already failing fails on the fleet as it stands: plans without changes are \

@@ -914,7 +914,12 @@ pub async fn apply(
     let (adopted, counts) = apply::adopt::run(&plan.adoptions, providers, &recorder, &opts.cancel).await;
     if adopted.iter().any(|o| !matches!(o.status, Status::Done)) {
         opts.progress.done();
-        let report = ApplyReport { outcomes: adopted, cancelled: opts.cancel.is_cancelled(), adopted: counts };
+        let report = ApplyReport {
+            outcomes: adopted,
+            cancelled: opts.cancel.is_cancelled(),
+            adopted: counts,
+            ..ApplyReport::default()
+        };
         return finish_apply(session, plan, report, (recorder, handle), &overridden, &opts.cancel).await;
     }
     let stopped = apply::jobs::before_nodes(&plan, &session.state, providers, opts).await;
@@ -925,7 +930,9 @@ pub async fn apply(
     // Run even when cancelled: each step checks the cancel token before it starts an
     // operation, and records what finished (stops made before the node changes, runs
     // adopted or refreshed) instead of dropping it.
-    report.outcomes.extend(apply::jobs::run(&plan, &session.state, providers, &recorder, opts, stopped).await);
+    let (outcomes, jobs) = apply::jobs::run(&plan, &session.state, providers, &recorder, opts, stopped).await;
+    report.outcomes.extend(outcomes);
+    report.jobs = jobs;
     // A cancel during the jobs phase interrupts the apply too.
     report.cancelled = opts.cancel.is_cancelled();
     opts.progress.done();

@@ -438,7 +438,8 @@ pub fn preferences(d: &Demand, fallback: Fallback) -> Vec<Capacity> {
 
 fn needs(d: &Demand, prefs: &[Capacity]) -> String {
     let on: Vec<&str> = prefs.iter().map(|c| c.as_str()).collect();
-    format!("needs {} × {} GPUs on {} nodes", d.replicas, d.gpus_per_replica, on.join(" or "))
+    let unit = if d.gpus_per_replica == 1 { "GPU" } else { "GPUs" };
+    format!("needs {} × {} {unit} on {} nodes", d.replicas, d.gpus_per_replica, on.join(" or "))
 }
 
 /// Place every replica (best fit: the fullest node that still has room, preferred

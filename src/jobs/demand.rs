@@ -90,6 +90,7 @@ pub(super) fn removed_nodes(plan: &Plan) -> RemovedNodes {
                 capacity: d.capacity,
                 zone: d.zone.clone(),
                 why,
+                node_reason: d.reason.clone(),
             };
             out.insert(d.id.clone(), gone);
         }
@@ -98,17 +99,17 @@ pub(super) fn removed_nodes(plan: &Plan) -> RemovedNodes {
 }
 
 /// Active runs on nodes this plan removes: they end as preempted (apply stops them
-/// before the node goes), so their replicas requeue from the checkpoint as the next
-/// attempt without spending a retry. Returns what was interrupted.
-fn interrupt(runs: &mut [JobRun], removed: &RemovedNodes) -> Vec<Interruption> {
+/// before the node goes), so their replicas requeue (from the checkpoint, where the
+/// template names one) as the next attempt without spending a retry. Returns what was
+/// interrupted.
+fn interrupt(runs: &mut [JobRun], removed: &RemovedNodes, checkpoints: bool) -> Vec<Interruption> {
     let mut out = Vec::new();
+    let from = if checkpoints { " from its checkpoint" } else { "" };
     for run in runs.iter_mut().filter(|r| r.is_active()) {
         let Some(gone) = removed.get(&run.node_id) else { continue };
         run.status = JobState::Preempted;
-        run.message = Some(format!(
-            "stopped by gpuplan: its node {} was removed ({}); requeued from its checkpoint",
-            run.node_id, gone.why
-        ));
+        run.message =
+            Some(format!("stopped by gpuplan: its node {} was removed ({}); requeued{from}", run.node_id, gone.why));
         out.push(Interruption { run: run.id.clone(), replica: run.replica, ..gone.clone() });
     }
     out
@@ -145,7 +146,8 @@ pub(super) fn progress(
     removed: &RemovedNodes,
 ) -> Progress {
     let mut runs = observed_runs(rec, observed);
-    let interrupted = if in_cluster { evict(&mut runs, removed) } else { interrupt(&mut runs, removed) };
+    let interrupted =
+        if in_cluster { evict(&mut runs, removed) } else { interrupt(&mut runs, removed, t.checkpoint_uri.is_some()) };
     let mut p = Progress {
         runs: Vec::new(),
         pending: Vec::new(),
@@ -269,6 +271,7 @@ pub(super) fn placement(
         stopped: p.stopped.clone(),
         incarnation: Some(incarnation(input.state, rec)),
         warm_skipped: Vec::new(),
+        checkpoints: t.checkpoint_uri.is_some(),
     }
 }
 

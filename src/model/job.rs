@@ -162,6 +162,10 @@ pub struct JobPlacement {
     /// (`i-0abc: SSM agent ConnectionLost`): the plan says why it boots a node instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warm_skipped: Vec<String>,
+    /// Its template names a `checkpoint_uri`: a run stopped by gpuplan resumes from a
+    /// checkpoint. Without one, the views never claim it does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checkpoints: bool,
 }
 
 /// A run stopped because a change of this plan removes its node.
@@ -175,6 +179,10 @@ pub struct Interruption {
     pub zone: String,
     /// Why the node goes: the node's reason and its pool change's (`rebalance: on-demand/spot 2/1 → 3/0`).
     pub why: String,
+    /// The node's own reason alone (`rebalance`, `surplus`); empty in plans saved before
+    /// it was recorded, which say [`Interruption::why`] only.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node_reason: String,
 }
 
 impl JobPlacement {

@@ -1,7 +1,7 @@
 //! The plan: what apply will do, and why. One model, many views (`render/`).
 //!
 //! Names follow OpenTofu: a [`Plan`] holds [`ResourceChange`]s, each with an [`Action`]
-//! (symbol `+ ~ - ±`) and reasons that explain it. Reasons never drive apply; the
+//! (symbol `+ ~ - -/+`) and reasons that explain it. Reasons never drive apply; the
 //! node operations in [`PoolChange`] do, and apply executes exactly those.
 
 use serde::{Deserialize, Serialize};
@@ -36,7 +36,7 @@ impl Action {
         match self {
             Action::Create => "+",
             Action::Update => "~",
-            Action::Replace => "±",
+            Action::Replace => "-/+",
             Action::Delete => "-",
             Action::NoOp => " ",
             Action::Read => "<=",
@@ -665,7 +665,7 @@ pub struct ScaleAction {
     /// When scaling down: the idle nodes to remove first, by id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remove: Vec<String>,
-    /// Why, e.g. `3 job(s) waited > 5m`.
+    /// Why, e.g. `3 jobs waited > 5m`.
     pub reason: String,
     /// RFC 3339 time of the decision.
     pub at: String,

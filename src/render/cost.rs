@@ -14,8 +14,20 @@ fn range(p: &PoolCost) -> String {
     p.range.map(|r| format!("{}–{}", usd(r.hourly_min), usd(r.hourly_max))).unwrap_or_else(|| "—".into())
 }
 
-fn split(p: &PoolCost) -> String {
-    format!("{}/{} → {}/{}", p.on_demand_before, p.spot_before, p.on_demand_after, p.spot_after)
+/// `3/1 -> 1/3` (text) or `3/1 → 1/3` (markdown): each view keeps to one arrow.
+fn split(p: &PoolCost, arrow: &str) -> String {
+    format!("{}/{} {arrow} {}/{}", p.on_demand_before, p.spot_before, p.on_demand_after, p.spot_after)
+}
+
+/// `1 GPU`, `3 GPUs`.
+fn gpus(n: impl Into<u64>) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { "GPU" } else { "GPUs" })
+}
+
+/// `1 pool`, `2 other pools`.
+fn pools(n: usize, other: &str) -> String {
+    format!("{n} {other}{}", if n == 1 { "pool" } else { "pools" })
 }
 
 fn rates(c: &CostReport) -> String {
@@ -60,7 +72,7 @@ fn price_sources(c: &CostReport) -> Option<String> {
     live.truncate(LIST);
     let mut text = format!("live for {}", live.join(", "));
     if more > 0 {
-        text += &format!(" and {more} more pool(s)");
+        text += &format!(" and {more} more {}", if more == 1 { "pool" } else { "pools" });
     }
     let first = quoted.iter().next().copied().unwrap_or_default();
     text += &format!(" (quoted {first}{})", if quoted.len() > 1 { " and later" } else { "" });
@@ -119,8 +131,8 @@ pub fn cost_text(c: &CostReport, every_pool: bool, width: usize) -> String {
     for p in &shown {
         rows.push(Row::new([
             p.address.to_string(),
-            format!("{} → {}", p.gpus_before, p.gpus_after),
-            split(p),
+            format!("{} -> {}", p.gpus_before, p.gpus_after),
+            split(p, "->"),
             usd(p.hourly_before),
             usd(p.hourly_after),
             usd(p.price_per_gpu_hour),
@@ -150,7 +162,7 @@ pub fn cost_text(c: &CostReport, every_pool: bool, width: usize) -> String {
     let unchanged = c.pools.len() - shown.len();
     if unchanged > 0 {
         let others = if shown.is_empty() { "" } else { "other " };
-        out += &format!("  {unchanged} {others}pool(s) with unchanged cost (`gpuplan cost` lists every pool)\n");
+        out += &format!("  {} with unchanged cost (`gpuplan cost` lists every pool)\n", pools(unchanged, others));
     }
     if !out.is_empty() {
         out.push('\n');
@@ -182,14 +194,14 @@ fn totals(c: &CostReport, shown: &[&PoolCost]) -> Vec<String> {
     lines.push(after);
     for q in &c.quotas {
         let mut line = format!(
-            "{}: {} GPUs, {} USD/h ({} USD/month)",
+            "{}: {}, {} USD/h ({} USD/month)",
             q.address,
-            q.gpus_after,
+            gpus(q.gpus_after),
             usd(q.hourly_after),
             usd(q.monthly_after)
         );
         if let Some(k) = q.peak {
-            line += &format!("; while a move runs both sets: {} GPUs, {} USD/h", k.gpus, usd(k.hourly_usd));
+            line += &format!("; while a move runs both sets: {}, {} USD/h", gpus(k.gpus), usd(k.hourly_usd));
         }
         lines.push(line);
     }
@@ -320,7 +332,7 @@ pub fn cost_markdown(c: &CostReport) -> String {
             p.address,
             p.gpus_before,
             p.gpus_after,
-            split(p),
+            split(p, "→"),
             usd(p.hourly_before),
             usd(p.hourly_after),
             usd(p.price_per_gpu_hour),
@@ -330,7 +342,7 @@ pub fn cost_markdown(c: &CostReport) -> String {
     let unchanged = c.pools.len() - shown.len();
     if unchanged > 0 {
         let others = if shown.is_empty() { "" } else { "other " };
-        s += &format!("\n{unchanged} {others}pool(s) with unchanged cost.\n");
+        s += &format!("\n{} with unchanged cost.\n", pools(unchanged, others));
     }
     s += &format!(
         "\nAfter: {} USD/h on-demand + {} USD/h spot ({} h/month).",
@@ -386,9 +398,10 @@ mod tests {
             pool("c", (1, 0), (0, 1), 0.8),
         ]);
         let plan = cost_text(&c, false, 0);
-        assert!(plan.contains("gpu_pool.a  1 → 2") && plan.contains("gpu_pool.c  1 → 1  1/0 → 0/1"), "{plan}");
+        assert!(plan.contains("gpu_pool.a  1 -> 2") && plan.contains("gpu_pool.c  1 -> 1  1/0 -> 0/1"), "{plan}");
+        assert!(!plan.contains('→'), "one arrow in text: {plan}");
         assert!(!plan.contains("gpu_pool.b"), "{plan}");
-        assert!(plan.contains("  1 other pool(s) with unchanged cost (`gpuplan cost` lists every pool)\n"), "{plan}");
+        assert!(plan.contains("  1 other pool with unchanged cost (`gpuplan cost` lists every pool)\n"), "{plan}");
         assert!(plan.contains("fleet: 1.60 -> 2.40 USD/h (+0.80)"), "{plan}");
         let every = cost_text(&c, true, 0);
         assert!(every.contains("gpu_pool.b") && !every.contains("unchanged cost"), "{every}");
@@ -397,7 +410,8 @@ mod tests {
         assert_eq!(every.matches("instance types considered").count(), 1, "{every}");
         let md = cost_markdown(&c);
         assert!(md.contains("| `gpu_pool.a` | 1 → 2 |") && !md.contains("gpu_pool.b"), "{md}");
-        assert!(md.contains("\n1 other pool(s) with unchanged cost.\n"), "{md}");
+        assert!(md.contains("\n1 other pool with unchanged cost.\n"), "{md}");
+        assert!(!md.contains("->"), "one arrow in markdown: {md}");
     }
 
     #[test]
@@ -405,7 +419,7 @@ mod tests {
         let c = report(vec![pool("a", (1, 0), (1, 0), 0.8), pool("b", (2, 0), (2, 0), 0.8)]);
         let plan = cost_text(&c, false, 0);
         assert!(
-            plan.starts_with("  2 pool(s) with unchanged cost (`gpuplan cost` lists every pool)\n\n  fleet:"),
+            plan.starts_with("  2 pools with unchanged cost (`gpuplan cost` lists every pool)\n\n  fleet:"),
             "{plan}"
         );
         assert!(!plan.contains("USD/h before") && !plan.contains("instance types considered"), "{plan}");

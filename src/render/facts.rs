@@ -7,9 +7,11 @@
 
 use serde_json::Value as Json;
 
+use crate::addr::Kind;
 use crate::json_text::JsonText;
+use crate::model::Placement;
 use crate::plan::diff::{IMMUTABLE, changed_paths};
-use crate::plan::model::{Action, NodeCounts, Plan, ResourceChange};
+use crate::plan::model::{Action, NodeCounts, Plan, Reason, ReasonCode, ResourceChange};
 
 /// Changes in display order: by address (kind, then name, then instance key).
 pub(crate) fn sorted_changes(plan: &Plan) -> Vec<&ResourceChange> {
@@ -43,6 +45,31 @@ pub(crate) fn value(v: &Json) -> String {
             format!("{{ {} }}", parts.join(", "))
         }
         other => other.to_string(),
+    }
+}
+
+/// A change's reasons that its own lines do not say already, in the model's order: the
+/// text view puts the first on the header line and the rest under the `nodes:` line.
+/// Said already: `new` by "will be created", `destroy` by "will be destroyed",
+/// `changed:<path>` by the attribute line of that path, the node count and the mix by
+/// the `nodes:` line, `immutable` by the attributes marked `# forces replacement`,
+/// deferred removals and adoptions by their node lines.
+pub(crate) fn unsaid_reasons<'c>(c: &'c ResourceChange, attrs: &[AttrLine]) -> Vec<&'c Reason> {
+    c.reasons.iter().filter(|r| !said(c, attrs, r)).collect()
+}
+
+fn said(c: &ResourceChange, attrs: &[AttrLine], r: &Reason) -> bool {
+    let pool = c.pool.as_ref();
+    let under = |a: &str, b: &str| a.len() > b.len() && a.starts_with(b) && a.as_bytes()[b.len()] == b'.';
+    match &r.code {
+        ReasonCode::New => c.action == Action::Create,
+        ReasonCode::Destroy => c.action == Action::Delete,
+        ReasonCode::Changed(p) => attrs.iter().any(|a| a.path == *p || under(&a.path, p) || under(p, &a.path)),
+        ReasonCode::NodeCount | ReasonCode::Mix => pool.is_some(),
+        ReasonCode::Immutable => attrs.iter().any(|a| a.forces_replacement),
+        ReasonCode::Deferred => pool.is_some_and(|p| !p.deferred.is_empty()),
+        ReasonCode::Adopt => pool.is_some_and(|p| !p.adopt.is_empty()),
+        _ => false,
     }
 }
 
@@ -96,16 +123,55 @@ pub(crate) fn attr_lines(change: &ResourceChange) -> Vec<AttrLine> {
                 AttrLine { marker, path, text, forces_replacement }
             })
             .collect(),
-        (_, _, Some(after)) if change.action != Action::Delete => all_leaves(after, Marker::Add),
-        (_, Some(before), _) => all_leaves(before, Marker::Remove),
+        (_, _, Some(after)) if change.action != Action::Delete => all_leaves(change, after, Marker::Add),
+        (_, Some(before), _) => all_leaves(change, before, Marker::Remove),
         _ => vec![],
     }
 }
 
-fn all_leaves(v: &Json, marker: Marker) -> Vec<AttrLine> {
+/// Every attribute of a resource created or destroyed, but those that say nothing: empty
+/// ones (`lifecycle = {}`, `labels = {}`), those at the value the spec gives them when
+/// they are left out, and an instance's `count` (its index is in its address).
+fn all_leaves(change: &ResourceChange, v: &Json, marker: Marker) -> Vec<AttrLine> {
     let mut out = Vec::new();
     leaves(v, String::new(), &mut out);
-    out.into_iter().map(|(path, v)| AttrLine { marker, path, text: value(v), forces_replacement: false }).collect()
+    out.into_iter()
+        .filter(|(path, v)| !is_empty(v) && !at_default(change.address.kind, path, v))
+        .filter(|(path, _)| !(change.address.key.is_some() && matches!(path.as_str(), "count" | "for_each")))
+        .map(|(path, v)| AttrLine { marker, path, text: value(v), forces_replacement: false })
+        .collect()
+}
+
+fn is_empty(v: &Json) -> bool {
+    match v {
+        Json::Array(a) => a.is_empty(),
+        Json::Object(o) => o.is_empty(),
+        Json::String(s) => s.is_empty(),
+        Json::Null => true,
+        _ => false,
+    }
+}
+
+/// The values the spec gives attributes left out (`spec/blocks.rs`), by kind and path.
+const DEFAULTS: &[(Kind, &str, &str)] = &[
+    (Kind::GpuPool, "nodes.min", "0"),
+    (Kind::GpuPool, "mix.on_demand_base", "0"),
+    (Kind::GpuPool, "mix.spot_percent", "0"),
+    (Kind::GpuPool, "mix.fallback", "\"on_demand\""),
+    (Kind::JobTemplate, "gpus", "1"),
+    (Kind::JobTemplate, "priority", "\"medium\""),
+    (Kind::JobTemplate, "preemptible", "false"),
+    (Kind::JobTemplate, "retries", "0"),
+    (Kind::Job, "replicas", "1"),
+];
+
+/// Is `v` the value the spec gives the attribute at `path` when it is left out?
+/// `lifecycle.prevent_destroy` is off unless set, whatever the kind.
+fn at_default(kind: Kind, path: &str, v: &Json) -> bool {
+    if path == "lifecycle.prevent_destroy" && *v == Json::Bool(false) {
+        return true;
+    }
+    DEFAULTS.iter().any(|(k, p, d)| *k == kind && *p == path && serde_json::from_str::<Json>(d).is_ok_and(|d| d == *v))
 }
 
 /// Leaf paths in key order; arrays, scalars and empty objects are leaves.
@@ -244,11 +310,67 @@ pub(crate) fn verdicts(plan: &Plan) -> Vec<Verdict> {
         .collect()
 }
 
-/// `Plan: 1 to add, 2 to change, 0 to destroy.` without the `Plan:` label.
+/// What a plan launches, terminates and requeues: the counts that cost money and
+/// interrupt work, beside Terraform's resource counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Tally {
+    /// Pool nodes created, plus the nodes job launches boot (cloud VM pools).
+    pub nodes_launch: usize,
+    /// Pool nodes removed, plus the nodes of ended job runs and job nodes no run owns.
+    pub nodes_terminate: usize,
+    /// Jobs launched without stopping a run first.
+    pub jobs_launch: usize,
+    /// Jobs whose runs this plan stops (a node removed, a preemption): they go back to
+    /// the queue, launched again at once or waiting.
+    pub jobs_requeue: usize,
+    /// Jobs that wait (quota, capacity, priority, dependency) and are not requeued.
+    pub jobs_waiting: usize,
+}
+
+impl Tally {
+    pub(crate) fn of(plan: &Plan) -> Tally {
+        let mut t = Tally::default();
+        for pool in plan.changes.iter().filter(|c| c.action != Action::NoOp).filter_map(|c| c.pool.as_ref()) {
+            t.nodes_launch += pool.creates.iter().map(|b| b.count as usize).sum::<usize>();
+            t.nodes_terminate += pool.deletes.len();
+        }
+        for j in &plan.jobs {
+            let requeued = !j.interrupted.is_empty() || j.placement == Placement::Preempt;
+            t.jobs_requeue += usize::from(requeued);
+            t.jobs_launch += usize::from(!requeued && j.needs_launch());
+            t.jobs_waiting += usize::from(!requeued && j.placement == Placement::Waiting);
+            t.nodes_launch += j.launches.iter().filter(|l| l.request.shape.is_some()).count();
+            t.nodes_terminate += j.nodes_to_release().count();
+        }
+        t.nodes_terminate += plan.orphan_job_nodes.len();
+        t
+    }
+
+    /// Anything for the `Jobs:` part of the summary to say.
+    pub(crate) fn has_jobs(&self) -> bool {
+        self.jobs_launch + self.jobs_requeue + self.jobs_waiting > 0
+    }
+}
+
+/// `1 to add, 1 to change, 0 to destroy. Nodes: 3 to launch, 1 to terminate. Jobs: 1 to
+/// launch, 1 to requeue` (the `Plan:` label and the last full stop are the caller's).
+/// `Nodes:` is always said; `Jobs:` when a job launches, requeues or waits, with `N
+/// waiting` only when some do.
 pub(crate) fn summary_counts(plan: &Plan) -> String {
     let s = &plan.summary;
+    let t = Tally::of(plan);
     let import = if s.import > 0 { format!("{} to import, ", s.import) } else { String::new() };
-    format!("{import}{} to add, {} to change, {} to destroy", s.add, s.change, s.destroy)
+    let mut out = format!(
+        "{import}{} to add, {} to change, {} to destroy. Nodes: {} to launch, {} to terminate",
+        s.add, s.change, s.destroy, t.nodes_launch, t.nodes_terminate
+    );
+    if t.has_jobs() {
+        out += &format!(". Jobs: {} to launch, {} to requeue", t.jobs_launch, t.jobs_requeue);
+        if t.jobs_waiting > 0 {
+            out += &format!(", {} waiting", t.jobs_waiting);
+        }
+    }
+    out
 }
 
 /// `1 change`, `37 changes`.

@@ -1,5 +1,11 @@
 //! The jobs section of a plan: admission order, where each job goes or why it waits.
 //! Read from `plan.jobs` only (filled by `jobs::place`); decides nothing.
+//!
+//! By default one short line per job the plan does something to (`job.hello[0] requeued:
+//! node i-… removed (rebalance); attempt 2, no retry spent`); with `--verbose` every job
+//! with the details (runs, pools considered, clusters, warm nodes), as `plan --json` has
+//! them. Both say only what the template makes true: no checkpoint without a
+//! `checkpoint_uri`, retries only where a failure spent one.
 
 use std::collections::BTreeMap;
 
@@ -23,10 +29,19 @@ fn capacity(c: &[Capacity]) -> String {
     }
 }
 
-/// One line per job: `(symbol, address, text)`.
-pub(crate) fn lines(plan: &Plan) -> Vec<(&'static str, String, String)> {
+/// One line per job: `(symbol, address, text)`. Without `verbose`, only the jobs the
+/// plan does something to (launch, requeue, wait, keep a node, record a stop, release a
+/// node), each in one short sentence; with it, every job and all it knows.
+pub(crate) fn lines(plan: &Plan, verbose: bool) -> Vec<(&'static str, String, String)> {
     let deferred = deferred(plan);
-    plan.jobs.iter().map(|j| (symbol(j), j.address.to_string(), describe(&deferred, j))).collect()
+    plan.jobs
+        .iter()
+        .filter_map(|j| {
+            // The text view keeps to one arrow; reasons written for every view may carry `→`.
+            let text = if verbose { Some(describe(&deferred, j)) } else { brief(&deferred, j) };
+            text.map(|t| (symbol(j), j.address.to_string(), t.replace('→', "->")))
+        })
+        .collect()
 }
 
 fn symbol(j: &JobPlacement) -> &'static str {
@@ -56,6 +71,17 @@ fn held<'d, 'p>(deferred: &'d Deferred<'p>, j: &JobPlacement) -> &'d [&'p Deferr
     deferred.get(&j.address).map(Vec::as_slice).unwrap_or_default()
 }
 
+/// ` from its checkpoint` when the template names one, else nothing.
+fn from_checkpoint(j: &JobPlacement) -> &'static str {
+    if j.checkpoints { " from its checkpoint" } else { "" }
+}
+
+/// `1 × 8 GPUs`, `1 × 1 GPU`.
+fn size(j: &JobPlacement) -> String {
+    let unit = if j.gpus_per_replica == 1 { "GPU" } else { "GPUs" };
+    format!("{} × {} {unit}", j.replicas, j.gpus_per_replica)
+}
+
 /// `its node i-1 (spot in us-east-1a) is removed (rebalance: …)`, for each interrupted run.
 fn interrupted_text(j: &JobPlacement) -> String {
     let nodes: Vec<String> = j
@@ -65,11 +91,100 @@ fn interrupted_text(j: &JobPlacement) -> String {
         .collect();
     let runs: Vec<&str> = j.interrupted.iter().map(|i| i.run.as_str()).collect();
     format!(
-        "{}: run {} stops and is requeued from its checkpoint as attempt {}, retries not spent",
+        "{}: run {} stops and is requeued{} as attempt {}, no retry spent",
         nodes.join("; "),
         runs.join(", "),
+        from_checkpoint(j),
         j.attempt
     )
+}
+
+/// `node i-1 removed (rebalance)`, `nodes i-1, i-2 removed (surplus)`: the removed nodes
+/// under the job by the node's own reason, in the order the plan lists them.
+fn removed_nodes_text(j: &JobPlacement) -> String {
+    let mut by_reason: Vec<(&str, Vec<&str>)> = Vec::new();
+    for i in &j.interrupted {
+        let why = if i.node_reason.is_empty() { i.why.as_str() } else { i.node_reason.as_str() };
+        match by_reason.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, ids)) => ids.push(&i.node_id),
+            None => by_reason.push((why, vec![&i.node_id])),
+        }
+    }
+    let parts: Vec<String> = by_reason
+        .iter()
+        .map(|(why, ids)| {
+            let noun = if ids.len() == 1 { "node" } else { "nodes" };
+            format!("{noun} {} removed ({why})", ids.join(", "))
+        })
+        .collect();
+    parts.join(", ")
+}
+
+/// The default view's sentence for a job, or `None` when the plan does nothing to it.
+fn brief(deferred: &Deferred<'_>, j: &JobPlacement) -> Option<String> {
+    let held = held(deferred, j);
+    let waits = |j: &JobPlacement| {
+        j.reason.as_ref().map(|r| format!("waits ({}): {}", r.code, r.message)).unwrap_or_else(|| "waits".into())
+    };
+    let mut text = if !j.interrupted.is_empty() {
+        let then = if j.placement == Placement::Waiting { format!("; then {}", waits(j)) } else { String::new() };
+        format!(
+            "requeued: {}; attempt {}{}, no retry spent{then}",
+            removed_nodes_text(j),
+            j.attempt,
+            from_checkpoint(j)
+        )
+    } else {
+        match j.placement {
+            Placement::Launch => launch_brief(j),
+            Placement::Waiting => waits(j),
+            Placement::Preempt => format!(
+                "preempted for {} (higher priority): attempt {}{}, no retry spent",
+                j.preempted_for.as_ref().map_or_else(|| "?".to_string(), ToString::to_string),
+                j.attempt + 1,
+                from_checkpoint(j)
+            ),
+            _ => String::new(),
+        }
+    };
+    let mut extra = Vec::new();
+    if !held.is_empty() {
+        let nodes: Vec<String> = held.iter().map(|d| format!("node {} ({})", d.id, d.reason)).collect();
+        extra.push(format!("keeps its node: removal of {} deferred until it ends (not preemptible)", nodes.join(", ")));
+    }
+    if !j.stopped.is_empty() {
+        extra.push("its node stopped: exit code awaited".to_string());
+    }
+    let release: Vec<&str> = j.nodes_to_release().map(|r| r.node_id.as_str()).collect();
+    if !release.is_empty() {
+        let noun = if release.len() == 1 { "node" } else { "nodes" };
+        let verb = if release.len() == 1 { "is" } else { "are" };
+        extra.push(format!("its ended {noun} {} {verb} terminated", release.join(", ")));
+    }
+    for e in extra {
+        text += &if text.is_empty() { e } else { format!("; {e}") };
+    }
+    (!text.is_empty()).then_some(text)
+}
+
+/// `launches on gpu_pool.train (1 × 8 GPUs, on-demand)`; a relaunch after the job's own
+/// failure says the attempt and the retries left, as a failure spent one.
+fn launch_brief(j: &JobPlacement) -> String {
+    let caps: Vec<Capacity> = j.launches.iter().map(|l| l.capacity).collect();
+    let n = j.launches.len();
+    let which = if n as u32 == j.replicas { String::new() } else { format!(" {n} of {} replicas", j.replicas) };
+    let verb = if j.attempt > 1 { "relaunches" } else { "launches" };
+    let retry = if j.retries_spent > 0 {
+        format!(": {}", attempt_text(j))
+    } else if j.attempt > 1 {
+        format!(": attempt {}", j.attempt)
+    } else {
+        String::new()
+    };
+    // Whether a node boots for it (money) or it takes a warm one, as `--verbose` says.
+    let nodes = where_text(j);
+    let retry = if nodes.is_empty() { retry } else { retry.replacen(": ", "; ", 1) };
+    format!("{verb}{which} on {} ({}, {}){nodes}{retry}", j.pool, size(j), capacity(&caps))
 }
 
 /// `removal of node i-1 (surplus) deferred until this job ends: it is not preemptible`.
@@ -97,17 +212,27 @@ fn describe(deferred: &Deferred<'_>, j: &JobPlacement) -> String {
         );
     }
     let nodes: Vec<&str> = j.nodes_to_release().map(|r| r.node_id.as_str()).collect();
-    if nodes.is_empty() { text } else { format!("{text}; terminate its ended node(s) {}", nodes.join(", ")) }
+    let noun = if nodes.len() == 1 { "node" } else { "nodes" };
+    if nodes.is_empty() { text } else { format!("{text}; terminate its ended {noun} {}", nodes.join(", ")) }
 }
 
 fn placement_text(j: &JobPlacement) -> String {
-    let size = format!("{} × {} GPUs", j.replicas, j.gpus_per_replica);
+    let size = size(j);
     let prio = priority_str(j.priority);
     match j.placement {
         Placement::Launch => {
             let n = j.launches.len();
             let caps: Vec<Capacity> = j.launches.iter().map(|l| l.capacity).collect();
-            let retry = if j.attempt > 1 { format!(", {}", attempt_text(j)) } else { String::new() };
+            // Retries only where a failure spent one; an interrupted run says its attempt.
+            let retry = if !j.interrupted.is_empty() {
+                String::new()
+            } else if j.retries_spent > 0 {
+                format!(", {}", attempt_text(j))
+            } else if j.attempt > 1 {
+                format!(", attempt {}", j.attempt)
+            } else {
+                String::new()
+            };
             let which = if n as u32 == j.replicas { size } else { format!("{n} of {size}") };
             let cluster = j
                 .launches
@@ -129,13 +254,14 @@ fn placement_text(j: &JobPlacement) -> String {
             format!("running on {} ({}), attempt {}", j.pool, capacity(&j.capacity), j.attempt)
         }
         Placement::Succeeded => "succeeded".into(),
-        Placement::Failed => format!("failed after {} attempt(s)", j.attempt),
+        Placement::Failed => format!("failed after {} attempt{}", j.attempt, if j.attempt == 1 { "" } else { "s" }),
         Placement::Cancelled => "cancelled".into(),
         Placement::Preempt => format!(
-            "preempt {} for {} (higher priority): stops run {}; it requeues from its checkpoint as attempt {}, retries not spent",
+            "preempt {} for {} (higher priority): stops run {}; it requeues{} as attempt {}, no retry spent",
             j.address,
             j.preempted_for.as_ref().map_or_else(|| "?".to_string(), ToString::to_string),
             j.preempt.join(", "),
+            from_checkpoint(j),
             j.attempt + 1
         ),
     }
@@ -175,28 +301,12 @@ fn warm_skipped_text(j: &JobPlacement) -> String {
     format!("; warm nodes that take no jobs: {}", j.warm_skipped.join("; "))
 }
 
-/// `attempt 2 (2 of 2 retries left)`: only the job's own failures spend retries, so the
+/// `attempt 3 (1 of 2 retries left)`: only the job's own failures spend retries, so the
 /// attempt number alone does not say how many are left.
 fn attempt_text(j: &JobPlacement) -> String {
     let left = j.retries.saturating_sub(j.retries_spent);
-    format!("attempt {} ({left} of {} retries left)", j.attempt, j.retries)
-}
-
-/// `1 to launch, 2 waiting` (with `1 to preempt` and `1 interrupted` when there are).
-pub(crate) fn summary(plan: &Plan) -> String {
-    let launch = plan.jobs.iter().filter(|j| j.needs_launch()).count();
-    let waiting = plan.jobs.iter().filter(|j| j.placement == Placement::Waiting).count();
-    let preempt = plan.jobs.iter().filter(|j| j.placement == Placement::Preempt).count();
-    let interrupted = plan.jobs.iter().filter(|j| !j.interrupted.is_empty()).count();
-    let mut parts = vec![format!("{launch} to launch")];
-    if preempt > 0 {
-        parts.push(format!("{preempt} to preempt"));
-    }
-    if interrupted > 0 {
-        parts.push(format!("{interrupted} interrupted by node removals"));
-    }
-    parts.push(format!("{waiting} waiting"));
-    parts.join(", ")
+    let noun = if j.retries == 1 { "retry" } else { "retries" };
+    format!("attempt {} ({left} of {} {noun} left)", j.attempt, j.retries)
 }
 
 /// What the job is before the plan, as its runs say: `new`, `pending`, `running`,
@@ -215,7 +325,7 @@ fn before(j: &JobPlacement) -> &'static str {
 }
 
 /// What the job is once the plan is applied: `requeued` (stopped with its node and
-/// launched again from its checkpoint), `running`, `stopped` (its exit code awaited),
+/// launched again), `running`, `stopped` (its exit code awaited),
 /// `pending` (waits, or requeued to wait), `succeeded`, `failed` or `cancelled`. Never
 /// `running` on a node the plan removes.
 fn after(j: &JobPlacement) -> &'static str {

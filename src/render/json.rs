@@ -5,7 +5,8 @@
 //! - the contract in `docs/design/files.md`: `format_version`, `changes`, `drift`, `cost` (the cost
 //!   object `{hourly_before, hourly_after, monthly_delta, currency}` as `cost/` fills it,
 //!   or `null` before it has run), `policies` (`[{name, enforcement, passed, message}]`
-//!   as `policy/` fills them), `summary` (`{add, change, destroy}`);
+//!   as `policy/` fills them), `summary` (`{add, change, destroy, import, nodes_launch,
+//!   nodes_terminate, jobs_launch, jobs_requeue}`; `import` only when some);
 //! - extras for scripts: `errors` (`[{address, message, hint, location}]`: the plan cannot be
 //!   applied while this is non-empty), `lineage` and `serial` (the prior state the plan
 //!   was made against), `refreshed` (false with `--refresh=false`), `targets`, and
@@ -134,12 +135,7 @@ impl<'a> PlanDoc<'a> {
             refreshed: plan.refreshed,
             serial: plan.serial,
             spend: &plan.spend,
-            summary: SummaryDoc {
-                add: plan.summary.add,
-                change: plan.summary.change,
-                destroy: plan.summary.destroy,
-                import: plan.summary.import,
-            },
+            summary: SummaryDoc::new(plan),
             targets: plan.targets.iter().map(|t| Shown(t)).collect(),
         }
     }
@@ -154,6 +150,8 @@ impl Serialize for Shown<'_> {
     }
 }
 
+/// Terraform's resource counts, then what costs money and interrupts work (the text
+/// view's `Nodes:` and `Jobs:` counts).
 #[derive(Serialize, JsonSchema)]
 struct SummaryDoc {
     add: usize,
@@ -162,6 +160,30 @@ struct SummaryDoc {
     /// Instances to import; absent when none.
     #[serde(default, skip_serializing_if = "is_zero")]
     import: usize,
+    /// Jobs launched without stopping a run first.
+    jobs_launch: usize,
+    /// Jobs whose runs the plan stops (a node removed, a preemption), to run again.
+    jobs_requeue: usize,
+    /// Nodes launched: pool nodes, and nodes that job launches boot.
+    nodes_launch: usize,
+    /// Nodes terminated: pool nodes, nodes of ended job runs, job nodes no run owns.
+    nodes_terminate: usize,
+}
+
+impl SummaryDoc {
+    fn new(plan: &Plan) -> Self {
+        let t = facts::Tally::of(plan);
+        SummaryDoc {
+            add: plan.summary.add,
+            change: plan.summary.change,
+            destroy: plan.summary.destroy,
+            import: plan.summary.import,
+            jobs_launch: t.jobs_launch,
+            jobs_requeue: t.jobs_requeue,
+            nodes_launch: t.nodes_launch,
+            nodes_terminate: t.nodes_terminate,
+        }
+    }
 }
 
 fn is_zero(n: &usize) -> bool {

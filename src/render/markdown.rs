@@ -236,12 +236,14 @@ fn errors(plan: &Plan) -> String {
     s
 }
 
+/// The jobs the plan does something to, one sentence each (the title counts them).
 fn jobs(plan: &Plan) -> String {
-    if plan.jobs.is_empty() {
+    let lines = super::jobs::lines(plan, false);
+    if lines.is_empty() {
         return String::new();
     }
-    let mut s = format!("**Jobs** ({})\n\n| Job | Placement |\n|---|---|\n", super::jobs::summary(plan));
-    for (_, addr, text) in super::jobs::lines(plan) {
+    let mut s = "**Jobs**\n\n| Job | What happens |\n|---|---|\n".to_string();
+    for (_, addr, text) in lines {
         s += &format!("| {} | {} |\n", code(&addr), cell(&text));
     }
     s.push('\n');
@@ -270,7 +272,9 @@ fn policies(plan: &Plan) -> String {
         return passed_details(&passed, &format!("<b>Policies</b>: ✅ {all}{count} passed"));
     }
     let mut s = "**Policies**\n\n| Policy | Enforcement | Result | Message |\n|---|---|---|---|\n".to_string();
-    for v in shown {
+    // One row per policy and result: a `for_each` policy failing on 40 pools is one row.
+    let mut rows: Vec<(&facts::Verdict, &str, Vec<&str>)> = Vec::new();
+    for v in &shown {
         let result = match v.passed {
             Some(true) if v.warning => "⚠️ passed, near the limit",
             Some(true) => "✅ passed",
@@ -280,7 +284,17 @@ fn policies(plan: &Plan) -> String {
             Some(false) => "❌ failed",
             None => "❔ unknown",
         };
-        s += &format!("| {} | {} | {result} | {} |\n", code(&v.name), cell(&v.enforcement), cell(&v.message));
+        match rows.iter_mut().find(|(r, res, _)| r.name == v.name && *res == result) {
+            Some((_, _, messages)) => messages.push(&v.message),
+            None => rows.push((v, result, vec![&v.message])),
+        }
+    }
+    for (v, result, messages) in rows {
+        let mut text = messages.iter().take(MESSAGES_IN_ROW).map(|m| cell(m)).collect::<Vec<_>>().join("<br>");
+        if messages.len() > MESSAGES_IN_ROW {
+            text += &format!("<br>… and {} more", messages.len() - MESSAGES_IN_ROW);
+        }
+        s += &format!("| {} | {} | {result} | {text} |\n", code(&v.name), cell(&v.enforcement));
     }
     if !passed.is_empty() {
         s += &format!("\n{}", passed_details(&passed, &format!("✅ {count} passed")));
@@ -289,6 +303,9 @@ fn policies(plan: &Plan) -> String {
     }
     s
 }
+
+/// Verdicts of one policy quoted in its row before `… and N more`.
+const MESSAGES_IN_ROW: usize = 5;
 
 /// Passes listed in the comment's details; a `for_each` policy over every pool can pass
 /// 100,000 times, and this block always stays in the comment.
@@ -321,7 +338,7 @@ fn notes(plan: &Plan) -> String {
     }
     if plan.notes.len() > SHOWN {
         let more = plan.notes.len() - SHOWN;
-        s += &format!("> **Note:** … and {more} more pool(s) run in their fallback placement.\n>\n");
+        s += &format!("> **Note:** … and {more} more pools run in their fallback placement.\n>\n");
     }
     s.truncate(s.len() - 2);
     s.push('\n');
@@ -347,13 +364,13 @@ fn details(summary: &str, body: &str, lang: &str) -> String {
 }
 
 /// Moves each line's marker to column 0, where GitHub's `diff` highlighting looks:
-/// `+` and `-` stay, `~` and `±` become `!` (highlighted as changed).
+/// `+` and `-` stay, `~` and `-/+` become `!` (highlighted as changed).
 fn diff_markers(body: &str) -> String {
     let mut out = String::new();
     for line in body.lines() {
         let indent = line.len() - line.trim_start().len();
         let rest = &line[indent..];
-        let marker = ["+ ", "- ", "~ ", "± "].into_iter().find(|m| rest.starts_with(m));
+        let marker = ["-/+ ", "+ ", "- ", "~ "].into_iter().find(|m| rest.starts_with(m));
         match marker {
             Some(m) => {
                 let sym = match m {

@@ -29,4 +29,4 @@ mod tests;
 
 pub use json::{drift_json, plan_document, plan_json, plan_schema, write_plan_json};
 pub use markdown::plan_markdown;
-pub use text::{TextOptions, drift_text, plan_text, write_plan_text};
+pub use text::{TextOptions, drift_text, plan_text, write_plan_text, write_plan_text_framed};

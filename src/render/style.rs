@@ -48,13 +48,13 @@ impl Paint {
     }
 
     /// A change or attribute marker in its colour: green `+`, yellow `~`, red `-`,
-    /// magenta `±`.
+    /// magenta `-/+`.
     pub(crate) fn symbol(&self, symbol: &str) -> String {
         match symbol {
             "+" => self.green(symbol),
             "~" => self.yellow(symbol),
             "-" => self.red(symbol),
-            "±" => self.code(MAGENTA, symbol),
+            "-/+" => self.code(MAGENTA, symbol),
             "<=" => self.cyan(symbol),
             _ => symbol.to_string(),
         }

@@ -32,13 +32,25 @@ impl Default for TextOptions {
 
 /// The whole plan as terminal text.
 pub fn plan_text(plan: &Plan, opts: &TextOptions) -> String {
-    render_plan(plan, opts, Out { text: String::new(), sink: None, failed: None, spilled: false }).text
+    render_plan(plan, opts, &[], Out { text: String::new(), sink: None, failed: None, spilled: false }).text
 }
 
 /// [`plan_text`] written to `w` as it is rendered: the text of a 100,000-pool plan is
 /// about 80 MB, never held whole. The bytes are the same.
 pub fn write_plan_text(plan: &Plan, opts: &TextOptions, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-    render_plan(plan, opts, Out { text: String::new(), sink: Some(w), failed: None, spilled: false }).finish()
+    write_plan_text_framed(plan, opts, &[], w)
+}
+
+/// [`write_plan_text`], with `frames[i]` drawn for `plan.errors[i]` where there is one:
+/// the error with its source line, as `validate` draws its problems (the caller, which
+/// holds the spec's sources, draws them; see `diag::render_text`).
+pub fn write_plan_text_framed(
+    plan: &Plan,
+    opts: &TextOptions,
+    frames: &[Option<String>],
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    render_plan(plan, opts, frames, Out { text: String::new(), sink: Some(w), failed: None, spilled: false }).finish()
 }
 
 /// Rendered text on its way out: collected whole without a sink, else written out each
@@ -94,7 +106,7 @@ impl std::ops::AddAssign<&str> for Out<'_> {
     }
 }
 
-fn render_plan<'w>(plan: &Plan, opts: &TextOptions, mut out: Out<'w>) -> Out<'w> {
+fn render_plan<'w>(plan: &Plan, opts: &TextOptions, frames: &[Option<String>], mut out: Out<'w>) -> Out<'w> {
     let p = Paint::new(opts.color);
     let changes = facts::actionable(plan);
     if !plan.refreshed {
@@ -149,9 +161,9 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, mut out: Out<'w>) -> Out<'w>
         out += if out.text.is_empty() && !out.spilled { "" } else { "\n" };
         out += &outputs;
     }
-    if !plan.jobs.is_empty() {
+    let lines = super::jobs::lines(plan, opts.verbose);
+    if !lines.is_empty() {
         out += &format!("\n{}\n", p.bold("Jobs (admission order):"));
-        let lines = super::jobs::lines(plan);
         let pad = lines.iter().map(|(_, a, _)| a.chars().count()).max().unwrap_or(0);
         for (sym, addr, text) in lines {
             let first = format!("  {sym} {addr:pad$}  ");
@@ -163,8 +175,36 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, mut out: Out<'w>) -> Out<'w>
         out += &super::cost::cost_text(report, false, opts.width);
     }
     out += &policy_section(plan, opts, &p);
-    for e in &plan.errors {
+    out += &errors_section(plan, opts, frames, &p);
+    if plan.has_changes() {
+        out += &format!("\n{}", summary_line(plan, opts.width, &p));
+    }
+    out
+}
+
+/// `Plan: 0 to add, 1 to change, 0 to destroy. Nodes: 3 to launch, 1 to terminate.` on
+/// one line where it fits in `width`, else a sentence a line (`Nodes:` and `Jobs:` under
+/// the counts they follow), never a count cut from its words.
+fn summary_line(plan: &Plan, width: usize, p: &Paint) -> String {
+    let text = facts::summary_counts(plan) + ".";
+    let lead = "Plan: ";
+    if width == 0 || lead.len() + text.chars().count() <= width {
+        return format!("{} {text}\n", p.bold("Plan:"));
+    }
+    let sentences: Vec<&str> = text.split_inclusive(". ").map(str::trim_end).collect();
+    format!("{} {}\n", p.bold("Plan:"), sentences.join(&format!("\n{}", " ".repeat(lead.len()))))
+}
+
+/// Each error after a blank line: its frame when the caller drew one, else `Error:` with
+/// its location and the `hint:`.
+fn errors_section(plan: &Plan, opts: &TextOptions, frames: &[Option<String>], p: &Paint) -> String {
+    let mut out = String::new();
+    for (i, e) in plan.errors.iter().enumerate() {
         out.push('\n');
+        if let Some(frame) = frames.get(i).and_then(Option::as_ref) {
+            out += frame;
+            continue;
+        }
         let message = match &e.location {
             Some(at) => format!("{at}: {}", e.message),
             None => e.message.clone(),
@@ -173,13 +213,6 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, mut out: Out<'w>) -> Out<'w>
         if let Some(hint) = &e.hint {
             out += &paragraph("  hint: ", &format!("  {} ", p.cyan("hint:")), 8, hint, opts.width);
         }
-    }
-    if !changes.is_empty() || !plan.adoptions.is_empty() {
-        out += &format!("\n{} {}.\n", p.bold("Plan:"), facts::summary_counts(plan));
-    }
-    if !plan.jobs.is_empty() {
-        let lead = if changes.is_empty() { "\n" } else { "" };
-        out += &format!("{lead}{} {}.\n", p.bold("Jobs:"), super::jobs::summary(plan));
     }
     out
 }
@@ -193,7 +226,7 @@ fn notes_section(plan: &Plan, opts: &TextOptions, p: &Paint) -> String {
     }
     if plan.notes.len() > MAX_NOTES {
         let more = plan.notes.len() - MAX_NOTES;
-        let text = format!("… and {more} more pool(s) run in their fallback placement (`plan --json` lists them).");
+        let text = format!("… and {more} more pools run in their fallback placement (`plan --json` lists them).");
         out += &paragraph("Note: ", &p.bold("Note: "), 6, &text, opts.width);
     }
     if !plan.notes.is_empty() {
@@ -227,8 +260,13 @@ pub(crate) fn blocks<'a>(
     })
 }
 
-/// `Policies: 12 passed, 1 soft failure`, then one line per verdict the reader must look
-/// at (failures first, then overrides, unknowns and near-limit warnings); the passes
+/// Verdicts of one policy quoted in its block before `… and N more`.
+const MAX_VERDICT_LINES: usize = 5;
+
+/// `Policies: 12 passed, 1 soft failure`, then one block per policy the reader must look
+/// at (failures first, then overrides, unknowns and near-limit warnings): one line when
+/// it has one verdict, else a head line and at most [`MAX_VERDICT_LINES`] of its
+/// messages (a `for_each` policy failing on 40 pools is one block, not 40). The passes
 /// follow only with [`TextOptions::verbose`]. Empty when no policy ran.
 fn policy_section(plan: &Plan, opts: &TextOptions, p: &Paint) -> String {
     let verdicts = facts::verdicts(plan);
@@ -239,19 +277,50 @@ fn policy_section(plan: &Plan, opts: &TextOptions, p: &Paint) -> String {
     let mut shown: Vec<&facts::Verdict> = verdicts.iter().filter(|v| opts.verbose || !v.is_plain_pass()).collect();
     // Stable: within a rank, the order the policies ran in.
     shown.sort_by_key(|v| v.rank());
+    let mut blocks: Vec<Vec<&facts::Verdict>> = Vec::new();
     for v in shown {
-        let (mark, painted) = match v.passed {
-            Some(true) if v.warning => ("warn", p.yellow("warn")),
-            Some(true) => ("pass", p.green("pass")),
-            Some(false) if v.is_standing_warning() => ("warn", p.yellow("warn")),
-            Some(false) if v.overridden => ("FAIL", p.yellow("FAIL")),
-            Some(false) => ("FAIL", p.red("FAIL")),
-            None => ("????", p.yellow("????")),
-        };
-        let enf = if v.enforcement.is_empty() { String::new() } else { format!(" ({})", v.enforcement_note()) };
+        match blocks.iter_mut().find(|b| b[0].name == v.name && b[0].rank() == v.rank()) {
+            Some(b) => b.push(v),
+            None => blocks.push(vec![v]),
+        }
+    }
+    for block in blocks {
+        out += &verdict_block(&block, opts, p);
+    }
+    out
+}
+
+/// One policy's verdicts of one kind (see [`policy_section`]).
+fn verdict_block(block: &[&facts::Verdict], opts: &TextOptions, p: &Paint) -> String {
+    let v = block[0];
+    let (mark, painted) = match v.passed {
+        Some(true) if v.warning => ("warn", p.yellow("warn")),
+        Some(true) => ("pass", p.green("pass")),
+        Some(false) if v.is_standing_warning() => ("warn", p.yellow("warn")),
+        Some(false) if v.overridden => ("FAIL", p.yellow("FAIL")),
+        Some(false) => ("FAIL", p.red("FAIL")),
+        None => ("????", p.yellow("????")),
+    };
+    let enf = if v.enforcement.is_empty() { String::new() } else { format!(" ({})", v.enforcement_note()) };
+    let (first, rest) = (format!("  {mark} "), format!("  {painted} "));
+    if block.len() == 1 {
         let msg = if v.message.is_empty() { String::new() } else { format!(": {}", v.message) };
-        let text = format!("{}{enf}{msg}", v.name);
-        out += &paragraph(&format!("  {mark} "), &format!("  {painted} "), 7, &text, opts.width);
+        return paragraph(&first, &rest, 7, &format!("{}{enf}{msg}", v.name), opts.width);
+    }
+    let what = match v.passed {
+        Some(true) if v.warning => "near a limit",
+        Some(true) => "passed",
+        Some(false) => "failed",
+        None => "unknown",
+    };
+    let mut out = paragraph(&first, &rest, 7, &format!("{}{enf}: {} {what}", v.name, block.len()), opts.width);
+    for w in block.iter().take(MAX_VERDICT_LINES) {
+        let msg = if w.message.is_empty() { "(no message)" } else { w.message.as_str() };
+        out += &paragraph("       - ", "       - ", 9, msg, opts.width);
+    }
+    if block.len() > MAX_VERDICT_LINES {
+        let more = block.len() - MAX_VERDICT_LINES;
+        out += &format!("       … and {more} more (`gpuplan plan --json` lists every verdict)\n");
     }
     out
 }
@@ -298,37 +367,44 @@ fn drift_section(drift: &[DriftItem], opts: &TextOptions, p: &Paint) -> String {
     out
 }
 
-/// `Resource actions are indicated with the following symbols:` for the symbols used.
+/// `Resource actions are indicated with the following symbols:` for the symbols used,
+/// in Terraform's words.
 fn legend(changes: &[&ResourceChange], p: &Paint) -> String {
     let mut actions: Vec<Action> = changes.iter().map(|c| c.action).collect();
     actions.sort();
     actions.dedup();
     let mut out = "Resource actions are indicated with the following symbols:\n".to_string();
     for a in actions {
-        out += &format!("  {} {}\n", p.action(a), a.as_str());
+        let words = match a {
+            Action::Create => "create",
+            Action::Update => "update in-place",
+            // Not Terraform's "destroy and then create": the `nodes:` line says which go
+            // first (new nodes first unless the pool's lifecycle says otherwise).
+            Action::Replace => "replace",
+            Action::Delete => "destroy",
+            other => other.as_str(),
+        };
+        out += &format!("  {} {words}\n", p.action(a));
     }
     out
 }
 
-/// One change: header comment, reasons, body with attributes and node operations.
+/// One change, as Terraform draws it: one header line with the main reason, the block
+/// with its attributes (each reason about an attribute is that attribute's line) and node
+/// operations, the other reasons as comments under the `nodes:` line.
 pub(crate) fn block(c: &ResourceChange, opts: &TextOptions, p: &Paint) -> String {
-    let addr = c.address.to_string();
-    let mut out = format!("  # {} {}\n", p.bold(&addr), c.action.verb());
-    for r in &c.reasons {
-        out += &paragraph("  # (", "  # (", 5, &format!("{})", r.message), opts.width);
-    }
-    if c.action == Action::Replace
-        && let Some(pool) = &c.pool
-    {
-        let order = if pool.create_before_destroy {
-            "new nodes are created before the old ones are destroyed"
-        } else {
-            "old nodes are destroyed before the new ones are created"
-        };
-        out += &format!("  # ({order})\n");
-    }
-    out += &format!("  {} {} {:?} {{\n", p.action(c.action), c.address.kind, c.address.name);
     let attrs = facts::attr_lines(c);
+    let reasons = facts::unsaid_reasons(c, &attrs);
+    let mut header = format!("{} {}", c.address, c.action.verb());
+    if let Some(main) = reasons.first() {
+        header += &format!(": {}", one_arrow(&main.message));
+    }
+    let addr = c.address.to_string();
+    let mut out = comment("  # ", &header, opts.width, |first| first.replacen(&addr, &p.bold(&addr), 1));
+    // An instance shows its index: `job "hello[0]"`.
+    let key = c.address.key.as_ref().map(ToString::to_string).unwrap_or_default();
+    let name = format!("{}{key}", c.address.name);
+    out += &format!("  {} {} {name:?} {{\n", p.action(c.action), c.address.kind);
     out += &attr_block(&attrs, p);
     if let Some(pool) = &c.pool {
         if !attrs.is_empty() {
@@ -336,8 +412,27 @@ pub(crate) fn block(c: &ResourceChange, opts: &TextOptions, p: &Paint) -> String
         }
         out += &nodes_block(c.action, pool, p);
     }
+    for r in reasons.iter().skip(1) {
+        out += &comment("      # ", &one_arrow(&r.message), opts.width, |first| first.to_string());
+    }
     out += "    }\n";
     out
+}
+
+/// `text` as comment lines after `lead`, wrapped at `width`; `paint` styles the first.
+fn comment(lead: &str, text: &str, width: usize, paint: impl Fn(&str) -> String) -> String {
+    let room = if width == 0 { 0 } else { width.saturating_sub(lead.chars().count()).max(20) };
+    let mut out = String::new();
+    for (i, line) in crate::render::style::wrap(text, room).into_iter().enumerate() {
+        let line = if i == 0 { paint(&line) } else { line };
+        out += &format!("{lead}{line}\n");
+    }
+    out
+}
+
+/// The text view's one arrow: reasons written for every view may carry `→`.
+fn one_arrow(text: &str) -> String {
+    text.replace('→', "->")
 }
 
 fn attr_block(attrs: &[AttrLine], p: &Paint) -> String {
@@ -354,20 +449,22 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
     let (before, after) = (facts::counts(&pool.before), facts::counts(&pool.after));
     let has_ops =
         !pool.creates.is_empty() || !pool.deletes.is_empty() || !pool.adopt.is_empty() || !pool.forget.is_empty();
-    let (sym, text) = match action {
+    let (sym, mut text) = match action {
         Action::Create => ("+", after),
         Action::Delete => ("-", before),
         _ if pool.before != pool.after => ("~", format!("{before} -> {after}")),
         _ if has_ops => ("~", after),
         _ => (" ", after),
     };
+    if action == Action::Replace {
+        text += if pool.create_before_destroy { ", new nodes first" } else { ", old nodes first" };
+    }
     let mut out = format!("      {} nodes: {text}\n", p.symbol(sym));
     let creates: Vec<String> = pool
         .creates
         .iter()
         .map(|b| {
-            let types =
-                if b.instance_types.is_empty() { String::new() } else { format!(" ({})", b.instance_types.join(", ")) };
+            let types = instance_types(&b.instance_types);
             let place = if b.zones.is_empty() { format!("in {}", b.zone) } else { format!("across {}", b.placement()) };
             let join = b.join.as_ref().map(|j| format!(", {}", j.describe(b.capacity))).unwrap_or_default();
             format!("      {} {} {} {place}{types}{join}\n", p.symbol("+"), b.count, b.capacity)
@@ -403,6 +500,19 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
         pool.forget.iter().map(|id| format!("      {} forget {id} (gone outside gpuplan)\n", p.symbol("~"))).collect();
     out += &capped(forget, "to forget");
     out
+}
+
+/// ` (p4de.24xlarge)`, ` (g6.xlarge or 4 other types)`: the type apply tries first, and
+/// how many it falls back to (`plan --json` lists them; the cost section prices them).
+fn instance_types(types: &[String]) -> String {
+    match types {
+        [] => String::new(),
+        [one] => format!(" ({one})"),
+        [first, rest @ ..] => {
+            let other = if rest.len() == 1 { "type" } else { "types" };
+            format!(" ({first} or {} other {other})", rest.len())
+        }
+    }
 }
 
 /// At most [`MAX_NODE_LINES`] lines, then `… and N more <what>`.

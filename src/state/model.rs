@@ -226,6 +226,6 @@ pub struct ScaleRecord {
     pub at: String,
     pub from: u32,
     pub to: u32,
-    /// Why, e.g. `3 job(s) waited > 5m`.
+    /// Why, e.g. `3 jobs waited > 5m`.
     pub reason: String,
 }

@@ -152,8 +152,11 @@ fn bad_import_ids_fail_the_plan_at_their_line() {
     std::fs::write(dir.join("main.hcl"), spec).unwrap();
     let plan = run(dir, &["plan"]);
     assert_eq!(plan.code, 1, "{}{}", plan.stdout, plan.stderr);
-    assert!(plan.stdout.contains("main.hcl:17:5: instance `i-nope` does not exist"), "{}", plan.stdout);
-    assert!(plan.stdout.contains(&format!("main.hcl:18:5: instance `{t4}` is a")), "{}", plan.stdout);
+    // Drawn as `validate` draws its problems: a frame at the id's line and column.
+    assert!(plan.stdout.contains("× instance `i-nope` does not exist"), "{}", plan.stdout);
+    assert!(plan.stdout.contains("╭─[main.hcl:17:5]"), "{}", plan.stdout);
+    assert!(plan.stdout.contains(&format!("× instance `{t4}` is a")), "{}", plan.stdout);
+    assert!(plan.stdout.contains("╭─[main.hcl:18:5]"), "{}", plan.stdout);
 }
 
 /// An import into a pool the spec lacks, a `removed` block for a pool it still declares

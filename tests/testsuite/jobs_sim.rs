@@ -322,8 +322,10 @@ async fn many_jobs_settle_in_a_few_journal_writes_and_every_launch_is_recorded()
 
     // The jobs phase alone, on the same journal.
     let (recorder, handle) = Recorder::start(journal);
-    let outcomes = gpuplan::apply::jobs::run(&plan, &s.state, &w.providers, &recorder, &opts, stopped).await;
+    let (outcomes, tally) = gpuplan::apply::jobs::run(&plan, &s.state, &w.providers, &recorder, &opts, stopped).await;
     assert!(outcomes.is_empty(), "{outcomes:?}");
+    // Apply's closing line counts what the plan's summary counted: 16 jobs launched.
+    assert_eq!((tally.launched, tally.requeued), (16, 0), "{tally:?}");
     drop(recorder);
     let (journal, error) = handle.finish().expect("the journal writer");
     assert_eq!(error, None);

@@ -42,6 +42,7 @@ mod mig;
 mod no_panic;
 mod pipelines;
 mod plan_cases;
+mod plan_view;
 mod policies;
 mod pool_truth;
 mod poolless;

@@ -77,7 +77,7 @@ fn a_job_starts_after_the_job_it_depends_on_succeeded() {
     assert_eq!(train["reason"]["code"], "dependency");
     assert_eq!(train["reason"]["message"], "waits for job.prep to succeed (it is running)");
     let (_, text, _) = run(d, &["plan"]);
-    assert!(text.contains("dependency: waits for job.prep to succeed"), "{text}");
+    assert!(text.contains("waits (dependency): waits for job.prep to succeed"), "{text}");
 
     run(d, &["sim", "advance", "2h"]);
     let j = jobs(d);

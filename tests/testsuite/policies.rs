@@ -325,14 +325,20 @@ fn destroy_of_a_pool_running_jobs_is_denied_naming_the_jobs_and_the_way_out() {
     let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve"]);
     assert_eq!(r.code, 3, "{}", r.all());
     assert!(r.stdout.contains("FAIL no_destroy_pool_with_jobs (soft)"), "the plan shows the verdict: {}", r.stdout);
+    // The failure is quoted once, in the plan; stderr names the policy and the way out.
+    let flat = r.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        r.stderr.contains(
-            "policy `no_destroy_pool_with_jobs` (soft) denies this plan: gpu_pool.train would be destroyed under running job.finetune; wait for it to end, cancel with `gpuplan jobs cancel job.finetune`, or pass `--override-policy no_destroy_pool_with_jobs`"
-        ),
+        flat.contains("gpu_pool.train would be destroyed under running job.finetune; wait for it to end, or cancel with `gpuplan jobs cancel`"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains("error: policy `no_destroy_pool_with_jobs` (soft) denies this plan; nothing was applied\n"),
         "{}",
         r.stderr
     );
-    assert!(r.stderr.contains("nothing was applied"), "{}", r.stderr);
+    assert!(r.stderr.contains("with `--override-policy no_destroy_pool_with_jobs`"), "{}", r.stderr);
+    assert!(!r.stderr.contains("would be destroyed"), "printed once: {}", r.stderr);
     assert_eq!(std::fs::read(case.join("state/default.json")).unwrap(), state, "the state file changed");
     assert_eq!(live_nodes(&case), nodes, "the fleet changed");
     // The way out the message names.
@@ -379,8 +385,9 @@ fn destroy_denied_by_a_soft_policy_proceeds_with_override_policy() {
     let nodes = live_nodes(&case);
     let r = run(tmp.path(), &["destroy", "-C", "case", "--auto-approve"]);
     assert_eq!(r.code, 3, "{}", r.all());
+    assert!(r.stdout.contains("FAIL no_destroy (soft): gpu_pool.train would be destroyed"), "{}", r.stdout);
     assert!(
-        r.stderr.contains("policy `no_destroy` (soft) denies this plan: gpu_pool.train would be destroyed"),
+        r.stderr.contains("error: policy `no_destroy` (soft) denies this plan; nothing was applied"),
         "{}",
         r.stderr
     );

@@ -110,7 +110,8 @@ fn a_plan_error_names_the_blocks_file_line_and_column() {
     std::fs::write(tmp.path().join("main.hcl"), spec("T4")).unwrap();
     let (code, out, err) = run(tmp.path(), &["plan"]);
     assert_eq!(code, 1, "{out}\n{err}");
-    assert!(out.contains("Error: main.hcl:3:1: `gpu_pool.keep` has `lifecycle.prevent_destroy` set"), "{out}");
+    assert!(out.contains("× `gpu_pool.keep` has `lifecycle.prevent_destroy` set"), "{out}");
+    assert!(out.contains("╭─[main.hcl:3:1]"), "drawn at the pool's block: {out}");
     let (_, json, _) = run(tmp.path(), &["plan", "--json"]);
     let doc: serde_json::Value = serde_json::from_str(&json).expect("plan --json is JSON");
     assert_eq!(doc["errors"][0]["location"], "main.hcl:3:1", "{}", doc["errors"]);

@@ -83,7 +83,7 @@ fn a_pool_less_preemptible_job_lands_on_the_spot_pool_when_it_is_cheapest() {
     let serve = job(&plan, "job.serve");
     assert_eq!(serve["pool"], "gpu_pool.od", "{serve:#}");
     assert_eq!(serve["capacity"], serde_json::json!(["on-demand"]));
-    let (_, text, _) = run(d, &["plan"]);
+    let (_, text, _) = run(d, &["plan", "--verbose"]);
     assert!(text.contains("pools considered: gpu_pool.spot: "), "{text}");
 
     // Apply runs them where the plan said.

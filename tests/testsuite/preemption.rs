@@ -77,10 +77,10 @@ fn a_critical_job_preempts_a_low_priority_one_which_then_resumes() {
     assert_eq!(batch["preempted_for"], "job.urgent");
     assert_eq!(job(&plan, "job.urgent")["placement"], "launch");
     let text = ok(d, &["plan"]);
-    assert!(text.contains("preempt job.batch for job.urgent (higher priority)"), "{text}");
+    assert!(text.contains("job.batch   preempted for job.urgent (higher priority): attempt 2"), "{text}");
     let md = ok(d, &["plan", "--format", "markdown"]);
-    assert!(md.contains("| `job.batch` | preempt job.batch for job.urgent (higher priority)"), "{md}");
-    assert!(md.contains("**Jobs** (1 to launch, 1 to preempt, 0 waiting)"), "{md}");
+    assert!(md.contains("| `job.batch` | preempted for job.urgent (higher priority): attempt 2"), "{md}");
+    assert!(md.contains("Jobs: 1 to launch, 1 to requeue"), "a preempted job is requeued: {md}");
 
     ok(d, &["apply", "--auto-approve"]);
     let s: serde_json::Value = serde_json::from_str(&ok(d, &["jobs", "status", "urgent", "--json"])).unwrap();

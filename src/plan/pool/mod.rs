@@ -574,7 +574,7 @@ pub(crate) fn explain(f: &Facts<'_>) -> Vec<Reason> {
             } else {
                 format!("{} cannot change in place", f.immutable_changed.join(", "))
             };
-            reasons.push(Reason::new(ReasonCode::Immutable, format!("{attrs}; {} node(s) will be replaced", f.stale)));
+            reasons.push(Reason::new(ReasonCode::Immutable, format!("{attrs}; {} will be replaced", nodes(f.stale))));
         }
         _ => {}
     }
@@ -590,10 +590,19 @@ pub(crate) fn explain(f: &Facts<'_>) -> Vec<Reason> {
     if f.adopted > 0 {
         reasons.push(Reason::new(
             ReasonCode::Adopt,
-            format!("adopting {} orphan node(s) tagged for this pool", f.adopted),
+            format!(
+                "adopting {} orphan {} tagged for this pool",
+                f.adopted,
+                if f.adopted == 1 { "node" } else { "nodes" }
+            ),
         ));
     }
     reasons
+}
+
+/// `1 node`, `3 nodes`.
+fn nodes(n: usize) -> String {
+    format!("{n} {}", if n == 1 { "node" } else { "nodes" })
 }
 
 /// Why a pool the state knows changes: the autoscaler, attributes, outdated nodes, drift,
@@ -611,19 +620,27 @@ fn change_reasons(f: &Facts<'_>) -> Vec<Reason> {
     if f.stale > 0 && f.action == Action::Update {
         reasons.push(Reason::new(
             ReasonCode::OutdatedNodes,
-            format!("{} node(s) no longer match and will be replaced", f.stale),
+            format!(
+                "{} no longer {} and will be replaced",
+                nodes(f.stale),
+                if f.stale == 1 { "matches" } else { "match" }
+            ),
         ));
     }
     let lost = f.lost;
     if lost > 0 && f.creates {
         reasons.push(Reason::new(
             ReasonCode::Drift,
-            format!("{lost} node(s) disappeared outside gpuplan; restoring the mix"),
+            format!("{} disappeared outside gpuplan; restoring the mix", nodes(lost)),
         ));
     } else if lost > 0 {
         reasons.push(Reason::new(
             ReasonCode::Drift,
-            format!("{lost} node(s) disappeared outside gpuplan; dropping them from state"),
+            format!(
+                "{} disappeared outside gpuplan; dropping {} from state",
+                nodes(lost),
+                if lost == 1 { "it" } else { "them" }
+            ),
         ));
     }
     let (before, n) = (f.before, f.after.nodes());

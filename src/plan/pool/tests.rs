@@ -548,9 +548,9 @@ fn explain_orders_reasons_as_users_read_them() {
 
     let immutable = ["gpu"];
     let replace = explain(&Facts { immutable_changed: &immutable, stale: 3, ..facts(&addr, Action::Replace) });
-    assert_eq!(replace[0].message, "gpu cannot change in place; 3 node(s) will be replaced");
+    assert_eq!(replace[0].message, "gpu cannot change in place; 3 nodes will be replaced");
     let replace = explain(&Facts { stale: 1, ..facts(&addr, Action::Replace) });
-    assert_eq!(replace[0].message, "nodes no longer match the pool; 1 node(s) will be replaced");
+    assert_eq!(replace[0].message, "nodes no longer match the pool; 1 node will be replaced");
 
     let decision = scale(6, &[]);
     let changed = ["gpu".to_string(), "labels.team".to_string(), "nodes.desired".to_string()];
@@ -567,13 +567,13 @@ fn explain_orders_reasons_as_users_read_them() {
     });
     // `gpu` is immutable and `nodes.desired` belongs to the autoscaler: neither is "changed".
     assert_eq!(codes(&update), ["autoscale", "changed:labels.team", "outdated_nodes", "drift", "node_count"]);
-    assert_eq!(update[3].message, "2 node(s) disappeared outside gpuplan; restoring the mix");
+    assert_eq!(update[3].message, "2 nodes disappeared outside gpuplan; restoring the mix");
     assert_eq!(update[4].message, "nodes 4 → 6");
 
     let mix = NodeCounts { on_demand: 3, spot: 1, gpus_per_node: 8 };
     let rebalance = explain(&Facts { lost: 1, after: mix, ..facts(&addr, Action::Update) });
     assert_eq!(codes(&rebalance), ["drift", "mix"]);
-    assert_eq!(rebalance[0].message, "1 node(s) disappeared outside gpuplan; dropping them from state");
+    assert_eq!(rebalance[0].message, "1 node disappeared outside gpuplan; dropping it from state");
     assert_eq!(rebalance[1].message, "on-demand/spot 2/2 → 3/1");
     assert!(explain(&facts(&addr, Action::NoOp)).is_empty());
 }

@@ -39,7 +39,7 @@ fn stopped_node_awaits_then_fails(f: &Fleet, stop: impl Fn(&str), job_nodes: imp
     let msg = job["runs"][0]["message"].as_str().unwrap_or_default().to_string();
     assert!(msg.starts_with("its node stopped (") && msg.contains("exit code awaited until"), "{msg}");
     let r = f.run(&["plan", "--detailed-exitcode"]).expect(2);
-    assert!(r.stdout.contains("record that run") && r.stdout.contains("stopped with no exit code yet"), "{}", r.stdout);
+    assert!(r.stdout.contains("    job.once  its node stopped: exit code awaited\n"), "{}", r.stdout);
     f.run(&["apply", "--auto-approve"]).expect(0);
     let recorded = runs(f);
     assert_eq!(recorded.len(), 1, "no retry within the grace: {recorded:#?}");
@@ -52,7 +52,7 @@ fn stopped_node_awaits_then_fails(f: &Fleet, stop: impl Fn(&str), job_nodes: imp
     // Past it: failed, a retry spent, the stopped node terminated and attempt 2 launched.
     let grace0 = [("GPUPLAN_EXIT_CODE_GRACE", "0s")];
     let r = f.run_env(&["plan"], &grace0).expect(0);
-    assert!(r.stdout.contains(&format!("terminate its ended node(s) {first}")), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("its ended node {first} is terminated")), "{}", r.stdout);
     f.run_env(&["apply", "--auto-approve"], &grace0).expect(0);
     let recorded = runs(f);
     assert_eq!(recorded.len(), 2, "{recorded:#?}");

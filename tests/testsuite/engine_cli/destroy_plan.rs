@@ -51,7 +51,7 @@ fn a_destroy_plan_under_a_running_job_is_denied_and_with_the_override_cancels_th
     let denied = fleet.run(&["plan", "--destroy", "--out", "d.plan"]).expect(3);
     let text = flat(&format!("{}{}", denied.stdout, denied.stderr));
     assert!(text.contains("FAIL no_destroy_pool_with_jobs (soft)"), "{text}");
-    assert!(text.contains("`gpuplan jobs cancel job.hello[0]`"), "{text}");
+    assert!(text.contains("cancel with `gpuplan jobs cancel`"), "{text}");
     assert!(text.contains("denied by policy: apply will refuse it"), "{text}");
     let refused = fleet.run(&["apply", "d.plan"]).expect(3);
     assert!(

@@ -85,11 +85,22 @@ fn a_plan_with_changes_is_denied_and_names_what_was_already_failing() {
     let plan = fleet.run(&["plan"]).expect(3);
     snapshot("standing_plan_with_changes", &plan);
     // The hard policy fails only because of this change, and is not offered an override.
-    assert!(plan.stderr.contains("policy `fleet_cap` (hard) denies this plan: "), "{}", plan.stderr);
+    // One error line naming both (the plan above quoted each failure once).
+    assert!(
+        plan.stderr.contains(
+            "error: policies `fleet_cap` (hard), `min_spot_share` (soft, already failing before this change) deny this plan"
+        ),
+        "{}",
+        plan.stderr
+    );
     assert!(plan.stderr.contains("hint: hard policy `fleet_cap` cannot be overridden"), "{}", plan.stderr);
     assert!(!plan.stderr.contains("--override-policy fleet_cap"), "{}", plan.stderr);
     let apply = fleet.run(&["apply", "--auto-approve", "--override-policy", "min_spot_share"]).expect(3);
-    assert!(apply.stderr.contains("error: a policy denied this plan; nothing was applied"), "{}", apply.stderr);
+    assert!(
+        apply.stderr.contains("error: policy `fleet_cap` (hard) denies this plan; nothing was applied"),
+        "{}",
+        apply.stderr
+    );
     assert!(!apply.stderr.contains("--override-policy fleet_cap"), "{}", apply.stderr);
     let pass = fleet.run(&["reconcile", "--once"]).expect(3);
     assert!(pass.stdout.contains("a policy denied the plan; nothing applied"), "{}", pass.stdout);

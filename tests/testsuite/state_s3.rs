@@ -167,7 +167,13 @@ pub(crate) fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bo
 }
 
 pub(crate) fn state_json(bucket: &str) -> serde_json::Value {
-    serde_json::from_slice(&object(bucket, "fleets/prod.json").expect("the state object exists")).unwrap()
+    decoded(&object(bucket, "fleets/prod.json").expect("the state object exists"))
+}
+
+/// A state object's JSON, out of its compressed envelope (docs/design/state-and-locks.md).
+pub(crate) fn decoded(object: &[u8]) -> serde_json::Value {
+    assert!(object.starts_with(br#"{"encoding":"gzip+base64","format_version":2,"#), "an envelope");
+    serde_json::from_slice(&gpuplan::state::envelope::decode(object).expect("an envelope gpuplan reads")).unwrap()
 }
 
 pub(crate) fn node_count(state: &serde_json::Value, pool: &str) -> usize {
@@ -219,7 +225,7 @@ fn apply_writes_the_state_object_and_no_local_state_and_the_next_plan_is_clean()
     let ws = run_env(tmp.path(), &["apply", "--auto-approve"], &staging);
     assert_eq!(ws.code, 0, "{}", ws.stderr);
     let staged = object(&b, "env:/staging/fleets/prod.json").expect("the workspace's object");
-    let staged: serde_json::Value = serde_json::from_slice(&staged).unwrap();
+    let staged = decoded(&staged);
     assert_ne!(staged["lineage"], state["lineage"], "a workspace has its own lineage");
 }
 
@@ -304,7 +310,7 @@ fn kill_9_mid_apply_leaves_the_lock_then_unlock_and_apply_converge_without_dupli
         spawn(tmp.path(), &["apply", "--auto-approve", "--parallelism", "1"], &[("GPUPLAN_SIM_LATENCY", "500ms")]);
     wait_for("a first progress write", Duration::from_secs(60), || {
         object(&b, "fleets/prod.json").is_some_and(|s| {
-            let s: serde_json::Value = serde_json::from_slice(&s).unwrap();
+            let s = decoded(&s);
             (0..6).any(|i| node_count(&s, &format!("gpu_pool.p{i}")) > 0)
         })
     });

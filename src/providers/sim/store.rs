@@ -50,6 +50,8 @@ pub struct Store {
     log_len: u64,
     /// Bytes of the snapshot as last written or read.
     snapshot_len: u64,
+    /// Records appended since this store was opened (by this command).
+    appended: usize,
     /// Records in the log since the last compaction.
     records: usize,
     compact_after: usize,
@@ -95,6 +97,7 @@ impl Store {
                 disk: Disk::Memory,
                 log_len: 0,
                 snapshot_len: 0,
+                appended: 0,
                 records: 0,
                 compact_after,
             };
@@ -131,8 +134,16 @@ impl Store {
             .map_err(SimError::io("open the event log", &log_path))?;
         let disk = Disk::Files { log, lock };
         let snapshot_len = fs::metadata(path).map_or(0, |m| m.len());
-        let mut store =
-            Store { path: path.to_path_buf(), log_path, disk, log_len, snapshot_len, records, compact_after };
+        let mut store = Store {
+            path: path.to_path_buf(),
+            log_path,
+            disk,
+            log_len,
+            snapshot_len,
+            appended: 0,
+            records,
+            compact_after,
+        };
         if !existed || records > compact_after {
             store.compact(&mut world)?;
         }
@@ -145,6 +156,7 @@ impl Store {
             Disk::Files { log, .. } => log,
             Disk::Memory => {
                 self.records += 1;
+                self.appended += 1;
                 return Ok(());
             }
             Disk::Closed => return Err(closed()),
@@ -162,6 +174,7 @@ impl Store {
         }
         self.log_len += line.len() as u64;
         self.records += 1;
+        self.appended += 1;
         Ok(())
     }
 
@@ -189,8 +202,11 @@ impl Store {
     /// compaction stays linear in the calls made.
     /// A log of at least [`SETTLE_BYTES`] and at least the snapshot's size is folded too.
     pub fn wants_settling(&self, world_size: usize) -> bool {
+        // Counted over this command's appends too: a compaction on the way (the log outgrew
+        // a smaller snapshot) does not keep the end of a large apply in the log.
+        let n = self.records.max(self.appended);
         self.records > self.compact_after
-            || (self.records >= SETTLE_FROM && self.records >= world_size)
+            || (self.records > 0 && n >= SETTLE_FROM && n >= world_size)
             || self.log_outgrew_snapshot()
     }
 

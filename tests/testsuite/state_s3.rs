@@ -253,8 +253,7 @@ fn workspaces_live_in_the_store_and_are_listed_from_it() {
     // The selected workspace is the one applied.
     assert_eq!(run(dir, &["apply", "--auto-approve"]).code, 0);
     assert!(object(&b, "fleets/prod.json").is_none(), "applied in staging, not default");
-    let state: serde_json::Value =
-        serde_json::from_slice(&object(&b, "env:/staging/fleets/prod.json").unwrap()).unwrap();
+    let state = decoded(&object(&b, "env:/staging/fleets/prod.json").unwrap());
     assert_eq!(node_count(&state, "gpu_pool.p0"), 2);
     assert!(object(&b, "env:/staging/fleets/prod.json.backup").is_some(), "the empty state is kept as the backup");
 
@@ -410,7 +409,7 @@ fn state_push_checks_lineage_and_serial_and_pull_prints_the_state() {
     std::fs::write(&file, serde_json::to_vec(&foreign).unwrap()).unwrap();
     let refused = run(tmp.path(), &["state", "push", "old.json"]);
     assert!(refused.code == 1 && refused.stderr.contains("another fleet"), "{}", refused.stderr);
-    assert_eq!(state_json(&b), pulled, "nothing written");
+    assert_eq!(state_json(&b), stored, "nothing written");
 
     std::fs::write(&file, serde_json::to_vec(&old).unwrap()).unwrap();
     let forced = run(tmp.path(), &["state", "push", "--force", "old.json"]);

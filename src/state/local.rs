@@ -223,6 +223,7 @@ impl LocalBackend {
         // Serialize the caller's copy with the next serial rather than a clone of it (a
         // 100,000-pool state is hundreds of MB in memory), and put the old serial back if
         // the write fails: the caller's copy advances only once the new serial is on disk.
+        super::compact::tidy(state);
         let previous = (state.serial, state.format_version);
         state.serial += 1;
         state.format_version = FORMAT_VERSION;
@@ -300,7 +301,7 @@ impl LocalBackend {
                 let message = message.strip_suffix(&suffix).unwrap_or(&message).to_string();
                 Err(corrupt(Some(e.line()), Some(e.column()), message))
             }
-            (Some(h), Ok(())) if h.format_version != FORMAT_VERSION => {
+            (Some(h), Ok(())) if !super::migrate::readable(h.format_version) => {
                 Err(corrupt(None, None, unsupported(h.format_version)))
             }
             (Some(h), Ok(())) => Ok(Some(h)),
@@ -371,6 +372,7 @@ fn folded_into(mut folded: State, state: &State) -> bool {
         return true;
     }
     let journaled = std::mem::replace(&mut folded.history, state.history.clone());
+    folded.history_summary = state.history_summary.clone();
     folded == *state && super::replay::history_extends(&journaled, &state.history)
 }
 

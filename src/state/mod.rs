@@ -13,9 +13,14 @@
 //! - [`remote`]: [`RemoteBackend`], the state in an object store (S3 and S3-compatible
 //!   stores, GCS, Azure) with a create-only lock object and compare-and-swap writes.
 //! - [`backend`]: [`Backend`], either of the two behind one API.
+//! - [`envelope`]: the remote state object's body, compressed, its header in plain JSON.
+//! - [`compact`]: the history's summary and the spend ledger's closed months, folded.
+//! - [`migrate`]: older state formats, and the node tags the file leaves out.
 //! - [`error`]: [`StateError`], every failure as a diagnostic with a next step.
 
 pub mod backend;
+pub mod compact;
+pub mod envelope;
 pub mod error;
 pub mod fence;
 mod fsutil;
@@ -23,6 +28,7 @@ pub mod holder;
 pub mod journal;
 pub mod local;
 pub mod lock;
+pub mod migrate;
 pub mod model;
 mod parse;
 mod pretty;
@@ -33,6 +39,8 @@ pub mod spend;
 
 #[cfg(test)]
 mod remote_tests;
+#[cfg(test)]
+mod small_tests;
 #[cfg(test)]
 mod test_store;
 #[cfg(test)]

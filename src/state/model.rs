@@ -12,9 +12,14 @@ use crate::addr::{Address, AddressError};
 use crate::json_text::JsonText;
 use crate::model::Node;
 
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: node records leave out the ownership tags gpuplan derives, `history_summary` counts
+/// the history entries dropped, and `spend_months` holds the ledger of closed months
+/// folded into totals ([`super::compact`], docs/design/state-and-locks.md). Files of
+/// format 1 are migrated on read ([`super::migrate`]).
+pub const FORMAT_VERSION: u32 = 2;
 
-/// How many [`HistoryEntry`]s a state keeps (the newest).
+/// How many [`HistoryEntry`]s a state keeps (the newest); older ones are counted in
+/// [`State::history_summary`].
 pub const HISTORY_LIMIT: usize = 100;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -27,6 +32,9 @@ pub struct State {
     /// Notable events: applies, policy overrides. Newest last, capped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEntry>,
+    /// The history entries older than the newest [`HISTORY_LIMIT`], counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_summary: Option<HistorySummary>,
     /// The last autoscaler action per pool address (its cooldown starts there). The count
     /// the autoscaler chose lives in the pool's `config.nodes.desired`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -36,6 +44,9 @@ pub struct State {
     /// see [`crate::state::spend`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty", deserialize_with = "crate::model::exact::map")]
     pub spend: BTreeMap<String, SpendEntry>,
+    /// Ledger lines of closed months folded into totals, by month (`2026-03`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spend_months: BTreeMap<String, MonthSpend>,
     /// Budget alerts delivered, per quota address and month (`2026-03`): the thresholds
     /// (percent of `monthly_usd`) already posted, so none is posted twice.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -101,8 +112,10 @@ impl State {
             lineage,
             resources: BTreeMap::new(),
             history: Vec::new(),
+            history_summary: None,
             autoscale: BTreeMap::new(),
             spend: BTreeMap::new(),
+            spend_months: BTreeMap::new(),
             alerts: BTreeMap::new(),
             outputs: BTreeMap::new(),
             standing: BTreeMap::new(),
@@ -217,6 +230,32 @@ pub struct HistoryEntry {
     pub event: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
+}
+
+/// The history entries a state no longer lists: how many of each event, and when the
+/// first and the last of them happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HistorySummary {
+    /// RFC 3339 time of the oldest entry counted.
+    pub from: String,
+    /// RFC 3339 time of the newest entry counted.
+    pub to: String,
+    /// Entries counted, by event (`apply`: 312).
+    pub events: BTreeMap<String, u64>,
+}
+
+/// One closed month of the spend ledger, folded: what its lines accrued within the month.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MonthSpend {
+    pub usd: f64,
+    /// By pool address (a quota's figure is the sum over its pools).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_pool: BTreeMap<String, f64>,
+    /// By job address, for nodes made for one job.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_job: BTreeMap<String, f64>,
+    /// Ledger lines folded.
+    pub lines: u64,
 }
 
 /// One autoscaler action, as the state keeps it for cooldowns and reports.

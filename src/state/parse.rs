@@ -10,7 +10,9 @@ use super::error::StateError;
 use super::model::{FORMAT_VERSION, State};
 
 /// Decode a state file, turning every defect into [`StateError::Corrupt`], and a key
-/// that is not an address into [`StateError::BadAddress`].
+/// that is not an address into [`StateError::BadAddress`]. A remote object's envelope is
+/// opened first (`super::envelope`), wherever the bytes came from (`state push` of a
+/// downloaded object too); a format this gpuplan migrates is upgraded (`super::migrate`).
 pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<State, StateError> {
     let corrupt = |line, column, message| StateError::Corrupt {
         path: path.to_path_buf(),
@@ -19,9 +21,10 @@ pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<St
         message,
         backup: backup.to_path_buf(),
     };
+    let bytes = &*super::envelope::decode(bytes).map_err(|message| corrupt(None, None, message))?;
     match crate::json_text::from_json_bytes::<State>(bytes) {
-        Ok(state) if state.format_version == FORMAT_VERSION => match state.bad_address() {
-            None => Ok(state),
+        Ok(state) if super::migrate::readable(state.format_version) => match state.bad_address() {
+            None => Ok(super::migrate::upgrade(state)),
             Some(e) => Err(StateError::BadAddress {
                 path: path.to_path_buf(),
                 key: e.input,
@@ -37,7 +40,9 @@ pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<St
                 format_version: u32,
             }
             match serde_json::from_slice::<Version>(bytes) {
-                Ok(v) if v.format_version != FORMAT_VERSION => Err(corrupt(None, None, unsupported(v.format_version))),
+                Ok(v) if !super::migrate::readable(v.format_version) => {
+                    Err(corrupt(None, None, unsupported(v.format_version)))
+                }
                 _ => {
                     let message = e.to_string();
                     let suffix = format!(" at line {} column {}", e.line(), e.column());

@@ -32,21 +32,41 @@ const STEP: &[u8] = b"  ";
 pub(crate) fn write_state(out: &mut impl Write, state: &State) -> io::Result<()> {
     // Every field by name: a field added to `State` fails to compile here until it is
     // written (in its place, with its `skip_serializing_if`).
-    let State { format_version, serial, lineage, resources, history, autoscale, spend, alerts, outputs, standing } =
-        state;
+    let State {
+        format_version,
+        serial,
+        lineage,
+        resources,
+        history,
+        history_summary,
+        autoscale,
+        spend,
+        spend_months,
+        alerts,
+        outputs,
+        standing,
+    } = state;
     let mut object = Object::start(out, 0)?;
     object.field("format_version", format_version)?;
     object.field("serial", serial)?;
     object.field("lineage", lineage)?;
-    object.map("resources", resources)?;
+    object.map_with("resources", resources, |text, key, r, depth| {
+        entry(text, key, &super::migrate::pack(r, lineage), depth)
+    })?;
     if !history.is_empty() {
         object.field("history", history)?;
+    }
+    if let Some(summary) = history_summary {
+        object.field("history_summary", summary)?;
     }
     if !autoscale.is_empty() {
         object.field("autoscale", autoscale)?;
     }
     if !spend.is_empty() {
         object.map("spend", spend)?;
+    }
+    if !spend_months.is_empty() {
+        object.field("spend_months", spend_months)?;
     }
     if !alerts.is_empty() {
         object.field("alerts", alerts)?;
@@ -89,6 +109,17 @@ impl<'w, W: Write> Object<'w, W> {
 
     /// A map field, its entries rendered on the cores in rounds.
     fn map<V: Serialize + Sync>(&mut self, name: &str, map: &BTreeMap<String, V>) -> io::Result<()> {
+        self.map_with(name, map, |text, key, value, depth| entry(text, key, value, depth))
+    }
+
+    /// A map field whose entries `write` renders (in the state's own form of a value, e.g.
+    /// a resource without the tags gpuplan derives).
+    fn map_with<V: Sync>(
+        &mut self,
+        name: &str,
+        map: &BTreeMap<String, V>,
+        write: impl Fn(&mut Vec<u8>, &str, &V, usize) -> io::Result<()> + Sync,
+    ) -> io::Result<()> {
         self.next_key()?;
         serde_json::to_writer(&mut *self.out, name)?;
         self.out.write_all(b": ")?;
@@ -101,7 +132,7 @@ impl<'w, W: Write> Object<'w, W> {
         let mut first = true;
         self.out.write_all(b"{")?;
         for round in entries.chunks(ROUND) {
-            let runs = crate::par::runs_in_order(round, cores, PER_THREAD, |run| render_run(run, depth));
+            let runs = crate::par::runs_in_order(round, cores, PER_THREAD, |run| render_run(run, depth, &write));
             for run in runs {
                 self.out.write_all(if first { b"\n" } else { b",\n" })?;
                 first = false;
@@ -123,14 +154,18 @@ impl<'w, W: Write> Object<'w, W> {
 }
 
 /// Entries of a map at `depth`, each on its own lines, joined by `,\n`.
-fn render_run<V: Serialize>(run: &[(&String, &V)], depth: usize) -> io::Result<Vec<u8>> {
+fn render_run<V>(
+    run: &[(&String, &V)],
+    depth: usize,
+    write: impl Fn(&mut Vec<u8>, &str, &V, usize) -> io::Result<()>,
+) -> io::Result<Vec<u8>> {
     let mut text = Vec::with_capacity(run.len() * 256);
     for (i, (key, value)) in run.iter().enumerate() {
         if i > 0 {
             text.extend_from_slice(b",\n");
         }
         indent(&mut text, depth)?;
-        entry(&mut text, key, *value, depth)?;
+        write(&mut text, key, value, depth)?;
     }
     Ok(text)
 }

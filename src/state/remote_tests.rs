@@ -57,13 +57,72 @@ fn started(store: &Arc<Flaky>) -> (Backend, StateLock, Journal) {
 }
 
 fn stored(store: &Arc<Flaky>) -> State {
+    let bytes = stored_bytes(store);
+    super::local::parse_state(std::path::Path::new(KEY), std::path::Path::new(KEY), &bytes).unwrap()
+}
+
+/// The state object as the store holds it.
+fn stored_bytes(store: &Arc<Flaky>) -> bytes::Bytes {
     let store = store.clone();
-    let bytes = tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap()
         .block_on(async move { store.get(&object_store::path::Path::from(KEY)).await.unwrap().bytes().await })
+        .unwrap()
+}
+
+fn put_object(store: &Arc<Flaky>, body: Vec<u8>) {
+    let store = store.clone();
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(async move { store.put(&object_store::path::Path::from(KEY), PutPayload::from(body)).await })
         .unwrap();
-    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[test]
+fn remote_state_is_written_compressed_in_an_envelope_an_old_reader_refuses() {
+    let store = Flaky::new();
+    let backend = Backend::Remote(remote(&store));
+    let lock = backend.lock("apply", Duration::ZERO).unwrap();
+    let mut state = State::new("lineage-1".into());
+    for i in 0..200 {
+        let JournalEntry::PutResource { address, mut resource } = pool(&format!("p{i:03}")) else { unreachable!() };
+        resource.nodes = (0..10)
+            .map(|n| crate::model::Node {
+                provider: None,
+                id: format!("i-{i:03}{n:02}"),
+                pool: address.parse().unwrap(),
+                instance_type: "p5.48xlarge".into(),
+                region: "us-east-1".into(),
+                zone: "us-east-1a".into(),
+                capacity: crate::model::Capacity::OnDemand,
+                state: crate::model::NodeState::Running,
+                image: None,
+                tags: [("gpuplan:managed", "true"), ("gpuplan:lineage", "lineage-1"), ("team", "ml")]
+                    .into_iter()
+                    .collect(),
+            })
+            .collect();
+        state.resources.insert(address, resource);
+    }
+    backend.write(&lock, &mut state).unwrap();
+    let raw = stored_bytes(&store);
+    let plain = serde_json::to_vec_pretty(&state).unwrap();
+    assert!(raw.starts_with(br#"{"encoding":"gzip+base64","format_version":2,"serial":1,"lineage":"lineage-1","#));
+    assert!(raw.len() * 10 < plain.len(), "{} bytes against {} plain", raw.len(), plain.len());
+    // A gpuplan that reads only format 1 looks at `format_version` first: 2 is "newer".
+    let head: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+    assert_eq!(head["format_version"], 2);
+    let read = backend.read().unwrap().unwrap();
+    assert_eq!(read.resources, state.resources);
+    assert_eq!(read.serial, 1);
+
+    // An encoding this gpuplan does not know is refused by name, never read as empty.
+    let other = String::from_utf8(raw.to_vec()).unwrap().replacen("gzip+base64", "zstd+base64", 1);
+    put_object(&store, other.into_bytes());
+    let err = backend.read().unwrap_err().to_string();
+    assert!(err.contains("encoded as `zstd+base64`, which this gpuplan does not read"), "{err}");
 }
 
 #[test]

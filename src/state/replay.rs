@@ -15,7 +15,8 @@
 //!   exists in a cloud is never dropped from state just because the entries came out of order.
 //! - `RemoveNodes` removes nodes by id; unknown ids and addresses are ignored.
 //! - `DeleteResource` removes the resource; unknown addresses are ignored.
-//! - `History` appends, keeping the newest [`HISTORY_LIMIT`] entries.
+//! - `History` appends, keeping the newest [`HISTORY_LIMIT`] entries and counting the
+//!   older ones (`compact::cap_history`).
 //! - `Autoscale` sets the pool's last autoscaler action (see `State::autoscale`).
 //! - `Outputs` sets and removes output values by name (see `State::outputs`).
 
@@ -136,7 +137,7 @@ pub fn apply_entry(state: &mut State, entry: &JournalEntry) {
         }
         JournalEntry::History { entry } => {
             state.history.push(entry.clone());
-            cap_history(&mut state.history);
+            super::compact::cap_history(&mut state.history, &mut state.history_summary);
         }
         JournalEntry::Autoscale { pool, record } => {
             state.autoscale.insert(pool.clone(), record.clone());
@@ -396,7 +397,7 @@ impl Replay {
                 resource.nodes = slots.nodes.iter().flatten().cloned().collect();
             }
         }
-        cap_history(&mut state.history);
+        super::compact::cap_history(&mut state.history, &mut state.history_summary);
         state
     }
 
@@ -411,7 +412,8 @@ impl Replay {
                 resource.nodes = slots.into_nodes();
             }
         }
-        cap_history(&mut self.state.history);
+        super::compact::cap_history(&mut self.state.history, &mut self.state.history_summary);
+        super::compact::fold_spend(&mut self.state);
         // Packed: inserted one by one, a map's nodes stay about half full.
         self.state.resources = std::mem::take(&mut self.state.resources).into_iter().collect();
         self.state
@@ -460,10 +462,4 @@ pub(crate) fn history_extends(before: &[HistoryEntry], after: &[HistoryEntry]) -
             && n == (before.len() + added).min(HISTORY_LIMIT)
             && after[..kept] == before[before.len() - kept..]
     })
-}
-
-fn cap_history(history: &mut Vec<HistoryEntry>) {
-    if history.len() > HISTORY_LIMIT {
-        history.drain(..history.len() - HISTORY_LIMIT);
-    }
 }

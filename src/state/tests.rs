@@ -968,8 +968,9 @@ fn a_file_read_whole_is_still_at_its_path_only_while_unchanged() {
     assert!(empty.still_at(&path).unwrap());
 }
 
-/// The state file is the text `serde_json::to_writer_pretty` writes, byte for byte, with
-/// its maps rendered on the cores in rounds: every field filled (and every one left
+/// The state file is the text `serde_json::to_writer_pretty` writes for the state as
+/// stored (its nodes without the tags gpuplan derives: `migrate::pack`), byte for byte,
+/// with its maps rendered on the cores in rounds: every field filled (and every one left
 /// empty), keys that need escaping, and more resources and ledger lines than one round.
 #[test]
 fn the_state_file_is_the_pretty_printers_text_byte_for_byte() {
@@ -1006,12 +1007,22 @@ fn the_state_file_is_the_pretty_printers_text_byte_for_byte() {
     full.autoscale
         .insert("gpu_pool.p000001".into(), ScaleRecord { at: "t".into(), from: 1, to: 2, reason: "r".into() });
     full.alerts.insert("quota.q".into(), [("2026-03".to_string(), vec![50, 80])].into());
+    full.history_summary = Some(super::model::HistorySummary {
+        from: "2024-01-01T00:00:00Z".into(),
+        to: "2024-12-31T00:00:00Z".into(),
+        events: [("apply".to_string(), 12)].into(),
+    });
+    full.spend_months.insert("2024-12".into(), super::model::MonthSpend { usd: 1.5, lines: 2, ..Default::default() });
     let mut one = empty.clone();
     one.resources.insert("gpu_pool.a".into(), resource(serde_json::json!({}), vec![]));
     for state in [&empty, &one, &full] {
         let mut ours = Vec::new();
         super::pretty::write_state(&mut ours, state).unwrap();
-        let theirs = serde_json::to_vec_pretty(state).unwrap();
+        let mut stored = state.clone();
+        for r in stored.resources.values_mut() {
+            *r = super::migrate::pack(r, &state.lineage).into_owned();
+        }
+        let theirs = serde_json::to_vec_pretty(&stored).unwrap();
         assert!(ours == theirs, "differs at byte {:?}", ours.iter().zip(&theirs).position(|(a, b)| a != b));
     }
 }

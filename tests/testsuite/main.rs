@@ -3,8 +3,9 @@
 //! the AWS SDK again. One binary links it once.
 //!
 //! Data stays beside the code that reads it: bad-input specs in `tests/corpus/`, plan
-//! cases in `tests/plan_cases/`, policy fixtures in `tests/policies/`, and insta
-//! snapshots in `tests/testsuite/snapshots/` (named `testsuite__<module>__<name>.snap`).
+//! cases in `tests/plan_cases/`, policy fixtures in `tests/policies/`, states in older
+//! formats in `tests/state_formats/`, and insta snapshots in `tests/testsuite/snapshots/`
+//! (named `testsuite__<module>__<name>.snap`).
 
 mod addresses_cli;
 mod adopt_moto;
@@ -57,6 +58,7 @@ mod spec_folder;
 mod spec_roundtrip;
 mod spend_sim;
 mod state_cli;
+mod state_format;
 mod state_s3;
 mod state_stores;
 mod test_cli;

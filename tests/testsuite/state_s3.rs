@@ -167,7 +167,13 @@ pub(crate) fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bo
 }
 
 pub(crate) fn state_json(bucket: &str) -> serde_json::Value {
-    serde_json::from_slice(&object(bucket, "fleets/prod.json").expect("the state object exists")).unwrap()
+    decoded(&object(bucket, "fleets/prod.json").expect("the state object exists"))
+}
+
+/// A state object's JSON, out of its compressed envelope (docs/design/state-and-locks.md).
+pub(crate) fn decoded(object: &[u8]) -> serde_json::Value {
+    assert!(object.starts_with(br#"{"encoding":"gzip+base64","format_version":2,"#), "an envelope");
+    serde_json::from_slice(&gpuplan::state::envelope::decode(object).expect("an envelope gpuplan reads")).unwrap()
 }
 
 pub(crate) fn node_count(state: &serde_json::Value, pool: &str) -> usize {
@@ -219,7 +225,7 @@ fn apply_writes_the_state_object_and_no_local_state_and_the_next_plan_is_clean()
     let ws = run_env(tmp.path(), &["apply", "--auto-approve"], &staging);
     assert_eq!(ws.code, 0, "{}", ws.stderr);
     let staged = object(&b, "env:/staging/fleets/prod.json").expect("the workspace's object");
-    let staged: serde_json::Value = serde_json::from_slice(&staged).unwrap();
+    let staged = decoded(&staged);
     assert_ne!(staged["lineage"], state["lineage"], "a workspace has its own lineage");
 }
 
@@ -233,9 +239,7 @@ fn workspaces_live_in_the_store_and_are_listed_from_it() {
     let new = run(dir, &["workspace", "new", "staging"]);
     assert_eq!(new.code, 0, "{}", new.stderr);
     assert!(new.stderr.contains("Switched to workspace `staging`"), "{}", new.stderr);
-    let empty: serde_json::Value =
-        serde_json::from_slice(&object(&b, "env:/staging/fleets/prod.json").expect("the new workspace's state"))
-            .unwrap();
+    let empty = decoded(&object(&b, "env:/staging/fleets/prod.json").expect("the new workspace's state"));
     assert_eq!(empty["resources"], serde_json::json!({}), "{empty}");
     assert!(object(&b, "env:/staging/fleets/prod.json.lock").is_none(), "the lock is released");
     assert!(object(&b, "fleets/prod.json").is_none(), "the default workspace is untouched");
@@ -249,8 +253,7 @@ fn workspaces_live_in_the_store_and_are_listed_from_it() {
     // The selected workspace is the one applied.
     assert_eq!(run(dir, &["apply", "--auto-approve"]).code, 0);
     assert!(object(&b, "fleets/prod.json").is_none(), "applied in staging, not default");
-    let state: serde_json::Value =
-        serde_json::from_slice(&object(&b, "env:/staging/fleets/prod.json").unwrap()).unwrap();
+    let state = decoded(&object(&b, "env:/staging/fleets/prod.json").unwrap());
     assert_eq!(node_count(&state, "gpu_pool.p0"), 2);
     assert!(object(&b, "env:/staging/fleets/prod.json.backup").is_some(), "the empty state is kept as the backup");
 
@@ -304,7 +307,7 @@ fn kill_9_mid_apply_leaves_the_lock_then_unlock_and_apply_converge_without_dupli
         spawn(tmp.path(), &["apply", "--auto-approve", "--parallelism", "1"], &[("GPUPLAN_SIM_LATENCY", "500ms")]);
     wait_for("a first progress write", Duration::from_secs(60), || {
         object(&b, "fleets/prod.json").is_some_and(|s| {
-            let s: serde_json::Value = serde_json::from_slice(&s).unwrap();
+            let s = decoded(&s);
             (0..6).any(|i| node_count(&s, &format!("gpu_pool.p{i}")) > 0)
         })
     });
@@ -384,7 +387,15 @@ fn state_push_checks_lineage_and_serial_and_pull_prints_the_state() {
     let pull = run(tmp.path(), &["state", "pull"]);
     assert_eq!(pull.code, 0, "{}", pull.stderr);
     let pulled: serde_json::Value = serde_json::from_str(&pull.stdout).unwrap();
-    assert_eq!(pulled, state_json(&b));
+    // The object leaves out the ownership tags gpuplan rebuilds on read; pull shows them.
+    let mut stored = pulled.clone();
+    for r in stored["resources"].as_object_mut().unwrap().values_mut() {
+        for n in r["nodes"].as_array_mut().into_iter().flatten() {
+            let tags = n.as_object_mut().unwrap().remove("tags").expect("pull shows the tags");
+            assert!(tags.as_object().unwrap().keys().all(|k| k.starts_with("gpuplan:")), "{tags}");
+        }
+    }
+    assert_eq!(stored, state_json(&b));
 
     let file = tmp.path().join("old.json");
     let mut old = pulled.clone();
@@ -398,7 +409,7 @@ fn state_push_checks_lineage_and_serial_and_pull_prints_the_state() {
     std::fs::write(&file, serde_json::to_vec(&foreign).unwrap()).unwrap();
     let refused = run(tmp.path(), &["state", "push", "old.json"]);
     assert!(refused.code == 1 && refused.stderr.contains("another fleet"), "{}", refused.stderr);
-    assert_eq!(state_json(&b), pulled, "nothing written");
+    assert_eq!(state_json(&b), stored, "nothing written");
 
     std::fs::write(&file, serde_json::to_vec(&old).unwrap()).unwrap();
     let forced = run(tmp.path(), &["state", "push", "--force", "old.json"]);

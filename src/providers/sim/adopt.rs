@@ -137,6 +137,7 @@ impl SimCloud {
                 image: None,
                 tags: Tags::new(),
                 launched_ms,
+                ended_ms: None,
             })
             .collect();
         let ids = nodes.iter().map(|n| n.id.clone()).collect();

@@ -243,6 +243,7 @@ impl SimCloud {
             image: None,
             tags: Tags::new(),
             launched_ms: inner.world.now_ms(),
+            ended_ms: None,
         };
         inner.commit(vec![Change::Counter { next }, Change::Nodes { nodes: vec![node] }])?;
         Ok(id)

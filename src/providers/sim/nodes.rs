@@ -97,6 +97,7 @@ impl SimCloud {
                     image: req.image.clone(),
                     tags: req.tags.clone(),
                     launched_ms,
+                    ended_ms: None,
                 });
             }
             remaining -= free.min(remaining);

@@ -34,6 +34,11 @@ use crate::state::FileBytes;
 /// cloud ends.
 pub const SETTLE_FROM: usize = 1_000;
 
+/// [`Store::wants_settling`]: a log of at least this many bytes, and at least as large as
+/// the snapshot, is folded into it too, so a small world's log stays small however many
+/// days of calls it has seen.
+pub const SETTLE_BYTES: u64 = 16 * 1024;
+
 /// Poll interval while another process holds the lock.
 const LOCK_POLL: Duration = Duration::from_millis(50);
 
@@ -43,6 +48,10 @@ pub struct Store {
     disk: Disk,
     /// Bytes of whole records in the log: a failed append is cut back to here.
     log_len: u64,
+    /// Bytes of the snapshot as last written or read.
+    snapshot_len: u64,
+    /// Records appended since this store was opened (by this command).
+    appended: usize,
     /// Records in the log since the last compaction.
     records: usize,
     compact_after: usize,
@@ -82,8 +91,16 @@ impl Store {
     ) -> Result<(Store, World), SimError> {
         let log_path = sibling(path, ".log");
         if !create && !path.exists() && !log_path.exists() {
-            let store =
-                Store { path: path.to_path_buf(), log_path, disk: Disk::Memory, log_len: 0, records: 0, compact_after };
+            let store = Store {
+                path: path.to_path_buf(),
+                log_path,
+                disk: Disk::Memory,
+                log_len: 0,
+                snapshot_len: 0,
+                appended: 0,
+                records: 0,
+                compact_after,
+            };
             return Ok((store, World::default()));
         }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -116,7 +133,17 @@ impl Store {
             .open(&log_path)
             .map_err(SimError::io("open the event log", &log_path))?;
         let disk = Disk::Files { log, lock };
-        let mut store = Store { path: path.to_path_buf(), log_path, disk, log_len, records, compact_after };
+        let snapshot_len = fs::metadata(path).map_or(0, |m| m.len());
+        let mut store = Store {
+            path: path.to_path_buf(),
+            log_path,
+            disk,
+            log_len,
+            snapshot_len,
+            appended: 0,
+            records,
+            compact_after,
+        };
         if !existed || records > compact_after {
             store.compact(&mut world)?;
         }
@@ -129,6 +156,7 @@ impl Store {
             Disk::Files { log, .. } => log,
             Disk::Memory => {
                 self.records += 1;
+                self.appended += 1;
                 return Ok(());
             }
             Disk::Closed => return Err(closed()),
@@ -146,6 +174,7 @@ impl Store {
         }
         self.log_len += line.len() as u64;
         self.records += 1;
+        self.appended += 1;
         Ok(())
     }
 
@@ -153,8 +182,14 @@ impl Store {
     /// the world (`world_size`: nodes and jobs), so each compaction's full rewrite is paid
     /// for by at least as many appends: compaction stays linear in the calls made instead
     /// of quadratic in the fleet (100,000 creates rewrote a growing snapshot ten times).
+    /// A log of at least [`SETTLE_BYTES`] and at least the snapshot's size counts too:
+    /// its rewrite is paid for by as many bytes appended.
     pub fn wants_compaction(&self, world_size: usize) -> bool {
-        self.records > self.compact_after.max(world_size)
+        self.records > self.compact_after.max(world_size) || self.log_outgrew_snapshot()
+    }
+
+    fn log_outgrew_snapshot(&self) -> bool {
+        self.log_len >= SETTLE_BYTES && self.log_len >= self.snapshot_len
     }
 
     /// Whether the log should be folded into the snapshot now that a command that changed
@@ -165,8 +200,14 @@ impl Store {
     /// 2,000 pools, 2,000 records cost each no-op plan 50 million instructions, against 37
     /// million for the snapshot. A rewrite is paid for by at least as many appends, so
     /// compaction stays linear in the calls made.
+    /// A log of at least [`SETTLE_BYTES`] and at least the snapshot's size is folded too.
     pub fn wants_settling(&self, world_size: usize) -> bool {
-        self.records > self.compact_after || (self.records >= SETTLE_FROM && self.records >= world_size)
+        // Counted over this command's appends too: a compaction on the way (the log outgrew
+        // a smaller snapshot) does not keep the end of a large apply in the log.
+        let n = self.records.max(self.appended);
+        self.records > self.compact_after
+            || (self.records > 0 && n >= SETTLE_FROM && n >= world_size)
+            || self.log_outgrew_snapshot()
     }
 
     /// Write the whole world as the new snapshot and empty the log. Records carry sequence
@@ -176,15 +217,15 @@ impl Store {
         let log = match &mut self.disk {
             Disk::Files { log, .. } => log,
             Disk::Memory => {
-                world.drop_terminated();
+                world.drop_gone();
                 self.records = 0;
                 return Ok(());
             }
             Disk::Closed => return Err(closed()),
         };
-        world.drop_terminated();
+        world.drop_gone();
         let tmp = sibling(&self.path, ".tmp");
-        let write = || -> std::io::Result<()> {
+        let write = || -> std::io::Result<u64> {
             // Streamed: a world of 100,000 nodes is about 100 MB of JSON.
             let mut out = std::io::BufWriter::with_capacity(1 << 16, File::create(&tmp)?);
             serde_json::to_writer_pretty(&mut out, &*world).map_err(std::io::Error::from)?;
@@ -192,9 +233,10 @@ impl Store {
             // Compaction is rare, so unlike appends it can afford an fsync: the rename must
             // never expose an empty snapshot while the log is being emptied.
             f.sync_all()?;
-            fs::rename(&tmp, &self.path)
+            fs::rename(&tmp, &self.path)?;
+            fs::metadata(&self.path).map(|m| m.len())
         };
-        write().map_err(SimError::io("write the snapshot", &self.path))?;
+        self.snapshot_len = write().map_err(SimError::io("write the snapshot", &self.path))?;
         log.set_len(0).map_err(SimError::io("truncate the event log", &self.log_path))?;
         self.log_len = 0;
         self.records = 0;

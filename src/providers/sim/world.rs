@@ -34,7 +34,15 @@ pub struct SimNode {
     pub tags: Tags,
     /// Unix milliseconds.
     pub launched_ms: u64,
+    /// When it was reclaimed or terminated, by the sim clock (ms): listed until
+    /// [`GONE_AFTER`] later, then forgotten at the next compaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
 }
+
+/// How long a reclaimed node stays listed after it ended, as EC2 lists a terminated
+/// instance for about an hour.
+pub const GONE_AFTER_MS: u64 = 3_600_000;
 
 impl SimNode {
     /// Carries `gpuplan:managed=true`: the only nodes the API lets gpuplan see or delete.
@@ -370,11 +378,13 @@ impl World {
     pub fn apply_record(&mut self, record: Record) {
         self.seq = record.seq;
         for change in record.changes {
-            self.apply(change);
+            // The sim clock when the record was written (records keep the wall clock).
+            let at = u64::try_from((record.at_ms as i64).saturating_add(self.clock_offset_ms)).unwrap_or(0);
+            self.apply(change, at);
         }
     }
 
-    fn apply(&mut self, change: Change) {
+    fn apply(&mut self, change: Change, at_ms: u64) {
         match change {
             Change::Counter { next } => self.counter = self.counter.max(next),
             Change::Nodes { nodes } => {
@@ -390,6 +400,9 @@ impl World {
                     let Some(mut node) = self.nodes.remove(&id) else { continue };
                     self.count_live(&node, -1);
                     node.state = state;
+                    if !node.is_live() {
+                        node.ended_ms.get_or_insert(at_ms);
+                    }
                     self.count_live(&node, 1);
                     self.nodes.insert(id, node);
                 }
@@ -435,10 +448,29 @@ impl World {
         *n = n.saturating_add_signed(delta);
     }
 
-    /// Forget terminated nodes (at compaction): nothing can bring them back, and listing
-    /// them forever would grow every refresh.
-    pub fn drop_terminated(&mut self) {
-        self.nodes.retain(|_, n| n.state != NodeState::Terminated);
+    /// Forget terminated nodes, and reclaimed ones [`GONE_AFTER_MS`] after they ended with
+    /// their launch tokens (at compaction): nothing can bring them back, and keeping them
+    /// would grow the world with every spot reclaim. A terminated node's token stays, so
+    /// a retried create is still answered by what the first one did; a reclaimed node's
+    /// goes an hour later, when a retry is no longer a retry.
+    pub fn drop_gone(&mut self) {
+        let now = self.now_ms();
+        let mut reclaimed = std::collections::HashSet::new();
+        self.nodes.retain(|id, n| match n.state {
+            NodeState::Terminated => false,
+            // A world written before `ended_ms` existed: its hour starts now.
+            NodeState::Reclaimed if n.ended_ms.get_or_insert(now).saturating_add(GONE_AFTER_MS) <= now => {
+                reclaimed.insert(id.clone());
+                false
+            }
+            _ => true,
+        });
+        if !reclaimed.is_empty() {
+            let nodes = &self.nodes;
+            self.tokens.retain(|_, t| {
+                !t.ids.iter().any(|id| reclaimed.contains(id)) || t.ids.iter().any(|id| nodes.contains_key(id))
+            });
+        }
     }
 
     /// Jobs still running on any of `node_ids` at `now_ms`.

@@ -138,37 +138,62 @@ async fn compaction_rewrites_the_snapshot_drops_terminated_and_keeps_tokens() {
     assert_eq!(p.list_nodes(&all()).await.unwrap().len(), 2);
 }
 
-/// A log as long as the world (and at least `SETTLE_FROM` records) is folded into the
-/// snapshot when a command settles the cloud; a shorter one, or one shorter than the
-/// world, is left to be replayed. Either way the next open sees the same world.
+/// A reclaimed node stays listed for an hour of sim time (as EC2 lists a terminated
+/// instance), then compaction forgets it and its launch token: a year of daily reclaims
+/// does not grow the world.
+#[tokio::test]
+async fn compaction_forgets_reclaimed_nodes_an_hour_after_the_reclaim() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cloud_path(&dir);
+    let cloud = SimCloud::open_inner(&path, SimConfig::default(), Duration::from_secs(1), 3, None).unwrap();
+    let p = SimProvider::new(cloud.clone());
+    let spot = p.create_nodes(&req("train", Capacity::Spot, 1, "a")).await.unwrap().nodes[0].id.clone();
+    assert_eq!(cloud.interrupt(&pool("train"), 1).unwrap(), vec![spot.clone()]);
+    for t in ["b", "c"] {
+        p.create_nodes(&req("train", Capacity::Spot, 1, t)).await.unwrap();
+    }
+    // Compacted within the hour: still listed as reclaimed.
+    let reclaimed = |c: &SimCloud| c.nodes().into_iter().filter(|n| n.state == NodeState::Reclaimed).count();
+    assert_eq!(reclaimed(&cloud), 1);
+    cloud.advance(Duration::from_secs(2 * 3600)).unwrap();
+    p.create_nodes(&req("train", Capacity::Spot, 1, "d")).await.unwrap();
+    for t in ["e", "f"] {
+        p.create_nodes(&req("train", Capacity::Spot, 1, t)).await.unwrap();
+    }
+    assert!(cloud.settle().unwrap(), "a log past the threshold is folded");
+    assert_eq!(reclaimed(&cloud), 0, "forgotten an hour after the reclaim");
+    assert!(cloud.nodes().iter().all(|n| n.id != spot));
+    drop((p, cloud));
+    let cloud = open(&path, SimConfig::default());
+    assert_eq!(cloud.nodes().len(), 5);
+    // Its token went with it: the same token launches anew.
+    let p = SimProvider::new(cloud.clone());
+    assert_eq!(p.create_nodes(&req("train", Capacity::Spot, 1, "a")).await.unwrap().nodes.len(), 1);
+}
+
+/// A log as long as the world (and at least `SETTLE_FROM` records), or one of at least
+/// `SETTLE_BYTES` that outgrew the snapshot, is folded into the snapshot; a shorter one
+/// is left to be replayed. Either way the next open sees the same world.
 #[tokio::test]
 async fn settling_folds_a_log_as_long_as_the_world_into_the_snapshot() {
-    use crate::providers::sim::store::SETTLE_FROM;
-    let records = |path: &std::path::Path| std::fs::read_to_string(sibling(path, ".log")).unwrap().lines().count();
-    // One node per call: the log grows with the world.
+    use crate::providers::sim::store::SETTLE_BYTES;
+    let log_bytes = |path: &std::path::Path| std::fs::metadata(sibling(path, ".log")).unwrap().len();
     let (dir, cloud, p) = fresh(roomy());
     let path = cloud_path(&dir);
-    for i in 0..SETTLE_FROM - 1 {
+    p.create_nodes(&req("train", Capacity::OnDemand, 1, "t0")).await.unwrap();
+    assert!(!cloud.settle().unwrap(), "a short log stays");
+    assert!(log_bytes(&path) > 0);
+    // Calls go on until the log outgrows the snapshot: it is folded as it passes.
+    let mut i = 1;
+    while log_bytes(&path) > 0 {
+        assert!(log_bytes(&path) < SETTLE_BYTES, "folded once it held {SETTLE_BYTES} bytes");
         p.create_nodes(&req("train", Capacity::OnDemand, 1, &format!("t{i}"))).await.unwrap();
+        i += 1;
     }
-    assert!(!cloud.settle().unwrap(), "one record short");
-    assert_eq!(records(&path), SETTLE_FROM - 1);
-    p.create_nodes(&req("train", Capacity::OnDemand, 1, "last")).await.unwrap();
+    let snapshot = std::fs::metadata(&path).unwrap().len();
+    assert!(snapshot > 0 && !cloud.settle().unwrap(), "nothing left to fold");
     let before = cloud.nodes();
-    assert!(cloud.settle().unwrap());
-    assert_eq!(records(&path), 0, "the log is folded into the snapshot");
-    assert!(!cloud.settle().unwrap(), "nothing left to fold");
-    drop((p, cloud));
-    assert_eq!(open(&path, roomy()).nodes(), before);
-    // Two nodes per call: as many records, but a world twice as large stays as it is.
-    let (dir, cloud, p) = fresh(roomy());
-    let path = cloud_path(&dir);
-    for i in 0..SETTLE_FROM {
-        p.create_nodes(&req("train", Capacity::OnDemand, 2, &format!("t{i}"))).await.unwrap();
-    }
-    assert!(!cloud.settle().unwrap());
-    assert_eq!(records(&path), SETTLE_FROM);
-    let before = cloud.nodes();
+    assert_eq!(before.len(), i);
     drop((p, cloud));
     assert_eq!(open(&path, roomy()).nodes(), before);
 }
@@ -270,6 +295,7 @@ fn every_change_reads_back_from_a_log_line_with_op_first_or_last() {
         image: Some("ami-1".into()),
         tags: tags(&pool("train")),
         launched_ms: 7,
+        ended_ms: None,
     };
     let job = SimJob {
         id: "r-1".into(),

@@ -1,0 +1,96 @@
+//! The state file's older formats, and the node tags it leaves out
+//! (docs/design/state-and-locks.md, "State that stays small").
+//!
+//! Format 2 does not store the ownership tags gpuplan sets on every node it creates
+//! (`gpuplan:managed`, `gpuplan:lineage`, `gpuplan:address`, `gpuplan:provider`) when they
+//! hold the values the state implies: [`pack`] drops them as the file is written, and
+//! [`expand`] puts them back as it is read. A node that lacks one of them in the cloud
+//! says so in [`LACKS`], so the round trip gives back exactly the tags it had. Format 1
+//! stored every tag and no summaries: it reads as it is ([`upgrade`]).
+
+use std::borrow::Cow;
+
+use super::model::{FORMAT_VERSION, ResourceState, State};
+use crate::model::Node;
+use crate::model::node::{TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER};
+
+/// The stored-only tag listing the derived tags a node really lacks, comma-separated.
+/// `gpuplan:` keys are gpuplan's own, so no cloud tag can take this one.
+pub const LACKS: &str = "gpuplan:lacks";
+
+/// The oldest format this gpuplan reads.
+pub const OLDEST: u32 = 1;
+
+/// Whether this gpuplan reads (and migrates) a state of `version`.
+pub fn readable(version: u32) -> bool {
+    (OLDEST..=FORMAT_VERSION).contains(&version)
+}
+
+/// A state just parsed, in the form the rest of gpuplan uses: the current format with
+/// every tag. The caller has checked [`readable`].
+pub fn upgrade(mut state: State) -> State {
+    if state.format_version >= 2 {
+        let lineage = state.lineage.clone();
+        for resource in state.resources.values_mut() {
+            let provider = resource.provider.clone();
+            for node in &mut resource.nodes {
+                expand_node(node, &lineage, provider.as_deref());
+            }
+        }
+    }
+    // Format 1 differs only by what format 2 leaves out or adds: its tags are all there.
+    state.format_version = FORMAT_VERSION;
+    state
+}
+
+/// `resource` as format 2 stores it: its nodes without the tags [`expand`] rebuilds.
+pub fn pack<'a>(resource: &'a ResourceState, lineage: &str) -> Cow<'a, ResourceState> {
+    let provider = resource.provider.as_deref();
+    if resource.nodes.is_empty() {
+        return Cow::Borrowed(resource);
+    }
+    let mut packed = resource.clone();
+    for node in &mut packed.nodes {
+        pack_node(node, lineage, provider);
+    }
+    Cow::Owned(packed)
+}
+
+/// The ownership tags `node` would carry, by key: `None` where the state cannot say (a
+/// node with no provider block recorded anywhere).
+fn derived(node: &Node, lineage: &str, pool_provider: Option<&str>) -> [(&'static str, Option<String>); 4] {
+    [
+        (TAG_ADDRESS, Some(node.pool.to_string())),
+        (TAG_LINEAGE, Some(lineage.to_string())),
+        (TAG_MANAGED, Some("true".to_string())),
+        (TAG_PROVIDER, node.provider.as_deref().or(pool_provider).map(str::to_string)),
+    ]
+}
+
+fn pack_node(node: &mut Node, lineage: &str, pool_provider: Option<&str>) {
+    let derived = derived(node, lineage, pool_provider);
+    let same = |key: &str, value: &str| derived.iter().any(|(k, v)| *k == key && v.as_deref() == Some(value));
+    let lacks: Vec<&str> =
+        derived.iter().filter(|(k, v)| v.is_some() && !node.tags.contains_key(k)).map(|(k, _)| *k).collect();
+    if lacks.is_empty() && !node.tags.iter().any(|(k, v)| same(k, v)) {
+        return;
+    }
+    let joined = lacks.join(",");
+    let kept = node.tags.iter().filter(|(k, v)| !same(k, v));
+    let lacking = (!lacks.is_empty()).then_some((LACKS, joined.as_str()));
+    node.tags = kept.chain(lacking).collect();
+}
+
+fn expand_node(node: &mut Node, lineage: &str, pool_provider: Option<&str>) {
+    let lacks = node.tags.get(LACKS).unwrap_or_default();
+    let missing: Vec<(&str, String)> = derived(node, lineage, pool_provider)
+        .into_iter()
+        .filter(|(k, _)| !node.tags.contains_key(k) && !lacks.split(',').any(|l| l == *k))
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect();
+    if missing.is_empty() && lacks.is_empty() {
+        return;
+    }
+    let kept = node.tags.iter().filter(|(k, _)| *k != LACKS).map(|(k, v)| (k, v.to_string()));
+    node.tags = kept.chain(missing).collect();
+}

@@ -7,7 +7,7 @@ use super::{
     ApplyArgs, CliError, DestroyArgs, ExitStatus, Settings, addresses, common, load, outputs, runtime, verdicts,
 };
 use crate::apply::ApplyOptions;
-use crate::engine::{self, run::PlanRequest};
+use crate::engine::{self, Hints, PlanRequest};
 use crate::plan::Plan;
 use crate::plan::inputs::Given;
 use crate::render;
@@ -50,12 +50,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     env: settings.env.clone(),
                     policies,
                     overrides: args.override_policy.clone(),
-                    live_prices: vec![],
-                    month_to_date: Default::default(),
-                    clocks: Default::default(),
-                    agents: Default::default(),
-                    read_ahead: true,
-                    shown_only: false,
+                    autoscale: Vec::new(),
                 };
                 let ask = Ask {
                     question: "Do you want to perform these actions?",
@@ -64,7 +59,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     verbose: args.verbose,
                     json: false,
                 };
-                match plan_and_confirm(settings, &session, loaded, &providers, &req, &ask).await? {
+                match plan_and_confirm(settings, &session, loaded, &providers, (&req, &READ_AHEAD), &ask).await? {
                     Ok(plan) => plan,
                     Err(status) => return Ok(status),
                 }
@@ -79,6 +74,10 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
         status
     })?
 }
+
+/// `apply` without a plan file executes the plan right after: the providers may ask the
+/// reads of new pools' first creates while refresh lists the fleet.
+const READ_AHEAD: Hints = Hints { read_ahead: true, shown_only: false, floating_prices_only: false };
 
 /// `destroy` is a plan like any other: costed, checked against the policies (soft ones
 /// overridable), shown, confirmed, and executed `--parallelism` at a time.
@@ -100,12 +99,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             env: settings.env.clone(),
             policies,
             overrides: args.override_policy.clone(),
-            live_prices: vec![],
-            month_to_date: Default::default(),
-            clocks: Default::default(),
-            agents: Default::default(),
-            read_ahead: false,
-            shown_only: false,
+            autoscale: Vec::new(),
         };
         let ask = Ask {
             question: "Do you really want to destroy everything this state owns?",
@@ -114,10 +108,11 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             verbose: args.verbose,
             json: args.json,
         };
-        let plan = match plan_and_confirm(settings, &session, loaded, &providers, &req, &ask).await? {
-            Ok(plan) => plan,
-            Err(status) => return Ok(status),
-        };
+        let plan =
+            match plan_and_confirm(settings, &session, loaded, &providers, (&req, &Hints::default()), &ask).await? {
+                Ok(plan) => plan,
+                Err(status) => return Ok(status),
+            };
         let status = execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Destroy").await;
         settle(sim.as_deref());
         leave_to_exit(&mut session, providers, sim.as_deref());
@@ -326,10 +321,10 @@ async fn plan_and_confirm(
     session: &engine::Session,
     loaded: crate::spec::Loaded,
     providers: &crate::apply::ProviderSet,
-    req: &PlanRequest,
+    (req, hints): (&PlanRequest, &Hints),
     ask: &Ask,
 ) -> miette::Result<Result<Plan, ExitStatus>> {
-    let mut plan = engine::run::plan(&loaded.spec, session, providers, req).await?;
+    let mut plan = engine::run::plan_with(&loaded.spec, session, providers, req, hints).await?;
     common::locate_errors(&mut plan, &loaded);
     drop(loaded);
     if ask.json {

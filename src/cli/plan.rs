@@ -2,7 +2,7 @@
 
 use super::output;
 use super::{ExitStatus, PlanArgs, PlanFormat, Settings, addresses, common, load, runtime, verdicts};
-use crate::engine::{self, run::PlanRequest};
+use crate::engine::{self, Hints, PlanRequest};
 use crate::plan::PlanInputs;
 use crate::render;
 
@@ -27,15 +27,11 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
             env: settings.env.clone(),
             policies,
             overrides: args.override_policy.clone(),
-            live_prices: vec![],
-            month_to_date: Default::default(),
-            clocks: Default::default(),
-            agents: Default::default(),
-            // A plan shown or saved is executed later, if at all: nothing to read ahead.
-            read_ahead: false,
-            shown_only: args.out.is_none() && format != PlanFormat::Json,
+            autoscale: Vec::new(),
         };
-        let mut plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
+        // A plan shown or saved is executed later, if at all: nothing to read ahead.
+        let hints = Hints { shown_only: args.out.is_none() && format != PlanFormat::Json, ..Hints::default() };
+        let mut plan = engine::run::plan_with(&loaded.spec, &session, &providers, &req, &hints).await?;
         common::locate_errors(&mut plan, &loaded);
         let save_to = args.out.as_ref().map(|out| settings.resolve_path(out));
         if save_to.is_some() {

@@ -75,30 +75,7 @@ pub fn spend(
     obs: &Observation,
     jobs: &[jobs::JobPlacement],
 ) -> crate::state::spend::SpendReport {
-    spend_by(spec, state, |name| obs.clocks.get(name).copied().unwrap_or(obs.wall_ms), jobs)
-}
-
-/// Month-to-date spend from the ledger in `state`, each line by `clock` of its provider
-/// (the sim cloud's own, the wall clock for real clouds), per pool, quota and job, with
-/// the runs in `jobs` as observed.
-pub fn spend_by(
-    spec: &Spec,
-    state: &State,
-    clock: impl Fn(&str) -> u64,
-    jobs: &[jobs::JobPlacement],
-) -> crate::state::spend::SpendReport {
-    let observed: BTreeMap<String, Vec<crate::model::JobRun>> =
-        jobs.iter().filter(|j| !j.runs.is_empty()).map(|j| (j.address.to_string(), j.runs.clone())).collect();
-    let quotas: Vec<(String, Vec<String>)> = cost::all_quota_pools(spec)
-        .into_iter()
-        .map(|(q, pools)| (q.to_string(), pools.iter().map(ToString::to_string).collect()))
-        .collect();
-    crate::state::spend::month_to_date(
-        state,
-        clock,
-        |pool| quotas.iter().filter(|(_, pools)| pools.iter().any(|p| p == pool)).map(|(q, _)| q.clone()).collect(),
-        Some(&observed),
-    )
+    super::spend::spend_by(spec, state, |name| obs.clocks.get(name).copied().unwrap_or(obs.wall_ms), jobs)
 }
 
 /// A plan made by `pass` (place floating pools, diff, assess), made again with the moves

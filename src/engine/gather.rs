@@ -8,10 +8,9 @@ use std::collections::BTreeMap;
 
 use crate::addr::Address;
 use crate::apply::ProviderSet;
-use crate::engine::compose;
 use crate::engine::error::RunError;
 use crate::engine::intent::{Hints, PlanRequest};
-use crate::engine::refresh;
+use crate::engine::{refresh, spend};
 use crate::jobs;
 use crate::providers::{JobStatus, Node};
 use crate::spec::Spec;
@@ -85,7 +84,7 @@ pub async fn gather(
     obs.clocks = clocks(providers);
     obs.wall_ms = wall_ms();
     let wall = obs.wall_ms;
-    obs.month_to_date = compose::spend_by(spec, state, |n| obs.clocks.get(n).copied().unwrap_or(wall), &[]).by_quota;
+    obs.month_to_date = spend::spend_by(spec, state, |n| obs.clocks.get(n).copied().unwrap_or(wall), &[]).by_quota;
     obs.agents = agents(spec, planned, providers).await;
     obs.job_nodes = Some(job_nodes);
     Ok(obs)
@@ -275,7 +274,7 @@ pub fn clocks(providers: &ProviderSet) -> BTreeMap<String, u64> {
 /// (the sim cloud's own, the wall clock for real clouds), per pool, quota and job.
 pub fn month_to_date(spec: &Spec, state: &State, providers: &ProviderSet) -> crate::state::spend::SpendReport {
     let wall = wall_ms();
-    compose::spend_by(spec, state, |name| providers.get(name).map_or(wall, |p| p.clock_ms()), &[])
+    spend::spend_by(spec, state, |name| providers.get(name).map_or(wall, |p| p.clock_ms()), &[])
 }
 
 /// The wall clock, in ms since the epoch.

@@ -13,6 +13,7 @@ pub mod preread;
 pub mod providers;
 pub mod refresh;
 pub mod run;
+pub mod spend;
 pub mod workspaces;
 
 pub use compose::compose;

@@ -90,7 +90,7 @@ fn a_plan_only_shown_skips_the_spec_digest_and_changes_nothing_else() {
     let loaded = crate::spec::load_dir(dir.path(), &crate::spec::LoadOptions::default()).expect("spec loads");
     assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
     let state = State::new("00000000-0000-4000-8000-000000000000".into());
-    let plan = |shown_only| {
+    let plan = |shown_only: bool| {
         let obs = super::Observation::default();
         let mut plan = super::compose(&loaded.spec, &state, &obs, &super::PlanRequest::default()).expect("plans");
         if !shown_only {

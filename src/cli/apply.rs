@@ -19,7 +19,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
         None => Ok(load::valid_spec(settings)?.map(SpecFor::Planning)),
     });
     let Some(spec) = spec? else { return Ok(ExitStatus::Error) };
-    let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
+    let Some(policies) = load::policies(settings, &args.policy.policy_dir)? else { return Ok(ExitStatus::Error) };
     let ws = settings.workspace().with_backend(spec.for_providers());
     runtime::block_on(async move {
         let mut session = engine::open_session_preread(&ws, "apply", pre.state)?;
@@ -49,7 +49,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     destroy: false,
                     env: settings.env.clone(),
                     policies,
-                    overrides: args.override_policy.clone(),
+                    overrides: args.policy.override_policy.clone(),
                     autoscale: Vec::new(),
                 };
                 let ask = Ask {
@@ -85,7 +85,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
     destroy_flags_taken(args)?;
     let (loaded, pre) = engine::preread::alongside(&settings.workspace(), || load::valid_spec(settings));
     let Some(loaded) = loaded? else { return Ok(ExitStatus::Error) };
-    let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
+    let Some(policies) = load::policies(settings, &args.policy.policy_dir)? else { return Ok(ExitStatus::Error) };
     let ws = settings.workspace().with_backend(&loaded.spec);
     runtime::block_on(async move {
         let mut session = engine::open_session_preread(&ws, "destroy", pre.state)?;
@@ -98,7 +98,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             destroy: true,
             env: settings.env.clone(),
             policies,
-            overrides: args.override_policy.clone(),
+            overrides: args.policy.override_policy.clone(),
             autoscale: Vec::new(),
         };
         let ask = Ask {
@@ -261,8 +261,12 @@ fn given_as_saved(
         return Ok(false);
     }
     let targets = given_targets(&args.target, &plan.targets)?;
-    let given =
-        Given { workspace: &settings.workspace, vars: &vars, targets: &targets, overrides: &args.override_policy };
+    let given = Given {
+        workspace: &settings.workspace,
+        vars: &vars,
+        targets: &targets,
+        overrides: &args.policy.override_policy,
+    };
     inputs
         .check_given(&plan.targets, &given, &file.display().to_string())
         .map_err(|e| miette::Report::from(CliError::new(e.message).hint(e.hint)))?;

@@ -27,7 +27,7 @@ use crate::reconcile::{self, Clock, NoQueue, Options, Outcome, triggers};
 use crate::render;
 
 pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStatus> {
-    let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
+    let Some(policies) = load::policies(settings, &args.policy.policy_dir)? else { return Ok(ExitStatus::Error) };
     runtime::block_on(async {
         let cancel = Arc::new(Cancel::default());
         let (stop_tx, stop) = watch::channel(false);
@@ -47,7 +47,7 @@ pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStat
                 refresh: true,
                 env: settings.env.clone(),
                 policies,
-                overrides: args.override_policy.clone(),
+                overrides: args.policy.override_policy.clone(),
                 ..PlanRequest::default()
             },
             dry_run: args.dry_run,

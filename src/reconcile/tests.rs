@@ -456,3 +456,27 @@ mod error_policy {
         assert_eq!(error_policy(&ReconcileError::Providers(setup)), Next::Alert);
     }
 }
+
+/// A pass plans through the same two calls as `gpuplan plan`: with the fleet as it
+/// stands, the pass's plan is the command's (less the spend the command shows), and
+/// composing twice from one observation gives one plan.
+#[tokio::test(start_paused = true)]
+async fn a_pass_and_a_plan_go_through_one_gather_and_one_compose() {
+    let fx = Fixture::new(SPEC);
+    let clock = Clock::start();
+    assert_eq!(fx.pass(&clock).await.outcome, Outcome::Applied);
+    let pass = fx.pass(&clock).await;
+    assert_eq!(pass.outcome, Outcome::NoChanges);
+    let session = crate::engine::open_session(&fx.ws, "plan").unwrap();
+    let providers = crate::engine::providers::build(&fx.ws, &fx.spec, &session.state).unwrap();
+    let mut plan = run::plan(&fx.spec, &session, &providers, &fx.opts.plan).await.unwrap();
+    plan.spend = None;
+    assert_eq!(*pass.plan, plan);
+    let req = &fx.opts.plan;
+    let obs = crate::engine::gather(&fx.spec, &session.state, &providers, req, &Hints::default()).await.unwrap();
+    assert_eq!(obs.nodes.as_ref().map(Vec::len), Some(1));
+    let composed = crate::engine::compose(&fx.spec, &session.state, &obs, req).unwrap();
+    assert_eq!(composed, crate::engine::compose(&fx.spec, &session.state, &obs, req).unwrap());
+    assert_eq!(composed.changes, plan.changes);
+    assert!(composed.spec_digest.is_empty(), "the digest is the keeper's to add");
+}

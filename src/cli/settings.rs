@@ -372,7 +372,7 @@ mod tests {
         use super::super::{Cli, Command};
         use clap::Parser;
         let parse = |cmd: &str, rest: &[&str]| {
-            let args = ["gpuplan", cmd].iter().chain(rest).copied();
+            let args: Vec<&str> = ["gpuplan", cmd].into_iter().chain(rest.iter().copied()).collect();
             Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{cmd}: {e}")).command
         };
         for cmd in ["validate", "plan", "apply", "destroy", "reconcile"] {

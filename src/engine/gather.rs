@@ -33,6 +33,9 @@ pub struct Observation {
     /// Month-to-date spend per quota address from the ledger; quotas with a
     /// `monthly_usd` budget are checked against it. Empty: not checked.
     pub month_to_date: BTreeMap<String, f64>,
+    /// The whole month-to-date report those figures come from (per pool, quota and job),
+    /// which a plan shows as is when it observed no job run.
+    pub spend: Option<crate::state::spend::SpendReport>,
     /// Each provider's clock by provider block name ([`clocks`]): when pools that fell
     /// back try their preferred placement again.
     pub clocks: BTreeMap<String, u64>,
@@ -84,7 +87,9 @@ pub async fn gather(
     obs.clocks = clocks(providers);
     obs.wall_ms = wall_ms();
     let wall = obs.wall_ms;
-    obs.month_to_date = spend::spend_by(spec, state, |n| obs.clocks.get(n).copied().unwrap_or(wall), &[]).by_quota;
+    let spent = spend::spend_by(spec, state, |n| obs.clocks.get(n).copied().unwrap_or(wall), &[]);
+    obs.month_to_date = spent.by_quota.clone();
+    obs.spend = Some(spent);
     obs.agents = agents(spec, planned, providers).await;
     obs.job_nodes = Some(job_nodes);
     Ok(obs)

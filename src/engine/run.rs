@@ -36,11 +36,14 @@ pub async fn plan_with(
     req: &PlanRequest,
     hints: &Hints,
 ) -> Result<Plan, RunError> {
-    let obs = gather(spec, &session.state, providers, req, hints).await?;
+    let mut obs = gather(spec, &session.state, providers, req, hints).await?;
     let mut plan = compose(spec, &session.state, &obs, req)?;
     if req.refresh && !req.destroy && !session.state.spend.is_empty() {
-        // The ledger with the runs this plan observed: jobs that ended since the last apply.
-        plan.spend = Some(compose::spend(spec, &session.state, &obs, &plan.jobs));
+        // Again with the runs this plan observed: jobs that ended since the last apply.
+        plan.spend = match obs.spend.take() {
+            Some(spent) if plan.jobs.is_empty() => Some(spent),
+            _ => Some(compose::spend(spec, &session.state, &obs, &plan.jobs)),
+        };
     }
     if !hints.shown_only {
         digest(&mut plan, spec);

@@ -7,7 +7,7 @@ use super::{
     ApplyArgs, CliError, DestroyArgs, ExitStatus, Settings, addresses, common, load, outputs, runtime, verdicts,
 };
 use crate::apply::ApplyOptions;
-use crate::engine::{self, run::PlanRequest};
+use crate::engine::{self, Hints, PlanRequest};
 use crate::plan::Plan;
 use crate::plan::inputs::Given;
 use crate::render;
@@ -19,7 +19,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
         None => Ok(load::valid_spec(settings)?.map(SpecFor::Planning)),
     });
     let Some(spec) = spec? else { return Ok(ExitStatus::Error) };
-    let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
+    let Some(policies) = load::policies(settings, &args.policy.policy_dir)? else { return Ok(ExitStatus::Error) };
     let ws = settings.workspace().with_backend(spec.for_providers());
     runtime::block_on(async move {
         let mut session = engine::open_session_preread(&ws, "apply", pre.state)?;
@@ -49,13 +49,8 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     destroy: false,
                     env: settings.env.clone(),
                     policies,
-                    overrides: args.override_policy.clone(),
-                    live_prices: vec![],
-                    month_to_date: Default::default(),
-                    clocks: Default::default(),
-                    agents: Default::default(),
-                    read_ahead: true,
-                    shown_only: false,
+                    overrides: args.policy.override_policy.clone(),
+                    autoscale: Vec::new(),
                 };
                 let ask = Ask {
                     question: "Do you want to perform these actions?",
@@ -64,7 +59,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                     verbose: args.verbose,
                     json: false,
                 };
-                match plan_and_confirm(settings, &session, loaded, &providers, &req, &ask).await? {
+                match plan_and_confirm(settings, &session, loaded, &providers, (&req, &READ_AHEAD), &ask).await? {
                     Ok(plan) => plan,
                     Err(status) => return Ok(status),
                 }
@@ -80,13 +75,17 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
     })?
 }
 
+/// `apply` without a plan file executes the plan right after: the providers may ask the
+/// reads of new pools' first creates while refresh lists the fleet.
+const READ_AHEAD: Hints = Hints { read_ahead: true, shown_only: false, floating_prices_only: false };
+
 /// `destroy` is a plan like any other: costed, checked against the policies (soft ones
 /// overridable), shown, confirmed, and executed `--parallelism` at a time.
 pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitStatus> {
     destroy_flags_taken(args)?;
     let (loaded, pre) = engine::preread::alongside(&settings.workspace(), || load::valid_spec(settings));
     let Some(loaded) = loaded? else { return Ok(ExitStatus::Error) };
-    let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
+    let Some(policies) = load::policies(settings, &args.policy.policy_dir)? else { return Ok(ExitStatus::Error) };
     let ws = settings.workspace().with_backend(&loaded.spec);
     runtime::block_on(async move {
         let mut session = engine::open_session_preread(&ws, "destroy", pre.state)?;
@@ -99,13 +98,8 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             destroy: true,
             env: settings.env.clone(),
             policies,
-            overrides: args.override_policy.clone(),
-            live_prices: vec![],
-            month_to_date: Default::default(),
-            clocks: Default::default(),
-            agents: Default::default(),
-            read_ahead: false,
-            shown_only: false,
+            overrides: args.policy.override_policy.clone(),
+            autoscale: Vec::new(),
         };
         let ask = Ask {
             question: "Do you really want to destroy everything this state owns?",
@@ -114,10 +108,11 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
             verbose: args.verbose,
             json: args.json,
         };
-        let plan = match plan_and_confirm(settings, &session, loaded, &providers, &req, &ask).await? {
-            Ok(plan) => plan,
-            Err(status) => return Ok(status),
-        };
+        let plan =
+            match plan_and_confirm(settings, &session, loaded, &providers, (&req, &Hints::default()), &ask).await? {
+                Ok(plan) => plan,
+                Err(status) => return Ok(status),
+            };
         let status = execute(settings, &mut session, plan, &providers, args.parallelism as usize, "Destroy").await;
         settle(sim.as_deref());
         leave_to_exit(&mut session, providers, sim.as_deref());
@@ -266,8 +261,12 @@ fn given_as_saved(
         return Ok(false);
     }
     let targets = given_targets(&args.target, &plan.targets)?;
-    let given =
-        Given { workspace: &settings.workspace, vars: &vars, targets: &targets, overrides: &args.override_policy };
+    let given = Given {
+        workspace: &settings.workspace,
+        vars: &vars,
+        targets: &targets,
+        overrides: &args.policy.override_policy,
+    };
     inputs
         .check_given(&plan.targets, &given, &file.display().to_string())
         .map_err(|e| miette::Report::from(CliError::new(e.message).hint(e.hint)))?;
@@ -326,10 +325,10 @@ async fn plan_and_confirm(
     session: &engine::Session,
     loaded: crate::spec::Loaded,
     providers: &crate::apply::ProviderSet,
-    req: &PlanRequest,
+    (req, hints): (&PlanRequest, &Hints),
     ask: &Ask,
 ) -> miette::Result<Result<Plan, ExitStatus>> {
-    let mut plan = engine::run::plan(&loaded.spec, session, providers, req).await?;
+    let mut plan = engine::run::plan_with(&loaded.spec, session, providers, req, hints).await?;
     common::locate_errors(&mut plan, &loaded);
     if ask.json {
         drop(loaded);

@@ -16,7 +16,7 @@ pub fn run(settings: &Settings, args: &CostArgs) -> miette::Result<ExitStatus> {
         // What was spent, from the ledger in state, each line by its provider's clock.
         let spend = match &plan.spend {
             Some(s) => s.clone(),
-            None => engine::run::month_to_date(&loaded.spec, &session.state, &providers),
+            None => engine::gather::month_to_date(&loaded.spec, &session.state, &providers),
         };
         if args.json {
             let mut doc = serde_json::to_value(&plan.cost)

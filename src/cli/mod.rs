@@ -167,6 +167,36 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `--var` and `--var-file`, declared once for every command that evaluates the spec.
+#[derive(Debug, Clone, Default, Args)]
+pub struct VarArgs {
+    /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub var: Vec<String>,
+    /// Set variables from FILE: HCL `name = value` lines or a YAML mapping (repeatable)
+    #[arg(long, value_name = "FILE")]
+    pub var_file: Vec<PathBuf>,
+}
+
+impl VarArgs {
+    /// The pairs and the files, as typed.
+    pub fn pairs(&self) -> (&[String], &[PathBuf]) {
+        (&self.var, &self.var_file)
+    }
+}
+
+/// `--override-policy` and `--policy-dir`, declared once for every command that checks a
+/// plan against the policies.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PolicyArgs {
+    /// Accept a failing soft policy by name (repeatable)
+    #[arg(long, value_name = "NAME")]
+    pub override_policy: Vec<String>,
+    /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
+    #[arg(long, value_name = "DIR")]
+    pub policy_dir: Vec<PathBuf>,
+}
+
 /// Flags every command accepts, before or after the command name.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Global options")]
@@ -251,11 +281,11 @@ impl Command {
     /// `--var` pairs and `--var-file`s as typed, for the commands that take them.
     pub fn vars(&self) -> Option<(&[String], &[PathBuf])> {
         match self {
-            Command::Validate(a) => Some((&a.var, &a.var_file)),
-            Command::Plan(a) => Some((&a.var, &a.var_file)),
-            Command::Apply(a) => Some((&a.var, &a.var_file)),
-            Command::Reconcile(a) => Some((&a.var, &a.var_file)),
-            Command::Destroy(a) => Some((&a.var, &a.var_file)),
+            Command::Validate(a) => Some(a.vars.pairs()),
+            Command::Plan(a) => Some(a.vars.pairs()),
+            Command::Apply(a) => Some(a.vars.pairs()),
+            Command::Reconcile(a) => Some(a.vars.pairs()),
+            Command::Destroy(a) => Some(a.vars.pairs()),
             _ => None,
         }
     }
@@ -266,12 +296,8 @@ pub struct ValidateArgs {
     /// Print diagnostics as JSON on stdout
     #[arg(long)]
     pub json: bool,
-    /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
-    #[arg(long, value_name = "NAME=VALUE")]
-    pub var: Vec<String>,
-    /// Set variables from FILE: HCL `name = value` lines or a YAML mapping (repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub var_file: Vec<PathBuf>,
+    #[command(flatten)]
+    pub vars: VarArgs,
     /// Also check the policies of DIR (repeatable) [default: <DIR>/policies]
     #[arg(long, value_name = "DIR")]
     pub policy_dir: Vec<PathBuf>,
@@ -337,18 +363,10 @@ pub struct PlanArgs {
     /// Plan only this resource and what it depends on (repeatable)
     #[arg(long, value_name = "ADDR")]
     pub target: Vec<String>,
-    /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
-    #[arg(long, value_name = "NAME=VALUE")]
-    pub var: Vec<String>,
-    /// Set variables from FILE: HCL `name = value` lines or a YAML mapping (repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub var_file: Vec<PathBuf>,
-    /// Accept a failing soft policy by name (repeatable)
-    #[arg(long, value_name = "NAME")]
-    pub override_policy: Vec<String>,
-    /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
-    #[arg(long, value_name = "DIR")]
-    pub policy_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// List the policies that passed, not only their count
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -388,18 +406,10 @@ pub struct ApplyArgs {
     /// Apply only this resource and what it depends on (repeatable)
     #[arg(long, value_name = "ADDR")]
     pub target: Vec<String>,
-    /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
-    #[arg(long, value_name = "NAME=VALUE")]
-    pub var: Vec<String>,
-    /// Set variables from FILE: HCL `name = value` lines or a YAML mapping (repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub var_file: Vec<PathBuf>,
-    /// Accept a failing soft policy by name (repeatable)
-    #[arg(long, value_name = "NAME")]
-    pub override_policy: Vec<String>,
-    /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
-    #[arg(long, value_name = "DIR")]
-    pub policy_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// List the policies that passed, not only their count
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -422,18 +432,10 @@ pub struct DestroyArgs {
     /// Destroy only this resource and what depends on it (repeatable)
     #[arg(long, value_name = "ADDR")]
     pub target: Vec<String>,
-    /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
-    #[arg(long, value_name = "NAME=VALUE")]
-    pub var: Vec<String>,
-    /// Set variables from FILE: HCL `name = value` lines or a YAML mapping (repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub var_file: Vec<PathBuf>,
-    /// Accept a failing soft policy by name (repeatable)
-    #[arg(long, value_name = "NAME")]
-    pub override_policy: Vec<String>,
-    /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
-    #[arg(long, value_name = "DIR")]
-    pub policy_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// List the policies that passed, not only their count
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -475,18 +477,10 @@ pub struct ReconcileArgs {
     /// At most N operations at once
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: u32,
-    /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
-    #[arg(long, value_name = "NAME=VALUE")]
-    pub var: Vec<String>,
-    /// Set variables from FILE: HCL `name = value` lines or a YAML mapping (repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub var_file: Vec<PathBuf>,
-    /// Accept a failing soft policy by name (repeatable)
-    #[arg(long, value_name = "NAME")]
-    pub override_policy: Vec<String>,
-    /// Also load policies from DIR (repeatable) [default: <DIR>/policies]
-    #[arg(long, value_name = "DIR")]
-    pub policy_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// List the policies that passed, not only their count
     #[arg(long, short = 'v')]
     pub verbose: bool,

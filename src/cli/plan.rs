@@ -2,7 +2,7 @@
 
 use super::output;
 use super::{ExitStatus, PlanArgs, PlanFormat, Settings, addresses, common, load, runtime, verdicts};
-use crate::engine::{self, run::PlanRequest};
+use crate::engine::{self, Hints, PlanRequest};
 use crate::plan::PlanInputs;
 use crate::render;
 
@@ -12,7 +12,7 @@ pub const MARKDOWN_LIMIT: usize = 60_000;
 pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
     let (loaded, pre) = engine::preread::alongside(&settings.workspace(), || load::valid_spec(settings));
     let Some(loaded) = loaded? else { return Ok(ExitStatus::Error) };
-    let Some(policies) = load::policies(settings, &args.policy_dir)? else { return Ok(ExitStatus::Error) };
+    let Some(policies) = load::policies(settings, &args.policy.policy_dir)? else { return Ok(ExitStatus::Error) };
     // A plan writes nothing: no state, state folder or simulated cloud is created.
     let ws = settings.workspace().with_backend(&loaded.spec).reading();
     let status = runtime::block_on(async {
@@ -26,22 +26,18 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
             destroy: args.destroy,
             env: settings.env.clone(),
             policies,
-            overrides: args.override_policy.clone(),
-            live_prices: vec![],
-            month_to_date: Default::default(),
-            clocks: Default::default(),
-            agents: Default::default(),
-            // A plan shown or saved is executed later, if at all: nothing to read ahead.
-            read_ahead: false,
-            shown_only: args.out.is_none() && format != PlanFormat::Json,
+            overrides: args.policy.override_policy.clone(),
+            autoscale: Vec::new(),
         };
-        let mut plan = engine::run::plan(&loaded.spec, &session, &providers, &req).await?;
+        // A plan shown or saved is executed later, if at all: nothing to read ahead.
+        let hints = Hints { shown_only: args.out.is_none() && format != PlanFormat::Json, ..Hints::default() };
+        let mut plan = engine::run::plan_with(&loaded.spec, &session, &providers, &req, &hints).await?;
         common::locate_errors(&mut plan, &loaded);
         let save_to = args.out.as_ref().map(|out| settings.resolve_path(out));
         if save_to.is_some() {
             // What `apply PLANFILE` applies it with, and compares to see that the spec is
             // still the one planned.
-            let inputs = PlanInputs::of(&loaded, &settings.workspace, &args.override_policy, &settings.env);
+            let inputs = PlanInputs::of(&loaded, &settings.workspace, &args.policy.override_policy, &settings.env);
             plan.inputs = Some(inputs);
         }
         // The plan file is written (serialized, compressed) on a second thread
@@ -79,7 +75,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
                 ));
             }
         }
-        common::warn_unused_overrides(&plan, &args.override_policy)?;
+        common::warn_unused_overrides(&plan, &args.policy.override_policy)?;
         common::warn_near_limits(&plan)?;
         verdicts::warn_standing(&plan);
         let status = if !plan.errors.is_empty() {

@@ -364,4 +364,33 @@ mod tests {
         assert!(name("").is_err());
         assert!(name("dev.sim").is_err(), "`dev.sim.json` is workspace dev's simulated cloud");
     }
+
+    /// `--var`, `--var-file`, `--override-policy` and `--policy-dir` are declared once
+    /// (`VarArgs`, `PolicyArgs`) and read alike by every command that takes them.
+    #[test]
+    fn var_and_policy_flags_are_one_group_in_every_command() {
+        use super::super::{Cli, Command};
+        use clap::Parser;
+        let parse = |cmd: &str, rest: &[&str]| {
+            let args: Vec<&str> = ["gpuplan", cmd].into_iter().chain(rest.iter().copied()).collect();
+            Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{cmd}: {e}")).command
+        };
+        for cmd in ["validate", "plan", "apply", "destroy", "reconcile"] {
+            let parsed = parse(cmd, &["--var", "team=ml", "--var-file", "ml.tfvars", "--var", "x=1"]);
+            let (vars, files) = parsed.vars().expect("takes --var");
+            assert_eq!(vars, ["team=ml", "x=1"], "{cmd}");
+            assert_eq!(files, [PathBuf::from("ml.tfvars")], "{cmd}");
+        }
+        for cmd in ["plan", "apply", "destroy", "reconcile"] {
+            let policy = match parse(cmd, &["--override-policy", "no_spot", "--policy-dir", "extra"]) {
+                Command::Plan(a) => a.policy,
+                Command::Apply(a) => a.policy,
+                Command::Destroy(a) => a.policy,
+                Command::Reconcile(a) => a.policy,
+                _ => unreachable!("{cmd} is one of the four"),
+            };
+            assert_eq!(policy.override_policy, ["no_spot"], "{cmd}");
+            assert_eq!(policy.policy_dir, [PathBuf::from("extra")], "{cmd}");
+        }
+    }
 }

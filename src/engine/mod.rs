@@ -1,13 +1,24 @@
 //! Orchestration of the I/O phases around the pure planner: open the state under its
-//! lock, build the providers, refresh, plan, apply and compact. Commands in `cli/` are
-//! thin wrappers over these functions; tests and benchmarks call them directly.
+//! lock, build the providers, [`gather`] what the clouds say, [`compose`] the plan, apply
+//! and compact. Every command, `reconcile` and `gpuplan test` plan through those two
+//! calls (docs/design/pipeline.md); commands in `cli/` are thin wrappers over these
+//! functions; tests and benchmarks call them directly.
 
+pub mod compose;
+pub mod error;
+pub mod gather;
+pub mod intent;
 pub mod planfile;
 pub mod preread;
 pub mod providers;
 pub mod refresh;
 pub mod run;
+pub mod spend;
 pub mod workspaces;
+
+pub use compose::compose;
+pub use gather::{Observation, gather};
+pub use intent::{Hints, PlanRequest};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -90,9 +90,13 @@ fn a_plan_only_shown_skips_the_spec_digest_and_changes_nothing_else() {
     let loaded = crate::spec::load_dir(dir.path(), &crate::spec::LoadOptions::default()).expect("spec loads");
     assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
     let state = State::new("00000000-0000-4000-8000-000000000000".into());
-    let plan = |shown_only| {
-        let req = super::run::PlanRequest { shown_only, ..Default::default() };
-        super::run::plan_refreshed(&loaded.spec, &state, None, None, &req, &[]).expect("plans")
+    let plan = |shown_only: bool| {
+        let obs = super::Observation::default();
+        let mut plan = super::compose(&loaded.spec, &state, &obs, &super::PlanRequest::default()).expect("plans");
+        if !shown_only {
+            super::run::digest(&mut plan, &loaded.spec);
+        }
+        plan
     };
     let (kept, shown) = (plan(false), plan(true));
     assert_eq!(kept.spec_digest, crate::plan::diff::spec_digest(&loaded.spec));

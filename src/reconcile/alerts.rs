@@ -37,7 +37,7 @@ pub struct Alert {
 
 /// The spend report for `state`, each ledger line by its provider's clock.
 pub fn spend_report(spec: &Spec, state: &State, providers: &ProviderSet) -> SpendReport {
-    crate::engine::run::month_to_date(spec, state, providers)
+    crate::engine::gather::month_to_date(spec, state, providers)
 }
 
 /// Thresholds crossed and not yet delivered this month: (quota, threshold, spent, budget).

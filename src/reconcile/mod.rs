@@ -8,13 +8,16 @@
 //! next one. The time comes from a [`Clock`] over tokio's clock, so tests drive passes
 //! on a paused clock.
 //!
-//! It reuses the engine (`engine::run::{observe, plan_observed, apply}`) and the pure
-//! autoscaler (`autoscale::decide`); its own logic is gathering signals ([`signals`]) and
-//! deciding what a pass may apply.
+//! It plans through the engine's one pipeline (`engine::gather`, then `engine::compose`),
+//! applies with `engine::run::apply`, and uses the pure autoscaler (`autoscale::decide`);
+//! its own logic is gathering signals ([`signals`]) and deciding what a pass may apply.
+//! The loop around passes (triggers, jitter, election, what to do after an error) is
+//! [`runner`].
 
 pub mod alerts;
 pub mod leader;
 pub mod report;
+pub mod runner;
 pub mod signals;
 pub mod standing;
 pub mod triggers;
@@ -30,8 +33,8 @@ use crate::addr::Address;
 use crate::apply::{ApplyOptions, ApplyReport, Status};
 use crate::autoscale::Waiting;
 use crate::engine::providers::ProviderSetupError;
-use crate::engine::run::{self, PlanRequest, RunError};
-use crate::engine::{self, Workspace};
+use crate::engine::run::{self, RunError};
+use crate::engine::{self, Hints, PlanRequest, Workspace};
 use crate::plan::Plan;
 use crate::providers::Node;
 use crate::spec::Spec;
@@ -223,6 +226,8 @@ pub fn jobs_waiting(plan: &Plan, now: SystemTime) -> Vec<Waiting> {
 }
 
 /// One reconciliation pass. Holds the state lock from the start to the end of the pass.
+/// It plans as every command does, through one [`engine::gather`] and [`engine::compose`]
+/// (twice: the plan the autoscaler reads, then with its steps).
 pub async fn pass(
     ws: &Workspace,
     spec: &Spec,
@@ -232,27 +237,13 @@ pub async fn pass(
 ) -> Result<Pass, ReconcileError> {
     let mut session = engine::open_session(ws, "reconcile")?;
     let (providers, sim) = engine::providers::build_with_sim(ws, spec, &session.state, None)?;
-    let mut req = PlanRequest { refresh: true, destroy: false, ..opts.plan.clone() };
-    // The budget's stop at 100 %: what this month already spent, from the ledger.
-    req.month_to_date = run::month_to_date(spec, &session.state, &providers).by_quota;
-    req.clocks = run::clocks(&providers);
-    if spec.gpu_pools.values().any(|p| p.placement.is_some()) {
-        // Floating pools move by price: the clouds' current prices, the sim's trace.
-        req.live_prices = run::live_prices(spec, &providers).await;
-    }
-    let observed = run::observe(spec, &session, &providers).await?;
+    let req = PlanRequest { refresh: true, destroy: false, ..opts.plan.clone() };
+    // Floating pools move by price: the clouds' current prices, the sim's trace; a pass
+    // prices nothing else live.
+    let hints = Hints { floating_prices_only: true, ..Hints::default() };
+    let mut obs = engine::gather(spec, &session.state, &providers, &req, &hints).await?;
     let now = clock.now();
-    // Job nodes an interrupted apply launched but never recorded: planned as the runs
-    // they are (apply records them); the others are orphans the pass terminates.
-    let job_nodes = run::scan_job_nodes(spec, &session.state, &providers, false).await?;
-    let adopted = crate::jobs::adopt::with_adopted(&session.state, &job_nodes.adopted);
-    let planned = adopted.as_ref().unwrap_or(&session.state);
-    let statuses = run::job_statuses(planned, &providers, &req).await?;
-    let statuses = statuses.as_ref();
-    req.agents = run::agents(spec, planned, &providers).await;
-    let mut baseline = run::plan_observed(spec, planned, Some(&observed), statuses, &req, &[])?;
-    run::place_jobs_into(spec, planned, statuses, &req, &mut baseline);
-
+    let baseline = engine::compose(spec, &session.state, &obs, &req)?;
     let mut waiting = jobs_waiting(&baseline, now);
     waiting.extend(queue.waiting(spec, &session.state, now));
     let usage = sim.as_ref().map(|c| c.usage(signals::unix_ms(now)));
@@ -260,18 +251,16 @@ pub async fn pass(
         spec,
         state: &session.state,
         baseline: &baseline,
-        observed: &observed,
+        observed: obs.nodes.as_deref().unwrap_or_default(),
         usage: usage.as_deref(),
         waiting: &waiting,
         now,
     };
     let (actions, mut decisions, utilization) = signals::autoscale(&ctx);
     let queued = signals::queued_per_pool(spec, &waiting);
-
     let mut plan = baseline;
     if !actions.is_empty() {
-        let mut scaled = run::plan_observed(spec, planned, Some(&observed), statuses, &req, &actions)?;
-        run::place_jobs_into(spec, planned, statuses, &req, &mut scaled);
+        let scaled = engine::compose(spec, &session.state, &obs, &PlanRequest { autoscale: actions, ..req })?;
         if (run::denied(&scaled) || !scaled.errors.is_empty()) && !run::denied(&plan) && plan.errors.is_empty() {
             // Apply what policy allows: the fleet's own drift fixes go ahead without the step.
             for d in decisions.iter_mut().filter(|d| d.action != crate::autoscale::Direction::Hold) {
@@ -281,51 +270,12 @@ pub async fn pass(
             plan = scaled;
         }
     }
-
-    run::add_job_nodes(&mut plan, &job_nodes);
+    run::digest(&mut plan, spec);
     let destroying = nodes_destroyed(&plan, &session.state);
     let plan = Arc::new(plan);
-    let mut report = None;
-    let outcome = if !plan.errors.is_empty() {
-        Outcome::PlanErrors
-    } else if run::denied(&plan) {
-        Outcome::Denied
-    } else if let Some(limit) = opts.max_destroy.filter(|m| destroying > *m) {
-        Outcome::MaxDestroy { nodes: destroying, limit }
-    } else if !plan.has_work() {
-        Outcome::NoChanges
-    } else if opts.dry_run {
-        Outcome::DryRun
-    } else {
-        let r = run::apply(&mut session, plan.clone(), &providers, &opts.apply).await?;
-        let outcome = if r.succeeded() {
-            Outcome::Applied
-        } else if r.cancelled {
-            Outcome::Interrupted
-        } else {
-            Outcome::ApplyFailed
-        };
-        report = Some(r);
-        outcome
-    };
-    if !matches!(outcome, Outcome::Applied | Outcome::NoChanges) {
-        for d in decisions.iter_mut().filter(|d| d.action != crate::autoscale::Direction::Hold) {
-            d.applied = false;
-        }
-    } else if let Some(r) = &report {
-        for d in decisions.iter_mut() {
-            d.applied &=
-                r.outcomes.iter().any(|o| o.address == d.pool && matches!(o.status, Status::Done | Status::Partial(_)));
-        }
-    }
-    // After an apply the state holds the live nodes; reclaimed ones stay as refresh saw them.
-    let observed = if report.is_some() {
-        let mut fleet: Vec<Node> = observed.into_iter().filter(|n| !n.is_live()).collect();
-        fleet.extend(session.state.resources.values().flat_map(|r| r.nodes.iter().filter(|n| n.is_live()).cloned()));
-        fleet
-    } else {
-        observed
-    };
+    let (outcome, report) = act(&mut session, &plan, &providers, opts, destroying).await?;
+    mark_applied(&mut decisions, &outcome, report.as_ref());
+    let observed = fleet_after(obs.nodes.take().unwrap_or_default(), &session.state, report.is_some());
     let (spend, alerts, standing) = notify(spec, &mut session, &providers, &plan, opts.dry_run, now).await?;
     let lock_taken_over = session.lock.stale.clone();
     // The lock and the embedded cloud are released here, before the caller sleeps.
@@ -347,6 +297,64 @@ pub async fn pass(
         spend,
         lock_taken_over,
     })
+}
+
+/// What a pass does with its plan: nothing when it has errors, is denied, destroys more
+/// than `--max-destroy` allows, has no work or is a dry run; otherwise apply it.
+async fn act(
+    session: &mut engine::Session,
+    plan: &Arc<Plan>,
+    providers: &crate::apply::ProviderSet,
+    opts: &Options,
+    destroying: u32,
+) -> Result<(Outcome, Option<ApplyReport>), RunError> {
+    let outcome = if !plan.errors.is_empty() {
+        Outcome::PlanErrors
+    } else if run::denied(plan) {
+        Outcome::Denied
+    } else if let Some(limit) = opts.max_destroy.filter(|m| destroying > *m) {
+        Outcome::MaxDestroy { nodes: destroying, limit }
+    } else if !plan.has_work() {
+        Outcome::NoChanges
+    } else if opts.dry_run {
+        Outcome::DryRun
+    } else {
+        let r = run::apply(session, plan.clone(), providers, &opts.apply).await?;
+        let outcome = if r.succeeded() {
+            Outcome::Applied
+        } else if r.cancelled {
+            Outcome::Interrupted
+        } else {
+            Outcome::ApplyFailed
+        };
+        return Ok((outcome, Some(r)));
+    };
+    Ok((outcome, None))
+}
+
+/// An autoscaler decision counts as applied once its pool's change went through.
+fn mark_applied(decisions: &mut [PoolDecision], outcome: &Outcome, report: Option<&ApplyReport>) {
+    if !matches!(outcome, Outcome::Applied | Outcome::NoChanges) {
+        for d in decisions.iter_mut().filter(|d| d.action != crate::autoscale::Direction::Hold) {
+            d.applied = false;
+        }
+    } else if let Some(r) = report {
+        for d in decisions.iter_mut() {
+            d.applied &=
+                r.outcomes.iter().any(|o| o.address == d.pool && matches!(o.status, Status::Done | Status::Partial(_)));
+        }
+    }
+}
+
+/// The fleet after the pass: after an apply the state holds the live nodes; reclaimed
+/// ones stay as refresh saw them.
+fn fleet_after(observed: Vec<Node>, state: &State, applied: bool) -> Vec<Node> {
+    if !applied {
+        return observed;
+    }
+    let mut fleet: Vec<Node> = observed.into_iter().filter(|n| !n.is_live()).collect();
+    fleet.extend(state.resources.values().flat_map(|r| r.nodes.iter().filter(|n| n.is_live()).cloned()));
+    fleet
 }
 
 /// Budget alerts, from the ledger the apply just updated, and the plan's standing policy

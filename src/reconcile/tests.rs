@@ -389,3 +389,94 @@ fn the_autoscaler_scales_down_in_the_layout_the_planner_keeps() {
     // 1b: every node would have to go, the busy one too, so the autoscaler holds.
     assert!(matches!(decide(true), Decision::Hold { .. }), "{:?}", decide(true));
 }
+
+/// What the loop does after each kind of failed pass (`runner::error_policy`).
+mod error_policy {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use super::super::ReconcileError;
+    use super::super::runner::{Next, error_policy};
+    use crate::engine::providers::ProviderSetupError;
+    use crate::engine::run::RunError;
+    use crate::model::{ErrorClass, ProviderError};
+    use crate::state::StateError;
+    use crate::state::fence::Broken;
+
+    fn policy(e: impl Into<ReconcileError>) -> Next {
+        error_policy(&e.into())
+    }
+
+    fn broken(lost: bool) -> Broken {
+        Broken {
+            what: "lease `gpuplan/reconcile`".into(),
+            lost,
+            taken_by: None,
+            unrenewed_for: Duration::from_secs(20),
+            valid_for: Duration::from_secs(15),
+            failure: None,
+        }
+    }
+
+    #[test]
+    fn a_held_lock_skips_the_round() {
+        let locked =
+            StateError::Locked { path: PathBuf::from("state/default.json"), holder: None, waited: Duration::ZERO };
+        assert_eq!(policy(locked), Next::Skip);
+    }
+
+    #[test]
+    fn a_lost_lock_or_lease_stands_down() {
+        let lost = RunError::LockLost { broken: broken(true), not_started: vec!["gpu_pool.a".into()], saved: None };
+        assert_eq!(policy(lost), Next::StandDown);
+        assert_eq!(policy(StateError::Fenced { broken: broken(true) }), Next::StandDown);
+        // Lapsed with no new holder: it may hold again after a renewal, but not in this pass.
+        assert_eq!(policy(StateError::Fenced { broken: broken(false) }), Next::StandDown);
+        assert_eq!(policy(StateError::LockLost { path: PathBuf::from("state/default.json") }), Next::StandDown);
+    }
+
+    #[test]
+    fn a_cloud_or_store_that_did_not_answer_is_retried() {
+        let error = ProviderError::new(ErrorClass::Throttled, "RequestLimitExceeded", "slow down");
+        assert_eq!(policy(RunError::Refresh { provider: "aws".into(), error }), Next::Retry);
+        let remote = StateError::Remote {
+            action: "read",
+            url: "s3://bucket/state".into(),
+            message: "connection reset".into(),
+            hint: String::new(),
+        };
+        assert_eq!(policy(remote), Next::Retry);
+        assert_eq!(policy(RunError::Journal("disk full".into())), Next::Retry);
+    }
+
+    #[test]
+    fn what_needs_a_person_alerts() {
+        assert_eq!(policy(RunError::Setting("GPUPLAN_CNY_PER_USD is not a number".into())), Next::Alert);
+        let setup = ProviderSetupError::Unavailable { name: "gcp".into(), kind: "gcp".into() };
+        assert_eq!(error_policy(&ReconcileError::Providers(setup)), Next::Alert);
+    }
+}
+
+/// A pass plans through the same two calls as `gpuplan plan`: with the fleet as it
+/// stands, the pass's plan is the command's (less the spend the command shows), and
+/// composing twice from one observation gives one plan.
+#[tokio::test(start_paused = true)]
+async fn a_pass_and_a_plan_go_through_one_gather_and_one_compose() {
+    let fx = Fixture::new(SPEC);
+    let clock = Clock::start();
+    assert_eq!(fx.pass(&clock).await.outcome, Outcome::Applied);
+    let pass = fx.pass(&clock).await;
+    assert_eq!(pass.outcome, Outcome::NoChanges);
+    let session = crate::engine::open_session(&fx.ws, "plan").unwrap();
+    let providers = crate::engine::providers::build(&fx.ws, &fx.spec, &session.state).unwrap();
+    let mut plan = run::plan(&fx.spec, &session, &providers, &fx.opts.plan).await.unwrap();
+    plan.spend = None;
+    assert_eq!(*pass.plan, plan);
+    let req = &fx.opts.plan;
+    let obs = crate::engine::gather(&fx.spec, &session.state, &providers, req, &Hints::default()).await.unwrap();
+    assert_eq!(obs.nodes.as_ref().map(Vec::len), Some(1));
+    let composed = crate::engine::compose(&fx.spec, &session.state, &obs, req).unwrap();
+    assert_eq!(composed, crate::engine::compose(&fx.spec, &session.state, &obs, req).unwrap());
+    assert_eq!(composed.changes, plan.changes);
+    assert!(composed.spec_digest.is_empty(), "the digest is the keeper's to add");
+}

@@ -10,7 +10,7 @@
 //!
 //! Outputs, snapshotted with insta beside the inputs: `text.snap` (no colour, width 100),
 //! `json.snap` (`render::plan_json`) and `markdown.snap` (`render::plan_markdown`).
-//! Everything goes through `engine::run::plan_refreshed`, the pure steps `gpuplan plan`
+//! Everything goes through `engine::compose`, the pure step `gpuplan plan`
 //! runs after its refresh (diff, cost, the case's `policies/` and quotas, job admission),
 //! so the snapshots show the cost and verdicts users see: no clock, no network. Each case is planned twice and both plans must be equal.
 
@@ -65,11 +65,19 @@ fn plan_case(dir: &Path) -> Plan {
     let files = gpuplan::policy::load::policy_files(&[dir.join("policies")]);
     let policies = gpuplan::policy::load::load(&files, &mut sources, &mut diags);
     assert!(!diags.has_errors(), "{}: policy errors: {:?}", dir.display(), diags.items);
-    let req =
-        PlanRequest { refresh: observed.is_some(), targets, destroy: args.destroy, policies, ..PlanRequest::default() };
-    // The same pure steps as `gpuplan plan` after its refresh: diff, cost, policies, jobs.
-    gpuplan::engine::run::plan_refreshed(&loaded.spec, &state, observed, statuses.as_ref(), &req, &args.autoscale)
-        .expect("the case plans")
+    let req = PlanRequest {
+        refresh: observed.is_some(),
+        targets,
+        destroy: args.destroy,
+        policies,
+        autoscale: args.autoscale,
+        ..PlanRequest::default()
+    };
+    // The same pure step as `gpuplan plan` after its gather: diff, cost, policies, jobs.
+    let obs = gpuplan::engine::Observation { nodes: observed, job_statuses: statuses, ..Default::default() };
+    let mut plan = gpuplan::engine::compose(&loaded.spec, &state, &obs, &req).expect("the case plans");
+    gpuplan::engine::run::digest(&mut plan, &loaded.spec);
+    plan
 }
 
 fn check(case: &str) {

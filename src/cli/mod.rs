@@ -337,6 +337,9 @@ pub struct PlanArgs {
     /// Plan only this resource and what it depends on (repeatable)
     #[arg(long, value_name = "ADDR")]
     pub target: Vec<String>,
+    /// Replace every node of this pool though nothing changed, new nodes first (repeatable)
+    #[arg(long, value_name = "ADDR")]
+    pub replace: Vec<String>,
     /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,
@@ -388,6 +391,9 @@ pub struct ApplyArgs {
     /// Apply only this resource and what it depends on (repeatable)
     #[arg(long, value_name = "ADDR")]
     pub target: Vec<String>,
+    /// Replace every node of this pool though nothing changed, new nodes first (repeatable)
+    #[arg(long, value_name = "ADDR")]
+    pub replace: Vec<String>,
     /// Set a variable, e.g. `--var team=ml` (repeatable; with --var-file, later wins)
     #[arg(long, value_name = "NAME=VALUE")]
     pub var: Vec<String>,

@@ -116,6 +116,8 @@ fn lock_lost_help(unsaved: &Option<Box<StateError>>) -> String {
 pub struct PlanRequest {
     pub refresh: bool,
     pub targets: Vec<Address>,
+    /// `--replace`: pools whose every node the plan replaces though nothing changed.
+    pub replace: Vec<Address>,
     pub destroy: bool,
     /// The environment (exchange-rate overrides such as `GPUPLAN_CNY_PER_USD`).
     pub env: std::collections::BTreeMap<String, String>,
@@ -743,6 +745,7 @@ fn diff_observed(
         state,
         observed,
         targets: &req.targets,
+        replace: &req.replace,
         destroy: req.destroy,
         spec_digest: digest.to_string(),
         autoscale,

@@ -8,7 +8,8 @@
 //!   as `policy/` fills them), `summary` (`{add, change, destroy}`);
 //! - extras for scripts: `errors` (`[{address, message, hint, location}]`: the plan cannot be
 //!   applied while this is non-empty), `lineage` and `serial` (the prior state the plan
-//!   was made against), `refreshed` (false with `--refresh=false`), `targets`, and
+//!   was made against), `refreshed` (false with `--refresh=false`), `targets`, `replace`
+//!   when `--replace` named pools (their addresses), and
 //!   `jobs` when the plan has any (`[{address, pool, quota, priority, preemptible, replicas, gpus_per_replica,
 //!   gpus, placement, capacity, attempt, retries, retries_spent, before, after, reason,
 //!   first_seen, waiting_since, launches}]` in admission order; `placement` is `launch`,
@@ -103,6 +104,10 @@ struct PlanDoc<'a> {
     summary: SummaryDoc,
     #[schemars(with = "Vec<String>")]
     targets: Vec<Shown<'a>>,
+    /// `--replace` addresses (absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<String>")]
+    replace: Vec<Shown<'a>>,
 }
 
 impl<'a> PlanDoc<'a> {
@@ -141,6 +146,7 @@ impl<'a> PlanDoc<'a> {
                 import: plan.summary.import,
             },
             targets: plan.targets.iter().map(|t| Shown(t)).collect(),
+            replace: plan.replace.iter().map(|t| Shown(t)).collect(),
         }
     }
 }

@@ -101,9 +101,12 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     };
 
     let home = home_provider(cx, &shape);
+    // `--replace`: every node goes the way of a stale one, and the pool keeps its count.
+    let replaced = replace_requested(cx);
     let (stale, fresh): (Vec<&Node>, Vec<&Node>) =
-        cx.live.iter().copied().partition(|n| stale_reason(&shape, n, home).is_some());
-    let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, fresh.len());
+        cx.live.iter().copied().partition(|n| replaced || stale_reason(&shape, n, home).is_some());
+    let kept = if replaced { cx.live.len() } else { fresh.len() };
+    let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, kept);
     let NodeOps { creates, deletes, held, retry } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
     let (mut deletes, deferred) = busy::defer(deletes, cx.jobs);
     // A stopped node serves no job: it goes whatever the jobs say.
@@ -134,6 +137,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         immutable_changed: &immutable_changed,
         changed: &cfg.changed,
         stale: stale.len(),
+        replaced,
         scale: cfg.scale,
         owned: cfg.owned.is_some(),
         creates: !creates.is_empty(),
@@ -147,7 +151,12 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         reasons.push(Reason::new(ReasonCode::Deferred, busy::deferred_message(&deferred)));
     }
     reasons.shrink_to_fit();
-    plan.errors.extend(prevent_destroy_error(cx.addr, pool, action, stale.len(), &deletes));
+    plan.errors.extend(prevent_destroy_error(cx.addr, pool, action, stale.len(), &deletes).map(|mut e| {
+        if replaced {
+            e.hint = Some("drop `--replace` for this pool, or set prevent_destroy = false".into());
+        }
+        e
+    }));
     let cbd =
         pool.meta.lifecycle.as_ref().and_then(|l| l.create_before_destroy.as_ref()).map(|b| b.value).unwrap_or(true);
     // Only creates fall back to other zones: a change without any does not carry them.
@@ -526,6 +535,14 @@ pub(crate) fn target_count(
     (n, reason)
 }
 
+/// Why every node of a pool named by `--replace` is replaced (after `replaced: `).
+pub(crate) const REPLACE_REASON: &str = "replacement requested (--replace)";
+
+/// Is this pool (or counted pool's instance) named by `--replace`?
+pub(crate) fn replace_requested(cx: &PoolCtx<'_, '_>) -> bool {
+    cx.input.replace.iter().any(|r| cx.addr.matches_target(r))
+}
+
 /// Create for a pool the state does not know; replace when nodes no longer match and
 /// either an immutable attribute changed or no matching node is left; update when
 /// anything else `moves` (nodes, configuration, an unfinished apply).
@@ -549,6 +566,8 @@ pub(crate) struct Facts<'a> {
     pub changed: &'a [String],
     /// Nodes that no longer match the pool.
     pub stale: usize,
+    /// `--replace` named the pool: its nodes are stale because the user asked.
+    pub replaced: bool,
     pub scale: Option<&'a ScaleAction>,
     /// The autoscaler owns the count (its `nodes.desired` is no spec change).
     pub owned: bool,
@@ -569,7 +588,9 @@ pub(crate) fn explain(f: &Facts<'_>) -> Vec<Reason> {
     match f.action {
         Action::Create => reasons.push(Reason::new(ReasonCode::New, format!("`{addr}` is new in the spec"))),
         Action::Replace => {
-            let attrs = if f.immutable_changed.is_empty() {
+            let attrs = if f.replaced && f.immutable_changed.is_empty() {
+                REPLACE_REASON.to_string()
+            } else if f.immutable_changed.is_empty() {
                 "nodes no longer match the pool".to_string()
             } else {
                 format!("{} cannot change in place", f.immutable_changed.join(", "))

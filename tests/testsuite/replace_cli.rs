@@ -151,7 +151,12 @@ fn replace_takes_checked_pool_addresses() {
         "`job.llama_finetune` cannot be replaced",
         "`gpuplan jobs cancel NAME` stops a job's run",
     );
-    fails(d, &["plan", "--destroy", "--replace", "train"], "`--replace` cannot be combined with `--destroy`", "a destroy removes every node already");
+    fails(
+        d,
+        &["plan", "--destroy", "--replace", "train"],
+        "`--replace` cannot be combined with `--destroy`",
+        "a destroy removes every node already",
+    );
     assert!(!d.join("state").join("default.json").exists(), "a refused plan wrote state");
 }
 

@@ -101,11 +101,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     };
 
     let home = home_provider(cx, &shape);
-    // `--replace`: every node goes the way of a stale one, and the pool keeps its count.
-    let replaced = replace_requested(cx);
-    let (stale, fresh): (Vec<&Node>, Vec<&Node>) =
-        cx.live.iter().copied().partition(|n| replaced || stale_reason(&shape, n, home).is_some());
-    let kept = if replaced { cx.live.len() } else { fresh.len() };
+    let (replaced, stale, fresh, kept) = split_stale(cx, &shape, home);
     let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, kept);
     let NodeOps { creates, deletes, held, retry } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
     let (mut deletes, deferred) = busy::defer(deletes, cx.jobs);
@@ -151,12 +147,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         reasons.push(Reason::new(ReasonCode::Deferred, busy::deferred_message(&deferred)));
     }
     reasons.shrink_to_fit();
-    plan.errors.extend(prevent_destroy_error(cx.addr, pool, action, stale.len(), &deletes).map(|mut e| {
-        if replaced {
-            e.hint = Some("drop `--replace` for this pool, or set prevent_destroy = false".into());
-        }
-        e
-    }));
+    plan.errors.extend(prevent_destroy_error(cx.addr, pool, action, stale.len(), &deletes, replaced));
     let cbd =
         pool.meta.lifecycle.as_ref().and_then(|l| l.create_before_destroy.as_ref()).map(|b| b.value).unwrap_or(true);
     // Only creates fall back to other zones: a change without any does not carry them.
@@ -535,6 +526,21 @@ pub(crate) fn target_count(
     (n, reason)
 }
 
+/// The live nodes that go (`stale`) and those that stay (`fresh`), and how many count
+/// toward a count the pool keeps (an autoscaler's). With `--replace` (`replaced`) every
+/// node goes the way of a stale one, and the pool keeps its count.
+fn split_stale<'n>(
+    cx: &PoolCtx<'n, '_>,
+    shape: &PoolShape,
+    home: Option<&str>,
+) -> (bool, Vec<&'n Node>, Vec<&'n Node>, usize) {
+    let replaced = replace_requested(cx);
+    let (stale, fresh): (Vec<&Node>, Vec<&Node>) =
+        cx.live.iter().copied().partition(|n| replaced || stale_reason(shape, n, home).is_some());
+    let kept = if replaced { cx.live.len() } else { fresh.len() };
+    (replaced, stale, fresh, kept)
+}
+
 /// Why every node of a pool named by `--replace` is replaced (after `replaced: `).
 pub(crate) const REPLACE_REASON: &str = "replacement requested (--replace)";
 
@@ -667,13 +673,18 @@ pub(crate) fn prevent_destroy_error(
     action: Action,
     stale: usize,
     deletes: &[NodeDelete],
+    replaced: bool,
 ) -> Option<PlanError> {
     let prevent = pool.meta.lifecycle.as_ref().is_some_and(|l| l.prevent_destroy.value);
     let destroys_nodes = stale > 0 || deletes.iter().any(|d| d.reason.starts_with("replaced"));
     (prevent && (action == Action::Replace || destroys_nodes)).then(|| PlanError {
         address: addr.clone(),
         message: format!("`{addr}` has `lifecycle.prevent_destroy` set, but this plan would replace its nodes"),
-        hint: Some("revert the change to the pool's immutable attributes, or set prevent_destroy = false".into()),
+        hint: Some(if replaced {
+            "drop `--replace` for this pool, or set prevent_destroy = false".into()
+        } else {
+            "revert the change to the pool's immutable attributes, or set prevent_destroy = false".into()
+        }),
         location: None,
         span: None,
     })

@@ -105,9 +105,9 @@ struct PlanDoc<'a> {
     #[schemars(with = "Vec<String>")]
     targets: Vec<Shown<'a>>,
     /// `--replace` addresses (absent when none).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    #[schemars(with = "Vec<String>")]
-    replace: Vec<Shown<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<String>>")]
+    replace: Option<Vec<Shown<'a>>>,
 }
 
 impl<'a> PlanDoc<'a> {
@@ -146,7 +146,7 @@ impl<'a> PlanDoc<'a> {
                 import: plan.summary.import,
             },
             targets: plan.targets.iter().map(|t| Shown(t)).collect(),
-            replace: plan.replace.iter().map(|t| Shown(t)).collect(),
+            replace: (!plan.replace.is_empty()).then(|| plan.replace.iter().map(|t| Shown(t)).collect()),
         }
     }
 }

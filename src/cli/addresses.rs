@@ -70,6 +70,46 @@ pub fn targets(inputs: &[String], spec: &Spec, state: &State) -> Result<Vec<Addr
     inputs.iter().map(|i| resolve(i, &known, &lookup).map(|r| r.address)).collect()
 }
 
+/// `--replace` values as addresses: each names a pool the spec declares (or one instance
+/// of a counted pool). Only a pool has nodes to replace: another kind is refused, saying
+/// what to do instead.
+pub fn replacements(inputs: &[String], spec: &Spec) -> Result<Vec<Address>, CliError> {
+    if inputs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let known = declared(spec);
+    let pools: Vec<Address> = spec.gpu_pools.keys().cloned().collect();
+    let lookup = Lookup {
+        what: "resource",
+        place: "in the spec".into(),
+        otherwise: "`--replace` takes a pool the spec declares, e.g. `gpu_pool.NAME`".into(),
+    };
+    inputs
+        .iter()
+        .map(|i| {
+            // A short name means the pool of that name (an autoscaler may share it); what
+            // names no pool is looked up among all, to say what it is.
+            if let Ok(r) = resolve::resolve(i, &pools) {
+                return Ok(r.address);
+            }
+            let address = resolve(i, &known, &lookup)?.address;
+            match address.kind {
+                crate::addr::Kind::GpuPool => Ok(address),
+                kind => Err(CliError::new(format!(
+                    "`{address}` cannot be replaced: only a gpu_pool has nodes to replace"
+                ))
+                .hint(match kind {
+                    crate::addr::Kind::Job => {
+                        "`gpuplan jobs cancel NAME` stops a job's run; to run a job again, declare it under a new name"
+                            .to_string()
+                    }
+                    _ => format!("a {kind} is configuration, with nothing to replace: change it in the spec and apply"),
+                })),
+            }
+        })
+        .collect()
+}
+
 /// Every address the spec declares (pools, quotas, job templates, jobs, autoscalers).
 pub fn declared(spec: &Spec) -> Vec<Address> {
     let mut out: Vec<Address> = Vec::new();

@@ -28,9 +28,12 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
             engine::run::begin_state_of(&mut session, plan);
         }
         // A mistyped target stops here, before a cloud is opened.
-        let targets = match &spec {
-            SpecFor::Planning(loaded) => addresses::targets(&args.target, &loaded.spec, &session.state)?,
-            SpecFor::Saved { .. } => Vec::new(),
+        let (targets, replace) = match &spec {
+            SpecFor::Planning(loaded) => (
+                addresses::targets(&args.target, &loaded.spec, &session.state)?,
+                addresses::replacements(&args.replace, &loaded.spec)?,
+            ),
+            SpecFor::Saved { .. } => (Vec::new(), Vec::new()),
         };
         let (providers, sim) = engine::providers::build_with_sim(&ws, spec.for_providers(), &session.state, pre.sim)?;
         let plan = match spec {
@@ -46,6 +49,7 @@ pub fn apply(settings: &Settings, args: &ApplyArgs) -> miette::Result<ExitStatus
                 let req = PlanRequest {
                     refresh: true,
                     targets,
+                    replace,
                     destroy: false,
                     env: settings.env.clone(),
                     policies,
@@ -95,6 +99,7 @@ pub fn destroy(settings: &Settings, args: &DestroyArgs) -> miette::Result<ExitSt
         let req = PlanRequest {
             refresh: true,
             targets,
+            replace: Vec::new(),
             destroy: true,
             env: settings.env.clone(),
             policies,
@@ -260,27 +265,34 @@ fn given_as_saved(
     if diags.has_errors() {
         return Ok(false);
     }
-    let targets = given_targets(&args.target, &plan.targets)?;
+    let targets = given_targets(&args.target, &plan.targets, "target")?;
+    let replace = given_targets(&args.replace, &plan.replace, "replacement")?;
     let given = Given {
         workspace: &settings.workspace,
         vars: &vars,
         targets: &targets,
+        replace: &replace,
         overrides: &args.policy.override_policy,
     };
     inputs
-        .check_given(&plan.targets, &given, &file.display().to_string())
+        .check_given(&plan.targets, &plan.replace, &given, &file.display().to_string())
         .map_err(|e| miette::Report::from(CliError::new(e.message).hint(e.hint)))?;
     Ok(true)
 }
 
-/// `--target`s given to `apply PLANFILE`, as the addresses they mean: a short name the
-/// plan's own targets resolve ([`addresses::resolve`]), or else the full address typed,
-/// which [`Given`]'s check then names as differing from the plan's.
-fn given_targets(inputs: &[String], saved: &[crate::addr::Address]) -> Result<Vec<crate::addr::Address>, CliError> {
+/// `--target`s (or `--replace`s: `what` is `target` or `replacement`) given to `apply
+/// PLANFILE`, as the addresses they mean: a short name the plan's own resolve
+/// ([`addresses::resolve`]), or else the full address typed, which [`Given`]'s check then
+/// names as differing from the plan's.
+fn given_targets(
+    inputs: &[String],
+    saved: &[crate::addr::Address],
+    what: &str,
+) -> Result<Vec<crate::addr::Address>, CliError> {
     let lookup = addresses::Lookup {
         what: "resource",
-        place: "among the saved plan's targets".into(),
-        otherwise: "`apply PLANFILE` takes the plan's own targets, or none".into(),
+        place: format!("among the saved plan's {what}s"),
+        otherwise: format!("`apply PLANFILE` takes the plan's own {what}s, or none"),
     };
     let mut out = Vec::new();
     for input in inputs {

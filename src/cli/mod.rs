@@ -363,6 +363,9 @@ pub struct PlanArgs {
     /// Plan only this resource and what it depends on (repeatable)
     #[arg(long, value_name = "ADDR")]
     pub target: Vec<String>,
+    /// Replace every node of this pool though nothing changed, new nodes first (repeatable)
+    #[arg(long, value_name = "ADDR")]
+    pub replace: Vec<String>,
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
@@ -406,6 +409,9 @@ pub struct ApplyArgs {
     /// Apply only this resource and what it depends on (repeatable)
     #[arg(long, value_name = "ADDR")]
     pub target: Vec<String>,
+    /// Replace every node of this pool though nothing changed, new nodes first (repeatable)
+    #[arg(long, value_name = "ADDR")]
+    pub replace: Vec<String>,
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]

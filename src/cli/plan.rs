@@ -23,6 +23,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         let req = PlanRequest {
             refresh: args.refresh,
             targets: addresses::targets(&args.target, &loaded.spec, &session.state)?,
+            replace: replacements(args, &loaded.spec)?,
             destroy: args.destroy,
             env: settings.env.clone(),
             policies,
@@ -100,4 +101,13 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
     })?;
     common::leave_to_exit(loaded);
     status
+}
+
+/// `--replace` addresses ([`addresses::replacements`]); a destroy replaces nothing.
+fn replacements(args: &PlanArgs, spec: &crate::spec::Spec) -> Result<Vec<crate::addr::Address>, super::CliError> {
+    if args.destroy && !args.replace.is_empty() {
+        return Err(super::CliError::new("`--replace` cannot be combined with `--destroy`")
+            .hint("a destroy removes every node already: drop `--replace`, or plan without `--destroy`"));
+    }
+    addresses::replacements(&args.replace, spec)
 }

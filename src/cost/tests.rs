@@ -53,6 +53,7 @@ fn large_plan(n: usize) -> (crate::spec::Loaded, crate::plan::Plan) {
         state: &state,
         observed: Some(&[]),
         targets: &[],
+        replace: &[],
         destroy: false,
         spec_digest: String::new(),
         autoscale: &[],

@@ -202,6 +202,7 @@ fn diff_observed(
         state,
         observed,
         targets: &req.targets,
+        replace: &req.replace,
         destroy: req.destroy,
         spec_digest: String::new(),
         autoscale: &req.autoscale,

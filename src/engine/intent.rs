@@ -15,6 +15,8 @@ pub struct PlanRequest {
     /// state's record alone.
     pub refresh: bool,
     pub targets: Vec<Address>,
+    /// `--replace`: pools whose every node the plan replaces though nothing changed.
+    pub replace: Vec<Address>,
     pub destroy: bool,
     /// The environment (exchange-rate overrides such as `GPUPLAN_CNY_PER_USD`).
     pub env: std::collections::BTreeMap<String, String>,

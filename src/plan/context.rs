@@ -22,6 +22,8 @@ pub struct PlanInput<'a> {
     /// the state's own record of nodes is taken as the truth.
     pub observed: Option<&'a [Node]>,
     pub targets: &'a [Address],
+    /// Pools (or counted pools' instances) whose every node is replaced (`--replace`).
+    pub replace: &'a [Address],
     pub destroy: bool,
     pub spec_digest: String,
     /// Autoscaler decisions (from `reconcile`): an autoscaled pool converges to their count.

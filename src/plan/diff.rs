@@ -292,6 +292,7 @@ fn empty_plan(input: &PlanInput<'_>) -> Plan {
         inputs: None,
         refreshed: input.observed.is_some(),
         targets: input.targets.to_vec(),
+        replace: input.replace.to_vec(),
         destroy: input.destroy,
         changes: Vec::new(),
         drift: Vec::new(),

@@ -1,6 +1,6 @@
 //! What a saved plan was made with besides the spec files and the state: the workspace,
-//! every variable's value, the policy overrides, and the spec's fingerprint. (Targets
-//! and `destroy` are the plan's own fields.) `apply PLANFILE` executes the plan with
+//! every variable's value, the policy overrides, and the spec's fingerprint. (Targets,
+//! replacements and `destroy` are the plan's own fields.) `apply PLANFILE` executes the plan with
 //! these and needs none of them repeated; one given again must say the same.
 //!
 //! [`saved_variables`] is the one place that decides which values go into the file.
@@ -90,8 +90,14 @@ impl PlanInputs {
 
     /// Check what `apply PLANFILE` was given against what the plan was made with: the
     /// workspace, variable values (`--var`, `--var-file`: each must be the saved value),
-    /// and targets and overrides (if given, the saved ones). `plan_file` as typed, for hints.
-    pub fn check_given(&self, plan_targets: &[Address], given: &Given<'_>, plan_file: &str) -> Result<(), NotAsSaved> {
+    /// and targets, replacements and overrides (if given, the saved ones). `plan_file` as typed, for hints.
+    pub fn check_given(
+        &self,
+        plan_targets: &[Address],
+        plan_replace: &[Address],
+        given: &Given<'_>,
+        plan_file: &str,
+    ) -> Result<(), NotAsSaved> {
         if given.workspace != self.workspace {
             return Err(NotAsSaved {
                 message: format!(
@@ -113,6 +119,9 @@ impl PlanInputs {
         let shown = |t: &[Address]| t.iter().map(|a| a.to_string()).collect::<Vec<_>>();
         if !given.targets.is_empty() && !same(&shown(given.targets), &shown(plan_targets)) {
             return Err(flag_differs("--target", &shown(plan_targets), plan_file));
+        }
+        if !given.replace.is_empty() && !same(&shown(given.replace), &shown(plan_replace)) {
+            return Err(flag_differs("--replace", &shown(plan_replace), plan_file));
         }
         if !given.overrides.is_empty() && !same(given.overrides, &self.overrides) {
             return Err(flag_differs("--override-policy", &self.overrides, plan_file));
@@ -168,6 +177,8 @@ pub struct Given<'a> {
     /// `--var` and `--var-file` values, in order ([`crate::spec::varfile::resolve`]).
     pub vars: &'a [VarInput],
     pub targets: &'a [Address],
+    /// `--replace` addresses.
+    pub replace: &'a [Address],
     pub overrides: &'a [String],
 }
 

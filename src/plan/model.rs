@@ -519,6 +519,10 @@ pub struct Plan {
     pub refreshed: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<Address>,
+    /// `--replace` addresses: pools whose every node this plan replaces though nothing
+    /// changed (Terraform's `-replace`). Not sticky: the next plan has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replace: Vec<Address>,
     /// `destroy` plans delete everything the state owns.
     #[serde(default)]
     pub destroy: bool,

@@ -28,6 +28,7 @@ fn plan_header(plan: &Plan) -> Plan {
         inputs: None,
         refreshed: plan.refreshed,
         targets: plan.targets.clone(),
+        replace: plan.replace.clone(),
         destroy: false,
         changes: Vec::new(),
         drift: Vec::new(),

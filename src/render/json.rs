@@ -9,7 +9,8 @@
 //!   nodes_terminate, jobs_launch, jobs_requeue}`; `import` only when some);
 //! - extras for scripts: `errors` (`[{address, message, hint, location}]`: the plan cannot be
 //!   applied while this is non-empty), `lineage` and `serial` (the prior state the plan
-//!   was made against), `refreshed` (false with `--refresh=false`), `targets`, and
+//!   was made against), `refreshed` (false with `--refresh=false`), `targets`, `replace`
+//!   when `--replace` named pools (their addresses), and
 //!   `jobs` when the plan has any (`[{address, pool, quota, priority, preemptible, replicas, gpus_per_replica,
 //!   gpus, placement, capacity, attempt, retries, retries_spent, before, after, reason,
 //!   first_seen, waiting_since, launches}]` in admission order; `placement` is `launch`,
@@ -104,6 +105,10 @@ struct PlanDoc<'a> {
     summary: SummaryDoc,
     #[schemars(with = "Vec<String>")]
     targets: Vec<Shown<'a>>,
+    /// `--replace` addresses (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<String>>")]
+    replace: Option<Vec<Shown<'a>>>,
 }
 
 impl<'a> PlanDoc<'a> {
@@ -137,6 +142,7 @@ impl<'a> PlanDoc<'a> {
             spend: &plan.spend,
             summary: SummaryDoc::new(plan),
             targets: plan.targets.iter().map(|t| Shown(t)).collect(),
+            replace: (!plan.replace.is_empty()).then(|| plan.replace.iter().map(|t| Shown(t)).collect()),
         }
     }
 }

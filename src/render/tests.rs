@@ -116,6 +116,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         inputs: None,
         refreshed: true,
         targets: vec![],
+        replace: vec![],
         destroy: false,
         changes,
         drift: vec![],

@@ -49,6 +49,7 @@ mod pool_truth;
 mod poolless;
 mod preemption;
 mod removed_nodes;
+mod replace_cli;
 mod schema;
 mod send_once_moto;
 mod sigterm_moto;

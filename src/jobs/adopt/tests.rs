@@ -85,6 +85,7 @@ fn place_jobs(spec: &Spec, state: &State) -> Vec<crate::model::JobPlacement> {
         state,
         observed: None,
         targets: &[],
+        replace: &[],
         destroy: false,
         spec_digest: diff::spec_digest(spec),
         autoscale: &[],

@@ -94,6 +94,7 @@ fn plan(spec: &Spec, state: &State, observed: Option<&[Node]>) -> Plan {
         state,
         observed,
         targets: &[],
+        replace: &[],
         destroy: false,
         spec_digest: String::new(),
         autoscale: &[],

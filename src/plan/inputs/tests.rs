@@ -29,8 +29,8 @@ fn check(vars: &[VarInput], targets: &[&str], overrides: &[&str]) -> Result<(), 
 fn check_in(workspace: &str, vars: &[VarInput], targets: &[&str], overrides: &[&str]) -> Result<(), NotAsSaved> {
     let targets: Vec<Address> = targets.iter().map(|t| t.parse().expect("address")).collect();
     let overrides: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
-    let given = Given { workspace, vars, targets: &targets, overrides: &overrides };
-    inputs().check_given(&["gpu_pool.a".parse().expect("address")], &given, "p.plan")
+    let given = Given { workspace, vars, targets: &targets, replace: &[], overrides: &overrides };
+    inputs().check_given(&["gpu_pool.a".parse().expect("address")], &[], &given, "p.plan")
 }
 
 #[test]
@@ -85,4 +85,19 @@ fn saved_values_load_as_given_values_from_the_plan() {
     assert_eq!(args.len(), 2);
     let VarArg::Value { name, value, from } = &args[0] else { panic!("{args:?}") };
     assert_eq!((name.as_str(), value, from.as_str()), ("nodes", &Value::Number(4.0), "the saved plan (--var)"));
+}
+
+#[test]
+fn a_replacement_given_again_must_be_the_plans() {
+    let saved: Vec<Address> = vec!["gpu_pool.a".parse().expect("address")];
+    fn given(replace: &[Address]) -> Given<'_> {
+        Given { workspace: "prod", vars: &[], targets: &[], replace, overrides: &[] }
+    }
+    inputs().check_given(&[], &saved, &given(&saved), "p.plan").expect("the plan's own replacement");
+    inputs().check_given(&[], &saved, &given(&[]), "p.plan").expect("none given: the plan's own");
+    let other: Vec<Address> = vec!["gpu_pool.b".parse().expect("address")];
+    let e = inputs().check_given(&[], &saved, &given(&other), "p.plan").expect_err("another pool");
+    assert_eq!(e.message, "the plan was saved with --replace gpu_pool.a, and a saved plan is applied as it was made");
+    let e = inputs().check_given(&[], &[], &given(&other), "p.plan").expect_err("none saved");
+    assert!(e.message.contains("saved without --replace"), "{}", e.message);
 }

@@ -101,9 +101,8 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     };
 
     let home = home_provider(cx, &shape);
-    let (stale, fresh): (Vec<&Node>, Vec<&Node>) =
-        cx.live.iter().copied().partition(|n| stale_reason(&shape, n, home).is_some());
-    let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, fresh.len());
+    let (replaced, stale, fresh, kept) = split_stale(cx, &shape, home);
+    let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, kept);
     let NodeOps { creates, deletes, held, retry } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
     let (mut deletes, deferred) = busy::defer(deletes, cx.jobs);
     // A stopped node serves no job: it goes whatever the jobs say.
@@ -134,6 +133,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         immutable_changed: &immutable_changed,
         changed: &cfg.changed,
         stale: stale.len(),
+        replaced,
         scale: cfg.scale,
         owned: cfg.owned.is_some(),
         creates: !creates.is_empty(),
@@ -147,7 +147,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         reasons.push(Reason::new(ReasonCode::Deferred, busy::deferred_message(&deferred)));
     }
     reasons.shrink_to_fit();
-    plan.errors.extend(prevent_destroy_error(cx.addr, pool, action, stale.len(), &deletes));
+    plan.errors.extend(prevent_destroy_error(cx.addr, pool, action, stale.len(), &deletes, replaced));
     let cbd =
         pool.meta.lifecycle.as_ref().and_then(|l| l.create_before_destroy.as_ref()).map(|b| b.value).unwrap_or(true);
     // Only creates fall back to other zones: a change without any does not carry them.
@@ -526,6 +526,29 @@ pub(crate) fn target_count(
     (n, reason)
 }
 
+/// The live nodes that go (`stale`) and those that stay (`fresh`), and how many count
+/// toward a count the pool keeps (an autoscaler's). With `--replace` (`replaced`) every
+/// node goes the way of a stale one, and the pool keeps its count.
+fn split_stale<'n>(
+    cx: &PoolCtx<'n, '_>,
+    shape: &PoolShape,
+    home: Option<&str>,
+) -> (bool, Vec<&'n Node>, Vec<&'n Node>, usize) {
+    let replaced = replace_requested(cx);
+    let (stale, fresh): (Vec<&Node>, Vec<&Node>) =
+        cx.live.iter().copied().partition(|n| replaced || stale_reason(shape, n, home).is_some());
+    let kept = if replaced { cx.live.len() } else { fresh.len() };
+    (replaced, stale, fresh, kept)
+}
+
+/// Why every node of a pool named by `--replace` is replaced (after `replaced: `).
+pub(crate) const REPLACE_REASON: &str = "replacement requested (--replace)";
+
+/// Is this pool (or counted pool's instance) named by `--replace`?
+pub(crate) fn replace_requested(cx: &PoolCtx<'_, '_>) -> bool {
+    cx.input.replace.iter().any(|r| cx.addr.matches_target(r))
+}
+
 /// Create for a pool the state does not know; replace when nodes no longer match and
 /// either an immutable attribute changed or no matching node is left; update when
 /// anything else `moves` (nodes, configuration, an unfinished apply).
@@ -549,6 +572,8 @@ pub(crate) struct Facts<'a> {
     pub changed: &'a [String],
     /// Nodes that no longer match the pool.
     pub stale: usize,
+    /// `--replace` named the pool: its nodes are stale because the user asked.
+    pub replaced: bool,
     pub scale: Option<&'a ScaleAction>,
     /// The autoscaler owns the count (its `nodes.desired` is no spec change).
     pub owned: bool,
@@ -569,7 +594,9 @@ pub(crate) fn explain(f: &Facts<'_>) -> Vec<Reason> {
     match f.action {
         Action::Create => reasons.push(Reason::new(ReasonCode::New, format!("`{addr}` is new in the spec"))),
         Action::Replace => {
-            let attrs = if f.immutable_changed.is_empty() {
+            let attrs = if f.replaced && f.immutable_changed.is_empty() {
+                REPLACE_REASON.to_string()
+            } else if f.immutable_changed.is_empty() {
                 "nodes no longer match the pool".to_string()
             } else {
                 format!("{} cannot change in place", f.immutable_changed.join(", "))
@@ -663,13 +690,18 @@ pub(crate) fn prevent_destroy_error(
     action: Action,
     stale: usize,
     deletes: &[NodeDelete],
+    replaced: bool,
 ) -> Option<PlanError> {
     let prevent = pool.meta.lifecycle.as_ref().is_some_and(|l| l.prevent_destroy.value);
     let destroys_nodes = stale > 0 || deletes.iter().any(|d| d.reason.starts_with("replaced"));
     (prevent && (action == Action::Replace || destroys_nodes)).then(|| PlanError {
         address: addr.clone(),
         message: format!("`{addr}` has `lifecycle.prevent_destroy` set, but this plan would replace its nodes"),
-        hint: Some("revert the change to the pool's immutable attributes, or set prevent_destroy = false".into()),
+        hint: Some(if replaced {
+            "drop `--replace` for this pool, or set prevent_destroy = false".into()
+        } else {
+            "revert the change to the pool's immutable attributes, or set prevent_destroy = false".into()
+        }),
         location: None,
         span: None,
     })

@@ -71,8 +71,10 @@ pub(crate) fn node_ops(
     let surplus = fresh.len().saturating_sub(n as usize);
     let mut deletes = excess_deletes(&excess, surplus, &age, scale);
     let home = super::home_provider(cx, shape);
+    let requested = super::replace_requested(cx).then_some(super::REPLACE_REASON);
     for node in sorted(stale) {
-        let mut d = delete(node, &format!("replaced: {}", stale_reason(shape, node, home).unwrap_or_default()));
+        let why = stale_reason(shape, node, home).or_else(|| requested.map(str::to_string)).unwrap_or_default();
+        let mut d = delete(node, &format!("replaced: {why}"));
         // Terminated where it runs, not in the pool's new region or provider block.
         d.region = (node.region != shape.region).then(|| node.region.clone());
         d.provider = home.map(|h| node.provider_or(h)).filter(|p| *p != shape.provider).map(str::to_string);

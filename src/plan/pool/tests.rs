@@ -111,6 +111,7 @@ impl World {
             state: &self.state,
             observed: self.observed.as_deref(),
             targets: &[],
+            replace: &[],
             destroy: self.destroy,
             spec_digest: String::new(),
             autoscale: &self.autoscale,
@@ -524,6 +525,7 @@ fn facts<'a>(addr: &'a Address, action: Action) -> Facts<'a> {
         immutable_changed: &[],
         changed: &[],
         stale: 0,
+        replaced: false,
         scale: None,
         owned: false,
         creates: false,
@@ -594,12 +596,12 @@ fn prevent_destroy_refuses_replacing_nodes_only_when_set() {
     }];
     let surplus = [NodeDelete { reason: "surplus".into(), ..replaced[0].clone() }];
     let pool = &guarded.gpu_pools[&addr];
-    let err = prevent_destroy_error(&addr, pool, Action::Update, 0, &replaced).expect("refused");
+    let err = prevent_destroy_error(&addr, pool, Action::Update, 0, &replaced, false).expect("refused");
     assert!(err.message.contains("would replace its nodes"), "{}", err.message);
-    assert!(prevent_destroy_error(&addr, pool, Action::Replace, 0, &[]).is_some());
-    assert!(prevent_destroy_error(&addr, pool, Action::Update, 1, &[]).is_some());
-    assert!(prevent_destroy_error(&addr, pool, Action::Update, 0, &surplus).is_none(), "shrinking is allowed");
-    assert!(prevent_destroy_error(&addr, &plain.gpu_pools[&addr], Action::Replace, 2, &replaced).is_none());
+    assert!(prevent_destroy_error(&addr, pool, Action::Replace, 0, &[], false).is_some());
+    assert!(prevent_destroy_error(&addr, pool, Action::Update, 1, &[], false).is_some());
+    assert!(prevent_destroy_error(&addr, pool, Action::Update, 0, &surplus, false).is_none(), "shrinking is allowed");
+    assert!(prevent_destroy_error(&addr, &plain.gpu_pools[&addr], Action::Replace, 2, &replaced, false).is_none());
 }
 
 #[test]

@@ -37,6 +37,7 @@ quota "ml" {
         state: &state,
         observed: None,
         targets: &[],
+        replace: &[],
         destroy: false,
         spec_digest: diff::spec_digest(spec),
         autoscale: &[],

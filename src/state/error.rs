@@ -51,6 +51,18 @@ pub enum StateError {
     )]
     UnlockMismatch { path: PathBuf, given: String, holder: LockInfo },
 
+    /// A state (or remote envelope) a newer gpuplan wrote: nothing is wrong with the file,
+    /// so the fix is a newer gpuplan, never restoring the `.backup` over it.
+    #[error("state file `{}` is unreadable: {message}", path.display())]
+    #[diagnostic(
+        code(gpuplan::state::newer),
+        help(
+            "nothing was written; a newer gpuplan wrote this state: run that version (or a later one) for this \
+             workspace, and leave the file and its `.backup` as they are"
+        )
+    )]
+    Newer { path: PathBuf, message: String },
+
     #[error("state file `{}` is unreadable{}: {message}", path.display(), position(line, column))]
     #[diagnostic(code(gpuplan::state::corrupt), help("{}", corrupt_help(path, backup)))]
     Corrupt { path: PathBuf, line: Option<usize>, column: Option<usize>, message: String, backup: PathBuf },

@@ -18,7 +18,6 @@ use super::journal::{self, Journal, JournalFile};
 use super::lock::{self, LockInfo, StateLock};
 use super::model::{FORMAT_VERSION, State};
 pub(crate) use super::parse::parse_state;
-use super::parse::unsupported;
 use super::replay::Replay;
 
 /// A state file read and parsed without its lock, while the spec is still being parsed
@@ -302,7 +301,7 @@ impl LocalBackend {
                 Err(corrupt(Some(e.line()), Some(e.column()), message))
             }
             (Some(h), Ok(())) if !super::migrate::readable(h.format_version) => {
-                Err(corrupt(None, None, unsupported(h.format_version)))
+                Err(super::parse::unreadable_version(path, &self.backup_path(), h.format_version))
             }
             (Some(h), Ok(())) => Ok(Some(h)),
             (None, Ok(())) => Err(corrupt(None, None, "missing field `format_version`, `serial` or `lineage`".into())),

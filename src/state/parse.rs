@@ -32,7 +32,7 @@ pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<St
                 backup: backup.to_path_buf(),
             }),
         },
-        Ok(state) => Err(corrupt(None, None, unsupported(state.format_version))),
+        Ok(state) => Err(unreadable_version(path, backup, state.format_version)),
         Err(e) => {
             // A newer format may not fit today's struct: say "newer gpuplan", not "bad field".
             #[derive(Deserialize)]
@@ -41,7 +41,7 @@ pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<St
             }
             match serde_json::from_slice::<Version>(bytes) {
                 Ok(v) if !super::migrate::readable(v.format_version) => {
-                    Err(corrupt(None, None, unsupported(v.format_version)))
+                    Err(unreadable_version(path, backup, v.format_version))
                 }
                 _ => {
                     let message = e.to_string();
@@ -50,6 +50,22 @@ pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<St
                     Err(corrupt(Some(e.line()), Some(e.column()), message))
                 }
             }
+        }
+    }
+}
+
+/// The error for a state of a format this gpuplan does not read: [`StateError::Newer`]
+/// for a newer one (upgrade gpuplan), [`StateError::Corrupt`] for any other.
+pub(super) fn unreadable_version(path: &Path, backup: &Path, version: u32) -> StateError {
+    if version > FORMAT_VERSION {
+        StateError::Newer { path: path.to_path_buf(), message: unsupported(version) }
+    } else {
+        StateError::Corrupt {
+            path: path.to_path_buf(),
+            line: None,
+            column: None,
+            message: unsupported(version),
+            backup: backup.to_path_buf(),
         }
     }
 }

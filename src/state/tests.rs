@@ -197,11 +197,37 @@ fn bad_json_and_missing_fields_are_corrupt() {
 }
 
 #[test]
-fn wrong_format_version_is_corrupt_and_names_the_version() {
-    assert_corrupt_untouched(br#"{"format_version":9,"serial":1,"lineage":"x"}"#, false);
-    let err = local::parse_state(Path::new("s.json"), Path::new("s.json.backup"), br#"{"format_version":9,"x":[]}"#)
+fn an_unsupported_older_format_version_is_corrupt_and_names_the_version() {
+    assert_corrupt_untouched(br#"{"format_version":0,"serial":1,"lineage":"x"}"#, false);
+    let err = local::parse_state(Path::new("s.json"), Path::new("s.json.backup"), br#"{"format_version":0,"x":[]}"#)
         .unwrap_err();
-    assert!(err.to_string().contains("newer gpuplan"), "{err}");
+    assert!(err.to_string().contains("format_version 0 is not supported"), "{err}");
+}
+
+/// A state a newer gpuplan wrote is not damaged: the error says to run that gpuplan, never
+/// to restore the `.backup` over it, and nothing on disk changes.
+#[test]
+fn a_newer_format_version_asks_for_a_newer_gpuplan_not_the_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = backend(&dir);
+    let mut state = seeded(&b);
+    let lock = b.lock("apply", NO_WAIT).unwrap();
+    b.write(&lock, &mut state).unwrap(); // now a backup exists
+    for content in [&br#"{"format_version":9,"serial":1,"lineage":"x"}"#[..], br#"{"format_version":9,"x":[]}"#] {
+        fs::write(b.path(), content).unwrap();
+        let err = b.read().unwrap_err();
+        assert!(matches!(err, StateError::Newer { .. }), "{err:?}");
+        assert!(err.to_string().contains("format_version 9 was written by a newer gpuplan"), "{err}");
+        let help = miette::Diagnostic::help(&err).unwrap().to_string();
+        assert!(help.contains("newer gpuplan") && !help.contains("cp "), "{help}");
+        let written = b.write(&lock, &mut state);
+        assert!(written.is_err(), "{written:?}");
+        assert_eq!(fs::read(b.path()).unwrap(), content);
+    }
+    // With the header a writer reads first, the writer's refusal is the same.
+    fs::write(b.path(), br#"{"format_version":9,"serial":1,"lineage":"x"}"#).unwrap();
+    let written = b.write(&lock, &mut state);
+    assert!(matches!(written, Err(StateError::Newer { .. })), "{written:?}");
 }
 
 // ---- lock ---------------------------------------------------------------------------------

@@ -128,6 +128,7 @@ pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize
     if !plan.targets.is_empty() {
         apply_targets(&mut plan, graph.get_or_init(|| graph::build(spec)));
     }
+    note_idle_replacements(&mut plan);
     plan.summarize();
     Ok(plan)
 }
@@ -406,6 +407,25 @@ fn order_deletes(plan: &mut Plan, state: &[(Address, &ResourceState)]) {
 }
 
 /// Keep only targeted changes and what they depend on.
+/// A `--replace` that replaces nothing says so, instead of passing in silence: a pool
+/// left out by `--target`, or one with no node to replace (none launched yet, or none
+/// left).
+fn note_idle_replacements(plan: &mut Plan) {
+    for r in &plan.replace {
+        let changes: Vec<&ResourceChange> = plan.changes.iter().filter(|c| c.address.matches_target(r)).collect();
+        if changes.iter().any(|c| c.action == Action::Replace) {
+            continue;
+        }
+        let targeted_out = !plan.targets.is_empty() && changes.is_empty();
+        let message = if targeted_out {
+            "`--replace` replaces nothing here: the pool is outside `--target` (add it to the targets)"
+        } else {
+            "`--replace` replaces nothing here: the pool has no running node to replace"
+        };
+        plan.notes.push(PlanNote { address: r.clone(), message: message.to_string() });
+    }
+}
+
 fn apply_targets(plan: &mut Plan, graph: &graph::Graph) {
     if plan.targets.is_empty() {
         return;

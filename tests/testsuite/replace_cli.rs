@@ -187,3 +187,27 @@ fn a_saved_plan_carries_its_replacements() {
     let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);
     assert_eq!(code, 0, "{out}\n{err}");
 }
+
+/// A `--replace` that would replace nothing says why in the plan instead of passing in
+/// silence: a pool left out by `--target`, or one with no node running yet.
+#[test]
+fn a_replacement_that_replaces_nothing_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    quickstart(d, false);
+
+    // Before the first apply the pool has no node to replace.
+    let plan = json(d, &["plan", "--replace", "gpu_pool.train", "--json"]);
+    let notes = plan["notes"].to_string();
+    assert!(notes.contains("the pool has no running node to replace"), "{plan:#}");
+
+    ok(d, &["apply", "--auto-approve"]);
+    let (text, _) = ok(d, &["plan", "--target", "gpu_pool.inference", "--replace", "gpu_pool.train"]);
+    assert!(text.contains("the pool is outside `--target`"), "{text}");
+    let plan = json(d, &["plan", "--target", "gpu_pool.inference", "--replace", "gpu_pool.train", "--json"]);
+    assert!(change(&plan, "gpu_pool.train").is_none(), "{plan:#}");
+    assert!(plan["notes"].to_string().contains("gpu_pool.train"), "{plan:#}");
+    // A replacement that does replace adds no note.
+    let plan = json(d, &["plan", "--replace", "gpu_pool.train", "--json"]);
+    assert!(plan.get("notes").is_none_or(|n| !n.to_string().contains("--replace")), "{plan:#}");
+}

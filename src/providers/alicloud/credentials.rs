@@ -311,7 +311,14 @@ fn temporary(keys: &Value, token_key: &str, source: String) -> Result<Resolved, 
     else {
         return Err(setup_error(CLOUD, format!("{source}: the answer holds no STS keys")));
     };
-    let expires = text(keys, "Expiration").and_then(|e| parse_time(&e));
+    // An expiry that does not parse is refused: cached as "never expires", the keys would
+    // be used after STS let them lapse.
+    let expires = match text(keys, "Expiration") {
+        None => None,
+        Some(e) => Some(parse_time(&e).ok_or_else(|| {
+            setup_error(CLOUD, format!("{source}: the keys' Expiration `{e}` is not an RFC 3339 time"))
+        })?),
+    };
     let credentials = Credentials { id, secret: Secret::new(secret), token: Some(Secret::new(token)) };
     Ok(Resolved { credentials, expires, source })
 }
@@ -328,5 +335,8 @@ mod tests {
         assert_eq!(r.credentials.token.as_ref().map(Secret::expose), Some("t"));
         assert!(r.expires.is_some());
         assert!(temporary(&json!({"AccessKeyId": "x"}), "SecurityToken", "STS".into()).is_err());
+        let bad = json!({"AccessKeyId": "STS.x", "AccessKeySecret": "s", "SecurityToken": "t", "Expiration": "soon"});
+        let err = temporary(&bad, "SecurityToken", "STS".into()).unwrap_err();
+        assert!(err.to_string().contains("Expiration `soon`"), "{err}");
     }
 }

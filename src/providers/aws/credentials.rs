@@ -66,6 +66,7 @@ impl AwsCredentials {
         self.settings
             .profile
             .clone()
+            // Unset (or not Unicode, which no profile name is): the default profile, as the SDK does.
             .or_else(|| std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty()))
             .unwrap_or_else(|| "default".to_string())
     }

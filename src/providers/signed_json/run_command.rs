@@ -44,6 +44,8 @@ impl Agent {
             (JobState::Failed, Some(message.into()))
         } else if status == self.failed {
             let agents = |c: i32| self.zero_with_reason_is_the_agents && c == 0 && !why.is_empty();
+            // An exit code outside i32 is no process's: the run still fails, with the
+            // agent's reason instead of an exit line.
             match code.and_then(|c| i32::try_from(c).ok()).filter(|c| !agents(*c)) {
                 Some(c) => (JobState::Failed, Some(userdata::exit_message(c, log, &how))),
                 None => (JobState::Failed, Some(format!("{} {} failed: {why}", self.name, self.unit))),

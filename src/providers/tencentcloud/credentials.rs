@@ -239,10 +239,15 @@ fn temporary(outer: &Value, keys: &Value, source: String) -> Result<Resolved, Pr
     let (Some(id), Some(secret), Some(token)) = (field("TmpSecretId"), field("TmpSecretKey"), field("Token")) else {
         return Err(setup_error(CLOUD, format!("{source}: the answer holds no temporary keys")));
     };
-    let expires = outer["ExpiredTime"]
-        .as_u64()
-        .map(|t| SystemTime::UNIX_EPOCH + Duration::from_secs(t))
-        .or_else(|| outer["Expiration"].as_str().and_then(crate::providers::credentials::parse_time));
+    // An expiry that does not parse is refused: cached as "never expires", the keys would
+    // be used after STS let them lapse.
+    let expires = match (outer["ExpiredTime"].as_u64(), outer["Expiration"].as_str()) {
+        (Some(t), _) => Some(SystemTime::UNIX_EPOCH + Duration::from_secs(t)),
+        (None, Some(e)) => Some(crate::providers::credentials::parse_time(e).ok_or_else(|| {
+            setup_error(CLOUD, format!("{source}: the keys' Expiration `{e}` is not an RFC 3339 time"))
+        })?),
+        (None, None) => None,
+    };
     let credentials = Credentials { id, secret: Secret::new(secret), token: Some(Secret::new(token)) };
     Ok(Resolved { credentials, expires, source })
 }
@@ -284,6 +289,10 @@ mod tests {
         let r = temporary(&v, &v["Credentials"], "STS".into()).unwrap();
         assert_eq!(r.credentials.token.as_ref().map(Secret::expose), Some("t"));
         assert_eq!(r.expires, Some(SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000)));
+        let bad =
+            json!({"Credentials": {"TmpSecretId": "AKIDtmp", "TmpSecretKey": "k", "Token": "t"}, "Expiration": "soon"});
+        let err = temporary(&bad, &bad["Credentials"], "STS".into()).unwrap_err();
+        assert!(err.to_string().contains("Expiration `soon`"), "{err}");
         let e = temporary(&json!({}), &json!({}), "STS".into()).unwrap_err();
         assert_eq!(e.class, ErrorClass::Auth);
     }

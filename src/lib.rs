@@ -65,6 +65,7 @@ pub mod cost;
 pub mod diag;
 pub mod engine;
 pub mod graph;
+pub mod health;
 pub mod hex;
 pub mod jobs;
 pub mod json_text;

@@ -13,6 +13,7 @@ pub mod alicloud;
 pub mod aws;
 pub mod boot;
 pub mod credentials;
+pub mod health;
 pub mod http;
 pub mod job_env;
 pub mod kube;
@@ -112,6 +113,11 @@ pub trait Provider: Send + Sync {
         _ids: &[String],
     ) -> Result<Option<BTreeMap<String, AgentState>>, ProviderError> {
         Ok(None)
+    }
+
+    /// GPU health reads and cordons ([`health::HealthPort`]), where this cloud has them.
+    fn health(&self) -> Option<&dyn health::HealthPort> {
+        None
     }
 
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError>;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// layer or below (never in a cycle); `lib.rs` and `main.rs` are the crate's roots.
 const LAYERS: &[&[&str]] = &[
     &["model", "addr", "diag", "json_text", "par", "hex"],
-    &["spec", "catalog"],
+    &["spec", "catalog", "health"],
     &["state", "graph"],
     &["providers"],
     &["plan", "jobs", "cost", "policy", "autoscale"],

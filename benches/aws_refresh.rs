@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gpuplan::providers::aws::{AwsProvider, AwsSettings};
-use gpuplan::providers::{Capacity, CreateNodes, ListFilter, Provider, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED};
+use gpuplan::providers::{Capacity, CreateNodes, ListFilter, NodePort, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED};
 
 struct Moto(Option<Child>);
 

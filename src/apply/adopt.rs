@@ -13,7 +13,7 @@ use crate::addr::Address;
 use crate::apply::{Cancel, Outcome, ProviderSet, Recorder, Status};
 use crate::plan::Action;
 use crate::plan::adopt::{AdoptAction, Adoption};
-use crate::providers::{Node, Provider};
+use crate::providers::{Node, Provider, ports};
 use crate::state::JournalEntry;
 
 /// Ids per tag call and per journal entry: an interruption loses at most one batch's
@@ -148,7 +148,9 @@ async fn retag(p: &dyn Provider, region: &str, a: &Adoption, batch: &[Node]) -> 
     let ids: Vec<String> = batch.iter().map(|n| n.id.clone()).collect();
     let mut attempt = 0;
     loop {
-        match p.tag_nodes(region, &ids, &a.set_tags, &a.remove_tags).await {
+        let tagged =
+            async { ports::adoption_of(p, ports::RETAG)?.tag_nodes(region, &ids, &a.set_tags, &a.remove_tags).await };
+        match tagged.await {
             Ok(()) => return Ok(()),
             Err(e) => {
                 attempt += 1;

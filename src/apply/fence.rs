@@ -1,20 +1,23 @@
 //! Providers behind the fence: while an apply runs, every call that changes a cloud
-//! (create, terminate, tag, launch, cancel, preempt, release) first asks the run's
+//! (create, terminate, tag, launch, cancel, preempt, release, cordon), in whichever port
+//! it is, first asks the run's
 //! [`Cancel`] whether the state lock and the Lease it acts under still hold, and is
 //! refused (never sent) once one does not (docs/design/state-and-locks.md, "Expiry and fencing"). Reads go
 //! through: they change nothing. This is the one place the pools, jobs and adoption
 //! phases meet the fence; it owns no other rule.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use super::Cancel;
 use crate::model::ProviderKind;
+use crate::model::health::NodeHealth;
+use crate::providers::health::HealthPort;
 use crate::providers::{
-    AgentState, CreateNodes, CreateResult, ErrorClass, JobStatus, LaunchJob, ListFilter, NewPool, Node, Offer,
-    Provider, ProviderError, ProviderSet, QuotaLine, Tags,
+    AdoptionPort, ClusterPort, CreateNodes, CreateResult, ErrorClass, JobPort, JobStatus, LaunchJob, ListFilter,
+    LogPort, NewPool, Node, NodePort, PricePort, Provider, ProviderError, ProviderSet, QuotaLine, RunCommandPort, Tags,
+    ports,
 };
 
 /// The code of a call refused because the lock or Lease no longer holds.
@@ -47,6 +50,17 @@ struct Fenced {
 }
 
 impl Fenced {
+    /// The inner provider's health port (see the accessors below: always there when asked).
+    fn inner_health(&self) -> Result<&dyn HealthPort, ProviderError> {
+        self.inner.health().ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Invalid,
+                "NoHealth",
+                format!("provider `{}` cannot read GPU health", self.inner.kind()),
+            )
+        })
+    }
+
     /// Ok while every fence holds; the refusal (a fatal error: never retried) otherwise.
     fn check(&self) -> Result<(), ProviderError> {
         match self.cancel.lost() {
@@ -56,6 +70,8 @@ impl Fenced {
     }
 }
 
+/// Each port of the inner provider, behind the fence: `Some` exactly where the inner
+/// provider has the port, so a fenced provider has the capabilities it wraps and no other.
 #[async_trait]
 impl Provider for Fenced {
     fn kind(&self) -> ProviderKind {
@@ -64,28 +80,69 @@ impl Provider for Fenced {
     fn clock_ms(&self) -> u64 {
         self.inner.clock_ms()
     }
-    async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
-        self.inner.offers(gpu, region).await
+    fn credential_source(&self) -> Option<String> {
+        self.inner.credential_source()
     }
+    fn nodes(&self) -> Option<&dyn NodePort> {
+        self.inner.nodes().map(|_| self as &dyn NodePort)
+    }
+    fn prices(&self) -> Option<&dyn PricePort> {
+        self.inner.prices()
+    }
+    fn jobs(&self) -> Option<&dyn JobPort> {
+        self.inner.jobs().map(|_| self as &dyn JobPort)
+    }
+    fn logs(&self) -> Option<&dyn LogPort> {
+        self.inner.logs()
+    }
+    fn cluster(&self) -> Option<&dyn ClusterPort> {
+        self.inner.cluster()
+    }
+    fn adoption(&self) -> Option<&dyn AdoptionPort> {
+        self.inner.adoption().map(|_| self as &dyn AdoptionPort)
+    }
+    fn run_command(&self) -> Option<&dyn RunCommandPort> {
+        self.inner.run_command()
+    }
+    fn health(&self) -> Option<&dyn HealthPort> {
+        self.inner.health().map(|_| self as &dyn HealthPort)
+    }
+}
+
+// Below, `ports::*_of(&*self.inner)` cannot fail: the accessors above hand out the fenced
+// port only where the inner one exists; should one ever not, the call fails as the bare
+// provider's would.
+
+#[async_trait]
+impl NodePort for Fenced {
     async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
-        self.inner.list_nodes(filter).await
+        ports::nodes_of(&*self.inner)?.list_nodes(filter).await
     }
     async fn read_ahead(&self, pools: &[NewPool]) {
-        self.inner.read_ahead(pools).await
+        if let Some(nodes) = self.inner.nodes() {
+            nodes.read_ahead(pools).await
+        }
     }
     async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
         self.check()?;
-        self.inner.create_nodes(req).await
+        ports::nodes_of(&*self.inner)?.create_nodes(req).await
     }
     async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
         self.check()?;
-        self.inner.terminate_nodes(region, ids).await
+        ports::nodes_of(&*self.inner)?.terminate_nodes(region, ids).await
     }
+    async fn quotas(&self, region: &str) -> Result<Option<Vec<QuotaLine>>, ProviderError> {
+        ports::nodes_of(&*self.inner)?.quotas(region).await
+    }
+}
+
+#[async_trait]
+impl AdoptionPort for Fenced {
     async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
-        self.inner.describe_nodes(region, ids).await
+        ports::adoption_of(&*self.inner, ports::DESCRIBE)?.describe_nodes(region, ids).await
     }
     async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
-        self.inner.list_unmanaged(region, filters).await
+        ports::adoption_of(&*self.inner, ports::LIST_UNMANAGED)?.list_unmanaged(region, filters).await
     }
     async fn tag_nodes(
         &self,
@@ -95,50 +152,47 @@ impl Provider for Fenced {
         remove: &[String],
     ) -> Result<(), ProviderError> {
         self.check()?;
-        self.inner.tag_nodes(region, ids, set, remove).await
+        ports::adoption_of(&*self.inner, ports::RETAG)?.tag_nodes(region, ids, set, remove).await
     }
-    async fn agents(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Option<BTreeMap<String, AgentState>>, ProviderError> {
-        self.inner.agents(region, ids).await
-    }
+}
+
+#[async_trait]
+impl JobPort for Fenced {
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
         self.check()?;
-        self.inner.launch_job(req).await
+        ports::jobs_of(&*self.inner)?.launch_job(req).await
+    }
+    async fn find_sent(&self, region: &str, node_id: &str, token: &str) -> Result<Option<JobStatus>, ProviderError> {
+        ports::jobs_of(&*self.inner)?.find_sent(region, node_id, token).await
     }
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        self.inner.job_status(region, id).await
+        ports::jobs_of(&*self.inner)?.job_status(region, id).await
     }
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         self.check()?;
-        self.inner.cancel_job(region, id).await
+        ports::jobs_of(&*self.inner)?.cancel_job(region, id).await
     }
     async fn preempt_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         self.check()?;
-        self.inner.preempt_job(region, id).await
+        ports::jobs_of(&*self.inner)?.preempt_job(region, id).await
     }
     async fn list_job_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
-        self.inner.list_job_nodes(filter).await
+        ports::jobs_of(&*self.inner)?.list_job_nodes(filter).await
     }
     async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
         self.check()?;
-        self.inner.release_job_node(region, id).await
+        ports::jobs_of(&*self.inner)?.release_job_node(region, id).await
     }
-    async fn quotas(&self, region: &str) -> Result<Option<Vec<QuotaLine>>, ProviderError> {
-        self.inner.quotas(region).await
+}
+
+/// Health reads go through; a cordon changes the cluster and is fenced.
+#[async_trait]
+impl HealthPort for Fenced {
+    async fn read_health(&self, region: &str, ids: &[String]) -> Result<Vec<NodeHealth>, ProviderError> {
+        self.inner_health()?.read_health(region, ids).await
     }
-    async fn check_cluster(&self, region: &str, namespace: &str) -> Result<String, ProviderError> {
-        self.inner.check_cluster(region, namespace).await
-    }
-    async fn job_logs(
-        &self,
-        region: &str,
-        id: &str,
-        follow: bool,
-        out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
-    ) -> Result<(), ProviderError> {
-        self.inner.job_logs(region, id, follow, out).await
+    async fn cordon(&self, region: &str, id: &str) -> Result<(), ProviderError> {
+        self.check()?;
+        self.inner_health()?.cordon(region, id).await
     }
 }

@@ -52,7 +52,7 @@ use crate::apply::{ApplyOptions, Outcome, ProviderSet, Recorder, Status};
 use crate::model::{JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch};
 use crate::plan::model::ResourceChange;
 use crate::plan::{Action, Plan};
-use crate::providers::{Capacity, JobState, JobStatus};
+use crate::providers::{Capacity, JobState, JobStatus, Provider, ProviderError, ports};
 use crate::state::model::SpendEntry;
 use crate::state::{JournalEntry, State};
 
@@ -280,11 +280,31 @@ async fn record_lives(steps: &Steps<'_>, now: &str) -> BTreeMap<Address, String>
     failed
 }
 
-/// Stop one run for gpuplan's own reasons (see `Provider::preempt_job`).
+/// Stop one run for gpuplan's own reasons (see `JobPort::preempt_job`).
 async fn stop(providers: &ProviderSet, run: &JobRun) -> Result<JobStatus, String> {
     match providers.get(&run.provider) {
-        Some(p) => p.preempt_job(&run.region, &run.id).await.map_err(|e| e.to_string()),
+        Some(p) => async { ports::jobs_of(p.as_ref())?.preempt_job(&run.region, &run.id).await }
+            .await
+            .map_err(|e| e.to_string()),
         None => Err(format!("provider `{}` is not configured", run.provider)),
+    }
+}
+
+/// Launch one run; a provider without jobs cannot.
+async fn launch(p: &dyn Provider, req: &crate::providers::LaunchJob) -> Result<JobStatus, ProviderError> {
+    ports::jobs_of(p)?.launch_job(req).await
+}
+
+/// Cancel one run; a provider without jobs cannot.
+async fn cancel(p: &dyn Provider, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+    ports::jobs_of(p)?.cancel_job(region, id).await
+}
+
+/// Release the node a run's job VM was; a provider without jobs made none.
+async fn release(p: &dyn Provider, region: &str, id: &str) -> Result<(), ProviderError> {
+    match p.jobs() {
+        Some(jobs) => jobs.release_job_node(region, id).await,
+        None => Ok(()),
     }
 }
 
@@ -550,7 +570,7 @@ async fn launch_replica(
         out.skipped.push(l.replica);
         return;
     }
-    let mut result = provider.launch_job(&req).await;
+    let mut result = launch(provider.as_ref(), &req).await;
     // A node made for the job: no spot capacity left (a reclaimed spot job coming back,
     // say) moves to the pool's fallback capacity, as pool nodes do.
     if let (Err(e), Some(fallback), Some(shape)) = (&result, l.fallback, req.shape.as_mut())
@@ -566,7 +586,7 @@ async fn launch_replica(
         shape.token = format!("{}-f", shape.token);
         req.token = format!("{}-f", req.token);
         capacity = fallback;
-        result = provider.launch_job(&req).await;
+        result = launch(provider.as_ref(), &req).await;
     }
     match result {
         Ok(status) => {
@@ -674,7 +694,7 @@ async fn release_ended_nodes(
                 unstarted.push(run.node_id.clone());
                 continue;
             }
-            provider.release_job_node(&run.region, &run.id).await
+            release(provider.as_ref(), &run.region, &run.id).await
         };
         match released {
             Ok(()) => {
@@ -749,7 +769,7 @@ pub async fn cancel_removed(plan: &Plan, prior: &State, providers: &ProviderSet,
         // Nodes of ended runs go with the job.
         for run in rec.runs.iter().filter(|r| r.node_to_release()) {
             let result = match providers.get(&run.provider) {
-                Some(p) => match p.release_job_node(&run.region, &run.id).await {
+                Some(p) => match release(p.as_ref(), &run.region, &run.id).await {
                     // Already gone: nothing left to terminate.
                     Err(e) if e.code == "JobNotFound" => Ok(()),
                     r => r.map_err(|e| e.to_string()),
@@ -765,7 +785,7 @@ pub async fn cancel_removed(plan: &Plan, prior: &State, providers: &ProviderSet,
         }
         for run in rec.runs.iter().filter(|r| r.is_active()) {
             let result = match providers.get(&run.provider) {
-                Some(p) => p.cancel_job(&run.region, &run.id).await.map_err(|e| e.to_string()),
+                Some(p) => cancel(p.as_ref(), &run.region, &run.id).await.map_err(|e| e.to_string()),
                 None => Err(format!("provider `{}` is not configured", run.provider)),
             };
             let msg = match result {

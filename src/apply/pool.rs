@@ -18,7 +18,7 @@ use crate::apply::{Cancel, Outcome, Progress, Recorder, Status, resource_state};
 use crate::plan::Action;
 use crate::plan::model::{PoolChange, ResourceChange};
 use crate::plan::report::Price;
-use crate::providers::{Capacity, CreateNodes, CreateResult, ErrorClass, Provider, ProviderError};
+use crate::providers::{Capacity, CreateNodes, CreateResult, ErrorClass, Provider, ProviderError, ports};
 use crate::spec::model::Fallback;
 use crate::state::JournalEntry;
 use crate::state::model::{FallbackRecord, SpendEntry};
@@ -620,12 +620,13 @@ async fn create_with_fallback(
             req.token = format!("{}-f{k}", batch.token);
         }
         ctx.flush().await?;
-        let mut result = match call(ctx, &req.token, || provider.create_nodes(&req)).await {
-            Ok(r) => r,
-            // A whole-call stock-out is the same as a result with no nodes.
-            Err(e) if e.class == ErrorClass::OutOfCapacity => CreateResult { nodes: vec![], errors: vec![e] },
-            Err(e) => return Err(describe(e)),
-        };
+        let mut result =
+            match call(ctx, &req.token, || async { ports::nodes_of(provider)?.create_nodes(&req).await }).await {
+                Ok(r) => r,
+                // A whole-call stock-out is the same as a result with no nodes.
+                Err(e) if e.class == ErrorClass::OutOfCapacity => CreateResult { nodes: vec![], errors: vec![e] },
+                Err(e) => return Err(describe(e)),
+            };
         let n = result.nodes.len();
         // Said once the call answered: what was placed where (and, for a fallback, why).
         if k == 0 {
@@ -700,7 +701,9 @@ async fn deletes(
             return Err(format!("provider `{name}` is not configured; its {} node(s) stay", ids.len()));
         };
         ctx.flush().await?;
-        let gone = call(ctx, &ids[0], || provider.terminate_nodes(region, &ids)).await.map_err(describe)?;
+        let gone = call(ctx, &ids[0], || async { ports::nodes_of(provider)?.terminate_nodes(region, &ids).await })
+            .await
+            .map_err(describe)?;
         let through = if name == pc.provider { String::new() } else { format!(" through {name}") };
         ctx.progress.event(&addr, &format!("terminated {} node(s){through}", gone.len()));
         out.deleted += gone.len();

@@ -10,10 +10,12 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::json_text::JsonText;
+use crate::model::health::NodeHealth;
 use crate::plan::model::{FORMAT_VERSION, NodeCounts, PoolChange, Summary};
+use crate::providers::health::HealthPort;
 use crate::providers::{
-    Capacity, CreateNodes, CreateResult, ErrorClass, JobStatus, LaunchJob, ListFilter, Node, NodeState, Offer,
-    ProviderError, Tags,
+    AdoptionPort, Capacity, CreateNodes, CreateResult, ErrorClass, JobPort, JobStatus, LaunchJob, ListFilter, Node,
+    NodePort, NodeState, ProviderError, Tags,
 };
 use crate::spec::model::{Fallback, ProviderKind};
 use crate::state::{LocalBackend, State};
@@ -67,14 +69,29 @@ fn unused<T>() -> Result<T, ProviderError> {
     Err(ProviderError::new(ErrorClass::Fatal, "Unused", "not part of these tests"))
 }
 
+/// Every port with a write in it, so that the fence can be seen refusing each write; no
+/// prices (its pools are priced from the catalog).
 #[async_trait]
 impl Provider for Scripted {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Sim
     }
-    async fn offers(&self, _: &str, _: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
-        unused()
+    fn nodes(&self) -> Option<&dyn NodePort> {
+        Some(self)
     }
+    fn jobs(&self) -> Option<&dyn JobPort> {
+        Some(self)
+    }
+    fn adoption(&self) -> Option<&dyn AdoptionPort> {
+        Some(self)
+    }
+    fn health(&self) -> Option<&dyn HealthPort> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl NodePort for Scripted {
     async fn list_nodes(&self, _: &ListFilter) -> Result<Vec<Node>, ProviderError> {
         unused()
     }
@@ -122,6 +139,33 @@ impl Provider for Scripted {
     async fn terminate_nodes(&self, _: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
         Ok(ids.to_vec())
     }
+}
+
+#[async_trait]
+impl AdoptionPort for Scripted {
+    async fn describe_nodes(&self, _: &str, _: &[String]) -> Result<Vec<Node>, ProviderError> {
+        unused()
+    }
+    async fn list_unmanaged(&self, _: &str, _: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
+        unused()
+    }
+    async fn tag_nodes(&self, _: &str, _: &[String], _: &Tags, _: &[String]) -> Result<(), ProviderError> {
+        unused()
+    }
+}
+
+#[async_trait]
+impl HealthPort for Scripted {
+    async fn read_health(&self, _: &str, _: &[String]) -> Result<Vec<NodeHealth>, ProviderError> {
+        unused()
+    }
+    async fn cordon(&self, _: &str, _: &str) -> Result<(), ProviderError> {
+        unused()
+    }
+}
+
+#[async_trait]
+impl JobPort for Scripted {
     async fn launch_job(&self, _: &LaunchJob) -> Result<JobStatus, ProviderError> {
         unused()
     }
@@ -639,13 +683,54 @@ async fn a_lost_lock_starts_nothing_new_and_refuses_every_mutating_call() {
     let batch = create("c", 1, Capacity::OnDemand, &[]).pool.unwrap().creates[0].clone();
     let ids = ["i-1".to_string()];
     let refused = |e: ProviderError| assert!(e.code == fence::LOCK_LOST && e.class == ErrorClass::Fatal, "{e:?}");
-    refused(g.create_nodes(&batch).await.unwrap_err());
-    refused(g.terminate_nodes("us-east-1", &ids).await.unwrap_err());
-    refused(g.tag_nodes("us-east-1", &ids, &Tags::new(), &[]).await.unwrap_err());
-    refused(g.cancel_job("us-east-1", "run-1").await.unwrap_err());
-    refused(g.preempt_job("us-east-1", "run-1").await.unwrap_err());
-    refused(g.release_job_node("us-east-1", "i-1").await.unwrap_err());
+    // Every write of every port the provider has, asked through the port.
+    let (nodes, jobs) = (g.nodes().expect("nodes"), g.jobs().expect("jobs"));
+    let (adoption, health) = (g.adoption().expect("adoption"), g.health().expect("health"));
+    refused(nodes.create_nodes(&batch).await.unwrap_err());
+    refused(nodes.terminate_nodes("us-east-1", &ids).await.unwrap_err());
+    refused(adoption.tag_nodes("us-east-1", &ids, &Tags::new(), &[]).await.unwrap_err());
+    let launch = LaunchJob {
+        job: crate::addr::Address::new(crate::addr::Kind::Job, "j"),
+        pool: crate::addr::Address::new(crate::addr::Kind::GpuPool, "c"),
+        node_id: "i-1".into(),
+        region: "us-east-1".into(),
+        image: "img".into(),
+        command: Vec::new(),
+        env: BTreeMap::new(),
+        gpus: 1,
+        attempt: 0,
+        token: "t".into(),
+        shape: None,
+        max_runtime_secs: None,
+        keep_node: false,
+        kube: None,
+    };
+    refused(jobs.launch_job(&launch).await.unwrap_err());
+    refused(jobs.cancel_job("us-east-1", "run-1").await.unwrap_err());
+    refused(jobs.preempt_job("us-east-1", "run-1").await.unwrap_err());
+    refused(jobs.release_job_node("us-east-1", "i-1").await.unwrap_err());
+    refused(health.cordon("us-east-1", "i-1").await.unwrap_err());
     assert!(!p.log().iter().any(|l| l.ends_with(" c")), "refused before it was sent: {:?}", p.log());
+    // Reads reach the provider.
     let filter = ListFilter { region: "us-east-1".into(), lineage: None };
-    assert_eq!(g.list_nodes(&filter).await.unwrap_err().code, "Unused", "a read reaches the provider");
+    assert_eq!(nodes.list_nodes(&filter).await.unwrap_err().code, "Unused", "a read reaches the provider");
+    assert_eq!(jobs.job_status("us-east-1", "run-1").await.unwrap_err().code, "Unused");
+    assert_eq!(adoption.describe_nodes("us-east-1", &ids).await.unwrap_err().code, "Unused");
+    assert_eq!(health.read_health("us-east-1", &ids).await.unwrap_err().code, "Unused");
+}
+
+/// A fenced provider has the ports its provider has, and no other: a missing one stays
+/// missing (and gives the bare provider's error), never turns into a fenced stub.
+#[tokio::test]
+async fn a_fenced_provider_has_exactly_the_ports_of_the_provider_it_wraps() {
+    let cancel = Cancel::fenced(Arc::default(), crate::state::Fence::new("the lock", Duration::from_secs(60)));
+    let p = Scripted::new(&[]);
+    let providers: ProviderSet = BTreeMap::from([("scripted".to_string(), p as Arc<dyn Provider>)]);
+    let g = fence::guard(&providers, &cancel)["scripted"].clone();
+    assert!(g.nodes().is_some() && g.jobs().is_some() && g.adoption().is_some() && g.health().is_some());
+    assert!(g.prices().is_none() && g.logs().is_none() && g.cluster().is_none() && g.run_command().is_none());
+    let e = crate::providers::ports::logs_of(g.as_ref(), "run-1").err().expect("no log port");
+    assert_eq!(e.message, "provider `sim` cannot read the output of run run-1 yet");
+    let e = crate::providers::ports::cluster_of(g.as_ref(), "kubeconfig:k").err().expect("no cluster port");
+    assert_eq!(e.message, "provider `sim` runs no cluster `kubeconfig:k`");
 }

@@ -60,7 +60,14 @@ pub fn run(settings: &Settings) -> miette::Result<ExitStatus> {
                     let t = Instant::now();
                     // A lineage nothing carries: the call proves access and lists nothing.
                     let filter = ListFilter { region: region.clone(), lineage: Some("gpuplan-check".into()) };
-                    let result = match tokio::time::timeout(PROBE_TIMEOUT, provider.list_nodes(&filter)).await {
+                    // A provider that makes no nodes lists none, as a list that finds none.
+                    let list = async {
+                        match provider.nodes() {
+                            Some(nodes) => nodes.list_nodes(&filter).await.map(drop),
+                            None => Ok(()),
+                        }
+                    };
+                    let result = match tokio::time::timeout(PROBE_TIMEOUT, list).await {
                         Ok(Ok(_)) => Ok(format!("credentials and endpoint work ({:.1} s)", t.elapsed().as_secs_f64())),
                         Ok(Err(e)) => Err(failure(&e.to_string(), kind, e.class)),
                         Err(_) => Err((
@@ -193,7 +200,14 @@ fn quota_probes(
             }
             Some(async move {
                 let what = format!("quotas of provider \"{name}\" ({kind}, {region})");
-                let result = match tokio::time::timeout(PROBE_TIMEOUT, provider.quotas(&region)).await {
+                // A provider that makes no nodes reports no quotas for them.
+                let quotas = async {
+                    match provider.nodes() {
+                        Some(nodes) => nodes.quotas(&region).await,
+                        None => Ok(None),
+                    }
+                };
+                let result = match tokio::time::timeout(PROBE_TIMEOUT, quotas).await {
                     Ok(Ok(None)) => Ok("not reported by this cloud's API".into()),
                     Ok(Ok(Some(lines))) => judge_quotas(&lines, &need),
                     Ok(Err(e)) => Err(failure(&e.to_string(), kind, e.class)),
@@ -266,7 +280,10 @@ fn cluster_probes(
                     return Outcome { what, result: Err(("its provider block is missing".into(), String::new())) };
                 };
                 let t = Instant::now();
-                let result = match tokio::time::timeout(PROBE_TIMEOUT, p.check_cluster(&locator, &namespace)).await {
+                let check = async {
+                    crate::providers::ports::cluster_of(p.as_ref(), &locator)?.check_cluster(&locator, &namespace).await
+                };
+                let result = match tokio::time::timeout(PROBE_TIMEOUT, check).await {
                     Ok(Ok(detail)) => Ok(format!("{detail} ({:.1} s)", t.elapsed().as_secs_f64())),
                     Ok(Err(e)) => Err((e.message, cluster_hint(e.class))),
                     Err(_) => Err((

@@ -103,7 +103,11 @@ fn list(
     let providers = crate::engine::providers::build(&ws, spec, &empty)?;
     let p =
         providers.get(provider).ok_or_else(|| CliError::new(format!("provider `{provider}` could not be set up")))?;
-    let listed = runtime::block_on(async { p.list_unmanaged(region, filters).await })?;
+    let listed = runtime::block_on(async {
+        crate::providers::ports::adoption_of(p.as_ref(), crate::providers::ports::LIST_UNMANAGED)?
+            .list_unmanaged(region, filters)
+            .await
+    })?;
     listed.map_err(|e| CliError::new(format!("listing instances in {provider} {region} failed: {e}")).into())
 }
 

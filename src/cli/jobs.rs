@@ -260,9 +260,13 @@ fn logs(settings: &Settings, name: &str, follow: bool) -> miette::Result<ExitSta
             let print = |replica: u32, line: &str| {
                 output::stdout(&format!("{prefix}[replica {}] {line}\n", own.unwrap_or(replica)))
             };
-            p.job_logs(&run.region, &run.id, follow, &print)
-                .await
-                .map_err(|e| CliError::new(format!("{}: cannot read its output: {e}", j.address)))?;
+            async {
+                crate::providers::ports::logs_of(p.as_ref(), &run.id)?
+                    .job_logs(&run.region, &run.id, follow, &print)
+                    .await
+            }
+            .await
+            .map_err(|e| CliError::new(format!("{}: cannot read its output: {e}", j.address)))?;
         }
         Ok(())
     })??;
@@ -303,7 +307,9 @@ fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
             let mut rec = record(Some(&session.state), addr).cloned().unwrap_or_default();
             for run in rec.runs.iter_mut().filter(|r| r.is_active()) {
                 let Some(p) = providers.get(&run.provider) else { continue };
-                match p.cancel_job(&run.region, &run.id).await {
+                match async { crate::providers::ports::jobs_of(p.as_ref())?.cancel_job(&run.region, &run.id).await }
+                    .await
+                {
                     Ok(s) => {
                         run.status = s.state;
                         run.message = s.message;

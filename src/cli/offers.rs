@@ -136,7 +136,8 @@ fn live_quotes(settings: &Settings, spec: &Spec, args: &OffersArgs) -> Result<Ve
     super::runtime::block_on(async {
         let mut out = Vec::new();
         for (name, _) in wanted {
-            let Some(p) = providers.get(name) else { continue };
+            // A provider that sells nothing (the Kubernetes job backend) has no live prices.
+            let Some(p) = providers.get(name).and_then(|p| p.prices()) else { continue };
             match p.offers(&args.gpu, args.region.as_deref()).await {
                 Ok(offers) => out.extend(offers.into_iter().filter(|o| o.live_price)),
                 Err(e) => output::stderr(&format!(

@@ -42,7 +42,8 @@ pub fn run(settings: &Settings, from: &str, to: &str) -> miette::Result<ExitStat
                     .hint("add its `provider` block, then run `gpuplan state mv` again")
             })?;
             let set: Tags = [(TAG_ADDRESS, to_key.as_str())].into_iter().collect();
-            p.tag_nodes(&region, &ids, &set, &[]).await.map_err(|e| {
+            let adoption = crate::providers::ports::adoption_of(p.as_ref(), crate::providers::ports::RETAG);
+            async { adoption?.tag_nodes(&region, &ids, &set, &[]).await }.await.map_err(|e| {
                 CliError::new(format!("retagging the nodes of `{from}` failed: {e}"))
                     .hint("nothing was recorded; run the command again")
             })?;

@@ -12,7 +12,7 @@ use crate::engine::error::RunError;
 use crate::engine::intent::{Hints, PlanRequest};
 use crate::engine::{refresh, spend};
 use crate::jobs;
-use crate::providers::{JobStatus, Node};
+use crate::providers::{JobStatus, Node, ports};
 use crate::spec::Spec;
 use crate::state::State;
 
@@ -130,8 +130,7 @@ pub async fn describe_imports(spec: &Spec, providers: &ProviderSet, observed: &m
         if ids.is_empty() {
             continue;
         }
-        let found = p
-            .describe_nodes(&region, &ids)
+        let found = async { ports::adoption_of(&**p, ports::DESCRIBE)?.describe_nodes(&region, &ids).await }
             .await
             .map_err(|error| RunError::Refresh { provider: name.clone(), error })?;
         observed.extend(found.into_iter().filter(|n| !listed.contains(&n.id)));
@@ -140,7 +139,7 @@ pub async fn describe_imports(spec: &Spec, providers: &ProviderSet, observed: &m
 }
 
 /// Let the providers ask, while refresh lists the fleet, what the first creates of the
-/// spec's new pools will ask ([`Provider::read_ahead`](crate::providers::Provider::read_ahead)):
+/// spec's new pools will ask ([`NodePort::read_ahead`](crate::providers::NodePort::read_ahead)):
 /// only when this process executes the plan ([`Hints::read_ahead`]), and only for
 /// pools the state has no record of, so an apply that leaves its pools as they are makes
 /// no extra call. A pool that turns out to create nothing (a quota holds it back) costs
@@ -151,8 +150,8 @@ async fn read_ahead(spec: &Spec, state: &State, providers: &ProviderSet, req: &P
     }
     let asks = new_pools(spec, state, &req.targets);
     futures::future::join_all(asks.iter().filter_map(|(name, pools)| {
-        let p = providers.get(name)?;
-        Some(async move { p.read_ahead(pools).await })
+        let nodes = providers.get(name)?.nodes()?;
+        Some(async move { nodes.read_ahead(pools).await })
     }))
     .await;
 }
@@ -210,10 +209,11 @@ pub async fn scan_job_nodes(
     }
     let mut listed = Vec::new();
     for (name, region) in asks {
-        let Some(p) = providers.get(&name) else { continue };
+        // A provider without jobs has no job nodes.
+        let Some(jobs) = providers.get(&name).and_then(|p| p.jobs()) else { continue };
         let filter = crate::providers::ListFilter { region: region.clone(), lineage: Some(state.lineage.clone()) };
         let nodes =
-            p.list_job_nodes(&filter).await.map_err(|error| RunError::Refresh { provider: name.clone(), error })?;
+            jobs.list_job_nodes(&filter).await.map_err(|error| RunError::Refresh { provider: name.clone(), error })?;
         listed.extend(nodes.into_iter().map(|node| jobs::adopt::Listed {
             provider: name.clone(),
             region: region.clone(),
@@ -239,8 +239,9 @@ async fn find_sends(state: &State, providers: &ProviderSet) -> Result<Vec<(Addre
         let Ok(job) = key.parse::<Address>() else { continue };
         for s in &rec.sending {
             // A provider block gone from the spec: its warm node cannot be asked, nor sent to.
-            let Some(p) = providers.get(&s.provider) else { continue };
-            let found = p
+            // A provider without jobs sent nothing.
+            let Some(jobs) = providers.get(&s.provider).and_then(|p| p.jobs()) else { continue };
+            let found = jobs
                 .find_sent(&s.region, &s.node_id, &s.token)
                 .await
                 .map_err(|error| RunError::Refresh { provider: s.provider.clone(), error })?;
@@ -329,8 +330,9 @@ async fn live_prices_quiet(
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     for (name, gpu, region) in asks {
-        let Some(p) = providers.get(&name) else { continue };
-        match p.offers(&gpu, Some(&region)).await {
+        // A provider that sells nothing (the Kubernetes job backend) has no live prices.
+        let Some(prices) = providers.get(&name).and_then(|p| p.prices()) else { continue };
+        match prices.offers(&gpu, Some(&region)).await {
             Ok(offers) => out.extend(offers.into_iter().filter(|o| o.live_price)),
             Err(e) => warnings.push(format!(
                 "warning: provider \"{name}\" gave no live prices for {gpu} in {region}: {e}; using catalog prices"
@@ -365,10 +367,10 @@ pub async fn agents(
     }
     let mut out = BTreeMap::new();
     for ((name, region), ids) in asks.into_iter().filter(|(_, ids)| !ids.is_empty()) {
-        let Some(p) = providers.get(&name) else { continue };
-        match p.agents(&region, &ids).await {
-            Ok(Some(found)) => out.extend(found),
-            Ok(None) => {}
+        // A cloud without run-command runs jobs on nodes of their own.
+        let Some(agents) = providers.get(&name).and_then(|p| p.run_command()) else { continue };
+        match agents.agents(&region, &ids).await {
+            Ok(found) => out.extend(found),
             Err(e) => {
                 eprintln!(
                     "warning: provider \"{name}\" could not say which warm nodes in {region} can take jobs: {e}; jobs boot nodes of their own"

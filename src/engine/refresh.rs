@@ -88,7 +88,9 @@ pub async fn refresh(
             continue;
         }
         let filter = ListFilter { region: region.clone(), lineage: Some(state.lineage.clone()) };
-        let nodes = list_with_retry(p.as_ref(), &filter).await.map_err(|e| (name.clone(), e))?;
+        // A provider that makes no nodes (the Kubernetes job backend) has none to list.
+        let Some(nodes) = p.nodes() else { continue };
+        let nodes = list_with_retry(nodes, &filter).await.map_err(|e| (name.clone(), e))?;
         if out.is_empty() {
             out = nodes; // the first listing moved, not copied
         } else {
@@ -116,7 +118,7 @@ fn by_id(nodes: &mut Vec<Node>) {
 
 /// One paged list call, retried on throttling and transient faults as `apply::policy`
 /// decides (a list is read-only, so retrying it is always safe).
-async fn list_with_retry(p: &dyn crate::providers::Provider, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+async fn list_with_retry(p: &dyn crate::providers::NodePort, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
     use crate::apply::policy::{Decision, decide};
     let seed = filter.region.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
     let mut attempt = 0;

@@ -34,7 +34,7 @@ pub async fn statuses(
         let Some(rec) = &r.job else { continue };
         for run in rec.runs.iter().filter(|r| r.is_active()) {
             let Some(p) = providers.get(&run.provider) else { continue };
-            match p.job_status(&run.region, &run.id).await {
+            match async { crate::providers::ports::jobs_of(&**p)?.job_status(&run.region, &run.id).await }.await {
                 Ok(mut s) => {
                     if s.state == JobState::Stopped {
                         await_exit_code(&mut s, run, p.clock_ms(), grace);

@@ -13,7 +13,7 @@ use crate::autoscale::Direction;
 use crate::autoscale::Waiting;
 use crate::engine::Workspace;
 use crate::providers::sim::{SimCloud, SimConfig, SimProvider};
-use crate::providers::{LaunchJob, Node, Provider};
+use crate::providers::{JobPort, LaunchJob, Node};
 use crate::spec::{LoadOptions, Spec};
 
 const SPEC: &str = r#"

@@ -12,7 +12,7 @@ use crate::aws::cli::{lineage, pool_spec, run};
 use aws_sdk_ec2::Client;
 use aws_sdk_ec2::types::{Filter, InstanceStateName, InstanceType, ResourceType, Tag, TagSpecification};
 use gpuplan::providers::aws::{AwsProvider, AwsSettings};
-use gpuplan::providers::{ErrorClass, ListFilter, Provider};
+use gpuplan::providers::{ErrorClass, ListFilter, NodePort, PricePort};
 
 fn endpoint() -> String {
     match std::env::var("GPUPLAN_TEST_MOTO_ENDPOINT") {

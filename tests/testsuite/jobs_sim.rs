@@ -17,8 +17,7 @@ use gpuplan::jobs::{JobPlacement, Placement};
 use gpuplan::plan::Plan;
 use gpuplan::providers::sim::{SimCloud, SimProvider};
 use gpuplan::providers::{
-    Capacity, CreateNodes, CreateResult, JobState, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider,
-    ProviderError,
+    Capacity, JobPort, JobState, JobStatus, LaunchJob, NodePort, PricePort, Provider, ProviderError,
 };
 use gpuplan::spec::model::ProviderKind;
 use gpuplan::spec::{self, LoadOptions, Spec};
@@ -74,23 +73,25 @@ struct Recording {
     launches: Mutex<Vec<LaunchJob>>,
 }
 
+/// The sim cloud's own ports, but its jobs' launches recorded on the way.
 #[async_trait]
 impl Provider for Recording {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Sim
     }
-    async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
-        self.inner.offers(gpu, region).await
+    fn nodes(&self) -> Option<&dyn NodePort> {
+        self.inner.nodes()
     }
-    async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
-        self.inner.list_nodes(filter).await
+    fn prices(&self) -> Option<&dyn PricePort> {
+        self.inner.prices()
     }
-    async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
-        self.inner.create_nodes(req).await
+    fn jobs(&self) -> Option<&dyn JobPort> {
+        Some(self)
     }
-    async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
-        self.inner.terminate_nodes(region, ids).await
-    }
+}
+
+#[async_trait]
+impl JobPort for Recording {
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
         self.launches.lock().unwrap().push(req.clone());
         self.inner.launch_job(req).await

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::cargo::cargo_bin_cmd;
 use gpuplan::providers::sim::{DEFAULT_ZONE_CAPACITY, SimCloud, SimConfig, SimProvider};
-use gpuplan::providers::{Capacity, CreateNodes, NodeState, Provider, TAG_ADDRESS, TAG_MANAGED};
+use gpuplan::providers::{Capacity, CreateNodes, NodePort, NodeState, TAG_ADDRESS, TAG_MANAGED};
 
 struct Run {
     code: i32,

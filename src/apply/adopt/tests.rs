@@ -10,10 +10,7 @@ use async_trait::async_trait;
 use super::*;
 use crate::addr::Address;
 use crate::plan::adopt::{AdoptAction, Adoption};
-use crate::providers::{
-    Capacity, CreateNodes, CreateResult, ErrorClass, JobStatus, LaunchJob, ListFilter, NodeState, Offer, ProviderError,
-    Tags,
-};
+use crate::providers::{AdoptionPort, Capacity, ErrorClass, NodeState, ProviderError, Tags};
 use crate::spec::model::ProviderKind;
 use crate::state::{LocalBackend, ResourceState, State};
 
@@ -27,30 +24,23 @@ fn never<T>() -> Result<T, ProviderError> {
     Err(ProviderError::new(ErrorClass::Fatal, "Unused", "not called by adoptions"))
 }
 
+/// Adoption alone: an import asks nothing else.
 #[async_trait]
 impl Provider for Tagger {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Sim
     }
-    async fn offers(&self, _: &str, _: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
+    fn adoption(&self) -> Option<&dyn AdoptionPort> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl AdoptionPort for Tagger {
+    async fn describe_nodes(&self, _: &str, _: &[String]) -> Result<Vec<Node>, ProviderError> {
         never()
     }
-    async fn list_nodes(&self, _: &ListFilter) -> Result<Vec<Node>, ProviderError> {
-        never()
-    }
-    async fn create_nodes(&self, _: &CreateNodes) -> Result<CreateResult, ProviderError> {
-        never()
-    }
-    async fn terminate_nodes(&self, _: &str, _: &[String]) -> Result<Vec<String>, ProviderError> {
-        never()
-    }
-    async fn launch_job(&self, _: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        never()
-    }
-    async fn job_status(&self, _: &str, _: &str) -> Result<JobStatus, ProviderError> {
-        never()
-    }
-    async fn cancel_job(&self, _: &str, _: &str) -> Result<JobStatus, ProviderError> {
+    async fn list_unmanaged(&self, _: &str, _: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
         never()
     }
     async fn tag_nodes(&self, _: &str, ids: &[String], _: &Tags, _: &[String]) -> Result<(), ProviderError> {
@@ -139,30 +129,23 @@ struct CancellingTagger {
     tagged: Mutex<Vec<String>>,
 }
 
+/// Adoption alone: an import asks nothing else.
 #[async_trait]
 impl Provider for CancellingTagger {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Sim
     }
-    async fn offers(&self, _: &str, _: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
+    fn adoption(&self) -> Option<&dyn AdoptionPort> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl AdoptionPort for CancellingTagger {
+    async fn describe_nodes(&self, _: &str, _: &[String]) -> Result<Vec<Node>, ProviderError> {
         never()
     }
-    async fn list_nodes(&self, _: &ListFilter) -> Result<Vec<Node>, ProviderError> {
-        never()
-    }
-    async fn create_nodes(&self, _: &CreateNodes) -> Result<CreateResult, ProviderError> {
-        never()
-    }
-    async fn terminate_nodes(&self, _: &str, _: &[String]) -> Result<Vec<String>, ProviderError> {
-        never()
-    }
-    async fn launch_job(&self, _: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        never()
-    }
-    async fn job_status(&self, _: &str, _: &str) -> Result<JobStatus, ProviderError> {
-        never()
-    }
-    async fn cancel_job(&self, _: &str, _: &str) -> Result<JobStatus, ProviderError> {
+    async fn list_unmanaged(&self, _: &str, _: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
         never()
     }
     async fn tag_nodes(&self, _: &str, ids: &[String], _: &Tags, _: &[String]) -> Result<(), ProviderError> {

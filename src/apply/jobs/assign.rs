@@ -80,7 +80,8 @@ async fn node_slots(
             continue;
         }
         listed.push(key);
-        let Some(p) = providers.get(&l.provider) else { continue };
+        // A provider that makes no nodes has none to run on.
+        let Some(p) = providers.get(&l.provider).and_then(|p| p.nodes()) else { continue };
         let filter = ListFilter { region: l.region.clone(), lineage: Some(plan.lineage.clone()) };
         match p.list_nodes(&filter).await {
             Ok(nodes) => {

@@ -20,7 +20,11 @@ pub(super) async fn release_orphan_job_nodes(
             continue;
         }
         let result = match providers.get(&o.provider) {
-            Some(p) => p.release_job_node(&o.region, &o.node_id).await.map_err(|e| e.to_string()),
+            // A provider without jobs made no job node to release.
+            Some(p) => match p.jobs() {
+                Some(jobs) => jobs.release_job_node(&o.region, &o.node_id).await.map_err(|e| e.to_string()),
+                None => Ok(()),
+            },
             None => Err(format!("provider `{}` is not configured", o.provider)),
         };
         match result {

@@ -27,8 +27,8 @@ use async_trait::async_trait;
 use crate::providers::http::{CloudConfig, catalog_offers};
 use crate::providers::launch::is_command_run;
 use crate::providers::{
-    Capacity, CreateNodes, CreateResult, ErrorClass, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider,
-    ProviderError,
+    AdoptionPort, Capacity, CreateNodes, CreateResult, ErrorClass, JobPort, JobStatus, LaunchJob, ListFilter, LogPort,
+    Node, NodePort, Offer, PricePort, Provider, ProviderError, RunCommandPort,
 };
 use crate::spec::model::ProviderKind;
 
@@ -73,6 +73,33 @@ impl Provider for AlibabaProvider {
         self.client.config().credentials.source()
     }
 
+    fn prices(&self) -> Option<&dyn PricePort> {
+        Some(self)
+    }
+
+    fn nodes(&self) -> Option<&dyn NodePort> {
+        Some(self)
+    }
+
+    fn adoption(&self) -> Option<&dyn AdoptionPort> {
+        Some(self)
+    }
+
+    fn run_command(&self) -> Option<&dyn RunCommandPort> {
+        Some(self)
+    }
+
+    fn jobs(&self) -> Option<&dyn JobPort> {
+        Some(self)
+    }
+
+    fn logs(&self) -> Option<&dyn LogPort> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl PricePort for AlibabaProvider {
     /// Catalog offers priced live with `DescribePrice` (the instance line's `TradePrice`
     /// per hour; `SpotAsPriceGo` for spot), in CNY or USD as the account's site answers.
     async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
@@ -114,7 +141,10 @@ impl Provider for AlibabaProvider {
         )
         .await
     }
+}
 
+#[async_trait]
+impl NodePort for AlibabaProvider {
     async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
         let instances = self.describe_tagged(filter).await?;
         Ok(instances.iter().filter_map(|i| ecs::to_node(i, &filter.region)).collect())
@@ -126,44 +156,6 @@ impl Provider for AlibabaProvider {
 
     async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
         self.delete(region, ids).await
-    }
-
-    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
-        self.describe_any(region, ids).await
-    }
-
-    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
-        self.unmanaged(region, filters).await
-    }
-
-    async fn tag_nodes(
-        &self,
-        region: &str,
-        ids: &[String],
-        set: &crate::providers::Tags,
-        remove: &[String],
-    ) -> Result<(), ProviderError> {
-        self.retag(region, ids, set, remove).await
-    }
-
-    async fn agents(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Option<std::collections::BTreeMap<String, crate::providers::AgentState>>, ProviderError> {
-        self.agent_states(region, ids).await.map(Some)
-    }
-
-    /// On a warm node when the plan chose one (Cloud Assistant), else on a node made for it.
-    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        if req.shape.is_none() && !req.node_id.is_empty() {
-            return self.launch_on_node(req).await;
-        }
-        self.launch(req).await
-    }
-
-    async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        if is_command_run(id) { self.command_status(region, id).await } else { self.status(region, id).await }
     }
 
     /// `DescribeAccountAttributes`: pay-as-you-go and spot vCPU quotas of the region.
@@ -203,21 +195,52 @@ impl Provider for AlibabaProvider {
             },
         ]))
     }
+}
 
-    /// The job's own output: what its node's log or console holds (one replica per node).
-    async fn job_logs(
+#[async_trait]
+impl AdoptionPort for AlibabaProvider {
+    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
+        self.describe_any(region, ids).await
+    }
+
+    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
+        self.unmanaged(region, filters).await
+    }
+
+    async fn tag_nodes(
         &self,
         region: &str,
-        id: &str,
-        _follow: bool,
-        out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
+        ids: &[String],
+        set: &crate::providers::Tags,
+        remove: &[String],
     ) -> Result<(), ProviderError> {
-        let text =
-            if is_command_run(id) { self.command_output(region, id).await? } else { self.console(region, id).await? };
-        for line in crate::providers::userdata::job_output(&text) {
-            out(0, line);
+        self.retag(region, ids, set, remove).await
+    }
+}
+
+#[async_trait]
+impl RunCommandPort for AlibabaProvider {
+    async fn agents(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<std::collections::BTreeMap<String, crate::providers::AgentState>, ProviderError> {
+        self.agent_states(region, ids).await
+    }
+}
+
+#[async_trait]
+impl JobPort for AlibabaProvider {
+    /// On a warm node when the plan chose one (Cloud Assistant), else on a node made for it.
+    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        if req.shape.is_none() && !req.node_id.is_empty() {
+            return self.launch_on_node(req).await;
         }
-        Ok(())
+        self.launch(req).await
+    }
+
+    async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        if is_command_run(id) { self.command_status(region, id).await } else { self.status(region, id).await }
     }
 
     async fn list_job_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
@@ -236,5 +259,24 @@ impl Provider for AlibabaProvider {
     /// A job on a warm node: its invocation is stopped and the node stays in its pool.
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         if is_command_run(id) { self.cancel_command(region, id).await } else { self.cancel(region, id).await }
+    }
+}
+
+#[async_trait]
+impl LogPort for AlibabaProvider {
+    /// The job's own output: what its node's log or console holds (one replica per node).
+    async fn job_logs(
+        &self,
+        region: &str,
+        id: &str,
+        _follow: bool,
+        out: &crate::providers::ports::LogSink<'_>,
+    ) -> Result<(), ProviderError> {
+        let text =
+            if is_command_run(id) { self.command_output(region, id).await? } else { self.console(region, id).await? };
+        for line in crate::providers::userdata::job_output(&text) {
+            out(0, line);
+        }
+        Ok(())
     }
 }

@@ -1,5 +1,5 @@
-//! The [`Provider`] trait over [`AwsProvider`]; the calls live in `fleet.rs`,
-//! `nodes.rs`, `prices.rs` and `jobs.rs`.
+//! The [`Provider`] trait and its ports over [`AwsProvider`]; the calls live in
+//! `fleet.rs`, `nodes.rs`, `prices.rs`, `jobs.rs` and `ssm.rs`.
 
 use async_trait::async_trait;
 
@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 
 use super::AwsProvider;
 use crate::providers::launch::is_command_run;
+use crate::providers::ports::LogSink;
 use crate::providers::{
-    AgentState, CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, NewPool, Node, Offer, Provider,
-    ProviderError, Tags,
+    AdoptionPort, AgentState, CreateNodes, CreateResult, JobPort, JobStatus, LaunchJob, ListFilter, LogPort, NewPool,
+    Node, NodePort, Offer, PricePort, Provider, ProviderError, RunCommandPort, Tags,
 };
 use crate::spec::model::ProviderKind;
 
@@ -23,10 +24,40 @@ impl Provider for AwsProvider {
         self.credentials.source()
     }
 
+    fn nodes(&self) -> Option<&dyn NodePort> {
+        Some(self)
+    }
+
+    fn prices(&self) -> Option<&dyn PricePort> {
+        Some(self)
+    }
+
+    fn jobs(&self) -> Option<&dyn JobPort> {
+        Some(self)
+    }
+
+    fn logs(&self) -> Option<&dyn LogPort> {
+        Some(self)
+    }
+
+    fn adoption(&self) -> Option<&dyn AdoptionPort> {
+        Some(self)
+    }
+
+    fn run_command(&self) -> Option<&dyn RunCommandPort> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl PricePort for AwsProvider {
     async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
         self.priced_offers(gpu, region).await
     }
+}
 
+#[async_trait]
+impl NodePort for AwsProvider {
     async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
         self.list(filter).await
     }
@@ -44,7 +75,10 @@ impl Provider for AwsProvider {
     async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
         self.terminate(region, ids).await
     }
+}
 
+#[async_trait]
+impl AdoptionPort for AwsProvider {
     async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
         self.describe_ids(region, ids).await
     }
@@ -62,15 +96,17 @@ impl Provider for AwsProvider {
     ) -> Result<(), ProviderError> {
         self.retag(region, ids, set, remove).await
     }
+}
 
-    async fn agents(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Option<BTreeMap<String, AgentState>>, ProviderError> {
-        self.agent_states(region, ids).await.map(Some)
+#[async_trait]
+impl RunCommandPort for AwsProvider {
+    async fn agents(&self, region: &str, ids: &[String]) -> Result<BTreeMap<String, AgentState>, ProviderError> {
+        self.agent_states(region, ids).await
     }
+}
 
+#[async_trait]
+impl JobPort for AwsProvider {
     /// On a warm node when the plan chose one (Run Command), else on a node made for it.
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
         match (&req.shape, req.node_id.is_empty()) {
@@ -88,28 +124,12 @@ impl Provider for AwsProvider {
         if is_command_run(id) { self.command_status(region, id).await } else { self.status(region, id).await }
     }
 
-    /// The job's instance, once the job has ended: `cancel` of a finished job only
-    /// terminates its (stopped) instance.
-    /// The job's own output: what its node's log or console holds (one replica per node).
-    async fn job_logs(
-        &self,
-        region: &str,
-        id: &str,
-        _follow: bool,
-        out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
-    ) -> Result<(), ProviderError> {
-        let text =
-            if is_command_run(id) { self.command_output(region, id).await? } else { self.console(region, id).await? };
-        for line in crate::providers::userdata::job_output(&text) {
-            out(0, line);
-        }
-        Ok(())
-    }
-
     async fn list_job_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
         self.list_tagged(filter, true).await
     }
 
+    /// The job's instance, once the job has ended: `cancel` of a finished job only
+    /// terminates its (stopped) instance.
     async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
         self.cancel(region, id).await.map(|_| ())
     }
@@ -117,5 +137,18 @@ impl Provider for AwsProvider {
     /// A job on a warm node: its command is cancelled and the node stays in its pool.
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         if is_command_run(id) { self.cancel_command(region, id).await } else { self.cancel(region, id).await }
+    }
+}
+
+#[async_trait]
+impl LogPort for AwsProvider {
+    /// The job's own output: what its node's log or console holds (one replica per node).
+    async fn job_logs(&self, region: &str, id: &str, _follow: bool, out: &LogSink<'_>) -> Result<(), ProviderError> {
+        let text =
+            if is_command_run(id) { self.command_output(region, id).await? } else { self.console(region, id).await? };
+        for line in crate::providers::userdata::job_output(&text) {
+            out(0, line);
+        }
+        Ok(())
     }
 }

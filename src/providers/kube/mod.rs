@@ -36,10 +36,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
-use super::{
-    CreateNodes, CreateResult, ErrorClass, JobState, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider,
-    ProviderError,
-};
+use super::{ClusterPort, ErrorClass, JobPort, JobState, JobStatus, LaunchJob, LogPort, Provider, ProviderError};
 use crate::model::{Priority, ProviderKind};
 
 /// The prefix of the backend's name in a provider set.
@@ -315,13 +312,13 @@ impl KubeJobs {
 
     /// Every pod of a Job, by replica, with each pod's own output (`jobs logs`). With
     /// `follow`, each line is passed to `out` as it comes until every pod ends.
-    async fn logs(
+    async fn pod_logs(
         &self,
         loc: &str,
         ns: &str,
         name: &str,
         follow: bool,
-        out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
+        out: &crate::providers::ports::LogSink<'_>,
     ) -> Result<(), ProviderError> {
         use futures::AsyncBufReadExt;
         use futures::StreamExt;
@@ -478,32 +475,21 @@ impl Provider for KubeJobs {
         self.kind
     }
 
-    /// The cluster sells nothing: prices are the pool's provider's.
-    async fn offers(&self, _gpu: &str, _region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
-        Ok(Vec::new())
+    fn jobs(&self) -> Option<&dyn JobPort> {
+        Some(self)
     }
 
-    /// The pool's nodes are the pool's provider's; this backend owns none.
-    async fn list_nodes(&self, _filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
-        Ok(Vec::new())
+    fn logs(&self) -> Option<&dyn LogPort> {
+        Some(self)
     }
 
-    async fn create_nodes(&self, _req: &CreateNodes) -> Result<CreateResult, ProviderError> {
-        Err(ProviderError::new(
-            ErrorClass::Invalid,
-            "NotANodeProvider",
-            "the Kubernetes backend runs jobs; the pool's provider makes its nodes",
-        ))
+    fn cluster(&self) -> Option<&dyn ClusterPort> {
+        Some(self)
     }
+}
 
-    async fn terminate_nodes(&self, _region: &str, _ids: &[String]) -> Result<Vec<String>, ProviderError> {
-        Err(ProviderError::new(
-            ErrorClass::Invalid,
-            "NotANodeProvider",
-            "the Kubernetes backend runs jobs; the pool's provider terminates its nodes",
-        ))
-    }
-
+#[async_trait]
+impl JobPort for KubeJobs {
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
         let Some(k) = &req.kube else {
             return Err(ProviderError::new(
@@ -608,58 +594,6 @@ impl Provider for KubeJobs {
         Ok(out)
     }
 
-    /// The cluster answers, the namespace exists, and so do the four PriorityClasses
-    /// gpuplan's Jobs name.
-    async fn check_cluster(&self, region: &str, namespace: &str) -> Result<String, ProviderError> {
-        let client = self.client(region).await?;
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        if namespaces.get_opt(namespace).await.map_err(|e| api_error(e, region, "namespaces", namespace))?.is_none() {
-            return Err(ProviderError::new(
-                ErrorClass::Invalid,
-                "NoNamespace",
-                format!(
-                    "namespace `{namespace}` does not exist in cluster {}; create it with `kubectl create namespace {namespace}`",
-                    describe(region)
-                ),
-            ));
-        }
-        let classes: Api<PriorityClass> = Api::all(client);
-        let mut missing = Vec::new();
-        for p in [Priority::Critical, Priority::High, Priority::Medium, Priority::Low] {
-            let name = format!("gpuplan-{}", crate::model::job::priority_str(p));
-            if classes.get_opt(&name).await.map_err(|e| api_error(e, region, "priorityclasses", &name))?.is_none() {
-                missing.push(name);
-            }
-        }
-        if !missing.is_empty() {
-            let cmds: Vec<String> =
-                missing.iter().map(|m| format!("kubectl create priorityclass {m} --value=N")).collect();
-            return Err(ProviderError::new(
-                ErrorClass::Invalid,
-                "NoPriorityClass",
-                format!(
-                    "cluster {} lacks the PriorityClass(es) {}, so Jobs of those priorities would never start; create them, higher values for higher priorities: {}",
-                    describe(region),
-                    missing.join(", "),
-                    cmds.join("; ")
-                ),
-            ));
-        }
-        Ok(format!("namespace `{namespace}` and gpuplan's PriorityClasses are there"))
-    }
-
-    /// The pods' output of the run's Job, every replica (`region` is the cluster).
-    async fn job_logs(
-        &self,
-        region: &str,
-        id: &str,
-        follow: bool,
-        out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
-    ) -> Result<(), ProviderError> {
-        let (ns, name, _) = split_run_id(id)?;
-        self.logs(region, ns, name, follow, out).await
-    }
-
     /// Evict the replica's live pod(s); the Job and its other replicas go on.
     async fn preempt_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let (ns, name, replica) = split_run_id(id)?;
@@ -732,6 +666,64 @@ impl Provider for KubeJobs {
             started_ms: None,
             finished_ms: None,
         })
+    }
+}
+
+#[async_trait]
+impl LogPort for KubeJobs {
+    /// The pods' output of the run's Job, every replica (`region` is the cluster).
+    async fn job_logs(
+        &self,
+        region: &str,
+        id: &str,
+        follow: bool,
+        out: &crate::providers::ports::LogSink<'_>,
+    ) -> Result<(), ProviderError> {
+        let (ns, name, _) = split_run_id(id)?;
+        self.pod_logs(region, ns, name, follow, out).await
+    }
+}
+
+#[async_trait]
+impl ClusterPort for KubeJobs {
+    /// The cluster answers, the namespace exists, and so do the four PriorityClasses
+    /// gpuplan's Jobs name.
+    async fn check_cluster(&self, region: &str, namespace: &str) -> Result<String, ProviderError> {
+        let client = self.client(region).await?;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        if namespaces.get_opt(namespace).await.map_err(|e| api_error(e, region, "namespaces", namespace))?.is_none() {
+            return Err(ProviderError::new(
+                ErrorClass::Invalid,
+                "NoNamespace",
+                format!(
+                    "namespace `{namespace}` does not exist in cluster {}; create it with `kubectl create namespace {namespace}`",
+                    describe(region)
+                ),
+            ));
+        }
+        let classes: Api<PriorityClass> = Api::all(client);
+        let mut missing = Vec::new();
+        for p in [Priority::Critical, Priority::High, Priority::Medium, Priority::Low] {
+            let name = format!("gpuplan-{}", crate::model::job::priority_str(p));
+            if classes.get_opt(&name).await.map_err(|e| api_error(e, region, "priorityclasses", &name))?.is_none() {
+                missing.push(name);
+            }
+        }
+        if !missing.is_empty() {
+            let cmds: Vec<String> =
+                missing.iter().map(|m| format!("kubectl create priorityclass {m} --value=N")).collect();
+            return Err(ProviderError::new(
+                ErrorClass::Invalid,
+                "NoPriorityClass",
+                format!(
+                    "cluster {} lacks the PriorityClass(es) {}, so Jobs of those priorities would never start; create them, higher values for higher priorities: {}",
+                    describe(region),
+                    missing.join(", "),
+                    cmds.join("; ")
+                ),
+            ));
+        }
+        Ok(format!("namespace `{namespace}` and gpuplan's PriorityClasses are there"))
     }
 }
 

@@ -1,4 +1,5 @@
-//! [`SimProvider`]: the [`Provider`] trait over a shared [`SimCloud`].
+//! [`SimProvider`]: the [`Provider`] trait and the ports the sim cloud has (nodes, prices,
+//! jobs, adoption) over a shared [`SimCloud`].
 //!
 //! Every call sleeps the configured latency first and only then takes the cloud's lock,
 //! so concurrent tasks overlap their latency the way they would against a remote cloud.
@@ -10,7 +11,8 @@ use async_trait::async_trait;
 use super::cloud::SimCloud;
 use super::nodes::{PAGE, dedup};
 use crate::providers::{
-    CreateNodes, CreateResult, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider, ProviderError, Tags,
+    AdoptionPort, CreateNodes, CreateResult, JobPort, JobStatus, LaunchJob, ListFilter, Node, NodePort, Offer,
+    PricePort, Provider, ProviderError, Tags,
 };
 use crate::spec::model::ProviderKind;
 
@@ -46,11 +48,33 @@ impl Provider for SimProvider {
         self.cloud.now_ms()
     }
 
+    fn nodes(&self) -> Option<&dyn NodePort> {
+        Some(self)
+    }
+
+    fn prices(&self) -> Option<&dyn PricePort> {
+        Some(self)
+    }
+
+    fn jobs(&self) -> Option<&dyn JobPort> {
+        Some(self)
+    }
+
+    fn adoption(&self) -> Option<&dyn AdoptionPort> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl PricePort for SimProvider {
     async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
         self.pause().await;
         self.cloud.api_offers(gpu, region)
     }
+}
 
+#[async_trait]
+impl NodePort for SimProvider {
     async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
         let mut nodes = Vec::new();
         let mut after: Option<String> = None;
@@ -86,7 +110,10 @@ impl Provider for SimProvider {
         }
         Ok(ids)
     }
+}
 
+#[async_trait]
+impl AdoptionPort for SimProvider {
     async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
         let mut out = Vec::new();
         for batch in dedup(ids).chunks(super::adopt::TAG_BATCH) {
@@ -114,7 +141,10 @@ impl Provider for SimProvider {
         }
         Ok(())
     }
+}
 
+#[async_trait]
+impl JobPort for SimProvider {
     async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
         self.pause().await;
         self.cloud.api_launch_job(req)

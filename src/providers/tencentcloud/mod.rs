@@ -28,8 +28,8 @@ use async_trait::async_trait;
 use crate::providers::http::{CloudConfig, RateLimit, catalog_offers};
 use crate::providers::launch::is_command_run;
 use crate::providers::{
-    Capacity, CreateNodes, CreateResult, ErrorClass, JobStatus, LaunchJob, ListFilter, Node, Offer, Provider,
-    ProviderError,
+    AdoptionPort, Capacity, CreateNodes, CreateResult, ErrorClass, JobPort, JobStatus, LaunchJob, ListFilter, LogPort,
+    Node, NodePort, Offer, PricePort, Provider, ProviderError, RunCommandPort,
 };
 use crate::spec::model::ProviderKind;
 
@@ -84,6 +84,33 @@ impl Provider for TencentProvider {
         self.client.config().credentials.source()
     }
 
+    fn prices(&self) -> Option<&dyn PricePort> {
+        Some(self)
+    }
+
+    fn nodes(&self) -> Option<&dyn NodePort> {
+        Some(self)
+    }
+
+    fn adoption(&self) -> Option<&dyn AdoptionPort> {
+        Some(self)
+    }
+
+    fn run_command(&self) -> Option<&dyn RunCommandPort> {
+        Some(self)
+    }
+
+    fn jobs(&self) -> Option<&dyn JobPort> {
+        Some(self)
+    }
+
+    fn logs(&self) -> Option<&dyn LogPort> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl PricePort for TencentProvider {
     /// Catalog offers priced live with `InquiryPriceRunInstances` (the discounted hourly
     /// price, `UnitPriceDiscount`, in CNY), for pay-as-you-go and spot. The call needs an
     /// image: without the provider block's `image` the catalog prices stand.
@@ -137,7 +164,10 @@ impl Provider for TencentProvider {
         )
         .await
     }
+}
 
+#[async_trait]
+impl NodePort for TencentProvider {
     async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
         let instances = self.describe_tagged(filter).await?;
         Ok(instances.iter().filter_map(|i| cvm::to_node(i, &filter.region)).collect())
@@ -149,49 +179,6 @@ impl Provider for TencentProvider {
 
     async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
         self.terminate(region, ids).await
-    }
-
-    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
-        self.describe_any(region, ids).await
-    }
-
-    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
-        self.unmanaged(region, filters).await
-    }
-
-    async fn tag_nodes(
-        &self,
-        region: &str,
-        ids: &[String],
-        set: &crate::providers::Tags,
-        remove: &[String],
-    ) -> Result<(), ProviderError> {
-        self.retag(region, ids, set, remove).await
-    }
-
-    async fn agents(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Option<std::collections::BTreeMap<String, crate::providers::AgentState>>, ProviderError> {
-        self.agent_states(region, ids).await.map(Some)
-    }
-
-    /// On a warm node when the plan chose one (TAT), else on a node made for it.
-    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        if req.shape.is_none() && !req.node_id.is_empty() {
-            return self.launch_on_node(req).await;
-        }
-        self.launch(req).await
-    }
-
-    /// TAT's invocations on the warm node: the one whose description carries the token.
-    async fn find_sent(&self, region: &str, node_id: &str, token: &str) -> Result<Option<JobStatus>, ProviderError> {
-        self.find_invocation(region, node_id, token).await
-    }
-
-    async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        if is_command_run(id) { self.command_status(region, id).await } else { self.status(region, id).await }
     }
 
     /// `DescribeAccountQuota`: pay-as-you-go and spot instance quotas per zone.
@@ -214,31 +201,57 @@ impl Provider for TencentProvider {
         }
         Ok(Some(out))
     }
+}
 
-    /// The job's own output: what its node's log or console holds (one replica per node).
-    async fn job_logs(
+#[async_trait]
+impl AdoptionPort for TencentProvider {
+    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
+        self.describe_any(region, ids).await
+    }
+
+    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
+        self.unmanaged(region, filters).await
+    }
+
+    async fn tag_nodes(
         &self,
         region: &str,
-        id: &str,
-        _follow: bool,
-        out: &(dyn for<'l> Fn(u32, &'l str) + Send + Sync),
+        ids: &[String],
+        set: &crate::providers::Tags,
+        remove: &[String],
     ) -> Result<(), ProviderError> {
-        let text = if is_command_run(id) {
-            Some(self.command_output(region, id).await?)
-        } else {
-            self.job_log(region, id).await?
-        };
-        let text = text.ok_or_else(|| {
-            ProviderError::new(
-                ErrorClass::Retryable,
-                "NoAgentAnswer",
-                format!("the TAT agent on {id} did not answer; try again"),
-            )
-        })?;
-        for line in crate::providers::userdata::job_output(&text) {
-            out(0, line);
+        self.retag(region, ids, set, remove).await
+    }
+}
+
+#[async_trait]
+impl RunCommandPort for TencentProvider {
+    async fn agents(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<std::collections::BTreeMap<String, crate::providers::AgentState>, ProviderError> {
+        self.agent_states(region, ids).await
+    }
+}
+
+#[async_trait]
+impl JobPort for TencentProvider {
+    /// On a warm node when the plan chose one (TAT), else on a node made for it.
+    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        if req.shape.is_none() && !req.node_id.is_empty() {
+            return self.launch_on_node(req).await;
         }
-        Ok(())
+        self.launch(req).await
+    }
+
+    /// TAT's invocations on the warm node: the one whose description carries the token.
+    async fn find_sent(&self, region: &str, node_id: &str, token: &str) -> Result<Option<JobStatus>, ProviderError> {
+        self.find_invocation(region, node_id, token).await
+    }
+
+    async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        if is_command_run(id) { self.command_status(region, id).await } else { self.status(region, id).await }
     }
 
     async fn list_job_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
@@ -257,5 +270,34 @@ impl Provider for TencentProvider {
     /// A job on a warm node: its invocation is cancelled and the node stays in its pool.
     async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         if is_command_run(id) { self.cancel_command(region, id).await } else { self.cancel(region, id).await }
+    }
+}
+
+#[async_trait]
+impl LogPort for TencentProvider {
+    /// The job's own output: what its node's log or console holds (one replica per node).
+    async fn job_logs(
+        &self,
+        region: &str,
+        id: &str,
+        _follow: bool,
+        out: &crate::providers::ports::LogSink<'_>,
+    ) -> Result<(), ProviderError> {
+        let text = if is_command_run(id) {
+            Some(self.command_output(region, id).await?)
+        } else {
+            self.job_log(region, id).await?
+        };
+        let text = text.ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Retryable,
+                "NoAgentAnswer",
+                format!("the TAT agent on {id} did not answer; try again"),
+            )
+        })?;
+        for line in crate::providers::userdata::job_output(&text) {
+            out(0, line);
+        }
+        Ok(())
     }
 }

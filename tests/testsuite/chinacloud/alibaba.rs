@@ -9,8 +9,8 @@ use std::sync::Arc;
 use gpuplan::providers::http::{CloudConfig, CredentialCache, Credentials, Endpoint, Secret};
 use gpuplan::providers::signing::{acs3, iso8601, sha256_hex};
 use gpuplan::providers::{
-    Capacity, CreateNodes, ErrorClass, JobState, LaunchJob, ListFilter, Provider, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB,
-    TAG_LINEAGE, TAG_MANAGED, Tags,
+    Capacity, CreateNodes, ErrorClass, JobPort, JobState, LaunchJob, ListFilter, NodePort, TAG_ADDRESS, TAG_ATTEMPT,
+    TAG_JOB, TAG_LINEAGE, TAG_MANAGED, Tags,
 };
 use serde_json::Value;
 

@@ -7,8 +7,8 @@ use gpuplan::providers::http::{CloudConfig, CredentialCache, Credentials, Endpoi
 use gpuplan::providers::signing::tc3;
 use gpuplan::providers::tencentcloud::TencentProvider;
 use gpuplan::providers::{
-    Capacity, CreateNodes, ErrorClass, JobState, LaunchJob, ListFilter, Provider, TAG_ADDRESS, TAG_ATTEMPT, TAG_JOB,
-    TAG_LINEAGE, TAG_MANAGED,
+    Capacity, CreateNodes, ErrorClass, JobPort, JobState, LaunchJob, ListFilter, NodePort, TAG_ADDRESS, TAG_ATTEMPT,
+    TAG_JOB, TAG_LINEAGE, TAG_MANAGED,
 };
 use serde_json::Value;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use gpuplan::addr::{Address, Kind};
 use gpuplan::providers::sim::{SimCloud, SimConfig, SimProvider};
-use gpuplan::providers::{LaunchJob, Provider};
+use gpuplan::providers::{JobPort, LaunchJob};
 
 use crate::engine_cli::{Fleet, PROVIDER, pool, small_spec, wait_until};
 

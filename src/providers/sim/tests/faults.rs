@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::providers::{ErrorClass, JobState, LaunchJob, ListFilter, Provider};
+use crate::providers::{ErrorClass, JobPort, JobState, LaunchJob, ListFilter, NodePort, PricePort};
 
 fn flaky(seed: u64) -> SimConfig {
     SimConfig { seed, failure_rate: 0.5, ..SimConfig::default() }

@@ -1,7 +1,7 @@
 //! The node API: round trips, ids, capacity, ownership, batching, reclaims.
 
 use super::*;
-use crate::providers::{ErrorClass, ListFilter, NodeState, Provider, Tags};
+use crate::providers::{ErrorClass, ListFilter, NodePort, NodeState, Tags};
 
 fn filter(lineage: Option<&str>) -> ListFilter {
     ListFilter { region: "us-east-1".into(), lineage: lineage.map(String::from) }

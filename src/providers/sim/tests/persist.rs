@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::providers::sim::SimError;
 use crate::providers::sim::store::sibling;
-use crate::providers::{ListFilter, NodeState, Provider};
+use crate::providers::{ListFilter, NodePort, NodeState};
 
 fn all() -> ListFilter {
     ListFilter { region: "us-east-1".into(), lineage: None }

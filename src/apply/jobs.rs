@@ -38,6 +38,7 @@
 //! not launch (its outcome is skipped, so the apply exits non-zero and names them).
 
 mod assign;
+mod calls;
 mod ledger;
 mod orphans;
 
@@ -52,11 +53,12 @@ use crate::apply::{ApplyOptions, Outcome, ProviderSet, Recorder, Status};
 use crate::model::{JobPlacement, JobRecord, JobRun, Placement, ReplicaLaunch};
 use crate::plan::model::ResourceChange;
 use crate::plan::{Action, Plan};
-use crate::providers::{Capacity, JobState, JobStatus, Provider, ProviderError, ports};
+use crate::providers::{Capacity, JobState, JobStatus};
 use crate::state::model::SpendEntry;
 use crate::state::{JournalEntry, State};
 
 use assign::Pick;
+use calls::{cancel, launch, release, stop};
 
 /// Records written together in one journal append (one fsync) when nothing waits on them:
 /// the lives recorded before the launches, and the jobs' final records. Large enough that
@@ -278,34 +280,6 @@ async fn record_lives(steps: &Steps<'_>, now: &str) -> BTreeMap<Address, String>
         }
     }
     failed
-}
-
-/// Stop one run for gpuplan's own reasons (see `JobPort::preempt_job`).
-async fn stop(providers: &ProviderSet, run: &JobRun) -> Result<JobStatus, String> {
-    match providers.get(&run.provider) {
-        Some(p) => async { ports::jobs_of(p.as_ref())?.preempt_job(&run.region, &run.id).await }
-            .await
-            .map_err(|e| e.to_string()),
-        None => Err(format!("provider `{}` is not configured", run.provider)),
-    }
-}
-
-/// Launch one run; a provider without jobs cannot.
-async fn launch(p: &dyn Provider, req: &crate::providers::LaunchJob) -> Result<JobStatus, ProviderError> {
-    ports::jobs_of(p)?.launch_job(req).await
-}
-
-/// Cancel one run; a provider without jobs cannot.
-async fn cancel(p: &dyn Provider, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-    ports::jobs_of(p)?.cancel_job(region, id).await
-}
-
-/// Release the node a run's job VM was; a provider without jobs made none.
-async fn release(p: &dyn Provider, region: &str, id: &str) -> Result<(), ProviderError> {
-    match p.jobs() {
-        Some(jobs) => jobs.release_job_node(region, id).await,
-        None => Ok(()),
-    }
 }
 
 /// Runs whose node the plan removes: stopped before the node goes, so the job can

@@ -1,0 +1,35 @@
+//! The job port's calls an apply makes, each through [`ports`]: a provider without jobs
+//! cannot launch, cancel or stop a run (the missing port's error), and made no job node to
+//! release.
+
+use crate::apply::ProviderSet;
+use crate::model::JobRun;
+use crate::providers::{JobStatus, LaunchJob, Provider, ProviderError, ports};
+
+/// Stop one run for gpuplan's own reasons (see `JobPort::preempt_job`).
+pub(super) async fn stop(providers: &ProviderSet, run: &JobRun) -> Result<JobStatus, String> {
+    match providers.get(&run.provider) {
+        Some(p) => async { ports::jobs_of(p.as_ref())?.preempt_job(&run.region, &run.id).await }
+            .await
+            .map_err(|e| e.to_string()),
+        None => Err(format!("provider `{}` is not configured", run.provider)),
+    }
+}
+
+/// Launch one run; a provider without jobs cannot.
+pub(super) async fn launch(p: &dyn Provider, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+    ports::jobs_of(p)?.launch_job(req).await
+}
+
+/// Cancel one run; a provider without jobs cannot.
+pub(super) async fn cancel(p: &dyn Provider, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+    ports::jobs_of(p)?.cancel_job(region, id).await
+}
+
+/// Release the node a run's job VM was; a provider without jobs made none.
+pub(super) async fn release(p: &dyn Provider, region: &str, id: &str) -> Result<(), ProviderError> {
+    match p.jobs() {
+        Some(jobs) => jobs.release_job_node(region, id).await,
+        None => Ok(()),
+    }
+}

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::AlibabaProvider;
 use super::ecs::{tags_of, to_any_node};
-use crate::providers::{Node, ProviderError, TAG_MANAGED, Tags, unowned_pool};
+use crate::providers::{AdoptionPort, Node, ProviderError, TAG_MANAGED, Tags, unowned_pool};
 
 /// Instances per tag call, and tags per call.
 const IDS_PER_CALL: usize = 50;
@@ -17,19 +17,16 @@ fn p(k: impl Into<String>, v: impl Into<String>) -> (String, String) {
     (k.into(), v.into())
 }
 
-impl AlibabaProvider {
+#[async_trait::async_trait]
+impl AdoptionPort for AlibabaProvider {
     /// The instances among `ids` that exist, whatever their tags.
-    pub(super) async fn describe_any(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
+    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
         let found = self.describe_ids(region, ids).await?;
         Ok(found.iter().filter_map(|i| any(i, region)).filter(Node::is_live).collect())
     }
 
     /// Running instances without `gpuplan:managed=true` whose tags match every filter.
-    pub(super) async fn unmanaged(
-        &self,
-        region: &str,
-        filters: &[(String, String)],
-    ) -> Result<Vec<Node>, ProviderError> {
+    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
         let mut base = vec![p("MaxResults", "100"), p("Status", "Running")];
         for (n, (k, v)) in filters.iter().enumerate() {
             base.push(p(format!("Tag.{}.Key", n + 1), k));
@@ -54,7 +51,7 @@ impl AlibabaProvider {
     }
 
     /// `UntagResources` of `remove`, then `TagResources` of `set`, 50 instances a call.
-    pub(super) async fn retag(
+    async fn tag_nodes(
         &self,
         region: &str,
         ids: &[String],

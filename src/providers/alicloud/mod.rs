@@ -198,27 +198,6 @@ impl NodePort for AlibabaProvider {
 }
 
 #[async_trait]
-impl AdoptionPort for AlibabaProvider {
-    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
-        self.describe_any(region, ids).await
-    }
-
-    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
-        self.unmanaged(region, filters).await
-    }
-
-    async fn tag_nodes(
-        &self,
-        region: &str,
-        ids: &[String],
-        set: &crate::providers::Tags,
-        remove: &[String],
-    ) -> Result<(), ProviderError> {
-        self.retag(region, ids, set, remove).await
-    }
-}
-
-#[async_trait]
 impl RunCommandPort for AlibabaProvider {
     async fn agents(
         &self,

@@ -7,14 +7,15 @@ use aws_sdk_ec2::types::{Filter, InstanceStateName, Tag};
 use super::errors::from_sdk;
 use super::nodes::{filter, is_managed, node_of, tags, to_node};
 use super::{AwsProvider, Bucket, PAGE, read};
-use crate::providers::{Node, ProviderError, Tags, unowned_pool};
+use crate::providers::{AdoptionPort, Node, ProviderError, Tags, unowned_pool};
 
 /// Ids per `instance-id` filter.
 const IDS_PER_DESCRIBE: usize = 200;
 
-impl AwsProvider {
+#[async_trait::async_trait]
+impl AdoptionPort for AwsProvider {
     /// The instances among `ids` that exist and are not terminated, whatever their tags.
-    pub(super) async fn describe_ids(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
+    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
         let mut out = Vec::new();
         for chunk in ids.chunks(IDS_PER_DESCRIBE) {
             let found = self.describe_all(region, vec![filter("instance-id", chunk.iter().cloned())]).await?;
@@ -24,11 +25,7 @@ impl AwsProvider {
     }
 
     /// Running instances without `gpuplan:managed=true` whose tags match every filter.
-    pub(super) async fn unmanaged(
-        &self,
-        region: &str,
-        filters: &[(String, String)],
-    ) -> Result<Vec<Node>, ProviderError> {
+    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
         let mut f: Vec<Filter> = vec![filter("instance-state-name", ["running"])];
         f.extend(filters.iter().map(|(k, v)| filter(&format!("tag:{k}"), [v.clone()])));
         let found = self.describe_all(region, f).await?;
@@ -36,7 +33,7 @@ impl AwsProvider {
     }
 
     /// `DeleteTags` of `remove`, then `CreateTags` of `set`, in batches of at most 1,000 ids.
-    pub(super) async fn retag(
+    async fn tag_nodes(
         &self,
         region: &str,
         ids: &[String],

@@ -17,7 +17,7 @@ use aws_sdk_ec2::types::InstanceType;
 use super::errors::from_sdk;
 use super::{AwsProvider, Bucket, read};
 use crate::catalog::{self, DEFAULT_CNY_PER_USD};
-use crate::providers::{Capacity, ErrorClass, Offer, ProviderError, sort_offers};
+use crate::providers::{Capacity, ErrorClass, Offer, PricePort, ProviderError, sort_offers};
 use crate::spec::model::ProviderKind;
 
 /// What `DescribeInstanceTypes` says about a type's GPUs.
@@ -221,9 +221,12 @@ impl AwsProvider {
             .filter_map(|t| Some((t.clone(), cache.get(&(region.to_string(), t.clone())).copied().flatten()?)))
             .collect())
     }
+}
 
+#[async_trait::async_trait]
+impl PricePort for AwsProvider {
     /// Catalog on-demand prices and live spot prices for a GPU model.
-    pub(super) async fn priced_offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
+    async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
         let models = crate::catalog::resolve_gpu(gpu);
         if models.is_empty() {
             return Err(ProviderError::new(ErrorClass::Invalid, "UnknownGpu", format!("unknown GPU model `{gpu}`")));

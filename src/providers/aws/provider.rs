@@ -1,5 +1,6 @@
-//! The [`Provider`] trait and its ports over [`AwsProvider`]; the calls live in
-//! `fleet.rs`, `nodes.rs`, `prices.rs`, `jobs.rs` and `ssm.rs`.
+//! The [`Provider`] trait over [`AwsProvider`], and the ports whose calls live in several
+//! files (`fleet.rs`, `nodes.rs`, `ahead.rs`, `jobs.rs`, `ssm.rs`); the price port is
+//! `prices.rs`'s, the adoption port `adopt.rs`'s.
 
 use async_trait::async_trait;
 
@@ -10,7 +11,7 @@ use crate::providers::launch::is_command_run;
 use crate::providers::ports::LogSink;
 use crate::providers::{
     AdoptionPort, AgentState, CreateNodes, CreateResult, JobPort, JobStatus, LaunchJob, ListFilter, LogPort, NewPool,
-    Node, NodePort, Offer, PricePort, Provider, ProviderError, RunCommandPort, Tags,
+    Node, NodePort, PricePort, Provider, ProviderError, RunCommandPort,
 };
 use crate::spec::model::ProviderKind;
 
@@ -50,13 +51,6 @@ impl Provider for AwsProvider {
 }
 
 #[async_trait]
-impl PricePort for AwsProvider {
-    async fn offers(&self, gpu: &str, region: Option<&str>) -> Result<Vec<Offer>, ProviderError> {
-        self.priced_offers(gpu, region).await
-    }
-}
-
-#[async_trait]
 impl NodePort for AwsProvider {
     async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
         self.list(filter).await
@@ -74,27 +68,6 @@ impl NodePort for AwsProvider {
 
     async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
         self.terminate(region, ids).await
-    }
-}
-
-#[async_trait]
-impl AdoptionPort for AwsProvider {
-    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
-        self.describe_ids(region, ids).await
-    }
-
-    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
-        self.unmanaged(region, filters).await
-    }
-
-    async fn tag_nodes(
-        &self,
-        region: &str,
-        ids: &[String],
-        set: &Tags,
-        remove: &[String],
-    ) -> Result<(), ProviderError> {
-        self.retag(region, ids, set, remove).await
     }
 }
 

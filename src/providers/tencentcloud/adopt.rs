@@ -10,16 +10,17 @@ use serde_json::{Value, json};
 use super::TencentProvider;
 use super::client::CVM_VERSION;
 use super::cvm::{node_of, tags_of, to_any_node};
-use crate::providers::{ErrorClass, Node, ProviderError, TAG_MANAGED, Tags, unowned_pool};
+use crate::providers::{AdoptionPort, ErrorClass, Node, ProviderError, TAG_MANAGED, Tags, unowned_pool};
 
 pub const TAG_VERSION: &str = "2018-08-13";
 pub const STS_VERSION: &str = "2018-08-13";
 /// Resources and tags per `TagResources` / `UnTagResources` call.
 const TAG_BATCH: usize = 10;
 
-impl TencentProvider {
+#[async_trait::async_trait]
+impl AdoptionPort for TencentProvider {
     /// The instances among `ids` that exist and are not being terminated, whatever their tags.
-    pub(super) async fn describe_any(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
+    async fn describe_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<Node>, ProviderError> {
         let found = self.describe_ids(region, ids).await?;
         Ok(found
             .iter()
@@ -29,11 +30,7 @@ impl TencentProvider {
     }
 
     /// Running instances without `gpuplan:managed=true` whose tags match every filter.
-    pub(super) async fn unmanaged(
-        &self,
-        region: &str,
-        filters: &[(String, String)],
-    ) -> Result<Vec<Node>, ProviderError> {
+    async fn list_unmanaged(&self, region: &str, filters: &[(String, String)]) -> Result<Vec<Node>, ProviderError> {
         let filters: Vec<Value> =
             filters.iter().map(|(k, v)| json!({"Name": format!("tag:{k}"), "Values": [v]})).collect();
         let mut out = Vec::new();
@@ -56,7 +53,7 @@ impl TencentProvider {
     }
 
     /// `UnTagResources` of `remove`, then `TagResources` of `set`, 10 instances a call.
-    pub(super) async fn retag(
+    async fn tag_nodes(
         &self,
         region: &str,
         ids: &[String],
@@ -82,7 +79,9 @@ impl TencentProvider {
         }
         Ok(())
     }
+}
 
+impl TencentProvider {
     /// The account UIN that owns the instances (STS `GetCallerIdentity`'s `AccountId`).
     async fn owner_uin(&self) -> Result<String, ProviderError> {
         if let Some(uin) = self.owner_uin.lock().unwrap_or_else(|e| e.into_inner()).clone() {

@@ -115,6 +115,8 @@ pub(super) fn launch(
         max_runtime_secs: t.max_runtime.as_ref().map(|d| d.value.as_secs()),
         keep_node: false,
         kube: kube.clone(),
+        // The design's default check until the spec's `health { readiness }` sets it per pool.
+        readiness: crate::model::health::Readiness::default(),
     };
     let fallback = (capacity == Capacity::Spot && fallback == Some(Fallback::OnDemand)).then_some(Capacity::OnDemand);
     let (provider, region) = match &kube {

@@ -116,3 +116,34 @@ pub struct NodeHealth {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus_seen: Option<u32>,
 }
+
+/// `health { readiness }`: the check a node passes before it takes a job. The job script
+/// runs it first (`providers::userdata`); a failure exits with its own code, so the run
+/// says its node failed, not the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Readiness {
+    /// `dcgmi diag -r 1`: DCGM's deployment checks, seconds.
+    Dcgm,
+    /// `nvidia-smi` answers and lists every GPU the job needs.
+    #[default]
+    NvidiaSmi,
+    /// No check.
+    None,
+}
+
+impl Readiness {
+    /// The spelling in specs: `dcgm`, `nvidia-smi`, `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Readiness::Dcgm => "dcgm",
+            Readiness::NvidiaSmi => "nvidia-smi",
+            Readiness::None => "none",
+        }
+    }
+
+    /// Whether this is the default (`nvidia-smi`), which saved plans leave out.
+    pub fn is_default(&self) -> bool {
+        *self == Readiness::default()
+    }
+}

@@ -357,6 +357,9 @@ pub struct LaunchJob {
     /// Submit to a Kubernetes cluster instead (pools with a `kubernetes {}` block).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kube: Option<KubeLaunch>,
+    /// The check the job script runs before the job (`health { readiness }`).
+    #[serde(default, skip_serializing_if = "crate::model::health::Readiness::is_default")]
+    pub readiness: crate::model::health::Readiness,
 }
 
 /// One job instance submitted to a Kubernetes cluster as a `batch/v1` Job: every replica

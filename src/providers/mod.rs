@@ -15,6 +15,7 @@ pub mod aws;
 pub mod boot;
 pub mod credentials;
 pub mod health;
+pub mod health_read;
 pub mod http;
 pub mod job_env;
 pub mod kube;

@@ -15,6 +15,9 @@
 
 use super::LaunchJob;
 
+pub mod readiness;
+pub use readiness::{NODE_UNREADY, UNREADY_MARKER};
+
 /// How long a job node may take from its launch to start its job script (boot, cloud-init,
 /// user data). Where gpuplan can see that the script never ran (the node's run-command
 /// agent answers and the node has no job log), the run fails past it and its node is
@@ -70,12 +73,16 @@ pub fn job_script(req: &LaunchJob) -> String {
     // distribution's packages, and when that fails the job ends with the reason, not a hang.
     let stop = if req.keep_node { "true" } else { "shutdown -h now" };
     let needs = prepare_script(stop);
+    // Then the pool's readiness check: a node that fails it exits NODE_UNREADY, before
+    // the job, so the run says the node failed (see `readiness`).
+    let ready = readiness::script(req.readiness, req.gpus, stop, EXIT_MARKER);
     format!(
         "#!/bin/bash\n\
          # gpuplan job {job} attempt {attempt} (token {token})\n\
          set -u\n\
          exec > >(tee -a {JOB_LOG}) 2>&1\n\
          {needs}\
+         {ready}\
          {run}\n\
          code=$?\n\
          echo \"{EXIT_MARKER}$code\" | tee /dev/console\n\
@@ -208,6 +215,10 @@ pub fn exit_message(code: i32, log: &str, how: &str) -> String {
             Some(why) => format!("the node could not run the job: {why}"),
             None => format!("exited {code} ({how})"),
         },
+        NODE_UNREADY => match readiness::reason(log) {
+            Some(why) => readiness::message(&why),
+            None => format!("exited {code} ({how})"),
+        },
         c => format!("exited {c} ({how})"),
     }
 }
@@ -247,6 +258,7 @@ mod tests {
             max_runtime_secs: Some(3600),
             keep_node: false,
             kube: None,
+            readiness: Default::default(),
         }
     }
 

@@ -109,6 +109,7 @@ impl Fixture {
             max_runtime_secs: None,
             keep_node: true,
             kube: None,
+            readiness: Default::default(),
         };
         sim.launch_job(&job).await.expect("job launches");
     }

@@ -923,3 +923,62 @@ time,provider,region,gpu,capacity,price_usd_hour,available_nodes
     gp(&["destroy", "--auto-approve"]);
     assert!(tagged(&c, &lineage).await.is_empty(), "destroy leaves nothing on AWS");
 }
+
+/// A front for moto for GPU health reads: every SSM agent asked about is `Online` (moto
+/// answers `DescribeInstanceInformation` 500), and `GetCommandInvocation` of an instance
+/// in `outputs` answers what its tools printed (moto answers every command Success with
+/// empty output). `SendCommand` and everything else go to moto.
+fn health_front(outputs: BTreeMap<String, String>) -> crate::aws::fake_ec2::FakeEc2 {
+    use crate::aws::fake_ec2::{FakeEc2, Reply, forward};
+    let host = endpoint().trim_start_matches("http://").trim_end_matches('/').to_string();
+    FakeEc2::start(move |req, _| {
+        let target = req.headers.get("x-amz-target").map(String::as_str).unwrap_or("");
+        let asked: serde_json::Value = serde_json::from_str(&req.body).unwrap_or_default();
+        let scripted = asked["InstanceId"].as_str().and_then(|id| outputs.get(id));
+        match (target, scripted) {
+            ("AmazonSSM.DescribeInstanceInformation", _) => {
+                let ids = asked["Filters"][0]["Values"].as_array().cloned().unwrap_or_default();
+                let list: Vec<serde_json::Value> =
+                    ids.iter().map(|id| serde_json::json!({"InstanceId": id, "PingStatus": "Online"})).collect();
+                Reply { status: 200, body: serde_json::json!({"InstanceInformationList": list}).to_string() }
+            }
+            ("AmazonSSM.GetCommandInvocation", Some(out)) => {
+                let doc = serde_json::json!({"CommandId": asked["CommandId"], "InstanceId": asked["InstanceId"],
+                    "Status": "Success", "ResponseCode": 0, "StandardOutputContent": out});
+                Reply { status: 200, body: doc.to_string() }
+            }
+            _ => forward(&host, req),
+        }
+    })
+}
+
+/// GPU health through Systems Manager: one `SendCommand` of the capture script to every
+/// node (moto), and each node's `GetCommandInvocation` output parsed: a pre-Ampere GPU
+/// with double-bit errors and a page retirement pending, a healthy A100. A node whose
+/// output is no capture (moto's empty answer) is left out, never reported healthy.
+#[tokio::test(flavor = "multi_thread")]
+async fn gpu_health_is_read_through_ssm() {
+    use crate::health_captures::agent_output;
+    use gpuplan::model::health::Signal;
+    let region = "ca-central-1";
+    let c = client(region).await;
+    let ids = [foreign_instance(&c).await, foreign_instance(&c).await, foreign_instance(&c).await];
+    let outputs: BTreeMap<String, String> = [
+        (ids[0].clone(), agent_output("nvidia-smi/tesla-p100-dbe.xml", "", "kernel/dmesg-xid-13-iso.log")),
+        (ids[1].clone(), agent_output("nvidia-smi/a100-sxm4-v12.xml", "dcgm/health-healthy.json", "")),
+    ]
+    .into();
+    let front = health_front(outputs);
+    let p = AwsProvider::new(AwsSettings { endpoint: Some(front.url.clone()), ..settings() });
+    let port = p.health().expect("AWS reads GPU health");
+    let read = port.read_health(region, &ids).await.expect("read");
+    assert_eq!(read.iter().map(|h| h.node_id.as_str()).collect::<Vec<_>>(), vec![ids[0].as_str(), ids[1].as_str()]);
+    let bad: Vec<_> = read[0].findings.iter().map(|f| (f.signal, f.gpu)).collect();
+    assert_eq!(bad, vec![(Signal::EccUncorrectable, Some(0)), (Signal::RowRemapPending, Some(0))]);
+    assert_eq!((read[1].findings.len(), read[1].gpus_seen), (0, Some(1)));
+    assert_eq!(ssm_calls(&front, "SendCommand"), 1, "one command for every node");
+    let sent = front.requests().into_iter().find(|r| r.body.contains("AWS-RunShellScript")).expect("the command");
+    let sent: serde_json::Value = serde_json::from_str(&sent.body).unwrap();
+    assert_eq!(sent["InstanceIds"].as_array().map(Vec::len), Some(3), "{sent:#}");
+    assert!(sent["Parameters"]["commands"][0].as_str().unwrap_or("").contains("nvidia-smi -q -x"), "{sent:#}");
+}

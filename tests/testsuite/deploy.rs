@@ -95,13 +95,16 @@ fn the_deployment_runs_two_non_root_replicas_with_probes_and_a_lease_role() {
     let cm = find("ConfigMap");
     assert!(cm["data"]["main.hcl"].as_str().unwrap().contains("gpu_pool"));
     assert_eq!(pod["volumes"][0]["configMap"]["name"], cm["metadata"]["name"]);
-    // The Role lets it hold the Lease (get, create, update); cluster-wide it only reads a
-    // Node (which cloud instance a job's pod runs on).
+    // The Role lets it hold the Lease (get, create, update); cluster-wide it reads a
+    // Node (which cloud instance a job's pod runs on), lists them (GPU health) and cordons one.
     let role = find("Role");
     let lease = role["rules"].as_array().unwrap().iter().find(|r| r["resources"][0] == "leases").expect("a lease rule");
     assert_eq!(lease["verbs"], serde_json::json!(["get", "create", "update"]));
     let cluster = find("ClusterRole");
-    assert_eq!(cluster["rules"], serde_json::json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]));
+    assert_eq!(
+        cluster["rules"],
+        serde_json::json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}])
+    );
     assert_eq!(docs.iter().filter(|d| d["kind"] == "ClusterRole").count(), 1);
     assert_eq!(find("ClusterRoleBinding")["subjects"][0]["namespace"], "gpuplan");
     let svc = find("Service");

@@ -10,8 +10,10 @@
 //! along (`run_all`, `succeed`, `fail`, `reclaim`) and read what the client did
 //! (`requests`). Bearer-token auth; `deny(401|403)` answers everything with that code.
 //!
-//! Nodes (`node`) answer `GET /api/v1/nodes/NAME` with their `spec.providerID`, and a test
-//! can bind a pod to one (`run_on`).
+//! Nodes (`node`) answer `GET /api/v1/nodes/NAME` and `GET /api/v1/nodes` with their
+//! `spec.providerID` and the status a test gives them (`node_status`: conditions, capacity,
+//! allocatable); a merge `PATCH` of one changes its `spec` (a cordon), and a test can bind
+//! a pod to one (`run_on`).
 //!
 //! It also keeps `coordination.k8s.io/v1` Leases as the API server does for leader
 //! election: every write gets a new `metadata.resourceVersion`, and a PUT naming another
@@ -62,8 +64,8 @@ struct Cluster {
     /// Every accepted Lease write that changed its holder: (when, namespace/name, holder).
     holders: Vec<(std::time::Instant, String, Option<String>)>,
     lease_conflicts: usize,
-    /// Nodes by name, with their `spec.providerID`.
-    nodes: BTreeMap<String, String>,
+    /// Nodes by name, as the API server serves them.
+    nodes: BTreeMap<String, Value>,
 }
 
 #[derive(Clone)]
@@ -278,13 +280,25 @@ impl FakeApi {
         let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match (method, segs.as_slice()) {
             ("GET", ["api", "v1", "nodes", name]) => match c.nodes.get(*name) {
-                Some(provider_id) => (
-                    200,
-                    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-                           "spec": {"providerID": provider_id}}),
-                ),
+                Some(node) => (200, node.clone()),
                 None => status(404, "NotFound", &format!("nodes \"{name}\" not found")),
             },
+            ("GET", ["api", "v1", "nodes"]) => {
+                let items: Vec<Value> = c.nodes.values().cloned().collect();
+                (200, json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": items}))
+            }
+            ("PATCH", ["api", "v1", "nodes", name]) => {
+                let patch: Value = serde_json::from_str(body).unwrap_or_default();
+                match c.nodes.get_mut(*name) {
+                    Some(node) => {
+                        for (k, v) in patch["spec"].as_object().into_iter().flatten() {
+                            node["spec"][k] = v.clone();
+                        }
+                        (200, node.clone())
+                    }
+                    None => status(404, "NotFound", &format!("nodes \"{name}\" not found")),
+                }
+            }
             ("GET", ["api", "v1", "namespaces", ns]) => {
                 if c.missing_namespaces.iter().any(|m| m == ns) {
                     status(404, "NotFound", &format!("namespaces \"{ns}\" not found"))
@@ -439,7 +453,19 @@ impl FakeApi {
     /// A Node named `name` whose `spec.providerID` is `provider_id` (as EKS, TKE and ACK
     /// set it: the cloud instance behind a node named otherwise).
     pub fn node(&self, name: &str, provider_id: &str) {
-        self.inner.lock().expect("cluster").nodes.insert(name.to_string(), provider_id.to_string());
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                          "spec": {"providerID": provider_id}});
+        self.inner.lock().expect("cluster").nodes.insert(name.to_string(), node);
+    }
+
+    /// Node `name`'s `status` (conditions, capacity, allocatable).
+    pub fn node_status(&self, name: &str, status: Value) {
+        self.inner.lock().expect("cluster").nodes.get_mut(name).expect("a node")["status"] = status;
+    }
+
+    /// Node `name` as the API server holds it.
+    pub fn node_object(&self, name: &str) -> Value {
+        self.inner.lock().expect("cluster").nodes.get(name).cloned().expect("a node")
     }
 
     /// The scheduler binds the pending pod of `index` to node `node`; it starts running.

@@ -581,3 +581,68 @@ fn pods_are_matched_to_pool_nodes_through_the_node_s_provider_id() {
     assert_eq!(pool_nodes(d), [pin_node.clone()], "the node of the job that is not preemptible stays");
     assert_eq!(api.job("ml", "spot").expect("the Job survives")["status"]["failed"], 0);
 }
+
+/// GPU health on a Kubernetes pool, from the API server double's Nodes: NVSentinel's
+/// `SysLogsGPUFallenOff` marks its node (XID 79, first seen when the condition turned),
+/// `nvidia.com/gpu` allocatable below capacity is `gpu_missing`, an application XID named
+/// in node-problem-detector's `GPUXIDErrors` marks nothing, and a node matches its pool
+/// node through `spec.providerID`. A cordon sets the Node's `spec.unschedulable`.
+#[tokio::test(flavor = "multi_thread")]
+async fn gpu_health_from_node_conditions_and_allocatable_and_a_cordon() {
+    use gpuplan::model::health::{Signal, Source};
+    use gpuplan::providers::Provider;
+    use serde_json::json;
+    let api = FakeApi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config");
+    std::fs::write(&cfg, kubeconfig_for(&api.url)).unwrap();
+    let gpus = |alloc: &str| (json!({"nvidia.com/gpu": "8"}), json!({"nvidia.com/gpu": alloc}));
+    let (cap, all) = gpus("8");
+    api.node("ip-10-0-1-11.ec2.internal", "aws:///us-east-1a/i-0aaa");
+    api.node_status("ip-10-0-1-11.ec2.internal", json!({"capacity": cap, "allocatable": all, "conditions": [
+        {"type": "Ready", "status": "True"},
+        {"type": "SysLogsGPUFallenOff", "status": "True", "reason": "GPUFallenOff",
+         "message": "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", "lastTransitionTime": "2026-12-07T12:04:00Z"}]}));
+    let (cap, all) = gpus("7");
+    api.node("ip-10-0-1-12.ec2.internal", "aws:///us-east-1a/i-0bbb");
+    api.node_status(
+        "ip-10-0-1-12.ec2.internal",
+        json!({"capacity": cap, "allocatable": all, "conditions": [
+        {"type": "GPUXIDErrors", "status": "True", "reason": "XIDError", "message": "Xid 13 on GPU 0"}]}),
+    );
+    let (cap, all) = gpus("8");
+    api.node("ip-10-0-1-13.ec2.internal", "aws:///us-east-1a/i-0ccc");
+    api.node_status(
+        "ip-10-0-1-13.ec2.internal",
+        json!({"capacity": cap, "allocatable": all, "conditions": [
+        {"type": "AcceleratedHardwareReady", "status": "True"}, {"type": "GPUMissing", "status": "False"}]}),
+    );
+    api.node("someone-elses", "aws:///us-east-1a/i-0zzz");
+
+    let kube = gpuplan::providers::kube::KubeJobs::new(gpuplan::model::ProviderKind::Aws, dir.path(), None, "L1", None);
+    let loc = gpuplan::providers::kube::locator(cfg.to_str().unwrap(), Some("fake"));
+    let port = kube.health().expect("Kubernetes reads GPU health");
+    let ids: Vec<String> = ["i-0aaa", "i-0bbb", "i-0ccc", "i-0gone"].map(String::from).to_vec();
+    let read = port.read_health(&loc, &ids).await.expect("read");
+    assert_eq!(read.iter().map(|h| h.node_id.as_str()).collect::<Vec<_>>(), ["i-0aaa", "i-0bbb", "i-0ccc"]);
+    let f = &read[0].findings;
+    assert_eq!(
+        f.iter().map(|f| (f.signal, f.xid, f.source)).collect::<Vec<_>>(),
+        [(Signal::XidFatal, Some(79), Source::Kubernetes)]
+    );
+    assert_eq!(f[0].seen_ms, 1_796_645_040_000, "first seen when the condition turned: {}", f[0].detail);
+    assert!(f[0].detail.starts_with("NVSentinel SysLogsGPUFallenOff=True (GPUFallenOff)"), "{}", f[0].detail);
+    let f = &read[1].findings;
+    assert_eq!(f.iter().map(|f| f.signal).collect::<Vec<_>>(), [Signal::GpuMissing], "{f:?}");
+    assert_eq!(
+        (f[0].detail.as_str(), read[1].gpus_seen),
+        ("7 of 8 nvidia.com/gpu allocatable (the device plugin took the rest out)", Some(7))
+    );
+    assert_eq!((read[2].findings.len(), read[2].gpus_seen), (0, Some(8)));
+
+    port.cordon(&loc, "i-0aaa").await.expect("cordon");
+    assert_eq!(api.node_object("ip-10-0-1-11.ec2.internal")["spec"]["unschedulable"], true);
+    assert_eq!(api.node_object("ip-10-0-1-12.ec2.internal")["spec"].get("unschedulable"), None);
+    let err = port.cordon(&loc, "i-0gone").await.expect_err("no such node");
+    assert!(err.message.contains("no node of") && err.message.contains("i-0gone"), "{err}");
+}

@@ -125,11 +125,10 @@ pub fn parse(text: &str) -> Result<Report, ParseError> {
         match event {
             Event::Start(start) => {
                 let name = String::from_utf8_lossy(start.local_name().as_ref()).into_owned();
-                let id = start
-                    .try_get_attribute("id")
-                    .ok()
-                    .flatten()
-                    .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()));
+                let id =
+                    start.try_get_attribute("id").ok().flatten().and_then(|a| {
+                        a.normalized_value(quick_xml::XmlVersion::Implicit1_0).ok().map(|v| v.into_owned())
+                    });
                 walk.open(name, id);
             }
             Event::End(_) => walk.close(),

@@ -19,6 +19,7 @@ mod client;
 pub mod credentials;
 mod ecs;
 mod errors;
+mod health;
 mod jobs;
 mod warm;
 
@@ -67,6 +68,11 @@ impl crate::providers::kube::KubeconfigSource for AlibabaProvider {
 impl Provider for AlibabaProvider {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Alicloud
+    }
+
+    /// GPU health through the run-command agent (`health.rs`).
+    fn health(&self) -> Option<&dyn crate::providers::health::HealthPort> {
+        Some(self)
     }
 
     fn credential_source(&self) -> Option<String> {

@@ -84,7 +84,7 @@ impl AlibabaProvider {
     }
 
     /// The run's invocation result on its node.
-    async fn result(&self, region: &str, id: &str) -> Result<Value, ProviderError> {
+    pub(super) async fn result(&self, region: &str, id: &str) -> Result<Value, ProviderError> {
         let (node, invoke) = split_command_run(id)?;
         let params = vec![p("InvokeId", invoke), p("InstanceId", node), p("ContentEncoding", "Base64")];
         let resp = self.client.ecs("DescribeInvocationResults", region, params).await?;
@@ -182,7 +182,7 @@ const CLOUD_ASSISTANT: Agent = Agent {
 };
 
 /// An invocation result's output, decoded.
-fn output(r: &Value) -> Result<String, ProviderError> {
+pub(super) fn output(r: &Value) -> Result<String, ProviderError> {
     CLOUD_ASSISTANT.output(r["Output"].as_str().unwrap_or(""))
 }
 

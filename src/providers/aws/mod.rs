@@ -27,6 +27,7 @@ pub mod credentials;
 mod eks;
 mod errors;
 mod fleet;
+mod health;
 mod jobs;
 mod nodes;
 mod prices;

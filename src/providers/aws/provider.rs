@@ -21,6 +21,11 @@ impl Provider for AwsProvider {
         ProviderKind::Aws
     }
 
+    /// GPU health through the run-command agent (`health.rs`).
+    fn health(&self) -> Option<&dyn crate::providers::health::HealthPort> {
+        Some(self)
+    }
+
     fn credential_source(&self) -> Option<String> {
         self.credentials.source()
     }

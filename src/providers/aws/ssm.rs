@@ -54,7 +54,7 @@ impl AwsProvider {
     }
 
     /// One signed SSM call: `action` with `body`, answering the JSON document.
-    async fn ssm(&self, region: &str, action: &'static str, body: &Value) -> Result<Value, ProviderError> {
+    pub(super) async fn ssm(&self, region: &str, action: &'static str, body: &Value) -> Result<Value, ProviderError> {
         let sdk = self.sdk.get_or_init(|| self.settings.load_with(self.credentials.clone())).await;
         let creds = match sdk.credentials_provider() {
             Some(p) => p.provide_credentials().await.map_err(|e| {
@@ -176,7 +176,7 @@ impl AwsProvider {
     }
 
     /// The command's invocation on its node.
-    async fn invocation(&self, region: &str, id: &str) -> Result<Value, ProviderError> {
+    pub(super) async fn invocation(&self, region: &str, id: &str) -> Result<Value, ProviderError> {
         let (instance, command) = split(id)?;
         let body = json!({"CommandId": command, "InstanceId": instance});
         super::read(|| self.ssm(region, "GetCommandInvocation", &body)).await

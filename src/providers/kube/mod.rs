@@ -21,6 +21,7 @@
 //!   Job: the pod gets a `DisruptionTarget` condition, and the Job's pod failure policy
 //!   replaces it without spending a retry.
 
+pub mod health;
 pub mod manifest;
 pub mod nodes;
 pub mod watch;
@@ -476,6 +477,12 @@ impl Provider for KubeJobs {
     }
 
     fn jobs(&self) -> Option<&dyn JobPort> {
+        Some(self)
+    }
+
+    /// GPU health from node conditions and allocatable; cordon marks the node
+    /// unschedulable (`health.rs`).
+    fn health(&self) -> Option<&dyn super::health::HealthPort> {
         Some(self)
     }
 

@@ -19,6 +19,7 @@ mod client;
 pub mod credentials;
 mod cvm;
 mod errors;
+mod health;
 mod jobs;
 mod tke;
 mod warm;
@@ -78,6 +79,11 @@ impl crate::providers::kube::KubeconfigSource for TencentProvider {
 impl Provider for TencentProvider {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Tencentcloud
+    }
+
+    /// GPU health through the run-command agent (`health.rs`).
+    fn health(&self) -> Option<&dyn crate::providers::health::HealthPort> {
+        Some(self)
     }
 
     fn credential_source(&self) -> Option<String> {

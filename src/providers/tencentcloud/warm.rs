@@ -32,7 +32,7 @@ const AGENT_BATCH: usize = 100;
 const MAX_TIMEOUT_SECS: u64 = 86_400;
 
 impl TencentProvider {
-    async fn tat(&self, action: &str, region: &str, body: &Value) -> Result<Value, ProviderError> {
+    pub(super) async fn tat(&self, action: &str, region: &str, body: &Value) -> Result<Value, ProviderError> {
         self.client.call("tat", TAT_VERSION, action, region, body).await
     }
 
@@ -177,7 +177,7 @@ const TAT: Agent = Agent {
 };
 
 /// A TAT task's output, decoded.
-fn output(task: &Value) -> Result<String, ProviderError> {
+pub(super) fn output(task: &Value) -> Result<String, ProviderError> {
     TAT.output(task["TaskResult"]["Output"].as_str().unwrap_or(""))
 }
 

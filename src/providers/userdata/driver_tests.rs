@@ -214,9 +214,12 @@ fn shellcheck() -> PathBuf {
 fn generated_job_scripts_pass_shellcheck() {
     let dir = tempfile::tempdir().unwrap();
     let base = super::tests::req();
-    for (name, req) in
-        [("vm.sh", base.clone()), ("warm.sh", LaunchJob { keep_node: true, max_runtime_secs: None, ..base })]
-    {
+    let dcgm = LaunchJob { readiness: crate::model::health::Readiness::Dcgm, ..base.clone() };
+    for (name, req) in [
+        ("vm.sh", base.clone()),
+        ("dcgm.sh", dcgm),
+        ("warm.sh", LaunchJob { keep_node: true, max_runtime_secs: None, ..base }),
+    ] {
         let path = dir.path().join(name);
         std::fs::write(&path, job_script(&req)).unwrap();
         let out = Command::new(shellcheck()).arg("--shell=bash").arg(&path).output().expect("shellcheck runs");

@@ -223,6 +223,7 @@ fn eval_job(token: &str, capacity: Capacity) -> LaunchJob {
         max_runtime_secs: None,
         keep_node: false,
         kube: None,
+        readiness: Default::default(),
     }
 }
 
@@ -241,6 +242,70 @@ async fn jobs_read_their_exit_code_from_the_console() {
     assert_eq!((s.state, s.message.as_deref()), (JobState::Failed, Some("exited 3 (console output)")));
     fake.stop(&st.id, "gpuplan-job-exit=0\n");
     assert_eq!(p.job_status(REGION, &st.id).await.expect("status").state, JobState::Succeeded);
+}
+
+/// A job node that fails its readiness check (the job script's `nvidia-smi` lists fewer
+/// GPUs than the job needs): its console line and exit code come back as a failed run
+/// that names the node, not the job. The same exit code without the line is the job's.
+#[tokio::test]
+async fn a_node_that_fails_its_readiness_check_fails_the_run_as_the_nodes_fault() {
+    use base64::Engine;
+    use gpuplan::providers::userdata::{NODE_UNREADY, readiness};
+    let fake = Fake::start();
+    let p = provider(&fake, ACCESS_KEY_SECRET);
+    let st = p.launch_job(&eval_job("gp-job-unready", Capacity::OnDemand)).await.expect("launch");
+    let inst = fake.instances().into_iter().find(|i| i.id == st.id).expect("instance");
+    let script = base64::engine::general_purpose::STANDARD.decode(inst.user_data.expect("user data")).unwrap();
+    let script = String::from_utf8(script).unwrap();
+    let (check, job) = (script.find("nvidia-smi -L").expect("the check"), script.find("docker run").unwrap());
+    assert!(check < job, "the readiness check runs before the job:\n{script}");
+    let why = "nvidia-smi lists 0 of the 1 GPUs the job needs";
+    fake.stop(&st.id, &format!("boot\ngpuplan-node-unready={why}\ngpuplan-job-exit={NODE_UNREADY}\n"));
+    let s = p.job_status(REGION, &st.id).await.expect("status");
+    let msg = s.message.clone().unwrap_or_default();
+    assert_eq!(
+        (s.state, msg.as_str()),
+        (JobState::Failed, format!("{}: {why}; the job did not run", readiness::UNREADY).as_str())
+    );
+    assert!(readiness::is_node_failure(&msg));
+    fake.stop(&st.id, &format!("gpuplan-job-exit={NODE_UNREADY}\n"));
+    let s = p.job_status(REGION, &st.id).await.expect("status");
+    assert_eq!(s.message.as_deref(), Some("exited 123 (console output)"));
+    assert!(!readiness::is_node_failure(s.message.as_deref().unwrap()));
+}
+
+/// GPU health through Cloud Assistant: each node whose agent runs gets the capture
+/// script; DCGM's report and a kernel XID come back as that node's findings, a healthy
+/// capture as none. A node whose agent is not running is left out, never healthy.
+#[tokio::test]
+async fn gpu_health_is_read_through_cloud_assistant() {
+    use crate::health_captures::agent_output;
+    use gpuplan::model::health::{Signal, Source};
+    let fake = Fake::start();
+    let p = provider(&fake, ACCESS_KEY_SECRET);
+    let ids: Vec<String> = (0..3).map(|_| fake.add(REGION, ZH, &[(TAG_MANAGED, "true")])).collect();
+    {
+        let mut s = fake.lock();
+        let bad = agent_output("nvidia-smi/a10g.xml", "dcgm/health-failure.json", "kernel/dmesg-xid-119.log");
+        s.results.insert(ids[0].clone(), ("Success".into(), 0, bad));
+        s.results.insert(ids[1].clone(), ("Success".into(), 0, agent_output("nvidia-smi/tesla-p100.xml", "", "")));
+        s.agents_offline.insert(ids[2].clone());
+    }
+    let port = p.health().expect("Alibaba Cloud reads GPU health");
+    let read = port.read_health(REGION, &ids).await.expect("read");
+    assert_eq!(read.iter().map(|h| h.node_id.as_str()).collect::<Vec<_>>(), vec![ids[0].as_str(), ids[1].as_str()]);
+    let bad: Vec<_> = read[0].findings.iter().map(|f| (f.signal, f.gpu, f.xid, f.source)).collect();
+    assert_eq!(
+        bad,
+        vec![
+            (Signal::EccUncorrectable, Some(0), None, Source::Dcgm),
+            (Signal::NvlinkDown, Some(3), None, Source::Dcgm),
+            (Signal::XidFatal, None, Some(119), Source::KernelLog),
+        ]
+    );
+    assert_eq!((read[1].findings.len(), read[1].gpus_seen), (0, Some(1)));
+    let scripts: Vec<String> = fake.lock().invocations.values().map(|(_, script, _)| script.clone()).collect();
+    assert_eq!(scripts.iter().filter(|s| s.contains("dcgmi health -c -j")).count(), 2, "one read per running agent");
 }
 
 /// ECS posts the console late: a stopped job node whose console shows no exit line yet is

@@ -245,6 +245,7 @@ async fn jobs_boot_from_user_data_and_end_with_the_instance() {
         max_runtime_secs: Some(60),
         keep_node: false,
         kube: None,
+        readiness: Default::default(),
     };
     let st = p.launch_job(&req).await.expect("launch");
     let inst = fake.instances().into_iter().find(|i| i.id == st.id).expect("instance");
@@ -262,6 +263,45 @@ async fn jobs_boot_from_user_data_and_end_with_the_instance() {
     fake.set_state(&st.id, "RUNNING");
     assert_eq!(p.cancel_job(REGION, &st.id).await.expect("cancel").state, JobState::Cancelled);
     assert!(fake.instances().is_empty());
+}
+
+/// GPU health through TAT: each node whose agent is online runs the capture script, and
+/// its output (nvidia-smi XML with a row-remap failure, kernel XID 79 on the same PCI
+/// bus) comes back as that node's findings, the XID on its GPU index. A node whose agent
+/// is offline, or whose output is no capture, is left out, never reported healthy.
+#[tokio::test]
+async fn gpu_health_is_read_through_tat() {
+    use crate::health_captures::agent_output;
+    use gpuplan::model::health::Signal;
+    let fake = Fake::start();
+    let p = provider(&fake, SECRET_KEY);
+    let ids: Vec<String> = (0..4).map(|_| fake.add(REGION, Z3, &[(TAG_MANAGED, "true")])).collect();
+    let kernel = "[ 9.1] NVRM: Xid (PCI:0000:00:1e): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.";
+    {
+        let mut s = fake.lock();
+        let bad = agent_output("nvidia-smi/a10g-row-remap-failure.xml", "", "")
+            .replace("--- gpuplan health: end ---", &format!("{kernel}\n--- gpuplan health: end ---"));
+        s.health_outputs.insert(ids[0].clone(), bad);
+        s.health_outputs.insert(ids[1].clone(), agent_output("nvidia-smi/a10g.xml", "dcgm/health-healthy.json", ""));
+        s.agents_offline.insert(ids[2].clone());
+        // ids[3] answers nothing gpuplan can read.
+    }
+    let port = p.health().expect("Tencent Cloud reads GPU health");
+    let read = port.read_health(REGION, &ids).await.expect("read");
+    assert_eq!(read.iter().map(|h| h.node_id.as_str()).collect::<Vec<_>>(), vec![ids[0].as_str(), ids[1].as_str()]);
+    let bad: Vec<_> = read[0].findings.iter().map(|f| (f.signal, f.gpu, f.xid)).collect();
+    assert_eq!(
+        bad,
+        vec![
+            (Signal::EccUncorrectable, Some(0), None),
+            (Signal::RowRemapFailure, Some(0), None),
+            (Signal::XidFatal, Some(0), Some(79)),
+        ]
+    );
+    assert_eq!((read[1].findings.len(), read[1].gpus_seen), (0, Some(1)));
+    let sent = fake.lock().invocations.values().filter(|(_, script)| script.contains("nvidia-smi -q -x")).count();
+    assert_eq!(sent, 3, "one health read per online node");
+    port.cordon(REGION, &ids[0]).await.expect("no call needed on a VM");
 }
 
 #[tokio::test]

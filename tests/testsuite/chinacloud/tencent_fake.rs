@@ -72,6 +72,8 @@ pub struct State {
     /// What a job script run through TAT on an instance ends with: (TaskStatus, exit
     /// code, output); default SUCCESS, 0 and no output.
     pub task_results: HashMap<String, (String, i64, String)>,
+    /// What gpuplan's GPU health read prints on an instance (none: empty output).
+    pub health_outputs: HashMap<String, String>,
     /// TAT invocations cancelled with CancelInvocation.
     pub cancelled: HashSet<String>,
     /// STS and the CVM metadata endpoint (`identity.rs`).
@@ -371,7 +373,8 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
 }
 
 /// A TAT task as DescribeInvocationTasks lists it: a job script (a job on a warm node)
-/// ends as the test says (`task_results`, else success), a check reads `job_logs`.
+/// ends as the test says (`task_results`, else success), a check reads `job_logs`, a
+/// GPU health read prints `health_outputs`.
 fn task(s: &State, inv: &str, hidden: bool) -> Value {
     use base64::Engine as _;
     let (id, script) = s.invocations[inv].clone();
@@ -380,7 +383,9 @@ fn task(s: &State, inv: &str, hidden: bool) -> Value {
     } else {
         String::new()
     };
-    let (status, code, log) = if script.contains("docker run") {
+    let (status, code, log) = if script.contains("--- gpuplan health: end ---") {
+        ("SUCCESS".to_string(), 0, s.health_outputs.get(&id).cloned().unwrap_or_default())
+    } else if script.contains("docker run") {
         let (st, code, out) = s.task_results.get(&id).cloned().unwrap_or_else(|| ("SUCCESS".into(), 0, String::new()));
         if s.cancelled.contains(inv) { ("CANCELLED".to_string(), -1, out) } else { (st, code, out) }
     } else {

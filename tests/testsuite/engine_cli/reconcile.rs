@@ -61,6 +61,7 @@ fn run_job_on(fleet: &Fleet, node: &str) {
         max_runtime_secs: None,
         keep_node: true,
         kube: None,
+        readiness: Default::default(),
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(SimProvider::new(cloud).launch_job(&job)).expect("job launches");

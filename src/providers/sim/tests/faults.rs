@@ -107,6 +107,7 @@ fn launch(node: &str, token: &str) -> LaunchJob {
         max_runtime_secs: None,
         keep_node: false,
         kube: None,
+        readiness: Default::default(),
     }
 }
 

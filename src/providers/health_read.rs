@@ -79,6 +79,19 @@ where
     Ok(None)
 }
 
+/// The nodes' reads, awaited together (their commands run at once on the nodes): the
+/// health of each that answered. A failed call fails the read.
+pub async fn gather<Fut>(reads: impl IntoIterator<Item = Fut>) -> Result<Vec<NodeHealth>, ProviderError>
+where
+    Fut: Future<Output = Result<Option<NodeHealth>, ProviderError>>,
+{
+    let mut out = Vec::new();
+    for read in futures::future::join_all(reads).await {
+        out.extend(read?);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use std::process::Command;

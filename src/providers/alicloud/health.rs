@@ -41,8 +41,7 @@ impl HealthPort for AlibabaProvider {
             })?;
             sent.push((id, command_run_id(id, invoke)));
         }
-        let mut out = Vec::new();
-        for (id, run) in sent {
+        let reads = sent.into_iter().map(|(id, run)| async move {
             let answer = health_read::wait_output(|| async {
                 match self.result(region, &run).await {
                     Ok(r) => Ok(match r["InvokeRecordStatus"].as_str().unwrap_or("") {
@@ -56,9 +55,9 @@ impl HealthPort for AlibabaProvider {
                 }
             })
             .await?;
-            out.extend(answer.and_then(|text| health_read::node_health(id, &text, self.clock_ms())));
-        }
-        Ok(out)
+            Ok(answer.and_then(|text| health_read::node_health(id, &text, self.clock_ms())))
+        });
+        health_read::gather(reads).await
     }
 
     async fn cordon(&self, _region: &str, _id: &str) -> Result<(), ProviderError> {

@@ -38,7 +38,7 @@ impl HealthPort for AwsProvider {
             let command = doc["Command"]["CommandId"].as_str().filter(|c| !c.is_empty()).ok_or_else(|| {
                 ProviderError::new(ErrorClass::Retryable, "BadResponse", "SendCommand returned no CommandId")
             })?;
-            for id in batch {
+            let reads = batch.iter().map(|id| async move {
                 let run = command_run_id(id, command);
                 let answer = health_read::wait_output(|| async {
                     match self.invocation(region, &run).await {
@@ -55,8 +55,9 @@ impl HealthPort for AwsProvider {
                     }
                 })
                 .await?;
-                out.extend(answer.and_then(|text| health_read::node_health(id, &text, self.clock_ms())));
-            }
+                Ok(answer.and_then(|text| health_read::node_health(id, &text, self.clock_ms())))
+            });
+            out.extend(health_read::gather(reads).await?);
         }
         Ok(out)
     }

@@ -191,3 +191,41 @@ impl HealthPort for KubeJobs {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(conditions: serde_json::Value) -> Node {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "n"}, "status": {"conditions": conditions}}))
+            .expect("a Node")
+    }
+
+    #[test]
+    fn eks_accelerated_hardware_not_ready_names_its_xid_or_counts_whole() {
+        let h = node_health(
+            "i-1",
+            &node(serde_json::json!([{"type": "AcceleratedHardwareReady", "status": "False",
+                "reason": "NvidiaXID79Error", "message": "GPU fell off the bus"}])),
+            5,
+        );
+        assert_eq!(
+            h.findings.iter().map(|f| (f.signal, f.xid, f.seen_ms)).collect::<Vec<_>>(),
+            [(Signal::XidFatal, Some(79), 5)]
+        );
+        let h = node_health(
+            "i-1",
+            &node(serde_json::json!([{"type": "AcceleratedHardwareReady", "status": "False", "reason": "DCGMError"}])),
+            5,
+        );
+        assert_eq!(h.findings.iter().map(|f| (f.signal, f.xid)).collect::<Vec<_>>(), [(Signal::XidFatal, None)]);
+        assert!(
+            h.findings[0].detail.starts_with("EKS node monitoring agent AcceleratedHardwareReady=False (DCGMError)")
+        );
+        // True is healthy; no allocatable is no GPU count.
+        let h =
+            node_health("i-1", &node(serde_json::json!([{"type": "AcceleratedHardwareReady", "status": "True"}])), 5);
+        assert_eq!((h.findings.len(), h.gpus_seen), (0, None));
+        assert_eq!(xids_in("Xid: 48, then XID 13 and xid=95"), vec![48, 13, 95]);
+    }
+}

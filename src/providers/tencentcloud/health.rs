@@ -35,8 +35,7 @@ impl HealthPort for TencentProvider {
             })?;
             sent.push((id, invocation.to_string()));
         }
-        let mut out = Vec::new();
-        for (id, invocation) in sent {
+        let reads = sent.into_iter().map(|(id, invocation)| async move {
             let ask = json!({"Filters": [{"Name": "invocation-id", "Values": [invocation]}], "HideOutput": false});
             let answer = health_read::wait_output(|| async {
                 let resp = self.tat("DescribeInvocationTasks", region, &ask).await?;
@@ -48,9 +47,9 @@ impl HealthPort for TencentProvider {
                 })
             })
             .await?;
-            out.extend(answer.and_then(|text| health_read::node_health(id, &text, self.clock_ms())));
-        }
-        Ok(out)
+            Ok(answer.and_then(|text| health_read::node_health(id, &text, self.clock_ms())))
+        });
+        health_read::gather(reads).await
     }
 
     async fn cordon(&self, _region: &str, _id: &str) -> Result<(), ProviderError> {

@@ -4,7 +4,8 @@
 //! `gpuplan-node-unready=<why>` on its console and log and exits [`NODE_UNREADY`], so its
 //! run reads "its node failed its readiness check" ([`UNREADY`]) and gpuplan knows the node
 //! failed, not the job. An image without `dcgmi` where the pool asks for DCGM is the
-//! image's fault, not the node's: the script's `need` (could not run the job) says so.
+//! image's fault, not the node's, and so is a DCGM that does not answer (no
+//! `nv-hostengine`): the script's `need` (could not run the job) says so.
 
 use crate::model::health::Readiness;
 
@@ -31,6 +32,7 @@ pub fn script(check: Readiness, gpus: u32, stop: &str, exit_marker: &str) -> Str
             need = gpus.max(1)
         ),
         Readiness::Dcgm => "command -v dcgmi >/dev/null 2>&1 || need 'readiness = \"dcgm\", but this image has no dcgmi (DCGM)'\n\
+             dcgmi discovery -l >/dev/null 2>&1 || need 'readiness = \"dcgm\", but DCGM does not answer (is nv-hostengine running?)'\n\
              if ! diag=\"$(dcgmi diag -r 1 2>&1)\"; then\n\
              \x20 unready \"dcgmi diag -r 1 failed: $(printf '%s\\n' \"$diag\" | grep -i -m 3 'fail' | tr -s ' \\n' ' ')\"\n\
              fi\n"
@@ -65,17 +67,15 @@ mod tests {
 
     use super::*;
 
-    /// Runs the fragment under bash with stub `nvidia-smi` / `dcgmi` printing `smi` /
-    /// failing per `dcgm`: (exit code, stdout, console).
-    fn run(check: Readiness, gpus: u32, smi: &str, dcgm: Option<bool>) -> (i32, String, String) {
+    /// Runs the fragment under bash with a stub `nvidia-smi` printing `smi` and a stub
+    /// `dcgmi` of body `dcgm` (none: not installed): (exit code, stdout, console).
+    fn run(check: Readiness, gpus: u32, smi: &str, dcgm: Option<&str>) -> (i32, String, String) {
         let dir = tempfile::tempdir().unwrap();
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         let mut stubs = vec![("nvidia-smi", format!("printf '%s' '{smi}'"))];
-        if let Some(pass) = dcgm {
-            let out =
-                if pass { "echo '| Deployment | Pass |'" } else { "echo '| GPU Memory | Fail - GPU : 0 |'; exit 226" };
-            stubs.push(("dcgmi", out.to_string()));
+        if let Some(body) = dcgm {
+            stubs.push(("dcgmi", body.to_string()));
         }
         for (name, body) in stubs {
             let path = bin.join(name);
@@ -100,6 +100,8 @@ mod tests {
         (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), console)
     }
 
+    const DCGM_PASS: &str = "echo '| Deployment | Pass |'";
+    const DCGM_FAIL: &str = "[ \"$1\" = discovery ] && exit 0\necho '| GPU Memory | Fail - GPU : 0 |'; exit 226";
     const TWO: &str = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-a)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-b)\n";
 
     #[test]
@@ -118,14 +120,18 @@ mod tests {
 
     #[test]
     fn dcgm_level_one_must_pass_and_dcgm_must_be_installed() {
-        assert_eq!(run(Readiness::Dcgm, 1, "", Some(true)).0, 0);
-        let (code, _, console) = run(Readiness::Dcgm, 1, "", Some(false));
+        assert_eq!(run(Readiness::Dcgm, 1, "", Some(DCGM_PASS)).0, 0);
+        let (code, _, console) = run(Readiness::Dcgm, 1, "", Some(DCGM_FAIL));
         assert_eq!(code, NODE_UNREADY);
         assert_eq!(reason(&console).as_deref(), Some("dcgmi diag -r 1 failed: | GPU Memory | Fail - GPU : 0 |"));
         // No dcgmi: the image cannot run the check, which is no fault of the node.
         let (code, out, _) = run(Readiness::Dcgm, 1, "", None);
         assert_eq!(code, 125, "{out}");
         assert!(out.contains("gpuplan-job-error=readiness = \"dcgm\", but this image has no dcgmi"), "{out}");
+        // DCGM installed but its host engine not running: the image's fault too.
+        let (code, out, _) = run(Readiness::Dcgm, 1, "", Some("[ \"$1\" = discovery ] && exit 1\nexit 0"));
+        assert_eq!(code, 125, "{out}");
+        assert!(out.contains("DCGM does not answer (is nv-hostengine running?)"), "{out}");
         assert_eq!(script(Readiness::None, 8, "true", "x="), "");
     }
 }

@@ -704,6 +704,7 @@ async fn a_lost_lock_starts_nothing_new_and_refuses_every_mutating_call() {
         max_runtime_secs: None,
         keep_node: false,
         kube: None,
+        readiness: Default::default(),
     };
     refused(jobs.launch_job(&launch).await.unwrap_err());
     refused(jobs.cancel_job("us-east-1", "run-1").await.unwrap_err());

@@ -960,6 +960,7 @@ fn health_front(outputs: BTreeMap<String, String>) -> crate::aws::fake_ec2::Fake
 async fn gpu_health_is_read_through_ssm() {
     use crate::health_captures::agent_output;
     use gpuplan::model::health::Signal;
+    use gpuplan::providers::Provider;
     let region = "ca-central-1";
     let c = client(region).await;
     let ids = [foreign_instance(&c).await, foreign_instance(&c).await, foreign_instance(&c).await];

@@ -281,6 +281,7 @@ async fn a_node_that_fails_its_readiness_check_fails_the_run_as_the_nodes_fault(
 async fn gpu_health_is_read_through_cloud_assistant() {
     use crate::health_captures::agent_output;
     use gpuplan::model::health::{Signal, Source};
+    use gpuplan::providers::Provider;
     let fake = Fake::start();
     let p = provider(&fake, ACCESS_KEY_SECRET);
     let ids: Vec<String> = (0..3).map(|_| fake.add(REGION, ZH, &[(TAG_MANAGED, "true")])).collect();

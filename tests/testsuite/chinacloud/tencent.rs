@@ -273,6 +273,7 @@ async fn jobs_boot_from_user_data_and_end_with_the_instance() {
 async fn gpu_health_is_read_through_tat() {
     use crate::health_captures::agent_output;
     use gpuplan::model::health::Signal;
+    use gpuplan::providers::Provider;
     let fake = Fake::start();
     let p = provider(&fake, SECRET_KEY);
     let ids: Vec<String> = (0..4).map(|_| fake.add(REGION, Z3, &[(TAG_MANAGED, "true")])).collect();

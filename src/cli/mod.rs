@@ -21,6 +21,7 @@ mod error;
 mod exit;
 mod fmt;
 mod graph;
+mod health;
 mod import;
 mod import_ids;
 mod init;
@@ -736,6 +737,39 @@ pub enum SimCommand {
         #[arg(value_name = "FILE")]
         file: PathBuf,
     },
+    /// Give a node a GPU fault its health reads report until `--clear`
+    Fault(SimFault),
+}
+
+/// `gpuplan sim fault NODE ...`: one fault at a time, kept in the sim world.
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("fault").required(true)
+    .args(["xid", "ecc", "missing_gpu", "readiness_fail", "from", "clear"]))]
+pub struct SimFault {
+    /// The node's id (`gpuplan nodes` or `gpuplan state show` lists them)
+    #[arg(value_name = "NODE")]
+    pub node: String,
+    /// An XID from NVIDIA's catalog, e.g. 79 (fallen off the bus)
+    #[arg(long, value_name = "N")]
+    pub xid: Option<u32>,
+    /// The GPU's index on the node [default: 0]
+    #[arg(long, value_name = "I")]
+    pub gpu: Option<u32>,
+    /// Uncorrectable ECC errors
+    #[arg(long)]
+    pub ecc: bool,
+    /// One GPU fewer than the shape promises answers
+    #[arg(long)]
+    pub missing_gpu: bool,
+    /// The node's readiness check fails
+    #[arg(long)]
+    pub readiness_fail: bool,
+    /// A raw capture (nvidia-smi XML, DCGM JSON, kernel `NVRM: Xid` lines) as the node's answer
+    #[arg(long, value_name = "FILE")]
+    pub from: Option<PathBuf>,
+    /// The node answers healthy again
+    #[arg(long)]
+    pub clear: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -28,6 +28,7 @@ mod examples;
 mod fencing_s3;
 mod floating;
 mod fmt_cli;
+mod health_cli;
 mod http_stub;
 mod job_records;
 mod jobs_cli;

@@ -4,4 +4,5 @@
 //! [`crate::model::health::Finding`]s. Pure functions over text: the providers run the
 //! commands, the plan decides what a finding means for a pool.
 
+pub mod parse;
 pub mod xid;

@@ -27,6 +27,7 @@ mod import_ids;
 mod init;
 mod jobs;
 mod load;
+mod nodes;
 mod offers;
 mod output;
 mod outputs;
@@ -129,6 +130,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Apply(args) => apply::apply(settings, args),
         Command::Destroy(args) => apply::destroy(settings, args),
         Command::Drift(args) => drift::run(settings, args),
+        Command::Nodes(args) => nodes::run(settings, args),
         Command::Reconcile(args) => reconcile::run(settings, args),
         Command::Cost(args) => cost::run(settings, args),
         Command::Offers(args) => offers::run(settings, args),
@@ -247,6 +249,8 @@ pub enum Command {
     Destroy(DestroyArgs),
     /// Show what the clouds run that the state or spec does not say
     Drift(DriftArgs),
+    /// List the pools' nodes with their GPU health, after a refresh
+    Nodes(NodesArgs),
     /// Refresh, autoscale, plan and apply within policy, on a schedule
     Reconcile(ReconcileArgs),
     /// Print the dependency graph
@@ -454,6 +458,16 @@ pub struct DriftArgs {
     #[arg(long)]
     pub detailed_exitcode: bool,
     /// Print drift as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    /// Only nodes with a GPU fault their pool counts
+    #[arg(long)]
+    pub unhealthy: bool,
+    /// Print the nodes as JSON on stdout
     #[arg(long)]
     pub json: bool,
 }

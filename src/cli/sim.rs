@@ -119,6 +119,13 @@ fn fault(settings: &Settings, f: &SimFault) -> miette::Result<ExitStatus> {
             .hint("e.g. `gpuplan sim fault NODE --xid 79 --gpu 3`")
             .into());
     }
+    let path = settings.workspace().sim_path();
+    if !path.exists() {
+        return Err(CliError::new(format!("no simulated cloud at `{}`", path.display()))
+            .hint("run `gpuplan apply` first: faults are given to nodes it launched")
+            .into());
+    }
+    let cloud = open(settings)?;
     let fault = if f.clear {
         None
     } else if let Some(code) = f.xid {
@@ -129,33 +136,28 @@ fn fault(settings: &Settings, f: &SimFault) -> miette::Result<ExitStatus> {
         Some(Fault::MissingGpu)
     } else if f.readiness_fail {
         Some(Fault::ReadinessFail)
-    } else if let Some(path) = &f.from {
-        Some(Fault::Capture(super::health::capture(path)?))
+    } else if let Some(file) = &f.from {
+        // First seen now, by the sim's clock (a capture says what, not when).
+        Some(Fault::Capture(super::health::capture(file, cloud.now_ms())?))
     } else {
         // clap's group requires one of the above.
         return Err(
             CliError::new("name a fault: --xid, --ecc, --missing-gpu, --readiness-fail, --from or --clear").into()
         );
     };
-    let path = settings.workspace().sim_path();
-    if !path.exists() {
-        return Err(CliError::new(format!("no simulated cloud at `{}`", path.display()))
-            .hint("run `gpuplan apply` first: faults are given to nodes it launched")
-            .into());
-    }
     let cleared = fault.is_none();
-    let failed = open(settings)?.set_fault(&f.node, fault)?;
+    let failed = cloud.set_fault(&f.node, fault)?;
+    let node = &f.node;
     if cleared {
-        output::stderr(&format!("{}: its health reads answer healthy again\n", f.node));
+        output::stderr(&format!("{node}: its health reads answer healthy again\n"));
     } else {
         output::stderr(&format!(
-            "{}: its health reads report the fault until `gpuplan sim fault {} --clear`\n",
-            f.node, f.node
+            "{node}: its health reads report the fault until `gpuplan sim fault {node} --clear`\n"
         ));
     }
     for run in failed {
         output::stdout(&format!("{run}\n"));
-        output::stderr(&format!("run {run} on {} failed with its GPU\n", f.node));
+        output::stderr(&format!("run {run} on {node} failed with its GPU\n"));
     }
     Ok(ExitStatus::Success)
 }

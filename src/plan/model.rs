@@ -779,4 +779,8 @@ pub struct HealthEntry {
     pub held_by: Option<String>,
     /// The evidence in words: `XID 79 (GPU has fallen off the bus) on GPU 3, seen 12:04`.
     pub evidence: String,
+    /// When the plan judged it (ms, the provider's clock): a replacement apply makes is
+    /// recorded at this time, for `max_repairs`' hour.
+    #[serde(default)]
+    pub at_ms: u64,
 }

@@ -140,6 +140,11 @@ fn an_xid_79_node_is_replaced_new_node_first() {
     let job = plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == "job.llama").unwrap();
     assert_eq!(job["retries_spent"], 0, "{job:#}");
 
+    let listed = json(d, &["nodes", "--json"]);
+    let healthy: Vec<bool> =
+        listed["nodes"].as_array().unwrap().iter().map(|n| n["healthy"].as_bool().unwrap()).collect();
+    assert_eq!(healthy.iter().filter(|h| !**h).count(), 1, "{listed:#}");
+    assert_eq!(healthy.len(), 2, "{listed:#}");
     let (text, _) = ok(d, &["plan"]);
     let line = format!("-/+ {bad} replace: XID 79 (GPU has fallen off the bus) on GPU 3, seen ");
     assert!(text.contains(&line), "{text}");
@@ -182,6 +187,14 @@ fn a_quarantined_node_stays_and_takes_no_job() {
     assert_eq!(deletes.count(), 0, "a quarantine removes nothing: {plan:#}");
     let (text, _) = ok(d, &["plan"]);
     assert!(text.contains(&format!("!   {bad} quarantine: XID 48 (double bit ECC error) on GPU 0")), "{text}");
+    // `gpuplan nodes` says the same.
+    let listed = json(d, &["nodes", "--unhealthy", "--json"]);
+    let listed = listed["nodes"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!((listed[0]["node"].as_str(), listed[0]["healthy"].as_bool()), (Some(bad.as_str()), Some(false)));
+    assert_eq!(listed[0]["health"]["action"], "quarantine");
+    let (table, _) = ok(d, &["nodes"]);
+    assert!(table.contains("quarantine") && table.contains("XID 48 (double bit ECC error) on GPU 0"), "{table}");
     ok(d, &["apply", "--auto-approve"]);
     assert_eq!(nodes(d), vec![bad.clone()], "the node stays");
     let s = json(d, &["jobs", "status", "llama", "--json"]);
@@ -216,6 +229,25 @@ fn max_repairs_stops_a_storm_with_one_alert() {
         "{alerts:?}"
     );
     assert!(alerts[0].contains("the same image (ami-gpuplan-cuda12)"), "{alerts:?}");
+
+    // The bound is an hour's: once one repair is applied, the next plan repairs nothing
+    // and both nodes left wait; an hour later, one more goes.
+    ok(d, &["apply", "--auto-approve"]);
+    let held =
+        |plan: &Value| plan["health"].as_array().unwrap().iter().filter(|h| h["held_by"] == "max_repairs").count();
+    let plan = json(d, &["plan", "--json"]);
+    assert_eq!((plan["health"].as_array().unwrap().len(), held(&plan)), (2, 2), "{plan:#}");
+    assert!(change_deletes(&plan) == 0, "{plan:#}");
+    ok(d, &["sim", "advance", "61m"]);
+    let plan = json(d, &["plan", "--json"]);
+    assert_eq!(held(&plan), 1, "{plan:#}");
+    assert_eq!(change_deletes(&plan), 1, "{plan:#}");
+}
+
+/// Nodes every change of `plan` deletes.
+fn change_deletes(plan: &Value) -> usize {
+    let changes = plan["changes"].as_array().unwrap();
+    changes.iter().map(|c| c["pool"]["deletes"].as_array().map_or(0, Vec::len)).sum()
 }
 
 /// `sim fault` refuses a node the cloud does not run, and `--gpu` without a GPU fault.
@@ -269,4 +301,43 @@ fn a_readiness_failure_is_replaced_before_any_job_lands() {
     assert!(!nodes(d).contains(&bad), "replaced");
     let node = job_node(d);
     assert_ne!(node, bad, "the job landed on the replacement");
+}
+
+/// Done when: a raw nvidia-smi capture with a row-remap failure drives a replacement: the
+/// capture is parsed, its signal counts once `grace` has passed, and the node is replaced.
+#[test]
+fn a_raw_nvidia_smi_capture_with_a_row_remap_failure_drives_a_replacement() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    fleet(d, 1, "");
+    ok(d, &["apply", "--auto-approve"]);
+    let bad = nodes(d)[0].clone();
+    let capture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/health/nvidia-smi/a10g-row-remap-failure.xml");
+    ok(d, &["sim", "fault", &bad, "--from", capture.to_str().unwrap()]);
+    // Within `grace` (5m by default) the signal does not count yet.
+    let plan = json(d, &["plan", "--json"]);
+    assert!(plan.get("health").is_none(), "{plan:#}");
+    ok(d, &["sim", "advance", "6m"]);
+    let plan = json(d, &["plan", "--json"]);
+    let h = &plan["health"][0];
+    // The capture (an A10G's) shows uncorrectable ECC errors besides the failed remap: the
+    // plan names the first signal and the others.
+    assert_eq!((h["node"].as_str(), h["signal"].as_str()), (Some(bad.as_str()), Some("ecc_uncorrectable")), "{plan:#}");
+    let evidence = h["evidence"].as_str().unwrap();
+    assert!(evidence.ends_with("; also row_remap_failure"), "{evidence}");
+    let (text, _) = ok(d, &["plan"]);
+    let line =
+        format!("-/+ {bad} replace: ecc_uncorrectable (2 uncorrectable ECC errors since the last reset) on GPU 0");
+    assert!(text.contains(&line) && text.contains("also row_remap_failure"), "{text}");
+    ok(d, &["apply", "--auto-approve"]);
+    assert!(!nodes(d).contains(&bad), "replaced");
+
+    // A file that is no capture is refused with a hint.
+    let junk = d.join("junk.txt");
+    std::fs::write(&junk, "hello\n").unwrap();
+    let n = nodes(d)[0].clone();
+    let (code, _, err) = run(d, &["sim", "fault", &n, "--from", junk.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is not a capture gpuplan reads") && err.contains("hint: give the output of"), "{err}");
 }

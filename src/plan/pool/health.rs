@@ -13,14 +13,28 @@ use crate::spec::model::{GpuPool, HealthAction, Readiness};
 
 /// One unhealthy node and what happens to it.
 pub(crate) struct Verdict<'a> {
+    /// When it was judged (the provider's clock; 0 without one).
+    pub at_ms: u64,
     pub node: &'a Node,
     pub finding: &'a Finding,
     pub action: HealthAction,
     /// Past `max_repairs`: the node waits.
     pub held: bool,
+    /// The other signals the pool counts on this node (the evidence names them).
+    pub also: Vec<Signal>,
 }
 
 impl Verdict<'_> {
+    /// [`evidence`] of the first counted finding, naming the other signals counted.
+    pub fn evidence(&self) -> String {
+        let mut text = evidence(self.finding);
+        if !self.also.is_empty() {
+            let names: Vec<&str> = self.also.iter().map(|s| s.as_str()).collect();
+            text += &format!("; also {}", names.join(", "));
+        }
+        text
+    }
+
     /// Is the node replaced by this plan?
     pub fn repaired(&self) -> bool {
         self.action == HealthAction::Replace && !self.held
@@ -39,15 +53,21 @@ pub(crate) fn judge<'a>(cx: &PoolCtx<'a, '_>, pool: &GpuPool, now_ms: Option<u64
     };
     let mut live: Vec<&'a Node> = cx.live.clone();
     live.sort_by(|a, b| a.id.cmp(&b.id));
-    let mut repairs = health.max_repairs.value as usize;
+    // An hour's repairs, counting those applied before this plan.
+    let done = now_ms.map_or(0, |now| cx.input.state.recent_repairs(&cx.addr.to_string(), now));
+    let mut repairs = (health.max_repairs.value as usize).saturating_sub(done);
     let mut out = Vec::new();
     for node in live {
-        let Some(finding) = reads.get(&node.id).and_then(|r| r.findings.iter().find(|f| counts(f))) else { continue };
+        let counted: Vec<&'a Finding> =
+            reads.get(&node.id).map(|r| r.findings.iter().filter(|f| counts(f)).collect()).unwrap_or_default();
+        let Some((&finding, rest)) = counted.split_first() else { continue };
+        let mut also: Vec<Signal> = rest.iter().map(|f| f.signal).filter(|s| *s != finding.signal).collect();
+        also.dedup();
         let held = health.action.value == HealthAction::Replace && repairs == 0;
         if health.action.value == HealthAction::Replace && !held {
             repairs -= 1;
         }
-        out.push(Verdict { node, finding, action: health.action.value, held });
+        out.push(Verdict { at_ms: now_ms.unwrap_or(0), node, finding, action: health.action.value, held, also });
     }
     out
 }
@@ -72,7 +92,7 @@ pub(crate) fn evidence(f: &Finding) -> String {
 /// and, when some replacements wait at `max_repairs`, one note naming their common cause.
 pub(crate) fn report(cx: &PoolCtx<'_, '_>, pool: &GpuPool, verdicts: &[Verdict<'_>], plan: &mut Plan) {
     for v in verdicts {
-        let evidence = evidence(v.finding);
+        let evidence = v.evidence();
         let fate = match (v.action, v.held) {
             (HealthAction::Replace, false) => "replaced by this plan".to_string(),
             (HealthAction::Replace, true) => "replacement waits (max_repairs)".to_string(),
@@ -94,6 +114,7 @@ pub(crate) fn report(cx: &PoolCtx<'_, '_>, pool: &GpuPool, verdicts: &[Verdict<'
             action: v.action.as_str().to_string(),
             held_by: v.held.then(|| "max_repairs".to_string()),
             evidence,
+            at_ms: v.at_ms,
         });
     }
     let held: Vec<&Verdict<'_>> = verdicts.iter().filter(|v| v.held).collect();
@@ -123,7 +144,7 @@ fn storm_alert(pool: &GpuPool, all: &[Verdict<'_>], held: &[&Verdict<'_>]) -> St
     }
     let shared = if common.is_empty() { "no common cause seen".to_string() } else { common.join(", ") };
     format!(
-        "repair stopped at max_repairs = {bound}: {} unhealthy nodes, {} waiting; they share {shared}. \
+        "repair stopped at max_repairs = {bound} an hour: {} unhealthy nodes, {} waiting; they share {shared}. \
          Find the cause before raising `health.max_repairs`",
         all.len(),
         held.len()
@@ -143,7 +164,7 @@ pub(crate) fn explain(
     let mut repaired = 0;
     for v in verdicts.iter().filter(|v| v.repaired()) {
         if let Some(d) = deletes.iter_mut().find(|d| d.id == v.node.id) {
-            d.reason = format!("replaced: {}", evidence(v.finding));
+            d.reason = format!("replaced: {}", v.evidence());
             repaired += 1;
         }
     }

@@ -111,6 +111,26 @@ impl SimCloud {
         Ok(failed)
     }
 
+    /// `fault` on the first `count` live nodes of `pool` (by id; `gpuplan test`'s `sim {
+    /// fault {} }`). Returns the nodes faulted.
+    pub fn fault_pool(&self, pool: &crate::addr::Address, count: u32, fault: &Fault) -> Result<Vec<String>, SimError> {
+        let ids: Vec<String> = {
+            let inner = self.lock();
+            inner
+                .world
+                .nodes
+                .values()
+                .filter(|n| n.is_live() && n.is_managed() && n.pool.as_ref().is_some_and(|p| p.matches_target(pool)))
+                .take(count as usize)
+                .map(|n| n.id.clone())
+                .collect()
+        };
+        for id in &ids {
+            self.set_fault(id, Some(fault.clone()))?;
+        }
+        Ok(ids)
+    }
+
     /// The health reads of `ids` in `region`: a node with a scripted fault answers it, any
     /// other live node of gpuplan's answers healthy; unknown or ended nodes are left out.
     pub fn api_read_health(&self, region: &str, ids: &[String]) -> Vec<NodeHealth> {

@@ -21,11 +21,13 @@ mod error;
 mod exit;
 mod fmt;
 mod graph;
+mod health;
 mod import;
 mod import_ids;
 mod init;
 mod jobs;
 mod load;
+mod nodes;
 mod offers;
 mod output;
 mod outputs;
@@ -128,6 +130,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::Apply(args) => apply::apply(settings, args),
         Command::Destroy(args) => apply::destroy(settings, args),
         Command::Drift(args) => drift::run(settings, args),
+        Command::Nodes(args) => nodes::run(settings, args),
         Command::Reconcile(args) => reconcile::run(settings, args),
         Command::Cost(args) => cost::run(settings, args),
         Command::Offers(args) => offers::run(settings, args),
@@ -246,6 +249,8 @@ pub enum Command {
     Destroy(DestroyArgs),
     /// Show what the clouds run that the state or spec does not say
     Drift(DriftArgs),
+    /// List the pools' nodes with their GPU health, after a refresh
+    Nodes(NodesArgs),
     /// Refresh, autoscale, plan and apply within policy, on a schedule
     Reconcile(ReconcileArgs),
     /// Print the dependency graph
@@ -453,6 +458,16 @@ pub struct DriftArgs {
     #[arg(long)]
     pub detailed_exitcode: bool,
     /// Print drift as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    /// Only nodes with a GPU fault their pool counts
+    #[arg(long)]
+    pub unhealthy: bool,
+    /// Print the nodes as JSON on stdout
     #[arg(long)]
     pub json: bool,
 }
@@ -736,6 +751,39 @@ pub enum SimCommand {
         #[arg(value_name = "FILE")]
         file: PathBuf,
     },
+    /// Give a node a GPU fault its health reads report until `--clear`
+    Fault(SimFault),
+}
+
+/// `gpuplan sim fault NODE ...`: one fault at a time, kept in the sim world.
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("fault").required(true)
+    .args(["xid", "ecc", "missing_gpu", "readiness_fail", "from", "clear"]))]
+pub struct SimFault {
+    /// The node's id (`gpuplan nodes` or `gpuplan state show` lists them)
+    #[arg(value_name = "NODE")]
+    pub node: String,
+    /// An XID from NVIDIA's catalog, e.g. 79 (fallen off the bus)
+    #[arg(long, value_name = "N")]
+    pub xid: Option<u32>,
+    /// The GPU's index on the node [default: 0]
+    #[arg(long, value_name = "I")]
+    pub gpu: Option<u32>,
+    /// Uncorrectable ECC errors
+    #[arg(long)]
+    pub ecc: bool,
+    /// One GPU fewer than the shape promises answers
+    #[arg(long)]
+    pub missing_gpu: bool,
+    /// The node's readiness check fails
+    #[arg(long)]
+    pub readiness_fail: bool,
+    /// A raw capture (nvidia-smi XML, DCGM JSON, kernel `NVRM: Xid` lines) as the node's answer
+    #[arg(long, value_name = "FILE")]
+    pub from: Option<PathBuf>,
+    /// The node answers healthy again
+    #[arg(long)]
+    pub clear: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -5,7 +5,7 @@
 //! `GPUPLAN_SIM_*` only (the spec is not loaded, so a broken spec cannot block them).
 
 use super::output;
-use super::{CliError, ExitStatus, Settings, SimCommand};
+use super::{CliError, ExitStatus, Settings, SimCommand, SimFault};
 use crate::addr::{Address, Kind, is_ident};
 use crate::engine::providers::sim_config;
 use crate::providers::Capacity;
@@ -29,6 +29,7 @@ pub fn run(settings: &Settings, command: &SimCommand) -> miette::Result<ExitStat
             Ok(ExitStatus::Success)
         }
         SimCommand::Trace { file } => trace(settings, file),
+        SimCommand::Fault(f) => fault(settings, f),
         SimCommand::Advance { by } => {
             let now = open(settings)?.advance(*by)?;
             output::stdout(&format!("{}\n", crate::model::time::rfc3339_ms(now)));
@@ -108,4 +109,55 @@ fn pool_address(text: &str) -> Result<Address, CliError> {
         Ok(a) => Err(CliError::new(format!("`{a}` is a {}, not a gpu_pool", a.kind)).hint(hint)),
         Err(e) => Err(CliError::new(e.to_string()).hint(hint)),
     }
+}
+
+/// `sim fault NODE ...`: the node's health reads answer with this fault until `--clear`.
+fn fault(settings: &Settings, f: &SimFault) -> miette::Result<ExitStatus> {
+    use crate::providers::sim::Fault;
+    if f.gpu.is_some() && f.xid.is_none() && !f.ecc {
+        return Err(CliError::new("`--gpu` names the GPU of an `--xid` or `--ecc` fault")
+            .hint("e.g. `gpuplan sim fault NODE --xid 79 --gpu 3`")
+            .into());
+    }
+    let path = settings.workspace().sim_path();
+    if !path.exists() {
+        return Err(CliError::new(format!("no simulated cloud at `{}`", path.display()))
+            .hint("run `gpuplan apply` first: faults are given to nodes it launched")
+            .into());
+    }
+    let cloud = open(settings)?;
+    let fault = if f.clear {
+        None
+    } else if let Some(code) = f.xid {
+        Some(Fault::Xid { code, gpu: f.gpu })
+    } else if f.ecc {
+        Some(Fault::Ecc { gpu: f.gpu })
+    } else if f.missing_gpu {
+        Some(Fault::MissingGpu)
+    } else if f.readiness_fail {
+        Some(Fault::ReadinessFail)
+    } else if let Some(file) = &f.from {
+        // First seen now, by the sim's clock (a capture says what, not when).
+        Some(Fault::Capture(super::health::capture(file, cloud.now_ms())?))
+    } else {
+        // clap's group requires one of the above.
+        return Err(
+            CliError::new("name a fault: --xid, --ecc, --missing-gpu, --readiness-fail, --from or --clear").into()
+        );
+    };
+    let cleared = fault.is_none();
+    let failed = cloud.set_fault(&f.node, fault)?;
+    let node = &f.node;
+    if cleared {
+        output::stderr(&format!("{node}: its health reads answer healthy again\n"));
+    } else {
+        output::stderr(&format!(
+            "{node}: its health reads report the fault until `gpuplan sim fault {node} --clear`\n"
+        ));
+    }
+    for run in failed {
+        output::stdout(&format!("{run}\n"));
+        output::stderr(&format!("run {run} on {node} failed with its GPU\n"));
+    }
+    Ok(ExitStatus::Success)
 }

@@ -54,6 +54,7 @@ fn large_plan(n: usize) -> (crate::spec::Loaded, crate::plan::Plan) {
         observed: Some(&[]),
         targets: &[],
         replace: &[],
+        health: None,
         destroy: false,
         spec_digest: String::new(),
         autoscale: &[],

@@ -203,6 +203,7 @@ fn diff_observed(
         observed,
         targets: &req.targets,
         replace: &req.replace,
+        health: obs.health.as_ref(),
         destroy: req.destroy,
         spec_digest: String::new(),
         autoscale: &req.autoscale,

@@ -45,6 +45,9 @@ pub struct Observation {
     /// The run-command agents of the warm nodes of cloud VM pools that jobs use, by node
     /// id ([`agents`]): only online ones take jobs.
     pub agents: BTreeMap<String, crate::providers::AgentState>,
+    /// The GPU health read of each live node whose provider reads it, by node id
+    /// ([`super::health::read`]); `None` unless refreshed.
+    pub health: Option<BTreeMap<String, crate::model::health::NodeHealth>>,
 }
 
 /// Read what `req` needs from the clouds, with `state` as recorded. A destroy reads the
@@ -75,8 +78,11 @@ pub async fn gather(
         live_prices_quiet(spec, providers, hints),
         read_ahead(spec, state, providers, req, hints)
     );
-    obs.nodes = Some(nodes?);
-    for w in warnings {
+    let nodes = nodes?;
+    let (health, unread) = super::health::read(spec, &nodes, providers).await;
+    obs.health = Some(health);
+    obs.nodes = Some(nodes);
+    for w in warnings.into_iter().chain(unread) {
         eprintln!("{w}");
     }
     obs.live_prices = live;

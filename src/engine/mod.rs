@@ -7,6 +7,7 @@
 pub mod compose;
 pub mod error;
 pub mod gather;
+pub mod health;
 pub mod intent;
 pub mod planfile;
 pub mod preread;

@@ -200,6 +200,7 @@ async fn finish_apply(
             entries.push(JournalEntry::Autoscale { pool: a.pool.to_string(), record });
         }
     }
+    entries.extend(repairs(&plan, &report));
     // The outputs are the applied fleet's only once all of it was applied; otherwise the
     // state keeps the old values and the next plan shows the change again.
     if report.succeeded() {
@@ -233,4 +234,20 @@ async fn finish_apply(
         return Err(RunError::Journal(e));
     }
     Ok(report)
+}
+
+/// The GPU-health replacements of pools whose change went through, for `max_repairs`'
+/// hour (docs/design/gpu-health.md).
+fn repairs(plan: &Plan, report: &ApplyReport) -> Vec<JournalEntry> {
+    let mut by_pool: std::collections::BTreeMap<&crate::addr::Address, Vec<u64>> = Default::default();
+    for h in plan.health.iter().filter(|h| h.action == "replace" && h.held_by.is_none()) {
+        let applied = report
+            .outcomes
+            .iter()
+            .any(|o| o.address == h.address && matches!(o.status, Status::Done | Status::Partial(_)));
+        if applied {
+            by_pool.entry(&h.address).or_default().push(h.at_ms);
+        }
+    }
+    by_pool.into_iter().map(|(pool, at_ms)| JournalEntry::Repairs { pool: pool.to_string(), at_ms }).collect()
 }

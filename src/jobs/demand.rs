@@ -98,6 +98,27 @@ pub(super) fn removed_nodes(plan: &Plan) -> RemovedNodes {
     out
 }
 
+/// Nodes this plan found unhealthy, by id, with their evidence (docs/design/gpu-health.md).
+pub(super) type FaultyNodes = BTreeMap<String, String>;
+
+/// Every node of `plan.health`, whatever its fate (replaced, quarantined or waiting).
+pub(super) fn faulty_nodes(plan: &Plan) -> FaultyNodes {
+    plan.health.iter().map(|h| (h.node.clone(), h.evidence.clone())).collect()
+}
+
+/// A run that failed on a node found unhealthy failed with its GPU, not on its own: it
+/// ends as preempted, so its retry is given back and the replica requeues as the next
+/// attempt (away from the node, which takes no job: `room.rs`, `apply/jobs/assign.rs`).
+/// Apply records the run so, and a later plan reads it from the state.
+fn give_back_retries(runs: &mut [JobRun], faulty: &FaultyNodes) {
+    for run in runs.iter_mut().filter(|r| r.spends_retry()) {
+        let Some(evidence) = faulty.get(&run.node_id) else { continue };
+        run.status = JobState::Preempted;
+        run.message =
+            Some(format!("failed with a GPU of node {} ({evidence}): requeued without spending a retry", run.node_id));
+    }
+}
+
 /// Active runs on nodes this plan removes: they end as preempted (apply stops them
 /// before the node goes), so their replicas requeue (from the checkpoint, where the
 /// template names one) as the next attempt without spending a retry. Returns what was
@@ -144,8 +165,10 @@ pub(super) fn progress(
     observed: Option<&BTreeMap<String, JobStatus>>,
     in_cluster: bool,
     removed: &RemovedNodes,
+    faulty: &FaultyNodes,
 ) -> Progress {
     let mut runs = observed_runs(rec, observed);
+    give_back_retries(&mut runs, faulty);
     let interrupted =
         if in_cluster { evict(&mut runs, removed) } else { interrupt(&mut runs, removed, t.checkpoint_uri.is_some()) };
     let mut p = Progress {

@@ -54,10 +54,13 @@ pub fn place(input: &PlaceInput<'_>) -> Vec<JobPlacement> {
     let (mut pools, offline) = room::pool_rooms(input, &shapes);
     let mut quotas = room::quota_rooms(spec);
     let removed = demand::removed_nodes(input.plan);
+    let faulty = demand::faulty_nodes(input.plan);
     let mut out: BTreeMap<Address, JobPlacement> = BTreeMap::new();
     let mut demands = Vec::new();
     for (addr, job) in &spec.jobs {
-        let Some((jp, wants)) = assess(input, addr, job, &removed, &mut pools, &mut quotas) else { continue };
+        let Some((jp, wants)) = assess(input, addr, job, (&removed, &faulty), &mut pools, &mut quotas) else {
+            continue;
+        };
         out.insert(addr.clone(), jp);
         demands.extend(wants);
     }
@@ -105,7 +108,7 @@ fn assess(
     input: &PlaceInput<'_>,
     addr: &Address,
     job: &Job,
-    removed: &RemovedNodes,
+    (removed, faulty): (&RemovedNodes, &demand::FaultyNodes),
     pools: &mut BTreeMap<Address, PoolRoom>,
     quotas: &mut BTreeMap<Address, QuotaRoom>,
 ) -> Option<(JobPlacement, Wants)> {
@@ -126,7 +129,7 @@ fn assess(
         job
     };
     let pool = spec.gpu_pools.get(&job.pool.value)?;
-    let p = demand::progress(job, t, rec, input.observed, pool.kubernetes.is_some(), removed);
+    let p = demand::progress(job, t, rec, input.observed, pool.kubernetes.is_some(), removed, faulty);
     room::hold(job, &p.runs, pools, quotas);
     let jp = demand::placement(input, addr, job, t, rec, &p, alternatives);
     let wants = demand::demand(addr, job, t, rec, &p).map(|d| (d, p.pending));

@@ -153,8 +153,14 @@ pub(super) fn pool_rooms(
         let mut nodes: Vec<NodeRoom> = Vec::new();
         match change {
             Some(pc) => {
-                let gone: Vec<&str> =
-                    pc.deletes.iter().map(|d| d.id.as_str()).chain(pc.forget.iter().map(String::as_str)).collect();
+                // An unhealthy node takes no job, whatever its fate (docs/design/gpu-health.md).
+                let gone: Vec<&str> = pc
+                    .deletes
+                    .iter()
+                    .map(|d| d.id.as_str())
+                    .chain(pc.forget.iter().map(String::as_str))
+                    .chain(unhealthy(input, addr))
+                    .collect();
                 let state_nodes =
                     input.state.resources.get(&addr.to_string()).map(|r| r.nodes.as_slice()).unwrap_or(&[]);
                 for n in state_nodes.iter().chain(pc.adopt.iter()) {
@@ -169,7 +175,9 @@ pub(super) fn pool_rooms(
             }
             None => {
                 if let Some(r) = input.state.resources.get(&addr.to_string()) {
-                    nodes.extend(r.nodes.iter().filter(|n| n.is_live()).map(|n| NodeRoom {
+                    let sick: Vec<&str> = unhealthy(input, addr).collect();
+                    let fit = |n: &&crate::providers::Node| n.is_live() && !sick.contains(&n.id.as_str());
+                    nodes.extend(r.nodes.iter().filter(fit).map(|n| NodeRoom {
                         capacity: n.capacity,
                         free: gpn,
                         id: Some(n.id.clone()),
@@ -245,4 +253,9 @@ fn job_nodes_running<'s>(input: &PlaceInput<'s>) -> BTreeMap<&'s Address, usize>
         }
     }
     out
+}
+
+/// The pool's nodes the plan found unhealthy: they take no job.
+fn unhealthy<'p>(input: &'p PlaceInput<'_>, addr: &'p Address) -> impl Iterator<Item = &'p str> {
+    input.plan.health.iter().filter(move |h| &h.address == addr).map(|h| h.node.as_str())
 }

@@ -9,8 +9,9 @@
 //! `reconcile_runs_total`, `reconcile_failures_total`, `reconcile_skipped_total`,
 //! `autoscale_actions_total{pool,direction}`, `leader`, `lock_takeovers_total`,
 //! `lock_renew_failures_total`, `spend_month_to_date_usd{pool}`,
-//! `quota_spend_month_to_date_usd{quota}` and `policy_standing{policy}`. Only this module
-//! knows their names.
+//! `quota_spend_month_to_date_usd{quota}`, `policy_standing{policy}`,
+//! `node_unhealthy{pool,signal}` and `repairs_total{pool}`. Only this module knows their
+//! names.
 
 pub mod server;
 
@@ -55,6 +56,8 @@ struct Registry {
     last_run: Option<f64>,
     last_success: Option<f64>,
     scale_actions: BTreeMap<(String, &'static str), u64>,
+    /// Nodes replaced for their GPU health by applied passes, by pool.
+    repairs: BTreeMap<String, u64>,
     fleet: Option<Fleet>,
     /// Whether this replica may act: leads the election, or runs without one.
     leader: bool,
@@ -81,6 +84,8 @@ struct Fleet {
     spend_quota: BTreeMap<String, f64>,
     /// Standing violations by policy (0 for a policy that passes on the fleet as it stands).
     standing: BTreeMap<String, usize>,
+    /// Unhealthy nodes by (pool, signal), from the last pass's plan.
+    unhealthy: BTreeMap<(String, String), usize>,
 }
 
 fn seconds(t: SystemTime) -> f64 {
@@ -107,6 +112,11 @@ impl Metrics {
         }
         for d in pass.decisions.iter().filter(|d| d.applied && d.action != crate::autoscale::Direction::Hold) {
             *r.scale_actions.entry((d.pool.to_string(), d.action.as_str())).or_default() += 1;
+        }
+        if matches!(pass.outcome, Outcome::Applied) {
+            for h in pass.plan.health.iter().filter(|h| h.action == "replace" && h.held_by.is_none()) {
+                *r.repairs.entry(h.address.to_string()).or_default() += 1;
+            }
         }
         r.fleet = Some(fleet);
     }
@@ -200,6 +210,12 @@ impl Metrics {
                 .map(|((pool, dir), n)| (labels(&[("pool", pool), ("direction", dir)]), *n as f64))
                 .collect(),
         );
+        family(
+            "repairs_total",
+            "counter",
+            "Nodes replaced for their GPU health, by pool.",
+            r.repairs.iter().map(|(pool, n)| (labels(&[("pool", pool)]), *n as f64)).collect(),
+        );
         if let Some(f) = &r.fleet {
             fleet_families(&mut out, f);
         }
@@ -281,6 +297,12 @@ fn fleet_families(out: &mut String, f: &Fleet) {
         "Soft and hard policy verdicts failing on the fleet as it stands (standing violations), by policy.",
         f.standing.iter().map(|(p, n)| (labels(&[("policy", p)]), *n as f64)).collect(),
     );
+    family(
+        "node_unhealthy",
+        "gauge",
+        "Nodes with a GPU fault their pool counts, by pool and signal.",
+        f.unhealthy.iter().map(|((p, sig), n)| (labels(&[("pool", p), ("signal", sig)]), *n as f64)).collect(),
+    );
 }
 
 fn fleet(spec: &Spec, pass: &Pass) -> Fleet {
@@ -338,6 +360,9 @@ fn fleet(spec: &Spec, pass: &Pass) -> Fleet {
     for r in &pass.plan.policies {
         let n = f.standing.entry(r.name.clone()).or_default();
         *n += usize::from(crate::reconcile::standing::counts(r));
+    }
+    for h in &pass.plan.health {
+        *f.unhealthy.entry((h.address.to_string(), h.signal.to_string())).or_default() += 1;
     }
     f.drift = pass.plan.drift.len();
     f.pending =

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A fault that can mark a node unhealthy (`health { signals = [...] }`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Signal {
     /// An XID whose resolution is a GPU reset, a reboot or a new node (`health::xid`).

@@ -24,6 +24,9 @@ pub struct PlanInput<'a> {
     pub targets: &'a [Address],
     /// Pools (or counted pools' instances) whose every node is replaced (`--replace`).
     pub replace: &'a [Address],
+    /// What the GPU health reads of live nodes found, by node id (docs/design/gpu-health.md);
+    /// `None`: not read (no refresh, or no provider with a health port).
+    pub health: Option<&'a std::collections::BTreeMap<String, crate::model::health::NodeHealth>>,
     pub destroy: bool,
     pub spec_digest: String,
     /// Autoscaler decisions (from `reconcile`): an autoscaled pool converges to their count.

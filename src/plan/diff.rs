@@ -119,6 +119,7 @@ pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize
             plan.errors.extend(part.errors);
             plan.drift.extend(part.drift);
             plan.notes.extend(part.notes);
+            plan.health.extend(part.health);
         }
     }
     if input.destroy {
@@ -153,6 +154,7 @@ struct Part {
     errors: Vec<PlanError>,
     drift: Vec<DriftItem>,
     notes: Vec<PlanNote>,
+    health: Vec<crate::plan::model::HealthEntry>,
 }
 
 /// Addresses per thread below which one thread does all (a pool costs microseconds;
@@ -206,6 +208,7 @@ fn part_of(cx: &Shared<'_, '_>, addresses: &[&Address]) -> Part {
     out.errors = scratch.errors;
     out.drift = scratch.drift;
     out.notes = scratch.notes;
+    out.health = scratch.health;
     out
 }
 
@@ -306,6 +309,7 @@ fn empty_plan(input: &PlanInput<'_>) -> Plan {
         jobs: Vec::new(),
         spend: None,
         orphan_job_nodes: Vec::new(),
+        health: Vec::new(),
         adoptions: Vec::new(),
         placements: Vec::new(),
         outputs: crate::plan::outputs::changes(input.spec, input.state, input.targets, input.destroy),

@@ -116,10 +116,12 @@ pub enum ReasonCode {
     RunningJobsKeepTemplate,
     /// A node removal waits for the job that is not preemptible running on it.
     Deferred,
+    /// Nodes whose GPUs are unhealthy are replaced (docs/design/gpu-health.md).
+    Unhealthy,
 }
 
 impl ReasonCode {
-    const PLAIN: [(ReasonCode, &'static str); 16] = [
+    const PLAIN: [(ReasonCode, &'static str); 17] = [
         (ReasonCode::New, "new"),
         (ReasonCode::RemovedFromSpec, "removed_from_spec"),
         (ReasonCode::Destroy, "destroy"),
@@ -136,6 +138,7 @@ impl ReasonCode {
         (ReasonCode::RetryPreferred, "retry_preferred"),
         (ReasonCode::RunningJobsKeepTemplate, "running_jobs_keep_template"),
         (ReasonCode::Deferred, "deferred"),
+        (ReasonCode::Unhealthy, "unhealthy"),
     ];
 }
 
@@ -351,6 +354,8 @@ pub enum DriftKind {
     Orphan,
     /// A node stopped outside gpuplan: not serving, possibly still billing; terminated.
     Stopped,
+    /// A node whose GPUs show a fault the pool counts (docs/design/gpu-health.md).
+    Unhealthy,
 }
 
 impl DriftKind {
@@ -361,6 +366,7 @@ impl DriftKind {
             DriftKind::Changed => "changed",
             DriftKind::Orphan => "orphan",
             DriftKind::Stopped => "stopped",
+            DriftKind::Unhealthy => "unhealthy",
         }
     }
 }
@@ -556,6 +562,10 @@ pub struct Plan {
     /// record lost): apply terminates them. Each is also a drift item.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphan_job_nodes: Vec<OrphanJobNode>,
+    /// Unhealthy nodes of pools whose provider reads GPU health, with their evidence and
+    /// what the plan does about them (docs/design/gpu-health.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health: Vec<HealthEntry>,
     /// Imports, moves and forgets (`import`, `moved`, `removed` blocks): apply retags
     /// and records these first, launching and terminating nothing for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -747,4 +757,30 @@ mod tests {
         assert_eq!(serde_json::from_str::<ReasonCode>("\"changed:mix.spot_percent\"").unwrap(), changed);
         assert!(serde_json::from_str::<ReasonCode>("\"explode\"").is_err(), "an unknown code is refused");
     }
+}
+
+/// One unhealthy node in a plan: its evidence and its fate (`plan --json`'s `health[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthEntry {
+    /// The pool.
+    pub address: Address,
+    pub node: String,
+    pub signal: crate::model::health::Signal,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xid: Option<u32>,
+    /// When the fault was first seen (RFC 3339).
+    pub seen: String,
+    /// `replace` or `quarantine`.
+    pub action: String,
+    /// What keeps a replacement waiting (`max_repairs`); absent when it goes ahead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<String>,
+    /// The evidence in words: `XID 79 (GPU has fallen off the bus) on GPU 3, seen 12:04`.
+    pub evidence: String,
+    /// When the plan judged it (ms, the provider's clock): a replacement apply makes is
+    /// recorded at this time, for `max_repairs`' hour.
+    #[serde(default)]
+    pub at_ms: u64,
 }

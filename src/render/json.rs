@@ -105,6 +105,11 @@ struct PlanDoc<'a> {
     summary: SummaryDoc,
     #[schemars(with = "Vec<String>")]
     targets: Vec<Shown<'a>>,
+    /// Unhealthy nodes with their evidence and fate: `{address, node, signal, gpu, xid,
+    /// seen, action, held_by, evidence}` (absent when none; docs/design/gpu-health.md).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    #[schemars(with = "Option<Vec<serde_json::Value>>")]
+    health: &'a [crate::plan::model::HealthEntry],
     /// `--replace` addresses (absent when none).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<String>>")]
@@ -118,6 +123,7 @@ impl<'a> PlanDoc<'a> {
             changes: facts::sorted_changes(plan).into_iter().map(ChangeDoc::new).collect(),
             cost: &plan.cost,
             drift: drift_docs(&plan.drift),
+            health: &plan.health,
             errors: plan
                 .errors
                 .iter()

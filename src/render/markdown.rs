@@ -31,7 +31,7 @@ fn assemble(plan: &Plan, limit: usize) -> String {
     let title = title(plan);
     let rows = table_rows(plan);
     // What blocks the plan leads: errors, then policy failures; then the pools, jobs, cost.
-    let lead = [errors(plan), policies(plan)].concat();
+    let lead = [errors(plan), policies(plan), super::health::markdown(plan)].concat();
     let tail =
         [notes(plan), super::placement::markdown(plan), super::outputs::markdown_section(plan), jobs(plan), cost(plan)]
             .concat();

@@ -16,6 +16,7 @@
 mod adopt;
 pub mod cost;
 mod facts;
+mod health;
 mod jobs;
 mod json;
 pub mod markdown;

@@ -129,6 +129,7 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, frames: &[Option<String>], m
         out += &drift_section(&plan.drift, opts, &p);
         out.push('\n');
     }
+    out += &super::health::text(plan);
     out += &notes_section(plan, opts, &p);
     out += &super::placement::text(plan);
     let adopted = super::adopt::lines(plan);

@@ -18,6 +18,7 @@ pub mod fields;
 pub mod fingerprint;
 pub mod functions;
 pub mod hcl;
+pub mod health_block;
 pub mod model;
 mod order;
 pub mod pool_blocks;

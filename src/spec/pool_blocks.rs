@@ -22,6 +22,7 @@ pub const POOL_ATTRS: &[&str] = &[
     "mig",
     "kubernetes",
     "placement",
+    "health",
 ];
 
 /// Decode a pool. When it fails but its identity (provider, GPU, GPUs per node) decoded,
@@ -60,6 +61,10 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         let r = kubernetes(kf, cx);
         f.check(r)
     });
+    let health = f.nested(cx, "health").and_then(|hf| {
+        let r = crate::spec::health_block::health(hf, cx);
+        f.check(r)
+    });
     if f.failed
         && let (Some(p), Some(g), Some(n)) = (&provider, &gpu, &gpus_per_node)
     {
@@ -83,6 +88,7 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
                 .or(broken_placement)
                 .or_else(|| floating.then(|| Placement { span: meta.span, ..Placement::default() }))
                 .map(Box::new),
+            health: None,
             meta: meta.clone(),
         });
     }
@@ -101,6 +107,7 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         mig,
         kubernetes: kubernetes.map(Box::new),
         placement: placement.map(Box::new),
+        health: health.map(Box::new),
         meta,
     })
 }

@@ -59,7 +59,15 @@ pub struct State {
     /// `policy[key]`): each is reported once while it stands, and forgotten once it passes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub standing: BTreeMap<String, StandingRecord>,
+    /// Nodes replaced for their GPU health, by pool address: when (ms, the provider's
+    /// clock), within the last hour, so `health.max_repairs` bounds an hour's repairs
+    /// (docs/design/gpu-health.md).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub repairs: BTreeMap<String, Vec<u64>>,
 }
+
+/// How far back `health.max_repairs` counts repairs: an hour.
+pub const REPAIR_WINDOW_MS: u64 = 3_600_000;
 
 /// One output value in state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -119,7 +127,15 @@ impl State {
             alerts: BTreeMap::new(),
             outputs: BTreeMap::new(),
             standing: BTreeMap::new(),
+            repairs: BTreeMap::new(),
         }
+    }
+
+    /// The repairs of `pool` within the hour before `now_ms`.
+    pub fn recent_repairs(&self, pool: &str, now_ms: u64) -> usize {
+        self.repairs
+            .get(pool)
+            .map_or(0, |t| t.iter().filter(|&&at| now_ms.saturating_sub(at) < REPAIR_WINDOW_MS).count())
     }
 
     /// The first key of `resources` or `autoscale` that is not a resource address. Files

@@ -45,6 +45,7 @@ pub(crate) fn write_state(out: &mut impl Write, state: &State) -> io::Result<()>
         alerts,
         outputs,
         standing,
+        repairs,
     } = state;
     let mut object = Object::start(out, 0)?;
     object.field("format_version", format_version)?;
@@ -76,6 +77,9 @@ pub(crate) fn write_state(out: &mut impl Write, state: &State) -> io::Result<()>
     }
     if !standing.is_empty() {
         object.field("standing", standing)?;
+    }
+    if !repairs.is_empty() {
+        object.field("repairs", repairs)?;
     }
     object.end()
 }

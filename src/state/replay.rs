@@ -77,6 +77,12 @@ pub enum JournalEntry {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         remove: Vec<String>,
     },
+    /// Nodes of `pool` replaced for their GPU health at these times (ms, provider clock);
+    /// repairs older than an hour before the newest are forgotten.
+    Repairs {
+        pool: String,
+        at_ms: Vec<u64>,
+    },
 }
 
 impl JournalEntry {
@@ -88,7 +94,7 @@ impl JournalEntry {
             | JournalEntry::RemoveNodes { address, .. }
             | JournalEntry::DeleteResource { address }
             | JournalEntry::Move { to: address, .. } => Some(address),
-            JournalEntry::Autoscale { pool, .. } => Some(pool),
+            JournalEntry::Autoscale { pool, .. } | JournalEntry::Repairs { pool, .. } => Some(pool),
             JournalEntry::History { .. }
             | JournalEntry::SpendOpen { .. }
             | JournalEntry::SpendClose { .. }
@@ -148,6 +154,7 @@ pub fn apply_entry(state: &mut State, entry: &JournalEntry) {
             move_resource(state, from, to);
         }
         JournalEntry::Outputs { set, remove } => set_outputs(state, set.clone(), remove),
+        JournalEntry::Repairs { pool, at_ms } => add_repairs(state, pool, at_ms),
     }
 }
 
@@ -369,6 +376,7 @@ impl Replay {
                 move_resource(&mut self.state, &from, &to);
             }
             JournalEntry::Outputs { set, remove } => set_outputs(&mut self.state, set, &remove),
+            JournalEntry::Repairs { pool, at_ms } => add_repairs(&mut self.state, &pool, &at_ms),
         }
     }
 
@@ -462,4 +470,13 @@ pub(crate) fn history_extends(before: &[HistoryEntry], after: &[HistoryEntry]) -
             && n == (before.len() + added).min(HISTORY_LIMIT)
             && after[..kept] == before[before.len() - kept..]
     })
+}
+
+/// Record repairs of `pool`, keeping the last hour's (before the newest).
+fn add_repairs(state: &mut State, pool: &str, at_ms: &[u64]) {
+    let times = state.repairs.entry(pool.to_string()).or_default();
+    times.extend_from_slice(at_ms);
+    let newest = times.iter().copied().max().unwrap_or(0);
+    times.retain(|&t| newest.saturating_sub(t) < super::model::REPAIR_WINDOW_MS);
+    times.sort_unstable();
 }

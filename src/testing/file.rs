@@ -79,6 +79,9 @@ pub enum SimStep {
     Advance { by: Duration, span: Span },
     /// `interrupt { pool = gpu_pool.train  count = 1 }`: spot reclaims.
     Interrupt { pool: crate::addr::Address, count: u32, span: Span },
+    /// `fault { pool = gpu_pool.train  xid = 79  gpu = 3  count = 1 }` (or `ecc`,
+    /// `missing_gpu`, `readiness_fail` = true): GPU faults on the pool's first live nodes.
+    Fault { pool: crate::addr::Address, count: u32, fault: crate::providers::sim::Fault, span: Span },
 }
 
 #[derive(Debug, Clone)]
@@ -295,12 +298,16 @@ fn sim(b: &Block, out: &mut SimSetup, diags: &mut Diagnostics) {
         match inner.kind.name.as_str() {
             "capacity" => out.steps.extend(capacity(inner, diags)),
             "interrupt" => out.steps.extend(interrupt(inner, diags)),
-            other => diags.push(unknown("block", other, &["capacity", "interrupt"], inner.kind.span)),
+            "fault" => out.steps.extend(fault(inner, diags)),
+            other => diags.push(unknown("block", other, &["capacity", "interrupt", "fault"], inner.kind.span)),
         }
     }
     // Steps happen in the order they are written, attributes and blocks alike.
     out.steps.sort_by_key(|s| match s {
-        SimStep::Capacity { span, .. } | SimStep::Advance { span, .. } | SimStep::Interrupt { span, .. } => span.start,
+        SimStep::Capacity { span, .. }
+        | SimStep::Advance { span, .. }
+        | SimStep::Interrupt { span, .. }
+        | SimStep::Fault { span, .. } => span.start,
     });
 }
 
@@ -324,6 +331,56 @@ fn capacity(b: &Block, diags: &mut Diagnostics) -> Option<SimStep> {
 fn interrupt(b: &Block, diags: &mut Diagnostics) -> Option<SimStep> {
     no_labels(b, diags);
     check_attrs(&b.body, &["pool", "count"], diags);
+    let pool = pool_of(b, diags)?;
+    let count = match b.body.attr("count") {
+        Some(a) => count(&a.value, diags)?,
+        None => 1,
+    };
+    Some(SimStep::Interrupt { pool, count, span: b.kind.span })
+}
+
+/// `fault { pool = ...  count = N  xid = 79  gpu = 3 }`, or `ecc`, `missing_gpu`,
+/// `readiness_fail` set to true: exactly one fault.
+fn fault(b: &Block, diags: &mut Diagnostics) -> Option<SimStep> {
+    use crate::providers::sim::Fault;
+    no_labels(b, diags);
+    check_attrs(&b.body, &["pool", "count", "xid", "gpu", "ecc", "missing_gpu", "readiness_fail"], diags);
+    let pool = pool_of(b, diags)?;
+    let nodes = match b.body.attr("count") {
+        Some(a) => count(&a.value, diags)?,
+        None => 1,
+    };
+    let gpu = match b.body.attr("gpu") {
+        Some(a) => Some(count(&a.value, diags)?),
+        None => None,
+    };
+    let set = |name: &str| b.body.attr(name).is_some_and(|a| matches!(a.value.kind, ExprKind::Bool(true)));
+    let mut faults = Vec::new();
+    if let Some(a) = b.body.attr("xid") {
+        faults.push(Fault::Xid { code: count(&a.value, diags)?, gpu });
+    }
+    if set("ecc") {
+        faults.push(Fault::Ecc { gpu });
+    }
+    if set("missing_gpu") {
+        faults.push(Fault::MissingGpu);
+    }
+    if set("readiness_fail") {
+        faults.push(Fault::ReadinessFail);
+    }
+    if faults.len() != 1 {
+        diags.push(
+            Diagnostic::error("gpuplan::test::sim", "`fault` names one fault")
+                .at(b.kind.span, format!("{} faults here", faults.len()))
+                .help("one of `xid = 79`, `ecc = true`, `missing_gpu = true`, `readiness_fail = true`"),
+        );
+        return None;
+    }
+    Some(SimStep::Fault { pool, count: nodes, fault: faults.remove(0), span: b.kind.span })
+}
+
+/// The `pool` of a `sim {}` step, as a pool address.
+fn pool_of(b: &Block, diags: &mut Diagnostics) -> Option<crate::addr::Address> {
     let pool_expr = required(b, "pool", diags)?;
     let text = match &pool_expr.kind {
         ExprKind::String(s) => Some(s.clone()),
@@ -339,11 +396,7 @@ fn interrupt(b: &Block, diags: &mut Diagnostics) -> Option<SimStep> {
             return None;
         }
     };
-    let count = match b.body.attr("count") {
-        Some(a) => count(&a.value, diags)?,
-        None => 1,
-    };
-    Some(SimStep::Interrupt { pool, count, span: b.kind.span })
+    Some(pool)
 }
 
 fn assert(b: &Block, diags: &mut Diagnostics) -> Option<Assert> {

@@ -60,6 +60,7 @@ run "second" {
             SimStep::Capacity { .. } => "capacity",
             SimStep::Interrupt { count: 1, .. } => "interrupt",
             SimStep::Interrupt { .. } => "interrupt with a count",
+            SimStep::Fault { .. } => "fault",
         })
         .collect();
     assert_eq!(kinds, ["advance", "capacity", "interrupt"]);

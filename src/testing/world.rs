@@ -128,11 +128,21 @@ pub fn step(cloud: &SimCloud, step: &SimStep) -> Result<(), String> {
             }
             Ok(())
         }
+        SimStep::Fault { pool, count, fault, .. } => {
+            let ids = cloud.fault_pool(pool, *count, fault).map_err(sim_err)?;
+            if ids.is_empty() {
+                return Err(format!("no live node of `{pool}` to fault: an earlier `apply` run must launch it first"));
+            }
+            Ok(())
+        }
     }
 }
 
 pub fn step_span(step: &SimStep) -> crate::diag::Span {
     match step {
-        SimStep::Capacity { span, .. } | SimStep::Advance { span, .. } | SimStep::Interrupt { span, .. } => *span,
+        SimStep::Capacity { span, .. }
+        | SimStep::Advance { span, .. }
+        | SimStep::Interrupt { span, .. }
+        | SimStep::Fault { span, .. } => *span,
     }
 }

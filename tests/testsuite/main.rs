@@ -29,6 +29,7 @@ mod fencing_s3;
 mod floating;
 mod fmt_cli;
 mod health_captures;
+mod health_cli;
 mod http_stub;
 mod job_records;
 mod jobs_cli;

@@ -354,3 +354,39 @@ fn two_files_of_ten_runs_over_twenty_pools_all_pass() {
     assert_eq!(files.len(), 2, "{doc:#}");
     assert!(files.iter().all(|f| f["duration"].as_f64().is_some()), "{doc:#}");
 }
+
+/// `sim { fault {} }` in a test file gives the pool's first nodes a GPU fault: the next
+/// plan replaces one (docs/design/gpu-health.md).
+#[test]
+fn a_test_file_can_schedule_gpu_faults() {
+    let text = r#"run "apply" {}
+
+run "xid_79" {
+  command = plan
+  sim {
+    fault {
+      pool = gpu_pool.train
+      xid  = 79
+      gpu  = 3
+    }
+  }
+  assert {
+    condition     = length(plan.health) == 1 && plan.health[0].xid == 79 && plan.health[0].gpu == 3
+    error_message = "one node with XID 79 on GPU 3"
+  }
+  assert {
+    condition     = plan.health[0].action == "replace"
+    error_message = "replaced by default"
+  }
+}
+"#;
+    let bad = "run \"apply\" {}\nrun \"two\" {\n  command = plan\n  sim {\n    fault {\n      pool = gpu_pool.train\n      ecc  = true\n      xid  = 79\n    }\n  }\n}\n";
+    let p = project(&[("health.test.hcl", text), ("bad.test.hcl", bad)]);
+    let r = gpuplan(p.path(), &["test", "--filter", "health.test.hcl"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("run \"xid_79\"... pass"), "{}", r.stdout);
+    let r = gpuplan(p.path(), &["test", "--filter", "bad.test.hcl"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert!(all.contains("`fault` names one fault") && all.contains("bad.test.hcl:5:5"), "{all}");
+}

@@ -85,7 +85,9 @@ async fn node_slots(
         let filter = ListFilter { region: l.region.clone(), lineage: Some(plan.lineage.clone()) };
         match p.list_nodes(&filter).await {
             Ok(nodes) => {
-                for n in nodes.into_iter().filter(Node::is_live) {
+                // An unhealthy node takes no job, whatever its fate (docs/design/gpu-health.md).
+                let sick = |n: &Node| plan.health.iter().any(|h| h.node == n.id);
+                for n in nodes.into_iter().filter(|n| n.is_live() && !sick(n)) {
                     slots.entry(n.pool.clone()).or_default().push(Slot { node: n, used: 0 });
                 }
             }

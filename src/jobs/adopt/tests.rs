@@ -86,6 +86,7 @@ fn place_jobs(spec: &Spec, state: &State) -> Vec<crate::model::JobPlacement> {
         observed: None,
         targets: &[],
         replace: &[],
+        health: None,
         destroy: false,
         spec_digest: diff::spec_digest(spec),
         autoscale: &[],

@@ -95,6 +95,7 @@ fn plan(spec: &Spec, state: &State, observed: Option<&[Node]>) -> Plan {
         observed,
         targets: &[],
         replace: &[],
+        health: None,
         destroy: false,
         spec_digest: String::new(),
         autoscale: &[],

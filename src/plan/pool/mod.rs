@@ -13,6 +13,7 @@
 //!    [`prevent_destroy_error`] whether `lifecycle.prevent_destroy` refuses it.
 
 mod busy;
+mod health;
 mod nodes;
 mod removed;
 
@@ -101,7 +102,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     };
 
     let home = home_provider(cx, &shape);
-    let (replaced, stale, fresh, kept) = split_stale(cx, &shape, home);
+    let (replaced, stale, fresh, kept, verdicts) = split_stale(cx, pool, &shape, home);
     let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, kept);
     let NodeOps { creates, deletes, held, retry } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
     let (mut deletes, deferred) = busy::defer(deletes, cx.jobs);
@@ -146,10 +147,10 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     if !deferred.is_empty() {
         reasons.push(Reason::new(ReasonCode::Deferred, busy::deferred_message(&deferred)));
     }
+    health::explain(cx, pool, &verdicts, &mut deletes, &mut reasons, plan);
     reasons.shrink_to_fit();
     plan.errors.extend(prevent_destroy_error(cx.addr, pool, action, stale.len(), &deletes, replaced));
-    let cbd =
-        pool.meta.lifecycle.as_ref().and_then(|l| l.create_before_destroy.as_ref()).map(|b| b.value).unwrap_or(true);
+    let cbd = create_before_destroy(pool);
     // Only creates fall back to other zones: a change without any does not carry them.
     let zones = if creates.is_empty() { vec![] } else { shape.zones.clone() };
     Some(ResourceChange {
@@ -526,19 +527,34 @@ pub(crate) fn target_count(
     (n, reason)
 }
 
+/// `lifecycle.create_before_destroy`, true by default.
+fn create_before_destroy(pool: &GpuPool) -> bool {
+    pool.meta.lifecycle.as_ref().and_then(|l| l.create_before_destroy.as_ref()).map(|b| b.value).unwrap_or(true)
+}
+
 /// The live nodes that go (`stale`) and those that stay (`fresh`), and how many count
 /// toward a count the pool keeps (an autoscaler's). With `--replace` (`replaced`) every
-/// node goes the way of a stale one, and the pool keeps its count.
+/// node goes the way of a stale one, and the pool keeps its count. Also the pool's health
+/// verdicts ([`health::judge`]): a node replaced for its health is stale too.
+#[allow(clippy::type_complexity)]
 fn split_stale<'n>(
     cx: &PoolCtx<'n, '_>,
+    pool: &GpuPool,
     shape: &PoolShape,
     home: Option<&str>,
-) -> (bool, Vec<&'n Node>, Vec<&'n Node>, usize) {
+) -> (bool, Vec<&'n Node>, Vec<&'n Node>, usize, Vec<health::Verdict<'n>>) {
     let replaced = replace_requested(cx);
-    let (stale, fresh): (Vec<&Node>, Vec<&Node>) =
-        cx.live.iter().copied().partition(|n| replaced || stale_reason(shape, n, home).is_some());
-    let kept = if replaced { cx.live.len() } else { fresh.len() };
-    (replaced, stale, fresh, kept)
+    let verdicts = health::judge(cx, pool, cx.input.clocks.get(&shape.provider).copied());
+    // A node replaced for its health goes the way of a stale one (docs/design/gpu-health.md).
+    let repaired: BTreeSet<&str> = verdicts.iter().filter(|v| v.repaired()).map(|v| v.node.id.as_str()).collect();
+    let (stale, fresh): (Vec<&Node>, Vec<&Node>) = cx
+        .live
+        .iter()
+        .copied()
+        .partition(|n| replaced || repaired.contains(n.id.as_str()) || stale_reason(shape, n, home).is_some());
+    // A node replaced for its health is replaced one for one, as with `--replace`.
+    let kept = if replaced { cx.live.len() } else { (fresh.len() + repaired.len()).min(cx.live.len()) };
+    (replaced, stale, fresh, kept, verdicts)
 }
 
 /// Why every node of a pool named by `--replace` is replaced (after `replaced: `).

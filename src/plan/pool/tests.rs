@@ -112,6 +112,7 @@ impl World {
             observed: self.observed.as_deref(),
             targets: &[],
             replace: &[],
+            health: None,
             destroy: self.destroy,
             spec_digest: String::new(),
             autoscale: &self.autoscale,

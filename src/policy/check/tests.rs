@@ -38,6 +38,7 @@ quota "ml" {
         observed: None,
         targets: &[],
         replace: &[],
+        health: None,
         destroy: false,
         spec_digest: diff::spec_digest(spec),
         autoscale: &[],

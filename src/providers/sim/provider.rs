@@ -63,6 +63,11 @@ impl Provider for SimProvider {
     fn adoption(&self) -> Option<&dyn AdoptionPort> {
         Some(self)
     }
+
+    /// Scripted faults (`gpuplan sim fault`) answer the reads.
+    fn health(&self) -> Option<&dyn crate::providers::health::HealthPort> {
+        Some(self)
+    }
 }
 
 #[async_trait]

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::{Address, Kind};
 use crate::json_text::Key;
+use crate::model::health::NodeHealth;
 use crate::providers::{Capacity, JobState, JobStatus, Node, NodeState, TAG_MANAGED, Tags};
 
 /// Snapshot format written by this version; newer files are refused.
@@ -181,6 +182,13 @@ pub enum Change {
     TraceDone {
         ms: u64,
     },
+    /// What a node's GPU health reads answer from now on (`gpuplan sim fault`); `None`:
+    /// healthy again.
+    Fault {
+        node_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        health: Option<NodeHealth>,
+    },
 }
 
 /// One row of a price and capacity trace: from `at_ms` on (until a later row for the same
@@ -325,6 +333,9 @@ pub struct World {
     /// Spot reclaims of trace rows up to this sim time are done.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub trace_done_ms: u64,
+    /// Scripted GPU faults by node id (`gpuplan sim fault`): what its health reads answer.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub faults: BTreeMap<String, NodeHealth>,
     /// Live nodes per (zone, capacity, instance type): derived, kept so a create does not
     /// scan every node.
     #[serde(skip)]
@@ -347,6 +358,7 @@ impl Default for World {
             clock_offset_ms: 0,
             trace: Vec::new(),
             trace_done_ms: 0,
+            faults: BTreeMap::new(),
             live: HashMap::new(),
             job_tokens: HashMap::new(),
         }
@@ -430,6 +442,12 @@ impl World {
                 self.trace_done_ms = 0;
             }
             Change::TraceDone { ms } => self.trace_done_ms = self.trace_done_ms.max(ms),
+            Change::Fault { node_id, health: Some(h) } => {
+                self.faults.insert(node_id, h);
+            }
+            Change::Fault { node_id, health: None } => {
+                self.faults.remove(&node_id);
+            }
             Change::JobsEnded { ids, end } => {
                 for id in ids {
                     if let Some(job) = self.jobs.get_mut(&id) {
@@ -471,6 +489,9 @@ impl World {
                 !t.ids.iter().any(|id| reclaimed.contains(id)) || t.ids.iter().any(|id| nodes.contains_key(id))
             });
         }
+        // A forgotten node's fault goes with it.
+        let nodes = &self.nodes;
+        self.faults.retain(|id, _| nodes.contains_key(id));
     }
 
     /// Jobs still running on any of `node_ids` at `now_ms`.

@@ -10,6 +10,7 @@ mod crash;
 mod destroy_plan;
 mod failures;
 mod fallback;
+mod health;
 mod outputs;
 mod ownership;
 mod reconcile;

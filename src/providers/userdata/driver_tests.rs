@@ -218,7 +218,7 @@ fn generated_job_scripts_pass_shellcheck() {
         [("vm.sh", base.clone()), ("warm.sh", LaunchJob { keep_node: true, max_runtime_secs: None, ..base })]
     {
         let path = dir.path().join(name);
-        std::fs::write(&path, job_script(&req)).unwrap();
+        std::fs::write(&path, job_script(&req).expect("a script")).unwrap();
         let out = Command::new(shellcheck()).arg("--shell=bash").arg(&path).output().expect("shellcheck runs");
         assert!(
             out.status.success(),

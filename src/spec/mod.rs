@@ -25,6 +25,7 @@ pub mod pool_blocks;
 pub mod raw;
 pub mod secrets;
 pub mod spanned;
+mod taint;
 #[cfg(test)]
 mod tests;
 pub mod validate;

@@ -49,7 +49,12 @@ pub fn shell_quote(s: &str) -> String {
 /// The user-data script for one job launch; `Err` when a secret of it cannot be
 /// delivered by a script ([`secrets`]).
 pub fn job_script(req: &LaunchJob) -> Result<String, ProviderError> {
-    let (secret_lines, secret_args) = secrets::steps(req)?;
+    job_script_with(req, &|name| std::env::var(name).ok())
+}
+
+/// [`job_script`] with gpuplan's environment given (what `env:` secrets read).
+pub fn job_script_with(req: &LaunchJob, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ProviderError> {
+    let (secret_lines, secret_args) = secrets::steps_with(req, env)?;
     let timeout = match req.max_runtime_secs {
         Some(secs) => format!("timeout --signal=TERM --kill-after=30s {secs}s "),
         None => String::new(),

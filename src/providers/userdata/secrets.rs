@@ -16,12 +16,8 @@ use crate::model::secret::{SecretRef, SecretSource};
 use crate::providers::{ErrorClass, LaunchJob, ProviderError};
 
 /// The script lines that set and export each secret variable, and the `docker run`
-/// arguments that pass them on; `Err` when one cannot be delivered this way.
-pub fn steps(req: &LaunchJob) -> Result<(String, Vec<String>), ProviderError> {
-    steps_with(req, &|name| std::env::var(name).ok())
-}
-
-/// [`steps`] with gpuplan's environment given (`env:` sources).
+/// arguments that pass them on; `Err` when one cannot be delivered this way. `env` reads
+/// gpuplan's environment (`env:` sources).
 pub fn steps_with(
     req: &LaunchJob,
     env: &dyn Fn(&str) -> Option<String>,

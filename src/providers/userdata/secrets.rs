@@ -47,7 +47,13 @@ pub fn steps_with(
                 shell_quote(&r.name)
             ),
             SecretSource::Env if req.keep_node => match env(&r.name) {
-                Some(v) => shell_quote(&v),
+                Some(v) => {
+                    // A literal, quoted: shellcheck's warnings about quotes in it and `$`
+                    // not expanding are what is meant.
+                    lines += &format!("# shellcheck disable=SC2016,SC2089,SC2090\nexport {var}={}\n", shell_quote(&v));
+                    args.push(format!("-e {var}"));
+                    continue;
+                }
                 None => return Err(not_set(req, var, r)),
             },
             _ => return Err(not_deliverable(req, var, r)),

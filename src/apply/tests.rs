@@ -698,6 +698,7 @@ async fn a_lost_lock_starts_nothing_new_and_refuses_every_mutating_call() {
         image: "img".into(),
         command: Vec::new(),
         env: BTreeMap::new(),
+        secrets: BTreeMap::new(),
         gpus: 1,
         attempt: 0,
         token: "t".into(),

@@ -100,6 +100,7 @@ pub(super) fn launch(
         }
     });
     let node_shape = if kube.is_some() { None } else { node_shape };
+    let env = env(addr, job, t, replica, attempt);
     let request = LaunchJob {
         job: addr.clone(),
         pool: job.pool.value.clone(),
@@ -107,7 +108,8 @@ pub(super) fn launch(
         region: String::new(),
         image: t.image.value.clone(),
         command,
-        env: env(addr, job, t, replica, attempt),
+        env: env.plain,
+        secrets: env.secrets,
         gpus: t.gpus.value,
         attempt,
         token,

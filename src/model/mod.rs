@@ -1,7 +1,7 @@
 //! The shared vocabulary (layer 0): the words every later phase speaks, as plain data.
 //!
 //! [`ProviderKind`], job [`Priority`], node [`Capacity`], [`Node`], [`Offer`], [`Tags`],
-//! job runs and records, GPU [`health`] evidence, and [`Endpoint`]. Nothing here does I/O or depends on another
+//! job runs and records, GPU [`health`] evidence, [`secret`] references, and [`Endpoint`]. Nothing here does I/O or depends on another
 //! top-level module except `addr`; the spec, the state, the plan, the providers and the
 //! executor all build on it, so none of them needs to reach up or sideways for a type
 //! (the module graph stays one-way: `tests` in `lib.rs` checks it).
@@ -13,6 +13,7 @@ pub mod job;
 pub mod kind;
 pub mod money;
 pub mod node;
+pub mod secret;
 pub mod tags;
 pub mod time;
 pub mod tls;

@@ -342,6 +342,10 @@ pub struct LaunchJob {
     pub image: String,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// Variables whose values are secrets: references only (`docs/design/secrets.md`);
+    /// the node, the cluster or the send reads the value, and nothing records it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, crate::model::secret::SecretRef>,
     pub gpus: u32,
     pub attempt: u32,
     pub token: String,

@@ -61,8 +61,10 @@ pub fn changed_paths(before: &Json, after: &Json) -> Vec<String> {
 }
 
 fn diff_into(b: &Json, a: &Json, path: String, out: &mut Vec<String>) {
+    // A secret reference is one value (`env.HF_TOKEN`), not an object with a `secret` key.
+    let secret = |v: &Json| crate::model::secret::SecretRef::in_json(v).is_some();
     match (b, a) {
-        (Json::Object(bo), Json::Object(ao)) => {
+        (Json::Object(bo), Json::Object(ao)) if !secret(b) && !secret(a) => {
             let keys: BTreeSet<&String> = bo.keys().chain(ao.keys()).collect();
             for k in keys {
                 let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };

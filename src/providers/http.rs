@@ -123,7 +123,7 @@ pub fn job_node_request(req: &crate::providers::LaunchJob) -> Result<crate::prov
     })?;
     shape.count = 1;
     shape.token = req.token.clone();
-    shape.user_data = Some(crate::providers::userdata::job_script(req));
+    shape.user_data = Some(crate::providers::userdata::job_script(req)?);
     shape.tags.extend([
         (TAG_MANAGED, "true".to_string()),
         (TAG_JOB, req.job.to_string()),

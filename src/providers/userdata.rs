@@ -13,7 +13,9 @@
 //! console line where the cloud serves console output), and a reclaimed spot node to
 //! preempted.
 
-use super::LaunchJob;
+use super::{LaunchJob, ProviderError};
+
+pub mod secrets;
 
 pub mod readiness;
 pub use readiness::{NODE_UNREADY, UNREADY_MARKER};
@@ -47,8 +49,15 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The user-data script for one job launch.
-pub fn job_script(req: &LaunchJob) -> String {
+/// The user-data script for one job launch; `Err` when a secret of it cannot be
+/// delivered by a script ([`secrets`]).
+pub fn job_script(req: &LaunchJob) -> Result<String, ProviderError> {
+    job_script_with(req, &|name| std::env::var(name).ok())
+}
+
+/// [`job_script`] with gpuplan's environment given (what `env:` secrets read).
+pub fn job_script_with(req: &LaunchJob, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ProviderError> {
+    let (secret_lines, secret_args) = secrets::steps_with(req, env)?;
     let timeout = match req.max_runtime_secs {
         Some(secs) => format!("timeout --signal=TERM --kill-after=30s {secs}s "),
         None => String::new(),
@@ -59,6 +68,7 @@ pub fn job_script(req: &LaunchJob) -> String {
     for (k, v) in &req.env {
         run.push(format!("-e {}", shell_quote(&format!("{k}={v}"))));
     }
+    run.extend(secret_args);
     run.push(format!("-e GPUPLAN_JOB={}", shell_quote(&req.job.to_string())));
     run.push(format!("-e GPUPLAN_ATTEMPT={}", req.attempt));
     run.push(shell_quote(&req.image));
@@ -76,13 +86,14 @@ pub fn job_script(req: &LaunchJob) -> String {
     // Then the pool's readiness check: a node that fails it exits NODE_UNREADY, before
     // the job, so the run says the node failed (see `readiness`).
     let ready = readiness::script(req.readiness, req.gpus, stop, EXIT_MARKER);
-    format!(
+    Ok(format!(
         "#!/bin/bash\n\
          # gpuplan job {job} attempt {attempt} (token {token})\n\
          set -u\n\
          exec > >(tee -a {JOB_LOG}) 2>&1\n\
          {needs}\
          {ready}\
+         {secret_lines}\
          {run}\n\
          code=$?\n\
          echo \"{EXIT_MARKER}$code\" | tee /dev/console\n\
@@ -91,7 +102,7 @@ pub fn job_script(req: &LaunchJob) -> String {
         attempt = req.attempt,
         token = req.token,
         run = run.join(" \\\n  "),
-    )
+    ))
 }
 
 /// Package names per distribution family: (family, `ID`/`ID_LIKE` words of
@@ -251,6 +262,7 @@ mod tests {
             image: "ghcr.io/acme/trainer:1".into(),
             command: vec!["python".into(), "train.py".into(), "--note=it's".into()],
             env: [("GPUPLAN_CHECKPOINT_URI".to_string(), "s3://ckpt/finetune".to_string())].into(),
+            secrets: Default::default(),
             gpus: 2,
             attempt: 2,
             token: "tok-1".into(),
@@ -264,7 +276,7 @@ mod tests {
 
     #[test]
     fn script_runs_the_container_with_gpus_env_timeout_and_powers_off() {
-        let s = job_script(&req());
+        let s = job_script(&req()).expect("a script");
         assert!(s.starts_with("#!/bin/bash\n"), "{s}");
         assert!(s.contains("timeout --signal=TERM --kill-after=30s 3600s docker run --rm --runtime=nvidia"), "{s}");
         assert!(s.contains("--gpus '\"device=0,1\"'"), "{s}");
@@ -273,7 +285,7 @@ mod tests {
         assert!(s.contains("--name gpuplan-job-finetune-2"), "{s}");
         assert!(s.contains(r"'--note=it'\''s'"), "quotes are escaped: {s}");
         assert!(s.trim_end().ends_with("shutdown -h now"), "{s}");
-        let kept = job_script(&LaunchJob { keep_node: true, max_runtime_secs: None, ..req() });
+        let kept = job_script(&LaunchJob { keep_node: true, max_runtime_secs: None, ..req() }).expect("a script");
         assert!(!kept.contains("shutdown") && !kept.contains("timeout"), "{kept}");
         // Both variants are valid bash, and check the driver and runtime first.
         for script in [&s, &kept] {

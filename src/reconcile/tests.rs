@@ -102,6 +102,7 @@ impl Fixture {
             image: "img".into(),
             command: vec![],
             env: BTreeMap::new(),
+            secrets: Default::default(),
             gpus: 1,
             attempt: 1,
             token: format!("t-{node}"),

@@ -10,6 +10,7 @@ use serde_json::Value as Json;
 use crate::addr::Kind;
 use crate::json_text::JsonText;
 use crate::model::Placement;
+use crate::model::secret::SecretRef;
 use crate::plan::diff::{IMMUTABLE, changed_paths};
 use crate::plan::model::{Action, NodeCounts, Plan, Reason, ReasonCode, ResourceChange};
 
@@ -34,6 +35,9 @@ pub(crate) fn counts(c: &NodeCounts) -> String {
 
 /// `"A100-80GB"`, `8`, `["a", "b"]`, `{ team = "ml" }`: HCL-like, one line.
 pub(crate) fn value(v: &Json) -> String {
+    if let Some(r) = SecretRef::in_json(v) {
+        return r.shown();
+    }
     match v {
         Json::String(s) => serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}")),
         Json::Array(items) => format!("[{}]", items.iter().map(value).collect::<Vec<_>>().join(", ")),
@@ -177,7 +181,8 @@ fn at_default(kind: Kind, path: &str, v: &Json) -> bool {
 /// Leaf paths in key order; arrays, scalars and empty objects are leaves.
 fn leaves<'a>(v: &'a Json, path: String, out: &mut Vec<(String, &'a Json)>) {
     match v {
-        Json::Object(map) if !map.is_empty() => {
+        // A secret reference is one leaf, printed `(secret: …)` by `value`.
+        Json::Object(map) if !map.is_empty() && SecretRef::in_json(v).is_none() => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
             for k in keys {

@@ -389,7 +389,7 @@ pub(crate) fn json(plan: &Plan) -> Json {
                     "fallback": l.fallback,
                     "gpus": l.request.gpus,
                     "node_shape": l.request.shape.is_some(),
-                    "env": l.request.env,
+                    "env": shown_env(&l.request),
                     "token": l.request.token,
                     });
                     // Only launches onto a warm node of a cloud pool name it.
@@ -435,4 +435,12 @@ pub(crate) fn json(plan: &Plan) -> Json {
             doc
         })
         .collect()
+}
+
+/// A launch's environment as every view shows it: values, and `(secret: …)` for each
+/// variable whose value is a secret (never read here).
+fn shown_env(req: &crate::model::LaunchJob) -> std::collections::BTreeMap<String, String> {
+    let mut env = req.env.clone();
+    env.extend(req.secrets.iter().map(|(k, r)| (k.clone(), r.shown())));
+    env
 }

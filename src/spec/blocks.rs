@@ -357,7 +357,7 @@ pub fn job_template(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<JobTemplat
     let image = f.string(cx, "image");
     let image = f.required(cx, image, "image", "\"ghcr.io/org/trainer:1.0\"");
     let command = f.string_list(cx, "command").map(|v| v.value).unwrap_or_default();
-    let env = f.string_map(cx, "env").map(|m| m.value).unwrap_or_default();
+    let env = crate::spec::env::env_map(&mut f, cx);
     let gpu = f.string(cx, "gpu");
     let gpus = f.u32(cx, "gpus", 1, 16 * 64);
     let gpus = f.or(gpus, 1);
@@ -407,7 +407,7 @@ pub fn job(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<Job, Reported> {
     let pool = if f.has("pool") { pool } else { Some(Spanned::new(Address::new(Kind::GpuPool, ""), head)) };
     let quota = f.address(cx, "quota", Kind::Quota);
     let args = f.string_list(cx, "args").map(|v| v.value).unwrap_or_default();
-    let env = f.string_map(cx, "env").map(|m| m.value).unwrap_or_default();
+    let env = crate::spec::env::env_map(&mut f, cx);
     let replicas = f.u32(cx, "replicas", 1, 10_000);
     let replicas = f.or(replicas, 1);
     finish(f, cx, JOB_ATTRS)?;

@@ -22,6 +22,7 @@ use crate::spec::fields::{Cx, Fields, Reported, enum_error, type_error};
 use crate::spec::model::*;
 use crate::spec::order::{Item, Order, collect_exprs, dependency_order};
 use crate::spec::raw::{self, Block, Expr, Ident, head, label};
+use crate::spec::taint::Tainted;
 use crate::spec::varfile::VarInput;
 pub use crate::spec::variables::input_value;
 use crate::spec::variables::{unset_variables, variables};
@@ -102,9 +103,11 @@ pub fn decode(files: &[raw::File], opts: &LoadOptions, inputs: &[VarInput], diag
         env_read: Some(&opts.env_read),
         ..Scope::default()
     };
+    let sensitive = spec.variables.iter().filter(|(_, v)| v.sensitive.value).map(|(n, _)| n.clone());
+    let tainted = Tainted::find(sensitive, &collected.locals, &collected.resources, |b| label(b).to_string());
     for (b, reads) in collected.outputs.iter().zip(order.output_reads) {
         let mut cx = Cx { scope: scope(), diags, declared: &declared, yaml_files: &yaml_files };
-        if let Some(o) = output(&mut cx, b, reads, &spec.variables) {
+        if let Some(o) = output(&mut cx, b, reads, &tainted) {
             spec.outputs.insert(label(b).to_string(), o);
         }
     }
@@ -313,13 +316,9 @@ fn duplicate(kind: &str, name: &str, span: Span, prev: Span) -> Diagnostic {
 }
 
 /// One `output` block: its value, description and sensitivity (`sensitive = true`, or a
-/// value that reads a sensitive variable). `None` when it failed (reported).
-fn output(
-    cx: &mut Cx<'_, '_>,
-    b: &Block,
-    reads: Vec<Address>,
-    variables: &BTreeMap<String, Variable>,
-) -> Option<Output> {
+/// value that reads a sensitive variable, or a local or resource derived from one).
+/// `None` when it failed (reported).
+fn output(cx: &mut Cx<'_, '_>, b: &Block, reads: Vec<Address>, tainted: &Tainted) -> Option<Output> {
     let mut f = Fields::from_body(format!("output {:?}", label(b)), head(b), &b.body, cx.diags);
     let value = f.value(cx, "value");
     let value = f.required(cx, value, "value", "gpu_pool.NAME.gpu");
@@ -330,13 +329,7 @@ fn output(
     f.finish(cx, &["value", "description", "sensitive"]);
     let mut exprs = Vec::new();
     collect_exprs(&b.body, &mut exprs);
-    let mut ts = Vec::new();
-    exprs.iter().for_each(|e| e.traversals(&mut ts));
-    let secret = |(root, steps, _): &(&Ident, &[raw::Step], Span)| match steps.first() {
-        Some(raw::Step::Attr(id)) if root.name == "var" => variables.get(&id.name).is_some_and(|v| v.sensitive.value),
-        _ => false,
-    };
-    sensitive.value |= ts.iter().any(secret);
+    sensitive.value |= tainted.reads(&exprs);
     match (value, failed) {
         (Some(value), false) => Some(Output { value, description, sensitive, reads }),
         _ => None,

@@ -219,7 +219,7 @@ impl<'r> Fields<'r> {
         got.unwrap_or(Spanned::new(default, self.head))
     }
 
-    fn flag<T>(&mut self, got: Result<Option<T>, Reported>) -> Option<T> {
+    pub fn flag<T>(&mut self, got: Result<Option<T>, Reported>) -> Option<T> {
         got.unwrap_or_else(|_| {
             self.failed = true;
             None
@@ -376,6 +376,16 @@ impl<'r> Fields<'r> {
     }
 
     pub fn try_string_map(&mut self, cx: &mut Cx<'_, '_>, name: &str) -> Got<BTreeMap<String, Spanned<String>>> {
+        self.try_map(cx, name, Fields::try_string)
+    }
+
+    /// A map attribute whose every value `get` reads (by its key, from the map's fields).
+    pub fn try_map<T>(
+        &mut self,
+        cx: &mut Cx<'_, '_>,
+        name: &str,
+        get: impl Fn(&mut Fields<'r>, &mut Cx<'_, '_>, &str) -> Got<T>,
+    ) -> Got<BTreeMap<String, Spanned<T>>> {
         let Some(f) = self.take(name) else { return Ok(None) };
         let what = format!("`{name}`");
         let head = f.key_span;
@@ -388,7 +398,7 @@ impl<'r> Fields<'r> {
         let mut out = BTreeMap::new();
         let mut failed = false;
         for k in keys {
-            match inner.try_string(cx, &k) {
+            match get(&mut inner, cx, &k) {
                 Ok(Some(v)) => {
                     out.insert(k, v);
                 }

@@ -13,6 +13,7 @@ mod adopt_check;
 pub mod backend;
 pub mod blocks;
 pub mod decode;
+pub mod env;
 pub mod eval;
 pub mod fields;
 pub mod fingerprint;
@@ -23,7 +24,9 @@ pub mod model;
 mod order;
 pub mod pool_blocks;
 pub mod raw;
+pub mod secrets;
 pub mod spanned;
+mod taint;
 #[cfg(test)]
 mod tests;
 pub mod validate;

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::{Address, InstanceKey};
 use crate::diag::Span;
+pub use crate::model::secret::EnvValue;
 use crate::spec::eval::Value;
 
 // Shared vocabulary, defined in `model/` (layer 0); the spec speaks it too.
@@ -587,8 +588,9 @@ pub struct JobTemplate {
     pub image: Spanned<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<Spanned<String>>,
+    /// Environment variables: text, or `secret("SOURCE:NAME")` (YAML `{secret: "SOURCE:NAME"}`), a reference whose value never leaves its source ([secrets](../design/secrets.md)).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, Spanned<String>>,
+    pub env: BTreeMap<String, Spanned<EnvValue>>,
     /// The GPU model jobs without a `pool` run on: the cheapest pool of it with room.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<Spanned<String>>,
@@ -625,8 +627,9 @@ pub struct Job {
     pub quota: Option<Spanned<Address>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<Spanned<String>>,
+    /// Environment variables: text, or `secret("SOURCE:NAME")` (YAML `{secret: "SOURCE:NAME"}`), a reference whose value never leaves its source ([secrets](../design/secrets.md)).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, Spanned<String>>,
+    pub env: BTreeMap<String, Spanned<EnvValue>>,
     #[serde(default = "one")]
     pub replicas: Spanned<u32>,
     /// A job without `pool` whose template names a `gpu`: every pool of that model it

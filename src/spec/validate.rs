@@ -492,6 +492,9 @@ fn check_gpu_model(cat: &Catalog, gpu: &Spanned<String>, diags: &mut Diagnostics
 
 fn validate_jobs(spec: &Spec, diags: &mut Diagnostics) {
     for (addr, job) in &spec.jobs {
+        if let Some(t) = spec.job_templates.get(&job.template.value) {
+            crate::spec::secrets::check_job(spec, addr, job, t, diags);
+        }
         let (Some(t), Some(pool)) = (spec.job_templates.get(&job.template.value), spec.gpu_pools.get(&job.pool.value))
         else {
             continue;

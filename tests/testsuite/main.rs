@@ -53,6 +53,7 @@ mod preemption;
 mod removed_nodes;
 mod replace_cli;
 mod schema;
+mod secrets_moto;
 mod send_once_moto;
 mod sigterm_moto;
 mod sim_cli;

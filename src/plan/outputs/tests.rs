@@ -153,3 +153,44 @@ fn the_journal_entry_sets_and_removes_what_changed() {
     replay.apply(&entry);
     assert_eq!(replay.finish().outputs, state.outputs);
 }
+
+/// A value derived from a sensitive variable is sensitive however it gets to an output:
+/// through a local (and a local of that local) or through a resource whose block reads
+/// it; outputs that read neither stay plain.
+#[test]
+fn outputs_derived_from_a_sensitive_variable_through_locals_and_resources_are_sensitive() {
+    let text = SPEC.to_string()
+        + r#"
+locals {
+  bearer = "Bearer ${var.token}"
+  header = { auth = local.bearer }
+}
+
+gpu_pool "c" {
+  provider      = "sim"
+  gpu           = "L4"
+  gpus_per_node = 1
+  nodes {
+    desired = 1
+    max     = 2
+  }
+  labels = local.header
+}
+
+output "via_local" {
+  value = local.header
+}
+
+output "via_pool" {
+  value = gpu_pool.c.labels
+}
+"#;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("main.hcl"), text).expect("write spec");
+    let loaded = crate::spec::load_dir(dir.path(), &LoadOptions::default()).expect("spec loads");
+    assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
+    let o = &loaded.spec.outputs;
+    assert!(o["via_local"].sensitive.value, "a local of a local of a sensitive variable");
+    assert!(o["via_pool"].sensitive.value, "a pool whose labels read it");
+    assert!(!o["names"].sensitive.value && !o["a_gpus"].sensitive.value, "plain outputs stay plain");
+}

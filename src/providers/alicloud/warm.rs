@@ -63,7 +63,7 @@ impl AlibabaProvider {
 
     /// Run the job's script on its warm node (`req.node_id`); the node stays in its pool.
     pub(super) async fn launch_on_node(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        let script = userdata::job_script(&LaunchJob { keep_node: true, ..req.clone() });
+        let script = userdata::job_script(&LaunchJob { keep_node: true, ..req.clone() })?;
         let timeout = req.max_runtime_secs.map_or(DEFAULT_TIMEOUT_SECS, |s| s + 300);
         let params = vec![
             p("Type", "RunShellScript"),

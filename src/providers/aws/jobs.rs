@@ -58,7 +58,7 @@ impl AwsProvider {
         let types = self.usable_types(region, &shape.instance_types).await?;
         let image = super::template::image_of(self, shape)?;
         let client = self.client(region).await?;
-        let user_data = base64::engine::general_purpose::STANDARD.encode(userdata::job_script(req));
+        let user_data = base64::engine::general_purpose::STANDARD.encode(userdata::job_script(req)?);
         let mut job_req = shape.clone();
         job_req.tags.insert(TAG_JOB, req.job.to_string());
         job_req.tags.insert(TAG_ATTEMPT, req.attempt.to_string());

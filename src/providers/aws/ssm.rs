@@ -128,7 +128,7 @@ impl AwsProvider {
 
     /// Run the job's script on its warm node (`req.node_id`); the node stays in its pool.
     pub(super) async fn launch_on_node(&self, region: &str, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        let script = userdata::job_script(&LaunchJob { keep_node: true, ..req.clone() });
+        let script = userdata::job_script(&LaunchJob { keep_node: true, ..req.clone() })?;
         let timeout = req.max_runtime_secs.map_or(MAX_EXECUTION_SECS, |s| (s + 300).min(MAX_EXECUTION_SECS));
         let comment = send_comment(req);
         let body = json!({

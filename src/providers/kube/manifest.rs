@@ -21,6 +21,7 @@
 //! | spot reclaims | `podFailurePolicy` ignores pods with a `DisruptionTarget` condition (`restartPolicy: Never`, `podReplacementPolicy: Failed`): a reclaimed pod is replaced without spending `backoffLimit` |
 //! | pool `kubernetes.namespace` | `metadata.namespace` |
 //! | env, checkpoint URI | container `env` with `GPUPLAN_CHECKPOINT_URI`, `GPUPLAN_JOB`, `GPUPLAN_REPLICAS`; `GPUPLAN_REPLICA` from the completion index |
+//! | env `secret("k8s:SECRET/KEY")` | an `env` entry with `valueFrom.secretKeyRef` (the value stays in the cluster) |
 //!
 //! Kubernetes restarts failed pods itself, so `GPUPLAN_ATTEMPT` is the attempt gpuplan
 //! submits the Job as (1 unless state says otherwise); pods learn their own retry count
@@ -33,7 +34,8 @@ use k8s_openapi::api::batch::v1::{
     Job as K8sJob, JobSpec, PodFailurePolicy, PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
 };
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec, ResourceRequirements, Toleration,
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SecretKeySelector, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -41,6 +43,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::{CONTAINER, LABEL_ATTEMPT, LABEL_LINEAGE, LABEL_RUN};
 use crate::addr::Address;
 use crate::model::job::priority_str;
+use crate::model::secret::SecretSource;
 use crate::providers::job_env::{self, ENV_REPLICA};
 use crate::spec::Spec;
 use crate::spec::model::{GpuPool, Job, JobTemplate};
@@ -200,11 +203,20 @@ fn pod_spec(addr: &Address, job: &Job, t: &JobTemplate, pool: Option<&GpuPool>, 
 /// The job's container: its image, command, arguments, GPUs and environment, the replica
 /// read from the pod's completion index.
 fn container(addr: &Address, job: &Job, t: &JobTemplate, pool: Option<&GpuPool>, attempt: u32) -> Container {
-    let mut env: Vec<EnvVar> = job_env::env(addr, job, t, 0, attempt)
+    let job_env = job_env::env(addr, job, t, 0, attempt);
+    let mut env: Vec<EnvVar> = job_env
+        .plain
         .into_iter()
         .filter(|(k, _)| k != ENV_REPLICA)
         .map(|(name, value)| EnvVar { name, value: Some(value), ..Default::default() })
         .collect();
+    // Only `k8s:` references reach a cluster's pools (`spec::secrets` refuses the others):
+    // the pod reads the value from the Secret, never the manifest.
+    for (name, r) in job_env.secrets.into_iter().filter(|(_, r)| r.source == SecretSource::K8s) {
+        let key_ref = SecretKeySelector { name: r.name, key: r.key.unwrap_or_default(), optional: None };
+        let value_from = EnvVarSource { secret_key_ref: Some(key_ref), ..Default::default() };
+        env.push(EnvVar { name, value_from: Some(value_from), ..Default::default() });
+    }
     env.push(EnvVar {
         name: ENV_REPLICA.into(),
         value_from: Some(EnvVarSource {

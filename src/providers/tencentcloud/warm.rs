@@ -60,7 +60,7 @@ impl TencentProvider {
 
     /// Run the job's script on its warm node (`req.node_id`); the node stays in its pool.
     pub(super) async fn launch_on_node(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        let script = userdata::job_script(&LaunchJob { keep_node: true, ..req.clone() });
+        let script = userdata::job_script(&LaunchJob { keep_node: true, ..req.clone() })?;
         let timeout = req.max_runtime_secs.map_or(MAX_TIMEOUT_SECS, |s| (s + 300).min(MAX_TIMEOUT_SECS));
         let body = json!({
             "Content": base64::engine::general_purpose::STANDARD.encode(script),

@@ -215,13 +215,23 @@ fn generated_job_scripts_pass_shellcheck() {
     let dir = tempfile::tempdir().unwrap();
     let base = super::tests::req();
     let dcgm = LaunchJob { readiness: crate::model::health::Readiness::Dcgm, ..base.clone() };
+    let refs = ["aws-sm:ml/creds#token", "ssm:/ml/wandb", "env:CI_TOKEN"];
+    let secrets = ["HF_TOKEN", "WANDB", "CI_TOKEN"]
+        .iter()
+        .zip(refs)
+        .map(|(k, r)| (k.to_string(), crate::model::secret::SecretRef::parse(r).expect("a reference")))
+        .collect();
+    let with_secrets = LaunchJob { keep_node: true, secrets, region: "eu-west-1".into(), ..base.clone() };
     for (name, req) in [
         ("vm.sh", base.clone()),
         ("dcgm.sh", dcgm),
         ("warm.sh", LaunchJob { keep_node: true, max_runtime_secs: None, ..base }),
+        ("secrets.sh", with_secrets),
     ] {
         let path = dir.path().join(name);
-        std::fs::write(&path, job_script(&req)).unwrap();
+        // `env:` secrets read gpuplan's environment at send time: a value that needs quoting.
+        let script = job_script_with(&req, &|_: &str| Some("it's $x".into())).expect("a script");
+        std::fs::write(&path, script).unwrap();
         let out = Command::new(shellcheck()).arg("--shell=bash").arg(&path).output().expect("shellcheck runs");
         assert!(
             out.status.success(),

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::diag::{Diagnostic, Span, did_you_mean};
+use crate::model::secret::SecretRef;
 use crate::spec::value::{EvalError, EvalResult, Scope, Value, format_number};
 
 /// Names of all functions, for "did you mean" hints and docs: the names of [`TABLE`],
@@ -294,6 +295,14 @@ pub const TABLE: &[Function] = &[
         replace,
     ),
     f("reverse", "reverse(list)", "The list in reverse order.", ("reverse([1, 2, 3])", "[3,2,1]"), (1, 1), reverse),
+    f(
+        "secret",
+        "secret(reference)",
+        "A reference to a job secret (`aws-sm:NAME[#KEY]`, `ssm:/PATH`, `tencent-ssm:NAME`, `alicloud-kms:NAME`, `k8s:SECRET/KEY`, `env:NAME`) for a job's `env`: never its value.",
+        (r#"secret("aws-sm:ml/hf-token")"#, r#"{"secret":"aws-sm:ml/hf-token"}"#),
+        (1, 1),
+        secret,
+    ),
     f("signum", "signum(number)", "-1, 0 or 1: the sign of the number.", ("signum(-7)", "-1"), (1, 1), signum),
     f(
         "sort",
@@ -503,6 +512,19 @@ fn env(c: &Call<'_>, scope: &Scope<'_>) -> EvalResult {
         None => Err(Diagnostic::error("gpuplan::eval::env", format!("environment variable `{key}` is not set"))
             .at(c.args[0].1, "not set")
             .help(format!("export {key}=..., or give a default: env(\"{key}\", \"fallback\")"))
+            .into()),
+    }
+}
+
+/// `secret("SOURCE:NAME")`: the reference as the object a YAML spec writes
+/// (`{secret: "…"}`), checked here so a bad one is reported where it is written.
+fn secret(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
+    let text = c.string(0)?;
+    match SecretRef::parse(&text) {
+        Ok(r) => Ok(Value::Object([("secret".to_string(), Value::String(r.to_string()))].into())),
+        Err(e) => Err(Diagnostic::error("gpuplan::spec::secret", e.why)
+            .at(c.args[0].1, "not a secret reference")
+            .help(e.hint)
             .into()),
     }
 }

@@ -216,6 +216,7 @@ fn eval_job(token: &str, capacity: Capacity) -> LaunchJob {
         image: "ghcr.io/acme/eval:1".into(),
         command: vec!["eval".into()],
         env: Default::default(),
+        secrets: Default::default(),
         gpus: 1,
         attempt: 1,
         token: token.into(),

@@ -238,6 +238,7 @@ async fn jobs_boot_from_user_data_and_end_with_the_instance() {
         image: "ghcr.io/acme/train:1".into(),
         command: vec!["python".into(), "train.py".into()],
         env: Default::default(),
+        secrets: Default::default(),
         gpus: 1,
         attempt: 2,
         token: "gp-job-token".into(),

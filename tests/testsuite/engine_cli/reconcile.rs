@@ -54,6 +54,7 @@ fn run_job_on(fleet: &Fleet, node: &str) {
         image: "img".into(),
         command: vec![],
         env: Default::default(),
+        secrets: Default::default(),
         gpus: 1,
         attempt: 1,
         token: format!("t-{node}"),

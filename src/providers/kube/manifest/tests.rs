@@ -139,3 +139,24 @@ fn object_names_are_dns_labels() {
     assert_eq!(object_name(&"job.x[\"EU West\"]".parse().unwrap()), "x-eu-west");
     assert!(resolve(&spec(), "nope").is_empty());
 }
+
+/// A `k8s:` secret is a `secretKeyRef` in the container's env: the manifest names the
+/// Secret and its key, and a job's variable replaces its template's.
+#[test]
+fn k8s_secrets_are_secret_key_refs_and_never_values() {
+    let mut sources = Sources::default();
+    sources.add(
+        "main.hcl",
+        format!(
+            "{SPEC}\njob \"secretive\" {{\n  template = job_template.serve\n  pool = gpu_pool.train\n  env = {{\n    HF_TOKEN = secret(\"k8s:hf-token/token\")\n    WANDB_PROJECT = \"p\"\n  }}\n}}\n"
+        ),
+    );
+    let loaded = crate::spec::load_sources(sources, &Default::default());
+    assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
+    let doc = to_json(&manifest(&loaded.spec, resolve(&loaded.spec, "secretive")[0], 1, None).expect("renders"));
+    let env = doc["spec"]["template"]["spec"]["containers"][0]["env"].as_array().expect("env list").clone();
+    let hf = env.iter().find(|e| e["name"] == "HF_TOKEN").expect("HF_TOKEN");
+    assert_eq!(hf["valueFrom"]["secretKeyRef"], serde_json::json!({"name": "hf-token", "key": "token"}));
+    assert!(hf.get("value").is_none(), "{hf}");
+    assert!(env.iter().any(|e| e["name"] == "WANDB_PROJECT" && e["value"] == "p"));
+}

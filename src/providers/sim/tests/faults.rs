@@ -100,6 +100,7 @@ fn launch(node: &str, token: &str) -> LaunchJob {
         image: "trainer:1".into(),
         command: vec!["python".into(), "train.py".into()],
         env: Default::default(),
+        secrets: Default::default(),
         gpus: 8,
         attempt: 1,
         token: token.into(),

@@ -12,6 +12,7 @@
 //!   the same script on an idle warm node of the pool through Systems Manager Run
 //!   Command when its agent is online (`ssm.rs`).
 //! - Credentials: aws-config's chain behind one cache (`credentials.rs`).
+//! - KMS data keys for `encryption { key_provider "aws_kms" }` (`kms.rs`).
 //! - The SDK's HTTP client reads the system's root certificates only for https
 //!   endpoints (`roots.rs`).
 //! - Errors become [`ErrorClass`]es in `errors.rs`; calls are paced by token buckets that
@@ -28,6 +29,7 @@ mod eks;
 mod errors;
 mod fleet;
 mod jobs;
+pub mod kms;
 mod nodes;
 mod prices;
 mod provider;

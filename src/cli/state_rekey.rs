@@ -29,7 +29,9 @@ pub fn run(settings: &Settings, decrypt: bool) -> miette::Result<ExitStatus> {
     state_common::warn_stale(&lock, settings);
     let at = state_common::location(&backend);
     let Some(mut state) = backend.recover(&lock).map_err(state_common::cli_error)? else {
-        return Err(CliError::new(format!("there is no state yet at `{at}`")).hint("`gpuplan apply` creates it").into());
+        return Err(CliError::new(format!("there is no state yet at `{at}`"))
+            .hint("`gpuplan apply` creates it")
+            .into());
     };
     let how = match &provider {
         Some(p) => format!("encrypted with key_provider {p}"),

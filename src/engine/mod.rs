@@ -119,22 +119,25 @@ impl Workspace {
                     message,
                     hint: "unset GPUPLAN_LOCK_TTL and GPUPLAN_LOCK_RENEW (test settings) for 60 s and 20 s".into(),
                 })?;
-                let remote = remote.with_lock_timing(timing).with_errored_copy(self.errored_copy()).with_keys(self.keys());
+                let remote =
+                    remote.with_lock_timing(timing).with_errored_copy(self.errored_copy()).with_keys(self.keys());
                 Ok((Backend::Remote(remote), chain))
             }
             Some(cfg) => Ok((
-                Backend::Local(LocalBackend::new(match cfg.get("path") {
-                    Some(p) => {
-                        let p = self.dir.join(p);
-                        if self.workspace == "default" {
-                            p
-                        } else {
-                            p.with_file_name(format!("{}.json", self.workspace))
+                Backend::Local(
+                    LocalBackend::new(match cfg.get("path") {
+                        Some(p) => {
+                            let p = self.dir.join(p);
+                            if self.workspace == "default" {
+                                p
+                            } else {
+                                p.with_file_name(format!("{}.json", self.workspace))
+                            }
                         }
-                    }
-                    None => self.state_path.clone(),
-                })
-                .with_keys(self.keys())),
+                        None => self.state_path.clone(),
+                    })
+                    .with_keys(self.keys()),
+                ),
                 None,
             )),
             None => Ok((Backend::Local(LocalBackend::new(&self.state_path).with_keys(self.keys())), None)),

@@ -12,7 +12,8 @@ use crate::model::encryption::{EncryptionConfig, KeyProviderConfig, KmsKey};
 use crate::spec::raw::{Block, Expr, ExprKind, ObjectKey, TemplatePart};
 
 /// The key provider kinds and their settings (required ones marked `*`).
-const KINDS: &[(&str, &[&str])] = &[("passphrase", &["*passphrase_env"]), ("aws_kms", &["*key_id", "*region", "endpoint"])];
+const KINDS: &[(&str, &[&str])] =
+    &[("passphrase", &["*passphrase_env"]), ("aws_kms", &["*key_id", "*region", "endpoint"])];
 
 const CODE: &str = "gpuplan::encryption";
 
@@ -100,7 +101,12 @@ fn of_mapping<'a>(e: &'a Expr, diags: &mut Diagnostics) -> Option<Section<'a>> {
 fn encryption(s: &Section, diags: &mut Diagnostics) -> Option<EncryptionConfig> {
     let errors = diags.error_count();
     for (name, span, _) in &s.attrs {
-        unknown(name, *span, "the `encryption` block holds `key_provider \"KIND\" { ... }` and `fallback { ... }`", diags);
+        unknown(
+            name,
+            *span,
+            "the `encryption` block holds `key_provider \"KIND\" { ... }` and `fallback { ... }`",
+            diags,
+        );
     }
     let mut key_provider = None;
     let mut fallback = None;
@@ -167,12 +173,15 @@ fn provider(label: Option<&(String, Span)>, s: &Section, diags: &mut Diagnostics
     let mut values = std::collections::BTreeMap::new();
     for (name, span, value) in &s.attrs {
         if !plain.contains(name) {
-            let d = Diagnostic::error(CODE, format!("key provider `{kind}` has no setting `{name}`")).at(*span, "unknown");
-            diags.push(match (did_you_mean(name, plain.iter().copied()), *kind == "passphrase" && *name == "passphrase") {
-                (_, true) => d.help("name the environment variable that holds it: `passphrase_env = \"NAME\"`"),
-                (Some(m), _) => d.help(format!("did you mean `{m}`? settings: {}", plain.join(", "))),
-                (None, _) => d.help(format!("settings: {}", plain.join(", "))),
-            });
+            let d =
+                Diagnostic::error(CODE, format!("key provider `{kind}` has no setting `{name}`")).at(*span, "unknown");
+            diags.push(
+                match (did_you_mean(name, plain.iter().copied()), *kind == "passphrase" && *name == "passphrase") {
+                    (_, true) => d.help("name the environment variable that holds it: `passphrase_env = \"NAME\"`"),
+                    (Some(m), _) => d.help(format!("did you mean `{m}`? settings: {}", plain.join(", "))),
+                    (None, _) => d.help(format!("settings: {}", plain.join(", "))),
+                },
+            );
             continue;
         }
         match literal(value).filter(|v| !v.trim().is_empty()) {
@@ -189,7 +198,8 @@ fn provider(label: Option<&(String, Span)>, s: &Section, diags: &mut Diagnostics
     for (child, _, c) in &s.children {
         unknown(child, c.span, &format!("key provider `{kind}` takes settings, not blocks"), diags);
     }
-    let missing: Vec<&str> = names.iter().filter_map(|n| n.strip_prefix('*')).filter(|n| !s.attrs.iter().any(|a| a.0 == *n)).collect();
+    let missing: Vec<&str> =
+        names.iter().filter_map(|n| n.strip_prefix('*')).filter(|n| !s.attrs.iter().any(|a| a.0 == *n)).collect();
     if !missing.is_empty() {
         diags.push(
             Diagnostic::error(CODE, format!("key provider `{kind}` needs `{}`", missing.join("`, `")))
@@ -201,7 +211,11 @@ fn provider(label: Option<&(String, Span)>, s: &Section, diags: &mut Diagnostics
     let get = |n: &str| values.get(n).cloned();
     match kind.as_str() {
         "passphrase" => Some(KeyProviderConfig::Passphrase { passphrase_env: get("passphrase_env")? }),
-        _ => Some(KeyProviderConfig::AwsKms(KmsKey { key_id: get("key_id")?, region: get("region")?, endpoint: get("endpoint") })),
+        _ => Some(KeyProviderConfig::AwsKms(KmsKey {
+            key_id: get("key_id")?,
+            region: get("region")?,
+            endpoint: get("endpoint"),
+        })),
     }
 }
 
@@ -218,7 +232,9 @@ fn set<T>(found: &mut Option<T>, value: Option<T>, span: Span, diags: &mut Diagn
 }
 
 fn unknown(name: &str, span: Span, help: &str, diags: &mut Diagnostics) {
-    diags.push(Diagnostic::error(CODE, format!("`{name}` is not a setting here")).at(span, "unknown").help(help.to_string()));
+    diags.push(
+        Diagnostic::error(CODE, format!("`{name}` is not a setting here")).at(span, "unknown").help(help.to_string()),
+    );
 }
 
 /// The text of a literal string (a template with no interpolation).

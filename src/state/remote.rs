@@ -54,6 +54,7 @@ use heartbeat::{digest, unchanged_for};
 use store::{Built, RuntimeBox, build, runtime, store_error};
 
 mod heartbeat;
+mod rekey;
 mod store;
 
 mod workspaces;
@@ -482,29 +483,7 @@ impl RemoteBackend {
         Ok(())
     }
 
-    /// `gpuplan state rekey`: the backup object written again with these keys (sealed, or
-    /// in the plain envelope without an `encryption` block), its serial unchanged. Under
-    /// the lock; `false` when there is no backup.
-    pub fn rekey_backup(&self, lock: &super::StateLock) -> Result<bool, StateError> {
-        self.check_lock(lock)?;
-        let backup_url = PathBuf::from(self.backup_url());
-        let Some((bytes, _)) = self.get(&self.backup_key(), "read the backup of")? else { return Ok(false) };
-        let state = parse_state(&backup_url, &backup_url, &bytes, &self.keys)?;
-        let mut text = Vec::with_capacity(bytes.len() * 4);
-        super::pretty::write_state(&mut text, &state).map_err(|e| self.encode_error(e.to_string()))?;
-        let body = if self.keys.seals() {
-            super::seal::seal(&text, "state", seal_head(&state), &self.keys).map_err(|e| StateError::encrypt(&backup_url, e))?
-        } else {
-            super::envelope::encode(&text, &state, state.serial, state.format_version).map_err(|e| self.encode_error(e.to_string()))?
-        };
-        let (store, key, url) = (self.inner.store.clone(), self.backup_key(), self.inner.url.clone());
-        self.block(async move {
-            store.put(&key, PutPayload::from(body)).await.map(|_| ()).map_err(|e| store_error(&url, "write the backup of", e))
-        })?;
-        Ok(true)
-    }
-
-    fn encode_error(&self, message: String) -> StateError {
+    pub(crate) fn encode_error(&self, message: String) -> StateError {
         StateError::Remote { action: "encode the state for", url: self.inner.url.clone(), message, hint: String::new() }
     }
 
@@ -773,7 +752,7 @@ impl RemoteBackend {
 }
 
 /// A sealed state's plain fields, `state` as it is being written.
-fn seal_head(state: &State) -> super::seal::Head {
+pub(crate) fn seal_head(state: &State) -> super::seal::Head {
     super::seal::Head {
         format_version: Some(state.format_version),
         serial: Some(state.serial),

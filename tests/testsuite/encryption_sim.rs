@@ -158,7 +158,11 @@ fn a_wrong_or_missing_passphrase_is_exit_1_naming_the_file_and_nothing_is_writte
             assert_eq!(r.code, 1, "{args:?}:\n{}\n{}", r.stdout, r.stderr);
             let want = format!("cannot decrypt `state/default.json` with key_provider passphrase ({PASS}): {reason}");
             assert!(r.stderr.contains(&want), "{args:?}: want {want}\n{}", r.stderr);
-            assert!(r.stderr.contains("help: set the key") || r.stderr.contains(&format!("export {PASS}")), "{}", r.stderr);
+            assert!(
+                r.stderr.contains("set the key it was sealed with") || r.stderr.contains(&format!("export {PASS}")),
+                "{}",
+                r.stderr
+            );
             assert_eq!(files(dir), before, "{args:?} wrote something");
         }
     }
@@ -216,7 +220,11 @@ fn a_rotated_passphrase_reads_with_the_fallback_and_rekey_moves_every_file_to_th
     let r = ok(dir, &["plan", "--detailed-exitcode"], &env);
     assert!(r.stdout.contains("No changes"), "the fallback reads the state:\n{}", r.stdout);
     let r = ok(dir, &["state", "rekey"], &env);
-    assert!(r.stderr.contains(&format!("and its backup encrypted with key_provider passphrase ({new})")), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("and its backup encrypted with key_provider passphrase ({new})")),
+        "{}",
+        r.stderr
+    );
     for name in ["state/default.json", "state/default.json.backup"] {
         assert_sealed(&dir.join(name), new);
     }
@@ -233,11 +241,15 @@ fn a_rotated_passphrase_reads_with_the_fallback_and_rekey_moves_every_file_to_th
 fn a_bad_encryption_block_is_located_with_a_hint() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let typo = "\ngpuplan {\n  encryption {\n    key_provider \"pasphrase\" {\n      passphrase_env = \"X\"\n    }\n  }\n}\n";
+    let typo =
+        "\ngpuplan {\n  encryption {\n    key_provider \"pasphrase\" {\n      passphrase_env = \"X\"\n    }\n  }\n}\n";
     let literal = "\ngpuplan {\n  encryption {\n    key_provider \"passphrase\" {\n      passphrase = \"hunter2\"\n    }\n  }\n}\n";
     for (block, want) in [
         (typo, &["main.hcl:24:18", "unknown key provider `pasphrase`", "did you mean `passphrase`?"][..]),
-        (literal, &["main.hcl:25:7", "key provider `passphrase` has no setting `passphrase`", "`passphrase_env = \"NAME\"`"]),
+        (
+            literal,
+            &["main.hcl:25:7", "key provider `passphrase` has no setting `passphrase`", "`passphrase_env = \"NAME\"`"],
+        ),
         (&format!("{typo}{literal}"), &["encryption is configured twice", "second `encryption` block"]),
     ] {
         std::fs::write(dir.join("main.hcl"), spec(1, block)).unwrap();

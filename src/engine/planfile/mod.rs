@@ -33,8 +33,8 @@ use flate2::bufread::MultiGzDecoder;
 use flate2::write::GzEncoder;
 
 use crate::plan::Plan;
-use crate::state::seal::Keyring;
 use crate::plan::model::FILE_FORMAT_VERSION;
+use crate::state::seal::Keyring;
 
 /// gzip's magic bytes, the start of every plan file this version writes.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -99,7 +99,8 @@ pub fn save_with(path: &Path, plan: &Plan, keys: &Keyring) -> Result<(), PlanFil
     let tmp = path.with_extension("tmp");
     if keys.seals() {
         let sealing = |error| PlanFileError::Sealing { path: path.to_path_buf(), verb: "encrypt", error };
-        let text = serde_json::to_vec(plan).map_err(|e| PlanFileError::Write { path: path.to_path_buf(), error: e.into() })?;
+        let text =
+            serde_json::to_vec(plan).map_err(|e| PlanFileError::Write { path: path.to_path_buf(), error: e.into() })?;
         let sealed = crate::state::seal::seal(&text, "plan", Default::default(), keys).map_err(sealing)?;
         return std::fs::write(&tmp, sealed).and_then(|()| std::fs::rename(&tmp, path)).map_err(|error| {
             // As below: the write error is what the user sees.
@@ -269,8 +270,11 @@ pub fn open_with(path: &Path, keys: &Keyring) -> Result<PlanJson, PlanFileError>
     let inner = if crate::state::seal::is_sealed(head) {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(read_error)?;
-        let opened = crate::state::seal::open(&bytes, keys)
-            .map_err(|error| PlanFileError::Sealing { path: path.to_path_buf(), verb: "decrypt", error })?;
+        let opened = crate::state::seal::open(&bytes, keys).map_err(|error| PlanFileError::Sealing {
+            path: path.to_path_buf(),
+            verb: "decrypt",
+            error,
+        })?;
         Inner::Opened(std::io::Cursor::new(opened))
     } else if head.starts_with(&GZIP_MAGIC) {
         Inner::Gzip(BufReader::with_capacity(BUFFER, MultiGzDecoder::new(file)))

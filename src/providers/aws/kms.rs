@@ -72,7 +72,9 @@ impl Kms {
         if status >= 300 {
             let kind = doc["__type"].as_str().unwrap_or("").rsplit('#').next().unwrap_or("").to_string();
             let message = doc["message"].as_str().or_else(|| doc["Message"].as_str()).unwrap_or("");
-            return Err(format!("KMS {action} answered HTTP {status} {kind}: {message}").trim_end_matches([' ', ':']).to_string());
+            return Err(format!("KMS {action} answered HTTP {status} {kind}: {message}")
+                .trim_end_matches([' ', ':'])
+                .to_string());
         }
         Ok(doc)
     }
@@ -90,7 +92,9 @@ fn endpoint(key: &KmsKey) -> String {
 
 fn bytes_of(doc: &Value, field: &str) -> Result<Vec<u8>, String> {
     let text = doc[field].as_str().ok_or_else(|| format!("the KMS answer has no {field}"))?;
-    base64::engine::general_purpose::STANDARD.decode(text).map_err(|e| format!("the KMS answer's {field} is not base64: {e}"))
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| format!("the KMS answer's {field} is not base64: {e}"))
 }
 
 fn key_bytes(plain: &[u8]) -> Result<[u8; 32], String> {

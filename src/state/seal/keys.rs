@@ -19,7 +19,6 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha512};
 
-
 use crate::model::encryption::{DataKeys, EncryptionConfig, KeyProviderConfig, KmsKey};
 
 /// PBKDF2-HMAC-SHA512 rounds for a new passphrase-sealed file (OWASP's 2023 figure for
@@ -30,18 +29,33 @@ pub const ROUNDS: u32 = 600_000;
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum KeyMeta {
-    Passphrase { passphrase_env: String, kdf: String, iterations: u32, salt: String },
-    AwsKms { key_id: String, region: String, #[serde(default, skip_serializing_if = "Option::is_none")] endpoint: Option<String>, wrapped_key: String },
+    Passphrase {
+        passphrase_env: String,
+        kdf: String,
+        iterations: u32,
+        salt: String,
+    },
+    AwsKms {
+        key_id: String,
+        region: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        endpoint: Option<String>,
+        wrapped_key: String,
+    },
 }
 
 impl KeyMeta {
     /// The provider this metadata came from, as the spec would configure it.
     pub fn provider(&self) -> KeyProviderConfig {
         match self {
-            KeyMeta::Passphrase { passphrase_env, .. } => KeyProviderConfig::Passphrase { passphrase_env: passphrase_env.clone() },
-            KeyMeta::AwsKms { key_id, region, endpoint, .. } => {
-                KeyProviderConfig::AwsKms(KmsKey { key_id: key_id.clone(), region: region.clone(), endpoint: endpoint.clone() })
+            KeyMeta::Passphrase { passphrase_env, .. } => {
+                KeyProviderConfig::Passphrase { passphrase_env: passphrase_env.clone() }
             }
+            KeyMeta::AwsKms { key_id, region, endpoint, .. } => KeyProviderConfig::AwsKms(KmsKey {
+                key_id: key_id.clone(),
+                region: region.clone(),
+                endpoint: endpoint.clone(),
+            }),
         }
     }
 }
@@ -57,7 +71,11 @@ pub struct SealError {
 
 impl SealError {
     pub(crate) fn damaged(reason: String) -> SealError {
-        SealError { provider: String::new(), reason, hint: "the file is damaged: restore it from its `.backup` or a copy".into() }
+        SealError {
+            provider: String::new(),
+            reason,
+            hint: "the file is damaged: restore it from its `.backup` or a copy".into(),
+        }
     }
 }
 
@@ -101,19 +119,41 @@ static SEALING: Mutex<Vec<(KeyProviderConfig, [u8; 32], KeyMeta, [u8; 32])>> = M
 impl Keyring {
     /// Sealing with `config` (none: files are written plain), unwrapping KMS keys with `kms`.
     pub fn new(config: Option<EncryptionConfig>, kms: Option<Arc<dyn DataKeys>>) -> Keyring {
-        Keyring { inner: Some(Arc::new(Inner { config, kms, trust_headers: false, fresh: false, renewed: Default::default() })) }
+        Keyring {
+            inner: Some(Arc::new(Inner {
+                config,
+                kms,
+                trust_headers: false,
+                fresh: false,
+                renewed: Default::default(),
+            })),
+        }
     }
 
     /// Writes nothing sealed; reads a sealed file with the provider its header names.
     pub fn from_headers(kms: Option<Arc<dyn DataKeys>>) -> Keyring {
-        Keyring { inner: Some(Arc::new(Inner { config: None, kms, trust_headers: true, fresh: false, renewed: Default::default() })) }
+        Keyring {
+            inner: Some(Arc::new(Inner {
+                config: None,
+                kms,
+                trust_headers: true,
+                fresh: false,
+                renewed: Default::default(),
+            })),
+        }
     }
 
     /// The same keyring, sealing under a new salt or data key (`state rekey`).
     pub fn fresh(&self) -> Keyring {
         let Some(i) = &self.inner else { return self.clone() };
         Keyring {
-            inner: Some(Arc::new(Inner { config: i.config.clone(), kms: i.kms.clone(), trust_headers: i.trust_headers, fresh: true, renewed: Default::default() })),
+            inner: Some(Arc::new(Inner {
+                config: i.config.clone(),
+                kms: i.kms.clone(),
+                trust_headers: i.trust_headers,
+                fresh: true,
+                renewed: Default::default(),
+            })),
         }
     }
 
@@ -133,7 +173,8 @@ impl Keyring {
         };
         let provider = &config.key_provider;
         let digest = secret_digest(provider)?;
-        let fresh = self.inner.as_ref().is_some_and(|i| i.fresh && !i.renewed.load(std::sync::atomic::Ordering::Relaxed));
+        let fresh =
+            self.inner.as_ref().is_some_and(|i| i.fresh && !i.renewed.load(std::sync::atomic::Ordering::Relaxed));
         let mut sealing = lock(&SEALING);
         if !fresh && let Some((_, _, meta, key)) = sealing.iter().find(|(p, d, _, _)| p == provider && *d == digest) {
             return Ok((meta.clone(), *key));
@@ -144,13 +185,23 @@ impl Keyring {
                 random(&mut salt)?;
                 let key = stretch(&passphrase(provider, passphrase_env)?, &salt, ROUNDS);
                 let salt = base64::engine::general_purpose::STANDARD.encode(salt);
-                let meta = KeyMeta::Passphrase { passphrase_env: passphrase_env.clone(), kdf: "pbkdf2-sha512".into(), iterations: ROUNDS, salt };
+                let meta = KeyMeta::Passphrase {
+                    passphrase_env: passphrase_env.clone(),
+                    kdf: "pbkdf2-sha512".into(),
+                    iterations: ROUNDS,
+                    salt,
+                };
                 (meta, key)
             }
             KeyProviderConfig::AwsKms(k) => {
                 let data = self.kms(provider)?.generate(k).map_err(|reason| kms_error(provider, reason))?;
                 let wrapped_key = base64::engine::general_purpose::STANDARD.encode(&data.wrapped);
-                let meta = KeyMeta::AwsKms { key_id: k.key_id.clone(), region: k.region.clone(), endpoint: k.endpoint.clone(), wrapped_key };
+                let meta = KeyMeta::AwsKms {
+                    key_id: k.key_id.clone(),
+                    region: k.region.clone(),
+                    endpoint: k.endpoint.clone(),
+                    wrapped_key,
+                };
                 (meta, data.plain)
             }
         };
@@ -165,7 +216,11 @@ impl Keyring {
 
     /// Open with the first key provider that can: `try_open` gets each candidate key and
     /// answers `None` when the key does not open the file.
-    pub(crate) fn open_with<T>(&self, meta: &KeyMeta, try_open: impl Fn(&[u8; 32]) -> Option<T>) -> Result<T, SealError> {
+    pub(crate) fn open_with<T>(
+        &self,
+        meta: &KeyMeta,
+        try_open: impl Fn(&[u8; 32]) -> Option<T>,
+    ) -> Result<T, SealError> {
         let file_provider = meta.provider();
         let candidates = self.candidates(&file_provider)?;
         let mut failures = Vec::new();
@@ -191,7 +246,9 @@ impl Keyring {
             failures.push(SealError {
                 provider: provider.describe(),
                 reason: match provider {
-                    KeyProviderConfig::Passphrase { passphrase_env } => format!("the passphrase in {passphrase_env} does not open it"),
+                    KeyProviderConfig::Passphrase { passphrase_env } => {
+                        format!("the passphrase in {passphrase_env} does not open it")
+                    }
                     KeyProviderConfig::AwsKms(_) => "the data key does not open it (the file was altered)".into(),
                 },
                 hint: rotation_hint(&file_provider),
@@ -205,7 +262,9 @@ impl Keyring {
     fn candidates(&self, file_provider: &KeyProviderConfig) -> Result<Vec<KeyProviderConfig>, SealError> {
         let same_kind = |p: &KeyProviderConfig| std::mem::discriminant(p) == std::mem::discriminant(file_provider);
         let mut out: Vec<KeyProviderConfig> = match self.config() {
-            Some(c) => std::iter::once(&c.key_provider).chain(c.fallback.as_ref()).filter(|p| same_kind(p)).cloned().collect(),
+            Some(c) => {
+                std::iter::once(&c.key_provider).chain(c.fallback.as_ref()).filter(|p| same_kind(p)).cloned().collect()
+            }
             None => Vec::new(),
         };
         if self.inner.as_ref().is_some_and(|i| i.trust_headers) && !out.contains(file_provider) {
@@ -238,7 +297,9 @@ impl Keyring {
                 if kdf != "pbkdf2-sha512" || *iterations == 0 {
                     return Err(SealError::damaged(format!("unknown key derivation `{kdf}` ({iterations} rounds)")));
                 }
-                let salt = base64::engine::general_purpose::STANDARD.decode(salt).map_err(|e| SealError::damaged(format!("a bad salt: {e}")))?;
+                let salt = base64::engine::general_purpose::STANDARD
+                    .decode(salt)
+                    .map_err(|e| SealError::damaged(format!("a bad salt: {e}")))?;
                 stretch(&passphrase(provider, passphrase_env)?, &salt, *iterations)
             }
             (KeyProviderConfig::AwsKms(k), KeyMeta::AwsKms { wrapped_key, .. }) => {
@@ -345,7 +406,5 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Fill `out` from the operating system's random source.
 pub(crate) fn random(out: &mut [u8]) -> Result<(), SealError> {
     use ring::rand::SecureRandom;
-    ring::rand::SystemRandom::new()
-        .fill(out)
-        .map_err(|_| SealError::damaged("no random bytes from the system".into()))
+    ring::rand::SystemRandom::new().fill(out).map_err(|_| SealError::damaged("no random bytes from the system".into()))
 }

@@ -98,7 +98,8 @@ pub struct Head {
 /// Open a sealed file's bytes: the text that was sealed. `Err` says which key provider
 /// failed and why.
 pub fn open(bytes: &[u8], keys: &Keyring) -> Result<Vec<u8>, SealError> {
-    let sealed: Sealed = serde_json::from_slice(bytes).map_err(|e| SealError::damaged(format!("a bad sealed file: {e}")))?;
+    let sealed: Sealed =
+        serde_json::from_slice(bytes).map_err(|e| SealError::damaged(format!("a bad sealed file: {e}")))?;
     let body = base64::engine::general_purpose::STANDARD
         .decode(sealed.state.as_bytes())
         .map_err(|e| SealError::damaged(format!("the sealed body is not base64: {e}")))?;

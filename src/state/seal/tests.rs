@@ -42,15 +42,28 @@ fn a_wrong_or_missing_passphrase_is_named_and_never_a_garbled_text() {
     // Another variable is tried (a passphrase is a passphrase) and does not open it.
     let wrong = ring(passphrase("SEAL_T2B", "wrong"), None);
     let e = open(&sealed, &wrong).unwrap_err();
-    assert_eq!((e.provider.as_str(), e.reason.as_str()), ("passphrase (SEAL_T2B)", "the passphrase in SEAL_T2B does not open it"));
+    assert_eq!(
+        (e.provider.as_str(), e.reason.as_str()),
+        ("passphrase (SEAL_T2B)", "the passphrase in SEAL_T2B does not open it")
+    );
     // A key provider of another kind is never tried.
-    let kms = ring(KeyProviderConfig::AwsKms(crate::model::encryption::KmsKey { key_id: "k".into(), region: "r".into(), endpoint: None }), None);
+    let kms = ring(
+        KeyProviderConfig::AwsKms(crate::model::encryption::KmsKey {
+            key_id: "k".into(),
+            region: "r".into(),
+            endpoint: None,
+        }),
+        None,
+    );
     let e = open(&sealed, &kms).unwrap_err();
     assert_eq!(e.provider, "passphrase (SEAL_T2)");
     assert!(e.reason.contains("neither"), "{e:?}");
     unsafe { std::env::set_var("SEAL_T2", "changed") };
     let e = open(&sealed, &keys).unwrap_err();
-    assert_eq!((e.provider.as_str(), e.reason.as_str()), ("passphrase (SEAL_T2)", "the passphrase in SEAL_T2 does not open it"));
+    assert_eq!(
+        (e.provider.as_str(), e.reason.as_str()),
+        ("passphrase (SEAL_T2)", "the passphrase in SEAL_T2 does not open it")
+    );
     unsafe { std::env::remove_var("SEAL_T2") };
     let e = open(&sealed, &keys).unwrap_err();
     assert_eq!(e.reason, "SEAL_T2 is not set");
@@ -134,7 +147,11 @@ fn a_sealed_journal_hides_its_entries_replays_and_refuses_a_wrong_key() {
     drop(journal);
     for path in [b.path().to_path_buf(), b.backup_path(), b.journal_path()] {
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(!text.contains("i-first") && !text.contains("i-second") && !text.contains("i-third"), "{}: {text}", path.display());
+        assert!(
+            !text.contains("i-first") && !text.contains("i-second") && !text.contains("i-third"),
+            "{}: {text}",
+            path.display()
+        );
         assert!(text.contains("SEAL_T7"), "{}", path.display());
     }
     let ids = |s: &State| s.resources["gpu_pool.a"].nodes.iter().map(|n| n.id.clone()).collect::<Vec<_>>();
@@ -148,7 +165,8 @@ fn a_sealed_journal_hides_its_entries_replays_and_refuses_a_wrong_key() {
     assert_eq!(ids(&b.read().unwrap().unwrap()).len(), 3);
     std::fs::write(b.journal_path(), &full).unwrap();
 
-    let wrong = LocalBackend::new(b.path()).with_keys(ring(passphrase("SEAL_T7_WRONG", "x"), Some(passphrase("SEAL_T7", "nope"))));
+    let wrong = LocalBackend::new(b.path())
+        .with_keys(ring(passphrase("SEAL_T7_WRONG", "x"), Some(passphrase("SEAL_T7", "nope"))));
     let before = std::fs::read(b.path()).unwrap();
     let e = wrong.read().unwrap_err();
     assert!(matches!(&e, StateError::Decrypt { provider, .. } if provider.contains("SEAL_T7")), "{e}");

@@ -187,6 +187,7 @@ pub fn workspace(dir: &Path, env: BTreeMap<String, String>) -> Workspace {
         lock_timeout: Duration::from_secs(5),
         workspace: "default".into(),
         backend: None,
+        encryption: None,
         read_only: false,
     }
 }

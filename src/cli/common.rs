@@ -201,8 +201,9 @@ pub fn report(report: &ApplyReport, verb: &str) -> String {
 }
 
 /// Write a saved plan atomically (`engine::planfile`), as a CLI error on failure.
-pub fn save_plan(path: &Path, plan: &Plan) -> Result<(), CliError> {
-    crate::engine::planfile::save(path, plan).map_err(planfile_error)
+/// Sealed with `keys` when the spec has `encryption {}`.
+pub fn save_plan(path: &Path, plan: &Plan, keys: &crate::state::seal::Keyring) -> Result<(), CliError> {
+    crate::engine::planfile::save_with(path, plan, keys).map_err(planfile_error)
 }
 
 pub fn read_plan(path: &Path) -> Result<Plan, CliError> {

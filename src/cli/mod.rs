@@ -41,6 +41,7 @@ mod sim;
 mod state_common;
 mod state_list;
 mod state_mv;
+mod state_rekey;
 mod state_remote;
 mod state_rm;
 mod state_show;
@@ -151,6 +152,7 @@ fn dispatch(command: &Command, settings: &Settings) -> miette::Result<ExitStatus
         Command::State(StateCommand::Unlock { id }) => state_unlock::run(settings, id),
         Command::State(StateCommand::Pull) => state_remote::pull(settings),
         Command::State(StateCommand::Push { file, force }) => state_remote::push(settings, file, *force),
+        Command::State(StateCommand::Rekey { decrypt }) => state_rekey::run(settings, *decrypt),
     }
 }
 
@@ -624,6 +626,12 @@ pub enum StateCommand {
         /// Push even a state of another lineage or a lower serial
         #[arg(long)]
         force: bool,
+    },
+    /// Encrypt the state and its backup again with the `encryption` block's key provider (read with its fallback)
+    Rekey {
+        /// Store them unencrypted (with the `encryption` block removed), read with the key provider they name
+        #[arg(long)]
+        decrypt: bool,
     },
 }
 

@@ -44,7 +44,8 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
         // The plan file is written (serialized, compressed) on a second thread
         // while the plan is shown; its outcome is reported after the plan, as before.
         let saved = std::thread::scope(|s| {
-            let saving = save_to.as_ref().map(|path| s.spawn(|| common::save_plan(path, &plan)));
+            let keys = session.backend.keys();
+            let saving = save_to.as_ref().map(|path| s.spawn(|| common::save_plan(path, &plan, keys)));
             match format {
                 PlanFormat::Text => {
                     let opts = render::TextOptions {

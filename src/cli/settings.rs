@@ -134,6 +134,7 @@ impl Settings {
             lock_timeout: self.lock_timeout,
             workspace: self.workspace.clone(),
             backend: None,
+            encryption: None,
             read_only: false,
         }
     }

@@ -28,8 +28,12 @@ pub fn backend(settings: &Settings) -> Result<Backend, CliError> {
     let loaded = crate::spec::load_dir(&settings.dir, &settings.load_options()).map_err(|e| {
         CliError::new(format!("cannot read the spec in `{}`: {e}", crate::spec::display_path(&settings.dir)))
     })?;
-    if let Some(d) = loaded.diags.items.iter().find(|d| d.code.starts_with("gpuplan::backend")) {
-        return Err(CliError::new(format!("the state backend is misconfigured: {}", d.message))
+    let misconfigured = |d: &&crate::diag::Diagnostic| {
+        d.code.starts_with("gpuplan::backend") || d.code.starts_with("gpuplan::encryption")
+    };
+    if let Some(d) = loaded.diags.items.iter().find(misconfigured) {
+        let what = if d.code.starts_with("gpuplan::encryption") { "encryption" } else { "the state backend" };
+        return Err(CliError::new(format!("{what} is misconfigured: {}", d.message))
             .hint("`gpuplan validate` shows where; nothing was read or written"));
     }
     settings.workspace().with_backend(&loaded.spec).backend().map_err(cli_error)

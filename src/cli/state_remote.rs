@@ -29,9 +29,9 @@ pub fn push(settings: &Settings, file: &Path, force: bool) -> miette::Result<Exi
     let path = settings.resolve_path(file);
     let shown = crate::spec::display_path(&path);
     let bytes = std::fs::read(&path).map_err(|e| CliError::new(format!("cannot read `{shown}`: {e}")))?;
-    let mut pushed = crate::state::local::parse_state(&path, &path.with_extension("backup"), &bytes)
-        .map_err(state_common::cli_error)?;
     let backend = state_common::backend(settings)?;
+    let mut pushed = crate::state::local::parse_state(&path, &path.with_extension("backup"), &bytes, backend.keys())
+        .map_err(state_common::cli_error)?;
     let lock = backend.lock("state push", settings.lock_timeout).map_err(state_common::cli_error)?;
     state_common::warn_stale(&lock, settings);
     let current = backend.recover(&lock).map_err(state_common::cli_error)?;
@@ -78,7 +78,7 @@ pub fn migrate(settings: &Settings, text: &mut String) -> Result<(), CliError> {
         return Err(CliError::new("--migrate-state needs a remote backend in the spec")
             .hint("add `gpuplan { backend \"s3\" { bucket = \"...\" key = \"...\" } }`, then run `gpuplan init --migrate-state`"));
     }
-    let local = crate::state::LocalBackend::new(&settings.state_path);
+    let local = crate::state::LocalBackend::new(&settings.state_path).with_keys(backend.keys().clone());
     let Some(mut state) = local.read().map_err(state_common::cli_error)? else {
         text.push_str(&format!(
             "No local state at `{}` to migrate.\n",

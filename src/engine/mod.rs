@@ -9,6 +9,7 @@ pub mod error;
 pub mod gather;
 pub mod health;
 pub mod intent;
+pub mod keys;
 pub mod planfile;
 pub mod preread;
 pub mod providers;
@@ -45,6 +46,8 @@ pub struct Workspace {
     pub workspace: String,
     /// The spec's `gpuplan { backend ... }`; `None` (or `local`) keeps `state_path`.
     pub backend: Option<BackendConfig>,
+    /// The spec's `gpuplan { encryption ... }`: the state and journal are sealed with it.
+    pub encryption: Option<crate::model::encryption::EncryptionConfig>,
     /// A read-only command (`plan`, `cost`, `drift`, ...): it creates no state, state
     /// folder or simulated cloud; what does not exist yet reads as empty.
     pub read_only: bool,
@@ -80,12 +83,18 @@ impl Workspace {
     /// The spec's backend for this workspace (call after loading the spec).
     pub fn with_backend(mut self, spec: &crate::spec::Spec) -> Self {
         self.backend = spec.backend.clone();
+        self.encryption = spec.encryption.clone();
         self
     }
 
     /// Where the state lives: the local file, or the remote object for this workspace.
     pub fn backend(&self) -> Result<Backend, StateError> {
         self.backend_and_credentials().map(|(b, _)| b)
+    }
+
+    /// The keys the state is read and written with (`state::seal`).
+    pub fn keys(&self) -> crate::state::seal::Keyring {
+        keys::keyring(self.encryption.as_ref())
     }
 
     /// [`Workspace::backend`], and for an s3 store the AWS credential chain it signs with
@@ -111,23 +120,28 @@ impl Workspace {
                     message,
                     hint: "unset GPUPLAN_LOCK_TTL and GPUPLAN_LOCK_RENEW (test settings) for 60 s and 20 s".into(),
                 })?;
-                Ok((Backend::Remote(remote.with_lock_timing(timing).with_errored_copy(self.errored_copy())), chain))
+                let remote =
+                    remote.with_lock_timing(timing).with_errored_copy(self.errored_copy()).with_keys(self.keys());
+                Ok((Backend::Remote(remote), chain))
             }
             Some(cfg) => Ok((
-                Backend::Local(LocalBackend::new(match cfg.get("path") {
-                    Some(p) => {
-                        let p = self.dir.join(p);
-                        if self.workspace == "default" {
-                            p
-                        } else {
-                            p.with_file_name(format!("{}.json", self.workspace))
+                Backend::Local(
+                    LocalBackend::new(match cfg.get("path") {
+                        Some(p) => {
+                            let p = self.dir.join(p);
+                            if self.workspace == "default" {
+                                p
+                            } else {
+                                p.with_file_name(format!("{}.json", self.workspace))
+                            }
                         }
-                    }
-                    None => self.state_path.clone(),
-                })),
+                        None => self.state_path.clone(),
+                    })
+                    .with_keys(self.keys()),
+                ),
                 None,
             )),
-            None => Ok((Backend::Local(LocalBackend::new(&self.state_path)), None)),
+            None => Ok((Backend::Local(LocalBackend::new(&self.state_path).with_keys(self.keys())), None)),
         }
     }
 }

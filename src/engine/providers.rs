@@ -112,6 +112,7 @@ pub fn providers_part(spec: &Spec) -> Spec {
             .map(|(a, p)| (a.clone(), p.clone()))
             .collect(),
         backend: spec.backend.clone(),
+        encryption: spec.encryption.clone(),
         ..Spec::default()
     }
 }

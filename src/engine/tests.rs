@@ -71,6 +71,7 @@ fn the_providers_part_of_a_spec_builds_the_providers_the_whole_spec_builds() {
         lock_timeout: Duration::ZERO,
         workspace: "default".into(),
         backend: None,
+        encryption: None,
         read_only: false,
     };
     let part = super::providers::providers_part(&loaded.spec);

@@ -68,6 +68,7 @@ impl Fixture {
             lock_timeout: Duration::ZERO,
             workspace: "default".into(),
             backend: None,
+            encryption: None,
             read_only: false,
         };
         let opts = Options {

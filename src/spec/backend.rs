@@ -74,6 +74,9 @@ pub fn decode(blocks: &[&Block], diags: &mut Diagnostics) -> Option<BackendConfi
     let mut found: Option<BackendConfig> = None;
     for b in blocks {
         for a in &b.body.attrs {
+            if crate::spec::encryption::owns(&a.key.name) {
+                continue;
+            }
             if a.key.name == "backend" {
                 if let Some((cfg, span)) = backend_mapping(a, diags) {
                     set(&mut found, cfg, span, diags);
@@ -85,11 +88,14 @@ pub fn decode(blocks: &[&Block], diags: &mut Diagnostics) -> Option<BackendConfi
                         format!("`{}` is not a setting of the `gpuplan` block", a.key.name),
                     )
                     .at(a.key.span, "unknown")
-                    .help("the `gpuplan` block holds `backend \"KIND\" { ... }`"),
+                    .help("the `gpuplan` block holds `backend \"KIND\" { ... }` and `encryption { ... }`"),
                 );
             }
         }
         for inner in &b.body.blocks {
+            if crate::spec::encryption::owns(&inner.kind.name) {
+                continue;
+            }
             if inner.kind.name != "backend" {
                 diags.push(
                     Diagnostic::error(
@@ -97,7 +103,7 @@ pub fn decode(blocks: &[&Block], diags: &mut Diagnostics) -> Option<BackendConfi
                         format!("`{}` is not a block of the `gpuplan` block", inner.kind.name),
                     )
                     .at(inner.kind.span, "unknown")
-                    .help("the `gpuplan` block holds `backend \"KIND\" { ... }`"),
+                    .help("the `gpuplan` block holds `backend \"KIND\" { ... }` and `encryption { ... }`"),
                 );
                 continue;
             }

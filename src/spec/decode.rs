@@ -85,6 +85,7 @@ pub fn decode(files: &[raw::File], opts: &LoadOptions, inputs: &[VarInput], diag
     }
 
     spec.backend = crate::spec::backend::decode(&collected.settings, diags);
+    spec.encryption = crate::spec::encryption::decode(&collected.settings, diags);
     let vars = variables(&collected.variables, opts, inputs, diags, &mut spec);
     let order = dependency_order(&collected.locals, &collected.resources, &collected.outputs, diags);
     let mut poisoned = unset_variables(&collected.variables, &vars);

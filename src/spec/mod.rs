@@ -13,6 +13,7 @@ mod adopt_check;
 pub mod backend;
 pub mod blocks;
 pub mod decode;
+pub mod encryption;
 pub mod env;
 pub mod eval;
 pub mod fields;

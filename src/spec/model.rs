@@ -61,6 +61,12 @@ pub struct Spec {
     /// `gpuplan { backend "KIND" { ... } }`: where the state lives; `None` is local.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<crate::spec::backend::BackendConfig>,
+    /// `gpuplan { encryption { ... } }`: how the state, journal and saved plans are sealed
+    /// (docs/design/secrets.md). Not part of the plan's digest or the schema: it says how
+    /// files are stored, not what the fleet is.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub encryption: Option<crate::model::encryption::EncryptionConfig>,
     /// `moved {}` blocks: addresses renamed without replacing anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moves: Vec<crate::spec::adopt::Moved>,

@@ -29,6 +29,31 @@ impl Backend {
         }
     }
 
+    /// The keys it reads and writes with (`super::seal`).
+    pub fn keys(&self) -> &super::seal::Keyring {
+        match self {
+            Backend::Local(b) => b.keys(),
+            Backend::Remote(b) => b.keys(),
+        }
+    }
+
+    /// The same backend, reading and writing with `keys`.
+    pub fn with_keys(self, keys: super::seal::Keyring) -> Backend {
+        match self {
+            Backend::Local(b) => Backend::Local(b.with_keys(keys)),
+            Backend::Remote(b) => Backend::Remote(b.with_keys(keys)),
+        }
+    }
+
+    /// `gpuplan state rekey`: the backup written again with the current keys; `false`
+    /// when there is none.
+    pub fn rekey_backup(&self, lock: &StateLock) -> Result<bool, StateError> {
+        match self {
+            Backend::Local(b) => b.rekey_backup(lock),
+            Backend::Remote(b) => b.rekey_backup(lock),
+        }
+    }
+
     pub fn is_remote(&self) -> bool {
         matches!(self, Backend::Remote(_))
     }

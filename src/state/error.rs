@@ -67,6 +67,18 @@ pub enum StateError {
     #[diagnostic(code(gpuplan::state::corrupt), help("{}", corrupt_help(path, backup)))]
     Corrupt { path: PathBuf, line: Option<usize>, column: Option<usize>, message: String, backup: PathBuf },
 
+    /// A sealed state, journal or backup that no configured key opens
+    /// (docs/design/secrets.md, "Encryption at rest"). Nothing was written.
+    #[error("cannot decrypt `{}`{}: {reason}", path.display(), with_provider(provider))]
+    #[diagnostic(code(gpuplan::state::decrypt), help("{hint}"))]
+    Decrypt { path: PathBuf, provider: String, reason: String, hint: String },
+
+    /// A write that could not be sealed (a passphrase variable unset, KMS refusing):
+    /// nothing was written.
+    #[error("cannot encrypt `{}`{}: {reason}", path.display(), with_provider(provider))]
+    #[diagnostic(code(gpuplan::state::encrypt), help("{hint}"))]
+    Encrypt { path: PathBuf, provider: String, reason: String, hint: String },
+
     /// A resource (or autoscaler record) key that is not an address: the planner could not
     /// tell which object it is, so it would have to drop it and forget nodes that cost money.
     #[error("state file `{}` has the key `{key}`, which is not a resource address: {reason}", path.display())]
@@ -174,7 +186,24 @@ pub enum StateError {
     },
 }
 
+/// ` with key_provider passphrase (NAME)`, or nothing when no provider was involved.
+fn with_provider(provider: &str) -> String {
+    if provider.is_empty() { String::new() } else { format!(" with key_provider {provider}") }
+}
+
 impl StateError {
+    /// `path` (shown from the working directory) could not be opened with its keys.
+    pub fn decrypt(path: &std::path::Path, e: super::seal::SealError) -> StateError {
+        let path = PathBuf::from(crate::spec::display_path(path));
+        StateError::Decrypt { path, provider: e.provider, reason: e.reason, hint: e.hint }
+    }
+
+    /// `path` (shown from the working directory) could not be sealed.
+    pub fn encrypt(path: &std::path::Path, e: super::seal::SealError) -> StateError {
+        let path = PathBuf::from(crate::spec::display_path(path));
+        StateError::Encrypt { path, provider: e.provider, reason: e.reason, hint: e.hint }
+    }
+
     /// Another writer got there first (or broke our lock): trying again cannot help. A
     /// fence that lapsed without a new holder may hold again after a renewal: not a conflict.
     pub fn is_conflict(&self) -> bool {

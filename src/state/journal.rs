@@ -13,6 +13,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::Address;
@@ -29,6 +30,38 @@ pub struct JournalHeader {
     pub journal: u32,
     pub lineage: String,
     pub base_serial: u64,
+    /// A sealed journal (`super::seal`): its key's metadata. Every entry line is then
+    /// base64 of a nonce and the AES-256-GCM ciphertext of the entry, the header line
+    /// its associated data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_provider: Option<super::seal::KeyMeta>,
+    /// An empty message sealed under the key, so a wrong key is told from a torn tail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+}
+
+/// The key and associated data a sealed journal's lines are sealed with.
+#[derive(Debug)]
+struct LineKey {
+    key: [u8; 32],
+    aad: Vec<u8>,
+}
+
+impl LineKey {
+    fn seal(&self, line: &[u8]) -> Result<Vec<u8>, super::seal::SealError> {
+        let body = super::seal::encrypt(&self.key, line, &self.aad)?;
+        Ok(base64::engine::general_purpose::STANDARD.encode(body).into_bytes())
+    }
+
+    fn open(&self, line: &[u8]) -> Option<Vec<u8>> {
+        let body = base64::engine::general_purpose::STANDARD.decode(line).ok()?;
+        super::seal::decrypt(&self.key, &body, &self.aad)
+    }
+}
+
+/// What the header's `check` is sealed with.
+fn check_aad(lineage: &str, base_serial: u64) -> Vec<u8> {
+    format!("gpuplan-journal {lineage} {base_serial}").into_bytes()
 }
 
 /// An open journal for one apply. Entries are folded into an in-memory copy of the base as
@@ -42,6 +75,8 @@ pub struct Journal {
     entries: usize,
     /// Writes made durable through this handle (local: one fsync each).
     appends: usize,
+    /// A sealed journal's key (`None`: lines are plain JSON).
+    line_key: Option<LineKey>,
     /// Set when an append failed: the file may end in a partial line, and appending after
     /// it would turn a harmless torn tail into damage in the middle.
     poisoned: bool,
@@ -85,15 +120,32 @@ impl Journal {
             replay: Replay::new(base.clone()),
             entries: 0,
             appends: 0,
+            line_key: None,
             poisoned: false,
         }
     }
 
     /// Create `path` with its header (atomically: temp, fsync, rename), then open it to append.
-    pub(crate) fn create(path: &Path, base: &State) -> Result<Journal, StateError> {
-        let header =
-            JournalHeader { journal: JOURNAL_VERSION, lineage: base.lineage.clone(), base_serial: base.serial };
+    /// Sealed when `keys` seal.
+    pub(crate) fn create(path: &Path, base: &State, keys: &super::seal::Keyring) -> Result<Journal, StateError> {
+        let mut header = JournalHeader {
+            journal: JOURNAL_VERSION,
+            lineage: base.lineage.clone(),
+            base_serial: base.serial,
+            key_provider: None,
+            check: None,
+        };
+        let mut key = None;
+        if keys.seals() {
+            let (meta, k) = keys.write_key().map_err(|e| StateError::encrypt(path, e))?;
+            let check = super::seal::encrypt(&k, b"", &check_aad(&base.lineage, base.serial))
+                .map_err(|e| StateError::encrypt(path, e))?;
+            header.key_provider = Some(meta);
+            header.check = Some(base64::engine::general_purpose::STANDARD.encode(check));
+            key = Some(k);
+        }
         let mut line = serde_json::to_vec(&header).expect("header serializes");
+        let line_key = key.map(|key| LineKey { key, aad: line.clone() });
         line.push(b'\n');
         fsutil::atomic_write(path, &line)?;
         let file = private(OpenOptions::new().append(true)).open(path).map_err(StateError::io("open journal", path))?;
@@ -103,6 +155,7 @@ impl Journal {
             replay: Replay::new(base.clone()),
             entries: 0,
             appends: 0,
+            line_key,
             poisoned: false,
         })
     }
@@ -128,7 +181,13 @@ impl Journal {
         let Sink::File(file) = &mut self.sink else { return Ok(()) };
         let mut buf = Vec::with_capacity(256 * entries.len());
         for entry in &entries {
-            serde_json::to_writer(&mut buf, entry).expect("journal entries serialize");
+            match &self.line_key {
+                None => serde_json::to_writer(&mut buf, entry).expect("journal entries serialize"),
+                Some(k) => {
+                    let line = serde_json::to_vec(entry).expect("journal entries serialize");
+                    buf.extend(k.seal(&line).map_err(|e| StateError::encrypt(&self.path, e))?);
+                }
+            }
             buf.push(b'\n');
         }
         if let Err(e) = file.write_all(&buf).and_then(|()| file.sync_data()) {
@@ -254,8 +313,9 @@ pub(crate) struct JournalFile {
     pub entries: Vec<JournalEntry>,
 }
 
-/// Parse a journal's bytes, dropping a torn tail.
-pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<JournalFile, StateError> {
+/// Parse a journal's bytes, dropping a torn tail; a sealed one is opened with `keys`
+/// (a key that does not open its header's check is an error, never a torn tail).
+pub(crate) fn parse(path: &Path, bytes: &[u8], keys: &super::seal::Keyring) -> Result<JournalFile, StateError> {
     let damaged = |line: usize, message: String| StateError::JournalCorrupt { path: path.to_path_buf(), line, message };
     // Only newline-terminated lines were ever acknowledged; whatever follows the last newline is torn.
     let complete = match bytes.iter().rposition(|&b| b == b'\n') {
@@ -271,10 +331,36 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<JournalFile, StateError
             format!("journal version {} is not supported (expected {JOURNAL_VERSION})", header.journal),
         ));
     }
+    let line_key = match (&header.key_provider, &header.check) {
+        (None, _) => None,
+        (Some(meta), check) => {
+            let check = check.as_deref().and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok());
+            let Some(check) = check else { return Err(damaged(1, "a sealed journal without its check".into())) };
+            let aad = check_aad(&header.lineage, header.base_serial);
+            let key = keys
+                .open_with(meta, |k| super::seal::decrypt(k, &check, &aad).map(|_| *k))
+                .map_err(|e| StateError::decrypt(path, e))?;
+            Some(LineKey { key, aad: first.to_vec() })
+        }
+    };
     let mut entries = Vec::new();
     let mut first_bad: Option<(usize, String)> = None;
     for (i, line) in lines.enumerate() {
         let number = i + 2;
+        let opened;
+        let line = match &line_key {
+            None => line,
+            Some(k) => match k.open(line) {
+                Some(plain) => {
+                    opened = plain;
+                    &opened[..]
+                }
+                None => {
+                    first_bad.get_or_insert((number, "a sealed line that does not open".into()));
+                    continue;
+                }
+            },
+        };
         match crate::json_text::from_json_bytes::<JournalEntry>(line) {
             Ok(entry) => {
                 if let Some((line, message)) = first_bad {

@@ -19,6 +19,7 @@ use super::lock::{self, LockInfo, StateLock};
 use super::model::{FORMAT_VERSION, State};
 pub(crate) use super::parse::parse_state;
 use super::replay::Replay;
+use super::seal::Keyring;
 
 /// A state file read and parsed without its lock, while the spec is still being parsed
 /// (a no-op plan of 2,000 pools spent 10 ms reading its 2.6 MB state after the spec).
@@ -42,7 +43,8 @@ impl Preread {
         }
         // As above: an unreadable file here is reported by the read under the lock.
         let bytes = super::read_whole(path).ok()??;
-        let state = parse_state(path, path, &bytes).ok()?;
+        // A sealed state has no keys here: the read under the lock opens it.
+        let state = parse_state(path, path, &bytes, &super::seal::Keyring::default()).ok()?;
         Some(Preread { path: path.to_path_buf(), bytes, state })
     }
 }
@@ -50,11 +52,23 @@ impl Preread {
 #[derive(Debug, Clone)]
 pub struct LocalBackend {
     path: PathBuf,
+    /// Opens sealed files, and seals every write when the spec has `encryption {}`.
+    keys: Keyring,
 }
 
 impl LocalBackend {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        LocalBackend { path: path.into() }
+        LocalBackend { path: path.into(), keys: Keyring::default() }
+    }
+
+    /// The same backend, reading and writing with `keys` (`super::seal`).
+    pub fn with_keys(mut self, keys: Keyring) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    pub fn keys(&self) -> &Keyring {
+        &self.keys
     }
 
     pub fn path(&self) -> &Path {
@@ -148,7 +162,7 @@ impl LocalBackend {
             return Err(StateError::PendingJournal { path: self.journal_path() });
         }
         self.check_base(base)?;
-        Journal::create(&self.journal_path(), base)
+        Journal::create(&self.journal_path(), base, &self.keys)
     }
 
     /// Fold `journal` into `state`, write it once (serial bumped once), remove the journal.
@@ -227,20 +241,63 @@ impl LocalBackend {
         state.serial += 1;
         state.format_version = FORMAT_VERSION;
         let written = (|| {
+            // Sealed before anything on disk changes: a key that cannot seal (a passphrase
+            // variable unset) leaves the state and its backup as they were.
+            let sealed = self.sealed(state)?;
             if self.path.exists() {
                 fsutil::snapshot(&self.path, &self.backup_path())?;
             }
-            // Streamed, its large maps rendered on the cores in rounds (`pretty`): the
-            // serialized state of a large fleet is over a hundred MB.
-            fsutil::atomic_write_with(&self.path, |out| {
-                super::pretty::write_state(&mut *out, state)?;
-                out.write_all(b"\n")
-            })
+            match sealed {
+                Some(bytes) => fsutil::atomic_write(&self.path, &bytes),
+                // Streamed, its large maps rendered on the cores in rounds (`pretty`): the
+                // serialized state of a large fleet is over a hundred MB.
+                None => fsutil::atomic_write_with(&self.path, |out| {
+                    super::pretty::write_state(&mut *out, state)?;
+                    out.write_all(b"\n")
+                }),
+            }
         })();
         if written.is_err() {
             (state.serial, state.format_version) = previous;
         }
         written
+    }
+
+    /// `state` as a sealed file's bytes, when the keys seal; `None` writes it plain.
+    fn sealed(&self, state: &State) -> Result<Option<Vec<u8>>, StateError> {
+        if !self.keys.seals() {
+            return Ok(None);
+        }
+        let mut text = Vec::with_capacity(1 << 16);
+        super::pretty::write_state(&mut text, state).map_err(StateError::io("render", &self.path))?;
+        let head = super::seal::Head {
+            format_version: Some(state.format_version),
+            serial: Some(state.serial),
+            lineage: Some(state.lineage.clone()),
+        };
+        super::seal::seal(&text, "state", head, &self.keys).map(Some).map_err(|e| StateError::encrypt(&self.path, e))
+    }
+
+    /// `gpuplan state rekey`: the backup written again with these keys (sealed, or plain
+    /// without an `encryption` block), its serial unchanged. Under the lock; the state
+    /// itself is written by the caller (`write`).
+    pub fn rekey_backup(&self, lock: &StateLock) -> Result<bool, StateError> {
+        self.check_lock(lock)?;
+        let backup = self.backup_path();
+        let Some(state) = self.read_file(&backup)? else { return Ok(false) };
+        let bytes = match self.sealed(&state)? {
+            Some(bytes) => bytes,
+            None => {
+                let mut text = Vec::with_capacity(1 << 16);
+                super::pretty::write_state(&mut text, &state).map_err(StateError::io("render", &backup))?;
+                text.push(b'\n');
+                text
+            }
+        };
+        // Replacing the backup by a new inode: the state file, a hard link of the old
+        // backup until its next write, is not touched.
+        fsutil::atomic_write(&backup, &bytes)?;
+        Ok(true)
     }
 
     fn remove_journal(&self) -> Result<(), StateError> {
@@ -261,7 +318,7 @@ impl LocalBackend {
             return Ok(Some(p.state));
         }
         let Some(bytes) = fsutil::read_optional(path)? else { return Ok(None) };
-        parse_state(path, &self.backup_path(), &bytes).map(Some)
+        parse_state(path, &self.backup_path(), &bytes, &self.keys).map(Some)
     }
 
     /// The lineage and serial of a state file, streamed: the rest of the file is checked
@@ -318,7 +375,7 @@ impl LocalBackend {
         let Some(bytes) = fsutil::read_optional(&journal_path)? else {
             return Ok(state.map(|state| Loaded { state, journal: JournalStatus::None }));
         };
-        let JournalFile { header, entries } = journal::parse(&journal_path, &bytes)?;
+        let JournalFile { header, entries } = journal::parse(&journal_path, &bytes, &self.keys)?;
         let mismatch = |state: &Option<State>| StateError::JournalMismatch {
             path: journal_path.clone(),
             journal_lineage: header.lineage.clone(),

@@ -14,6 +14,8 @@
 //!   stores, GCS, Azure) with a create-only lock object and compare-and-swap writes.
 //! - [`backend`]: [`Backend`], either of the two behind one API.
 //! - [`envelope`]: the remote state object's body, compressed, its header in plain JSON.
+//! - [`seal`]: client-side encryption of the state, its backup, the journal and saved
+//!   plans ([`seal::Keyring`], from the spec's `encryption {}` block).
 //! - [`compact`]: the history's summary and the spend ledger's closed months, folded.
 //! - [`migrate`]: older state formats, and the node tags the file leaves out.
 //! - [`error`]: [`StateError`], every failure as a diagnostic with a next step.
@@ -35,6 +37,7 @@ mod pretty;
 pub mod remote;
 pub mod replay;
 mod scan;
+pub mod seal;
 pub mod spend;
 
 #[cfg(test)]

@@ -8,12 +8,20 @@ use serde::Deserialize;
 
 use super::error::StateError;
 use super::model::{FORMAT_VERSION, State};
+use super::seal::Keyring;
 
 /// Decode a state file, turning every defect into [`StateError::Corrupt`], and a key
 /// that is not an address into [`StateError::BadAddress`]. A remote object's envelope is
 /// opened first (`super::envelope`), wherever the bytes came from (`state push` of a
 /// downloaded object too); a format this gpuplan migrates is upgraded (`super::migrate`).
-pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8]) -> Result<State, StateError> {
+///
+/// A sealed file (`super::seal`) is opened with `keys` first; one that no key opens is a
+/// [`StateError::Decrypt`], never a corrupt state.
+pub(crate) fn parse_state(path: &Path, backup: &Path, bytes: &[u8], keys: &Keyring) -> Result<State, StateError> {
+    if super::seal::is_sealed(bytes) {
+        let text = super::seal::open(bytes, keys).map_err(|e| StateError::decrypt(path, e))?;
+        return parse_state(path, backup, &text, &Keyring::default());
+    }
     let corrupt = |line, column, message| StateError::Corrupt {
         path: path.to_path_buf(),
         line,

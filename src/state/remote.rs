@@ -54,6 +54,7 @@ use heartbeat::{digest, unchanged_for};
 use store::{Built, RuntimeBox, build, runtime, store_error};
 
 mod heartbeat;
+mod rekey;
 mod store;
 
 mod workspaces;
@@ -156,6 +157,8 @@ pub struct RemoteBackend {
     lock_timing: LockTiming,
     errored: Option<Arc<ErroredCopy>>,
     wall: WallClock,
+    /// Opens a sealed object, and seals every write when the spec has `encryption {}`.
+    keys: super::seal::Keyring,
 }
 
 impl std::fmt::Debug for RemoteBackend {
@@ -245,6 +248,7 @@ impl RemoteBackend {
             lock_timing: LockTiming::default(),
             errored: None,
             wall: Arc::new(SystemTime::now),
+            keys: super::seal::Keyring::default(),
         })
     }
 
@@ -270,6 +274,16 @@ impl RemoteBackend {
     pub fn with_lock_timing(mut self, timing: LockTiming) -> RemoteBackend {
         self.lock_timing = timing;
         self
+    }
+
+    /// Read and write with `keys` (`super::seal`).
+    pub fn with_keys(mut self, keys: super::seal::Keyring) -> RemoteBackend {
+        self.keys = keys;
+        self
+    }
+
+    pub fn keys(&self) -> &super::seal::Keyring {
+        &self.keys
     }
 
     /// Keep the final state in `copy.dir` when the store will not take it.
@@ -351,8 +365,8 @@ impl RemoteBackend {
             self.set_seen(None);
             return Ok(None);
         };
-        // The envelope is opened there (`envelope::decode`).
-        let state = parse_state(&self.display_path(), &PathBuf::from(self.backup_url()), &bytes)?;
+        // The envelope is opened there (`envelope::decode`), a sealed one with the keys.
+        let state = parse_state(&self.display_path(), &PathBuf::from(self.backup_url()), &bytes, &self.keys)?;
         self.set_seen(Some(seen));
         Ok(Some(state))
     }
@@ -397,16 +411,17 @@ impl RemoteBackend {
         let next_serial = state.serial + 1;
         (state.serial, state.format_version) = (next_serial, FORMAT_VERSION);
         // Compressed in an envelope (`envelope`): a progress write of a large fleet sends a
-        // tenth of the bytes.
-        let encoded = super::pretty::write_state(&mut body, &*state)
-            .and_then(|()| super::envelope::encode(&body, state, next_serial, FORMAT_VERSION));
+        // tenth of the bytes. Sealed (`seal`, compressed too) when the keys seal.
+        let rendered = super::pretty::write_state(&mut body, &*state);
+        let encoded = match rendered {
+            Err(e) => Err(self.encode_error(e.to_string())),
+            Ok(()) if self.keys.seals() => super::seal::seal(&body, "state", seal_head(state), &self.keys)
+                .map_err(|e| StateError::encrypt(&self.display_path(), e)),
+            Ok(()) => super::envelope::encode(&body, state, next_serial, FORMAT_VERSION)
+                .map_err(|e| self.encode_error(e.to_string())),
+        };
         (state.serial, state.format_version) = previous;
-        let body = encoded.map_err(|e| StateError::Remote {
-            action: "encode the state for",
-            url: self.inner.url.clone(),
-            message: e.to_string(),
-            hint: String::new(),
-        })?;
+        let body = encoded?;
         let body = bytes::Bytes::from(body);
         let seen = self.seen();
         let (store, key, backup, url) =
@@ -466,6 +481,10 @@ impl RemoteBackend {
         state.serial = next_serial;
         state.format_version = FORMAT_VERSION;
         Ok(())
+    }
+
+    pub(crate) fn encode_error(&self, message: String) -> StateError {
+        StateError::Remote { action: "encode the state for", url: self.inner.url.clone(), message, hint: String::new() }
     }
 
     fn unacked(&self) -> std::sync::MutexGuard<'_, Option<([u8; 32], u64)>> {
@@ -685,13 +704,22 @@ impl RemoteBackend {
         let Some(copy) = &self.errored else { return cause };
         let url = self.inner.url.clone();
         let cause = Box::new(cause);
-        let mut body = match serde_json::to_vec_pretty(state) {
+        // Sealed like the object itself when the keys seal: `state push` opens it.
+        let body = match serde_json::to_vec_pretty(state) {
+            Ok(body) if self.keys.seals() => super::seal::seal(&body, "state", seal_head(state), &self.keys)
+                .map_err(|e| format!("cannot encrypt it: {}", e.reason)),
+            Ok(mut body) => {
+                body.push(b'\n');
+                Ok(body)
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        let body = match body {
             Ok(body) => body,
-            Err(e) => {
-                return StateError::ErroredUnsaved { url, cause, saved: copy.dir.clone(), save_error: e.to_string() };
+            Err(save_error) => {
+                return StateError::ErroredUnsaved { url, cause, saved: copy.dir.clone(), save_error };
             }
         };
-        body.push(b'\n');
         let saved = (1..)
             .map(|n| copy.dir.join(if n == 1 { "errored.json".to_string() } else { format!("errored-{n}.json") }))
             .find(|p| !p.exists())
@@ -720,6 +748,15 @@ impl RemoteBackend {
             *probed = true;
         }
         Ok(())
+    }
+}
+
+/// A sealed state's plain fields, `state` as it is being written.
+pub(crate) fn seal_head(state: &State) -> super::seal::Head {
+    super::seal::Head {
+        format_version: Some(state.format_version),
+        serial: Some(state.serial),
+        lineage: Some(state.lineage.clone()),
     }
 }
 

@@ -58,7 +58,8 @@ fn started(store: &Arc<Flaky>) -> (Backend, StateLock, Journal) {
 
 fn stored(store: &Arc<Flaky>) -> State {
     let bytes = stored_bytes(store);
-    super::local::parse_state(std::path::Path::new(KEY), std::path::Path::new(KEY), &bytes).unwrap()
+    super::local::parse_state(std::path::Path::new(KEY), std::path::Path::new(KEY), &bytes, &Default::default())
+        .unwrap()
 }
 
 /// The state object as the store holds it.

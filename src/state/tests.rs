@@ -199,8 +199,13 @@ fn bad_json_and_missing_fields_are_corrupt() {
 #[test]
 fn an_unsupported_older_format_version_is_corrupt_and_names_the_version() {
     assert_corrupt_untouched(br#"{"format_version":0,"serial":1,"lineage":"x"}"#, false);
-    let err = local::parse_state(Path::new("s.json"), Path::new("s.json.backup"), br#"{"format_version":0,"x":[]}"#)
-        .unwrap_err();
+    let err = local::parse_state(
+        Path::new("s.json"),
+        Path::new("s.json.backup"),
+        br#"{"format_version":0,"x":[]}"#,
+        &Default::default(),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("format_version 0 is not supported"), "{err}");
 }
 

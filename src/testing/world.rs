@@ -42,6 +42,7 @@ impl World {
             lock_timeout: Duration::from_secs(5),
             workspace: "default".into(),
             backend: None,
+            encryption: None,
             read_only: false,
         };
         Ok(World { root, ws, open: std::sync::Mutex::new(None) })

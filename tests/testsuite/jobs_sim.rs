@@ -124,6 +124,7 @@ fn world(text: &str) -> World {
         lock_timeout: Duration::from_secs(5),
         workspace: "default".into(),
         backend: None,
+        encryption: None,
         read_only: false,
     };
     let session = engine::open_session(&ws, "test").expect("open the state");

@@ -23,6 +23,8 @@ mod corpus;
 mod cost;
 mod deploy;
 mod docs;
+mod encryption_moto;
+mod encryption_sim;
 mod engine_cli;
 mod examples;
 mod fencing_s3;

@@ -17,6 +17,12 @@
 //! it does not read as this version's plan.
 //!
 //! A future `gpuplan show FILE` reads through [`open`] (the JSON text) or [`load`].
+//!
+//! With `encryption {}` in the spec, `plan --out` seals the file ([`save_with`];
+//! `state::seal`: the compressed JSON under AES-256-GCM, the key provider named in a
+//! plain header). Reading opens it with the key provider its header names
+//! ([`super::keys::from_headers`]): a plan file is read where its spec may not be
+//! (`show`), and the passphrase's variable or the KMS key is all it needs.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read};
@@ -28,6 +34,7 @@ use flate2::write::GzEncoder;
 
 use crate::plan::Plan;
 use crate::plan::model::FILE_FORMAT_VERSION;
+use crate::state::seal::Keyring;
 
 /// gzip's magic bytes, the start of every plan file this version writes.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -48,13 +55,22 @@ pub enum PlanFileError {
     Corrupt { path: PathBuf, message: String },
     #[error("the plan file `{}` has format {found}; this gpuplan reads format {FILE_FORMAT_VERSION}", path.display())]
     Version { path: PathBuf, found: u32 },
+    #[error("cannot {verb} `{}` with key_provider {}: {}", path.display(), error.provider, error.reason)]
+    Sealing { path: PathBuf, verb: &'static str, error: crate::state::seal::SealError },
 }
 
 impl PlanFileError {
     /// The next step for the user.
-    pub fn hint(&self) -> Option<&'static str> {
+    pub fn hint(&self) -> Option<String> {
+        self.fixed_hint().map(str::to_string).or_else(|| match self {
+            PlanFileError::Sealing { error, .. } => Some(error.hint.clone()),
+            _ => None,
+        })
+    }
+
+    fn fixed_hint(&self) -> Option<&'static str> {
         match self {
-            PlanFileError::Write { .. } => None,
+            PlanFileError::Write { .. } | PlanFileError::Sealing { .. } => None,
             PlanFileError::Read { .. } | PlanFileError::Invalid { .. } | PlanFileError::Corrupt { .. } => {
                 Some("save the plan again with `gpuplan plan --out FILE`")
             }
@@ -74,7 +90,24 @@ impl PlanFileError {
 /// that one ("truncated or corrupt", with the hint to plan again) rather than act on part
 /// of a plan. The state, which is, is still synced before every rename (docs/design/files.md).
 pub fn save(path: &Path, plan: &Plan) -> Result<(), PlanFileError> {
+    save_with(path, plan, &Keyring::default())
+}
+
+/// [`save`], sealed when `keys` seal (the spec has `encryption {}`): sealed in memory
+/// first, so a key that cannot seal leaves no file.
+pub fn save_with(path: &Path, plan: &Plan, keys: &Keyring) -> Result<(), PlanFileError> {
     let tmp = path.with_extension("tmp");
+    if keys.seals() {
+        let sealing = |error| PlanFileError::Sealing { path: path.to_path_buf(), verb: "encrypt", error };
+        let text =
+            serde_json::to_vec(plan).map_err(|e| PlanFileError::Write { path: path.to_path_buf(), error: e.into() })?;
+        let sealed = crate::state::seal::seal(&text, "plan", Default::default(), keys).map_err(sealing)?;
+        return std::fs::write(&tmp, sealed).and_then(|()| std::fs::rename(&tmp, path)).map_err(|error| {
+            // As below: the write error is what the user sees.
+            let _ = std::fs::remove_file(&tmp);
+            PlanFileError::Write { path: path.to_path_buf(), error }
+        });
+    }
     let write = || -> std::io::Result<()> {
         let file = BufWriter::with_capacity(BUFFER, File::create(&tmp)?);
         // The JSON writer makes many small writes: buffer them, so the compressor gets blocks.
@@ -101,10 +134,15 @@ pub fn save(path: &Path, plan: &Plan) -> Result<(), PlanFileError> {
 /// freed once the plan is built; `apply FILE` frees the spec before it reads the plan, so
 /// the text and the plan are held where the spec was.
 pub fn load(path: &Path) -> Result<Plan, PlanFileError> {
+    load_with(path, &super::keys::from_headers())
+}
+
+/// [`load`], opening a sealed file with `keys`.
+pub fn load_with(path: &Path, keys: &Keyring) -> Result<Plan, PlanFileError> {
     let mut text = Vec::with_capacity(text_size(path));
     // A failing inflater, a bad gzip trailer or bytes after the stream: a damaged file,
     // as when the JSON reader met them.
-    open(path)?
+    open_with(path, keys)?
         .read_to_end(&mut text)
         .map_err(|error| PlanFileError::Corrupt { path: path.to_path_buf(), message: error.to_string() })?;
     let read = parse(&text);
@@ -214,15 +252,31 @@ enum Inner {
     Gzip(BufReader<MultiGzDecoder<BufReader<File>>>),
     /// A plain-JSON plan file from an earlier gpuplan.
     Plain(BufReader<File>),
+    /// A sealed plan file's JSON, opened in memory.
+    Opened(std::io::Cursor<Vec<u8>>),
 }
 
 /// Open a plan file for reading its JSON. Fails on a file that is neither a gzip stream
 /// nor JSON.
 pub fn open(path: &Path) -> Result<PlanJson, PlanFileError> {
+    open_with(path, &super::keys::from_headers())
+}
+
+/// [`open`], opening a sealed file with `keys`.
+pub fn open_with(path: &Path, keys: &Keyring) -> Result<PlanJson, PlanFileError> {
     let read_error = |error| PlanFileError::Read { path: path.to_path_buf(), error };
     let mut file = BufReader::with_capacity(BUFFER, File::open(path).map_err(read_error)?);
     let head = file.fill_buf().map_err(read_error)?;
-    let inner = if head.starts_with(&GZIP_MAGIC) {
+    let inner = if crate::state::seal::is_sealed(head) {
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(read_error)?;
+        let opened = crate::state::seal::open(&bytes, keys).map_err(|error| PlanFileError::Sealing {
+            path: path.to_path_buf(),
+            verb: "decrypt",
+            error,
+        })?;
+        Inner::Opened(std::io::Cursor::new(opened))
+    } else if head.starts_with(&GZIP_MAGIC) {
         Inner::Gzip(BufReader::with_capacity(BUFFER, MultiGzDecoder::new(file)))
     } else if head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
         Inner::Plain(file)
@@ -242,6 +296,7 @@ impl Read for PlanJson {
         match &mut self.inner {
             Inner::Gzip(r) => r.read(buf),
             Inner::Plain(r) => r.read(buf),
+            Inner::Opened(r) => r.read(buf),
         }
     }
 }
@@ -251,12 +306,14 @@ impl BufRead for PlanJson {
         match &mut self.inner {
             Inner::Gzip(r) => r.fill_buf(),
             Inner::Plain(r) => r.fill_buf(),
+            Inner::Opened(r) => r.fill_buf(),
         }
     }
     fn consume(&mut self, n: usize) {
         match &mut self.inner {
             Inner::Gzip(r) => r.consume(n),
             Inner::Plain(r) => r.consume(n),
+            Inner::Opened(r) => r.consume(n),
         }
     }
 }

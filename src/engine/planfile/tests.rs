@@ -191,7 +191,7 @@ fn a_plan_of_another_format_is_refused_naming_its_version_even_when_it_does_not_
     let message = refused(&old);
     assert!(message.contains("has format 1; this gpuplan reads format 2"), "{message}");
     assert_eq!(
-        load(&old).unwrap_err().hint(),
+        load(&old).unwrap_err().hint().as_deref(),
         Some("make the plan again with this version of gpuplan: `gpuplan plan --out FILE`")
     );
 }

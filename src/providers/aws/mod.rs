@@ -12,6 +12,7 @@
 //!   the same script on an idle warm node of the pool through Systems Manager Run
 //!   Command when its agent is online (`ssm.rs`).
 //! - Credentials: aws-config's chain behind one cache (`credentials.rs`).
+//! - KMS data keys for `encryption { key_provider "aws_kms" }` (`kms.rs`).
 //! - The SDK's HTTP client reads the system's root certificates only for https
 //!   endpoints (`roots.rs`).
 //! - Errors become [`ErrorClass`]es in `errors.rs`; calls are paced by token buckets that
@@ -29,6 +30,7 @@ mod errors;
 mod fleet;
 mod health;
 mod jobs;
+pub mod kms;
 mod nodes;
 mod prices;
 mod provider;

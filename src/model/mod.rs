@@ -8,6 +8,7 @@
 
 pub mod endpoint;
 pub mod exact;
+pub mod hardware;
 pub mod health;
 pub mod job;
 pub mod kind;

@@ -21,11 +21,13 @@ pub mod hcl;
 pub mod model;
 mod order;
 pub mod pool_blocks;
+pub mod pool_hardware;
 pub mod raw;
 pub mod spanned;
 #[cfg(test)]
 mod tests;
 pub mod validate;
+mod validate_hardware;
 pub mod value;
 pub mod varfile;
 pub mod variables;

@@ -22,6 +22,8 @@ pub const POOL_ATTRS: &[&str] = &[
     "mig",
     "kubernetes",
     "placement",
+    "disk",
+    "network",
 ];
 
 /// Decode a pool. When it fails but its identity (provider, GPU, GPUs per node) decoded,
@@ -60,6 +62,14 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         let r = kubernetes(kf, cx);
         f.check(r)
     });
+    let disk = f.nested(cx, "disk").and_then(|df| {
+        let r = crate::spec::pool_hardware::disk(df, cx);
+        f.check(r)
+    });
+    let network = f.nested(cx, "network").and_then(|nf| {
+        let r = crate::spec::pool_hardware::network(nf, cx);
+        f.check(r)
+    });
     if f.failed
         && let (Some(p), Some(g), Some(n)) = (&provider, &gpu, &gpus_per_node)
     {
@@ -83,6 +93,8 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
                 .or(broken_placement)
                 .or_else(|| floating.then(|| Placement { span: meta.span, ..Placement::default() }))
                 .map(Box::new),
+            disk: None,
+            network: None,
             meta: meta.clone(),
         });
     }
@@ -101,6 +113,8 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         mig,
         kubernetes: kubernetes.map(Box::new),
         placement: placement.map(Box::new),
+        disk: disk.map(Box::new),
+        network: network.map(Box::new),
         meta,
     })
 }

@@ -145,6 +145,7 @@ fn create(count: u32, capacity: Capacity, max_spot_price: Option<f64>) -> Create
         tags,
         user_data: None,
         join: None,
+        hardware: None,
     }
 }
 

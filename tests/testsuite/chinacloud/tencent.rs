@@ -167,6 +167,7 @@ fn create(count: u32, capacity: Capacity) -> CreateNodes {
         tags: tags("L1"),
         user_data: None,
         join: None,
+        hardware: None,
     }
 }
 

@@ -73,7 +73,7 @@ impl fmt::Display for Fabric {
 
 /// The launch settings of one batch beyond its instance type. `None` everywhere: the
 /// cloud's defaults (the image's own root disk, no fabric, no placement group).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Hardware {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disks: Option<Disks>,

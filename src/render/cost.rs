@@ -367,7 +367,12 @@ pub fn cost_markdown(c: &CostReport) -> String {
     }
     for p in shown.iter().filter_map(|p| p.disks.as_ref().map(|d| (p, d))) {
         let (pool, d) = p;
-        s += &format!(" `{}` disks per node: {} at {} USD/h (in its node prices).", pool.address, d.disks, usd(d.usd_per_node_hour));
+        s += &format!(
+            " `{}` disks per node: {} at {} USD/h (in its node prices).",
+            pool.address,
+            d.disks,
+            usd(d.usd_per_node_hour)
+        );
     }
     s += "\n\n";
     s

@@ -24,6 +24,11 @@ pub fn check(
             check_disk_type(kind, t, diags);
         }
     }
+    if let Some(n) = &pool.network
+        && kind != ProviderKind::Sim
+    {
+        not_built(addr, kind, n, diags);
+    }
     let Some(fabric) = pool.network.as_ref().and_then(|n| n.fabric.as_ref()) else { return };
     if let Some(own) = cloud_fabric(kind)
         && own != fabric.value
@@ -101,4 +106,21 @@ fn lacks(
         pool.gpus_per_node.value,
         pool.gpu.value
     ))
+}
+
+/// `network {}` on a real cloud: gpuplan does not yet make EFA interfaces, HPC clusters,
+/// eRDMA interfaces or placement groups there, and launching without them while the plan
+/// shows them would mislead; only the sim cloud models them so far.
+fn not_built(addr: &Address, kind: ProviderKind, n: &crate::spec::model::NetworkBlock, diags: &mut Diagnostics) {
+    let spans = n.fabric.as_ref().map(|f| f.span).into_iter().chain(n.placement_group.as_ref().map(|g| g.span));
+    for span in spans {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::network_not_built",
+                format!("`{addr}`: gpuplan does not yet launch `{kind}` nodes with a fabric or into a placement group"),
+            )
+            .at(span, "only the sim cloud models this so far (docs/design/big-runs.md)")
+            .help("remove the `network {}` block from this pool, or try it on a `sim` pool"),
+        );
+    }
 }

@@ -14,8 +14,9 @@
 //! stopped node of a finished job. Job nodes are not pool nodes: `list_nodes` skips them.
 
 use aws_sdk_ec2::types::{
-    BlockDeviceMapping, EbsBlockDevice, HttpTokensState, IamInstanceProfileSpecification, InstanceMarketOptionsRequest, InstanceStateName, InstanceType,
-    MarketType, Placement, ResourceType, ShutdownBehavior, SpotMarketOptions, Tag, VolumeType,
+    BlockDeviceMapping, EbsBlockDevice, HttpTokensState, IamInstanceProfileSpecification, InstanceMarketOptionsRequest,
+    InstanceStateName, InstanceType, MarketType, Placement, ResourceType, ShutdownBehavior, SpotMarketOptions, Tag,
+    VolumeType,
 };
 use base64::Engine;
 use sha2::{Digest, Sha256};

@@ -11,8 +11,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_ec2::types::{
-    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
-    LaunchTemplateInstanceMetadataOptionsRequest, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
+    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
+    LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMetadataOptionsRequest,
+    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
 use base64::Engine as _;
 use sha2::{Digest, Sha256};

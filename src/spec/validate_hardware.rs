@@ -48,7 +48,7 @@ pub fn check(
     if !named.is_empty() {
         for (t, _) in named.iter().filter(|(_, it)| it.is_some()) {
             if fabric_of(&t.value).map(|(f, _)| f) != Some(fabric.value) {
-                diags.push(lacks(addr, fabric, &t.value, t.span, pool));
+                diags.push(lacks(addr, fabric, &t.value, t.span));
             }
         }
         return;
@@ -56,7 +56,7 @@ pub fn check(
     let types = cat.matching(kind, region, &pool.gpu.value, pool.gpus_per_node.value, cny);
     if !types.is_empty() && !types.iter().any(|t| fabric_of(&t.name).map(|(f, _)| f) == Some(fabric.value)) {
         let cheapest = &types[0].name;
-        diags.push(lacks(addr, fabric, cheapest, fabric.span, pool));
+        diags.push(lacks(addr, fabric, cheapest, fabric.span));
     }
 }
 
@@ -85,13 +85,7 @@ fn check_disk_type(kind: ProviderKind, t: &Spanned<String>, diags: &mut Diagnost
 }
 
 /// `instance_type` has no `fabric`: say which types of the pool's GPU do.
-fn lacks(
-    addr: &Address,
-    fabric: &Spanned<Fabric>,
-    instance_type: &str,
-    span: crate::diag::Span,
-    pool: &GpuPool,
-) -> Diagnostic {
+fn lacks(addr: &Address, fabric: &Spanned<Fabric>, instance_type: &str, span: crate::diag::Span) -> Diagnostic {
     let with: Vec<&str> =
         hardware::FABRIC_TYPES.iter().filter(|(_, f, _)| *f == fabric.value).map(|(t, _, _)| *t).collect();
     Diagnostic::error(
@@ -100,11 +94,9 @@ fn lacks(
     )
     .at(span, format!("{instance_type} has no {}", fabric.value))
     .help(format!(
-        "pick an instance type with {} ({}) for {} × {}, or remove `fabric`",
+        "use an instance type with {} ({}) and a GPU to match, or remove `fabric`",
         fabric.value,
-        with.join(", "),
-        pool.gpus_per_node.value,
-        pool.gpu.value
+        with.join(", ")
     ))
 }
 

@@ -59,12 +59,12 @@ fn disks_are_launched_priced_and_shown_in_every_plan_format_and_the_ledger() {
     assert!(text.stdout.contains("+ 2 on-demand in us-east-1a"), "{}", text.stdout);
     assert!(text.stdout.contains(", disks root 500 GB gp3, data 2000 GB gp3"), "{}", text.stdout);
     assert!(
-        text.stdout.contains("gpu_pool.train disks per node: root 500 GB gp3, data 2000 GB gp3 at 0.274"),
+        text.stdout.contains("gpu_pool.train disks per node: root 500 GB gp3, data 2000 GB gp3 at 0.27 USD/h"),
         "{}",
         text.stdout
     );
 
-    let md = run(dir, &["plan", "--markdown"]);
+    let md = run(dir, &["plan", "--format", "markdown"]);
     assert_eq!(md.code, 0, "{}", md.stderr);
     assert!(md.stdout.contains("`gpu_pool.train` disks per node: root 500 GB gp3, data 2000 GB gp3"), "{}", md.stdout);
 
@@ -116,10 +116,10 @@ fn validate_refuses_a_fabric_the_instance_type_lacks_and_an_unknown_disk_type() 
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     let out = r.stdout + &r.stderr;
     assert!(out.contains("unknown disk type \"gp9\""), "{out}");
-    assert!(out.contains("main.hcl:14:"), "located at the disk type: {out}");
-    assert!(out.contains("did you mean \"gp3\"?"), "{out}");
+    assert!(out.contains("main.hcl:17:"), "located at the disk type: {out}");
+    assert!(out.contains("did you mean \"gp2\"?"), "{out}");
     assert!(out.contains("asks for fabric `efa`, which instance type g6.xlarge does not have"), "{out}");
-    assert!(out.contains("main.hcl:9:"), "located at the instance type: {out}");
+    assert!(out.contains("main.hcl:10:"), "located at the instance type: {out}");
     assert!(out.contains("p4d.24xlarge"), "the hint names types with EFA: {out}");
 
     // A type that has it passes.

@@ -98,6 +98,7 @@ fn main() {
                     .collect(),
                 user_data: None,
                 join: None,
+                hardware: None,
             };
             let r = p.create_nodes(&req).await.expect("create");
             assert!(r.errors.is_empty(), "{:?}", r.errors);

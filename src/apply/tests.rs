@@ -213,6 +213,7 @@ fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> Resourc
         tags: Tags::new(),
         user_data: None,
         join: None,
+        hardware: None,
     };
     let nodes = NodeCounts { on_demand: 0, spot: 0, gpus_per_node: 1 };
     let pool = PoolChange {

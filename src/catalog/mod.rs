@@ -9,6 +9,7 @@
 //! and capacity are the providers' business. The `sim` provider serves all three catalogs.
 
 mod check;
+pub mod hardware;
 #[cfg(test)]
 mod tests;
 

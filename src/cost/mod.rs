@@ -2,6 +2,7 @@
 //! after; split spot / on-demand; and a range (min / expected / max) where autoscaling
 //! can move the node count. Pure: prices come in through a [`PriceBook`].
 
+mod disks;
 pub mod offers;
 pub mod placement;
 pub mod prices;
@@ -364,11 +365,17 @@ fn add_to_totals(report: &mut CostReport, added: &BTreeMap<Address, (f64, f64)>)
 }
 
 fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, prices: &PriceBook) -> Option<PoolCost> {
-    let price = |t: &str, cap| prices.price(&pc.provider, kind, &pc.region, t, cap);
+    let spec_pool = spec.gpu_pools.get(addr).map(Box::as_ref);
+    let shape = spec_pool.and_then(|p| shape::shape(spec, p, catalog::catalog()));
+    // Each node's disks are priced with it: the node prices below include them.
+    let disks = shape.as_ref().and_then(|s| disks::cost(s, prices.rate(&pc.provider)));
+    let disk_usd = disks.as_ref().map_or(0.0, |d| d.usd_per_node_hour);
+    let with_disks = |p: Option<Price>| p.map(|p| disks::add(p, disk_usd, prices.rate(&pc.provider)));
+    let price = |t: &str, cap| with_disks(prices.price(&pc.provider, kind, &pc.region, t, cap));
     // A floating pool moving between regions or provider blocks ran its nodes, and keeps
     // those that stay for a running job, at the prices where it leaves.
     let (old_provider, old_kind, old_region) = where_before(pc, kind, spec);
-    let price_before = |t: &str, cap| prices.price(old_provider, old_kind, old_region, t, cap);
+    let price_before = |t: &str, cap| with_disks(prices.price(old_provider, old_kind, old_region, t, cap));
     // After = (before − deletes) at the old prices + creates at the new ones, node by node,
     // so kept nodes keep their own price.
     let mut kept: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
@@ -389,8 +396,6 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         }
     }
     let mut after: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
-    let spec_pool = spec.gpu_pools.get(addr).map(Box::as_ref);
-    let shape = spec_pool.and_then(|p| shape::shape(spec, p, catalog::catalog()));
     let preferred = shape
         .as_ref()
         .and_then(|s| s.instance_types.first().cloned())
@@ -446,6 +451,7 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         spot_price,
         range,
         alternatives,
+        disks,
     })
 }
 
@@ -570,6 +576,7 @@ fn round_pool(mut p: PoolCost) -> PoolCost {
     p.on_demand_hourly_after = money(p.on_demand_hourly_after);
     p.spot_hourly_after = money(p.spot_hourly_after);
     p.price_per_gpu_hour = money(p.price_per_gpu_hour);
+    p.disks = p.disks.map(|d| crate::plan::report::DiskCost { usd_per_node_hour: money(d.usd_per_node_hour), ..d });
     p.peak = p.peak.map(|k| Peak { hourly_usd: money(k.hourly_usd), ..k });
     p.range = p.range.map(|r| Range {
         hourly_min: money(r.hourly_min),

@@ -76,6 +76,7 @@ pub(super) fn launch(
             tags,
             user_data: None,
             join: None,
+            hardware: shape.hardware.clone().map(Box::new),
         }
     });
     // A pool in a Kubernetes cluster: the cluster places the replica on one of the pool's

@@ -9,6 +9,7 @@
 pub mod encryption;
 pub mod endpoint;
 pub mod exact;
+pub mod hardware;
 pub mod health;
 pub mod job;
 pub mod kind;

@@ -123,6 +123,10 @@ pub struct CreateNodes {
     /// Join the nodes to a managed Kubernetes cluster once they exist (TKE, ACK).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub join: Option<ClusterJoin>,
+    /// Disks, fabric and placement group (`disk {}`, `network {}`); `None`: the cloud's
+    /// defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<Box<crate::model::hardware::Hardware>>,
 }
 
 /// A pool the spec has and the state holds no record of, as its first create will need

@@ -74,6 +74,10 @@ pub struct PoolCost {
     /// Instance types considered when the pool leaves `instance_types` open.
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     pub alternatives: Vec<Alternative>,
+    /// Each node's disks (`disk {}`) and their price per node-hour, which the node prices
+    /// here (`on_demand_price`, `spot_price`) include.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disks: Option<DiskCost>,
     pub gpu: String,
     pub gpus_after: u64,
     pub gpus_before: u64,
@@ -101,6 +105,14 @@ pub struct PoolCost {
     pub spot_before: u32,
     pub spot_hourly_after: f64,
     pub spot_price: Option<Price>,
+}
+
+/// A pool's disks per node and their catalog price (docs/design/big-runs.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DiskCost {
+    #[serde(flatten)]
+    pub disks: crate::model::hardware::Disks,
+    pub usd_per_node_hour: f64,
 }
 
 /// One quota's GPUs and cost after the plan, and at its pools' `nodes.max`.
@@ -247,6 +259,7 @@ mod tests {
         let pool = PoolCost {
             address: "gpu_pool.a".parse().unwrap(),
             alternatives: vec![Alternative { chosen: true, instance_type: "t".into(), usd_per_hour: 1.0 }],
+            disks: None,
             gpu: "H100".into(),
             gpus_after: 8,
             gpus_before: 0,

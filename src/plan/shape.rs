@@ -2,6 +2,7 @@
 //! instance types allowed, from `nodes`, `mix`, zones and the catalog. Pure.
 
 use crate::catalog::{self, Catalog};
+use crate::model::hardware::{DEFAULT_ROOT_GB, Disk, Disks, Hardware};
 use crate::providers::Capacity;
 use crate::spec::Spec;
 use crate::spec::model::{GpuPool, ProviderKind};
@@ -20,6 +21,12 @@ pub struct PoolShape {
     pub instance_types: Vec<String>,
     pub image: Option<String>,
     pub max_spot_price: Option<f64>,
+    /// Disks, fabric and placement group from `disk {}` and `network {}`, with the
+    /// catalog's defaults filled in (the placement group named per zone by the batch).
+    pub hardware: Option<crate::model::hardware::Hardware>,
+    /// `network { placement_group = "cluster" }`: each zone's batches launch into the
+    /// pool's placement group there ([`crate::model::hardware::placement_group_name`]).
+    pub cluster_placement: bool,
 }
 
 /// On-demand and spot counts for `n` nodes: the first `on_demand_base` on-demand, then
@@ -56,8 +63,9 @@ impl PoolShape {
     /// interruption risk), as AWS recommends. The plan then counts nodes per capacity type
     /// over all allowed zones: holding them to a per-zone split would move the nodes EC2
     /// placed back on every apply. The other clouds launch into one zone per call.
+    /// A pool in a cluster placement group launches zone by zone: a group lives in one zone.
     pub fn provider_places_zones(&self) -> bool {
-        self.provider_kind == ProviderKind::Aws && self.zones.len() > 1
+        self.provider_kind == ProviderKind::Aws && self.zones.len() > 1 && !self.cluster_placement
     }
 }
 
@@ -102,6 +110,13 @@ pub fn shape(spec: &Spec, pool: &GpuPool, cat: &Catalog) -> Option<PoolShape> {
             .filter(|t| t.offered_in(&region))
             .collect()
     };
+    // A pool with a fabric chooses among the types that have it (validation refuses a
+    // named type without it).
+    if let Some(f) = pool.network.as_ref().and_then(|n| n.fabric.as_ref())
+        && pool.instance_types.is_empty()
+    {
+        types.retain(|t| catalog::hardware::fabric_of(&t.name).is_some_and(|(have, _)| have == f.value));
+    }
     types.sort_by(|a, b| a.price_usd(cny).total_cmp(&b.price_usd(cny)).then_with(|| a.name.cmp(&b.name)));
     let preferred = types.first()?;
     let zones: Vec<String> = if pool.zones.is_empty() {
@@ -124,7 +139,32 @@ pub fn shape(spec: &Spec, pool: &GpuPool, cat: &Catalog) -> Option<PoolShape> {
         instance_types: types.iter().map(|t| t.name.clone()).collect(),
         image: pool.image.as_ref().or(provider.image.as_ref()).map(|i| i.value.clone()),
         max_spot_price: pool.mix.max_spot_price.as_ref().map(|p| p.value),
+        hardware: hardware(pool, preferred.cloud),
+        cluster_placement: pool.network.as_ref().is_some_and(|n| n.placement_group.is_some()),
     })
+}
+
+/// The pool's disks (the cloud's first disk type and [`DEFAULT_ROOT_GB`] where `disk {}`
+/// leaves them out; data disks default to the root's type) and fabric; `None` without
+/// either block. `cloud`: the cloud of the preferred instance type (a sim pool's disks
+/// are those of the cloud whose type it runs).
+pub fn hardware(pool: &GpuPool, cloud: ProviderKind) -> Option<Hardware> {
+    let fabric = pool.network.as_ref().and_then(|n| n.fabric.as_ref()).map(|f| f.value);
+    let disks = pool.disk.as_ref().map(|d| {
+        let default = catalog::hardware::disk_types(cloud).next().map_or("", |t| t.name);
+        let root_kind = d.kind.as_ref().map_or(default, |k| k.value.as_str()).to_string();
+        let data = d
+            .data
+            .iter()
+            .map(|x| Disk {
+                size_gb: x.size_gb.value,
+                kind: x.kind.as_ref().map_or_else(|| root_kind.clone(), |k| k.value.clone()),
+            })
+            .collect();
+        let root = Disk { size_gb: d.size_gb.as_ref().map_or(DEFAULT_ROOT_GB, |s| s.value), kind: root_kind };
+        Disks { root, data }
+    });
+    (disks.is_some() || fabric.is_some()).then_some(Hardware { disks, fabric, placement_group: None })
 }
 
 #[cfg(test)]
@@ -151,6 +191,8 @@ mod tests {
             instance_types: vec!["g5.xlarge".into()],
             image: None,
             max_spot_price: None,
+            hardware: None,
+            cluster_placement: false,
         }
     }
 

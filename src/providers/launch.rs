@@ -229,6 +229,7 @@ mod tests {
             tags: Tags::new(),
             user_data: None,
             join: None,
+            hardware: None,
         }
     }
 

@@ -217,6 +217,15 @@ fn totals(c: &CostReport, shown: &[&PoolCost]) -> Vec<String> {
             alts.join(", ")
         ));
     }
+    for p in shown.iter().filter_map(|p| p.disks.as_ref().map(|d| (p, d))) {
+        let (pool, d) = p;
+        lines.push(format!(
+            "{} disks per node: {} at {} USD/h (in its node prices)",
+            pool.address,
+            d.disks,
+            usd(d.usd_per_node_hour)
+        ));
+    }
     if let Some(sources) = price_sources(c) {
         lines.push(format!("prices: {sources}"));
     }
@@ -355,6 +364,15 @@ pub fn cost_markdown(c: &CostReport) -> String {
     }
     if let Some(sources) = price_sources(c) {
         s += &format!(" Prices: {sources}.");
+    }
+    for p in shown.iter().filter_map(|p| p.disks.as_ref().map(|d| (p, d))) {
+        let (pool, d) = p;
+        s += &format!(
+            " `{}` disks per node: {} at {} USD/h (in its node prices).",
+            pool.address,
+            d.disks,
+            usd(d.usd_per_node_hour)
+        );
     }
     s += "\n\n";
     s

@@ -382,3 +382,19 @@ pub(crate) fn summary_counts(plan: &Plan) -> String {
 pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
+
+/// A create batch's disks, fabric and placement group, as its plan line ends:
+/// `, disks root 500 GB gp3, data 2000 GB gp3, fabric efa, placement group gpuplan-…`.
+pub(crate) fn hardware(h: &crate::model::hardware::Hardware) -> String {
+    let mut out = String::new();
+    if let Some(d) = &h.disks {
+        out += &format!(", disks {d}");
+    }
+    if let Some(f) = h.fabric {
+        out += &format!(", fabric {f}");
+    }
+    if let Some(g) = &h.placement_group {
+        out += &format!(", placement group {g}");
+    }
+    out
+}

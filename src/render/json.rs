@@ -312,6 +312,7 @@ impl<'a> PoolDoc<'a> {
                     instance_types: &b.instance_types,
                     zone: &b.zone,
                     zones: &b.zones,
+                    hardware: b.hardware.as_deref(),
                 })
                 .collect(),
             deferred: p
@@ -357,6 +358,11 @@ struct CreateDoc<'a> {
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     #[schemars(default)]
     zones: &'a [String],
+    /// Disks, fabric and placement group (`disk {}`, `network {}`); absent: the cloud's
+    /// defaults.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(default)]
+    hardware: Option<&'a crate::model::hardware::Hardware>,
 }
 
 #[derive(Serialize, JsonSchema)]

@@ -62,6 +62,7 @@ fn create(pool: &str, zone: &str, capacity: Capacity, count: u32, instance_type:
         tags: crate::providers::Tags::new(),
         user_data: None,
         join: None,
+        hardware: None,
     }
 }
 

@@ -24,6 +24,7 @@ pub mod health_block;
 pub mod model;
 mod order;
 pub mod pool_blocks;
+pub mod pool_hardware;
 pub mod raw;
 pub mod secrets;
 pub mod spanned;
@@ -31,6 +32,7 @@ mod taint;
 #[cfg(test)]
 mod tests;
 pub mod validate;
+mod validate_hardware;
 pub mod value;
 pub mod varfile;
 pub mod variables;

@@ -250,8 +250,65 @@ pub struct GpuPool {
     /// GPU health checks and repair (docs/design/gpu-health.md); absent: the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<Box<Health>>,
+    /// `disk {}`: the nodes' root and data disks (docs/design/big-runs.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<Box<DiskBlock>>,
+    /// `network {}`: a fast fabric and a cluster placement group (docs/design/big-runs.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Box<NetworkBlock>>,
     #[serde(flatten)]
     pub meta: Meta,
+}
+
+/// `disk {}`: the root disk (default 200 GB of the cloud's first disk type) and data disks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiskBlock {
+    /// Root disk size in GB (default 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minimum" = 20, "maximum" = 16384))]
+    pub size_gb: Option<Spanned<u32>>,
+    /// The cloud's disk type: aws `gp3` (default), `gp2`, `io2`; tencentcloud `CLOUD_BSSD`
+    /// (default), `CLOUD_PREMIUM`, `CLOUD_SSD`, `CLOUD_HSSD`; alicloud `cloud_essd`
+    /// (default), `cloud_auto`, `cloud_efficiency`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Spanned<String>>,
+    /// Data disks, each `{ size_gb, type }` (type defaults to the root disk's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data: Vec<DataDisk>,
+    #[serde(skip)]
+    pub span: crate::diag::Span,
+}
+
+/// One data disk of `disk { data = [...] }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DataDisk {
+    #[schemars(extend("minimum" = 1, "maximum" = 65536))]
+    pub size_gb: Spanned<u32>,
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Spanned<String>>,
+}
+
+/// `network {}`: the pool's fabric and placement group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkBlock {
+    /// `efa` (aws), `rdma` (tencentcloud HPC cluster) or `erdma` (alicloud); default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<Spanned<crate::model::hardware::Fabric>>,
+    /// `cluster`: one placement group per pool and zone, made and removed by gpuplan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_group: Option<Spanned<PlacementGroup>>,
+    #[serde(skip)]
+    pub span: crate::diag::Span,
+}
+
+/// `network { placement_group }`: nodes packed close together for low latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlacementGroup {
+    Cluster,
 }
 
 fn is_blank(s: &Spanned<String>) -> bool {

@@ -23,6 +23,8 @@ pub const POOL_ATTRS: &[&str] = &[
     "kubernetes",
     "placement",
     "health",
+    "disk",
+    "network",
 ];
 
 /// Decode a pool. When it fails but its identity (provider, GPU, GPUs per node) decoded,
@@ -65,6 +67,14 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         let r = crate::spec::health_block::health(hf, cx);
         f.check(r)
     });
+    let disk = f.nested(cx, "disk").and_then(|df| {
+        let r = crate::spec::pool_hardware::disk(df, cx);
+        f.check(r)
+    });
+    let network = f.nested(cx, "network").and_then(|nf| {
+        let r = crate::spec::pool_hardware::network(nf, cx);
+        f.check(r)
+    });
     if f.failed
         && let (Some(p), Some(g), Some(n)) = (&provider, &gpu, &gpus_per_node)
     {
@@ -89,6 +99,8 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
                 .or_else(|| floating.then(|| Placement { span: meta.span, ..Placement::default() }))
                 .map(Box::new),
             health: None,
+            disk: None,
+            network: None,
             meta: meta.clone(),
         });
     }
@@ -108,6 +120,8 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         kubernetes: kubernetes.map(Box::new),
         placement: placement.map(Box::new),
         health: health.map(Box::new),
+        disk: disk.map(Box::new),
+        network: network.map(Box::new),
         meta,
     })
 }

@@ -187,6 +187,7 @@ fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool
     }
     if gpu_ok {
         check_zones_offer_shape(cat, kind, addr, pool, region, cny, diags);
+        crate::spec::validate_hardware::check(cat, kind, addr, pool, &region.value, cny, diags);
     }
 }
 

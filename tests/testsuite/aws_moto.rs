@@ -506,6 +506,61 @@ async fn eks_pool_nodes_boot_with_nodeadm_join_config() {
     }
 }
 
+/// `disk {}` on AWS: the pool's launch template maps the root disk on the image's own root
+/// device (moto's Ubuntu AMI: `/dev/sda1`) and data disks from `/dev/sdf`, gp3 by
+/// default, deleted with the instance (docs/design/big-runs.md).
+#[tokio::test(flavor = "multi_thread")]
+async fn disks_go_into_the_launch_template_on_the_image_s_root_device() {
+    let region = "us-east-1";
+    let c = client(region).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = pool_spec(&endpoint(), region, &["us-east-1a"], 1, 1, 0, "")
+        .replace("ami-0123456789abcdef0", "ami-1e749f67")
+        .replace("  labels = { team = \"ml\" }\n}", "  labels = { team = \"ml\" }\n  disk {\n    size_gb = 500\n    data    = [{ size_gb = 2000, type = \"io2\" }]\n  }\n}");
+    assert!(spec.contains("size_gb = 500"), "{spec}");
+    write_spec(dir, &spec);
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "apply:\n{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("disks root 500 GB gp3, data 2000 GB io2"), "{}", r.stdout);
+    let lineage = lineage(dir);
+    assert_eq!(tagged(&c, &lineage).await.len(), 1);
+    let name = format!(
+        "gpuplan-{}-gpu_pool.train",
+        lineage.chars().filter(|c| c.is_ascii_alphanumeric()).take(8).collect::<String>()
+    );
+    let out = c
+        .describe_launch_template_versions()
+        .launch_template_name(&name)
+        .versions("$Latest")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+    let data = out.launch_template_versions()[0].launch_template_data().expect("template data");
+    let maps: Vec<(String, i32, String, bool)> = data
+        .block_device_mappings()
+        .iter()
+        .map(|m| {
+            let ebs = m.ebs().expect("an EBS mapping");
+            (
+                m.device_name().unwrap_or_default().to_string(),
+                ebs.volume_size().unwrap_or_default(),
+                ebs.volume_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+                ebs.delete_on_termination().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        maps,
+        vec![
+            ("/dev/sda1".to_string(), 500, "gp3".to_string(), true),
+            ("/dev/sdf".to_string(), 2000, "io2".to_string(), true)
+        ]
+    );
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "destroy:\n{}\n{}", r.stdout, r.stderr);
+}
+
 /// `gpuplan offers` asks the spec's aws provider: moto's stale spot price is refused with
 /// a warning naming its date, and the rows say they are the catalog's, dated.
 #[test]

@@ -14,6 +14,7 @@ mod aws;
 mod aws_credentials;
 mod aws_fake;
 mod aws_moto;
+mod big_runs;
 mod build_features;
 mod chinacloud;
 mod ci_recipes;

@@ -48,6 +48,7 @@ fn create(pool: &str, capacity: Capacity, count: u32, token: &str) -> CreateNode
         tags: [(TAG_MANAGED, "true".to_string()), (TAG_ADDRESS, format!("gpu_pool.{pool}"))].into_iter().collect(),
         user_data: None,
         join: None,
+        hardware: None,
     }
 }
 

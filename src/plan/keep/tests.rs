@@ -15,6 +15,8 @@ fn sim(zones: &[&str]) -> PoolShape {
         instance_types: vec!["g6.xlarge".into()],
         image: None,
         max_spot_price: None,
+        hardware: None,
+        cluster_placement: false,
     }
 }
 

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::{PoolCtx, delete, sorted};
 use crate::hex::hex;
+use crate::model::hardware::{Hardware, placement_group_name};
 use crate::plan::keep;
 use crate::plan::model::{NodeDelete, ScaleAction};
 use crate::plan::shape::{self, PoolShape};
@@ -322,6 +323,7 @@ pub(crate) fn create_batch(
     let ownership =
         [(TAG_MANAGED, "true"), (TAG_LINEAGE, lineage), (TAG_ADDRESS, &address), (TAG_PROVIDER, &shape.provider)];
     let tags: Tags = pool.labels.iter().map(|(k, v)| (k.as_str(), v.value.as_str())).chain(ownership).collect();
+    let hardware = batch_hardware(shape, lineage, &cx.addr.name, &zone);
     CreateNodes {
         pool: cx.addr.clone(),
         region: shape.region.clone(),
@@ -336,7 +338,18 @@ pub(crate) fn create_batch(
         tags,
         user_data: None,
         join: join(pool, &cx.addr.name, cap, shape.provider_kind),
+        hardware,
     }
+}
+
+/// The pool's disks and fabric, and in a cluster placement group the group of the batch's
+/// zone, named by [`placement_group_name`]; `None` without `disk {}` or `network {}`.
+fn batch_hardware(shape: &PoolShape, lineage: &str, pool: &str, zone: &str) -> Option<Box<Hardware>> {
+    let mut h = shape.hardware.clone().unwrap_or_default();
+    if shape.cluster_placement {
+        h.placement_group = Some(placement_group_name(lineage, pool, zone));
+    }
+    (h != Hardware::default()).then(|| Box::new(h))
 }
 
 /// How a batch joins the pool's TKE or ACK cluster (`kubernetes { cluster_id }`): the

@@ -112,6 +112,16 @@ impl AlibabaProvider {
         if let Some(u) = &req.user_data {
             ps.push(p("UserData", base64::engine::general_purpose::STANDARD.encode(u)));
         }
+        // `disk {}`: the system disk and data disks (the `Tag.N` above tag them too).
+        if let Some(d) = req.hardware.as_ref().and_then(|h| h.disks.as_ref()) {
+            ps.push(p("SystemDisk.Category", &d.root.kind));
+            ps.push(p("SystemDisk.Size", d.root.size_gb.to_string()));
+            for (i, x) in d.data.iter().enumerate() {
+                ps.push(p(format!("DataDisk.{}.Category", i + 1), &x.kind));
+                ps.push(p(format!("DataDisk.{}.Size", i + 1), x.size_gb.to_string()));
+                ps.push(p(format!("DataDisk.{}.DeleteWithInstance", i + 1), "true"));
+            }
+        }
         ps
     }
 

@@ -14,8 +14,9 @@
 //! stopped node of a finished job. Job nodes are not pool nodes: `list_nodes` skips them.
 
 use aws_sdk_ec2::types::{
-    HttpTokensState, IamInstanceProfileSpecification, InstanceMarketOptionsRequest, InstanceStateName, InstanceType,
-    MarketType, Placement, ResourceType, ShutdownBehavior, SpotMarketOptions, Tag,
+    BlockDeviceMapping, EbsBlockDevice, HttpTokensState, IamInstanceProfileSpecification, InstanceMarketOptionsRequest,
+    InstanceStateName, InstanceType, MarketType, Placement, ResourceType, ShutdownBehavior, SpotMarketOptions, Tag,
+    VolumeType,
 };
 use base64::Engine;
 use sha2::{Digest, Sha256};
@@ -62,6 +63,8 @@ impl AwsProvider {
         let mut job_req = shape.clone();
         job_req.tags.insert(TAG_JOB, req.job.to_string());
         job_req.tags.insert(TAG_ATTEMPT, req.attempt.to_string());
+        // `disk {}`: the pool's disks on the job's node too, tagged like it.
+        let disks = self.job_disks(region, &image, shape).await?;
         let mut last = None;
         for (i, t) in types.iter().enumerate() {
             let mut call = client
@@ -79,6 +82,7 @@ impl AwsProvider {
                 )
                 .set_key_name(self.settings.key_name.clone())
                 .set_tag_specifications(Some(tag_specs(&job_req, &[ResourceType::Instance, ResourceType::Volume])))
+                .set_block_device_mappings(disks.clone())
                 .client_token(client_token(&req.token, i));
             call = match self.subnet_for(region, &shape.zone).await? {
                 Some(s) => call.subnet_id(s),
@@ -308,5 +312,34 @@ mod tests {
         assert_eq!(client_token("gp-abc", 2), "gp-abc-t2");
         let long = client_token(&"x".repeat(80), 0);
         assert!(long.len() <= 64 && long.starts_with("gp-"), "{long}");
+    }
+}
+
+impl AwsProvider {
+    /// The block device mappings of a job node's `disk {}`; `None` without one.
+    async fn job_disks(
+        &self,
+        region: &str,
+        image: &str,
+        shape: &crate::providers::CreateNodes,
+    ) -> Result<Option<Vec<BlockDeviceMapping>>, ProviderError> {
+        let Some(d) = shape.hardware.as_ref().and_then(|h| h.disks.as_ref()) else { return Ok(None) };
+        let root = self.root_device(region, image).await?;
+        let mappings = super::template::block_devices(d, &root)
+            .into_iter()
+            .map(|(name, size, kind)| {
+                BlockDeviceMapping::builder()
+                    .device_name(name)
+                    .ebs(
+                        EbsBlockDevice::builder()
+                            .volume_size(size)
+                            .volume_type(VolumeType::from(kind.as_str()))
+                            .delete_on_termination(true)
+                            .build(),
+                    )
+                    .build()
+            })
+            .collect();
+        Ok(Some(mappings))
     }
 }

@@ -11,8 +11,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_ec2::types::{
-    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
-    LaunchTemplateInstanceMetadataOptionsRequest, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification,
+    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
+    LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMetadataOptionsRequest,
+    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
@@ -21,6 +22,7 @@ use super::errors::from_sdk;
 use super::nodes::filter;
 use super::{AwsProvider, Bucket, read};
 use crate::hex::hex;
+use crate::model::hardware::Disks;
 use crate::providers::{CreateNodes, ErrorClass, ProviderError, TAG_LINEAGE, TAG_MANAGED};
 
 /// A launch template version to launch with.
@@ -69,6 +71,8 @@ struct Data {
     iam_instance_profile: Option<String>,
     /// Base64 user data: nodeadm's join config for pools in an EKS cluster.
     user_data: Option<String>,
+    /// `disk {}`, with the image's root device name the root disk's mapping must use.
+    disks: Option<(Disks, String)>,
 }
 
 impl Data {
@@ -83,6 +87,9 @@ impl Data {
         // Appended only when set, so the digests of templates without it do not change.
         if let Some(u) = &self.user_data {
             text += &format!("|{u}");
+        }
+        if let Some((d, root)) = &self.disks {
+            text += &format!("|disks {root} {d}");
         }
         hex(&Sha256::digest(text.as_bytes()))[..24].to_string()
     }
@@ -102,6 +109,24 @@ impl Data {
         if let Some(u) = &self.user_data {
             b = b.user_data(u);
         }
+        if let Some((d, root)) = &self.disks {
+            let mappings = block_devices(d, root)
+                .into_iter()
+                .map(|(name, size, kind)| {
+                    LaunchTemplateBlockDeviceMappingRequest::builder()
+                        .device_name(name)
+                        .ebs(
+                            LaunchTemplateEbsBlockDeviceRequest::builder()
+                                .volume_size(size)
+                                .volume_type(VolumeType::from(kind.as_str()))
+                                .delete_on_termination(true)
+                                .build(),
+                        )
+                        .build()
+                })
+                .collect();
+            b = b.set_block_device_mappings(Some(mappings));
+        }
         if let Some(p) = &self.iam_instance_profile {
             let spec = LaunchTemplateIamInstanceProfileSpecificationRequest::builder();
             let spec = if p.starts_with("arn:") { spec.arn(p) } else { spec.name(p) };
@@ -109,6 +134,19 @@ impl Data {
         }
         b.build()
     }
+}
+
+/// The block device mappings of `disks` as (device name, GB, volume type): the root disk
+/// on the image's root device `root`, data disks on `/dev/sdf` onwards (the names EC2
+/// recommends for EBS data volumes).
+pub fn block_devices(disks: &Disks, root: &str) -> Vec<(String, i32, String)> {
+    let size = |gb: u32| i32::try_from(gb).unwrap_or(i32::MAX);
+    let mut out = vec![(root.to_string(), size(disks.root.size_gb), disks.root.kind.clone())];
+    for (i, d) in disks.data.iter().enumerate() {
+        let letter = char::from(b'f' + u8::try_from(i % 20).unwrap_or(0));
+        out.push((format!("/dev/sd{letter}"), size(d.size_gb), d.kind.clone()));
+    }
+    out
 }
 
 /// The image of a launch: the request's, else the provider block's.
@@ -169,8 +207,14 @@ impl AwsProvider {
             }
             None => (None, req.pool.to_string()),
         };
+        let image = image_of(self, req)?;
+        let disks = match req.hardware.as_ref().and_then(|h| h.disks.clone()) {
+            Some(d) => Some((d, self.root_device(&req.region, &image).await?)),
+            None => None,
+        };
         let data = Data {
-            image: image_of(self, req)?,
+            disks,
+            image,
             key_name: self.settings.key_name.clone(),
             security_groups: self.settings.security_groups.clone(),
             iam_instance_profile: self.settings.iam_instance_profile.clone(),
@@ -298,6 +342,27 @@ impl AwsProvider {
 }
 
 impl AwsProvider {
+    /// The root device name of `image` (`/dev/xvda`, `/dev/sda1`), which a mapping that
+    /// sizes the root disk must name (another name adds a volume instead). One
+    /// `DescribeImages`, asked only by pools with `disk {}`.
+    pub(super) async fn root_device(&self, region: &str, image: &str) -> Result<String, ProviderError> {
+        let client = self.client(region).await?;
+        let out = read(|| async {
+            self.pace(region, "DescribeImages", Bucket::NonMutating, None).await;
+            client.describe_images().image_ids(image).send().await.map_err(|e| from_sdk("DescribeImages", e))
+        })
+        .await?;
+        out.images().iter().find_map(|i| i.root_device_name().map(str::to_string)).ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Invalid,
+                "InvalidAMIID.NotFound",
+                format!(
+                    "image {image} is not visible in {region}: gpuplan needs its root device name to size the root disk of `disk {{}}` (hint: check the pool's `image`)"
+                ),
+            )
+        })
+    }
+
     /// The launch templates called `name` in `region` (one DescribeLaunchTemplates call).
     async fn templates_named(
         &self,

@@ -138,6 +138,7 @@ impl SimCloud {
                 tags: Tags::new(),
                 launched_ms,
                 ended_ms: None,
+                hardware: None,
             })
             .collect();
         let ids = nodes.iter().map(|n| n.id.clone()).collect();

@@ -244,6 +244,7 @@ impl SimCloud {
             tags: Tags::new(),
             launched_ms: inner.world.now_ms(),
             ended_ms: None,
+            hardware: None,
         };
         inner.commit(vec![Change::Counter { next }, Change::Nodes { nodes: vec![node] }])?;
         Ok(id)

@@ -50,6 +50,7 @@ impl SimCloud {
             ));
         }
         let mut types = placeable(&req.region, &req.zone, &req.instance_types)?;
+        check_hardware(req, &mut types)?;
         if let (Capacity::Spot, Some(max)) = (req.capacity, req.max_spot_price) {
             let cheapest =
                 types.iter().map(|t| t.spot_price_usd(crate::catalog::DEFAULT_CNY_PER_USD)).fold(f64::MAX, f64::min);
@@ -98,6 +99,7 @@ impl SimCloud {
                     tags: req.tags.clone(),
                     launched_ms,
                     ended_ms: None,
+                    hardware: req.hardware.clone(),
                 });
             }
             remaining -= free.min(remaining);
@@ -245,4 +247,25 @@ fn trace_out_of_capacity(req: &CreateNodes, placed: usize, since_ms: u64) -> Pro
 pub fn dedup(ids: &[String]) -> Vec<String> {
     let mut seen = HashSet::new();
     ids.iter().filter(|id| seen.insert(id.as_str())).cloned().collect()
+}
+
+/// The sim cloud checks disks and fabrics as the clouds do: a disk type no cloud sells,
+/// or a fabric none of the batch's instance types has, launches nothing; with a fabric,
+/// only the types that have it are tried.
+fn check_hardware(req: &CreateNodes, types: &mut Vec<&crate::catalog::InstanceType>) -> Result<(), ProviderError> {
+    let Some(h) = &req.hardware else { return Ok(()) };
+    let sold = |kind: &str| crate::catalog::hardware::DISK_TYPES.iter().any(|t| t.name == kind);
+    if let Some(d) = h.disks.as_ref().and_then(|d| d.all().find(|d| !sold(&d.kind))) {
+        return Err(invalid("SimInvalidDiskType", format!("no cloud sells disk type `{}`", d.kind)));
+    }
+    if let Some(f) = h.fabric {
+        types.retain(|t| crate::catalog::hardware::fabric_of(&t.name).is_some_and(|(have, _)| have == f));
+        if types.is_empty() {
+            return Err(invalid(
+                "SimFabricUnsupported",
+                format!("none of {} has fabric `{f}`", req.instance_types.join(", ")),
+            ));
+        }
+    }
+    Ok(())
 }

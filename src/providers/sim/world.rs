@@ -39,6 +39,9 @@ pub struct SimNode {
     /// [`GONE_AFTER`] later, then forgotten at the next compaction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_ms: Option<u64>,
+    /// Its disks, fabric and placement group (`disk {}`, `network {}`), as launched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<Box<crate::model::hardware::Hardware>>,
 }
 
 /// How long a reclaimed node stays listed after it ended, as EC2 lists a terminated

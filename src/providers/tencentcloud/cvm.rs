@@ -108,6 +108,19 @@ impl TencentProvider {
         if let Some(u) = &req.user_data {
             body["UserData"] = json!(base64::engine::general_purpose::STANDARD.encode(u));
         }
+        // `disk {}`: the system disk and data disks, tagged with the instance (the
+        // TagSpecification above binds its tags to the instance's disks too).
+        if let Some(d) = req.hardware.as_ref().and_then(|h| h.disks.as_ref()) {
+            body["SystemDisk"] = json!({"DiskType": d.root.kind, "DiskSize": d.root.size_gb});
+            if !d.data.is_empty() {
+                let data: Vec<Value> = d
+                    .data
+                    .iter()
+                    .map(|x| json!({"DiskType": x.kind, "DiskSize": x.size_gb, "DeleteWithInstance": true}))
+                    .collect();
+                body["DataDisks"] = json!(data);
+            }
+        }
         body
     }
 

@@ -145,6 +145,7 @@ fn create(count: u32, capacity: Capacity, max_spot_price: Option<f64>) -> Create
         tags,
         user_data: None,
         join: None,
+        hardware: None,
     }
 }
 
@@ -555,4 +556,21 @@ fn alibaba_warm_nodes_take_jobs_through_cloud_assistant_and_stay_in_their_pool()
     assert_eq!(ids.len(), 2, "{ids:?}");
     assert!(ids.contains(&node));
     f.run(&["plan", "--detailed-exitcode"]).expect(0);
+}
+
+/// `disk {}` reaches RunInstances as `SystemDisk.*` and `DataDisk.N.*`
+/// (docs/design/big-runs.md), the data disk's category defaulting to the root's.
+#[test]
+fn disks_are_launched_as_system_and_data_disks() {
+    let fake = Fake::start();
+    let f = fleet(&fake, &[ZH], 1, "    spot_percent = 0");
+    let main = f.path().join("main.hcl");
+    let spec = std::fs::read_to_string(&main).unwrap().replace(
+        "  mix {",
+        "  disk {\n    size_gb = 250\n    type    = \"cloud_auto\"\n    data    = [{ size_gb = 800 }]\n  }\n  mix {",
+    );
+    std::fs::write(&main, spec).unwrap();
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let disks: Vec<Vec<(String, u64)>> = fake.lock().disks.values().cloned().collect();
+    assert_eq!(disks, vec![vec![("cloud_auto".to_string(), 250), ("cloud_auto".to_string(), 800)]]);
 }

@@ -41,6 +41,9 @@ pub struct Instance {
 
 #[derive(Default)]
 pub struct State {
+    /// Each instance's disks as RunInstances asked: (Category, Size GB), the system disk
+    /// first; absent: the image's default.
+    pub disks: BTreeMap<String, Vec<(String, u64)>>,
     pub instances: BTreeMap<String, Instance>,
     pub tokens: HashMap<String, Vec<String>>,
     pub nonces: HashSet<String>,
@@ -549,11 +552,35 @@ fn run(s: &mut State, region: &str, params: &BTreeMap<String, String>) -> Respon
     if let Some(st) = s.stock.get_mut(&key) {
         *st -= n;
     }
+    // ECS: a system disk of 20-2048 GB and data disks of 20-32768 GB, of a category it sells.
+    let mut disks = Vec::new();
+    let categories = ["cloud_essd", "cloud_auto", "cloud_efficiency"];
+    let mut prefixes = vec![("SystemDisk".to_string(), 20, 2048)];
+    prefixes.extend((1..=16).map(|i| (format!("DataDisk.{i}"), 20, 32768)));
+    for (prefix, min, max) in prefixes {
+        let (kind, size) = (params.get(&format!("{prefix}.Category")), params.get(&format!("{prefix}.Size")));
+        if kind.is_none() && size.is_none() {
+            continue;
+        }
+        let size: u64 = size.and_then(|v| v.parse().ok()).unwrap_or(0);
+        let kind = kind.cloned().unwrap_or_default();
+        if !categories.contains(&kind.as_str()) || !(min..=max).contains(&size) {
+            return err(
+                400,
+                "InvalidDiskCategory.ValueNotSupported",
+                "The specified disk category or size is not valid.",
+            );
+        }
+        disks.push((kind, size));
+    }
     let tags: BTreeMap<String, String> = indexed(params, "Tag").into_iter().collect();
     let mut ids = Vec::new();
     for _ in 0..n {
         s.counter += 1;
         let id = format!("i-fake{:012x}", s.counter);
+        if !disks.is_empty() {
+            s.disks.insert(id.clone(), disks.clone());
+        }
         s.instances.insert(
             id.clone(),
             Instance {

@@ -167,6 +167,7 @@ fn create(count: u32, capacity: Capacity) -> CreateNodes {
         tags: tags("L1"),
         user_data: None,
         join: None,
+        hardware: None,
     }
 }
 
@@ -384,4 +385,29 @@ fn a_stopped_node_is_reported_and_terminated_not_forgotten() {
     assert!(now.iter().all(|(id, _)| !ids.contains(id)), "the stopped nodes were terminated: {now:?}");
     assert_eq!(now.len(), 2, "and replaced: {now:?}");
     f.run(&["plan", "--detailed-exitcode"]).expect(0);
+}
+
+/// `disk {}` reaches RunInstances as `SystemDisk` and `DataDisks` (docs/design/big-runs.md),
+/// the data disk's type defaulting to the root's, and the plan prices them per GB-month.
+#[test]
+fn disks_are_launched_as_system_and_data_disks() {
+    let fake = Fake::start();
+    let f = fleet(&fake, &[Z3], 1, "    spot_percent = 0");
+    let main = f.path().join("main.hcl");
+    let spec = std::fs::read_to_string(&main).unwrap().replace(
+        "  mix {",
+        "  disk {\n    size_gb = 300\n    data    = [{ size_gb = 1000 }, { size_gb = 500, type = \"CLOUD_PREMIUM\" }]\n  }\n  mix {",
+    );
+    std::fs::write(&main, spec).unwrap();
+    let plan = f.run(&["plan"]).expect(0);
+    assert!(
+        plan.stdout.contains("disks root 300 GB CLOUD_BSSD, data 1000 GB CLOUD_BSSD, data 500 GB CLOUD_PREMIUM"),
+        "{}",
+        plan.stdout
+    );
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let disks: Vec<Vec<(String, u64)>> = fake.lock().disks.values().cloned().collect();
+    let want =
+        vec![("CLOUD_BSSD".to_string(), 300), ("CLOUD_BSSD".to_string(), 1000), ("CLOUD_PREMIUM".to_string(), 500)];
+    assert_eq!(disks, vec![want]);
 }

@@ -40,6 +40,9 @@ pub struct Instance {
 
 #[derive(Default)]
 pub struct State {
+    /// Each instance's disks as RunInstances asked: (DiskType, DiskSize GB), the system
+    /// disk first; absent: the image's default.
+    pub disks: BTreeMap<String, Vec<(String, u64)>>,
     pub instances: BTreeMap<String, Instance>,
     pub tokens: HashMap<String, Vec<String>>,
     pub counter: u64,
@@ -600,6 +603,18 @@ fn run(s: &mut State, region: &str, body: &Value) -> Response {
             err("ResourceInsufficient.SpecifiedInstanceType", "The specified instance type is sold out in this zone.")
         };
     }
+    // CBS: a system disk of 20-1024 GB, data disks of 10-32000 GB, of a type CVM sells.
+    let mut disks = Vec::new();
+    let types = ["CLOUD_BSSD", "CLOUD_PREMIUM", "CLOUD_SSD", "CLOUD_HSSD"];
+    let system = std::iter::once(&body["SystemDisk"]).filter(|d| !d.is_null()).map(|d| (d, 20, 1024));
+    let data = body["DataDisks"].as_array().into_iter().flatten().map(|d| (d, 10, 32000));
+    for (d, min, max) in system.chain(data) {
+        let (kind, size) = (d["DiskType"].as_str().unwrap_or(""), d["DiskSize"].as_u64().unwrap_or(0));
+        if !types.contains(&kind) || !(min..=max).contains(&size) {
+            return err("InvalidParameterValue", &format!("disk {d} is not a valid DiskType and DiskSize"));
+        }
+        disks.push((kind.to_string(), size));
+    }
     let mut tags = BTreeMap::new();
     for spec in body["TagSpecification"].as_array().into_iter().flatten() {
         if spec["ResourceType"] == "instance" {
@@ -612,6 +627,9 @@ fn run(s: &mut State, region: &str, body: &Value) -> Response {
     for _ in 0..count {
         s.counter += 1;
         let id = format!("ins-{:08x}", s.counter);
+        if !disks.is_empty() {
+            s.disks.insert(id.clone(), disks.clone());
+        }
         s.instances.insert(
             id.clone(),
             Instance {

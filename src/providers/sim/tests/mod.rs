@@ -56,5 +56,6 @@ pub fn req(name: &str, capacity: Capacity, count: u32, token: &str) -> CreateNod
         token: token.into(),
         user_data: None,
         join: None,
+        hardware: None,
     }
 }

@@ -296,6 +296,7 @@ fn every_change_reads_back_from_a_log_line_with_op_first_or_last() {
         tags: tags(&pool("train")),
         launched_ms: 7,
         ended_ms: None,
+        hardware: None,
     };
     let job = SimJob {
         id: "r-1".into(),

@@ -1,0 +1,94 @@
+//! What a pool's nodes are launched with beyond their instance type
+//! (docs/design/big-runs.md): disks from `disk {}`, the fabric and placement group from
+//! `network {}`. Plain data the plan puts in each create batch and the providers, the cost
+//! and the renderers read.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The root disk's size when a `disk {}` block leaves it out: room for a CUDA training
+/// image (10–20 GB) and its checkpoints.
+pub const DEFAULT_ROOT_GB: u32 = 200;
+
+/// One disk: its size and the cloud's type name (`gp3`, `CLOUD_BSSD`, `cloud_essd`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Disk {
+    pub size_gb: u32,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// A node's root disk and its data disks, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Disks {
+    pub root: Disk,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data: Vec<Disk>,
+}
+
+impl Disks {
+    /// Every disk of one node, root first.
+    pub fn all(&self) -> impl Iterator<Item = &Disk> {
+        std::iter::once(&self.root).chain(&self.data)
+    }
+}
+
+impl fmt::Display for Disks {
+    /// `root 500 GB gp3, data 2000 GB gp3`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "root {} GB {}", self.root.size_gb, self.root.kind)?;
+        for d in &self.data {
+            write!(f, ", data {} GB {}", d.size_gb, d.kind)?;
+        }
+        Ok(())
+    }
+}
+
+/// A fast interconnect between a pool's nodes: AWS Elastic Fabric Adapter, a Tencent HPC
+/// cluster's RDMA, Alibaba's elastic RDMA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Fabric {
+    Efa,
+    Rdma,
+    Erdma,
+}
+
+impl Fabric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fabric::Efa => "efa",
+            Fabric::Rdma => "rdma",
+            Fabric::Erdma => "erdma",
+        }
+    }
+}
+
+impl fmt::Display for Fabric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The launch settings of one batch beyond its instance type. `None` everywhere: the
+/// cloud's defaults (the image's own root disk, no fabric, no placement group).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Hardware {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disks: Option<Disks>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<Fabric>,
+    /// The cluster placement group (AWS), HPC cluster (Tencent) or deployment set
+    /// (Alibaba) the batch launches into: gpuplan's name for it, one per pool and zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_group: Option<String>,
+}
+
+/// The name gpuplan gives a pool's placement group in `zone`: `gpuplan-<lineage
+/// prefix>-<pool>-<zone>`, so two states never share one and a pool's groups are found
+/// again by name.
+pub fn placement_group_name(lineage: &str, pool: &str, zone: &str) -> String {
+    let lineage: String = lineage.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    format!("gpuplan-{lineage}-{pool}-{zone}")
+}

@@ -1,0 +1,118 @@
+//! Checks of a pool's `disk {}` and `network {}` against its cloud and instance types
+//! (docs/design/big-runs.md): a disk type the cloud sells, a fabric the cloud has and
+//! every instance type the pool may launch has. Called by `validate.rs` for each pool.
+
+use crate::addr::Address;
+use crate::catalog::hardware::{self, cloud_fabric, disk_types, fabric_of};
+use crate::catalog::{Catalog, InstanceType};
+use crate::diag::{Diagnostic, Diagnostics, did_you_mean};
+use crate::model::hardware::Fabric;
+use crate::spec::model::{GpuPool, ProviderKind, Spanned};
+
+/// Disk types and the fabric of `pool`, a pool of `kind` in `region` (`cny`: its rate).
+pub fn check(
+    cat: &Catalog,
+    kind: ProviderKind,
+    addr: &Address,
+    pool: &GpuPool,
+    region: &str,
+    cny: f64,
+    diags: &mut Diagnostics,
+) {
+    if let Some(d) = &pool.disk {
+        for t in d.kind.iter().chain(d.data.iter().filter_map(|x| x.kind.as_ref())) {
+            check_disk_type(kind, t, diags);
+        }
+    }
+    if let Some(n) = &pool.network
+        && kind != ProviderKind::Sim
+    {
+        not_built(addr, kind, n, diags);
+    }
+    let Some(fabric) = pool.network.as_ref().and_then(|n| n.fabric.as_ref()) else { return };
+    if let Some(own) = cloud_fabric(kind)
+        && own != fabric.value
+    {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::fabric",
+                format!("`{addr}` is a `{kind}` pool: fabric `{}` is not one `{kind}` has", fabric.value),
+            )
+            .at(fabric.span, format!("`{kind}` offers `{own}`"))
+            .help(format!("write `fabric = \"{own}\"`, or remove `fabric`")),
+        );
+        return;
+    }
+    let named: Vec<(&Spanned<String>, Option<&InstanceType>)> =
+        pool.instance_types.iter().map(|t| (t, cat.instance_type(kind, &t.value))).collect();
+    if !named.is_empty() {
+        for (t, _) in named.iter().filter(|(_, it)| it.is_some()) {
+            if fabric_of(&t.value).map(|(f, _)| f) != Some(fabric.value) {
+                diags.push(lacks(addr, fabric, &t.value, t.span));
+            }
+        }
+        return;
+    }
+    let types = cat.matching(kind, region, &pool.gpu.value, pool.gpus_per_node.value, cny);
+    if !types.is_empty() && !types.iter().any(|t| fabric_of(&t.name).map(|(f, _)| f) == Some(fabric.value)) {
+        let cheapest = &types[0].name;
+        diags.push(lacks(addr, fabric, cheapest, fabric.span));
+    }
+}
+
+/// A disk type `kind` does not sell (a sim pool takes any cloud's).
+fn check_disk_type(kind: ProviderKind, t: &Spanned<String>, diags: &mut Diagnostics) {
+    let sells = |k: ProviderKind| hardware::disk_type(k, &t.value).is_some();
+    let ok =
+        if kind == ProviderKind::Sim { hardware::DISK_TYPES.iter().any(|d| d.name == t.value) } else { sells(kind) };
+    if ok {
+        return;
+    }
+    let names: Vec<&str> = if kind == ProviderKind::Sim {
+        hardware::DISK_TYPES.iter().map(|d| d.name).collect()
+    } else {
+        disk_types(kind).map(|d| d.name).collect()
+    };
+    let hint = match did_you_mean(&t.value, names.iter().copied()) {
+        Some(s) => format!("did you mean {s:?}? `{kind}` disk types: {}", names.join(", ")),
+        None => format!("`{kind}` disk types: {}", names.join(", ")),
+    };
+    diags.push(
+        Diagnostic::error("gpuplan::spec::disk_type", format!("unknown disk type {:?} for provider `{kind}`", t.value))
+            .at(t.span, "not a disk type of this cloud")
+            .help(hint),
+    );
+}
+
+/// `instance_type` has no `fabric`: say which types of the pool's GPU do.
+fn lacks(addr: &Address, fabric: &Spanned<Fabric>, instance_type: &str, span: crate::diag::Span) -> Diagnostic {
+    let with: Vec<&str> =
+        hardware::FABRIC_TYPES.iter().filter(|(_, f, _)| *f == fabric.value).map(|(t, _, _)| *t).collect();
+    Diagnostic::error(
+        "gpuplan::spec::fabric",
+        format!("`{addr}` asks for fabric `{}`, which instance type {instance_type} does not have", fabric.value),
+    )
+    .at(span, format!("{instance_type} has no {}", fabric.value))
+    .help(format!(
+        "use an instance type with {} ({}) and a GPU to match, or remove `fabric`",
+        fabric.value,
+        with.join(", ")
+    ))
+}
+
+/// `network {}` on a real cloud: gpuplan does not yet make EFA interfaces, HPC clusters,
+/// eRDMA interfaces or placement groups there, and launching without them while the plan
+/// shows them would mislead; only the sim cloud models them so far.
+fn not_built(addr: &Address, kind: ProviderKind, n: &crate::spec::model::NetworkBlock, diags: &mut Diagnostics) {
+    let spans = n.fabric.as_ref().map(|f| f.span).into_iter().chain(n.placement_group.as_ref().map(|g| g.span));
+    for span in spans {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::network_not_built",
+                format!("`{addr}`: gpuplan does not yet launch `{kind}` nodes with a fabric or into a placement group"),
+            )
+            .at(span, "only the sim cloud models this so far (docs/design/big-runs.md)")
+            .help("remove the `network {}` block from this pool, or try it on a `sim` pool"),
+        );
+    }
+}

@@ -269,6 +269,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         jobs: vec![],
         spend: None,
         orphan_job_nodes: Vec::new(),
+        reservations: Vec::new(),
         adoptions: Vec::new(),
         placements: Vec::new(),
         outputs: Vec::new(),

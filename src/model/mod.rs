@@ -13,6 +13,7 @@ pub mod job;
 pub mod kind;
 pub mod money;
 pub mod node;
+pub mod reservation;
 pub mod tags;
 pub mod time;
 pub mod tls;

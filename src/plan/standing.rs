@@ -41,6 +41,7 @@ fn plan_header(plan: &Plan) -> Plan {
         spend: None,
         autoscale: Vec::new(),
         orphan_job_nodes: Vec::new(),
+        reservations: Vec::new(),
         adoptions: Vec::new(),
         placements: Vec::new(),
         outputs: Vec::new(),

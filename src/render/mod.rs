@@ -21,6 +21,7 @@ mod json;
 pub mod markdown;
 pub mod outputs;
 mod placement;
+mod reservations;
 mod style;
 pub mod text;
 

@@ -22,6 +22,7 @@ pub mod model;
 mod order;
 pub mod pool_blocks;
 pub mod raw;
+pub mod reservation;
 pub mod spanned;
 #[cfg(test)]
 mod tests;

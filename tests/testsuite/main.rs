@@ -50,6 +50,7 @@ mod poolless;
 mod preemption;
 mod removed_nodes;
 mod replace_cli;
+mod reservations;
 mod schema;
 mod send_once_moto;
 mod sigterm_moto;

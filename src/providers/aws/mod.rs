@@ -31,6 +31,7 @@ mod jobs;
 mod nodes;
 mod prices;
 mod provider;
+mod reservations;
 mod roots;
 mod ssm;
 mod template;

@@ -63,6 +63,10 @@ impl Provider for SimProvider {
     fn adoption(&self) -> Option<&dyn AdoptionPort> {
         Some(self)
     }
+
+    fn reservations(&self) -> Option<&dyn crate::providers::reservations::ReservationPort> {
+        Some(self)
+    }
 }
 
 #[async_trait]

@@ -181,6 +181,21 @@ pub enum Change {
     TraceDone {
         ms: u64,
     },
+    /// A reservation bought, or its new state (cancelled).
+    Reservation {
+        reservation: SimReservation,
+    },
+}
+
+/// A reservation the sim holds (`reservations.rs`), with the token it was bought under.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimReservation {
+    #[serde(flatten)]
+    pub reserved: crate::model::reservation::Reserved,
+    pub region: String,
+    pub token: String,
+    /// The address it was bought for (its ownership tag).
+    pub address: String,
 }
 
 /// One row of a price and capacity trace: from `at_ms` on (until a later row for the same
@@ -325,6 +340,9 @@ pub struct World {
     /// Spot reclaims of trace rows up to this sim time are done.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub trace_done_ms: u64,
+    /// Reservations bought, by id (`reservations.rs`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reservations: BTreeMap<String, SimReservation>,
     /// Live nodes per (zone, capacity, instance type): derived, kept so a create does not
     /// scan every node.
     #[serde(skip)]
@@ -347,6 +365,7 @@ impl Default for World {
             clock_offset_ms: 0,
             trace: Vec::new(),
             trace_done_ms: 0,
+            reservations: BTreeMap::new(),
             live: HashMap::new(),
             job_tokens: HashMap::new(),
         }
@@ -430,6 +449,9 @@ impl World {
                 self.trace_done_ms = 0;
             }
             Change::TraceDone { ms } => self.trace_done_ms = self.trace_done_ms.max(ms),
+            Change::Reservation { reservation } => {
+                self.reservations.insert(reservation.reserved.id.clone(), reservation);
+            }
             Change::JobsEnded { ids, end } => {
                 for id in ids {
                     if let Some(job) = self.jobs.get_mut(&id) {

@@ -65,7 +65,14 @@ async fn run_line(
                 token: format!("gp-{}", &hex(&Sha256::digest(seed.as_bytes()))[..40]),
             };
             let port = port()?;
-            Box::new(call(ctx, &req.token, || port.reserve(&line.region, &req)).await.map_err(describe)?)
+            let mut bought = call(ctx, &req.token, || port.reserve(&line.region, &req)).await.map_err(describe)?;
+            // A cloud's answer may carry no price (EC2's reservation has none): the
+            // price the plan showed and the purchase accepted is what it costs.
+            if bought.upfront_usd == 0.0 && bought.usd_per_hour == 0.0 {
+                bought.upfront_usd = if line.kind.cancellable() { 0.0 } else { line.commitment_usd };
+                bought.usd_per_hour = line.usd_per_hour;
+            }
+            Box::new(bought)
         }
         _ => line.reserved.clone().ok_or_else(|| format!("`{address}` has no reservation in state to keep"))?,
     };

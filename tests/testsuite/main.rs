@@ -51,6 +51,7 @@ mod preemption;
 mod removed_nodes;
 mod replace_cli;
 mod reservations;
+mod reservations_moto;
 mod schema;
 mod send_once_moto;
 mod sigterm_moto;

@@ -20,6 +20,7 @@ pub mod credentials;
 mod ecs;
 mod errors;
 mod jobs;
+mod reservations;
 mod warm;
 
 use async_trait::async_trait;
@@ -94,6 +95,11 @@ impl Provider for AlibabaProvider {
     }
 
     fn logs(&self) -> Option<&dyn LogPort> {
+        Some(self)
+    }
+
+    /// Capacity reservations (`reservations.rs`).
+    fn reservations(&self) -> Option<&dyn crate::providers::reservations::ReservationPort> {
         Some(self)
     }
 }

@@ -20,11 +20,12 @@ pub enum Kind {
     JobTemplate,
     Job,
     Autoscaler,
+    Reservation,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] =
-        [Kind::Provider, Kind::GpuPool, Kind::Quota, Kind::JobTemplate, Kind::Job, Kind::Autoscaler];
+    pub const ALL: [Kind; 7] =
+        [Kind::Provider, Kind::GpuPool, Kind::Quota, Kind::JobTemplate, Kind::Job, Kind::Autoscaler, Kind::Reservation];
 
     /// The HCL block name, also the first segment of an address.
     pub fn as_str(self) -> &'static str {
@@ -35,6 +36,7 @@ impl Kind {
             Kind::JobTemplate => "job_template",
             Kind::Job => "job",
             Kind::Autoscaler => "autoscaler",
+            Kind::Reservation => "reservation",
         }
     }
     /// The YAML top-level key.
@@ -46,6 +48,7 @@ impl Kind {
             Kind::JobTemplate => "job_templates",
             Kind::Job => "jobs",
             Kind::Autoscaler => "autoscalers",
+            Kind::Reservation => "reservations",
         }
     }
     pub fn parse(s: &str) -> Option<Kind> {

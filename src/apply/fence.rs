@@ -13,7 +13,9 @@ use async_trait::async_trait;
 use super::Cancel;
 use crate::model::ProviderKind;
 use crate::model::health::NodeHealth;
+use crate::model::reservation::{Offering, OfferingQuery, ReserveRequest, Reserved};
 use crate::providers::health::HealthPort;
+use crate::providers::reservations::ReservationPort;
 use crate::providers::{
     AdoptionPort, ClusterPort, CreateNodes, CreateResult, ErrorClass, JobPort, JobStatus, LaunchJob, ListFilter,
     LogPort, NewPool, Node, NodePort, PricePort, Provider, ProviderError, ProviderSet, QuotaLine, RunCommandPort, Tags,
@@ -107,6 +109,9 @@ impl Provider for Fenced {
     fn health(&self) -> Option<&dyn HealthPort> {
         self.inner.health().map(|_| self as &dyn HealthPort)
     }
+    fn reservations(&self) -> Option<&dyn ReservationPort> {
+        self.inner.reservations().map(|_| self as &dyn ReservationPort)
+    }
 }
 
 // Below, `ports::*_of(&*self.inner)` cannot fail: the accessors above hand out the fenced
@@ -194,5 +199,37 @@ impl HealthPort for Fenced {
     async fn cordon(&self, region: &str, id: &str) -> Result<(), ProviderError> {
         self.check()?;
         self.inner_health()?.cordon(region, id).await
+    }
+}
+
+/// Buying and cancelling reservations are behind the fence too; reads go through.
+#[async_trait]
+impl ReservationPort for Fenced {
+    async fn capacity_block_offerings(&self, region: &str, q: &OfferingQuery) -> Result<Vec<Offering>, ProviderError> {
+        self.port()?.capacity_block_offerings(region, q).await
+    }
+    async fn reserve(&self, region: &str, req: &ReserveRequest) -> Result<Reserved, ProviderError> {
+        self.check()?;
+        self.port()?.reserve(region, req).await
+    }
+    async fn describe_reservations(&self, region: &str, ids: &[String]) -> Result<Vec<Reserved>, ProviderError> {
+        self.port()?.describe_reservations(region, ids).await
+    }
+    async fn cancel_reservation(&self, region: &str, id: &str) -> Result<(), ProviderError> {
+        self.check()?;
+        self.port()?.cancel_reservation(region, id).await
+    }
+}
+
+impl Fenced {
+    /// The inner provider's port ([`Provider::reservations`] offers this one only when it has one).
+    fn port(&self) -> Result<&dyn ReservationPort, ProviderError> {
+        self.inner.reservations().ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Invalid,
+                "Unsupported",
+                format!("{} sells no reservations", self.inner.kind()),
+            )
+        })
     }
 }

@@ -18,6 +18,7 @@ pub mod policy;
 pub mod pool;
 pub mod progress;
 pub mod recorder;
+pub mod reservation;
 pub mod tally;
 #[cfg(test)]
 mod tests;
@@ -214,7 +215,7 @@ pub async fn execute_keeping(
                 book.settle(i, out);
                 continue;
             }
-            if change.pool.is_none() {
+            if change.pool.is_none() && change.address.kind != crate::addr::Kind::Reservation {
                 configs.push(i);
                 continue;
             }
@@ -229,7 +230,7 @@ pub async fn execute_keeping(
                 providers: provider_set.clone(),
                 pending: Default::default(),
             };
-            let handle = tasks.spawn(async move { run_change(&plan.changes[i], provider, &ctx).await });
+            let handle = tasks.spawn(async move { run_change(&plan.changes[i], &plan, provider, &ctx).await });
             task_change.insert(handle.id(), i);
         }
         if !configs.is_empty() {
@@ -405,7 +406,15 @@ fn outcome(change: &ResourceChange, status: Status) -> Outcome {
     Outcome { address: change.address.clone(), action: change.action, status, created: 0, deleted: 0, missing: 0 }
 }
 
-async fn run_change(change: &ResourceChange, provider: Option<Arc<dyn Provider>>, ctx: &pool::Ctx) -> Outcome {
+async fn run_change(
+    change: &ResourceChange,
+    plan: &Plan,
+    provider: Option<Arc<dyn Provider>>,
+    ctx: &pool::Ctx,
+) -> Outcome {
+    if change.address.kind == crate::addr::Kind::Reservation {
+        return reservation::run(change, plan, ctx).await;
+    }
     if let Some(pc) = &change.pool {
         let Some(provider) = provider else {
             return outcome(change, Status::Failed(format!("provider `{}` is not configured", pc.provider)));
@@ -433,5 +442,6 @@ pub fn resource_state(change: &ResourceChange, pool: Option<&crate::plan::model:
         // Pools: set by `pool::run` from what apply placed where.
         fallback: pool.and_then(|p| p.fell_back.as_deref().cloned()),
         placement: pool.and_then(|p| p.placement.as_deref().cloned()),
+        reservation: None,
     }
 }

@@ -714,7 +714,7 @@ async fn deletes(
 }
 
 /// One provider call under the parallelism bound, retried per `policy`.
-async fn call<T, F, Fut>(ctx: &Ctx, seed: &str, mut op: F) -> Result<T, ProviderError>
+pub(crate) async fn call<T, F, Fut>(ctx: &Ctx, seed: &str, mut op: F) -> Result<T, ProviderError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, ProviderError>>,
@@ -750,7 +750,7 @@ where
     }
 }
 
-fn describe(e: ProviderError) -> String {
+pub(crate) fn describe(e: ProviderError) -> String {
     let hint = match e.class {
         ErrorClass::Auth => " (check the provider's credentials)",
         ErrorClass::Quota => " (an account limit: ask the cloud for a higher quota)",

@@ -118,6 +118,7 @@ pub fn declared(spec: &Spec) -> Vec<Address> {
     out.extend(spec.job_templates.keys().cloned());
     out.extend(spec.jobs.keys().cloned());
     out.extend(spec.autoscalers.keys().cloned());
+    out.extend(spec.reservations.keys().cloned());
     out
 }
 

@@ -261,6 +261,7 @@ fn error_span(e: &crate::plan::model::PlanError, spec: &crate::spec::Spec) -> Op
         Kind::JobTemplate => spec.job_templates.get(a).map(|b| b.meta.span),
         Kind::Job => spec.jobs.get(a).map(|b| b.meta.span),
         Kind::Autoscaler => spec.autoscalers.get(a).map(|b| b.meta.span),
+        Kind::Reservation => spec.reservations.get(a).map(|b| b.meta.span),
         Kind::Provider => None,
     }
 }

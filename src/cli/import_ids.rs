@@ -128,6 +128,7 @@ fn without_changes(plan: Plan) -> Plan {
         jobs: Vec::new(),
         orphan_job_nodes: Vec::new(),
         health: Vec::new(),
+        reservations: Vec::new(),
         autoscale: Vec::new(),
         adoptions: Vec::new(),
         placements: Vec::new(),

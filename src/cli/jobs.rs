@@ -334,6 +334,7 @@ fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
                 job: None,
                 fallback: None,
                 placement: None,
+                reservation: None,
             });
             resource.job = Some(Box::new(rec));
             text += &format!("{addr}: cancelled; apply will not launch it again\n");

@@ -761,6 +761,27 @@ pub enum SimCommand {
     },
     /// Give a node a GPU fault its health reads report until `--clear`
     Fault(SimFault),
+    /// List the Capacity Block offerings the sim sells for an instance type (fixed windows, paid up front)
+    CapacityBlocks {
+        /// Instance type, e.g. `p5.48xlarge`
+        #[arg(long, value_name = "TYPE")]
+        instance_type: String,
+        /// Instances in the block
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+        /// The window's length, in whole days (e.g. `7d`)
+        #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "1d")]
+        duration: Duration,
+        /// The region
+        #[arg(long, default_value = "us-east-1")]
+        region: String,
+        /// Only this zone
+        #[arg(long)]
+        zone: Option<String>,
+        /// The earliest start (RFC 3339); default: the sim clock
+        #[arg(long, value_name = "TIME")]
+        start: Option<String>,
+    },
 }
 
 /// `gpuplan sim fault NODE ...`: one fault at a time, kept in the sim world.

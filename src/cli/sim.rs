@@ -30,6 +30,10 @@ pub fn run(settings: &Settings, command: &SimCommand) -> miette::Result<ExitStat
         }
         SimCommand::Trace { file } => trace(settings, file),
         SimCommand::Fault(f) => fault(settings, f),
+        SimCommand::CapacityBlocks { instance_type, count, duration, region, zone, start } => {
+            let q = BlockQuery { instance_type, count: *count, duration: *duration, region, zone, start };
+            capacity_blocks(settings, &q)
+        }
         SimCommand::Advance { by } => {
             let now = open(settings)?.advance(*by)?;
             output::stdout(&format!("{}\n", crate::model::time::rfc3339_ms(now)));
@@ -56,6 +60,66 @@ fn trace(settings: &Settings, file: &std::path::Path) -> miette::Result<ExitStat
     open(settings)?.load_trace(rows.clone())?;
     let at = |ms: Option<u64>| ms.map_or("-".to_string(), crate::model::time::rfc3339_ms);
     output::stdout(&format!("loaded {n} trace row(s) for {regions}, from {} to {}\n", at(first), at(last)));
+    Ok(ExitStatus::Success)
+}
+
+/// `sim capacity-blocks`'s arguments.
+struct BlockQuery<'a> {
+    instance_type: &'a str,
+    count: u32,
+    duration: std::time::Duration,
+    region: &'a str,
+    zone: &'a Option<String>,
+    start: &'a Option<String>,
+}
+
+/// `sim capacity-blocks`: the offerings a `reservation { kind = "capacity_block" }` of this
+/// shape chooses from, cheapest first, at the sim clock.
+fn capacity_blocks(settings: &Settings, q: &BlockQuery<'_>) -> miette::Result<ExitStatus> {
+    let secs = q.duration.as_secs();
+    if secs == 0 || secs % 86_400 != 0 {
+        return Err(CliError::new(format!(
+            "a Capacity Block lasts whole days, not {}",
+            humantime::format_duration(q.duration)
+        ))
+        .hint("give `--duration` in days, e.g. `--duration 7d`")
+        .into());
+    }
+    let start_ms = match q.start {
+        None => 0,
+        Some(t) => {
+            let at = humantime::parse_rfc3339_weak(t).map_err(|e| {
+                CliError::new(format!("`--start {t}` is not a time: {e}")).hint("e.g. `--start 2027-01-10T00:00:00Z`")
+            })?;
+            let since = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        }
+    };
+    let query = crate::model::reservation::OfferingQuery {
+        instance_type: q.instance_type.to_string(),
+        count: q.count,
+        start_ms,
+        hours: u32::try_from(secs / 3600).unwrap_or(u32::MAX),
+        zone: q.zone.clone(),
+    };
+    let now = open(settings)?.now_ms();
+    let offers = crate::providers::sim::reservations::offerings(q.region, &query, now)
+        .map_err(|e| CliError::new(e.to_string()).hint("`gpuplan offers GPU` lists the instance types and zones"))?;
+    let mut out = String::from(
+        "OFFERING                                  ZONE          START              END                COUNT  UPFRONT_USD\n",
+    );
+    for o in &offers {
+        out.push_str(&format!(
+            "{:<41} {:<13} {:<18} {:<18} {:>5}  {:>11}\n",
+            o.id,
+            o.zone,
+            crate::model::reservation::minute(o.start_ms),
+            crate::model::reservation::minute(o.end_ms),
+            o.count,
+            crate::model::money::usd(o.upfront_usd)
+        ));
+    }
+    output::stdout(&out);
     Ok(ExitStatus::Success)
 }
 

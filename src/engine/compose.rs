@@ -49,6 +49,7 @@ fn plan_fleet(spec: &Spec, state: &State, obs: &Observation, req: &PlanRequest) 
         let placed = place_floating(spec, state, obs, req, holds);
         let spec = placed.as_ref().map_or(spec, |r| &r.spec);
         let mut plan = diff_observed(spec, state, observed, obs, req)?;
+        add_reservations(&mut plan, spec, state, obs, req);
         add_adoptions(&mut plan, adopted.adoptions.clone(), adopted.errors.clone());
         note_placements(&mut plan, placed.as_ref());
         Ok((assess(plan, spec, obs, req, &running)?, placed))
@@ -241,6 +242,17 @@ fn assess(
     plan.policies = results;
     plan.cost = Some(report);
     Ok(plan)
+}
+
+/// Every reservation's line into the plan (only those of the changes `--target` kept),
+/// with the errors and notes of choosing and removing them.
+fn add_reservations(plan: &mut Plan, spec: &Spec, state: &State, obs: &Observation, req: &PlanRequest) {
+    let now = |name: &str| obs.clocks.get(name).copied().unwrap_or(obs.wall_ms);
+    let found = crate::plan::reservations::plan(spec, state, obs.reservation_offers.as_ref(), req.destroy, &now);
+    let kept: std::collections::BTreeSet<&Address> = plan.changes.iter().map(|c| &c.address).collect();
+    plan.reservations = found.lines.into_iter().filter(|l| kept.contains(&l.address)).collect();
+    plan.errors.extend(found.errors.into_iter().filter(|e| kept.contains(&e.address)));
+    plan.notes.extend(found.notes.into_iter().filter(|n| kept.contains(&n.address)));
 }
 
 /// Each move's peak from the cost into its placement decision, for every view.

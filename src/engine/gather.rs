@@ -48,6 +48,9 @@ pub struct Observation {
     /// The GPU health read of each live node whose provider reads it, by node id
     /// ([`super::health::read`]); `None` unless refreshed.
     pub health: Option<BTreeMap<String, crate::model::health::NodeHealth>>,
+    /// The Capacity Block offerings of the spec's new reservations
+    /// ([`super::reserved::offers`]); `None` unless refreshed.
+    pub reservation_offers: Option<crate::plan::reservations::Offers>,
 }
 
 /// Read what `req` needs from the clouds, with `state` as recorded. A destroy reads the
@@ -92,6 +95,7 @@ pub async fn gather(
     obs.job_statuses = job_statuses(planned, providers, req).await?;
     obs.clocks = clocks(providers);
     obs.wall_ms = wall_ms();
+    obs.reservation_offers = Some(super::reserved::offers(spec, state, providers, &obs.clocks).await);
     let wall = obs.wall_ms;
     let spent = spend::spend_by(spec, state, |n| obs.clocks.get(n).copied().unwrap_or(wall), &[]);
     obs.month_to_date = spent.by_quota.clone();

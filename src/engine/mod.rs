@@ -14,6 +14,7 @@ pub mod planfile;
 pub mod preread;
 pub mod providers;
 pub mod refresh;
+pub mod reserved;
 pub mod run;
 pub mod spend;
 pub mod workspaces;

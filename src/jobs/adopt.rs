@@ -184,6 +184,7 @@ pub fn bare_job() -> ResourceState {
         job: None,
         fallback: None,
         placement: None,
+        reservation: None,
     }
 }
 

@@ -15,6 +15,7 @@ pub mod job;
 pub mod kind;
 pub mod money;
 pub mod node;
+pub mod reservation;
 pub mod secret;
 pub mod tags;
 pub mod time;

@@ -279,6 +279,7 @@ impl World {
                     job: None,
                     fallback: None,
                     placement: None,
+                    reservation: None,
                 };
                 self.state.resources.insert(key.clone(), resource.clone());
                 adoption.resource = Some(resource);
@@ -396,6 +397,7 @@ fn declared(spec: &Spec, a: &Address) -> bool {
         Kind::JobTemplate => any(spec.job_templates.keys(), a),
         Kind::Job => any(spec.jobs.keys(), a),
         Kind::Autoscaler => any(spec.autoscalers.keys(), a),
+        Kind::Reservation => any(spec.reservations.keys(), a),
         Kind::Provider => false,
     }
 }

@@ -277,6 +277,7 @@ fn addresses(
         all.extend(spec.job_templates.keys());
         all.extend(spec.jobs.keys());
         all.extend(spec.autoscalers.keys());
+        all.extend(spec.reservations.keys());
     }
     all.extend(state.iter().map(|(a, _)| a));
     all.extend(live.keys());
@@ -310,6 +311,7 @@ fn empty_plan(input: &PlanInput<'_>) -> Plan {
         spend: None,
         orphan_job_nodes: Vec::new(),
         health: Vec::new(),
+        reservations: Vec::new(),
         adoptions: Vec::new(),
         placements: Vec::new(),
         outputs: crate::plan::outputs::changes(input.spec, input.state, input.targets, input.destroy),
@@ -332,6 +334,7 @@ fn config_change(
             Kind::JobTemplate => spec.job_templates.get(addr).map(JsonText::to_json),
             Kind::Job => spec.jobs.get(addr).map(JsonText::to_json),
             Kind::Autoscaler => spec.autoscalers.get(addr).map(JsonText::to_json),
+            Kind::Reservation => spec.reservations.get(addr).map(JsonText::to_json),
             Kind::GpuPool | Kind::Provider => None,
         }
         .and_then(Result::ok)

@@ -9,6 +9,7 @@ pub mod model;
 pub mod outputs;
 mod pool;
 pub mod report;
+pub mod reservations;
 pub mod shape;
 pub mod standing;
 

@@ -577,6 +577,10 @@ pub struct Plan {
     /// value in state (`plan::outputs`); `no-op` ones included.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outputs: Vec<OutputChange>,
+    /// Every reservation of the spec or the state: what it commits and what apply does
+    /// to it (`plan::reservations`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<crate::model::reservation::ReservationLine>,
 }
 
 /// What a plan does to one output value in state: `create`, `update`, `delete` or `no-op`.

@@ -42,6 +42,7 @@ fn plan_header(plan: &Plan) -> Plan {
         autoscale: Vec::new(),
         orphan_job_nodes: Vec::new(),
         health: Vec::new(),
+        reservations: Vec::new(),
         adoptions: Vec::new(),
         placements: Vec::new(),
         outputs: Vec::new(),

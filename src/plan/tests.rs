@@ -24,6 +24,7 @@ fn state(deps: &[(&str, &[&str])]) -> State {
             job: None,
             fallback: None,
             placement: None,
+            reservation: None,
         };
         s.resources.insert(addr.to_string(), r);
     }
@@ -255,6 +256,7 @@ fn a_plan_split_over_threads_is_the_one_thread_plan() {
             job: None,
             fallback: None,
             placement: None,
+            reservation: None,
         };
         s.resources.insert(addr, r);
     }

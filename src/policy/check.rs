@@ -95,6 +95,23 @@ pub const PLAN: Fact = Fact::Object(&[
         Fact::Object(&[("add", Fact::Leaf), ("change", Fact::Leaf), ("destroy", Fact::Leaf), ("import", Fact::Leaf)]),
     ),
     ("moves", Fact::Leaf),
+    ("reservations", Fact::Map(&RESERVATION)),
+]);
+
+/// `plan.reservations[ADDRESS]` (docs/design/big-runs.md).
+const RESERVATION: Fact = Fact::Object(&[
+    ("address", Fact::Leaf),
+    ("action", Fact::Leaf),
+    ("kind", Fact::Leaf),
+    ("instance_type", Fact::Leaf),
+    ("count", Fact::Leaf),
+    ("zone", Fact::Leaf),
+    ("start", Fact::Leaf),
+    ("end", Fact::Leaf),
+    ("commitment_usd", Fact::Leaf),
+    ("usd_per_hour", Fact::Leaf),
+    ("cancellable", Fact::Leaf),
+    ("used", Fact::Leaf),
 ]);
 
 /// What an expression is known to produce.

@@ -63,6 +63,9 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec, running: &Running
     // Floating pools this plan moves to another candidate (docs/design/floating-pools.md).
     let moves = plan.placements.iter().filter(|p| p.action == crate::plan::model::PlacementAction::Move).count();
     root.insert("moves".into(), num(moves as f64));
+    // Reservations by address (docs/design/big-runs.md), as `plan --json` lists them.
+    let reservations = plan.reservations.iter().map(|r| (r.address.to_string(), Value::from_json(&r.doc()))).collect();
+    root.insert("reservations".into(), Value::Object(reservations));
     Value::Object(root)
 }
 

@@ -1,5 +1,5 @@
 //! The provider seam: a small [`Provider`] trait every cloud implements, and the
-//! capability ports (`ports/`, `health.rs`) it hands out where the cloud has them.
+//! capability ports (`ports/`, `health.rs`, `reservations.rs`) it hands out where the cloud has them.
 //!
 //! The executor (`apply/`) and refresh talk only to [`Provider`] and its ports; SDK and wire types never
 //! leave a provider's folder. Errors carry an [`ErrorClass`] so retries, backoff and
@@ -21,6 +21,7 @@ pub mod job_env;
 pub mod kube;
 pub mod launch;
 pub mod ports;
+pub mod reservations;
 pub mod signed_json;
 pub mod signing;
 pub mod sim;
@@ -102,6 +103,11 @@ pub trait Provider: Send + Sync {
 
     /// GPU health reads and cordons ([`health::HealthPort`]), where this cloud has them.
     fn health(&self) -> Option<&dyn health::HealthPort> {
+        None
+    }
+
+    /// Reserved capacity ([`reservations::ReservationPort`]), where this cloud sells it.
+    fn reservations(&self) -> Option<&dyn reservations::ReservationPort> {
         None
     }
 }

@@ -98,6 +98,11 @@ struct PlanDoc<'a> {
     placements: Option<&'a [crate::plan::model::PlacementDecision]>,
     policies: &'a [PolicyResult],
     refreshed: bool,
+    /// Every reservation with what it commits (`{address, action, kind, instance_type,
+    /// count, zone, start, end, commitment_usd, usd_per_hour, cancellable, used}`);
+    /// absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reservations: Option<Vec<Json>>,
     serial: u64,
     /// Month-to-date spend from the ledger, when the plan was refreshed and there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -144,6 +149,7 @@ impl<'a> PlanDoc<'a> {
             placements: (!plan.placements.is_empty()).then_some(plan.placements.as_slice()),
             policies: &plan.policies,
             refreshed: plan.refreshed,
+            reservations: (!plan.reservations.is_empty()).then(|| plan.reservations.iter().map(|r| r.doc()).collect()),
             serial: plan.serial,
             spend: &plan.spend,
             summary: SummaryDoc::new(plan),

@@ -32,9 +32,15 @@ fn assemble(plan: &Plan, limit: usize) -> String {
     let rows = table_rows(plan);
     // What blocks the plan leads: errors, then policy failures; then the pools, jobs, cost.
     let lead = [errors(plan), policies(plan), super::health::markdown(plan)].concat();
-    let tail =
-        [notes(plan), super::placement::markdown(plan), super::outputs::markdown_section(plan), jobs(plan), cost(plan)]
-            .concat();
+    let tail = [
+        notes(plan),
+        super::placement::markdown(plan),
+        super::reservations::markdown(plan),
+        super::outputs::markdown_section(plan),
+        jobs(plan),
+        cost(plan),
+    ]
+    .concat();
     let mut blocks: Vec<String> = Vec::new();
     let has_drift = !plan.drift.is_empty();
     if has_drift {

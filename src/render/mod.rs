@@ -22,6 +22,7 @@ mod json;
 pub mod markdown;
 pub mod outputs;
 mod placement;
+mod reservations;
 mod style;
 pub mod text;
 

@@ -131,6 +131,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         spend: None,
         orphan_job_nodes: Vec::new(),
         health: Vec::new(),
+        reservations: Vec::new(),
         adoptions: Vec::new(),
         placements: Vec::new(),
         outputs: Vec::new(),

@@ -132,6 +132,7 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, frames: &[Option<String>], m
     out += &super::health::text(plan);
     out += &notes_section(plan, opts, &p);
     out += &super::placement::text(plan);
+    out += &super::reservations::text(plan);
     let adopted = super::adopt::lines(plan);
     if !adopted.is_empty() {
         out += "gpuplan will take over, rename or let go of what runs:\n\n";

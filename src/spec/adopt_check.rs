@@ -92,6 +92,7 @@ fn declared_at(spec: &Spec, a: &Address) -> Option<Span> {
         Kind::JobTemplate => first(&spec.job_templates, a, |t| t.meta.span),
         Kind::Job => first(&spec.jobs, a, |j| j.meta.span),
         Kind::Autoscaler => first(&spec.autoscalers, a, |s| s.meta.span),
+        Kind::Reservation => first(&spec.reservations, a, |s| s.meta.span),
         Kind::Provider => None,
     }
 }

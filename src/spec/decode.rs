@@ -36,6 +36,7 @@ const BLOCK_KINDS: &[&str] = &[
     "job_template",
     "job",
     "autoscaler",
+    "reservation",
     "variable",
     "locals",
     "output",
@@ -384,6 +385,9 @@ fn resource(
             Kind::JobTemplate => store(blocks::job_template(f, cx), &addr, &mut spec.job_templates, keep, fix_meta),
             Kind::Job => store(blocks::job(f, cx), &addr, &mut spec.jobs, keep, fix_meta),
             Kind::Autoscaler => store(blocks::autoscaler(f, cx), &addr, &mut spec.autoscalers, keep, fix_meta),
+            Kind::Reservation => {
+                store(super::reservation::decode(f, cx), &addr, &mut spec.reservations, keep, fix_meta)
+            }
         };
         if let Some(p) = broken.take() {
             partial.pools.insert(addr.clone(), p);
@@ -520,7 +524,7 @@ trait HasMeta: serde::Serialize {
 macro_rules! has_meta {
     ($($t:ty),*) => { $(impl HasMeta for $t { fn meta_mut(&mut self) -> &mut Meta { &mut self.meta } })* };
 }
-has_meta!(GpuPool, Quota, JobTemplate, Job, Autoscaler);
+has_meta!(GpuPool, Quota, JobTemplate, Job, Autoscaler, Reservation);
 
 /// Fill in the meta-arguments of a decoded resource, keep it in the spec, and return the
 /// value references to it see (when `keep`; else `Null`).

@@ -27,6 +27,7 @@ pub mod pool_blocks;
 pub mod pool_hardware;
 pub mod raw;
 pub mod secrets;
+pub mod reservation;
 pub mod spanned;
 mod taint;
 #[cfg(test)]

@@ -53,6 +53,9 @@ pub struct Spec {
     #[schemars(with = "BTreeMap<String, Autoscaler>")]
     pub autoscalers: BTreeMap<Address, Autoscaler>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, Reservation>")]
+    pub reservations: BTreeMap<Address, Reservation>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub variables: BTreeMap<String, Variable>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub locals: BTreeMap<String, Spanned<Value>>,
@@ -757,6 +760,40 @@ pub struct Autoscaler {
     /// Minimum time between two scaling actions (default 5m).
     #[serde(default)]
     pub cooldown: Spanned<Duration>,
+    #[serde(flatten)]
+    pub meta: Meta,
+}
+
+/// `reservation "NAME"`: reserved capacity bought ahead (docs/design/big-runs.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Reservation {
+    /// The provider block it is bought from.
+    pub provider: Spanned<String>,
+    /// Default: the provider's region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<Spanned<String>>,
+    pub zone: Spanned<String>,
+    /// `on_demand` (cancellable, billed by the hour) or `capacity_block` (a fixed window,
+    /// paid up front, not cancellable).
+    #[schemars(with = "String")]
+    pub kind: Spanned<crate::model::reservation::ReservationKind>,
+    pub instance_type: Spanned<String>,
+    /// Instances reserved (`count` is the meta-argument that makes several blocks).
+    pub instance_count: Spanned<u32>,
+    /// The earliest start (RFC 3339); a Capacity Block's offering starts at or after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Spanned<String>>,
+    /// How long it holds: a Capacity Block's window (whole days); an On-Demand
+    /// reservation's end, if set (else until cancelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Spanned<Duration>>,
+    /// A Capacity Block's up-front price must not exceed this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_price_usd: Option<Spanned<f64>>,
+    /// Required for a purchase that cannot be cancelled.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub commit: Spanned<bool>,
     #[serde(flatten)]
     pub meta: Meta,
 }

@@ -180,6 +180,9 @@ pub struct ResourceState {
     /// short of capacity (docs/design/floating-pools.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementRecord>,
+    /// For reservations: what the cloud sold (id, window, price), as bought.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<Box<crate::model::reservation::Reserved>>,
 }
 
 /// Where a floating pool lives and what gpuplan learned about its candidates.

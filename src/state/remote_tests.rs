@@ -42,6 +42,7 @@ fn pool(name: &str) -> JournalEntry {
         job: None,
         fallback: None,
         placement: None,
+        reservation: None,
     };
     JournalEntry::PutResource { address: format!("gpu_pool.{name}"), resource }
 }

@@ -456,6 +456,7 @@ fn bare_resource(address: &str) -> ResourceState {
         job: None,
         fallback: None,
         placement: None,
+        reservation: None,
     }
 }
 

@@ -33,6 +33,7 @@ fn pool(nodes: Vec<Node>) -> ResourceState {
         job: None,
         fallback: None,
         placement: None,
+        reservation: None,
     }
 }
 

@@ -41,6 +41,7 @@ fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
         job: None,
         fallback: None,
         placement: None,
+        reservation: None,
     }
 }
 

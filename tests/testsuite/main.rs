@@ -55,6 +55,8 @@ mod poolless;
 mod preemption;
 mod removed_nodes;
 mod replace_cli;
+mod reservations;
+mod reservations_moto;
 mod schema;
 mod secrets_moto;
 mod send_once_moto;

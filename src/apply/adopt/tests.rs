@@ -96,6 +96,7 @@ async fn an_import_failing_half_way_records_exactly_what_it_tagged() {
         job: None,
         fallback: None,
         placement: None,
+        reservation: None,
     };
     let adoption = Adoption {
         action: AdoptAction::Import,

@@ -144,6 +144,7 @@ fn state_with(spec: &Spec, rec: JobRecord) -> State {
         job: None,
         fallback: None,
         placement: None,
+        reservation: None,
     };
     state
         .resources

@@ -39,6 +39,7 @@ fn resource(kind: &str, config: serde_json::Value) -> ResourceState {
         job: None,
         fallback: None,
         placement: None,
+        reservation: None,
     }
 }
 

@@ -78,6 +78,7 @@ fn state_with(spec: &Spec, pool: &str, as_declared: &str, nodes: Vec<Node>) -> S
         job: None,
         fallback: None,
         placement: None,
+        reservation: None,
     };
     state.resources.insert(pool.into(), resource);
     state

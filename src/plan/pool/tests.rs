@@ -83,6 +83,7 @@ pub(super) fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceS
         job: None,
         fallback: None,
         placement: None,
+        reservation: None,
     }
 }
 

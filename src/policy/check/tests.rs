@@ -25,6 +25,13 @@ quota "ml" {
   max_gpus     = 8
   allowed_gpus = ["L4"]
 }
+reservation "odcr" {
+  provider       = "sim"
+  zone           = "us-east-1a"
+  kind           = "on_demand"
+  instance_type  = "g6.xlarge"
+  instance_count = 1
+}
 "#;
     let mut sources = Sources::default();
     sources.add("main.hcl", text.to_string());
@@ -46,7 +53,8 @@ quota "ml" {
         job_statuses: None,
         stop_busy: false,
     };
-    let plan = diff::plan(&input).expect("the state is empty");
+    let mut plan = diff::plan(&input).expect("the state is empty");
+    plan.reservations = crate::plan::reservations::plan(spec, &state, None, false, &|_| 0).lines;
     let prices = crate::cost::PriceBook::new(spec, &Default::default());
     let report = crate::cost::cost(&plan, spec, &prices).expect("every pool has a known provider");
     crate::policy::facts::plan_value(&plan, &report, spec, &Default::default())

@@ -21,6 +21,7 @@ mod ecs;
 mod errors;
 mod health;
 mod jobs;
+mod reservations;
 mod warm;
 
 use async_trait::async_trait;
@@ -100,6 +101,11 @@ impl Provider for AlibabaProvider {
     }
 
     fn logs(&self) -> Option<&dyn LogPort> {
+        Some(self)
+    }
+
+    /// Capacity reservations (`reservations.rs`).
+    fn reservations(&self) -> Option<&dyn crate::providers::reservations::ReservationPort> {
         Some(self)
     }
 }

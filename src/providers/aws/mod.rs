@@ -34,6 +34,7 @@ pub mod kms;
 mod nodes;
 mod prices;
 mod provider;
+mod reservations;
 mod roots;
 mod ssm;
 mod template;

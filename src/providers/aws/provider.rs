@@ -53,6 +53,11 @@ impl Provider for AwsProvider {
     fn run_command(&self) -> Option<&dyn RunCommandPort> {
         Some(self)
     }
+
+    /// Capacity Blocks and On-Demand Capacity Reservations (`reservations.rs`).
+    fn reservations(&self) -> Option<&dyn crate::providers::reservations::ReservationPort> {
+        Some(self)
+    }
 }
 
 #[async_trait]

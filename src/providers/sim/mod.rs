@@ -26,6 +26,7 @@ mod jobs;
 mod nodes;
 mod offers;
 mod provider;
+pub mod reservations;
 mod rng;
 mod store;
 pub mod trace;

@@ -68,6 +68,9 @@ impl Provider for SimProvider {
     fn health(&self) -> Option<&dyn crate::providers::health::HealthPort> {
         Some(self)
     }
+    fn reservations(&self) -> Option<&dyn crate::providers::reservations::ReservationPort> {
+        Some(self)
+    }
 }
 
 #[async_trait]

@@ -192,6 +192,21 @@ pub enum Change {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         health: Option<NodeHealth>,
     },
+    /// A reservation bought, or its new state (cancelled).
+    Reservation {
+        reservation: SimReservation,
+    },
+}
+
+/// A reservation the sim holds (`reservations.rs`), with the token it was bought under.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimReservation {
+    #[serde(flatten)]
+    pub reserved: crate::model::reservation::Reserved,
+    pub region: String,
+    pub token: String,
+    /// The address it was bought for (its ownership tag).
+    pub address: String,
 }
 
 /// One row of a price and capacity trace: from `at_ms` on (until a later row for the same
@@ -339,6 +354,9 @@ pub struct World {
     /// Scripted GPU faults by node id (`gpuplan sim fault`): what its health reads answer.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub faults: BTreeMap<String, NodeHealth>,
+    /// Reservations bought, by id (`reservations.rs`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reservations: BTreeMap<String, SimReservation>,
     /// Live nodes per (zone, capacity, instance type): derived, kept so a create does not
     /// scan every node.
     #[serde(skip)]
@@ -362,6 +380,7 @@ impl Default for World {
             trace: Vec::new(),
             trace_done_ms: 0,
             faults: BTreeMap::new(),
+            reservations: BTreeMap::new(),
             live: HashMap::new(),
             job_tokens: HashMap::new(),
         }
@@ -450,6 +469,9 @@ impl World {
             }
             Change::Fault { node_id, health: None } => {
                 self.faults.remove(&node_id);
+            }
+            Change::Reservation { reservation } => {
+                self.reservations.insert(reservation.reserved.id.clone(), reservation);
             }
             Change::JobsEnded { ids, end } => {
                 for id in ids {

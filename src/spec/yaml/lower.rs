@@ -11,13 +11,14 @@ use crate::diag::{Diagnostic, Diagnostics, Span, did_you_mean};
 use crate::spec::raw::{Attr, Block, Body, Expr, ExprKind, Ident, ObjectKey};
 
 /// Top-level keys and the block kind each declares (resources first, in `Kind::ALL` order).
-pub(super) const TOP_LEVEL: [(&str, &str); 13] = [
+pub(super) const TOP_LEVEL: [(&str, &str); 14] = [
     ("providers", "provider"),
     ("gpu_pools", "gpu_pool"),
     ("quotas", "quota"),
     ("job_templates", "job_template"),
     ("jobs", "job"),
     ("autoscalers", "autoscaler"),
+    ("reservations", "reservation"),
     ("variables", "variable"),
     ("locals", "locals"),
     ("outputs", "output"),

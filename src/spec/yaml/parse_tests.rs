@@ -429,7 +429,7 @@ fn junk_never_panics() {
 
 #[test]
 fn top_level_keys_are_the_kind_plurals() {
-    let resources: Vec<(&str, &str)> = TOP_LEVEL[..6].to_vec();
+    let resources: Vec<(&str, &str)> = TOP_LEVEL[..7].to_vec();
     let kinds: Vec<(&str, &str)> = Kind::ALL.iter().map(|k| (k.plural(), k.as_str())).collect();
     assert_eq!(resources, kinds);
 }

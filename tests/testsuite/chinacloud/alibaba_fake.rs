@@ -78,6 +78,8 @@ pub struct State {
     pub job_logs: HashSet<String>,
     /// STS and the ECS metadata endpoint (`identity.rs`).
     pub identity: Identity,
+    /// Capacity reservations: PrivatePoolOptionsId → (ClientToken, the item as described).
+    pub reservations: BTreeMap<String, (String, Value)>,
 }
 
 #[derive(Clone)]
@@ -222,6 +224,9 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                 | "RunCommand"
                 | "DescribeInvocationResults"
                 | "StopInvocation"
+                | "CreateCapacityReservation"
+                | "DescribeCapacityReservations"
+                | "ReleaseCapacityReservation"
         );
     if !known {
         return err(404, "InvalidAction.NotFound", "Specified api is not found, please check your url and method.");
@@ -241,6 +246,9 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         "DeleteInstances" => delete(&mut s, &region, &params),
         "TagResources" | "UntagResources" => tag_resources(&mut s, &region, &action, &params),
         "DescribePrice" => describe_price(&s, &params),
+        "CreateCapacityReservation" | "DescribeCapacityReservations" | "ReleaseCapacityReservation" => {
+            capacity_reservation(&mut s, &action, &params)
+        }
         "DescribeCloudAssistantStatus" | "RunCommand" | "DescribeInvocationResults" | "StopInvocation" => {
             cloud_assistant(&mut s, &action, &params)
         }
@@ -800,6 +808,55 @@ fn cloud_assistant(s: &mut State, action: &str, params: &BTreeMap<String, String
                     ok(json!({}))
                 }
                 None => err(404, "InvalidInvokeId.NotFound", "The specified invocation does not exist."),
+            }
+        }
+    }
+}
+
+/// ECS capacity reservations: create (idempotent by ClientToken), describe by
+/// `PrivatePoolOptions.Ids`, release (`Released`).
+fn capacity_reservation(s: &mut State, action: &str, params: &BTreeMap<String, String>) -> Response {
+    match action {
+        "CreateCapacityReservation" => {
+            let token = params.get("ClientToken").cloned().unwrap_or_default();
+            if let Some((id, _)) = s.reservations.iter().find(|(_, (t, _))| !t.is_empty() && *t == token) {
+                return ok(json!({"PrivatePoolOptionsId": id}));
+            }
+            let (Some(zone), Some(t), Some(n)) =
+                (params.get("ZoneId.1"), params.get("InstanceType"), params.get("InstanceAmount"))
+            else {
+                return err(400, "MissingParameter", "ZoneId, InstanceType and InstanceAmount are mandatory.");
+            };
+            s.counter += 1;
+            let id = format!("crp-fake{:04}", s.counter);
+            let item = json!({
+                "PrivatePoolOptionsId": id,
+                "Status": "Active",
+                "StartTime": "2026-12-07T00:00Z",
+                "EndTimeType": params.get("EndTimeType").cloned().unwrap_or_default(),
+                "EndTime": params.get("EndTime").cloned().unwrap_or_default(),
+                "AllocatedResources": {"AllocatedResource": [
+                    {"InstanceType": t, "zoneId": zone, "TotalAmount": n.parse::<u64>().unwrap_or(0), "UsedAmount": 0}
+                ]},
+            });
+            s.reservations.insert(id.clone(), (token, item));
+            ok(json!({"PrivatePoolOptionsId": id}))
+        }
+        "DescribeCapacityReservations" => {
+            let ids: Vec<String> =
+                params.get("PrivatePoolOptions.Ids").and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
+            let items: Vec<Value> =
+                ids.iter().filter_map(|id| s.reservations.get(id)).map(|(_, i)| i.clone()).collect();
+            ok(json!({"CapacityReservationSet": {"CapacityReservationItem": items}}))
+        }
+        _ => {
+            let id = params.get("PrivatePoolOptions.Id").cloned().unwrap_or_default();
+            match s.reservations.get_mut(&id) {
+                Some((_, item)) => {
+                    item["Status"] = json!("Released");
+                    ok(json!({}))
+                }
+                None => err(404, "InvalidPrivatePoolOptionsId.NotFound", "The specified private pool does not exist."),
             }
         }
     }

@@ -12,6 +12,7 @@ mod job_nodes;
 mod kube_join;
 mod live_prices;
 mod quotas;
+mod reservations;
 mod server;
 mod stopped_nodes;
 mod tencent;

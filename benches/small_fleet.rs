@@ -16,12 +16,18 @@
 //! Settings: `GPUPLAN_BENCH_POOLS` (2,000), `GPUPLAN_BENCH_RUNS` (12 per command and
 //! binary and way), `GPUPLAN_BENCH_PAUSE_MS` (3,000; 0 skips the spaced rounds),
 //! `GPUPLAN_BENCH_BIN` (the binary measured, default this build's), `GPUPLAN_BENCH_BASELINE`,
-//! `GPUPLAN_BENCH_DIR` (where the workspaces go; default a temporary directory).
+//! `GPUPLAN_BENCH_DIR` (where the workspaces go; default a temporary directory),
+//! `GPUPLAN_BENCH_SHAPE`: `l4` (default: one-node L4 pools, on-demand, one zone, one
+//! dependency in ten) or `realistic` (issue 51: A100 × 8, spot mixes, zones that fall
+//! back, chains of ten, quotas, the starter policies, queued jobs; `small_fleet/realistic.rs`).
 //!
-//! Targets (issue 25): `validate` ≤ 25 ms, `plan --out` ≤ 60 ms, the no-op plan ≤ 35 ms.
+//! Targets (issues 25 and 51, both shapes): `validate` ≤ 25 ms, `plan --out` ≤ 60 ms, the
+//! no-op plan ≤ 35 ms.
 
 #[path = "scale/generate.rs"]
 mod generate;
+#[path = "small_fleet/realistic.rs"]
+mod realistic;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -35,7 +41,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 /// broken build is never timed as a fast one).
 fn run(bin: &Path, dir: &Path, args: &[&str]) -> Duration {
     let start = Instant::now();
-    let status = Command::new(bin)
+    let status = gpuplan(bin)
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -49,20 +55,33 @@ fn run(bin: &Path, dir: &Path, args: &[&str]) -> Duration {
     took
 }
 
-/// A spec of `pools` pools in `dir/spec`, applied when `applied`, by `bin`.
-fn workspace(root: &Path, name: &str, pools: usize, bin: &Path, applied: bool) -> PathBuf {
+/// A `gpuplan` command; the sim's jobs run for a day, so the queued jobs of the realistic
+/// shape are still running when the no-op plans are timed.
+fn gpuplan(bin: &Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env("GPUPLAN_SIM_JOB_DURATION", "24h");
+    cmd
+}
+
+/// A spec of `pools` pools of `shape` in `dir/spec`, applied when `applied`, by `bin`.
+fn workspace(root: &Path, name: &str, shape: &str, pools: usize, bin: &Path, applied: bool) -> PathBuf {
     let dir = root.join(name);
     let _ = std::fs::remove_dir_all(&dir);
-    generate::write_spec(&dir, pools).expect("write the spec");
+    match shape {
+        "realistic" => realistic::write_spec(&dir, pools),
+        _ => generate::write_spec(&dir, pools),
+    }
+    .expect("write the spec");
     if applied {
         run(bin, &dir, &["apply", "--auto-approve"]);
         // The fleet must have settled: the no-op plan timed below is a no-op.
-        let out = Command::new(bin).arg("plan").current_dir(&dir).output().expect("gpuplan runs");
+        let out = gpuplan(bin).args(["plan", "--detailed-exitcode"]).current_dir(&dir).output().expect("gpuplan runs");
         assert_eq!(
             out.status.code(),
             Some(0),
-            "the plan after the apply is not empty:\n{}",
-            String::from_utf8_lossy(&out.stdout)
+            "the plan after the apply is not empty:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
     }
     dir
@@ -91,6 +110,8 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn main() {
     let pools = env_usize("GPUPLAN_BENCH_POOLS", 2_000);
+    let shape = std::env::var("GPUPLAN_BENCH_SHAPE").unwrap_or_else(|_| "l4".into());
+    assert!(matches!(shape.as_str(), "l4" | "realistic"), "GPUPLAN_BENCH_SHAPE is `l4` or `realistic`, not `{shape}`");
     let runs = env_usize("GPUPLAN_BENCH_RUNS", 12).max(1);
     let pause = Duration::from_millis(env_usize("GPUPLAN_BENCH_PAUSE_MS", 3_000) as u64);
     let tmp = tempfile::tempdir().expect("a temporary directory");
@@ -104,8 +125,8 @@ fn main() {
     let sides: Vec<Side> = bins
         .into_iter()
         .map(|(name, bin)| Side {
-            fresh: workspace(&root, &format!("{name}-fresh"), pools, &bin, false),
-            applied: workspace(&root, &format!("{name}-applied"), pools, &bin, true),
+            fresh: workspace(&root, &format!("{name}-fresh"), &shape, pools, &bin, false),
+            applied: workspace(&root, &format!("{name}-applied"), &shape, pools, &bin, true),
             name,
             bin,
         })
@@ -123,7 +144,7 @@ fn main() {
         vec![("back to back", Duration::ZERO), ("spaced", pause)]
     };
     println!(
-        "{pools} pools, {runs} runs per command, binary and way; spaced: {} ms before each run",
+        "{pools} pools ({shape} shape), {runs} runs per command, binary and way; spaced: {} ms before each run",
         pause.as_millis()
     );
     println!("{:<18} {:<13} {}", "command", "way", sides.iter().map(|s| format!("{:<28}", s.name)).collect::<String>());

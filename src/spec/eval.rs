@@ -3,11 +3,12 @@
 //! Evaluation is pure: the environment (`env("NAME")`) and variable overrides come in
 //! through [`EvalContext`], never from the process directly, so tests are deterministic.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::addr::Kind;
 use crate::diag::{Diagnostic, Span, did_you_mean};
-use crate::spec::raw::{BinaryOp, Expr, ExprKind, ForExpr, ObjectKey, Step, TemplatePart, UnaryOp};
+use crate::spec::raw::{BinaryOp, Expr, ExprKind, ForExpr, Ident, ObjectKey, Step, TemplatePart, UnaryOp};
 pub use crate::spec::value::{EnvReads, EvalError, EvalResult, Scope, Value, format_number};
 
 fn err(span: Span, message: impl Into<String>, label: impl Into<String>) -> EvalError {
@@ -38,10 +39,7 @@ pub fn eval(expr: &Expr, scope: &mut Scope<'_>) -> EvalResult {
             }
             Ok(Value::Object(out))
         }
-        ExprKind::Traversal { root, steps } => {
-            let (base, rest) = resolve_root(&root.name, root.span, steps, scope)?;
-            apply_steps(base, rest, scope)
-        }
+        ExprKind::Traversal { root, steps } => traverse(root, steps, scope).map(Cow::into_owned),
         ExprKind::Access { expr, steps } => {
             let base = eval(expr, scope)?;
             apply_steps(base, steps, scope)
@@ -49,10 +47,15 @@ pub fn eval(expr: &Expr, scope: &mut Scope<'_>) -> EvalResult {
         ExprKind::Call { name, args, expand_final } => {
             let mut vals = Vec::with_capacity(args.len());
             for (i, a) in args.iter().enumerate() {
-                let v = eval(a, scope)?;
+                let v = eval_arg(a, scope)?;
                 if *expand_final && i + 1 == args.len() {
                     match v {
-                        Value::List(items) => vals.extend(items.into_iter().map(|v| (v, a.span))),
+                        Cow::Owned(Value::List(items)) => {
+                            vals.extend(items.into_iter().map(|v| (Cow::Owned(v), a.span)))
+                        }
+                        Cow::Borrowed(Value::List(items)) => {
+                            vals.extend(items.iter().map(|v| (Cow::Borrowed(v), a.span)))
+                        }
                         other => {
                             return Err(err(
                                 a.span,
@@ -101,6 +104,15 @@ pub fn eval(expr: &Expr, scope: &mut Scope<'_>) -> EvalResult {
     }
 }
 
+/// A function's argument: a reference is read in place ([`traverse`]), anything else
+/// evaluated.
+fn eval_arg<'a>(expr: &Expr, scope: &mut Scope<'a>) -> Result<Cow<'a, Value>, EvalError> {
+    match &expr.kind {
+        ExprKind::Traversal { root, steps } => traverse(root, steps, scope),
+        _ => eval(expr, scope).map(Cow::Owned),
+    }
+}
+
 fn key_string(v: Value, span: Span) -> Result<String, EvalError> {
     match v {
         Value::String(s) => Ok(s),
@@ -110,20 +122,93 @@ fn key_string(v: Value, span: Span) -> Result<String, EvalError> {
     }
 }
 
+/// A traversal's value, read in place: only the value it ends at is copied, never the
+/// objects it passes through (`plan.pools[p].gpu` copies one string, not the plan), and a
+/// value in the data the scope borrows (variables, locals, resources, `plan`) is not
+/// copied at all, so a function argument such as `keys(plan.pools)` reads it where it is.
+/// An index's key is an expression: it is evaluated (with the scope) when the walk reaches
+/// it, and the walk starts again from the root with the key known, so errors come in the
+/// order of the reference.
+fn traverse<'a>(root: &Ident, steps: &[Step], scope: &mut Scope<'a>) -> Result<Cow<'a, Value>, EvalError> {
+    let mut keys: Vec<Value> = Vec::new();
+    loop {
+        let (base, rest) = resolve_root(&root.name, root.span, steps, scope)?;
+        let (found, tail) = match base {
+            Root::Data(v) => match walk(v, rest, &keys)? {
+                Walked::At(v, []) => return Ok(Cow::Borrowed(v)),
+                Walked::At(v, tail) => (v.clone(), tail),
+                Walked::Key(e) => {
+                    keys.push(eval(e, scope)?);
+                    continue;
+                }
+            },
+            Root::Scope(v) => match walk(v, rest, &keys)? {
+                Walked::At(v, tail) => (v.clone(), tail),
+                Walked::Key(e) => {
+                    keys.push(eval(e, scope)?);
+                    continue;
+                }
+            },
+            Root::Owned(v) => match walk(&v, rest, &keys)? {
+                Walked::At(v, tail) => (v.clone(), tail),
+                Walked::Key(e) => {
+                    keys.push(eval(e, scope)?);
+                    continue;
+                }
+            },
+        };
+        // The rest starts at a splat, which maps over copies.
+        return apply_steps(found, tail, scope).map(Cow::Owned);
+    }
+}
+
+/// Where a traversal's root is: in the data the scope borrows for `'a`, in the scope
+/// itself (`for` variables, `each`), or made for the reference (`count.index`).
+enum Root<'a, 's> {
+    Data(&'a Value),
+    Scope(&'s Value),
+    Owned(Value),
+}
+
+/// How far a walk by reference got: to a value (and the steps left from a splat on), or
+/// to an index whose key is not evaluated yet.
+enum Walked<'v, 'e> {
+    At(&'v Value, &'e [Step]),
+    Key(&'e Expr),
+}
+
+/// Walk `steps` from `v` by reference, up to a splat; `keys` are the index keys evaluated
+/// so far, in order.
+fn walk<'v, 'e>(mut v: &'v Value, steps: &'e [Step], keys: &[Value]) -> Result<Walked<'v, 'e>, EvalError> {
+    let mut index_at = 0;
+    for (i, step) in steps.iter().enumerate() {
+        match step {
+            Step::Attr(id) => v = get_attr_ref(v, &id.name, id.span)?,
+            Step::Index(e) => {
+                let Some(key) = keys.get(index_at) else { return Ok(Walked::Key(e)) };
+                index_at += 1;
+                v = index_ref(v, key, e.span)?;
+            }
+            Step::Splat(_) => return Ok(Walked::At(v, &steps[i..])),
+        }
+    }
+    Ok(Walked::At(v, &[]))
+}
+
 /// Resolve the root of a traversal, consuming the steps it needs (`var.x` takes one).
-fn resolve_root<'s>(
+fn resolve_root<'a, 's, 'e>(
     root: &str,
     span: Span,
-    steps: &'s [Step],
-    scope: &mut Scope<'_>,
-) -> Result<(Value, &'s [Step]), EvalError> {
+    steps: &'e [Step],
+    scope: &'s Scope<'a>,
+) -> Result<(Root<'a, 's>, &'e [Step]), EvalError> {
     if let Some((_, v)) = scope.bound.iter().rev().find(|(n, _)| n == root) {
-        return Ok((v.clone(), steps));
+        return Ok((Root::Scope(v), steps));
     }
     if let Some(v) = scope.extra.and_then(|e| e.get(root)) {
-        return Ok((v.clone(), steps));
+        return Ok((Root::Data(v), steps));
     }
-    let first_attr = |what: &str| -> Result<(&'s str, Span), EvalError> {
+    let first_attr = |what: &str| -> Result<(&'e str, Span), EvalError> {
         match steps.first() {
             Some(Step::Attr(id)) => Ok((id.name.as_str(), id.span)),
             _ => Err(err(
@@ -141,7 +226,7 @@ fn resolve_root<'s>(
             }
             let vars = scope.vars.ok_or_else(|| err(span, "variables are not available here", "not allowed here"))?;
             match vars.get(name) {
-                Some(v) => Ok((v.clone(), &steps[1..])),
+                Some(v) => Ok((Root::Data(v), &steps[1..])),
                 None => Err(undeclared("variable", name, nspan.join(span), vars.keys().map(String::as_str))),
             }
         }
@@ -152,12 +237,14 @@ fn resolve_root<'s>(
             }
             let locals = scope.locals.ok_or_else(|| err(span, "locals are not available here", "not allowed here"))?;
             match locals.get(name) {
-                Some(v) => Ok((v.clone(), &steps[1..])),
+                Some(v) => Ok((Root::Data(v), &steps[1..])),
                 None => Err(undeclared("local value", name, nspan.join(span), locals.keys().map(String::as_str))),
             }
         }
         "count" => match (steps.first(), scope.count_index) {
-            (Some(Step::Attr(id)), Some(i)) if id.name == "index" => Ok((Value::Number(i as f64), &steps[1..])),
+            (Some(Step::Attr(id)), Some(i)) if id.name == "index" => {
+                Ok((Root::Owned(Value::Number(i as f64)), &steps[1..]))
+            }
             (_, None) => {
                 Err(Diagnostic::error("gpuplan::eval", "`count.index` is only available in a block that sets `count`")
                     .at(span, "no `count` here")
@@ -168,8 +255,8 @@ fn resolve_root<'s>(
         },
         "each" => match (steps.first(), &scope.each) {
             (Some(Step::Attr(id)), Some((k, v))) => match id.name.as_str() {
-                "key" => Ok((k.clone(), &steps[1..])),
-                "value" => Ok((v.clone(), &steps[1..])),
+                "key" => Ok((Root::Scope(k), &steps[1..])),
+                "value" => Ok((Root::Scope(v), &steps[1..])),
                 _ => Err(err(id.span, "`each` only has the attributes `key` and `value`", "unknown attribute")),
             },
             (_, None) => {
@@ -182,7 +269,7 @@ fn resolve_root<'s>(
         _ => match Kind::parse(root) {
             Some(kind) => {
                 let (name, nspan) = first_attr(kind.as_str())?;
-                Ok((resource_value(kind, name, nspan.join(span), span, scope)?, &steps[1..]))
+                Ok((Root::Data(resource_value(kind, name, nspan.join(span), span, scope)?), &steps[1..]))
             }
             None => Err(unknown_name(root, span)),
         },
@@ -190,13 +277,19 @@ fn resolve_root<'s>(
 }
 
 /// The value of resource `kind.name` (`reference` spans the whole reference), or why not.
-fn resource_value(kind: Kind, name: &str, reference: Span, span: Span, scope: &Scope<'_>) -> EvalResult {
+fn resource_value<'a>(
+    kind: Kind,
+    name: &str,
+    reference: Span,
+    span: Span,
+    scope: &Scope<'a>,
+) -> Result<&'a Value, EvalError> {
     if scope.poisoned.is_some_and(|p| p.contains(&format!("{kind}.{name}"))) {
         return Err(EvalError::Poisoned);
     }
     let resources = scope.resources.ok_or_else(|| err(span, "resources are not available here", "not allowed"))?;
     match resources.get(&(kind, name.to_string())) {
-        Some(v) => Ok(v.clone()),
+        Some(v) => Ok(v),
         None => match scope.declared {
             // All of them, not only those before this one in the decoding
             // order: the hint is the same whatever the order.
@@ -269,7 +362,14 @@ fn apply_steps(mut v: Value, steps: &[Step], scope: &mut Scope<'_>) -> EvalResul
 
 fn get_attr(v: Value, name: &str, span: Span) -> EvalResult {
     match v {
-        Value::Object(mut o) => match o.remove(name) {
+        Value::Object(mut o) if o.contains_key(name) => Ok(o.remove(name).unwrap_or_default()),
+        other => get_attr_ref(&other, name, span).cloned(),
+    }
+}
+
+fn get_attr_ref<'v>(v: &'v Value, name: &str, span: Span) -> Result<&'v Value, EvalError> {
+    match v {
+        Value::Object(o) => match o.get(name) {
             Some(v) => Ok(v),
             None => {
                 let mut d = Diagnostic::error("gpuplan::eval::no_attribute", format!("no attribute `{name}`"))
@@ -292,27 +392,39 @@ fn get_attr(v: Value, name: &str, span: Span) -> EvalResult {
 }
 
 fn index(v: Value, key: Value, span: Span) -> EvalResult {
+    match (v, &key) {
+        (Value::List(items), Value::Number(n)) if index_in(*n, items.len()) => {
+            Ok(items.into_iter().nth(*n as usize).unwrap_or_default())
+        }
+        (Value::Object(mut o), Value::String(k)) if o.contains_key(k) => Ok(o.remove(k).unwrap_or_default()),
+        (v, _) => index_ref(&v, &key, span).cloned(),
+    }
+}
+
+/// Whether `n` indexes a list of `len`.
+fn index_in(n: f64, len: usize) -> bool {
+    n.fract() == 0.0 && n >= 0.0 && (n as usize) < len
+}
+
+fn index_ref<'v>(v: &'v Value, key: &Value, span: Span) -> Result<&'v Value, EvalError> {
     match (v, key) {
         (Value::List(items), Value::Number(n)) => {
             let len = items.len();
-            if n.fract() != 0.0 || n < 0.0 || n as usize >= len {
+            if !index_in(*n, len) {
                 return Err(err(
                     span,
-                    format!("index {} is out of range for a list of {len}", format_number(n)),
+                    format!("index {} is out of range for a list of {len}", format_number(*n)),
                     "out of range",
                 ));
             }
-            Ok(items.into_iter().nth(n as usize).unwrap_or_default())
+            Ok(&items[*n as usize])
         }
         (Value::Object(o), Value::String(k)) => {
-            let span_msg = format!("no key {k:?}");
-            let mut o = o;
-            o.remove(&k).ok_or_else(|| err(span, span_msg, "no such key"))
+            o.get(k).ok_or_else(|| err(span, format!("no key {k:?}"), "no such key"))
         }
         (Value::Object(o), Value::Number(n)) => {
-            let k = format_number(n);
-            let mut o = o;
-            o.remove(&k).ok_or_else(|| err(span, format!("no key {k:?}"), "no such key"))
+            let k = format_number(*n);
+            o.get(&k).ok_or_else(|| err(span, format!("no key {k:?}"), "no such key"))
         }
         (v, k) => {
             Err(err(span, format!("cannot index a {} with a {}", v.type_name(), k.type_name()), "wrong index type"))
@@ -466,3 +578,7 @@ fn eval_for(f: &ForExpr, scope: &mut Scope<'_>, span: Span) -> EvalResult {
     let _ = span;
     Ok(if f.key_expr.is_some() { Value::Object(obj) } else { Value::List(list) })
 }
+
+#[cfg(test)]
+#[path = "eval_tests.rs"]
+mod tests;

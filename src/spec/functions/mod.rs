@@ -6,6 +6,7 @@
 //! and reports a located error; none can panic. `env("NAME")` reads the environment
 //! passed in through the scope.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::diag::{Diagnostic, Span, did_you_mean};
@@ -26,7 +27,9 @@ const fn names<const N: usize>() -> [&'static str; N] {
     out
 }
 
-type Arg = (Value, Span);
+/// An argument: borrowed where it is a reference into the scope (`plan.pools` is not
+/// copied to be counted or searched), owned where it was computed.
+type Arg<'v> = (Cow<'v, Value>, Span);
 
 fn bad(span: Span, message: impl Into<String>, label: impl Into<String>) -> EvalError {
     Diagnostic::error("gpuplan::eval::function", message).at(span, label).into()
@@ -35,7 +38,7 @@ fn bad(span: Span, message: impl Into<String>, label: impl Into<String>) -> Eval
 struct Call<'a> {
     name: &'a str,
     span: Span,
-    args: Vec<Arg>,
+    args: Vec<Arg<'a>>,
 }
 
 impl Call<'_> {
@@ -57,39 +60,49 @@ impl Call<'_> {
         }
         Ok(())
     }
+    /// Argument `i` and its span.
+    fn arg(&self, i: usize) -> (&Value, Span) {
+        (&self.args[i].0, self.args[i].1)
+    }
     fn number(&self, i: usize) -> Result<f64, EvalError> {
-        match &self.args[i] {
+        match self.arg(i) {
             (Value::Number(n), _) => Ok(*n),
             (Value::String(s), sp) => s
                 .trim()
                 .parse()
-                .map_err(|_| bad(*sp, format!("`{}` expects a number, found string {s:?}", self.name), "not a number")),
+                .map_err(|_| bad(sp, format!("`{}` expects a number, found string {s:?}", self.name), "not a number")),
             (v, sp) => {
-                Err(bad(*sp, format!("`{}` expects a number, found {}", self.name, v.type_name()), "not a number"))
+                Err(bad(sp, format!("`{}` expects a number, found {}", self.name, v.type_name()), "not a number"))
             }
         }
     }
     fn string(&self, i: usize) -> Result<String, EvalError> {
-        match &self.args[i] {
+        match self.arg(i) {
             (Value::String(s), _) => Ok(s.clone()),
             (Value::Number(n), _) => Ok(format_number(*n)),
             (Value::Bool(b), _) => Ok(b.to_string()),
             (v, sp) => {
-                Err(bad(*sp, format!("`{}` expects a string, found {}", self.name, v.type_name()), "not a string"))
+                Err(bad(sp, format!("`{}` expects a string, found {}", self.name, v.type_name()), "not a string"))
             }
         }
     }
     fn list(&self, i: usize) -> Result<Vec<Value>, EvalError> {
-        match &self.args[i] {
-            (Value::List(l), _) => Ok(l.clone()),
-            (v, sp) => Err(bad(*sp, format!("`{}` expects a list, found {}", self.name, v.type_name()), "not a list")),
+        self.list_ref(i).map(<[Value]>::to_vec)
+    }
+    fn list_ref(&self, i: usize) -> Result<&[Value], EvalError> {
+        match self.arg(i) {
+            (Value::List(l), _) => Ok(l),
+            (v, sp) => Err(bad(sp, format!("`{}` expects a list, found {}", self.name, v.type_name()), "not a list")),
         }
     }
     fn object(&self, i: usize) -> Result<BTreeMap<String, Value>, EvalError> {
-        match &self.args[i] {
-            (Value::Object(o), _) => Ok(o.clone()),
+        self.object_ref(i).cloned()
+    }
+    fn object_ref(&self, i: usize) -> Result<&BTreeMap<String, Value>, EvalError> {
+        match self.arg(i) {
+            (Value::Object(o), _) => Ok(o),
             (v, sp) => {
-                Err(bad(*sp, format!("`{}` expects an object, found {}", self.name, v.type_name()), "not an object"))
+                Err(bad(sp, format!("`{}` expects an object, found {}", self.name, v.type_name()), "not an object"))
             }
         }
     }
@@ -99,14 +112,20 @@ impl Call<'_> {
     }
     /// `items` as strings, each error located at `span` and named after this function.
     fn strings_of(&self, items: Vec<Value>, span: Span) -> Result<Vec<String>, EvalError> {
-        let inner = Call { name: self.name, span: self.span, args: items.into_iter().map(|v| (v, span)).collect() };
+        let inner =
+            Call { name: self.name, span: self.span, args: items.into_iter().map(|v| (Cow::Owned(v), span)).collect() };
         (0..inner.args.len()).map(|i| inner.string(i)).collect()
     }
     fn numbers(&self) -> Result<Vec<f64>, EvalError> {
         // min(1, 2) and min([1, 2]...) both work; a single list argument is spread too.
-        if let [(Value::List(items), sp)] = self.args.as_slice() {
-            let inner =
-                Call { name: self.name, span: self.span, args: items.iter().map(|v| (v.clone(), *sp)).collect() };
+        if let [(items, sp)] = self.args.as_slice()
+            && let Value::List(items) = &**items
+        {
+            let inner = Call {
+                name: self.name,
+                span: self.span,
+                args: items.iter().map(|v| (Cow::Borrowed(v), *sp)).collect(),
+            };
             return inner.numbers();
         }
         (0..self.args.len()).map(|i| self.number(i)).collect()
@@ -409,7 +428,7 @@ const fn f(
 }
 
 /// Call a built-in function: check its arity, then run it.
-pub fn call(name: &str, name_span: Span, span: Span, args: Vec<Arg>, scope: &mut Scope<'_>) -> EvalResult {
+pub fn call(name: &str, name_span: Span, span: Span, args: Vec<Arg<'_>>, scope: &mut Scope<'_>) -> EvalResult {
     let Ok(i) = TABLE.binary_search_by(|f| f.name.cmp(name)) else { return Err(unknown(name, name_span)) };
     let function = &TABLE[i];
     let c = Call { name, span, args };
@@ -508,7 +527,7 @@ fn env(c: &Call<'_>, scope: &Scope<'_>) -> EvalResult {
     }
     match scope.env.and_then(|e| e.get(&key)) {
         Some(v) => Ok(Value::String(v.clone())),
-        None if c.args.len() == 2 => Ok(c.args[1].0.clone()),
+        None if c.args.len() == 2 => Ok(c.arg(1).0.clone()),
         None => Err(Diagnostic::error("gpuplan::eval::env", format!("environment variable `{key}` is not set"))
             .at(c.args[0].1, "not set")
             .help(format!("export {key}=..., or give a default: env(\"{key}\", \"fallback\")"))
@@ -530,7 +549,7 @@ fn secret(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
 }
 
 fn length(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    Ok(Value::Number(match &c.args[0].0 {
+    Ok(Value::Number(match c.arg(0).0 {
         Value::List(l) => l.len(),
         Value::Object(o) => o.len(),
         Value::String(s) => s.chars().count(),
@@ -656,7 +675,7 @@ fn sort(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
 }
 
 fn element(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    let l = c.list(0)?;
+    let l = c.list_ref(0)?;
     let i = c.number(1)?;
     if l.is_empty() {
         return Err(bad(c.args[0].1, "`element` of an empty list", "empty"));
@@ -668,15 +687,15 @@ fn element(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
 }
 
 fn contains(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    Ok(Value::Bool(c.list(0)?.contains(&c.args[1].0)))
+    Ok(Value::Bool(c.list_ref(0)?.contains(c.arg(1).0)))
 }
 
 fn keys(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    Ok(Value::List(c.object(0)?.into_keys().map(Value::String).collect()))
+    Ok(Value::List(c.object_ref(0)?.keys().map(|k| Value::String(k.clone())).collect()))
 }
 
 fn values(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    Ok(Value::List(c.object(0)?.into_values().collect()))
+    Ok(Value::List(c.object_ref(0)?.values().cloned().collect()))
 }
 
 fn merge(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
@@ -697,11 +716,11 @@ fn zipmap(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
 }
 
 fn lookup(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    let o = c.object(0)?;
+    let o = c.object_ref(0)?;
     let k = c.string(1)?;
     match (o.get(&k), c.args.get(2)) {
         (Some(v), _) => Ok(v.clone()),
-        (None, Some((d, _))) => Ok(d.clone()),
+        (None, Some((d, _))) => Ok(d.as_ref().clone()),
         (None, None) => Err(bad(c.args[1].1, format!("no key {k:?} and no default given"), "missing key")),
     }
 }
@@ -709,8 +728,8 @@ fn lookup(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
 fn coalesce(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
     c.args
         .iter()
-        .find(|(v, _)| !matches!(v, Value::Null) && v.as_str() != Some(""))
-        .map(|(v, _)| v.clone())
+        .find(|(v, _)| !matches!(**v, Value::Null) && v.as_str() != Some(""))
+        .map(|(v, _)| v.as_ref().clone())
         .ok_or_else(|| bad(c.span, "`coalesce`: every argument is null or empty", "no value"))
 }
 
@@ -725,10 +744,10 @@ fn tonumber(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
 }
 
 fn tobool(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    match &c.args[0] {
+    match c.arg(0) {
         (Value::Bool(b), _) => Ok(Value::Bool(*b)),
         (Value::String(s), _) if s == "true" || s == "false" => Ok(Value::Bool(s == "true")),
-        (v, sp) => Err(bad(*sp, format!("cannot convert {} to bool", v.type_name()), "not a bool")),
+        (v, sp) => Err(bad(sp, format!("cannot convert {} to bool", v.type_name()), "not a bool")),
     }
 }
 
@@ -772,7 +791,7 @@ fn format(c: &Call<'_>) -> EvalResult {
             return Err(bad(c.span, "`format` has more verbs than arguments", "missing argument"));
         }
         match verb {
-            Some('s') | Some('v') => out.push_str(&match &c.args[next].0 {
+            Some('s') | Some('v') => out.push_str(&match c.arg(next).0 {
                 Value::List(_) | Value::Object(_) => c.args[next].0.to_json().to_string(),
                 _ => c.string(next)?,
             }),

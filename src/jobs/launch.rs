@@ -65,7 +65,9 @@ pub(super) fn launch(
         CreateNodes {
             pool: job.pool.value.clone(),
             region: shape.region.clone(),
-            zone: shape.zones.get(replica as usize % shape.zones.len().max(1)).cloned().unwrap_or_default(),
+            // Every replica in the pool's first zone: a multi-node job's replicas start
+            // together there (and in its placement group, where the pool has one).
+            zone: shape.zones.first().cloned().unwrap_or_default(),
             zones: vec![],
             instance_types: shape.instance_types.clone(),
             capacity,

@@ -427,4 +427,8 @@ pub struct JobStatus {
     pub started_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_ms: Option<u64>,
+    /// The private address of the node the run is on, where the provider's answer has it
+    /// (a multi-node job's replica 0 is the others' rendezvous point).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
 }

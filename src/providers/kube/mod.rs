@@ -516,6 +516,7 @@ impl JobPort for KubeJobs {
             message: None,
             started_ms: None,
             finished_ms: None,
+            address: None,
         };
         let job: Job = serde_json::from_value(k.manifest.clone()).map_err(|e| {
             ProviderError::new(ErrorClass::Invalid, "BadManifest", format!("the plan's Job for `{}`: {e}", req.job))
@@ -579,6 +580,7 @@ impl JobPort for KubeJobs {
             message: None,
             started_ms: None,
             finished_ms: None,
+            address: None,
         };
         let Some(job) = self.owned_job(&jobs, region, ns, name).await? else {
             out.message = Some(format!("Job `{ns}/{name}` was deleted from the cluster"));
@@ -615,6 +617,7 @@ impl JobPort for KubeJobs {
             message: None,
             started_ms: None,
             finished_ms: None,
+            address: None,
         };
         if self.owned_job(&jobs, region, ns, name).await?.is_none() {
             out.state = JobState::Cancelled;
@@ -672,6 +675,7 @@ impl JobPort for KubeJobs {
             message: Some(message),
             started_ms: None,
             finished_ms: None,
+            address: None,
         })
     }
 }

@@ -40,7 +40,8 @@ pub(super) async fn stop_regrouped(
 /// plan carries it); `Err(why)` when it is not known yet. `runs`: the job's runs as
 /// recorded so far in this apply (replica 0's new run among them once it launched).
 pub(super) fn master(j: &JobPlacement, l: &ReplicaLaunch, runs: &[JobRun]) -> Result<Option<String>, String> {
-    if l.replica == 0 || node_rank(&l.request.env).is_none() {
+    // A cluster's pods find replica 0 by name (`providers::kube::manifest`).
+    if l.replica == 0 || l.request.kube.is_some() || node_rank(&l.request.env).is_none() {
         return Ok(None);
     }
     let waits = || format!("replica {} waits for replica 0's private address", l.replica);

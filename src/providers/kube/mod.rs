@@ -24,6 +24,7 @@
 pub mod health;
 pub mod manifest;
 pub mod nodes;
+mod service;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -495,9 +496,9 @@ impl Provider for KubeJobs {
     }
 }
 
-#[async_trait]
-impl JobPort for KubeJobs {
-    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+impl KubeJobs {
+    /// Submit (or find) the Job of a launch.
+    async fn submit_launch(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
         let Some(k) = &req.kube else {
             return Err(ProviderError::new(
                 ErrorClass::Invalid,
@@ -565,6 +566,20 @@ impl JobPort for KubeJobs {
             return Ok(status(JobState::Queued));
         }
         self.submit(&jobs, &client, &job, req, loc, ns, name).await.map(|()| status(JobState::Queued))
+    }
+}
+
+#[async_trait]
+impl JobPort for KubeJobs {
+    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        let status = self.submit_launch(req).await?;
+        // A multi-node job: its headless Service, once its Job exists.
+        if let Some(k) = &req.kube
+            && let Some(svc) = &k.service
+        {
+            service::ensure(&self.client(&k.cluster).await?, k, svc).await?;
+        }
+        Ok(status)
     }
 
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {

@@ -99,11 +99,11 @@ fn interrupted_text(j: &JobPlacement) -> String {
     )
 }
 
-/// `requeued whole: replica 1 was lost before all replicas started; runs i-0, i-2 stop;
-/// attempt 2, no retry spent` (a multi-node job, `jobs::regroup`).
+/// `requeued whole: replica 1 was lost before all replicas started; runs i-0, i-2 stop, no
+/// retry spent` (a multi-node job, `jobs::regroup`).
 fn regroup_text(j: &JobPlacement, g: &crate::model::job::Regroup) -> String {
     let stops = if g.stops.is_empty() { String::new() } else { format!("; runs {} stop", g.stops.join(", ")) };
-    format!("requeued whole: {}{stops}; attempt {}{}, no retry spent", g.why, j.attempt, from_checkpoint(j))
+    format!("requeued whole{}: {}{stops}, no retry spent", from_checkpoint(j), g.why)
 }
 
 /// `node i-1 removed (rebalance)`, `nodes i-1, i-2 removed (surplus)`: the removed nodes

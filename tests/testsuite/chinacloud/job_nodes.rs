@@ -366,3 +366,53 @@ fn alibaba_multi_node_replicas_rendezvous_on_the_address_describe_instances_give
     let instances = || fake.instances().into_iter().map(|i| (i.id, i.tags, i.user_data)).collect();
     multi_node_waits_for_replica_0_s_address(f, &instances, alibaba_fake::private_ip);
 }
+
+/// A multi-node job whose replica 0 is reclaimed while replica 1 has not started yet: the
+/// plan requeues the whole job, apply stops replica 1, and both come back as attempt 2,
+/// with no retry spent (the template allows none).
+#[test]
+fn a_multi_node_job_that_loses_a_replica_before_all_started_is_requeued_whole() {
+    let fake = Fake::start();
+    let spec = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}\n{}",
+        fake.url,
+        pool("tencentcloud", &["ap-guangzhou-3"], "T4", "GN7.2XLARGE32", 0, "    spot_percent = 100"),
+        "job_template \"t\" {\n  image          = \"nginx\"\n  gpus           = 1\n  retries        = 0\n  preemptible    = true\n  checkpoint_uri = \"cos://ckpt/t\"\n}\n\njob \"ddp\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n  replicas = 2\n}\n"
+    );
+    let f = Fleet::new(&spec, &[("TENCENTCLOUD_SECRET_ID", SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", SECRET_KEY)]);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let replica = |r: &str, attempt: &str| {
+        fake.instances().into_iter().find(|i| {
+            i.tags.get("gpuplan:replica").map(String::as_str) == Some(r)
+                && i.tags.get("gpuplan:attempt").map(String::as_str) == Some(attempt)
+        })
+    };
+    let (zero, one) = (replica("0", "1").expect("replica 0"), replica("1", "1").expect("replica 1"));
+    assert_eq!(zero.charge_type, "SPOTPAID");
+    // Replica 1 still boots when replica 0's spot node is reclaimed.
+    fake.set_state(&one.id, "PENDING");
+    fake.set_state(&zero.id, "SHUTDOWN");
+
+    let r = f.run(&["plan", "--no-color"]).expect(0);
+    let text = r.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    let says = format!(
+        "requeued whole from its checkpoint: replica 0 was lost before all replicas started; runs {} stop, no retry spent",
+        one.id
+    );
+    assert!(text.contains(&says), "{}\n{}", r.stdout, r.stderr);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let gone = fake.instances().into_iter().find(|i| i.id == one.id).map(|i| i.state);
+    assert!(gone.is_none() || gone.as_deref() == Some("SHUTDOWN"), "replica 1 was stopped: {gone:?}");
+    assert!(replica("0", "2").is_some(), "replica 0 launches again as attempt 2: {:?}", fake.instances());
+    // Replica 1's attempt 2 follows once replica 0's address is read; no retry spent.
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    assert!(replica("1", "2").is_some(), "{:?}", fake.instances());
+    let r = f.run(&["jobs", "status", "ddp", "--json"]).expect(0);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let runs = v["jobs"][0]["runs"].as_array().expect("runs");
+    let stopped = runs.iter().find(|r| r["id"] == one.id.as_str()).expect("replica 1's first run");
+    assert_eq!(stopped["status"], "preempted", "{v:#}");
+    assert_eq!(v["jobs"][0]["state"], "running", "retries = 0, yet the job goes on: {v:#}");
+    f.run(&["destroy", "--auto-approve"]).expect(0);
+}

@@ -306,16 +306,17 @@ fn a_tat_send_whose_answer_was_lost_to_a_kill_is_adopted_not_sent_again() {
 /// A multi-node job where RunInstances answers instance ids only (Tencent Cloud, Alibaba
 /// Cloud): replica 0 launches first; the others wait until a refresh reads its private
 /// address from DescribeInstances, then launch with it in their user data.
+/// An instance as these tests read it: (id, tags, user data).
+type Seen = (String, BTreeMap<String, String>, Option<String>);
+
 fn multi_node_waits_for_replica_0_s_address(
     fleet: Fleet,
-    instances: &dyn Fn() -> Vec<(String, BTreeMap<String, String>, Option<String>)>,
+    instances: &dyn Fn() -> Vec<Seen>,
     private_ip: fn(&str) -> String,
 ) {
     let r = fleet.run(&["apply", "--auto-approve"]);
     assert!(r.stderr.contains("replica 1 waits for replica 0's private address"), "{}\n{}", r.stdout, r.stderr);
-    let jobs = |v: Vec<(String, BTreeMap<String, String>, Option<String>)>| {
-        v.into_iter().filter(|i| i.1.contains_key(TAG_JOB)).collect::<Vec<_>>()
-    };
+    let jobs = |v: Vec<Seen>| v.into_iter().filter(|i| i.1.contains_key(TAG_JOB)).collect::<Vec<_>>();
     let first = jobs(instances());
     assert_eq!(first.len(), 1, "replica 0 only: {first:?}");
     assert_eq!(first[0].1.get("gpuplan:replica").map(String::as_str), Some("0"));

@@ -220,7 +220,9 @@ pub(super) fn progress(
             }
         }
     }
-    if p.cancelled {
+    // A multi-node job runs whole or not at all: with a replica failed for good, the
+    // others are not launched again.
+    if p.cancelled || (p.failed && !in_cluster && job.replicas.value > 1) {
         p.pending.clear();
     }
     p.runs = runs;

@@ -4,7 +4,8 @@
 //! the rest waiting at a rendezvous that cannot complete. So the others are stopped (apply
 //! does it) and the whole job is queued again as its next attempt: nothing of theirs
 //! spends a retry, nor does the lost replica's unless it failed on its own. Once all have
-//! started, a replica's end is its own, as for any job. Pure.
+//! started, a replica's end is its own, as for any job; one that has spent its retries
+//! fails the job, whose other replicas are not launched again (`demand::progress`). Pure.
 
 use crate::model::job::{JobRun, Regroup};
 use crate::providers::JobState;

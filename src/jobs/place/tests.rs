@@ -540,6 +540,18 @@ mod rendezvous {
     }
 
     #[test]
+    fn a_replica_failed_for_good_launches_none_of_the_others_again() {
+        let spec = multi_node("aws");
+        let failed = |attempt: u32| JobRun { attempt, id: format!("i-1-{attempt}"), ..replica(1, JobState::Failed) };
+        let runs = vec![replica(0, JobState::Queued), failed(1), failed(2), replica(2, JobState::Queued)];
+        let state = state_with(&spec, JobRecord { runs, ..Default::default() });
+        let a = place_seen(&spec, &state, &[(0, JobState::Queued), (2, JobState::Queued)]);
+        assert_eq!(a.regroup.as_ref().map(|g| g.stops.clone()), Some(vec!["i-0".to_string(), "i-2".to_string()]));
+        assert!(a.launches.is_empty(), "{:?}", a.launches);
+        assert_eq!(a.placement, Placement::Failed);
+    }
+
+    #[test]
     fn a_replica_failed_after_all_started_relaunches_alone_on_replica_0s_address() {
         let spec = multi_node("aws");
         let runs = vec![replica(0, JobState::Running), replica(1, JobState::Running), replica(2, JobState::Running)];

@@ -41,6 +41,7 @@ mod assign;
 mod calls;
 mod ledger;
 mod orphans;
+mod rendezvous;
 
 use std::collections::BTreeMap;
 
@@ -111,6 +112,7 @@ struct Settled {
 pub async fn before_nodes(plan: &Plan, prior: &State, providers: &ProviderSet, opts: &ApplyOptions) -> Stopped {
     let kept = cancel_removed(plan, prior, providers, opts).await;
     let mut stopped = stop_interrupted(plan, providers, opts).await;
+    rendezvous::stop_regrouped(&plan.jobs, providers, opts, &mut stopped).await;
     stopped.1 = kept;
     stopped
 }
@@ -360,6 +362,13 @@ async fn settle<'j>(
             launched.skipped.push(l.replica);
             continue;
         }
+        let master = match rendezvous::master(j, l, &rec.runs) {
+            Ok(m) => m,
+            Err(why) => {
+                launched.short.push(why);
+                continue;
+            }
+        };
         let before = launched.runs.len();
         if is_send(l) {
             // Durable before the send: a crash after it leaves the intent, which the next
@@ -371,7 +380,7 @@ async fn settle<'j>(
                 break;
             }
         }
-        launch_replica(steps, j, l, pick, now, &mut launched).await;
+        launch_replica(steps, j, l, pick, master.as_deref(), now, &mut launched).await;
         if is_send(l) && !launched.unsure.contains(&l.request.token) {
             rec.sending.retain(|s| s.token != l.request.token);
         }
@@ -515,6 +524,7 @@ async fn launch_replica(
     j: &JobPlacement,
     l: &ReplicaLaunch,
     pick: Pick,
+    master: Option<&str>,
     now: &str,
     out: &mut Launched,
 ) {
@@ -524,6 +534,9 @@ async fn launch_replica(
         return;
     };
     let mut req = l.request.clone();
+    if let Some(addr) = master {
+        crate::providers::job_env::with_master(&mut req.env, addr);
+    }
     let mut capacity = l.capacity;
     match pick {
         Pick::AsPlanned => {}
@@ -638,6 +651,7 @@ fn new_run(
         node_released: false,
         preempted_for: None,
         max_runtime_secs: req.max_runtime_secs,
+        address: s.address,
     }
 }
 

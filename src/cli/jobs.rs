@@ -367,14 +367,21 @@ fn render(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
     let state = state_common::read(settings)?;
     let lineage = state.as_ref().map(|s| s.lineage.as_str());
     let docs: Vec<_> = addrs
-        .into_iter()
+        .iter()
         .filter_map(|a| {
             let next =
                 record(state.as_ref(), a).map(|r| r.runs.iter().map(|r| r.attempt).max().unwrap_or(0) + 1).unwrap_or(1);
             k8s::manifest(spec, a, next, lineage)
         })
         .collect();
-    let text = k8s::to_yaml(&docs).map_err(|e| CliError::new(format!("cannot write the manifests as YAML: {e}")))?;
+    let yaml_error = |e| CliError::new(format!("cannot write the manifests as YAML: {e}"));
+    let mut text = k8s::to_yaml(&docs).map_err(yaml_error)?;
+    // Multi-node jobs: the headless Service each Job's replicas rendezvous under.
+    let services: Vec<_> = addrs.iter().filter_map(|a| k8s::service(spec, a, &spec.jobs[*a], lineage)).collect();
+    if !services.is_empty() {
+        text.push_str("---\n");
+        text.push_str(&k8s::to_yaml(&services).map_err(yaml_error)?);
+    }
     output::stdout(&text);
     Ok(ExitStatus::Success)
 }

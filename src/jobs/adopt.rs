@@ -116,6 +116,7 @@ fn adoptable(
         // `launched_at` is set when apply records the adoption (the node's real launch
         // was moments before the apply that made it died).
         max_runtime_secs: template.and_then(|t| t.max_runtime.as_ref()).map(|d| d.value.as_secs()),
+        address: None,
     };
     Some((job, run))
 }
@@ -146,6 +147,7 @@ pub fn sent_run(s: &Sending, status: JobStatus) -> JobRun {
         node_released: false,
         preempted_for: None,
         max_runtime_secs: s.max_runtime_secs,
+        address: None,
     }
 }
 

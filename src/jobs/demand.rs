@@ -42,6 +42,8 @@ pub(super) struct Progress {
     pub interrupted: Vec<Interruption>,
     /// Runs refresh found stopped (exit code awaited) that the state records otherwise.
     pub stopped: Vec<String>,
+    /// A multi-node job requeued whole ([`super::regroup`]).
+    pub regroup: Option<crate::model::job::Regroup>,
 }
 
 /// The job record in state for `addr`, if any.
@@ -63,6 +65,11 @@ pub fn observed_runs(rec: Option<&JobRecord>, observed: Option<&BTreeMap<String,
                 }
                 if let Some(ms) = s.finished_ms {
                     run.finished_at = Some(crate::model::job::rfc3339_ms(ms));
+                }
+                // Clouds whose launch does not answer the node's address (a rendezvous
+                // waits for it) tell it here.
+                if s.address.is_some() {
+                    run.address.clone_from(&s.address);
                 }
             }
         }
@@ -171,6 +178,8 @@ pub(super) fn progress(
     give_back_retries(&mut runs, faulty);
     let interrupted =
         if in_cluster { evict(&mut runs, removed) } else { interrupt(&mut runs, removed, t.checkpoint_uri.is_some()) };
+    // A cluster's Indexed Job regroups its own pods.
+    let regroup = if in_cluster { None } else { super::regroup::regroup(&mut runs, job.replicas.value) };
     let mut p = Progress {
         runs: Vec::new(),
         pending: Vec::new(),
@@ -180,6 +189,7 @@ pub(super) fn progress(
         retries_spent: 0,
         interrupted,
         stopped: newly_stopped(rec, &runs),
+        regroup,
     };
     p.cancelled = rec.is_some_and(|r| r.cancelled);
     for replica in 0..job.replicas.value {
@@ -210,7 +220,9 @@ pub(super) fn progress(
             }
         }
     }
-    if p.cancelled {
+    // A multi-node job runs whole or not at all: with a replica failed for good, the
+    // others are not launched again.
+    if p.cancelled || (p.failed && !in_cluster && job.replicas.value > 1) {
         p.pending.clear();
     }
     p.runs = runs;
@@ -295,6 +307,7 @@ pub(super) fn placement(
         incarnation: Some(incarnation(input.state, rec)),
         warm_skipped: Vec::new(),
         checkpoints: t.checkpoint_uri.is_some(),
+        regroup: p.regroup.clone(),
     }
 }
 

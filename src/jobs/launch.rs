@@ -65,7 +65,8 @@ pub(super) fn launch(
         CreateNodes {
             pool: job.pool.value.clone(),
             region: shape.region.clone(),
-            zone: shape.zones.get(replica as usize % shape.zones.len().max(1)).cloned().unwrap_or_default(),
+            // Every replica in the pool's first zone: a multi-node job's start together.
+            zone: shape.zones.first().cloned().unwrap_or_default(),
             zones: vec![],
             instance_types: shape.instance_types.clone(),
             capacity,
@@ -91,6 +92,7 @@ pub(super) fn launch(
         // The run's identity: an old Job of the same name is never taken for this one.
         let run = run_label(lineage, addr, &life, attempt);
         let manifest = kube::manifest::launch_manifest(input.spec, addr, job, attempt, lineage, run);
+        let service = kube::manifest::launch_service(input.spec, addr, job, lineage);
         KubeLaunch {
             cluster,
             namespace: k.namespace.value.clone(),
@@ -98,6 +100,7 @@ pub(super) fn launch(
             replica,
             lineage: lineage.clone(),
             manifest,
+            service,
         }
     });
     let node_shape = if kube.is_some() { None } else { node_shape };

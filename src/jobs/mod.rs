@@ -10,6 +10,7 @@
 //! - `launch.rs`: one replica attempt's launch request (token, node shape, Kubernetes Job);
 //!   its environment is `providers/job_env.rs` and its Job `providers/kube/manifest.rs`,
 //!   so no Kubernetes wire type is built here.
+//! - `regroup.rs`: a multi-node job that lost a replica before all started requeues whole.
 //! - `preempt.rs`: waiting jobs take the GPUs of lower-priority preemptible ones.
 //!
 //! Around it:
@@ -32,6 +33,7 @@ pub mod place;
 pub mod preempt;
 pub mod queue;
 pub mod refresh;
+mod regroup;
 pub mod room;
 pub mod running;
 pub mod status;

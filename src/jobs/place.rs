@@ -158,10 +158,20 @@ fn settle(
             let shape = shapes.get(&job.pool.value);
             let fallback = spec.gpu_pools.get(&job.pool.value).map(|p| p.mix.fallback.value);
             jp.placement = Placement::Launch;
+            // A multi-node job's replicas rendezvous on replica 0's node: its address when
+            // it runs on (apply passes it on when replica 0 launches with the rest).
+            let master = jp.runs.iter().find(|r| r.replica == 0 && r.is_active()).and_then(|r| r.address.as_deref());
             for ((replica, attempt), cap) in pending.iter().zip(&caps) {
                 if let Some(shape) = shape {
                     let mut l = launch(input, &d.address, job, t, shape, *replica, *attempt, *cap, fallback);
-                    room::onto_warm(&mut l, warm.get_mut(&job.pool.value));
+                    if let Some(addr) = master {
+                        crate::providers::job_env::with_master(&mut l.request.env, addr);
+                    }
+                    // Its replicas start together on nodes made for them in one zone (and
+                    // placement group), never on warm nodes wherever those are.
+                    if job.replicas.value == 1 {
+                        room::onto_warm(&mut l, warm.get_mut(&job.pool.value));
+                    }
                     jp.launches.push(l);
                 }
             }

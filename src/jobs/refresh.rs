@@ -68,6 +68,7 @@ pub async fn statuses(
                             )),
                             started_ms: None,
                             finished_ms: None,
+                            address: None,
                         },
                     );
                 }
@@ -182,6 +183,7 @@ mod tests {
             node_released: false,
             preempted_for: None,
             max_runtime_secs: max,
+            address: None,
         }
     }
 
@@ -197,6 +199,7 @@ mod tests {
             message: Some("Client.UserInitiatedShutdown".into()),
             started_ms: None,
             finished_ms: cloud_stop_ms,
+            address: None,
         }
     }
 

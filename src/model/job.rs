@@ -166,6 +166,21 @@ pub struct JobPlacement {
     /// checkpoint. Without one, the views never claim it does.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub checkpoints: bool,
+    /// A multi-node job one of whose replicas was lost before all had started: apply stops
+    /// the others, and the whole job requeues (`jobs::regroup`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regroup: Option<Regroup>,
+}
+
+/// A multi-node job requeued whole: a replica was lost before all had started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Regroup {
+    /// The replica lost, and why (`its node was reclaimed`).
+    pub lost: u32,
+    pub why: String,
+    /// The runs of the other replicas, which apply stops.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stops: Vec<String>,
 }
 
 /// A run stopped because a change of this plan removes its node.
@@ -314,6 +329,10 @@ pub struct JobRun {
     /// running past it (plus time to boot) is ended by gpuplan (`jobs::refresh`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_runtime_secs: Option<u64>,
+    /// The private address of the node it runs on, where the provider said (a multi-node
+    /// job's replica 0: the others' `GPUPLAN_MASTER_ADDR`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
 }
 
 /// Milliseconds since the epoch as RFC 3339 (seconds).

@@ -387,6 +387,10 @@ pub struct KubeLaunch {
     pub lineage: String,
     /// The Job object, as `gpuplan jobs render` prints it.
     pub manifest: serde_json::Value,
+    /// A multi-node job's headless Service (its replicas find replica 0's pod by name
+    /// under it), created with the Job and owned by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -427,4 +431,8 @@ pub struct JobStatus {
     pub started_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_ms: Option<u64>,
+    /// The private address of the node the run is on, where the provider's answer has it
+    /// (a multi-node job's replica 0 is the others' rendezvous point).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
 }

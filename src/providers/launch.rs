@@ -124,6 +124,7 @@ pub fn queued_on_warm_node(req: &LaunchJob, command_id: &str, command: &str) -> 
         message: Some(format!("on warm node {} ({command})", req.node_id)),
         started_ms: None,
         finished_ms: None,
+        address: None,
     }
 }
 
@@ -175,6 +176,7 @@ pub fn launched(req: &LaunchJob, made: CreateResult, stockout_code: &str) -> Res
         message: Some(format!("instance {} in {} boots the job", node.id, node.zone)),
         started_ms: None,
         finished_ms: None,
+        address: None,
     })
 }
 
@@ -204,6 +206,7 @@ pub fn job_status(id: &str, tags: &Tags, state: JobState, message: Option<String
         message,
         started_ms: None,
         finished_ms: None,
+        address: None,
     })
 }
 

@@ -13,6 +13,7 @@
 //! console line where the cloud serves console output), and a reclaimed spot node to
 //! preempted.
 
+use super::job_env;
 use super::{LaunchJob, ProviderError};
 
 pub mod secrets;
@@ -65,8 +66,17 @@ pub fn job_script_with(req: &LaunchJob, env: &dyn Fn(&str) -> Option<String>) ->
     let mut run = vec![format!("{timeout}docker run --rm --runtime=nvidia")];
     run.push(format!("--gpus {}", shell_quote(&format!("\"device={}\"", gpu_list(req.gpus)))));
     run.push(format!("--name {}", shell_quote(&container_name(req))));
+    let rank = job_env::node_rank(&req.env);
+    if rank.is_some() {
+        // A multi-node job's replicas reach each other on the nodes' own addresses.
+        run.push("--network host".into());
+    }
     for (k, v) in &req.env {
         run.push(format!("-e {}", shell_quote(&format!("{k}={v}"))));
+    }
+    if rank == Some(0) && !req.env.contains_key(job_env::ENV_MASTER_ADDR) {
+        // Replica 0 is the rendezvous: its own private address, read on the node.
+        run.push(format!("-e {}=\"$(hostname -I | awk '{{print $1}}')\"", job_env::ENV_MASTER_ADDR));
     }
     run.extend(secret_args);
     run.push(format!("-e GPUPLAN_JOB={}", shell_quote(&req.job.to_string())));
@@ -296,6 +306,29 @@ mod tests {
             let out = std::process::Command::new("bash").arg("-n").arg(&path).output().expect("bash runs");
             assert!(out.status.success(), "{}\n{script}", String::from_utf8_lossy(&out.stderr));
         }
+    }
+
+    #[test]
+    fn a_multi_node_replica_shares_the_host_network_and_replica_0_reads_its_own_address() {
+        let rank = |r: &str, master: Option<&str>| {
+            let mut req = req();
+            req.env.insert("GPUPLAN_NNODES".into(), "2".into());
+            req.env.insert("GPUPLAN_NODE_RANK".into(), r.into());
+            if let Some(m) = master {
+                req.env.insert("GPUPLAN_MASTER_ADDR".into(), m.into());
+            }
+            job_script(&req).expect("a script")
+        };
+        let first = rank("0", None);
+        assert!(first.contains("--network host"), "{first}");
+        assert!(first.contains("-e GPUPLAN_MASTER_ADDR=\"$(hostname -I | awk '{print $1}')\""), "{first}");
+        let second = rank("1", Some("10.0.1.7"));
+        assert!(second.contains("-e GPUPLAN_MASTER_ADDR=10.0.1.7") && !second.contains("hostname -I"), "{second}");
+        let single = job_script(&req()).expect("a script");
+        assert!(!single.contains("--network host") && !single.contains("MASTER_ADDR"), "{single}");
+        // Valid bash.
+        let out = std::process::Command::new("bash").args(["-n", "-c", &first]).output().expect("bash runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
 
     #[test]

@@ -99,6 +99,13 @@ fn interrupted_text(j: &JobPlacement) -> String {
     )
 }
 
+/// `requeued whole: replica 1 was lost before all replicas started; runs i-0, i-2 stop, no
+/// retry spent` (a multi-node job, `jobs::regroup`).
+fn regroup_text(j: &JobPlacement, g: &crate::model::job::Regroup) -> String {
+    let stops = if g.stops.is_empty() { String::new() } else { format!("; runs {} stop", g.stops.join(", ")) };
+    format!("requeued whole{}: {}{stops}, no retry spent", from_checkpoint(j), g.why)
+}
+
 /// `node i-1 removed (rebalance)`, `nodes i-1, i-2 removed (surplus)`: the removed nodes
 /// under the job by the node's own reason, in the order the plan lists them.
 fn removed_nodes_text(j: &JobPlacement) -> String {
@@ -148,6 +155,9 @@ fn brief(deferred: &Deferred<'_>, j: &JobPlacement) -> Option<String> {
         }
     };
     let mut extra = Vec::new();
+    if let Some(g) = &j.regroup {
+        extra.insert(0, regroup_text(j, g));
+    }
     if !held.is_empty() {
         let nodes: Vec<String> = held.iter().map(|d| format!("node {} ({})", d.id, d.reason)).collect();
         extra.push(format!("keeps its node: removal of {} deferred until it ends (not preemptible)", nodes.join(", ")));
@@ -197,6 +207,9 @@ fn describe(deferred: &Deferred<'_>, j: &JobPlacement) -> String {
     let mut text = placement_text(j) + &warm_skipped_text(j);
     if !j.interrupted.is_empty() {
         text = format!("{}; then {text}", interrupted_text(j));
+    }
+    if let Some(g) = &j.regroup {
+        text = format!("{}; then {text}", regroup_text(j, g));
     }
     let held = held(deferred, j);
     if !held.is_empty() {

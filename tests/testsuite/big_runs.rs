@@ -1,6 +1,7 @@
 //! Nodes for big runs (docs/design/big-runs.md) through the CLI on the sim cloud: a
 //! pool's `disk {}` in the plan (text, markdown, JSON), in its cost and in the ledger;
-//! `network {}` checked against the catalog by `validate`.
+//! `network {}` checked against the catalog by `validate`; a multi-node job's replicas
+//! started together in one zone with their rendezvous.
 
 use std::path::Path;
 
@@ -141,4 +142,79 @@ fn a_pool_in_a_cluster_placement_group_launches_into_its_zone_s_group_with_its_f
     assert!(r.stdout.contains("-train-us-east-1a"), "{}", r.stdout);
     let r = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+}
+
+/// Every object under `v` (at any depth) that has `key`.
+fn all_with<'a>(v: &'a Value, key: &str, out: &mut Vec<&'a Value>) {
+    match v {
+        Value::Object(m) => {
+            if m.contains_key(key) {
+                out.push(v);
+            }
+            m.values().for_each(|x| all_with(x, key, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| all_with(x, key, out)),
+        _ => {}
+    }
+}
+
+/// The sim cloud's file and its log as JSON documents.
+fn sim_documents(dir: &Path) -> Vec<Value> {
+    let mut docs = Vec::new();
+    for name in ["state/default.sim.json", "state/default.sim.json.log"] {
+        let Ok(text) = std::fs::read_to_string(dir.join(name)) else { continue };
+        match serde_json::from_str::<Value>(&text) {
+            Ok(v) => docs.push(v),
+            Err(_) => docs.extend(text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok())),
+        }
+    }
+    docs
+}
+
+#[test]
+fn a_multi_node_job_starts_its_replicas_together_in_one_zone_with_replica_0_s_address() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = pool("")
+        .replace("region = \"us-east-1\"\n", "region = \"us-east-1\"\n  job_duration = \"1h\"\n")
+        .replace("[\"us-east-1a\"]", "[\"us-east-1a\", \"us-east-1b\"]")
+        .replace("desired = 2", "desired = 3")
+        + "\njob_template \"ddp\" {\n  image   = \"ghcr.io/example/ddp:1\"\n  command = [\"torchrun\", \"train.py\"]\n  gpus    = 8\n}\n\njob \"pretrain\" {\n  template = job_template.ddp\n  pool     = gpu_pool.train\n  replicas = 2\n}\n";
+    std::fs::write(dir.join("main.hcl"), &spec).unwrap();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+
+    // The state records each replica's run; replica 0's with its node's private address.
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("state/default.json")).expect("state")).expect("JSON");
+    let runs = state["resources"]["job.pretrain"]["job"]["runs"].as_array().unwrap_or_else(|| panic!("{state}"));
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let rank0 = runs.iter().find(|r| r["replica"] == 0).expect("replica 0");
+    let master = rank0["address"].as_str().unwrap_or_else(|| panic!("replica 0 has an address: {rank0}"));
+    assert!(master.starts_with("10."), "{master}");
+
+    // What each replica's container sees, as the sim cloud recorded it.
+    let docs = sim_documents(dir);
+    let mut jobs = Vec::new();
+    docs.iter().for_each(|d| all_with(d, "rendezvous", &mut jobs));
+    assert_eq!(jobs.len(), 2, "two replica launches: {jobs:?}");
+    let mut nodes = Vec::new();
+    for j in &jobs {
+        let env = &j["rendezvous"];
+        assert_eq!(env["GPUPLAN_MASTER_ADDR"], master, "{j}");
+        assert_eq!(env["GPUPLAN_MASTER_PORT"], "29500", "{j}");
+        assert_eq!(env["GPUPLAN_NNODES"], "2", "{j}");
+        nodes.push(j["node_id"].as_str().expect("a node").to_string());
+    }
+    let ranks: Vec<&str> = jobs.iter().filter_map(|j| j["rendezvous"]["GPUPLAN_NODE_RANK"].as_str()).collect();
+    assert!(ranks.contains(&"0") && ranks.contains(&"1"), "{ranks:?}");
+    assert_ne!(nodes[0], nodes[1], "a node each");
+
+    // Both nodes in one zone (the pool's placement group there).
+    let mut sim_nodes = Vec::new();
+    docs.iter().for_each(|d| all_with(d, "zone", &mut sim_nodes));
+    let zone_of =
+        |id: &str| sim_nodes.iter().find(|n| n["id"] == id).and_then(|n| n["zone"].as_str()).map(String::from);
+    let zones: Vec<Option<String>> = nodes.iter().map(|n| zone_of(n)).collect();
+    assert!(zones[0].is_some() && zones[0] == zones[1], "{nodes:?} in {zones:?}");
 }

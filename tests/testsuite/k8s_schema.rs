@@ -136,17 +136,21 @@ fn rendered_and_submitted_jobs_pass_the_kubernetes_schemas() {
     std::fs::write(&rendered, &text).expect("write");
     let (ok, out) = validate(&rendered);
     assert!(ok, "{out}\n{text}");
-    assert_eq!(out.matches("passed").count(), 4, "{out}");
+    // 4 Jobs, and the headless Services of the two multi-node ones.
+    assert!(text.contains("kind: Service"), "{text}");
+    assert_eq!(out.matches("passed").count(), 6, "{out}");
 
     // What apply submits: the request bodies the API server received.
     gpuplan(d, &["apply", "--auto-approve"]);
     let posted: Vec<String> = api
         .requests()
         .into_iter()
-        .filter(|(m, p, _)| m == "POST" && p.ends_with("/namespaces/ml-jobs/jobs"))
+        .filter(|(m, p, _)| {
+            m == "POST" && (p.ends_with("/namespaces/ml-jobs/jobs") || p.ends_with("/namespaces/ml-jobs/services"))
+        })
         .map(|(_, _, body)| body)
         .collect();
-    assert_eq!(posted.len(), 4, "one Job per job instance");
+    assert_eq!(posted.len(), 6, "one Job per job instance, one Service per multi-node one");
     for (i, body) in posted.iter().enumerate() {
         let file = scratch.path().join(format!("posted-{i}.json"));
         std::fs::write(&file, body).expect("write");

@@ -66,6 +66,8 @@ struct Cluster {
     lease_conflicts: usize,
     /// Nodes by name, as the API server serves them.
     nodes: BTreeMap<String, Value>,
+    /// Services by (namespace, name); a Job's are deleted with it (its ownerReference).
+    services: BTreeMap<(String, String), Value>,
 }
 
 #[derive(Clone)]
@@ -350,7 +352,33 @@ impl FakeApi {
                     None => status(404, "NotFound", &format!("jobs.batch \"{name}\" not found")),
                 }
             }
+            ("POST", ["api", "v1", "namespaces", ns, "services"]) => {
+                let mut svc: Value = serde_json::from_str(body).expect("a JSON Service");
+                assert_eq!(svc["kind"], "Service", "only Services are posted here");
+                let name = svc["metadata"]["name"].as_str().expect("a named Service").to_string();
+                let key = (ns.to_string(), name.clone());
+                if c.services.contains_key(&key) {
+                    return status(409, "AlreadyExists", &format!("services \"{name}\" already exists"));
+                }
+                svc["metadata"]["namespace"] = json!(ns);
+                c.services.insert(key, svc.clone());
+                (201, svc)
+            }
+            ("GET", ["api", "v1", "namespaces", ns, "services", name]) => {
+                match c.services.get(&(ns.to_string(), name.to_string())) {
+                    Some(svc) => (200, svc.clone()),
+                    None => status(404, "NotFound", &format!("services \"{name}\" not found")),
+                }
+            }
             ("DELETE", ["apis", "batch", "v1", "namespaces", ns, "jobs", name]) => {
+                // The garbage collector: what the Job owns goes with it.
+                let uid = json!(format!("uid-{name}"));
+                c.services.retain(|(n, _), svc| {
+                    n != ns
+                        || !svc["metadata"]["ownerReferences"]
+                            .as_array()
+                            .is_some_and(|o| o.iter().any(|o| o["uid"] == uid))
+                });
                 match c.jobs.remove(&(ns.to_string(), name.to_string())) {
                     Some(_) => (200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
                     None => status(404, "NotFound", &format!("jobs.batch \"{name}\" not found")),
@@ -515,6 +543,10 @@ impl FakeApi {
             .expect("cluster")
             .jobs
             .insert((ns.into(), name.into()), FakeJob { object, pods: vec![], failed: 0, pod_seq: 0 });
+    }
+
+    pub fn service(&self, ns: &str, name: &str) -> Option<Value> {
+        self.inner.lock().expect("cluster").services.get(&(ns.to_string(), name.to_string())).cloned()
     }
 
     pub fn job(&self, ns: &str, name: &str) -> Option<Value> {

@@ -646,3 +646,43 @@ async fn gpu_health_from_node_conditions_and_allocatable_and_a_cordon() {
     let err = port.cordon(&loc, "i-0gone").await.expect_err("no such node");
     assert!(err.message.contains("no node of") && err.message.contains("i-0gone"), "{err}");
 }
+
+/// A multi-node job in a cluster: the Indexed Job's pods live under a headless Service of
+/// its name, owned by the Job, so each replica reaches replica 0's pod by name with the
+/// rendezvous variables a VM pool's replicas get; the Service goes with the Job.
+#[test]
+fn a_multi_node_job_rendezvous_through_a_headless_service_owned_by_its_job() {
+    let api = FakeApi::start();
+    let dir = fleet(&api.url, 0, 2);
+    let d = dir.path();
+    ok(d, &["apply", "--auto-approve"]);
+    let job = api.job("ml", "ft").expect("the Job was created");
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["subdomain"], "ft", "{pod}");
+    let env = pod["containers"][0]["env"].as_array().expect("env");
+    let value = |name: &str| env.iter().find(|e| e["name"] == name).cloned().unwrap_or_default();
+    assert_eq!(value("GPUPLAN_MASTER_ADDR")["value"], "ft-0.ft");
+    assert_eq!(value("GPUPLAN_MASTER_PORT")["value"], "29500");
+    assert_eq!(value("GPUPLAN_NNODES")["value"], "2");
+    assert_eq!(
+        value("GPUPLAN_NODE_RANK")["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    );
+
+    let svc = api.service("ml", "ft").expect("the headless Service was created");
+    assert_eq!(svc["spec"]["clusterIP"], "None");
+    assert_eq!(svc["spec"]["publishNotReadyAddresses"], true);
+    assert_eq!(svc["spec"]["selector"]["gpuplan.dev/job"], "ft");
+    assert_eq!(job["spec"]["template"]["metadata"]["labels"]["gpuplan.dev/job"], "ft", "the selector finds the pods");
+    let owner = &svc["metadata"]["ownerReferences"][0];
+    assert_eq!((owner["kind"].as_str(), owner["uid"].as_str()), (Some("Job"), job["metadata"]["uid"].as_str()));
+    assert_eq!(api.count("POST", "/namespaces/ml/services"), 1, "one Service for the job's two replicas");
+
+    // Rendered the same way, Service included.
+    let rendered = ok(d, &["jobs", "render", "ft"]).stdout;
+    assert!(rendered.contains("kind: Service") && rendered.contains("clusterIP: None"), "{rendered}");
+
+    // Cancelled: the Job goes, and its Service with it.
+    ok(d, &["jobs", "cancel", "ft"]);
+    assert!(api.job("ml", "ft").is_none() && api.service("ml", "ft").is_none());
+}

@@ -54,6 +54,7 @@ mod pool_truth;
 mod poolless;
 mod preemption;
 mod removed_nodes;
+mod rendezvous_moto;
 mod replace_cli;
 mod reservations;
 mod reservations_moto;

@@ -43,22 +43,54 @@ pub(super) async fn assign(
         .iter()
         .map(|j| {
             let pool = slots.get_mut(&j.pool).map(Vec::as_mut_slice).unwrap_or_default();
-            j.launches.iter().map(|l| place(providers, l, pool)).collect()
+            if is_multi_node(&j.launches) {
+                together(providers, &j.launches, pool)
+            } else {
+                j.launches.iter().map(|l| place(providers, l, pool, None)).collect()
+            }
         })
         .collect()
 }
 
-/// One replica's node: the fullest with room of the planned capacity, else of the
-/// fallback; its GPUs are taken at once, as the launch will take them. A launch whose
-/// provider is not configured takes nothing (it fails without launching).
-fn place(providers: &ProviderSet, l: &ReplicaLaunch, pool: &mut [Slot]) -> Pick {
+/// Launches of a multi-node job's replicas onto pool nodes (`GPUPLAN_NNODES`): they go
+/// together or not at all.
+fn is_multi_node(launches: &[ReplicaLaunch]) -> bool {
+    launches.len() > 1
+        && launches.iter().all(|l| on_pool_node(l) && crate::providers::job_env::node_rank(&l.request.env).is_some())
+}
+
+/// A multi-node job's replicas, all on nodes of one zone (the pool's placement group
+/// there): the first zone, by name, with room for every one; else none is placed and the
+/// job stays queued whole.
+fn together(providers: &ProviderSet, launches: &[ReplicaLaunch], pool: &mut [Slot]) -> Vec<Pick> {
+    let mut zones: Vec<String> = pool.iter().map(|s| s.node.zone.clone()).collect();
+    zones.sort();
+    zones.dedup();
+    for zone in &zones {
+        let before: Vec<u32> = pool.iter().map(|s| s.used).collect();
+        let picks: Vec<Pick> = launches.iter().map(|l| place(providers, l, pool, Some(zone))).collect();
+        if picks.iter().all(|p| *p != Pick::NoRoom) {
+            return picks;
+        }
+        for (s, used) in pool.iter_mut().zip(before) {
+            s.used = used;
+        }
+    }
+    launches.iter().map(|l| if providers.contains_key(&l.provider) { Pick::NoRoom } else { Pick::AsPlanned }).collect()
+}
+
+/// One replica's node (in `zone` when given): the fullest with room of the planned
+/// capacity, else of the fallback; its GPUs are taken at once, as the launch will take
+/// them. A launch whose provider is not configured takes nothing (it fails without
+/// launching).
+fn place(providers: &ProviderSet, l: &ReplicaLaunch, pool: &mut [Slot], zone: Option<&str>) -> Pick {
     if !on_pool_node(l) || !providers.contains_key(&l.provider) {
         return Pick::AsPlanned;
     }
     let (gpus, per_node) = (l.request.gpus, l.gpus_per_node);
-    let found = pick(pool, l.capacity, gpus, per_node)
+    let found = pick(pool, l.capacity, gpus, per_node, zone)
         .map(|i| (i, l.capacity))
-        .or_else(|| l.fallback.and_then(|f| pick(pool, f, gpus, per_node).map(|i| (i, f))));
+        .or_else(|| l.fallback.and_then(|f| pick(pool, f, gpus, per_node, zone).map(|i| (i, f))));
     let Some((i, capacity)) = found else { return Pick::NoRoom };
     pool[i].used += gpus;
     Pick::Node { node_id: pool[i].node.id.clone(), capacity }
@@ -113,12 +145,14 @@ pub(super) fn on_pool_node(l: &ReplicaLaunch) -> bool {
     l.request.shape.is_none() && l.request.kube.is_none() && l.request.node_id.is_empty()
 }
 
-/// The fullest node of `capacity` that still has `gpus` free of its `per_node` (best fit).
-fn pick(slots: &[Slot], capacity: Capacity, gpus: u32, per_node: u32) -> Option<usize> {
+/// The fullest node of `capacity` (in `zone` when given) that still has `gpus` free of its
+/// `per_node` (best fit).
+fn pick(slots: &[Slot], capacity: Capacity, gpus: u32, per_node: u32, zone: Option<&str>) -> Option<usize> {
     slots
         .iter()
         .enumerate()
         .filter(|(_, s)| s.node.capacity == capacity && per_node.saturating_sub(s.used) >= gpus)
+        .filter(|(_, s)| zone.is_none_or(|z| s.node.zone == z))
         .min_by_key(|(i, s)| (per_node - s.used, *i))
         .map(|(i, _)| i)
 }

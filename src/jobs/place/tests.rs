@@ -114,6 +114,7 @@ fn run(attempt: u32, status: JobState) -> JobRun {
         node_released: false,
         preempted_for: None,
         max_runtime_secs: None,
+        address: None,
     }
 }
 
@@ -266,6 +267,7 @@ fn refreshed_statuses_override_the_state_record() {
         message: Some("node reclaimed (spot)".into()),
         started_ms: None,
         finished_ms: None,
+        address: None,
     };
     let seen = BTreeMap::from([("j-1".to_string(), status)]);
     let jobs = place(&PlaceInput { spec: &spec, state: &state, plan: &plan, observed: Some(&seen), agents: None });
@@ -415,6 +417,7 @@ fn a_run_newly_seen_stopped_is_recorded_once_and_changes_nothing_in_the_fleet() 
             message: Some("its node stopped".into()),
             started_ms: None,
             finished_ms: Some(1_767_225_600_000),
+            address: None,
         };
         let observed = BTreeMap::from([("j-1".to_string(), seen)]);
         plan.jobs =
@@ -434,4 +437,130 @@ fn a_run_newly_seen_stopped_is_recorded_once_and_changes_nothing_in_the_fleet() 
     let plan = plan_for(JobState::Stopped);
     assert!(get(&plan.jobs, "a").stopped.is_empty());
     assert!(!plan.has_work());
+}
+
+/// Multi-node jobs (`jobs::regroup`, `providers::job_env`): one zone, no warm node, the
+/// rendezvous in every launch, and the whole job requeued when a replica is lost early.
+mod rendezvous {
+    use super::*;
+
+    fn multi_node(provider: &str) -> Spec {
+        let text = format!(
+            "provider \"{provider}\" {{\n  region = \"us-east-1\"\n}}\n\
+             gpu_pool \"train\" {{\n  provider = \"{provider}\"\n  zones = [\"us-east-1b\", \"us-east-1a\"]\n  gpu = \"A100-80GB\"\n  gpus_per_node = 8\n  instance_types = [\"p4de.24xlarge\"]\n  nodes {{\n    min = 0\n    desired = 0\n    max = 8\n  }}\n}}\n\
+             job_template \"t\" {{\n  image = \"img:1\"\n  gpus = 8\n  retries = 1\n}}\n\
+             job \"a\" {{\n  template = job_template.t\n  pool = gpu_pool.train\n  replicas = 3\n}}\n"
+        );
+        let mut sources = Sources::default();
+        sources.add("main.hcl", text);
+        let loaded = crate::spec::load_sources(sources, &Default::default());
+        assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
+        loaded.spec
+    }
+
+    fn replica(replica: u32, status: JobState) -> JobRun {
+        JobRun {
+            replica,
+            id: format!("i-{replica}"),
+            node_id: format!("i-{replica}"),
+            provider: "aws".into(),
+            own_node: true,
+            address: (replica == 0).then(|| "10.0.3.7".to_string()),
+            ..run(1, status)
+        }
+    }
+
+    fn place_seen(spec: &Spec, state: &State, seen: &[(u32, JobState)]) -> JobPlacement {
+        let input = PlanInput {
+            spec,
+            state,
+            observed: None,
+            targets: &[],
+            replace: &[],
+            health: None,
+            destroy: false,
+            spec_digest: diff::spec_digest(spec),
+            autoscale: &[],
+            clocks: &Default::default(),
+            job_statuses: None,
+            stop_busy: false,
+        };
+        let plan = diff::plan(&input).expect("the state's keys are addresses");
+        let seen: BTreeMap<String, JobStatus> = seen
+            .iter()
+            .map(|(r, s)| {
+                let status = JobStatus {
+                    id: format!("i-{r}"),
+                    job: "job.a".parse().unwrap(),
+                    node_id: format!("i-{r}"),
+                    state: *s,
+                    attempt: 1,
+                    message: None,
+                    started_ms: None,
+                    finished_ms: None,
+                    address: None,
+                };
+                (status.id.clone(), status)
+            })
+            .collect();
+        let jobs = place(&PlaceInput { spec, state, plan: &plan, observed: Some(&seen), agents: None });
+        get(&jobs, "a").clone()
+    }
+
+    #[test]
+    fn a_new_multi_node_job_launches_every_replica_in_the_first_zone_with_its_rank() {
+        let spec = multi_node("aws");
+        let a = place_with(&spec, &State::new(LINEAGE.into()));
+        let a = get(&a, "a");
+        assert_eq!(a.launches.len(), 3);
+        for (i, l) in a.launches.iter().enumerate() {
+            let shape = l.request.shape.as_ref().expect("a node made for it");
+            assert_eq!(shape.zone, "us-east-1b", "every replica in the pool's first zone");
+            assert_eq!(l.request.env["GPUPLAN_NODE_RANK"], i.to_string());
+            assert_eq!(l.request.env["GPUPLAN_NNODES"], "3");
+            assert_eq!(l.request.env["GPUPLAN_MASTER_PORT"], "29500");
+            assert!(!l.request.env.contains_key("GPUPLAN_MASTER_ADDR"), "apply sets it from replica 0's launch");
+        }
+    }
+
+    #[test]
+    fn a_replica_lost_before_the_rest_started_requeues_the_whole_job_without_a_retry() {
+        let spec = multi_node("aws");
+        let runs = vec![replica(0, JobState::Running), replica(1, JobState::Queued), replica(2, JobState::Queued)];
+        let state = state_with(&spec, JobRecord { runs, ..Default::default() });
+        let a = place_seen(&spec, &state, &[(0, JobState::Running), (1, JobState::Preempted), (2, JobState::Queued)]);
+        let g = a.regroup.as_ref().expect("requeued whole");
+        assert_eq!((g.lost, g.stops.clone()), (1, vec!["i-0".to_string(), "i-2".to_string()]));
+        assert_eq!(a.placement, Placement::Launch);
+        let attempts: Vec<(u32, u32)> = a.launches.iter().map(|l| (l.replica, l.attempt())).collect();
+        assert_eq!(attempts, [(0, 2), (1, 2), (2, 2)]);
+        assert_eq!(a.retries_spent, 0);
+        // Replica 0 launches again: its old address is no one's rendezvous.
+        assert!(a.launches.iter().all(|l| !l.request.env.contains_key("GPUPLAN_MASTER_ADDR")), "{:?}", a.launches);
+    }
+
+    #[test]
+    fn a_replica_failed_for_good_launches_none_of_the_others_again() {
+        let spec = multi_node("aws");
+        let failed = |attempt: u32| JobRun { attempt, id: format!("i-1-{attempt}"), ..replica(1, JobState::Failed) };
+        let runs = vec![replica(0, JobState::Queued), failed(1), failed(2), replica(2, JobState::Queued)];
+        let state = state_with(&spec, JobRecord { runs, ..Default::default() });
+        let a = place_seen(&spec, &state, &[(0, JobState::Queued), (2, JobState::Queued)]);
+        assert_eq!(a.regroup.as_ref().map(|g| g.stops.clone()), Some(vec!["i-0".to_string(), "i-2".to_string()]));
+        assert!(a.launches.is_empty(), "{:?}", a.launches);
+        assert_eq!(a.placement, Placement::Failed);
+    }
+
+    #[test]
+    fn a_replica_failed_after_all_started_relaunches_alone_on_replica_0s_address() {
+        let spec = multi_node("aws");
+        let runs = vec![replica(0, JobState::Running), replica(1, JobState::Running), replica(2, JobState::Running)];
+        let state = state_with(&spec, JobRecord { runs, ..Default::default() });
+        let a = place_seen(&spec, &state, &[(0, JobState::Running), (1, JobState::Running), (2, JobState::Failed)]);
+        assert_eq!(a.regroup, None);
+        assert_eq!(a.launches.len(), 1);
+        assert_eq!(a.launches[0].replica, 2);
+        assert_eq!(a.launches[0].request.env["GPUPLAN_MASTER_ADDR"], "10.0.3.7");
+        assert_eq!(a.retries_spent, 1);
+    }
 }

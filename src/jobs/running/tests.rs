@@ -24,6 +24,7 @@ fn run(id: &str, node: &str, status: JobState) -> JobRun {
         node_released: false,
         preempted_for: None,
         max_runtime_secs: None,
+        address: None,
     }
 }
 
@@ -102,6 +103,7 @@ fn a_refreshed_status_wins_over_the_record() {
         message: None,
         started_ms: None,
         finished_ms: None,
+        address: None,
     };
     let observed = BTreeMap::from([("r-a".to_string(), ended)]);
     assert_eq!(by_pool(&s, Some(&observed)), RunningJobs::new());

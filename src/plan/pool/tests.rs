@@ -691,6 +691,7 @@ fn running_on(node: &str) -> ResourceState {
         node_released: false,
         preempted_for: None,
         max_runtime_secs: None,
+        address: None,
     };
     let rec = crate::model::JobRecord { runs: vec![run], ..Default::default() };
     ResourceState { kind: "job".into(), job: Some(Box::new(rec)), ..resource(serde_json::json!({}), vec![]) }

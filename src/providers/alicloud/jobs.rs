@@ -113,5 +113,9 @@ fn base_status(inst: &Value, id: &str) -> Result<JobStatus, ProviderError> {
             other => (JobState::Failed, Some(format!("instance is {other}"))),
         }
     };
-    launch::job_status(id, &tags_of(inst), state, message)
+    let mut status = launch::job_status(id, &tags_of(inst), state, message)?;
+    // RunInstances answers ids only: a multi-node job's replicas learn replica 0's
+    // address here, from DescribeInstances (a VPC instance's first private address).
+    status.address = inst["VpcAttributes"]["PrivateIpAddress"]["IpAddress"][0].as_str().map(String::from);
+    Ok(status)
 }

@@ -118,6 +118,7 @@ impl AlibabaProvider {
             message,
             started_ms: None,
             finished_ms: None,
+            address: None,
         })
     }
 

@@ -109,6 +109,8 @@ impl AwsProvider {
             self.pace(region, "RunInstances", Bucket::RunInstances, Some((Bucket::RunInstancesResource, 1))).await;
             match call.send().await.map_err(|e| from_sdk("RunInstances", e)) {
                 Ok(out) => {
+                    // Replica 0 of a multi-node job: the others rendezvous on this address.
+                    let address = out.instances().first().and_then(|i| i.private_ip_address()).map(String::from);
                     let id = out
                         .instances()
                         .first()
@@ -130,6 +132,7 @@ impl AwsProvider {
                         message: Some(format!("{} {} in {}", shape.capacity, t, shape.zone)),
                         started_ms: None,
                         finished_ms: None,
+                        address,
                     });
                 }
                 Err(e) if e.class == ErrorClass::OutOfCapacity => last = Some(e),
@@ -164,6 +167,7 @@ impl AwsProvider {
             message,
             started_ms: None,
             finished_ms: None,
+            address: i.private_ip_address().map(String::from),
         };
         let name = i.state().and_then(|s| s.name()).cloned();
         match name {

@@ -198,6 +198,7 @@ impl AwsProvider {
             message,
             started_ms: None,
             finished_ms: None,
+            address: None,
         })
     }
 

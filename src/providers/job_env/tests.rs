@@ -39,3 +39,34 @@ fn hcl_and_yaml_references_decode_alike_and_a_job_replaces_its_templates_variabl
     assert_eq!(env.plain.get("WANDB").map(String::as_str), Some("plain"), "the job's value replaces the secret");
     assert!(!env.plain.contains_key("MODE") && !env.plain.contains_key("HF_TOKEN"), "{:?}", env.plain);
 }
+
+#[test]
+fn replicas_of_a_multi_node_job_get_the_rendezvous_and_a_single_one_none() {
+    let mut sources = Sources::default();
+    sources.add(
+        "main.hcl",
+        format!(
+            "{POOL}job_template \"t\" {{\n  image = \"x\"\n}}\njob \"one\" {{\n  template = job_template.t\n  pool = gpu_pool.train\n}}\n\
+             job \"four\" {{\n  template = job_template.t\n  pool = gpu_pool.train\n  replicas = 2\n  env = {{\n    GPUPLAN_MASTER_ADDR = \"mine\"\n  }}\n}}\n"
+        ),
+    );
+    let loaded = load_sources(sources, &LoadOptions::default());
+    assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
+    let spec = loaded.spec;
+    let t = spec.job_templates.values().next().expect("a template");
+    let (four, job) = spec.jobs.iter().find(|(a, _)| a.name == "four").expect("four");
+    let mut env = job_env::env(four, job, t, 1, 1).plain;
+    assert_eq!(env["GPUPLAN_NNODES"], "2");
+    assert_eq!(env["GPUPLAN_NODE_RANK"], "1");
+    assert_eq!(env["GPUPLAN_MASTER_PORT"], "29500");
+    assert!(!env.contains_key("GPUPLAN_MASTER_ADDR"), "gpuplan's own, known at launch: {env:?}");
+    assert_eq!(job_env::node_rank(&env), Some(1));
+    job_env::with_master(&mut env, "10.0.1.7");
+    assert_eq!(env["GPUPLAN_MASTER_ADDR"], "10.0.1.7");
+
+    let (one, job) = spec.jobs.iter().find(|(a, _)| a.name == "one").expect("one");
+    let mut env = job_env::env(one, job, t, 0, 1).plain;
+    assert_eq!(job_env::node_rank(&env), None);
+    job_env::with_master(&mut env, "10.0.1.7");
+    assert!(env.keys().all(|k| !k.contains("MASTER") && !k.contains("NNODES")), "{env:?}");
+}

@@ -22,6 +22,7 @@
 //! | pool `kubernetes.namespace` | `metadata.namespace` |
 //! | env, checkpoint URI | container `env` with `GPUPLAN_CHECKPOINT_URI`, `GPUPLAN_JOB`, `GPUPLAN_REPLICAS`; `GPUPLAN_REPLICA` from the completion index |
 //! | env `secret("k8s:SECRET/KEY")` | an `env` entry with `valueFrom.secretKeyRef` (the value stays in the cluster) |
+//! | `replicas` > 1 (multi-node) | a headless Service of the Job's name ([`service`]) as the pods' `subdomain`; `GPUPLAN_NNODES`, `GPUPLAN_MASTER_PORT`, `GPUPLAN_MASTER_ADDR` = `<job>-0.<job>` (replica 0's pod), `GPUPLAN_NODE_RANK` from the completion index |
 //!
 //! Kubernetes restarts failed pods itself, so `GPUPLAN_ATTEMPT` is the attempt gpuplan
 //! submits the Job as (1 unless state says otherwise); pods learn their own retry count
@@ -35,7 +36,7 @@ use k8s_openapi::api::batch::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec, ResourceRequirements,
-    SecretKeySelector, Toleration,
+    SecretKeySelector, Service, ServicePort, ServiceSpec, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -44,7 +45,7 @@ use super::{CONTAINER, LABEL_ATTEMPT, LABEL_LINEAGE, LABEL_RUN};
 use crate::addr::Address;
 use crate::model::job::priority_str;
 use crate::model::secret::SecretSource;
-use crate::providers::job_env::{self, ENV_REPLICA};
+use crate::providers::job_env::{self, ENV_MASTER_PORT, ENV_NODE_RANK, ENV_REPLICA};
 use crate::spec::Spec;
 use crate::spec::model::{GpuPool, Job, JobTemplate};
 
@@ -191,6 +192,8 @@ fn pod_spec(addr: &Address, job: &Job, t: &JobTemplate, pool: Option<&GpuPool>, 
         selector.insert(LABEL_CAPACITY.into(), "on-demand".into());
     }
     PodSpec {
+        // A multi-node job's pods are found by name under its headless Service.
+        subdomain: (job.replicas.value > 1).then(|| object_name(addr)),
         restart_policy: Some("Never".into()),
         priority_class_name: Some(priority_class(t.priority.value)),
         node_selector: Some(selector),
@@ -203,11 +206,17 @@ fn pod_spec(addr: &Address, job: &Job, t: &JobTemplate, pool: Option<&GpuPool>, 
 /// The job's container: its image, command, arguments, GPUs and environment, the replica
 /// read from the pod's completion index.
 fn container(addr: &Address, job: &Job, t: &JobTemplate, pool: Option<&GpuPool>, attempt: u32) -> Container {
-    let job_env = job_env::env(addr, job, t, 0, attempt);
+    let mut job_env = job_env::env(addr, job, t, 0, attempt);
+    let multi_node = job_env::node_rank(&job_env.plain).is_some();
+    if multi_node {
+        // Replica 0's pod, by its hostname under the Job's headless Service.
+        let name = object_name(addr);
+        job_env::with_master(&mut job_env.plain, &format!("{name}-0.{name}"));
+    }
     let mut env: Vec<EnvVar> = job_env
         .plain
         .into_iter()
-        .filter(|(k, _)| k != ENV_REPLICA)
+        .filter(|(k, _)| k != ENV_REPLICA && k != ENV_NODE_RANK)
         .map(|(name, value)| EnvVar { name, value: Some(value), ..Default::default() })
         .collect();
     // Only `k8s:` references reach a cluster's pools (`spec::secrets` refuses the others):
@@ -217,17 +226,20 @@ fn container(addr: &Address, job: &Job, t: &JobTemplate, pool: Option<&GpuPool>,
         let value_from = EnvVarSource { secret_key_ref: Some(key_ref), ..Default::default() };
         env.push(EnvVar { name, value_from: Some(value_from), ..Default::default() });
     }
-    env.push(EnvVar {
-        name: ENV_REPLICA.into(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: format!("metadata.annotations['{COMPLETION_INDEX}']"),
+    let ranks: &[&str] = if multi_node { &[ENV_REPLICA, ENV_NODE_RANK] } else { &[ENV_REPLICA] };
+    for name in ranks {
+        env.push(EnvVar {
+            name: (*name).into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: format!("metadata.annotations['{COMPLETION_INDEX}']"),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }),
             ..Default::default()
-        }),
-        ..Default::default()
-    });
+        });
+    }
     let limits = BTreeMap::from([(gpu_resource(pool), Quantity(t.gpus.value.to_string()))]);
     Container {
         name: CONTAINER.into(),
@@ -238,6 +250,61 @@ fn container(addr: &Address, job: &Job, t: &JobTemplate, pool: Option<&GpuPool>,
         resources: Some(ResourceRequirements { limits: Some(limits), ..Default::default() }),
         ..Default::default()
     }
+}
+
+/// The headless Service of a multi-node job (more than one replica): named as its Job,
+/// the pods' `subdomain`, so replica 0's pod answers at `<job>-0.<job>` as soon as it
+/// exists (`publishNotReadyAddresses`). `None` for a job of one replica. The backend
+/// creates it owned by the Job, so it goes with it.
+pub fn service(spec: &Spec, addr: &Address, job: &Job, lineage: Option<&str>) -> Option<Service> {
+    if job.replicas.value < 2 {
+        return None;
+    }
+    let t = spec.job_templates.get(&job.template.value)?;
+    let pool = spec.gpu_pools.get(&job.pool.value).map(Box::as_ref);
+    let name = object_name(addr);
+    let port = t
+        .env
+        .iter()
+        .chain(&job.env)
+        .filter(|(k, _)| *k == ENV_MASTER_PORT)
+        .find_map(|(_, v)| match &v.value {
+            crate::model::secret::EnvValue::Text(p) => p.parse().ok(),
+            crate::model::secret::EnvValue::Secret { .. } => None,
+        })
+        .unwrap_or(job_env::DEFAULT_MASTER_PORT);
+    let mut labels =
+        BTreeMap::from([(LABEL_MANAGED_BY.to_string(), "gpuplan".to_string()), (LABEL_JOB.to_string(), name.clone())]);
+    if let Some(l) = lineage {
+        labels.insert(LABEL_LINEAGE.into(), l.to_string());
+    }
+    Some(Service {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: pool.and_then(|p| p.kubernetes.as_ref()).map(|k| k.namespace.value.clone()),
+            labels: Some(labels),
+            annotations: Some(BTreeMap::from([(ANNOTATION_ADDRESS.to_string(), addr.to_string())])),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: Some(BTreeMap::from([(LABEL_JOB.to_string(), name)])),
+            publish_not_ready_addresses: Some(true),
+            ports: Some(vec![ServicePort {
+                name: Some("rendezvous".into()),
+                port: i32::from(port),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+/// [`service`] as a launch request carries it (JSON); `None` for a job of one replica.
+pub fn launch_service(spec: &Spec, addr: &Address, job: &Job, lineage: &str) -> Option<serde_json::Value> {
+    service(spec, addr, job, Some(lineage))
+        .map(|s| serde_json::to_value(s).expect("a Service is plain data and always serializes"))
 }
 
 /// The extended resource a job's GPUs are: `nvidia.com/gpu`, or on a MIG pool the
@@ -255,7 +322,7 @@ pub fn priority_class(p: crate::spec::model::Priority) -> String {
 }
 
 /// Manifests as a YAML stream (`---` between documents), as `kubectl apply -f` reads.
-pub fn to_yaml(jobs: &[K8sJob]) -> Result<String, serde_saphyr::ser::Error> {
+pub fn to_yaml<T: serde::Serialize>(jobs: &[T]) -> Result<String, serde_saphyr::ser::Error> {
     serde_saphyr::to_string_multiple(jobs)
 }
 

@@ -24,6 +24,7 @@
 pub mod health;
 pub mod manifest;
 pub mod nodes;
+mod service;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -495,9 +496,9 @@ impl Provider for KubeJobs {
     }
 }
 
-#[async_trait]
-impl JobPort for KubeJobs {
-    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+impl KubeJobs {
+    /// Submit (or find) the Job of a launch.
+    async fn submit_launch(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
         let Some(k) = &req.kube else {
             return Err(ProviderError::new(
                 ErrorClass::Invalid,
@@ -516,6 +517,7 @@ impl JobPort for KubeJobs {
             message: None,
             started_ms: None,
             finished_ms: None,
+            address: None,
         };
         let job: Job = serde_json::from_value(k.manifest.clone()).map_err(|e| {
             ProviderError::new(ErrorClass::Invalid, "BadManifest", format!("the plan's Job for `{}`: {e}", req.job))
@@ -565,6 +567,20 @@ impl JobPort for KubeJobs {
         }
         self.submit(&jobs, &client, &job, req, loc, ns, name).await.map(|()| status(JobState::Queued))
     }
+}
+
+#[async_trait]
+impl JobPort for KubeJobs {
+    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        let status = self.submit_launch(req).await?;
+        // A multi-node job: its headless Service, once its Job exists.
+        if let Some(k) = &req.kube
+            && let Some(svc) = &k.service
+        {
+            service::ensure(&self.client(&k.cluster).await?, k, svc).await?;
+        }
+        Ok(status)
+    }
 
     async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let (ns, name, replica) = split_run_id(id)?;
@@ -579,6 +595,7 @@ impl JobPort for KubeJobs {
             message: None,
             started_ms: None,
             finished_ms: None,
+            address: None,
         };
         let Some(job) = self.owned_job(&jobs, region, ns, name).await? else {
             out.message = Some(format!("Job `{ns}/{name}` was deleted from the cluster"));
@@ -615,6 +632,7 @@ impl JobPort for KubeJobs {
             message: None,
             started_ms: None,
             finished_ms: None,
+            address: None,
         };
         if self.owned_job(&jobs, region, ns, name).await?.is_none() {
             out.state = JobState::Cancelled;
@@ -672,6 +690,7 @@ impl JobPort for KubeJobs {
             message: Some(message),
             started_ms: None,
             finished_ms: None,
+            address: None,
         })
     }
 }

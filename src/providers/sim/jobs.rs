@@ -7,7 +7,10 @@
 use super::catalog_check::invalid;
 use super::cloud::SimCloud;
 use super::rng::{self, Stream};
-use super::world::{Change, JobEnd, SimJob};
+use std::collections::BTreeMap;
+
+use super::world::{Change, JobEnd, SimJob, private_address};
+use crate::providers::job_env::{self, ENV_MASTER_ADDR, ENV_MASTER_PORT, ENV_NNODES, ENV_NODE_RANK};
 use crate::providers::{JobState, JobStatus, LaunchJob, ProviderError};
 
 impl SimCloud {
@@ -29,6 +32,7 @@ impl SimCloud {
             ));
         }
         let region = node.region.clone();
+        let rendezvous = rendezvous(req, &req.node_id);
         let mut next = inner.world.counter;
         let n = next;
         let id = inner.next_id("j-", self.config.seed, &mut next);
@@ -45,6 +49,7 @@ impl SimCloud {
             ends_ms: now.saturating_add(duration_ms),
             will_fail: rng::chance(self.config.seed, Stream::JobFailure, n, self.config.failure_rate),
             ended: None,
+            rendezvous,
         };
         let status = job.status(now);
         inner.commit(vec![Change::Counter { next }, Change::Job { job }])?;
@@ -88,11 +93,23 @@ impl SimCloud {
     }
 }
 
-fn find<'a>(
-    jobs: &'a std::collections::BTreeMap<String, SimJob>,
-    region: &str,
-    id: &str,
-) -> Result<&'a SimJob, ProviderError> {
+/// What a multi-node job's replica sees of its rendezvous: the variables its launch
+/// carried, replica 0 reading its own node's address as its boot script does on a cloud.
+fn rendezvous(req: &LaunchJob, node_id: &str) -> BTreeMap<String, String> {
+    let Some(rank) = job_env::node_rank(&req.env) else { return BTreeMap::new() };
+    let mut env: BTreeMap<String, String> = req
+        .env
+        .iter()
+        .filter(|(k, _)| [ENV_MASTER_ADDR, ENV_MASTER_PORT, ENV_NNODES, ENV_NODE_RANK].contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if rank == 0 {
+        env.entry(ENV_MASTER_ADDR.into()).or_insert_with(|| private_address(node_id));
+    }
+    env
+}
+
+fn find<'a>(jobs: &'a BTreeMap<String, SimJob>, region: &str, id: &str) -> Result<&'a SimJob, ProviderError> {
     jobs.get(id)
         .filter(|j| j.region == region)
         .ok_or_else(|| invalid("SimJobNotFound", format!("no job `{id}` in region `{region}`")))

@@ -100,6 +100,17 @@ pub struct SimJob {
     pub will_fail: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<JobEnd>,
+    /// A multi-node job's replica: the rendezvous variables its launch carried
+    /// (`GPUPLAN_MASTER_ADDR`, `GPUPLAN_NODE_RANK`, ...), as its container sees them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rendezvous: BTreeMap<String, String>,
+}
+
+/// A sim node's private address, the same for the same node id: `10.x.y.z`.
+pub fn private_address(node_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(node_id.as_bytes());
+    format!("10.{}.{}.{}", d[0], d[1], d[2].max(1))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,6 +147,8 @@ impl SimJob {
                 None if now_ms >= self.ends_ms => Some(self.ends_ms),
                 None => None,
             },
+            // Told to the replicas of multi-node jobs, which rendezvous on it.
+            address: (!self.rendezvous.is_empty()).then(|| private_address(&self.node_id)),
         }
     }
 }

@@ -147,5 +147,9 @@ fn job_status(inst: &Value, id: &str) -> Result<JobStatus, ProviderError> {
         "TERMINATING" | "SHUTDOWN" => (JobState::Cancelled, Some("instance terminated".into())),
         other => (JobState::Failed, Some(format!("instance is {other}"))),
     };
-    launch::job_status(id, &tags_of(inst), state, message)
+    let mut status = launch::job_status(id, &tags_of(inst), state, message)?;
+    // RunInstances answers ids only: a multi-node job's replicas learn replica 0's
+    // address here, from DescribeInstances.
+    status.address = inst["PrivateIpAddresses"][0].as_str().map(String::from);
+    Ok(status)
 }

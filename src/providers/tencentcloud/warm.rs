@@ -148,6 +148,7 @@ impl TencentProvider {
             message,
             started_ms: None,
             finished_ms: None,
+            address: None,
         })
     }
 

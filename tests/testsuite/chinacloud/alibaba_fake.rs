@@ -621,11 +621,18 @@ fn to_the_minute(t: std::time::SystemTime) -> String {
     format!("{}Z", &full[..16])
 }
 
+/// An instance's private address in the fake's VPC, the same for the same id.
+pub fn private_ip(id: &str) -> String {
+    let n = id.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    format!("192.168.{}.{}", (n >> 8) % 250, n % 250 + 2)
+}
+
 fn view(i: &Instance) -> Value {
     json!({
         "InstanceId": i.id,
         "RegionId": i.region,
         "ZoneId": i.zone,
+        "VpcAttributes": {"PrivateIpAddress": {"IpAddress": [private_ip(&i.id)]}},
         "InstanceType": i.instance_type,
         "ImageId": i.image,
         "Status": i.status,

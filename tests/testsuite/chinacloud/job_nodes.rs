@@ -1,12 +1,15 @@
 //! Jobs on a Tencent VM pool through the CLI against the signature-checking fake: a
 //! `desired = 0` pool runs its job on a node of its own; when that node disappears the run
 //! ends (it does not count as running forever), the job is retried on a new node, and
-//! nothing is left after destroy.
+//! nothing is left after destroy. A multi-node job on Tencent and Alibaba pools waits for
+//! replica 0's address before its other replicas launch.
+
+use std::collections::BTreeMap;
 
 use gpuplan::providers::TAG_JOB;
 
 use crate::chinacloud::tencent_fake::{Fake, SECRET_ID, SECRET_KEY};
-use crate::chinacloud::{Fleet, pool};
+use crate::chinacloud::{Fleet, alibaba_fake, pool, tencent_fake};
 
 #[test]
 fn a_job_whose_node_vanished_is_retried_on_a_new_node() {
@@ -147,6 +150,8 @@ fn job_nodes_are_in_the_spend_ledger_per_job_and_quota_until_their_runs_end() {
         "quota \"ml\" {\n  pools = [gpu_pool.train]\n}\n\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"pair\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n  quota    = quota.ml\n  replicas = 2\n}\n"
     );
     let f = Fleet::new(&spec, &[("TENCENTCLOUD_SECRET_ID", SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", SECRET_KEY)]);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    // A multi-node job: replica 1 launches once a refresh read replica 0's address.
     f.run(&["apply", "--auto-approve"]).expect(0);
     let nodes: Vec<String> =
         fake.instances().into_iter().filter(|i| i.tags.contains_key(TAG_JOB)).map(|i| i.id).collect();
@@ -296,4 +301,119 @@ fn a_tat_send_whose_answer_was_lost_to_a_kill_is_adopted_not_sent_again() {
     assert_eq!(v["jobs"][0]["state"], "running", "{v:#}");
     assert_eq!(v["jobs"][0]["runs"][0]["id"], format!("{node}/{}", sent[0].0), "{v:#}");
     f.run(&["plan", "--detailed-exitcode"]).expect(0);
+}
+
+/// A multi-node job where RunInstances answers instance ids only (Tencent Cloud, Alibaba
+/// Cloud): replica 0 launches first; the others wait until a refresh reads its private
+/// address from DescribeInstances, then launch with it in their user data.
+/// An instance as these tests read it: (id, tags, user data).
+type Seen = (String, BTreeMap<String, String>, Option<String>);
+
+fn multi_node_waits_for_replica_0_s_address(
+    fleet: Fleet,
+    instances: &dyn Fn() -> Vec<Seen>,
+    private_ip: fn(&str) -> String,
+) {
+    let r = fleet.run(&["apply", "--auto-approve"]);
+    assert!(r.stderr.contains("replica 1 waits for replica 0's private address"), "{}\n{}", r.stdout, r.stderr);
+    let jobs = |v: Vec<Seen>| v.into_iter().filter(|i| i.1.contains_key(TAG_JOB)).collect::<Vec<_>>();
+    let first = jobs(instances());
+    assert_eq!(first.len(), 1, "replica 0 only: {first:?}");
+    assert_eq!(first[0].1.get("gpuplan:replica").map(String::as_str), Some("0"));
+    let master = private_ip(&first[0].0);
+
+    // The next apply refreshes replica 0 (its address with it) and launches replica 1.
+    fleet.run(&["apply", "--auto-approve"]).expect(0);
+    let now = jobs(instances());
+    let second = now.iter().find(|i| i.1.get("gpuplan:replica").map(String::as_str) == Some("1")).expect("replica 1");
+    use base64::Engine as _;
+    let script = base64::engine::general_purpose::STANDARD.decode(second.2.clone().expect("user data")).unwrap();
+    let script = String::from_utf8_lossy(&script);
+    assert!(script.contains(&format!("-e GPUPLAN_MASTER_ADDR={master}")), "{script}");
+    assert!(script.contains("-e GPUPLAN_NODE_RANK=1") && script.contains("-e GPUPLAN_NNODES=2"), "{script}");
+    fleet.run(&["destroy", "--auto-approve"]).expect(0);
+}
+
+const TWO_REPLICAS: &str = "job_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 1\n  retries = 0\n}\n\njob \"ddp\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n  replicas = 2\n}\n";
+
+#[test]
+fn tencent_multi_node_replicas_rendezvous_on_the_address_describe_instances_gives() {
+    let fake = Fake::start();
+    let spec = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}\n{TWO_REPLICAS}",
+        fake.url,
+        pool("tencentcloud", &["ap-guangzhou-3"], "T4", "GN7.2XLARGE32", 0, "    spot_percent = 0"),
+    );
+    let f = Fleet::new(&spec, &[("TENCENTCLOUD_SECRET_ID", SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", SECRET_KEY)]);
+    let instances = || fake.instances().into_iter().map(|i| (i.id, i.tags, i.user_data)).collect();
+    multi_node_waits_for_replica_0_s_address(f, &instances, tencent_fake::private_ip);
+}
+
+#[test]
+fn alibaba_multi_node_replicas_rendezvous_on_the_address_describe_instances_gives() {
+    let fake = alibaba_fake::Fake::start();
+    let spec = format!(
+        "provider \"alicloud\" {{\n  region = \"cn-hangzhou\"\n  image  = \"m-gpuplan\"\n}}\n{}\n{TWO_REPLICAS}",
+        pool("alicloud", &["cn-hangzhou-h"], "T4", "ecs.gn6i-c4g1.xlarge", 0, "    spot_percent = 0"),
+    );
+    let f = Fleet::new(
+        &spec,
+        &[
+            ("ALIBABA_CLOUD_ACCESS_KEY_ID", alibaba_fake::ACCESS_KEY_ID),
+            ("ALIBABA_CLOUD_ACCESS_KEY_SECRET", alibaba_fake::ACCESS_KEY_SECRET),
+            ("GPUPLAN_ALICLOUD_ENDPOINT", &fake.url),
+        ],
+    );
+    let instances = || fake.instances().into_iter().map(|i| (i.id, i.tags, i.user_data)).collect();
+    multi_node_waits_for_replica_0_s_address(f, &instances, alibaba_fake::private_ip);
+}
+
+/// A multi-node job whose replica 0 is reclaimed while replica 1 has not started yet: the
+/// plan requeues the whole job, apply stops replica 1, and both come back as attempt 2,
+/// with no retry spent (the template allows none).
+#[test]
+fn a_multi_node_job_that_loses_a_replica_before_all_started_is_requeued_whole() {
+    let fake = Fake::start();
+    let spec = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}\n{}",
+        fake.url,
+        pool("tencentcloud", &["ap-guangzhou-3"], "T4", "GN7.2XLARGE32", 0, "    spot_percent = 100"),
+        "job_template \"t\" {\n  image          = \"nginx\"\n  gpus           = 1\n  retries        = 0\n  preemptible    = true\n  checkpoint_uri = \"cos://ckpt/t\"\n}\n\njob \"ddp\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n  replicas = 2\n}\n"
+    );
+    let f = Fleet::new(&spec, &[("TENCENTCLOUD_SECRET_ID", SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", SECRET_KEY)]);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let replica = |r: &str, attempt: &str| {
+        fake.instances().into_iter().find(|i| {
+            i.tags.get("gpuplan:replica").map(String::as_str) == Some(r)
+                && i.tags.get("gpuplan:attempt").map(String::as_str) == Some(attempt)
+        })
+    };
+    let (zero, one) = (replica("0", "1").expect("replica 0"), replica("1", "1").expect("replica 1"));
+    assert_eq!(zero.charge_type, "SPOTPAID");
+    // Replica 1 still boots when replica 0's spot node is reclaimed.
+    fake.set_state(&one.id, "PENDING");
+    fake.set_state(&zero.id, "SHUTDOWN");
+
+    let r = f.run(&["plan", "--no-color"]).expect(0);
+    let text = r.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    let says = format!(
+        "requeued whole from its checkpoint: replica 0 was lost before all replicas started; runs {} stop, no retry spent",
+        one.id
+    );
+    assert!(text.contains(&says), "{}\n{}", r.stdout, r.stderr);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let gone = fake.instances().into_iter().find(|i| i.id == one.id).map(|i| i.state);
+    assert!(gone.is_none() || gone.as_deref() == Some("SHUTDOWN"), "replica 1 was stopped: {gone:?}");
+    assert!(replica("0", "2").is_some(), "replica 0 launches again as attempt 2: {:?}", fake.instances());
+    // Replica 1's attempt 2 follows once replica 0's address is read; no retry spent.
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    assert!(replica("1", "2").is_some(), "{:?}", fake.instances());
+    let r = f.run(&["jobs", "status", "ddp", "--json"]).expect(0);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let runs = v["jobs"][0]["runs"].as_array().expect("runs");
+    let stopped = runs.iter().find(|r| r["id"] == one.id.as_str()).expect("replica 1's first run");
+    assert_eq!(stopped["status"], "preempted", "{v:#}");
+    assert_eq!(v["jobs"][0]["state"], "running", "retries = 0, yet the job goes on: {v:#}");
+    f.run(&["destroy", "--auto-approve"]).expect(0);
 }

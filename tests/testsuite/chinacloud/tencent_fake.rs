@@ -655,6 +655,12 @@ fn run(s: &mut State, region: &str, body: &Value) -> Response {
     ok(json!({"InstanceIdSet": ids}))
 }
 
+/// An instance's private address in the fake's VPC, the same for the same id.
+pub fn private_ip(id: &str) -> String {
+    let n = id.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    format!("172.16.{}.{}", (n >> 8) % 250, n % 250 + 2)
+}
+
 fn view(i: &Instance) -> Value {
     json!({
         "InstanceId": i.id,
@@ -662,6 +668,7 @@ fn view(i: &Instance) -> Value {
         "InstanceChargeType": i.charge_type,
         "InstanceType": i.instance_type,
         "Placement": {"Zone": i.zone, "ProjectId": 0},
+        "PrivateIpAddresses": [private_ip(&i.id)],
         "ImageId": i.image,
         "LatestOperation": i.latest_operation,
         "LatestOperationState": "SUCCESS",

@@ -310,6 +310,7 @@ fn every_change_reads_back_from_a_log_line_with_op_first_or_last() {
         ends_ms: 9,
         will_fail: true,
         ended: None,
+        rendezvous: [("GPUPLAN_NODE_RANK".to_string(), "1".to_string())].into(),
     };
     let changes = vec![
         Change::Counter { next: 3 },

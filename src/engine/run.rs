@@ -150,11 +150,13 @@ pub async fn apply(
         };
         return finish_apply(session, plan, report, (recorder, handle), &overridden, &opts.cancel).await;
     }
+    // Quarantined nodes in a cluster are cordoned before anything can land on them.
+    let cordons = apply::cordon::run(&plan, providers, opts).await;
     let stopped = apply::jobs::before_nodes(&plan, &session.state, providers, opts).await;
     let kept = stopped.kept().clone();
     let mut report = apply::execute_keeping(plan.clone(), providers, recorder.clone(), opts, &kept).await;
     report.adopted = counts;
-    report.outcomes.splice(0..0, adopted);
+    report.outcomes.splice(0..0, adopted.into_iter().chain(cordons));
     // Run even when cancelled: each step checks the cancel token before it starts an
     // operation, and records what finished (stops made before the node changes, runs
     // adopted or refreshed) instead of dropping it.

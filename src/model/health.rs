@@ -115,15 +115,19 @@ pub struct NodeHealth {
     /// `gpu_missing`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus_seen: Option<u32>,
+    /// The node already takes no new work where it runs (a Kubernetes Node cordoned:
+    /// `spec.unschedulable`), so a quarantine has nothing to call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cordoned: bool,
 }
 
 /// `health { readiness }`: the check a node passes before it takes a job. The job script
 /// runs it first (`providers::userdata`); a failure exits with its own code, so the run
 /// says its node failed, not the job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Readiness {
-    /// `dcgmi diag -r 1`: DCGM's deployment checks, seconds.
+    /// DCGM diagnostics, level 1 (`dcgmi diag -r 1`).
     Dcgm,
     /// `nvidia-smi` answers and lists every GPU the job needs.
     #[default]

@@ -149,6 +149,8 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, frames: &[Option<String>], m
         out += &format!("{} A job's node stopped: the state records when.\n", p.bold("No changes to the fleet."));
     } else if changes.is_empty() && !plan.has_changes() {
         out += &format!("{} Your fleet matches the spec.\n", p.bold("No changes."));
+    } else if changes.is_empty() && !plan.jobs.iter().any(|j| j.needs_launch()) && plan.cordons().next().is_some() {
+        out += &format!("{} Only quarantined nodes to cordon.\n", p.bold("No resource changes."));
     } else if changes.is_empty() {
         out += &format!("{} Only jobs to launch.\n", p.bold("No resource changes."));
     } else {

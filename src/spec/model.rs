@@ -485,18 +485,9 @@ impl Health {
     }
 }
 
-/// `health.readiness`: the check a new node passes before its first job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Readiness {
-    /// DCGM diagnostics, level 1.
-    Dcgm,
-    /// `nvidia-smi` answers with every GPU of the shape.
-    #[default]
-    NvidiaSmi,
-    /// No check.
-    None,
-}
+/// `health.readiness`: the check a new node passes before its first job (one type with
+/// the launch request's, so the pool's choice reaches the job script as written).
+pub use crate::model::health::Readiness;
 
 /// `health.action`: what an unhealthy node's fate is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use super::PoolCtx;
 use crate::model::health::{Finding, Signal};
-use crate::plan::model::{DriftItem, DriftKind, HealthEntry, Plan, PlanNote};
+use crate::plan::model::{Cordon, DriftItem, DriftKind, HealthEntry, Plan, PlanNote};
 use crate::providers::Node;
 use crate::spec::model::{GpuPool, HealthAction, Readiness};
 
@@ -22,6 +22,8 @@ pub(crate) struct Verdict<'a> {
     pub held: bool,
     /// The other signals the pool counts on this node (the evidence names them).
     pub also: Vec<Signal>,
+    /// A quarantine in a Kubernetes cluster whose Node is not cordoned yet: where to.
+    pub cordon: Option<Cordon>,
 }
 
 impl Verdict<'_> {
@@ -41,8 +43,9 @@ impl Verdict<'_> {
     }
 }
 
-/// The pool's unhealthy live nodes, by id, with their fates; `now_ms` is the provider's clock.
-pub(crate) fn judge<'a>(cx: &PoolCtx<'a, '_>, pool: &GpuPool, now_ms: Option<u64>) -> Vec<Verdict<'a>> {
+/// The pool's unhealthy live nodes, by id, with their fates; `now_ms` is the provider's clock,
+/// `region` the pool's (a TKE or ACK cluster's locator names it).
+pub(crate) fn judge<'a>(cx: &PoolCtx<'a, '_>, pool: &GpuPool, region: &str, now_ms: Option<u64>) -> Vec<Verdict<'a>> {
     let Some(reads) = cx.input.health else { return Vec::new() };
     let health = pool.health();
     let grace_ms = u64::try_from(health.grace().as_millis()).unwrap_or(u64::MAX);
@@ -57,9 +60,16 @@ pub(crate) fn judge<'a>(cx: &PoolCtx<'a, '_>, pool: &GpuPool, now_ms: Option<u64
     let done = now_ms.map_or(0, |now| cx.input.state.recent_repairs(&cx.addr.to_string(), now));
     let mut repairs = (health.max_repairs.value as usize).saturating_sub(done);
     let mut out = Vec::new();
+    // A quarantine keeps jobs off the node; in a cluster, the cluster's scheduler too.
+    let cluster =
+        pool.kubernetes.as_ref().filter(|_| health.action.value == HealthAction::Quarantine).map(|k| Cordon {
+            provider: crate::providers::kube::name(&pool.provider.value),
+            cluster: crate::providers::kube::pool_locator(k, region),
+        });
     for node in live {
+        let read = reads.get(&node.id);
         let counted: Vec<&'a Finding> =
-            reads.get(&node.id).map(|r| r.findings.iter().filter(|f| counts(f)).collect()).unwrap_or_default();
+            read.map(|r| r.findings.iter().filter(|f| counts(f)).collect()).unwrap_or_default();
         let Some((&finding, rest)) = counted.split_first() else { continue };
         let mut also: Vec<Signal> = rest.iter().map(|f| f.signal).filter(|s| *s != finding.signal).collect();
         also.dedup();
@@ -67,7 +77,16 @@ pub(crate) fn judge<'a>(cx: &PoolCtx<'a, '_>, pool: &GpuPool, now_ms: Option<u64
         if health.action.value == HealthAction::Replace && !held {
             repairs -= 1;
         }
-        out.push(Verdict { at_ms: now_ms.unwrap_or(0), node, finding, action: health.action.value, held, also });
+        let cordon = cluster.clone().filter(|_| !read.is_some_and(|r| r.cordoned));
+        out.push(Verdict {
+            at_ms: now_ms.unwrap_or(0),
+            node,
+            finding,
+            action: health.action.value,
+            held,
+            also,
+            cordon,
+        });
     }
     out
 }
@@ -96,6 +115,9 @@ pub(crate) fn report(cx: &PoolCtx<'_, '_>, pool: &GpuPool, verdicts: &[Verdict<'
         let fate = match (v.action, v.held) {
             (HealthAction::Replace, false) => "replaced by this plan".to_string(),
             (HealthAction::Replace, true) => "replacement waits (max_repairs)".to_string(),
+            (HealthAction::Quarantine, _) if v.cordon.is_some() => {
+                "quarantined: no new jobs; cordoned by this plan".to_string()
+            }
             (HealthAction::Quarantine, _) => "quarantined: no new jobs".to_string(),
         };
         plan.drift.push(DriftItem {
@@ -115,6 +137,7 @@ pub(crate) fn report(cx: &PoolCtx<'_, '_>, pool: &GpuPool, verdicts: &[Verdict<'
             held_by: v.held.then(|| "max_repairs".to_string()),
             evidence,
             at_ms: v.at_ms,
+            cordon: v.cordon.clone(),
         });
     }
     let held: Vec<&Verdict<'_>> = verdicts.iter().filter(|v| v.held).collect();

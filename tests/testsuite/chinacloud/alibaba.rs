@@ -527,7 +527,9 @@ fn alibaba_warm_nodes_take_jobs_through_cloud_assistant_and_stay_in_their_pool()
     f.run(&["apply", "--auto-approve"]).expect(0);
     assert_eq!(fake.calls("RunInstances").len(), runs_before, "no instance launched for the job");
     let invocations = fake.lock().invocations.clone();
-    let (on, script, _) = invocations.values().next().expect("the job script via Cloud Assistant");
+    // The job's script, not a plan's GPU health read (a command of its own).
+    let (on, script, _) =
+        invocations.values().find(|(_, s, _)| s.contains("docker run")).expect("the job script via Cloud Assistant");
     assert_eq!(on, &node);
     assert!(script.contains("docker run") && script.contains("exit \"$code\""));
 

@@ -9,6 +9,7 @@ use crate::engine::gather::gather;
 use crate::engine::{Session, history};
 use crate::plan::Plan;
 use crate::plan::diff;
+use crate::plan::model::Evidence;
 use crate::policy;
 use crate::spec::Spec;
 use crate::state::{JournalEntry, ScaleRecord};
@@ -203,6 +204,12 @@ async fn finish_apply(
         }
     }
     entries.extend(repairs(&plan, &report));
+    // What the plan read of the nodes' GPUs (each fault's first sighting), whatever the
+    // apply did: it is an observation, and `grace` counts from it.
+    if !plan.evidence.is_empty() {
+        let Evidence { set, remove } = plan.evidence.clone();
+        entries.push(JournalEntry::Health { set, remove });
+    }
     // The outputs are the applied fleet's only once all of it was applied; otherwise the
     // state keeps the old values and the next plan shows the change again.
     if report.succeeded() {

@@ -67,7 +67,7 @@ impl std::fmt::Display for Signal {
 }
 
 /// Where a finding was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     /// `nvidia-smi -q -x` (XML).
@@ -85,7 +85,7 @@ pub enum Source {
 }
 
 /// One piece of evidence that a node's GPU is unwell.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     pub signal: Signal,
     /// The GPU's index on the node, where the source names one.
@@ -102,6 +102,22 @@ pub struct Finding {
     pub source: Source,
     /// When it was first seen, ms since the epoch (provider clock).
     pub seen_ms: u64,
+}
+
+impl Finding {
+    /// Whether `other` is the same fault: the same signal, GPU, XID and source (what a
+    /// later read of the node says again, whatever its words and time).
+    pub fn same_fault(&self, other: &Finding) -> bool {
+        (self.signal, self.gpu, &self.pci_bus, self.xid, self.source)
+            == (other.signal, other.gpu, &other.pci_bus, other.xid, other.source)
+    }
+
+    /// This finding, first seen when `earlier` (the same fault recorded before) was, if
+    /// that was earlier.
+    pub fn first_seen_in(&self, earlier: &[Finding]) -> Finding {
+        let first = earlier.iter().filter(|e| e.same_fault(self)).map(|e| e.seen_ms).min();
+        Finding { seen_ms: first.map_or(self.seen_ms, |f| f.min(self.seen_ms)), ..self.clone() }
+    }
 }
 
 /// What one read of one node found.

@@ -1,8 +1,13 @@
 //! A plan's GPU health entries (docs/design/gpu-health.md): each unhealthy node with its
-//! evidence and its fate (`plan --json`'s `health[]`), and where apply cordons a
-//! quarantined node. Plain data, below the plan's model.
+//! evidence and its fate (`plan --json`'s `health[]`), where apply cordons a quarantined
+//! node, and the faults read that the state records ([`Evidence`]). Plain data, below the
+//! plan's model.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+use crate::model::health::Finding;
 
 use crate::addr::Address;
 
@@ -42,4 +47,21 @@ pub struct HealthEntry {
 pub struct Cordon {
     pub provider: String,
     pub cluster: String,
+}
+
+/// What the state's `health` (each live node's faults, first seen) becomes once applied:
+/// `set` replaces a node's faults, `remove` forgets nodes that read healthy or are gone.
+/// Empty when the state already says what this plan read.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Evidence {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set: BTreeMap<String, Vec<Finding>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+}
+
+impl Evidence {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.remove.is_empty()
+    }
 }

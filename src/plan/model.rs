@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::Address;
 use crate::json_text::JsonText;
-pub use crate::plan::health::{Cordon, HealthEntry};
+pub use crate::plan::health::{Cordon, Evidence, HealthEntry};
 use crate::plan::report::{CostReport, PolicyResult};
 use crate::providers::{Capacity, CreateNodes, Node, Tags};
 use crate::spec::model::Fallback;
@@ -567,6 +567,9 @@ pub struct Plan {
     /// what the plan does about them (docs/design/gpu-health.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub health: Vec<HealthEntry>,
+    /// The faults read on live nodes, first seen, for the state to record (its `health`).
+    #[serde(default, skip_serializing_if = "Evidence::is_empty")]
+    pub evidence: Evidence,
     /// Imports, moves and forgets (`import`, `moved`, `removed` blocks): apply retags
     /// and records these first, launching and terminating nothing for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -721,9 +724,10 @@ impl Plan {
         self.jobs.iter().any(|j| !j.stopped.is_empty())
     }
 
-    /// Anything for `apply` to do: fleet changes, output values or stops to record.
+    /// Anything for `apply` to do: fleet changes, output values, stops or GPU faults to
+    /// record.
     pub fn has_work(&self) -> bool {
-        self.has_changes() || self.has_output_changes() || self.records_stops()
+        self.has_changes() || self.has_output_changes() || self.records_stops() || !self.evidence.is_empty()
     }
 
     /// Does the policy verdict forbid applying this plan? A plan that does not change the

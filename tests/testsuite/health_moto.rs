@@ -201,3 +201,54 @@ async fn job_user_data(dir: &Path) -> String {
     let encoded = attr.user_data().and_then(|u| u.value()).expect("user data");
     String::from_utf8(base64::engine::general_purpose::STANDARD.decode(encoded).unwrap()).unwrap()
 }
+
+/// `grace` counts from a fault's first sighting, which the state keeps: a read through
+/// Systems Manager carries no time of its own. A capture with uncorrectable ECC errors
+/// and a failed row remap is within `grace` at first (the plan only records it); the state
+/// keeps when it was first seen across plans; once that is older than `grace` the node is
+/// replaced, and the state forgets the node that went.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fault_s_first_sighting_is_kept_in_state_and_grace_counts_from_it() {
+    let f = front();
+    *f.agents.lock().unwrap() = Agents::Online;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("main.hcl"), spec(&f.ec2.url, "", "")).unwrap();
+    ok(d, &["apply", "--auto-approve"]);
+    let bad = pool_nodes(d)[0].clone();
+    f.outputs.lock().unwrap().insert(bad.clone(), agent_output("nvidia-smi/a10g-row-remap-failure.xml", "", ""));
+
+    let state = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(d.join("state/default.json")).unwrap()).unwrap()
+    };
+    let plan: serde_json::Value = serde_json::from_str(&ok(d, &["plan", "--json"]).stdout).expect("JSON");
+    assert!(plan.get("health").is_none(), "within grace: {plan:#}");
+    let text = ok(d, &["plan"]).stdout;
+    assert!(text.contains("No changes to the fleet. GPU faults read on the nodes"), "{text}");
+    ok(d, &["apply", "--auto-approve"]);
+    let kept = state()["health"][&bad].clone();
+    let signals: Vec<&str> = kept.as_array().unwrap().iter().map(|f| f["signal"].as_str().unwrap()).collect();
+    assert_eq!(signals, ["ecc_uncorrectable", "row_remap_failure"], "{kept:#}");
+    let first = kept[0]["seen_ms"].as_u64().unwrap();
+    // Read again later: the first sighting stands.
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(state()["health"][&bad][0]["seen_ms"].as_u64(), Some(first));
+
+    // Ten minutes on, as the state sees it: past the default five minutes of grace.
+    let mut s = state();
+    for f in s["health"][&bad].as_array_mut().unwrap() {
+        f["seen_ms"] = (first - 600_000).into();
+    }
+    std::fs::write(d.join("state/default.json"), serde_json::to_vec_pretty(&s).unwrap()).unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&ok(d, &["plan", "--json"]).stdout).expect("JSON");
+    let h = &plan["health"][0];
+    assert_eq!(
+        (h["node"].as_str(), h["signal"].as_str(), h["action"].as_str()),
+        (Some(bad.as_str()), Some("ecc_uncorrectable"), Some("replace")),
+        "{plan:#}"
+    );
+    ok(d, &["apply", "--auto-approve"]);
+    assert!(!pool_nodes(d).contains(&bad));
+    assert!(state().get("health").is_none_or(|h| h.get(&bad).is_none()), "the node that went is forgotten");
+    ok(d, &["destroy", "--auto-approve"]);
+}

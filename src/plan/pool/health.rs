@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use super::PoolCtx;
 use crate::model::health::{Finding, Signal};
-use crate::plan::model::{Cordon, DriftItem, DriftKind, HealthEntry, Plan, PlanNote};
+use crate::plan::model::{Cordon, DriftItem, DriftKind, Evidence, HealthEntry, Plan, PlanNote};
 use crate::providers::Node;
 use crate::spec::model::{GpuPool, HealthAction, Readiness};
 
@@ -16,7 +16,8 @@ pub(crate) struct Verdict<'a> {
     /// When it was judged (the provider's clock; 0 without one).
     pub at_ms: u64,
     pub node: &'a Node,
-    pub finding: &'a Finding,
+    /// The first fault counted, first seen when the state recorded it.
+    pub finding: Finding,
     pub action: HealthAction,
     /// Past `max_repairs`: the node waits.
     pub held: bool,
@@ -29,7 +30,7 @@ pub(crate) struct Verdict<'a> {
 impl Verdict<'_> {
     /// [`evidence`] of the first counted finding, naming the other signals counted.
     pub fn evidence(&self) -> String {
-        let mut text = evidence(self.finding);
+        let mut text = evidence(&self.finding);
         if !self.also.is_empty() {
             let names: Vec<&str> = self.also.iter().map(|s| s.as_str()).collect();
             text += &format!("; also {}", names.join(", "));
@@ -68,9 +69,13 @@ pub(crate) fn judge<'a>(cx: &PoolCtx<'a, '_>, pool: &GpuPool, region: &str, now_
         });
     for node in live {
         let read = reads.get(&node.id);
-        let counted: Vec<&'a Finding> =
-            read.map(|r| r.findings.iter().filter(|f| counts(f)).collect()).unwrap_or_default();
-        let Some((&finding, rest)) = counted.split_first() else { continue };
+        // Each fault as first seen: the state remembers the reads before this one.
+        let before = cx.input.state.health.get(&node.id).map_or(&[][..], Vec::as_slice);
+        let counted: Vec<Finding> = read
+            .map(|r| r.findings.iter().map(|f| f.first_seen_in(before)).filter(|f| counts(f)).collect())
+            .unwrap_or_default();
+        let Some((finding, rest)) = counted.split_first() else { continue };
+        let finding = finding.clone();
         let mut also: Vec<Signal> = rest.iter().map(|f| f.signal).filter(|s| *s != finding.signal).collect();
         also.dedup();
         let held = health.action.value == HealthAction::Replace && repairs == 0;
@@ -88,6 +93,35 @@ pub(crate) fn judge<'a>(cx: &PoolCtx<'a, '_>, pool: &GpuPool, region: &str, now_
             cordon,
         });
     }
+    out
+}
+
+/// What the state's `health` becomes: each live node read this time with its faults, each
+/// first seen when the state first recorded it; a node read healthy, no longer live, or
+/// that this plan removes (`going`) is forgotten. Empty when nothing was read (no refresh)
+/// or the state already agrees.
+pub(crate) fn record(
+    input: &crate::plan::context::PlanInput<'_>,
+    live: &std::collections::BTreeMap<crate::addr::Address, Vec<&Node>>,
+    going: &BTreeSet<&str>,
+) -> Evidence {
+    let mut out = Evidence::default();
+    let Some(reads) = input.health else { return out };
+    let recorded = &input.state.health;
+    let live: BTreeSet<&str> =
+        live.values().flatten().map(|n| n.id.as_str()).filter(|id| !going.contains(id)).collect();
+    for (id, read) in reads.iter().filter(|(id, _)| live.contains(id.as_str())) {
+        let before = recorded.get(id).map_or(&[][..], Vec::as_slice);
+        let now: Vec<Finding> = read.findings.iter().map(|f| f.first_seen_in(before)).collect();
+        if now.is_empty() {
+            if recorded.contains_key(id) {
+                out.remove.push(id.clone());
+            }
+        } else if recorded.get(id) != Some(&now) {
+            out.set.insert(id.clone(), now);
+        }
+    }
+    out.remove.extend(recorded.keys().filter(|id| !live.contains(id.as_str())).cloned());
     out
 }
 

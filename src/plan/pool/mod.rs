@@ -38,6 +38,7 @@ use crate::spec::model::GpuPool;
 use crate::state::ResourceState;
 
 pub(crate) use busy::JobNodes;
+pub(crate) use health::record as record_faults;
 use nodes::Held;
 pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
 pub(crate) use removed::{keep_deferred_jobs, removed};

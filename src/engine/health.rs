@@ -49,8 +49,8 @@ pub async fn read(spec: &Spec, nodes: &[Node], providers: &ProviderSet) -> (BTre
     (out, warnings)
 }
 
-/// `h` into `out`: a second read of a node adds its findings; the fewer GPUs seen and a
-/// cordon seen by either stand.
+/// `h` into `out`: a second read of a node adds its findings; the fewer GPUs seen and what
+/// a cluster says of its cordon stand.
 fn merge(out: &mut BTreeMap<String, NodeHealth>, h: NodeHealth) {
     match out.get_mut(&h.node_id) {
         None => {
@@ -62,7 +62,10 @@ fn merge(out: &mut BTreeMap<String, NodeHealth>, h: NodeHealth) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            seen.cordoned |= h.cordoned;
+            seen.cordoned = match (seen.cordoned, h.cordoned) {
+                (Some(a), Some(b)) => Some(a || b),
+                (a, b) => a.or(b),
+            };
         }
     }
 }

@@ -131,10 +131,11 @@ pub struct NodeHealth {
     /// `gpu_missing`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus_seen: Option<u32>,
-    /// The node already takes no new work where it runs (a Kubernetes Node cordoned:
-    /// `spec.unschedulable`), so a quarantine has nothing to call.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub cordoned: bool,
+    /// Read from a Kubernetes cluster: whether its Node is cordoned (`spec.unschedulable`),
+    /// so a quarantine has nothing to call. `None`: not read from a cluster (a node not
+    /// joined yet cannot be cordoned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cordoned: Option<bool>,
 }
 
 /// `health { readiness }`: the check a node passes before it takes a job. The job script

@@ -667,6 +667,12 @@ fn node_conditions_drive_a_cordon_and_a_replace() {
     ok(d, &["apply", "--auto-approve"]);
     let nodes = pool_nodes(d);
     assert_eq!(nodes.len(), 2, "{nodes:?}");
+    // A node the cluster does not have yet (not joined) is quarantined with nothing to cordon.
+    ok(d, &["sim", "fault", &nodes[0], "--xid", "79"]);
+    let plan: serde_json::Value = serde_json::from_str(&ok(d, &["plan", "--json"]).stdout).expect("JSON");
+    assert_eq!(plan["health"][0]["action"], "quarantine", "{plan:#}");
+    assert!(plan["health"][0].get("cordon").is_none(), "{plan:#}");
+    ok(d, &["sim", "fault", &nodes[0], "--clear"]);
     let gpus = json!({"nvidia.com/gpu": "8"});
     let (bad, good) = ("ip-10-0-1-11.ec2.internal", "ip-10-0-1-12.ec2.internal");
     api.node(bad, &format!("aws:///us-east-1a/{}", nodes[0]));

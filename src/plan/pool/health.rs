@@ -23,7 +23,7 @@ pub(crate) struct Verdict<'a> {
     pub held: bool,
     /// The other signals the pool counts on this node (the evidence names them).
     pub also: Vec<Signal>,
-    /// A quarantine in a Kubernetes cluster whose Node is not cordoned yet: where to.
+    /// A quarantine in a Kubernetes cluster whose Node is there and not cordoned yet: where to.
     pub cordon: Option<Cordon>,
 }
 
@@ -82,7 +82,8 @@ pub(crate) fn judge<'a>(cx: &PoolCtx<'a, '_>, pool: &GpuPool, region: &str, now_
         if health.action.value == HealthAction::Replace && !held {
             repairs -= 1;
         }
-        let cordon = cluster.clone().filter(|_| !read.is_some_and(|r| r.cordoned));
+        // Only a Node the cluster has and has not cordoned yet.
+        let cordon = cluster.clone().filter(|_| read.and_then(|r| r.cordoned) == Some(false));
         out.push(Verdict {
             at_ms: now_ms.unwrap_or(0),
             node,

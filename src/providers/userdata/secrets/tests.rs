@@ -31,7 +31,8 @@ fn node() -> tempfile::TempDir {
             "case \"$1\" in\n  info) echo 'Runtimes: nvidia runc' ;;\n  run) for v in HF_TOKEN WANDB CI_TOKEN; do echo \"$v=${!v:-}\"; done > \"$GPUPLAN_ROOT/container\" ;;\nesac"
                 .to_string(),
         ),
-        ("nvidia-smi", "true".to_string()),
+        // Two GPUs, as `nvidia-smi -L` lists them: the readiness check passes.
+        ("nvidia-smi", "printf 'GPU 0: NVIDIA A100 (UUID: GPU-0)\\nGPU 1: NVIDIA A100 (UUID: GPU-1)\\n'".to_string()),
     ];
     for (name, body) in stubs {
         let path = bin.join(name);

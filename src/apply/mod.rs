@@ -12,6 +12,7 @@
 //! - Apply never re-reads the spec: it executes the plan it is given.
 
 pub mod adopt;
+pub mod cordon;
 pub mod fence;
 pub mod jobs;
 pub mod policy;

@@ -127,6 +127,7 @@ fn without_changes(plan: Plan) -> Plan {
         changes: Vec::new(),
         jobs: Vec::new(),
         orphan_job_nodes: Vec::new(),
+        evidence: Default::default(),
         health: Vec::new(),
         reservations: Vec::new(),
         autoscale: Vec::new(),

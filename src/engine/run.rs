@@ -9,6 +9,7 @@ use crate::engine::gather::gather;
 use crate::engine::{Session, history};
 use crate::plan::Plan;
 use crate::plan::diff;
+use crate::plan::model::Evidence;
 use crate::policy;
 use crate::spec::Spec;
 use crate::state::{JournalEntry, ScaleRecord};
@@ -150,11 +151,13 @@ pub async fn apply(
         };
         return finish_apply(session, plan, report, (recorder, handle), &overridden, &opts.cancel).await;
     }
+    // Quarantined nodes in a cluster are cordoned before anything can land on them.
+    let cordons = apply::cordon::run(&plan, providers, opts).await;
     let stopped = apply::jobs::before_nodes(&plan, &session.state, providers, opts).await;
     let kept = stopped.kept().clone();
     let mut report = apply::execute_keeping(plan.clone(), providers, recorder.clone(), opts, &kept).await;
     report.adopted = counts;
-    report.outcomes.splice(0..0, adopted);
+    report.outcomes.splice(0..0, adopted.into_iter().chain(cordons));
     // Run even when cancelled: each step checks the cancel token before it starts an
     // operation, and records what finished (stops made before the node changes, runs
     // adopted or refreshed) instead of dropping it.
@@ -201,6 +204,12 @@ async fn finish_apply(
         }
     }
     entries.extend(repairs(&plan, &report));
+    // What the plan read of the nodes' GPUs (each fault's first sighting), whatever the
+    // apply did: it is an observation, and `grace` counts from it.
+    if !plan.evidence.is_empty() {
+        let Evidence { set, remove } = plan.evidence.clone();
+        entries.push(JournalEntry::Health { set, remove });
+    }
     // The outputs are the applied fleet's only once all of it was applied; otherwise the
     // state keeps the old values and the next plan shows the change again.
     if report.succeeded() {

@@ -116,9 +116,18 @@ pub(super) fn faulty_nodes(plan: &Plan) -> FaultyNodes {
 /// A run that failed on a node found unhealthy failed with its GPU, not on its own: it
 /// ends as preempted, so its retry is given back and the replica requeues as the next
 /// attempt (away from the node, which takes no job: `room.rs`, `apply/jobs/assign.rs`).
+/// So does a run whose node failed its readiness check before the job ran (the job
+/// script's own exit, `providers::userdata::readiness`), even once its node is gone.
 /// Apply records the run so, and a later plan reads it from the state.
 fn give_back_retries(runs: &mut [JobRun], faulty: &FaultyNodes) {
+    use crate::providers::userdata::readiness::is_node_failure;
     for run in runs.iter_mut().filter(|r| r.spends_retry()) {
+        if let Some(why) = run.message.as_deref().filter(|m| is_node_failure(m)) {
+            let why = why.to_string();
+            run.status = JobState::Preempted;
+            run.message = Some(format!("{why}; requeued without spending a retry"));
+            continue;
+        }
         let Some(evidence) = faulty.get(&run.node_id) else { continue };
         run.status = JobState::Preempted;
         run.message =

@@ -84,11 +84,7 @@ pub(super) fn launch(
     // nodes; every replica carries the job instance's Job (the first creates it).
     let pool = input.spec.gpu_pools.get(&job.pool.value);
     let kube = pool.and_then(|p| p.kubernetes.as_ref()).map(|k| {
-        let cluster = match (&k.kubeconfig, &k.cluster_id) {
-            (Some(path), _) => kube::locator(&path.value, k.context.as_ref().map(|c| c.value.as_str())),
-            (None, Some(id)) => kube::cluster_locator(&shape.region, &id.value),
-            (None, None) => String::new(), // validation refuses this block
-        };
+        let cluster = kube::pool_locator(k, &shape.region);
         // The run's identity: an old Job of the same name is never taken for this one.
         let run = run_label(lineage, addr, &life, attempt);
         let manifest = kube::manifest::launch_manifest(input.spec, addr, job, attempt, lineage, run);
@@ -121,8 +117,9 @@ pub(super) fn launch(
         max_runtime_secs: t.max_runtime.as_ref().map(|d| d.value.as_secs()),
         keep_node: false,
         kube: kube.clone(),
-        // The design's default check until the spec's `health { readiness }` sets it per pool.
-        readiness: crate::model::health::Readiness::default(),
+        // The pool's `health { readiness }` (default `nvidia-smi`): the job script runs it
+        // before the job (`providers::userdata::readiness`), the sim before it starts a run.
+        readiness: pool.map(|p| p.health().readiness.value).unwrap_or_default(),
     };
     let fallback = (capacity == Capacity::Spot && fallback == Some(Fallback::OnDemand)).then_some(Capacity::OnDemand);
     let (provider, region) = match &kube {

@@ -67,7 +67,7 @@ impl std::fmt::Display for Signal {
 }
 
 /// Where a finding was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     /// `nvidia-smi -q -x` (XML).
@@ -85,7 +85,7 @@ pub enum Source {
 }
 
 /// One piece of evidence that a node's GPU is unwell.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     pub signal: Signal,
     /// The GPU's index on the node, where the source names one.
@@ -104,6 +104,22 @@ pub struct Finding {
     pub seen_ms: u64,
 }
 
+impl Finding {
+    /// Whether `other` is the same fault: the same signal, GPU, XID and source (what a
+    /// later read of the node says again, whatever its words and time).
+    pub fn same_fault(&self, other: &Finding) -> bool {
+        (self.signal, self.gpu, &self.pci_bus, self.xid, self.source)
+            == (other.signal, other.gpu, &other.pci_bus, other.xid, other.source)
+    }
+
+    /// This finding, first seen when `earlier` (the same fault recorded before) was, if
+    /// that was earlier.
+    pub fn first_seen_in(&self, earlier: &[Finding]) -> Finding {
+        let first = earlier.iter().filter(|e| e.same_fault(self)).map(|e| e.seen_ms).min();
+        Finding { seen_ms: first.map_or(self.seen_ms, |f| f.min(self.seen_ms)), ..self.clone() }
+    }
+}
+
 /// What one read of one node found.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct NodeHealth {
@@ -115,15 +131,20 @@ pub struct NodeHealth {
     /// `gpu_missing`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus_seen: Option<u32>,
+    /// Read from a Kubernetes cluster: whether its Node is cordoned (`spec.unschedulable`),
+    /// so a quarantine has nothing to call. `None`: not read from a cluster (a node not
+    /// joined yet cannot be cordoned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cordoned: Option<bool>,
 }
 
 /// `health { readiness }`: the check a node passes before it takes a job. The job script
 /// runs it first (`providers::userdata`); a failure exits with its own code, so the run
 /// says its node failed, not the job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Readiness {
-    /// `dcgmi diag -r 1`: DCGM's deployment checks, seconds.
+    /// DCGM diagnostics, level 1 (`dcgmi diag -r 1`).
     Dcgm,
     /// `nvidia-smi` answers and lists every GPU the job needs.
     #[default]

@@ -122,6 +122,9 @@ pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize
             plan.health.extend(part.health);
         }
     }
+    let going: BTreeSet<&str> =
+        plan.changes.iter().filter_map(|c| c.pool.as_ref()).flat_map(|p| &p.deletes).map(|d| d.id.as_str()).collect();
+    plan.evidence = crate::plan::pool::record_faults(input, &live, &going);
     if input.destroy {
         crate::plan::pool::keep_deferred_jobs(&mut plan, BUSY_POLICY);
     }
@@ -310,6 +313,7 @@ fn empty_plan(input: &PlanInput<'_>) -> Plan {
         jobs: Vec::new(),
         spend: None,
         orphan_job_nodes: Vec::new(),
+        evidence: Default::default(),
         health: Vec::new(),
         reservations: Vec::new(),
         adoptions: Vec::new(),

@@ -3,6 +3,7 @@
 pub mod adopt;
 pub mod context;
 pub mod diff;
+pub mod health;
 pub mod inputs;
 pub mod keep;
 pub mod model;

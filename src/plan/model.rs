@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::Address;
 use crate::json_text::JsonText;
+pub use crate::plan::health::{Cordon, Evidence, HealthEntry};
 use crate::plan::report::{CostReport, PolicyResult};
 use crate::providers::{Capacity, CreateNodes, Node, Tags};
 use crate::spec::model::Fallback;
@@ -566,6 +567,9 @@ pub struct Plan {
     /// what the plan does about them (docs/design/gpu-health.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub health: Vec<HealthEntry>,
+    /// The faults read on live nodes, first seen, for the state to record (its `health`).
+    #[serde(default, skip_serializing_if = "Evidence::is_empty")]
+    pub evidence: Evidence,
     /// Imports, moves and forgets (`import`, `moved`, `removed` blocks): apply retags
     /// and records these first, launching and terminating nothing for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -690,7 +694,7 @@ pub struct ScaleAction {
 }
 
 impl Plan {
-    /// Changes to the fleet (resources, nodes, jobs, adoptions). Output values alone are
+    /// Changes to the fleet (resources, nodes, jobs, adoptions, cordons). Output values alone are
     /// not: see [`Plan::has_output_changes`].
     pub fn has_changes(&self) -> bool {
         self.changes.iter().any(|c| c.action != Action::NoOp)
@@ -700,6 +704,12 @@ impl Plan {
                 .any(|j| j.needs_launch() || j.nodes_to_release().next().is_some() || !j.adopted.is_empty())
             || !self.orphan_job_nodes.is_empty()
             || !self.adoptions.is_empty()
+            || self.cordons().next().is_some()
+    }
+
+    /// The quarantined nodes apply cordons (docs/design/gpu-health.md).
+    pub fn cordons(&self) -> impl Iterator<Item = (&HealthEntry, &Cordon)> {
+        self.health.iter().filter_map(|h| h.cordon.as_ref().map(|c| (h, c)))
     }
 
     /// Output values the plan sets or removes in state (applying it writes them, and
@@ -714,9 +724,10 @@ impl Plan {
         self.jobs.iter().any(|j| !j.stopped.is_empty())
     }
 
-    /// Anything for `apply` to do: fleet changes, output values or stops to record.
+    /// Anything for `apply` to do: fleet changes, output values, stops or GPU faults to
+    /// record.
     pub fn has_work(&self) -> bool {
-        self.has_changes() || self.has_output_changes() || self.records_stops()
+        self.has_changes() || self.has_output_changes() || self.records_stops() || !self.evidence.is_empty()
     }
 
     /// Does the policy verdict forbid applying this plan? A plan that does not change the
@@ -761,30 +772,4 @@ mod tests {
         assert_eq!(serde_json::from_str::<ReasonCode>("\"changed:mix.spot_percent\"").unwrap(), changed);
         assert!(serde_json::from_str::<ReasonCode>("\"explode\"").is_err(), "an unknown code is refused");
     }
-}
-
-/// One unhealthy node in a plan: its evidence and its fate (`plan --json`'s `health[]`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HealthEntry {
-    /// The pool.
-    pub address: Address,
-    pub node: String,
-    pub signal: crate::model::health::Signal,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub xid: Option<u32>,
-    /// When the fault was first seen (RFC 3339).
-    pub seen: String,
-    /// `replace` or `quarantine`.
-    pub action: String,
-    /// What keeps a replacement waiting (`max_repairs`); absent when it goes ahead.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held_by: Option<String>,
-    /// The evidence in words: `XID 79 (GPU has fallen off the bus) on GPU 3, seen 12:04`.
-    pub evidence: String,
-    /// When the plan judged it (ms, the provider's clock): a replacement apply makes is
-    /// recorded at this time, for `max_repairs`' hour.
-    #[serde(default)]
-    pub at_ms: u64,
 }

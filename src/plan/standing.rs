@@ -41,6 +41,7 @@ fn plan_header(plan: &Plan) -> Plan {
         spend: None,
         autoscale: Vec::new(),
         orphan_job_nodes: Vec::new(),
+        evidence: Default::default(),
         health: Vec::new(),
         reservations: Vec::new(),
         adoptions: Vec::new(),

@@ -369,6 +369,10 @@ pub(crate) fn summary_counts(plan: &Plan) -> String {
         "{import}{} to add, {} to change, {} to destroy. Nodes: {} to launch, {} to terminate",
         s.add, s.change, s.destroy, t.nodes_launch, t.nodes_terminate
     );
+    let cordons = plan.cordons().count();
+    if cordons > 0 {
+        out += &format!(", {cordons} to cordon");
+    }
     if t.has_jobs() {
         out += &format!(". Jobs: {} to launch, {} to requeue", t.jobs_launch, t.jobs_requeue);
         if t.jobs_waiting > 0 {

@@ -4,8 +4,9 @@
 use crate::plan::Plan;
 
 /// `GPU health:` with a line per node, `-/+ NODE replace: EVIDENCE` for a replacement,
-/// `!   NODE quarantine: EVIDENCE`, `#   NODE replace waits (max_repairs): EVIDENCE`;
-/// empty when no node is unhealthy.
+/// `!   NODE quarantine: EVIDENCE` (`quarantine, cordon:` where apply cordons it in its
+/// cluster), `#   NODE replace waits (max_repairs): EVIDENCE`; empty when no node is
+/// unhealthy.
 pub fn text(plan: &Plan) -> String {
     if plan.health.is_empty() {
         return String::new();
@@ -16,6 +17,7 @@ pub fn text(plan: &Plan) -> String {
     for e in entries {
         let (sym, what) = match (e.action.as_str(), &e.held_by) {
             (_, Some(by)) => ("#  ", format!("{} waits ({by})", e.action)),
+            ("quarantine", None) if e.cordon.is_some() => ("!  ", format!("{}, cordon", e.action)),
             ("quarantine", None) => ("!  ", e.action.clone()),
             _ => ("-/+", e.action.clone()),
         };

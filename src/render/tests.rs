@@ -130,6 +130,7 @@ fn plan(changes: Vec<ResourceChange>) -> Plan {
         jobs: vec![],
         spend: None,
         orphan_job_nodes: Vec::new(),
+        evidence: Default::default(),
         health: Vec::new(),
         reservations: Vec::new(),
         adoptions: Vec::new(),

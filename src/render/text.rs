@@ -147,8 +147,13 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, frames: &[Option<String>], m
         // Only output values change: the outputs section below says so.
     } else if changes.is_empty() && !plan.has_changes() && plan.records_stops() {
         out += &format!("{} A job's node stopped: the state records when.\n", p.bold("No changes to the fleet."));
+    } else if changes.is_empty() && !plan.has_changes() && !plan.evidence.is_empty() {
+        let what = "GPU faults read on the nodes: the state records when each was first seen.";
+        out += &format!("{} {what}\n", p.bold("No changes to the fleet."));
     } else if changes.is_empty() && !plan.has_changes() {
         out += &format!("{} Your fleet matches the spec.\n", p.bold("No changes."));
+    } else if changes.is_empty() && !plan.jobs.iter().any(|j| j.needs_launch()) && plan.cordons().next().is_some() {
+        out += &format!("{} Only quarantined nodes to cordon.\n", p.bold("No resource changes."));
     } else if changes.is_empty() {
         out += &format!("{} Only jobs to launch.\n", p.bold("No resource changes."));
     } else {

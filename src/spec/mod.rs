@@ -25,6 +25,7 @@ pub mod model;
 mod order;
 pub mod pool_blocks;
 pub mod pool_hardware;
+pub mod pool_health;
 pub mod raw;
 pub mod reservation;
 pub mod secrets;

@@ -64,6 +64,11 @@ pub struct State {
     /// (docs/design/gpu-health.md).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub repairs: BTreeMap<String, Vec<u64>>,
+    /// The GPU faults last read on each live node, by node id, each with when it was first
+    /// seen (kept across plans, so `health.grace` counts from there on clouds whose reads
+    /// carry no time of their own; docs/design/gpu-health.md).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub health: BTreeMap<String, Vec<crate::model::health::Finding>>,
 }
 
 /// How far back `health.max_repairs` counts repairs: an hour.
@@ -128,6 +133,7 @@ impl State {
             outputs: BTreeMap::new(),
             standing: BTreeMap::new(),
             repairs: BTreeMap::new(),
+            health: BTreeMap::new(),
         }
     }
 

@@ -46,6 +46,7 @@ pub(crate) fn write_state(out: &mut impl Write, state: &State) -> io::Result<()>
         outputs,
         standing,
         repairs,
+        health,
     } = state;
     let mut object = Object::start(out, 0)?;
     object.field("format_version", format_version)?;
@@ -80,6 +81,9 @@ pub(crate) fn write_state(out: &mut impl Write, state: &State) -> io::Result<()>
     }
     if !repairs.is_empty() {
         object.field("repairs", repairs)?;
+    }
+    if !health.is_empty() {
+        object.field("health", health)?;
     }
     object.end()
 }

@@ -83,6 +83,14 @@ pub enum JournalEntry {
         pool: String,
         at_ms: Vec<u64>,
     },
+    /// The GPU faults a plan read: `set` replaces a node's, `remove` forgets nodes that
+    /// read healthy or are gone.
+    Health {
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        set: BTreeMap<String, Vec<crate::model::health::Finding>>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        remove: Vec<String>,
+    },
 }
 
 impl JournalEntry {
@@ -98,7 +106,8 @@ impl JournalEntry {
             JournalEntry::History { .. }
             | JournalEntry::SpendOpen { .. }
             | JournalEntry::SpendClose { .. }
-            | JournalEntry::Outputs { .. } => None,
+            | JournalEntry::Outputs { .. }
+            | JournalEntry::Health { .. } => None,
         }
     }
 }
@@ -155,6 +164,7 @@ pub fn apply_entry(state: &mut State, entry: &JournalEntry) {
         }
         JournalEntry::Outputs { set, remove } => set_outputs(state, set.clone(), remove),
         JournalEntry::Repairs { pool, at_ms } => add_repairs(state, pool, at_ms),
+        JournalEntry::Health { set, remove } => set_health(state, set.clone(), remove),
     }
 }
 
@@ -377,6 +387,7 @@ impl Replay {
             }
             JournalEntry::Outputs { set, remove } => set_outputs(&mut self.state, set, &remove),
             JournalEntry::Repairs { pool, at_ms } => add_repairs(&mut self.state, &pool, &at_ms),
+            JournalEntry::Health { set, remove } => set_health(&mut self.state, set, &remove),
         }
     }
 
@@ -474,6 +485,14 @@ pub(crate) fn history_extends(before: &[HistoryEntry], after: &[HistoryEntry]) -
 }
 
 /// Record repairs of `pool`, keeping the last hour's (before the newest).
+/// Apply a [`JournalEntry::Health`].
+fn set_health(state: &mut State, set: BTreeMap<String, Vec<crate::model::health::Finding>>, remove: &[String]) {
+    for id in remove {
+        state.health.remove(id);
+    }
+    state.health.extend(set);
+}
+
 fn add_repairs(state: &mut State, pool: &str, at_ms: &[u64]) {
     let times = state.repairs.entry(pool.to_string()).or_default();
     times.extend_from_slice(at_ms);

@@ -76,8 +76,31 @@ fn seeded(b: &LocalBackend) -> State {
     state
 }
 
+/// A GPU fault on a node, first seen at `seen_ms`.
+fn fault(seen_ms: u64) -> crate::model::health::Finding {
+    use crate::model::health::{Finding, Signal, Source};
+    Finding {
+        signal: Signal::EccUncorrectable,
+        gpu: Some(0),
+        pci_bus: None,
+        xid: None,
+        detail: "2 uncorrectable ECC errors".into(),
+        source: Source::NvidiaSmi,
+        seen_ms,
+    }
+}
+
+/// GPU faults recorded for two nodes, then one forgotten.
+fn health(set: &[(&str, u64)], remove: &[&str]) -> JournalEntry {
+    JournalEntry::Health {
+        set: set.iter().map(|(id, at)| (id.to_string(), vec![fault(*at)])).collect(),
+        remove: remove.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
 fn sequence() -> Vec<JournalEntry> {
     vec![
+        health(&[("i-1", 5), ("i-2", 6)], &[]),
         put("gpu_pool.b", serde_json::json!({"gpu": "L4"}), vec![]),
         add("gpu_pool.b", &["i-1", "i-2", "i-3"]),
         add("gpu_pool.a", &["i-2", "i-1"]),
@@ -90,6 +113,7 @@ fn sequence() -> Vec<JournalEntry> {
         JournalEntry::DeleteResource { address: "gpu_pool.a".into() },
         remove("gpu_pool.zzz", &["i-1"]),
         put("gpu_pool.d", serde_json::json!({}), vec![node("gpu_pool.d", "x"), node("gpu_pool.d", "x")]),
+        health(&[("i-2", 7)], &["i-1", "i-404"]),
     ]
 }
 
@@ -424,6 +448,8 @@ fn replay_equals_applying_entries_one_by_one() {
     assert_eq!(ids(&got, "gpu_pool.c"), ["i-9"]);
     assert_eq!(ids(&got, "gpu_pool.d"), ["x"]);
     assert!(!got.resources.contains_key("gpu_pool.a"));
+    // GPU faults: a later record replaces a node's, and a forgotten node is gone.
+    assert_eq!(got.health.iter().map(|(id, f)| (id.as_str(), f[0].seen_ms)).collect::<Vec<_>>(), [("i-2", 7)]);
 }
 
 /// Resources with few nodes are searched by scan, larger ones through an index by id:

@@ -341,3 +341,56 @@ fn a_raw_nvidia_smi_capture_with_a_row_remap_failure_drives_a_replacement() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("is not a capture gpuplan reads") && err.contains("hint: give the output of"), "{err}");
 }
+
+/// The pool's `readiness` reaches each launch: the sim runs the check a job script runs
+/// before its job. The node fails its readiness check after the plan chose it: with
+/// `readiness = "dcgm"` the run fails at once naming DCGM's check, its retry is given back,
+/// and the node is replaced before the job runs again; with `readiness = "none"` nothing
+/// is checked and the job runs on the node.
+#[test]
+fn the_pool_s_readiness_check_runs_before_each_job() {
+    for (health, check) in [
+        ("  health {\n    readiness = \"dcgm\"\n  }", Some("dcgmi diag -r 1")),
+        ("  health {\n    readiness = \"none\"\n  }", None),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        fleet(d, 1, health);
+        let text = std::fs::read_to_string(d.join("main.hcl")).unwrap();
+        std::fs::write(d.join("main.hcl"), text.split("job \"llama\"").next().unwrap()).unwrap();
+        ok(d, &["apply", "--auto-approve"]);
+        let node = nodes(d)[0].clone();
+        std::fs::write(d.join("main.hcl"), &text).unwrap();
+        ok(d, &["plan", "--out", "p.plan"]);
+        ok(d, &["sim", "fault", &node, "--readiness-fail"]);
+        ok(d, &["apply", "p.plan"]);
+        let s = json(d, &["jobs", "status", "llama", "--json"]);
+        let run = &s["jobs"][0]["runs"][0];
+        assert_eq!(run["node_id"], node.as_str(), "{s:#}");
+        let Some(check) = check else {
+            assert_eq!(run["status"], "running", "no check, the job runs: {s:#}");
+            continue;
+        };
+        let message = run["message"].as_str().unwrap_or_default();
+        assert!(
+            message
+                .starts_with(&format!("its node failed its readiness check: `{check}` failed on the simulated node"))
+                && message.contains("the job did not run"),
+            "{s:#}"
+        );
+        let plan = json(d, &["plan", "--json"]);
+        assert_eq!(
+            (plan["health"][0]["node"].as_str(), plan["health"][0]["action"].as_str()),
+            (Some(node.as_str()), Some("replace"))
+        );
+        let job = plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == "job.llama").unwrap();
+        assert_eq!(job["retries_spent"], 0, "the node failed, not the job: {job:#}");
+        ok(d, &["apply", "--auto-approve"]);
+        let s = json(d, &["jobs", "status", "llama", "--json"]);
+        let runs = s["jobs"][0]["runs"].as_array().unwrap();
+        assert_eq!(runs[0]["status"], "preempted", "{s:#}");
+        assert!(runs[0]["message"].as_str().unwrap().ends_with("requeued without spending a retry"), "{s:#}");
+        assert_eq!((runs[1]["attempt"].as_u64(), runs[1]["status"].as_str()), (Some(2), Some("running")), "{s:#}");
+        assert_ne!(runs[1]["node_id"], node.as_str(), "the job runs on the replacement: {s:#}");
+    }
+}

@@ -686,3 +686,88 @@ fn a_multi_node_job_rendezvous_through_a_headless_service_owned_by_its_job() {
     ok(d, &["jobs", "cancel", "ft"]);
     assert!(api.job("ml", "ft").is_none() && api.service("ml", "ft").is_none());
 }
+
+/// The fleet of [`spec`] with a `health {}` block of `action`.
+fn health_spec(action: &str) -> String {
+    spec(0, 1).replace("  kubernetes {\n", &format!("  health {{\n    action = \"{action}\"\n  }}\n  kubernetes {{\n"))
+}
+
+/// Done when: the Kubernetes double shows a cordon and a replace from node conditions.
+/// node-problem-detector's `GPUXIDErrors` naming XID 79 on one pool node's Node marks it:
+/// a quarantine pool's plan shows the cordon and its apply patches the Node's
+/// `spec.unschedulable` (once: a cordoned node is not cordoned again); the same pool set to
+/// replace replaces the node, new node first.
+#[test]
+fn node_conditions_drive_a_cordon_and_a_replace() {
+    use serde_json::json;
+    let api = FakeApi::start();
+    let dir = fleet(&api.url, 0, 1);
+    let d = dir.path();
+    std::fs::write(d.join("main.hcl"), health_spec("quarantine")).unwrap();
+    ok(d, &["apply", "--auto-approve"]);
+    let nodes = pool_nodes(d);
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    // A node the cluster does not have yet (not joined) is quarantined with nothing to cordon.
+    ok(d, &["sim", "fault", &nodes[0], "--xid", "79"]);
+    let plan: serde_json::Value = serde_json::from_str(&ok(d, &["plan", "--json"]).stdout).expect("JSON");
+    assert_eq!(plan["health"][0]["action"], "quarantine", "{plan:#}");
+    assert!(plan["health"][0].get("cordon").is_none(), "{plan:#}");
+    ok(d, &["sim", "fault", &nodes[0], "--clear"]);
+    let gpus = json!({"nvidia.com/gpu": "8"});
+    let (bad, good) = ("ip-10-0-1-11.ec2.internal", "ip-10-0-1-12.ec2.internal");
+    api.node(bad, &format!("aws:///us-east-1a/{}", nodes[0]));
+    api.node_status(
+        bad,
+        json!({"capacity": gpus, "allocatable": gpus, "conditions": [
+        {"type": "GPUXIDErrors", "status": "True", "reason": "XIDError",
+         "message": "Xid 79: GPU has fallen off the bus", "lastTransitionTime": "2026-12-07T12:04:00Z"}]}),
+    );
+    api.node(good, &format!("aws:///us-east-1a/{}", nodes[1]));
+    api.node_status(good, json!({"capacity": gpus, "allocatable": gpus}));
+
+    let plan: serde_json::Value = serde_json::from_str(&ok(d, &["plan", "--json"]).stdout).expect("JSON");
+    let health = plan["health"].as_array().unwrap_or_else(|| panic!("{plan:#}"));
+    assert_eq!(health.len(), 1, "{plan:#}");
+    let h = &health[0];
+    assert_eq!(
+        (h["node"].as_str(), h["signal"].as_str(), h["xid"].as_u64()),
+        (Some(nodes[0].as_str()), Some("xid_fatal"), Some(79))
+    );
+    assert_eq!(
+        (h["action"].as_str(), h["cordon"]["provider"].as_str()),
+        (Some("quarantine"), Some("@kubernetes.sim")),
+        "{h:#}"
+    );
+    let text = ok(d, &["plan"]).stdout;
+    let line =
+        format!("!   {} quarantine, cordon: XID 79 (node-problem-detector GPUXIDErrors=True (XIDError)", nodes[0]);
+    assert!(text.contains(&line) && text.contains("1 to cordon"), "{text}");
+    assert_eq!(gpuplan(d, &["plan", "--detailed-exitcode"]).code, 2, "a cordon is a change");
+
+    ok(d, &["apply", "--auto-approve"]);
+    assert_eq!(api.node_object(bad)["spec"]["unschedulable"], true);
+    assert_eq!(api.node_object(good)["spec"].get("unschedulable"), None);
+    assert_eq!(api.count("PATCH", &format!("/nodes/{bad}")), 1);
+    assert_eq!(pool_nodes(d), nodes, "a quarantine keeps the node");
+    // Cordoned already: still quarantined, nothing left to call.
+    let plan: serde_json::Value = serde_json::from_str(&ok(d, &["plan", "--json"]).stdout).expect("JSON");
+    assert_eq!(plan["health"][0]["action"], "quarantine", "{plan:#}");
+    assert!(plan["health"][0].get("cordon").is_none(), "{plan:#}");
+    ok(d, &["apply", "--auto-approve"]);
+    let patches = api.requests().into_iter().filter(|(m, p, _)| m == "PATCH" && p.contains("/nodes/")).count();
+    assert_eq!(patches, 1, "no second cordon");
+
+    // The same pool set to replace: the node goes, a new one first.
+    std::fs::write(d.join("main.hcl"), health_spec("replace")).unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&ok(d, &["plan", "--json"]).stdout).expect("JSON");
+    assert_eq!(plan["health"][0]["action"], "replace", "{plan:#}");
+    let change = plan["changes"].as_array().unwrap().iter().find(|c| c["address"] == "gpu_pool.train").expect("pool");
+    let deletes = change["pool"]["deletes"].as_array().unwrap();
+    assert_eq!(deletes.len(), 1, "{change:#}");
+    assert_eq!(deletes[0]["id"], nodes[0].as_str());
+    assert!(deletes[0]["reason"].as_str().unwrap().starts_with("replaced: XID 79"), "{change:#}");
+    ok(d, &["apply", "--auto-approve"]);
+    let after = pool_nodes(d);
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(!after.contains(&nodes[0]) && after.contains(&nodes[1]), "{after:?}");
+}

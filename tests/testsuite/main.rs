@@ -33,6 +33,7 @@ mod floating;
 mod fmt_cli;
 mod health_captures;
 mod health_cli;
+mod health_moto;
 mod http_stub;
 mod job_records;
 mod jobs_cli;

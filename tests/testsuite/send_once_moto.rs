@@ -14,8 +14,9 @@ use crate::aws::fake_ec2::{FakeEc2, Reply, forward};
 use crate::sigterm_moto::{endpoint, gpuplan};
 
 /// A front for moto: SSM agents are online (moto answers `DescribeInstanceInformation`
-/// 500); `SendCommand` goes to moto, then its answer waits while `stall` holds; everything
-/// else goes to moto. Counts the `SendCommand`s and `ListCommands` it saw.
+/// 500); a job's `SendCommand` goes to moto, then its answer waits while `stall` holds;
+/// everything else (the plans' GPU health reads included) goes to moto. Counts the job
+/// sends and `ListCommands` it saw.
 struct Front {
     fake: FakeEc2,
     stall: Arc<AtomicBool>,
@@ -37,7 +38,7 @@ fn front() -> Front {
                 ids.iter().map(|id| serde_json::json!({"InstanceId": id, "PingStatus": "Online"})).collect();
             Reply { status: 200, body: serde_json::json!({"InstanceInformationList": list}).to_string() }
         }
-        Some("AmazonSSM.SendCommand") => {
+        Some("AmazonSSM.SendCommand") if !req.body.contains("gpuplan health read") => {
             let reply = forward(&host, req);
             se.fetch_add(1, Ordering::SeqCst);
             while st.load(Ordering::SeqCst) {
@@ -89,7 +90,12 @@ async fn an_ssm_send_whose_answer_was_lost_to_a_kill_is_adopted_not_sent_again()
     let r = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(f.sent.load(Ordering::SeqCst), 1, "the job was sent once");
-    let sent = f.fake.requests().into_iter().find(|q| q.body.contains("AWS-RunShellScript")).expect("the send");
+    let sent = f
+        .fake
+        .requests()
+        .into_iter()
+        .find(|q| q.body.contains("AWS-RunShellScript") && !q.body.contains("gpuplan health read"))
+        .expect("the send");
     let comment =
         serde_json::from_str::<serde_json::Value>(&sent.body).unwrap()["Comment"].as_str().unwrap().to_string();
     let r = run(dir, &["jobs", "status", "once", "--json"]);

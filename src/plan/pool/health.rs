@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use super::PoolCtx;
 use crate::model::health::{Finding, Signal};
-use crate::plan::model::{DriftItem, DriftKind, HealthEntry, Plan, PlanNote};
+use crate::plan::model::{Cordon, DriftItem, DriftKind, Evidence, HealthEntry, Plan, PlanNote};
 use crate::providers::Node;
 use crate::spec::model::{GpuPool, HealthAction, Readiness};
 
@@ -16,18 +16,21 @@ pub(crate) struct Verdict<'a> {
     /// When it was judged (the provider's clock; 0 without one).
     pub at_ms: u64,
     pub node: &'a Node,
-    pub finding: &'a Finding,
+    /// The first fault counted, first seen when the state recorded it.
+    pub finding: Finding,
     pub action: HealthAction,
     /// Past `max_repairs`: the node waits.
     pub held: bool,
     /// The other signals the pool counts on this node (the evidence names them).
     pub also: Vec<Signal>,
+    /// A quarantine in a Kubernetes cluster whose Node is there and not cordoned yet: where to.
+    pub cordon: Option<Cordon>,
 }
 
 impl Verdict<'_> {
     /// [`evidence`] of the first counted finding, naming the other signals counted.
     pub fn evidence(&self) -> String {
-        let mut text = evidence(self.finding);
+        let mut text = evidence(&self.finding);
         if !self.also.is_empty() {
             let names: Vec<&str> = self.also.iter().map(|s| s.as_str()).collect();
             text += &format!("; also {}", names.join(", "));
@@ -41,8 +44,9 @@ impl Verdict<'_> {
     }
 }
 
-/// The pool's unhealthy live nodes, by id, with their fates; `now_ms` is the provider's clock.
-pub(crate) fn judge<'a>(cx: &PoolCtx<'a, '_>, pool: &GpuPool, now_ms: Option<u64>) -> Vec<Verdict<'a>> {
+/// The pool's unhealthy live nodes, by id, with their fates; `now_ms` is the provider's clock,
+/// `region` the pool's (a TKE or ACK cluster's locator names it).
+pub(crate) fn judge<'a>(cx: &PoolCtx<'a, '_>, pool: &GpuPool, region: &str, now_ms: Option<u64>) -> Vec<Verdict<'a>> {
     let Some(reads) = cx.input.health else { return Vec::new() };
     let health = pool.health();
     let grace_ms = u64::try_from(health.grace().as_millis()).unwrap_or(u64::MAX);
@@ -57,18 +61,68 @@ pub(crate) fn judge<'a>(cx: &PoolCtx<'a, '_>, pool: &GpuPool, now_ms: Option<u64
     let done = now_ms.map_or(0, |now| cx.input.state.recent_repairs(&cx.addr.to_string(), now));
     let mut repairs = (health.max_repairs.value as usize).saturating_sub(done);
     let mut out = Vec::new();
+    // A quarantine keeps jobs off the node; in a cluster, the cluster's scheduler too.
+    let cluster =
+        pool.kubernetes.as_ref().filter(|_| health.action.value == HealthAction::Quarantine).map(|k| Cordon {
+            provider: crate::providers::kube::name(&pool.provider.value),
+            cluster: crate::providers::kube::pool_locator(k, region),
+        });
     for node in live {
-        let counted: Vec<&'a Finding> =
-            reads.get(&node.id).map(|r| r.findings.iter().filter(|f| counts(f)).collect()).unwrap_or_default();
-        let Some((&finding, rest)) = counted.split_first() else { continue };
+        let read = reads.get(&node.id);
+        // Each fault as first seen: the state remembers the reads before this one.
+        let before = cx.input.state.health.get(&node.id).map_or(&[][..], Vec::as_slice);
+        let counted: Vec<Finding> = read
+            .map(|r| r.findings.iter().map(|f| f.first_seen_in(before)).filter(|f| counts(f)).collect())
+            .unwrap_or_default();
+        let Some((finding, rest)) = counted.split_first() else { continue };
+        let finding = finding.clone();
         let mut also: Vec<Signal> = rest.iter().map(|f| f.signal).filter(|s| *s != finding.signal).collect();
         also.dedup();
         let held = health.action.value == HealthAction::Replace && repairs == 0;
         if health.action.value == HealthAction::Replace && !held {
             repairs -= 1;
         }
-        out.push(Verdict { at_ms: now_ms.unwrap_or(0), node, finding, action: health.action.value, held, also });
+        // Only a Node the cluster has and has not cordoned yet.
+        let cordon = cluster.clone().filter(|_| read.and_then(|r| r.cordoned) == Some(false));
+        out.push(Verdict {
+            at_ms: now_ms.unwrap_or(0),
+            node,
+            finding,
+            action: health.action.value,
+            held,
+            also,
+            cordon,
+        });
     }
+    out
+}
+
+/// What the state's `health` becomes: each live node read this time with its faults, each
+/// first seen when the state first recorded it; a node read healthy, no longer live, or
+/// that this plan removes (`going`) is forgotten. Empty when nothing was read (no refresh)
+/// or the state already agrees.
+pub(crate) fn record(
+    input: &crate::plan::context::PlanInput<'_>,
+    live: &std::collections::BTreeMap<crate::addr::Address, Vec<&Node>>,
+    going: &BTreeSet<&str>,
+) -> Evidence {
+    let mut out = Evidence::default();
+    let Some(reads) = input.health else { return out };
+    let recorded = &input.state.health;
+    let live: BTreeSet<&str> =
+        live.values().flatten().map(|n| n.id.as_str()).filter(|id| !going.contains(id)).collect();
+    for (id, read) in reads.iter().filter(|(id, _)| live.contains(id.as_str())) {
+        let before = recorded.get(id).map_or(&[][..], Vec::as_slice);
+        let now: Vec<Finding> = read.findings.iter().map(|f| f.first_seen_in(before)).collect();
+        if now.is_empty() {
+            if recorded.contains_key(id) {
+                out.remove.push(id.clone());
+            }
+        } else if recorded.get(id) != Some(&now) {
+            out.set.insert(id.clone(), now);
+        }
+    }
+    out.remove.extend(recorded.keys().filter(|id| !live.contains(id.as_str())).cloned());
     out
 }
 
@@ -96,6 +150,9 @@ pub(crate) fn report(cx: &PoolCtx<'_, '_>, pool: &GpuPool, verdicts: &[Verdict<'
         let fate = match (v.action, v.held) {
             (HealthAction::Replace, false) => "replaced by this plan".to_string(),
             (HealthAction::Replace, true) => "replacement waits (max_repairs)".to_string(),
+            (HealthAction::Quarantine, _) if v.cordon.is_some() => {
+                "quarantined: no new jobs; cordoned by this plan".to_string()
+            }
             (HealthAction::Quarantine, _) => "quarantined: no new jobs".to_string(),
         };
         plan.drift.push(DriftItem {
@@ -115,6 +172,7 @@ pub(crate) fn report(cx: &PoolCtx<'_, '_>, pool: &GpuPool, verdicts: &[Verdict<'
             held_by: v.held.then(|| "max_repairs".to_string()),
             evidence,
             at_ms: v.at_ms,
+            cordon: v.cordon.clone(),
         });
     }
     let held: Vec<&Verdict<'_>> = verdicts.iter().filter(|v| v.held).collect();

@@ -38,6 +38,7 @@ use crate::spec::model::GpuPool;
 use crate::state::ResourceState;
 
 pub(crate) use busy::JobNodes;
+pub(crate) use health::record as record_faults;
 use nodes::Held;
 pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
 pub(crate) use removed::{keep_deferred_jobs, removed};
@@ -544,7 +545,7 @@ fn split_stale<'n>(
     home: Option<&str>,
 ) -> (bool, Vec<&'n Node>, Vec<&'n Node>, usize, Vec<health::Verdict<'n>>) {
     let replaced = replace_requested(cx);
-    let verdicts = health::judge(cx, pool, cx.input.clocks.get(&shape.provider).copied());
+    let verdicts = health::judge(cx, pool, &shape.region, cx.input.clocks.get(&shape.provider).copied());
     // A node replaced for its health goes the way of a stale one (docs/design/gpu-health.md).
     let repaired: BTreeSet<&str> = verdicts.iter().filter(|v| v.repaired()).map(|v| v.node.id.as_str()).collect();
     let (stale, fresh): (Vec<&Node>, Vec<&Node>) = cx

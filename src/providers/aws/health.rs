@@ -21,7 +21,7 @@ const SEND_BATCH: usize = 50;
 #[async_trait]
 impl HealthPort for AwsProvider {
     async fn read_health(&self, region: &str, ids: &[String]) -> Result<Vec<NodeHealth>, ProviderError> {
-        let agents = self.agent_states(region, ids).await?;
+        let agents = self.agent_states_once(region, ids).await?;
         let online: Vec<String> =
             ids.iter().filter(|id| agents.get(*id) == Some(&AgentState::Online)).cloned().collect();
         let mut out = Vec::new();

@@ -95,6 +95,26 @@ impl AwsProvider {
         region: &str,
         ids: &[String],
     ) -> Result<BTreeMap<String, AgentState>, ProviderError> {
+        self.agent_states_tried(region, ids, true).await
+    }
+
+    /// [`Self::agent_states`] asked once, without retrying a throttled or failed call: for
+    /// a best-effort read (GPU health) that the next plan makes again, which must not
+    /// hold a plan up for seconds of backoff.
+    pub(super) async fn agent_states_once(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<BTreeMap<String, AgentState>, ProviderError> {
+        self.agent_states_tried(region, ids, false).await
+    }
+
+    async fn agent_states_tried(
+        &self,
+        region: &str,
+        ids: &[String],
+        retry: bool,
+    ) -> Result<BTreeMap<String, AgentState>, ProviderError> {
         let mut out: BTreeMap<String, AgentState> = ids
             .iter()
             .map(|id| (id.clone(), AgentState::Offline("not registered with Systems Manager".into())))
@@ -106,7 +126,8 @@ impl AwsProvider {
                 if let Some(t) = &token {
                     body["NextToken"] = json!(t);
                 }
-                let doc = super::read(|| self.ssm(region, "DescribeInstanceInformation", &body)).await?;
+                let call = || self.ssm(region, "DescribeInstanceInformation", &body);
+                let doc = if retry { super::read(call).await? } else { call().await? };
                 for info in doc["InstanceInformationList"].as_array().into_iter().flatten() {
                     let Some(id) = info["InstanceId"].as_str() else { continue };
                     let ping = info["PingStatus"].as_str().unwrap_or("unknown");

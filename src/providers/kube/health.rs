@@ -141,7 +141,8 @@ pub fn node_health(id: &str, node: &Node, now_ms: u64) -> NodeHealth {
             seen_ms: now_ms,
         });
     }
-    NodeHealth { node_id: id.to_string(), findings, gpus_seen: allocatable }
+    let cordoned = Some(node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false));
+    NodeHealth { node_id: id.to_string(), findings, gpus_seen: allocatable, cordoned }
 }
 
 /// The pool node id a Node stands for.

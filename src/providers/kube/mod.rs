@@ -99,6 +99,17 @@ pub fn cluster_locator(region: &str, cluster_id: &str) -> String {
     format!("cluster:{region}/{cluster_id}")
 }
 
+/// The cluster locator of a pool's `kubernetes {}` block: its kubeconfig file and context,
+/// else its TKE or ACK cluster in `region`; empty for a block with neither (validation
+/// refuses it).
+pub fn pool_locator(k: &crate::spec::model::Kubernetes, region: &str) -> String {
+    match (&k.kubeconfig, &k.cluster_id) {
+        (Some(path), _) => locator(&path.value, k.context.as_ref().map(|c| c.value.as_str())),
+        (None, Some(id)) => cluster_locator(region, &id.value),
+        (None, None) => String::new(),
+    }
+}
+
 /// Where a cluster's kubeconfig comes from.
 enum Locator<'a> {
     File { path: &'a str, context: Option<&'a str> },

@@ -11,7 +11,7 @@ use super::provider::SimProvider;
 use super::world::{Change, JobEnd};
 use crate::health::xid;
 use crate::model::ProviderError;
-use crate::model::health::{Finding, NodeHealth, Signal, Source};
+use crate::model::health::{Finding, NodeHealth, Readiness, Signal, Source};
 use crate::providers::JobState;
 use crate::providers::health::HealthPort;
 
@@ -70,14 +70,28 @@ impl Fault {
                 Source::Readiness,
             )],
         };
-        NodeHealth { node_id: node_id.to_string(), findings, gpus_seen: None }
+        NodeHealth { node_id: node_id.to_string(), findings, ..NodeHealth::default() }
     }
+}
+
+/// The sim's readiness check, run where the job script would run it: before a run starts
+/// on its node (docs/design/gpu-health.md, "Readiness"). A node whose scripted fault fails
+/// the check (`--readiness-fail`) fails it unless the pool's `readiness` is `none`.
+/// Returns why, as the job script's `gpuplan-node-unready=` line says it.
+pub(super) fn readiness_failure(health: Option<&NodeHealth>, check: Readiness) -> Option<String> {
+    let command = match check {
+        Readiness::None => return None,
+        Readiness::Dcgm => "dcgmi diag -r 1",
+        Readiness::NvidiaSmi => "nvidia-smi -L",
+    };
+    let failed = health?.findings.iter().find(|f| f.signal == Signal::ReadinessFailed)?;
+    Some(format!("`{command}` failed on the simulated node ({})", failed.detail))
 }
 
 /// An XID the catalog does not count: the node still answers, with no finding (XIDs such
 /// as 13 or 31 are the application's own fault).
 fn app_xid(node_id: &str) -> NodeHealth {
-    NodeHealth { node_id: node_id.to_string(), findings: Vec::new(), gpus_seen: None }
+    NodeHealth { node_id: node_id.to_string(), ..NodeHealth::default() }
 }
 
 /// Signals whose fault kills what runs on the GPU.
@@ -139,11 +153,12 @@ impl SimCloud {
             .filter_map(|id| inner.world.nodes.get(id))
             .filter(|n| n.region == region && n.is_live() && n.is_managed())
             .map(|n| {
-                inner.world.faults.get(&n.id).cloned().unwrap_or_else(|| NodeHealth {
-                    node_id: n.id.clone(),
-                    findings: Vec::new(),
-                    gpus_seen: None,
-                })
+                inner
+                    .world
+                    .faults
+                    .get(&n.id)
+                    .cloned()
+                    .unwrap_or_else(|| NodeHealth { node_id: n.id.clone(), ..NodeHealth::default() })
             })
             .collect()
     }

@@ -1,4 +1,5 @@
-//! The job API calls (minimal for now): launch on a live node, status, cancel, preempt.
+//! The job API calls (minimal for now): launch on a live node (after the node's readiness
+//! check, `health::readiness_failure`), status, cancel, preempt.
 //!
 //! A job runs for the configured `job_duration` of wall-clock time from launch, then
 //! succeeds, or fails when the failure-injection draw for its id counter says so. Reclaims
@@ -6,6 +7,7 @@
 
 use super::catalog_check::invalid;
 use super::cloud::SimCloud;
+use super::health::readiness_failure;
 use super::rng::{self, Stream};
 use std::collections::BTreeMap;
 
@@ -48,7 +50,13 @@ impl SimCloud {
             started_ms: now,
             ends_ms: now.saturating_add(duration_ms),
             will_fail: rng::chance(self.config.seed, Stream::JobFailure, n, self.config.failure_rate),
-            ended: None,
+            // The node's readiness check runs before the job: a node that fails it ends
+            // the run at once, saying the node failed, not the job.
+            ended: readiness_failure(inner.world.faults.get(&req.node_id), req.readiness).map(|why| JobEnd {
+                state: JobState::Failed,
+                at_ms: now,
+                message: Some(crate::providers::userdata::readiness::message(&why)),
+            }),
             rendezvous,
         };
         let status = job.status(now);

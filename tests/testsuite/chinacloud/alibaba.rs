@@ -527,7 +527,9 @@ fn alibaba_warm_nodes_take_jobs_through_cloud_assistant_and_stay_in_their_pool()
     f.run(&["apply", "--auto-approve"]).expect(0);
     assert_eq!(fake.calls("RunInstances").len(), runs_before, "no instance launched for the job");
     let invocations = fake.lock().invocations.clone();
-    let (on, script, _) = invocations.values().next().expect("the job script via Cloud Assistant");
+    // The job's script, not a plan's GPU health read (a command of its own).
+    let (on, script, _) =
+        invocations.values().find(|(_, s, _)| s.contains("docker run")).expect("the job script via Cloud Assistant");
     assert_eq!(on, &node);
     assert!(script.contains("docker run") && script.contains("exit \"$code\""));
 
@@ -573,4 +575,33 @@ fn disks_are_launched_as_system_and_data_disks() {
     f.run(&["apply", "--auto-approve"]).expect(0);
     let disks: Vec<Vec<(String, u64)>> = fake.lock().disks.values().cloned().collect();
     assert_eq!(disks, vec![vec![("cloud_auto".to_string(), 250), ("cloud_auto".to_string(), 800)]]);
+}
+
+/// A plan on Alibaba Cloud reads GPU health through Cloud Assistant end to end: a node
+/// whose DCGM reports a failure and whose kernel log has XID 119 is shown with its
+/// evidence and replaced, new node first; the node whose agent is offline stays.
+#[test]
+fn a_plan_reads_gpu_health_through_cloud_assistant_and_replaces_a_bad_node() {
+    use crate::health_captures::agent_output;
+    let fake = Fake::start();
+    let f = fleet(&fake, &[ZH], 2, "    spot_percent = 0");
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let ids: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(ids.len(), 2);
+    let (bad, offline) = (ids[0].clone(), ids[1].clone());
+    {
+        let mut s = fake.lock();
+        let capture = agent_output("nvidia-smi/a10g.xml", "dcgm/health-failure.json", "kernel/dmesg-xid-119.log");
+        s.results.insert(bad.clone(), ("Success".into(), 0, capture));
+        s.agents_offline.insert(offline.clone());
+    }
+    let r = f.run(&["plan", "--json"]).expect(0);
+    let plan: Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let health = plan["health"].as_array().unwrap_or_else(|| panic!("{plan:#}"));
+    assert_eq!(health.len(), 1, "{plan:#}");
+    assert_eq!((health[0]["node"].as_str(), health[0]["action"].as_str()), (Some(bad.as_str()), Some("replace")));
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let now: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert!(!now.contains(&bad) && now.contains(&offline), "{now:?}");
 }

@@ -411,3 +411,34 @@ fn disks_are_launched_as_system_and_data_disks() {
         vec![("CLOUD_BSSD".to_string(), 300), ("CLOUD_BSSD".to_string(), 1000), ("CLOUD_PREMIUM".to_string(), 500)];
     assert_eq!(disks, vec![want]);
 }
+
+/// A plan on Tencent Cloud reads GPU health through TAT end to end: a node whose agent
+/// reports XID 79 in its kernel log is shown with its evidence and replaced, new node
+/// first; the other node, whose agent is offline, is left out and stays.
+#[test]
+fn a_plan_reads_gpu_health_through_tat_and_replaces_a_bad_node() {
+    use crate::health_captures::agent_output;
+    let fake = Fake::start();
+    let f = fleet(&fake, &[Z3], 2, "    spot_percent = 0");
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let ids: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(ids.len(), 2);
+    let (bad, offline) = (ids[0].clone(), ids[1].clone());
+    {
+        let mut s = fake.lock();
+        s.health_outputs.insert(bad.clone(), agent_output("nvidia-smi/a10g.xml", "", "kernel/xid-79.log"));
+        s.agents_offline.insert(offline.clone());
+    }
+    let r = f.run(&["plan", "--json"]).expect(0);
+    let plan: Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let health = plan["health"].as_array().unwrap_or_else(|| panic!("{plan:#}"));
+    assert_eq!(health.len(), 1, "{plan:#}");
+    assert_eq!((health[0]["node"].as_str(), health[0]["xid"].as_u64()), (Some(bad.as_str()), Some(79)));
+    assert_eq!(health[0]["action"], "replace");
+    let text = f.run(&["plan"]).expect(0).stdout;
+    assert!(text.contains(&format!("-/+ {bad} replace: XID 79 (")), "{text}");
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let now: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert!(!now.contains(&bad) && now.contains(&offline), "{now:?}");
+}

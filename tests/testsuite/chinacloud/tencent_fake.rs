@@ -83,8 +83,9 @@ pub struct State {
     pub identity: Identity,
     /// TAT invocations' `Description`, as RunCommand gave it.
     pub descriptions: HashMap<String, String>,
-    /// While set, RunCommand runs the command but answers only once it is cleared (an
-    /// answer a killed client never reads).
+    /// While set, a job's RunCommand (its script runs `docker run`; a GPU health read's
+    /// does not) runs the command but answers only once it is cleared (an answer a killed
+    /// client never reads).
     pub stall_run_command: bool,
 }
 
@@ -271,9 +272,10 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
             }
             s.counter += 1;
             let inv = format!("inv-{:08}", s.counter);
+            let job = script.contains("docker run");
             s.invocations.insert(inv.clone(), (id, script));
             s.descriptions.insert(inv.clone(), body["Description"].as_str().unwrap_or("").to_string());
-            if s.stall_run_command {
+            if s.stall_run_command && job {
                 drop(s);
                 while state.lock().unwrap_or_else(|e| e.into_inner()).stall_run_command {
                     std::thread::sleep(std::time::Duration::from_millis(10));

@@ -31,8 +31,8 @@ fn node() -> tempfile::TempDir {
             "case \"$1\" in\n  info) echo 'Runtimes: nvidia runc' ;;\n  run) for v in HF_TOKEN WANDB CI_TOKEN; do echo \"$v=${!v:-}\"; done > \"$GPUPLAN_ROOT/container\" ;;\nesac"
                 .to_string(),
         ),
-        // `-L` lists the GPUs the readiness check counts (eight, more than any job here needs).
-        ("nvidia-smi", "[ \"${1:-}\" = -L ] && for i in 0 1 2 3 4 5 6 7; do echo \"GPU $i: NVIDIA A100 (UUID: GPU-$i)\"; done; true".to_string()),
+        // Two GPUs, as `nvidia-smi -L` lists them: the readiness check passes.
+        ("nvidia-smi", "printf 'GPU 0: NVIDIA A100 (UUID: GPU-0)\\nGPU 1: NVIDIA A100 (UUID: GPU-1)\\n'".to_string()),
     ];
     for (name, body) in stubs {
         let path = bin.join(name);

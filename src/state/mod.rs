@@ -18,6 +18,7 @@
 //!   plans ([`seal::Keyring`], from the spec's `encryption {}` block).
 //! - [`compact`]: the history's summary and the spend ledger's closed months, folded.
 //! - [`migrate`]: older state formats, and the node tags the file leaves out.
+//! - [`stored`]: how format 3 writes a pool's nodes and the spend ledger.
 //! - [`error`]: [`StateError`], every failure as a diagnostic with a next step.
 
 pub mod backend;
@@ -39,6 +40,7 @@ pub mod replay;
 mod scan;
 pub mod seal;
 pub mod spend;
+mod stored;
 
 #[cfg(test)]
 mod remote_tests;

@@ -14,9 +14,11 @@ use crate::model::Node;
 
 /// 2: node records leave out the ownership tags gpuplan derives, `history_summary` counts
 /// the history entries dropped, and `spend_months` holds the ledger of closed months
-/// folded into totals ([`super::compact`], docs/design/state-and-locks.md). Files of
-/// format 1 are migrated on read ([`super::migrate`]).
-pub const FORMAT_VERSION: u32 = 2;
+/// folded into totals ([`super::compact`], docs/design/state-and-locks.md). 3: a pool's
+/// nodes are written as the fields most of them share and what each differs by, the
+/// ledger as groups of lines alike ([`super::stored`]). Files of formats 1 and 2 are
+/// migrated on read ([`super::migrate`]).
+pub const FORMAT_VERSION: u32 = 3;
 
 /// How many [`HistoryEntry`]s a state keeps (the newest); older ones are counted in
 /// [`State::history_summary`].
@@ -42,7 +44,10 @@ pub struct State {
     /// The spend ledger: every node gpuplan launched or adopted, by node id, from launch to
     /// termination at the price in force. Closed entries stay (a month's total needs them);
     /// see [`crate::state::spend`].
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", deserialize_with = "crate::model::exact::map")]
+    /// Format 3 writes it as a list of groups of lines alike ([`super::stored`]); both
+    /// forms read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", deserialize_with = "super::stored::ledger")]
+    #[schemars(with = "super::stored::LedgerSchema")]
     pub spend: BTreeMap<String, SpendEntry>,
     /// Ledger lines of closed months folded into totals, by month (`2026-03`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -172,8 +177,9 @@ pub struct ResourceState {
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     pub dependencies: Vec<String>,
     /// Nodes gpuplan created for a pool, as last observed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
-    #[schemars(with = "Vec<serde_json::Value>")]
+    /// Format 3 writes them as `{common, each}` ([`super::stored`]); both forms read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "super::stored::nodes")]
+    #[schemars(with = "super::stored::NodesSchema")]
     pub nodes: Vec<Node>,
     /// For jobs: age, queue time and the runs launched (see `jobs::model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,6 +1,6 @@
 //! The state file's text: what `serde_json::to_writer_pretty` writes for a [`State`],
-//! byte for byte, with its two large maps (the resources and the spend ledger) rendered
-//! on the machine's cores.
+//! byte for byte, but for the forms format 3 gives a pool's nodes and the spend ledger
+//! ([`super::stored`]), with its large map (the resources) rendered on the machine's cores.
 //!
 //! At 100,000 pools the state is 130 MB of text, and rendering it on one thread was most
 //! of the half second an apply spends writing its state after the last cloud call. Here
@@ -53,7 +53,7 @@ pub(crate) fn write_state(out: &mut impl Write, state: &State) -> io::Result<()>
     object.field("serial", serial)?;
     object.field("lineage", lineage)?;
     object.map_with("resources", resources, |text, key, r, depth| {
-        entry(text, key, &super::migrate::pack(r, lineage), depth)
+        entry(text, key, &super::stored::ResourceOut(&super::migrate::pack(r, lineage)), depth)
     })?;
     if !history.is_empty() {
         object.field("history", history)?;
@@ -65,7 +65,7 @@ pub(crate) fn write_state(out: &mut impl Write, state: &State) -> io::Result<()>
         object.field("autoscale", autoscale)?;
     }
     if !spend.is_empty() {
-        object.map("spend", spend)?;
+        object.field("spend", &super::stored::LedgerOut(spend))?;
     }
     if !spend_months.is_empty() {
         object.field("spend_months", spend_months)?;
@@ -113,11 +113,6 @@ impl<'w, W: Write> Object<'w, W> {
         let mut text = Vec::new();
         entry(&mut text, name, value, self.depth + 1)?;
         self.out.write_all(&text)
-    }
-
-    /// A map field, its entries rendered on the cores in rounds.
-    fn map<V: Serialize + Sync>(&mut self, name: &str, map: &BTreeMap<String, V>) -> io::Result<()> {
-        self.map_with(name, map, |text, key, value, depth| entry(text, key, value, depth))
     }
 
     /// A map field whose entries `write` renders (in the state's own form of a value, e.g.

@@ -111,11 +111,11 @@ fn remote_state_is_written_compressed_in_an_envelope_an_old_reader_refuses() {
     backend.write(&lock, &mut state).unwrap();
     let raw = stored_bytes(&store);
     let plain = serde_json::to_vec_pretty(&state).unwrap();
-    assert!(raw.starts_with(br#"{"encoding":"gzip+base64","format_version":2,"serial":1,"lineage":"lineage-1","#));
+    assert!(raw.starts_with(br#"{"encoding":"gzip+base64","format_version":3,"serial":1,"lineage":"lineage-1","#));
     assert!(raw.len() * 10 < plain.len(), "{} bytes against {} plain", raw.len(), plain.len());
-    // A gpuplan that reads only format 1 looks at `format_version` first: 2 is "newer".
+    // A gpuplan that reads only formats 1 and 2 looks at `format_version` first: 3 is "newer".
     let head: serde_json::Value = serde_json::from_slice(&raw).unwrap();
-    assert_eq!(head["format_version"], 2);
+    assert_eq!(head["format_version"], 3);
     let read = backend.read().unwrap().unwrap();
     assert_eq!(read.resources, state.resources);
     assert_eq!(read.serial, 1);

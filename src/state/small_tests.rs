@@ -62,7 +62,7 @@ fn derived_tags_are_left_out_of_the_file_and_rebuilt_on_read() {
     assert!(text.contains("\"gpuplan:lineage\": \"lin-0\""), "{text}");
     let read = backend.read().unwrap().unwrap();
     assert_eq!(read.resources, state.resources);
-    assert_eq!(read.format_version, 2);
+    assert_eq!(read.format_version, super::model::FORMAT_VERSION);
 }
 
 fn history(at: &str) -> JournalEntry {
@@ -166,4 +166,84 @@ fn closed_months_fold_into_totals_and_every_figure_stays_the_same() {
     assert_eq!(again, after);
     let text = serde_json::to_string(&after).unwrap();
     assert_eq!(serde_json::from_str::<State>(&text).unwrap(), after);
+}
+
+/// A pool of 100 nodes alike but for a few, and a ledger of lines alike but for a few.
+fn packable() -> State {
+    let mut state = State::new("lin-1".into());
+    let mut nodes: Vec<Node> = (0..100).map(|i| node(&format!("i-{i:03}"), &[("team", "ml")])).collect();
+    nodes[1].zone = "us-east-1b".into();
+    nodes[2].image = Some("ami-1".into());
+    nodes[3].tags = Tags::new();
+    nodes[4].provider = Some("other".into());
+    (nodes[5].state, nodes[5].capacity) = (NodeState::Reclaimed, Capacity::OnDemand);
+    (nodes[6].instance_type, nodes[6].region) = ("g6.2xlarge".into(), "us-west-2".into());
+    // The image most share, and one node without it: written as `"image": null`.
+    let mut imaged: Vec<Node> = (0..3).map(|i| node(&format!("i-c{i}"), &[])).collect();
+    for n in &mut imaged[1..] {
+        n.image = Some("ami-2".into());
+    }
+    state.resources.insert("gpu_pool.a".into(), pool(nodes));
+    state.resources.insert("gpu_pool.c".into(), pool(imaged));
+    state.resources.insert("gpu_pool.d".into(), pool(vec![node("i-d0", &[])]));
+    for i in 0..100 {
+        let end = (i % 10 == 0).then_some("2026-03-02T00:00:00Z");
+        let job = (i == 7).then_some("job.t");
+        let usd = if i == 8 { 0.7 } else { 0.5 };
+        state.spend.insert(format!("i-{i:03}"), line("gpu_pool.a", job, usd, "2026-03-01T00:00:00Z", end));
+    }
+    state
+}
+
+#[test]
+fn nodes_and_the_ledger_are_written_packed_and_read_back_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::new(dir.path().join("default.json"));
+    let mut state = packable();
+    let lock = backend.lock("test", std::time::Duration::ZERO).unwrap();
+    backend.write(&lock, &mut state).unwrap();
+    let text = std::fs::read_to_string(dir.path().join("default.json")).unwrap();
+    let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+
+    let a = &file["resources"]["gpu_pool.a"]["nodes"];
+    assert_eq!(a["common"]["zone"], "us-east-1a", "{a:#}");
+    assert_eq!(a["common"]["tags"]["team"], "ml", "{a:#}");
+    let each = a["each"].as_array().unwrap();
+    assert_eq!(each.len(), 100);
+    assert_eq!(each.iter().filter(|n| n.is_string()).count(), 94, "a node like the rest is its id: {a:#}");
+    assert_eq!(each[1], serde_json::json!({"id": "i-001", "zone": "us-east-1b"}));
+    assert!(each[3]["tags"].as_object().is_some_and(|t| t.keys().all(|k| k.starts_with("gpuplan:"))), "{a:#}");
+    let c = &file["resources"]["gpu_pool.c"]["nodes"];
+    assert_eq!((&c["common"]["image"], &c["each"][0]["image"]), (&"ami-2".into(), &serde_json::Value::Null), "{c:#}");
+    assert!(file["resources"]["gpu_pool.d"]["nodes"].is_array(), "one node stays a list");
+
+    let groups = file["spend"].as_array().expect("the ledger as groups");
+    assert_eq!(groups.len(), 3, "one price, another price, a job: {groups:#?}");
+    let open = groups.iter().find(|g| g["usd_per_hour"] == 0.5 && g["job"].is_null()).unwrap();
+    assert_eq!(open["lines"]["i-001"], at("2026-03-01T00:00:00Z"), "an open line is its launch");
+    assert_eq!(open["lines"]["i-010"]["end_ms"], at("2026-03-02T00:00:00Z"));
+
+    let read = backend.read().unwrap().unwrap();
+    assert_eq!(read.resources, state.resources);
+    assert_eq!(read.spend, state.spend);
+    assert!(text.len() < 100 * 150, "{} bytes for 100 nodes and their ledger lines", text.len());
+}
+
+#[test]
+fn a_ledger_line_in_two_groups_is_a_corrupt_state_at_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::new(dir.path().join("default.json"));
+    let mut state = packable();
+    let lock = backend.lock("test", std::time::Duration::ZERO).unwrap();
+    backend.write(&lock, &mut state).unwrap();
+    drop(lock);
+    let path = dir.path().join("default.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // The price-0.7 group's one line, i-008, renamed to a line of the 0.5 group.
+    let ledger = text.find("\"spend\"").unwrap();
+    let broken = format!("{}{}", &text[..ledger], text[ledger..].replacen("\"i-008\"", "\"i-001\"", 1));
+    assert_ne!(broken, text);
+    std::fs::write(&path, broken).unwrap();
+    let e = backend.read().unwrap_err().to_string();
+    assert!(e.contains("ledger line `i-001` is in two groups"), "{e}");
 }

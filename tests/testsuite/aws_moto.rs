@@ -986,7 +986,7 @@ time,provider,region,gpu,capacity,price_usd_hour,available_nodes
     let on_aws = tagged(&c, &lineage).await;
     assert_eq!(on_aws.len(), 2, "{on_aws:?}\n{log}");
     let text = std::fs::read_to_string(dir.join("state/default.json")).unwrap();
-    let state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let state: serde_json::Value = crate::state_plain::plain(serde_json::from_str(&text).unwrap());
     let pool = &state["resources"]["gpu_pool.train"];
     assert_eq!((pool["provider"].as_str(), pool["provider_kind"].as_str()), (Some("aws"), Some("aws")), "{pool:#}");
     let nodes = pool["nodes"].as_array().unwrap();

@@ -86,7 +86,7 @@ fn disks_are_launched_priced_and_shown_in_every_plan_format_and_the_ledger() {
     let r = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let state = std::fs::read_to_string(dir.join("state/default.json")).expect("state");
-    let state: Value = serde_json::from_str(&state).expect("state JSON");
+    let state: Value = crate::state_plain::plain(serde_json::from_str(&state).expect("state JSON"));
     let lines = state["spend"].as_object().unwrap_or_else(|| panic!("no ledger in {state}"));
     let prices: Vec<f64> = lines.values().filter_map(|l| l["usd_per_hour"].as_f64()).collect();
     assert_eq!(prices.len(), 2, "{lines:?}");

@@ -167,8 +167,7 @@ fn the_recipes_plan_with_variables_and_a_later_job_applies_the_saved_plan_withou
         // The apply job: another environment; only the plan artefact carries the values.
         std::fs::remove_file(fleet.path().join("production.vars.hcl")).unwrap();
         gpuplan().args(apply).env("GPUPLAN_VAR_nodes", "7").assert().success();
-        let state: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(fleet.path().join("state/default.json")).unwrap()).unwrap();
+        let state: serde_json::Value = crate::state_plain::read(&fleet.path().join("state/default.json"));
         let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().map_or(0, Vec::len);
         assert_eq!(nodes, 3, "{recipe}: the apply job did not apply the plan's values: {state:#}");
     }

@@ -52,7 +52,7 @@ gpu_pool "p{i}" {{
 }
 
 fn state(dir: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("state/default.json")).unwrap()).unwrap()
+    crate::state_plain::read(&dir.join("state/default.json"))
 }
 
 /// Nodes per zone over every pool in state.

@@ -111,7 +111,7 @@ fn setup(dir: &Path, spec: &str, trace: &str) {
 /// The pool's nodes as the state records them: (id, region, capacity).
 fn sim_nodes(dir: &Path) -> Vec<(String, String, String)> {
     let text = std::fs::read_to_string(dir.join("state/default.json")).unwrap_or_default();
-    let state: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let state: Value = crate::state_plain::plain(serde_json::from_str(&text).unwrap_or(Value::Null));
     let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().cloned().unwrap_or_default();
     nodes
         .iter()
@@ -421,7 +421,7 @@ fn three_blocks(spec: &str) -> String {
 /// provider block the state has the pool in.
 fn blocks(dir: &Path) -> (Vec<(String, String, String)>, String) {
     let text = std::fs::read_to_string(dir.join("state/default.json")).unwrap_or_default();
-    let state: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let state: Value = crate::state_plain::plain(serde_json::from_str(&text).unwrap_or(Value::Null));
     let pool = &state["resources"]["gpu_pool.train"];
     let home = pool["provider"].as_str().unwrap_or_default().to_string();
     let nodes = pool["nodes"].as_array().cloned().unwrap_or_default();

@@ -61,7 +61,7 @@ job "llama" {{
 
 /// The pool's node ids as the state records them.
 fn nodes(dir: &Path) -> Vec<String> {
-    let state: Value = serde_json::from_slice(&std::fs::read(dir.join("state/default.json")).unwrap()).unwrap();
+    let state: Value = crate::state_plain::read(&dir.join("state/default.json"));
     let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().expect("nodes");
     nodes.iter().map(|n| n["id"].as_str().unwrap().to_string()).collect()
 }

@@ -90,7 +90,7 @@ fn fleet(api_url: &str, retries: u32, replicas: u32) -> tempfile::TempDir {
 
 fn lineage(dir: &Path) -> String {
     let text = std::fs::read_to_string(dir.join("state/default.json")).expect("local state");
-    let state: serde_json::Value = serde_json::from_str(&text).expect("state JSON");
+    let state: serde_json::Value = crate::state_plain::plain(serde_json::from_str(&text).expect("state JSON"));
     state["lineage"].as_str().expect("a lineage").to_string()
 }
 
@@ -530,7 +530,7 @@ fn named_nodes_spec(desired: u32) -> String {
 
 fn pool_nodes(dir: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(dir.join("state/default.json")).expect("local state");
-    let state: serde_json::Value = serde_json::from_str(&text).expect("state JSON");
+    let state: serde_json::Value = crate::state_plain::plain(serde_json::from_str(&text).expect("state JSON"));
     let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().cloned().unwrap_or_default();
     nodes.iter().map(|n| n["id"].as_str().expect("an id").to_string()).collect()
 }

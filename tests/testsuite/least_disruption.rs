@@ -12,7 +12,7 @@ fn ok(dir: &Path, args: &[&str]) -> (String, String) {
 /// The ids of the starter pool's nodes in state, with their zone and capacity.
 fn nodes(dir: &Path) -> Vec<(String, String, String)> {
     let text = std::fs::read_to_string(dir.join("state/default.json")).expect("state");
-    let state: serde_json::Value = serde_json::from_str(&text).expect("state JSON");
+    let state: serde_json::Value = crate::state_plain::plain(serde_json::from_str(&text).expect("state JSON"));
     let nodes = state["resources"]["gpu_pool.starter"]["nodes"].as_array().cloned().unwrap_or_default();
     let mut out: Vec<(String, String, String)> = nodes
         .iter()

@@ -70,6 +70,7 @@ mod spec_roundtrip;
 mod spend_sim;
 mod state_cli;
 mod state_format;
+mod state_plain;
 mod state_s3;
 mod state_stores;
 mod test_cli;

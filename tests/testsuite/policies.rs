@@ -115,7 +115,7 @@ fn saved_plan(path: &Path) -> serde_json::Value {
 }
 
 fn state_json(case: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(case.join("state/default.json")).unwrap()).unwrap()
+    crate::state_plain::read(&case.join("state/default.json"))
 }
 
 // ---------------------------------------------------------------------------------------

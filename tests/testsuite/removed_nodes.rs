@@ -169,7 +169,7 @@ fn scale_in(d: &Path, preemptible: bool, desired: u32) -> (Value, Vec<(String, S
     ok(d, &["apply", "--auto-approve"]);
     let busy = job_nodes(d);
     assert_eq!(busy.len(), 2, "{busy:?}");
-    let state: Value = serde_json::from_str(&std::fs::read_to_string(d.join("state/default.json")).unwrap()).unwrap();
+    let state: Value = crate::state_plain::read(&d.join("state/default.json"));
     let all = ids(&state["resources"]["gpu_pool.train"]["nodes"]);
     let idle = all.iter().find(|n| busy.iter().all(|(_, b)| b != *n)).expect("an idle node").clone();
     std::fs::write(d.join("main.hcl"), two_jobs(preemptible, desired)).unwrap();
@@ -249,7 +249,7 @@ fn scale_in_under_a_non_preemptible_job_defers_its_node_until_the_job_ends() {
     let plan = json(d, &["plan", "--json"]);
     assert_eq!(ids(&pool(&plan, "gpu_pool.train")["deletes"]), std::slice::from_ref(held_node), "{plan:#}");
     ok(d, &["reconcile", "--once"]);
-    let state: Value = serde_json::from_str(&std::fs::read_to_string(d.join("state/default.json")).unwrap()).unwrap();
+    let state: Value = crate::state_plain::read(&d.join("state/default.json"));
     assert_eq!(ids(&state["resources"]["gpu_pool.train"]["nodes"]).len(), 1);
 }
 
@@ -288,7 +288,7 @@ gpu_pool "{name}" {{
 }
 
 fn state_nodes(d: &Path, pool: &str) -> Option<Vec<String>> {
-    let state: Value = serde_json::from_str(&std::fs::read_to_string(d.join("state/default.json")).unwrap()).unwrap();
+    let state: Value = crate::state_plain::read(&d.join("state/default.json"));
     state["resources"].get(pool).map(|r| ids(&r["nodes"]))
 }
 

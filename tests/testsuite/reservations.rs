@@ -43,7 +43,7 @@ fn folder(spec: &str) -> tempfile::TempDir {
 }
 
 fn state(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("state/default.json")).unwrap()).unwrap()
+    crate::state_plain::read(&dir.join("state/default.json"))
 }
 
 fn sim_world(dir: &Path) -> String {

@@ -153,8 +153,7 @@ fn capacity_blocks_and_odcrs_are_bought_through_ec2_and_only_the_odcr_is_cancell
     assert_eq!(p.get("InstanceCount").map(String::as_str), Some("1"));
     assert_eq!(p.get("AvailabilityZone").map(String::as_str), Some("us-east-1b"));
     assert_eq!(p.get("EndDateType").map(String::as_str), Some("unlimited"));
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("state/default.json")).unwrap()).unwrap();
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
     let block = &state["resources"]["reservation.h100_block"]["reservation"];
     assert_eq!(block["id"], "cr-0block");
     assert_eq!(block["upfront_usd"], 28450.0, "the price paid is recorded: {block}");
@@ -163,7 +162,6 @@ fn capacity_blocks_and_odcrs_are_bought_through_ec2_and_only_the_odcr_is_cancell
     let r = run(dir, &["destroy", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(*cancelled.lock().unwrap(), vec!["cr-0odcr".to_string()], "the Capacity Block is never cancelled");
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("state/default.json")).unwrap()).unwrap();
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
     assert!(state["resources"].as_object().is_none_or(|m| m.is_empty()), "{state}");
 }

@@ -99,7 +99,7 @@ async fn job_instances(region: &str, lineage: &str) -> BTreeSet<String> {
 /// The runs the state records, node id → job address.
 fn recorded_runs(dir: &Path) -> BTreeMap<String, String> {
     let text = std::fs::read_to_string(dir.join("state/default.json")).expect("state file");
-    let state: serde_json::Value = serde_json::from_str(&text).expect("state JSON");
+    let state: serde_json::Value = crate::state_plain::plain(serde_json::from_str(&text).expect("state JSON"));
     let mut out = BTreeMap::new();
     for (addr, r) in state["resources"].as_object().expect("resources") {
         for run in r["job"]["runs"].as_array().into_iter().flatten() {

@@ -40,8 +40,7 @@ fn spend(dir: &Path) -> serde_json::Value {
 
 /// The ledger's prices, from the state file: one line per node.
 fn prices(dir: &Path) -> Vec<f64> {
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("state/default.json")).unwrap()).unwrap();
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
     state["spend"].as_object().expect("a ledger").values().map(|e| e["usd_per_hour"].as_f64().unwrap()).collect()
 }
 
@@ -182,8 +181,7 @@ fn budget_alerts_fire_once_each_in_order_and_a_failed_post_is_retried() {
     let fields = body["attachments"][0]["fields"].as_array().unwrap();
     assert!(fields.iter().any(|f| f["title"] == "threshold" && f["value"] == "30%"), "{body}");
     // Delivered thresholds are in state, per quota and month.
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(tmp.path().join("state/default.json")).unwrap()).unwrap();
+    let state: serde_json::Value = crate::state_plain::read(&tmp.path().join("state/default.json"));
     assert_eq!(state["alerts"]["quota.ml"]["2026-03"], serde_json::json!([10, 20, 30]));
     // The same month-to-date is what `reconcile --json` would feed the metrics endpoint.
     let s = spend(tmp.path());

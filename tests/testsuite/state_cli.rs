@@ -205,8 +205,7 @@ fn state_rm_removes_with_one_write_and_warns_about_cloud_objects() {
     let r = run(tmp.path(), &["state", "rm", "gpu_pool.train"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("warning: cloud objects were not destroyed: 1 live node"), "{}", r.stderr);
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(tmp.path().join("state/default.json")).unwrap()).unwrap();
+    let state: serde_json::Value = crate::state_plain::read(&tmp.path().join("state/default.json"));
     assert_eq!(state["serial"], 4, "one write");
     assert!(state["resources"].get("gpu_pool.train").is_none());
     assert_eq!(state["history"][0]["event"], "state_rm");

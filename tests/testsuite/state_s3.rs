@@ -172,8 +172,9 @@ pub(crate) fn state_json(bucket: &str) -> serde_json::Value {
 
 /// A state object's JSON, out of its compressed envelope (docs/design/state-and-locks.md).
 pub(crate) fn decoded(object: &[u8]) -> serde_json::Value {
-    assert!(object.starts_with(br#"{"encoding":"gzip+base64","format_version":2,"#), "an envelope");
-    serde_json::from_slice(&gpuplan::state::envelope::decode(object).expect("an envelope gpuplan reads")).unwrap()
+    assert!(object.starts_with(br#"{"encoding":"gzip+base64","format_version":3,"#), "an envelope");
+    let text = gpuplan::state::envelope::decode(object).expect("an envelope gpuplan reads");
+    crate::state_plain::plain(serde_json::from_slice(&text).unwrap())
 }
 
 pub(crate) fn node_count(state: &serde_json::Value, pool: &str) -> usize {
@@ -350,8 +351,7 @@ fn migrate_state_keeps_the_lineage_and_refuses_another_fleets_state() {
     let local_only = full[full.find("provider \"sim\"").unwrap()..].to_string();
     std::fs::write(tmp.path().join("main.hcl"), &local_only).unwrap();
     assert_eq!(run(tmp.path(), &["apply", "--auto-approve"]).code, 0);
-    let local: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(tmp.path().join("state/default.json")).unwrap()).unwrap();
+    let local: serde_json::Value = crate::state_plain::read(&tmp.path().join("state/default.json"));
 
     std::fs::write(tmp.path().join("main.hcl"), &full).unwrap();
     let before = run(tmp.path(), &["plan", "--detailed-exitcode"]);

@@ -60,7 +60,7 @@ fn fleet() -> tempfile::TempDir {
 
 fn nodes_in_state(dir: &Path) -> usize {
     let Ok(text) = std::fs::read_to_string(dir.join("state/default.json")) else { return 0 };
-    let state: serde_json::Value = serde_json::from_str(&text).expect("state JSON");
+    let state: serde_json::Value = crate::state_plain::plain(serde_json::from_str(&text).expect("state JSON"));
     state["resources"]["gpu_pool.train"]["nodes"].as_array().map_or(0, Vec::len)
 }
 

@@ -103,6 +103,6 @@ gpu_pool "train" {{
 /// The state's lineage.
 pub fn lineage(dir: &Path) -> String {
     let text = std::fs::read_to_string(dir.join("state/default.json")).expect("state file");
-    let v: serde_json::Value = serde_json::from_str(&text).expect("state JSON");
+    let v: serde_json::Value = crate::state_plain::plain(serde_json::from_str(&text).expect("state JSON"));
     v["lineage"].as_str().expect("lineage").to_string()
 }

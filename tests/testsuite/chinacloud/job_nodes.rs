@@ -157,8 +157,7 @@ fn job_nodes_are_in_the_spend_ledger_per_job_and_quota_until_their_runs_end() {
         fake.instances().into_iter().filter(|i| i.tags.contains_key(TAG_JOB)).map(|i| i.id).collect();
     assert_eq!(nodes.len(), 2, "one node per replica");
 
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(f.path().join("state/default.json")).unwrap()).unwrap();
+    let state: serde_json::Value = crate::state_plain::read(&f.path().join("state/default.json"));
     let ledger = state["spend"].as_object().cloned().unwrap_or_default();
     for id in &nodes {
         let line = &ledger[id.as_str()];
@@ -184,8 +183,7 @@ fn job_nodes_are_in_the_spend_ledger_per_job_and_quota_until_their_runs_end() {
         fake.remove(id);
     }
     f.run(&["apply", "--auto-approve"]).expect(0);
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(f.path().join("state/default.json")).unwrap()).unwrap();
+    let state: serde_json::Value = crate::state_plain::read(&f.path().join("state/default.json"));
     for id in &nodes {
         let line = &state["spend"][id.as_str()];
         assert!(line["end_ms"].as_u64().is_some_and(|e| e >= line["start_ms"].as_u64().unwrap()), "{line:#}");

@@ -191,7 +191,7 @@ fn tke_spot_nodes_are_created_in_the_cluster_tainted_and_a_reclaimed_one_is_repl
     assert_eq!(new.len(), 1, "one replacement created in the cluster: {after:?}");
     check_spot(new[0]);
     let text = std::fs::read_to_string(f.path().join("state/default.json")).expect("state");
-    let state: Value = serde_json::from_str(&text).expect("state JSON");
+    let state: Value = crate::state_plain::plain(serde_json::from_str(&text).expect("state JSON"));
     let nodes: Vec<&str> = state["resources"]["gpu_pool.train"]["nodes"]
         .as_array()
         .into_iter()
@@ -353,7 +353,7 @@ fn ack_spot_nodes_join_a_tainted_node_pool_and_a_reclaimed_one_is_replaced() {
     assert_eq!(fake.lock().node_pools.len(), 1, "the node pool is found again, not created twice");
     // The cloud releases what it reclaims; gpuplan forgets it, as in VM pools.
     let text = std::fs::read_to_string(f.path().join("state/default.json")).expect("state");
-    let state: Value = serde_json::from_str(&text).expect("state JSON");
+    let state: Value = crate::state_plain::plain(serde_json::from_str(&text).expect("state JSON"));
     let nodes: Vec<&str> = state["resources"]["gpu_pool.train"]["nodes"]
         .as_array()
         .into_iter()

@@ -71,7 +71,8 @@ fn tencent_quotes_price_the_plan_and_offers_and_absurd_ones_are_refused() {
     // The ledger records what the plan priced: the live on-demand quote, the catalog's
     // spot estimate (the spot quote was refused).
     f.run(&["apply", "--auto-approve"]).expect(0);
-    let state = json(&std::fs::read_to_string(f.path().join("state/default.json")).expect("state"));
+    let state =
+        crate::state_plain::plain(json(&std::fs::read_to_string(f.path().join("state/default.json")).expect("state")));
     let lines: Vec<&Value> = state["spend"].as_object().expect("a spend ledger").values().collect();
     assert_eq!(lines.len(), 2, "{state:#}");
     for l in lines {

@@ -167,7 +167,8 @@ pub fn setup(desired: u32) -> (tempfile::TempDir, FakeApi) {
 /// The pool's nodes in the state file (0 before the first write; it is replaced by rename).
 pub fn nodes(dir: &Path) -> usize {
     let Ok(bytes) = std::fs::read(dir.join("state/default.json")) else { return 0 };
-    let state: serde_json::Value = serde_json::from_slice(&bytes).expect("a whole state file");
+    let state: serde_json::Value =
+        crate::state_plain::plain(serde_json::from_slice(&bytes).expect("a whole state file"));
     state["resources"]["gpu_pool.train"]["nodes"].as_array().map_or(0, Vec::len)
 }
 

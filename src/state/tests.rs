@@ -1113,6 +1113,8 @@ struct StoredForm<'a> {
     standing: BTreeMap<&'a String, &'a super::model::StandingRecord>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     repairs: BTreeMap<&'a String, &'a Vec<u64>>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    health: BTreeMap<&'a String, &'a Vec<crate::model::health::Finding>>,
 }
 
 fn stored_form(state: &State) -> StoredForm<'_> {
@@ -1130,6 +1132,7 @@ fn stored_form(state: &State) -> StoredForm<'_> {
         outputs,
         standing,
         repairs,
+        health,
     } = state;
     StoredForm {
         format_version: *format_version,
@@ -1145,6 +1148,7 @@ fn stored_form(state: &State) -> StoredForm<'_> {
         outputs: outputs.iter().collect(),
         standing: standing.iter().collect(),
         repairs: repairs.iter().collect(),
+        health: health.iter().collect(),
     }
 }
 

@@ -6,12 +6,14 @@
 //! and reports a located error; none can panic. `env("NAME")` reads the environment
 //! passed in through the scope.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
+mod args;
+mod collections;
 
 use crate::diag::{Diagnostic, Span, did_you_mean};
 use crate::model::secret::SecretRef;
-use crate::spec::value::{EvalError, EvalResult, Scope, Value, format_number};
+use crate::spec::value::{EvalError, EvalResult, Scope, Value};
+use args::{Arg, Call, bad, finite};
+use collections::*;
 
 /// Names of all functions, for "did you mean" hints and docs: the names of [`TABLE`],
 /// so the list and what [`call`] runs cannot disagree.
@@ -25,115 +27,6 @@ const fn names<const N: usize>() -> [&'static str; N] {
         i += 1;
     }
     out
-}
-
-/// An argument: borrowed where it is a reference into the scope (`plan.pools` is not
-/// copied to be counted or searched), owned where it was computed.
-type Arg<'v> = (Cow<'v, Value>, Span);
-
-fn bad(span: Span, message: impl Into<String>, label: impl Into<String>) -> EvalError {
-    Diagnostic::error("gpuplan::eval::function", message).at(span, label).into()
-}
-
-struct Call<'a> {
-    name: &'a str,
-    span: Span,
-    args: Vec<Arg<'a>>,
-}
-
-impl Call<'_> {
-    fn arity(&self, min: usize, max: usize) -> Result<(), EvalError> {
-        let n = self.args.len();
-        if n < min || n > max {
-            let want = if min == max {
-                format!("{min}")
-            } else if max == usize::MAX {
-                format!("at least {min}")
-            } else {
-                format!("{min} to {max}")
-            };
-            return Err(bad(
-                self.span,
-                format!("`{}` takes {want} argument(s), got {n}", self.name),
-                "wrong number of arguments",
-            ));
-        }
-        Ok(())
-    }
-    /// Argument `i` and its span.
-    fn arg(&self, i: usize) -> (&Value, Span) {
-        (&self.args[i].0, self.args[i].1)
-    }
-    fn number(&self, i: usize) -> Result<f64, EvalError> {
-        match self.arg(i) {
-            (Value::Number(n), _) => Ok(*n),
-            (Value::String(s), sp) => s
-                .trim()
-                .parse()
-                .map_err(|_| bad(sp, format!("`{}` expects a number, found string {s:?}", self.name), "not a number")),
-            (v, sp) => {
-                Err(bad(sp, format!("`{}` expects a number, found {}", self.name, v.type_name()), "not a number"))
-            }
-        }
-    }
-    fn string(&self, i: usize) -> Result<String, EvalError> {
-        match self.arg(i) {
-            (Value::String(s), _) => Ok(s.clone()),
-            (Value::Number(n), _) => Ok(format_number(*n)),
-            (Value::Bool(b), _) => Ok(b.to_string()),
-            (v, sp) => {
-                Err(bad(sp, format!("`{}` expects a string, found {}", self.name, v.type_name()), "not a string"))
-            }
-        }
-    }
-    fn list(&self, i: usize) -> Result<Vec<Value>, EvalError> {
-        self.list_ref(i).map(<[Value]>::to_vec)
-    }
-    fn list_ref(&self, i: usize) -> Result<&[Value], EvalError> {
-        match self.arg(i) {
-            (Value::List(l), _) => Ok(l),
-            (v, sp) => Err(bad(sp, format!("`{}` expects a list, found {}", self.name, v.type_name()), "not a list")),
-        }
-    }
-    fn object(&self, i: usize) -> Result<BTreeMap<String, Value>, EvalError> {
-        self.object_ref(i).cloned()
-    }
-    fn object_ref(&self, i: usize) -> Result<&BTreeMap<String, Value>, EvalError> {
-        match self.arg(i) {
-            (Value::Object(o), _) => Ok(o),
-            (v, sp) => {
-                Err(bad(sp, format!("`{}` expects an object, found {}", self.name, v.type_name()), "not an object"))
-            }
-        }
-    }
-    /// The list argument `i` with every element as a string (errors point at the list).
-    fn list_of_strings(&self, i: usize) -> Result<Vec<String>, EvalError> {
-        self.strings_of(self.list(i)?, self.args[i].1)
-    }
-    /// `items` as strings, each error located at `span` and named after this function.
-    fn strings_of(&self, items: Vec<Value>, span: Span) -> Result<Vec<String>, EvalError> {
-        let inner =
-            Call { name: self.name, span: self.span, args: items.into_iter().map(|v| (Cow::Owned(v), span)).collect() };
-        (0..inner.args.len()).map(|i| inner.string(i)).collect()
-    }
-    fn numbers(&self) -> Result<Vec<f64>, EvalError> {
-        // min(1, 2) and min([1, 2]...) both work; a single list argument is spread too.
-        if let [(items, sp)] = self.args.as_slice()
-            && let Value::List(items) = &**items
-        {
-            let inner = Call {
-                name: self.name,
-                span: self.span,
-                args: items.iter().map(|v| (Cow::Borrowed(v), *sp)).collect(),
-            };
-            return inner.numbers();
-        }
-        (0..self.args.len()).map(|i| self.number(i)).collect()
-    }
-}
-
-fn finite(n: f64, span: Span) -> EvalResult {
-    if n.is_finite() { Ok(Value::Number(n)) } else { Err(bad(span, "result is out of range", "overflows")) }
 }
 
 /// One built-in function: what docs and hints show, and how it runs.
@@ -629,131 +522,6 @@ fn split(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
 }
 
 // ---- collections ---------------------------------------------------------------------------
-
-fn concat(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    let mut out = Vec::new();
-    for i in 0..c.args.len() {
-        out.extend(c.list(i)?);
-    }
-    Ok(Value::List(out))
-}
-
-fn flatten(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    fn flat(v: Vec<Value>, out: &mut Vec<Value>) {
-        for item in v {
-            match item {
-                Value::List(l) => flat(l, out),
-                other => out.push(other),
-            }
-        }
-    }
-    let mut out = Vec::new();
-    flat(c.list(0)?, &mut out);
-    Ok(Value::List(out))
-}
-
-fn distinct(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    let mut out: Vec<Value> = Vec::new();
-    for v in c.list(0)? {
-        if !out.contains(&v) {
-            out.push(v);
-        }
-    }
-    Ok(Value::List(out))
-}
-
-fn reverse(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    let mut l = c.list(0)?;
-    l.reverse();
-    Ok(Value::List(l))
-}
-
-fn sort(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    let mut s = c.list_of_strings(0)?;
-    s.sort();
-    Ok(Value::List(s.into_iter().map(Value::String).collect()))
-}
-
-fn element(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    let l = c.list_ref(0)?;
-    let i = c.number(1)?;
-    if l.is_empty() {
-        return Err(bad(c.args[0].1, "`element` of an empty list", "empty"));
-    }
-    if i < 0.0 || i.fract() != 0.0 {
-        return Err(bad(c.args[1].1, "the index must be a whole number ≥ 0", "bad index"));
-    }
-    Ok(l[(i as usize) % l.len()].clone())
-}
-
-fn contains(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    Ok(Value::Bool(c.list_ref(0)?.contains(c.arg(1).0)))
-}
-
-fn keys(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    Ok(Value::List(c.object_ref(0)?.keys().map(|k| Value::String(k.clone())).collect()))
-}
-
-fn values(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    Ok(Value::List(c.object_ref(0)?.values().cloned().collect()))
-}
-
-fn merge(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    let mut out = BTreeMap::new();
-    for i in 0..c.args.len() {
-        out.extend(c.object(i)?);
-    }
-    Ok(Value::Object(out))
-}
-
-fn zipmap(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    let (ks, vs) = (c.list(0)?, c.list(1)?);
-    if ks.len() != vs.len() {
-        return Err(bad(c.span, "`zipmap` needs two lists of the same length", "length mismatch"));
-    }
-    let keys = c.strings_of(ks, c.args[0].1)?;
-    Ok(Value::Object(keys.into_iter().zip(vs).collect()))
-}
-
-fn lookup(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    let o = c.object_ref(0)?;
-    let k = c.string(1)?;
-    match (o.get(&k), c.args.get(2)) {
-        (Some(v), _) => Ok(v.clone()),
-        (None, Some((d, _))) => Ok(d.as_ref().clone()),
-        (None, None) => Err(bad(c.args[1].1, format!("no key {k:?} and no default given"), "missing key")),
-    }
-}
-
-fn coalesce(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    c.args
-        .iter()
-        .find(|(v, _)| !matches!(**v, Value::Null) && v.as_str() != Some(""))
-        .map(|(v, _)| v.as_ref().clone())
-        .ok_or_else(|| bad(c.span, "`coalesce`: every argument is null or empty", "no value"))
-}
-
-// ---- conversions ---------------------------------------------------------------------------
-
-fn tostring(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    c.string(0).map(Value::String)
-}
-
-fn tonumber(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    c.number(0).map(Value::Number)
-}
-
-fn tobool(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    match c.arg(0) {
-        (Value::Bool(b), _) => Ok(Value::Bool(*b)),
-        (Value::String(s), _) if s == "true" || s == "false" => Ok(Value::Bool(s == "true")),
-        (v, sp) => Err(bad(sp, format!("cannot convert {} to bool", v.type_name()), "not a bool")),
-    }
-}
-
-fn tolist(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
-    c.list(0).map(Value::List)
-}
 
 fn jsonencode(c: &Call<'_>, _: &Scope<'_>) -> EvalResult {
     Ok(Value::String(c.args[0].0.to_json().to_string()))

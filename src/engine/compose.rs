@@ -245,10 +245,25 @@ fn assess(
 }
 
 /// Every reservation's line into the plan (only those of the changes `--target` kept),
-/// with the errors and notes of choosing and removing them.
+/// with the errors and notes of choosing and removing them, and an update for each that
+/// refresh found ended.
 fn add_reservations(plan: &mut Plan, spec: &Spec, state: &State, obs: &Observation, req: &PlanRequest) {
     let now = |name: &str| obs.clocks.get(name).copied().unwrap_or(obs.wall_ms);
-    let found = crate::plan::reservations::plan(spec, state, obs.reservation_offers.as_ref(), req.destroy, &now);
+    let read =
+        crate::plan::reservations::Read { offers: obs.reservation_offers.as_ref(), held: obs.reservations.as_ref() };
+    let found = crate::plan::reservations::plan(spec, state, read, req.destroy, &now);
+    // A reservation that ended since the state recorded it: apply records what happened.
+    for c in plan.changes.iter_mut().filter(|c| c.action == crate::plan::Action::NoOp) {
+        if let Some(line) = found.lines.iter().find(|l| l.address == c.address && found.refreshed.contains(&l.address))
+        {
+            let what = line.reserved.as_ref().and_then(|r| r.ended()).unwrap_or_default();
+            c.action = crate::plan::Action::Update;
+            c.reasons.push(crate::plan::model::Reason::new(
+                crate::plan::model::ReasonCode::Drift,
+                format!("`{}` {what}: apply records it", c.address),
+            ));
+        }
+    }
     let kept: std::collections::BTreeSet<&Address> = plan.changes.iter().map(|c| &c.address).collect();
     plan.reservations = found.lines.into_iter().filter(|l| kept.contains(&l.address)).collect();
     plan.errors.extend(found.errors.into_iter().filter(|e| kept.contains(&e.address)));

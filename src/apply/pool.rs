@@ -493,6 +493,8 @@ async fn fall_over(
                     capacity: *cap,
                     count: want,
                     token: format!("{}-over{i}-{cap}-{zone}", template.token),
+                    // Spilled elsewhere: the open market, not the reservation.
+                    reservation: None,
                     ..template.clone()
                 };
                 let placed = create_with_fallback(change, &alt_pc, &batch, alt_provider, ctx, want).await?;

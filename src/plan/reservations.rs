@@ -314,3 +314,30 @@ fn error(addr: &Address, r: &Reservation, message: &str, hint: &str) -> PlanErro
         span: Some(r.meta.span),
     }
 }
+
+/// Each reservation line's `used`: the nodes in it once the plan is applied (live nodes
+/// tagged with its id that the plan keeps, and the batches it launches into it).
+pub fn count_used<'n>(
+    lines: &mut [ReservationLine],
+    changes: &[crate::plan::ResourceChange],
+    live: impl Iterator<Item = &'n crate::providers::Node>,
+) {
+    let tag = crate::providers::TAG_RESERVATION;
+    let ids: Vec<Option<&str>> = lines.iter().map(|l| l.reserved.as_ref().map(|r| r.id.as_str())).collect();
+    let mut used = vec![0u32; lines.len()];
+    let deleted: std::collections::BTreeSet<&str> =
+        changes.iter().filter_map(|c| c.pool.as_ref()).flat_map(|p| p.deletes.iter().map(|d| d.id.as_str())).collect();
+    for n in live.filter(|n| n.is_live() && !deleted.contains(n.id.as_str())) {
+        if let Some(i) = n.tags.get(tag).and_then(|id| ids.iter().position(|x| *x == Some(id))) {
+            used[i] += 1;
+        }
+    }
+    for b in changes.iter().filter_map(|c| c.pool.as_ref()).flat_map(|p| &p.creates) {
+        if let Some(i) = b.reservation.as_ref().and_then(|r| ids.iter().position(|x| *x == Some(r.id.as_str()))) {
+            used[i] += b.count;
+        }
+    }
+    for (line, n) in lines.iter_mut().zip(used) {
+        line.used = n;
+    }
+}

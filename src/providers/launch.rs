@@ -230,6 +230,7 @@ mod tests {
             user_data: None,
             join: None,
             hardware: None,
+            reservation: None,
         }
     }
 

@@ -63,6 +63,7 @@ fn create(pool: &str, zone: &str, capacity: Capacity, count: u32, instance_type:
         user_data: None,
         join: None,
         hardware: None,
+        reservation: None,
     }
 }
 

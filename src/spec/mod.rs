@@ -24,10 +24,11 @@ pub mod health_block;
 pub mod model;
 mod order;
 pub mod pool_blocks;
+mod pool_capacity;
 pub mod pool_hardware;
 pub mod raw;
-pub mod secrets;
 pub mod reservation;
+pub mod secrets;
 pub mod spanned;
 mod taint;
 #[cfg(test)]

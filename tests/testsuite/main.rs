@@ -57,6 +57,7 @@ mod removed_nodes;
 mod replace_cli;
 mod reservations;
 mod reservations_moto;
+mod reserved_pools;
 mod schema;
 mod secrets_moto;
 mod send_once_moto;

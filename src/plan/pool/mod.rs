@@ -16,6 +16,7 @@ mod busy;
 mod health;
 mod nodes;
 mod removed;
+mod reserved;
 
 #[cfg(test)]
 mod keep_tests;
@@ -85,7 +86,7 @@ impl ConfigTexts {
 }
 
 pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
-    let shape = cx.pool.and_then(|p| shape::shape(cx.input.spec, p, cat));
+    let shape = cx.pool.and_then(|p| reserved::shape(cx, p, cat, &mut plan.notes));
     if cx.pool.is_some() && shape.is_none() {
         plan.errors.push(unplaceable(cx.addr));
         return None;

@@ -9,7 +9,9 @@ use std::path::Path;
 
 use crate::sim_run::run;
 
-const SPEC: &str = r#"provider "sim" {}
+const SPEC: &str = r#"provider "sim" {
+  job_duration = "30d"
+}
 
 reservation "h100_block" {
   provider       = "sim"
@@ -42,6 +44,32 @@ gpu_pool "train" {
   capacity {
     reservation = reservation.h100_block
   }
+}
+"#;
+
+/// Three long jobs, one per node of the pool.
+const JOBS: &str = r#"
+job_template "t" {
+  image          = "x"
+  gpus           = 8
+  preemptible    = false
+  retries        = 0
+  checkpoint_uri = "s3://ckpt/t"
+}
+
+job "a" {
+  template = job_template.t
+  pool     = gpu_pool.train
+}
+
+job "b" {
+  template = job_template.t
+  pool     = gpu_pool.train
+}
+
+job "c" {
+  template = job_template.t
+  pool     = gpu_pool.train
 }
 "#;
 
@@ -98,7 +126,7 @@ gpu_pool "small" {
         err.contains("`reservation.h100_block` holds 2 × p5.48xlarge in us-east-1a, which `gpu_pool.train` cannot run: us-east-1a is not among its `zones` (us-east-1b)"),
         "{err}"
     );
-    assert!(err.contains("main.hcl:32:"), "located at `reservation` of the pool: {err}");
+    assert!(err.contains("main.hcl:34:"), "located at `reservation` of the pool: {err}");
     // Every problem in one run: the other pool's GPUs differ.
     assert!(
         err.contains("which `gpu_pool.small` cannot run: p5.48xlarge has 8 × H100, the pool's nodes 1 × A10G"),
@@ -146,6 +174,9 @@ fn a_pool_fills_its_capacity_block_first_then_mix_and_leaves_it_before_the_windo
     assert_eq!(have.iter().filter(|n| n.0 == "spot").count(), 1, "{have:?}");
     let (code, out, err) = run(dir, &["plan", "--detailed-exitcode"]);
     assert_eq!(code, 0, "settled: {out}{err}");
+    std::fs::write(dir.join("main.hcl"), format!("{SPEC}{JOBS}")).unwrap();
+    let (code, _, err) = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(code, 0, "three jobs, one on each node: {err}");
 
     // 20 minutes before the window ends: its nodes go, replaced per `mix` (spot).
     let (code, _, err) = run(dir, &["sim", "advance", "6days 23h 40m"]);
@@ -158,6 +189,15 @@ fn a_pool_fills_its_capacity_block_first_then_mix_and_leaves_it_before_the_windo
         ),
         "{out}"
     );
+    // Their jobs are stopped under "Jobs under removed nodes", requeued from their
+    // checkpoint; a job that is not preemptible does not hold the node back (the cloud
+    // takes it at the window's end).
+    assert!(!out.contains("deferred"), "{out}");
+    let requeued = out
+        .lines()
+        .filter(|l| l.contains("requeued: node") && l.contains("from its checkpoint, no retry spent"))
+        .count();
+    assert_eq!(requeued, 2, "{out}");
     let (code, _, err) = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(code, 0, "{err}");
     let have = nodes(dir);

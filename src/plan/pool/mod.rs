@@ -106,7 +106,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     let (replaced, stale, fresh, kept, verdicts) = split_stale(cx, pool, &shape, home);
     let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, kept);
     let NodeOps { creates, deletes, held, retry } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
-    let (mut deletes, deferred) = busy::defer(deletes, cx.jobs);
+    let (mut deletes, deferred) = busy::defer(deletes, cx.jobs, &reserved::must_go(cx, &shape));
     // A stopped node serves no job: it goes whatever the jobs say.
     deletes.extend(sorted(&cx.stopped).into_iter().map(|node| delete(node, STOPPED)));
     let after = after_counts(n, pool, &shape, &held, &deferred);

@@ -172,3 +172,14 @@ pub(crate) fn split_creates(
     }
     creates.insert(i, batch);
 }
+
+/// The pool's nodes in a reservation whose window closes ([`ReservedUse::ending`]): they
+/// go whatever runs on them.
+pub(crate) fn must_go<'n>(cx: &PoolCtx<'n, '_>, shape: &PoolShape) -> BTreeSet<&'n str> {
+    let Some(r) = shape.reserved.as_deref() else { return BTreeSet::new() };
+    cx.live
+        .iter()
+        .filter(|n| n.tags.get(TAG_RESERVATION).is_some_and(|id| r.ending.iter().any(|(e, _)| e == id)))
+        .map(|n| n.id.as_str())
+        .collect()
+}

@@ -136,7 +136,7 @@ impl Reserved {
 pub const GONE: &str = "gone";
 
 /// The reservation a batch of nodes launches into (docs/design/big-runs.md).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReservationTarget {
     /// The cloud's id (`cr-…`).
     pub id: String,

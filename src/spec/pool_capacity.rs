@@ -51,7 +51,7 @@ pub fn validate_pools(spec: &Spec, cat: &Catalog, diags: &mut Diagnostics) {
                     format!("`{addr}`: launching nodes into a reservation is not built yet on {cloud}"),
                 )
                 .at(cap.reservation.span, "not built on this cloud yet")
-                .help("remove `capacity {}` (the reservation stays bought); the sim cloud runs pools in reservations"),
+                .help("remove `capacity {}` (the reservation stays bought); the sim cloud and aws run pools in reservations"),
             );
             continue;
         }
@@ -93,7 +93,7 @@ pub fn validate_pools(spec: &Spec, cat: &Catalog, diags: &mut Diagnostics) {
 
 /// The clouds whose node launches go into a reservation (`CreateNodes::reservation`).
 fn launches_into_reservations(cloud: ProviderKind) -> bool {
-    matches!(cloud, ProviderKind::Sim)
+    matches!(cloud, ProviderKind::Sim | ProviderKind::Aws)
 }
 
 /// Why reservation `r` cannot hold `pool`'s nodes, if it cannot.

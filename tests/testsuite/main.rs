@@ -58,6 +58,7 @@ mod replace_cli;
 mod reservations;
 mod reservations_moto;
 mod reserved_pools;
+mod reserved_pools_moto;
 mod schema;
 mod secrets_moto;
 mod send_once_moto;

@@ -39,6 +39,8 @@ pub struct ReservedUse {
     /// The reservation launches go into; `None` when none can take nodes now.
     pub into: Option<crate::model::reservation::ReservationTarget>,
     pub zone: String,
+    /// The instance type it holds: the reserved batch launches that type only.
+    pub instance_type: String,
     /// How many of the pool's nodes it holds (the rest follow `mix`).
     pub slots: u32,
     /// Reservations (cloud ids) whose nodes are replaced, with why.

@@ -8,7 +8,7 @@ use crate::catalog::Catalog;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::spec::Spec;
 use crate::spec::fields::{Cx, Fields, Reported};
-use crate::spec::model::{CapacityUse, GpuPool, ProviderKind, Reservation, Spanned};
+use crate::spec::model::{CapacityUse, GpuPool, Reservation, Spanned};
 
 /// `capacity { reservation = ... }`.
 pub fn capacity(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<CapacityUse, Reported> {
@@ -40,18 +40,6 @@ pub fn validate_pools(spec: &Spec, cat: &Catalog, diags: &mut Diagnostics) {
                 )
                 .at(cap.reservation.span, "a floating pool")
                 .help("give the pool a `provider` and `region` instead of `placement`, or remove `capacity {}`"),
-            );
-            continue;
-        }
-        let cloud = spec.providers.get(&pool.provider.value).and_then(|p| p.kind.value);
-        if let Some(cloud) = cloud.filter(|c| !launches_into_reservations(*c)) {
-            diags.push(
-                Diagnostic::error(
-                    "gpuplan::spec::capacity",
-                    format!("`{addr}`: launching nodes into a reservation is not built yet on {cloud}"),
-                )
-                .at(cap.reservation.span, "not built on this cloud yet")
-                .help("remove `capacity {}` (the reservation stays bought); the sim cloud and aws run pools in reservations"),
             );
             continue;
         }
@@ -89,11 +77,6 @@ pub fn validate_pools(spec: &Spec, cat: &Catalog, diags: &mut Diagnostics) {
             );
         }
     }
-}
-
-/// The clouds whose node launches go into a reservation (`CreateNodes::reservation`).
-fn launches_into_reservations(cloud: ProviderKind) -> bool {
-    matches!(cloud, ProviderKind::Sim | ProviderKind::Aws)
 }
 
 /// Why reservation `r` cannot hold `pool`'s nodes, if it cannot.

@@ -206,14 +206,14 @@ fn a_pool_fills_its_capacity_block_first_then_mix_and_leaves_it_before_the_windo
 }
 
 #[test]
-fn capacity_on_a_cloud_whose_launches_do_not_use_reservations_yet_is_refused_at_the_attribute() {
-    let spec = r#"provider "alicloud" {
-  region = "cn-hangzhou"
+fn open_reservations_on_a_cloud_without_them_are_refused_at_the_attribute() {
+    let spec = r#"provider "tencentcloud" {
+  region = "ap-guangzhou"
 }
 
 gpu_pool "train" {
-  provider       = "alicloud"
-  gpu            = "A10"
+  provider       = "tencentcloud"
+  gpu            = "T4"
   gpus_per_node  = 1
   nodes {
     min     = 0
@@ -228,6 +228,6 @@ gpu_pool "train" {
     let tmp = folder(spec);
     let (code, _, err) = run(tmp.path(), &["validate"]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("launching nodes into a reservation is not built yet on alicloud"), "{err}");
+    assert!(err.contains("open reservations are not on this cloud (tencentcloud)"), "{err}");
     assert!(err.contains("main.hcl:15:"), "{err}");
 }

@@ -78,6 +78,7 @@ pub(crate) fn reserved_use(
             Some((addr, _, r)) => {
                 out.into = Some(ReservationTarget { id: r.id.clone(), kind: r.kind, address: addr.to_string() });
                 out.zone = r.zone.clone();
+                out.instance_type = r.instance_type.clone();
                 out.slots = free(cx, &r.id, r.count);
             }
             None => {
@@ -165,6 +166,7 @@ pub(crate) fn split_creates(
     batch.token = format!("gp-{}", &hex(&Sha256::digest(seed.as_bytes()))[..40]);
     batch.tags.insert(TAG_RESERVATION, &into.id);
     batch.zones.clear();
+    batch.instance_types = vec![r.instance_type.clone()];
     batch.reservation = Some(Box::new(into.clone()));
     creates[i].count -= k;
     if creates[i].count == 0 {

@@ -135,10 +135,9 @@ gpu_pool "small" {
     assert!(!tmp.path().join("state/default.json").exists(), "nothing written");
 }
 
-#[test]
-fn a_pool_fills_its_capacity_block_first_then_mix_and_leaves_it_before_the_window_ends() {
-    let tmp = folder(SPEC);
-    let dir = tmp.path();
+/// Buys the block, opens its window and lets the pool settle in it: two nodes in the
+/// block, one on spot. The block's id.
+fn settle_in_block(dir: &Path) -> String {
     let (code, out, err) = run(dir, &["plan"]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -174,6 +173,14 @@ fn a_pool_fills_its_capacity_block_first_then_mix_and_leaves_it_before_the_windo
     assert_eq!(have.iter().filter(|n| n.0 == "spot").count(), 1, "{have:?}");
     let (code, out, err) = run(dir, &["plan", "--detailed-exitcode"]);
     assert_eq!(code, 0, "settled: {out}{err}");
+    id
+}
+
+#[test]
+fn a_pool_fills_its_capacity_block_first_then_mix_and_leaves_it_before_the_window_ends() {
+    let tmp = folder(SPEC);
+    let dir = tmp.path();
+    let id = settle_in_block(dir);
     std::fs::write(dir.join("main.hcl"), format!("{SPEC}{JOBS}")).unwrap();
     let (code, _, err) = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(code, 0, "three jobs, one on each node: {err}");
@@ -202,7 +209,7 @@ fn a_pool_fills_its_capacity_block_first_then_mix_and_leaves_it_before_the_windo
     assert_eq!(code, 0, "{err}");
     let have = nodes(dir);
     assert_eq!(have.iter().filter(|n| n.0 == "spot").count(), 3, "{have:?}");
-    assert!(have.iter().all(|n| n.2.is_empty()), "none left in the block: {have:?}");
+    assert!(have.iter().all(|n| n.2 != id), "none left in the block: {have:?}");
 }
 
 #[test]
@@ -230,4 +237,23 @@ gpu_pool "train" {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("open reservations are not on this cloud (tencentcloud)"), "{err}");
     assert!(err.contains("main.hcl:15:"), "{err}");
+}
+
+#[test]
+fn after_a_capacity_block_closes_the_cloud_takes_its_nodes_and_the_pool_falls_back_per_mix() {
+    let tmp = folder(SPEC);
+    let dir = tmp.path();
+    let id = settle_in_block(dir);
+    // No plan ran in the last half hour: the window closes with the nodes in it.
+    let (code, _, err) = run(dir, &["sim", "advance", "7days"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(dir, &["plan"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ended reservation.h100_block") && out.contains("expired 2027-01-17 00:00Z"), "{out}");
+    assert_eq!(out.matches("+ 1 spot in").count(), 2, "two spot nodes in their place, per `mix`: {out}");
+    let (code, _, err) = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(code, 0, "{err}");
+    let have = nodes(dir);
+    assert_eq!(have.len(), 3, "{have:?}");
+    assert!(have.iter().all(|n| n.0 == "spot" && n.2 != id), "{have:?}");
 }

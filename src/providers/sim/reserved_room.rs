@@ -67,6 +67,23 @@ pub(super) fn reservation_full(req: &CreateNodes, id: &str, placed: usize) -> Pr
     )
 }
 
+/// The live managed nodes in a Capacity Block whose window has closed at the sim clock.
+pub(super) fn window_closed(world: &World) -> Vec<String> {
+    let now = world.now_ms();
+    let closed = |id: &str| {
+        world.reservations.get(id).is_some_and(|r| {
+            r.reserved.kind == crate::model::reservation::ReservationKind::CapacityBlock
+                && r.reserved.end_ms.is_some_and(|end| end <= now)
+        })
+    };
+    world
+        .nodes
+        .values()
+        .filter(|n| n.is_live() && n.is_managed() && n.tags.get(TAG_RESERVATION).is_some_and(closed))
+        .map(|n| n.id.clone())
+        .collect()
+}
+
 /// A reservation's state as the sim clock has moved it: a block is `scheduled` until its
 /// window opens, `active` in it, `expired` after.
 pub(super) fn with_clock(r: &Reserved, now: u64) -> Reserved {

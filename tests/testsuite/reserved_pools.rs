@@ -257,3 +257,60 @@ fn after_a_capacity_block_closes_the_cloud_takes_its_nodes_and_the_pool_falls_ba
     assert_eq!(have.len(), 3, "{have:?}");
     assert!(have.iter().all(|n| n.0 == "spot" && n.2 != id), "{have:?}");
 }
+
+#[test]
+fn an_open_pool_launches_into_a_matching_on_demand_reservation_and_only_as_many_as_it_holds() {
+    let spec = |desired: u32| {
+        format!(
+            r#"provider "sim" {{}}
+
+reservation "odcr" {{
+  provider       = "sim"
+  region         = "us-east-1"
+  zone           = "us-east-1b"
+  kind           = "on_demand"
+  instance_type  = "p5.48xlarge"
+  instance_count = 1
+}}
+
+gpu_pool "train" {{
+  provider       = "sim"
+  region         = "us-east-1"
+  zones          = ["us-east-1a", "us-east-1b"]
+  gpu            = "H100"
+  gpus_per_node  = 8
+  instance_types = ["p5.48xlarge"]
+  nodes {{
+    min     = 0
+    desired = {desired}
+    max     = 4
+  }}
+  capacity {{
+    reservation = "open"
+  }}
+}}
+"#
+        )
+    };
+    let tmp = folder(&spec(0));
+    let dir = tmp.path();
+    let (code, _, err) = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(code, 0, "{err}");
+    let id = state(dir)["resources"]["reservation.odcr"]["reservation"]["id"].as_str().unwrap().to_string();
+    std::fs::write(dir.join("main.hcl"), spec(3)).unwrap();
+    let (code, out, err) = run(dir, &["plan"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("+ 1 on-demand in us-east-1b (p5.48xlarge), reserved: reservation.odcr ({id})")),
+        "{out}"
+    );
+    let (code, _, err) = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(code, 0, "{err}");
+    let have = nodes(dir);
+    assert_eq!(have.len(), 3, "{have:?}");
+    assert_eq!(have.iter().filter(|n| n.2 == id).count(), 1, "the one it holds: {have:?}");
+    let (code, json, err) = run(dir, &["plan", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["reservations"][0]["used"], 1, "{json}");
+}

@@ -271,6 +271,7 @@ reservation "odcr" {{
   kind           = "on_demand"
   instance_type  = "p5.48xlarge"
   instance_count = 1
+  duration       = "1d"
 }}
 
 gpu_pool "train" {{
@@ -313,4 +314,12 @@ gpu_pool "train" {{
     assert_eq!(code, 0, "{err}");
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["reservations"][0]["used"], 1, "{json}");
+
+    // The On-Demand reservation ends: its instance runs on as a plain on-demand node.
+    let (code, _, err) = run(dir, &["sim", "advance", "2days"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(dir, &["plan"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ended reservation.odcr"), "{out}");
+    assert!(!out.contains("replaced:") && !out.contains("gpu_pool.train will be"), "the pool keeps its nodes: {out}");
 }

@@ -2,7 +2,8 @@
 //! reservation its first nodes launch into ([`reserved_use`]: bought, its window open,
 //! with room the other pools leave), the batch that launches into it ([`split_creates`]),
 //! and the reservations whose nodes must go: a Capacity Block within
-//! [`WINDOW_MARGIN_MS`] of its end, or one that has ended. Those nodes are replaced per
+//! [`WINDOW_MARGIN_MS`] of its end, or one that has ended (an On-Demand reservation's
+//! instances outlive it as plain on-demand ones). Those nodes are replaced per
 //! `mix`, so their jobs are stopped as under any removed node, before the cloud takes the
 //! capacity back. Pure: the reservations come from the state, the time from the clocks.
 
@@ -117,8 +118,12 @@ fn usable(r: &Reserved, now: Option<u64>) -> bool {
     }
 }
 
-/// Why the nodes in reservation `r` go now, if they do.
+/// Why the nodes in reservation `r` go now, if they do: only a Capacity Block's (the
+/// instances of an On-Demand reservation that ends run on as plain on-demand ones).
 fn ending(addr: &Address, r: &Reserved, now: Option<u64>) -> Option<String> {
+    if r.kind != ReservationKind::CapacityBlock {
+        return None;
+    }
     if let Some(what) = r.ended() {
         return Some(format!("`{addr}` {what}"));
     }

@@ -12,6 +12,7 @@ pub mod adopt;
 mod adopt_check;
 pub mod backend;
 pub mod blocks;
+pub mod capacity_use;
 pub mod decode;
 pub mod encryption;
 pub mod env;

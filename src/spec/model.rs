@@ -261,27 +261,9 @@ pub struct GpuPool {
     pub network: Option<Box<NetworkBlock>>,
     /// `capacity {}`: reserved capacity the nodes launch into first (docs/design/big-runs.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<Box<CapacityUse>>,
+    pub capacity: Option<Box<crate::spec::capacity_use::CapacityUse>>,
     #[serde(flatten)]
     pub meta: Meta,
-}
-
-/// `capacity { reservation = reservation.x }`, or `"open"`: the pool's first nodes run in
-/// that reservation (or any matching open one), the rest per `mix`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CapacityUse {
-    /// `reservation.NAME`, or `open` for any matching open On-Demand reservation.
-    pub reservation: Spanned<String>,
-    #[serde(skip)]
-    pub span: crate::diag::Span,
-}
-
-impl CapacityUse {
-    /// The `reservation` block named; `None` for `open`.
-    pub fn target(&self) -> Option<crate::addr::Address> {
-        if self.reservation.value == "open" { None } else { self.reservation.value.parse().ok() }
-    }
 }
 
 /// `disk {}`: the root disk (default 200 GB of the cloud's first disk type) and data disks.

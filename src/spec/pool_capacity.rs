@@ -7,8 +7,9 @@ use crate::addr::{Address, Kind};
 use crate::catalog::Catalog;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::spec::Spec;
+use crate::spec::capacity_use::CapacityUse;
 use crate::spec::fields::{Cx, Fields, Reported};
-use crate::spec::model::{CapacityUse, GpuPool, Reservation, Spanned};
+use crate::spec::model::{GpuPool, Reservation, Spanned};
 
 /// `capacity { reservation = ... }`.
 pub fn capacity(mut f: Fields<'_>, cx: &mut Cx<'_, '_>) -> Result<CapacityUse, Reported> {

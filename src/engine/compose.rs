@@ -231,7 +231,7 @@ fn assess(
     req: &PlanRequest,
     running: &jobs::running::RunningJobs,
 ) -> Result<Plan, RunError> {
-    let prices = cost::PriceBook::new(spec, &req.env).with_live(&obs.live_prices);
+    let prices = cost::PriceBook::new(spec, &req.env).with_live(&obs.live_prices).with_reservations(&plan.reservations);
     let report = cost::cost(&plan, spec, &prices)?;
     plan.errors.extend(cost::errors(&plan, &report));
     note_peaks(&mut plan, &report);

@@ -111,6 +111,15 @@ impl Reserved {
     pub fn cancellable(&self) -> bool {
         self.kind.cancellable()
     }
+    /// A Capacity Block's node-hour at its prepaid rate: its up-front price over its
+    /// instances and hours; `None` for an On-Demand reservation (its nodes cost the
+    /// on-demand price, which is what it commits) or a block without a window.
+    pub fn prepaid_per_node_hour(&self) -> Option<f64> {
+        let hours = self.end_ms?.saturating_sub(self.start_ms) as f64 / 3_600_000.0;
+        (self.kind == ReservationKind::CapacityBlock && hours > 0.0 && self.count > 0)
+            .then(|| self.upfront_usd / (f64::from(self.count) * hours))
+    }
+
     /// Still holding (or about to hold) capacity.
     pub fn is_live(&self) -> bool {
         matches!(self.state.as_str(), "active" | "scheduled" | "pending" | "payment-pending" | "assessing" | "delayed")

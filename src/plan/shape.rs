@@ -99,7 +99,7 @@ pub fn bucket<'a>(shape: &PoolShape, zone: &'a str) -> &'a str {
 /// A pool with reserved capacity puts its first nodes (up to the reservation's slots) in
 /// the reservation's zone, on-demand; the rest follow `mix`.
 pub fn layout(shape: &PoolShape, n: u32, on_demand_base: u32, spot_percent: u32) -> Vec<(String, Capacity, u32)> {
-    let reserved = shape.reserved.as_deref().filter(|r| r.into.is_some()).map_or(0, |r| r.slots.min(n));
+    let reserved = reserved_count(shape, n);
     let mut out = mix_layout(shape, n - reserved, on_demand_base, spot_percent);
     if let Some(r) = shape.reserved.as_deref().filter(|_| reserved > 0) {
         let zone = bucket(shape, &r.zone);
@@ -109,6 +109,11 @@ pub fn layout(shape: &PoolShape, n: u32, on_demand_base: u32, spot_percent: u32)
         }
     }
     out
+}
+
+/// How many of a pool's `n` nodes run in its reservation (on-demand, before `mix`).
+pub fn reserved_count(shape: &PoolShape, n: u32) -> u32 {
+    shape.reserved.as_deref().filter(|r| r.into.is_some()).map_or(0, |r| r.slots.min(n))
 }
 
 /// [`layout`] by `mix` alone.

@@ -76,6 +76,7 @@ fn delete(id: &str, zone: &str, capacity: Capacity, reason: &str) -> NodeDelete 
         reason: reason.into(),
         region: None,
         provider: None,
+        reservation: None,
     }
 }
 

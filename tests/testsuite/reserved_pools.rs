@@ -165,8 +165,24 @@ fn settle_in_block(dir: &Path) -> String {
     assert_eq!(code, 0, "{err}");
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["reservations"][0]["used"], 2, "{json}");
+    // The two in the block at its prepaid rate (9,246.72 USD over 2 nodes × 168 h = 27.52
+    // USD/h each), the spot node at the spot price: not three on-demand prices.
+    let pool = &doc["cost"]["pools"][0];
+    assert_eq!(pool["hourly_after"], 77.056, "{pool:#}");
+    assert_eq!(pool["on_demand_hourly_after"], 55.04, "{pool:#}");
+    assert_eq!((pool["on_demand_after"].as_u64(), pool["spot_after"].as_u64()), (Some(2), Some(1)), "{pool:#}");
     let (code, _, err) = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(code, 0, "{err}");
+    // The ledger prices them as the plan did.
+    let st = state(dir);
+    let prepaid: Vec<&serde_json::Value> = st["spend"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|e| e["price_source"].as_str().is_some_and(|s| s.starts_with("prepaid")))
+        .collect();
+    assert_eq!(prepaid.len(), 2, "{:#}", st["spend"]);
+    assert!(prepaid.iter().all(|e| e["usd_per_hour"] == 27.52), "{prepaid:?}");
     let reserved = ("on-demand".to_string(), "us-east-1a".to_string(), id.clone());
     let have = nodes(dir);
     assert_eq!(have.iter().filter(|n| **n == reserved).count(), 2, "{have:?}");

@@ -266,11 +266,13 @@ fn add_reservations(plan: &mut Plan, spec: &Spec, state: &State, obs: &Observati
     }
     let kept: std::collections::BTreeSet<&Address> = plan.changes.iter().map(|c| &c.address).collect();
     plan.reservations = found.lines.into_iter().filter(|l| kept.contains(&l.address)).collect();
-    let live: Vec<&Node> = match &obs.nodes {
-        Some(nodes) => nodes.iter().collect(),
-        None => state.resources.values().flat_map(|r| &r.nodes).collect(),
-    };
-    crate::plan::reservations::count_used(&mut plan.reservations, &plan.changes, live.into_iter());
+    if !plan.reservations.is_empty() {
+        let live: Vec<&Node> = match &obs.nodes {
+            Some(nodes) => nodes.iter().collect(),
+            None => state.resources.values().flat_map(|r| &r.nodes).collect(),
+        };
+        crate::plan::reservations::count_used(&mut plan.reservations, &plan.changes, live.into_iter());
+    }
     plan.errors.extend(found.errors.into_iter().filter(|e| kept.contains(&e.address)));
     plan.notes.extend(found.notes.into_iter().filter(|n| kept.contains(&n.address)));
 }

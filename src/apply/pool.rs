@@ -61,12 +61,26 @@ impl LedgerPrices {
 
     /// The prices the plan priced pool `address` at, if it adds nodes.
     pub fn get(&self, address: &crate::addr::Address) -> Option<PlannedPrices<'_>> {
+        let p = self.pool(address)?;
+        Some((p.instance_type.as_str(), p.on_demand_price.as_ref(), p.spot_price.as_ref()))
+    }
+
+    fn pool(&self, address: &crate::addr::Address) -> Option<&crate::cost::PoolCost> {
         let pools = self.plan.as_ref()?.cost.as_ref()?.pools.as_slice();
         // `Err` from a binary search is no error: the address is not in the report (a pool
         // that adds no nodes), which is `None` here as it was for the map this replaced.
         let at = self.order.binary_search_by(|&i| pools[i as usize].address.cmp(address)).ok()?;
-        let p = &pools[self.order[at] as usize];
-        Some((p.instance_type.as_str(), p.on_demand_price.as_ref(), p.spot_price.as_ref()))
+        Some(&pools[self.order[at] as usize])
+    }
+
+    /// What a node-hour of `node` of pool `address` costs in the Capacity Block it runs
+    /// in: the block's prepaid rate plus the pool's disks; `None` outside one.
+    pub fn prepaid(&self, address: &crate::addr::Address, node: &crate::providers::Node) -> Option<f64> {
+        let id = node.tags.get(crate::providers::TAG_RESERVATION)?;
+        let lines = &self.plan.as_ref()?.reservations;
+        let rate = lines.iter().filter_map(|l| l.reserved.as_deref()).find(|r| r.id == id)?.prepaid_per_node_hour()?;
+        let disks = self.pool(address).and_then(|p| p.disks.as_ref()).map_or(0.0, |d| d.usd_per_node_hour);
+        Some(rate + disks)
     }
 }
 
@@ -81,7 +95,19 @@ fn spend_open(
     prices: &LedgerPrices,
 ) -> JournalEntry {
     let addr = change.address.to_string();
-    spend_open_at(&addr, &pc.provider, &pc.provider_kind, provider.clock_ms(), nodes, prices.get(&change.address))
+    let mut open =
+        spend_open_at(&addr, &pc.provider, &pc.provider_kind, provider.clock_ms(), nodes, prices.get(&change.address));
+    // Nodes in a Capacity Block at its prepaid rate, as the plan priced them.
+    if let JournalEntry::SpendOpen { entries } = &mut open {
+        for (node, (_, e)) in nodes.iter().zip(entries.iter_mut()).filter(|(n, (id, _))| n.id == *id) {
+            if let Some(rate) = prices.prepaid(&change.address, node) {
+                let block = node.tags.get(crate::providers::TAG_RESERVATION).unwrap_or_default();
+                e.usd_per_hour = rate;
+                e.price_source = format!("prepaid (Capacity Block {block})");
+            }
+        }
+    }
+    open
 }
 
 /// [`spend_open`] for a provider block `provider_name` of kind `provider_kind`, at `now`
@@ -493,6 +519,8 @@ async fn fall_over(
                     capacity: *cap,
                     count: want,
                     token: format!("{}-over{i}-{cap}-{zone}", template.token),
+                    // Spilled elsewhere: the open market, not the reservation.
+                    reservation: None,
                     ..template.clone()
                 };
                 let placed = create_with_fallback(change, &alt_pc, &batch, alt_provider, ctx, want).await?;

@@ -214,6 +214,7 @@ fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> Resourc
         user_data: None,
         join: None,
         hardware: None,
+        reservation: None,
     };
     let nodes = NodeCounts { on_demand: 0, spot: 0, gpus_per_node: 1 };
     let pool = PoolChange {

@@ -6,6 +6,7 @@ mod disks;
 pub mod offers;
 pub mod placement;
 pub mod prices;
+mod reserved;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -379,8 +380,10 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
     // After = (before − deletes) at the old prices + creates at the new ones, node by node,
     // so kept nodes keep their own price.
     let mut kept: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
-    let mut hourly_before = 0.0;
-    for t in &pc.before_types {
+    // Nodes in Capacity Blocks are priced at the blocks' prepaid rates.
+    let blocks = reserved::InBlocks::new(pc, prices, disk_usd);
+    let mut hourly_before = blocks.before;
+    for t in pc.before_types.iter().filter(|t| !blocks.holds(t.reservation.as_ref())) {
         // A node without a price that this plan removes leaves "before" short, but must not
         // keep the plan that replaces it from being priced; one that stays is an error
         // ([`unpriced_nodes`]) and leaves the pool unpriced below.
@@ -390,7 +393,7 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
     // A delete takes off a node "before" counted. Some deletes never were (a node stopped
     // outside gpuplan is terminated but was not live): taken off anyway, they would cancel
     // the creates that replace them and price the new nodes at nothing.
-    for d in &pc.deletes {
+    for d in pc.deletes.iter().filter(|d| !blocks.holds(d.reservation.as_ref())) {
         if let Some(n) = kept.get_mut(&(d.instance_type.clone(), d.capacity)).filter(|n| **n > 0) {
             *n -= 1;
         }
@@ -401,11 +404,11 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         .and_then(|s| s.instance_types.first().cloned())
         .or_else(|| pc.creates.first().and_then(|c| c.instance_types.first().cloned()))
         .or_else(|| pc.before_types.first().map(|t| t.instance_type.clone()))?;
-    for c in &pc.creates {
+    for c in pc.creates.iter().filter(|c| !blocks.holds(c.reservation.as_ref().map(|r| &r.id))) {
         let t = c.instance_types.first().cloned().unwrap_or_else(|| preferred.clone());
         *after.entry((t, c.capacity)).or_default() += c.count as i64;
     }
-    let (mut od_after, mut spot_after) = (0.0, 0.0);
+    let (mut od_after, mut spot_after) = (blocks.after(), 0.0);
     let new = priced_at(&after, &price)?;
     for (od, spot) in [priced_at(&kept, &price_before)?, new] {
         od_after += od;
@@ -417,7 +420,7 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         Peak {
             nodes: pc.before.nodes() + created,
             gpus: pc.before.gpus() + u64::from(created) * u64::from(pc.after.gpus_per_node),
-            hourly_usd: hourly_before + new.0 + new.1,
+            hourly_usd: hourly_before + new.0 + new.1 + blocks.new,
         }
     });
     let od_price = price(&preferred, Capacity::OnDemand);

@@ -20,6 +20,9 @@ pub struct PriceBook {
     default_source: String,
     /// Live prices: (provider kind, region, instance type, capacity) → USD per hour.
     live: BTreeMap<(ProviderKind, String, String, Capacity), (f64, String)>,
+    /// Capacity Blocks by cloud id → what a node-hour in one costs: its up-front price
+    /// over its instances and hours (docs/design/big-runs.md).
+    prepaid: BTreeMap<String, f64>,
 }
 
 impl PriceBook {
@@ -35,7 +38,7 @@ impl PriceBook {
             .iter()
             .filter_map(|(name, p)| p.cny_per_usd.as_ref().map(|r| (name.clone(), r.value)))
             .collect();
-        PriceBook { rates, default_rate, default_source, live: BTreeMap::new() }
+        PriceBook { rates, default_rate, default_source, live: BTreeMap::new(), prepaid: BTreeMap::new() }
     }
 
     /// Use live offers (e.g. a cloud's current spot prices) instead of the catalog's.
@@ -47,6 +50,23 @@ impl PriceBook {
             );
         }
         self
+    }
+
+    /// Price the nodes in the plan's Capacity Blocks at their prepaid rate (the block's
+    /// up-front price over its instances and hours); an On-Demand reservation's nodes keep
+    /// the on-demand price, which is what it commits.
+    pub fn with_reservations(mut self, lines: &[crate::model::reservation::ReservationLine]) -> Self {
+        for r in lines.iter().filter_map(|l| l.reserved.as_deref()) {
+            if let Some(rate) = r.prepaid_per_node_hour() {
+                self.prepaid.insert(r.id.clone(), rate);
+            }
+        }
+        self
+    }
+
+    /// A node-hour in Capacity Block `id` at its prepaid rate; `None` for another.
+    pub fn prepaid(&self, id: &str) -> Option<f64> {
+        self.prepaid.get(id).copied()
     }
 
     pub fn rate(&self, provider: &str) -> f64 {

@@ -231,7 +231,7 @@ fn assess(
     req: &PlanRequest,
     running: &jobs::running::RunningJobs,
 ) -> Result<Plan, RunError> {
-    let prices = cost::PriceBook::new(spec, &req.env).with_live(&obs.live_prices);
+    let prices = cost::PriceBook::new(spec, &req.env).with_live(&obs.live_prices).with_reservations(&plan.reservations);
     let report = cost::cost(&plan, spec, &prices)?;
     plan.errors.extend(cost::errors(&plan, &report));
     note_peaks(&mut plan, &report);
@@ -245,12 +245,34 @@ fn assess(
 }
 
 /// Every reservation's line into the plan (only those of the changes `--target` kept),
-/// with the errors and notes of choosing and removing them.
+/// with the errors and notes of choosing and removing them, and an update for each that
+/// refresh found ended.
 fn add_reservations(plan: &mut Plan, spec: &Spec, state: &State, obs: &Observation, req: &PlanRequest) {
     let now = |name: &str| obs.clocks.get(name).copied().unwrap_or(obs.wall_ms);
-    let found = crate::plan::reservations::plan(spec, state, obs.reservation_offers.as_ref(), req.destroy, &now);
+    let read =
+        crate::plan::reservations::Read { offers: obs.reservation_offers.as_ref(), held: obs.reservations.as_ref() };
+    let found = crate::plan::reservations::plan(spec, state, read, req.destroy, &now);
+    // A reservation that ended since the state recorded it: apply records what happened.
+    for c in plan.changes.iter_mut().filter(|c| c.action == crate::plan::Action::NoOp) {
+        if let Some(line) = found.lines.iter().find(|l| l.address == c.address && found.refreshed.contains(&l.address))
+        {
+            let what = line.reserved.as_ref().and_then(|r| r.ended()).unwrap_or_default();
+            c.action = crate::plan::Action::Update;
+            c.reasons.push(crate::plan::model::Reason::new(
+                crate::plan::model::ReasonCode::Drift,
+                format!("`{}` {what}: apply records it", c.address),
+            ));
+        }
+    }
     let kept: std::collections::BTreeSet<&Address> = plan.changes.iter().map(|c| &c.address).collect();
     plan.reservations = found.lines.into_iter().filter(|l| kept.contains(&l.address)).collect();
+    if !plan.reservations.is_empty() {
+        let live: Vec<&Node> = match &obs.nodes {
+            Some(nodes) => nodes.iter().collect(),
+            None => state.resources.values().flat_map(|r| &r.nodes).collect(),
+        };
+        crate::plan::reservations::count_used(&mut plan.reservations, &plan.changes, live.into_iter());
+    }
     plan.errors.extend(found.errors.into_iter().filter(|e| kept.contains(&e.address)));
     plan.notes.extend(found.notes.into_iter().filter(|n| kept.contains(&n.address)));
 }

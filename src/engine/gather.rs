@@ -51,6 +51,9 @@ pub struct Observation {
     /// The Capacity Block offerings of the spec's new reservations
     /// ([`super::reserved::offers`]); `None` unless refreshed.
     pub reservation_offers: Option<crate::plan::reservations::Offers>,
+    /// The reservations the state holds, as their clouds hold them now
+    /// ([`super::reserved::read_held`]); `None` unless refreshed.
+    pub reservations: Option<crate::plan::reservations::Observed>,
 }
 
 /// Read what `req` needs from the clouds, with `state` as recorded. A destroy reads the
@@ -72,6 +75,7 @@ pub async fn gather(
         obs.nodes = Some(observe(spec, state, providers).await?);
         obs.job_statuses = job_statuses(state, providers, req).await?;
         obs.job_nodes = Some(scan_job_nodes(spec, state, providers, true).await?);
+        obs.reservations = Some(super::reserved::read_held(state, providers).await?);
         return Ok(obs);
     }
     // Live prices do not depend on what refresh finds: they are asked while the clouds
@@ -96,6 +100,7 @@ pub async fn gather(
     obs.clocks = clocks(providers);
     obs.wall_ms = wall_ms();
     obs.reservation_offers = Some(super::reserved::offers(spec, state, providers, &obs.clocks).await);
+    obs.reservations = Some(super::reserved::read_held(state, providers).await?);
     let wall = obs.wall_ms;
     let spent = spend::spend_by(spec, state, |n| obs.clocks.get(n).copied().unwrap_or(wall), &[]);
     obs.month_to_date = spent.by_quota.clone();

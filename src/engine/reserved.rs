@@ -1,12 +1,14 @@
-//! Reading what the clouds offer for the spec's new Capacity Blocks
-//! (docs/design/big-runs.md), for the plan to choose from
-//! ([`crate::plan::reservations`]). Only reservations the state holds nothing for are
-//! asked about: a bought one is planned from its record.
+//! Reading reservations from the clouds (docs/design/big-runs.md) for the plan
+//! ([`crate::plan::reservations`]): what they offer for the spec's new Capacity Blocks
+//! ([`offers`]; only reservations the state holds nothing for are asked about), and the
+//! reservations the state holds as the clouds hold them now ([`read_held`]), so that one that
+//! expired or was cancelled outside gpuplan is no longer planned as kept.
 
 use crate::addr::Address;
 use crate::apply::ProviderSet;
+use crate::engine::error::RunError;
 use crate::model::reservation::{OfferingQuery, ReservationKind};
-use crate::plan::reservations::Offers;
+use crate::plan::reservations::{Observed, Offers};
 use crate::spec::Spec;
 use crate::state::State;
 
@@ -50,4 +52,32 @@ pub async fn offers(
 
 fn held(state: &State, addr: &Address) -> bool {
     state.resources.get(&addr.to_string()).is_some_and(|r| r.reservation.is_some())
+}
+
+/// Every reservation the state records, read back from its cloud: one
+/// `DescribeCapacityReservations`-like call per provider block and region. An id the
+/// cloud no longer lists maps to `None`. A record whose provider block is gone from the
+/// spec is left out (planned from its record); a cloud that fails fails the refresh.
+pub async fn read_held(state: &State, providers: &ProviderSet) -> Result<Observed, RunError> {
+    let mut asks: std::collections::BTreeMap<(String, String), Vec<(Address, String)>> = Default::default();
+    for (key, r) in &state.resources {
+        let (Some(held), Some(provider), Some(region)) = (r.reservation.as_deref(), &r.provider, &r.region) else {
+            continue;
+        };
+        let Ok(addr) = key.parse::<Address>() else { continue };
+        asks.entry((provider.clone(), region.clone())).or_default().push((addr, held.id.clone()));
+    }
+    let mut out = Observed::new();
+    for ((name, region), wanted) in asks {
+        let Some(port) = providers.get(&name).and_then(|p| p.reservations()) else { continue };
+        let ids: Vec<String> = wanted.iter().map(|(_, id)| id.clone()).collect();
+        let found = port
+            .describe_reservations(&region, &ids)
+            .await
+            .map_err(|error| RunError::Refresh { provider: name.clone(), error })?;
+        for (addr, id) in wanted {
+            out.insert(addr, found.iter().find(|r| r.id == id).cloned());
+        }
+    }
+    Ok(out)
 }

@@ -78,6 +78,7 @@ pub(super) fn launch(
             user_data: None,
             join: None,
             hardware: shape.hardware.clone().map(Box::new),
+            reservation: None,
         }
     });
     // A pool in a Kubernetes cluster: the cluster places the replica on one of the pool's

@@ -19,6 +19,8 @@ pub const TAG_PROVIDER: &str = "gpuplan:provider";
 pub const TAG_JOB: &str = "gpuplan:job";
 pub const TAG_ATTEMPT: &str = "gpuplan:attempt";
 pub const TAG_REPLICA: &str = "gpuplan:replica";
+/// On a node launched into reserved capacity: the reservation's cloud id (`cr-…`).
+pub const TAG_RESERVATION: &str = "gpuplan:reservation";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -127,6 +129,9 @@ pub struct CreateNodes {
     /// defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hardware: Option<Box<crate::model::hardware::Hardware>>,
+    /// Launch into this reservation (`capacity { reservation }`); `None`: the open market.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<Box<crate::model::reservation::ReservationTarget>>,
 }
 
 /// A pool the spec has and the state holds no record of, as its first create will need

@@ -111,10 +111,47 @@ impl Reserved {
     pub fn cancellable(&self) -> bool {
         self.kind.cancellable()
     }
+    /// A Capacity Block's node-hour at its prepaid rate: its up-front price over its
+    /// instances and hours; `None` for an On-Demand reservation (its nodes cost the
+    /// on-demand price, which is what it commits) or a block without a window.
+    pub fn prepaid_per_node_hour(&self) -> Option<f64> {
+        let hours = self.end_ms?.saturating_sub(self.start_ms) as f64 / 3_600_000.0;
+        (self.kind == ReservationKind::CapacityBlock && hours > 0.0 && self.count > 0)
+            .then(|| self.upfront_usd / (f64::from(self.count) * hours))
+    }
+
     /// Still holding (or about to hold) capacity.
     pub fn is_live(&self) -> bool {
-        matches!(self.state.as_str(), "active" | "scheduled" | "pending" | "payment-pending")
+        matches!(self.state.as_str(), "active" | "scheduled" | "pending" | "payment-pending" | "assessing" | "delayed")
     }
+
+    /// What happened to a reservation that holds no capacity any more, as the plan says
+    /// it: `expired 2027-01-17 00:00Z`, `cancelled outside gpuplan`; `None` while live.
+    pub fn ended(&self) -> Option<String> {
+        if self.is_live() {
+            return None;
+        }
+        Some(match (self.state.as_str(), self.end_ms) {
+            ("expired", Some(end)) => format!("expired {}", minute(end)),
+            ("expired", None) => "expired".to_string(),
+            ("cancelled", _) => "cancelled outside gpuplan".to_string(),
+            (GONE, _) => "no longer known to the cloud".to_string(),
+            (other, _) => format!("{other} (as the cloud says it)"),
+        })
+    }
+}
+
+/// The state gpuplan records for a reservation the cloud no longer lists.
+pub const GONE: &str = "gone";
+
+/// The reservation a batch of nodes launches into (docs/design/big-runs.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ReservationTarget {
+    /// The cloud's id (`cr-…`).
+    pub id: String,
+    pub kind: ReservationKind,
+    /// The `reservation` block it was bought for (`reservation.h100_block`).
+    pub address: String,
 }
 
 /// A time as the plan prints a reservation's window: `2027-01-17 00:00Z`.
@@ -137,8 +174,12 @@ pub enum ReservationAction {
     Keep,
     /// Cancelled by this apply (it stops billing).
     Cancel,
-    /// Forgotten by this apply: it cannot be cancelled, so it stays paid until it ends.
+    /// Forgotten by this apply: it cannot be cancelled, so it stays paid until it ends
+    /// (or it has ended already: there is nothing to cancel).
     Forget,
+    /// Ended outside this plan (expired, cancelled, gone from the cloud, as refresh read
+    /// it): it holds no capacity; apply records what happened and buys nothing.
+    Ended,
 }
 
 /// One reservation in a plan: what it commits, and what apply does to it
@@ -181,7 +222,8 @@ pub struct ReservationLine {
 impl ReservationLine {
     /// The line as `plan --json` `reservations[]` and policies' `plan.reservations` show it:
     /// `{address, action, kind, instance_type, count, zone, start, end, commitment_usd,
-    /// usd_per_hour, cancellable, used}` (`start`/`end` RFC 3339 or `null`).
+    /// usd_per_hour, cancellable, used, state}` (`start`/`end` RFC 3339 or `null`; `state`
+    /// the cloud's, as refresh last read it, `null` for one to buy).
     pub fn doc(&self) -> serde_json::Value {
         let at = |ms: Option<u64>| ms.map(crate::model::time::rfc3339_ms);
         serde_json::json!({
@@ -197,6 +239,7 @@ impl ReservationLine {
             "usd_per_hour": self.usd_per_hour,
             "cancellable": self.cancellable,
             "used": self.used,
+            "state": self.reserved.as_ref().map(|r| r.state.as_str()),
         })
     }
 

@@ -49,7 +49,9 @@ pub fn layout(shape: &PoolShape, n: u32, on_demand_base: u32, spot_percent: u32,
     // One bucket per capacity type (EC2 places across zones), or the usual layout keeps
     // every node already (a pool that does not change): the only layout, or the best.
     let counts = have.iter().map(|(bucket, nodes)| (*bucket, nodes.len()));
-    if shape.provider_places_zones() || z == 0 || !distinct || keeps_all(&canonical, counts) {
+    // A pool with reserved capacity keeps the one layout: its reserved zone is fixed.
+    let reserved = shape.reserved.is_some();
+    if reserved || shape.provider_places_zones() || z == 0 || !distinct || keeps_all(&canonical, counts) {
         return canonical;
     }
     let (od, spot) = shape::split(n, on_demand_base, spot_percent);

@@ -210,6 +210,9 @@ pub struct TypeCount {
     pub instance_type: String,
     pub capacity: Capacity,
     pub count: u32,
+    /// The reservation (cloud id) these nodes run in, from their `gpuplan:reservation` tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
 }
 
 /// One node to terminate.
@@ -228,6 +231,9 @@ pub struct NodeDelete {
     /// moving to another provider block): apply terminates it through that one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// The reservation (cloud id) the node runs in, from its `gpuplan:reservation` tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
 }
 
 /// A node the change would remove, kept while the job on it runs: that job is not

@@ -3,12 +3,15 @@
 //! earliest offering the cloud listed (refresh reads them) within `max_price_usd`; a new
 //! On-Demand reservation is priced at the catalog's on-demand rate. Removing one cancels
 //! it when the cloud can, and otherwise forgets it with a note: it stays paid until it
-//! ends. Pure: the offerings come in from the observation.
+//! ends. A reservation the state holds is planned as refresh read it back: one that
+//! expired, was cancelled outside gpuplan or is gone from the cloud holds no capacity, so
+//! it is `ended` (apply records what happened and buys nothing), never `keep`. Pure: the
+//! offerings and the reservations read back come in from the observation.
 
 use std::collections::BTreeMap;
 
 use crate::addr::{Address, Kind};
-use crate::model::reservation::{Offering, ReservationAction, ReservationKind, ReservationLine};
+use crate::model::reservation::{GONE, Offering, ReservationAction, ReservationKind, ReservationLine, Reserved};
 use crate::plan::model::{PlanError, PlanNote};
 use crate::spec::Spec;
 use crate::spec::model::Reservation;
@@ -18,19 +21,34 @@ use crate::state::State;
 /// not); `None` when the plan did not refresh.
 pub type Offers = BTreeMap<Address, Result<Vec<Offering>, String>>;
 
+/// The reservations the state holds as their clouds answered (`None`: the cloud no
+/// longer lists it), by address; a reservation left out was not read.
+pub type Observed = BTreeMap<Address, Option<Reserved>>;
+
+/// What the clouds were read for: offerings of new Capacity Blocks, the held reservations.
+/// Both `None` when the plan did not refresh.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Read<'a> {
+    pub offers: Option<&'a Offers>,
+    pub held: Option<&'a Observed>,
+}
+
 /// What [`plan`] found: the lines, the errors that stop an apply, notes for people.
 #[derive(Debug, Default)]
 pub struct Planned {
     pub lines: Vec<ReservationLine>,
     pub errors: Vec<PlanError>,
     pub notes: Vec<PlanNote>,
+    /// Reservations refresh found ended since the state recorded them: apply records
+    /// the new record (their change is an update).
+    pub refreshed: Vec<Address>,
 }
 
 /// The attributes a reservation may change in place: they only guard the purchase.
 const IN_PLACE: &[&str] = &["commit", "max_price_usd", "depends_on", "lifecycle"];
 
 /// `now` is the clock of a provider block by name.
-pub fn plan(spec: &Spec, state: &State, offers: Option<&Offers>, destroy: bool, now: &dyn Fn(&str) -> u64) -> Planned {
+pub fn plan(spec: &Spec, state: &State, read: Read<'_>, destroy: bool, now: &dyn Fn(&str) -> u64) -> Planned {
     let mut out = Planned::default();
     let mut addrs: Vec<Address> = state
         .resources
@@ -46,18 +64,34 @@ pub fn plan(spec: &Spec, state: &State, offers: Option<&Offers>, destroy: bool, 
     for addr in addrs {
         let prior = state.resources.get(&addr.to_string());
         let wanted = if destroy { None } else { spec.reservations.get(&addr) };
-        match (prior.and_then(|p| p.reservation.as_deref()), wanted) {
-            (None, Some(r)) => buy(&addr, r, spec, offers, now(&r.provider.value), &mut out),
+        let recorded = prior.and_then(|p| p.reservation.as_deref());
+        let held = recorded.map(|r| refreshed(r, read.held.and_then(|o| o.get(&addr)).map(Option::as_ref)));
+        match (held.as_ref(), wanted) {
+            (None, Some(r)) => buy(&addr, r, spec, read.offers, now(&r.provider.value), &mut out),
             (Some(held), Some(r)) => {
                 let before = prior.map(|p| p.config.to_value()).unwrap_or_default();
                 check_in_place(&addr, r, &before, &mut out);
-                let line = held_line(&addr, prior, held, ReservationAction::Keep);
-                out.lines.push(line);
+                let action = match held.ended() {
+                    Some(what) => {
+                        note_ended(&addr, held, &what, &mut out);
+                        if recorded.is_some_and(|r| r.state != held.state) {
+                            out.refreshed.push(addr.clone());
+                        }
+                        ReservationAction::Ended
+                    }
+                    None => ReservationAction::Keep,
+                };
+                out.lines.push(held_line(&addr, prior, held, action));
             }
             (Some(held), None) => {
                 let now_ms = now(prior.and_then(|p| p.provider.as_deref()).unwrap_or_default());
-                let action = if held.cancellable() { ReservationAction::Cancel } else { ReservationAction::Forget };
+                let action = if held.cancellable() && held.is_live() {
+                    ReservationAction::Cancel
+                } else {
+                    ReservationAction::Forget
+                };
                 if action == ReservationAction::Forget
+                    && held.is_live()
                     && let Some(end) = held.end_ms.filter(|end| *end > now_ms)
                 {
                     out.notes.push(PlanNote {
@@ -75,6 +109,35 @@ pub fn plan(spec: &Spec, state: &State, offers: Option<&Offers>, destroy: bool, 
         }
     }
     out
+}
+
+/// The recorded reservation as refresh read it back (`seen`: `None` when it was not read,
+/// `Some(None)` when the cloud no longer lists it). What was paid stays the record's: a
+/// cloud's answer may carry no price.
+fn refreshed(recorded: &Reserved, seen: Option<Option<&Reserved>>) -> Reserved {
+    match seen {
+        None => recorded.clone(),
+        Some(None) => Reserved { state: GONE.to_string(), ..recorded.clone() },
+        Some(Some(now)) => Reserved {
+            id: recorded.id.clone(),
+            upfront_usd: recorded.upfront_usd,
+            usd_per_hour: recorded.usd_per_hour,
+            end_ms: now.end_ms.or(recorded.end_ms),
+            start_ms: if now.start_ms == 0 { recorded.start_ms } else { now.start_ms },
+            ..now.clone()
+        },
+    }
+}
+
+/// What happened to a reservation the spec still has that holds no capacity now.
+fn note_ended(addr: &Address, held: &Reserved, what: &str, out: &mut Planned) {
+    out.notes.push(PlanNote {
+        address: addr.clone(),
+        message: format!(
+            "`{addr}` ({}) {what}: it holds no capacity now, and apply buys nothing in its place (remove the block, or rename it to buy another)",
+            held.id
+        ),
+    });
 }
 
 /// The line of a reservation the state holds.
@@ -249,5 +312,32 @@ fn error(addr: &Address, r: &Reservation, message: &str, hint: &str) -> PlanErro
         hint: Some(hint.to_string()),
         location: None,
         span: Some(r.meta.span),
+    }
+}
+
+/// Each reservation line's `used`: the nodes in it once the plan is applied (live nodes
+/// tagged with its id that the plan keeps, and the batches it launches into it).
+pub fn count_used<'n>(
+    lines: &mut [ReservationLine],
+    changes: &[crate::plan::ResourceChange],
+    live: impl Iterator<Item = &'n crate::providers::Node>,
+) {
+    let tag = crate::providers::TAG_RESERVATION;
+    let ids: Vec<Option<&str>> = lines.iter().map(|l| l.reserved.as_ref().map(|r| r.id.as_str())).collect();
+    let mut used = vec![0u32; lines.len()];
+    let deleted: std::collections::BTreeSet<&str> =
+        changes.iter().filter_map(|c| c.pool.as_ref()).flat_map(|p| p.deletes.iter().map(|d| d.id.as_str())).collect();
+    for n in live.filter(|n| n.is_live() && !deleted.contains(n.id.as_str())) {
+        if let Some(i) = n.tags.get(tag).and_then(|id| ids.iter().position(|x| *x == Some(id))) {
+            used[i] += 1;
+        }
+    }
+    for b in changes.iter().filter_map(|c| c.pool.as_ref()).flat_map(|p| &p.creates) {
+        if let Some(i) = b.reservation.as_ref().and_then(|r| ids.iter().position(|x| *x == Some(r.id.as_str()))) {
+            used[i] += b.count;
+        }
+    }
+    for (line, n) in lines.iter_mut().zip(used) {
+        line.used = n;
     }
 }

@@ -27,6 +27,24 @@ pub struct PoolShape {
     /// `network { placement_group = "cluster" }`: each zone's batches launch into the
     /// pool's placement group there ([`crate::model::hardware::placement_group_name`]).
     pub cluster_placement: bool,
+    /// The reservation the pool's nodes launch into first (`capacity {}`), as this plan
+    /// finds it (`plan::pool::reserved`); `None` from [`shape`].
+    pub reserved: Option<Box<ReservedUse>>,
+}
+
+/// A pool's reserved capacity in one plan (docs/design/big-runs.md): the reservation its
+/// first nodes launch into, and the ones whose nodes must go (ended or about to end).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReservedUse {
+    /// The reservation launches go into; `None` when none can take nodes now.
+    pub into: Option<crate::model::reservation::ReservationTarget>,
+    pub zone: String,
+    /// The instance type it holds: the reserved batch launches that type only.
+    pub instance_type: String,
+    /// How many of the pool's nodes it holds (the rest follow `mix`).
+    pub slots: u32,
+    /// Reservations (cloud ids) whose nodes are replaced, with why.
+    pub ending: Vec<(String, String)>,
 }
 
 /// On-demand and spot counts for `n` nodes: the first `on_demand_base` on-demand, then
@@ -77,7 +95,29 @@ pub fn bucket<'a>(shape: &PoolShape, zone: &'a str) -> &'a str {
 
 /// Desired (zone, capacity) → count for a pool of `n` nodes. A pool whose provider places
 /// nodes across zones has one bucket per capacity type, keyed by [`ANY_ZONE`].
+///
+/// A pool with reserved capacity puts its first nodes (up to the reservation's slots) in
+/// the reservation's zone, on-demand; the rest follow `mix`.
 pub fn layout(shape: &PoolShape, n: u32, on_demand_base: u32, spot_percent: u32) -> Vec<(String, Capacity, u32)> {
+    let reserved = reserved_count(shape, n);
+    let mut out = mix_layout(shape, n - reserved, on_demand_base, spot_percent);
+    if let Some(r) = shape.reserved.as_deref().filter(|_| reserved > 0) {
+        let zone = bucket(shape, &r.zone);
+        match out.iter_mut().find(|(z, c, _)| z == zone && *c == Capacity::OnDemand) {
+            Some(b) => b.2 += reserved,
+            None => out.push((zone.to_string(), Capacity::OnDemand, reserved)),
+        }
+    }
+    out
+}
+
+/// How many of a pool's `n` nodes run in its reservation (on-demand, before `mix`).
+pub fn reserved_count(shape: &PoolShape, n: u32) -> u32 {
+    shape.reserved.as_deref().filter(|r| r.into.is_some()).map_or(0, |r| r.slots.min(n))
+}
+
+/// [`layout`] by `mix` alone.
+fn mix_layout(shape: &PoolShape, n: u32, on_demand_base: u32, spot_percent: u32) -> Vec<(String, Capacity, u32)> {
     let (od, spot) = split(n, on_demand_base, spot_percent);
     if shape.provider_places_zones() {
         return vec![(ANY_ZONE.to_string(), Capacity::OnDemand, od), (ANY_ZONE.to_string(), Capacity::Spot, spot)];
@@ -141,6 +181,7 @@ pub fn shape(spec: &Spec, pool: &GpuPool, cat: &Catalog) -> Option<PoolShape> {
         max_spot_price: pool.mix.max_spot_price.as_ref().map(|p| p.value),
         hardware: hardware(pool, preferred.cloud),
         cluster_placement: pool.network.as_ref().is_some_and(|n| n.placement_group.is_some()),
+        reserved: None,
     })
 }
 
@@ -193,6 +234,7 @@ mod tests {
             max_spot_price: None,
             hardware: None,
             cluster_placement: false,
+            reserved: None,
         }
     }
 

@@ -112,6 +112,7 @@ const RESERVATION: Fact = Fact::Object(&[
     ("usd_per_hour", Fact::Leaf),
     ("cancellable", Fact::Leaf),
     ("used", Fact::Leaf),
+    ("state", Fact::Leaf),
 ]);
 
 /// What an expression is known to produce.

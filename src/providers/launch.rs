@@ -233,6 +233,7 @@ mod tests {
             user_data: None,
             join: None,
             hardware: None,
+            reservation: None,
         }
     }
 

@@ -362,6 +362,7 @@ fn the_autoscaler_scales_down_in_the_layout_the_planner_keeps() {
         max_spot_price: None,
         hardware: None,
         cluster_placement: false,
+        reserved: None,
     };
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(86_400);
     let node = |id: &str, zone: &str, capacity, busy: bool| NodeSignal {

@@ -319,6 +319,7 @@ impl<'a> PoolDoc<'a> {
                     zone: &b.zone,
                     zones: &b.zones,
                     hardware: b.hardware.as_deref(),
+                    reservation: b.reservation.as_deref(),
                 })
                 .collect(),
             deferred: p
@@ -369,6 +370,10 @@ struct CreateDoc<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(default)]
     hardware: Option<&'a crate::model::hardware::Hardware>,
+    /// The reservation the batch launches into (`capacity {}`); absent: the open market.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(default)]
+    reservation: Option<&'a crate::model::reservation::ReservationTarget>,
 }
 
 #[derive(Serialize, JsonSchema)]

@@ -13,7 +13,7 @@ pub fn text(plan: &Plan) -> String {
     let mut out = String::from("Reservations:\n");
     for r in &plan.reservations {
         out += &format!("  {} {}: {}\n", verb(r.action), r.address, shape(r));
-        out += &format!("      {}\n", r.commitment());
+        out += &format!("      {}\n", status(r));
     }
     out.push('\n');
     out
@@ -26,7 +26,7 @@ pub fn markdown(plan: &Plan) -> String {
     }
     let mut out = String::from("**Reservations**\n\n| | reservation | what | commitment |\n|---|---|---|---|\n");
     for r in &plan.reservations {
-        out += &format!("| {} | `{}` | {} | {} |\n", verb(r.action), r.address, shape(r), r.commitment());
+        out += &format!("| {} | `{}` | {} | {} |\n", verb(r.action), r.address, shape(r), status(r));
     }
     out.push('\n');
     out
@@ -38,6 +38,15 @@ fn verb(a: ReservationAction) -> &'static str {
         ReservationAction::Keep => "keep",
         ReservationAction::Cancel => "cancel",
         ReservationAction::Forget => "forget",
+        ReservationAction::Ended => "ended",
+    }
+}
+
+/// What it commits; for one that has ended, what happened instead.
+fn status(r: &ReservationLine) -> String {
+    match r.reserved.as_ref().and_then(|h| h.ended()) {
+        Some(what) => format!("{what}: holds no capacity"),
+        None => r.commitment(),
     }
 }
 

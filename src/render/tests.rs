@@ -63,6 +63,7 @@ fn create(pool: &str, zone: &str, capacity: Capacity, count: u32, instance_type:
         user_data: None,
         join: None,
         hardware: None,
+        reservation: None,
     }
 }
 
@@ -75,6 +76,7 @@ fn delete(id: &str, zone: &str, capacity: Capacity, reason: &str) -> NodeDelete 
         reason: reason.into(),
         region: None,
         provider: None,
+        reservation: None,
     }
 }
 

@@ -475,7 +475,9 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
             let place = if b.zones.is_empty() { format!("in {}", b.zone) } else { format!("across {}", b.placement()) };
             let join = b.join.as_ref().map(|j| format!(", {}", j.describe(b.capacity))).unwrap_or_default();
             let hw = b.hardware.as_ref().map(|h| facts::hardware(h)).unwrap_or_default();
-            format!("      {} {} {} {place}{types}{join}{hw}\n", p.symbol("+"), b.count, b.capacity)
+            let res =
+                b.reservation.as_ref().map(|r| format!(", reserved: {} ({})", r.address, r.id)).unwrap_or_default();
+            format!("      {} {} {} {place}{types}{join}{hw}{res}\n", p.symbol("+"), b.count, b.capacity)
         })
         .collect();
     let deletes: Vec<String> = pool

@@ -495,6 +495,24 @@ impl<'r> Fields<'r> {
         address_of(cx, name, kind, f.entry).map(Some)
     }
 
+    /// A reference like [`Self::try_address`], or the keyword `word` written as a string
+    /// (`"open"`), which gives `None` in place of an address.
+    pub fn try_address_or_word(
+        &mut self,
+        cx: &mut Cx<'_, '_>,
+        name: &str,
+        kind: Kind,
+        word: &str,
+    ) -> Got<Option<Address>> {
+        let Some(f) = self.take(name) else { return Ok(None) };
+        if let Entry::Raw(Expr { kind: ExprKind::String(s), span }) = f.entry
+            && s == word
+        {
+            return Ok(Some(Spanned::new(None, *span)));
+        }
+        address_of(cx, name, kind, f.entry).map(|a| Some(a.map(Some)))
+    }
+
     /// A list of references (`depends_on`, `pools`). `kind = None` accepts any kind.
     pub fn try_address_list(
         &mut self,

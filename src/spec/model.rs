@@ -259,6 +259,9 @@ pub struct GpuPool {
     /// `network {}`: a fast fabric and a cluster placement group (docs/design/big-runs.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Box<NetworkBlock>>,
+    /// `capacity {}`: reserved capacity the nodes launch into first (docs/design/big-runs.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Box<crate::spec::capacity_use::CapacityUse>>,
     #[serde(flatten)]
     pub meta: Meta,
 }

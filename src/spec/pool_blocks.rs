@@ -25,6 +25,7 @@ pub const POOL_ATTRS: &[&str] = &[
     "health",
     "disk",
     "network",
+    "capacity",
 ];
 
 /// Decode a pool. When it fails but its identity (provider, GPU, GPUs per node) decoded,
@@ -75,6 +76,8 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         let r = crate::spec::pool_hardware::network(nf, cx);
         f.check(r)
     });
+    let capacity = f.nested(cx, "capacity").map(|cf| crate::spec::pool_capacity::capacity(cf, cx));
+    let capacity = capacity.and_then(|r| f.check(r));
     if f.failed
         && let (Some(p), Some(g), Some(n)) = (&provider, &gpu, &gpus_per_node)
     {
@@ -101,6 +104,7 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
             health: None,
             disk: None,
             network: None,
+            capacity: None,
             meta: meta.clone(),
         });
     }
@@ -122,6 +126,7 @@ pub fn gpu_pool(mut f: Fields<'_>, cx: &mut Cx<'_, '_>, partial: &mut Option<Gpu
         health: health.map(Box::new),
         disk: disk.map(Box::new),
         network: network.map(Box::new),
+        capacity: capacity.map(Box::new),
         meta,
     })
 }

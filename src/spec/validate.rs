@@ -28,6 +28,7 @@ pub fn validate(spec: &Spec, partial: &Partial, diags: &mut Diagnostics) {
     }
     validate_jobs(spec, diags);
     crate::spec::reservation::validate(spec, cat, diags);
+    crate::spec::pool_capacity::validate_pools(spec, cat, diags);
     for (name, p) in &spec.providers {
         if let Some(c) = &p.cluster_id {
             diags.push(

@@ -178,8 +178,12 @@ fn a_pool_with_nodes_nobody_can_price_is_a_plan_error_never_free() {
 
     // Two nodes the plan keeps, of a type the catalog has no price for.
     let mut plan = clean.clone();
-    plan.changes[0].pool.as_mut().unwrap().before_types =
-        vec![TypeCount { instance_type: "p9.mystery".into(), capacity: Capacity::OnDemand, count: 2 }];
+    plan.changes[0].pool.as_mut().unwrap().before_types = vec![TypeCount {
+        instance_type: "p9.mystery".into(),
+        capacity: Capacity::OnDemand,
+        count: 2,
+        reservation: None,
+    }];
     let report = cost::cost(&plan, &spec, &prices).unwrap();
     assert_eq!(report.unpriced, vec!["gpu_pool.train".parse().unwrap()]);
     let errors = cost::errors(&plan, &report);
@@ -202,6 +206,7 @@ fn a_pool_with_nodes_nobody_can_price_is_a_plan_error_never_free() {
             reason: "replaced".into(),
             region: None,
             provider: None,
+            reservation: None,
         })
         .to_vec();
     let report = cost::cost(&plan, &spec, &prices).unwrap();
@@ -226,6 +231,7 @@ fn nodes_replacing_ones_that_were_not_live_cost_what_they_cost() {
             reason: "stopped outside gpuplan".into(),
             region: None,
             provider: None,
+            reservation: None,
         })
         .to_vec();
     let report = cost::cost(&plan, &spec, &PriceBook::new(&spec, &BTreeMap::new())).unwrap();

@@ -59,6 +59,8 @@ mod rendezvous_moto;
 mod replace_cli;
 mod reservations;
 mod reservations_moto;
+mod reserved_pools;
+mod reserved_pools_moto;
 mod schema;
 mod secrets_moto;
 mod send_once_moto;

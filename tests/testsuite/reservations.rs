@@ -228,3 +228,42 @@ fn an_on_demand_reservation_is_bought_and_cancelled_on_destroy() {
     let world = sim_world(dir);
     assert!(world.contains(&id) && world.contains("\"cancelled\""), "{id} cancelled in the sim:\n{world}");
 }
+
+#[test]
+fn a_capacity_block_past_its_window_is_read_back_as_ended_not_kept() {
+    let tmp = folder(BLOCK);
+    let dir = tmp.path();
+    let (code, _, err) = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("keep reservation.h100_block"), "scheduled, still held: {out}");
+
+    // The sim clock passes the window's end (2027-01-17): the cloud says it expired.
+    let (code, _, err) = run(dir, &["sim", "advance", "320days"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 2, "apply records what happened: {out}{err}");
+    assert!(!out.contains("keep reservation.h100_block"), "{out}");
+    assert!(out.contains("ended reservation.h100_block: capacity_block, 2 × p5.48xlarge in us-east-1a"), "{out}");
+    assert!(out.contains("expired 2027-01-17 00:00Z: holds no capacity"), "{out}");
+    assert!(out.contains("holds no capacity now, and apply buys nothing in its place"), "{out}");
+    let (code, json, err) = run(dir, &["plan", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["reservations"][0]["action"], "ended", "{json}");
+    assert_eq!(doc["reservations"][0]["state"], "expired", "{json}");
+
+    let (code, _, err) = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(state(dir)["resources"]["reservation.h100_block"]["reservation"]["state"], "expired");
+    let (code, out, err) = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0, "recorded: nothing more to do: {out}{err}");
+    assert!(out.contains("ended reservation.h100_block"), "{out}");
+
+    // Removed from the spec: forgotten, with no "stays paid" note (it has ended).
+    std::fs::write(dir.join("main.hcl"), "provider \"sim\" {}\n").unwrap();
+    let (code, out, err) = run(dir, &["plan"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("forget reservation.h100_block") && !out.contains("stays paid"), "{out}");
+}

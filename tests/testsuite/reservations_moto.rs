@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::aws::cli::run;
-use crate::aws::fake_ec2::{FakeEc2, forward, ok};
+use crate::aws::fake_ec2::{FakeEc2, error, forward, ok};
 
 fn moto() -> String {
     match std::env::var("GPUPLAN_TEST_MOTO_ENDPOINT") {
@@ -38,13 +38,44 @@ fn reservation(id: &str, kind: &str, count: u32, zone: &str, state: &str, window
     )
 }
 
+/// What the front's EC2 holds: each reservation's id → its state (`active`,
+/// `cancelled`, ...); an id left out is one EC2 does not know.
+type Held = Arc<Mutex<std::collections::BTreeMap<String, String>>>;
+
+const BLOCK_WINDOW: &str = "<startDate>2027-01-10T11:30:00.000Z</startDate><endDate>2027-01-17T11:30:00.000Z</endDate>";
+const ODCR_WINDOW: &str = "<startDate>2026-12-07T00:00:00.000Z</startDate>";
+
+/// `DescribeCapacityReservations` of the ids asked (`CapacityReservationId.N`), as the
+/// front holds them; an unknown id fails the call, as on EC2.
+fn describe_ids(req: &crate::aws::fake_ec2::Request, held: &Held) -> crate::aws::fake_ec2::Reply {
+    let held = held.lock().unwrap();
+    let mut items = String::new();
+    for id in req.params.iter().filter(|(k, _)| k.starts_with("CapacityReservationId.")).map(|(_, v)| v) {
+        let Some(state) = held.get(id) else {
+            return error(
+                400,
+                "InvalidCapacityReservationId.NotFound",
+                &format!("The reservation '{id}' does not exist"),
+            );
+        };
+        let one = match id.as_str() {
+            "cr-0block" => reservation(id, "capacity-block", 2, "us-east-1a", state, BLOCK_WINDOW),
+            _ => reservation(id, "default", 1, "us-east-1b", state, ODCR_WINDOW),
+        };
+        items += &format!("<item>{one}</item>");
+    }
+    ok(&req.action, &format!("<capacityReservationSet>{items}</capacityReservationSet>"))
+}
+
 /// The front: the reservation calls answered here (and counted in `cancelled`), the rest
 /// by moto.
-fn front(cancelled: Arc<Mutex<Vec<String>>>) -> FakeEc2 {
+fn front(cancelled: Arc<Mutex<Vec<String>>>, held: Held) -> FakeEc2 {
     let host = moto().trim_start_matches("http://").trim_end_matches('/').to_string();
-    let block_window = "<startDate>2027-01-10T11:30:00.000Z</startDate><endDate>2027-01-17T11:30:00.000Z</endDate>";
     FakeEc2::start(move |req, seen| match req.action.as_str() {
         "DescribeCapacityBlockOfferings" => ok(&req.action, OFFERINGS),
+        "DescribeCapacityReservations" if req.params.keys().any(|k| k.starts_with("CapacityReservationId.")) => {
+            describe_ids(req, &held)
+        }
         "DescribeCapacityReservations" => {
             // Asked under the purchase's token before buying: bought already only when a
             // purchase went through before.
@@ -52,36 +83,37 @@ fn front(cancelled: Arc<Mutex<Vec<String>>>) -> FakeEc2 {
             let inner = if bought {
                 format!(
                     "<item>{}</item>",
-                    reservation("cr-0block", "capacity-block", 2, "us-east-1a", "scheduled", block_window)
+                    reservation("cr-0block", "capacity-block", 2, "us-east-1a", "scheduled", BLOCK_WINDOW)
                 )
             } else {
                 String::new()
             };
             ok(&req.action, &format!("<capacityReservationSet>{inner}</capacityReservationSet>"))
         }
-        "PurchaseCapacityBlock" => ok(
-            &req.action,
-            &format!(
-                "<capacityReservation>{}</capacityReservation>",
-                reservation("cr-0block", "capacity-block", 2, "us-east-1a", "payment-pending", block_window)
-            ),
-        ),
-        "CreateCapacityReservation" => ok(
-            &req.action,
-            &format!(
-                "<capacityReservation>{}</capacityReservation>",
-                reservation(
-                    "cr-0odcr",
-                    "default",
-                    1,
-                    "us-east-1b",
-                    "active",
-                    "<startDate>2026-12-07T00:00:00.000Z</startDate>"
-                )
-            ),
-        ),
+        "PurchaseCapacityBlock" => {
+            held.lock().unwrap().insert("cr-0block".into(), "scheduled".into());
+            ok(
+                &req.action,
+                &format!(
+                    "<capacityReservation>{}</capacityReservation>",
+                    reservation("cr-0block", "capacity-block", 2, "us-east-1a", "payment-pending", BLOCK_WINDOW)
+                ),
+            )
+        }
+        "CreateCapacityReservation" => {
+            held.lock().unwrap().insert("cr-0odcr".into(), "active".into());
+            ok(
+                &req.action,
+                &format!(
+                    "<capacityReservation>{}</capacityReservation>",
+                    reservation("cr-0odcr", "default", 1, "us-east-1b", "active", ODCR_WINDOW)
+                ),
+            )
+        }
         "CancelCapacityReservation" => {
-            cancelled.lock().unwrap().push(req.params.get("CapacityReservationId").cloned().unwrap_or_default());
+            let id = req.params.get("CapacityReservationId").cloned().unwrap_or_default();
+            held.lock().unwrap().insert(id.clone(), "cancelled".into());
+            cancelled.lock().unwrap().push(id);
             ok(&req.action, "<return>true</return>")
         }
         _ => forward(&host, req),
@@ -121,7 +153,7 @@ reservation "odcr" {{
 #[test]
 fn capacity_blocks_and_odcrs_are_bought_through_ec2_and_only_the_odcr_is_cancelled() {
     let cancelled = Arc::new(Mutex::new(Vec::new()));
-    let front = front(cancelled.clone());
+    let front = front(cancelled.clone(), Held::default());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("main.hcl"), spec(&front.url)).unwrap();
@@ -164,4 +196,48 @@ fn capacity_blocks_and_odcrs_are_bought_through_ec2_and_only_the_odcr_is_cancell
     assert_eq!(*cancelled.lock().unwrap(), vec!["cr-0odcr".to_string()], "the Capacity Block is never cancelled");
     let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
     assert!(state["resources"].as_object().is_none_or(|m| m.is_empty()), "{state}");
+}
+
+#[test]
+fn refresh_reads_reservations_back_and_one_cancelled_or_gone_is_no_longer_kept() {
+    let cancelled = Arc::new(Mutex::new(Vec::new()));
+    let held = Held::default();
+    let front = front(cancelled.clone(), held.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("main.hcl"), spec(&front.url)).unwrap();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("keep reservation.odcr") && r.stdout.contains("keep reservation.h100_block"));
+    let asked = front.actions("DescribeCapacityReservations");
+    let p = &asked.last().expect("read back").params;
+    assert_eq!(p.get("CapacityReservationId.1").map(String::as_str), Some("cr-0block"), "{p:?}");
+    assert_eq!(p.get("CapacityReservationId.2").map(String::as_str), Some("cr-0odcr"), "{p:?}");
+
+    // Cancelled in the console; the block gone from EC2 (an id it no longer knows).
+    held.lock().unwrap().insert("cr-0odcr".into(), "cancelled".into());
+    held.lock().unwrap().remove("cr-0block");
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stdout.contains("keep reservation"), "{}", r.stdout);
+    assert!(r.stdout.contains("ended reservation.odcr"), "{}", r.stdout);
+    assert!(r.stdout.contains("cancelled outside gpuplan: holds no capacity"), "{}", r.stdout);
+    assert!(r.stdout.contains("ended reservation.h100_block"), "{}", r.stdout);
+    assert!(r.stdout.contains("no longer known to the cloud: holds no capacity"), "{}", r.stdout);
+
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("state/default.json")).unwrap()).unwrap();
+    assert_eq!(state["resources"]["reservation.odcr"]["reservation"]["state"], "cancelled");
+    assert_eq!(state["resources"]["reservation.h100_block"]["reservation"]["state"], "gone");
+    assert_eq!(state["resources"]["reservation.h100_block"]["reservation"]["upfront_usd"], 28450.0, "what was paid");
+    assert!(front.actions("PurchaseCapacityBlock").len() == 1, "nothing bought in their place");
+
+    // Destroyed: nothing left to cancel.
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(cancelled.lock().unwrap().is_empty(), "an ended reservation is not cancelled again");
 }

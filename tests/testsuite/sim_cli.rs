@@ -49,6 +49,7 @@ fn create(pool: &str, capacity: Capacity, count: u32, token: &str) -> CreateNode
         user_data: None,
         join: None,
         hardware: None,
+        reservation: None,
     }
 }
 

@@ -17,6 +17,7 @@ fn sim(zones: &[&str]) -> PoolShape {
         max_spot_price: None,
         hardware: None,
         cluster_placement: false,
+        reserved: None,
     }
 }
 

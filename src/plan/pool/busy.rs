@@ -69,12 +69,17 @@ impl JobNodes {
 }
 
 /// Split `deletes` into the ones apply performs and the ones deferred because their node
-/// runs a job that is not preemptible.
-pub(crate) fn defer(deletes: Vec<NodeDelete>, jobs: &JobNodes) -> (Vec<NodeDelete>, Vec<DeferredDelete>) {
+/// runs a job that is not preemptible. A node in `must_go` (its reservation's window
+/// closes: the cloud takes it back whatever runs there) is never deferred.
+pub(crate) fn defer(
+    deletes: Vec<NodeDelete>,
+    jobs: &JobNodes,
+    must_go: &std::collections::BTreeSet<&str>,
+) -> (Vec<NodeDelete>, Vec<DeferredDelete>) {
     let mut now = Vec::with_capacity(deletes.len());
     let mut deferred = Vec::new();
     for d in deletes {
-        match jobs.by_node.get(&d.id).filter(|j| !j.preemptible) {
+        match jobs.by_node.get(&d.id).filter(|j| !j.preemptible && !must_go.contains(d.id.as_str())) {
             Some(j) => deferred.push(DeferredDelete {
                 id: d.id,
                 zone: d.zone,

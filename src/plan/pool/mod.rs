@@ -16,6 +16,7 @@ mod busy;
 mod health;
 mod nodes;
 mod removed;
+mod reserved;
 
 #[cfg(test)]
 mod keep_tests;
@@ -86,7 +87,7 @@ impl ConfigTexts {
 }
 
 pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
-    let shape = cx.pool.and_then(|p| shape::shape(cx.input.spec, p, cat));
+    let shape = cx.pool.and_then(|p| reserved::shape(cx, p, cat, &mut plan.notes));
     if cx.pool.is_some() && shape.is_none() {
         plan.errors.push(unplaceable(cx.addr));
         return None;
@@ -106,7 +107,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     let (replaced, stale, fresh, kept, verdicts) = split_stale(cx, pool, &shape, home);
     let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, kept);
     let NodeOps { creates, deletes, held, retry } = node_ops(cx, &shape, pool, n, &fresh, &stale, cfg.scale);
-    let (mut deletes, deferred) = busy::defer(deletes, cx.jobs);
+    let (mut deletes, deferred) = busy::defer(deletes, cx.jobs, &reserved::must_go(cx, &shape));
     // A stopped node serves no job: it goes whatever the jobs say.
     deletes.extend(sorted(&cx.stopped).into_iter().map(|node| delete(node, STOPPED)));
     let after = after_counts(n, pool, &shape, &held, &deferred);
@@ -202,7 +203,10 @@ fn unplaceable(addr: &Address) -> PlanError {
 /// The pool's nodes after the plan: `n` split by its mix, with the on-demand nodes held
 /// in place of spot ones and the nodes whose removal is deferred.
 fn after_counts(n: u32, pool: &GpuPool, shape: &PoolShape, held: &[Held], deferred: &[DeferredDelete]) -> NodeCounts {
-    let (od, spot) = shape::split(n, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
+    // Nodes in the pool's reservation first (on-demand), the rest per `mix`.
+    let reserved = shape::reserved_count(shape, n);
+    let (od, spot) = shape::split(n - reserved, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
+    let od = od + reserved;
     // On-demand nodes standing in for spot ones stay on-demand (and cost as such).
     let swapped = held.iter().filter(|h| h.capacity != h.preferred_capacity).count() as u32;
     // Nodes whose removal is deferred stay after this plan (and cost until they go).
@@ -727,11 +731,19 @@ pub(crate) fn prevent_destroy_error(
 // ---- helpers -------------------------------------------------------------------------------
 
 fn type_counts(nodes: &[&Node]) -> Vec<TypeCount> {
-    let mut m: BTreeMap<(String, crate::providers::Capacity), u32> = BTreeMap::new();
+    let mut m: BTreeMap<(String, crate::providers::Capacity, Option<String>), u32> = BTreeMap::new();
     for n in nodes {
-        *m.entry((n.instance_type.clone(), n.capacity)).or_default() += 1;
+        let reservation = n.tags.get(crate::providers::TAG_RESERVATION).map(str::to_string);
+        *m.entry((n.instance_type.clone(), n.capacity, reservation)).or_default() += 1;
     }
-    m.into_iter().map(|((instance_type, capacity), count)| TypeCount { instance_type, capacity, count }).collect()
+    m.into_iter()
+        .map(|((instance_type, capacity, reservation), count)| TypeCount {
+            instance_type,
+            capacity,
+            count,
+            reservation,
+        })
+        .collect()
 }
 
 fn count(nodes: &[&Node], gpus_per_node: u32) -> NodeCounts {
@@ -754,5 +766,6 @@ fn delete(n: &Node, reason: &str) -> NodeDelete {
         reason: reason.to_string(),
         region: None,
         provider: None,
+        reservation: n.tags.get(crate::providers::TAG_RESERVATION).map(str::to_string),
     }
 }

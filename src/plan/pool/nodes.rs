@@ -47,8 +47,15 @@ pub(crate) fn stale_reason(shape: &PoolShape, n: &Node, home: Option<&str>) -> O
     {
         Some(format!("image {have} → {want}"))
     } else {
-        None
+        reservation_ends(shape, n)
     }
+}
+
+/// Why `n` goes with the reservation it runs in (ended, or a window about to close).
+fn reservation_ends(shape: &PoolShape, n: &Node) -> Option<String> {
+    let id = n.tags.get(crate::providers::TAG_RESERVATION)?;
+    let r = shape.reserved.as_deref()?;
+    r.ending.iter().find(|(e, _)| e == id).map(|(_, why)| why.clone())
 }
 
 /// Turn the `fresh` nodes into a layout of `n` nodes and replace the `stale` ones.
@@ -66,6 +73,9 @@ pub(crate) fn node_ops(
     let phase = fallback_phase(cx, shape, pool);
     let layout = target_layout(cx, shape, pool, n, phase, &buckets, scale);
     let Filled { mut creates, excess, held, retry } = fill_layout(cx, shape, pool, &layout, buckets, phase);
+    super::reserved::split_creates(cx, shape, &mut creates, |zone, k| {
+        create_batch(cx, shape, pool, zone, Capacity::OnDemand, k)
+    });
     // A first push reserves room for four; most pools create one batch, and the plan
     // keeps them until apply ends.
     creates.shrink_to_fit();
@@ -339,6 +349,7 @@ pub(crate) fn create_batch(
         user_data: None,
         join: join(pool, &cx.addr.name, cap, shape.provider_kind),
         hardware,
+        reservation: None,
     }
 }
 

@@ -36,7 +36,7 @@ pub(crate) fn removed(
         prior.and_then(|p| p.region.clone()).or_else(|| cx.live.first().map(|n| n.region.clone())).unwrap_or_default();
     let home = provider.as_deref().unwrap_or_default();
     let live: Vec<NodeDelete> = sorted(&cx.live).into_iter().map(|n| delete_where(n, why, home, &region)).collect();
-    let (mut deletes, deferred) = busy::defer(live, cx.jobs);
+    let (mut deletes, deferred) = busy::defer(live, cx.jobs, &Default::default());
     // A stopped node serves no job: it goes whatever the jobs say.
     deletes.extend(sorted(&cx.stopped).into_iter().map(|n| delete_where(n, super::STOPPED, home, &region)));
     let mut before = before_counts;

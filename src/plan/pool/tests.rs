@@ -595,6 +595,7 @@ fn prevent_destroy_refuses_replacing_nodes_only_when_set() {
         reason: "replaced: image img-1 → img-2".into(),
         region: None,
         provider: None,
+        reservation: None,
     }];
     let surplus = [NodeDelete { reason: "surplus".into(), ..replaced[0].clone() }];
     let pool = &guarded.gpu_pools[&addr];

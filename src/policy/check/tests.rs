@@ -54,7 +54,7 @@ reservation "odcr" {
         stop_busy: false,
     };
     let mut plan = diff::plan(&input).expect("the state is empty");
-    plan.reservations = crate::plan::reservations::plan(spec, &state, None, false, &|_| 0).lines;
+    plan.reservations = crate::plan::reservations::plan(spec, &state, Default::default(), false, &|_| 0).lines;
     let prices = crate::cost::PriceBook::new(spec, &Default::default());
     let report = crate::cost::cost(&plan, spec, &prices).expect("every pool has a known provider");
     crate::policy::facts::plan_value(&plan, &report, spec, &Default::default())

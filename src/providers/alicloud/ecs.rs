@@ -96,6 +96,11 @@ impl AlibabaProvider {
                 None => ps.push(p("SpotStrategy", "SpotAsPriceGo")),
             }
         }
+        // Into a capacity reservation (`capacity {}`): its private pool, by id.
+        if let Some(r) = &req.reservation {
+            ps.push(p("PrivatePoolOptions.MatchCriteria", "Target"));
+            ps.push(p("PrivatePoolOptions.Id", &r.id));
+        }
         for (i, (k, v)) in req.tags.iter().enumerate() {
             ps.push(p(format!("Tag.{}.Key", i + 1), k));
             ps.push(p(format!("Tag.{}.Value", i + 1), v));

@@ -40,7 +40,17 @@ fn reserved(item: &Value) -> Reserved {
         end_ms: item["EndTime"].as_str().and_then(ms),
         upfront_usd: 0.0,
         usd_per_hour: 0.0,
-        state: item["Status"].as_str().unwrap_or_default().to_lowercase(),
+        state: state(item["Status"].as_str().unwrap_or_default()),
+    }
+}
+
+/// ECS's status in gpuplan's words: a released reservation is `cancelled`, one being
+/// prepared `pending`.
+fn state(status: &str) -> String {
+    match status.to_lowercase().as_str() {
+        "released" => "cancelled".to_string(),
+        "preparing" => "pending".to_string(),
+        other => other.to_string(),
     }
 }
 

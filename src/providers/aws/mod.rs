@@ -35,6 +35,7 @@ mod nodes;
 mod prices;
 mod provider;
 mod reservations;
+mod reserved_launch;
 mod roots;
 mod ssm;
 mod template;

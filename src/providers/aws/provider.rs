@@ -73,7 +73,10 @@ impl NodePort for AwsProvider {
     }
 
     async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
-        self.create(req).await
+        match &req.reservation {
+            Some(target) => self.create_reserved(req, target).await,
+            None => self.create(req).await,
+        }
     }
 
     async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {

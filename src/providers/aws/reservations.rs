@@ -24,6 +24,8 @@ use crate::providers::{ErrorClass, ProviderError, TAG_ADDRESS, TAG_MANAGED};
 /// The tag a purchase carries its idempotency token in.
 pub const TAG_TOKEN: &str = "gpuplan:token";
 const HOUR_MS: u64 = 3_600_000;
+/// EC2's answer for a reservation id it does not know (any more).
+const NOT_FOUND: &str = "InvalidCapacityReservationId.NotFound";
 
 fn ms(t: Option<&DateTime>) -> Option<u64> {
     t.and_then(|t| t.to_millis().ok()).and_then(|m| u64::try_from(m).ok())
@@ -187,7 +189,25 @@ impl ReservationPort for AwsProvider {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(self.describe_where(region, ids, Vec::new()).await?.iter().map(|r| reserved(r, 0.0)).collect())
+        let found = match self.describe_where(region, ids, Vec::new()).await {
+            Ok(found) => found,
+            // One id EC2 no longer knows fails the whole call: asked one by one, the ones
+            // it knows answer and the others are left out.
+            Err(e) if e.code == NOT_FOUND && ids.len() > 1 => {
+                let mut found = Vec::new();
+                for id in ids {
+                    match self.describe_where(region, std::slice::from_ref(id), Vec::new()).await {
+                        Ok(one) => found.extend(one),
+                        Err(e) if e.code == NOT_FOUND => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                found
+            }
+            Err(e) if e.code == NOT_FOUND => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        Ok(found.iter().map(|r| reserved(r, 0.0)).collect())
     }
 
     async fn cancel_reservation(&self, region: &str, id: &str) -> Result<(), ProviderError> {

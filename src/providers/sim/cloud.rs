@@ -203,6 +203,13 @@ impl SimCloud {
         }
         inner.commit(vec![Change::Clock { offset_ms }])?;
         inner.trace_reclaims()?;
+        // EC2 takes a Capacity Block's instances back when its window closes.
+        let closed = super::reserved_room::window_closed(&inner.world);
+        if !closed.is_empty() {
+            let why = "node reclaimed: its Capacity Block's window closed";
+            let changes = end_nodes(&inner.world, &closed, NodeState::Reclaimed, JobState::Preempted, why);
+            inner.commit(changes)?;
+        }
         Ok(inner.world.now_ms())
     }
 

@@ -27,6 +27,7 @@ mod nodes;
 mod offers;
 mod provider;
 pub mod reservations;
+mod reserved_room;
 mod rng;
 mod store;
 pub mod trace;

@@ -51,6 +51,7 @@ impl SimCloud {
         }
         let mut types = placeable(&req.region, &req.zone, &req.instance_types)?;
         check_hardware(req, &mut types)?;
+        let reserved = super::reserved_room::narrow(&inner.world, req, &mut types)?;
         if let (Capacity::Spot, Some(max)) = (req.capacity, req.max_spot_price) {
             let cheapest =
                 types.iter().map(|t| t.spot_price_usd(crate::catalog::DEFAULT_CNY_PER_USD)).fold(f64::MAX, f64::min);
@@ -71,7 +72,8 @@ impl SimCloud {
         // What a price and capacity trace still lets the region launch, per GPU model.
         let mut room: Vec<(String, u32, u64)> = Vec::new();
         for t in &types {
-            if !room.iter().any(|(g, ..)| *g == t.gpu)
+            if reserved.is_none()
+                && !room.iter().any(|(g, ..)| *g == t.gpu)
                 && let Some((n, since)) = super::trace::trace_room(&inner.world, &req.region, &t.gpu, req.capacity)
             {
                 room.push((t.gpu.clone(), n, since));
@@ -79,7 +81,8 @@ impl SimCloud {
         }
         let mut traced: Option<(u32, u64)> = None;
         for t in &types {
-            let mut free = limit.saturating_sub(inner.world.live_count(&req.zone, req.capacity, &t.name));
+            let mut free = reserved
+                .unwrap_or_else(|| limit.saturating_sub(inner.world.live_count(&req.zone, req.capacity, &t.name)));
             if let Some(r) = room.iter_mut().find(|(g, ..)| *g == t.gpu) {
                 free = free.min(r.1);
                 r.1 -= free.min(remaining);
@@ -109,11 +112,7 @@ impl SimCloud {
         }
         let mut errors = Vec::new();
         if remaining > 0 {
-            let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
-            errors.push(match traced {
-                Some((0, since)) => trace_out_of_capacity(req, nodes.len(), since),
-                _ => out_of_capacity(req, &names.join(", "), nodes.len(), limit),
-            });
+            errors.push(shortfall(req, &types, traced, nodes.len(), limit));
         }
         // A call that placed nothing leaves no token behind, so a retry after capacity frees
         // up can still succeed (as EC2 does for failed requests).
@@ -216,6 +215,23 @@ fn repeat(inner: &Inner, token: &str, done: &TokenRecord) -> CreateResult {
         ));
     }
     CreateResult { nodes, errors }
+}
+
+/// Why a create placed fewer nodes than it asked: the reservation is full, the trace
+/// has no room, or the zone's limit.
+fn shortfall(
+    req: &CreateNodes,
+    types: &[&crate::catalog::InstanceType],
+    traced: Option<(u32, u64)>,
+    placed: usize,
+    limit: u32,
+) -> ProviderError {
+    let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
+    match (traced, &req.reservation) {
+        (_, Some(t)) => super::reserved_room::reservation_full(req, &t.id, placed),
+        (Some((0, since)), None) => trace_out_of_capacity(req, placed, since),
+        _ => out_of_capacity(req, &names.join(", "), placed, limit),
+    }
 }
 
 fn out_of_capacity(req: &CreateNodes, types: &str, placed: usize, limit: u32) -> ProviderError {

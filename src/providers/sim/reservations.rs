@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use super::catalog_check::{invalid, placeable};
 use super::cloud::SimCloud;
 use super::provider::SimProvider;
+use super::reserved_room::with_clock;
 use super::world::{Change, SimReservation};
 use crate::catalog::{DEFAULT_CNY_PER_USD, catalog};
 use crate::model::ProviderError;
@@ -184,21 +185,6 @@ impl SimCloud {
         inner.commit(vec![Change::Reservation { reservation: r }])?;
         Ok(())
     }
-}
-
-/// A reservation's state as the sim clock has moved it: a block is `scheduled` until its
-/// window opens, `active` in it, `expired` after.
-fn with_clock(r: &Reserved, now: u64) -> Reserved {
-    let mut r = r.clone();
-    if r.state != "cancelled" {
-        r.state = match r.end_ms {
-            Some(end) if now >= end => "expired",
-            _ if now < r.start_ms => "scheduled",
-            _ => "active",
-        }
-        .into();
-    }
-    r
 }
 
 #[async_trait]

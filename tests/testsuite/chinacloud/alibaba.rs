@@ -146,6 +146,7 @@ fn create(count: u32, capacity: Capacity, max_spot_price: Option<f64>) -> Create
         user_data: None,
         join: None,
         hardware: None,
+        reservation: None,
     }
 }
 

@@ -547,6 +547,9 @@ fn run(s: &mut State, region: &str, params: &BTreeMap<String, String>) -> Respon
         );
     }
     let spot = strategy != "NoSpot";
+    if let Some(refused) = private_pool(s, params, zone, itype, amount) {
+        return refused;
+    }
     let key = (zone.clone(), spot);
     let available = s.stock.get(&key).copied().unwrap_or(u64::MAX);
     if available < min {
@@ -818,6 +821,31 @@ fn cloud_assistant(s: &mut State, action: &str, params: &BTreeMap<String, String
             }
         }
     }
+}
+
+/// A launch into a private pool (`PrivatePoolOptions.MatchCriteria=Target`): the capacity
+/// reservation must be active, of this zone and type, with room; its `UsedAmount` grows.
+fn private_pool(
+    s: &mut State,
+    params: &BTreeMap<String, String>,
+    zone: &str,
+    itype: &str,
+    amount: u64,
+) -> Option<Response> {
+    if params.get("PrivatePoolOptions.MatchCriteria").map(String::as_str) != Some("Target") {
+        return None;
+    }
+    let id = params.get("PrivatePoolOptions.Id").cloned().unwrap_or_default();
+    let Some((_, item)) = s.reservations.get_mut(&id) else {
+        return Some(err(404, "InvalidPrivatePoolOptionsId.NotFound", "The specified private pool does not exist."));
+    };
+    let res = &mut item["AllocatedResources"]["AllocatedResource"][0];
+    let room = res["TotalAmount"].as_u64().unwrap_or(0).saturating_sub(res["UsedAmount"].as_u64().unwrap_or(0));
+    if res["zoneId"] != zone || res["InstanceType"] != itype || room < amount {
+        return Some(err(403, "InvalidParameter.PrivatePoolOptions", "The private pool cannot hold these instances."));
+    }
+    res["UsedAmount"] = json!(res["UsedAmount"].as_u64().unwrap_or(0) + amount);
+    None
 }
 
 /// ECS capacity reservations: create (idempotent by ClientToken), describe by

@@ -168,6 +168,7 @@ fn create(count: u32, capacity: Capacity) -> CreateNodes {
         user_data: None,
         join: None,
         hardware: None,
+        reservation: None,
     }
 }
 

@@ -57,5 +57,6 @@ pub fn req(name: &str, capacity: Capacity, count: u32, token: &str) -> CreateNod
         user_data: None,
         join: None,
         hardware: None,
+        reservation: None,
     }
 }

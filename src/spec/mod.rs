@@ -26,8 +26,8 @@ mod order;
 pub mod pool_blocks;
 pub mod pool_hardware;
 pub mod raw;
-pub mod secrets;
 pub mod reservation;
+pub mod secrets;
 pub mod spanned;
 mod taint;
 #[cfg(test)]

@@ -51,6 +51,8 @@ pub struct Observation {
     /// The Capacity Block offerings of the spec's new reservations
     /// ([`super::reserved::offers`]); `None` unless refreshed.
     pub reservation_offers: Option<crate::plan::reservations::Offers>,
+    /// The job secrets their clouds say do not exist ([`super::secrets::missing`]).
+    pub missing_secrets: Vec<super::secrets::MissingSecret>,
 }
 
 /// Read what `req` needs from the clouds, with `state` as recorded. A destroy reads the
@@ -101,6 +103,7 @@ pub async fn gather(
     obs.month_to_date = spent.by_quota.clone();
     obs.spend = Some(spent);
     obs.agents = agents(spec, planned, providers).await;
+    obs.missing_secrets = super::secrets::missing(spec, providers).await;
     obs.job_nodes = Some(job_nodes);
     Ok(obs)
 }

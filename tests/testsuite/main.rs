@@ -58,6 +58,7 @@ mod replace_cli;
 mod reservations;
 mod reservations_moto;
 mod schema;
+mod secrets_check_moto;
 mod secrets_moto;
 mod send_once_moto;
 mod sigterm_moto;

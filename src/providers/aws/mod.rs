@@ -36,6 +36,7 @@ mod prices;
 mod provider;
 mod reservations;
 mod roots;
+mod secrets;
 mod ssm;
 mod template;
 mod throttle;

@@ -17,6 +17,7 @@ mod server;
 mod stopped_nodes;
 mod tencent;
 mod tencent_fake;
+mod tencent_secrets;
 mod validate;
 
 use std::path::Path;

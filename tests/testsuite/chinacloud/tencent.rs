@@ -130,7 +130,7 @@ fn missing_credentials_fail_with_a_hint() {
     assert!(r.stderr.contains("TENCENTCLOUD_SECRET_ID"), "{}", r.stderr);
 }
 
-fn provider(fake: &Fake, key: &str) -> TencentProvider {
+pub(crate) fn provider(fake: &Fake, key: &str) -> TencentProvider {
     TencentProvider::new(CloudConfig {
         name: "tencentcloud".into(),
         endpoint: Some(Endpoint::parse(&fake.url).expect("endpoint")),

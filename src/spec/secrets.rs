@@ -7,7 +7,7 @@
 //!   `env:` (gpuplan reads it at send time; only a warm node's run-command takes it);
 //! - a Tencent Cloud VM pool: `env:`, and `tencent-ssm:` (gpuplan reads it from Secrets
 //!   Manager at send time; only a warm node's run-command takes it);
-//! - an Alibaba Cloud VM pool: `env:`, as above;
+//! - an Alibaba Cloud VM pool: `env:`, and `alicloud-kms:` (likewise, from KMS);
 //! - the sim cloud: every source (it keeps references and never reads a value).
 
 use crate::addr::Address;
@@ -32,7 +32,7 @@ fn delivers(b: Backend, s: SecretSource) -> bool {
         Backend::Vm(ProviderKind::Sim) => true,
         Backend::Vm(ProviderKind::Aws) => matches!(s, AwsSm | Ssm | Env),
         Backend::Vm(ProviderKind::Tencentcloud) => matches!(s, TencentSsm | Env),
-        Backend::Vm(_) => s == Env,
+        Backend::Vm(ProviderKind::Alicloud) => matches!(s, AlicloudKms | Env),
     }
 }
 
@@ -45,12 +45,9 @@ fn hint(b: Backend, s: SecretSource) -> String {
             "on AWS VM pools use `aws-sm:NAME[#KEY]` or `ssm:/PATH` (read by the node's instance role) or `env:NAME`{}",
             if s == SecretSource::K8s { "; `k8s:` is for pools with a `kubernetes {}` block" } else { "" }
         ),
-        Backend::Vm(ProviderKind::Tencentcloud) => format!(
-            "on tencentcloud VM pools use `tencent-ssm:NAME` or `env:NAME` (gpuplan reads the value at send time into a warm node's run-command agent){}",
-            if s == SecretSource::K8s { "; `k8s:` is for pools with a `kubernetes {}` block" } else { "" }
-        ),
         Backend::Vm(kind) => format!(
-            "on {kind} VM pools only `env:NAME` reaches a job yet (gpuplan sends it through a warm node's run-command agent); `alicloud-kms:` delivery is not built yet{}",
+            "on {kind} VM pools use `{}` or `env:NAME` (gpuplan reads the value at send time into a warm node's run-command agent){}",
+            if kind == ProviderKind::Alicloud { "alicloud-kms:NAME" } else { "tencent-ssm:NAME" },
             if s == SecretSource::K8s { "; `k8s:` is for pools with a `kubernetes {}` block" } else { "" }
         ),
     }

@@ -108,7 +108,7 @@ fn throttling_backs_off_and_retries_with_the_same_client_token() {
     assert!(tokens.iter().all(|t| t == &tokens[0] && !t.is_empty()), "{tokens:?}");
 }
 
-fn provider(fake: &Fake, secret: &str) -> AlibabaProvider {
+pub(crate) fn provider(fake: &Fake, secret: &str) -> AlibabaProvider {
     AlibabaProvider::new(CloudConfig {
         name: "alicloud".into(),
         endpoint: Some(Endpoint::parse(&fake.url).expect("endpoint")),

@@ -6,6 +6,7 @@
 mod adopt;
 mod alibaba;
 mod alibaba_fake;
+mod alibaba_secrets;
 mod credentials;
 mod identity;
 mod job_nodes;

@@ -204,7 +204,9 @@ fn alicloud() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for file in rust_files(&root().join("src/providers/alicloud")) {
         let text = code(&file);
-        for (needle, index, service) in [(".ecs(", 0, "ecs"), (".cs(", 2, "cs"), (".cs_json(", 1, "cs")] {
+        for (needle, index, service) in
+            [(".ecs(", 0, "ecs"), (".cs(", 2, "cs"), (".cs_json(", 1, "cs"), (".kms(", 0, "kms")]
+        {
             for (line, args) in calls(&text, needle) {
                 if let Some(a) = literal(&file, line, &args[index]) {
                     out.insert(format!("{service}:{a}"));

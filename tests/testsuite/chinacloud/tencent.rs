@@ -19,7 +19,7 @@ const REGION: &str = "ap-guangzhou";
 const Z3: &str = "ap-guangzhou-3";
 const Z4: &str = "ap-guangzhou-4";
 
-fn fleet(fake: &Fake, zones: &[&str], desired: u32, mix: &str) -> Fleet {
+pub(crate) fn fleet(fake: &Fake, zones: &[&str], desired: u32, mix: &str) -> Fleet {
     let spec = format!(
         "provider \"tencentcloud\" {{\n  region   = \"{REGION}\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}",
         fake.url,

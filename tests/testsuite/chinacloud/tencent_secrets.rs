@@ -88,3 +88,42 @@ async fn a_warm_node_gets_a_tencent_ssm_secret_through_tat_and_a_job_node_is_ref
         assert!(!i.user_data.unwrap_or_default().contains(NEW), "a value in user data");
     }
 }
+
+/// The look-everywhere test on Tencent Cloud, through the CLI: a job reading a
+/// `tencent-ssm:` secret runs on a warm node of an applied pool; the value is in the TAT
+/// `RunCommand` that carried it and in no file gpuplan wrote (state, journal, backups,
+/// saved plan), no output of plan, show, apply or jobs, and no instance's user data; the
+/// reference is where a reader looks.
+#[test]
+fn a_tencent_ssm_value_appears_only_in_the_run_command_that_carried_it() {
+    let fake = Fake::start();
+    fake.lock().secrets.insert("hf-token".into(), vec![("v1".into(), 1_700_000_000, NEW.into())]);
+    let f = crate::chinacloud::tencent::fleet(&fake, &["ap-guangzhou-3"], 2, "");
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let spec = std::fs::read_to_string(f.path().join("main.hcl")).unwrap()
+        + "job_template \"t\" {\n  image = \"nginx\"\n  gpus  = 1\n  env = {\n    HF_TOKEN = secret(\"tencent-ssm:hf-token\")\n  }\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    std::fs::write(f.path().join("main.hcl"), spec).unwrap();
+    let mut seen = Vec::new();
+    let plan = f.run(&["plan", "-out", "saved.plan"]).expect(0);
+    assert!(plan.stdout.contains("(secret: tencent-ssm:hf-token)"), "{}", plan.stdout);
+    seen.push(plan.stdout + &plan.stderr);
+    for args in [&["show", "saved.plan", "--json"][..], &["plan", "--format", "markdown"]] {
+        let r = f.run(args).expect(0);
+        seen.push(r.stdout + &r.stderr);
+    }
+    let applied = f.run(&["apply", "--auto-approve"]).expect(0);
+    seen.push(applied.stdout + &applied.stderr);
+    let status = f.run(&["jobs", "status", "once", "--json"]).expect(0);
+    seen.push(status.stdout + &status.stderr);
+
+    let scripts: Vec<String> = fake.lock().invocations.values().map(|(_, s)| s.clone()).collect();
+    assert!(scripts.iter().any(|s| s.contains(NEW)), "the value reached the node through TAT: {scripts:?}");
+    seen.push(f.all_files_text());
+    for i in fake.instances() {
+        seen.push(i.user_data.unwrap_or_default());
+    }
+    for text in &seen {
+        assert!(!text.contains(NEW), "the value outside the send:\n{text}");
+    }
+    assert!(f.all_files_text().contains("tencent-ssm:hf-token"), "the state and saved plan keep the reference");
+}

@@ -21,7 +21,7 @@ const REGION: &str = "cn-hangzhou";
 const ZH: &str = "cn-hangzhou-h";
 const ZI: &str = "cn-hangzhou-i";
 
-fn fleet(fake: &Fake, zones: &[&str], desired: u32, mix: &str) -> Fleet {
+pub(crate) fn fleet(fake: &Fake, zones: &[&str], desired: u32, mix: &str) -> Fleet {
     // The endpoint comes from the environment here (the spec's `endpoint` is the other way).
     let spec = format!(
         "provider \"alicloud\" {{\n  region = \"{REGION}\"\n  image  = \"m-gpuplan\"\n}}\n{}",

@@ -83,3 +83,41 @@ async fn a_warm_node_gets_an_alicloud_kms_secret_through_cloud_assistant_and_a_j
         assert!(!i.user_data.unwrap_or_default().contains(VALUE), "a value in user data");
     }
 }
+
+/// The look-everywhere test on Alibaba Cloud, through the CLI: a job reading an
+/// `alicloud-kms:` secret runs on a warm node of an applied pool; the value is in the
+/// Cloud Assistant `RunCommand` that carried it and in no file gpuplan wrote, no output of
+/// plan, show, apply or jobs, and no instance's user data.
+#[test]
+fn an_alicloud_kms_value_appears_only_in_the_run_command_that_carried_it() {
+    let fake = Fake::start();
+    fake.lock().secrets.insert("ml/wandb".into(), VALUE.into());
+    let f = crate::chinacloud::alibaba::fleet(&fake, &[ZONE], 2, "    spot_percent = 0");
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let spec = std::fs::read_to_string(f.path().join("main.hcl")).unwrap()
+        + "job_template \"t\" {\n  image = \"nginx\"\n  gpus  = 1\n  env = {\n    WANDB = secret(\"alicloud-kms:ml/wandb\")\n  }\n}\n\njob \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    std::fs::write(f.path().join("main.hcl"), spec).unwrap();
+    let mut seen = Vec::new();
+    let plan = f.run(&["plan", "-out", "saved.plan"]).expect(0);
+    assert!(plan.stdout.contains("(secret: alicloud-kms:ml/wandb)"), "{}", plan.stdout);
+    seen.push(plan.stdout + &plan.stderr);
+    for args in [&["show", "saved.plan", "--json"][..], &["plan", "--format", "markdown"]] {
+        let r = f.run(args).expect(0);
+        seen.push(r.stdout + &r.stderr);
+    }
+    let applied = f.run(&["apply", "--auto-approve"]).expect(0);
+    seen.push(applied.stdout + &applied.stderr);
+    let status = f.run(&["jobs", "status", "once", "--json"]).expect(0);
+    seen.push(status.stdout + &status.stderr);
+
+    let scripts: Vec<String> = fake.lock().invocations.values().map(|(_, s, _)| s.clone()).collect();
+    assert!(scripts.iter().any(|s| s.contains(VALUE)), "the value reached the node: {scripts:?}");
+    seen.push(f.all_files_text());
+    for i in fake.instances() {
+        seen.push(i.user_data.unwrap_or_default());
+    }
+    for text in &seen {
+        assert!(!text.contains(VALUE), "the value outside the send:\n{text}");
+    }
+    assert!(f.all_files_text().contains("alicloud-kms:ml/wandb"), "the state and saved plan keep the reference");
+}

@@ -22,8 +22,8 @@ impl TencentProvider {
     pub(super) async fn send_time_secrets(&self, req: &LaunchJob) -> Result<BTreeMap<String, String>, ProviderError> {
         let mut out = BTreeMap::new();
         for r in req.secrets.values().filter(|r| r.source == SecretSource::TencentSsm) {
-            if !out.contains_key(&r.to_string()) {
-                out.insert(r.to_string(), self.secret_value(&req.region, r).await?);
+            if let std::collections::btree_map::Entry::Vacant(e) = out.entry(r.to_string()) {
+                e.insert(self.secret_value(&req.region, r).await?);
             }
         }
         Ok(out)

@@ -112,6 +112,10 @@ impl Provider for Fenced {
     fn reservations(&self) -> Option<&dyn ReservationPort> {
         self.inner.reservations().map(|_| self as &dyn ReservationPort)
     }
+    /// Reads only: nothing to fence.
+    fn secrets(&self) -> Option<&dyn crate::providers::secrets::SecretPort> {
+        self.inner.secrets()
+    }
 }
 
 // Below, `ports::*_of(&*self.inner)` cannot fail: the accessors above hand out the fenced

@@ -437,6 +437,7 @@ pub fn resource_state(change: &ResourceChange, pool: Option<&crate::plan::model:
         provider_kind: pool.map(|p| p.provider_kind.clone()),
         region: pool.map(|p| p.region.clone()),
         config: change.after.clone().unwrap_or_default(),
+        sensitive: change.sensitive.as_deref().cloned().unwrap_or_default(),
         dependencies: change.after_changes.iter().map(|a| a.to_string()).collect(),
         nodes: vec![],
         job: None,

@@ -247,6 +247,7 @@ fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> Resourc
         reasons: vec![],
         pool: Some(pool),
         after_changes: after.iter().map(|a| format!("gpu_pool.{a}").parse().unwrap()).collect(),
+        sensitive: None,
     }
 }
 

@@ -329,6 +329,7 @@ fn cancel(settings: &Settings, name: &str) -> miette::Result<ExitStatus> {
                 provider_kind: None,
                 region: None,
                 config: crate::json_text::JsonText::null(),
+                sensitive: Vec::new(),
                 dependencies: vec![],
                 nodes: vec![],
                 job: None,

@@ -1,4 +1,5 @@
-//! `gpuplan state show ADDR`: one resource as recorded, pretty JSON on stdout.
+//! `gpuplan state show ADDR`: one resource as recorded, pretty JSON on stdout; an
+//! attribute derived from a sensitive variable prints `"(sensitive)"`.
 
 use super::{CliError, ExitStatus, Settings, output, state_common};
 
@@ -8,8 +9,24 @@ pub fn run(settings: &Settings, input: &str) -> miette::Result<ExitStatus> {
     let Some(resource) = state.as_ref().and_then(|s| s.resources.get(&address)) else {
         return Err(state_common::no_state(&address, settings).into());
     };
+    let mut shown = resource.clone();
+    shown.config = crate::render::masked_config(&resource.config, &resource.sensitive);
+    // A pool's labels are its nodes' tags: a sensitive label is hidden there too.
+    let labels: Vec<&str> = resource.sensitive.iter().filter_map(|p| p.strip_prefix("labels")).collect();
+    for tags in shown.nodes.iter_mut().map(|n| &mut n.tags) {
+        let hidden: Vec<String> = tags
+            .iter()
+            .map(|(k, _)| k.to_string())
+            .filter(|k| {
+                labels.contains(&"") && !k.starts_with("gpuplan:") || labels.contains(&format!(".{k}").as_str())
+            })
+            .collect();
+        for key in hidden {
+            tags.insert(key, crate::render::SENSITIVE);
+        }
+    }
     let json =
-        serde_json::to_string_pretty(resource).map_err(|e| CliError::new(format!("cannot encode `{address}`: {e}")))?;
+        serde_json::to_string_pretty(&shown).map_err(|e| CliError::new(format!("cannot encode `{address}`: {e}")))?;
     output::stdout(&format!("{json}\n"));
     Ok(ExitStatus::Success)
 }

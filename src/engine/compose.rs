@@ -60,6 +60,8 @@ fn plan_fleet(spec: &Spec, state: &State, obs: &Observation, req: &PlanRequest) 
         plan.jobs =
             jobs::place::place(&jobs::place::PlaceInput { spec, state, plan: &plan, observed: statuses, agents });
         jobs::template_change::note_running_jobs(&mut plan, spec);
+        let missing = super::secrets::errors(&plan, &obs.missing_secrets);
+        plan.errors.extend(missing);
         // Nodes made for jobs (cloud VM pools) cost like the pool's own.
         if let Some(c) = plan.cost.as_mut() {
             cost::add_job_nodes(c, &plan.jobs, spec);

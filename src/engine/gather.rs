@@ -54,6 +54,8 @@ pub struct Observation {
     /// The reservations the state holds, as their clouds hold them now
     /// ([`super::reserved::read_held`]); `None` unless refreshed.
     pub reservations: Option<crate::plan::reservations::Observed>,
+    /// The job secrets their clouds say do not exist ([`super::secrets::missing`]).
+    pub missing_secrets: Vec<super::secrets::MissingSecret>,
 }
 
 /// Read what `req` needs from the clouds, with `state` as recorded. A destroy reads the
@@ -106,6 +108,7 @@ pub async fn gather(
     obs.month_to_date = spent.by_quota.clone();
     obs.spend = Some(spent);
     obs.agents = agents(spec, planned, providers).await;
+    obs.missing_secrets = super::secrets::missing(spec, providers).await;
     obs.job_nodes = Some(job_nodes);
     Ok(obs)
 }

@@ -16,6 +16,7 @@ pub mod providers;
 pub mod refresh;
 pub mod reserved;
 pub mod run;
+pub mod secrets;
 pub mod spend;
 pub mod workspaces;
 

@@ -181,6 +181,7 @@ pub fn bare_job() -> ResourceState {
         provider_kind: None,
         region: None,
         config: Default::default(),
+        sensitive: Vec::new(),
         dependencies: vec![],
         nodes: vec![],
         job: None,

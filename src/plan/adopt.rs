@@ -274,6 +274,7 @@ impl World {
                     provider_kind: Some(shape.provider_kind.to_string()),
                     region: Some(shape.region.clone()),
                     config: JsonText::to_json(pool).unwrap_or_default(),
+                    sensitive: Vec::new(),
                     dependencies: vec![],
                     nodes: vec![],
                     job: None,

@@ -129,6 +129,7 @@ pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize
         crate::plan::pool::keep_deferred_jobs(&mut plan, BUSY_POLICY);
     }
     order_deletes(&mut plan, &state);
+    mark_sensitive(&mut plan, spec, input.state);
     if !plan.targets.is_empty() {
         apply_targets(&mut plan, graph.get_or_init(|| graph::build(spec)));
     }
@@ -322,6 +323,23 @@ fn empty_plan(input: &PlanInput<'_>) -> Plan {
     }
 }
 
+/// Each change's sensitive paths: those the spec derives from a sensitive variable now,
+/// and those the state recorded (the `before` side printed as it was applied).
+fn mark_sensitive(plan: &mut Plan, spec: &Spec, state: &State) {
+    let recorded = state.resources.iter().filter(|(_, r)| !r.sensitive.is_empty());
+    if spec.sensitive.is_empty() && recorded.clone().next().is_none() {
+        return;
+    }
+    for c in &mut plan.changes {
+        let key = format!("{}.{}", c.address.kind, c.address.name);
+        let mut paths: BTreeSet<String> = spec.sensitive.get(&key).into_iter().flatten().cloned().collect();
+        if let Some(r) = state.resources.get(&c.address.to_string()) {
+            paths.extend(r.sensitive.iter().cloned());
+        }
+        c.sensitive = (!paths.is_empty()).then(|| Box::new(paths.into_iter().collect()));
+    }
+}
+
 /// Configuration-only resources (quotas, templates, jobs, autoscalers).
 fn config_change(
     input: &PlanInput<'_>,
@@ -379,6 +397,7 @@ fn config_change(
                     reasons: vec![],
                     pool: None,
                     after_changes: vec![],
+                    sensitive: None,
                 });
             } else {
                 (
@@ -391,7 +410,16 @@ fn config_change(
             }
         }
     };
-    Some(ResourceChange { address: addr.clone(), action, before, after, reasons, pool: None, after_changes: vec![] })
+    Some(ResourceChange {
+        address: addr.clone(),
+        action,
+        before,
+        after,
+        reasons,
+        pool: None,
+        after_changes: vec![],
+        sensitive: None,
+    })
 }
 
 /// Deletes wait for the deletes of whatever depended on them. One pass over the state's

@@ -345,6 +345,11 @@ pub struct ResourceChange {
     /// the dependents that must go first).
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     pub after_changes: Vec<Address>,
+    /// Paths of `before` and `after` derived from a sensitive variable (`labels`,
+    /// `env.HF_TOKEN`): the spec's and those the state recorded. Every view prints
+    /// `(sensitive)` at and under them. Boxed: most changes have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensitive: Option<Box<Vec<String>>>,
 }
 
 /// What kind of drift a [`DriftItem`] reports.

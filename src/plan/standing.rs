@@ -76,5 +76,6 @@ fn unchanged(c: &ResourceChange) -> ResourceChange {
         reasons: Vec::new(),
         pool,
         after_changes: Vec::new(),
+        sensitive: c.sensitive.clone(),
     }
 }

@@ -1,5 +1,5 @@
 //! The provider seam: a small [`Provider`] trait every cloud implements, and the
-//! capability ports (`ports/`, `health.rs`, `reservations.rs`) it hands out where the cloud has them.
+//! capability ports (`ports/`, `health.rs`, `reservations.rs`, `secrets.rs`) it hands out where the cloud has them.
 //!
 //! The executor (`apply/`) and refresh talk only to [`Provider`] and its ports; SDK and wire types never
 //! leave a provider's folder. Errors carry an [`ErrorClass`] so retries, backoff and
@@ -22,6 +22,7 @@ pub mod kube;
 pub mod launch;
 pub mod ports;
 pub mod reservations;
+pub mod secrets;
 pub mod signed_json;
 pub mod signing;
 pub mod sim;
@@ -108,6 +109,11 @@ pub trait Provider: Send + Sync {
 
     /// Reserved capacity ([`reservations::ReservationPort`]), where this cloud sells it.
     fn reservations(&self) -> Option<&dyn reservations::ReservationPort> {
+        None
+    }
+
+    /// Whether a job's secret exists, asked without reading it ([`secrets::SecretPort`]).
+    fn secrets(&self) -> Option<&dyn secrets::SecretPort> {
         None
     }
 }

@@ -14,6 +14,9 @@ use crate::model::secret::SecretRef;
 use crate::plan::diff::{IMMUTABLE, changed_paths};
 use crate::plan::model::{Action, NodeCounts, Plan, Reason, ReasonCode, ResourceChange};
 
+/// How a sensitive value prints in every view.
+pub const SENSITIVE: &str = "(sensitive)";
+
 /// Changes in display order: by address (kind, then name, then instance key).
 pub(crate) fn sorted_changes(plan: &Plan) -> Vec<&ResourceChange> {
     let mut v: Vec<&ResourceChange> = plan.changes.iter().collect();
@@ -109,6 +112,42 @@ pub(crate) struct AttrLine {
 /// The attribute lines of a change: every attribute for creates and deletes, the changed
 /// leaves (as `plan::diff::changed_paths` finds them) for updates and replacements.
 pub(crate) fn attr_lines(change: &ResourceChange) -> Vec<AttrLine> {
+    let mut lines = plain_attr_lines(change);
+    for l in lines.iter_mut().filter(|l| sensitive_at(sensitive_of(change), &l.path)) {
+        l.text = SENSITIVE.to_string();
+    }
+    lines
+}
+
+/// The paths of a change derived from a sensitive variable.
+pub(crate) fn sensitive_of(change: &ResourceChange) -> &[String] {
+    change.sensitive.as_deref().map_or(&[], Vec::as_slice)
+}
+
+/// Is the attribute at `path` derived from a sensitive variable: at or under one of
+/// `paths`, or above one (a leaf that holds it)?
+pub(crate) fn sensitive_at(paths: &[String], path: &str) -> bool {
+    let under = |a: &str, b: &str| a.strip_prefix(b).is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
+    paths.iter().any(|p| under(path, p) || under(p, path))
+}
+
+/// A configuration as a view may show it: the value at each sensitive path replaced by
+/// `(sensitive)` (`plan --json`, `state show`).
+pub(crate) fn masked(config: &JsonText, paths: &[String]) -> JsonText {
+    if paths.is_empty() {
+        return config.clone();
+    }
+    let mut v = config.to_value();
+    for p in paths {
+        let pointer: String = p.split('.').map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1"))).collect();
+        if let Some(at) = v.pointer_mut(&pointer).filter(|at| !at.is_null()) {
+            *at = Json::String(SENSITIVE.to_string());
+        }
+    }
+    JsonText::from_value(&v)
+}
+
+fn plain_attr_lines(change: &ResourceChange) -> Vec<AttrLine> {
     let before = change.before.as_ref().map(JsonText::to_value);
     let after = change.after.as_ref().map(JsonText::to_value);
     match (change.action, &before, &after) {

@@ -16,6 +16,7 @@ use crate::jobs::model::{JobPlacement, Placement, priority_str};
 use crate::plan::Plan;
 use crate::plan::model::DeferredDelete;
 use crate::providers::{Capacity, kube};
+use crate::render::facts;
 
 /// `2 × 8 GPUs` and `spot` / `on-demand` / `1 spot + 1 on-demand`.
 fn capacity(c: &[Capacity]) -> String {
@@ -402,7 +403,7 @@ pub(crate) fn json(plan: &Plan) -> Json {
                     "fallback": l.fallback,
                     "gpus": l.request.gpus,
                     "node_shape": l.request.shape.is_some(),
-                    "env": shown_env(&l.request),
+                    "env": shown_env(plan, &l.request),
                     "token": l.request.token,
                     });
                     // Only launches onto a warm node of a cloud pool name it.
@@ -450,10 +451,23 @@ pub(crate) fn json(plan: &Plan) -> Json {
         .collect()
 }
 
-/// A launch's environment as every view shows it: values, and `(secret: …)` for each
-/// variable whose value is a secret (never read here).
-fn shown_env(req: &crate::model::LaunchJob) -> std::collections::BTreeMap<String, String> {
+/// A launch's environment as every view shows it: values, `(sensitive)` for a value
+/// the job's or its template's `env` derives from a sensitive variable, and
+/// `(secret: …)` for each variable whose value is a secret (never read here).
+fn shown_env(plan: &Plan, req: &crate::model::LaunchJob) -> std::collections::BTreeMap<String, String> {
     let mut env = req.env.clone();
+    let job = plan.changes.iter().find(|c| c.address == req.job);
+    let template = job.and_then(|c| c.after.as_ref()?.get("template")).and_then(|t| t.as_str().map(String::from));
+    let template = template.and_then(|t| plan.changes.iter().find(|c| c.address.to_string() == t));
+    for c in job.into_iter().chain(template).filter(|c| c.sensitive.is_some()) {
+        let set = c.after.as_ref().and_then(|a| a.get("env")).unwrap_or_default();
+        let names = set.as_object().into_iter().flat_map(|m| m.keys());
+        for name in names.filter(|n| facts::sensitive_at(facts::sensitive_of(c), &format!("env.{n}"))) {
+            if let Some(v) = env.get_mut(name) {
+                *v = facts::SENSITIVE.to_string();
+            }
+        }
+    }
     env.extend(req.secrets.iter().map(|(k, r)| (k.clone(), r.shown())));
     env
 }

@@ -25,9 +25,12 @@
 //!
 //! Each change is `{address, action, before, after, reasons}` where `reasons` are objects
 //! `{code, message}` (the code is stable, the message is for people), plus `pool` for GPU
-//! pools (node counts before/after and the node operations) and `depends_on`. Every change
-//! is listed, `no-op` ones included, ordered by address.
+//! pools (node counts before/after and the node operations) and `depends_on`, and
+//! `sensitive` (the paths derived from a sensitive variable, printed `"(sensitive)"` in
+//! `before` and `after`) when there are any. Every change is listed, `no-op` ones
+//! included, ordered by address.
 
+use std::borrow::Cow;
 use std::fmt::Display;
 use std::io::Write;
 
@@ -244,15 +247,19 @@ struct ChangeDoc<'a> {
     action: &'static str,
     #[schemars(with = "String")]
     address: Shown<'a>,
+    /// The configuration once applied; `"(sensitive)"` at each of `sensitive`.
     #[schemars(with = "Option<serde_json::Value>")]
-    after: &'a Option<JsonText>,
+    after: Option<Cow<'a, JsonText>>,
     #[schemars(with = "Option<serde_json::Value>")]
-    before: &'a Option<JsonText>,
+    before: Option<Cow<'a, JsonText>>,
     #[schemars(with = "Vec<String>")]
     depends_on: Vec<Shown<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pool: Option<PoolDoc<'a>>,
     reasons: Vec<ReasonDoc<'a>>,
+    /// Paths of `before` and `after` derived from a sensitive variable (`env.HF_TOKEN`).
+    #[serde(default, skip_serializing_if = "<[String]>::is_empty")]
+    sensitive: &'a [String],
 }
 
 impl<'a> ChangeDoc<'a> {
@@ -260,13 +267,19 @@ impl<'a> ChangeDoc<'a> {
         ChangeDoc {
             action: c.action.as_str(),
             address: Shown(&c.address),
-            after: &c.after,
-            before: &c.before,
+            after: c.after.as_ref().map(|t| shown_config(t, facts::sensitive_of(c))),
+            before: c.before.as_ref().map(|t| shown_config(t, facts::sensitive_of(c))),
             depends_on: c.after_changes.iter().map(|a| Shown(a)).collect(),
             pool: c.pool.as_ref().map(PoolDoc::new),
             reasons: c.reasons.iter().map(|r| ReasonDoc { code: &r.code, message: &r.message }).collect(),
+            sensitive: facts::sensitive_of(c),
         }
     }
+}
+
+/// A configuration as `plan --json` prints it: borrowed, or masked where sensitive.
+fn shown_config<'a>(config: &'a JsonText, sensitive: &[String]) -> Cow<'a, JsonText> {
+    if sensitive.is_empty() { Cow::Borrowed(config) } else { Cow::Owned(facts::masked(config, sensitive)) }
 }
 
 #[derive(Serialize, JsonSchema)]

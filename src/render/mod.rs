@@ -29,6 +29,12 @@ pub mod text;
 #[cfg(test)]
 mod tests;
 
+pub use facts::SENSITIVE;
 pub use json::{drift_json, plan_document, plan_json, plan_schema, write_plan_json};
 pub use markdown::plan_markdown;
+
+/// A recorded configuration as views show it: `(sensitive)` at each of `paths`.
+pub fn masked_config(config: &crate::json_text::JsonText, paths: &[String]) -> crate::json_text::JsonText {
+    facts::masked(config, paths)
+}
 pub use text::{TextOptions, drift_text, plan_text, write_plan_text, write_plan_text_framed};

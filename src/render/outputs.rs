@@ -16,8 +16,7 @@ use crate::render::facts;
 use crate::render::style::Paint;
 use crate::state::model::OutputState;
 
-/// How a sensitive value prints in every view.
-pub const SENSITIVE: &str = "(sensitive)";
+pub use crate::render::facts::SENSITIVE;
 
 /// A value on one line, HCL-like: `"text"`, `16`, `["a", "b"]`, `{ k = "v" }`.
 pub fn value_text(v: &Json) -> String {

@@ -107,7 +107,16 @@ fn pool_change(gpu: &str, before: NodeCounts, after: NodeCounts) -> PoolChange {
 
 fn change(address: Address, action: Action, before: Option<Json>, after: Option<Json>) -> ResourceChange {
     let (before, after) = (before.map(JsonText::from), after.map(JsonText::from));
-    ResourceChange { address, action, before, after, reasons: vec![], pool: None, after_changes: vec![] }
+    ResourceChange {
+        address,
+        action,
+        before,
+        after,
+        reasons: vec![],
+        pool: None,
+        after_changes: vec![],
+        sensitive: None,
+    }
 }
 
 fn plan(changes: Vec<ResourceChange>) -> Plan {

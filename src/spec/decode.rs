@@ -107,6 +107,7 @@ pub fn decode(files: &[raw::File], opts: &LoadOptions, inputs: &[VarInput], diag
     };
     let sensitive = spec.variables.iter().filter(|(_, v)| v.sensitive.value).map(|(n, _)| n.clone());
     let tainted = Tainted::find(sensitive, &collected.locals, &collected.resources, |b| label(b).to_string());
+    spec.sensitive = tainted.resource_paths();
     for (b, reads) in collected.outputs.iter().zip(order.output_reads) {
         let mut cx = Cx { scope: scope(), diags, declared: &declared, yaml_files: &yaml_files };
         if let Some(o) = output(&mut cx, b, reads, &tainted) {

@@ -70,6 +70,10 @@ pub struct Spec {
     #[serde(skip)]
     #[schemars(skip)]
     pub encryption: Option<crate::model::encryption::EncryptionConfig>,
+    /// Paths into each resource's configuration derived from a sensitive variable, by
+    /// `kind.name` (`spec::taint`); derived from the rest, so not part of the digest.
+    #[serde(skip)]
+    pub sensitive: BTreeMap<String, Vec<String>>,
     /// `moved {}` blocks: addresses renamed without replacing anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moves: Vec<crate::spec::adopt::Moved>,

@@ -5,7 +5,9 @@
 //! - a pool in a Kubernetes cluster: `k8s:SECRET/KEY` only (a `secretKeyRef`);
 //! - an AWS VM pool: `aws-sm:` and `ssm:` (the node reads them with its instance role),
 //!   `env:` (gpuplan reads it at send time; only a warm node's run-command takes it);
-//! - a Tencent Cloud or Alibaba Cloud VM pool: `env:`, as above;
+//! - a Tencent Cloud VM pool: `env:`, and `tencent-ssm:` (gpuplan reads it from Secrets
+//!   Manager at send time; only a warm node's run-command takes it);
+//! - an Alibaba Cloud VM pool: `env:`, and `alicloud-kms:` (likewise, from KMS);
 //! - the sim cloud: every source (it keeps references and never reads a value).
 
 use crate::addr::Address;
@@ -29,7 +31,8 @@ fn delivers(b: Backend, s: SecretSource) -> bool {
         Backend::Kubernetes => s == K8s,
         Backend::Vm(ProviderKind::Sim) => true,
         Backend::Vm(ProviderKind::Aws) => matches!(s, AwsSm | Ssm | Env),
-        Backend::Vm(_) => s == Env,
+        Backend::Vm(ProviderKind::Tencentcloud) => matches!(s, TencentSsm | Env),
+        Backend::Vm(ProviderKind::Alicloud) => matches!(s, AlicloudKms | Env),
     }
 }
 
@@ -43,7 +46,8 @@ fn hint(b: Backend, s: SecretSource) -> String {
             if s == SecretSource::K8s { "; `k8s:` is for pools with a `kubernetes {}` block" } else { "" }
         ),
         Backend::Vm(kind) => format!(
-            "on {kind} VM pools only `env:NAME` reaches a job yet (gpuplan sends it through a warm node's run-command agent); nodes that fetch `tencent-ssm:` and `alicloud-kms:` secrets themselves are not built yet{}",
+            "on {kind} VM pools use `{}` or `env:NAME` (gpuplan reads the value at send time into a warm node's run-command agent){}",
+            if kind == ProviderKind::Alicloud { "alicloud-kms:NAME" } else { "tencent-ssm:NAME" },
             if s == SecretSource::K8s { "; `k8s:` is for pools with a `kubernetes {}` block" } else { "" }
         ),
     }

@@ -173,6 +173,11 @@ pub struct ResourceState {
     #[serde(default)]
     #[schemars(with = "serde_json::Value")]
     pub config: JsonText,
+    /// Paths of `config` derived from a sensitive variable when applied: every view
+    /// prints `(sensitive)` at and under them (the value stays, as Terraform's state
+    /// keeps it; `encryption {}` seals the file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
+    pub sensitive: Vec<String>,
     /// Addresses this resource depended on when applied: destroy runs in reverse.
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::model::exact::vec")]
     pub dependencies: Vec<String>,

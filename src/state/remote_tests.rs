@@ -37,6 +37,7 @@ fn pool(name: &str) -> JournalEntry {
         provider_kind: Some("sim".into()),
         region: Some("us-east-1".into()),
         config: serde_json::json!({"name": name}).into(),
+        sensitive: Vec::new(),
         dependencies: vec![],
         nodes: vec![],
         job: None,

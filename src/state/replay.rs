@@ -462,6 +462,7 @@ fn bare_resource(address: &str) -> ResourceState {
         provider_kind: None,
         region: None,
         config: crate::json_text::JsonText::null(),
+        sensitive: Vec::new(),
         dependencies: Vec::new(),
         nodes: Vec::new(),
         job: None,

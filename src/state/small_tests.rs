@@ -28,6 +28,7 @@ fn pool(nodes: Vec<Node>) -> ResourceState {
         provider_kind: Some("sim".into()),
         region: Some("us-east-1".into()),
         config: serde_json::json!({"gpu": "L4"}).into(),
+        sensitive: Vec::new(),
         dependencies: vec![],
         nodes,
         job: None,

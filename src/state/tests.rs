@@ -37,6 +37,7 @@ fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceState {
         provider_kind: Some("sim".into()),
         region: Some("us-east-1".into()),
         config: config.into(),
+        sensitive: Vec::new(),
         dependencies: vec![],
         nodes,
         job: None,

@@ -261,3 +261,77 @@ fn a_bad_encryption_block_is_located_with_a_hint() {
         }
     }
 }
+
+/// Quoted `i-…` ids in `text` (the sim cloud's world names its instances so).
+fn quoted_ids(text: &str) -> Vec<String> {
+    text.split('"')
+        .filter(|s| s.starts_with("i-") && s[2..].chars().all(|c| c.is_ascii_hexdigit()))
+        .map(String::from)
+        .collect()
+}
+
+/// An apply killed mid-way leaves its journal: with encryption on, the journal's entries
+/// are sealed too (no instance id, no tag value), its header names the key provider, and
+/// the next apply reads it and finishes the work.
+#[test]
+fn a_journal_left_by_a_killed_apply_holds_no_id_or_tag_and_the_next_apply_reads_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let env = [(PASS, "correct horse battery staple")];
+    // Twelve pools, so the journal holds a pool's nodes while the others are launched.
+    let one = spec(2, &passphrase_block(PASS, None));
+    let (head, pool) = one.split_at(one.find("gpu_pool").unwrap());
+    let pool = &pool[..pool.find("output").unwrap()];
+    let mut text = head.to_string() + &passphrase_block(PASS, None);
+    for i in 0..12 {
+        text += &pool.replace("\"train\"", &format!("\"p{i:02}\""));
+    }
+    std::fs::write(dir.join("main.hcl"), text).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .args(["apply", "--auto-approve", "--parallelism", "2"])
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("GPUPLAN_SIM_LATENCY", "100ms")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("gpuplan starts");
+    let journal = dir.join("state/default.json.journal");
+    let lines = || std::fs::read(&journal).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0);
+    let start = std::time::Instant::now();
+    while lines() < 4 && start.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    let text = std::fs::read_to_string(&journal).expect("the journal is left");
+    assert!(text.lines().count() >= 3, "a header and entries: {text}");
+    let header = text.lines().next().unwrap();
+    assert!(header.contains("passphrase") && header.contains(PASS), "the header names its key provider: {header}");
+
+    // The sim cloud's world (its file and its log) knows the instances it launched.
+    let mut world = String::new();
+    for e in std::fs::read_dir(dir.join("state")).unwrap() {
+        let path = e.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().contains(".sim.") && path.is_file() {
+            world += &String::from_utf8_lossy(&std::fs::read(&path).unwrap());
+        }
+    }
+    let ids = quoted_ids(&world);
+    assert!(!ids.is_empty(), "the apply launched nodes: {world}");
+    for (path, bytes) in files(dir) {
+        let text = String::from_utf8_lossy(&bytes);
+        for secret in ids.iter().map(String::as_str).chain([TAG, "correct horse"]) {
+            assert!(!text.contains(secret), "`{secret}` in {}:\n{text}", path.display());
+        }
+    }
+
+    ok(dir, &["apply", "--auto-approve"], &env);
+    let pulled: serde_json::Value = serde_json::from_str(&ok(dir, &["state", "pull"], &env).stdout).unwrap();
+    let nodes: usize =
+        (0..12).map(|i| pulled["resources"][format!("gpu_pool.p{i:02}")]["nodes"].as_array().map_or(0, Vec::len)).sum();
+    assert_eq!(nodes, 24, "the next apply finished the work: {pulled}");
+    assert!(!journal.exists(), "the journal was folded into the sealed state");
+    assert_sealed(&dir.join("state/default.json"), PASS);
+}

@@ -94,8 +94,7 @@ fn ok(dir: &Path, args: &[&str]) -> Run {
 }
 
 fn pool_nodes(dir: &Path) -> Vec<String> {
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("state/default.json")).unwrap()).unwrap();
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
     let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().cloned().unwrap_or_default();
     nodes.iter().map(|n| n["id"].as_str().unwrap().to_string()).collect()
 }

@@ -62,6 +62,7 @@ mod reservations_moto;
 mod reserved_pools;
 mod reserved_pools_moto;
 mod schema;
+mod secrets_check_moto;
 mod secrets_moto;
 mod send_once_moto;
 mod sigterm_moto;

@@ -80,7 +80,7 @@ fn folder(spec: &str) -> tempfile::TempDir {
 }
 
 fn state(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("state/default.json")).unwrap()).unwrap()
+    crate::state_plain::read(&dir.join("state/default.json"))
 }
 
 /// The pool's recorded nodes as (capacity, zone, reservation tag).

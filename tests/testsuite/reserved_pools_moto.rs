@@ -136,8 +136,7 @@ fn a_pool_launches_into_its_capacity_block_with_run_instances_on_the_capacity_bl
     assert_eq!(get("MaxCount"), Some("2"), "{p:?}");
     assert!(get("ClientToken").is_some_and(|t| t.starts_with("gp-")), "{p:?}");
     assert!(front.actions("CreateFleet").is_empty(), "not the open market");
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("state/default.json")).unwrap()).unwrap();
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
     let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 2, "{state:#}");
     assert!(nodes.iter().all(|n| n["tags"]["gpuplan:reservation"] == "cr-0block"), "{state:#}");

@@ -18,7 +18,7 @@ const WANDB: &str = "wandb-VALUE-from-parameter-store-3Kx";
 const CI: &str = "ci-VALUE-from-gpuplan-env-9Lm";
 const REGION: &str = "eu-west-1";
 
-fn endpoint() -> String {
+pub(crate) fn endpoint() -> String {
     match std::env::var("GPUPLAN_TEST_MOTO_ENDPOINT") {
         Ok(e) if !e.trim().is_empty() => e,
         _ => panic!("GPUPLAN_TEST_MOTO_ENDPOINT is not set: run the tests with `scripts/test`"),
@@ -27,7 +27,7 @@ fn endpoint() -> String {
 
 /// One JSON call to moto (which reads the service from the credential scope and checks no
 /// signature).
-async fn moto(service: &str, target: &str, body: serde_json::Value) {
+pub(crate) async fn moto(service: &str, target: &str, body: serde_json::Value) {
     let auth = format!(
         "AWS4-HMAC-SHA256 Credential=AKIAGPUPLANTEST/20260101/{REGION}/{service}/aws4_request, SignedHeaders=host, Signature=0"
     );

@@ -91,6 +91,7 @@ async fn an_import_failing_half_way_records_exactly_what_it_tagged() {
         provider_kind: Some("sim".into()),
         region: Some("us-east-1".into()),
         config: Default::default(),
+        sensitive: Vec::new(),
         dependencies: vec![],
         nodes: vec![],
         job: None,

@@ -140,6 +140,7 @@ fn state_with(spec: &Spec, rec: JobRecord) -> State {
         provider_kind: Some("sim".into()),
         region: Some("us-east-1".into()),
         config: config.into(),
+        sensitive: Vec::new(),
         dependencies: vec![],
         nodes: vec![],
         job: None,

@@ -35,6 +35,7 @@ fn resource(kind: &str, config: serde_json::Value) -> ResourceState {
         provider_kind: None,
         region: None,
         config: config.into(),
+        sensitive: Vec::new(),
         dependencies: vec![],
         nodes: vec![],
         job: None,

@@ -73,6 +73,7 @@ fn state_with(spec: &Spec, pool: &str, as_declared: &str, nodes: Vec<Node>) -> S
         provider_kind: Some("sim".into()),
         region: Some("us-east-1".into()),
         config,
+        sensitive: Vec::new(),
         dependencies: vec![],
         nodes,
         job: None,

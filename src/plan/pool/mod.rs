@@ -152,7 +152,6 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     health::explain(cx, pool, &verdicts, &mut deletes, &mut reasons, plan);
     reasons.shrink_to_fit();
     plan.errors.extend(prevent_destroy_error(cx.addr, pool, action, stale.len(), &deletes, replaced));
-    let cbd = create_before_destroy(pool);
     // Only creates fall back to other zones: a change without any does not carry them.
     let zones = if creates.is_empty() { vec![] } else { shape.zones.clone() };
     Some(ResourceChange {
@@ -176,7 +175,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
             forget,
             zones,
             fallback: pool.mix.fallback.value,
-            create_before_destroy: cbd,
+            create_before_destroy: create_before_destroy(pool),
             fell_back: fell_back.map(Box::new),
             retry_preferred: retry_preferred.map(Box::new),
             placement: None,
@@ -184,6 +183,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
             alternates: Vec::new(),
         }),
         after_changes: vec![],
+        sensitive: None,
     })
 }
 

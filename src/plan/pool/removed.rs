@@ -92,6 +92,7 @@ pub(crate) fn removed(
             alternates: Vec::new(),
         }),
         after_changes: vec![],
+        sensitive: None,
     };
     let refused = if waits { None } else { prevent_destroy_error(cx) };
     Some((change, refused))

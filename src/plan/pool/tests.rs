@@ -78,6 +78,7 @@ pub(super) fn resource(config: serde_json::Value, nodes: Vec<Node>) -> ResourceS
         provider_kind: Some("sim".into()),
         region: Some("us-east-1".into()),
         config: JsonText::from_value(&config),
+        sensitive: Vec::new(),
         dependencies: vec![],
         nodes,
         job: None,

@@ -13,6 +13,7 @@ use crate::providers::{ErrorClass, ProviderError};
 
 pub const ECS_VERSION: &str = "2014-05-26";
 pub const CS_VERSION: &str = "2015-12-15";
+pub const KMS_VERSION: &str = "2016-01-20";
 
 pub struct Client {
     http: reqwest::Client,
@@ -37,6 +38,17 @@ impl Client {
     ) -> Result<Value, ProviderError> {
         params.push(("RegionId".into(), region.into()));
         self.call("ecs", ECS_VERSION, "POST", "/", action, region, &params, b"").await
+    }
+
+    /// A KMS RPC call; `RegionId` is added.
+    pub async fn kms(
+        &self,
+        action: &str,
+        region: &str,
+        mut params: Vec<(String, String)>,
+    ) -> Result<Value, ProviderError> {
+        params.push(("RegionId".into(), region.into()));
+        self.call("kms", KMS_VERSION, "POST", "/", action, region, &params, b"").await
     }
 
     /// A CS (ACK) ROA call.

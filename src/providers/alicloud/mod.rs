@@ -22,6 +22,7 @@ mod errors;
 mod health;
 mod jobs;
 mod reservations;
+mod secrets;
 mod warm;
 
 use async_trait::async_trait;

@@ -63,7 +63,14 @@ impl AlibabaProvider {
 
     /// Run the job's script on its warm node (`req.node_id`); the node stays in its pool.
     pub(super) async fn launch_on_node(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        let script = userdata::job_script(&LaunchJob { keep_node: true, ..req.clone() })?;
+        // `alicloud-kms:` values are read now and travel only in the agent's parameters.
+        let values = self.send_time_secrets(req).await?;
+        let env = |key: &str| match values.get(key) {
+            Some(v) => Some(v.clone()),
+            None if key.contains(':') => None,
+            None => std::env::var(key).ok(),
+        };
+        let script = userdata::job_script_with(&LaunchJob { keep_node: true, ..req.clone() }, &env)?;
         let timeout = req.max_runtime_secs.map_or(DEFAULT_TIMEOUT_SECS, |s| s + 300);
         let params = vec![
             p("Type", "RunShellScript"),

@@ -37,6 +37,7 @@ mod provider;
 mod reservations;
 mod reserved_launch;
 mod roots;
+mod secrets;
 mod ssm;
 mod template;
 mod throttle;

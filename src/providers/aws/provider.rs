@@ -58,6 +58,11 @@ impl Provider for AwsProvider {
     fn reservations(&self) -> Option<&dyn crate::providers::reservations::ReservationPort> {
         Some(self)
     }
+
+    /// `aws-sm:` and `ssm:` references checked without reading them (`secrets.rs`).
+    fn secrets(&self) -> Option<&dyn crate::providers::secrets::SecretPort> {
+        Some(self)
+    }
 }
 
 #[async_trait]

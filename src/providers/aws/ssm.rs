@@ -40,21 +40,44 @@ const AGENT_BATCH: usize = 50;
 /// Seconds SSM may take to deliver a command to an online agent before it gives up.
 const DELIVERY_TIMEOUT_SECS: u64 = 600;
 
+/// Systems Manager, as a JSON 1.1 service.
+const SSM: JsonService = JsonService { signing_name: "ssm", target: "AmazonSSM" };
+
 /// `AWS-RunShellScript`'s `executionTimeout` ceiling (48 hours).
 const MAX_EXECUTION_SECS: u64 = 172_800;
 
 impl AwsProvider {
     /// The SSM endpoint for a region (see the module docs).
     fn ssm_endpoint(&self, region: &str) -> String {
+        self.service_endpoint("AWS_ENDPOINT_URL_SSM", "ssm", region)
+    }
+
+    /// A service's endpoint: `var` (`AWS_ENDPOINT_URL_<SERVICE>`), else the provider
+    /// block's `endpoint`, else `AWS_ENDPOINT_URL`, else `https://<host>.<region>.amazonaws.com`.
+    pub(super) fn service_endpoint(&self, var: &str, host: &str, region: &str) -> String {
         let env = |k: &str| std::env::var(k).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        env("AWS_ENDPOINT_URL_SSM")
+        env(var)
             .or_else(|| self.settings.endpoint.clone())
             .or_else(|| env("AWS_ENDPOINT_URL"))
-            .unwrap_or_else(|| format!("https://ssm.{region}.amazonaws.com"))
+            .unwrap_or_else(|| format!("https://{host}.{region}.amazonaws.com"))
     }
 
     /// One signed SSM call: `action` with `body`, answering the JSON document.
     pub(super) async fn ssm(&self, region: &str, action: &'static str, body: &Value) -> Result<Value, ProviderError> {
+        let url = format!("{}/", self.ssm_endpoint(region).trim_end_matches('/'));
+        self.json_call(SSM, region, &url, action, body).await
+    }
+
+    /// One signed JSON 1.1 call of `service` at `url` (`X-Amz-Target: <target>.<action>`),
+    /// counted with the provider's calls; answers the JSON document or the service's error.
+    pub(super) async fn json_call(
+        &self,
+        service: JsonService,
+        region: &str,
+        url: &str,
+        action: &'static str,
+        body: &Value,
+    ) -> Result<Value, ProviderError> {
         let sdk = self.sdk.get_or_init(|| self.settings.load_with(self.credentials.clone())).await;
         let creds = match sdk.credentials_provider() {
             Some(p) => p.provide_credentials().await.map_err(|e| {
@@ -68,14 +91,13 @@ impl AwsProvider {
                 ));
             }
         };
-        let url = format!("{}/", self.ssm_endpoint(region).trim_end_matches('/'));
         let payload = serde_json::to_vec(body).unwrap_or_default();
-        let target = format!("AmazonSSM.{action}");
+        let target = format!("{}.{action}", service.target);
         let headers = [("content-type", "application/x-amz-json-1.1"), ("x-amz-target", target.as_str())];
-        let signed = sign(&creds, region, &url, &headers, &payload)?;
+        let signed = sign(&creds, service.signing_name, region, url, &headers, &payload)?;
         *self.calls.lock().unwrap_or_else(|p| p.into_inner()).entry(action).or_default() += 1;
         self.total_calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut req = crate::providers::http::client()?.post(&url).body(payload);
+        let mut req = crate::providers::http::client()?.post(url).body(payload);
         for (k, v) in headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).chain(signed) {
             req = req.header(k, v);
         }
@@ -299,8 +321,16 @@ fn invocation_state(status: &str, code: i64, detail: &str, output: &str) -> (Job
 
 /// SigV4 headers for one SSM request (`authorization`, `x-amz-date`, and the session
 /// token when there is one).
+/// A JSON 1.1 service: the name its requests are signed for, and its target prefix.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct JsonService {
+    pub signing_name: &'static str,
+    pub target: &'static str,
+}
+
 fn sign(
     creds: &aws_credential_types::Credentials,
+    service: &str,
     region: &str,
     url: &str,
     headers: &[(&str, &str)],
@@ -313,7 +343,7 @@ fn sign(
     let params: aws_sigv4::http_request::SigningParams<'_> = aws_sigv4::sign::v4::SigningParams::builder()
         .identity(&identity)
         .region(region)
-        .name("ssm")
+        .name(service)
         .time(SystemTime::now())
         .settings(SigningSettings::default())
         .build()
@@ -386,7 +416,7 @@ mod tests {
     fn requests_are_signed_for_ssm_in_their_region() {
         let creds = aws_credential_types::Credentials::new("AKIDEXAMPLE", "secret", None, None, "test");
         let headers = [("content-type", "application/x-amz-json-1.1"), ("x-amz-target", "AmazonSSM.SendCommand")];
-        let signed = sign(&creds, "eu-west-1", "https://ssm.eu-west-1.amazonaws.com/", &headers, b"{}").unwrap();
+        let signed = sign(&creds, "ssm", "eu-west-1", "https://ssm.eu-west-1.amazonaws.com/", &headers, b"{}").unwrap();
         let auth = signed.iter().find(|(k, _)| k == "authorization").map(|(_, v)| v.as_str()).unwrap_or("");
         assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"), "{auth}");
         assert!(auth.contains("/eu-west-1/ssm/aws4_request"), "{auth}");

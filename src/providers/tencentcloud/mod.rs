@@ -21,6 +21,7 @@ mod cvm;
 mod errors;
 mod health;
 mod jobs;
+mod secrets;
 mod tke;
 mod warm;
 

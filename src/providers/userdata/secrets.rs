@@ -7,8 +7,11 @@
 //!   `#KEY` of a JSON secret is picked with `python3`). A failed read ends the job with
 //!   `gpuplan-job-error=` naming the reference, never a value.
 //! - `env:`: gpuplan reads its own environment now, at send time, and only into a warm
-//!   node's run-command (the script is the agent's parameter, `keep_node`); a node made for
-//!   the job would carry it in its user data, so that launch is refused.
+//!   node's run-command (the script is the agent's parameter: `keep_node` and no node
+//!   `shape`); a node made for the job would carry it in its user data, so that launch
+//!   is refused (Tencent and Alibaba job nodes are kept up too, for their agent).
+//! - `tencent-ssm:` and `alicloud-kms:`: likewise, with the value the provider read from
+//!   its cloud's store just before the send, looked up by the reference's text.
 //! - anything else cannot reach a VM (`spec::secrets` refuses it first): refused.
 
 use super::shell_quote;
@@ -16,8 +19,9 @@ use crate::model::secret::{SecretRef, SecretSource};
 use crate::providers::{ErrorClass, LaunchJob, ProviderError};
 
 /// The script lines that set and export each secret variable, and the `docker run`
-/// arguments that pass them on; `Err` when one cannot be delivered this way. `env` reads
-/// gpuplan's environment (`env:` sources).
+/// arguments that pass them on; `Err` when one cannot be delivered this way. `env` answers
+/// the values gpuplan holds at send time: an `env:` source by its variable's name, a
+/// store read at send time (`tencent-ssm:`, `alicloud-kms:`) by the reference's text.
 pub fn steps_with(
     req: &LaunchJob,
     env: &dyn Fn(&str) -> Option<String>,
@@ -26,6 +30,9 @@ pub fn steps_with(
     let region = if region.is_empty() { String::new() } else { format!(" --region {}", shell_quote(region)) };
     let mut lines = String::new();
     let mut args = Vec::new();
+    // Sent through a warm node's run-command agent: kept up, and no node made for it (a
+    // Tencent or Alibaba job node is kept up too, and boots from user data).
+    let by_agent = req.keep_node && req.shape.is_none();
     for (var, r) in &req.secrets {
         let why = shell_quote(&format!("secret {var} ({r}) could not be read with the node's role"));
         let value = match r.source {
@@ -46,16 +53,19 @@ pub fn steps_with(
                 "\"$(aws ssm get-parameter{region} --name {} --with-decryption --query Parameter.Value --output text)\" || need {why}",
                 shell_quote(&r.name)
             ),
-            SecretSource::Env if req.keep_node => match env(&r.name) {
-                Some(v) => {
-                    // A literal, quoted: shellcheck's warnings about quotes in it and `$`
-                    // not expanding are what is meant.
-                    lines += &format!("# shellcheck disable=SC2016,SC2089,SC2090\nexport {var}={}\n", shell_quote(&v));
-                    args.push(format!("-e {var}"));
-                    continue;
+            SecretSource::Env | SecretSource::TencentSsm | SecretSource::AlicloudKms if by_agent => {
+                match env(&if r.source == SecretSource::Env { r.name.clone() } else { r.to_string() }) {
+                    Some(v) => {
+                        // A literal, quoted: shellcheck's warnings about quotes in it and `$`
+                        // not expanding are what is meant.
+                        lines +=
+                            &format!("# shellcheck disable=SC2016,SC2089,SC2090\nexport {var}={}\n", shell_quote(&v));
+                        args.push(format!("-e {var}"));
+                        continue;
+                    }
+                    None => return Err(not_set(req, var, r)),
                 }
-                None => return Err(not_set(req, var, r)),
-            },
+            }
             _ => return Err(not_deliverable(req, var, r)),
         };
         lines += &format!("{var}={value}\nexport {var}\n");
@@ -65,17 +75,21 @@ pub fn steps_with(
 }
 
 fn not_set(req: &LaunchJob, var: &str, r: &SecretRef) -> ProviderError {
+    let why = match r.source {
+        SecretSource::Env => format!("`{}` is not set in gpuplan's environment", r.name),
+        _ => "it was not read before the send".to_string(),
+    };
     ProviderError::new(
         ErrorClass::Invalid,
         "SecretNotSet",
-        format!("`{}`: `{var}` comes from `{r}`, and `{}` is not set in gpuplan's environment", req.job, r.name),
+        format!("`{}`: `{var}` comes from `{r}`, and {why}", req.job),
     )
 }
 
 fn not_deliverable(req: &LaunchJob, var: &str, r: &SecretRef) -> ProviderError {
     let why = match r.source {
-        SecretSource::Env => {
-            "its value would be written into the user data of the node made for the job; `env:` secrets reach warm nodes through their run-command agent"
+        SecretSource::Env | SecretSource::TencentSsm | SecretSource::AlicloudKms => {
+            "its value would be written into the user data of the node made for the job; such secrets reach warm nodes through their run-command agent, read at send time"
         }
         _ => "this node cannot read that source",
     };

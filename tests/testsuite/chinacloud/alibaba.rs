@@ -21,7 +21,7 @@ const REGION: &str = "cn-hangzhou";
 const ZH: &str = "cn-hangzhou-h";
 const ZI: &str = "cn-hangzhou-i";
 
-fn fleet(fake: &Fake, zones: &[&str], desired: u32, mix: &str) -> Fleet {
+pub(crate) fn fleet(fake: &Fake, zones: &[&str], desired: u32, mix: &str) -> Fleet {
     // The endpoint comes from the environment here (the spec's `endpoint` is the other way).
     let spec = format!(
         "provider \"alicloud\" {{\n  region = \"{REGION}\"\n  image  = \"m-gpuplan\"\n}}\n{}",
@@ -108,7 +108,7 @@ fn throttling_backs_off_and_retries_with_the_same_client_token() {
     assert!(tokens.iter().all(|t| t == &tokens[0] && !t.is_empty()), "{tokens:?}");
 }
 
-fn provider(fake: &Fake, secret: &str) -> AlibabaProvider {
+pub(crate) fn provider(fake: &Fake, secret: &str) -> AlibabaProvider {
     AlibabaProvider::new(CloudConfig {
         name: "alicloud".into(),
         endpoint: Some(Endpoint::parse(&fake.url).expect("endpoint")),

@@ -80,6 +80,8 @@ pub struct State {
     pub identity: Identity,
     /// Capacity reservations: PrivatePoolOptionsId → (ClientToken, the item as described).
     pub reservations: BTreeMap<String, (String, Value)>,
+    /// KMS secrets: name → the current version's `SecretData`.
+    pub secrets: HashMap<String, String>,
 }
 
 #[derive(Clone)]
@@ -209,25 +211,27 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     if (version, action.as_str()) == ("2015-04-01", "AssumeRole") {
         return identity::alibaba_assume_role(&mut s.identity, req);
     }
-    let known = version == "2014-05-26"
-        && matches!(
-            action.as_str(),
-            "RunInstances"
-                | "DescribeInstances"
-                | "DeleteInstances"
-                | "GetInstanceConsoleOutput"
-                | "DescribePrice"
-                | "DescribeAccountAttributes"
-                | "TagResources"
-                | "UntagResources"
-                | "DescribeCloudAssistantStatus"
-                | "RunCommand"
-                | "DescribeInvocationResults"
-                | "StopInvocation"
-                | "CreateCapacityReservation"
-                | "DescribeCapacityReservations"
-                | "ReleaseCapacityReservation"
-        );
+    let kms = (version, action.as_str()) == ("2016-01-20", "GetSecretValue");
+    let known = kms
+        || version == "2014-05-26"
+            && matches!(
+                action.as_str(),
+                "RunInstances"
+                    | "DescribeInstances"
+                    | "DeleteInstances"
+                    | "GetInstanceConsoleOutput"
+                    | "DescribePrice"
+                    | "DescribeAccountAttributes"
+                    | "TagResources"
+                    | "UntagResources"
+                    | "DescribeCloudAssistantStatus"
+                    | "RunCommand"
+                    | "DescribeInvocationResults"
+                    | "StopInvocation"
+                    | "CreateCapacityReservation"
+                    | "DescribeCapacityReservations"
+                    | "ReleaseCapacityReservation"
+            );
     if !known {
         return err(404, "InvalidAction.NotFound", "Specified api is not found, please check your url and method.");
     }
@@ -241,6 +245,15 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         return err(400, "MissingRegionId", "RegionId is mandatory for this action.");
     };
     match action.as_str() {
+        "GetSecretValue" => {
+            let name = params.get("SecretName").cloned().unwrap_or_default();
+            match s.secrets.get(&name) {
+                Some(v) => {
+                    ok(json!({"SecretName": name, "VersionId": "v1", "SecretData": v, "SecretDataType": "text"}))
+                }
+                None => err(404, "Forbidden.ResourceNotFound", "The resource is not found."),
+            }
+        }
         "RunInstances" => run(&mut s, &region, &params),
         "DescribeInstances" => describe(&s, &region, &params),
         "DeleteInstances" => delete(&mut s, &region, &params),

@@ -6,6 +6,7 @@
 mod adopt;
 mod alibaba;
 mod alibaba_fake;
+mod alibaba_secrets;
 mod credentials;
 mod identity;
 mod job_nodes;
@@ -17,6 +18,7 @@ mod server;
 mod stopped_nodes;
 mod tencent;
 mod tencent_fake;
+mod tencent_secrets;
 mod validate;
 
 use std::path::Path;

@@ -19,7 +19,7 @@ const REGION: &str = "ap-guangzhou";
 const Z3: &str = "ap-guangzhou-3";
 const Z4: &str = "ap-guangzhou-4";
 
-fn fleet(fake: &Fake, zones: &[&str], desired: u32, mix: &str) -> Fleet {
+pub(crate) fn fleet(fake: &Fake, zones: &[&str], desired: u32, mix: &str) -> Fleet {
     let spec = format!(
         "provider \"tencentcloud\" {{\n  region   = \"{REGION}\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n{}",
         fake.url,
@@ -130,7 +130,7 @@ fn missing_credentials_fail_with_a_hint() {
     assert!(r.stderr.contains("TENCENTCLOUD_SECRET_ID"), "{}", r.stderr);
 }
 
-fn provider(fake: &Fake, key: &str) -> TencentProvider {
+pub(crate) fn provider(fake: &Fake, key: &str) -> TencentProvider {
     TencentProvider::new(CloudConfig {
         name: "tencentcloud".into(),
         endpoint: Some(Endpoint::parse(&fake.url).expect("endpoint")),

@@ -87,6 +87,8 @@ pub struct State {
     /// does not) runs the command but answers only once it is cleared (an answer a killed
     /// client never reads).
     pub stall_run_command: bool,
+    /// Secrets Manager: secret name → versions (id, creation time, `SecretString`).
+    pub secrets: HashMap<String, Vec<(String, u64, String)>>,
 }
 
 #[derive(Clone)]
@@ -174,6 +176,23 @@ fn ok(mut body: Value) -> Response {
 }
 
 /// Tencent answers errors with HTTP 200 and an `Error` object.
+/// Secrets Manager's two reads: the versions of a secret, and one version's value.
+fn secret(s: &State, action: &str, body: &Value) -> Response {
+    let name = body["SecretName"].as_str().unwrap_or("");
+    let Some(versions) = s.secrets.get(name) else {
+        return err("ResourceNotFound", &format!("The secret `{name}` does not exist."));
+    };
+    if action == "ListSecretVersionIds" {
+        let list: Vec<Value> = versions.iter().map(|(id, t, _)| json!({"VersionId": id, "CreateTime": t})).collect();
+        return ok(json!({"SecretName": name, "Versions": list}));
+    }
+    let want = body["VersionId"].as_str().unwrap_or("");
+    match versions.iter().find(|(id, _, _)| id == want) {
+        Some((id, _, value)) => ok(json!({"SecretName": name, "VersionId": id, "SecretString": value})),
+        None => err("ResourceNotFound", &format!("The version `{want}` of `{name}` does not exist.")),
+    }
+}
+
 pub fn err(code: &str, message: &str) -> Response {
     ok(json!({"Error": {"Code": code, "Message": message}}))
 }
@@ -215,6 +234,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                 | "DescribeAccountQuota"
         ) | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances" | "CreateClusterInstances")
             | ("2018-08-13", "TagResources" | "UnTagResources" | "GetCallerIdentity" | "AssumeRole")
+            | ("2019-09-23", "ListSecretVersionIds" | "GetSecretValue")
             | (
                 "2020-10-28",
                 "RunCommand"
@@ -245,6 +265,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         *n -= 1;
     }
     match action.as_str() {
+        "ListSecretVersionIds" | "GetSecretValue" => secret(&s, &action, &body),
         "RunInstances" => run(&mut s, &region, &body),
         "DescribeInstances" => describe(&s, &region, &body),
         "TagResources" | "UnTagResources" => tag_resources(&mut s, &region, &action, &body),
@@ -561,6 +582,7 @@ fn verify(s: &State, req: &Request) -> Result<(), Response> {
     let expected_service = match (h("x-tc-version"), h("x-tc-action")) {
         ("2018-05-25", _) => "tke",
         ("2020-10-28", _) => "tat",
+        ("2019-09-23", _) => "ssm",
         ("2018-08-13", "GetCallerIdentity" | "AssumeRole") => "sts",
         ("2018-08-13", _) => "tag",
         _ => "cvm",

@@ -101,7 +101,9 @@ fn pascal(snake: &str) -> String {
 }
 
 /// `client.describe_instances()` (the EC2 SDK's fluent calls, `client` on its own line
-/// or not) and `self.ssm(region, "SendCommand", ...)` in `src/providers/aws/`.
+/// or not), `self.ssm(region, "SendCommand", ...)` and
+/// `self.json_call(SECRETS_MANAGER, region, &url, "DescribeSecret", ...)` in
+/// `src/providers/aws/`.
 fn aws_provider() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for file in rust_files(&root().join("src/providers/aws")) {
@@ -120,6 +122,16 @@ fn aws_provider() -> BTreeSet<String> {
         for (line, args) in calls(&text, ".ssm(") {
             if let Some(a) = literal(&file, line, &args[1]) {
                 out.insert(format!("ssm:{a}"));
+            }
+        }
+        for (line, args) in calls(&text, ".json_call(") {
+            let service = match args[0].trim() {
+                "SECRETS_MANAGER" => "secretsmanager",
+                "SSM" => "ssm",
+                other => other,
+            };
+            if let Some(a) = literal(&file, line, &args[3]) {
+                out.insert(format!("{service}:{a}"));
             }
         }
     }
@@ -192,7 +204,9 @@ fn alicloud() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for file in rust_files(&root().join("src/providers/alicloud")) {
         let text = code(&file);
-        for (needle, index, service) in [(".ecs(", 0, "ecs"), (".cs(", 2, "cs"), (".cs_json(", 1, "cs")] {
+        for (needle, index, service) in
+            [(".ecs(", 0, "ecs"), (".cs(", 2, "cs"), (".cs_json(", 1, "cs"), (".kms(", 0, "kms")]
+        {
             for (line, args) in calls(&text, needle) {
                 if let Some(a) = literal(&file, line, &args[index]) {
                     out.insert(format!("{service}:{a}"));

@@ -16,6 +16,7 @@ mod ownership;
 mod reconcile;
 mod saved_inputs;
 mod saved_plan;
+mod sensitive;
 mod standing;
 mod var_files;
 

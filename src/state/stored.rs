@@ -290,6 +290,7 @@ impl Serialize for ResourceOut<'_> {
             provider_kind,
             region,
             config,
+            sensitive,
             dependencies,
             nodes,
             job,
@@ -309,6 +310,9 @@ impl Serialize for ResourceOut<'_> {
             m.serialize_entry("region", v)?;
         }
         m.serialize_entry("config", config)?;
+        if !sensitive.is_empty() {
+            m.serialize_entry("sensitive", sensitive)?;
+        }
         if !dependencies.is_empty() {
             m.serialize_entry("dependencies", dependencies)?;
         }

@@ -67,6 +67,7 @@ async fn a_warm_node_gets_an_alicloud_kms_secret_through_cloud_assistant_and_a_j
         user_data: None,
         join: None,
         hardware: None,
+        reservation: None,
     };
     let before = fake.instances().len();
     let e = p.launch_job(&launch("", "alicloud-kms:ml/wandb", Some(shape))).await.expect_err("a job node");

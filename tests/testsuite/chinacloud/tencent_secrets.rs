@@ -71,6 +71,7 @@ async fn a_warm_node_gets_a_tencent_ssm_secret_through_tat_and_a_job_node_is_ref
         user_data: None,
         join: None,
         hardware: None,
+        reservation: None,
     };
     let before = fake.instances().len();
     let e = p.launch_job(&launch("", "tencent-ssm:hf-token", Some(shape))).await.expect_err("a job node");

@@ -35,6 +35,9 @@
 mod cli;
 #[path = "../tests/testsuite/aws/fake_ec2.rs"]
 mod fake_ec2;
+#[path = "../tests/testsuite/state_plain.rs"]
+#[allow(dead_code)]
+mod state_plain;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

@@ -99,6 +99,7 @@ fn main() {
                 user_data: None,
                 join: None,
                 hardware: None,
+                reservation: None,
             };
             let r = p.create_nodes(&req).await.expect("create");
             assert!(r.errors.is_empty(), "{:?}", r.errors);

@@ -16,6 +16,9 @@ mod fixture;
 #[path = "../tests/testsuite/kube_fake.rs"]
 #[allow(dead_code)]
 mod kube_fake;
+#[path = "../tests/testsuite/state_plain.rs"]
+#[allow(dead_code)]
+mod state_plain;
 
 use std::time::{Duration, Instant};
 

@@ -72,6 +72,7 @@ pub fn parse(text: &str, seen_ms: u64) -> Result<Vec<Finding>, ParseError> {
     let mut out = Vec::new();
     for (group, entities) in body.iter().filter(|(k, _)| *k != "Overall Health") {
         for (id, entity) in children(entities) {
+            // An entity id that is not a GPU index names no GPU; its findings still count.
             let gpu = if group == "GPU" { id.parse().ok() } else { None };
             for (system, incident) in children(&entity["children"]["Errors"]) {
                 out.extend(incident_findings(group, gpu, system, incident, seen_ms));

@@ -33,6 +33,8 @@ fn xid_line(line: &str) -> Option<XidLine> {
     let (bus, rest) = rest.split_once(')')?;
     let rest = rest.strip_prefix(':')?.trim_start();
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    // A line whose XID is not a number is not an `NVRM: Xid` line: it is skipped, as a
+    // line of any other kind is.
     let code = rest[..digits].parse().ok()?;
     let mut text = rest[digits..].trim_start_matches([',', ' ']);
     for field in ["pid=", "name="] {

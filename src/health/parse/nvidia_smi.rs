@@ -125,6 +125,8 @@ pub fn parse(text: &str) -> Result<Report, ParseError> {
         match event {
             Event::Start(start) => {
                 let name = String::from_utf8_lossy(start.local_name().as_ref()).into_owned();
+                // A malformed `id` attribute is an element without one: the GPU's place and
+                // `minor_number` still name it.
                 let id =
                     start.try_get_attribute("id").ok().flatten().and_then(|a| {
                         a.normalized_value(quick_xml::XmlVersion::Implicit1_0).ok().map(|v| v.into_owned())
@@ -190,6 +192,7 @@ impl Walk {
             return;
         }
         if self.path.len() == 2 && self.path[1] == "attached_gpus" {
+            // `N/A` or text is "count unknown", never zero: `gpu_missing` needs a number.
             self.report.attached = value.parse().ok();
             return;
         }

@@ -102,7 +102,6 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         plan.errors.extend(error);
         return Some(change);
     };
-
     let home = home_provider(cx, &shape);
     let (replaced, stale, fresh, kept, verdicts) = split_stale(cx, pool, &shape, home);
     let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, kept);
@@ -181,6 +180,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
             placement: None,
             placement_before: None,
             alternates: Vec::new(),
+            delete_groups: Vec::new(),
         }),
         after_changes: vec![],
         sensitive: None,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::pool::{Ctx, call, describe};
 use crate::apply::{Outcome, Status};
+use crate::plan::groups_to_delete;
 use crate::plan::model::{PoolChange, ResourceChange};
 use crate::providers::Provider;
 
@@ -18,7 +19,13 @@ const STRATEGY: &str = "cluster";
 /// A pool change with its groups: made before its nodes ([`super::pool::run`]), deleted
 /// once they are all gone (a failed group call fails the change; a pool whose nodes did
 /// not all go keeps its groups).
-pub(super) async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Provider>, ctx: &Ctx) -> Outcome {
+pub(super) async fn run(
+    change: &ResourceChange,
+    pc: &PoolChange,
+    lineage: &str,
+    provider: Arc<dyn Provider>,
+    ctx: &Ctx,
+) -> Outcome {
     let addr = change.address.to_string();
     if let Err(e) = ensure(&addr, pc, provider.as_ref(), ctx).await {
         let status = Status::Failed(e);
@@ -33,7 +40,7 @@ pub(super) async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<
     }
     let mut out = super::pool::run(change, pc, provider.clone(), ctx).await;
     if out.status == Status::Done
-        && let Err(e) = release(&addr, pc, provider.as_ref(), ctx).await
+        && let Err(e) = release(&addr, change, lineage, provider.as_ref(), ctx).await
     {
         out.status = Status::Failed(e);
     }
@@ -58,10 +65,16 @@ async fn ensure(addr: &str, pc: &PoolChange, provider: &dyn Provider, ctx: &Ctx)
     Ok(())
 }
 
-/// Deletes the groups of a pool whose nodes are all gone (`pc.delete_groups`).
-async fn release(addr: &str, pc: &PoolChange, provider: &dyn Provider, ctx: &Ctx) -> Result<(), String> {
-    let Some(port) = provider.placement() else { return Ok(()) };
-    for name in &pc.delete_groups {
+/// Deletes the groups of a pool whose nodes are all gone ([`groups_to_delete`]).
+async fn release(
+    addr: &str,
+    change: &ResourceChange,
+    lineage: &str,
+    provider: &dyn Provider,
+    ctx: &Ctx,
+) -> Result<(), String> {
+    let (Some(port), Some(pc)) = (provider.placement(), &change.pool) else { return Ok(()) };
+    for name in &groups_to_delete(lineage, change) {
         ctx.flush().await?;
         call(ctx, name, || port.delete_group(&pc.region, name))
             .await

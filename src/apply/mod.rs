@@ -421,7 +421,7 @@ async fn run_change(
         let Some(provider) = provider else {
             return outcome(change, Status::Failed(format!("provider `{}` is not configured", pc.provider)));
         };
-        return groups::run(change, pc, provider, ctx).await;
+        return groups::run(change, pc, &plan.lineage, provider, ctx).await;
     }
     // Configuration-only resources (the executor batches them: `record_configs`).
     match ctx.recorder.record(vec![config_entry(change)]).await {

@@ -238,7 +238,6 @@ fn create(name: &str, count: u32, capacity: Capacity, after: &[&str]) -> Resourc
         placement: None,
         placement_before: None,
         alternates: Vec::new(),
-        delete_groups: Vec::new(),
     };
     ResourceChange {
         address,

@@ -308,10 +308,6 @@ pub struct PoolChange {
     /// apply creates the nodes the chosen one has no room for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alternates: Vec<Alternate>,
-    /// Cluster placement groups (gpuplan's names, `network { placement_group }`) apply
-    /// deletes once this change's nodes are gone: a pool removed or destroyed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub delete_groups: Vec<String>,
 }
 
 /// Another candidate of a floating pool, ready for apply to create nodes in.

@@ -334,7 +334,6 @@ fn a_pool_changes_rare_records_are_boxed_and_written_as_before() {
         placement: Some(Box::new(after.clone())),
         placement_before: Some(Box::new(before.clone())),
         alternates: vec![],
-        delete_groups: Vec::new(),
     };
     let json = serde_json::to_value(&pc).expect("a pool change serializes");
     let inline = |record: serde_json::Result<serde_json::Value>| record.expect("a record serializes");

@@ -308,11 +308,6 @@ struct PoolDoc<'a> {
     #[schemars(default)]
     deferred: Vec<DeferredDoc<'a>>,
     deletes: Vec<DeleteDoc<'a>>,
-    /// Cluster placement groups apply deletes after the pool's nodes (a pool removed or
-    /// destroyed); absent: none.
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    #[schemars(default)]
-    delete_groups: &'a [String],
     forget: &'a [String],
     gpu: &'a str,
     provider: &'a str,
@@ -364,7 +359,6 @@ impl<'a> PoolDoc<'a> {
                     zone: &d.zone,
                 })
                 .collect(),
-            delete_groups: &p.delete_groups,
             forget: &p.forget,
             gpu: &p.gpu,
             provider: &p.provider,

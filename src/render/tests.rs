@@ -102,7 +102,6 @@ fn pool_change(gpu: &str, before: NodeCounts, after: NodeCounts) -> PoolChange {
         placement: None,
         placement_before: None,
         alternates: Vec::new(),
-        delete_groups: Vec::new(),
     }
 }
 

@@ -496,12 +496,7 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
             )
         })
         .collect();
-    let groups: String = pool
-        .delete_groups
-        .iter()
-        .map(|g| format!("      {} placement group {g} (after its nodes)\n", p.symbol("-")))
-        .collect();
-    let deletes = deletes + &capped(deferred, "deferred") + &groups;
+    let deletes = deletes + &capped(deferred, "deferred");
     if pool.create_before_destroy {
         out += &creates.concat();
         out += &deletes;

@@ -42,6 +42,7 @@ pub(crate) use busy::JobNodes;
 pub(crate) use health::record as record_faults;
 use nodes::Held;
 pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
+pub use removed::groups_to_delete;
 pub(crate) use removed::{keep_deferred_jobs, removed};
 
 /// What one pool's change is computed from.
@@ -180,7 +181,6 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
             placement: None,
             placement_before: None,
             alternates: Vec::new(),
-            delete_groups: Vec::new(),
         }),
         after_changes: vec![],
         sensitive: None,

@@ -60,8 +60,6 @@ pub(crate) fn removed(
     // applying it deletes what it can.
     let waits = deletes.is_empty() && !deferred.is_empty() && !cx.input.destroy;
     let (action, after_cfg) = if waits { (Action::NoOp, before_cfg.clone()) } else { (Action::Delete, None) };
-    let delete_groups =
-        if action == Action::Delete && deferred.is_empty() { groups_of(cx, before_cfg.as_ref()) } else { Vec::new() };
     let change = ResourceChange {
         address: addr.clone(),
         action,
@@ -92,7 +90,6 @@ pub(crate) fn removed(
             placement: None,
             placement_before: None,
             alternates: Vec::new(),
-            delete_groups,
         }),
         after_changes: vec![],
         sensitive: None,
@@ -101,21 +98,23 @@ pub(crate) fn removed(
     Some((change, refused))
 }
 
-/// The cluster placement groups of a pool that goes, when its recorded configuration
-/// asked for them (`network { placement_group }`): one per zone it named or ran nodes
-/// in, by the name apply made them under.
-fn groups_of(cx: &PoolCtx<'_, '_>, before_cfg: Option<&JsonText>) -> Vec<String> {
-    let Some(cfg) = before_cfg else { return Vec::new() };
+/// The cluster placement groups apply deletes once `change`'s nodes are all gone: a pool
+/// removed or destroyed (no removal deferred) whose recorded configuration asked for them
+/// (`network { placement_group }`), one per zone it named or ran nodes in, by the name
+/// apply made them under in state `lineage`. Derived, not stored: a plan holds one pool
+/// change per pool, and few pools have groups.
+pub fn groups_to_delete(lineage: &str, change: &ResourceChange) -> Vec<String> {
+    let (Some(pc), Some(cfg)) = (&change.pool, &change.before) else { return Vec::new() };
     let grouped = cfg.get("network").is_some_and(|n| n.get("placement_group").is_some_and(|g| !g.is_null()));
-    if !grouped {
+    if change.action != Action::Delete || !pc.deferred.is_empty() || !grouped {
         return Vec::new();
     }
     let named = cfg.get("zones").and_then(|z| z.as_array().cloned()).unwrap_or_default();
     let mut zones: std::collections::BTreeSet<String> =
         named.iter().filter_map(|z| z.as_str().map(str::to_string)).collect();
-    zones.extend(cx.live.iter().chain(cx.stopped.iter()).map(|n| n.zone.clone()).filter(|z| !z.is_empty()));
-    let lineage = &cx.input.state.lineage;
-    zones.iter().map(|z| crate::model::hardware::placement_group_name(lineage, &cx.addr.name, z)).collect()
+    zones.extend(pc.deletes.iter().map(|d| d.zone.clone()).filter(|z| !z.is_empty()));
+    let pool = &change.address.name;
+    zones.iter().map(|z| crate::model::hardware::placement_group_name(lineage, pool, z)).collect()
 }
 
 /// A destroy leaves the jobs whose nodes it defers (jobs that are not preemptible, still

@@ -168,6 +168,13 @@ fn apply_makes_one_placement_group_per_pool_and_zone_launches_into_it_and_destro
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(front.actions("CreatePlacementGroup").len(), 2, "a settled pool makes no group");
 
+    let r = run(dir, &["plan", "--destroy", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let pool = plan["changes"].as_array().unwrap().iter().find(|c| c["address"] == "gpu_pool.train").unwrap();
+    assert_eq!(pool["pool"]["delete_groups"], serde_json::json!([name("us-east-1a"), name("us-east-1b")]), "{pool:#}");
+    assert!(front.actions("DeletePlacementGroup").is_empty(), "a plan deletes nothing");
+
     let r = run(dir, &["destroy", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(groups.lock().unwrap().is_empty(), "destroy deletes the pool's groups");

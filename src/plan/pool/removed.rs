@@ -105,8 +105,13 @@ pub(crate) fn removed(
 /// change per pool, and few pools have groups.
 pub fn groups_to_delete(lineage: &str, change: &ResourceChange) -> Vec<String> {
     let (Some(pc), Some(cfg)) = (&change.pool, &change.before) else { return Vec::new() };
+    // Checked first: only a delete reads its recorded configuration (a 100,000-pool plan
+    // renders its JSON without a pass over every pool's).
+    if change.action != Action::Delete || !pc.deferred.is_empty() {
+        return Vec::new();
+    }
     let grouped = cfg.get("network").is_some_and(|n| n.get("placement_group").is_some_and(|g| !g.is_null()));
-    if change.action != Action::Delete || !pc.deferred.is_empty() || !grouped {
+    if !grouped {
         return Vec::new();
     }
     let named = cfg.get("zones").and_then(|z| z.as_array().cloned()).unwrap_or_default();

@@ -18,8 +18,8 @@ use crate::providers::health::HealthPort;
 use crate::providers::reservations::ReservationPort;
 use crate::providers::{
     AdoptionPort, ClusterPort, CreateNodes, CreateResult, ErrorClass, JobPort, JobStatus, LaunchJob, ListFilter,
-    LogPort, NewPool, Node, NodePort, PricePort, Provider, ProviderError, ProviderSet, QuotaLine, RunCommandPort, Tags,
-    ports,
+    LogPort, NewPool, Node, NodePort, PlacementPort, PricePort, Provider, ProviderError, ProviderSet, QuotaLine,
+    RunCommandPort, Tags, ports,
 };
 
 /// The code of a call refused because the lock or Lease no longer holds.
@@ -115,6 +115,9 @@ impl Provider for Fenced {
     /// Reads only: nothing to fence.
     fn secrets(&self) -> Option<&dyn crate::providers::secrets::SecretPort> {
         self.inner.secrets()
+    }
+    fn placement(&self) -> Option<&dyn PlacementPort> {
+        self.inner.placement().map(|_| self as &dyn PlacementPort)
     }
 }
 
@@ -233,6 +236,32 @@ impl Fenced {
                 ErrorClass::Invalid,
                 "Unsupported",
                 format!("{} sells no reservations", self.inner.kind()),
+            )
+        })
+    }
+}
+
+/// Making and deleting placement groups are writes: fenced.
+#[async_trait]
+impl PlacementPort for Fenced {
+    async fn ensure_group(&self, region: &str, name: &str, strategy: &str, tags: &Tags) -> Result<(), ProviderError> {
+        self.check()?;
+        self.placement_port()?.ensure_group(region, name, strategy, tags).await
+    }
+    async fn delete_group(&self, region: &str, name: &str) -> Result<(), ProviderError> {
+        self.check()?;
+        self.placement_port()?.delete_group(region, name).await
+    }
+}
+
+impl Fenced {
+    /// The inner provider's port ([`Provider::placement`] offers this one only when it has one).
+    fn placement_port(&self) -> Result<&dyn PlacementPort, ProviderError> {
+        self.inner.placement().ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Invalid,
+                "Unsupported",
+                format!("provider `{}` makes no placement groups", self.inner.kind()),
             )
         })
     }

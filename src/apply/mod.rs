@@ -14,6 +14,7 @@
 pub mod adopt;
 pub mod cordon;
 pub mod fence;
+mod groups;
 pub mod jobs;
 pub mod policy;
 pub mod pool;
@@ -420,7 +421,7 @@ async fn run_change(
         let Some(provider) = provider else {
             return outcome(change, Status::Failed(format!("provider `{}` is not configured", pc.provider)));
         };
-        return pool::run(change, pc, provider, ctx).await;
+        return groups::run(change, pc, &plan.lineage, provider, ctx).await;
     }
     // Configuration-only resources (the executor batches them: `record_configs`).
     match ctx.recorder.record(vec![config_entry(change)]).await {

@@ -199,7 +199,7 @@ impl Ctx {
     }
 
     /// Make the deferred entries durable: before each provider call.
-    async fn flush(&self) -> Result<(), String> {
+    pub(super) async fn flush(&self) -> Result<(), String> {
         self.record(Vec::new()).await
     }
 

@@ -39,7 +39,7 @@ use crate::model::ProviderKind;
 // on this layer; re-exported here for the providers' own code.
 pub use crate::model::node::*;
 pub use crate::model::tags::{self, Tags};
-pub use ports::{AdoptionPort, ClusterPort, JobPort, LogPort, NodePort, PricePort, RunCommandPort};
+pub use ports::{AdoptionPort, ClusterPort, JobPort, LogPort, NodePort, PlacementPort, PricePort, RunCommandPort};
 
 /// Providers by the local name pools use (`sim`, `aws`, an alias).
 pub type ProviderSet = BTreeMap<String, Arc<dyn Provider>>;
@@ -114,6 +114,12 @@ pub trait Provider: Send + Sync {
 
     /// Whether a job's secret exists, asked without reading it ([`secrets::SecretPort`]).
     fn secrets(&self) -> Option<&dyn secrets::SecretPort> {
+        None
+    }
+
+    /// Cluster placement groups a pool's nodes launch into ([`PlacementPort`]). `None`
+    /// on the sim cloud too: its nodes carry their group's name and need no group object.
+    fn placement(&self) -> Option<&dyn PlacementPort> {
         None
     }
 }

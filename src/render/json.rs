@@ -128,7 +128,7 @@ impl<'a> PlanDoc<'a> {
     fn new(plan: &'a Plan) -> Self {
         PlanDoc {
             adoptions: super::adopt::docs(plan),
-            changes: facts::sorted_changes(plan).into_iter().map(ChangeDoc::new).collect(),
+            changes: facts::sorted_changes(plan).into_iter().map(|c| ChangeDoc::new(c, &plan.lineage)).collect(),
             cost: &plan.cost,
             drift: drift_docs(&plan.drift),
             health: &plan.health,
@@ -263,14 +263,14 @@ struct ChangeDoc<'a> {
 }
 
 impl<'a> ChangeDoc<'a> {
-    fn new(c: &'a ResourceChange) -> Self {
+    fn new(c: &'a ResourceChange, lineage: &str) -> Self {
         ChangeDoc {
             action: c.action.as_str(),
             address: Shown(&c.address),
             after: c.after.as_ref().map(|t| shown_config(t, facts::sensitive_of(c))),
             before: c.before.as_ref().map(|t| shown_config(t, facts::sensitive_of(c))),
             depends_on: c.after_changes.iter().map(|a| Shown(a)).collect(),
-            pool: c.pool.as_ref().map(PoolDoc::new),
+            pool: c.pool.as_ref().map(|p| PoolDoc::new(p, crate::plan::groups_to_delete(lineage, c))),
             reasons: c.reasons.iter().map(|r| ReasonDoc { code: &r.code, message: &r.message }).collect(),
             sensitive: facts::sensitive_of(c),
         }
@@ -308,6 +308,11 @@ struct PoolDoc<'a> {
     #[schemars(default)]
     deferred: Vec<DeferredDoc<'a>>,
     deletes: Vec<DeleteDoc<'a>>,
+    /// Cluster placement groups apply deletes after the pool's nodes (a pool removed or
+    /// destroyed); absent: none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(default)]
+    delete_groups: Vec<String>,
     forget: &'a [String],
     gpu: &'a str,
     provider: &'a str,
@@ -316,7 +321,7 @@ struct PoolDoc<'a> {
 }
 
 impl<'a> PoolDoc<'a> {
-    fn new(p: &'a PoolChange) -> Self {
+    fn new(p: &'a PoolChange, delete_groups: Vec<String>) -> Self {
         PoolDoc {
             adopt: p.adopt.iter().map(|n| n.id.as_str()).collect(),
             after: CountsDoc::new(&p.after),
@@ -359,6 +364,7 @@ impl<'a> PoolDoc<'a> {
                     zone: &d.zone,
                 })
                 .collect(),
+            delete_groups,
             forget: &p.forget,
             gpu: &p.gpu,
             provider: &p.provider,

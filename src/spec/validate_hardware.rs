@@ -100,19 +100,29 @@ fn lacks(addr: &Address, fabric: &Spanned<Fabric>, instance_type: &str, span: cr
     ))
 }
 
-/// `network {}` on a real cloud: gpuplan does not yet make EFA interfaces, HPC clusters,
-/// eRDMA interfaces or placement groups there, and launching without them while the plan
-/// shows them would mislead; only the sim cloud models them so far.
+/// `network {}` on a real cloud: gpuplan does not yet make EFA interfaces, HPC clusters or
+/// eRDMA interfaces, nor placement groups (HPC clusters, deployment sets) off AWS, and
+/// launching without them while the plan shows them would mislead. The sim cloud models
+/// them all; AWS makes cluster placement groups.
 fn not_built(addr: &Address, kind: ProviderKind, n: &crate::spec::model::NetworkBlock, diags: &mut Diagnostics) {
-    let spans = n.fabric.as_ref().map(|f| f.span).into_iter().chain(n.placement_group.as_ref().map(|g| g.span));
-    for span in spans {
+    let fabric = n.fabric.as_ref().map(|f| (f.span, "with a fabric", "remove `fabric`, or try it on a `sim` pool"));
+    let group =
+        n.placement_group.as_ref().filter(|_| kind != ProviderKind::Aws).map(|g| {
+            (g.span, "into a placement group", "remove `placement_group`, or use it on an `aws` or `sim` pool")
+        });
+    for (span, what, help) in fabric.into_iter().chain(group) {
+        let built = if kind == ProviderKind::Aws {
+            "aws builds placement groups only"
+        } else {
+            "only the sim cloud models this so far"
+        };
         diags.push(
             Diagnostic::error(
                 "gpuplan::spec::network_not_built",
-                format!("`{addr}`: gpuplan does not yet launch `{kind}` nodes with a fabric or into a placement group"),
+                format!("`{addr}`: gpuplan does not yet launch `{kind}` nodes {what}"),
             )
-            .at(span, "only the sim cloud models this so far (docs/design/big-runs.md)")
-            .help("remove the `network {}` block from this pool, or try it on a `sim` pool"),
+            .at(span, format!("{built} (docs/design/big-runs.md)"))
+            .help(help),
         );
     }
 }

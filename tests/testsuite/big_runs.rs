@@ -218,3 +218,35 @@ fn a_multi_node_job_starts_its_replicas_together_in_one_zone_with_replica_0_s_ad
     let zones: Vec<Option<String>> = nodes.iter().map(|n| zone_of(n)).collect();
     assert!(zones[0].is_some() && zones[0] == zones[1], "{nodes:?} in {zones:?}");
 }
+
+#[test]
+fn validate_takes_a_placement_group_on_aws_and_refuses_a_fabric_there_and_a_group_elsewhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let aws = pool("  network {\n    fabric          = \"efa\"\n    placement_group = \"cluster\"\n  }\n")
+        .replace(
+            "provider \"sim\" {\n  region = \"us-east-1\"\n",
+            "provider \"aws\" {\n  region = \"us-east-1\"\n  image  = \"ami-0123456789abcdef0\"\n",
+        )
+        .replace("provider       = \"sim\"", "provider       = \"aws\"");
+    std::fs::write(dir.join("main.hcl"), &aws).unwrap();
+    let r = run(dir, &["validate"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let out = r.stdout + &r.stderr;
+    assert!(out.contains("does not yet launch `aws` nodes with a fabric"), "{out}");
+    assert!(out.contains("main.hcl:18:"), "located at `fabric`: {out}");
+    assert!(!out.contains("into a placement group"), "aws makes placement groups: {out}");
+
+    std::fs::write(dir.join("main.hcl"), aws.replace("    fabric          = \"efa\"\n", "")).unwrap();
+    let r = run(dir, &["validate"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+
+    let tencent = "provider \"tencentcloud\" {\n  region = \"ap-guangzhou\"\n  image  = \"img-gpuplan\"\n}\n\n\
+gpu_pool \"train\" {\n  provider       = \"tencentcloud\"\n  gpu            = \"T4\"\n  gpus_per_node  = 1\n  nodes {\n    min     = 0\n    desired = 1\n    max     = 1\n  }\n  network {\n    placement_group = \"cluster\"\n  }\n}\n";
+    std::fs::write(dir.join("main.hcl"), tencent).unwrap();
+    let r = run(dir, &["validate"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let out = r.stdout + &r.stderr;
+    assert!(out.contains("does not yet launch `tencentcloud` nodes into a placement group"), "{out}");
+    assert!(out.contains("main.hcl:16:"), "located at `placement_group`: {out}");
+}

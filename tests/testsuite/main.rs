@@ -48,6 +48,7 @@ mod limits;
 mod mig;
 mod no_panic;
 mod pipelines;
+mod placement_groups_moto;
 mod plan_cases;
 mod plan_view;
 mod policies;

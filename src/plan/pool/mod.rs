@@ -42,6 +42,7 @@ pub(crate) use busy::JobNodes;
 pub(crate) use health::record as record_faults;
 use nodes::Held;
 pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
+pub use removed::groups_to_delete;
 pub(crate) use removed::{keep_deferred_jobs, removed};
 
 /// What one pool's change is computed from.
@@ -102,7 +103,6 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
         plan.errors.extend(error);
         return Some(change);
     };
-
     let home = home_provider(cx, &shape);
     let (replaced, stale, fresh, kept, verdicts) = split_stale(cx, pool, &shape, home);
     let (n, bounds) = target_count(cx, pool, &cfg.ignore, cfg.owned, kept);

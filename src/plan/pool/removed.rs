@@ -98,6 +98,30 @@ pub(crate) fn removed(
     Some((change, refused))
 }
 
+/// The cluster placement groups apply deletes once `change`'s nodes are all gone: a pool
+/// removed or destroyed (no removal deferred) whose recorded configuration asked for them
+/// (`network { placement_group }`), one per zone it named or ran nodes in, by the name
+/// apply made them under in state `lineage`. Derived, not stored: a plan holds one pool
+/// change per pool, and few pools have groups.
+pub fn groups_to_delete(lineage: &str, change: &ResourceChange) -> Vec<String> {
+    let (Some(pc), Some(cfg)) = (&change.pool, &change.before) else { return Vec::new() };
+    // Checked first: only a delete reads its recorded configuration (a 100,000-pool plan
+    // renders its JSON without a pass over every pool's).
+    if change.action != Action::Delete || !pc.deferred.is_empty() {
+        return Vec::new();
+    }
+    let grouped = cfg.get("network").is_some_and(|n| n.get("placement_group").is_some_and(|g| !g.is_null()));
+    if !grouped {
+        return Vec::new();
+    }
+    let named = cfg.get("zones").and_then(|z| z.as_array().cloned()).unwrap_or_default();
+    let mut zones: std::collections::BTreeSet<String> =
+        named.iter().filter_map(|z| z.as_str().map(str::to_string)).collect();
+    zones.extend(pc.deletes.iter().map(|d| d.zone.clone()).filter(|z| !z.is_empty()));
+    let pool = &change.address.name;
+    zones.iter().map(|z| crate::model::hardware::placement_group_name(lineage, pool, z)).collect()
+}
+
 /// A destroy leaves the jobs whose nodes it defers (jobs that are not preemptible, still
 /// running): their deletion would cancel them, so it is taken out of the plan, and a note
 /// per job says what keeps it and how to end it now (`gpuplan jobs cancel`, or the

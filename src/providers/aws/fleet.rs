@@ -55,11 +55,14 @@ pub struct Target {
 
 /// The overrides of a fleet: every type (in the pool's order) in every target. The
 /// priority (the type's rank) is set only for on-demand, where `prioritized` reads it.
+/// `group`: the cluster placement group every instance launches into (a batch in a group
+/// has one zone).
 pub fn overrides(
     types: &[String],
     targets: &[Target],
     capacity: Capacity,
     max_price: Option<&str>,
+    group: Option<&str>,
 ) -> Vec<FleetLaunchTemplateOverridesRequest> {
     let mut out = Vec::with_capacity(types.len() * targets.len());
     for (rank, t) in types.iter().enumerate() {
@@ -67,7 +70,8 @@ pub fn overrides(
             let b = FleetLaunchTemplateOverridesRequest::builder()
                 .instance_type(InstanceType::from(t.as_str()))
                 .set_max_price(max_price.map(str::to_string))
-                .set_priority((capacity == Capacity::OnDemand).then_some(rank as f64));
+                .set_priority((capacity == Capacity::OnDemand).then_some(rank as f64))
+                .set_placement(group.map(|g| aws_sdk_ec2::types::Placement::builder().group_name(g).build()));
             out.push(
                 match &target.subnet {
                     Some(s) => b.subnet_id(s),
@@ -78,6 +82,11 @@ pub fn overrides(
         }
     }
     out
+}
+
+/// The cluster placement group a batch launches into (`network { placement_group }`).
+pub fn group_of(req: &CreateNodes) -> Option<&str> {
+    req.hardware.as_ref().and_then(|h| h.placement_group.as_deref())
 }
 
 /// The zone an answer's group (or error) was launched in, from its override's zone or
@@ -222,7 +231,7 @@ impl AwsProvider {
                             .version(template.version.to_string())
                             .build(),
                     )
-                    .set_overrides(Some(overrides(&types, &targets, req.capacity, max_price.as_deref())))
+                    .set_overrides(Some(overrides(&types, &targets, req.capacity, max_price.as_deref(), group_of(req))))
                     .build(),
             )
             .target_capacity_specification(
@@ -346,7 +355,7 @@ mod tests {
             Target { zone: "us-east-1a".into(), subnet: Some("subnet-a".into()) },
             Target { zone: "us-east-1b".into(), subnet: None },
         ];
-        let od = overrides(&types, &targets, Capacity::OnDemand, None);
+        let od = overrides(&types, &targets, Capacity::OnDemand, None, None);
         let shape: Vec<(&str, Option<&str>, Option<&str>, Option<f64>)> = od
             .iter()
             .map(|o| (o.instance_type().unwrap().as_str(), o.subnet_id(), o.availability_zone(), o.priority()))
@@ -360,8 +369,12 @@ mod tests {
                 ("g5.2xlarge", None, Some("us-east-1b"), Some(1.0)),
             ]
         );
-        let spot = overrides(&types, &targets, Capacity::Spot, Some("0.5"));
+        let spot = overrides(&types, &targets, Capacity::Spot, Some("0.5"), Some("gpuplan-x-train-us-east-1a"));
         assert!(spot.iter().all(|o| o.priority().is_none() && o.max_price() == Some("0.5")), "{spot:?}");
+        let group =
+            |o: &FleetLaunchTemplateOverridesRequest| o.placement().and_then(|p| p.group_name()).map(str::to_string);
+        assert!(spot.iter().all(|o| group(o).as_deref() == Some("gpuplan-x-train-us-east-1a")), "{spot:?}");
+        assert!(od.iter().all(|o| o.placement().is_none()), "no group asked, none sent: {od:?}");
     }
 
     #[test]

@@ -32,6 +32,7 @@ mod health;
 mod jobs;
 pub mod kms;
 mod nodes;
+mod placement;
 mod prices;
 mod provider;
 mod reservations;

@@ -63,6 +63,10 @@ impl Provider for AwsProvider {
     fn secrets(&self) -> Option<&dyn crate::providers::secrets::SecretPort> {
         Some(self)
     }
+
+    fn placement(&self) -> Option<&dyn crate::providers::PlacementPort> {
+        Some(self)
+    }
 }
 
 #[async_trait]

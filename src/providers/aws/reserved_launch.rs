@@ -57,9 +57,12 @@ impl AwsProvider {
                 CapacityReservationSpecification::builder().capacity_reservation_target(aim).build(),
             )
             .set_tag_specifications(Some(tag_specs(req, &[ResourceType::Instance, ResourceType::Volume])));
+        let group = super::fleet::group_of(req);
         call = match subnet? {
-            Some(s) => call.subnet_id(s),
-            None => call.placement(Placement::builder().availability_zone(&req.zone).build()),
+            Some(s) => call.subnet_id(s).set_placement(group.map(|g| Placement::builder().group_name(g).build())),
+            None => call.placement(
+                Placement::builder().availability_zone(&req.zone).set_group_name(group.map(str::to_string)).build(),
+            ),
         };
         if target.kind == ReservationKind::CapacityBlock {
             let market = InstanceMarketOptionsRequest::builder().market_type(MarketType::CapacityBlock).build();

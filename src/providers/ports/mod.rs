@@ -11,6 +11,7 @@ mod cluster;
 mod jobs;
 mod logs;
 mod nodes;
+mod placement;
 mod prices;
 mod run_command;
 
@@ -19,6 +20,7 @@ pub use cluster::ClusterPort;
 pub use jobs::JobPort;
 pub use logs::{LogPort, LogSink};
 pub use nodes::NodePort;
+pub use placement::PlacementPort;
 pub use prices::PricePort;
 pub use run_command::RunCommandPort;
 

@@ -1,0 +1,85 @@
+//! A pool's cluster placement groups (`network { placement_group }`,
+//! docs/design/big-runs.md): made before the first node of their pool and zone launches
+//! into them, deleted once the pool's nodes are gone. Each call goes through the fenced
+//! [`PlacementPort`] under the change's retry policy. A provider without the port (the sim
+//! cloud, whose nodes carry their group's name) has no group object to make or delete.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::pool::{Ctx, call, describe};
+use crate::apply::{Outcome, Status};
+use crate::plan::groups_to_delete;
+use crate::plan::model::{PoolChange, ResourceChange};
+use crate::providers::Provider;
+
+/// The strategy of every group gpuplan makes (`placement_group = "cluster"`).
+const STRATEGY: &str = "cluster";
+
+/// A pool change with its groups: made before its nodes ([`super::pool::run`]), deleted
+/// once they are all gone (a failed group call fails the change; a pool whose nodes did
+/// not all go keeps its groups).
+pub(super) async fn run(
+    change: &ResourceChange,
+    pc: &PoolChange,
+    lineage: &str,
+    provider: Arc<dyn Provider>,
+    ctx: &Ctx,
+) -> Outcome {
+    let addr = change.address.to_string();
+    if let Err(e) = ensure(&addr, pc, provider.as_ref(), ctx).await {
+        let status = Status::Failed(e);
+        return Outcome {
+            address: change.address.clone(),
+            action: change.action,
+            status,
+            created: 0,
+            deleted: 0,
+            missing: 0,
+        };
+    }
+    let mut out = super::pool::run(change, pc, provider.clone(), ctx).await;
+    if out.status == Status::Done
+        && let Err(e) = release(&addr, change, lineage, provider.as_ref(), ctx).await
+    {
+        out.status = Status::Failed(e);
+    }
+    out
+}
+
+/// Makes each group `pc`'s batches launch into, once per name, before any of them.
+async fn ensure(addr: &str, pc: &PoolChange, provider: &dyn Provider, ctx: &Ctx) -> Result<(), String> {
+    let Some(port) = provider.placement() else { return Ok(()) };
+    let mut done = BTreeSet::new();
+    for batch in &pc.creates {
+        let Some(name) = batch.hardware.as_ref().and_then(|h| h.placement_group.as_deref()) else { continue };
+        if !done.insert(name) {
+            continue;
+        }
+        ctx.flush().await?;
+        call(ctx, name, || port.ensure_group(&batch.region, name, STRATEGY, &batch.tags))
+            .await
+            .map_err(|e| format!("placement group {name}: {}", describe(e)))?;
+        ctx.progress.event(addr, &format!("placement group {name} ready"));
+    }
+    Ok(())
+}
+
+/// Deletes the groups of a pool whose nodes are all gone ([`groups_to_delete`]).
+async fn release(
+    addr: &str,
+    change: &ResourceChange,
+    lineage: &str,
+    provider: &dyn Provider,
+    ctx: &Ctx,
+) -> Result<(), String> {
+    let (Some(port), Some(pc)) = (provider.placement(), &change.pool) else { return Ok(()) };
+    for name in &groups_to_delete(lineage, change) {
+        ctx.flush().await?;
+        call(ctx, name, || port.delete_group(&pc.region, name))
+            .await
+            .map_err(|e| format!("placement group {name}: {}", describe(e)))?;
+        ctx.progress.event(addr, &format!("deleted placement group {name}"));
+    }
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! The placement-group port (docs/design/big-runs.md, `network { placement_group }`): a
+//! cloud's named groups that pack a pool's nodes of one zone close together. gpuplan
+//! names them (`gpuplan-<lineage>-<pool>-<zone>`), makes one before the first node of
+//! its pool and zone launches into it and deletes it once the pool's nodes are gone.
+
+use async_trait::async_trait;
+
+use crate::model::{ProviderError, Tags};
+
+#[async_trait]
+pub trait PlacementPort: Send + Sync {
+    /// Makes group `name` of `strategy` (`cluster`) in `region`, tagged with `tags`
+    /// (gpuplan's ownership tags). A group of that name gpuplan already owns is done; one
+    /// gpuplan does not own is an error, never taken over.
+    async fn ensure_group(&self, region: &str, name: &str, strategy: &str, tags: &Tags) -> Result<(), ProviderError>;
+
+    /// Deletes group `name` of `region`; one the cloud no longer knows is done.
+    async fn delete_group(&self, region: &str, name: &str) -> Result<(), ProviderError>;
+}

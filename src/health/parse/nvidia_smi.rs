@@ -100,6 +100,8 @@ impl Report {
 pub fn normalize_bus(bus: &str) -> Option<(u32, u32, u32)> {
     let bus = bus.trim().trim_start_matches("PCI:");
     let bus = bus.split('.').next()?;
+    // A part that is not hex makes the whole address unreadable: `None`, and the finding
+    // keeps its PCI text without a GPU index rather than naming the wrong GPU.
     let mut parts = bus.split(':').map(|p| u32::from_str_radix(p, 16).ok());
     let (d, b, dev) = (parts.next()??, parts.next()??, parts.next()??);
     parts.next().is_none().then_some((d, b, dev))

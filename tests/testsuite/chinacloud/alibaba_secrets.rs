@@ -5,36 +5,18 @@
 //! fails the send naming the reference. The value is nowhere else: not in any instance's
 //! user data, the status returned or an error.
 
-use gpuplan::providers::{Capacity, CreateNodes, JobPort, LaunchJob, TAG_MANAGED};
+use gpuplan::providers::{CreateNodes, JobPort, LaunchJob, TAG_MANAGED};
 
 use crate::chinacloud::alibaba::provider;
 use crate::chinacloud::alibaba_fake::{ACCESS_KEY_SECRET, Fake};
+use crate::chinacloud::secret_launch;
 
 const REGION: &str = "cn-hangzhou";
 const ZONE: &str = "cn-hangzhou-h";
 const VALUE: &str = "wandb-KMS-secret-value-5Qw";
 
 fn launch(node: &str, secret: &str, shape: Option<CreateNodes>) -> LaunchJob {
-    LaunchJob {
-        job: "job.finetune".parse().expect("addr"),
-        pool: "gpu_pool.big".parse().expect("addr"),
-        node_id: node.into(),
-        region: REGION.into(),
-        image: "ghcr.io/acme/train:1".into(),
-        command: vec!["python".into(), "train.py".into()],
-        env: Default::default(),
-        secrets: [("WANDB".to_string(), gpuplan::model::secret::SecretRef::parse(secret).expect("a reference"))]
-            .into_iter()
-            .collect(),
-        gpus: 1,
-        attempt: 1,
-        token: "gp-job-token".into(),
-        shape,
-        max_runtime_secs: Some(60),
-        keep_node: false,
-        kube: None,
-        readiness: Default::default(),
-    }
+    secret_launch::launch(REGION, "WANDB", node, secret, shape)
 }
 
 #[tokio::test]
@@ -52,23 +34,7 @@ async fn a_warm_node_gets_an_alicloud_kms_secret_through_cloud_assistant_and_a_j
     assert_eq!(fake.calls("GetSecretValue").len(), 1);
 
     // A node booted for the job would hold the value in its user data: refused first.
-    let shape = CreateNodes {
-        pool: "gpu_pool.big".parse().expect("addr"),
-        region: REGION.into(),
-        zone: ZONE.into(),
-        zones: vec![],
-        instance_types: vec!["ecs.gn7i-c8g1.2xlarge".into()],
-        capacity: Capacity::OnDemand,
-        count: 1,
-        image: Some("m-test".into()),
-        max_spot_price: None,
-        token: "gp-job-node".into(),
-        tags: Default::default(),
-        user_data: None,
-        join: None,
-        hardware: None,
-        reservation: None,
-    };
+    let shape = secret_launch::job_node(REGION, ZONE, "ecs.gn7i-c8g1.2xlarge", "m-test");
     let before = fake.instances().len();
     let e = p.launch_job(&launch("", "alicloud-kms:ml/wandb", Some(shape))).await.expect_err("a job node");
     assert_eq!(e.code, "SecretNotDeliverable", "{e:?}");

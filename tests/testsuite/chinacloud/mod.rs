@@ -14,6 +14,7 @@ mod kube_join;
 mod live_prices;
 mod quotas;
 mod reservations;
+mod secret_launch;
 mod server;
 mod stopped_nodes;
 mod tencent;

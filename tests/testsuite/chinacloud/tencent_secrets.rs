@@ -5,8 +5,9 @@
 //! secret fails the send naming the reference. The value is nowhere else: not in any
 //! instance's user data, the status returned or an error.
 
-use gpuplan::providers::{Capacity, CreateNodes, JobPort, LaunchJob, TAG_MANAGED};
+use gpuplan::providers::{CreateNodes, JobPort, LaunchJob, TAG_MANAGED};
 
+use crate::chinacloud::secret_launch;
 use crate::chinacloud::tencent::provider;
 use crate::chinacloud::tencent_fake::{Fake, SECRET_KEY};
 
@@ -15,26 +16,7 @@ const OLD: &str = "hf-OLD-version-value-1Ab";
 const NEW: &str = "hf-NEW-version-value-9Zy";
 
 fn launch(node: &str, secret: &str, shape: Option<CreateNodes>) -> LaunchJob {
-    LaunchJob {
-        job: "job.finetune".parse().expect("addr"),
-        pool: "gpu_pool.big".parse().expect("addr"),
-        node_id: node.into(),
-        region: REGION.into(),
-        image: "ghcr.io/acme/train:1".into(),
-        command: vec!["python".into(), "train.py".into()],
-        env: Default::default(),
-        secrets: [("HF_TOKEN".to_string(), gpuplan::model::secret::SecretRef::parse(secret).expect("a reference"))]
-            .into_iter()
-            .collect(),
-        gpus: 1,
-        attempt: 1,
-        token: "gp-job-token".into(),
-        shape,
-        max_runtime_secs: Some(60),
-        keep_node: false,
-        kube: None,
-        readiness: Default::default(),
-    }
+    secret_launch::launch(REGION, "HF_TOKEN", node, secret, shape)
 }
 
 #[tokio::test]
@@ -56,23 +38,7 @@ async fn a_warm_node_gets_a_tencent_ssm_secret_through_tat_and_a_job_node_is_ref
     assert_eq!(fake.calls("GetSecretValue").len(), 1);
 
     // A node booted for the job would hold the value in its user data: refused first.
-    let shape = CreateNodes {
-        pool: "gpu_pool.big".parse().expect("addr"),
-        region: REGION.into(),
-        zone: "ap-guangzhou-3".into(),
-        zones: vec![],
-        instance_types: vec!["GN7.2XLARGE32".into()],
-        capacity: Capacity::OnDemand,
-        count: 1,
-        image: Some("img-test".into()),
-        max_spot_price: None,
-        token: "gp-job-node".into(),
-        tags: Default::default(),
-        user_data: None,
-        join: None,
-        hardware: None,
-        reservation: None,
-    };
+    let shape = secret_launch::job_node(REGION, "ap-guangzhou-3", "GN7.2XLARGE32", "img-test");
     let before = fake.instances().len();
     let e = p.launch_job(&launch("", "tencent-ssm:hf-token", Some(shape))).await.expect_err("a job node");
     assert_eq!(e.code, "SecretNotDeliverable", "{e:?}");

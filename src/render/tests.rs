@@ -349,6 +349,24 @@ fn all_fixtures() -> Vec<(&'static str, Plan)> {
     ]
 }
 
+/// A plan whose only news is an error never says the fleet matches the spec.
+#[test]
+fn an_error_without_changes_is_not_no_changes() {
+    let mut plan = no_changes();
+    plan.errors.push(PlanError {
+        address: pool_addr("train"),
+        message: "during the move both sets run: quota.a 12 GPUs".into(),
+        hint: Some("raise `quota.a`'s limit".into()),
+        location: None,
+        span: None,
+    });
+    let text = plan_text(&plan, &WIDTH);
+    assert!(!text.contains("No changes"), "{text}");
+    assert!(text.contains("Planning failed. Fix the errors below and plan again."), "{text}");
+    assert!(text.contains("during the move both sets run"), "{text}");
+    assert!(plan_text(&no_changes(), &WIDTH).contains("No changes. Your fleet matches the spec."));
+}
+
 #[test]
 fn text_snapshots() {
     for (name, plan) in all_fixtures() {

@@ -150,6 +150,9 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, frames: &[Option<String>], m
     } else if changes.is_empty() && !plan.has_changes() && !plan.evidence.is_empty() {
         let what = "GPU faults read on the nodes: the state records when each was first seen.";
         out += &format!("{} {what}\n", p.bold("No changes to the fleet."));
+    } else if changes.is_empty() && !plan.has_changes() && !plan.errors.is_empty() {
+        // Not "No changes": the errors below keep this plan from saying what would change.
+        out += &format!("{} Fix the errors below and plan again.\n", p.bold("Planning failed."));
     } else if changes.is_empty() && !plan.has_changes() {
         out += &format!("{} Your fleet matches the spec.\n", p.bold("No changes."));
     } else if changes.is_empty() && !plan.jobs.iter().any(|j| j.needs_launch()) && plan.cordons().next().is_some() {

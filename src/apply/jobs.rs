@@ -403,11 +403,11 @@ async fn settle<'j>(
         tally.launched = 0;
     }
     if !unreleased.is_empty() {
-        let what = format!("could not terminate the node(s) of ended runs: {}", unreleased.join("; "));
+        let what = format!("could not terminate the nodes of ended runs: {}", unreleased.join("; "));
         outcomes.push(outcome(j, Status::Failed(what)));
     }
     if !unstarted.is_empty() {
-        let what = format!("node(s) of ended runs not terminated: {}: {}", unstarted.join(", "), opts.cancel.reason());
+        let what = format!("nodes of ended runs not terminated: {}: {}", unstarted.join(", "), opts.cancel.reason());
         outcomes.push(outcome(j, Status::Skipped(what)));
     }
     let waits = j.placement == Placement::Waiting

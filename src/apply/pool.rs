@@ -245,9 +245,11 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
         let jobs: std::collections::BTreeSet<String> = pc.deferred.iter().map(|d| d.job.to_string()).collect();
         let jobs: Vec<String> = jobs.into_iter().collect();
         out.status = Status::Partial(format!(
-            "{} node(s) stay until {} end(s) (not preemptible); a later apply or destroy removes them",
-            pc.deferred.len(),
-            jobs.join(", ")
+            "{} {} until {} {} (not preemptible); a later apply or destroy removes them",
+            crate::model::words::nodes(pc.deferred.len()),
+            crate::model::words::plural(pc.deferred.len(), "stays", "stay"),
+            jobs.join(", "),
+            crate::model::words::plural(jobs.len(), "ends", "end")
         ));
         None
     } else if change.action == Action::Delete {
@@ -427,26 +429,29 @@ async fn creates(
             // Not a shortfall: the pool keeps its nodes where they run, and the fallback
             // record says when the preferred placement is tried again.
             let msg = format!(
-                "{} has no room for {} {} node(s) ({}); the nodes they were to replace stay where they run",
+                "{} has no room for {} {} {} ({}); the nodes they were to replace stay where they run",
                 batch.placement(),
                 placed.kept,
                 batch.capacity,
+                crate::model::words::plural(placed.kept as usize, "node", "nodes"),
                 placed.why
             );
             ctx.progress.event(&change.address.to_string(), &msg);
             placement.kept.push(format!(
-                "{} had no room for {} {} node(s): {}",
+                "{} had no room for {} {} {}: {}",
                 batch.placement(),
                 placed.kept,
                 batch.capacity,
+                crate::model::words::plural(placed.kept as usize, "node", "nodes"),
                 placed.why
             ));
         }
         if placed.missing > 0 {
             let msg = format!(
-                "{} {} node(s) in {} could not be placed ({})",
+                "{} {} {} in {} could not be placed ({})",
                 placed.missing,
                 batch.capacity,
+                crate::model::words::plural(placed.missing as usize, "node", "nodes"),
                 batch.placement(),
                 placed.why
             );
@@ -531,8 +536,10 @@ async fn fall_over(
         if made_here > 0 {
             out.created += made_here;
             let msg = format!(
-                "{} node(s) the chosen candidate had no room for placed in {} {}",
-                made_here, alt.placement.provider, alt.region
+                "{} the chosen candidate had no room for placed in {} {}",
+                crate::model::words::nodes(made_here as usize),
+                alt.placement.provider,
+                alt.region
             );
             ctx.progress.event(&change.address.to_string(), &msg);
             placement.fell_over = Some(alt.clone());
@@ -658,11 +665,13 @@ async fn create_with_fallback(
         let n = result.nodes.len();
         // Said once the call answered: what was placed where (and, for a fallback, why).
         if k == 0 {
-            let of = if n as u32 == want { String::new() } else { format!(" of {want}") };
-            ctx.progress.event(&addr, &format!("created {n}{of} {} node(s) in {}", req.capacity, req.placement()));
+            let (of, noun) = if n as u32 == want { (String::new(), n) } else { (format!(" of {want}"), want as usize) };
+            let noun = crate::model::words::plural(noun, "node", "nodes");
+            ctx.progress.event(&addr, &format!("created {n}{of} {} {noun} in {}", req.capacity, req.placement()));
         } else if n > 0 {
             let short = format!("{} had no {} capacity", short_of.join(", "), batch.capacity);
-            let line = format!("{short}; {n} {} node(s) placed in {}", req.capacity, req.placement());
+            let noun = crate::model::words::plural(n, "node", "nodes");
+            let line = format!("{short}; {n} {} {noun} placed in {}", req.capacity, req.placement());
             ctx.progress.event(&addr, &format!("{line} (last answer: {why})"));
             fallback_note = Some(short);
         }
@@ -726,14 +735,18 @@ async fn deletes(
         }
         let addr = change.address.to_string();
         let Some(provider) = through(name, pc, provider, ctx) else {
-            return Err(format!("provider `{name}` is not configured; its {} node(s) stay", ids.len()));
+            return Err(format!(
+                "provider `{name}` is not configured; its {} {}",
+                crate::model::words::nodes(ids.len()),
+                crate::model::words::plural(ids.len(), "stays", "stay")
+            ));
         };
         ctx.flush().await?;
         let gone = call(ctx, &ids[0], || async { ports::nodes_of(provider)?.terminate_nodes(region, &ids).await })
             .await
             .map_err(describe)?;
         let through = if name == pc.provider { String::new() } else { format!(" through {name}") };
-        ctx.progress.event(&addr, &format!("terminated {} node(s){through}", gone.len()));
+        ctx.progress.event(&addr, &format!("terminated {}{through}", crate::model::words::nodes(gone.len())));
         out.deleted += gone.len();
         let close = spend_close(provider, &gone);
         ctx.defer([JournalEntry::RemoveNodes { address: addr, ids: gone }, close]);

@@ -656,13 +656,13 @@ fn progress_lines_are_written_whole_in_order_in_few_writes() {
 fn a_progress_line_is_written_without_waiting_for_the_next() {
     let sink = Sink::default();
     let lines = progress::Lines::to(Box::new(sink.clone()));
-    lines.event("gpu_pool.a", "created 1 on-demand node(s) in us-east-1a");
+    lines.event("gpu_pool.a", "created 1 on-demand node in us-east-1a");
     let start = std::time::Instant::now();
     while sink.text().is_empty() {
         assert!(start.elapsed() < Duration::from_secs(30), "the line was never written");
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(sink.text(), "gpu_pool.a: created 1 on-demand node(s) in us-east-1a\n");
+    assert_eq!(sink.text(), "gpu_pool.a: created 1 on-demand node in us-east-1a\n");
     drop(lines);
 }
 

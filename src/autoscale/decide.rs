@@ -1,5 +1,6 @@
 //! [`decide`]: one pool, one moment, one decision. Pure.
 
+use crate::model::words::nodes;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
@@ -267,9 +268,4 @@ fn pick_idle(
 /// `1 job`, `3 jobs`: reasons are read in plans and reconcile logs, so the plural is right.
 fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// `1 node`, `2 nodes`.
-fn nodes(n: usize) -> String {
-    count(n, "node", "nodes")
 }

@@ -151,9 +151,11 @@ pub fn report(report: &ApplyReport, verb: &str) -> String {
         match &o.status {
             Status::Failed(m) => out.push_str(&format!("Error: {} failed: {m}\n", o.address)),
             Status::Skipped(m) => out.push_str(&format!("Skipped: {}: {m}\n", o.address)),
-            Status::Partial(m) if o.missing > 0 => {
-                out.push_str(&format!("Error: {} is {} node(s) short of the plan: {m}\n", o.address, o.missing))
-            }
+            Status::Partial(m) if o.missing > 0 => out.push_str(&format!(
+                "Error: {} is {} short of the plan: {m}\n",
+                o.address,
+                crate::model::words::nodes(o.missing as usize)
+            )),
             Status::Partial(m) => out.push_str(&format!("Warning: {}: {m}\n", o.address)),
             Status::Done => {}
         }
@@ -187,8 +189,8 @@ pub fn report(report: &ApplyReport, verb: &str) -> String {
     } else if report.count(|s| !matches!(s, Status::Done | Status::Partial(_))) == 0 {
         // Every change went through, but the cloud delivered fewer nodes than planned.
         out.push_str(&format!(
-            "\n{verb} incomplete: {} node(s) fewer than planned. {resources}\nhint: the cloud had no capacity for them; `gpuplan plan` shows them, and the next `gpuplan apply` (or `reconcile`) launches them\n",
-            report.missing()
+            "\n{verb} incomplete: {} fewer than planned. {resources}\nhint: the cloud had no capacity for them; `gpuplan plan` shows them, and the next `gpuplan apply` (or `reconcile`) launches them\n",
+            crate::model::words::nodes(report.missing() as usize)
         ));
     } else {
         let failed = report.count(|s| matches!(s, Status::Failed(_)));

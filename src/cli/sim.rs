@@ -23,8 +23,9 @@ pub fn run(settings: &Settings, command: &SimCommand) -> miette::Result<ExitStat
             let ids = open(settings)?.launch_unmanaged(gpu, *gpus_per_node, *count, capacity, zone)?;
             output::stdout(&ids.iter().map(|id| format!("{id}\n")).collect::<String>());
             output::stderr(&format!(
-                "launched {} unmanaged {capacity} node(s) with {gpu} in {zone}; `gpuplan import --provider sim` lists them\n",
-                ids.len()
+                "launched {} unmanaged {capacity} {} with {gpu} in {zone}; `gpuplan import --provider sim` lists them\n",
+                ids.len(),
+                crate::model::words::plural(ids.len(), "node", "nodes")
             ));
             Ok(ExitStatus::Success)
         }

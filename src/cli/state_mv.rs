@@ -53,7 +53,10 @@ pub fn run(settings: &Settings, from: &str, to: &str) -> miette::Result<ExitStat
         let entry = engine::history("state_mv", format!("{from_key} → {to_key}"));
         apply_entry(state, &JournalEntry::History { entry });
         session.backend.write(&session.lock, state)?;
-        output::stderr(&format!("Moved `{from}` to `{to}` ({} node(s) retagged in place)\n", ids.len()));
+        output::stderr(&format!(
+            "Moved `{from}` to `{to}` ({} retagged in place)\n",
+            crate::model::words::nodes(ids.len())
+        ));
         Ok::<_, miette::Report>(ExitStatus::Success)
     })?
 }

@@ -61,10 +61,10 @@ pub fn push(settings: &Settings, file: &Path, force: bool) -> miette::Result<Exi
     backend.replace(&lock, &mut pushed).map_err(state_common::cli_error)?;
     let ok = output::paint("Pushed", Style::Success, settings.color_stderr);
     output::stderr(&format!(
-        "{ok} `{shown}` to `{at}` (lineage {}, serial {}, {} resource(s))\n",
+        "{ok} `{shown}` to `{at}` (lineage {}, serial {}, {})\n",
         pushed.lineage,
         pushed.serial,
-        pushed.resources.len()
+        crate::model::words::count(pushed.resources.len(), "resource", "resources")
     ));
     Ok(ExitStatus::Success)
 }
@@ -111,11 +111,11 @@ pub fn migrate(settings: &Settings, text: &mut String) -> Result<(), CliError> {
     }
     let from = crate::spec::display_path(&settings.state_path);
     state.history.push(crate::engine::history("migrate_state", format!("copied from {from}")));
-    let resources = state.resources.len();
+    let resources = crate::model::words::count(state.resources.len(), "resource", "resources");
     backend.replace(&lock, &mut state).map_err(state_common::cli_error)?;
     let ok = output::paint("Migrated", Style::Success, settings.color_stderr);
     text.push_str(&format!(
-        "{ok} `{from}` to `{at}` (lineage {}, serial {}, {resources} resource(s)); the local file is kept: remove it once you use the remote\n",
+        "{ok} `{from}` to `{at}` (lineage {}, serial {}, {resources}); the local file is kept: remove it once you use the remote\n",
         state.lineage, state.serial
     ));
     Ok(())

@@ -37,8 +37,12 @@ pub fn run(settings: &Settings, inputs: &[String]) -> miette::Result<ExitStatus>
 
     let mut text: String = names.iter().map(|n| format!("Removed `{n}`\n")).collect();
     let warning = output::paint("warning:", Style::Warning, settings.color_stderr);
+    let (live, keep) = (
+        crate::model::words::count(nodes, "live node", "live nodes"),
+        crate::model::words::plural(nodes, "keeps", "keep"),
+    );
     text.push_str(&format!(
-        "{warning} cloud objects were not destroyed: {nodes} live node(s) keep running and billing; \
+        "{warning} cloud objects were not destroyed: {live} {keep} running and billing; \
          `gpuplan plan` will report them as orphans\n"
     ));
     text.push_str("hint: adopt them back with `gpuplan plan`/`apply`, or delete them in the cloud console\n");

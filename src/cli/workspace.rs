@@ -75,8 +75,9 @@ pub fn run(settings: &Settings, command: &WorkspaceCommand) -> miette::Result<Ex
             if deleted.resources > 0 {
                 let warning = output::paint("warning:", Style::Warning, settings.color_stderr);
                 text.push_str(&format!(
-                    "{warning} its state managed {} resource(s) with {} live node(s): they keep running and billing, and no state knows them now\n",
-                    deleted.resources, deleted.nodes
+                    "{warning} its state managed {} with {}: they keep running and billing, and no state knows them now\n",
+                    crate::model::words::count(deleted.resources, "resource", "resources"),
+                    crate::model::words::count(deleted.nodes, "live node", "live nodes")
                 ));
             }
             output::stderr(&text);

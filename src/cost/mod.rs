@@ -235,8 +235,9 @@ fn priced_at_nothing(p: &PoolCost) -> Option<PlanError> {
     (nodes > 0 && p.hourly_after <= 0.0).then(|| PlanError {
         address: p.address.clone(),
         message: format!(
-            "`{}` asks for {nodes} node(s) of {} × {} in {}, but the plan launches none: it would cost 0.00 USD/h",
+            "`{}` asks for {} of {} × {} in {}, but the plan launches none: it would cost 0.00 USD/h",
             p.address,
+            crate::model::words::nodes(nodes as usize),
             p.gpus_after / u64::from(nodes),
             p.gpu,
             p.region

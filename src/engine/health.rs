@@ -40,8 +40,9 @@ pub async fn read(spec: &Spec, nodes: &[Node], providers: &ProviderSet) -> (BTre
             Err(e) => {
                 let place = if name.starts_with(kube::PREFIX) { kube::describe(&region) } else { region.clone() };
                 warnings.push(format!(
-                    "warning: the GPU health of {} node(s) in {name} ({place}) could not be read: {e}",
-                    ids.len()
+                    "warning: the GPU health of {} {} in {name} ({place}) could not be read: {e}",
+                    ids.len(),
+                    if ids.len() == 1 { "node" } else { "nodes" }
                 ));
             }
         }

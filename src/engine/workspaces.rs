@@ -45,7 +45,11 @@ pub enum WorkspaceError {
         help("switch to another first, e.g. `gpuplan workspace select default`, then delete it")
     )]
     Current { name: String },
-    #[error("workspace `{name}` still manages {resources} resource(s) with {nodes} live node(s)")]
+    #[error(
+        "workspace `{name}` still manages {} with {}",
+        crate::model::words::count(*.resources, "resource", "resources"),
+        crate::model::words::count(*.nodes, "live node", "live nodes")
+    )]
     #[diagnostic(
         code(gpuplan::workspace::not_empty),
         help(

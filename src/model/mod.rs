@@ -20,6 +20,7 @@ pub mod secret;
 pub mod tags;
 pub mod time;
 pub mod tls;
+pub mod words;
 
 pub use endpoint::Endpoint;
 pub use job::{JobPlacement, JobRecord, JobRun, Placement, Priority, ReplicaLaunch, Sending, WaitCode, WaitReason};

@@ -84,9 +84,10 @@ where
             ErrorClass::OutOfCapacity,
             stockout_code,
             format!(
-                "{remaining} of {} {} node(s) in {} could not be placed on {}: {why}",
+                "{remaining} of {} {} {} in {} could not be placed on {}: {why}",
                 req.count,
                 req.capacity,
+                if req.count == 1 { "node" } else { "nodes" },
                 req.zone,
                 req.instance_types.join(", ")
             ),
@@ -288,7 +289,7 @@ mod tests {
         assert_eq!(out.nodes.len(), 2);
         assert_eq!(out.errors.len(), 1);
         assert_eq!(out.errors[0].class, ErrorClass::OutOfCapacity);
-        assert!(out.errors[0].message.starts_with("1 of 3 on-demand node(s) in r-a could not be placed on a, b"));
+        assert!(out.errors[0].message.starts_with("1 of 3 on-demand nodes in r-a could not be placed on a, b"));
     }
 
     #[tokio::test]

@@ -114,13 +114,15 @@ pub fn headline(pass: &Pass) -> String {
         Outcome::DryRun => format!("reconcile {at}: dry run, nothing applied ({changes})"),
         Outcome::Denied => format!("reconcile {at}: a policy denied the plan; nothing applied ({changes})"),
         Outcome::MaxDestroy { nodes, limit } => format!(
-            "reconcile {at}: refused: the plan would terminate {nodes} node(s), more than --max-destroy {limit}; nothing applied"
+            "reconcile {at}: refused: the plan would terminate {}, more than --max-destroy {limit}; nothing applied",
+            crate::model::words::nodes(*nodes as usize)
         ),
         Outcome::PlanErrors => format!("reconcile {at}: the plan has errors; nothing applied"),
         Outcome::ApplyFailed => match pass.apply.as_ref().filter(|r| only_short(r)).map(|r| r.missing()) {
             // A pool the cloud could not fill (spot with `fallback = "wait"`) is short, not broken.
             Some(n) => format!(
-                "reconcile {at}: apply incomplete: {n} node(s) fewer than planned, the next pass tries again ({changes})"
+                "reconcile {at}: apply incomplete: {} fewer than planned, the next pass tries again ({changes})",
+                crate::model::words::nodes(n as usize)
             ),
             None => format!("reconcile {at}: apply failed ({changes})"),
         },
@@ -145,7 +147,7 @@ pub fn text(pass: &Pass, opts: &render::TextOptions) -> String {
     for d in &pass.decisions {
         let line = match d.action {
             crate::autoscale::Direction::Hold => {
-                format!("autoscale {}: hold at {} node(s): {}\n", d.pool, d.from, d.reason)
+                format!("autoscale {}: hold at {}: {}\n", d.pool, crate::model::words::nodes(d.from as usize), d.reason)
             }
             verb => format!("autoscale {}: {verb} {} → {}: {}\n", d.pool, d.from, d.to, d.reason),
         };

@@ -275,11 +275,11 @@ fn pools_named(pools: &[&Address]) -> String {
 /// The short spend section of `gpuplan cost`: month-to-date from the ledger in state.
 pub fn spend_text(s: &crate::state::spend::SpendReport) -> String {
     let mut out = format!(
-        "\nSpent in {} (to {}): {} USD, {} node(s) running\n",
+        "\nSpent in {} (to {}): {} USD, {} running\n",
         s.month,
         s.as_of,
         usd(s.month_to_date_usd),
-        s.open_nodes
+        crate::model::words::nodes(s.open_nodes as usize)
     );
     let section = |title: &str, m: &std::collections::BTreeMap<String, f64>| {
         if m.is_empty() {

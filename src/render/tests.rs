@@ -192,7 +192,7 @@ fn update_with_drift() -> Plan {
     c.reasons = vec![
         Reason::new(rc("changed:mix.spot_percent"), "`mix.spot_percent` changed"),
         Reason::new(rc("changed:nodes.desired"), "`nodes.desired` changed"),
-        Reason::new(rc("drift"), "1 node(s) disappeared outside gpuplan; restoring the mix"),
+        Reason::new(rc("drift"), "1 node disappeared outside gpuplan; restoring the mix"),
         Reason::new(rc("node_count"), "nodes 2 → 3"),
         Reason::new(rc("adopt"), "adopting 1 orphan node(s) tagged for this pool"),
     ];
@@ -270,7 +270,7 @@ fn replace_gpu() -> Plan {
     let mut c =
         change(pool_addr("train"), Action::Replace, Some(pool_cfg("A100-80GB", 2, 50)), Some(pool_cfg("H100", 2, 50)));
     c.reasons =
-        vec![Reason::new(rc("immutable"), "gpu, instance_types cannot change in place; 2 node(s) will be replaced")];
+        vec![Reason::new(rc("immutable"), "gpu, instance_types cannot change in place; 2 nodes will be replaced")];
     let mut p = pool_change("H100", counts(1, 1), counts(1, 1));
     p.creates = vec![
         create("train", "us-east-1a", Capacity::OnDemand, 1, "p5.48xlarge"),

@@ -241,7 +241,7 @@ pub struct FallbackRecord {
     /// next one doubles after each.
     #[serde(default)]
     pub failed_retries: u32,
-    /// What happened, e.g. `us-east-1a had no capacity for 2 on-demand node(s); placed in us-east-1b`.
+    /// What happened, e.g. `us-east-1a had no capacity for 2 on-demand nodes; placed in us-east-1b`.
     pub reason: String,
 }
 

@@ -64,7 +64,7 @@ fn spot_stock_out_in_fleet_errors_falls_back_to_on_demand_over_all_zones() {
     let both = vec!["us-east-1a".to_string(), "us-east-1b".to_string()];
     assert_eq!(tried, [(true, 2, both.clone()), (false, 2, both)], "{tried:?}");
     assert!(
-        r.stderr.contains("had no spot capacity; 2 on-demand node(s) placed in us-east-1a, us-east-1b"),
+        r.stderr.contains("had no spot capacity; 2 on-demand nodes placed in us-east-1a, us-east-1b"),
         "{}",
         r.stderr
     );
@@ -112,7 +112,7 @@ fn spot_quota_exceeded_falls_back_to_on_demand() {
         assert_eq!(r.code, 0, "whole call {whole_call}:\n{}\n{}", r.stdout, r.stderr);
         let tried: Vec<(bool, usize)> = fake.actions("CreateFleet").iter().map(|f| (spot(f), count(f))).collect();
         assert_eq!(tried, [(true, 2), (false, 2)], "whole call {whole_call}");
-        assert!(r.stderr.contains("had no spot capacity; 2 on-demand node(s) placed in us-east-1a"), "{}", r.stderr);
+        assert!(r.stderr.contains("had no spot capacity; 2 on-demand nodes placed in us-east-1a"), "{}", r.stderr);
         let state: serde_json::Value = crate::state_plain::read(&tmp.path().join("state/default.json"));
         let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().expect("nodes");
         assert_eq!(nodes.iter().filter(|n| n["capacity"] == "on-demand").count(), 2, "{state}");
@@ -309,7 +309,7 @@ fn partial_spot_shortfall_keeps_what_launched_and_falls_back_to_on_demand_for_th
     assert!(spot_nodes.iter().all(|n| n.2 == "us-east-1b"), "each node in the zone EC2 chose: {nodes:?}");
     assert!(nodes.iter().filter(|n| n.1 == "on-demand").all(|n| n.2 == "us-east-1a"), "{nodes:?}");
     assert!(
-        r.stderr.contains("had no spot capacity; 2 on-demand node(s) placed in us-east-1a, us-east-1b"),
+        r.stderr.contains("had no spot capacity; 2 on-demand nodes placed in us-east-1a, us-east-1b"),
         "{}",
         r.stderr
     );
@@ -321,9 +321,9 @@ fn partial_spot_shortfall_with_wait_keeps_what_launched_and_reports_the_rest() {
     assert_eq!(r.code, 1, "a shortfall under `wait` is short of the plan:\n{}\n{}", r.stdout, r.stderr);
     assert_eq!(fake.actions("CreateFleet").len(), 1, "no on-demand fallback");
     let out = format!("{}{}", r.stdout, r.stderr);
-    assert!(out.contains("2 spot node(s) in us-east-1a, us-east-1b could not be placed"), "{out}");
+    assert!(out.contains("2 spot nodes in us-east-1a, us-east-1b could not be placed"), "{out}");
     assert!(out.contains("will retry on the next apply"), "{out}");
-    assert!(out.contains("Apply incomplete: 2 node(s) fewer than planned"), "{out}");
+    assert!(out.contains("Apply incomplete: 2 nodes fewer than planned"), "{out}");
     assert_eq!(nodes.len(), 3, "the 3 launched nodes are recorded: {nodes:?}");
     assert_eq!(distinct(&nodes), 3);
     assert!(nodes.iter().all(|n| n.1 == "spot"), "{nodes:?}");
@@ -335,7 +335,7 @@ fn partial_spot_shortfall_with_fail_fails_but_records_what_launched() {
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(fake.actions("CreateFleet").len(), 1, "no on-demand fallback");
     assert!(
-        r.stderr.contains("2 spot node(s) in us-east-1a, us-east-1b could not be placed"),
+        r.stderr.contains("2 spot nodes in us-east-1a, us-east-1b could not be placed"),
         "{}\n{}",
         r.stdout,
         r.stderr

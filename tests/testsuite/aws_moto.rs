@@ -981,7 +981,7 @@ time,provider,region,gpu,capacity,price_usd_hour,available_nodes
     let r = gp(&["apply", "--auto-approve"]);
     let log = format!("{}{}", r.stdout, r.stderr);
     let created = log.find("created").unwrap_or_else(|| panic!("{log}"));
-    let terminated = log.find("terminated 2 node(s) through sim").unwrap_or_else(|| panic!("{log}"));
+    let terminated = log.find("terminated 2 nodes through sim").unwrap_or_else(|| panic!("{log}"));
     assert!(created < terminated, "new nodes before old ones go:\n{log}");
     let on_aws = tagged(&c, &lineage).await;
     assert_eq!(on_aws.len(), 2, "{on_aws:?}\n{log}");

@@ -101,7 +101,7 @@ fn zone_fallback_settles_then_retries_with_backoff_and_returns() {
     // The progress line comes after the outcome and says what happened, not "falling back
     // to on-demand" for a pool that is on-demand already.
     assert!(
-        apply.stderr.contains("us-east-1a had no on-demand capacity; 1 on-demand node(s) placed in us-east-1b"),
+        apply.stderr.contains("us-east-1a had no on-demand capacity; 1 on-demand node placed in us-east-1b"),
         "{}",
         apply.stderr
     );
@@ -120,7 +120,7 @@ fn zone_fallback_settles_then_retries_with_backoff_and_returns() {
     let note = notes[0]["message"].as_str().unwrap();
     assert!(
         note.starts_with(
-            "1 on-demand node(s) in us-east-1b instead of us-east-1a; fell back under a minute ago (us-east-1a had no on-demand capacity); the preferred placement is tried again in "
+            "1 on-demand node in us-east-1b instead of us-east-1a; fell back under a minute ago (us-east-1a had no on-demand capacity); the preferred placement is tried again in "
         ),
         "{note}"
     );
@@ -169,7 +169,7 @@ fn spot_fallback_to_on_demand_settles_and_returns_to_spot() {
     assert_eq!(plan.code, 0, "{}", plan.stdout);
     let json: serde_json::Value = serde_json::from_str(&ok(dir, &["plan", "--json"]).stdout).unwrap();
     let note = json["notes"][0]["message"].as_str().unwrap_or_default();
-    assert!(note.starts_with("1 on-demand node(s) instead of spot in us-east-1a;"), "{note}");
+    assert!(note.starts_with("1 on-demand node instead of spot in us-east-1a;"), "{note}");
     let after = &json["changes"];
     assert!(after.as_array().unwrap().iter().all(|c| c["action"] == "no-op"), "{after}");
 

@@ -253,7 +253,7 @@ fn a_pool_that_asks_for_nodes_but_launches_none_is_a_plan_error_not_zero_cost() 
     assert!(
         errors[0]
             .message
-            .contains("`gpu_pool.train` asks for 2 node(s) of 8 × A100-80GB in us-east-1, but the plan launches none"),
+            .contains("`gpu_pool.train` asks for 2 nodes of 8 × A100-80GB in us-east-1, but the plan launches none"),
         "{errors:?}"
     );
 }

@@ -129,7 +129,7 @@ async fn a_plan_on_aws_reads_gpu_health_through_ssm_and_replaces_a_bad_node() {
     let r = run(d, &["plan", "--detailed-exitcode"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(
-        r.stderr.contains("warning: the GPU health of 2 node(s) in aws (eu-west-1) could not be read"),
+        r.stderr.contains("warning: the GPU health of 2 nodes in aws (eu-west-1) could not be read"),
         "{}",
         r.stderr
     );

@@ -158,8 +158,8 @@ fn an_apply_short_of_its_plan_says_so_exits_1_and_the_next_plan_shows_the_missin
     let (code, _, err) = run(tmp.path(), &["apply", "--auto-approve"]);
     assert_eq!(code, 1, "fewer nodes than planned is not a success:\n{err}");
     assert!(!err.contains("Apply complete!"), "{err}");
-    assert!(err.contains("Error: gpu_pool.wait is 2 node(s) short of the plan: 2 spot node(s)"), "{err}");
-    assert!(err.contains("Apply incomplete: 2 node(s) fewer than planned."), "{err}");
+    assert!(err.contains("Error: gpu_pool.wait is 2 nodes short of the plan: 2 spot nodes"), "{err}");
+    assert!(err.contains("Apply incomplete: 2 nodes fewer than planned."), "{err}");
     assert!(err.contains("Nodes: 1 launched"), "{err}");
 
     // The missing nodes are a change, so drift detection sees them.
@@ -171,7 +171,7 @@ fn an_apply_short_of_its_plan_says_so_exits_1_and_the_next_plan_shows_the_missin
     // A reconcile pass says the same, and exits 1.
     let (code, out, err) = run(tmp.path(), &["reconcile", "--once"]);
     assert_eq!(code, 1, "{out}\n{err}");
-    assert!(format!("{out}{err}").contains("apply incomplete: 2 node(s) fewer than planned"), "{out}\n{err}");
+    assert!(format!("{out}{err}").contains("apply incomplete: 2 nodes fewer than planned"), "{out}\n{err}");
 
     // Once the cloud has spot again, the next apply completes and the plan settles.
     let (code, _, err) = run(tmp.path(), &["sim", "capacity", "us-east-1a", "--spot", "--reset"]);

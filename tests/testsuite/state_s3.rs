@@ -261,7 +261,7 @@ fn workspaces_live_in_the_store_and_are_listed_from_it() {
     assert_eq!(run(dir, &["workspace", "select", "default"]).code, 0);
     let refused = run(dir, &["workspace", "delete", "staging"]);
     assert_eq!(refused.code, 1, "{}", refused.stderr);
-    assert!(refused.stderr.contains("still manages 1 resource(s) with 2 live node(s)"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("still manages 1 resource with 2 live nodes"), "{}", refused.stderr);
     assert!(object(&b, "env:/staging/fleets/prod.json").is_some(), "a refused delete removes nothing");
     let forced = run(dir, &["workspace", "delete", "staging", "--force"]);
     assert_eq!(forced.code, 0, "{}", forced.stderr);

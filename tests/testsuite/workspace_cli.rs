@@ -135,7 +135,7 @@ fn workspaces_are_made_selected_listed_and_deleted_as_in_terraform() {
     assert!(!dir.join("state/.workspace").exists(), "selecting `default` leaves no file behind");
     let not_empty = run(dir, &["workspace", "delete", "dev"]);
     assert_eq!(not_empty.code, 1, "{}", not_empty.stderr);
-    assert!(not_empty.stderr.contains("still manages 3 resource(s) with 1 live node(s)"), "{}", not_empty.stderr);
+    assert!(not_empty.stderr.contains("still manages 3 resources with 1 live node"), "{}", not_empty.stderr);
     assert!(not_empty.stderr.contains("--force"), "{}", not_empty.stderr);
     assert!(dir.join("state/dev.json").exists(), "a refused delete removed the state");
     let forced = ok(dir, &["workspace", "delete", "dev", "--force"]);

@@ -23,6 +23,7 @@ mod keep_tests;
 #[cfg(test)]
 mod tests;
 
+use crate::model::words::nodes;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -237,11 +238,12 @@ fn fallback_note(
         .into_iter()
         .map(|((zone, cap, pzone, pcap), k)| {
             let any = pzone == shape::ANY_ZONE;
+            let nodes = if k == 1 { "node" } else { "nodes" };
             match (cap == pcap, zone == pzone || any) {
-                (true, _) => format!("{k} {cap} node(s) in {zone} instead of {pzone}"),
-                (false, true) if any => format!("{k} {cap} node(s) instead of {pcap}"),
-                (false, true) => format!("{k} {cap} node(s) instead of {pcap} in {pzone}"),
-                (false, false) => format!("{k} {cap} node(s) in {zone} instead of {pcap} in {pzone}"),
+                (true, _) => format!("{k} {cap} {nodes} in {zone} instead of {pzone}"),
+                (false, true) if any => format!("{k} {cap} {nodes} instead of {pcap}"),
+                (false, true) => format!("{k} {cap} {nodes} instead of {pcap} in {pzone}"),
+                (false, false) => format!("{k} {cap} {nodes} in {zone} instead of {pcap} in {pzone}"),
             }
         })
         .collect();
@@ -646,11 +648,6 @@ pub(crate) fn explain(f: &Facts<'_>) -> Vec<Reason> {
         ));
     }
     reasons
-}
-
-/// `1 node`, `3 nodes`.
-fn nodes(n: usize) -> String {
-    format!("{n} {}", if n == 1 { "node" } else { "nodes" })
 }
 
 /// Why a pool the state knows changes: the autoscaler, attributes, outdated nodes, drift,

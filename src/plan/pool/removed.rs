@@ -187,7 +187,7 @@ pub(crate) fn removal_reason(cx: &PoolCtx<'_, '_>) -> (Reason, &'static str) {
     } else if orphans_only {
         (
             ReasonCode::Orphan,
-            format!("`{addr}` is in neither the spec nor the state; its orphan node(s) will be terminated"),
+            format!("`{addr}` is in neither the spec nor the state; its orphan nodes will be terminated"),
             "orphan",
         )
     } else {

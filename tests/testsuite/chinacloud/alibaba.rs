@@ -92,7 +92,7 @@ fn stock_out_falls_back_to_the_other_zone_then_on_demand() {
     fake.set_stock(ZI, true, 0);
     let f = fleet(&fake, &[ZH, ZI], 3, "    spot_percent = 100\n    fallback     = \"on_demand\"");
     let r = f.run(&["apply", "--auto-approve"]).expect(0);
-    assert!(r.stderr.contains("had no spot capacity; 1 on-demand node(s) placed in"), "{}", r.stderr);
+    assert!(r.stderr.contains("had no spot capacity; 1 on-demand node placed in"), "{}", r.stderr);
     assert_eq!(mix(&fake), (2, 1));
 }
 

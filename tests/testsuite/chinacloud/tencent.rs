@@ -89,7 +89,7 @@ fn spot_stock_out_falls_back_to_on_demand() {
     let f = fleet(&fake, &[Z3], 2, "    spot_percent = 100\n    fallback     = \"on_demand\"");
     let r = f.run(&["apply", "--auto-approve"]).expect(0);
     assert!(
-        r.stderr.contains("ap-guangzhou-3 had no spot capacity; 2 on-demand node(s) placed in ap-guangzhou-3"),
+        r.stderr.contains("ap-guangzhou-3 had no spot capacity; 2 on-demand nodes placed in ap-guangzhou-3"),
         "{}",
         r.stderr
     );

@@ -153,11 +153,11 @@ fn getting_started_commands_print_what_the_page_shows() {
 
 #[test]
 fn progress_lines_compare_in_any_order_but_nothing_else_does() {
-    let a = "gpu_pool.a: created 1 node(s)\njob_template.t: done\n\nApply complete!\n";
-    let b = "job_template.t: done\ngpu_pool.a: created 1 node(s)\n\nApply complete!\n";
+    let a = "gpu_pool.a: created 1 node\njob_template.t: done\n\nApply complete!\n";
+    let b = "job_template.t: done\ngpu_pool.a: created 1 node\n\nApply complete!\n";
     assert_eq!(canonical(a), canonical(b));
     assert_ne!(canonical("x\ny\n"), canonical("y\nx\n"));
-    assert_ne!(canonical(a), canonical("gpu_pool.a: created 2 node(s)\njob_template.t: done\n\nApply complete!\n"));
+    assert_ne!(canonical(a), canonical("gpu_pool.a: created 2 nodes\njob_template.t: done\n\nApply complete!\n"));
 }
 
 #[test]

@@ -17,7 +17,7 @@ fn fallback_on_demand_launches_on_demand_nodes_instead() {
     let fleet = stocked_out("on_demand");
     let r = fleet.run(&["apply", "--auto-approve"]).expect(0);
     assert!(
-        r.stderr.contains("us-east-1a had no spot capacity; 2 on-demand node(s) placed in us-east-1a"),
+        r.stderr.contains("us-east-1a had no spot capacity; 2 on-demand nodes placed in us-east-1a"),
         "{}",
         r.stderr
     );
@@ -29,8 +29,8 @@ fn fallback_wait_completes_short_says_so_exits_1_and_retries_next_time() {
     let fleet = stocked_out("wait");
     // Waiting is what the pool asked for, but the fleet is not what the plan said.
     let r = fleet.run(&["apply", "--auto-approve"]).expect(1);
-    assert!(r.stderr.contains("Error: gpu_pool.burst is 2 node(s) short of the plan"), "{}", r.stderr);
-    assert!(r.stderr.contains("Apply incomplete: 2 node(s) fewer than planned"), "{}", r.stderr);
+    assert!(r.stderr.contains("Error: gpu_pool.burst is 2 nodes short of the plan"), "{}", r.stderr);
+    assert!(r.stderr.contains("Apply incomplete: 2 nodes fewer than planned"), "{}", r.stderr);
     assert_eq!(mix_of(&fleet.live_tagged(), "gpu_pool.burst"), (0, 0));
     // The pool is recorded, and the shortfall is still planned.
     assert!(fleet.state().resources.contains_key("gpu_pool.burst"));
@@ -57,7 +57,7 @@ fn on_demand_fallback_nodes_are_not_churned_while_spot_stays_short() {
     // The fallback is recorded: the next plan is empty (a note, not a change) until the
     // preferred placement is due again (`retry_preferred`, 30 minutes by default).
     let r = fleet.run(&["plan", "--detailed-exitcode"]).expect(0);
-    assert!(r.stdout.contains("Note: `gpu_pool.burst`: 2 on-demand node(s) instead of spot"), "{}", r.stdout);
+    assert!(r.stdout.contains("Note: `gpu_pool.burst`: 2 on-demand nodes instead of spot"), "{}", r.stdout);
     fleet.sim(|c| c.advance(std::time::Duration::from_secs(31 * 60)).map(|_| ()).expect("advance"));
     // Due, but spot is still short: the try leaves the on-demand nodes where they are.
     fleet.run(&["plan", "--detailed-exitcode"]).expect(2);

@@ -117,7 +117,7 @@ fn max_destroy_refuses_a_large_destroy_and_dry_run_applies_nothing() {
     assert_eq!(fleet.live_tagged().len(), 6, "a refused pass terminated nodes");
 
     let text = fleet.run(&["reconcile", "--once", "--max-destroy", "3"]).expect(3);
-    assert!(text.stdout.contains("would terminate 4 node(s), more than --max-destroy 3"), "{}", text.stdout);
+    assert!(text.stdout.contains("would terminate 4 nodes, more than --max-destroy 3"), "{}", text.stdout);
     assert!(text.stdout.contains("hint:"), "{}", text.stdout);
 
     fleet.run(&["reconcile", "--once", "--max-destroy", "4"]).expect(0);

@@ -80,12 +80,12 @@ pub fn run(settings: &Settings, args: &FmtArgs) -> miette::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// The spec files to format: the working directory's, or those of the given paths
+/// The spec and var files to format: the working directory's, or those of the given paths
 /// (files, or directories whose spec files are taken, not recursively); and the files
 /// named themselves, which are formatted even when they look like another tool's.
 fn targets(settings: &Settings, paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>), CliError> {
     let list_dir = |dir: &Path| {
-        spec::spec_files(dir).map_err(|e| CliError::new(format!("cannot list `{}`: {e}", display_path(dir))))
+        spec::formattable_files(dir).map_err(|e| CliError::new(format!("cannot list `{}`: {e}", display_path(dir))))
     };
     if paths.is_empty() {
         return Ok((list_dir(&settings.dir)?, Vec::new()));

@@ -103,6 +103,22 @@ pub fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     listing(dir).map(|(spec, _)| spec)
 }
 
+/// What `gpuplan fmt` formats in a directory: its spec files and its var files
+/// (`*.vars.hcl`, `*.vars.yaml`, the auto ones), as `terraform fmt` formats `.tfvars`;
+/// sorted, not recursive.
+pub fn formattable_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if matches!(ext, "hcl" | "yaml" | "yml") && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// The spec files and the `*.auto.vars.hcl` files of a directory, each sorted: one
 /// listing for both.
 fn listing(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {

@@ -63,6 +63,27 @@ fn fmt_rewrites_names_changed_files_and_is_idempotent() {
     assert_eq!(names.len(), 2, "temp files left behind: {names:?}");
 }
 
+/// As `terraform fmt` formats `.tfvars`: the folder's var files are formatted with its
+/// spec, and a value in them survives.
+#[test]
+fn var_files_in_the_folder_are_formatted_too() {
+    let vars = "n=3\nteam   =  \"ml\"\n";
+    let auto = "spot_percent    = 50\n";
+    let tmp = fleet(&[("main.hcl", UGLY_HCL), ("prod.vars.hcl", vars), ("ci.auto.vars.hcl", auto)]);
+    let check = run(tmp.path(), &["fmt", "--check"]);
+    assert_eq!(check.code, 1, "{}", check.stderr);
+    assert!(
+        check.stdout.contains("--- prod.vars.hcl") && check.stdout.contains("--- ci.auto.vars.hcl"),
+        "{}",
+        check.stdout
+    );
+    let r = run(tmp.path(), &["fmt"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "ci.auto.vars.hcl\nmain.hcl\nprod.vars.hcl\n");
+    assert_eq!(read(tmp.path(), "prod.vars.hcl"), "n    = 3\nteam = \"ml\"\n");
+    assert_eq!(read(tmp.path(), "ci.auto.vars.hcl"), "spot_percent = 50\n");
+}
+
 #[test]
 fn fmt_diff_writes_and_shows_the_change() {
     let tmp = fleet(&[("main.hcl", UGLY_HCL)]);

@@ -85,7 +85,7 @@ pub fn run(settings: &Settings, args: &FmtArgs) -> miette::Result<ExitStatus> {
 /// named themselves, which are formatted even when they look like another tool's.
 fn targets(settings: &Settings, paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>), CliError> {
     let list_dir = |dir: &Path| {
-        spec::formattable_files(dir).map_err(|e| CliError::new(format!("cannot list `{}`: {e}", display_path(dir))))
+        spec::spec_and_var_files(dir).map_err(|e| CliError::new(format!("cannot list `{}`: {e}", display_path(dir))))
     };
     if paths.is_empty() {
         return Ok((list_dir(&settings.dir)?, Vec::new()));

@@ -6,8 +6,9 @@
 //! The folder is polled, not watched through inotify: a ConfigMap volume changes by
 //! swapping a symlink (`..data`) and a git-sync checkout by renaming a worktree, which
 //! file-event watchers report as events on other paths, or not at all across the
-//! symlink. Each poll hashes the content of the spec files (`spec::spec_files`, through
-//! symlinks), which are small; a change counts once the folder has stayed the same for
+//! symlink. Each poll hashes the content of the spec and var files
+//! (`spec::spec_and_var_files`, through symlinks: an `*.auto.vars.hcl` changes what a pass
+//! plans), which are small; a change counts once the folder has stayed the same for
 //! one more poll (a checkout that writes many files makes one trigger, not one per
 //! file). A trigger only wakes the loop: passes never overlap, and triggers that arrive
 //! during a pass make one more pass after it ([`tokio::sync::Notify`] keeps one permit).
@@ -32,7 +33,7 @@ pub fn fingerprint(dir: &Path) -> Option<[u8; 32]> {
     // git-sync checkout mid-move) has no fingerprint: deliberately not an error, since no
     // pass is triggered by it and the next check, or the interval timer, reads it again;
     // the pass itself reports any real read error.
-    for file in crate::spec::spec_files(dir).ok()? {
+    for file in crate::spec::spec_and_var_files(dir).ok()? {
         let bytes = std::fs::read(&file).ok()?;
         hash.update(file.file_name()?.as_encoded_bytes());
         hash.update((bytes.len() as u64).to_le_bytes());
@@ -126,4 +127,25 @@ pub fn watch_pods(
             ))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    /// A pass plans with the folder's var files, so a change to one wakes the loop; a
+    /// file of another kind does not.
+    #[test]
+    fn the_fingerprint_covers_spec_and_var_files_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("write");
+        write("main.hcl", "provider \"sim\" {}\n");
+        write("prod.auto.vars.hcl", "nodes = 1\n");
+        let first = super::fingerprint(dir.path()).expect("readable");
+        write("README.txt", "notes");
+        assert_eq!(super::fingerprint(dir.path()), Some(first));
+        write("prod.auto.vars.hcl", "nodes = 2\n");
+        let second = super::fingerprint(dir.path()).expect("readable");
+        assert_ne!(second, first);
+        write("main.hcl", "provider \"sim\" {}\n# edited\n");
+        assert_ne!(super::fingerprint(dir.path()), Some(second));
+    }
 }

@@ -103,10 +103,10 @@ pub fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     listing(dir).map(|(spec, _)| spec)
 }
 
-/// What `gpuplan fmt` formats in a directory: its spec files and its var files
-/// (`*.vars.hcl`, `*.vars.yaml`, the auto ones), as `terraform fmt` formats `.tfvars`;
-/// sorted, not recursive.
-pub fn formattable_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+/// A directory's spec files and its var files (`*.vars.hcl`, `*.vars.yaml`, the auto
+/// ones), sorted, not recursive: what `gpuplan fmt` formats (as `terraform fmt` formats
+/// `.tfvars`) and what a change of wakes `reconcile`.
+pub fn spec_and_var_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();

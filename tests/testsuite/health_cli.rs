@@ -135,7 +135,10 @@ fn an_xid_79_node_is_replaced_new_node_first() {
     assert_eq!(creates, 1, "{train:#}");
     assert_eq!(train["pool"]["create_before_destroy"], true);
     let drift = plan["drift"].as_array().unwrap();
-    assert!(drift.iter().any(|d| d["kind"] == "unhealthy" && d["node_id"] == bad.as_str()), "{drift:?}");
+    let seen = drift.iter().find(|d| d["kind"] == "unhealthy" && d["node_id"] == bad.as_str()).expect("drift item");
+    // The fate after `; `, never `seen 11:15: replaced`, where the colon reads as the time's.
+    let message = seen["message"].as_str().unwrap();
+    assert!(message.ends_with("; replaced by this plan") && !message.contains(": replaced"), "{message}");
     // The run died with its GPU: it spent no retry and is requeued.
     let job = plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == "job.llama").unwrap();
     assert_eq!(job["retries_spent"], 0, "{job:#}");

@@ -159,7 +159,8 @@ pub(crate) fn report(cx: &PoolCtx<'_, '_>, pool: &GpuPool, verdicts: &[Verdict<'
             address: cx.addr.clone(),
             kind: DriftKind::Unhealthy,
             node_id: Some(v.node.id.clone()),
-            message: format!("node {}: {evidence}: {fate}", v.node.id),
+            // `; ` before the fate: a colon after `seen 11:15` would read as part of the time.
+            message: format!("node {}: {evidence}; {fate}", v.node.id),
         });
         plan.health.push(HealthEntry {
             address: cx.addr.clone(),

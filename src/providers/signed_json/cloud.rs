@@ -251,3 +251,42 @@ pub trait JobNodes: Instances {
 pub trait SendSecrets: Send + Sync {
     async fn send_time_secrets(&self, req: &LaunchJob) -> Result<BTreeMap<String, String>, ProviderError>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_join_keeps_the_nodes_and_says_how_many_it_left_out() {
+        let node = |id: &str| Node {
+            provider: None,
+            id: id.into(),
+            pool: "gpu_pool.p".parse().unwrap(),
+            instance_type: "t".into(),
+            region: "r".into(),
+            zone: "z".into(),
+            capacity: crate::providers::Capacity::OnDemand,
+            state: crate::providers::NodeState::Running,
+            image: None,
+            tags: Tags::default(),
+        };
+        let mut made = CreateResult { nodes: vec![node("i-1"), node("i-2")], errors: vec![] };
+        let refused = ProviderError::new(ErrorClass::Fatal, "JoinFailed", "i-2 did not join");
+        record_join(&mut made, "cls-1", "did not join TKE cluster", Ok(vec![refused]));
+        let down = ProviderError::new(ErrorClass::Throttled, "RequestLimitExceeded", "slow down");
+        record_join(&mut made, "cls-1", "did not join TKE cluster", Err(down));
+        assert_eq!(made.nodes.len(), 2, "the nodes stay in the pool");
+        let said: Vec<_> = made.errors.iter().map(|e| (e.class, e.code.as_str(), e.message.as_str())).collect();
+        assert_eq!(
+            said,
+            [
+                (ErrorClass::Fatal, "JoinFailed", "i-2 did not join"),
+                (
+                    ErrorClass::Fatal,
+                    "RequestLimitExceeded",
+                    "2 node(s) were created but did not join TKE cluster `cls-1`: slow down"
+                ),
+            ]
+        );
+    }
+}

@@ -14,8 +14,7 @@ use crate::addr::Address;
 use crate::providers::launch;
 use crate::providers::signed_json::cloud::{Instances, Where, record_join};
 use crate::providers::{
-    Capacity, CreateNodes, CreateResult, ErrorClass, ListFilter, Node, NodePort, NodeState, ProviderError, QuotaLine,
-    Tags,
+    Capacity, CreateNodes, CreateResult, ListFilter, Node, NodePort, NodeState, ProviderError, QuotaLine, Tags,
 };
 
 pub const BATCH: usize = 100;
@@ -110,19 +109,6 @@ impl NodePort for AlibabaProvider {
 }
 
 impl AlibabaProvider {
-    fn image_for(&self, req: &CreateNodes) -> Result<String, ProviderError> {
-        req.image.clone().or_else(|| self.client.config().image.clone()).ok_or_else(|| {
-            ProviderError::new(
-                ErrorClass::Invalid,
-                "MissingImage",
-                format!(
-                    "`{}` has no image to launch: ECS needs an ImageId (`m-…` or a public image id)\nhint: set `image` in the pool or in `provider \"alicloud\"`",
-                    req.pool
-                ),
-            )
-        })
-    }
-
     fn run_params(&self, req: &CreateNodes, itype: &str, image: &str, n: usize, token: &str) -> Vec<(String, String)> {
         let cfg = self.client.config();
         let mut ps = vec![

@@ -55,6 +55,7 @@ impl CloudApi for Alibaba {
     type Wire = client::Acs3;
     type Agent = warm::CloudAssistant;
     const KIND: ProviderKind = ProviderKind::Alicloud;
+    const IMAGE_NEEDED: &'static str = "ECS needs an ImageId (`m-…` or a public image id)";
 
     fn agent(client: Arc<Client<client::Acs3>>) -> warm::CloudAssistant {
         warm::CloudAssistant { client }

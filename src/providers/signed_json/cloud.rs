@@ -18,8 +18,8 @@ use crate::model::ProviderKind;
 use crate::providers::http::{CloudConfig, QuoteCache};
 use crate::providers::reservations::ReservationPort;
 use crate::providers::{
-    AdoptionPort, CreateResult, ErrorClass, JobPort, JobStatus, LaunchJob, ListFilter, LogPort, Node, NodePort,
-    PricePort, Provider, ProviderError, RunCommandPort, TAG_ADDRESS, TAG_JOB, TAG_LINEAGE, TAG_MANAGED, Tags,
+    AdoptionPort, CreateNodes, CreateResult, ErrorClass, JobPort, JobStatus, LaunchJob, ListFilter, LogPort, Node,
+    NodePort, PricePort, Provider, ProviderError, RunCommandPort, TAG_ADDRESS, TAG_JOB, TAG_LINEAGE, TAG_MANAGED, Tags,
 };
 
 /// One signed-JSON cloud: its wire, its run-command agent, its kind.
@@ -27,6 +27,8 @@ pub trait CloudApi: Send + Sync + Sized + 'static {
     type Wire: Wire;
     type Agent: AgentApi;
     const KIND: ProviderKind;
+    /// What its launch call needs for an image, as a missing one's error says it.
+    const IMAGE_NEEDED: &'static str;
 
     /// Its run-command API over the provider's client.
     fn agent(client: Arc<Client<Self::Wire>>) -> Self::Agent;
@@ -53,6 +55,23 @@ impl<A: CloudApi> Cloud<A> {
     pub fn build(config: CloudConfig, own: A) -> Result<Self, ProviderError> {
         let client = Arc::new(Client::new(config)?);
         Ok(Cloud { agents: Agents::new(A::agent(client.clone())), client, quotes: Default::default(), own })
+    }
+
+    /// The image a create launches: the pool's, else the provider block's; neither is an
+    /// error that says where to set one.
+    pub fn image_for(&self, req: &CreateNodes) -> Result<String, ProviderError> {
+        req.image.clone().or_else(|| self.client.config().image.clone()).ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Invalid,
+                "MissingImage",
+                format!(
+                    "`{}` has no image to launch: {}\nhint: set `image` in the pool or in `provider \"{}\"`",
+                    req.pool,
+                    A::IMAGE_NEEDED,
+                    A::KIND
+                ),
+            )
+        })
     }
 }
 

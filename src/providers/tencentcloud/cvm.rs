@@ -14,8 +14,7 @@ use crate::addr::Address;
 use crate::providers::launch;
 use crate::providers::signed_json::cloud::{Instances, Where, record_join};
 use crate::providers::{
-    Capacity, CreateNodes, CreateResult, ErrorClass, ListFilter, Node, NodePort, NodeState, ProviderError, QuotaLine,
-    Tags,
+    Capacity, CreateNodes, CreateResult, ListFilter, Node, NodePort, NodeState, ProviderError, QuotaLine, Tags,
 };
 
 /// Instances per RunInstances / TerminateInstances call, and per DescribeInstances page.
@@ -95,19 +94,6 @@ impl NodePort for TencentProvider {
 }
 
 impl TencentProvider {
-    fn image_for(&self, req: &CreateNodes) -> Result<String, ProviderError> {
-        req.image.clone().or_else(|| self.client.config().image.clone()).ok_or_else(|| {
-            ProviderError::new(
-                ErrorClass::Invalid,
-                "MissingImage",
-                format!(
-                    "`{}` has no image to launch: CVM needs an ImageId (`img-…`)\nhint: set `image` in the pool or in `provider \"tencentcloud\"`",
-                    req.pool
-                ),
-            )
-        })
-    }
-
     fn run_body(&self, req: &CreateNodes, itype: &str, image: &str, count: usize, token: &str) -> Value {
         let cfg = self.client.config();
         let tags: Vec<Value> = req.tags.iter().map(|(k, v)| json!({"Key": k, "Value": v})).collect();

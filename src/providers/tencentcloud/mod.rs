@@ -58,6 +58,7 @@ impl CloudApi for Tencent {
     type Wire = client::Tc3;
     type Agent = warm::Tat;
     const KIND: ProviderKind = ProviderKind::Tencentcloud;
+    const IMAGE_NEEDED: &'static str = "CVM needs an ImageId (`img-…`)";
 
     fn agent(client: Arc<Client<client::Tc3>>) -> warm::Tat {
         warm::Tat { client }

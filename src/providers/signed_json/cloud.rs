@@ -2,8 +2,9 @@
 //! has (its signed client, its run-command runner, its live-quote cache) plus what only
 //! it keeps (`own`), and implements [`Provider`] once. Each cloud is a [`CloudApi`]
 //! (`tencentcloud::Tencent`, `alicloud::Alibaba`) and writes, for `Cloud<itself>`, the
-//! ports that truly differ (nodes, prices, adoption) and the small traits here the shared
-//! job port runs on ([`Instances`], [`JobNodes`], [`SendSecrets`]; `jobs.rs`).
+//! ports that truly differ (nodes, prices) and the small traits the shared ports run on:
+//! [`Instances`], [`JobNodes`] and [`SendSecrets`] here (the job and log ports,
+//! `jobs.rs`), and `adopt::Retag` (the adoption port, `adopt.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

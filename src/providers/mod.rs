@@ -5,10 +5,13 @@
 //! leave a provider's folder. Errors carry an [`ErrorClass`] so retries, backoff and
 //! fallbacks are decided in one place (`apply::policy`), not in each provider.
 //!
-//! Clouds: [`sim`] (embedded), [`tencentcloud`] (CVM, TKE) and [`alicloud`] (ECS, ACK).
-//! The last two sign their own HTTP requests ([`signing`]) and share the client,
-//! credentials and endpoint handling in [`http`] and the credential cache in
-//! [`credentials`].
+//! Clouds: [`sim`] (embedded), [`aws`] (EC2 SDK), [`kube`] (Kubernetes jobs),
+//! [`tencentcloud`] (CVM, TKE) and [`alicloud`] (ECS, ACK). Each implements its ports in
+//! the files of their calls, and its `Provider` impl holds only accessors. The last two
+//! sign their own HTTP requests ([`signing`]) and are one core, [`signed_json`] (the
+//! provider, the signed client, the job and log ports, the run-command runner), over
+//! what each keeps of its own; they share the HTTP client and endpoint handling in
+//! [`http`] and the credential cache in [`credentials`].
 
 pub mod alicloud;
 pub mod aws;

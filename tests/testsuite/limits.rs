@@ -1,8 +1,10 @@
 //! The house's limits between and inside files (issue 47), measured from the source text
 //! the way `house.py` measures it: no circle between two files of `src/` (the paths are
 //! the `crate::`, `super::` and `self::` paths the code names), no function over
-//! [`MAX_FN_LINES`] lines and no source file over [`MAX_FILE_LINES`] lines. Test code is
-//! left out: `tests.rs`, `*_tests.rs`, folders named `tests`, and `#[cfg(test)]` items.
+//! [`MAX_FN_LINES`] lines, no source file over [`MAX_FILE_LINES`] lines, and no port
+//! method of a provider that only forwards to an inherent method (`forwards.rs`). Test
+//! code is left out: `tests.rs`, `*_tests.rs`, folders named `tests`, and `#[cfg(test)]`
+//! items.
 //!
 //! The parts of the crate that other work is still reshaping carry their known exceptions
 //! in [`ALLOWED_CIRCLES`], [`ALLOWED_LONG_FNS`] and [`ALLOWED_BIG_FILES`], each with its
@@ -13,6 +15,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 mod circles;
+mod forwards;
 
 const MAX_FN_LINES: usize = 100;
 const MAX_FILE_LINES: usize = 800;
@@ -278,6 +281,18 @@ fn no_source_file_over_the_limit() {
     assert!(
         stale.is_empty(),
         "these are no longer over {MAX_FILE_LINES} lines: delete them from ALLOWED_BIG_FILES: {stale:?}"
+    );
+}
+
+/// Issue 47, item 4: a port method does the cloud's work (or dispatches), never only
+/// hands its call to an inherent method ([`forwards`]).
+#[test]
+fn no_port_method_only_forwards() {
+    let found = forwards::forwards(&sources());
+    assert!(
+        found.is_empty(),
+        "port methods that only forward to an inherent method (move the body into the port method):\n{}",
+        found.join("\n")
     );
 }
 

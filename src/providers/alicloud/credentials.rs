@@ -20,12 +20,13 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::client::{Call, send};
+use super::client::{Acs3, Call};
 use crate::model::Endpoint;
 use crate::providers::credentials::{
     Credentials, Metadata, Resolve, Resolved, Secret, endpoint, env_first, home, metadata, parse_time, read_token,
     session_name, setup_error,
 };
+use crate::providers::signed_json::client::send;
 use crate::providers::{ErrorClass, ProviderError};
 
 const CLOUD: &str = "Alibaba Cloud";
@@ -184,7 +185,7 @@ impl Chain {
     ) -> Result<Resolved, ProviderError> {
         let call =
             Call { version: STS_VERSION, method: "POST", path: "/", action, region: "STS", query: params, body: b"" };
-        let v = send(http, endpoint, &call, keys).await?;
+        let v = send::<Acs3>(http, endpoint, &call, keys).await?;
         temporary(&v["Credentials"], "SecurityToken", source)
     }
 

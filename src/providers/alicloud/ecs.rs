@@ -1,16 +1,20 @@
-//! ECS 2014-05-26 node calls: RunInstances (Amount ≤ 100 with MinAmount 1, so a short
+//! The node port over ECS 2014-05-26: RunInstances (Amount ≤ 100 with MinAmount 1, so a short
 //! stock delivers what it can; SpotAsPriceGo or SpotWithPriceLimit; Tag.N; ClientToken),
 //! DescribeInstances filtered by gpuplan's tags and paged with MaxResults 100 + NextToken,
-//! DeleteInstances (Force, ≤ 100 ids) after checking every id carries gpuplan's tags.
+//! DeleteInstances (Force, ≤ 100 ids) after checking every id carries gpuplan's tags, and
+//! the account's vCPU quotas (DescribeAccountAttributes).
 
 use base64::Engine as _;
 use serde_json::Value;
 
+use async_trait::async_trait;
+
 use super::AlibabaProvider;
+use crate::addr::Address;
 use crate::providers::launch;
+use crate::providers::signed_json::cloud::{Instances, Where, record_join};
 use crate::providers::{
-    Capacity, CreateNodes, CreateResult, ErrorClass, ListFilter, Node, NodeState, ProviderError, TAG_JOB, TAG_LINEAGE,
-    TAG_MANAGED, Tags,
+    Capacity, CreateNodes, CreateResult, ListFilter, Node, NodePort, NodeState, ProviderError, QuotaLine, Tags,
 };
 
 pub const BATCH: usize = 100;
@@ -19,8 +23,14 @@ fn p(k: impl Into<String>, v: impl Into<String>) -> (String, String) {
     (k.into(), v.into())
 }
 
-impl AlibabaProvider {
-    pub(super) async fn run_instances(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
+#[async_trait]
+impl NodePort for AlibabaProvider {
+    async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        let instances = self.describe_tagged(filter).await?;
+        Ok(instances.iter().filter_map(|i| Self::to_node(i, &filter.region)).collect())
+    }
+
+    async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
         let image = self.image_for(req)?;
         let spot_join = req.join.as_ref().filter(|_| req.capacity == Capacity::Spot);
         if spot_join.is_some() {
@@ -45,36 +55,60 @@ impl AlibabaProvider {
                 Some(join) => super::ack::attach_spot(&self.client, req, join, &image, &ids).await.map(|()| vec![]),
                 None => super::ack::attach(&self.client, &req.region, join, &ids).await,
             };
-            match attached {
-                Ok(failed) => made.errors.extend(failed),
-                Err(e) => made.errors.push(ProviderError::new(
-                    ErrorClass::Fatal,
-                    e.code.clone(),
-                    format!(
-                        "{} node(s) were created but not attached to ACK cluster `{}`: {}",
-                        ids.len(),
-                        join.cluster_id,
-                        e.message
-                    ),
-                )),
-            }
+            record_join(&mut made, &join.cluster_id, "not attached to ACK cluster", attached);
         }
         Ok(made)
     }
 
-    fn image_for(&self, req: &CreateNodes) -> Result<String, ProviderError> {
-        req.image.clone().or_else(|| self.client.config().image.clone()).ok_or_else(|| {
-            ProviderError::new(
-                ErrorClass::Invalid,
-                "MissingImage",
-                format!(
-                    "`{}` has no image to launch: ECS needs an ImageId (`m-…` or a public image id)\nhint: set `image` in the pool or in `provider \"alicloud\"`",
-                    req.pool
-                ),
-            )
-        })
+    /// Refuse the whole request when any id lacks gpuplan's tag; then delete in batches
+    /// of 100 (`Force`). Ids the cloud no longer knows count as done.
+    async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
+        let (ids, live) = self.owned(region, ids, "delete", |_| false).await?;
+        for chunk in live.chunks(BATCH) {
+            let mut params = vec![p("Force", "true")];
+            for (i, id) in chunk.iter().enumerate() {
+                params.push(p(format!("InstanceId.{}", i + 1), id));
+            }
+            match self.client.ecs("DeleteInstances", region, params).await {
+                Ok(_) => {}
+                // Released between the check and the call: done all the same.
+                Err(e) if e.code == "InvalidInstanceId.NotFound" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(ids)
     }
 
+    /// `DescribeAccountAttributes`: pay-as-you-go and spot vCPU quotas of the region.
+    async fn quotas(&self, region: &str) -> Result<Option<Vec<QuotaLine>>, ProviderError> {
+        let names = [
+            "max-postpaid-instance-vcpu-count",
+            "used-postpaid-instance-vcpu-count",
+            "max-spot-instance-vcpu-count",
+            "used-spot-instance-vcpu-count",
+        ];
+        let params: Vec<(String, String)> =
+            names.iter().enumerate().map(|(i, n)| (format!("AttributeName.{}", i + 1), n.to_string())).collect();
+        let resp = self.client.ecs("DescribeAccountAttributes", region, params).await?;
+        let value = |name: &str| -> u64 {
+            resp["AccountAttributeItems"]["AccountAttributeItem"]
+                .as_array()
+                .and_then(|items| items.iter().find(|i| i["AttributeName"] == name))
+                .and_then(|i| i["AttributeValues"]["ValueItem"].as_array()?.first().cloned())
+                // ECS answers numbers as strings (some SDK versions as numbers): either.
+                .and_then(|v| v["Value"].as_str().and_then(|s| s.parse().ok()).or_else(|| v["Value"].as_u64()))
+                // An attribute ECS leaves out reads as 0: a quota that then looks too
+                // small fails `check` (visibly), never passes it.
+                .unwrap_or(0)
+        };
+        Ok(Some(vec![
+            QuotaLine { what: "pay-as-you-go vCPUs".into(), zone: None, used: value(names[1]), limit: value(names[0]) },
+            QuotaLine { what: "spot vCPUs".into(), zone: None, used: value(names[3]), limit: value(names[2]) },
+        ]))
+    }
+}
+
+impl AlibabaProvider {
     fn run_params(&self, req: &CreateNodes, itype: &str, image: &str, n: usize, token: &str) -> Vec<(String, String)> {
         let cfg = self.client.config();
         let mut ps = vec![
@@ -129,13 +163,24 @@ impl AlibabaProvider {
         }
         ps
     }
+}
 
-    /// Every instance with gpuplan's tags (and this lineage), 100 per page.
-    pub(super) async fn describe_tagged(&self, filter: &ListFilter) -> Result<Vec<Value>, ProviderError> {
-        let mut base = vec![p("Tag.1.Key", TAG_MANAGED), p("Tag.1.Value", "true"), p("MaxResults", BATCH.to_string())];
-        if let Some(l) = &filter.lineage {
-            base.push(p("Tag.2.Key", TAG_LINEAGE));
-            base.push(p("Tag.2.Value", l));
+#[async_trait]
+impl Instances for AlibabaProvider {
+    const TAGS_OF: fn(&Value) -> Tags = tags_of;
+    const NODE_OF: fn(&Value, &str, Address) -> Option<Node> = node_of;
+    const IS_RUNNING: fn(&Value) -> bool = |i| i["Status"].as_str() == Some("Running");
+
+    /// DescribeInstances with `Tag.N` pairs (and `Status=Running` where `q.running`),
+    /// paged with MaxResults 100 and NextToken until it ends or repeats.
+    async fn describe_where(&self, region: &str, q: &Where<'_>) -> Result<Vec<Value>, ProviderError> {
+        let mut base = vec![p("MaxResults", BATCH.to_string())];
+        if q.running {
+            base.push(p("Status", "Running"));
+        }
+        for (n, (k, v)) in q.tags.iter().enumerate() {
+            base.push(p(format!("Tag.{}.Key", n + 1), k));
+            base.push(p(format!("Tag.{}.Value", n + 1), v));
         }
         let mut out = Vec::new();
         let mut next: Option<String> = None;
@@ -144,7 +189,7 @@ impl AlibabaProvider {
             if let Some(t) = &next {
                 params.push(p("NextToken", t));
             }
-            let resp = self.client.ecs("DescribeInstances", &filter.region, params).await?;
+            let resp = self.client.ecs("DescribeInstances", region, params).await?;
             out.extend(resp["Instances"]["Instance"].as_array().cloned().unwrap_or_default());
             match resp["NextToken"].as_str().filter(|t| !t.is_empty()) {
                 Some(t) if Some(t) != next.as_deref() => next = Some(t.to_string()),
@@ -153,7 +198,8 @@ impl AlibabaProvider {
         }
     }
 
-    pub(super) async fn describe_ids(&self, region: &str, ids: &[String]) -> Result<Vec<Value>, ProviderError> {
+    /// Instances by id, 100 ids per call.
+    async fn describe_ids(&self, region: &str, ids: &[String]) -> Result<Vec<Value>, ProviderError> {
         let mut out = Vec::new();
         for chunk in ids.chunks(BATCH) {
             let list = serde_json::to_string(chunk).unwrap_or_default();
@@ -162,38 +208,6 @@ impl AlibabaProvider {
             out.extend(resp["Instances"]["Instance"].as_array().cloned().unwrap_or_default());
         }
         Ok(out)
-    }
-
-    pub(super) async fn delete(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
-        let ids = crate::providers::http::dedup(ids);
-        let found = self.describe_ids(region, &ids).await?;
-        let mut live = Vec::new();
-        for inst in &found {
-            let id = inst["InstanceId"].as_str().unwrap_or_default().to_string();
-            if tags_of(inst).get(TAG_MANAGED) != Some("true") {
-                return Err(ProviderError::new(
-                    ErrorClass::Invalid,
-                    "UnmanagedInstance",
-                    format!(
-                        "refusing to delete `{id}` in {region}: it lacks the tag {TAG_MANAGED}=true, so gpuplan does not own it; nothing was deleted"
-                    ),
-                ));
-            }
-            live.push(id);
-        }
-        for chunk in live.chunks(BATCH) {
-            let mut params = vec![p("Force", "true")];
-            for (i, id) in chunk.iter().enumerate() {
-                params.push(p(format!("InstanceId.{}", i + 1), id));
-            }
-            match self.client.ecs("DeleteInstances", region, params).await {
-                Ok(_) => {}
-                // Released between the check and the call: done all the same.
-                Err(e) if e.code == "InvalidInstanceId.NotFound" => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(ids)
     }
 }
 
@@ -218,22 +232,8 @@ pub fn recycling(inst: &Value) -> bool {
         .is_some_and(|a| a.iter().any(|l| l["LockReason"].as_str() == Some("Recycling")))
 }
 
-pub fn to_node(inst: &Value, region: &str) -> Option<Node> {
-    if tags_of(inst).contains_key(TAG_JOB) {
-        return None;
-    }
-    to_any_node(inst, region)
-}
-
-/// A node from a DescribeInstances entry, job node or not.
-pub fn to_any_node(inst: &Value, region: &str) -> Option<Node> {
-    // An instance without a parsable address tag is not gpuplan's: not a node of any pool.
-    let pool = tags_of(inst).get(crate::providers::TAG_ADDRESS)?.parse().ok()?;
-    node_of(inst, region, pool)
-}
-
 /// A DescribeInstances entry as a node of `pool`, whatever its tags say.
-pub fn node_of(inst: &Value, region: &str, pool: crate::addr::Address) -> Option<Node> {
+pub fn node_of(inst: &Value, region: &str, pool: Address) -> Option<Node> {
     let tags = tags_of(inst);
     let capacity = capacity_of(inst);
     let state = match inst["Status"].as_str().unwrap_or_default() {
@@ -264,6 +264,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::providers::TAG_MANAGED;
+
+    fn to_node(inst: &Value, region: &str) -> Option<Node> {
+        AlibabaProvider::to_node(inst, region)
+    }
 
     fn inst(status: &str, strategy: &str, locks: &[&str]) -> Value {
         json!({

@@ -8,13 +8,17 @@
 
 use std::collections::BTreeMap;
 
+use async_trait::async_trait;
+
 use super::AlibabaProvider;
 use crate::model::secret::SecretSource;
+use crate::providers::signed_json::cloud::SendSecrets;
 use crate::providers::{ErrorClass, LaunchJob, ProviderError};
 
-impl AlibabaProvider {
+#[async_trait]
+impl SendSecrets for AlibabaProvider {
     /// The values of `req`'s `alicloud-kms:` secrets, by the reference's text.
-    pub(super) async fn send_time_secrets(&self, req: &LaunchJob) -> Result<BTreeMap<String, String>, ProviderError> {
+    async fn send_time_secrets(&self, req: &LaunchJob) -> Result<BTreeMap<String, String>, ProviderError> {
         let mut out = BTreeMap::new();
         for r in req.secrets.values().filter(|r| r.source == SecretSource::AlicloudKms) {
             if out.contains_key(&r.to_string()) {

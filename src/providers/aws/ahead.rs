@@ -22,19 +22,10 @@ use crate::providers::NewPool;
 const NAMES_PER_CALL: usize = 200;
 
 impl AwsProvider {
-    /// The look-ups of these pools' first creates, every region at once.
-    pub(super) async fn read_ahead_creates(&self, pools: &[NewPool]) {
-        let mut by_region: BTreeMap<&str, Vec<&NewPool>> = BTreeMap::new();
-        for p in pools {
-            by_region.entry(p.region.as_str()).or_default().push(p);
-        }
-        futures::future::join_all(by_region.into_iter().map(|(region, pools)| self.read_ahead_in(region, pools))).await;
-    }
-
     /// One call of each look-up in a region, together. A failed one leaves its cache
     /// empty, and the create makes that call again and reports its error where it
     /// always did: the errors are dropped here on purpose.
-    async fn read_ahead_in(&self, region: &str, pools: Vec<&NewPool>) {
+    pub(super) async fn read_ahead_in(&self, region: &str, pools: Vec<&NewPool>) {
         if region.trim().is_empty() {
             return;
         }

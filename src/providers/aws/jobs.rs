@@ -13,6 +13,7 @@
 //! marks the instance `gpuplan:cancelled=true`, then terminates it; it also removes the
 //! stopped node of a finished job. Job nodes are not pool nodes: `list_nodes` skips them.
 
+use async_trait::async_trait;
 use aws_sdk_ec2::types::{
     BlockDeviceMapping, EbsBlockDevice, HttpTokensState, IamInstanceProfileSpecification, InstanceMarketOptionsRequest,
     InstanceStateName, InstanceType, MarketType, Placement, ResourceType, ShutdownBehavior, SpotMarketOptions, Tag,
@@ -23,12 +24,17 @@ use sha2::{Digest, Sha256};
 
 use super::errors::from_sdk;
 use super::fleet::{price, tag_specs};
-use super::nodes::{filter, spot_reclaimed, tags};
+use super::nodes::{filter, split, spot_reclaimed, tag_filter, tags};
 use super::{AwsProvider, Bucket, read};
 use crate::addr::Address;
 use crate::providers::boot;
+use crate::providers::launch::{carries, command_run_id, is_command_run};
+use crate::providers::ports::LogSink;
 use crate::providers::userdata::{self, TIMED_OUT};
-use crate::providers::{Capacity, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError, TAG_ATTEMPT, TAG_JOB};
+use crate::providers::{
+    Capacity, ErrorClass, JobPort, JobState, JobStatus, LaunchJob, ListFilter, LogPort, Node, ProviderError,
+    TAG_ATTEMPT, TAG_JOB,
+};
 
 /// Set on a job's instance by `cancel_job` before it terminates it.
 pub const TAG_CANCELLED: &str = "gpuplan:cancelled";
@@ -294,6 +300,83 @@ impl AwsProvider {
         } else {
             before
         })
+    }
+}
+
+#[async_trait]
+impl JobPort for AwsProvider {
+    /// On a warm node when the plan chose one (Run Command, `ssm.rs`), else on a node
+    /// made for it.
+    async fn launch_job(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+        match (&req.shape, req.node_id.is_empty()) {
+            (None, false) => self.launch_on_node(&req.region, req).await,
+            _ => self.launch(req).await,
+        }
+    }
+
+    /// The SSM command sent to warm node `node` under launch `token`, with its status:
+    /// `ListCommands` of the node, page by page, until a comment carries the token (see
+    /// `ssm.rs`).
+    async fn find_sent(&self, region: &str, node: &str, token: &str) -> Result<Option<JobStatus>, ProviderError> {
+        let mut next: Option<String> = None;
+        loop {
+            let mut body = serde_json::json!({"InstanceId": node, "MaxResults": 50});
+            if let Some(t) = &next {
+                body["NextToken"] = serde_json::json!(t);
+            }
+            let doc = read(|| self.ssm(region, "ListCommands", &body)).await?;
+            let commands = doc["Commands"].as_array().into_iter().flatten();
+            let found = commands
+                .filter(|c| c["Comment"].as_str().is_some_and(|m| carries(m, token)))
+                .find_map(|c| c["CommandId"].as_str());
+            if let Some(command) = found {
+                let id = command_run_id(node, command);
+                return self.command_status(region, &id).await.map(Some);
+            }
+            next = doc["NextToken"].as_str().filter(|t| !t.is_empty()).map(String::from);
+            if next.is_none() {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// A warm node's command (`ssm.rs`), or a job node's instance.
+    async fn job_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        if is_command_run(id) { self.command_status(region, id).await } else { self.status(region, id).await }
+    }
+
+    /// Job nodes of a region: those the pool listing just saw, else one listing of them.
+    async fn list_job_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        if let Some(seen) = self.seen_job_nodes(filter) {
+            return Ok(seen);
+        }
+        let instances = self.describe_all(&filter.region, tag_filter(filter)).await?;
+        Ok(split(&instances, &filter.region).1)
+    }
+
+    /// The job's instance, once the job has ended: `cancel` of a finished job only
+    /// terminates its (stopped) instance.
+    async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
+        self.cancel(region, id).await.map(|_| ())
+    }
+
+    /// A job on a warm node: its command is cancelled and the node stays in its pool.
+    async fn cancel_job(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+        if is_command_run(id) { self.cancel_command(region, id).await } else { self.cancel(region, id).await }
+    }
+}
+
+#[async_trait]
+impl LogPort for AwsProvider {
+    /// The job's own output: what its warm node's command or its job node's console holds
+    /// (one replica per node).
+    async fn job_logs(&self, region: &str, id: &str, _follow: bool, out: &LogSink<'_>) -> Result<(), ProviderError> {
+        let text =
+            if is_command_run(id) { self.command_output(region, id).await? } else { self.console(region, id).await? };
+        for line in userdata::job_output(&text) {
+            out(0, line);
+        }
+        Ok(())
     }
 }
 

@@ -1,16 +1,20 @@
-//! Refresh and terminate: one paged `DescribeInstances` per region by tag filter, and
-//! `TerminateInstances` in batches of at most 1,000 after checking every id's tags.
+//! The node port ([`NodePort`]): refresh and terminate, one paged `DescribeInstances`
+//! per region by tag filter, and `TerminateInstances` in batches of at most 1,000 after
+//! checking every id's tags; creates go to a fleet (`fleet.rs`) or a reservation
+//! (`reserved_launch.rs`), and reads ahead to `ahead.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_ec2::types::{Filter, Instance, InstanceLifecycleType, InstanceStateName};
 
 use super::errors::from_sdk;
+use async_trait::async_trait;
+
 use super::{AwsProvider, Bucket, PAGE, read};
 use crate::addr::Address;
 use crate::providers::{
-    Capacity, ErrorClass, ListFilter, Node, NodeState, ProviderError, TAG_ADDRESS, TAG_JOB, TAG_LINEAGE, TAG_MANAGED,
-    Tags,
+    Capacity, CreateNodes, CreateResult, ErrorClass, ListFilter, NewPool, Node, NodePort, NodeState, ProviderError,
+    TAG_ADDRESS, TAG_JOB, TAG_LINEAGE, TAG_MANAGED, Tags,
 };
 
 /// Values per `instance-id` filter in the ownership check.
@@ -103,48 +107,75 @@ impl AwsProvider {
         }
     }
 
-    pub(super) async fn list(&self, f: &ListFilter) -> Result<Vec<Node>, ProviderError> {
-        self.list_tagged(f, false).await
+    /// The job nodes a pool listing of this (region, lineage) saw, taken once: refresh's
+    /// one `DescribeInstances` serves the orphan-job-node check that follows it.
+    pub(super) fn seen_job_nodes(&self, f: &ListFilter) -> Option<Vec<Node>> {
+        self.seen_job_nodes.lock().expect("job node cache").remove(&(f.region.clone(), f.lineage.clone()))
+    }
+}
+
+/// The one tag filter of a listing: the lineage when there is one (only gpuplan writes
+/// it; the managed tag is checked by [`split`]), else the managed tag: the server checks
+/// every filter on every instance of the region, and a second one changes no answer.
+pub(super) fn tag_filter(f: &ListFilter) -> Vec<Filter> {
+    match &f.lineage {
+        Some(l) => vec![filter(&format!("tag:{TAG_LINEAGE}"), [l.as_str()])],
+        None => vec![filter(&format!("tag:{TAG_MANAGED}"), ["true"])],
+    }
+}
+
+/// gpuplan's instances of a listing as (pool nodes, job nodes), each by id. Job nodes
+/// belong to their job, not to the pool's node count (`jobs.rs`).
+pub(super) fn split(instances: &[Instance], region: &str) -> (Vec<Node>, Vec<Node>) {
+    let mut by_id = BTreeMap::new();
+    let mut job_nodes = BTreeMap::new();
+    for i in instances {
+        let tags = tags(i);
+        if !is_managed(&tags) {
+            continue;
+        }
+        let slot = if tags.contains_key(TAG_JOB) { &mut job_nodes } else { &mut by_id };
+        if let Some(n) = to_node(i, region) {
+            slot.insert(n.id.clone(), n);
+        }
+    }
+    (by_id.into_values().collect(), job_nodes.into_values().collect())
+}
+
+#[async_trait]
+impl NodePort for AwsProvider {
+    /// gpuplan's pool nodes of a region; the job nodes the same call saw are kept for
+    /// the job-node listing that follows ([`AwsProvider::seen_job_nodes`]).
+    async fn list_nodes(&self, f: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        let instances = self.describe_all(&f.region, tag_filter(f)).await?;
+        let (pool_nodes, job_nodes) = split(&instances, &f.region);
+        self.seen_job_nodes.lock().expect("job node cache").insert((f.region.clone(), f.lineage.clone()), job_nodes);
+        Ok(pool_nodes)
     }
 
-    /// Pool nodes (`jobs` false) or job nodes (`jobs` true) with gpuplan's tags.
-    pub(super) async fn list_tagged(&self, f: &ListFilter, jobs: bool) -> Result<Vec<Node>, ProviderError> {
-        // One tag filter: the lineage when there is one (only gpuplan writes it; the
-        // managed tag is checked below), else the managed tag: the server checks every
-        // filter on every instance of the region, and a second one changes no answer.
-        let filters = match &f.lineage {
-            Some(l) => vec![filter(&format!("tag:{TAG_LINEAGE}"), [l.as_str()])],
-            None => vec![filter(&format!("tag:{TAG_MANAGED}"), ["true"])],
-        };
-        let key = (f.region.clone(), f.lineage.clone());
-        if jobs && let Some(seen) = self.seen_job_nodes.lock().expect("job node cache").remove(&key) {
-            return Ok(seen);
+    /// The type check, subnet look-up and template look-up of the new pools' first
+    /// fleets (`ahead.rs`), every region at once.
+    async fn read_ahead(&self, pools: &[NewPool]) {
+        let mut by_region: BTreeMap<&str, Vec<&NewPool>> = BTreeMap::new();
+        for p in pools {
+            by_region.entry(p.region.as_str()).or_default().push(p);
         }
-        let instances = self.describe_all(&f.region, filters).await?;
-        let mut by_id = BTreeMap::new();
-        let mut job_nodes = BTreeMap::new();
-        for i in &instances {
-            let tags = tags(i);
-            if !is_managed(&tags) {
-                continue;
-            }
-            // Job nodes belong to their job, not to the pool's node count (`jobs.rs`).
-            let slot = if tags.contains_key(TAG_JOB) { &mut job_nodes } else { &mut by_id };
-            if let Some(n) = to_node(i, &f.region) {
-                slot.insert(n.id.clone(), n);
-            }
+        futures::future::join_all(by_region.into_iter().map(|(region, pools)| self.read_ahead_in(region, pools))).await;
+    }
+
+    /// Into a capacity reservation (`reserved_launch.rs`: RunInstances targeting it), or
+    /// a fleet (`fleet.rs`: CreateFleet over every allowed type and zone).
+    async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
+        match &req.reservation {
+            Some(target) => self.create_reserved(req, target).await,
+            None => self.create(req).await,
         }
-        if jobs {
-            return Ok(job_nodes.into_values().collect());
-        }
-        self.seen_job_nodes.lock().expect("job node cache").insert(key, job_nodes.into_values().collect());
-        Ok(by_id.into_values().collect())
     }
 
     /// Refuse the whole request when any id is an instance without gpuplan's tags;
     /// otherwise terminate the live ones in batches of at most 1,000. Ids that no longer
     /// exist or are already terminated count as done.
-    pub(super) async fn terminate(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
+    async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
         let mut seen = BTreeSet::new();
         let ids: Vec<String> = ids.iter().filter(|id| seen.insert(id.as_str())).cloned().collect();
         let mut live = Vec::new();
@@ -186,7 +217,9 @@ impl AwsProvider {
         }
         Ok(ids)
     }
+}
 
+impl AwsProvider {
     /// `TerminateInstances` in batches; the ids were checked to be gpuplan's.
     pub(super) async fn terminate_owned(&self, region: &str, ids: &[String]) -> Result<(), ProviderError> {
         let client = self.client(region).await?;

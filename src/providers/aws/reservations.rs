@@ -63,7 +63,35 @@ fn reserved(r: &CapacityReservation, upfront_usd: f64) -> Reserved {
 }
 
 impl AwsProvider {
-    async fn offerings(&self, region: &str, q: &OfferingQuery) -> Result<Vec<Offering>, ProviderError> {
+    async fn describe_where(
+        &self,
+        region: &str,
+        ids: &[String],
+        filters: Vec<aws_sdk_ec2::types::Filter>,
+    ) -> Result<Vec<CapacityReservation>, ProviderError> {
+        let client = self.client(region).await?;
+        let found = read(|| async {
+            self.pace(region, "DescribeCapacityReservations", Bucket::NonMutating, None).await;
+            client
+                .describe_capacity_reservations()
+                .set_capacity_reservation_ids((!ids.is_empty()).then(|| ids.to_vec()))
+                .set_filters((!filters.is_empty()).then(|| filters.clone()))
+                .send()
+                .await
+                .map_err(|e| from_sdk("DescribeCapacityReservations", e))
+        })
+        .await?;
+        Ok(found.capacity_reservations().to_vec())
+    }
+}
+
+fn no_answer(api: &str) -> ProviderError {
+    ProviderError::new(ErrorClass::Retryable, "EmptyResponse", format!("{api} answered without a reservation"))
+}
+
+#[async_trait]
+impl ReservationPort for AwsProvider {
+    async fn capacity_block_offerings(&self, region: &str, q: &OfferingQuery) -> Result<Vec<Offering>, ProviderError> {
         let client = self.client(region).await?;
         let found = read(|| async {
             self.pace(region, "DescribeCapacityBlockOfferings", Bucket::NonMutating, None).await;
@@ -100,28 +128,7 @@ impl AwsProvider {
         Ok(out)
     }
 
-    async fn describe_where(
-        &self,
-        region: &str,
-        ids: &[String],
-        filters: Vec<aws_sdk_ec2::types::Filter>,
-    ) -> Result<Vec<CapacityReservation>, ProviderError> {
-        let client = self.client(region).await?;
-        let found = read(|| async {
-            self.pace(region, "DescribeCapacityReservations", Bucket::NonMutating, None).await;
-            client
-                .describe_capacity_reservations()
-                .set_capacity_reservation_ids((!ids.is_empty()).then(|| ids.to_vec()))
-                .set_filters((!filters.is_empty()).then(|| filters.clone()))
-                .send()
-                .await
-                .map_err(|e| from_sdk("DescribeCapacityReservations", e))
-        })
-        .await?;
-        Ok(found.capacity_reservations().to_vec())
-    }
-
-    async fn buy(&self, region: &str, req: &ReserveRequest) -> Result<Reserved, ProviderError> {
+    async fn reserve(&self, region: &str, req: &ReserveRequest) -> Result<Reserved, ProviderError> {
         let client = self.client(region).await?;
         match req.kind {
             ReservationKind::CapacityBlock => {
@@ -168,21 +175,6 @@ impl AwsProvider {
                 Ok(reserved(r, 0.0))
             }
         }
-    }
-}
-
-fn no_answer(api: &str) -> ProviderError {
-    ProviderError::new(ErrorClass::Retryable, "EmptyResponse", format!("{api} answered without a reservation"))
-}
-
-#[async_trait]
-impl ReservationPort for AwsProvider {
-    async fn capacity_block_offerings(&self, region: &str, q: &OfferingQuery) -> Result<Vec<Offering>, ProviderError> {
-        self.offerings(region, q).await
-    }
-
-    async fn reserve(&self, region: &str, req: &ReserveRequest) -> Result<Reserved, ProviderError> {
-        self.buy(region, req).await
     }
 
     async fn describe_reservations(&self, region: &str, ids: &[String]) -> Result<Vec<Reserved>, ProviderError> {

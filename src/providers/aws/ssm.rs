@@ -11,7 +11,7 @@
 //!   `<instance id>/<command id>`, so status, logs and cancel need no lookup.
 //! - `GetCommandInvocation`: the run's state, exit code and output.
 //! - `CancelCommand`: cancel or preempt the run; the node stays in its pool.
-//! - `ListCommands` (by instance): after an apply stopped between a `SendCommand` and its
+//! - `ListCommands` (by instance, `find_sent` in `jobs.rs`): after an apply stopped between a `SendCommand` and its
 //!   record, whether that send happened. `SendCommand` takes no idempotency token, so the
 //!   launch's token goes first in the command's `Comment` (100 characters at most), and
 //!   the intent to send is in state before the send (`JobRecord::sending`).
@@ -26,12 +26,13 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use async_trait::async_trait;
 use aws_credential_types::provider::ProvideCredentials;
 use serde_json::{Value, json};
 
 use super::AwsProvider;
-use crate::providers::launch::{carries, command_run_id, queued_on_warm_node, split_command_run as split};
-use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
+use crate::providers::launch::{command_run_id, queued_on_warm_node, split_command_run as split};
+use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError, RunCommandPort};
 use crate::providers::{boot, userdata};
 
 /// Instance ids per `DescribeInstanceInformation` filter (the API's limit on its values).
@@ -111,62 +112,52 @@ impl AwsProvider {
         Ok(doc)
     }
 
-    /// The SSM agent state of each of `ids` (instances SSM does not know are offline).
-    pub(super) async fn agent_states(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<BTreeMap<String, AgentState>, ProviderError> {
-        self.agent_states_tried(region, ids, true).await
-    }
-
-    /// [`Self::agent_states`] asked once, without retrying a throttled or failed call: for
-    /// a best-effort read (GPU health) that the next plan makes again, which must not
-    /// hold a plan up for seconds of backoff.
+    /// The SSM agents of `ids` asked once, without retrying a throttled or failed call:
+    /// for a best-effort read (GPU health) that the next plan makes again, which must not
+    /// hold a plan up for seconds of backoff. [`RunCommandPort::agents`] retries.
     pub(super) async fn agent_states_once(
         &self,
         region: &str,
         ids: &[String],
     ) -> Result<BTreeMap<String, AgentState>, ProviderError> {
-        self.agent_states_tried(region, ids, false).await
-    }
-
-    async fn agent_states_tried(
-        &self,
-        region: &str,
-        ids: &[String],
-        retry: bool,
-    ) -> Result<BTreeMap<String, AgentState>, ProviderError> {
-        let mut out: BTreeMap<String, AgentState> = ids
-            .iter()
-            .map(|id| (id.clone(), AgentState::Offline("not registered with Systems Manager".into())))
-            .collect();
+        let mut out = unregistered(ids);
         for batch in ids.chunks(AGENT_BATCH) {
-            let mut token: Option<String> = None;
-            loop {
-                let mut body = json!({"Filters": [{"Key": "InstanceIds", "Values": batch}], "MaxResults": 50});
-                if let Some(t) = &token {
-                    body["NextToken"] = json!(t);
-                }
-                let call = || self.ssm(region, "DescribeInstanceInformation", &body);
-                let doc = if retry { super::read(call).await? } else { call().await? };
-                for info in doc["InstanceInformationList"].as_array().into_iter().flatten() {
-                    let Some(id) = info["InstanceId"].as_str() else { continue };
-                    let ping = info["PingStatus"].as_str().unwrap_or("unknown");
-                    let state = if ping == "Online" {
-                        AgentState::Online
-                    } else {
-                        AgentState::Offline(format!("SSM agent {ping}"))
-                    };
-                    out.insert(id.to_string(), state);
-                }
-                token = doc["NextToken"].as_str().filter(|t| !t.is_empty()).map(String::from);
-                if token.is_none() {
-                    break;
-                }
-            }
+            self.agent_batch(region, batch, false, &mut out).await?;
         }
         Ok(out)
+    }
+
+    /// One batch's `DescribeInstanceInformation`, page by page, into `out`.
+    async fn agent_batch(
+        &self,
+        region: &str,
+        batch: &[String],
+        retry: bool,
+        out: &mut BTreeMap<String, AgentState>,
+    ) -> Result<(), ProviderError> {
+        let mut token: Option<String> = None;
+        loop {
+            let mut body = json!({"Filters": [{"Key": "InstanceIds", "Values": batch}], "MaxResults": 50});
+            if let Some(t) = &token {
+                body["NextToken"] = json!(t);
+            }
+            let call = || self.ssm(region, "DescribeInstanceInformation", &body);
+            let doc = if retry { super::read(call).await? } else { call().await? };
+            for info in doc["InstanceInformationList"].as_array().into_iter().flatten() {
+                let Some(id) = info["InstanceId"].as_str() else { continue };
+                let ping = info["PingStatus"].as_str().unwrap_or("unknown");
+                let state = if ping == "Online" {
+                    AgentState::Online
+                } else {
+                    AgentState::Offline(format!("SSM agent {ping}"))
+                };
+                out.insert(id.to_string(), state);
+            }
+            token = doc["NextToken"].as_str().filter(|t| !t.is_empty()).map(String::from);
+            if token.is_none() {
+                return Ok(());
+            }
+        }
     }
 
     /// Run the job's script on its warm node (`req.node_id`); the node stays in its pool.
@@ -186,36 +177,6 @@ impl AwsProvider {
             ProviderError::new(ErrorClass::Retryable, "BadResponse", "SendCommand returned no CommandId")
         })?;
         Ok(queued_on_warm_node(req, command, &format!("SSM command {command}")))
-    }
-
-    /// The command sent to `node` under launch `token` (see the module docs), with its
-    /// status: `ListCommands` of the node, page by page, until a comment carries the token.
-    pub(super) async fn find_command(
-        &self,
-        region: &str,
-        node: &str,
-        token: &str,
-    ) -> Result<Option<JobStatus>, ProviderError> {
-        let mut next: Option<String> = None;
-        loop {
-            let mut body = json!({"InstanceId": node, "MaxResults": 50});
-            if let Some(t) = &next {
-                body["NextToken"] = json!(t);
-            }
-            let doc = super::read(|| self.ssm(region, "ListCommands", &body)).await?;
-            let commands = doc["Commands"].as_array().into_iter().flatten();
-            let found = commands
-                .filter(|c| c["Comment"].as_str().is_some_and(|m| carries(m, token)))
-                .find_map(|c| c["CommandId"].as_str());
-            if let Some(command) = found {
-                let id = command_run_id(node, command);
-                return self.command_status(region, &id).await.map(Some);
-            }
-            next = doc["NextToken"].as_str().filter(|t| !t.is_empty()).map(String::from);
-            if next.is_none() {
-                return Ok(None);
-            }
-        }
     }
 
     /// The command's invocation on its node.
@@ -254,7 +215,7 @@ impl AwsProvider {
     /// Whether the job's log exists on job node `id`, asked through Run Command.
     /// `Ok(None)`: its agent is not online, or gave no answer in time.
     pub(super) async fn job_log_exists(&self, region: &str, id: &str) -> Result<Option<bool>, ProviderError> {
-        let agents = self.agent_states(region, &[id.to_string()]).await?;
+        let agents = self.agents(region, &[id.to_string()]).await?;
         if agents.get(id) != Some(&AgentState::Online) {
             return Ok(None);
         }
@@ -294,6 +255,25 @@ impl AwsProvider {
         let (instance, command) = split(id)?;
         self.ssm(region, "CancelCommand", &json!({"CommandId": command, "InstanceIds": [instance]})).await?;
         Ok(JobStatus { state: JobState::Cancelled, message: Some("cancelled".into()), ..before })
+    }
+}
+
+/// Every id offline until SSM says otherwise: instances SSM does not know are not
+/// registered with it.
+fn unregistered(ids: &[String]) -> BTreeMap<String, AgentState> {
+    ids.iter().map(|id| (id.clone(), AgentState::Offline("not registered with Systems Manager".into()))).collect()
+}
+
+#[async_trait]
+impl RunCommandPort for AwsProvider {
+    /// The SSM agent state of each of `ids`, 50 ids a `DescribeInstanceInformation`
+    /// filter, throttled or failed reads retried.
+    async fn agents(&self, region: &str, ids: &[String]) -> Result<BTreeMap<String, AgentState>, ProviderError> {
+        let mut out = unregistered(ids);
+        for batch in ids.chunks(AGENT_BATCH) {
+            self.agent_batch(region, batch, true, &mut out).await?;
+        }
+        Ok(out)
     }
 }
 

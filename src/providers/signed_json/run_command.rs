@@ -1,7 +1,7 @@
 //! What the two clouds' run-command agents (Tencent's TAT, Alibaba's Cloud Assistant)
 //! answer, read alike: a status word → a run's [`JobState`] and message, as data per
-//! agent ([`Agent`]), and the base64 output both return. The calls themselves stay in
-//! each cloud's `warm.rs` (their actions and field names differ). Pure.
+//! agent ([`Agent`]), and the base64 output both return. The runner over them is
+//! `agents.rs`; each cloud's calls stay in its `warm.rs`. Pure.
 
 use base64::Engine;
 
@@ -14,6 +14,8 @@ pub struct Agent {
     pub name: &'static str,
     /// What one send is called in its API (`task`, `invocation`).
     pub unit: &'static str,
+    /// What its API calls a send's result on a node (`task`, `result`).
+    pub record: &'static str,
     pub queued: &'static [&'static str],
     pub running: &'static [&'static str],
     pub succeeded: &'static str,

@@ -22,12 +22,13 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::adopt::STS_VERSION;
-use super::client::{Call, endpoint_for, send};
+use super::client::{Call, Tc3, endpoint_for};
 use crate::model::Endpoint;
 use crate::providers::credentials::{
     Credentials, Metadata, Resolve, Resolved, Secret, endpoint, env_first, home, metadata, read_token, session_name,
     setup_error,
 };
+use crate::providers::signed_json::client::send;
 use crate::providers::{ErrorClass, ProviderError};
 
 const CLOUD: &str = "Tencent Cloud";
@@ -147,7 +148,7 @@ impl Chain {
             region: &region,
             body: &body,
         };
-        let resp = send(http, &self.sts_endpoint()?, &call, None).await?;
+        let resp = send::<Tc3>(http, &self.sts_endpoint()?, &call, None).await?;
         let source = format!("OIDC ({file_var}, STS AssumeRoleWithWebIdentity)");
         temporary(&resp, &resp["Credentials"], source).map(Some)
     }
@@ -222,7 +223,7 @@ impl Chain {
         let session = env_first(&self.env, &[ASSUME_SESSION]).map_or_else(session_name, |(_, s)| s);
         let body = json!({"RoleArn": role, "RoleSessionName": session, "DurationSeconds": duration});
         let call = Call { service: "sts", version: STS_VERSION, action: "AssumeRole", region: STS_REGION, body: &body };
-        let resp = send(http, &self.sts_endpoint()?, &call, Some(&base.credentials)).await?;
+        let resp = send::<Tc3>(http, &self.sts_endpoint()?, &call, Some(&base.credentials)).await?;
         let source = format!("STS AssumeRole ({ASSUME_ROLE}) with {}", base.source);
         temporary(&resp, &resp["Credentials"], source)
     }

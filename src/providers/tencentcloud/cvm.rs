@@ -1,26 +1,36 @@
-//! CVM 2017-03-12 node calls: RunInstances in batches of at most 100 (spot as SPOTPAID),
-//! DescribeInstances filtered by gpuplan's tags and paged with Offset/Limit 100,
-//! TerminateInstances in batches of 100 after checking every id carries gpuplan's tags.
+//! The node port over CVM 2017-03-12: RunInstances in batches of at most 100 (spot as
+//! SPOTPAID), DescribeInstances filtered by gpuplan's tags and paged with Offset/Limit
+//! 100, TerminateInstances in batches of 100 after checking every id carries gpuplan's
+//! tags, and the account's instance quotas.
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use async_trait::async_trait;
+
 use super::TencentProvider;
 use super::client::CVM_VERSION;
+use crate::addr::Address;
 use crate::providers::launch;
+use crate::providers::signed_json::cloud::{Instances, Where, record_join};
 use crate::providers::{
-    Capacity, CreateNodes, CreateResult, ErrorClass, ListFilter, Node, NodeState, ProviderError, TAG_JOB, TAG_LINEAGE,
-    TAG_MANAGED, Tags,
+    Capacity, CreateNodes, CreateResult, ListFilter, Node, NodePort, NodeState, ProviderError, QuotaLine, Tags,
 };
 
 /// Instances per RunInstances / TerminateInstances call, and per DescribeInstances page.
 pub const BATCH: usize = 100;
 
-impl TencentProvider {
+#[async_trait]
+impl NodePort for TencentProvider {
+    async fn list_nodes(&self, filter: &ListFilter) -> Result<Vec<Node>, ProviderError> {
+        let instances = self.describe_tagged(filter).await?;
+        Ok(instances.iter().filter_map(|i| Self::to_node(i, &filter.region)).collect())
+    }
+
     /// Create `req.count` instances: each allowed type in turn (preferred first) while the
     /// cloud reports no stock, batches of at most 100, one ClientToken per batch derived
     /// from the plan's token so a retried call never launches twice.
-    pub(super) async fn run_instances(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
+    async fn create_nodes(&self, req: &CreateNodes) -> Result<CreateResult, ProviderError> {
         let image = self.image_for(req)?;
         // Spot nodes of a pool in a TKE cluster are created in it (AddExistedInstances
         // refuses spot CVMs); they are in the cluster once the call answers.
@@ -28,7 +38,7 @@ impl TencentProvider {
         let mut made = launch::create_in_batches(req, &image, BATCH, "ResourceInsufficient", |itype, n, token| {
             let body = self.run_body(req, &itype, &image, n, &token);
             async move {
-                self.run_limit.wait().await;
+                self.own.run_limit.wait().await;
                 if let Some(join) = in_cluster {
                     return super::tke::create_in_cluster(&self.client, &req.region, join, &body).await;
                 }
@@ -45,36 +55,45 @@ impl TencentProvider {
             && !made.nodes.is_empty()
         {
             let ids: Vec<String> = made.nodes.iter().map(|n| n.id.clone()).collect();
-            match super::tke::add_existed(&self.client, &req.region, join, &ids).await {
-                Ok(failed) => made.errors.extend(failed),
-                Err(e) => made.errors.push(ProviderError::new(
-                    ErrorClass::Fatal,
-                    e.code.clone(),
-                    format!(
-                        "{} node(s) were created but did not join TKE cluster `{}`: {}",
-                        ids.len(),
-                        join.cluster_id,
-                        e.message
-                    ),
-                )),
-            }
+            let joined = super::tke::add_existed(&self.client, &req.region, join, &ids).await;
+            record_join(&mut made, &join.cluster_id, "did not join TKE cluster", joined);
         }
         Ok(made)
     }
 
-    fn image_for(&self, req: &CreateNodes) -> Result<String, ProviderError> {
-        req.image.clone().or_else(|| self.client.config().image.clone()).ok_or_else(|| {
-            ProviderError::new(
-                ErrorClass::Invalid,
-                "MissingImage",
-                format!(
-                    "`{}` has no image to launch: CVM needs an ImageId (`img-…`)\nhint: set `image` in the pool or in `provider \"tencentcloud\"`",
-                    req.pool
-                ),
-            )
-        })
+    /// Refuse the whole request when any id lacks gpuplan's tag; then terminate in batches
+    /// of 100. Ids the cloud no longer knows count as done.
+    async fn terminate_nodes(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
+        let gone = |inst: &Value| inst["InstanceState"].as_str() == Some("TERMINATING");
+        let (ids, live) = self.owned(region, ids, "terminate", gone).await?;
+        for chunk in live.chunks(BATCH) {
+            self.own.terminate_limit.wait().await;
+            let body = json!({"InstanceIds": chunk});
+            self.client.call("cvm", CVM_VERSION, "TerminateInstances", region, &body).await?;
+        }
+        Ok(ids)
     }
 
+    /// `DescribeAccountQuota`: pay-as-you-go and spot instance quotas per zone.
+    async fn quotas(&self, region: &str) -> Result<Option<Vec<QuotaLine>>, ProviderError> {
+        let resp = self.client.call("cvm", CVM_VERSION, "DescribeAccountQuota", region, &serde_json::json!({})).await?;
+        let q = &resp["AccountQuotaOverview"]["AccountQuota"];
+        let mut out = Vec::new();
+        for (set, what) in [("PostPaidQuotaSet", "pay-as-you-go instances"), ("SpotPaidQuotaSet", "spot instances")] {
+            for z in q[set].as_array().into_iter().flatten() {
+                out.push(QuotaLine {
+                    what: what.into(),
+                    zone: z["Zone"].as_str().map(str::to_string),
+                    used: z["UsedQuota"].as_u64().unwrap_or(0),
+                    limit: z["TotalQuota"].as_u64().unwrap_or(0),
+                });
+            }
+        }
+        Ok(Some(out))
+    }
+}
+
+impl TencentProvider {
     fn run_body(&self, req: &CreateNodes, itype: &str, image: &str, count: usize, token: &str) -> Value {
         let cfg = self.client.config();
         let tags: Vec<Value> = req.tags.iter().map(|(k, v)| json!({"Key": k, "Value": v})).collect();
@@ -123,18 +142,28 @@ impl TencentProvider {
         }
         body
     }
+}
 
-    /// Every instance with gpuplan's tags (and this lineage) in a region, 100 per page.
-    pub(super) async fn describe_tagged(&self, filter: &ListFilter) -> Result<Vec<Value>, ProviderError> {
-        let mut filters = vec![json!({"Name": format!("tag:{TAG_MANAGED}"), "Values": ["true"]})];
-        if let Some(l) = &filter.lineage {
-            filters.push(json!({"Name": format!("tag:{TAG_LINEAGE}"), "Values": [l]}));
-        }
+#[async_trait]
+impl Instances for TencentProvider {
+    const TAGS_OF: fn(&Value) -> Tags = tags_of;
+    const NODE_OF: fn(&Value, &str, Address) -> Option<Node> = node_of;
+    const IS_RUNNING: fn(&Value) -> bool = |i| i["InstanceState"].as_str() == Some("RUNNING");
+
+    /// DescribeInstances with a `tag:KEY` filter per tag (none without tags), paged with
+    /// Offset/Limit 100 until `TotalCount`. Asked without a state filter: `q.running` is
+    /// the caller's to check.
+    async fn describe_where(&self, region: &str, q: &Where<'_>) -> Result<Vec<Value>, ProviderError> {
+        let filters: Vec<Value> =
+            q.tags.iter().map(|(k, v)| json!({"Name": format!("tag:{k}"), "Values": [v]})).collect();
         let mut out = Vec::new();
         let mut offset = 0u64;
         loop {
-            let body = json!({"Filters": filters, "Offset": offset, "Limit": BATCH});
-            let resp = self.client.call("cvm", CVM_VERSION, "DescribeInstances", &filter.region, &body).await?;
+            let mut body = json!({"Offset": offset, "Limit": BATCH});
+            if !filters.is_empty() {
+                body["Filters"] = json!(filters);
+            }
+            let resp = self.client.call("cvm", CVM_VERSION, "DescribeInstances", region, &body).await?;
             let page = resp["InstanceSet"].as_array().cloned().unwrap_or_default();
             let total = resp["TotalCount"].as_u64().unwrap_or(0);
             let n = page.len() as u64;
@@ -147,7 +176,7 @@ impl TencentProvider {
     }
 
     /// Instances by id, 100 ids per call (no filters: the API takes one or the other).
-    pub(super) async fn describe_ids(&self, region: &str, ids: &[String]) -> Result<Vec<Value>, ProviderError> {
+    async fn describe_ids(&self, region: &str, ids: &[String]) -> Result<Vec<Value>, ProviderError> {
         let mut out = Vec::new();
         for chunk in ids.chunks(BATCH) {
             let body = json!({"InstanceIds": chunk, "Limit": BATCH});
@@ -155,35 +184,6 @@ impl TencentProvider {
             out.extend(resp["InstanceSet"].as_array().cloned().unwrap_or_default());
         }
         Ok(out)
-    }
-
-    /// Refuse the whole request when any id lacks gpuplan's tag; then terminate in batches
-    /// of 100. Ids the cloud no longer knows count as done.
-    pub(super) async fn terminate(&self, region: &str, ids: &[String]) -> Result<Vec<String>, ProviderError> {
-        let ids = crate::providers::http::dedup(ids);
-        let found = self.describe_ids(region, &ids).await?;
-        let mut live = Vec::new();
-        for inst in &found {
-            let id = inst["InstanceId"].as_str().unwrap_or_default().to_string();
-            if tags_of(inst).get(TAG_MANAGED) != Some("true") {
-                return Err(ProviderError::new(
-                    ErrorClass::Invalid,
-                    "UnmanagedInstance",
-                    format!(
-                        "refusing to terminate `{id}` in {region}: it lacks the tag {TAG_MANAGED}=true, so gpuplan does not own it; nothing was terminated"
-                    ),
-                ));
-            }
-            if inst["InstanceState"].as_str() != Some("TERMINATING") {
-                live.push(id);
-            }
-        }
-        for chunk in live.chunks(BATCH) {
-            self.terminate_limit.wait().await;
-            let body = json!({"InstanceIds": chunk});
-            self.client.call("cvm", CVM_VERSION, "TerminateInstances", region, &body).await?;
-        }
-        Ok(ids)
     }
 }
 
@@ -195,24 +195,8 @@ pub fn tags_of(inst: &Value) -> Tags {
         .unwrap_or_default()
 }
 
-/// A pool node from a DescribeInstances entry; `None` for job nodes and instances
-/// whose address tag is not a pool address.
-pub fn to_node(inst: &Value, region: &str) -> Option<Node> {
-    if tags_of(inst).contains_key(TAG_JOB) {
-        return None;
-    }
-    to_any_node(inst, region)
-}
-
-/// A node from a DescribeInstances entry, job node or not.
-pub fn to_any_node(inst: &Value, region: &str) -> Option<Node> {
-    // An instance without a parsable address tag is not gpuplan's: not a node of any pool.
-    let pool = tags_of(inst).get(crate::providers::TAG_ADDRESS)?.parse().ok()?;
-    node_of(inst, region, pool)
-}
-
 /// A DescribeInstances entry as a node of `pool`, whatever its tags say.
-pub fn node_of(inst: &Value, region: &str, pool: crate::addr::Address) -> Option<Node> {
+pub fn node_of(inst: &Value, region: &str, pool: Address) -> Option<Node> {
     let tags = tags_of(inst);
     let capacity =
         if inst["InstanceChargeType"].as_str() == Some("SPOTPAID") { Capacity::Spot } else { Capacity::OnDemand };
@@ -249,6 +233,11 @@ pub fn node_state(inst: &Value, capacity: Capacity) -> NodeState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::{TAG_JOB, TAG_MANAGED};
+
+    fn to_node(inst: &Value, region: &str) -> Option<Node> {
+        TencentProvider::to_node(inst, region)
+    }
 
     fn inst(state: &str, charge: &str, op: &str, tags: &[(&str, &str)]) -> Value {
         json!({

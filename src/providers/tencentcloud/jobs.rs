@@ -1,20 +1,25 @@
-//! Job launches on CVM: one instance of the pool's shape per launch, booted with the
+//! Job nodes on CVM ([`JobNodes`]; the job port itself is the shared core's,
+//! `signed_json::jobs`): one instance of the pool's shape per launch, booted with the
 //! user-data job script. CVM has no console-output API, so the node stays up after the
 //! job (the script does not power it off) and gpuplan reads the job's log and exit code
 //! with TAT: a short `RunCommand` (`tail` of `/var/log/gpuplan-job.log`, well within the
 //! agent's 60 s and 24 KB limits) and `DescribeInvocationTasks` with `HideOutput` false.
-//! The exit code decides succeeded or failed; the node is then terminated (`release`). A
+//! The exit code decides succeeded or failed; the node is then terminated
+//! (`release_job_node`). A
 //! job node that stopped before its exit code was read is stopped with its exit code
 //! awaited (TAT answers again only if the node is started again), and `jobs::refresh`
 //! fails its run after a grace: never a success.
 
+use async_trait::async_trait;
 use serde_json::Value;
 
 use super::TencentProvider;
 use super::cvm::tags_of;
-use crate::providers::http::job_node_request;
+use super::warm::Tat;
 use crate::providers::launch;
-use crate::providers::{ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
+use crate::providers::signed_json::agents::{AgentApi, Command};
+use crate::providers::signed_json::cloud::{Instances, JobNodes};
+use crate::providers::{ErrorClass, JobState, JobStatus, NodePort, ProviderError};
 
 /// Why a running job node whose agent answered has not started its job, when it is past
 /// the boot deadline: the script's first step creates its log, so an agent that answers
@@ -30,55 +35,22 @@ fn never_started(inst: &Value, log: &str, now_ms: u64) -> Option<String> {
     Some(boot::never_started(age_secs, "TAT"))
 }
 
-/// TAT (TencentCloud Automation Tools), the run-command agent on CVM.
-const TAT_VERSION: &str = "2020-10-28";
-
 impl TencentProvider {
-    pub(super) async fn launch(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        // The node stays up after the job so that TAT can read its exit code.
-        let kept = LaunchJob { keep_node: true, ..req.clone() };
-        let made = self.run_instances(&job_node_request(&kept)?).await?;
-        launch::launched(req, made, "ResourceInsufficient")
-    }
-
     /// The job's log on its node, through TAT. `Ok(None)` while the agent has not answered.
-    pub(super) async fn job_log(&self, region: &str, id: &str) -> Result<Option<String>, ProviderError> {
-        use base64::Engine as _;
-        let b64 = base64::engine::general_purpose::STANDARD;
+    async fn job_log(&self, region: &str, id: &str) -> Result<Option<String>, ProviderError> {
         let script = format!("tail -c 16384 {} 2>/dev/null || true", crate::providers::boot::JOB_LOG);
-        let body = serde_json::json!({
-            "Content": b64.encode(script),
-            "InstanceIds": [id],
-            "CommandType": "SHELL",
-            "Timeout": 30,
-            "CommandName": "gpuplan-job-log",
-        });
-        let run = self.client.call("tat", TAT_VERSION, "RunCommand", region, &body).await?;
-        let Some(invocation) = run["InvocationId"].as_str().map(str::to_string) else {
-            return Err(ProviderError::new(
-                ErrorClass::Fatal,
-                "BadResponse",
-                "TAT RunCommand returned no InvocationId",
-            ));
-        };
-        let ask = serde_json::json!({
-            "Filters": [{"Name": "invocation-id", "Values": [invocation]}],
-            "HideOutput": false,
-        });
+        let cmd = Command { script: &script, timeout_secs: 30, name: "gpuplan-job-log", launch: None };
+        let tat = self.agents.api();
+        let invocation = tat.send(region, id, &cmd).await?;
         // The agent answers in well under a second when it is up; a short, bounded wait.
         for _ in 0..20 {
-            let resp = self.client.call("tat", TAT_VERSION, "DescribeInvocationTasks", region, &ask).await?;
-            let task = &resp["InvocationTaskSet"][0];
-            match task["TaskStatus"].as_str().unwrap_or("PENDING") {
+            let answer = tat.answer(region, id, &invocation).await?;
+            match answer.as_ref().map_or("PENDING", |a| a.status.as_str()) {
                 "PENDING" | "DELIVERING" | "RUNNING" => {
                     tokio::time::sleep(std::time::Duration::from_millis(250)).await;
                 }
                 "SUCCESS" | "FAILED" => {
-                    let out = task["TaskResult"]["Output"].as_str().unwrap_or("");
-                    let bytes = b64.decode(out).map_err(|e| {
-                        ProviderError::new(ErrorClass::Fatal, "BadResponse", format!("TAT output is not base64: {e}"))
-                    })?;
-                    return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
+                    return Tat::AGENT.output(answer.as_ref().map_or("", |a| a.output.as_str())).map(Some);
                 }
                 // The agent is not there (yet): the job's state is what the instance says.
                 _ => return Ok(None),
@@ -86,13 +58,18 @@ impl TencentProvider {
         }
         Ok(None)
     }
+}
 
-    async fn job_instance(&self, region: &str, id: &str) -> Result<Value, ProviderError> {
-        let found = self.describe_ids(region, &[id.to_string()]).await?;
-        launch::job_instance(found, tags_of, region, id)
-    }
+#[async_trait]
+impl JobNodes for TencentProvider {
+    const STOCKOUT: &'static str = "ResourceInsufficient";
+    /// CVM has no console output: the node stays up after the job so that TAT can read
+    /// its exit code.
+    const KEEP_JOB_NODE: bool = true;
 
-    pub(super) async fn status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+    /// The instance's state, and for a running node whose job has finished, its exit
+    /// code read through TAT.
+    async fn node_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let inst = self.job_instance(region, id).await?;
         let mut status = job_status(&inst, id)?;
         // A running node whose job has finished: its exit code, through TAT.
@@ -110,21 +87,26 @@ impl TencentProvider {
         Ok(status)
     }
 
-    /// Terminate a finished job's instance (checked to be a gpuplan job node first).
-    pub(super) async fn release(&self, region: &str, id: &str) -> Result<(), ProviderError> {
-        self.job_instance(region, id).await?;
-        self.terminate(region, &[id.to_string()]).await.map(|_| ())
-    }
-
-    pub(super) async fn cancel(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
+    async fn node_cancel(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
         let inst = self.job_instance(region, id).await?;
         let mut status = job_status(&inst, id)?;
         if status.state.is_active() {
-            self.terminate(region, &[id.to_string()]).await?;
+            self.terminate_nodes(region, &[id.to_string()]).await?;
             status.state = JobState::Cancelled;
             status.message = Some("cancelled: instance terminated".into());
         }
         Ok(status)
+    }
+
+    /// The job's log on its node, read through TAT.
+    async fn node_output(&self, region: &str, id: &str) -> Result<String, ProviderError> {
+        self.job_log(region, id).await?.ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Retryable,
+                "NoAgentAnswer",
+                format!("the TAT agent on {id} did not answer; try again"),
+            )
+        })
     }
 }
 

@@ -9,17 +9,20 @@
 
 use std::collections::BTreeMap;
 
+use async_trait::async_trait;
 use serde_json::json;
 
 use super::TencentProvider;
 use crate::model::secret::{SecretRef, SecretSource};
+use crate::providers::signed_json::cloud::SendSecrets;
 use crate::providers::{ErrorClass, LaunchJob, ProviderError};
 
 const SSM_VERSION: &str = "2019-09-23";
 
-impl TencentProvider {
+#[async_trait]
+impl SendSecrets for TencentProvider {
     /// The values of `req`'s `tencent-ssm:` secrets, by the reference's text.
-    pub(super) async fn send_time_secrets(&self, req: &LaunchJob) -> Result<BTreeMap<String, String>, ProviderError> {
+    async fn send_time_secrets(&self, req: &LaunchJob) -> Result<BTreeMap<String, String>, ProviderError> {
         let mut out = BTreeMap::new();
         for r in req.secrets.values().filter(|r| r.source == SecretSource::TencentSsm) {
             if let std::collections::btree_map::Entry::Vacant(e) = out.entry(r.to_string()) {
@@ -28,7 +31,9 @@ impl TencentProvider {
         }
         Ok(out)
     }
+}
 
+impl TencentProvider {
     async fn secret_value(&self, region: &str, r: &SecretRef) -> Result<String, ProviderError> {
         let named = |e: ProviderError| ProviderError { message: format!("reading `{r}`: {}", e.message), ..e };
         let body = json!({"SecretName": r.name});

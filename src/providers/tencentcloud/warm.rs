@@ -1,5 +1,6 @@
-//! Jobs on warm CVM nodes through TAT (TencentCloud Automation Tools), the run-command
-//! agent on CVM images.
+//! TAT (TencentCloud Automation Tools), the run-command agent on CVM images: its calls
+//! and status words ([`Tat`]) for the shared warm-node runner (`signed_json::agents`),
+//! which runs jobs on warm nodes, GPU health reads and job nodes' log reads.
 //!
 //! - `DescribeAutomationAgentStatus`: which pool nodes' agents are `Online` (only those
 //!   are warm for jobs; the others are named in the plan with why).
@@ -14,86 +15,31 @@
 //!   `Description`, and the intent to send is in state before the send
 //!   (`JobRecord::sending`).
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use async_trait::async_trait;
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use super::TencentProvider;
-use crate::providers::launch::{queued_on_warm_node, split_command_run};
+use super::client::Client;
+use crate::providers::signed_json::agents::{AgentApi, Answer, Command};
 use crate::providers::signed_json::run_command::Agent;
-use crate::providers::userdata;
-use crate::providers::{AgentState, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError};
+use crate::providers::{AgentState, ErrorClass, ProviderError};
 
-const TAT_VERSION: &str = "2020-10-28";
-/// Instance ids per `DescribeAutomationAgentStatus` call.
-const AGENT_BATCH: usize = 100;
-/// TAT's longest `Timeout` (seconds).
-const MAX_TIMEOUT_SECS: u64 = 86_400;
+pub const TAT_VERSION: &str = "2020-10-28";
 
-impl TencentProvider {
-    pub(super) async fn tat(&self, action: &str, region: &str, body: &Value) -> Result<Value, ProviderError> {
+/// TAT's calls, for the shared runner (`signed_json::agents`).
+pub struct Tat {
+    pub client: Arc<Client>,
+}
+
+impl Tat {
+    pub async fn tat(&self, action: &str, region: &str, body: &Value) -> Result<Value, ProviderError> {
         self.client.call("tat", TAT_VERSION, action, region, body).await
     }
 
-    pub(super) async fn agent_states(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<BTreeMap<String, AgentState>, ProviderError> {
-        let mut out: BTreeMap<String, AgentState> =
-            ids.iter().map(|id| (id.clone(), AgentState::Offline("no TAT agent reported".into()))).collect();
-        for batch in ids.chunks(AGENT_BATCH) {
-            let body = json!({"InstanceIds": batch, "Limit": AGENT_BATCH});
-            let resp = self.tat("DescribeAutomationAgentStatus", region, &body).await?;
-            for a in resp["AutomationAgentSet"].as_array().into_iter().flatten() {
-                let Some(id) = a["InstanceId"].as_str() else { continue };
-                let state = match a["AgentStatus"].as_str() {
-                    Some("Online") => AgentState::Online,
-                    other => AgentState::Offline(format!("TAT agent {}", other.unwrap_or("unknown"))),
-                };
-                out.insert(id.to_string(), state);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Run the job's script on its warm node (`req.node_id`); the node stays in its pool.
-    pub(super) async fn launch_on_node(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-        // `tencent-ssm:` values are read now and travel only in the agent's parameters.
-        let values = self.send_time_secrets(req).await?;
-        let env = |key: &str| match values.get(key) {
-            Some(v) => Some(v.clone()),
-            None if key.contains(':') => None,
-            None => std::env::var(key).ok(),
-        };
-        let script = userdata::job_script_with(&LaunchJob { keep_node: true, ..req.clone() }, &env)?;
-        let timeout = req.max_runtime_secs.map_or(MAX_TIMEOUT_SECS, |s| (s + 300).min(MAX_TIMEOUT_SECS));
-        let body = json!({
-            "Content": base64::engine::general_purpose::STANDARD.encode(script),
-            "InstanceIds": [req.node_id],
-            "CommandType": "SHELL",
-            "Timeout": timeout,
-            "CommandName": "gpuplan-job",
-            // The token first: TAT keeps 120 characters.
-            "Description": format!("gpuplan {} {} attempt {}", req.token, req.job, req.attempt).chars().take(120).collect::<String>(),
-        });
-        let resp = self.tat("RunCommand", &req.region, &body).await?;
-        let invocation = resp["InvocationId"].as_str().filter(|i| !i.is_empty()).ok_or_else(|| {
-            ProviderError::new(ErrorClass::Retryable, "BadResponse", "TAT RunCommand returned no InvocationId")
-        })?;
-        Ok(queued_on_warm_node(req, invocation, &format!("TAT invocation {invocation}")))
-    }
-
-    /// The invocation sent to `node` under launch `token` (see the module docs), with its
-    /// status: the node's tasks (`DescribeInvocationTasks` by instance, 100 a page), then
-    /// their invocations' descriptions (`DescribeInvocations`, 100 ids a call).
-    pub(super) async fn find_invocation(
-        &self,
-        region: &str,
-        node: &str,
-        token: &str,
-    ) -> Result<Option<JobStatus>, ProviderError> {
+    /// The invocations of `node`'s tasks: `DescribeInvocationTasks` by instance, 100 a page.
+    async fn invocations_on(&self, region: &str, node: &str) -> Result<Vec<String>, ProviderError> {
         let mut invocations: Vec<String> = Vec::new();
         let mut offset = 0u64;
         loop {
@@ -108,66 +54,89 @@ impl TencentProvider {
         }
         invocations.sort();
         invocations.dedup();
-        for batch in invocations.chunks(100) {
+        Ok(invocations)
+    }
+}
+
+#[async_trait]
+impl AgentApi for Tat {
+    const AGENT: &'static Agent = &TAT;
+    const AGENT_BATCH: usize = 100;
+    /// TAT's longest `Timeout`.
+    const MAX_TIMEOUT_SECS: Option<u64> = Some(86_400);
+
+    /// `DescribeAutomationAgentStatus`: `Online`, or the status it reports.
+    async fn agent_batch(&self, region: &str, ids: &[String]) -> Result<Vec<(String, AgentState)>, ProviderError> {
+        let body = json!({"InstanceIds": ids, "Limit": Self::AGENT_BATCH});
+        let resp = self.tat("DescribeAutomationAgentStatus", region, &body).await?;
+        let set = resp["AutomationAgentSet"].as_array().into_iter().flatten();
+        Ok(set
+            .filter_map(|a| {
+                let state = match a["AgentStatus"].as_str() {
+                    Some("Online") => AgentState::Online,
+                    other => AgentState::Offline(format!("TAT agent {}", other.unwrap_or("unknown"))),
+                };
+                Some((a["InstanceId"].as_str()?.to_string(), state))
+            })
+            .collect())
+    }
+
+    /// `RunCommand` (`SHELL`, base64 content). A job's send carries its launch token first
+    /// in its `Description` (TAT keeps 120 characters).
+    async fn send(&self, region: &str, node: &str, cmd: &Command<'_>) -> Result<String, ProviderError> {
+        let mut body = json!({
+            "Content": base64::engine::general_purpose::STANDARD.encode(cmd.script),
+            "InstanceIds": [node],
+            "CommandType": "SHELL",
+            "Timeout": cmd.timeout_secs,
+            "CommandName": cmd.name,
+        });
+        if let Some(req) = cmd.launch {
+            let description = format!("gpuplan {} {} attempt {}", req.token, req.job, req.attempt);
+            body["Description"] = json!(description.chars().take(120).collect::<String>());
+        }
+        let resp = self.tat("RunCommand", region, &body).await?;
+        let invocation = resp["InvocationId"].as_str().filter(|i| !i.is_empty()).ok_or_else(|| {
+            ProviderError::new(ErrorClass::Retryable, "BadResponse", "TAT RunCommand returned no InvocationId")
+        })?;
+        Ok(invocation.to_string())
+    }
+
+    /// `DescribeInvocationTasks` of the invocation on the node, with its output.
+    async fn answer(&self, region: &str, node: &str, invocation: &str) -> Result<Option<Answer>, ProviderError> {
+        let body = json!({
+            "Filters": [{"Name": "invocation-id", "Values": [invocation]}, {"Name": "instance-id", "Values": [node]}],
+            "HideOutput": false,
+        });
+        let resp = self.tat("DescribeInvocationTasks", region, &body).await?;
+        Ok(resp["InvocationTaskSet"].as_array().and_then(|t| t.first()).map(|task| Answer {
+            status: task["TaskStatus"].as_str().unwrap_or("").to_string(),
+            code: task["TaskResult"]["ExitCode"].as_i64(),
+            why: task["ErrorInfo"].as_str().unwrap_or("").to_string(),
+            output: task["TaskResult"]["Output"].as_str().unwrap_or("").to_string(),
+        }))
+    }
+
+    /// `CancelInvocation` on the node.
+    async fn stop(&self, region: &str, node: &str, invocation: &str) -> Result<(), ProviderError> {
+        self.tat("CancelInvocation", region, &json!({"InvocationId": invocation, "InstanceIds": [node]})).await?;
+        Ok(())
+    }
+
+    /// The node's invocations (see [`Tat::invocations_on`]), then their descriptions
+    /// (`DescribeInvocations`, 100 ids a call): the one that carries the token.
+    async fn find(&self, region: &str, node: &str, token: &str) -> Result<Option<String>, ProviderError> {
+        for batch in self.invocations_on(region, node).await?.chunks(100) {
             let resp = self.tat("DescribeInvocations", region, &json!({"InvocationIds": batch, "Limit": 100})).await?;
             let set = resp["InvocationSet"].as_array().into_iter().flatten();
             let found = set
                 .filter(|i| i["Description"].as_str().is_some_and(|d| crate::providers::launch::carries(d, token)))
                 .find_map(|i| i["InvocationId"].as_str());
             if let Some(invocation) = found {
-                let id = crate::providers::launch::command_run_id(node, invocation);
-                return self.command_status(region, &id).await.map(Some);
+                return Ok(Some(invocation.to_string()));
             }
         }
         Ok(None)
-    }
-
-    /// The run's TAT task, with its output.
-    async fn task(&self, region: &str, id: &str) -> Result<Value, ProviderError> {
-        let (node, invocation) = split_command_run(id)?;
-        let body = json!({
-            "Filters": [{"Name": "invocation-id", "Values": [invocation]}, {"Name": "instance-id", "Values": [node]}],
-            "HideOutput": false,
-        });
-        let resp = self.tat("DescribeInvocationTasks", region, &body).await?;
-        resp["InvocationTaskSet"].as_array().and_then(|t| t.first()).cloned().ok_or_else(|| {
-            ProviderError::new(ErrorClass::Invalid, "JobNotFound", format!("TAT has no task of run {id} in {region}"))
-        })
-    }
-
-    pub(super) async fn command_output(&self, region: &str, id: &str) -> Result<String, ProviderError> {
-        output(&self.task(region, id).await?)
-    }
-
-    pub(super) async fn command_status(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        let task = self.task(region, id).await?;
-        let (node, _) = split_command_run(id)?;
-        let log = output(&task)?;
-        let code = task["TaskResult"]["ExitCode"].as_i64();
-        let why = task["ErrorInfo"].as_str().unwrap_or("");
-        let (state, message) = task_state(task["TaskStatus"].as_str().unwrap_or(""), code, why, &log);
-        Ok(JobStatus {
-            id: id.to_string(),
-            job: crate::addr::Address::new(crate::addr::Kind::Job, "unknown"),
-            node_id: node.to_string(),
-            state,
-            attempt: 0,
-            message,
-            started_ms: None,
-            finished_ms: None,
-            address: None,
-        })
-    }
-
-    /// Cancel the invocation (the job's container stops with it); the node stays.
-    pub(super) async fn cancel_command(&self, region: &str, id: &str) -> Result<JobStatus, ProviderError> {
-        let before = self.command_status(region, id).await?;
-        if !matches!(before.state, JobState::Queued | JobState::Running) {
-            return Ok(before);
-        }
-        let (node, invocation) = split_command_run(id)?;
-        self.tat("CancelInvocation", region, &json!({"InvocationId": invocation, "InstanceIds": [node]})).await?;
-        Ok(JobStatus { state: JobState::Cancelled, message: Some("cancelled".into()), ..before })
     }
 }
 
@@ -175,6 +144,7 @@ impl TencentProvider {
 const TAT: Agent = Agent {
     name: "TAT",
     unit: "task",
+    record: "task",
     queued: &["PENDING", "DELIVERING", "DELIVER_DELAYED"],
     running: &["RUNNING", "CANCELLING"],
     succeeded: "SUCCESS",
@@ -184,19 +154,14 @@ const TAT: Agent = Agent {
     zero_with_reason_is_the_agents: false,
 };
 
-/// A TAT task's output, decoded.
-pub(super) fn output(task: &Value) -> Result<String, ProviderError> {
-    TAT.output(task["TaskResult"]["Output"].as_str().unwrap_or(""))
-}
-
-/// A run's state from its TAT task's `TaskStatus` and exit code.
-fn task_state(status: &str, code: Option<i64>, why: &str, log: &str) -> (JobState, Option<String>) {
-    TAT.state(status, code, why, log)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::JobState;
+
+    fn task_state(status: &str, code: Option<i64>, why: &str, log: &str) -> (JobState, Option<String>) {
+        TAT.state(status, code, why, log)
+    }
 
     #[test]
     fn task_states_map_to_job_states() {

@@ -3,6 +3,7 @@ use super::*;
 const AGENT: Agent = Agent {
     name: "Runner",
     unit: "send",
+    record: "result",
     queued: &["WAIT"],
     running: &["GO"],
     succeeded: "OK",

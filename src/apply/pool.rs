@@ -15,6 +15,7 @@ use tokio::sync::Semaphore;
 
 use crate::apply::policy::{self, Decision};
 use crate::apply::{Cancel, Outcome, Progress, Recorder, Status, resource_state};
+use crate::model::words::{nodes, plural};
 use crate::plan::Action;
 use crate::plan::model::{PoolChange, ResourceChange};
 use crate::plan::report::Price;
@@ -246,10 +247,10 @@ pub async fn run(change: &ResourceChange, pc: &PoolChange, provider: Arc<dyn Pro
         let jobs: Vec<String> = jobs.into_iter().collect();
         out.status = Status::Partial(format!(
             "{} {} until {} {} (not preemptible); a later apply or destroy removes them",
-            crate::model::words::nodes(pc.deferred.len()),
-            crate::model::words::plural(pc.deferred.len(), "stays", "stay"),
+            nodes(pc.deferred.len()),
+            plural(pc.deferred.len(), "stays", "stay"),
             jobs.join(", "),
-            crate::model::words::plural(jobs.len(), "ends", "end")
+            plural(jobs.len(), "ends", "end")
         ));
         None
     } else if change.action == Action::Delete {
@@ -428,30 +429,21 @@ async fn creates(
         if placed.kept > 0 {
             // Not a shortfall: the pool keeps its nodes where they run, and the fallback
             // record says when the preferred placement is tried again.
+            let (at, noun) = (batch.placement(), plural(placed.kept as usize, "node", "nodes"));
+            let what = format!("{} {} {noun}", placed.kept, batch.capacity);
             let msg = format!(
-                "{} has no room for {} {} {} ({}); the nodes they were to replace stay where they run",
-                batch.placement(),
-                placed.kept,
-                batch.capacity,
-                crate::model::words::plural(placed.kept as usize, "node", "nodes"),
+                "{at} has no room for {what} ({}); the nodes they were to replace stay where they run",
                 placed.why
             );
             ctx.progress.event(&change.address.to_string(), &msg);
-            placement.kept.push(format!(
-                "{} had no room for {} {} {}: {}",
-                batch.placement(),
-                placed.kept,
-                batch.capacity,
-                crate::model::words::plural(placed.kept as usize, "node", "nodes"),
-                placed.why
-            ));
+            placement.kept.push(format!("{at} had no room for {what}: {}", placed.why));
         }
         if placed.missing > 0 {
             let msg = format!(
                 "{} {} {} in {} could not be placed ({})",
                 placed.missing,
                 batch.capacity,
-                crate::model::words::plural(placed.missing as usize, "node", "nodes"),
+                plural(placed.missing as usize, "node", "nodes"),
                 batch.placement(),
                 placed.why
             );
@@ -537,7 +529,7 @@ async fn fall_over(
             out.created += made_here;
             let msg = format!(
                 "{} the chosen candidate had no room for placed in {} {}",
-                crate::model::words::nodes(made_here as usize),
+                nodes(made_here as usize),
                 alt.placement.provider,
                 alt.region
             );
@@ -666,11 +658,11 @@ async fn create_with_fallback(
         // Said once the call answered: what was placed where (and, for a fallback, why).
         if k == 0 {
             let (of, noun) = if n as u32 == want { (String::new(), n) } else { (format!(" of {want}"), want as usize) };
-            let noun = crate::model::words::plural(noun, "node", "nodes");
+            let noun = plural(noun, "node", "nodes");
             ctx.progress.event(&addr, &format!("created {n}{of} {} {noun} in {}", req.capacity, req.placement()));
         } else if n > 0 {
             let short = format!("{} had no {} capacity", short_of.join(", "), batch.capacity);
-            let noun = crate::model::words::plural(n, "node", "nodes");
+            let noun = plural(n, "node", "nodes");
             let line = format!("{short}; {n} {} {noun} placed in {}", req.capacity, req.placement());
             ctx.progress.event(&addr, &format!("{line} (last answer: {why})"));
             fallback_note = Some(short);
@@ -737,8 +729,8 @@ async fn deletes(
         let Some(provider) = through(name, pc, provider, ctx) else {
             return Err(format!(
                 "provider `{name}` is not configured; its {} {}",
-                crate::model::words::nodes(ids.len()),
-                crate::model::words::plural(ids.len(), "stays", "stay")
+                nodes(ids.len()),
+                plural(ids.len(), "stays", "stay")
             ));
         };
         ctx.flush().await?;
@@ -746,7 +738,7 @@ async fn deletes(
             .await
             .map_err(describe)?;
         let through = if name == pc.provider { String::new() } else { format!(" through {name}") };
-        ctx.progress.event(&addr, &format!("terminated {}{through}", crate::model::words::nodes(gone.len())));
+        ctx.progress.event(&addr, &format!("terminated {}{through}", nodes(gone.len())));
         out.deleted += gone.len();
         let close = spend_close(provider, &gone);
         ctx.defer([JournalEntry::RemoveNodes { address: addr, ids: gone }, close]);

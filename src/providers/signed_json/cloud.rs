@@ -241,7 +241,12 @@ pub fn record_join(
         Err(e) => made.errors.push(ProviderError::new(
             ErrorClass::Fatal,
             e.code.clone(),
-            format!("{} node(s) were created but {how} `{cluster}`: {}", made.nodes.len(), e.message),
+            format!(
+                "{} {} created but {how} `{cluster}`: {}",
+                crate::model::words::nodes(made.nodes.len()),
+                crate::model::words::plural(made.nodes.len(), "was", "were"),
+                e.message
+            ),
         )),
     }
 }
@@ -304,7 +309,7 @@ mod tests {
                 (
                     ErrorClass::Fatal,
                     "RequestLimitExceeded",
-                    "2 node(s) were created but did not join TKE cluster `cls-1`: slow down"
+                    "2 nodes were created but did not join TKE cluster `cls-1`: slow down"
                 ),
             ]
         );

@@ -57,7 +57,7 @@ async fn ensure(addr: &str, pc: &PoolChange, provider: &dyn Provider, ctx: &Ctx)
             continue;
         }
         ctx.flush().await?;
-        call(ctx, name, || port.ensure_group(&batch.region, name, STRATEGY, &batch.tags))
+        call(ctx, name, || port.ensure_group(&batch.region, &batch.zone, name, STRATEGY, &batch.tags))
             .await
             .map_err(|e| format!("placement group {name}: {}", describe(e)))?;
         ctx.progress.event(addr, &format!("placement group {name} ready"));

@@ -17,6 +17,7 @@ mod ack;
 mod adopt;
 mod client;
 pub mod credentials;
+mod deployment;
 mod ecs;
 mod errors;
 mod health;
@@ -102,6 +103,11 @@ impl Provider for AlibabaProvider {
     }
 
     fn logs(&self) -> Option<&dyn LogPort> {
+        Some(self)
+    }
+
+    /// Deployment sets for `placement_group = "cluster"` (`deployment.rs`).
+    fn placement(&self) -> Option<&dyn crate::providers::PlacementPort> {
         Some(self)
     }
 

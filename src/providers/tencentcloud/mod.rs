@@ -20,6 +20,7 @@ pub mod credentials;
 mod cvm;
 mod errors;
 mod health;
+mod hpc;
 mod jobs;
 mod secrets;
 mod tke;
@@ -108,6 +109,11 @@ impl Provider for TencentProvider {
     }
 
     fn jobs(&self) -> Option<&dyn JobPort> {
+        Some(self)
+    }
+
+    /// HPC clusters for `fabric = "rdma"` (`hpc.rs`).
+    fn placement(&self) -> Option<&dyn crate::providers::PlacementPort> {
         Some(self)
     }
 

@@ -77,7 +77,7 @@ pub(super) fn launch(
             tags,
             user_data: None,
             join: None,
-            hardware: shape.hardware.clone().map(Box::new),
+            hardware: node_hardware(shape, lineage, &job.pool.value.name),
             reservation: None,
         }
     });
@@ -130,4 +130,17 @@ pub(super) fn launch(
     // Room on a node is counted in what jobs' `gpus` count there: GPUs, or MIG slices.
     let gpus_per_node = shape.gpus_per_node * pool.map_or(1, |p| p.slices_per_gpu());
     ReplicaLaunch { replica, capacity, fallback, provider, region, gpus_per_node, request }
+}
+
+/// A job node's disks and fabric, and in a pool with a group per zone (a placement group,
+/// Tencent's HPC cluster) the group of the pool's first zone, where every replica runs:
+/// the pool's nodes' group, made before the launch (`apply::jobs::calls::launch`).
+fn node_hardware(shape: &PoolShape, lineage: &str, pool: &str) -> Option<Box<crate::model::hardware::Hardware>> {
+    let mut h = shape.hardware.clone().unwrap_or_default();
+    if shape.cluster_placement
+        && let Some(zone) = shape.zones.first()
+    {
+        h.placement_group = Some(crate::model::hardware::placement_group_name(lineage, pool, zone));
+    }
+    (h != Default::default()).then(|| Box::new(h))
 }

@@ -222,3 +222,40 @@ fn an_alibaba_erdma_pool_without_a_group_launches_no_deployment_set() {
     assert!(s.calls.iter().all(|(a, _)| !a.contains("DeploymentSet")), "{:?}", s.calls);
     assert!(s.interfaces.values().all(|n| n["NetworkInterface.1.NetworkInterfaceTrafficMode"] == "HighPerformance"));
 }
+
+/// A multi-node job on a Tencent RDMA pool of no warm nodes: each replica's node is of
+/// the pool's HCC type in the pool's first zone, in that zone's HPC cluster (made for
+/// the job, as CVM launches HCC types nowhere else); destroy deletes it after the nodes.
+#[test]
+fn a_multi_node_job_on_a_tencent_rdma_pool_launches_its_replicas_into_the_first_zone_s_hpc_cluster() {
+    let fake = tencent_fake::Fake::start();
+    let provider = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n",
+        fake.url
+    );
+    let jobs = "job_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 8\n  retries = 0\n}\n\n\
+job \"train\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n  replicas = 2\n}\n";
+    let f = Fleet::new(
+        &(provider + &TENCENT.replace("desired = 4", "desired = 0") + jobs),
+        &[("TENCENTCLOUD_SECRET_ID", tencent_fake::SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", tencent_fake::SECRET_KEY)],
+    );
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    // Replica 0 first; the others once a refresh reads its address.
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    let name = group(&f, "ap-guangzhou-3");
+    {
+        let s = fake.lock();
+        assert_eq!(s.instances.len(), 2, "a node per replica: {:?}", s.instances.keys());
+        assert_eq!(s.hpc_clusters.len(), 1, "the first zone's cluster only");
+        let (id, cluster) = s.hpc_clusters.iter().next().unwrap();
+        assert_eq!(cluster["Name"], name.as_str());
+        assert!(cluster["Tags"].get("gpuplan:job").is_none(), "the pool's tags, not a run's: {cluster}");
+        for (i, node) in &s.instances {
+            assert_eq!(s.hpc_of.get(i), Some(id), "{i} in the cluster");
+            assert_eq!((node.zone.as_str(), node.instance_type.as_str()), ("ap-guangzhou-3", "HCCG5v.24XLARGE384"));
+        }
+    }
+    f.run(&["destroy", "--auto-approve"]).expect(0);
+    let s = fake.lock();
+    assert!(s.instances.is_empty() && s.hpc_clusters.is_empty(), "{:?}", s.hpc_clusters);
+}

@@ -150,3 +150,44 @@ fn not_built(addr: &Address, kind: ProviderKind, n: &crate::spec::model::Network
         diags.push(Diagnostic::error("gpuplan::spec::network_not_built", message).at(span, label).help(help));
     }
 }
+
+/// `fabric = "erdma"` on Alibaba Cloud: each node's elastic RDMA interface is a secondary
+/// network interface, which ECS takes only with a vSwitch of the node's zone and a
+/// security group, from the provider block (`subnets`, `security_groups`). Checked for
+/// the zones a pool names (a pool naming none takes the catalog's, known at plan time).
+pub fn check_erdma_interface(
+    kind: ProviderKind,
+    addr: &Address,
+    pool: &GpuPool,
+    provider: &crate::spec::model::Provider,
+    diags: &mut Diagnostics,
+) {
+    let Some(f) = pool.network.as_ref().and_then(|n| n.fabric.as_ref()) else { return };
+    if kind != ProviderKind::Alicloud || f.value != Fabric::Erdma {
+        return;
+    }
+    let missing: Vec<&str> =
+        pool.zones.iter().filter(|z| !provider.subnets.contains_key(&z.value)).map(|z| z.value.as_str()).collect();
+    let no_group = provider.security_groups.is_empty();
+    if missing.is_empty() && !no_group {
+        return;
+    }
+    let mut lacks = Vec::new();
+    if !missing.is_empty() {
+        lacks.push(format!("a vSwitch in `subnets` for {}", missing.join(", ")));
+    }
+    if no_group {
+        lacks.push("a security group in `security_groups`".to_string());
+    }
+    diags.push(
+        Diagnostic::error(
+            "gpuplan::spec::erdma_interface",
+            format!("`{addr}`: the eRDMA interface of each node needs {}", lacks.join(" and ")),
+        )
+        .at(f.span, "an elastic RDMA interface is a secondary network interface")
+        .help(format!(
+            "set them in `provider \"{}\"`: `subnets = {{ \"ZONE\" = \"vsw-…\" }}`, `security_groups = [\"sg-…\"]`",
+            pool.provider.value
+        )),
+    );
+}

@@ -270,7 +270,19 @@ gpu_pool \"train\" {\n  provider       = \"tencentcloud\"\n  gpu            = \"
     // Alibaba Cloud takes both: a deployment set and an eRDMA interface.
     let ali = "provider \"alicloud\" {\n  region = \"cn-hangzhou\"\n  image  = \"m-gpuplan\"\n}\n\n\
 gpu_pool \"train\" {\n  provider       = \"alicloud\"\n  gpu            = \"A100-80GB\"\n  gpus_per_node  = 8\n  nodes {\n    min     = 0\n    desired = 1\n    max     = 1\n  }\n  network {\n    fabric          = \"erdma\"\n    placement_group = \"cluster\"\n  }\n}\n";
-    std::fs::write(dir.join("main.hcl"), ali).unwrap();
+    std::fs::write(dir.join("main.hcl"), ali.replace("\n  gpu ", "\n  zones          = [\"cn-hangzhou-h\"]\n  gpu "))
+        .unwrap();
+    let r = run(dir, &["validate"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let out = r.stdout + &r.stderr;
+    assert!(
+        out.contains("needs a vSwitch in `subnets` for cn-hangzhou-h and a security group in `security_groups`"),
+        "its interface's network: {out}"
+    );
+    assert!(out.contains("main.hcl:17:"), "located at `fabric`: {out}");
+    let wired =
+        "  image  = \"m-gpuplan\"\n  subnets = { \"cn-hangzhou-h\" = \"vsw-1\" }\n  security_groups = [\"sg-1\"]\n";
+    std::fs::write(dir.join("main.hcl"), ali.replace("  image  = \"m-gpuplan\"\n", wired)).unwrap();
     let r = run(dir, &["validate"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
 }

@@ -72,14 +72,21 @@ impl AlibabaProvider {
         }
         if h.fabric == Some(Fabric::Erdma) {
             let cfg = self.client.config();
+            let (Some(vsw), Some(sg)) = (cfg.subnets.get(&req.zone), cfg.security_groups.first()) else {
+                return Err(ProviderError::new(
+                    ErrorClass::Invalid,
+                    "MissingParameter",
+                    format!(
+                        "`{}`: the eRDMA interface needs a vSwitch of {} (`subnets`) and a security group \
+                         (`security_groups`) in the provider block; nothing was launched",
+                        req.pool, req.zone
+                    ),
+                ));
+            };
             out.push(p("NetworkInterface.1.InstanceType", "Secondary"));
             out.push(p("NetworkInterface.1.NetworkInterfaceTrafficMode", "HighPerformance"));
-            if let Some(vsw) = cfg.subnets.get(&req.zone) {
-                out.push(p("NetworkInterface.1.VSwitchId", vsw));
-            }
-            if let Some(sg) = cfg.security_groups.first() {
-                out.push(p("NetworkInterface.1.SecurityGroupId", sg));
-            }
+            out.push(p("NetworkInterface.1.VSwitchId", vsw));
+            out.push(p("NetworkInterface.1.SecurityGroupId", sg));
         }
         Ok(out)
     }

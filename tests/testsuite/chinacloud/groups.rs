@@ -259,3 +259,31 @@ job \"train\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n  rep
     let s = fake.lock();
     assert!(s.instances.is_empty() && s.hpc_clusters.is_empty(), "{:?}", s.hpc_clusters);
 }
+
+#[test]
+fn an_hpc_cluster_of_gpuplan_s_name_this_state_did_not_make_is_refused_before_any_launch() {
+    let fake = tencent_fake::Fake::start();
+    let provider = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n",
+        fake.url
+    );
+    let env =
+        [("TENCENTCLOUD_SECRET_ID", tencent_fake::SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", tencent_fake::SECRET_KEY)];
+    // An apply of no nodes fixes the lineage (and so the name); someone else's cluster takes it.
+    let f = Fleet::new(&(provider.clone() + &TENCENT.replace("desired = 4", "desired = 0")), &env);
+    f.run(&["apply", "--auto-approve"]).expect(0);
+    std::fs::write(f.path().join("main.hcl"), provider + TENCENT).unwrap();
+    let taken = group(&f, "ap-guangzhou-3");
+    fake.lock().hpc_clusters.insert(
+        "hpc-someone".into(),
+        serde_json::json!({"HpcClusterId": "hpc-someone", "Name": taken, "Zone": "ap-guangzhou-3",
+            "Region": "ap-guangzhou", "Remark": "the data team's", "Tags": {}}),
+    );
+    let r = f.run(&["apply", "--auto-approve"]);
+    assert_ne!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!((r.stdout + &r.stderr).contains("was not made by this state"));
+    let s = fake.lock();
+    assert!(s.instances.values().all(|i| i.zone != "ap-guangzhou-3"), "nothing launched into the taken zone");
+    assert!(s.hpc_clusters.contains_key("hpc-someone"), "never taken over");
+    assert!(s.hpc_of.values().all(|c| c != "hpc-someone"), "no node in someone else's cluster");
+}

@@ -16,14 +16,13 @@ use serde_json::Value;
 
 use super::AlibabaProvider;
 use crate::model::hardware::{Fabric, group_note, note_owns};
+use crate::providers::ports::still_in_use;
 use crate::providers::{CreateNodes, ErrorClass, PlacementPort, ProviderError, TAG_LINEAGE, Tags};
 
 /// The strategy that packs a set's instances close (`placement_group = "cluster"`).
 const LOW_LATENCY: &str = "LowLatency";
 /// ECS's answer while instances are still in the set.
 const NOT_EMPTY: &str = "DependencyViolation.NotEmpty";
-/// How long to wait before asking again to delete a set still in use.
-const IN_USE_WAIT_SECS: f64 = 15.0;
 
 fn p(k: impl Into<String>, v: impl Into<String>) -> (String, String) {
     (k.into(), v.into())
@@ -123,11 +122,7 @@ impl PlacementPort for AlibabaProvider {
         let id = set["DeploymentSetId"].as_str().unwrap_or_default();
         match self.client.ecs("DeleteDeploymentSet", region, vec![p("DeploymentSetId", id)]).await {
             // Nodes still being released: asked again under the throttle's longer retries.
-            Err(mut e) if e.code == NOT_EMPTY => {
-                e.class = ErrorClass::Throttled;
-                e.retry_after_secs = Some(IN_USE_WAIT_SECS);
-                Err(e)
-            }
+            Err(e) if e.code == NOT_EMPTY => Err(still_in_use(e)),
             other => other.map(|_| ()),
         }
     }

@@ -8,7 +8,19 @@
 
 use async_trait::async_trait;
 
-use crate::model::{ProviderError, Tags};
+use crate::model::{ErrorClass, ProviderError, Tags};
+
+/// How long to wait before asking again to delete a group still in use.
+pub const IN_USE_WAIT_SECS: f64 = 15.0;
+
+/// A group the cloud still finds in use right after its nodes' terminate (their shutdown
+/// takes a while): the delete is asked again under the throttle's longer retries, at
+/// least [`IN_USE_WAIT_SECS`] apart (about three minutes in all), instead of failing.
+pub fn still_in_use(mut e: ProviderError) -> ProviderError {
+    e.class = ErrorClass::Throttled;
+    e.retry_after_secs = Some(IN_USE_WAIT_SECS);
+    e
+}
 
 #[async_trait]
 pub trait PlacementPort: Send + Sync {
@@ -27,4 +39,18 @@ pub trait PlacementPort: Send + Sync {
 
     /// Deletes group `name` of `region`; one the cloud no longer knows is done.
     async fn delete_group(&self, region: &str, name: &str) -> Result<(), ProviderError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The apply's retry policy (`apply::policy`) retries a throttled call, at least
+    /// `retry_after_secs` later, up to ten times.
+    #[test]
+    fn a_group_still_in_use_is_asked_again_at_least_fifteen_seconds_later() {
+        let e = still_in_use(ProviderError::new(ErrorClass::Invalid, "DependencyViolation.NotEmpty", "in use"));
+        assert_eq!((e.class, e.retry_after_secs), (ErrorClass::Throttled, Some(IN_USE_WAIT_SECS)));
+        assert_eq!(e.code, "DependencyViolation.NotEmpty", "the cause stays readable");
+    }
 }

@@ -16,14 +16,13 @@ use serde_json::{Value, json};
 use super::TencentProvider;
 use super::client::CVM_VERSION;
 use crate::model::hardware::{group_note, note_owns};
+use crate::providers::ports::still_in_use;
 use crate::providers::{CreateNodes, ErrorClass, PlacementPort, ProviderError, TAG_LINEAGE, Tags};
 
 /// CVM's limit on an HPC cluster's name.
 const MAX_NAME: usize = 60;
 /// CVM's answer while instances (shutting down ones included) are still in the cluster.
 const IN_USE: &str = "ResourceInUse.HpcCluster";
-/// How long to wait before asking again to delete a cluster still in use.
-const IN_USE_WAIT_SECS: f64 = 15.0;
 
 fn not_owned(name: &str, region: &str) -> ProviderError {
     ProviderError::new(
@@ -106,11 +105,7 @@ impl PlacementPort for TencentProvider {
         let body = json!({"HpcClusterIds": [c["HpcClusterId"]]});
         match self.client.call("cvm", CVM_VERSION, "DeleteHpcClusters", region, &body).await {
             // Nodes still shutting down: asked again under the throttle's longer retries.
-            Err(mut e) if e.code == IN_USE => {
-                e.class = ErrorClass::Throttled;
-                e.retry_after_secs = Some(IN_USE_WAIT_SECS);
-                Err(e)
-            }
+            Err(e) if e.code == IN_USE => Err(still_in_use(e)),
             other => other.map(|_| ()),
         }
     }

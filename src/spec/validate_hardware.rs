@@ -191,3 +191,29 @@ pub fn check_erdma_interface(
         )),
     );
 }
+
+/// `fabric = "rdma"` on Tencent Cloud in a pool jobs run on: a job node launches into the
+/// HPC cluster of the pool's first zone, which only a pool naming its `zones` has (a
+/// removed pool's clusters are found again from them), and CVM launches an HCC type
+/// nowhere else.
+pub fn check_rdma_job_zones(
+    kind: ProviderKind,
+    addr: &Address,
+    pool: &GpuPool,
+    spec: &crate::spec::Spec,
+    diags: &mut Diagnostics,
+) {
+    let Some(f) = pool.network.as_ref().and_then(|n| n.fabric.as_ref()) else { return };
+    if kind != ProviderKind::Tencentcloud || f.value != Fabric::Rdma || !pool.zones.is_empty() {
+        return;
+    }
+    let Some((job, _)) = spec.jobs.iter().find(|(_, j)| &j.pool.value == addr) else { return };
+    diags.push(
+        Diagnostic::error(
+            "gpuplan::spec::fabric",
+            format!("`{job}` runs on `{addr}`, whose RDMA job nodes need an HPC cluster of a zone the pool names"),
+        )
+        .at(f.span, "this pool names no `zones`")
+        .help("name the pool's zones (`zones = [\"ap-guangzhou-3\"]`): each job node launches into the first's HPC cluster"),
+    );
+}

@@ -239,6 +239,18 @@ job \"train\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n  rep
         &(provider + &TENCENT.replace("desired = 4", "desired = 0") + jobs),
         &[("TENCENTCLOUD_SECRET_ID", tencent_fake::SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", tencent_fake::SECRET_KEY)],
     );
+    // Without `zones`, a removed pool's cluster could not be found again: refused.
+    let main = std::fs::read_to_string(f.path().join("main.hcl")).unwrap();
+    let unzoned = main.replace("  zones         = [\"ap-guangzhou-3\", \"ap-guangzhou-4\"]\n", "");
+    std::fs::write(f.path().join("main.hcl"), &unzoned).unwrap();
+    let r = f.run(&["validate"]).expect(1);
+    assert!(
+        r.stderr.contains("runs on `gpu_pool.train`, whose RDMA job nodes need")
+            && r.stderr.contains("this pool names no `zones`"),
+        "{}",
+        r.stderr
+    );
+    std::fs::write(f.path().join("main.hcl"), main).unwrap();
     f.run(&["apply", "--auto-approve"]).expect(0);
     // Replica 0 first; the others once a refresh reads its address.
     f.run(&["apply", "--auto-approve"]).expect(0);

@@ -299,3 +299,27 @@ fn an_hpc_cluster_of_gpuplan_s_name_this_state_did_not_make_is_refused_before_an
     assert!(s.hpc_clusters.contains_key("hpc-someone"), "never taken over");
     assert!(s.hpc_of.values().all(|c| c != "hpc-someone"), "no node in someone else's cluster");
 }
+
+/// A pool asking no fabric keeps its usual type: Tencent's HCC types (which launch only
+/// into an HPC cluster) are not even considered for it, and Alibaba's bare-metal eRDMA
+/// type, priced as its VM sibling, loses the tie to it (and stays a fallback type).
+#[test]
+fn a_pool_without_a_fabric_picks_no_hpc_type_and_prefers_the_vm_at_one_price() {
+    let fake = alibaba_fake::Fake::start();
+    let r = alibaba(&fake, "").run(&["plan"]).expect(0);
+    assert!(r.stdout.contains("(ecs.gn7e-c16g1.32xlarge or 1 other type)"), "{}", r.stdout);
+    assert!(r.stdout.contains("*ecs.gn7e-c16g1.32xlarge"), "chosen: {}", r.stdout);
+
+    let fake = tencent_fake::Fake::start();
+    let provider = format!(
+        "provider \"tencentcloud\" {{\n  region   = \"ap-guangzhou\"\n  endpoint = \"{}\"\n  image    = \"img-gpuplan\"\n}}\n",
+        fake.url
+    );
+    let f = Fleet::new(
+        &(provider + &TENCENT.replace("fabric = \"rdma\"", "")),
+        &[("TENCENTCLOUD_SECRET_ID", tencent_fake::SECRET_ID), ("TENCENTCLOUD_SECRET_KEY", tencent_fake::SECRET_KEY)],
+    );
+    let r = f.run(&["plan"]).expect(0);
+    assert!(r.stdout.contains("*GN10X"), "{}", r.stdout);
+    assert!(!r.stdout.contains("HCC"), "not even considered: {}", r.stdout);
+}

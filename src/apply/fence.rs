@@ -244,9 +244,16 @@ impl Fenced {
 /// Making and deleting placement groups are writes: fenced.
 #[async_trait]
 impl PlacementPort for Fenced {
-    async fn ensure_group(&self, region: &str, name: &str, strategy: &str, tags: &Tags) -> Result<(), ProviderError> {
+    async fn ensure_group(
+        &self,
+        region: &str,
+        zone: &str,
+        name: &str,
+        strategy: &str,
+        tags: &Tags,
+    ) -> Result<(), ProviderError> {
         self.check()?;
-        self.placement_port()?.ensure_group(region, name, strategy, tags).await
+        self.placement_port()?.ensure_group(region, zone, name, strategy, tags).await
     }
     async fn delete_group(&self, region: &str, name: &str) -> Result<(), ProviderError> {
         self.check()?;

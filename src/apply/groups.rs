@@ -14,7 +14,7 @@ use crate::plan::model::{PoolChange, ResourceChange};
 use crate::providers::Provider;
 
 /// The strategy of every group gpuplan makes (`placement_group = "cluster"`).
-const STRATEGY: &str = "cluster";
+pub(crate) const STRATEGY: &str = "cluster";
 
 /// A pool change with its groups: made before its nodes ([`super::pool::run`]), deleted
 /// once they are all gone (a failed group call fails the change; a pool whose nodes did
@@ -57,7 +57,7 @@ async fn ensure(addr: &str, pc: &PoolChange, provider: &dyn Provider, ctx: &Ctx)
             continue;
         }
         ctx.flush().await?;
-        call(ctx, name, || port.ensure_group(&batch.region, name, STRATEGY, &batch.tags))
+        call(ctx, name, || port.ensure_group(&batch.region, &batch.zone, name, STRATEGY, &batch.tags))
             .await
             .map_err(|e| format!("placement group {name}: {}", describe(e)))?;
         ctx.progress.event(addr, &format!("placement group {name} ready"));

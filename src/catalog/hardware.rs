@@ -68,6 +68,9 @@ impl DiskType {
 
 /// Instance types with a fast fabric, and how many of its interfaces one node takes (AWS:
 /// `NetworkInfo.EfaInfo.MaximumEfaInterfaces` of `DescribeInstanceTypes`; the others: one).
+/// Tencent's RDMA types are its HCC families, which CVM launches only into an HPC cluster
+/// (HCCPNV4h, HCCPNV5 and other HCC sizes are left out: their exact type names were not
+/// confirmed); Alibaba's eRDMA types take one elastic RDMA interface gpuplan asks for.
 pub const FABRIC_TYPES: &[(&str, Fabric, u32)] = &[
     ("g5.48xlarge", Fabric::Efa, 1),
     ("g6e.48xlarge", Fabric::Efa, 4),
@@ -77,6 +80,8 @@ pub const FABRIC_TYPES: &[(&str, Fabric, u32)] = &[
     ("p5e.48xlarge", Fabric::Efa, 32),
     ("p5en.48xlarge", Fabric::Efa, 16),
     ("ecs.gn8is-8x.32xlarge", Fabric::Erdma, 1),
+    ("ecs.ebmgn7ex.32xlarge", Fabric::Erdma, 1),
+    ("HCCG5v.24XLARGE384", Fabric::Rdma, 1),
 ];
 
 /// The fabric `instance_type` has and its interface count, if any.

@@ -50,6 +50,7 @@ pub(super) fn launch(
     let mut command: Vec<String> = t.command.iter().map(|c| c.value.clone()).collect();
     command.extend(job.args.iter().map(|a| a.value.clone()));
     // Clouds make a node for the job from the pool's shape; sim runs it on a pool node.
+    let named_zones = input.spec.gpu_pools.get(&job.pool.value).is_some_and(|p| !p.zones.is_empty());
     let node_shape = (shape.provider_kind != ProviderKind::Sim).then(|| {
         let tags: Tags = [
             (TAG_MANAGED, "true".to_string()),
@@ -77,7 +78,7 @@ pub(super) fn launch(
             tags,
             user_data: None,
             join: None,
-            hardware: shape.hardware.clone().map(Box::new),
+            hardware: node_hardware(shape, named_zones, lineage, &job.pool.value.name),
             reservation: None,
         }
     });
@@ -130,4 +131,26 @@ pub(super) fn launch(
     // Room on a node is counted in what jobs' `gpus` count there: GPUs, or MIG slices.
     let gpus_per_node = shape.gpus_per_node * pool.map_or(1, |p| p.slices_per_gpu());
     ReplicaLaunch { replica, capacity, fallback, provider, region, gpus_per_node, request }
+}
+
+/// A job node's disks and fabric, and in a pool with a group per zone (a placement group,
+/// Tencent's HPC cluster) the group of the pool's first zone, where every replica runs:
+/// the pool's nodes' group, made before the launch (`apply::jobs::calls::launch`). Only
+/// for a pool that names its `zones`: a removed pool's groups are found again from those
+/// (`plan::groups_to_delete`), so a group in a catalog zone a job alone used would outlive
+/// it.
+fn node_hardware(
+    shape: &PoolShape,
+    named_zones: bool,
+    lineage: &str,
+    pool: &str,
+) -> Option<Box<crate::model::hardware::Hardware>> {
+    let mut h = shape.hardware.clone().unwrap_or_default();
+    if shape.cluster_placement
+        && named_zones
+        && let Some(zone) = shape.zones.first()
+    {
+        h.placement_group = Some(crate::model::hardware::placement_group_name(lineage, pool, zone));
+    }
+    (h != Default::default()).then(|| Box::new(h))
 }

@@ -89,6 +89,38 @@ pub struct Hardware {
 /// prefix>-<pool>-<zone>`, so two states never share one and a pool's groups are found
 /// again by name.
 pub fn placement_group_name(lineage: &str, pool: &str, zone: &str) -> String {
-    let lineage: String = lineage.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
-    format!("gpuplan-{lineage}-{pool}-{zone}")
+    format!("gpuplan-{}-{pool}-{zone}", short_lineage(lineage))
+}
+
+fn short_lineage(lineage: &str) -> String {
+    lineage.chars().filter(char::is_ascii_alphanumeric).take(8).collect()
+}
+
+/// The note that marks a group as made by state `lineage` where a cloud's group listing
+/// answers no tags (an Alibaba deployment set's `Description`, a Tencent HPC cluster's
+/// `Remark`): `gpuplan lineage <lineage>`.
+pub fn group_note(lineage: &str) -> String {
+    format!("gpuplan lineage {lineage}")
+}
+
+/// Whether group `name`'s `note` says gpuplan made it, in the state whose name prefix
+/// `name` carries (a delete knows the name only, not the lineage).
+pub fn note_owns(note: &str, name: &str) -> bool {
+    note.strip_prefix("gpuplan lineage ")
+        .is_some_and(|l| !l.is_empty() && name.starts_with(&format!("gpuplan-{}-", short_lineage(l))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_note_owns_the_names_of_its_lineage_only() {
+        let lineage = "f43bc88a-7532-4532-92c9-ead8405c7f0b";
+        let name = placement_group_name(lineage, "train", "cn-hangzhou-h");
+        assert!(note_owns(&group_note(lineage), &name));
+        assert!(!note_owns(&group_note("0000aaaa-1111"), &name), "another state's");
+        assert!(!note_owns("the data team's", &name), "someone else's");
+        assert!(!note_owns("gpuplan lineage ", &name), "no lineage");
+    }
 }

@@ -2,7 +2,7 @@
 //! instance types allowed, from `nodes`, `mix`, zones and the catalog. Pure.
 
 use crate::catalog::{self, Catalog};
-use crate::model::hardware::{DEFAULT_ROOT_GB, Disk, Disks, Hardware};
+use crate::model::hardware::{DEFAULT_ROOT_GB, Disk, Disks, Fabric, Hardware};
 use crate::providers::Capacity;
 use crate::spec::Spec;
 use crate::spec::model::{GpuPool, ProviderKind};
@@ -24,8 +24,9 @@ pub struct PoolShape {
     /// Disks, fabric and placement group from `disk {}` and `network {}`, with the
     /// catalog's defaults filled in (the placement group named per zone by the batch).
     pub hardware: Option<crate::model::hardware::Hardware>,
-    /// `network { placement_group = "cluster" }`: each zone's batches launch into the
-    /// pool's placement group there ([`crate::model::hardware::placement_group_name`]).
+    /// `network { placement_group = "cluster" }` (or `fabric = "rdma"` on Tencent Cloud,
+    /// whose group is an HPC cluster): each zone's batches launch into the pool's group
+    /// there ([`crate::model::hardware::placement_group_name`]).
     pub cluster_placement: bool,
     /// The reservation the pool's nodes launch into first (`capacity {}`), as this plan
     /// finds it (`plan::pool::reserved`); `None` from [`shape`].
@@ -157,7 +158,19 @@ pub fn shape(spec: &Spec, pool: &GpuPool, cat: &Catalog) -> Option<PoolShape> {
     {
         types.retain(|t| catalog::hardware::fabric_of(&t.name).is_some_and(|(have, _)| have == f.value));
     }
-    types.sort_by(|a, b| a.price_usd(cny).total_cmp(&b.price_usd(cny)).then_with(|| a.name.cmp(&b.name)));
+    // Tencent's RDMA (HCC) types launch only into an HPC cluster, made for `fabric = "rdma"`.
+    if kind == ProviderKind::Tencentcloud && pool.network.as_ref().and_then(|n| n.fabric.as_ref()).is_none() {
+        types.retain(|t| catalog::hardware::fabric_of(&t.name).is_none_or(|(f, _)| f != Fabric::Rdma));
+    }
+    // At one price, a type without a fabric first: a pool asking none keeps its usual type
+    // (Alibaba's bare-metal eRDMA type is priced as its VM sibling).
+    let fabric = |t: &catalog::InstanceType| catalog::hardware::fabric_of(&t.name).is_some();
+    types.sort_by(|a, b| {
+        a.price_usd(cny)
+            .total_cmp(&b.price_usd(cny))
+            .then_with(|| fabric(a).cmp(&fabric(b)))
+            .then_with(|| a.name.cmp(&b.name))
+    });
     let preferred = types.first()?;
     let zones: Vec<String> = if pool.zones.is_empty() {
         let mut z: Vec<String> = cat.type_zones(preferred, &region).into_iter().map(str::to_string).collect();
@@ -180,7 +193,11 @@ pub fn shape(spec: &Spec, pool: &GpuPool, cat: &Catalog) -> Option<PoolShape> {
         image: pool.image.as_ref().or(provider.image.as_ref()).map(|i| i.value.clone()),
         max_spot_price: pool.mix.max_spot_price.as_ref().map(|p| p.value),
         hardware: hardware(pool, preferred.cloud),
-        cluster_placement: pool.network.as_ref().is_some_and(|n| n.placement_group.is_some()),
+        cluster_placement: pool.network.as_ref().is_some_and(|n| {
+            // Tencent's RDMA (HCC) types launch only into an HPC cluster: the pool's group.
+            n.placement_group.is_some()
+                || (kind == ProviderKind::Tencentcloud && n.fabric.as_ref().is_some_and(|f| f.value == Fabric::Rdma))
+        }),
         reserved: None,
     })
 }

@@ -304,10 +304,13 @@ pub struct DataDisk {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkBlock {
-    /// `efa` (aws), `rdma` (tencentcloud HPC cluster) or `erdma` (alicloud); default none.
+    /// `efa` (aws; not built yet), `rdma` (tencentcloud: HCC types in an HPC cluster per pool
+    /// and zone) or `erdma` (alicloud: an elastic RDMA interface per node); default none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fabric: Option<Spanned<crate::model::hardware::Fabric>>,
-    /// `cluster`: one placement group per pool and zone, made and removed by gpuplan.
+    /// `cluster`: one placement group per pool and zone, made and removed by gpuplan (aws: a
+    /// cluster placement group; alicloud: a `LowLatency` deployment set; none on tencentcloud,
+    /// where `fabric = "rdma"` packs nodes in an HPC cluster).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_group: Option<Spanned<PlacementGroup>>,
     #[serde(skip)]

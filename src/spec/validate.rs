@@ -191,6 +191,8 @@ fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool
         check_zones_offer_shape(cat, kind, addr, pool, region, cny, diags);
         crate::spec::validate_hardware::check(cat, kind, addr, pool, &region.value, cny, diags);
     }
+    crate::spec::validate_hardware::check_erdma_interface(kind, addr, pool, provider, diags);
+    crate::spec::validate_hardware::check_rdma_job_zones(kind, addr, pool, known.spec, diags);
 }
 
 /// What the pool's `kubernetes` block asks of its provider: `cluster_id` only where

@@ -29,7 +29,10 @@ pub fn check(
     {
         not_built(addr, kind, n, diags);
     }
-    let Some(fabric) = pool.network.as_ref().and_then(|n| n.fabric.as_ref()) else { return };
+    let Some(fabric) = pool.network.as_ref().and_then(|n| n.fabric.as_ref()) else {
+        hpc_without_rdma(addr, kind, pool, diags);
+        return;
+    };
     if let Some(own) = cloud_fabric(kind)
         && own != fabric.value
     {
@@ -84,6 +87,24 @@ fn check_disk_type(kind: ProviderKind, t: &Spanned<String>, diags: &mut Diagnost
     );
 }
 
+/// A Tencent HCC (RDMA) type named by a pool without `fabric = "rdma"`: CVM launches
+/// those only into an HPC cluster, which gpuplan makes for `fabric = "rdma"` alone.
+fn hpc_without_rdma(addr: &Address, kind: ProviderKind, pool: &GpuPool, diags: &mut Diagnostics) {
+    if kind != ProviderKind::Tencentcloud {
+        return;
+    }
+    for t in pool.instance_types.iter().filter(|t| fabric_of(&t.value).is_some_and(|(f, _)| f == Fabric::Rdma)) {
+        diags.push(
+            Diagnostic::error(
+                "gpuplan::spec::fabric",
+                format!("`{addr}` names {}, an HPC-cluster type, without `fabric = \"rdma\"`", t.value),
+            )
+            .at(t.span, "Tencent Cloud launches this type only into an HPC cluster")
+            .help("add `network { fabric = \"rdma\" }` (gpuplan makes the pool's HPC cluster), or pick another type"),
+        );
+    }
+}
+
 /// `instance_type` has no `fabric`: say which types of the pool's GPU do.
 fn lacks(addr: &Address, fabric: &Spanned<Fabric>, instance_type: &str, span: crate::diag::Span) -> Diagnostic {
     let with: Vec<&str> =
@@ -100,29 +121,99 @@ fn lacks(addr: &Address, fabric: &Spanned<Fabric>, instance_type: &str, span: cr
     ))
 }
 
-/// `network {}` on a real cloud: gpuplan does not yet make EFA interfaces, HPC clusters or
-/// eRDMA interfaces, nor placement groups (HPC clusters, deployment sets) off AWS, and
-/// launching without them while the plan shows them would mislead. The sim cloud models
-/// them all; AWS makes cluster placement groups.
+/// `network {}` on a real cloud where gpuplan does not make it yet: launching without it
+/// while the plan shows it would mislead. Built: cluster placement groups on AWS,
+/// deployment sets (`placement_group`) and eRDMA interfaces (`fabric = "erdma"`) on
+/// Alibaba Cloud, HPC clusters (`fabric = "rdma"`) on Tencent Cloud. Not built: EFA on
+/// AWS. Tencent Cloud has no call that packs nodes close other than its HPC clusters
+/// (its disaster-recovery groups spread them), so `placement_group` there points at
+/// `fabric = "rdma"`. The sim cloud models them all.
 fn not_built(addr: &Address, kind: ProviderKind, n: &crate::spec::model::NetworkBlock, diags: &mut Diagnostics) {
-    let fabric = n.fabric.as_ref().map(|f| (f.span, "with a fabric", "remove `fabric`, or try it on a `sim` pool"));
-    let group =
-        n.placement_group.as_ref().filter(|_| kind != ProviderKind::Aws).map(|g| {
-            (g.span, "into a placement group", "remove `placement_group`, or use it on an `aws` or `sim` pool")
-        });
-    for (span, what, help) in fabric.into_iter().chain(group) {
-        let built = if kind == ProviderKind::Aws {
-            "aws builds placement groups only"
-        } else {
-            "only the sim cloud models this so far"
-        };
-        diags.push(
-            Diagnostic::error(
-                "gpuplan::spec::network_not_built",
-                format!("`{addr}`: gpuplan does not yet launch `{kind}` nodes {what}"),
-            )
-            .at(span, format!("{built} (docs/design/big-runs.md)"))
-            .help(help),
-        );
+    let fabric = n.fabric.as_ref().filter(|_| kind == ProviderKind::Aws).map(|f| {
+        (
+            f.span,
+            format!("`{addr}`: gpuplan does not yet launch `{kind}` nodes with a fabric"),
+            "aws builds placement groups only (docs/design/big-runs.md)",
+            "remove `fabric`, or try it on a `sim` pool",
+        )
+    });
+    let group = n.placement_group.as_ref().filter(|_| kind == ProviderKind::Tencentcloud).map(|g| {
+        (
+            g.span,
+            format!("`{addr}`: `{kind}` has no cluster placement group: its nodes pack close only in an HPC cluster"),
+            "not on this cloud (its disaster-recovery groups spread nodes; docs/design/big-runs.md)",
+            "write `fabric = \"rdma\"` instead (an HPC cluster per pool and zone, on an RDMA instance type such as \
+             HCCG5v.24XLARGE384)",
+        )
+    });
+    for (span, message, label, help) in fabric.into_iter().chain(group) {
+        diags.push(Diagnostic::error("gpuplan::spec::network_not_built", message).at(span, label).help(help));
     }
+}
+
+/// `fabric = "erdma"` on Alibaba Cloud: each node's elastic RDMA interface is a secondary
+/// network interface, which ECS takes only with a vSwitch of the node's zone and a
+/// security group, from the provider block (`subnets`, `security_groups`). Checked for
+/// the zones a pool names (a pool naming none takes the catalog's, known at plan time).
+pub fn check_erdma_interface(
+    kind: ProviderKind,
+    addr: &Address,
+    pool: &GpuPool,
+    provider: &crate::spec::model::Provider,
+    diags: &mut Diagnostics,
+) {
+    let Some(f) = pool.network.as_ref().and_then(|n| n.fabric.as_ref()) else { return };
+    if kind != ProviderKind::Alicloud || f.value != Fabric::Erdma {
+        return;
+    }
+    let missing: Vec<&str> =
+        pool.zones.iter().filter(|z| !provider.subnets.contains_key(&z.value)).map(|z| z.value.as_str()).collect();
+    let no_group = provider.security_groups.is_empty();
+    if missing.is_empty() && !no_group {
+        return;
+    }
+    let mut lacks = Vec::new();
+    if !missing.is_empty() {
+        lacks.push(format!("a vSwitch in `subnets` for {}", missing.join(", ")));
+    }
+    if no_group {
+        lacks.push("a security group in `security_groups`".to_string());
+    }
+    diags.push(
+        Diagnostic::error(
+            "gpuplan::spec::erdma_interface",
+            format!("`{addr}`: the eRDMA interface of each node needs {}", lacks.join(" and ")),
+        )
+        .at(f.span, "an elastic RDMA interface is a secondary network interface")
+        .help(format!(
+            "set them in `provider \"{}\"`: `subnets = {{ \"ZONE\" = \"vsw-…\" }}`, `security_groups = [\"sg-…\"]`",
+            pool.provider.value
+        )),
+    );
+}
+
+/// `fabric = "rdma"` on Tencent Cloud in a pool jobs run on: a job node launches into the
+/// HPC cluster of the pool's first zone, which only a pool naming its `zones` has (a
+/// removed pool's clusters are found again from them), and CVM launches an HCC type
+/// nowhere else.
+pub fn check_rdma_job_zones(
+    kind: ProviderKind,
+    addr: &Address,
+    pool: &GpuPool,
+    spec: &crate::spec::Spec,
+    diags: &mut Diagnostics,
+) {
+    let Some(f) = pool.network.as_ref().and_then(|n| n.fabric.as_ref()) else { return };
+    if kind != ProviderKind::Tencentcloud || f.value != Fabric::Rdma || !pool.zones.is_empty() {
+        return;
+    }
+    let Some((job, _)) = spec.jobs.iter().find(|(_, j)| &j.pool.value == addr) else { return };
+    diags.push(
+        Diagnostic::error(
+            "gpuplan::spec::fabric",
+            format!("`{job}` runs on `{addr}`, whose RDMA job nodes need an HPC cluster of a zone the pool names"),
+        )
+        .at(f.span, "this pool names no `zones`")
+        .help("name the pool's zones (`zones = [\"ap-guangzhou-3\"]`): each job node launches into the first's HPC cluster"),
+    );
 }

@@ -220,7 +220,7 @@ fn a_multi_node_job_starts_its_replicas_together_in_one_zone_with_replica_0_s_ad
 }
 
 #[test]
-fn validate_takes_a_placement_group_on_aws_and_refuses_a_fabric_there_and_a_group_elsewhere() {
+fn validate_takes_groups_on_aws_and_alicloud_rdma_on_tencent_and_refuses_efa_and_a_tencent_placement_group() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let aws = pool("  network {\n    fabric          = \"efa\"\n    placement_group = \"cluster\"\n  }\n")
@@ -247,6 +247,42 @@ gpu_pool \"train\" {\n  provider       = \"tencentcloud\"\n  gpu            = \"
     let r = run(dir, &["validate"]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     let out = r.stdout + &r.stderr;
-    assert!(out.contains("does not yet launch `tencentcloud` nodes into a placement group"), "{out}");
+    assert!(out.contains("`tencentcloud` has no cluster placement group"), "{out}");
+    assert!(out.contains("write `fabric = \"rdma\"` instead"), "the hint points at HPC clusters: {out}");
     assert!(out.contains("main.hcl:16:"), "located at `placement_group`: {out}");
+
+    // Tencent's HPC clusters come with `fabric = "rdma"`; its HCC types need them.
+    let rdma = tencent.replace("\"T4\"", "\"V100-32GB\"").replace("placement_group = \"cluster\"", "fabric = \"rdma\"");
+    std::fs::write(dir.join("main.hcl"), rdma.replace("gpus_per_node  = 1", "gpus_per_node  = 8")).unwrap();
+    let r = run(dir, &["validate"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let hcc = tencent
+        .replace("\"T4\"", "\"V100-32GB\"")
+        .replace("gpus_per_node  = 1", "gpus_per_node  = 8\n  instance_types = [\"HCCG5v.24XLARGE384\"]");
+    std::fs::write(dir.join("main.hcl"), hcc.replace("  network {\n    placement_group = \"cluster\"\n  }\n", ""))
+        .unwrap();
+    let r = run(dir, &["validate"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let out = r.stdout + &r.stderr;
+    assert!(out.contains("HCCG5v.24XLARGE384, an HPC-cluster type, without `fabric = \"rdma\"`"), "{out}");
+    assert!(out.contains("main.hcl:10:"), "located at the type: {out}");
+
+    // Alibaba Cloud takes both: a deployment set and an eRDMA interface.
+    let ali = "provider \"alicloud\" {\n  region = \"cn-hangzhou\"\n  image  = \"m-gpuplan\"\n}\n\n\
+gpu_pool \"train\" {\n  provider       = \"alicloud\"\n  gpu            = \"A100-80GB\"\n  gpus_per_node  = 8\n  nodes {\n    min     = 0\n    desired = 1\n    max     = 1\n  }\n  network {\n    fabric          = \"erdma\"\n    placement_group = \"cluster\"\n  }\n}\n";
+    std::fs::write(dir.join("main.hcl"), ali.replace("\n  gpu ", "\n  zones          = [\"cn-hangzhou-h\"]\n  gpu "))
+        .unwrap();
+    let r = run(dir, &["validate"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let out = r.stdout + &r.stderr;
+    assert!(
+        out.contains("needs a vSwitch in `subnets` for cn-hangzhou-h and a security group in `security_groups`"),
+        "its interface's network: {out}"
+    );
+    assert!(out.contains("main.hcl:17:"), "located at `fabric`: {out}");
+    let wired =
+        "  image  = \"m-gpuplan\"\n  subnets = { \"cn-hangzhou-h\" = \"vsw-1\" }\n  security_groups = [\"sg-1\"]\n";
+    std::fs::write(dir.join("main.hcl"), ali.replace("  image  = \"m-gpuplan\"\n", wired)).unwrap();
+    let r = run(dir, &["validate"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
 }

@@ -214,3 +214,36 @@ fn apply_refuses_a_group_of_gpuplan_s_name_that_this_state_did_not_make() {
     let into_taken = fleet_groups(&front).into_iter().filter(|g| *g == taken).count();
     assert_eq!(into_taken, 0, "no node launches into a group gpuplan does not own");
 }
+
+/// A job on a pool of no warm nodes: its node launches into the group of the pool's first
+/// zone (made first, under the pool's tags), and destroy deletes the group after it.
+#[test]
+fn a_job_node_of_a_grouped_pool_launches_into_the_first_zone_s_group() {
+    let groups: Groups = Arc::default();
+    let front = front(groups.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let job = "\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 8\n  retries = 0\n}\n\n\
+job \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
+    std::fs::write(dir.join("main.hcl"), spec(&front.url, 0) + job).unwrap();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
+    let lineage: String =
+        state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let name = format!("gpuplan-{lineage}-train-us-east-1a");
+    let held = groups.lock().unwrap().clone();
+    assert_eq!(held.keys().cloned().collect::<Vec<_>>(), [name.clone()], "{held:?}");
+    assert_eq!(held[&name].get("gpuplan:managed").map(String::as_str), Some("true"));
+    assert!(!held[&name].contains_key("gpuplan:job"), "the pool's tags, not the run's: {held:?}");
+    let runs = front.actions("RunInstances");
+    assert_eq!(runs.len(), 1, "one job node");
+    assert_eq!(runs[0].params.get("Placement.GroupName"), Some(&name), "{:?}", runs[0].params);
+    let made = front.actions("CreatePlacementGroup");
+    assert!(made.iter().all(|c| c.at < runs[0].at), "the group before the node");
+
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(groups.lock().unwrap().is_empty(), "destroy deletes the group");
+}

@@ -4,7 +4,7 @@
 
 use crate::apply::ProviderSet;
 use crate::model::JobRun;
-use crate::providers::{JobStatus, LaunchJob, Provider, ProviderError, ports};
+use crate::providers::{JobStatus, LaunchJob, Provider, ProviderError, TAG_ATTEMPT, TAG_JOB, TAG_REPLICA, Tags, ports};
 
 /// Stop one run for gpuplan's own reasons (see `JobPort::preempt_job`).
 pub(super) async fn stop(providers: &ProviderSet, run: &JobRun) -> Result<JobStatus, String> {
@@ -16,8 +16,17 @@ pub(super) async fn stop(providers: &ProviderSet, run: &JobRun) -> Result<JobSta
     }
 }
 
-/// Launch one run; a provider without jobs cannot.
+/// Launch one run; a provider without jobs cannot. A job node that launches into its
+/// pool's group (placement group, HPC cluster, deployment set) has it made first, as a
+/// pool's batches have (`apply::groups`), under the pool's ownership tags.
 pub(super) async fn launch(p: &dyn Provider, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
+    if let (Some(node), Some(port)) = (&req.shape, p.placement())
+        && let Some(name) = node.hardware.as_ref().and_then(|h| h.placement_group.as_deref())
+    {
+        let per_run = [TAG_JOB, TAG_ATTEMPT, TAG_REPLICA];
+        let tags: Tags = node.tags.iter().filter(|(k, _)| !per_run.contains(k)).collect();
+        port.ensure_group(&node.region, &node.zone, name, crate::apply::groups::STRATEGY, &tags).await?;
+    }
     ports::jobs_of(p)?.launch_job(req).await
 }
 

@@ -110,7 +110,12 @@ pub fn groups_to_delete(lineage: &str, change: &ResourceChange) -> Vec<String> {
     if change.action != Action::Delete || !pc.deferred.is_empty() {
         return Vec::new();
     }
-    let grouped = cfg.get("network").is_some_and(|n| n.get("placement_group").is_some_and(|g| !g.is_null()));
+    // A group per zone: `placement_group`, or Tencent's HPC cluster for `fabric = "rdma"`.
+    let hpc = pc.provider_kind == "tencentcloud";
+    let grouped = cfg.get("network").is_some_and(|n| {
+        n.get("placement_group").is_some_and(|g| !g.is_null())
+            || (hpc && n.get("fabric").and_then(|f| f.as_str()) == Some("rdma"))
+    });
     if !grouped {
         return Vec::new();
     }

@@ -36,8 +36,10 @@ impl NodePort for AlibabaProvider {
         if spot_join.is_some() {
             super::ack::spot_pool_vswitch(self.client.config(), req)?;
         }
+        let network = self.network_params(req).await?; // `network {}` (`deployment.rs`)
         let mut made = launch::create_in_batches(req, &image, BATCH, "OperationDenied.NoStock", |itype, n, token| {
-            let params = self.run_params(req, &itype, &image, n, &token);
+            let mut params = self.run_params(req, &itype, &image, n, &token);
+            params.extend(network.iter().cloned());
             async move {
                 let resp = self.client.ecs("RunInstances", &req.region, params).await?;
                 Ok(launch::string_ids(&resp["InstanceIdSets"]["InstanceIdSet"]))

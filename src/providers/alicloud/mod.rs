@@ -11,6 +11,7 @@
 //!   chain (environment, RRSA, `~/.aliyun/config.json`, ECS RAM role).
 //! - `ecs.rs`: the node port (run, paged tag-filtered describe, delete, quotas);
 //!   `prices.rs`: live quotes; `adopt.rs`: tag writes for adoption; `reservations.rs`;
+//!   `deployment.rs`: LowLatency deployment sets (the placement port);
 //!   `jobs.rs`: job nodes with exit codes from GetInstanceConsoleOutput; `warm.rs`: Cloud
 //!   Assistant's calls and status words; `secrets.rs`: `alicloud-kms:`; `ack.rs`:
 //!   user_config, and nodes joining the cluster (AttachInstances on demand, a tainted node
@@ -23,6 +24,7 @@ mod ack;
 mod adopt;
 mod client;
 pub mod credentials;
+mod deployment;
 mod ecs;
 mod errors;
 mod jobs;

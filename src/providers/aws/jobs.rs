@@ -90,10 +90,8 @@ impl AwsProvider {
                 .set_tag_specifications(Some(tag_specs(&job_req, &[ResourceType::Instance, ResourceType::Volume])))
                 .set_block_device_mappings(disks.clone())
                 .client_token(client_token(&req.token, i));
-            call = match self.subnet_for(region, &shape.zone).await? {
-                Some(s) => call.subnet_id(s),
-                None => call.placement(Placement::builder().availability_zone(&shape.zone).build()),
-            };
+            let subnet = self.subnet_for(region, &shape.zone).await?;
+            call = call.set_placement(job_placement(shape, subnet.is_some())).set_subnet_id(subnet);
             if !self.settings.security_groups.is_empty() {
                 call = call.set_security_group_ids(Some(self.settings.security_groups.clone()));
             }
@@ -222,6 +220,15 @@ impl AwsProvider {
 }
 
 /// An instance's launch time in ms since the epoch; `None` without one (no boot check).
+/// A job node's placement: its zone (unless a subnet names it), in the pool's cluster
+/// placement group when it has one (made first by apply); `None` when neither applies.
+fn job_placement(shape: &crate::providers::CreateNodes, in_subnet: bool) -> Option<Placement> {
+    let group = super::fleet::group_of(shape).map(str::to_string);
+    let zone = (!in_subnet).then(|| shape.zone.clone());
+    (group.is_some() || zone.is_some())
+        .then(|| Placement::builder().set_availability_zone(zone).set_group_name(group).build())
+}
+
 fn launched_ms(i: &aws_sdk_ec2::types::Instance) -> Option<u64> {
     let t = i.launch_time()?;
     // A time before the epoch is not a launch time: no check rather than a guess.

@@ -54,7 +54,14 @@ impl AwsProvider {
 
 #[async_trait]
 impl PlacementPort for AwsProvider {
-    async fn ensure_group(&self, region: &str, name: &str, strategy: &str, tags: &Tags) -> Result<(), ProviderError> {
+    async fn ensure_group(
+        &self,
+        region: &str,
+        _zone: &str,
+        name: &str,
+        strategy: &str,
+        tags: &Tags,
+    ) -> Result<(), ProviderError> {
         if let Some(g) = self.group_named(region, name).await? {
             let ours = tag_of(&g, TAG_MANAGED) == Some("true") && tag_of(&g, TAG_LINEAGE) == tags.get(TAG_LINEAGE);
             if ours {

@@ -20,7 +20,7 @@ pub use cluster::ClusterPort;
 pub use jobs::JobPort;
 pub use logs::{LogPort, LogSink};
 pub use nodes::NodePort;
-pub use placement::PlacementPort;
+pub use placement::{PlacementPort, still_in_use};
 pub use prices::PricePort;
 pub use run_command::RunCommandPort;
 

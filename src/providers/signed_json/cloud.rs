@@ -20,7 +20,8 @@ use crate::providers::http::{CloudConfig, QuoteCache};
 use crate::providers::reservations::ReservationPort;
 use crate::providers::{
     AdoptionPort, CreateNodes, CreateResult, ErrorClass, JobPort, JobStatus, LaunchJob, ListFilter, LogPort, Node,
-    NodePort, PricePort, Provider, ProviderError, RunCommandPort, TAG_ADDRESS, TAG_JOB, TAG_LINEAGE, TAG_MANAGED, Tags,
+    NodePort, PlacementPort, PricePort, Provider, ProviderError, RunCommandPort, TAG_ADDRESS, TAG_JOB, TAG_LINEAGE,
+    TAG_MANAGED, Tags,
 };
 
 /// One signed-JSON cloud: its wire, its run-command agent, its kind.
@@ -79,7 +80,7 @@ impl<A: CloudApi> Cloud<A> {
 #[async_trait]
 impl<A: CloudApi> Provider for Cloud<A>
 where
-    Cloud<A>: NodePort + PricePort + AdoptionPort + JobPort + LogPort,
+    Cloud<A>: NodePort + PricePort + AdoptionPort + JobPort + LogPort + PlacementPort,
 {
     fn kind(&self) -> ProviderKind {
         A::KIND
@@ -122,6 +123,12 @@ where
 
     fn reservations(&self) -> Option<&dyn ReservationPort> {
         A::reservations(self)
+    }
+
+    /// The groups a pool's nodes launch into: Tencent HPC clusters (`tencentcloud/hpc.rs`),
+    /// Alibaba deployment sets (`alicloud/deployment.rs`).
+    fn placement(&self) -> Option<&dyn PlacementPort> {
+        Some(self)
     }
 }
 

@@ -35,8 +35,12 @@ impl NodePort for TencentProvider {
         // Spot nodes of a pool in a TKE cluster are created in it (AddExistedInstances
         // refuses spot CVMs); they are in the cluster once the call answers.
         let in_cluster = req.join.as_ref().filter(|_| req.capacity == Capacity::Spot);
+        let hpc = self.hpc_cluster_for(req).await?;
         let mut made = launch::create_in_batches(req, &image, BATCH, "ResourceInsufficient", |itype, n, token| {
-            let body = self.run_body(req, &itype, &image, n, &token);
+            let mut body = self.run_body(req, &itype, &image, n, &token);
+            if let Some(id) = &hpc {
+                body["HpcClusterId"] = json!(id); // `fabric = "rdma"`: the pool's HPC cluster (`hpc.rs`)
+            }
             async move {
                 self.own.run_limit.wait().await;
                 if let Some(join) = in_cluster {

@@ -11,7 +11,8 @@
 //!   (environment, OIDC, profile file, CVM role, AssumeRole).
 //! - `cvm.rs`: the node port (run in batches of 100 with a ClientToken per batch, paged
 //!   tag-filtered describe, terminate of tagged instances only, quotas); `prices.rs`:
-//!   live quotes; `adopt.rs`: tag writes for adoption (Tag API); `jobs.rs`: job nodes read
+//!   live quotes; `hpc.rs`: HPC clusters (the placement port, for `fabric = "rdma"`);
+//!   `adopt.rs`: tag writes for adoption (Tag API); `jobs.rs`: job nodes read
 //!   through TAT; `warm.rs`: TAT's calls and status words; `secrets.rs`: `tencent-ssm:`;
 //!   `tke.rs`: DescribeClusterKubeconfig, and pool nodes joining the cluster
 //!   (AddExistedInstances on demand, CreateClusterInstances for spot).
@@ -24,6 +25,7 @@ mod client;
 pub mod credentials;
 mod cvm;
 mod errors;
+mod hpc;
 mod jobs;
 mod prices;
 mod secrets;

@@ -82,6 +82,12 @@ pub struct State {
     pub reservations: BTreeMap<String, (String, Value)>,
     /// KMS secrets: name → the current version's `SecretData`.
     pub secrets: HashMap<String, String>,
+    /// Deployment sets (`alibaba_deployment_fake.rs`): id → the set as described, with `Region`.
+    pub deployment_sets: BTreeMap<String, Value>,
+    /// Instance → the deployment set RunInstances put it in.
+    pub set_of: BTreeMap<String, String>,
+    /// Instance → the `NetworkInterface.*` parameters it was launched with.
+    pub interfaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 #[derive(Clone)]
@@ -169,7 +175,7 @@ impl Fake {
     }
 }
 
-fn ok(mut body: Value) -> Response {
+pub fn ok(mut body: Value) -> Response {
     body["RequestId"] = json!(uuid::Uuid::new_v4().to_string().to_uppercase());
     Response { status: 200, body: body.to_string() }
 }
@@ -231,6 +237,9 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                     | "CreateCapacityReservation"
                     | "DescribeCapacityReservations"
                     | "ReleaseCapacityReservation"
+                    | "CreateDeploymentSet"
+                    | "DescribeDeploymentSets"
+                    | "DeleteDeploymentSet"
             );
     if !known {
         return err(404, "InvalidAction.NotFound", "Specified api is not found, please check your url and method.");
@@ -255,6 +264,9 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
             }
         }
         "RunInstances" => run(&mut s, &region, &params),
+        "CreateDeploymentSet" | "DescribeDeploymentSets" | "DeleteDeploymentSet" => {
+            crate::chinacloud::alibaba_deployment_fake::call(&mut s, &region, &action, &params)
+        }
         "DescribeInstances" => describe(&s, &region, &params),
         "DeleteInstances" => delete(&mut s, &region, &params),
         "TagResources" | "UntagResources" => tag_resources(&mut s, &region, &action, &params),
@@ -560,6 +572,10 @@ fn run(s: &mut State, region: &str, params: &BTreeMap<String, String>) -> Respon
         );
     }
     let spot = strategy != "NoSpot";
+    let (set, nics) = match crate::chinacloud::alibaba_deployment_fake::check_run(s, region, itype, params) {
+        Ok(launch) => launch,
+        Err(refused) => return refused,
+    };
     if let Some(refused) = private_pool(s, params, zone, itype, amount) {
         return refused;
     }
@@ -604,6 +620,12 @@ fn run(s: &mut State, region: &str, params: &BTreeMap<String, String>) -> Respon
         let id = format!("i-fake{:012x}", s.counter);
         if !disks.is_empty() {
             s.disks.insert(id.clone(), disks.clone());
+        }
+        if let Some(d) = &set {
+            s.set_of.insert(id.clone(), d.clone());
+        }
+        if !nics.is_empty() {
+            s.interfaces.insert(id.clone(), nics.clone());
         }
         s.instances.insert(
             id.clone(),

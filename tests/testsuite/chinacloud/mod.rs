@@ -5,9 +5,11 @@
 
 mod adopt;
 mod alibaba;
+mod alibaba_deployment_fake;
 mod alibaba_fake;
 mod alibaba_secrets;
 mod credentials;
+mod groups;
 mod identity;
 mod job_nodes;
 mod kube_join;
@@ -19,6 +21,7 @@ mod server;
 mod stopped_nodes;
 mod tencent;
 mod tencent_fake;
+mod tencent_hpc_fake;
 mod tencent_secrets;
 mod validate;
 

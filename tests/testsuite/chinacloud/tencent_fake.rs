@@ -89,6 +89,10 @@ pub struct State {
     pub stall_run_command: bool,
     /// Secrets Manager: secret name → versions (id, creation time, `SecretString`).
     pub secrets: HashMap<String, Vec<(String, u64, String)>>,
+    /// HPC clusters (`tencent_hpc_fake.rs`): id → the cluster as described, with `Region`.
+    pub hpc_clusters: BTreeMap<String, Value>,
+    /// Instance → the HPC cluster RunInstances put it in.
+    pub hpc_of: BTreeMap<String, String>,
 }
 
 #[derive(Clone)]
@@ -170,7 +174,7 @@ impl Fake {
     }
 }
 
-fn ok(mut body: Value) -> Response {
+pub fn ok(mut body: Value) -> Response {
     body["RequestId"] = json!(uuid::Uuid::new_v4().to_string());
     Response { status: 200, body: json!({"Response": body}).to_string() }
 }
@@ -232,6 +236,9 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
                 | "TerminateInstances"
                 | "InquiryPriceRunInstances"
                 | "DescribeAccountQuota"
+                | "CreateHpcCluster"
+                | "DescribeHpcClusters"
+                | "DeleteHpcClusters"
         ) | ("2018-05-25", "DescribeClusterKubeconfig" | "AddExistedInstances" | "CreateClusterInstances")
             | ("2018-08-13", "TagResources" | "UnTagResources" | "GetCallerIdentity" | "AssumeRole")
             | ("2019-09-23", "ListSecretVersionIds" | "GetSecretValue")
@@ -267,6 +274,9 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     match action.as_str() {
         "ListSecretVersionIds" | "GetSecretValue" => secret(&s, &action, &body),
         "RunInstances" => run(&mut s, &region, &body),
+        "CreateHpcCluster" | "DescribeHpcClusters" | "DeleteHpcClusters" => {
+            crate::chinacloud::tencent_hpc_fake::call(&mut s, &region, &action, &body)
+        }
         "DescribeInstances" => describe(&s, &region, &body),
         "TagResources" | "UnTagResources" => tag_resources(&mut s, &region, &action, &body),
         "GetCallerIdentity" => {
@@ -639,6 +649,10 @@ fn run(s: &mut State, region: &str, body: &Value) -> Response {
         }
         disks.push((kind.to_string(), size));
     }
+    let hpc = match crate::chinacloud::tencent_hpc_fake::check_run(s, &zone, itype, body) {
+        Ok(hpc) => hpc,
+        Err(refused) => return refused,
+    };
     let mut tags = BTreeMap::new();
     for spec in body["TagSpecification"].as_array().into_iter().flatten() {
         if spec["ResourceType"] == "instance" {
@@ -671,6 +685,9 @@ fn run(s: &mut State, region: &str, body: &Value) -> Response {
                 created_time: None,
             },
         );
+        if let Some(c) = &hpc {
+            s.hpc_of.insert(id.clone(), c.clone());
+        }
         ids.push(id);
     }
     if !token.is_empty() {

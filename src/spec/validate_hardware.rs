@@ -25,7 +25,7 @@ pub fn check(
         }
     }
     if let Some(n) = &pool.network
-        && kind != ProviderKind::Sim
+        && !matches!(kind, ProviderKind::Sim | ProviderKind::Aws)
     {
         not_built(addr, kind, n, diags);
     }
@@ -100,22 +100,18 @@ fn lacks(addr: &Address, fabric: &Spanned<Fabric>, instance_type: &str, span: cr
     ))
 }
 
-/// `network {}` on a real cloud: gpuplan does not yet make EFA interfaces, HPC clusters or
-/// eRDMA interfaces, nor placement groups (HPC clusters, deployment sets) off AWS, and
-/// launching without them while the plan shows them would mislead. The sim cloud models
-/// them all; AWS makes cluster placement groups.
+/// `network {}` off AWS: gpuplan does not yet make HPC clusters or eRDMA interfaces, nor
+/// placement groups (HPC clusters, deployment sets), and launching without them while
+/// the plan shows them would mislead. The sim cloud models them all; AWS makes EFA
+/// interfaces and cluster placement groups.
 fn not_built(addr: &Address, kind: ProviderKind, n: &crate::spec::model::NetworkBlock, diags: &mut Diagnostics) {
     let fabric = n.fabric.as_ref().map(|f| (f.span, "with a fabric", "remove `fabric`, or try it on a `sim` pool"));
-    let group =
-        n.placement_group.as_ref().filter(|_| kind != ProviderKind::Aws).map(|g| {
-            (g.span, "into a placement group", "remove `placement_group`, or use it on an `aws` or `sim` pool")
-        });
+    let group = n
+        .placement_group
+        .as_ref()
+        .map(|g| (g.span, "into a placement group", "remove `placement_group`, or use it on an `aws` or `sim` pool"));
     for (span, what, help) in fabric.into_iter().chain(group) {
-        let built = if kind == ProviderKind::Aws {
-            "aws builds placement groups only"
-        } else {
-            "only the sim cloud models this so far"
-        };
+        let built = "only the sim cloud and aws make this so far";
         diags.push(
             Diagnostic::error(
                 "gpuplan::spec::network_not_built",
@@ -125,4 +121,32 @@ fn not_built(addr: &Address, kind: ProviderKind, n: &crate::spec::model::Network
             .help(help),
         );
     }
+}
+
+/// `fabric = "efa"` on an AWS pool whose provider block names no `security_groups`: EFA
+/// passes only between members of a group that lets all traffic in from and out to
+/// itself, and gpuplan adds those rules to the groups it launches into, never to a VPC's
+/// default group.
+pub fn check_efa_groups(
+    addr: &Address,
+    provider: &crate::spec::model::Provider,
+    pool: &GpuPool,
+    diags: &mut Diagnostics,
+) {
+    let Some(fabric) = pool.network.as_ref().and_then(|n| n.fabric.as_ref()) else { return };
+    if fabric.value != Fabric::Efa || !provider.security_groups.is_empty() {
+        return;
+    }
+    diags.push(
+        Diagnostic::error(
+            "gpuplan::spec::efa_security_groups",
+            format!("`{addr}` asks for fabric `efa`, but its provider block names no `security_groups`"),
+        )
+        .at(fabric.span, "EFA needs the nodes' security groups")
+        .at(provider.kind.span, "no `security_groups` in this block")
+        .help(
+            "name the groups its nodes launch in, in the provider block's `security_groups`: gpuplan adds the \
+             all-traffic rules from and to each group itself that EFA needs",
+        ),
+    );
 }

@@ -67,6 +67,11 @@ impl Provider for AwsProvider {
     fn placement(&self) -> Option<&dyn crate::providers::PlacementPort> {
         Some(self)
     }
+
+    /// EFA's security group rules (`efa.rs`).
+    fn fabric(&self) -> Option<&dyn crate::providers::FabricPort> {
+        Some(self)
+    }
 }
 
 #[async_trait]

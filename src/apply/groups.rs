@@ -14,7 +14,7 @@ use crate::plan::model::{PoolChange, ResourceChange};
 use crate::providers::Provider;
 
 /// The strategy of every group gpuplan makes (`placement_group = "cluster"`).
-const STRATEGY: &str = "cluster";
+pub(super) const STRATEGY: &str = "cluster";
 
 /// A pool change with its groups: made before its nodes ([`super::pool::run`]), deleted
 /// once they are all gone (a failed group call fails the change; a pool whose nodes did

@@ -77,7 +77,7 @@ pub(super) fn launch(
             tags,
             user_data: None,
             join: None,
-            hardware: shape.hardware.clone().map(Box::new),
+            hardware: job_hardware(shape, lineage, job),
             reservation: None,
         }
     });
@@ -130,4 +130,18 @@ pub(super) fn launch(
     // Room on a node is counted in what jobs' `gpus` count there: GPUs, or MIG slices.
     let gpus_per_node = shape.gpus_per_node * pool.map_or(1, |p| p.slices_per_gpu());
     ReplicaLaunch { replica, capacity, fallback, provider, region, gpus_per_node, request }
+}
+
+/// The hardware of a node made for `job`: its pool's disks and fabric, and for a job of
+/// several replicas on a pool in a cluster placement group the group of the pool's first
+/// zone, where every replica starts (docs/design/big-runs.md).
+fn job_hardware(shape: &PoolShape, lineage: &str, job: &Job) -> Option<Box<crate::model::hardware::Hardware>> {
+    let mut h = shape.hardware.clone().unwrap_or_default();
+    if shape.cluster_placement
+        && job.replicas.value > 1
+        && let Some(zone) = shape.zones.first()
+    {
+        h.placement_group = Some(crate::model::hardware::placement_group_name(lineage, &job.pool.value.name, zone));
+    }
+    (h != crate::model::hardware::Hardware::default()).then(|| Box::new(h))
 }

@@ -190,3 +190,38 @@ fn validate_refuses_efa_on_a_type_without_it_and_without_security_groups() {
     assert!(r.stderr.contains("names no `security_groups`"), "{}", r.stderr);
     assert!(r.stderr.contains("main.hcl:19"), "located at `fabric`: {}", r.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_multi_node_job_s_nodes_launch_with_efa_interfaces_after_the_group_rules() {
+    let c = client("us-east-2").await;
+    let sg = security_group(&c, &format!("efa-job-{}", std::process::id())).await;
+    let front = FakeEc2::proxy(&moto());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = spec(&front.url, &sg, 0)
+        + "\njob_template \"ddp\" {\n  image   = \"ghcr.io/example/ddp:1\"\n  command = [\"torchrun\", \"train.py\"]\n  gpus    = 8\n  retries = 0\n}\n\n\
+           job \"pretrain\" {\n  template = job_template.ddp\n  pool     = gpu_pool.train\n  replicas = 2\n}\n";
+    std::fs::write(dir.join("main.hcl"), &spec).unwrap();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+
+    let launches = front.actions("RunInstances");
+    assert_eq!(launches.len(), 2, "a node per replica");
+    for call in &launches {
+        let p = &call.params;
+        let get = |k: &str| p.get(k).map(String::as_str);
+        assert_eq!((get("SubnetId"), get("SecurityGroupId.1")), (None, None), "all on the interfaces: {p:?}");
+        assert_eq!(get("InstanceType"), Some("p5e.48xlarge"), "{p:?}");
+        let efa = (1..).take_while(|i| get(&format!("NetworkInterface.{i}.InterfaceType")) == Some("efa")).count();
+        assert_eq!(efa, 32, "as many as p5e.48xlarge takes: {p:?}");
+        assert_eq!(get("NetworkInterface.1.SecurityGroupId.1"), Some(sg.as_str()));
+        assert!(get("NetworkInterface.1.SubnetId").is_some(), "{p:?}");
+    }
+    let rules = front.actions("AuthorizeSecurityGroupIngress");
+    assert_eq!(rules.len(), 1, "the rules once, found in place by the second replica");
+    assert!(rules[0].at < launches[0].at, "the rules first");
+    assert_eq!(self_rules(&c, &sg).await, (true, true));
+
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+}

@@ -214,3 +214,41 @@ fn apply_refuses_a_group_of_gpuplan_s_name_that_this_state_did_not_make() {
     let into_taken = fleet_groups(&front).into_iter().filter(|g| *g == taken).count();
     assert_eq!(into_taken, 0, "no node launches into a group gpuplan does not own");
 }
+
+#[test]
+fn a_multi_node_job_s_nodes_launch_in_the_group_of_the_pool_s_first_zone_made_first() {
+    let groups: Groups = Arc::default();
+    let front = front(groups.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = spec(&front.url, 0)
+        + "\njob_template \"ddp\" {\n  image   = \"ghcr.io/example/ddp:1\"\n  command = [\"torchrun\", \"train.py\"]\n  gpus    = 8\n  retries = 0\n}\n\n\
+           job \"pretrain\" {\n  template = job_template.ddp\n  pool     = gpu_pool.train\n  replicas = 3\n}\n";
+    std::fs::write(dir.join("main.hcl"), &spec).unwrap();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
+    let lineage: String =
+        state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let group = format!("gpuplan-{lineage}-train-us-east-1a");
+    let held = groups.lock().unwrap().clone();
+    assert_eq!(held.keys().cloned().collect::<Vec<_>>(), [group.clone()], "the first zone's group only: {held:?}");
+    let tags = &held[&group];
+    assert_eq!(tags.get("gpuplan:managed").map(String::as_str), Some("true"), "{tags:?}");
+    assert_eq!(tags.get("gpuplan:address").map(String::as_str), Some("gpu_pool.train"), "{tags:?}");
+    assert!(!tags.contains_key("gpuplan:job"), "the pool's group, not the job's: {tags:?}");
+    let launches = front.actions("RunInstances");
+    assert_eq!(launches.len(), 3, "a node per replica");
+    for call in &launches {
+        assert_eq!(call.params.get("Placement.GroupName"), Some(&group), "{:?}", call.params);
+    }
+    let made = front.actions("CreatePlacementGroup");
+    assert_eq!(made.len(), 1, "made once, found by the other replicas");
+    let first = launches.iter().map(|c| c.at).min().unwrap();
+    assert!(made[0].at < first, "the group first, then the replicas");
+
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(groups.lock().unwrap().is_empty(), "destroy deletes the pool's group after the job's nodes");
+}

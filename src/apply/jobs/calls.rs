@@ -4,7 +4,9 @@
 
 use crate::apply::ProviderSet;
 use crate::model::JobRun;
-use crate::providers::{JobStatus, LaunchJob, Provider, ProviderError, ports};
+use crate::providers::{
+    JobStatus, LaunchJob, Provider, ProviderError, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, Tags, ports,
+};
 
 /// Stop one run for gpuplan's own reasons (see `JobPort::preempt_job`).
 pub(super) async fn stop(providers: &ProviderSet, run: &JobRun) -> Result<JobStatus, String> {
@@ -16,9 +18,25 @@ pub(super) async fn stop(providers: &ProviderSet, run: &JobRun) -> Result<JobSta
     }
 }
 
-/// Launch one run; a provider without jobs cannot.
+/// Launch one run; a provider without jobs cannot. A node made for the run launches once
+/// what its pool's fabric needs is in place ([`crate::providers::FabricPort`]) and, in a
+/// cluster placement group, once the group is made or found
+/// ([`crate::providers::PlacementPort`], tagged as the pool's groups are), both fenced.
 pub(super) async fn launch(p: &dyn Provider, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-    ports::jobs_of(p)?.launch_job(req).await
+    let jobs = ports::jobs_of(p)?;
+    if let (Some(shape), Some(port)) = (&req.shape, p.fabric())
+        && let Some(fabric) = shape.hardware.as_ref().and_then(|h| h.fabric)
+    {
+        port.ensure_fabric(&shape.region, fabric).await?;
+    }
+    if let (Some(shape), Some(port)) = (&req.shape, p.placement())
+        && let Some(name) = shape.hardware.as_ref().and_then(|h| h.placement_group.as_deref())
+    {
+        let own = [TAG_MANAGED, TAG_LINEAGE, TAG_ADDRESS, TAG_PROVIDER];
+        let tags: Tags = shape.tags.iter().filter(|(k, _)| own.contains(k)).collect();
+        port.ensure_group(&shape.region, name, crate::apply::groups::STRATEGY, &tags).await?;
+    }
+    jobs.launch_job(req).await
 }
 
 /// Cancel one run; a provider without jobs cannot.

@@ -28,7 +28,10 @@ use super::{AwsProvider, Bucket, read};
 use crate::addr::Address;
 use crate::providers::boot;
 use crate::providers::userdata::{self, TIMED_OUT};
-use crate::providers::{Capacity, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError, TAG_ATTEMPT, TAG_JOB};
+use crate::providers::{
+    Capacity, CreateNodes, ErrorClass, JobState, JobStatus, LaunchJob, ProviderError, TAG_ATTEMPT, TAG_JOB,
+};
+use aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder;
 
 /// Set on a job's instance by `cancel_job` before it terminates it.
 pub const TAG_CANCELLED: &str = "gpuplan:cancelled";
@@ -44,6 +47,45 @@ fn client_token(token: &str, suffix: usize) -> String {
 }
 
 impl AwsProvider {
+    /// Where a job's node of type `t` launches: the subnet of its zone (else the zone),
+    /// a multi-node job's cluster placement group, and its security groups, on its EFA
+    /// interfaces when its pool has `fabric = "efa"` (`efa.rs`).
+    async fn place_job_node(
+        &self,
+        call: RunInstancesFluentBuilder,
+        shape: &CreateNodes,
+        t: &str,
+    ) -> Result<RunInstancesFluentBuilder, ProviderError> {
+        let region = shape.region.as_str();
+        let group = super::fleet::group_of(shape).map(str::to_string);
+        let subnet = self.subnet_for(region, &shape.zone).await?;
+        let groups = &self.settings.security_groups;
+        let efa = match super::efa::wants_efa(shape) {
+            true => self.efa_groups(region, &[t.to_string()]).await?.first().map(|(n, _)| *n),
+            false => None,
+        };
+        let mut call = match (efa, subnet) {
+            (Some(n), subnet) => {
+                let call =
+                    call.set_network_interfaces(Some(super::efa::launch_interfaces(n, subnet.as_deref(), groups)));
+                let zone = subnet.is_none().then(|| shape.zone.clone());
+                return Ok(
+                    call.placement(Placement::builder().set_availability_zone(zone).set_group_name(group).build())
+                );
+            }
+            (None, Some(s)) => {
+                call.subnet_id(s).set_placement(group.map(|g| Placement::builder().group_name(g).build()))
+            }
+            (None, None) => {
+                call.placement(Placement::builder().availability_zone(&shape.zone).set_group_name(group).build())
+            }
+        };
+        if !groups.is_empty() {
+            call = call.set_security_group_ids(Some(groups.clone()));
+        }
+        Ok(call)
+    }
+
     pub(super) async fn launch(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
         let Some(shape) = &req.shape else {
             return Err(ProviderError::new(
@@ -84,13 +126,7 @@ impl AwsProvider {
                 .set_tag_specifications(Some(tag_specs(&job_req, &[ResourceType::Instance, ResourceType::Volume])))
                 .set_block_device_mappings(disks.clone())
                 .client_token(client_token(&req.token, i));
-            call = match self.subnet_for(region, &shape.zone).await? {
-                Some(s) => call.subnet_id(s),
-                None => call.placement(Placement::builder().availability_zone(&shape.zone).build()),
-            };
-            if !self.settings.security_groups.is_empty() {
-                call = call.set_security_group_ids(Some(self.settings.security_groups.clone()));
-            }
+            call = self.place_job_node(call, shape, t).await?;
             if let Some(p) = &self.settings.iam_instance_profile {
                 let spec = IamInstanceProfileSpecification::builder();
                 call =

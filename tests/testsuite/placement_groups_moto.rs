@@ -252,3 +252,63 @@ fn a_multi_node_job_s_nodes_launch_in_the_group_of_the_pool_s_first_zone_made_fi
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(groups.lock().unwrap().is_empty(), "destroy deletes the pool's group after the job's nodes");
 }
+
+/// The pool change of a `plan --json` run in `dir`.
+fn planned_pool(dir: &std::path::Path) -> serde_json::Value {
+    let r = run(dir, &["plan", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    plan["changes"].as_array().unwrap().iter().find(|c| c["address"] == "gpu_pool.train").cloned().unwrap()
+}
+
+#[test]
+fn a_kept_pool_that_drops_a_zone_or_its_group_deletes_that_zone_s_group_once_its_nodes_there_are_gone() {
+    let groups: Groups = Arc::default();
+    let front = front(groups.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("main.hcl"), spec(&front.url, 4)).unwrap();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
+    let lineage: String =
+        state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let name = |zone: &str| format!("gpuplan-{lineage}-train-{zone}");
+    assert_eq!(groups.lock().unwrap().len(), 2);
+
+    // us-east-1b dropped: its nodes go, then its group; us-east-1a keeps its own.
+    let one_zone =
+        |desired: u32| spec(&front.url, desired).replace(r#"["us-east-1a", "us-east-1b"]"#, r#"["us-east-1a"]"#);
+    std::fs::write(dir.join("main.hcl"), one_zone(4)).unwrap();
+    let pool = planned_pool(dir);
+    assert_eq!(pool["action"], "update", "{pool:#}");
+    assert_eq!(pool["pool"]["delete_groups"], serde_json::json!([name("us-east-1b")]), "{pool:#}");
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let held: Vec<String> = groups.lock().unwrap().keys().cloned().collect();
+    assert_eq!(held, [name("us-east-1a")], "the dropped zone's group is gone");
+    let deletes = front.actions("DeletePlacementGroup");
+    assert_eq!(deletes.len(), 1);
+    let last_terminate = front.actions("TerminateInstances").iter().map(|c| c.at).max().expect("1b's nodes went");
+    assert!(deletes[0].at > last_terminate, "its nodes first, then the group");
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "settled: {}\n{}", r.stdout, r.stderr);
+
+    // `network {}` dropped while nodes stay in the group: refused, nothing deleted.
+    let ungrouped =
+        |desired: u32| one_zone(desired).replace("  network {\n    placement_group = \"cluster\"\n  }\n", "");
+    std::fs::write(dir.join("main.hcl"), ungrouped(4)).unwrap();
+    let r = run(dir, &["plan"]);
+    assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let out = format!("{}{}", r.stdout, r.stderr).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(out.contains("drops `network { placement_group }` while 4 of its nodes stay"), "{out}");
+    assert!(out.contains("--replace gpu_pool.train"), "{out}");
+    // With its nodes gone, the group goes after them.
+    std::fs::write(dir.join("main.hcl"), ungrouped(0)).unwrap();
+    assert_eq!(planned_pool(dir)["pool"]["delete_groups"], serde_json::json!([name("us-east-1a")]));
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(groups.lock().unwrap().is_empty(), "no group left behind");
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "settled: {}\n{}", r.stdout, r.stderr);
+}

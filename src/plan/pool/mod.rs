@@ -42,7 +42,7 @@ pub(crate) use busy::JobNodes;
 pub(crate) use health::record as record_faults;
 use nodes::Held;
 pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
-pub use removed::groups_to_delete;
+pub use removed::{dropped_group_error, groups_to_delete};
 pub(crate) use removed::{keep_deferred_jobs, removed};
 
 /// What one pool's change is computed from.

@@ -174,6 +174,12 @@ fn apply_makes_one_placement_group_per_pool_and_zone_launches_into_it_and_destro
     let pool = plan["changes"].as_array().unwrap().iter().find(|c| c["address"] == "gpu_pool.train").unwrap();
     assert_eq!(pool["pool"]["delete_groups"], serde_json::json!([name("us-east-1a"), name("us-east-1b")]), "{pool:#}");
     assert!(front.actions("DeletePlacementGroup").is_empty(), "a plan deletes nothing");
+    let r = run(dir, &["plan", "--destroy"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    for zone in ["us-east-1a", "us-east-1b"] {
+        let line = format!("- placement group {} (after its nodes)", name(zone));
+        assert!(r.stdout.contains(&line), "the text plan lists {line}:\n{}", r.stdout);
+    }
 
     let r = run(dir, &["destroy", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -283,6 +289,17 @@ fn a_kept_pool_that_drops_a_zone_or_its_group_deletes_that_zone_s_group_once_its
     let pool = planned_pool(dir);
     assert_eq!(pool["action"], "update", "{pool:#}");
     assert_eq!(pool["pool"]["delete_groups"], serde_json::json!([name("us-east-1b")]), "{pool:#}");
+    // The text and markdown plans list it after the nodes it waits for.
+    let line = format!("placement group {} (after its nodes)", name("us-east-1b"));
+    for format in ["text", "markdown"] {
+        let r = run(dir, &["plan", "--format", format]);
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        let at = r.stdout.find(&line).unwrap_or_else(|| panic!("{format}:\n{}", r.stdout));
+        let last_node = r.stdout.rfind("on-demand us-east-1b (").unwrap_or_else(|| panic!("{format}:\n{}", r.stdout));
+        assert!(last_node < at, "{format}: the group after its zone's nodes:\n{}", r.stdout);
+        let kept = format!("placement group {} (after", name("us-east-1a"));
+        assert!(!r.stdout.contains(&kept), "{format}: the kept zone's group stays:\n{}", r.stdout);
+    }
     let r = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let held: Vec<String> = groups.lock().unwrap().keys().cloned().collect();

@@ -140,6 +140,7 @@ fn a_pool_launches_into_its_capacity_block_with_run_instances_on_the_capacity_bl
     let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 2, "{state:#}");
     assert!(nodes.iter().all(|n| n["tags"]["gpuplan:reservation"] == "cr-0block"), "{state:#}");
+    assert!(nodes.iter().all(|n| n["capacity"] == "reserved"), "recorded as reserved capacity: {state:#}");
 
     let r = run(dir, &["plan", "--detailed-exitcode"]);
     assert_eq!(r.code, 0, "settled: {}\n{}", r.stdout, r.stderr);

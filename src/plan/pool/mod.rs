@@ -208,7 +208,7 @@ fn after_counts(n: u32, pool: &GpuPool, shape: &PoolShape, held: &[Held], deferr
     let (od, spot) = shape::split(n - reserved, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
     let od = od + reserved;
     // On-demand nodes standing in for spot ones stay on-demand (and cost as such).
-    let swapped = held.iter().filter(|h| h.capacity != h.preferred_capacity).count() as u32;
+    let swapped = held.iter().filter(|h| h.capacity.market() != h.preferred_capacity).count() as u32;
     // Nodes whose removal is deferred stay after this plan (and cost until they go).
     let kept_spot = deferred.iter().filter(|d| d.capacity == crate::providers::Capacity::Spot).count() as u32;
     let kept_od = deferred.len() as u32 - kept_spot;

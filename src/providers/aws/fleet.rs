@@ -226,7 +226,7 @@ impl AwsProvider {
         let types = types?;
         let max_price = match req.capacity {
             Capacity::Spot => req.max_spot_price.map(price),
-            Capacity::OnDemand => None,
+            Capacity::OnDemand | Capacity::Reserved => None,
         };
         let targets = targets?;
         let ranked = |these: &[String]| {
@@ -250,7 +250,7 @@ impl AwsProvider {
         let count = i32::try_from(req.count).unwrap_or(i32::MAX);
         let (spot, on_demand, default) = match req.capacity {
             Capacity::Spot => (count, 0, DefaultTargetCapacityType::Spot),
-            Capacity::OnDemand => (0, count, DefaultTargetCapacityType::OnDemand),
+            Capacity::OnDemand | Capacity::Reserved => (0, count, DefaultTargetCapacityType::OnDemand),
         };
         self.pace(region, "CreateFleet", Bucket::Mutating, None).await;
         let out = client

@@ -320,12 +320,25 @@ fn a_kept_pool_that_drops_a_zone_or_its_group_deletes_that_zone_s_group_once_its
     let out = format!("{}{}", r.stdout, r.stderr).split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(out.contains("drops `network { placement_group }` while 4 of its nodes stay"), "{out}");
     assert!(out.contains("--replace gpu_pool.train"), "{out}");
-    // With its nodes gone, the group goes after them.
-    std::fs::write(dir.join("main.hcl"), ungrouped(0)).unwrap();
-    assert_eq!(planned_pool(dir)["pool"]["delete_groups"], serde_json::json!([name("us-east-1a")]));
-    let r = run(dir, &["apply", "--auto-approve"]);
+    // Its nodes replaced outside the group (the hint's way out), the group goes after them.
+    let r = run(dir, &["plan", "--json", "--replace", "gpu_pool.train"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let pool = plan["changes"].as_array().unwrap().iter().find(|c| c["address"] == "gpu_pool.train").unwrap();
+    assert_eq!(pool["pool"]["delete_groups"], serde_json::json!([name("us-east-1a")]), "{pool:#}");
+    let r = run(dir, &["apply", "--auto-approve", "--replace", "gpu_pool.train"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(groups.lock().unwrap().is_empty(), "no group left behind");
+    let fleets = front.actions("CreateFleet");
+    let ungrouped_fleet = fleets.last().expect("the replacements launched");
+    assert!(!ungrouped_fleet.params.keys().any(|k| k.ends_with(".Placement.GroupName")), "outside any group");
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
+    assert_eq!(state["resources"]["gpu_pool.train"]["nodes"].as_array().unwrap().len(), 4, "{state:#}");
     let r = run(dir, &["plan", "--detailed-exitcode"]);
     assert_eq!(r.code, 0, "settled: {}\n{}", r.stdout, r.stderr);
+
+    // The state no longer asks for groups: a later change lists none.
+    std::fs::write(dir.join("main.hcl"), ungrouped(0)).unwrap();
+    let pool = planned_pool(dir);
+    assert!(pool["pool"]["delete_groups"].is_null(), "{pool:#}");
 }

@@ -112,7 +112,8 @@ pub fn groups_to_delete(lineage: &str, change: &ResourceChange) -> Vec<String> {
     // Checked first: only a delete or an update reads its recorded configuration, and
     // only one whose text names a group (a 100,000-pool plan renders its JSON without
     // parsing every pool's).
-    let kept = change.action == Action::Update;
+    // Kept: changed in place, or every node replaced (`--replace`, a forced replacement).
+    let kept = matches!(change.action, Action::Update | Action::Replace);
     if !(change.action == Action::Delete && pc.deferred.is_empty() || kept)
         || !cfg.as_str().contains("\"placement_group\"")
         || !grouped(Some(cfg))
@@ -161,7 +162,7 @@ fn all_go(pc: &crate::plan::model::PoolChange) -> bool {
 /// ways out.
 pub fn dropped_group_error(change: &ResourceChange) -> Option<crate::plan::model::PlanError> {
     let (Some(pc), Some(cfg)) = (&change.pool, &change.before) else { return None };
-    if change.action != Action::Update
+    if !matches!(change.action, Action::Update | Action::Replace)
         || !cfg.as_str().contains("\"placement_group\"")
         || !grouped(Some(cfg))
         || grouped(change.after.as_ref())

@@ -183,6 +183,7 @@ fn settle_in_block(dir: &Path) -> String {
         .collect();
     assert_eq!(prepaid.len(), 2, "{:#}", st["spend"]);
     assert!(prepaid.iter().all(|e| e["usd_per_hour"] == 27.52), "{prepaid:?}");
+    assert!(prepaid.iter().all(|e| e["capacity"] == "reserved"), "the ledger says reserved: {prepaid:?}");
     // Shown and recorded as `reserved` capacity, priced as the block.
     let reserved = ("reserved".to_string(), "us-east-1a".to_string(), id.clone());
     let have = nodes(dir);

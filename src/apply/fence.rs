@@ -17,9 +17,9 @@ use crate::model::reservation::{Offering, OfferingQuery, ReserveRequest, Reserve
 use crate::providers::health::HealthPort;
 use crate::providers::reservations::ReservationPort;
 use crate::providers::{
-    AdoptionPort, ClusterPort, CreateNodes, CreateResult, ErrorClass, JobPort, JobStatus, LaunchJob, ListFilter,
-    LogPort, NewPool, Node, NodePort, PlacementPort, PricePort, Provider, ProviderError, ProviderSet, QuotaLine,
-    RunCommandPort, Tags, ports,
+    AdoptionPort, ClusterPort, CreateNodes, CreateResult, ErrorClass, FabricPort, JobPort, JobStatus, LaunchJob,
+    ListFilter, LogPort, NewPool, Node, NodePort, PlacementPort, PricePort, Provider, ProviderError, ProviderSet,
+    QuotaLine, RunCommandPort, Tags, ports,
 };
 
 /// The code of a call refused because the lock or Lease no longer holds.
@@ -118,6 +118,9 @@ impl Provider for Fenced {
     }
     fn placement(&self) -> Option<&dyn PlacementPort> {
         self.inner.placement().map(|_| self as &dyn PlacementPort)
+    }
+    fn fabric(&self) -> Option<&dyn FabricPort> {
+        self.inner.fabric().map(|_| self as &dyn FabricPort)
     }
 }
 
@@ -271,5 +274,21 @@ impl Fenced {
                 format!("provider `{}` makes no placement groups", self.inner.kind()),
             )
         })
+    }
+}
+
+/// Readying a fabric (on AWS, adding security group rules) is a write: fenced.
+#[async_trait]
+impl FabricPort for Fenced {
+    async fn ensure_fabric(&self, region: &str, fabric: crate::model::hardware::Fabric) -> Result<(), ProviderError> {
+        self.check()?;
+        let port = self.inner.fabric().ok_or_else(|| {
+            ProviderError::new(
+                ErrorClass::Invalid,
+                "Unsupported",
+                format!("provider `{}` has no fabric to ready", self.inner.kind()),
+            )
+        })?;
+        port.ensure_fabric(region, fabric).await
     }
 }

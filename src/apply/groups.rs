@@ -47,8 +47,10 @@ pub(super) async fn run(
     out
 }
 
-/// Makes each group `pc`'s batches launch into, once per name, before any of them.
+/// Readies the fabric of `pc`'s batches (once per region and fabric), then makes each
+/// group they launch into (once per name), before any of them launches.
 async fn ensure(addr: &str, pc: &PoolChange, provider: &dyn Provider, ctx: &Ctx) -> Result<(), String> {
+    ensure_fabric(addr, pc, provider, ctx).await?;
     let Some(port) = provider.placement() else { return Ok(()) };
     let mut done = BTreeSet::new();
     for batch in &pc.creates {
@@ -61,6 +63,26 @@ async fn ensure(addr: &str, pc: &PoolChange, provider: &dyn Provider, ctx: &Ctx)
             .await
             .map_err(|e| format!("placement group {name}: {}", describe(e)))?;
         ctx.progress.event(addr, &format!("placement group {name} ready"));
+    }
+    Ok(())
+}
+
+/// What the fabric of `pc`'s batches needs beside the nodes ([`crate::providers::FabricPort`]:
+/// on AWS, EFA's security group rules), through the fenced port. A provider without the
+/// port needs nothing beyond each launch's own settings.
+async fn ensure_fabric(addr: &str, pc: &PoolChange, provider: &dyn Provider, ctx: &Ctx) -> Result<(), String> {
+    let Some(port) = provider.fabric() else { return Ok(()) };
+    let mut done = BTreeSet::new();
+    for batch in &pc.creates {
+        let Some(fabric) = batch.hardware.as_ref().and_then(|h| h.fabric) else { continue };
+        if !done.insert((batch.region.as_str(), fabric)) {
+            continue;
+        }
+        ctx.flush().await?;
+        call(ctx, addr, || port.ensure_fabric(&batch.region, fabric))
+            .await
+            .map_err(|e| format!("fabric {fabric}: {}", describe(e)))?;
+        ctx.progress.event(addr, &format!("fabric {fabric} ready in {}", batch.region));
     }
     Ok(())
 }

@@ -670,6 +670,8 @@ async fn create_with_fallback(
         if n < want as usize && (k == 0 || cap == batch.capacity) {
             short_of.push(req.placement());
         }
+        // Nodes launched into a reservation are recorded as `reserved` capacity.
+        result.nodes.iter_mut().for_each(crate::providers::Node::read_reserved);
         if pc.placement.is_some() {
             // A floating pool's nodes say which provider block they live in: the pool may
             // move to another one, and an apply killed mid-move must not lose them.

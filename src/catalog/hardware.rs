@@ -67,18 +67,40 @@ impl DiskType {
 }
 
 /// Instance types with a fast fabric, and how many of its interfaces one node takes (AWS:
-/// `NetworkInfo.EfaInfo.MaximumEfaInterfaces` of `DescribeInstanceTypes`; the others: one).
-/// Tencent's RDMA types are its HCC families, which CVM launches only into an HPC cluster
-/// (HCCPNV4h, HCCPNV5 and other HCC sizes are left out: their exact type names were not
-/// confirmed); Alibaba's eRDMA types take one elastic RDMA interface gpuplan asks for.
+/// `NetworkInfo.EfaInfo.MaximumEfaInterfaces` of `DescribeInstanceTypes`, every GPU type of
+/// `aws.json` whose `EfaSupported` is true, as of 2026-12-07; apply asks EC2 again and
+/// follows its answer; the others: one). Tencent's RDMA types are its HCC families, which
+/// CVM launches only into an HPC cluster (HCCPNV4h, HCCPNV5 and other HCC sizes are left
+/// out: their exact type names were not confirmed); Alibaba's eRDMA types take one
+/// elastic RDMA interface gpuplan asks for.
 pub const FABRIC_TYPES: &[(&str, Fabric, u32)] = &[
+    ("g4dn.8xlarge", Fabric::Efa, 1),
+    ("g4dn.12xlarge", Fabric::Efa, 1),
+    ("g4dn.16xlarge", Fabric::Efa, 1),
+    ("g4dn.metal", Fabric::Efa, 1),
+    ("g5.8xlarge", Fabric::Efa, 1),
+    ("g5.12xlarge", Fabric::Efa, 1),
+    ("g5.16xlarge", Fabric::Efa, 1),
+    ("g5.24xlarge", Fabric::Efa, 1),
     ("g5.48xlarge", Fabric::Efa, 1),
+    ("g6.8xlarge", Fabric::Efa, 1),
+    ("g6.12xlarge", Fabric::Efa, 1),
+    ("g6.16xlarge", Fabric::Efa, 1),
+    ("g6.24xlarge", Fabric::Efa, 1),
+    ("g6.48xlarge", Fabric::Efa, 1),
+    ("g6e.8xlarge", Fabric::Efa, 1),
+    ("g6e.12xlarge", Fabric::Efa, 1),
+    ("g6e.16xlarge", Fabric::Efa, 1),
+    ("g6e.24xlarge", Fabric::Efa, 2),
     ("g6e.48xlarge", Fabric::Efa, 4),
+    ("p3dn.24xlarge", Fabric::Efa, 1),
     ("p4d.24xlarge", Fabric::Efa, 4),
     ("p4de.24xlarge", Fabric::Efa, 4),
+    ("p5.4xlarge", Fabric::Efa, 1),
     ("p5.48xlarge", Fabric::Efa, 32),
     ("p5e.48xlarge", Fabric::Efa, 32),
     ("p5en.48xlarge", Fabric::Efa, 16),
+    ("p6-b200.48xlarge", Fabric::Efa, 8),
     ("ecs.gn8is-8x.32xlarge", Fabric::Erdma, 1),
     ("ecs.ebmgn7ex.32xlarge", Fabric::Erdma, 1),
     ("HCCG5v.24XLARGE384", Fabric::Rdma, 1),

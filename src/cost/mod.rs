@@ -279,7 +279,7 @@ pub fn add_job_nodes(report: &mut CostReport, jobs: &[crate::model::JobPlacement
 fn add_to_pool(p: &mut PoolCost, gpn: u64, running: &[Capacity], launching: &[Capacity]) -> (f64, f64) {
     let price = |c: Capacity, p: &PoolCost| {
         match c {
-            Capacity::OnDemand => p.on_demand_price.as_ref(),
+            Capacity::OnDemand | Capacity::Reserved => p.on_demand_price.as_ref(),
             Capacity::Spot => p.spot_price.as_ref(),
         }
         .map_or(0.0, |x| x.usd_per_hour)
@@ -298,7 +298,7 @@ fn add_to_pool(p: &mut PoolCost, gpn: u64, running: &[Capacity], launching: &[Ca
         p.gpus_before += gpn;
         p.gpus_after += gpn;
         match c {
-            Capacity::OnDemand => {
+            Capacity::OnDemand | Capacity::Reserved => {
                 p.on_demand_before += 1;
                 p.on_demand_after += 1;
                 p.on_demand_hourly_after += usd;
@@ -315,7 +315,7 @@ fn add_to_pool(p: &mut PoolCost, gpn: u64, running: &[Capacity], launching: &[Ca
         after += usd;
         p.gpus_after += gpn;
         match c {
-            Capacity::OnDemand => {
+            Capacity::OnDemand | Capacity::Reserved => {
                 p.on_demand_after += 1;
                 p.on_demand_hourly_after += usd;
             }
@@ -473,7 +473,7 @@ fn priced_at(
         }
         let p = at(t, *cap)?.usd_per_hour * n;
         match cap {
-            Capacity::OnDemand => sums.0 += p,
+            Capacity::OnDemand | Capacity::Reserved => sums.0 += p,
             Capacity::Spot => sums.1 += p,
         }
     }

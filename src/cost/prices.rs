@@ -118,7 +118,7 @@ impl PriceBook {
             });
         }
         let (usd, native_price) = match capacity {
-            Capacity::OnDemand => (t.price_usd(rate), t.price),
+            Capacity::OnDemand | Capacity::Reserved => (t.price_usd(rate), t.price),
             Capacity::Spot => (t.spot_price_usd(rate), t.price * (1.0 - t.spot_discount)),
         };
         let native = (t.currency == Currency::Cny).then(|| (round(native_price), "CNY".to_string()));

@@ -99,6 +99,7 @@ pub async fn refresh(
     }
     by_id(&mut out);
     keep_recorded_providers(state, &mut out);
+    out.iter_mut().for_each(Node::read_reserved);
     Ok(out)
 }
 

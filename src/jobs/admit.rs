@@ -64,7 +64,7 @@ pub struct PoolRoom {
 impl PoolRoom {
     fn price(&self, c: Capacity) -> f64 {
         match c {
-            Capacity::OnDemand => self.usd_per_gpu_hour_on_demand,
+            Capacity::OnDemand | Capacity::Reserved => self.usd_per_gpu_hour_on_demand,
             Capacity::Spot => self.usd_per_gpu_hour_spot,
         }
         .unwrap_or(0.0)
@@ -453,7 +453,7 @@ fn fit(nodes: &[NodeRoom], d: &Demand, prefs: &[Capacity]) -> Option<Vec<usize>>
                 .iter()
                 .zip(&free)
                 .enumerate()
-                .filter(|(_, (n, f))| n.capacity == *cap && **f >= d.gpus_per_replica)
+                .filter(|(_, (n, f))| n.capacity.market() == *cap && **f >= d.gpus_per_replica)
                 .min_by_key(|(i, (_, f))| (**f, *i))
                 .map(|(i, _)| i)
         })?;

@@ -253,13 +253,17 @@ fn choose_pool(
         let prefs = admit::preferences(&d, room.fallback);
         // The first capacity it may use with room for every replica, and its price.
         let fit = prefs.iter().find(|c| {
-            room.nodes.iter().filter(|n| n.capacity == **c).map(|n| (n.free / need.max(1)) as usize).sum::<usize>()
+            room.nodes
+                .iter()
+                .filter(|n| n.capacity.market() == **c)
+                .map(|n| (n.free / need.max(1)) as usize)
+                .sum::<usize>()
                 >= replicas
         });
         let cap = fit.copied().unwrap_or(prefs[0]);
         let price = match cap {
             Capacity::Spot => room.usd_per_gpu_hour_spot,
-            Capacity::OnDemand => room.usd_per_gpu_hour_on_demand,
+            Capacity::OnDemand | Capacity::Reserved => room.usd_per_gpu_hour_on_demand,
         }
         .unwrap_or(f64::MAX);
         let room_text = if fit.is_some() { "room" } else { "no room" };

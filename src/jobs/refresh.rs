@@ -52,7 +52,9 @@ pub async fn statuses(
                 Err(e) if e.code == "JobNotFound" && run.has_own_node() => {
                     let (state, why) = match run.capacity {
                         crate::providers::Capacity::Spot => (JobState::Preempted, "its spot node is gone"),
-                        crate::providers::Capacity::OnDemand => (JobState::Failed, "its node is gone"),
+                        crate::providers::Capacity::OnDemand | crate::providers::Capacity::Reserved => {
+                            (JobState::Failed, "its node is gone")
+                        }
                     };
                     out.insert(
                         run.id.clone(),

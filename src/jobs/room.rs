@@ -48,7 +48,7 @@ pub(super) fn hold(
         if let Some(q) = job.quota.as_ref().and_then(|q| quotas.get_mut(&q.value)) {
             q.used_gpus += run.gpus as u64;
             let price = pools.get(&job.pool.value).map(|r| match run.capacity {
-                Capacity::OnDemand => r.usd_per_gpu_hour_on_demand,
+                Capacity::OnDemand | Capacity::Reserved => r.usd_per_gpu_hour_on_demand,
                 Capacity::Spot => r.usd_per_gpu_hour_spot,
             });
             q.used_hourly_usd += price.flatten().unwrap_or(0.0) * run.gpus as f64;
@@ -64,7 +64,7 @@ fn take(room: &mut PoolRoom, node_id: &str, capacity: Capacity, gpus: u32) {
         room.nodes
             .iter()
             .enumerate()
-            .filter(|(_, n)| n.capacity == capacity && n.free >= gpus)
+            .filter(|(_, n)| n.capacity.market() == capacity.market() && n.free >= gpus)
             .min_by_key(|(_, n)| n.free)
             .map(|(i, _)| i)
     });
@@ -103,7 +103,7 @@ pub(super) fn onto_warm(l: &mut ReplicaLaunch, warm: Option<&mut Vec<NodeRoom>>)
     let best = warm
         .iter_mut()
         .enumerate()
-        .filter(|(_, n)| n.capacity == l.capacity && n.free >= gpus)
+        .filter(|(_, n)| n.capacity.market() == l.capacity.market() && n.free >= gpus)
         .min_by_key(|(i, n)| (n.free, *i))
         .map(|(_, n)| n);
     let Some(node) = best else { return };

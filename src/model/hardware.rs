@@ -47,7 +47,7 @@ impl fmt::Display for Disks {
 
 /// A fast interconnect between a pool's nodes: AWS Elastic Fabric Adapter, a Tencent HPC
 /// cluster's RDMA, Alibaba's elastic RDMA.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Fabric {
     Efa,

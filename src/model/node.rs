@@ -27,6 +27,11 @@ pub const TAG_RESERVATION: &str = "gpuplan:reservation";
 pub enum Capacity {
     OnDemand,
     Spot,
+    /// Launched into a reservation (`capacity { reservation }`, docs/design/big-runs.md):
+    /// an On-Demand Capacity Reservation or a Capacity Block. Planned and priced as
+    /// on-demand capacity ([`Capacity::market`]) at the reservation's price, never as
+    /// spot; shown as `reserved`.
+    Reserved,
 }
 
 impl Capacity {
@@ -34,6 +39,16 @@ impl Capacity {
         match self {
             Capacity::OnDemand => "on-demand",
             Capacity::Spot => "spot",
+            Capacity::Reserved => "reserved",
+        }
+    }
+
+    /// The market a node is planned and priced under: reserved capacity is on-demand
+    /// capacity paid for ahead (its price comes from the reservation), never spot.
+    pub fn market(self) -> Capacity {
+        match self {
+            Capacity::Reserved => Capacity::OnDemand,
+            c => c,
         }
     }
 }
@@ -83,6 +98,15 @@ pub struct Node {
 }
 
 impl Node {
+    /// A node launched into a reservation (tagged `gpuplan:reservation`) as gpuplan shows and
+    /// records it: `reserved`. Clouds list such nodes as on-demand, and states written
+    /// before `reserved` existed recorded them so; both read as reserved.
+    pub fn read_reserved(&mut self) {
+        if self.capacity == Capacity::OnDemand && self.tags.contains_key(TAG_RESERVATION) {
+            self.capacity = Capacity::Reserved;
+        }
+    }
+
     /// The provider block the node lives in: its own record, else its pool's `pool_provider`.
     pub fn provider_or<'a>(&'a self, pool_provider: &'a str) -> &'a str {
         self.provider.as_deref().unwrap_or(pool_provider)
@@ -185,7 +209,7 @@ impl ClusterJoin {
         self.labels.push((CAPACITY_LABEL.to_string(), cap.as_str().to_string()));
         self.taints = match cap {
             Capacity::Spot => vec![(CAPACITY_LABEL.to_string(), "spot".to_string(), "NoSchedule".to_string())],
-            Capacity::OnDemand => vec![],
+            Capacity::OnDemand | Capacity::Reserved => vec![],
         };
     }
 

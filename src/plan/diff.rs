@@ -125,6 +125,8 @@ pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize
     let going: BTreeSet<&str> =
         plan.changes.iter().filter_map(|c| c.pool.as_ref()).flat_map(|p| &p.deletes).map(|d| d.id.as_str()).collect();
     plan.evidence = crate::plan::pool::record_faults(input, &live, &going);
+    let dropped: Vec<PlanError> = plan.changes.iter().filter_map(crate::plan::pool::dropped_group_error).collect();
+    plan.errors.extend(dropped);
     if input.destroy {
         crate::plan::pool::keep_deferred_jobs(&mut plan, BUSY_POLICY);
     }

@@ -42,7 +42,9 @@ use crate::model::ProviderKind;
 // on this layer; re-exported here for the providers' own code.
 pub use crate::model::node::*;
 pub use crate::model::tags::{self, Tags};
-pub use ports::{AdoptionPort, ClusterPort, JobPort, LogPort, NodePort, PlacementPort, PricePort, RunCommandPort};
+pub use ports::{
+    AdoptionPort, ClusterPort, FabricPort, JobPort, LogPort, NodePort, PlacementPort, PricePort, RunCommandPort,
+};
 
 /// Providers by the local name pools use (`sim`, `aws`, an alias).
 pub type ProviderSet = BTreeMap<String, Arc<dyn Provider>>;
@@ -123,6 +125,12 @@ pub trait Provider: Send + Sync {
     /// Cluster placement groups a pool's nodes launch into ([`PlacementPort`]). `None`
     /// on the sim cloud too: its nodes carry their group's name and need no group object.
     fn placement(&self) -> Option<&dyn PlacementPort> {
+        None
+    }
+
+    /// What a fast fabric needs beside the nodes ([`FabricPort`]): on AWS, EFA's security
+    /// group rules. `None` where a cloud needs nothing beside its launches, or has no fabric.
+    fn fabric(&self) -> Option<&dyn FabricPort> {
         None
     }
 }

@@ -162,7 +162,7 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, frames: &[Option<String>], m
     } else {
         out += &legend(&changes, &p);
         out += "\ngpuplan will perform the following actions:\n";
-        for text in blocks(&changes, opts, &p, crate::par::cores()) {
+        for text in blocks(&changes, &plan.lineage, opts, &p, crate::par::cores()) {
             out += &text;
         }
     }
@@ -254,6 +254,7 @@ const BLOCK_ROUND: usize = 8_192;
 /// which took about a tenth of its CPU on one thread). The text is the one thread's.
 pub(crate) fn blocks<'a>(
     changes: &'a [&'a ResourceChange],
+    lineage: &'a str,
     opts: &'a TextOptions,
     p: &'a Paint,
     threads: usize,
@@ -263,7 +264,7 @@ pub(crate) fn blocks<'a>(
             let mut text = String::new();
             for c in run {
                 text.push('\n');
-                text += &block(c, opts, p);
+                text += &block(c, lineage, opts, p);
             }
             text
         })
@@ -402,7 +403,8 @@ fn legend(changes: &[&ResourceChange], p: &Paint) -> String {
 /// One change, as Terraform draws it: one header line with the main reason, the block
 /// with its attributes (each reason about an attribute is that attribute's line) and node
 /// operations, the other reasons as comments under the `nodes:` line.
-pub(crate) fn block(c: &ResourceChange, opts: &TextOptions, p: &Paint) -> String {
+/// `lineage`: the state's, which names the placement groups a change deletes.
+pub(crate) fn block(c: &ResourceChange, lineage: &str, opts: &TextOptions, p: &Paint) -> String {
     let attrs = facts::attr_lines(c);
     let reasons = facts::unsaid_reasons(c, &attrs);
     let mut header = format!("{} {}", c.address, c.action.verb());
@@ -420,7 +422,7 @@ pub(crate) fn block(c: &ResourceChange, opts: &TextOptions, p: &Paint) -> String
         if !attrs.is_empty() {
             out.push('\n');
         }
-        out += &nodes_block(c.action, pool, p);
+        out += &nodes_block(c.action, pool, &crate::plan::groups_to_delete(lineage, c), p);
     }
     for r in reasons.iter().skip(1) {
         out += &comment("      # ", &one_arrow(&r.message), opts.width, |first| first.to_string());
@@ -455,7 +457,9 @@ fn attr_block(attrs: &[AttrLine], p: &Paint) -> String {
     out
 }
 
-fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
+/// The node operations of a pool change, then the placement groups it deletes after them
+/// (`groups`, [`crate::plan::groups_to_delete`]).
+fn nodes_block(action: Action, pool: &PoolChange, groups: &[String], p: &Paint) -> String {
     let (before, after) = (facts::counts(&pool.before), facts::counts(&pool.after));
     let has_ops =
         !pool.creates.is_empty() || !pool.deletes.is_empty() || !pool.adopt.is_empty() || !pool.forget.is_empty();
@@ -499,7 +503,9 @@ fn nodes_block(action: Action, pool: &PoolChange, p: &Paint) -> String {
             )
         })
         .collect();
-    let deletes = deletes + &capped(deferred, "deferred");
+    let groups: String =
+        groups.iter().map(|g| format!("      {} placement group {g} (after its nodes)\n", p.symbol("-"))).collect();
+    let deletes = deletes + &capped(deferred, "deferred") + &groups;
     if pool.create_before_destroy {
         out += &creates.concat();
         out += &deletes;

@@ -190,6 +190,9 @@ fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool
     if gpu_ok {
         check_zones_offer_shape(cat, kind, addr, pool, region, cny, diags);
         crate::spec::validate_hardware::check(cat, kind, addr, pool, &region.value, cny, diags);
+        if kind == ProviderKind::Aws {
+            crate::spec::validate_hardware::check_efa_groups(addr, provider, pool, diags);
+        }
     }
     crate::spec::validate_hardware::check_erdma_interface(kind, addr, pool, provider, diags);
     crate::spec::validate_hardware::check_rdma_job_zones(kind, addr, pool, known.spec, diags);

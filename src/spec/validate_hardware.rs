@@ -25,7 +25,7 @@ pub fn check(
         }
     }
     if let Some(n) = &pool.network
-        && kind != ProviderKind::Sim
+        && !matches!(kind, ProviderKind::Sim | ProviderKind::Aws)
     {
         not_built(addr, kind, n, diags);
     }
@@ -121,34 +121,25 @@ fn lacks(addr: &Address, fabric: &Spanned<Fabric>, instance_type: &str, span: cr
     ))
 }
 
-/// `network {}` on a real cloud where gpuplan does not make it yet: launching without it
-/// while the plan shows it would mislead. Built: cluster placement groups on AWS,
-/// deployment sets (`placement_group`) and eRDMA interfaces (`fabric = "erdma"`) on
-/// Alibaba Cloud, HPC clusters (`fabric = "rdma"`) on Tencent Cloud. Not built: EFA on
-/// AWS. Tencent Cloud has no call that packs nodes close other than its HPC clusters
-/// (its disaster-recovery groups spread them), so `placement_group` there points at
-/// `fabric = "rdma"`. The sim cloud models them all.
+/// `network {}` where a cloud cannot make it: Tencent Cloud has no call that packs nodes
+/// close other than its HPC clusters (its disaster-recovery groups spread them), so
+/// `placement_group` there points at `fabric = "rdma"`. Built: EFA interfaces and cluster
+/// placement groups on AWS, deployment sets (`placement_group`) and eRDMA interfaces
+/// (`fabric = "erdma"`) on Alibaba Cloud, HPC clusters (`fabric = "rdma"`) on Tencent
+/// Cloud; the sim cloud models them all.
 fn not_built(addr: &Address, kind: ProviderKind, n: &crate::spec::model::NetworkBlock, diags: &mut Diagnostics) {
-    let fabric = n.fabric.as_ref().filter(|_| kind == ProviderKind::Aws).map(|f| {
-        (
-            f.span,
-            format!("`{addr}`: gpuplan does not yet launch `{kind}` nodes with a fabric"),
-            "aws builds placement groups only (docs/design/big-runs.md)",
-            "remove `fabric`, or try it on a `sim` pool",
-        )
-    });
-    let group = n.placement_group.as_ref().filter(|_| kind == ProviderKind::Tencentcloud).map(|g| {
-        (
-            g.span,
+    let Some(g) = n.placement_group.as_ref().filter(|_| kind == ProviderKind::Tencentcloud) else { return };
+    diags.push(
+        Diagnostic::error(
+            "gpuplan::spec::network_not_built",
             format!("`{addr}`: `{kind}` has no cluster placement group: its nodes pack close only in an HPC cluster"),
-            "not on this cloud (its disaster-recovery groups spread nodes; docs/design/big-runs.md)",
+        )
+        .at(g.span, "not on this cloud (its disaster-recovery groups spread nodes; docs/design/big-runs.md)")
+        .help(
             "write `fabric = \"rdma\"` instead (an HPC cluster per pool and zone, on an RDMA instance type such as \
              HCCG5v.24XLARGE384)",
-        )
-    });
-    for (span, message, label, help) in fabric.into_iter().chain(group) {
-        diags.push(Diagnostic::error("gpuplan::spec::network_not_built", message).at(span, label).help(help));
-    }
+        ),
+    );
 }
 
 /// `fabric = "erdma"` on Alibaba Cloud: each node's elastic RDMA interface is a secondary
@@ -215,5 +206,33 @@ pub fn check_rdma_job_zones(
         )
         .at(f.span, "this pool names no `zones`")
         .help("name the pool's zones (`zones = [\"ap-guangzhou-3\"]`): each job node launches into the first's HPC cluster"),
+    );
+}
+
+/// `fabric = "efa"` on an AWS pool whose provider block names no `security_groups`: EFA
+/// passes only between members of a group that lets all traffic in from and out to
+/// itself, and gpuplan adds those rules to the groups it launches into, never to a VPC's
+/// default group.
+pub fn check_efa_groups(
+    addr: &Address,
+    provider: &crate::spec::model::Provider,
+    pool: &GpuPool,
+    diags: &mut Diagnostics,
+) {
+    let Some(fabric) = pool.network.as_ref().and_then(|n| n.fabric.as_ref()) else { return };
+    if fabric.value != Fabric::Efa || !provider.security_groups.is_empty() {
+        return;
+    }
+    diags.push(
+        Diagnostic::error(
+            "gpuplan::spec::efa_security_groups",
+            format!("`{addr}` asks for fabric `efa`, but its provider block names no `security_groups`"),
+        )
+        .at(fabric.span, "EFA needs the nodes' security groups")
+        .at(provider.kind.span, "no `security_groups` in this block")
+        .help(
+            "name the groups its nodes launch in, in the provider block's `security_groups`: gpuplan adds the \
+             all-traffic rules from and to each group itself that EFA needs",
+        ),
     );
 }

@@ -29,6 +29,10 @@ pub fn readable(version: u32) -> bool {
 /// A state just parsed, in the form the rest of gpuplan uses: the current format with
 /// every tag. The caller has checked [`readable`].
 pub fn upgrade(mut state: State) -> State {
+    // Nodes in a reservation, recorded as on-demand before `reserved` existed.
+    for node in state.resources.values_mut().flat_map(|r| &mut r.nodes) {
+        node.read_reserved();
+    }
     if state.format_version >= 2 {
         let lineage = state.lineage.clone();
         for resource in state.resources.values_mut() {
@@ -93,4 +97,34 @@ fn expand_node(node: &mut Node, lineage: &str, pool_provider: Option<&str>) {
     }
     let kept = node.tags.iter().filter(|(k, _)| *k != LACKS).map(|(k, v)| (k, v.to_string()));
     node.tags = kept.chain(missing).collect();
+}
+
+#[cfg(test)]
+mod reserved_tests {
+    use super::*;
+    use crate::model::Capacity;
+    use crate::model::node::TAG_RESERVATION;
+
+    /// States written before `reserved` existed recorded nodes in a reservation as
+    /// on-demand with the reservation's tag: they read as reserved, the others as before.
+    #[test]
+    fn on_demand_nodes_tagged_with_a_reservation_read_as_reserved() {
+        let node = |id: &str, capacity: &str, tag: bool| {
+            let tags = if tag { format!(r#", "tags": {{"{TAG_RESERVATION}": "cr-0block"}}"#) } else { String::new() };
+            format!(
+                r#"{{"id": "{id}", "pool": "gpu_pool.train", "instance_type": "p5.48xlarge", "region": "us-east-1",
+                "zone": "us-east-1a", "capacity": "{capacity}", "state": "running"{tags}}}"#
+            )
+        };
+        let text = format!(
+            r#"{{"format_version": 1, "serial": 1, "lineage": "l", "resources": {{"gpu_pool.train": {{"kind": "gpu_pool",
+            "nodes": [{}, {}, {}]}}}}}}"#,
+            node("i-1", "on-demand", true),
+            node("i-2", "on-demand", false),
+            node("i-3", "spot", true)
+        );
+        let state = upgrade(serde_json::from_str(&text).expect("a format 1 state"));
+        let caps: Vec<Capacity> = state.resources["gpu_pool.train"].nodes.iter().map(|n| n.capacity).collect();
+        assert_eq!(caps, [Capacity::Reserved, Capacity::OnDemand, Capacity::Spot]);
+    }
 }

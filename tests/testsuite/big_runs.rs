@@ -220,7 +220,7 @@ fn a_multi_node_job_starts_its_replicas_together_in_one_zone_with_replica_0_s_ad
 }
 
 #[test]
-fn validate_takes_groups_on_aws_and_alicloud_rdma_on_tencent_and_refuses_efa_and_a_tencent_placement_group() {
+fn validate_takes_efa_on_aws_groups_on_aws_and_alicloud_rdma_on_tencent_and_refuses_a_tencent_placement_group() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let aws = pool("  network {\n    fabric          = \"efa\"\n    placement_group = \"cluster\"\n  }\n")
@@ -233,11 +233,15 @@ fn validate_takes_groups_on_aws_and_alicloud_rdma_on_tencent_and_refuses_efa_and
     let r = run(dir, &["validate"]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     let out = r.stdout + &r.stderr;
-    assert!(out.contains("does not yet launch `aws` nodes with a fabric"), "{out}");
+    assert!(out.contains("asks for fabric `efa`, but its provider block names no `security_groups`"), "{out}");
     assert!(out.contains("main.hcl:18:"), "located at `fabric`: {out}");
-    assert!(!out.contains("into a placement group"), "aws makes placement groups: {out}");
+    assert!(!out.contains("does not yet launch"), "aws makes EFA interfaces and placement groups: {out}");
 
-    std::fs::write(dir.join("main.hcl"), aws.replace("    fabric          = \"efa\"\n", "")).unwrap();
+    let with_groups = aws.replace(
+        "  image  = \"ami-0123456789abcdef0\"\n",
+        "  image  = \"ami-0123456789abcdef0\"\n  security_groups = [\"sg-0abc\"]\n",
+    );
+    std::fs::write(dir.join("main.hcl"), with_groups).unwrap();
     let r = run(dir, &["validate"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
 

@@ -24,6 +24,7 @@ mod corpus;
 mod cost;
 mod deploy;
 mod docs;
+mod efa_moto;
 mod encryption_moto;
 mod encryption_sim;
 mod engine_cli;

@@ -174,6 +174,12 @@ fn apply_makes_one_placement_group_per_pool_and_zone_launches_into_it_and_destro
     let pool = plan["changes"].as_array().unwrap().iter().find(|c| c["address"] == "gpu_pool.train").unwrap();
     assert_eq!(pool["pool"]["delete_groups"], serde_json::json!([name("us-east-1a"), name("us-east-1b")]), "{pool:#}");
     assert!(front.actions("DeletePlacementGroup").is_empty(), "a plan deletes nothing");
+    let r = run(dir, &["plan", "--destroy"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    for zone in ["us-east-1a", "us-east-1b"] {
+        let line = format!("- placement group {} (after its nodes)", name(zone));
+        assert!(r.stdout.contains(&line), "the text plan lists {line}:\n{}", r.stdout);
+    }
 
     let r = run(dir, &["destroy", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -213,6 +219,128 @@ fn apply_refuses_a_group_of_gpuplan_s_name_that_this_state_did_not_make() {
     assert_eq!(groups.lock().unwrap().get(&taken).and_then(|t| t.get("team")).map(String::as_str), Some("other"));
     let into_taken = fleet_groups(&front).into_iter().filter(|g| *g == taken).count();
     assert_eq!(into_taken, 0, "no node launches into a group gpuplan does not own");
+}
+
+#[test]
+fn a_multi_node_job_s_nodes_launch_in_the_group_of_the_pool_s_first_zone_made_first() {
+    let groups: Groups = Arc::default();
+    let front = front(groups.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = spec(&front.url, 0)
+        + "\njob_template \"ddp\" {\n  image   = \"ghcr.io/example/ddp:1\"\n  command = [\"torchrun\", \"train.py\"]\n  gpus    = 8\n  retries = 0\n}\n\n\
+           job \"pretrain\" {\n  template = job_template.ddp\n  pool     = gpu_pool.train\n  replicas = 3\n}\n";
+    std::fs::write(dir.join("main.hcl"), &spec).unwrap();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
+    let lineage: String =
+        state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let group = format!("gpuplan-{lineage}-train-us-east-1a");
+    let held = groups.lock().unwrap().clone();
+    assert_eq!(held.keys().cloned().collect::<Vec<_>>(), [group.clone()], "the first zone's group only: {held:?}");
+    let tags = &held[&group];
+    assert_eq!(tags.get("gpuplan:managed").map(String::as_str), Some("true"), "{tags:?}");
+    assert_eq!(tags.get("gpuplan:address").map(String::as_str), Some("gpu_pool.train"), "{tags:?}");
+    assert!(!tags.contains_key("gpuplan:job"), "the pool's group, not the job's: {tags:?}");
+    let launches = front.actions("RunInstances");
+    assert_eq!(launches.len(), 3, "a node per replica");
+    for call in &launches {
+        assert_eq!(call.params.get("Placement.GroupName"), Some(&group), "{:?}", call.params);
+    }
+    let made = front.actions("CreatePlacementGroup");
+    assert_eq!(made.len(), 1, "made once, found by the other replicas");
+    let first = launches.iter().map(|c| c.at).min().unwrap();
+    assert!(made[0].at < first, "the group first, then the replicas");
+
+    let r = run(dir, &["destroy", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(groups.lock().unwrap().is_empty(), "destroy deletes the pool's group after the job's nodes");
+}
+
+/// The pool change of a `plan --json` run in `dir`.
+fn planned_pool(dir: &std::path::Path) -> serde_json::Value {
+    let r = run(dir, &["plan", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    plan["changes"].as_array().unwrap().iter().find(|c| c["address"] == "gpu_pool.train").cloned().unwrap()
+}
+
+#[test]
+fn a_kept_pool_that_drops_a_zone_or_its_group_deletes_that_zone_s_group_once_its_nodes_there_are_gone() {
+    let groups: Groups = Arc::default();
+    let front = front(groups.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("main.hcl"), spec(&front.url, 4)).unwrap();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
+    let lineage: String =
+        state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let name = |zone: &str| format!("gpuplan-{lineage}-train-{zone}");
+    assert_eq!(groups.lock().unwrap().len(), 2);
+
+    // us-east-1b dropped: its nodes go, then its group; us-east-1a keeps its own.
+    let one_zone =
+        |desired: u32| spec(&front.url, desired).replace(r#"["us-east-1a", "us-east-1b"]"#, r#"["us-east-1a"]"#);
+    std::fs::write(dir.join("main.hcl"), one_zone(4)).unwrap();
+    let pool = planned_pool(dir);
+    assert_eq!(pool["action"], "update", "{pool:#}");
+    assert_eq!(pool["pool"]["delete_groups"], serde_json::json!([name("us-east-1b")]), "{pool:#}");
+    // The text and markdown plans list it after the nodes it waits for.
+    let line = format!("placement group {} (after its nodes)", name("us-east-1b"));
+    for format in ["text", "markdown"] {
+        let r = run(dir, &["plan", "--format", format]);
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        let at = r.stdout.find(&line).unwrap_or_else(|| panic!("{format}:\n{}", r.stdout));
+        let last_node = r.stdout.rfind("on-demand us-east-1b (").unwrap_or_else(|| panic!("{format}:\n{}", r.stdout));
+        assert!(last_node < at, "{format}: the group after its zone's nodes:\n{}", r.stdout);
+        let kept = format!("placement group {} (after", name("us-east-1a"));
+        assert!(!r.stdout.contains(&kept), "{format}: the kept zone's group stays:\n{}", r.stdout);
+    }
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let held: Vec<String> = groups.lock().unwrap().keys().cloned().collect();
+    assert_eq!(held, [name("us-east-1a")], "the dropped zone's group is gone");
+    let deletes = front.actions("DeletePlacementGroup");
+    assert_eq!(deletes.len(), 1);
+    let last_terminate = front.actions("TerminateInstances").iter().map(|c| c.at).max().expect("1b's nodes went");
+    assert!(deletes[0].at > last_terminate, "its nodes first, then the group");
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "settled: {}\n{}", r.stdout, r.stderr);
+
+    // `network {}` dropped while nodes stay in the group: refused, nothing deleted.
+    let ungrouped =
+        |desired: u32| one_zone(desired).replace("  network {\n    placement_group = \"cluster\"\n  }\n", "");
+    std::fs::write(dir.join("main.hcl"), ungrouped(4)).unwrap();
+    let r = run(dir, &["plan"]);
+    assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let out = format!("{}{}", r.stdout, r.stderr).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(out.contains("drops `network { placement_group }` while 4 of its nodes stay"), "{out}");
+    assert!(out.contains("--replace gpu_pool.train"), "{out}");
+    // Its nodes replaced outside the group (the hint's way out), the group goes after them.
+    let r = run(dir, &["plan", "--json", "--replace", "gpu_pool.train"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let pool = plan["changes"].as_array().unwrap().iter().find(|c| c["address"] == "gpu_pool.train").unwrap();
+    assert_eq!(pool["pool"]["delete_groups"], serde_json::json!([name("us-east-1a")]), "{pool:#}");
+    let r = run(dir, &["apply", "--auto-approve", "--replace", "gpu_pool.train"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(groups.lock().unwrap().is_empty(), "no group left behind");
+    let fleets = front.actions("CreateFleet");
+    let ungrouped_fleet = fleets.last().expect("the replacements launched");
+    assert!(!ungrouped_fleet.params.keys().any(|k| k.ends_with(".Placement.GroupName")), "outside any group");
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
+    assert_eq!(state["resources"]["gpu_pool.train"]["nodes"].as_array().unwrap().len(), 4, "{state:#}");
+    let r = run(dir, &["plan", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "settled: {}\n{}", r.stdout, r.stderr);
+
+    // The state no longer asks for groups: a later change lists none.
+    std::fs::write(dir.join("main.hcl"), ungrouped(0)).unwrap();
+    let pool = planned_pool(dir);
+    assert!(pool["pool"]["delete_groups"].is_null(), "{pool:#}");
 }
 
 /// A job on a pool of no warm nodes: its node launches into the group of the pool's first

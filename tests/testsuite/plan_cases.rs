@@ -129,6 +129,8 @@ cases!(
     scale_down,
     mix_spot_up,
     zone_added,
+    placement_group_zone_dropped,
+    placement_group_destroy,
     spot_reclaimed,
     node_terminated_outside,
     orphan_adopted,

@@ -183,7 +183,9 @@ fn settle_in_block(dir: &Path) -> String {
         .collect();
     assert_eq!(prepaid.len(), 2, "{:#}", st["spend"]);
     assert!(prepaid.iter().all(|e| e["usd_per_hour"] == 27.52), "{prepaid:?}");
-    let reserved = ("on-demand".to_string(), "us-east-1a".to_string(), id.clone());
+    assert!(prepaid.iter().all(|e| e["capacity"] == "reserved"), "the ledger says reserved: {prepaid:?}");
+    // Shown and recorded as `reserved` capacity, priced as the block.
+    let reserved = ("reserved".to_string(), "us-east-1a".to_string(), id.clone());
     let have = nodes(dir);
     assert_eq!(have.iter().filter(|n| **n == reserved).count(), 2, "{have:?}");
     assert_eq!(have.iter().filter(|n| n.0 == "spot").count(), 1, "{have:?}");
@@ -338,4 +340,37 @@ gpu_pool "train" {{
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("ended reservation.odcr"), "{out}");
     assert!(!out.contains("replaced:") && !out.contains("gpu_pool.train will be"), "the pool keeps its nodes: {out}");
+}
+
+#[test]
+fn nodes_in_a_reservation_show_as_reserved_in_state_show_nodes_and_every_plan_view() {
+    let tmp = folder(SPEC);
+    let dir = tmp.path();
+    let id = settle_in_block(dir);
+    let (code, out, err) = run(dir, &["state", "show", "gpu_pool.train"]);
+    assert_eq!(code, 0, "{err}");
+    let shown: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut caps: Vec<&str> =
+        shown["nodes"].as_array().unwrap().iter().filter_map(|n| n["capacity"].as_str()).collect();
+    caps.sort();
+    assert_eq!(caps, ["reserved", "reserved", "spot"], "{out}");
+    let (code, out, err) = run(dir, &["nodes", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("\"reserved\"").count(), 2, "{out}");
+    assert!(!out.contains("on-demand"), "{out}");
+
+    // Before the window ends their deletes say so too, in text and JSON.
+    let (code, _, err) = run(dir, &["sim", "advance", "6days 23h 40m"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(dir, &["plan"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().filter(|l| l.contains(" reserved us-east-1a (replaced:")).count(), 2, "{out}");
+    let (code, out, err) = run(dir, &["plan", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let pool = plan["changes"].as_array().unwrap().iter().find(|c| c["address"] == "gpu_pool.train").unwrap();
+    let deleted: Vec<&str> =
+        pool["pool"]["deletes"].as_array().unwrap().iter().filter_map(|d| d["capacity"].as_str()).collect();
+    assert_eq!(deleted, ["reserved", "reserved"], "{pool:#}");
+    assert!(!id.is_empty());
 }

@@ -140,7 +140,53 @@ fn a_pool_launches_into_its_capacity_block_with_run_instances_on_the_capacity_bl
     let nodes = state["resources"]["gpu_pool.train"]["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 2, "{state:#}");
     assert!(nodes.iter().all(|n| n["tags"]["gpuplan:reservation"] == "cr-0block"), "{state:#}");
+    assert!(nodes.iter().all(|n| n["capacity"] == "reserved"), "recorded as reserved capacity: {state:#}");
 
     let r = run(dir, &["plan", "--detailed-exitcode"]);
     assert_eq!(r.code, 0, "settled: {}\n{}", r.stdout, r.stderr);
+}
+
+/// With `fabric = "efa"`, the reserved batch's `RunInstances` names its 32 EFA interfaces
+/// (p5.48xlarge, as `DescribeInstanceTypes` says) with their subnet and security group,
+/// and no subnet beside them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reserved_batch_with_efa_names_its_interfaces_in_run_instances() {
+    let c = crate::efa_moto::client("us-east-1").await;
+    let sg = crate::efa_moto::security_group(&c, &format!("efa-reserved-{}", std::process::id())).await;
+    let front = front(Arc::new(Mutex::new(false)));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let efa = |desired: u32| {
+        spec(&front.url, desired)
+            .replace(
+                "  image    = \"ami-0123456789abcdef0\"\n",
+                &format!("  image    = \"ami-0123456789abcdef0\"\n  security_groups = [\"{sg}\"]\n"),
+            )
+            .replace("  capacity {\n", "  network {\n    fabric = \"efa\"\n  }\n  capacity {\n")
+    };
+    std::fs::write(dir.join("main.hcl"), efa(0)).unwrap();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    std::fs::write(dir.join("main.hcl"), efa(2)).unwrap();
+    let r = run(dir, &["apply", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+
+    let launched = front.actions("RunInstances");
+    assert_eq!(launched.len(), 1, "one call for the reserved batch");
+    let p = &launched[0].params;
+    let get = |k: &str| p.get(k).map(String::as_str);
+    assert_eq!(get("SubnetId"), None, "the subnet goes in the interfaces: {p:?}");
+    let subnet = get("NetworkInterface.1.SubnetId").expect("the first interface names its subnet");
+    for i in 1..=32 {
+        let at = |k: &str| get(&format!("NetworkInterface.{i}.{k}"));
+        assert_eq!(at("InterfaceType"), Some("efa"), "{i}: {p:?}");
+        assert_eq!(at("NetworkCardIndex"), Some((i - 1).to_string().as_str()), "{i}");
+        assert_eq!(at("DeviceIndex"), Some(if i == 1 { "0" } else { "1" }), "{i}");
+        assert_eq!(at("SubnetId"), Some(subnet), "{i}");
+        assert_eq!(at("SecurityGroupId.1"), Some(sg.as_str()), "{i}");
+    }
+    assert_eq!(get("NetworkInterface.33.DeviceIndex"), None, "as many as the type takes");
+    assert_eq!(front.actions("AuthorizeSecurityGroupIngress").len(), 1, "the group opened to itself");
+    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
+    assert_eq!(state["resources"]["gpu_pool.train"]["nodes"].as_array().unwrap().len(), 2, "{state:#}");
 }

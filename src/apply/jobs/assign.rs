@@ -151,7 +151,7 @@ fn pick(slots: &[Slot], capacity: Capacity, gpus: u32, per_node: u32, zone: Opti
     slots
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.node.capacity == capacity && per_node.saturating_sub(s.used) >= gpus)
+        .filter(|(_, s)| s.node.capacity.market() == capacity.market() && per_node.saturating_sub(s.used) >= gpus)
         .filter(|(_, s)| zone.is_none_or(|z| s.node.zone == z))
         .min_by_key(|(i, s)| (per_node - s.used, *i))
         .map(|(i, _)| i)

@@ -4,7 +4,9 @@
 
 use crate::apply::ProviderSet;
 use crate::model::JobRun;
-use crate::providers::{JobStatus, LaunchJob, Provider, ProviderError, TAG_ATTEMPT, TAG_JOB, TAG_REPLICA, Tags, ports};
+use crate::providers::{
+    JobStatus, LaunchJob, Provider, ProviderError, TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, Tags, ports,
+};
 
 /// Stop one run for gpuplan's own reasons (see `JobPort::preempt_job`).
 pub(super) async fn stop(providers: &ProviderSet, run: &JobRun) -> Result<JobStatus, String> {
@@ -16,18 +18,26 @@ pub(super) async fn stop(providers: &ProviderSet, run: &JobRun) -> Result<JobSta
     }
 }
 
-/// Launch one run; a provider without jobs cannot. A job node that launches into its
-/// pool's group (placement group, HPC cluster, deployment set) has it made first, as a
-/// pool's batches have (`apply::groups`), under the pool's ownership tags.
+/// Launch one run; a provider without jobs cannot. A node made for the run launches once
+/// what its pool's fabric needs is in place ([`crate::providers::FabricPort`]) and, when
+/// it launches into its pool's group (placement group, HPC cluster, deployment set), once
+/// the group is made or found ([`crate::providers::PlacementPort`], tagged as the pool's
+/// groups are, `apply::groups`), both fenced.
 pub(super) async fn launch(p: &dyn Provider, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
-    if let (Some(node), Some(port)) = (&req.shape, p.placement())
-        && let Some(name) = node.hardware.as_ref().and_then(|h| h.placement_group.as_deref())
+    let jobs = ports::jobs_of(p)?;
+    if let (Some(shape), Some(port)) = (&req.shape, p.fabric())
+        && let Some(fabric) = shape.hardware.as_ref().and_then(|h| h.fabric)
     {
-        let per_run = [TAG_JOB, TAG_ATTEMPT, TAG_REPLICA];
-        let tags: Tags = node.tags.iter().filter(|(k, _)| !per_run.contains(k)).collect();
-        port.ensure_group(&node.region, &node.zone, name, crate::apply::groups::STRATEGY, &tags).await?;
+        port.ensure_fabric(&shape.region, fabric).await?;
     }
-    ports::jobs_of(p)?.launch_job(req).await
+    if let (Some(shape), Some(port)) = (&req.shape, p.placement())
+        && let Some(name) = shape.hardware.as_ref().and_then(|h| h.placement_group.as_deref())
+    {
+        let own = [TAG_MANAGED, TAG_LINEAGE, TAG_ADDRESS, TAG_PROVIDER];
+        let tags: Tags = shape.tags.iter().filter(|(k, _)| own.contains(k)).collect();
+        port.ensure_group(&shape.region, &shape.zone, name, crate::apply::groups::STRATEGY, &tags).await?;
+    }
+    jobs.launch_job(req).await
 }
 
 /// Cancel one run; a provider without jobs cannot.

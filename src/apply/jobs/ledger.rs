@@ -35,7 +35,7 @@ pub(super) fn open_for_pool(
         .flat_map(|c| &c.pools)
         .find(|p| p.address == j.pool && p.instance_type == instance_type)
         .and_then(|p| match capacity {
-            Capacity::OnDemand => p.on_demand_price.clone(),
+            Capacity::OnDemand | Capacity::Reserved => p.on_demand_price.clone(),
             Capacity::Spot => p.spot_price.clone(),
         });
     let (usd_per_hour, price_source) = match planned {

@@ -198,7 +198,7 @@ fn fit(nodes: &[super::NodeRoom], d: &Demand, prefs: &[Capacity]) -> Option<(Vec
             nodes
                 .iter()
                 .enumerate()
-                .filter(|(_, n)| n.capacity == *cap && n.free >= d.gpus_per_replica)
+                .filter(|(_, n)| n.capacity.market() == *cap && n.free >= d.gpus_per_replica)
                 .min_by_key(|(i, n)| (n.free, *i))
                 .map(|(i, _)| i)
         })?;

@@ -43,7 +43,7 @@ pub(crate) use busy::JobNodes;
 pub(crate) use health::record as record_faults;
 use nodes::Held;
 pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
-pub use removed::groups_to_delete;
+pub use removed::{dropped_group_error, groups_to_delete};
 pub(crate) use removed::{keep_deferred_jobs, removed};
 
 /// What one pool's change is computed from.
@@ -209,7 +209,7 @@ fn after_counts(n: u32, pool: &GpuPool, shape: &PoolShape, held: &[Held], deferr
     let (od, spot) = shape::split(n - reserved, pool.mix.on_demand_base.value, pool.mix.spot_percent.value);
     let od = od + reserved;
     // On-demand nodes standing in for spot ones stay on-demand (and cost as such).
-    let swapped = held.iter().filter(|h| h.capacity != h.preferred_capacity).count() as u32;
+    let swapped = held.iter().filter(|h| h.capacity.market() != h.preferred_capacity).count() as u32;
     // Nodes whose removal is deferred stay after this plan (and cost until they go).
     let kept_spot = deferred.iter().filter(|d| d.capacity == crate::providers::Capacity::Spot).count() as u32;
     let kept_od = deferred.len() as u32 - kept_spot;

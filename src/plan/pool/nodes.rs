@@ -192,7 +192,8 @@ pub(crate) fn bucket_nodes<'a>(
     // Stable: age order kept within each rank.
     ordered.sort_by_key(|n| (idle(scale, n), cx.jobs.keep_rank(&n.id)));
     for node in ordered {
-        by_bucket.entry((shape::bucket(shape, &node.zone), node.capacity)).or_default().push(node);
+        // Reserved nodes fill on-demand buckets: reserved capacity is on-demand paid ahead.
+        by_bucket.entry((shape::bucket(shape, &node.zone), node.capacity.market())).or_default().push(node);
     }
     by_bucket
 }
@@ -273,9 +274,9 @@ pub(crate) fn hold_fallbacks(
             }
         };
         let want = *cap;
-        stands_in(&|n: &Node| n.capacity == want, missing);
+        stands_in(&|n: &Node| n.capacity.market() == want, missing);
         if want == Capacity::Spot && fallback == Fallback::OnDemand {
-            stands_in(&|n: &Node| n.capacity == Capacity::OnDemand, missing);
+            stands_in(&|n: &Node| n.capacity.market() == Capacity::OnDemand, missing);
         }
     }
     held

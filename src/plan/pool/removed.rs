@@ -98,33 +98,99 @@ pub(crate) fn removed(
     Some((change, refused))
 }
 
-/// The cluster placement groups apply deletes once `change`'s nodes are all gone: a pool
-/// removed or destroyed (no removal deferred) whose recorded configuration asked for them
-/// (`network { placement_group }`), one per zone it named or ran nodes in, by the name
-/// apply made them under in state `lineage`. Derived, not stored: a plan holds one pool
-/// change per pool, and few pools have groups.
+/// The cluster placement groups apply deletes after `change` (docs/design/big-runs.md),
+/// by the name apply made them under in state `lineage`. A pool removed or destroyed (no
+/// removal deferred) whose recorded configuration asked for them (`network {
+/// placement_group }`): one per zone it named or ran nodes in. A kept pool: the groups of
+/// the zones it no longer launches into in a group (a zone dropped, or `network {}` or its
+/// `placement_group` dropped) where none of its nodes stays, a node whose removal a job
+/// defers holding its zone's group to a later plan (which finds the zone again through that
+/// node). Derived, not stored: a plan holds one pool change per pool, and few pools have
+/// groups.
 pub fn groups_to_delete(lineage: &str, change: &ResourceChange) -> Vec<String> {
     let (Some(pc), Some(cfg)) = (&change.pool, &change.before) else { return Vec::new() };
-    // Checked first: only a delete reads its recorded configuration (a 100,000-pool plan
-    // renders its JSON without a pass over every pool's).
-    if change.action != Action::Delete || !pc.deferred.is_empty() {
-        return Vec::new();
-    }
-    // A group per zone: `placement_group`, or Tencent's HPC cluster for `fabric = "rdma"`.
+    // Checked first: only a delete or an update reads its recorded configuration, and
+    // only one whose text names a group (a 100,000-pool plan renders its JSON without
+    // parsing every pool's).
+    // Kept: changed in place, or every node replaced (`--replace`, a forced replacement).
+    let kept = matches!(change.action, Action::Update | Action::Replace);
     let hpc = pc.provider_kind == "tencentcloud";
-    let grouped = cfg.get("network").is_some_and(|n| {
-        n.get("placement_group").is_some_and(|g| !g.is_null())
-            || (hpc && n.get("fabric").and_then(|f| f.as_str()) == Some("rdma"))
-    });
-    if !grouped {
+    if !(change.action == Action::Delete && pc.deferred.is_empty() || kept) || !grouped(Some(cfg), hpc) {
         return Vec::new();
     }
-    let named = cfg.get("zones").and_then(|z| z.as_array().cloned()).unwrap_or_default();
-    let mut zones: std::collections::BTreeSet<String> =
-        named.iter().filter_map(|z| z.as_str().map(str::to_string)).collect();
-    zones.extend(pc.deletes.iter().map(|d| d.zone.clone()).filter(|z| !z.is_empty()));
+    let mut zones = named_zones(Some(cfg));
+    let gone = pc.deletes.iter().map(|d| &d.zone).chain(pc.deferred.iter().map(|d| &d.zone));
+    zones.extend(gone.filter(|z| !z.is_empty()).cloned());
+    if kept {
+        if grouped(change.after.as_ref(), hpc) {
+            let after = named_zones(change.after.as_ref());
+            // A pool over the region's every zone drops none by name.
+            if after.is_empty() {
+                return Vec::new();
+            }
+            zones.retain(|z| !after.contains(z));
+        } else if !all_go(pc) {
+            // Nodes stay in the groups: `dropped_group_error` refuses such a plan.
+            return Vec::new();
+        }
+        zones.retain(|z| !pc.deferred.iter().any(|d| d.zone == *z));
+    }
     let pool = &change.address.name;
     zones.iter().map(|z| crate::model::hardware::placement_group_name(lineage, pool, z)).collect()
+}
+
+/// Does a pool configuration ask for a group per zone (a placement group, an HPC cluster)?
+/// `hpc`: the pool is on Tencent Cloud, where `fabric = "rdma"` is an HPC cluster per zone.
+/// The text is searched first: only a configuration that names a group is parsed.
+fn grouped(cfg: Option<&crate::json_text::JsonText>, hpc: bool) -> bool {
+    let Some(cfg) = cfg else { return false };
+    let text = cfg.as_str();
+    if !text.contains("\"placement_group\"") && !(hpc && text.contains("\"rdma\"")) {
+        return false;
+    }
+    cfg.get("network").is_some_and(|n| {
+        n.get("placement_group").is_some_and(|g| !g.is_null())
+            || (hpc && n.get("fabric").and_then(|f| f.as_str()) == Some("rdma"))
+    })
+}
+
+/// The zones a pool configuration names.
+fn named_zones(cfg: Option<&crate::json_text::JsonText>) -> std::collections::BTreeSet<String> {
+    let named = cfg.and_then(|c| c.get("zones")).and_then(|z| z.as_array().cloned()).unwrap_or_default();
+    named.iter().filter_map(|z| z.as_str().map(str::to_string)).collect()
+}
+
+/// Does every node the pool runs go in this change (deleted now, or deferred)?
+fn all_go(pc: &crate::plan::model::PoolChange) -> bool {
+    pc.deletes.len() + pc.deferred.len() >= pc.before.nodes() as usize
+}
+
+/// A kept pool that drops `network { placement_group }` while some of its nodes stay: they
+/// run on in groups gpuplan could then never delete, so the plan is refused with the two
+/// ways out.
+pub fn dropped_group_error(change: &ResourceChange) -> Option<crate::plan::model::PlanError> {
+    let (Some(pc), Some(cfg)) = (&change.pool, &change.before) else { return None };
+    if !matches!(change.action, Action::Update | Action::Replace)
+        || !grouped(Some(cfg), pc.provider_kind == "tencentcloud")
+        || grouped(change.after.as_ref(), pc.provider_kind == "tencentcloud")
+        || all_go(pc)
+    {
+        return None;
+    }
+    let staying = pc.before.nodes() as usize - pc.deletes.len() - pc.deferred.len();
+    Some(crate::plan::model::PlanError {
+        address: change.address.clone(),
+        message: format!(
+            "`{}` drops `network {{ placement_group }}` while {staying} of its nodes stay in its placement groups, which gpuplan could then not delete",
+            change.address
+        ),
+        hint: Some(format!(
+            "replace its nodes outside the groups (`gpuplan apply --replace {}`), or scale it to 0 first",
+            change.address
+        )),
+        location: None,
+        span: None,
+    })
 }
 
 /// A destroy leaves the jobs whose nodes it defers (jobs that are not preemptible, still

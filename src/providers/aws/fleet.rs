@@ -53,11 +53,13 @@ pub struct Target {
     pub subnet: Option<String>,
 }
 
-/// The overrides of a fleet: every type (in the pool's order) in every target. The
-/// priority (the type's rank) is set only for on-demand, where `prioritized` reads it.
-/// `group`: the cluster placement group every instance launches into (a batch in a group
-/// has one zone).
-pub fn overrides(
+/// The overrides of a fleet: every type of `types` in every target. The priority (the
+/// type's rank in `order`, the pool's order) is set only for on-demand, where
+/// `prioritized` reads it: a fleet whose types are split over several templates (EFA
+/// counts, `efa.rs`) ranks them as one. `group`: the cluster placement group every
+/// instance launches into (a batch in a group has one zone).
+pub fn ranked_overrides(
+    order: &[String],
     types: &[String],
     targets: &[Target],
     capacity: Capacity,
@@ -65,7 +67,8 @@ pub fn overrides(
     group: Option<&str>,
 ) -> Vec<FleetLaunchTemplateOverridesRequest> {
     let mut out = Vec::with_capacity(types.len() * targets.len());
-    for (rank, t) in types.iter().enumerate() {
+    for t in types {
+        let rank = order.iter().position(|o| o == t).unwrap_or(order.len());
         for target in targets {
             let b = FleetLaunchTemplateOverridesRequest::builder()
                 .instance_type(InstanceType::from(t.as_str()))
@@ -82,6 +85,22 @@ pub fn overrides(
         }
     }
     out
+}
+
+/// A fleet's launch template config: `template` with `overrides`.
+fn launch_config(
+    template: &super::template::TemplateRef,
+    overrides: Vec<FleetLaunchTemplateOverridesRequest>,
+) -> FleetLaunchTemplateConfigRequest {
+    FleetLaunchTemplateConfigRequest::builder()
+        .launch_template_specification(
+            FleetLaunchTemplateSpecificationRequest::builder()
+                .launch_template_id(&template.id)
+                .version(template.version.to_string())
+                .build(),
+        )
+        .set_overrides(Some(overrides))
+        .build()
 }
 
 /// The cluster placement group a batch launches into (`network { placement_group }`).
@@ -199,41 +218,46 @@ impl AwsProvider {
         // their order, and the template is made only once the types are known good (a
         // refused type leaves nothing behind).
         let zones = req.placement_zones();
-        let (types, targets, template) = tokio::join!(
-            self.usable_types(region, &req.instance_types),
-            self.targets(region, &zones),
-            self.find_template(req)
-        );
+        // With EFA the templates wait for the types' interface counts (one per count).
+        let efa = super::efa::wants_efa(req);
+        let plain = async { if efa { None } else { Some(self.find_template(req, None).await) } };
+        let (types, targets, template) =
+            tokio::join!(self.usable_types(region, &req.instance_types), self.targets(region, &zones), plain);
         let types = types?;
-        let template = self.make_template(req, template?).await?;
-        let image = super::template::image_of(self, req)?;
-        let client = self.client(region).await?;
-        let targets = targets?;
         let max_price = match req.capacity {
             Capacity::Spot => req.max_spot_price.map(price),
-            Capacity::OnDemand => None,
+            Capacity::OnDemand | Capacity::Reserved => None,
         };
+        let targets = targets?;
+        let ranked = |these: &[String]| {
+            ranked_overrides(&types, these, &targets, req.capacity, max_price.as_deref(), group_of(req))
+        };
+        let mut configs = Vec::new();
+        match template {
+            Some(template) => {
+                let t = self.make_template(req, template?).await?;
+                configs.push(launch_config(&t, ranked(&types)));
+            }
+            None => {
+                for (n, these) in self.efa_groups(region, &types).await? {
+                    let t = self.make_template(req, self.find_template(req, Some(n)).await?).await?;
+                    configs.push(launch_config(&t, ranked(&these)));
+                }
+            }
+        }
+        let image = super::template::image_of(self, req)?;
+        let client = self.client(region).await?;
         let count = i32::try_from(req.count).unwrap_or(i32::MAX);
         let (spot, on_demand, default) = match req.capacity {
             Capacity::Spot => (count, 0, DefaultTargetCapacityType::Spot),
-            Capacity::OnDemand => (0, count, DefaultTargetCapacityType::OnDemand),
+            Capacity::OnDemand | Capacity::Reserved => (0, count, DefaultTargetCapacityType::OnDemand),
         };
         self.pace(region, "CreateFleet", Bucket::Mutating, None).await;
         let out = client
             .create_fleet()
             .r#type(FleetType::Instant)
             .client_token(&req.token)
-            .launch_template_configs(
-                FleetLaunchTemplateConfigRequest::builder()
-                    .launch_template_specification(
-                        FleetLaunchTemplateSpecificationRequest::builder()
-                            .launch_template_id(&template.id)
-                            .version(template.version.to_string())
-                            .build(),
-                    )
-                    .set_overrides(Some(overrides(&types, &targets, req.capacity, max_price.as_deref(), group_of(req))))
-                    .build(),
-            )
+            .set_launch_template_configs(Some(configs))
             .target_capacity_specification(
                 TargetCapacitySpecificationRequest::builder()
                     .total_target_capacity(count)
@@ -355,7 +379,7 @@ mod tests {
             Target { zone: "us-east-1a".into(), subnet: Some("subnet-a".into()) },
             Target { zone: "us-east-1b".into(), subnet: None },
         ];
-        let od = overrides(&types, &targets, Capacity::OnDemand, None, None);
+        let od = ranked_overrides(&types, &types, &targets, Capacity::OnDemand, None, None);
         let shape: Vec<(&str, Option<&str>, Option<&str>, Option<f64>)> = od
             .iter()
             .map(|o| (o.instance_type().unwrap().as_str(), o.subnet_id(), o.availability_zone(), o.priority()))
@@ -369,12 +393,16 @@ mod tests {
                 ("g5.2xlarge", None, Some("us-east-1b"), Some(1.0)),
             ]
         );
-        let spot = overrides(&types, &targets, Capacity::Spot, Some("0.5"), Some("gpuplan-x-train-us-east-1a"));
+        let spot =
+            ranked_overrides(&types, &types, &targets, Capacity::Spot, Some("0.5"), Some("gpuplan-x-train-us-east-1a"));
         assert!(spot.iter().all(|o| o.priority().is_none() && o.max_price() == Some("0.5")), "{spot:?}");
         let group =
             |o: &FleetLaunchTemplateOverridesRequest| o.placement().and_then(|p| p.group_name()).map(str::to_string);
         assert!(spot.iter().all(|o| group(o).as_deref() == Some("gpuplan-x-train-us-east-1a")), "{spot:?}");
         assert!(od.iter().all(|o| o.placement().is_none()), "no group asked, none sent: {od:?}");
+        // Types split over two templates keep their rank in the pool's order.
+        let second = ranked_overrides(&types, &types[1..], &targets, Capacity::OnDemand, None, None);
+        assert!(second.iter().all(|o| o.priority() == Some(1.0)), "{second:?}");
     }
 
     #[test]

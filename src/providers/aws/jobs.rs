@@ -32,9 +32,10 @@ use crate::providers::launch::{carries, command_run_id, is_command_run};
 use crate::providers::ports::LogSink;
 use crate::providers::userdata::{self, TIMED_OUT};
 use crate::providers::{
-    Capacity, ErrorClass, JobPort, JobState, JobStatus, LaunchJob, ListFilter, LogPort, Node, ProviderError,
-    TAG_ATTEMPT, TAG_JOB,
+    Capacity, CreateNodes, ErrorClass, JobPort, JobState, JobStatus, LaunchJob, ListFilter, LogPort, Node,
+    ProviderError, TAG_ATTEMPT, TAG_JOB,
 };
+use aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder;
 
 /// Set on a job's instance by `cancel_job` before it terminates it.
 pub const TAG_CANCELLED: &str = "gpuplan:cancelled";
@@ -50,6 +51,45 @@ fn client_token(token: &str, suffix: usize) -> String {
 }
 
 impl AwsProvider {
+    /// Where a job's node of type `t` launches: the subnet of its zone (else the zone),
+    /// a multi-node job's cluster placement group, and its security groups, on its EFA
+    /// interfaces when its pool has `fabric = "efa"` (`efa.rs`).
+    async fn place_job_node(
+        &self,
+        call: RunInstancesFluentBuilder,
+        shape: &CreateNodes,
+        t: &str,
+    ) -> Result<RunInstancesFluentBuilder, ProviderError> {
+        let region = shape.region.as_str();
+        let group = super::fleet::group_of(shape).map(str::to_string);
+        let subnet = self.subnet_for(region, &shape.zone).await?;
+        let groups = &self.settings.security_groups;
+        let efa = match super::efa::wants_efa(shape) {
+            true => self.efa_groups(region, &[t.to_string()]).await?.first().map(|(n, _)| *n),
+            false => None,
+        };
+        let mut call = match (efa, subnet) {
+            (Some(n), subnet) => {
+                let call =
+                    call.set_network_interfaces(Some(super::efa::launch_interfaces(n, subnet.as_deref(), groups)));
+                let zone = subnet.is_none().then(|| shape.zone.clone());
+                return Ok(
+                    call.placement(Placement::builder().set_availability_zone(zone).set_group_name(group).build())
+                );
+            }
+            (None, Some(s)) => {
+                call.subnet_id(s).set_placement(group.map(|g| Placement::builder().group_name(g).build()))
+            }
+            (None, None) => {
+                call.placement(Placement::builder().availability_zone(&shape.zone).set_group_name(group).build())
+            }
+        };
+        if !groups.is_empty() {
+            call = call.set_security_group_ids(Some(groups.clone()));
+        }
+        Ok(call)
+    }
+
     pub(super) async fn launch(&self, req: &LaunchJob) -> Result<JobStatus, ProviderError> {
         let Some(shape) = &req.shape else {
             return Err(ProviderError::new(
@@ -90,11 +130,7 @@ impl AwsProvider {
                 .set_tag_specifications(Some(tag_specs(&job_req, &[ResourceType::Instance, ResourceType::Volume])))
                 .set_block_device_mappings(disks.clone())
                 .client_token(client_token(&req.token, i));
-            let subnet = self.subnet_for(region, &shape.zone).await?;
-            call = call.set_placement(job_placement(shape, subnet.is_some())).set_subnet_id(subnet);
-            if !self.settings.security_groups.is_empty() {
-                call = call.set_security_group_ids(Some(self.settings.security_groups.clone()));
-            }
+            call = self.place_job_node(call, shape, t).await?;
             if let Some(p) = &self.settings.iam_instance_profile {
                 let spec = IamInstanceProfileSpecification::builder();
                 call =
@@ -220,15 +256,6 @@ impl AwsProvider {
 }
 
 /// An instance's launch time in ms since the epoch; `None` without one (no boot check).
-/// A job node's placement: its zone (unless a subnet names it), in the pool's cluster
-/// placement group when it has one (made first by apply); `None` when neither applies.
-fn job_placement(shape: &crate::providers::CreateNodes, in_subnet: bool) -> Option<Placement> {
-    let group = super::fleet::group_of(shape).map(str::to_string);
-    let zone = (!in_subnet).then(|| shape.zone.clone());
-    (group.is_some() || zone.is_some())
-        .then(|| Placement::builder().set_availability_zone(zone).set_group_name(group).build())
-}
-
 fn launched_ms(i: &aws_sdk_ec2::types::Instance) -> Option<u64> {
     let t = i.launch_time()?;
     // A time before the epoch is not a launch time: no check rather than a guess.

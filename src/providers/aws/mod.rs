@@ -25,6 +25,7 @@ mod adopt;
 mod ahead;
 mod config;
 pub mod credentials;
+mod efa;
 mod eks;
 mod errors;
 mod fleet;

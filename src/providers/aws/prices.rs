@@ -26,6 +26,8 @@ pub struct GpuFacts {
     pub model: String,
     pub count: u32,
     pub memory_mib: u64,
+    /// `NetworkInfo.EfaInfo.MaximumEfaInterfaces` (0: `EfaSupported` is false).
+    pub efa: u32,
 }
 
 #[derive(Debug, Default)]
@@ -62,6 +64,12 @@ pub fn check_type(name: &str, facts: Option<&GpuFacts>) -> Result<Option<String>
     Ok(None)
 }
 
+/// How many EFA interfaces `DescribeInstanceTypes` says one instance of a type takes.
+fn efa_interfaces(info: &aws_sdk_ec2::types::InstanceTypeInfo) -> u32 {
+    let Some(net) = info.network_info().filter(|n| n.efa_supported() == Some(true)) else { return 0 };
+    net.efa_info().and_then(|e| e.maximum_efa_interfaces()).map_or(1, |n| u32::try_from(n).unwrap_or(0))
+}
+
 impl AwsProvider {
     /// GPU facts of `types` in a region, from the cache or one `DescribeInstanceTypes`.
     pub(super) async fn gpu_facts(
@@ -93,6 +101,7 @@ impl AwsProvider {
                             model: d.name().unwrap_or_default().to_string(),
                             count: g.gpus().iter().map(|d| d.count().unwrap_or(0).max(0) as u32).sum(),
                             memory_mib: d.memory_info().and_then(|m| m.size_in_mib()).unwrap_or(0).max(0) as u64,
+                            efa: efa_interfaces(info),
                         })
                     });
                     cache.insert((region.to_string(), name), facts);
@@ -297,7 +306,7 @@ mod tests {
     use super::*;
 
     fn f(model: &str, count: u32, mib: u64) -> GpuFacts {
-        GpuFacts { model: model.into(), count, memory_mib: mib }
+        GpuFacts { model: model.into(), count, memory_mib: mib, efa: 0 }
     }
 
     #[test]

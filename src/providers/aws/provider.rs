@@ -62,4 +62,9 @@ impl Provider for AwsProvider {
     fn placement(&self) -> Option<&dyn crate::providers::PlacementPort> {
         Some(self)
     }
+
+    /// EFA's security group rules (`efa.rs`).
+    fn fabric(&self) -> Option<&dyn crate::providers::FabricPort> {
+        Some(self)
+    }
 }

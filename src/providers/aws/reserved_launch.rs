@@ -27,17 +27,21 @@ impl AwsProvider {
             return Ok(CreateResult::default());
         }
         let region = req.region.as_str();
-        let (types, subnet, template) = tokio::join!(
-            self.usable_types(region, &req.instance_types),
-            self.subnet_for(region, &req.zone),
-            self.find_template(req)
-        );
+        let (types, subnet) =
+            tokio::join!(self.usable_types(region, &req.instance_types), self.subnet_for(region, &req.zone));
         let types = types?;
-        let template = self.make_template(req, template?).await?;
-        let image = super::template::image_of(self, req)?;
         let ty = types.first().cloned().ok_or_else(|| {
             ProviderError::new(ErrorClass::Invalid, "NoInstanceType", "no allowed instance type is sold here")
         })?;
+        // With EFA: the template of the type's interface count, and the interfaces named
+        // in the call with their subnet (`efa.rs`).
+        let efa = match super::efa::wants_efa(req) {
+            true => self.efa_groups(region, std::slice::from_ref(&ty)).await?.first().map(|(n, _)| *n),
+            false => None,
+        };
+        let template = self.make_template(req, self.find_template(req, efa).await?).await?;
+        let image = super::template::image_of(self, req)?;
+        let subnet = subnet?;
         let client = self.client(region).await?;
         let aim = CapacityReservationTarget::builder().capacity_reservation_id(&target.id).build();
         let mut call = client
@@ -58,8 +62,15 @@ impl AwsProvider {
             )
             .set_tag_specifications(Some(tag_specs(req, &[ResourceType::Instance, ResourceType::Volume])));
         let group = super::fleet::group_of(req);
-        call = match subnet? {
-            Some(s) => call.subnet_id(s).set_placement(group.map(|g| Placement::builder().group_name(g).build())),
+        if let Some(n) = efa {
+            let groups = &self.settings.security_groups;
+            call = call.set_network_interfaces(Some(super::efa::launch_interfaces(n, subnet.as_deref(), groups)));
+        }
+        call = match subnet {
+            Some(s) if efa.is_none() => {
+                call.subnet_id(s).set_placement(group.map(|g| Placement::builder().group_name(g).build()))
+            }
+            Some(_) => call.set_placement(group.map(|g| Placement::builder().group_name(g).build())),
             None => call.placement(
                 Placement::builder().availability_zone(&req.zone).set_group_name(group.map(str::to_string)).build(),
             ),

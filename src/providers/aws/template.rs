@@ -73,6 +73,8 @@ struct Data {
     user_data: Option<String>,
     /// `disk {}`, with the image's root device name the root disk's mapping must use.
     disks: Option<(Disks, String)>,
+    /// `fabric = "efa"`: this many EFA interfaces, in `security_groups` (`efa.rs`).
+    efa: Option<u32>,
 }
 
 impl Data {
@@ -91,6 +93,9 @@ impl Data {
         if let Some((d, root)) = &self.disks {
             text += &format!("|disks {root} {d}");
         }
+        if let Some(n) = self.efa {
+            text += &format!("|efa {n}");
+        }
         hex(&Sha256::digest(text.as_bytes()))[..24].to_string()
     }
 
@@ -103,7 +108,10 @@ impl Data {
                     .http_tokens(LaunchTemplateHttpTokensState::Required)
                     .build(),
             );
-        if !self.security_groups.is_empty() {
+        // Interfaces carry their own groups: EC2 takes groups beside them on no launch.
+        if let Some(n) = self.efa {
+            b = b.set_network_interfaces(Some(super::efa::template_interfaces(n, &self.security_groups)));
+        } else if !self.security_groups.is_empty() {
             b = b.set_security_group_ids(Some(self.security_groups.clone()));
         }
         if let Some(u) = &self.user_data {
@@ -195,8 +203,13 @@ impl AwsProvider {
     /// The pool's template, looked up: its data and name, and one
     /// `DescribeLaunchTemplates` unless the run already settled it. It changes nothing,
     /// so a create asks it together with the type check and makes the template
-    /// ([`Self::make_template`]) only once the types are known good.
-    pub(super) async fn find_template(&self, req: &CreateNodes) -> Result<TemplateLookup<'_>, ProviderError> {
+    /// ([`Self::make_template`]) only once the types are known good. `efa`: the template
+    /// of the pool's types that take this many EFA interfaces (`<pool>.efa<n>`).
+    pub(super) async fn find_template(
+        &self,
+        req: &CreateNodes,
+        efa: Option<u32>,
+    ) -> Result<TemplateLookup<'_>, ProviderError> {
         // Nodes joining an EKS cluster boot with nodeadm's config; its labels differ by
         // capacity, so such a pool has one template per capacity.
         let (user_data, name_of) = match &req.join {
@@ -206,6 +219,10 @@ impl AwsProvider {
                 (Some(base64::engine::general_purpose::STANDARD.encode(text)), format!("{}.{}", req.pool, req.capacity))
             }
             None => (None, req.pool.to_string()),
+        };
+        let name_of = match efa {
+            Some(n) => format!("{name_of}.efa{n}"),
+            None => name_of,
         };
         let image = image_of(self, req)?;
         let disks = match req.hardware.as_ref().and_then(|h| h.disks.clone()) {
@@ -219,6 +236,7 @@ impl AwsProvider {
             security_groups: self.settings.security_groups.clone(),
             iam_instance_profile: self.settings.iam_instance_profile.clone(),
             user_data,
+            efa,
         };
         let digest = data.digest();
         let lineage = req.tags.get(TAG_LINEAGE).unwrap_or_default().to_string();
@@ -231,7 +249,7 @@ impl AwsProvider {
                 Some(listed) => Found::Listed(listed),
                 None => {
                     let client = self.client(&req.region).await?;
-                    Found::Listed(self.templates_named(&client, &req.region, &key.1).await?)
+                    Found::Listed(self.templates_named(&client, &req.region, std::slice::from_ref(&key.1)).await?)
                 }
             },
         };
@@ -363,18 +381,19 @@ impl AwsProvider {
         })
     }
 
-    /// The launch templates called `name` in `region` (one DescribeLaunchTemplates call).
+    /// The launch templates called one of `names` in `region` (one DescribeLaunchTemplates
+    /// call; at most 200 names).
     async fn templates_named(
         &self,
         client: &aws_sdk_ec2::Client,
         region: &str,
-        name: &str,
+        names: &[String],
     ) -> Result<Vec<aws_sdk_ec2::types::LaunchTemplate>, ProviderError> {
         let found = read(|| async {
             self.pace(region, "DescribeLaunchTemplates", Bucket::NonMutating, None).await;
             client
                 .describe_launch_templates()
-                .filters(filter("launch-template-name", [name]))
+                .filters(filter("launch-template-name", names.iter().map(String::as_str)))
                 .send()
                 .await
                 .map_err(|e| from_sdk("DescribeLaunchTemplates", e))
@@ -420,6 +439,21 @@ impl AwsProvider {
     }
 }
 
+/// Every template a pool may have: its own, its per-capacity ones when it joins an EKS
+/// cluster, and of each their per-EFA-count ones (`find_template`).
+fn pool_template_names(lineage: &str, pool: &str) -> Vec<String> {
+    let mut counts: Vec<u32> = vec![1, 2, 4, 8, 16, 32];
+    counts.extend(crate::catalog::hardware::FABRIC_TYPES.iter().map(|(_, _, n)| *n));
+    counts.sort_unstable();
+    counts.dedup();
+    let mut out = Vec::new();
+    for base in [pool.to_string(), format!("{pool}.spot"), format!("{pool}.on-demand")] {
+        out.extend(counts.iter().map(|n| template_name(lineage, &format!("{base}.efa{n}"))));
+        out.push(template_name(lineage, &base));
+    }
+    out
+}
+
 fn missing(api: &str) -> ProviderError {
     ProviderError::new(ErrorClass::Retryable, "BadResponse", format!("{api}: the response lacks the launch template"))
 }
@@ -447,10 +481,10 @@ impl AwsProvider {
             return Ok(());
         }
         let client = self.client(region).await?;
-        // The pool's template, and its per-capacity ones when it joins an EKS cluster.
-        for pool_name in [pool.to_string(), format!("{pool}.spot"), format!("{pool}.on-demand")] {
-            let name = template_name(lineage, &pool_name);
-            let found = self.templates_named(&client, region, &name).await?;
+        let names = pool_template_names(lineage, pool);
+        // One listing for them all.
+        let found = self.templates_named(&client, region, &names).await?;
+        for name in names {
             for lt in found.iter().filter(|t| t.launch_template_name() == Some(name.as_str())) {
                 let owned = lt.tags().iter().any(|t| t.key() == Some(TAG_MANAGED) && t.value() == Some("true"));
                 let Some(id) = lt.launch_template_id().filter(|_| owned) else { continue };

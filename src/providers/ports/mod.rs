@@ -8,6 +8,7 @@
 
 mod adoption;
 mod cluster;
+mod fabric;
 mod jobs;
 mod logs;
 mod nodes;
@@ -17,6 +18,7 @@ mod run_command;
 
 pub use adoption::AdoptionPort;
 pub use cluster::ClusterPort;
+pub use fabric::FabricPort;
 pub use jobs::JobPort;
 pub use logs::{LogPort, LogSink};
 pub use nodes::NodePort;

@@ -178,7 +178,7 @@ fn spend_open(address: &Address, a: &Adoption, provider: Option<&dyn Provider>, 
     let kind = a.resource.as_ref().and_then(|r| r.provider_kind.clone());
     let kind = kind.or_else(|| provider.map(|p| p.kind().to_string())).unwrap_or_default();
     let name = a.provider.clone().unwrap_or_default();
-    crate::apply::pool::spend_open_at(
+    crate::apply::spend::spend_open_at(
         &address.to_string(),
         &name,
         &kind,

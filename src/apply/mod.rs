@@ -21,6 +21,7 @@ pub mod pool;
 pub mod progress;
 pub mod recorder;
 pub mod reservation;
+mod spend;
 pub mod tally;
 #[cfg(test)]
 mod tests;
@@ -186,7 +187,7 @@ pub async fn execute_keeping(
     let work: Vec<usize> = (0..plan.changes.len()).filter(|i| plan.changes[*i].action != Action::NoOp).collect();
     let mut book = Book::new(&plan, &work);
     let semaphore = Arc::new(Semaphore::new(opts.parallelism.max(1)));
-    let ledger_prices = Arc::new(pool::LedgerPrices::new(plan.clone()));
+    let ledger_prices = Arc::new(spend::LedgerPrices::new(plan.clone()));
     let provider_set = Arc::new(providers.clone());
     let mut tasks: JoinSet<Outcome> = JoinSet::new();
     // Which change each task runs: a task that panics returns only its id.

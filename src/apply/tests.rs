@@ -550,14 +550,14 @@ fn ledger_prices_answer_as_a_map_of_the_cost_report_would() {
             expected.insert(c.address.to_string(), prices);
         }
     }
-    let ledger = pool::LedgerPrices::new(Arc::new(p));
+    let ledger = spend::LedgerPrices::new(Arc::new(p));
     for name in ["a", "b", "c", "zz", "nope"] {
         let address: Address = format!("gpu_pool.{name}").parse().unwrap();
         let got = ledger.get(&address).map(|(t, od, spot)| (t.to_string(), od.cloned(), spot.cloned()));
         assert_eq!(got, expected.get(&address.to_string()).cloned(), "{name}");
     }
     assert_eq!(ledger.get(&"gpu_pool.a".parse().unwrap()).unwrap().0, "g6.4xlarge", "the last line of an address");
-    assert!(pool::LedgerPrices::default().get(&"gpu_pool.a".parse().unwrap()).is_none());
+    assert!(spend::LedgerPrices::default().get(&"gpu_pool.a".parse().unwrap()).is_none());
 }
 
 /// The op of each journal line after the header (`put_resource`, ...).

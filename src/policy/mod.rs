@@ -22,6 +22,7 @@ pub mod overlap;
 pub mod quota;
 pub mod standing;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::cost::CostReport;
@@ -29,7 +30,7 @@ use crate::diag::Diagnostic;
 use crate::jobs::running::RunningJobs;
 use crate::plan::Plan;
 use crate::spec::Spec;
-use crate::spec::eval::{EvalError, Scope, Value, eval};
+use crate::spec::eval::{EvalError, Scope, Value, eval, eval_arg};
 
 pub use model::{Enforcement, Policy, PolicyResult};
 
@@ -55,80 +56,101 @@ pub fn evaluate(policies: &[Policy], facts: &Facts<'_>, overrides: &[String]) ->
     let plan_value = facts::plan_value(facts.plan, facts.cost, facts.spec, facts.running_jobs);
     let mut extra = BTreeMap::new();
     extra.insert("plan".to_string(), plan_value);
-    for p in policies {
-        let mut scope = Scope { extra: Some(&extra), ..Scope::default() };
-        let items: Vec<(Option<String>, Option<(Value, Value)>)> = match &p.for_each {
-            None => vec![(None, None)],
-            Some(fe) => match eval(fe, &mut scope) {
-                Ok(Value::Object(o)) => {
-                    o.into_iter().map(|(k, v)| (Some(k.clone()), Some((Value::String(k), v)))).collect()
-                }
-                Ok(Value::List(l)) => l
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, v)| {
-                        (
-                            Some(v.as_str().map(str::to_string).unwrap_or_else(|| i.to_string())),
-                            Some((Value::Number(i as f64), v)),
-                        )
-                    })
-                    .collect(),
-                Ok(other) => {
-                    out.push(broken(p, format!("`for_each` must be a map or list, found {}", other.type_name())));
-                    continue;
-                }
-                Err(e) => {
-                    out.push(broken(p, error_text(e)));
-                    continue;
-                }
-            },
+    // Policies are independent: over a large plan they run on the machine's cores, each
+    // policy whole on one thread, their results in the files' order as on one thread.
+    let threads = if facts.plan.changes.len() >= PARALLEL_FROM { crate::par::cores() } else { 1 };
+    let results = crate::par::runs_in_order(policies, threads, 1, |run| {
+        run.iter().flat_map(|p| one(p, &extra, overrides)).collect::<Vec<_>>()
+    });
+    out.extend(results.into_iter().flatten());
+    out
+}
+
+/// Changes in a plan from which its policies are evaluated on several threads.
+const PARALLEL_FROM: usize = 256;
+
+/// One policy's results: one per `for_each` item, or one.
+fn one(p: &Policy, extra: &BTreeMap<String, Value>, overrides: &[String]) -> Vec<PolicyResult> {
+    let mut out = Vec::new();
+    let mut scope = Scope { extra: Some(extra), ..Scope::default() };
+    // `for_each` is read in place when it is a reference (`for_each = plan.pools`),
+    // and each item is lent to `each.value`, not copied.
+    let items: Vec<(Option<String>, Option<(Value, Cow<'_, Value>)>)> = match &p.for_each {
+        None => vec![(None, None)],
+        Some(fe) => match eval_arg(fe, &mut scope) {
+            Ok(Cow::Owned(Value::Object(o))) => {
+                o.into_iter().map(|(k, v)| (Some(k.clone()), Some((Value::String(k), Cow::Owned(v))))).collect()
+            }
+            Ok(Cow::Borrowed(Value::Object(o))) => {
+                o.iter().map(|(k, v)| (Some(k.clone()), Some((Value::String(k.clone()), Cow::Borrowed(v))))).collect()
+            }
+            Ok(Cow::Owned(Value::List(l))) => {
+                l.into_iter().enumerate().map(|(i, v)| list_item(i, Cow::Owned(v))).collect()
+            }
+            Ok(Cow::Borrowed(Value::List(l))) => {
+                l.iter().enumerate().map(|(i, v)| list_item(i, Cow::Borrowed(v))).collect()
+            }
+            Ok(other) => {
+                out.push(broken(p, format!("`for_each` must be a map or list, found {}", other.type_name())));
+                return out;
+            }
+            Err(e) => {
+                out.push(broken(p, error_text(e)));
+                return out;
+            }
+        },
+    };
+    for (key, each) in items {
+        scope.each = each;
+        let passed = match eval(&p.assert, &mut scope) {
+            Ok(Value::Bool(b)) => b,
+            Ok(other) => {
+                out.push(broken(p, format!("`assert` must be true or false, found {}", other.type_name())));
+                continue;
+            }
+            Err(e) => {
+                out.push(broken(p, error_text(e)));
+                continue;
+            }
         };
-        for (key, each) in items {
-            scope.each = each;
-            let passed = match eval(&p.assert, &mut scope) {
-                Ok(Value::Bool(b)) => b,
-                Ok(other) => {
-                    out.push(broken(p, format!("`assert` must be true or false, found {}", other.type_name())));
-                    continue;
+        // Every view shows the verdict's name beside its message, so a default
+        // message says what happened without repeating the name.
+        let message = match &p.message {
+            Some(m) if !passed => match eval(m, &mut scope) {
+                Ok(v) => v.to_string(),
+                Err(e) => format!("failed (its message could not be rendered: {})", error_text(e)),
+            },
+            _ => {
+                let what = match &p.description {
+                    Some(d) => d.clone(),
+                    None if passed => "passed".to_string(),
+                    None => "`assert` is false".to_string(),
+                };
+                match &key {
+                    Some(k) => format!("{k}: {what}"),
+                    None => what,
                 }
-                Err(e) => {
-                    out.push(broken(p, error_text(e)));
-                    continue;
-                }
-            };
-            // Every view shows the verdict's name beside its message, so a default
-            // message says what happened without repeating the name.
-            let message = match &p.message {
-                Some(m) if !passed => match eval(m, &mut scope) {
-                    Ok(v) => v.to_string(),
-                    Err(e) => format!("failed (its message could not be rendered: {})", error_text(e)),
-                },
-                _ => {
-                    let what = match &p.description {
-                        Some(d) => d.clone(),
-                        None if passed => "passed".to_string(),
-                        None => "`assert` is false".to_string(),
-                    };
-                    match &key {
-                        Some(k) => format!("{k}: {what}"),
-                        None => what,
-                    }
-                }
-            };
-            out.push(PolicyResult {
-                name: p.name.clone(),
-                enforcement: p.enforcement,
-                passed,
-                message,
-                key,
-                overridden: !passed && p.enforcement == Enforcement::Soft && overrides.contains(&p.name),
-                source: p.location.clone(),
-                standing: false,
-                warning: false,
-            });
-        }
+            }
+        };
+        out.push(PolicyResult {
+            name: p.name.clone(),
+            enforcement: p.enforcement,
+            passed,
+            message,
+            key,
+            overridden: !passed && p.enforcement == Enforcement::Soft && overrides.contains(&p.name),
+            source: p.location.clone(),
+            standing: false,
+            warning: false,
+        });
     }
     out
+}
+
+/// A `for_each` list's item: keyed by its text when it is a string, else by its index.
+fn list_item(i: usize, v: Cow<'_, Value>) -> (Option<String>, Option<(Value, Cow<'_, Value>)>) {
+    let key = v.as_str().map(str::to_string).unwrap_or_else(|| i.to_string());
+    (Some(key), Some((Value::Number(i as f64), v)))
 }
 
 fn broken(p: &Policy, why: String) -> PolicyResult {

@@ -362,7 +362,7 @@ fn resource(
             Some(InstanceKey::Int(i)) if meta_count.is_some() => Some(*i),
             _ => None,
         };
-        cx.scope.each = each;
+        cx.scope.each = each.map(|(k, v)| (k, std::borrow::Cow::Owned(v)));
         let mut addr = Address::new(kind, name.clone());
         addr.key = key.clone();
         let inst_what = match &key {

@@ -106,7 +106,7 @@ pub fn eval(expr: &Expr, scope: &mut Scope<'_>) -> EvalResult {
 
 /// A function's argument: a reference is read in place ([`traverse`]), anything else
 /// evaluated.
-fn eval_arg<'a>(expr: &Expr, scope: &mut Scope<'a>) -> Result<Cow<'a, Value>, EvalError> {
+pub fn eval_arg<'a>(expr: &Expr, scope: &mut Scope<'a>) -> Result<Cow<'a, Value>, EvalError> {
     match &expr.kind {
         ExprKind::Traversal { root, steps } => traverse(root, steps, scope),
         _ => eval(expr, scope).map(Cow::Owned),
@@ -195,6 +195,16 @@ fn walk<'v, 'e>(mut v: &'v Value, steps: &'e [Step], keys: &[Value]) -> Result<W
     Ok(Walked::At(v, &[]))
 }
 
+/// A value bound in the scope: where it is lent from data the scope borrows, a root in
+/// that data, so a reference through it (`pool.labels` in a function call) is read in
+/// place as well.
+fn lent<'a, 's>(v: &'s Cow<'a, Value>) -> Root<'a, 's> {
+    match v {
+        Cow::Borrowed(data) => Root::Data(data),
+        Cow::Owned(own) => Root::Scope(own),
+    }
+}
+
 /// Resolve the root of a traversal, consuming the steps it needs (`var.x` takes one).
 fn resolve_root<'a, 's, 'e>(
     root: &str,
@@ -203,7 +213,7 @@ fn resolve_root<'a, 's, 'e>(
     scope: &'s Scope<'a>,
 ) -> Result<(Root<'a, 's>, &'e [Step]), EvalError> {
     if let Some((_, v)) = scope.bound.iter().rev().find(|(n, _)| n == root) {
-        return Ok((Root::Scope(v), steps));
+        return Ok((lent(v), steps));
     }
     if let Some(v) = scope.extra.and_then(|e| e.get(root)) {
         return Ok((Root::Data(v), steps));
@@ -256,7 +266,7 @@ fn resolve_root<'a, 's, 'e>(
         "each" => match (steps.first(), &scope.each) {
             (Some(Step::Attr(id)), Some((k, v))) => match id.name.as_str() {
                 "key" => Ok((Root::Scope(k), &steps[1..])),
-                "value" => Ok((Root::Scope(v), &steps[1..])),
+                "value" => Ok((lent(v), &steps[1..])),
                 _ => Err(err(id.span, "`each` only has the attributes `key` and `value`", "unknown attribute")),
             },
             (_, None) => {
@@ -523,10 +533,20 @@ fn eval_binary(op: BinaryOp, lhs: &Expr, rhs: &Expr, scope: &mut Scope<'_>) -> E
     Ok(Value::Number(out))
 }
 
-fn eval_for(f: &ForExpr, scope: &mut Scope<'_>, span: Span) -> EvalResult {
-    let pairs: Vec<(Value, Value)> = match eval(&f.collection, scope)? {
-        Value::List(items) => items.into_iter().enumerate().map(|(i, v)| (Value::Number(i as f64), v)).collect(),
-        Value::Object(o) => o.into_iter().map(|(k, v)| (Value::String(k), v)).collect(),
+fn eval_for<'a>(f: &ForExpr, scope: &mut Scope<'a>, span: Span) -> EvalResult {
+    // The collection is read in place when it is a reference (`for p in plan.pools`):
+    // each item is bound by reference, and only what the `for` yields is copied.
+    let pairs: Vec<(Value, Cow<'a, Value>)> = match eval_arg(&f.collection, scope)? {
+        Cow::Owned(Value::List(items)) => {
+            items.into_iter().enumerate().map(|(i, v)| (Value::Number(i as f64), Cow::Owned(v))).collect()
+        }
+        Cow::Borrowed(Value::List(items)) => {
+            items.iter().enumerate().map(|(i, v)| (Value::Number(i as f64), Cow::Borrowed(v))).collect()
+        }
+        Cow::Owned(Value::Object(o)) => o.into_iter().map(|(k, v)| (Value::String(k), Cow::Owned(v))).collect(),
+        Cow::Borrowed(Value::Object(o)) => {
+            o.iter().map(|(k, v)| (Value::String(k.clone()), Cow::Borrowed(v))).collect()
+        }
         other => {
             return Err(err(
                 f.collection.span,
@@ -540,7 +560,7 @@ fn eval_for(f: &ForExpr, scope: &mut Scope<'_>, span: Span) -> EvalResult {
     for (k, v) in pairs {
         let depth = scope.bound.len();
         if let Some(kv) = &f.key_var {
-            scope.bound.push((kv.name.clone(), k));
+            scope.bound.push((kv.name.clone(), Cow::Owned(k)));
         }
         scope.bound.push((f.value_var.name.clone(), v));
         let result = (|| -> Result<(), EvalError> {

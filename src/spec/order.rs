@@ -3,9 +3,10 @@
 //! first; a reference cycle is reported once, with every member labelled, and its
 //! members are left out. Also what each output reads. No evaluation happens here.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
 
 use crate::addr::{Address, Kind};
 use crate::diag::{Diagnostic, Diagnostics, Span};
@@ -69,9 +70,17 @@ pub(super) fn dependency_order<'r>(
     // names what it waits for. Outputs are evaluated last and may read any resource.
     let mut referenced = vec![false; items.len()];
     for (i, item) in items.iter().enumerate() {
+        // `update_edge` without its scan of the edges made so far from `i` (a quota
+        // listing 1,000 pools scanned 500,000): as it does, the last span wins.
+        let mut made: HashMap<usize, EdgeIndex> = HashMap::new();
         for Reference { target, span, reads } in references(item) {
             if let Some(&j) = index.get(&target) {
-                graph.update_edge(nodes[i], nodes[j], span);
+                match made.entry(j) {
+                    Entry::Occupied(e) => graph[*e.get()] = span,
+                    Entry::Vacant(v) => {
+                        v.insert(graph.add_edge(nodes[i], nodes[j], span));
+                    }
+                }
                 referenced[j] |= reads;
                 if let Item::Resource(k, b) = items[j] {
                     refs[i].push(Spanned::new(Address::new(k, label(b)), span));

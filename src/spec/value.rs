@@ -3,6 +3,7 @@
 //! notes. Both the evaluator (`eval.rs`) and the built-in functions (`functions/`) work on
 //! these; they live below both so that neither file has to reach into the other for them.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -172,9 +173,12 @@ pub struct Scope<'a> {
     /// Where the names `env()` looks up are noted (a spec's load: [`EnvReads`]).
     pub env_read: Option<&'a EnvReads>,
     pub count_index: Option<u64>,
-    pub each: Option<(Value, Value)>,
-    /// `for` expression variables, innermost last.
-    pub bound: Vec<(String, Value)>,
+    /// `each.key` and `each.value`; the value is borrowed where it lies in data the scope
+    /// already borrows (a policy's `for_each = plan.pools`), so it is not copied per item.
+    pub each: Option<(Value, Cow<'a, Value>)>,
+    /// `for` expression variables, innermost last; borrowed, not copied, when the
+    /// collection lies in data the scope borrows.
+    pub bound: Vec<(String, Cow<'a, Value>)>,
     /// Extra top-level names (policies see `plan`).
     pub extra: Option<&'a BTreeMap<String, Value>>,
 }

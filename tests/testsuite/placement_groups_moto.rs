@@ -223,13 +223,27 @@ fn apply_refuses_a_group_of_gpuplan_s_name_that_this_state_did_not_make() {
 
 #[test]
 fn a_multi_node_job_s_nodes_launch_in_the_group_of_the_pool_s_first_zone_made_first() {
+    job_nodes_launch_in_the_first_zone_s_group(3);
+}
+
+/// A job of one replica on a pool of no warm nodes: its node too.
+#[test]
+fn a_job_node_of_a_grouped_pool_launches_into_the_first_zone_s_group() {
+    job_nodes_launch_in_the_first_zone_s_group(1);
+}
+
+/// A job of `replicas` on a grouped pool of no warm nodes: each node launches into the
+/// group of the pool's first zone, made first under the pool's tags (not the run's), and
+/// destroy deletes the group after them.
+fn job_nodes_launch_in_the_first_zone_s_group(replicas: usize) {
     let groups: Groups = Arc::default();
     let front = front(groups.clone());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let spec = spec(&front.url, 0)
+    let spec = (spec(&front.url, 0)
         + "\njob_template \"ddp\" {\n  image   = \"ghcr.io/example/ddp:1\"\n  command = [\"torchrun\", \"train.py\"]\n  gpus    = 8\n  retries = 0\n}\n\n\
-           job \"pretrain\" {\n  template = job_template.ddp\n  pool     = gpu_pool.train\n  replicas = 3\n}\n";
+           job \"pretrain\" {\n  template = job_template.ddp\n  pool     = gpu_pool.train\n  replicas = REPLICAS\n}\n")
+        .replace("REPLICAS", &replicas.to_string());
     std::fs::write(dir.join("main.hcl"), &spec).unwrap();
     let r = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -245,7 +259,7 @@ fn a_multi_node_job_s_nodes_launch_in_the_group_of_the_pool_s_first_zone_made_fi
     assert_eq!(tags.get("gpuplan:address").map(String::as_str), Some("gpu_pool.train"), "{tags:?}");
     assert!(!tags.contains_key("gpuplan:job"), "the pool's group, not the job's: {tags:?}");
     let launches = front.actions("RunInstances");
-    assert_eq!(launches.len(), 3, "a node per replica");
+    assert_eq!(launches.len(), replicas, "a node per replica");
     for call in &launches {
         assert_eq!(call.params.get("Placement.GroupName"), Some(&group), "{:?}", call.params);
     }
@@ -341,37 +355,4 @@ fn a_kept_pool_that_drops_a_zone_or_its_group_deletes_that_zone_s_group_once_its
     std::fs::write(dir.join("main.hcl"), ungrouped(0)).unwrap();
     let pool = planned_pool(dir);
     assert!(pool["pool"]["delete_groups"].is_null(), "{pool:#}");
-}
-
-/// A job on a pool of no warm nodes: its node launches into the group of the pool's first
-/// zone (made first, under the pool's tags), and destroy deletes the group after it.
-#[test]
-fn a_job_node_of_a_grouped_pool_launches_into_the_first_zone_s_group() {
-    let groups: Groups = Arc::default();
-    let front = front(groups.clone());
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let job = "\njob_template \"t\" {\n  image   = \"nginx\"\n  gpus    = 8\n  retries = 0\n}\n\n\
-job \"once\" {\n  template = job_template.t\n  pool     = gpu_pool.train\n}\n";
-    std::fs::write(dir.join("main.hcl"), spec(&front.url, 0) + job).unwrap();
-    let r = run(dir, &["apply", "--auto-approve"]);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-
-    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
-    let lineage: String =
-        state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
-    let name = format!("gpuplan-{lineage}-train-us-east-1a");
-    let held = groups.lock().unwrap().clone();
-    assert_eq!(held.keys().cloned().collect::<Vec<_>>(), [name.clone()], "{held:?}");
-    assert_eq!(held[&name].get("gpuplan:managed").map(String::as_str), Some("true"));
-    assert!(!held[&name].contains_key("gpuplan:job"), "the pool's tags, not the run's: {held:?}");
-    let runs = front.actions("RunInstances");
-    assert_eq!(runs.len(), 1, "one job node");
-    assert_eq!(runs[0].params.get("Placement.GroupName"), Some(&name), "{:?}", runs[0].params);
-    let made = front.actions("CreatePlacementGroup");
-    assert!(made.iter().all(|c| c.at < runs[0].at), "the group before the node");
-
-    let r = run(dir, &["destroy", "--auto-approve"]);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    assert!(groups.lock().unwrap().is_empty(), "destroy deletes the group");
 }

@@ -304,8 +304,9 @@ pub struct DataDisk {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkBlock {
-    /// `efa` (aws; not built yet), `rdma` (tencentcloud: HCC types in an HPC cluster per pool
-    /// and zone) or `erdma` (alicloud: an elastic RDMA interface per node); default none.
+    /// `efa` (aws: as many EFA interfaces as the type takes; needs `security_groups`),
+    /// `rdma` (tencentcloud: HCC types in an HPC cluster per pool and zone) or `erdma`
+    /// (alicloud: an elastic RDMA interface per node); default none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fabric: Option<Spanned<crate::model::hardware::Fabric>>,
     /// `cluster`: one placement group per pool and zone, made and removed by gpuplan (aws: a

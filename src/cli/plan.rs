@@ -77,6 +77,7 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
                 ));
             }
         }
+        note_unsaved(args, &plan, format);
         common::warn_unused_overrides(&plan, &args.policy.override_policy)?;
         common::warn_near_limits(&plan)?;
         verdicts::warn_standing(&plan);
@@ -102,6 +103,22 @@ pub fn run(settings: &Settings, args: &PlanArgs) -> miette::Result<ExitStatus> {
     })?;
     common::leave_to_exit(loaded);
     status
+}
+
+/// As Terraform says of a plan without `-out`: `apply` plans again, so what it does may
+/// differ. Said only of a text plan that has work and could be applied.
+fn note_unsaved(args: &PlanArgs, plan: &crate::plan::Plan, format: PlanFormat) {
+    if args.out.is_none()
+        && format == PlanFormat::Text
+        && plan.has_work()
+        && plan.errors.is_empty()
+        && !engine::run::denied(plan)
+    {
+        output::stderr(
+            "\nNote: you didn't use --out to save this plan, so gpuplan can't guarantee to take\n\
+             exactly these actions if you run `gpuplan apply` now.\n",
+        );
+    }
 }
 
 /// `--replace` addresses ([`addresses::replacements`]); a destroy replaces nothing.

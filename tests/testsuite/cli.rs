@@ -138,6 +138,25 @@ fn bad_workspace_and_lock_timeout_are_errors() {
     assert!(r.stderr.contains("--lock-timeout"), "{}", r.stderr);
 }
 
+/// As Terraform does: a text plan with changes that was not saved says that `apply` plans
+/// again; a saved one, a plan without changes and a JSON plan do not.
+#[test]
+fn an_unsaved_plan_with_changes_says_apply_plans_again() {
+    let note = "Note: you didn't use --out to save this plan";
+    let tmp = tempfile::tempdir().expect("tempdir");
+    assert_eq!(run(tmp.path(), &["init"]).code, 0);
+    let unsaved = run(tmp.path(), &["plan"]);
+    assert_eq!(unsaved.code, 0, "{}", unsaved.stderr);
+    assert!(unsaved.stderr.contains(note), "{}", unsaved.stderr);
+    assert!(!unsaved.stdout.contains(note), "stdout stays the plan: {}", unsaved.stdout);
+    let saved = run(tmp.path(), &["plan", "--out", "p.plan"]);
+    assert!(!saved.stderr.contains(note) && saved.stderr.contains("Saved the plan to"), "{}", saved.stderr);
+    assert!(!run(tmp.path(), &["plan", "--json"]).stderr.contains(note));
+    assert_eq!(run(tmp.path(), &["apply", "p.plan"]).code, 0);
+    let settled = run(tmp.path(), &["plan"]);
+    assert!(!settled.stderr.contains(note), "nothing to apply: {}", settled.stderr);
+}
+
 #[test]
 fn show_renders_a_saved_plan_as_plan_printed_it_without_state_or_spec() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -20,6 +20,8 @@ pub struct CapacityUse {
 impl CapacityUse {
     /// The `reservation` block named; `None` for `open`.
     pub fn target(&self) -> Option<crate::addr::Address> {
+        // The text is the decoder's own (`pool_capacity.rs` wrote it from a parsed address):
+        // it always parses.
         if self.reservation.value == "open" { None } else { self.reservation.value.parse().ok() }
     }
 }

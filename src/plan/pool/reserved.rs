@@ -101,6 +101,8 @@ fn held<'s>(cx: &PoolCtx<'_, 's>) -> Vec<(Address, &'s ResourceState, &'s Reserv
         .resources
         .iter()
         .filter(|(_, r)| r.kind == Kind::Reservation.as_str())
+        // State keys are addresses gpuplan wrote; a reservation resource without a bought
+        // record has nothing to launch into yet (its plan buys it first).
         .filter_map(|(k, rs)| Some((k.parse().ok()?, rs, rs.reservation.as_deref()?)))
         .collect()
 }

@@ -96,6 +96,8 @@ impl<A: AgentApi> Agents<A> {
         let env = |key: &str| match values.get(key) {
             Some(v) => Some(v.clone()),
             None if key.contains(':') => None,
+            // Unset (or not UTF-8) is `None`, which `secrets::steps_with` turns into the
+            // located "not set" error: nothing is sent without it.
             None => std::env::var(key).ok(),
         };
         let script = userdata::job_script_with(&LaunchJob { keep_node: true, ..req.clone() }, &env)?;

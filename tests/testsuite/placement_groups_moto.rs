@@ -136,8 +136,7 @@ fn apply_makes_one_placement_group_per_pool_and_zone_launches_into_it_and_destro
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 
     let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
-    let lineage: String =
-        state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let lineage = short_lineage(dir);
     let name = |zone: &str| format!("gpuplan-{lineage}-train-{zone}");
     let held = groups.lock().unwrap().clone();
     assert_eq!(held.keys().cloned().collect::<Vec<_>>(), [name("us-east-1a"), name("us-east-1b")], "{held:?}");
@@ -201,9 +200,7 @@ fn apply_refuses_a_group_of_gpuplan_s_name_that_this_state_did_not_make() {
     std::fs::write(dir.join("main.hcl"), spec(&front.url, 0)).unwrap();
     let r = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
-    let lineage: String =
-        state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let lineage = short_lineage(dir);
     let taken = format!("gpuplan-{lineage}-train-us-east-1a");
     groups.lock().unwrap().insert(taken.clone(), BTreeMap::from([("team".to_string(), "other".to_string())]));
     std::fs::write(dir.join("main.hcl"), spec(&front.url, 4)).unwrap();
@@ -248,9 +245,7 @@ fn job_nodes_launch_in_the_first_zone_s_group(replicas: usize) {
     let r = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 
-    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
-    let lineage: String =
-        state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let lineage = short_lineage(dir);
     let group = format!("gpuplan-{lineage}-train-us-east-1a");
     let held = groups.lock().unwrap().clone();
     assert_eq!(held.keys().cloned().collect::<Vec<_>>(), [group.clone()], "the first zone's group only: {held:?}");
@@ -290,9 +285,7 @@ fn a_kept_pool_that_drops_a_zone_or_its_group_deletes_that_zone_s_group_once_its
     std::fs::write(dir.join("main.hcl"), spec(&front.url, 4)).unwrap();
     let r = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let state: serde_json::Value = crate::state_plain::read(&dir.join("state/default.json"));
-    let lineage: String =
-        state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let lineage = short_lineage(dir);
     let name = |zone: &str| format!("gpuplan-{lineage}-train-{zone}");
     assert_eq!(groups.lock().unwrap().len(), 2);
 
@@ -355,4 +348,10 @@ fn a_kept_pool_that_drops_a_zone_or_its_group_deletes_that_zone_s_group_once_its
     std::fs::write(dir.join("main.hcl"), ungrouped(0)).unwrap();
     let pool = planned_pool(dir);
     assert!(pool["pool"]["delete_groups"].is_null(), "{pool:#}");
+}
+
+/// The state's lineage as gpuplan's group names carry it: its first eight letters and digits.
+fn short_lineage(dir: &std::path::Path) -> String {
+    let state = crate::state_plain::read(&dir.join("state/default.json"));
+    state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect()
 }

@@ -127,9 +127,9 @@ pub(super) fn references(item: &Item<'_>) -> Vec<Reference> {
     let (mut reads, mut names) = (Vec::new(), Vec::new());
     match item {
         Item::Local(_, e) => reads.push(*e),
-        Item::Resource(_, b) => {
+        Item::Resource(kind, b) => {
             for a in &b.body.attrs {
-                let list = if a.key.name == "depends_on" && names_only(&a.value) { &mut names } else { &mut reads };
+                let list = if names_only_attr(*kind, &a.key.name, &a.value) { &mut names } else { &mut reads };
                 push_expr(&a.value, list);
             }
             for inner in &b.body.blocks {
@@ -143,11 +143,26 @@ pub(super) fn references(item: &Item<'_>) -> Vec<Reference> {
     out
 }
 
+/// An attribute decoded as addresses (`fields::address_of`, `blocks.rs`), written as
+/// names: `depends_on` on any block, a quota's `pools`, a job's `template`, `pool` and
+/// `quota`, an autoscaler's `pool`. Decoding it reads no value, so a fleet whose quota
+/// lists every pool builds no pool's value.
+fn names_only_attr(kind: Kind, attr: &str, e: &Expr) -> bool {
+    let list = matches!((kind, attr), (_, "depends_on") | (Kind::Quota, "pools"));
+    let single = matches!((kind, attr), (Kind::Job, "template" | "pool" | "quota") | (Kind::Autoscaler, "pool"));
+    (list && names_only(e)) || (single && is_name(e))
+}
+
+/// A reference by name (`gpu_pool.a`, `gpu_pool.a["x"]`) or a string (YAML).
+fn is_name(e: &Expr) -> bool {
+    matches!(e.kind, ExprKind::String(_)) || crate::spec::fields::named_reference(e).is_some()
+}
+
 /// A list whose items are all references by name (`[gpu_pool.a, gpu_pool.b["x"]]`, or
 /// strings in YAML): decoding it as addresses never evaluates them (`fields::address_of`).
 fn names_only(e: &Expr) -> bool {
     let ExprKind::Array(items) = &e.kind else { return false };
-    items.iter().all(|i| matches!(i.kind, ExprKind::String(_)) || crate::spec::fields::named_reference(i).is_some())
+    items.iter().all(is_name)
 }
 
 /// Every `local.x` / `KIND.NAME` these expressions refer to, with where.

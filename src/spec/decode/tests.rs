@@ -140,3 +140,47 @@ fn a_depends_on_list_names_what_it_waits_for_without_reading_it() {
     let whole = refs_of("gpu_pool \"b\" {\n  depends_on = local.all\n}\n");
     assert_eq!(whole, [("local.all".to_string(), true)]);
 }
+
+/// The references of the first block of `text` decoded as a `kind`: (target, read).
+fn refs_as(kind: Kind, text: &str) -> Vec<(String, bool)> {
+    let mut diags = Diagnostics::default();
+    let body = hcl::parse(0, text, &mut diags).expect("parses");
+    let item = Item::Resource(kind, &body.blocks[0]);
+    let mut got: Vec<_> =
+        references(&item).into_iter().map(|Reference { target, reads, .. }| (target, reads)).collect();
+    got.sort();
+    got
+}
+
+fn want(pairs: &[(&str, bool)]) -> Vec<(String, bool)> {
+    pairs.iter().map(|(t, r)| (t.to_string(), *r)).collect()
+}
+
+#[test]
+fn address_attributes_written_as_names_read_no_value() {
+    // A quota listing every pool, and jobs naming theirs, build no pool's value.
+    let quota =
+        "quota \"q\" {\n  pools = [gpu_pool.a, gpu_pool.b[\"x\"], \"gpu_pool.c\"]\n  max_gpus = local.most\n}\n";
+    assert_eq!(
+        refs_as(Kind::Quota, quota),
+        want(&[("gpu_pool.a", false), ("gpu_pool.b", false), ("gpu_pool.c", false), ("local.most", true)])
+    );
+    let job = "job \"j\" {\n  template = job_template.t\n  pool = gpu_pool.a\n  quota = quota.q\n  args = [gpu_pool.b.gpu]\n}\n";
+    assert_eq!(
+        refs_as(Kind::Job, job),
+        want(&[("gpu_pool.a", false), ("gpu_pool.b", true), ("job_template.t", false), ("quota.q", false)])
+    );
+    let scaler = "autoscaler \"s\" {\n  pool = gpu_pool.a\n}\n";
+    assert_eq!(refs_as(Kind::Autoscaler, scaler), want(&[("gpu_pool.a", false)]));
+    // Computed addresses are evaluated, so what they name is read.
+    let computed = "job \"j\" {\n  pool = local.p\n  quota = \"${quota.q.name}\"\n}\n";
+    assert_eq!(refs_as(Kind::Job, computed), want(&[("local.p", true), ("quota.q", true)]));
+    let listed = "quota \"q\" {\n  pools = [gpu_pool.a, local.more]\n}\n";
+    assert_eq!(refs_as(Kind::Quota, listed), want(&[("gpu_pool.a", true), ("local.more", true)]));
+    // The same names on other blocks are not addresses: their values are read.
+    let other = "gpu_pool \"p\" {\n  pool = gpu_pool.a\n  pools = [gpu_pool.b]\n  template = job_template.t\n}\n";
+    assert_eq!(
+        refs_as(Kind::GpuPool, other),
+        want(&[("gpu_pool.a", true), ("gpu_pool.b", true), ("job_template.t", true)])
+    );
+}

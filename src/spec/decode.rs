@@ -547,7 +547,7 @@ fn store<T: HasMeta, V: From<T>>(
 /// The value a reference like `gpu_pool.train` evaluates to: the decoded attributes
 /// plus `name`, `address` and `id`.
 fn to_value<T: serde::Serialize>(r: &T, addr: &Address) -> Value {
-    let mut v = serde_json::to_value(r).map(|j| Value::from_json(&j)).unwrap_or_default();
+    let mut v = crate::spec::value_ser::to_value(r);
     if let Value::Object(o) = &mut v {
         o.insert("name".into(), Value::String(addr.name.clone()));
         o.insert("address".into(), Value::String(addr.to_string()));
@@ -613,7 +613,7 @@ fn decode_provider(
                 .help("give the second block an `alias = \"NAME\"` and refer to it by that name"),
         ));
     }
-    let v = Value::from_json(&serde_json::to_value(&p).unwrap_or_default());
+    let v = crate::spec::value_ser::to_value(&p);
     spec.providers.insert(local, p);
     Ok(v)
 }

@@ -38,6 +38,7 @@ mod tests;
 pub mod validate;
 mod validate_hardware;
 pub mod value;
+mod value_ser;
 pub mod varfile;
 pub mod variables;
 pub mod yaml;

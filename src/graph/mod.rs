@@ -174,27 +174,34 @@ pub fn build<'s>(spec: &'s Spec) -> Graph<'s> {
         // the edges from `n` are the ones made here. As `update_edge`, the last span wins.
         let mut made: HashMap<NodeIndex, EdgeIndex> = HashMap::new();
         for d in deps {
+            let mut link = |graph: &mut DiGraph<&'s Address, Edge>, m: NodeIndex| match made.entry(m) {
+                Entry::Occupied(e) => graph[*e.get()] = Edge { span: d.span },
+                Entry::Vacant(v) => {
+                    v.insert(graph.add_edge(n, m, Edge { span: d.span }));
+                }
+            };
+            // The address itself: a resource without instances, or one named with its key.
+            if let Some(&m) = g.index.get(&d.value) {
+                link(&mut g.graph, m);
+                continue;
+            }
             // A reference without an instance key means every instance of it.
             // The index is sorted by (kind, name, key) with no key first, so a name's
             // instances are one contiguous range: no scan over every address per reference.
-            let targets: Vec<&'s Address> = if d.value.key.is_none() {
-                g.index
+            let mut found = false;
+            if d.value.key.is_none() {
+                let instances = g
+                    .index
                     .range::<&Address, _>(&d.value..)
-                    .map(|(a, _)| *a)
-                    .take_while(|a| a.kind == d.value.kind && a.name == d.value.name)
-                    .collect::<Vec<_>>()
-            } else {
-                vec![&d.value]
-            };
-            let targets = if targets.is_empty() { vec![&d.value] } else { targets };
-            for t in targets {
-                let m = g.node(t);
-                match made.entry(m) {
-                    Entry::Occupied(e) => g.graph[*e.get()] = Edge { span: d.span },
-                    Entry::Vacant(v) => {
-                        v.insert(g.graph.add_edge(n, m, Edge { span: d.span }));
-                    }
+                    .take_while(|(a, _)| a.kind == d.value.kind && a.name == d.value.name);
+                for (_, &m) in instances {
+                    link(&mut g.graph, m);
+                    found = true;
                 }
+            }
+            if !found {
+                let m = g.node(&d.value);
+                link(&mut g.graph, m);
             }
         }
     };

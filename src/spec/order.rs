@@ -4,7 +4,7 @@
 //! members are left out. Also what each output reads. No evaluation happens here.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
 
@@ -60,7 +60,8 @@ pub(super) fn dependency_order<'r>(
     // Order locals and resources by the references between them.
     let mut items: Vec<Item<'_>> = locals.iter().map(|(id, e)| Item::Local(id, e)).collect();
     items.extend(resources.iter().map(|(k, b)| Item::Resource(*k, b)));
-    let index: BTreeMap<String, usize> = items.iter().enumerate().map(|(i, it)| (it.key(), i)).collect();
+    // Looked up once per reference (a quota listing 2,000 pools): hashed, not searched.
+    let index: HashMap<String, usize> = items.iter().enumerate().map(|(i, it)| (it.key(), i)).collect();
     let mut graph: DiGraph<usize, Span> = DiGraph::new();
     let nodes: Vec<NodeIndex> = (0..items.len()).map(|i| graph.add_node(i)).collect();
     let mut refs: Vec<Vec<Spanned<Address>>> = vec![Vec::new(); items.len()];
@@ -179,7 +180,11 @@ fn expr_references(exprs: Vec<&Expr>) -> Vec<(String, Span)> {
             }
             let Some(raw::Step::Attr(id)) = steps.first() else { continue };
             if root.name == "local" || Kind::parse(&root.name).is_some() {
-                out.push((format!("{}.{}", root.name, id.name), span));
+                let mut target = String::with_capacity(root.name.len() + 1 + id.name.len());
+                target.push_str(&root.name);
+                target.push('.');
+                target.push_str(&id.name);
+                out.push((target, span));
             }
         }
         // `depends_on = ["gpu_pool.x"]` and YAML references written as strings.
@@ -196,7 +201,7 @@ fn expr_references(exprs: Vec<&Expr>) -> Vec<(String, Span)> {
 /// and the resources it reads directly or through those locals.
 fn output_reads(
     b: &Block,
-    index: &BTreeMap<String, usize>,
+    index: &HashMap<String, usize>,
     graph: &DiGraph<usize, Span>,
     nodes: &[NodeIndex],
     items: &[Item<'_>],

@@ -148,9 +148,21 @@ impl<'r> Fields<'r> {
         Ok(Fields { what, head, fields, blocks: vec![], used, failed: false })
     }
 
+    /// The first attribute called `name`; marks it and every block so called as asked
+    /// for. One pass over the attributes: decoders ask each block for dozens of names.
     fn take(&mut self, name: &str) -> Option<Field<'r>> {
-        self.mark_used(name);
-        self.fields.iter().find(|f| f.key == name).cloned()
+        let mut found = None;
+        for (i, f) in self.fields.iter().enumerate() {
+            if f.key == name {
+                self.used[i] = true;
+                found = found.or(Some(i));
+            }
+        }
+        let blocks = self.blocks.iter().map(|b| b.kind.name.as_str());
+        for (used, n) in self.used[self.fields.len()..].iter_mut().zip(blocks) {
+            *used |= n == name;
+        }
+        found.map(|i| self.fields[i].clone())
     }
 
     /// Every attribute and block called `name` counts as asked for.

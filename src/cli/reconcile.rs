@@ -76,7 +76,15 @@ pub fn run(settings: &Settings, args: &ReconcileArgs) -> miette::Result<ExitStat
             // The first round reports what is wrong with the folder.
             Err(_) => Vec::new(),
         };
-        let wake_on = runner::Triggers { spec_dir: settings.dir.clone(), pods };
+        let var_files = settings
+            .vars
+            .iter()
+            .filter_map(|v| match v {
+                crate::spec::varfile::VarArg::File(path) => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
+        let wake_on = runner::Triggers { spec_dir: settings.dir.clone(), var_files, pods };
         let (base, clock, metrics) = (&opts, &clock, &metrics);
         runner::run(
             every,

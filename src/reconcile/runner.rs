@@ -81,6 +81,8 @@ pub fn skip_message(e: &ReconcileError, in_a_row: u64) -> String {
 pub struct Triggers {
     /// The spec folder: a change starts a pass.
     pub spec_dir: PathBuf,
+    /// `--var-file`s named on the command line: a change to one starts a pass too.
+    pub var_files: Vec<PathBuf>,
     /// The clusters of `kubernetes {}` pools whose unschedulable job pods start a pass.
     pub pods: Vec<triggers::WatchTarget>,
 }
@@ -104,7 +106,7 @@ pub async fn run<R, F>(
     // Passes also start on a trigger (never two at once: a trigger only ends the sleep).
     let wake = Arc::new(Notify::new());
     let said = say.clone();
-    let watcher = triggers::watch_spec_folder(wake_on.spec_dir, wake.clone(), move |_| {
+    let watcher = triggers::watch_spec_folder(wake_on.spec_dir, wake_on.var_files, wake.clone(), move |_| {
         said("Spec folder changed: starting a pass\n");
     });
     let said = say.clone();

@@ -24,36 +24,40 @@ pub use crate::providers::kube::watch::WatchTarget;
 /// How often the folder is looked at; a change starts a pass within about two polls.
 pub const POLL: Duration = Duration::from_millis(500);
 
-/// A fingerprint of the spec files' names and content; `None` when the folder cannot be
-/// read (it is being replaced): no trigger until it reads again.
-pub fn fingerprint(dir: &Path) -> Option<[u8; 32]> {
+/// A fingerprint of the spec files' names and content, and of the `--var-file`s named on
+/// the command line (`extra`, wherever they are); `None` when one cannot be read (the
+/// folder is being replaced): no trigger until it reads again.
+pub fn fingerprint(dir: &Path, extra: &[PathBuf]) -> Option<[u8; 32]> {
     use sha2::Digest;
     let mut hash = sha2::Sha256::new();
     // A folder or file that cannot be read right now (a ConfigMap being swapped, a
     // git-sync checkout mid-move) has no fingerprint: deliberately not an error, since no
     // pass is triggered by it and the next check, or the interval timer, reads it again;
     // the pass itself reports any real read error.
-    for file in crate::spec::spec_and_var_files(dir).ok()? {
-        let bytes = std::fs::read(&file).ok()?;
-        hash.update(file.file_name()?.as_encoded_bytes());
+    let files = crate::spec::spec_and_var_files(dir).ok()?;
+    for file in files.iter().chain(extra) {
+        let bytes = std::fs::read(file).ok()?;
+        hash.update(file.as_os_str().as_encoded_bytes());
         hash.update((bytes.len() as u64).to_le_bytes());
         hash.update(&bytes);
     }
     Some(hash.finalize().into())
 }
 
-/// Watch `dir` until the task is dropped or aborted, notifying `wake` once per settled
-/// change. `said` is called with the folder on each trigger (for the log).
+/// Watch `dir` and the `var_files` outside it until the task is dropped or aborted,
+/// notifying `wake` once per settled change. `said` is called with the folder on each
+/// trigger (for the log).
 pub fn watch_spec_folder(
     dir: PathBuf,
+    var_files: Vec<PathBuf>,
     wake: Arc<Notify>,
     said: impl Fn(&Path) + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut last = fingerprint(&dir);
+        let mut last = fingerprint(&dir, &var_files);
         loop {
             tokio::time::sleep(POLL).await;
-            let Some(now) = fingerprint(&dir) else { continue };
+            let Some(now) = fingerprint(&dir, &var_files) else { continue };
             if Some(now) == last {
                 continue;
             }
@@ -61,7 +65,7 @@ pub fn watch_spec_folder(
             let mut settled = now;
             loop {
                 tokio::time::sleep(POLL).await;
-                match fingerprint(&dir) {
+                match fingerprint(&dir, &var_files) {
                     Some(again) if again == settled => break,
                     Some(again) => settled = again,
                     None => {}
@@ -139,13 +143,33 @@ mod tests {
         let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("write");
         write("main.hcl", "provider \"sim\" {}\n");
         write("prod.auto.vars.hcl", "nodes = 1\n");
-        let first = super::fingerprint(dir.path()).expect("readable");
+        let first = super::fingerprint(dir.path(), &[]).expect("readable");
         write("README.txt", "notes");
-        assert_eq!(super::fingerprint(dir.path()), Some(first));
+        assert_eq!(super::fingerprint(dir.path(), &[]), Some(first));
         write("prod.auto.vars.hcl", "nodes = 2\n");
-        let second = super::fingerprint(dir.path()).expect("readable");
+        let second = super::fingerprint(dir.path(), &[]).expect("readable");
         assert_ne!(second, first);
         write("main.hcl", "provider \"sim\" {}\n# edited\n");
-        assert_ne!(super::fingerprint(dir.path()), Some(second));
+        assert_ne!(super::fingerprint(dir.path(), &[]), Some(second));
+    }
+
+    /// `reconcile --var-file ../prod.vars.hcl`: the file lives outside the folder, and a
+    /// change to it changes what a pass plans, so it wakes the loop too.
+    #[test]
+    fn the_fingerprint_covers_var_files_outside_the_folder() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let spec = root.path().join("spec");
+        std::fs::create_dir(&spec).expect("mkdir");
+        std::fs::write(spec.join("main.hcl"), "provider \"sim\" {}\n").expect("write");
+        let vars = root.path().join("prod.vars.hcl");
+        std::fs::write(&vars, "nodes = 1\n").expect("write");
+        let extra = [vars.clone()];
+        let first = super::fingerprint(&spec, &extra).expect("readable");
+        assert_eq!(super::fingerprint(&spec, &extra), Some(first));
+        std::fs::write(&vars, "nodes = 2\n").expect("write");
+        assert_ne!(super::fingerprint(&spec, &extra), Some(first));
+        // A var file that cannot be read (being replaced) gives no fingerprint: no trigger.
+        std::fs::remove_file(&vars).expect("rm");
+        assert_eq!(super::fingerprint(&spec, &extra), None);
     }
 }

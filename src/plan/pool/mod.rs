@@ -745,20 +745,30 @@ pub(crate) fn prevent_destroy_error(
 
 // ---- helpers -------------------------------------------------------------------------------
 
+/// The nodes by instance type, capacity and reservation, in that order. Counted over
+/// borrowed keys, sorted: a string is copied once per kind of node, not once per node.
 fn type_counts(nodes: &[&Node]) -> Vec<TypeCount> {
-    let mut m: BTreeMap<(String, crate::providers::Capacity, Option<String>), u32> = BTreeMap::new();
-    for n in nodes {
-        let reservation = n.tags.get(crate::providers::TAG_RESERVATION).map(str::to_string);
-        *m.entry((n.instance_type.clone(), n.capacity, reservation)).or_default() += 1;
-    }
-    m.into_iter()
-        .map(|((instance_type, capacity, reservation), count)| TypeCount {
-            instance_type,
+    let mut keys: Vec<(&str, crate::providers::Capacity, Option<&str>)> = nodes
+        .iter()
+        .map(|n| (n.instance_type.as_str(), n.capacity, n.tags.get(crate::providers::TAG_RESERVATION)))
+        .collect();
+    keys.sort_unstable();
+    let mut out: Vec<TypeCount> = Vec::new();
+    for (i, &(instance_type, capacity, reservation)) in keys.iter().enumerate() {
+        if i > 0 && keys[i - 1] == keys[i] {
+            if let Some(last) = out.last_mut() {
+                last.count += 1;
+            }
+            continue;
+        }
+        out.push(TypeCount {
+            instance_type: instance_type.to_string(),
             capacity,
-            count,
-            reservation,
-        })
-        .collect()
+            count: 1,
+            reservation: reservation.map(str::to_string),
+        });
+    }
+    out
 }
 
 fn count(nodes: &[&Node], gpus_per_node: u32) -> NodeCounts {

@@ -25,7 +25,7 @@ mod tests;
 
 use crate::model::words::nodes;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde_json::Value as Json;
 
@@ -66,27 +66,45 @@ pub(crate) struct PoolCtx<'a, 'i> {
     pub texts: &'a RefCell<ConfigTexts>,
 }
 
-/// Pools' configuration texts by the text they serialize to, for one run of the diff (one
-/// thread's addresses). Making a pool's configuration text is serializing it and then
-/// canonicalizing that text (parsed again, keys sorted): a third of a no-op plan's diff at
-/// 2,000 pools. Pools of one shape serialize to the same text, and the canonical text is
-/// a function of that text alone, so a pool whose text was seen before gets the same
-/// canonical text, shared, without canonicalizing again.
+/// Pools' configuration texts made in one run of the diff (one thread's addresses): pools
+/// of one shape get one text, shared, rather than a copy each.
 #[derive(Default)]
-pub(crate) struct ConfigTexts(HashMap<String, JsonText>);
+pub(crate) struct ConfigTexts(HashSet<SharedText>);
 
 impl ConfigTexts {
-    /// `JsonText::to_json(pool)`, from the memo when the pool serializes as one seen before.
+    /// `JsonText::to_json(pool)`, shared with an equal one made before.
     pub fn of(&mut self, pool: &GpuPool) -> serde_json::Result<JsonText> {
-        let text = serde_json::to_string(pool)?;
-        if let Some(canonical) = self.0.get(&text) {
-            return Ok(canonical.clone());
+        let text = JsonText::to_json(pool)?;
+        if let Some(SharedText(seen)) = self.0.get(text.as_str()) {
+            return Ok(seen.clone());
         }
-        let canonical = JsonText::parse(&text)?;
-        self.0.insert(text, canonical.clone());
-        Ok(canonical)
+        self.0.insert(SharedText(text.clone()));
+        Ok(text)
     }
 }
+
+/// A text in [`ConfigTexts`], found by its `str`.
+struct SharedText(JsonText);
+
+impl std::borrow::Borrow<str> for SharedText {
+    fn borrow(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl std::hash::Hash for SharedText {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.as_str().hash(h)
+    }
+}
+
+impl PartialEq for SharedText {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl Eq for SharedText {}
 
 pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
     let shape = cx.pool.and_then(|p| reserved::shape(cx, p, cat, &mut plan.notes));
@@ -727,20 +745,30 @@ pub(crate) fn prevent_destroy_error(
 
 // ---- helpers -------------------------------------------------------------------------------
 
+/// The nodes by instance type, capacity and reservation, in that order. Counted over
+/// borrowed keys, sorted: a string is copied once per kind of node, not once per node.
 fn type_counts(nodes: &[&Node]) -> Vec<TypeCount> {
-    let mut m: BTreeMap<(String, crate::providers::Capacity, Option<String>), u32> = BTreeMap::new();
-    for n in nodes {
-        let reservation = n.tags.get(crate::providers::TAG_RESERVATION).map(str::to_string);
-        *m.entry((n.instance_type.clone(), n.capacity, reservation)).or_default() += 1;
-    }
-    m.into_iter()
-        .map(|((instance_type, capacity, reservation), count)| TypeCount {
-            instance_type,
+    let mut keys: Vec<(&str, crate::providers::Capacity, Option<&str>)> = nodes
+        .iter()
+        .map(|n| (n.instance_type.as_str(), n.capacity, n.tags.get(crate::providers::TAG_RESERVATION)))
+        .collect();
+    keys.sort_unstable();
+    let mut out: Vec<TypeCount> = Vec::new();
+    for (i, &(instance_type, capacity, reservation)) in keys.iter().enumerate() {
+        if i > 0 && keys[i - 1] == keys[i] {
+            if let Some(last) = out.last_mut() {
+                last.count += 1;
+            }
+            continue;
+        }
+        out.push(TypeCount {
+            instance_type: instance_type.to_string(),
             capacity,
-            count,
-            reservation,
-        })
-        .collect()
+            count: 1,
+            reservation: reservation.map(str::to_string),
+        });
+    }
+    out
 }
 
 fn count(nodes: &[&Node], gpus_per_node: u32) -> NodeCounts {

@@ -770,3 +770,39 @@ fn config_texts_are_the_canonical_texts_shared_between_alike_pools() {
     assert_ne!(train, big);
     assert!(big.as_str().contains("\"desired\":5"), "{}", big.as_str());
 }
+
+/// Every pool of the examples, the plan cases and the bad-input corpus (network, disk,
+/// capacity, placement, health, kubernetes and lifecycle blocks among them) gets its
+/// configuration text in one pass (`json_text/sorted.rs`), and it is the two-pass text.
+#[test]
+fn every_example_pool_gets_the_two_pass_text() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pools = 0;
+    for dir in ["examples", "tests/plan_cases", "tests/corpus"] {
+        for file in walk(&root.join(dir)) {
+            let mut sources = crate::diag::Sources::default();
+            sources.add(file.display().to_string(), std::fs::read_to_string(&file).unwrap());
+            let loaded = crate::spec::load_sources(sources, &Default::default());
+            for pool in loaded.spec.gpu_pools.values() {
+                let two_pass = JsonText::parse(&serde_json::to_string(pool).unwrap()).unwrap();
+                let one_pass = crate::json_text::one_pass(pool).unwrap();
+                assert_eq!(one_pass, two_pass.as_str(), "{}", file.display());
+                pools += 1;
+            }
+        }
+    }
+    assert!(pools > 50, "only {pools} pools compared");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else if path.extension().is_some_and(|e| e == "hcl" || e == "yaml") {
+            files.push(path);
+        }
+    }
+    files
+}

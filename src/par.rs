@@ -46,6 +46,17 @@ pub fn runs_in_order<T: Sync, R: Send>(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Drop `value` on a thread of its own, so that freeing a large tree (the policies' input:
+/// tens of thousands of allocations) runs beside the caller's next step instead of before
+/// it. Where the thread cannot start, it is dropped here.
+pub fn drop_aside<T: Send + 'static>(value: T) {
+    // Where the thread cannot start, `spawn` drops the closure, and the value with it, on
+    // this thread: only the head start is lost, so the error needs no report.
+    if let Err(not_started) = std::thread::Builder::new().name("drop".into()).spawn(move || drop(value)) {
+        drop(not_started);
+    }
+}
+
 /// The machine's cores (1 when it cannot say).
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -54,6 +65,19 @@ pub fn cores() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_dropped_aside_is_dropped() {
+        struct Tell(std::sync::mpsc::Sender<()>);
+        impl Drop for Tell {
+            fn drop(&mut self) {
+                self.0.send(()).expect("the test waits");
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        drop_aside(Tell(tx));
+        rx.recv_timeout(std::time::Duration::from_secs(10)).expect("dropped on its thread");
+    }
 
     #[test]
     fn runs_come_back_in_order_and_cover_every_item_once() {

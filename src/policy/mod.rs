@@ -67,6 +67,8 @@ pub fn evaluate(policies: &[Policy], facts: &Facts<'_>, overrides: &[String]) ->
         run.iter().flat_map(|p| one(p, &extra, overrides)).collect::<Vec<_>>()
     });
     out.extend(results.into_iter().flatten());
+    // The input tree is freed beside what the command does next (rendering the plan).
+    crate::par::drop_aside(extra);
     out
 }
 

@@ -1,5 +1,5 @@
 //! A head start on the state and the embedded cloud: their files are read and parsed on
-//! a second thread while the spec is parsed on the first.
+//! two more threads (one each) while the spec is parsed on the first.
 //!
 //! Where the state lives is known only once the spec is decoded (its `backend` block),
 //! and the locks are taken after that, state first, as always. What is read here is
@@ -28,12 +28,17 @@ pub struct Preread {
 }
 
 /// Read and parse the workspace's local state file and sim cloud files, if they exist
-/// and are small enough. Runs without locks; see the module docs.
+/// and are small enough, each on its own thread: at 2,000 pools the state is about 19 ms
+/// of parsing and the sim cloud 8, and one after the other they took longer than the
+/// spec beside them. Runs without locks; see the module docs.
 pub fn read(ws: &Workspace) -> Preread {
-    Preread {
-        state: local::Preread::read(&ws.state_path, MAX_BYTES),
-        sim: sim::Preread::read(&ws.sim_path(), MAX_BYTES),
-    }
+    std::thread::scope(|s| {
+        let sim = s.spawn(|| sim::Preread::read(&ws.sim_path(), MAX_BYTES));
+        let state = local::Preread::read(&ws.state_path, MAX_BYTES);
+        // As in `alongside`: a panic while reading ahead is a bug, surfaced.
+        let sim = sim.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        Preread { state, sim }
+    })
 }
 
 /// Run `load` (the spec) on this thread while [`read`] runs on another.

@@ -18,12 +18,14 @@ use serde::de::{MapAccess, Visitor};
 use crate::json_text::Key;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Tags in key order, encoded as `[key length u32 LE][value length u32 LE][key][value]`
-/// entries in one buffer. The keys and values are always valid UTF-8 (they come from
-/// `&str`), which is checked again on the way out rather than assumed.
+/// Tags in key order, encoded as `[key length][value length][key][value]` entries in one
+/// text buffer, each length four ASCII bytes of seven bits (little end first). The header
+/// bytes being ASCII keeps the whole buffer a `str`, so reading an entry is a slice at
+/// known char boundaries, with no UTF-8 check: iterating tags was 3 % of a 2,000-pool
+/// no-op plan while each key and value was checked again on the way out.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Tags {
-    buf: Box<[u8]>,
+    buf: Box<str>,
 }
 
 impl Tags {
@@ -73,47 +75,53 @@ impl Tags {
 }
 
 /// Encode entries already sorted by key with no key repeated.
-fn encode(entries: &[(&str, &str)]) -> Box<[u8]> {
-    let size = entries.iter().map(|(k, v)| 8 + k.len() + v.len()).sum();
-    let mut buf = Vec::with_capacity(size);
+fn encode(entries: &[(&str, &str)]) -> Box<str> {
+    let size = entries.iter().map(|(k, v)| 2 * LEN_BYTES + k.len() + v.len()).sum();
+    let mut buf = String::with_capacity(size);
     for (k, v) in entries {
-        buf.extend_from_slice(&len32(k).to_le_bytes());
-        buf.extend_from_slice(&len32(v).to_le_bytes());
-        buf.extend_from_slice(k.as_bytes());
-        buf.extend_from_slice(v.as_bytes());
+        push_len(&mut buf, k);
+        push_len(&mut buf, v);
+        buf.push_str(k);
+        buf.push_str(v);
     }
-    buf.into_boxed_slice()
+    buf.into_boxed_str()
 }
 
-fn len32(s: &str) -> u32 {
-    // Cloud tags are at most a few hundred bytes; 4 GiB would not fit any API request.
-    u32::try_from(s.len()).expect("a tag shorter than 4 GiB")
+/// Bytes in one length's header.
+const LEN_BYTES: usize = 4;
+
+/// `s.len()` as [`LEN_BYTES`] ASCII bytes of seven bits each, low bits first.
+fn push_len(buf: &mut String, s: &str) {
+    // Cloud tags are at most a few hundred bytes; 256 MiB would not fit any API request.
+    assert!(s.len() < 1 << (7 * LEN_BYTES), "a tag shorter than 256 MiB");
+    for i in 0..LEN_BYTES {
+        buf.push(char::from(((s.len() >> (7 * i)) & 0x7f) as u8));
+    }
+}
+
+fn read_len(head: &[u8]) -> usize {
+    head.iter().rev().fold(0, |n, b| (n << 7) | usize::from(*b))
 }
 
 /// The entries of a [`Tags`], in key order.
 pub struct Iter<'a> {
-    rest: &'a [u8],
+    rest: &'a str,
 }
 
 impl<'a> Iterator for Iter<'a> {
     type Item = (&'a str, &'a str);
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.len() < 8 {
-            return None;
-        }
-        let (head, tail) = self.rest.split_at(8);
-        let klen = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-        let vlen = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
-        let (k, tail) = tail.split_at(klen);
+        let head = self.rest.as_bytes().get(..2 * LEN_BYTES)?;
+        let klen = read_len(&head[..LEN_BYTES]);
+        let vlen = read_len(&head[LEN_BYTES..]);
+        // Every split falls after an ASCII header byte or at the end of a key or value
+        // pushed as a whole `str`: a char boundary, so slicing cannot panic.
+        let (k, tail) = self.rest[2 * LEN_BYTES..].split_at(klen);
         let (v, tail) = tail.split_at(vlen);
         self.rest = tail;
-        Some((text(k), text(v)))
+        Some((k, v))
     }
-}
-
-fn text(bytes: &[u8]) -> &str {
-    std::str::from_utf8(bytes).expect("tags are encoded from &str")
 }
 
 impl<'a> IntoIterator for &'a Tags {
@@ -241,6 +249,9 @@ mod tests {
         .collect();
         // One heap buffer: entry headers plus the text itself.
         assert_eq!(t.buf.len(), 4 * 8 + 15 + 16 + 15 + 36 + 15 + 4 + 16 + 3);
+        // Lengths past seven bits use the header's higher bytes.
+        let long: Tags = [("k".repeat(300), "é".repeat(9000))].into_iter().collect();
+        assert_eq!(long.iter().collect::<Vec<_>>(), [("k".repeat(300).as_str(), "é".repeat(9000).as_str())]);
         assert_eq!(std::mem::size_of::<Tags>(), 16);
     }
 

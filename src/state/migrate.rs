@@ -87,16 +87,24 @@ fn pack_node(node: &mut Node, lineage: &str, pool_provider: Option<&str>) {
 
 fn expand_node(node: &mut Node, lineage: &str, pool_provider: Option<&str>) {
     let lacks = node.tags.get(LACKS).unwrap_or_default();
-    let missing: Vec<(&str, String)> = derived(node, lineage, pool_provider)
+    // What `derived` gives, borrowed: this runs for every node of every state read.
+    let address = node.pool.to_string();
+    let derived = [
+        (TAG_ADDRESS, Some(address.as_str())),
+        (TAG_LINEAGE, Some(lineage)),
+        (TAG_MANAGED, Some("true")),
+        (TAG_PROVIDER, node.provider.as_deref().or(pool_provider)),
+    ];
+    let missing = derived
         .into_iter()
         .filter(|(k, _)| !node.tags.contains_key(k) && !lacks.split(',').any(|l| l == *k))
-        .filter_map(|(k, v)| Some((k, v?)))
-        .collect();
-    if missing.is_empty() && lacks.is_empty() {
+        .filter_map(|(k, v)| Some((k, v?)));
+    let mut missing = missing.peekable();
+    if missing.peek().is_none() && lacks.is_empty() {
         return;
     }
-    let kept = node.tags.iter().filter(|(k, _)| *k != LACKS).map(|(k, v)| (k, v.to_string()));
-    node.tags = kept.chain(missing).collect();
+    let tags = node.tags.iter().filter(|(k, _)| *k != LACKS).chain(missing).collect();
+    node.tags = tags;
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@
 //! (`show`), and the passphrase's variable or the KMS key is all it needs.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use flate2::Compression;
@@ -108,22 +108,62 @@ pub fn save_with(path: &Path, plan: &Plan, keys: &Keyring) -> Result<(), PlanFil
             PlanFileError::Write { path: path.to_path_buf(), error }
         });
     }
-    let write = || -> std::io::Result<()> {
-        let file = BufWriter::with_capacity(BUFFER, File::create(&tmp)?);
-        // The JSON writer makes many small writes: buffer them, so the compressor gets blocks.
-        let mut out = BufWriter::with_capacity(BUFFER, GzEncoder::new(file, Compression::fast()));
-        serde_json::to_writer(&mut out, plan)?;
-        let gz = out.into_inner().map_err(|e| e.into_error())?;
-        gz.finish()?.into_inner().map_err(|e| e.into_error())?;
-        Ok(())
-    };
-    write().and_then(|()| std::fs::rename(&tmp, path)).map_err(|error| {
+    write_compressed(&tmp, plan).and_then(|()| std::fs::rename(&tmp, path)).map_err(|error| {
         // Best-effort cleanup of the half-written temp file: the write error below is what
         // the user sees, and a temp file that cannot be removed either never existed or is
         // overwritten by the next save.
         let _ = std::fs::remove_file(&tmp);
         PlanFileError::Write { path: path.to_path_buf(), error }
     })
+}
+
+/// The plan's compact JSON, gzipped into `tmp`: written in blocks of [`BUFFER`] bytes,
+/// each compressed on a thread of its own while the next is written. One after the other
+/// they were the longest thread of `plan --out` at 2,000 pools (160 M instructions of JSON
+/// and 54 M of gzip, beside 112 M of text on the main thread). The compressor's error (a
+/// full disk) is the one reported; the writer then stops at its next block.
+fn write_compressed(tmp: &Path, plan: &Plan) -> std::io::Result<()> {
+    let file = BufWriter::with_capacity(BUFFER, File::create(tmp)?);
+    // A few blocks in flight: the writer runs ahead of the compressor by that much.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+    std::thread::scope(|s| {
+        let compressor = s.spawn(move || -> std::io::Result<()> {
+            let mut gz = GzEncoder::new(file, Compression::fast());
+            for block in rx {
+                gz.write_all(&block)?;
+            }
+            gz.finish()?.into_inner().map_err(|e| e.into_error())?;
+            Ok(())
+        });
+        // The sender is dropped when this returns, error or not: that ends the compressor's loop.
+        let written = write_json(Blocks(tx), plan);
+        let compressed = compressor.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        compressed.and(written)
+    })
+}
+
+/// The compact JSON into `blocks`. The JSON writer makes many small writes: a buffer
+/// gathers them into blocks.
+fn write_json(blocks: Blocks, plan: &Plan) -> std::io::Result<()> {
+    let mut out = BufWriter::with_capacity(BUFFER, blocks);
+    serde_json::to_writer(&mut out, plan)?;
+    out.into_inner().map_err(|e| e.into_error())?;
+    Ok(())
+}
+
+/// Hands each block its buffer fills on to the compressor's thread.
+struct Blocks(std::sync::mpsc::SyncSender<Vec<u8>>);
+
+impl Write for Blocks {
+    fn write(&mut self, block: &[u8]) -> std::io::Result<usize> {
+        // Gone only when the compressor stopped on an error, which is the one reported.
+        self.0.send(block.to_vec()).map_err(|_| std::io::Error::other("the plan's compressor stopped"))?;
+        Ok(block.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Read a saved plan: checks the container, the JSON and the format version.

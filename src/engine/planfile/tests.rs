@@ -153,6 +153,22 @@ fn the_file_is_gzip_of_the_compact_plan() {
     assert_eq!(json, serde_json::to_string(&plan).unwrap());
 }
 
+/// A plan of many blocks, compressed on its own thread while the next block is written,
+/// inflates to exactly the compact JSON, in order.
+#[test]
+fn a_plan_of_many_blocks_is_gzip_of_the_compact_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.out");
+    let plan = plan(2_000, "blocks", 7, 3, 2.5);
+    let compact = serde_json::to_string(&plan).unwrap();
+    assert!(compact.len() > 8 * BUFFER, "{} bytes: several blocks", compact.len());
+    save(&path, &plan).unwrap();
+    let mut json = String::new();
+    open(&path).unwrap().read_to_string(&mut json).unwrap();
+    assert!(json == compact, "the file inflates to the compact plan");
+    assert!(!path.with_extension("tmp").exists(), "no temporary file is left");
+}
+
 #[test]
 fn a_plain_json_plan_file_from_an_earlier_version_is_still_read() {
     let dir = tempfile::tempdir().unwrap();

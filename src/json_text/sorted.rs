@@ -169,11 +169,9 @@ impl<'a> ser::Serializer for Sorted<'a> {
         Err(unsupported("an f32"))
     }
     fn serialize_f64(self, v: f64) -> Result<(), Error> {
-        // As the two-pass way gives it: printed, read back (`serde_json` reads some long
-        // floats one unit off) and printed as a `Value` (a non-finite float is `null`).
-        let printed = serde_json::to_string(&v)?;
-        let read: serde_json::Value = serde_json::from_str(&printed)?;
-        self.scalar(&read)
+        // As the two-pass way gives it: a float reads back exactly (`float_roundtrip`),
+        // so printing it once is printing it as a `Value`; a non-finite float is `null`.
+        if v.is_finite() { self.scalar(&v) } else { self.serialize_unit() }
     }
     fn serialize_char(self, v: char) -> Result<(), Error> {
         self.scalar(&v)

@@ -75,6 +75,18 @@ pub struct Partial {
 }
 
 pub fn decode(files: &[raw::File], opts: &LoadOptions, inputs: &[VarInput], diags: &mut Diagnostics) -> Decoded {
+    decode_with(files, opts, inputs, diags, true)
+}
+
+/// [`decode`]; `aside`: whether runs of pools nothing reads may be decoded on several
+/// threads ([`pools_aside`]; the same result either way, which a test checks).
+fn decode_with(
+    files: &[raw::File],
+    opts: &LoadOptions,
+    inputs: &[VarInput],
+    diags: &mut Diagnostics,
+    aside: bool,
+) -> Decoded {
     let mut spec = Spec::default();
     let mut partial = Partial::default();
     let collected = collect(files, diags);
@@ -91,7 +103,7 @@ pub fn decode(files: &[raw::File], opts: &LoadOptions, inputs: &[VarInput], diag
     let order = dependency_order(&collected.locals, &collected.resources, &collected.outputs, diags);
     let mut poisoned = unset_variables(&collected.variables, &vars);
     poisoned.extend(order.cyclic.iter().cloned());
-    let env = Env { vars: &vars, declared: &declared, opts, yaml_files: &yaml_files };
+    let env = Env { vars: &vars, declared: &declared, opts, yaml_files: &yaml_files, aside };
     let (locals, resources) = evaluate(&order, &env, &mut poisoned, diags, &mut spec, &mut partial);
 
     partial.failed = poisoned.iter().filter_map(|key| key.parse::<Address>().ok()).collect();
@@ -139,11 +151,14 @@ struct Env<'a> {
     declared: &'a BTreeMap<Kind, BTreeSet<String>>,
     opts: &'a LoadOptions,
     yaml_files: &'a BTreeSet<u32>,
+    /// Whether runs of pools may be decoded on several threads ([`pools_aside`]).
+    aside: bool,
 }
 
 /// Locals and resources in dependency order: each local's value and each resource's,
 /// the resources decoded into `spec` (or `partial`). An item that fails is poisoned, so
 /// what refers to it is not reported again. Returns the locals' and resources' values.
+/// A run of pools nothing reads is decoded on the machine's cores ([`pools_aside`]).
 fn evaluate(
     order: &Order<'_>,
     env: &Env<'_>,
@@ -152,50 +167,142 @@ fn evaluate(
     spec: &mut Spec,
     partial: &mut Partial,
 ) -> (BTreeMap<String, Value>, BTreeMap<(Kind, String), Value>) {
-    let mut locals: BTreeMap<String, Value> = BTreeMap::new();
-    let mut resources: BTreeMap<(Kind, String), Value> = BTreeMap::new();
-    for &i in &order.order {
-        let item = order.items[i];
-        let mut cx = Cx {
-            scope: Scope {
-                vars: Some(env.vars),
-                locals: Some(&locals),
-                resources: Some(&resources),
-                declared: Some(env.declared),
-                poisoned: Some(poisoned),
-                env: Some(&env.opts.env),
-                env_read: Some(&env.opts.env_read),
-                ..Scope::default()
-            },
-            diags,
-            declared: env.declared,
-            yaml_files: env.yaml_files,
-        };
-        match item {
-            Item::Local(id, expr) => match cx.eval(expr) {
-                Ok(v) => {
-                    spec.locals.insert(id.name.clone(), Spanned::new(v.clone(), expr.span));
-                    locals.insert(id.name.clone(), v);
-                }
+    let mut values = Values::default();
+    let mut at = 0;
+    while at < order.order.len() {
+        let run = unread_pools(order, &order.order[at..]);
+        if env.aside
+            && run.len() >= POOLS_ASIDE_MIN
+            && let Some(outs) = pools_aside(order, run, env, &values, poisoned)
+        {
+            for out in outs {
+                let Aside { spec: mut s, partial: mut p, diags: mut d, values: v, .. } = out;
+                diags.items.append(&mut d.items);
+                spec.gpu_pools.append(&mut s.gpu_pools);
+                partial.pools.append(&mut p.pools);
+                values.resources.extend(v);
+            }
+            at += run.len();
+            continue;
+        }
+        evaluate_item(order, order.order[at], env, &mut values, poisoned, diags, spec, partial);
+        at += 1;
+    }
+    (values.locals, values.resources)
+}
+
+/// The locals' and resources' values evaluated so far.
+#[derive(Default)]
+struct Values {
+    locals: BTreeMap<String, Value>,
+    resources: BTreeMap<(Kind, String), Value>,
+}
+
+impl Values {
+    fn scope<'a>(&'a self, env: &Env<'a>, poisoned: &'a BTreeSet<String>) -> Scope<'a> {
+        Scope {
+            vars: Some(env.vars),
+            locals: Some(&self.locals),
+            resources: Some(&self.resources),
+            declared: Some(env.declared),
+            poisoned: Some(poisoned),
+            env: Some(&env.opts.env),
+            env_read: Some(&env.opts.env_read),
+            ..Scope::default()
+        }
+    }
+}
+
+/// Evaluate the local or decode the resource `order.items[i]` (see [`evaluate`]).
+#[allow(clippy::too_many_arguments)]
+fn evaluate_item(
+    order: &Order<'_>,
+    i: usize,
+    env: &Env<'_>,
+    values: &mut Values,
+    poisoned: &mut BTreeSet<String>,
+    diags: &mut Diagnostics,
+    spec: &mut Spec,
+    partial: &mut Partial,
+) {
+    let item = order.items[i];
+    let mut cx = Cx { scope: values.scope(env, poisoned), diags, declared: env.declared, yaml_files: env.yaml_files };
+    let done = match item {
+        Item::Local(id, expr) => cx.eval(expr).map(|v| {
+            spec.locals.insert(id.name.clone(), Spanned::new(v.clone(), expr.span));
+            values.locals.insert(id.name.clone(), v);
+        }),
+        Item::Resource(kind, block) => {
+            resource(&mut cx, kind, block, &order.refs[i], order.referenced[i], spec, partial).map(|v| {
+                // Unreferenced resources stay as `Null` keys: "did you mean" lists them.
+                values.resources.insert((kind, label(block).to_string()), v);
+            })
+        }
+    };
+    if done.is_err() {
+        poisoned.insert(item.key());
+    }
+}
+
+/// The fewest pools in a run worth decoding on several threads, and the fewest per thread.
+const POOLS_ASIDE_MIN: usize = 256;
+
+/// The longest run at the start of `rest` (indexes into `order.items`) of pools whose
+/// values nothing reads: no pool of the run reads another's value, so their decoding
+/// depends only on what was evaluated before the run.
+fn unread_pools<'o>(order: &Order<'_>, rest: &'o [usize]) -> &'o [usize] {
+    let n = rest
+        .iter()
+        .take_while(|&&i| matches!(order.items[i], Item::Resource(Kind::GpuPool, _)) && !order.referenced[i])
+        .count();
+    &rest[..n]
+}
+
+/// What one thread's share of a run of pools decoded to.
+#[derive(Default)]
+struct Aside {
+    spec: Spec,
+    partial: Partial,
+    diags: Diagnostics,
+    /// The value each pool's references see (`Null`: nothing reads them).
+    values: Vec<((Kind, String), Value)>,
+    failed: bool,
+}
+
+/// Decode a run of pools nothing reads ([`unread_pools`]) on the machine's cores, each
+/// thread into its own spec and diagnostics, returned in the run's order. `None` when a
+/// pool failed: a failure poisons the pool, which a later pool of the run may name (its
+/// `depends_on`), so the caller decodes the run again one pool after another, as always.
+/// When none fails, nothing a pool's decoding reads changes during the run: the result is
+/// one thread's.
+fn pools_aside(
+    order: &Order<'_>,
+    run: &[usize],
+    env: &Env<'_>,
+    values: &Values,
+    poisoned: &BTreeSet<String>,
+) -> Option<Vec<Aside>> {
+    let outs = crate::par::runs_in_order(run, crate::par::cores(), POOLS_ASIDE_MIN / 2, |share| {
+        let mut out = Aside::default();
+        for &i in share {
+            let Item::Resource(kind, block) = order.items[i] else { continue };
+            let mut cx = Cx {
+                scope: values.scope(env, poisoned),
+                diags: &mut out.diags,
+                declared: env.declared,
+                yaml_files: env.yaml_files,
+            };
+            match resource(&mut cx, kind, block, &order.refs[i], false, &mut out.spec, &mut out.partial) {
+                Ok(v) => out.values.push(((kind, label(block).to_string()), v)),
                 Err(Reported) => {
-                    poisoned.insert(item.key());
-                }
-            },
-            Item::Resource(kind, block) => {
-                let keep = order.referenced[i];
-                match resource(&mut cx, kind, block, &order.refs[i], keep, spec, partial) {
-                    // Unreferenced resources stay as `Null` keys: "did you mean" lists them.
-                    Ok(v) => {
-                        resources.insert((kind, label(block).to_string()), v);
-                    }
-                    Err(Reported) => {
-                        poisoned.insert(item.key());
-                    }
+                    out.failed = true;
+                    break;
                 }
             }
         }
-    }
-    (locals, resources)
+        out
+    });
+    (!outs.iter().any(|o| o.failed)).then_some(outs)
 }
 
 #[derive(Default)]

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Expansion, expand, instances_value};
+use super::{Expansion, decode_with, expand, instances_value};
 use crate::addr::{InstanceKey, Kind};
 use crate::diag::Diagnostics;
 use crate::spec::eval::{Scope, Value};
@@ -183,4 +183,79 @@ fn address_attributes_written_as_names_read_no_value() {
         refs_as(Kind::GpuPool, other),
         want(&[("gpu_pool.a", true), ("gpu_pool.b", true), ("job_template.t", true)])
     );
+}
+
+/// One pool of a generated fleet: its `gpus_per_node` (a string fails to decode), the pool
+/// its `depends_on` names (maybe one not declared), and whether it reads another pool's
+/// region (which makes that pool's value read, so it ends a run decoded aside).
+#[derive(Debug, Clone)]
+struct GenPool {
+    bad_gpus: bool,
+    depends_on: Option<usize>,
+    reads_region_of: Option<usize>,
+}
+
+fn gen_pool() -> impl proptest::strategy::Strategy<Value = GenPool> {
+    use proptest::prelude::*;
+    (
+        proptest::bool::weighted(0.01),
+        proptest::option::weighted(0.5, 0..420usize),
+        proptest::option::weighted(0.01, 0..400usize),
+    )
+        .prop_map(|(bad_gpus, depends_on, reads_region_of)| GenPool { bad_gpus, depends_on, reads_region_of })
+}
+
+fn fleet_text(pools: &[GenPool]) -> String {
+    let mut text = String::from("provider \"sim\" {\n  region = \"us-east-1\"\n}\n");
+    for (i, p) in pools.iter().enumerate() {
+        let gpus = if p.bad_gpus { "\"eight\"" } else { "8" };
+        let region = match p.reads_region_of {
+            Some(j) if j != i => format!("gpu_pool.p{j}.region"),
+            _ => "\"us-east-1\"".to_string(),
+        };
+        text.push_str(&format!(
+            "gpu_pool \"p{i}\" {{\n  provider = \"sim\"\n  region = {region}\n  gpu = \"A100-80GB\"\n  gpus_per_node = {gpus}\n  nodes {{\n    min = 0\n    desired = 1\n    max = 2\n  }}\n  labels = {{\n    team = \"t{}\"\n  }}\n",
+            i % 7
+        ));
+        if let Some(j) = p.depends_on.filter(|j| *j != i) {
+            text.push_str(&format!("  depends_on = [gpu_pool.p{j}]\n"));
+        }
+        text.push_str("}\n");
+    }
+    text
+}
+
+/// The spec and diagnostics of `text`, decoded with or without runs of pools aside.
+fn decoded_both_ways(text: &str) -> [(String, String); 2] {
+    [true, false].map(|aside| {
+        let mut diags = Diagnostics::default();
+        let body = hcl::parse(0, text, &mut diags).expect("parses");
+        let files = [crate::spec::raw::File { file: 0, format: crate::spec::raw::Format::Hcl, body }];
+        let decoded = decode_with(&files, &crate::spec::LoadOptions::default(), &[], &mut diags, aside);
+        diags.sort();
+        (format!("{:?}", decoded.spec), format!("{:?} {:?}", diags.items, decoded.partial))
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, ..Default::default() })]
+    /// Pools decoded on several threads give what one thread gives: the spec, every
+    /// diagnostic once (a failed pool's dependents not reported again) and the partial
+    /// results, over fleets with failing pools, references to undeclared and failed pools,
+    /// and pools whose values are read (which split the runs).
+    #[test]
+    fn pools_decoded_aside_equal_one_thread(pools in proptest::collection::vec(gen_pool(), 300..400)) {
+        let [aside, one] = decoded_both_ways(&fleet_text(&pools));
+        proptest::prop_assert!(aside == one);
+    }
+}
+
+#[test]
+fn a_fleet_of_valid_pools_is_decoded_aside_and_equal() {
+    let pools: Vec<GenPool> = (0..600usize)
+        .map(|i| GenPool { bad_gpus: false, depends_on: i.checked_sub(1), reads_region_of: None })
+        .collect();
+    let [aside, one] = decoded_both_ways(&fleet_text(&pools));
+    assert!(aside.0.contains("p599") && aside.1.starts_with("[]"), "{}", &aside.1[..200.min(aside.1.len())]);
+    assert!(aside == one);
 }

@@ -92,10 +92,13 @@ fn decode_with(
     let collected = collect(files, diags);
     let yaml_files: BTreeSet<u32> = files.iter().filter(|f| f.format == raw::Format::Yaml).map(|f| f.file).collect();
 
-    let mut declared: BTreeMap<Kind, BTreeSet<String>> = BTreeMap::new();
+    // Each kind's names built at once (sorted, then packed), not inserted one by one.
+    let mut names: BTreeMap<Kind, Vec<&str>> = BTreeMap::new();
     for (kind, b) in &collected.resources {
-        declared.entry(*kind).or_default().insert(label(b).to_string());
+        names.entry(*kind).or_default().push(label(b));
     }
+    let declared: BTreeMap<Kind, BTreeSet<String>> =
+        names.into_iter().map(|(k, n)| (k, n.into_iter().map(str::to_string).collect())).collect();
 
     spec.backend = crate::spec::backend::decode(&collected.settings, diags);
     spec.encryption = crate::spec::encryption::decode(&collected.settings, diags);
@@ -320,7 +323,8 @@ struct Collected<'r> {
 /// Gather blocks from every file; report unknown kinds, bad labels and duplicates.
 fn collect<'r>(files: &'r [raw::File], diags: &mut Diagnostics) -> Collected<'r> {
     let mut c = Collected::default();
-    let mut seen: BTreeMap<(String, String), Span> = BTreeMap::new();
+    // By kind and name as written: no string is copied per block.
+    let mut seen: BTreeMap<(&str, &str), Span> = BTreeMap::new();
     for file in files {
         for a in &file.body.attrs {
             diags.push(
@@ -384,7 +388,7 @@ fn collect<'r>(files: &'r [raw::File], diags: &mut Diagnostics) -> Collected<'r>
                     );
                 }
                 for a in &b.body.attrs {
-                    if let Some(prev) = seen.insert(("local".into(), a.key.name.clone()), a.key.span) {
+                    if let Some(prev) = seen.insert(("local", &a.key.name), a.key.span) {
                         diags.push(duplicate("local value", &a.key.name, a.key.span, prev));
                     } else {
                         c.locals.push((&a.key, &a.value));
@@ -403,7 +407,7 @@ fn collect<'r>(files: &'r [raw::File], diags: &mut Diagnostics) -> Collected<'r>
             }
             // Providers may repeat with different aliases; checked after decoding.
             if kind != "provider"
-                && let Some(prev) = seen.insert((kind.to_string(), name.to_string()), b.labels[0].span)
+                && let Some(prev) = seen.insert((kind, name), b.labels[0].span)
             {
                 diags.push(duplicate(kind, name, b.labels[0].span, prev));
                 continue;

@@ -70,11 +70,15 @@ pub(super) fn dependency_order<'r>(
     // ends, and building one costs more than decoding the block. A `depends_on` list only
     // names what it waits for. Outputs are evaluated last and may read any resource.
     let mut referenced = vec![false; items.len()];
-    for (i, item) in items.iter().enumerate() {
+    // Each item's references are found on its own: on the machine's cores for a fleet.
+    let found = crate::par::runs_in_order(&items, crate::par::cores(), REFERENCES_PER_THREAD, |run| {
+        run.iter().map(references).collect::<Vec<_>>()
+    });
+    for (i, item_refs) in found.into_iter().flatten().enumerate() {
         // `update_edge` without its scan of the edges made so far from `i` (a quota
         // listing 1,000 pools scanned 500,000): as it does, the last span wins.
         let mut made: HashMap<usize, EdgeIndex> = HashMap::new();
-        for Reference { target, span, reads } in references(item) {
+        for Reference { target, span, reads } in item_refs {
             if let Some(&j) = index.get(&target) {
                 match made.entry(j) {
                     Entry::Occupied(e) => graph[*e.get()] = span,
@@ -114,6 +118,9 @@ pub(super) fn dependency_order<'r>(
     }
     Order { items, refs, referenced, output_reads, order, cyclic }
 }
+
+/// The fewest items whose references are worth finding on another thread.
+const REFERENCES_PER_THREAD: usize = 512;
 
 /// One reference of an item: the `local.x` / `KIND.NAME` it names, where, and whether
 /// evaluating the item reads the value (a `depends_on` list of names does not).

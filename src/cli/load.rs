@@ -31,7 +31,7 @@ pub fn valid_spec_with(
     read: spec::ReadDir,
     opts: &spec::LoadOptions,
 ) -> miette::Result<Option<Loaded>> {
-    let loaded = crate::graph::checked(spec::load_read(read, opts));
+    let loaded = crate::graph::load_checked(read, opts);
     say_skipped(settings, &loaded.skipped);
     if !loaded.diags.items.is_empty() {
         output::stderr(&diag::render_text(&loaded.sources, &loaded.diags.items, settings.width, settings.color_stderr));

@@ -7,10 +7,9 @@ use std::collections::BTreeSet;
 use super::output::{self, Style};
 use super::{CliError, ExitStatus, Settings, ValidateArgs, load};
 use crate::diag::{self, Diagnostic, Severity};
-use crate::spec;
 
 pub fn run(settings: &Settings, args: &ValidateArgs) -> miette::Result<ExitStatus> {
-    let mut loaded = crate::graph::checked(spec::load_read(load::read_spec(settings)?, &settings.load_options()));
+    let mut loaded = crate::graph::load_checked(load::read_spec(settings)?, &settings.load_options());
     load::say_skipped(settings, &loaded.skipped);
     // The policies `plan` would load, checked the same way and reported in the same run.
     let policy_files = load::policy_files(settings, &args.policy_dir)?;

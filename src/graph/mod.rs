@@ -164,6 +164,20 @@ pub fn checked(mut loaded: Loaded) -> Loaded {
     loaded
 }
 
+/// [`checked`] of the spec files [`crate::spec::read_dir`] read: the graph is built and
+/// its cycles found on a thread of their own while the spec is validated.
+pub fn load_checked(read: crate::spec::ReadDir, opts: &crate::spec::LoadOptions) -> Loaded {
+    let (mut loaded, cycles) = crate::spec::load_read_beside(read, opts, Some(|spec: &Spec| build(spec).cycles()));
+    let cycles = cycles.unwrap_or_default();
+    if !cycles.is_empty() {
+        for cycle in cycles {
+            loaded.diags.push(cycle);
+        }
+        loaded.diags.sort();
+    }
+    loaded
+}
+
 pub fn build<'s>(spec: &'s Spec) -> Graph<'s> {
     let mut g = Graph::default();
     let add = |g: &mut Graph<'s>, from: &'s Address, meta: &'s Meta, extra: Vec<&'s Spanned<Address>>| {
@@ -205,13 +219,11 @@ pub fn build<'s>(spec: &'s Spec) -> Graph<'s> {
             }
         }
     };
-    // Nodes first so unkeyed references can expand to every instance.
-    for a in spec.gpu_pools.keys().chain(spec.quotas.keys()).chain(spec.job_templates.keys()) {
-        g.node(a);
-    }
-    for a in spec.jobs.keys().chain(spec.autoscalers.keys()) {
-        g.node(a);
-    }
+    // Nodes first so unkeyed references can expand to every instance. Each map is keyed
+    // by one kind, so no address repeats, and the index is built at once from them.
+    let declared = spec.gpu_pools.keys().chain(spec.quotas.keys()).chain(spec.job_templates.keys());
+    let declared = declared.chain(spec.jobs.keys()).chain(spec.autoscalers.keys());
+    g.index = declared.map(|a| (a, g.graph.add_node(a))).collect();
     for (a, p) in &spec.gpu_pools {
         add(&mut g, a, &p.meta, vec![]);
     }

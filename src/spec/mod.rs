@@ -197,10 +197,21 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> std::io::Result<Loaded> {
 
 /// Load the spec files [`read_dir`] read.
 pub fn load_read(read: ReadDir, opts: &LoadOptions) -> Loaded {
+    load_read_beside(read, opts, None::<fn(&Spec)>).0
+}
+
+/// [`load_read`], running `beside` on the decoded spec on a thread of its own while the
+/// spec is validated (the dependency graph's cycles: [`crate::graph::load_checked`]);
+/// with what it returned (`None` when not given).
+pub fn load_read_beside<R: Send>(
+    read: ReadDir,
+    opts: &LoadOptions,
+    beside: Option<impl FnOnce(&Spec) -> R + Send>,
+) -> (Loaded, Option<R>) {
     let ReadDir { sources, mut diags, unreadable, files, auto_var_files, dir } = read;
     let dir = dir.as_path();
     let auto: &[PathBuf] = if opts.auto_var_files { &auto_var_files } else { &[] };
-    let mut loaded = load_parsed(sources, opts, &unreadable, auto);
+    let (mut loaded, beside) = load_parsed(sources, opts, &unreadable, auto, beside);
     if !files.is_empty() && loaded.skipped.len() == files.len() {
         diags.push(
             Diagnostic::error(
@@ -223,7 +234,7 @@ pub fn load_read(read: ReadDir, opts: &LoadOptions) -> Loaded {
     diags.sort();
     loaded.diags = diags;
     loaded.files = files.into_iter().filter(|p| !loaded.skipped.contains(&display_path(p))).collect();
-    loaded
+    (loaded, beside)
 }
 
 /// Block kinds the providers are built from ([`crate::engine::providers::providers_part`]):
@@ -300,12 +311,19 @@ fn on_kubernetes(body: &raw::Body) -> bool {
 
 /// Parse, decode and validate already-read sources. Pure: no I/O.
 pub fn load_sources(sources: Sources, opts: &LoadOptions) -> Loaded {
-    load_parsed(sources, opts, &BTreeSet::new(), &[])
+    load_parsed(sources, opts, &BTreeSet::new(), &[], None::<fn(&Spec)>).0
 }
 
 /// [`load_sources`], leaving out the files in `skip` (already reported as unreadable),
-/// with the var files `auto` below `opts.vars`.
-fn load_parsed(mut sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>, auto: &[PathBuf]) -> Loaded {
+/// with the var files `auto` below `opts.vars`, and `beside` run during validation
+/// ([`load_read_beside`]).
+fn load_parsed<R: Send>(
+    mut sources: Sources,
+    opts: &LoadOptions,
+    skip: &BTreeSet<u32>,
+    auto: &[PathBuf],
+    beside: Option<impl FnOnce(&Spec) -> R + Send>,
+) -> (Loaded, Option<R>) {
     let mut diags = Diagnostics::default();
     let mut files = Vec::new();
     let mut skipped = Vec::new();
@@ -334,8 +352,14 @@ fn load_parsed(mut sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>, a
     // sorted entries it is packed (several MB less for 100,000 pools).
     spec.gpu_pools = std::mem::take(&mut spec.gpu_pools).into_iter().collect();
     validate::resolve_job_pools(&mut spec, &mut diags);
-    validate::validate(&spec, &decoded.partial, &mut diags);
-    adopt_check::check(&spec, &decoded.partial, &mut diags);
+    let beside = std::thread::scope(|s| {
+        let spec = &spec;
+        let other = beside.map(|f| s.spawn(move || f(spec)));
+        validate::validate(spec, &decoded.partial, &mut diags);
+        adopt_check::check(spec, &decoded.partial, &mut diags);
+        // A panic beside is a bug: surface it as one thread would.
+        other.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    });
     drop(decoded.partial);
     if declares_nothing
         && skip.is_empty()
@@ -349,7 +373,7 @@ fn load_parsed(mut sources: Sources, opts: &LoadOptions, skip: &BTreeSet<u32>, a
         );
     }
     diags.sort();
-    Loaded { sources, spec, diags, files: vec![], skipped, env_read: opts.env_read.names(), var_files }
+    (Loaded { sources, spec, diags, files: vec![], skipped, env_read: opts.env_read.names(), var_files }, beside)
 }
 
 /// One file's parse.

@@ -48,7 +48,7 @@ pub(super) fn parse(file: u32, text: &str) -> Option<Body> {
     if b.len() >= u32::MAX as usize || b.contains(&b'\r') {
         return None;
     }
-    let mut r = Reader { b, i: 0, file, depth: 0 };
+    let mut r = Reader { text, b, i: 0, file, depth: 0 };
     let body = r.body(Span::new(file, 0, b.len()), false)?;
     (r.i == b.len()).then_some(body)
 }
@@ -62,6 +62,8 @@ enum Context {
 }
 
 struct Reader<'a> {
+    /// The text, for slices of it at char boundaries (no UTF-8 check per name).
+    text: &'a str,
     b: &'a [u8],
     i: usize,
     file: u32,
@@ -150,8 +152,8 @@ impl Reader<'_> {
         while self.peek().is_some_and(is_name_continue) {
             self.i += 1;
         }
-        // ASCII only, so this cannot fail; if it did, `None` sends the file to hcl-edit.
-        let name = std::str::from_utf8(&self.b[start..self.i]).ok()?;
+        // ASCII only, so at char boundaries; if not, `None` sends the file to hcl-edit.
+        let name = self.text.get(start..self.i)?;
         Some(Ident::new(name, self.span(start)))
     }
 
@@ -169,7 +171,7 @@ impl Reader<'_> {
             }
         }
         // Printable ASCII only (checked above): cannot fail; `None` would mean hcl-edit reads it.
-        let value = std::str::from_utf8(&self.b[start + 1..self.i]).ok()?.to_string();
+        let value = self.text.get(start + 1..self.i)?.to_string();
         self.i += 1; // the closing quote
         Some((value, self.span(start)))
     }
@@ -288,7 +290,7 @@ impl Reader<'_> {
             return None;
         }
         // Digits with at most one `.`: both conversions succeed; `None` would mean hcl-edit reads it.
-        let n: f64 = std::str::from_utf8(&self.b[start..self.i]).ok()?.parse().ok()?;
+        let n: f64 = self.text.get(start..self.i)?.parse().ok()?;
         Some(ExprKind::Number(n))
     }
 

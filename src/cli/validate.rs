@@ -27,7 +27,9 @@ pub fn run(settings: &Settings, args: &ValidateArgs) -> miette::Result<ExitStatu
         output::stderr(&diag::render_text(&loaded.sources, diags, settings.width, settings.color_stderr));
         output::stderr(&summary(diags, settings.color_stderr));
     }
-    Ok(if loaded.diags.has_errors() { ExitStatus::Error } else { ExitStatus::Success })
+    let failed = loaded.diags.has_errors();
+    super::common::leave_to_exit(loaded);
+    Ok(if failed { ExitStatus::Error } else { ExitStatus::Success })
 }
 
 /// `error: 3 problems in 2 files` or `Success! The configuration is valid.`, with warnings.

@@ -70,6 +70,16 @@ impl JsonText {
         }
     }
 
+    /// Is this the text [`JsonText::to_json`] makes of `v`? Written into `scratch` (a
+    /// buffer the caller keeps between calls) and compared, without a text of its own: a
+    /// plan asks each pool whether the spec's configuration is the one recorded, and most
+    /// are. `false` also where the one-pass way leaves `v` out (the caller then makes the
+    /// text, which may still be equal).
+    pub fn is_text_of<T: Serialize + ?Sized>(&self, v: &T, scratch: &mut Vec<u8>) -> bool {
+        scratch.clear();
+        sorted::write_sorted(v, scratch).is_ok() && scratch.as_slice() == self.as_str().as_bytes()
+    }
+
     /// Serialize `v` in its own key order, into a buffer of exactly the right size (one
     /// pass counts, one writes): for large documents that are only stored and written
     /// out, never compared often. Writing it out still sorts keys; equality still holds

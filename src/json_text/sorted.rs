@@ -18,8 +18,13 @@ use serde_json::Error;
 /// The canonical text of `v`, or an error for what this serializer leaves to the two-pass way.
 pub(super) fn to_sorted<T: Serialize + ?Sized>(v: &T) -> Result<String, Error> {
     let mut out = Vec::with_capacity(256);
-    v.serialize(Sorted(&mut out))?;
+    write_sorted(v, &mut out)?;
     String::from_utf8(out).map_err(Error::custom)
+}
+
+/// [`to_sorted`]'s text, written at the end of `out` (UTF-8, as `to_sorted` checks).
+pub(super) fn write_sorted<T: Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) -> Result<(), Error> {
+    v.serialize(Sorted(out))
 }
 
 fn unsupported(what: &str) -> Error {
@@ -472,6 +477,24 @@ mod tests {
             }
             let text = JsonText::to_json(&value).unwrap();
             proptest::prop_assert_eq!(text.as_str(), two_pass(&value));
+        }
+    }
+
+    proptest::proptest! {
+        /// `is_text_of` is true exactly where `to_json` makes the same text: of the value
+        /// itself (unless the one-pass way leaves it out) and of no other value, whatever
+        /// the scratch buffer held before.
+        #[test]
+        fn a_text_is_the_text_of_its_value_and_of_no_other(
+            a in crate::json_text::tests::any_json_text(),
+            b in crate::json_text::tests::any_json_text(),
+        ) {
+            let (a, b): (Value, Value) = (serde_json::from_str(&a).unwrap(), serde_json::from_str(&b).unwrap());
+            let text = JsonText::to_json(&a).unwrap();
+            let mut scratch = b"left over".to_vec();
+            proptest::prop_assert_eq!(text.is_text_of(&a, &mut scratch), to_sorted(&a).is_ok());
+            let same = JsonText::to_json(&b).unwrap().as_str() == text.as_str();
+            proptest::prop_assert_eq!(text.is_text_of(&b, &mut scratch), same && to_sorted(&b).is_ok());
         }
     }
 

@@ -109,8 +109,34 @@ pub fn eval(expr: &Expr, scope: &mut Scope<'_>) -> EvalResult {
 pub fn eval_arg<'a>(expr: &Expr, scope: &mut Scope<'a>) -> Result<Cow<'a, Value>, EvalError> {
     match &expr.kind {
         ExprKind::Traversal { root, steps } => traverse(root, steps, scope),
+        ExprKind::Call { name, args, expand_final: false } if name.name == "lookup" => {
+            lookup_in_place(name, expr.span, args, scope)
+        }
         _ => eval(expr, scope).map(Cow::Owned),
     }
+}
+
+/// `lookup(OBJECT, KEY, ...)` of an object read in place: the member found, lent where it
+/// lies (policies look pools up in `plan.pools`; a copy was a pool's facts each time).
+/// Every argument is evaluated first, as for any call; any other case is the function's.
+fn lookup_in_place<'a>(
+    name: &Ident,
+    span: Span,
+    args: &[Expr],
+    scope: &mut Scope<'a>,
+) -> Result<Cow<'a, Value>, EvalError> {
+    let mut vals = Vec::with_capacity(args.len());
+    for a in args {
+        vals.push((eval_arg(a, scope)?, a.span));
+    }
+    if (2..=3).contains(&vals.len())
+        && let Cow::Borrowed(object) = &vals[0].0
+        && let (Value::Object(members), Value::String(key)) = (*object, vals[1].0.as_ref())
+        && let Some(found) = members.get(key)
+    {
+        return Ok(Cow::Borrowed(found));
+    }
+    crate::spec::functions::call(&name.name, name.span, span, vals, scope).map(Cow::Owned)
 }
 
 fn key_string(v: Value, span: Span) -> Result<String, EvalError> {
@@ -495,11 +521,14 @@ fn eval_binary(op: BinaryOp, lhs: &Expr, rhs: &Expr, scope: &mut Scope<'_>) -> E
         }
         return Ok(Value::Bool(boolean(eval(rhs, scope)?, rhs.span, sym)?));
     }
-    let l = eval(lhs, scope)?;
-    let r = eval(rhs, scope)?;
     if matches!(op, BinaryOp::Eq | BinaryOp::NotEq) {
+        // Compared where they lie: `lookup(plan.pools, p, null) != null` copies no pool.
+        let l = eval_arg(lhs, scope)?;
+        let r = eval_arg(rhs, scope)?;
         return Ok(Value::Bool((l == r) == (op == BinaryOp::Eq)));
     }
+    let l = eval(lhs, scope)?;
+    let r = eval(rhs, scope)?;
     if op == BinaryOp::Add && (matches!(l, Value::String(_)) || matches!(r, Value::String(_))) {
         let both_numeric = [&l, &r]
             .iter()

@@ -84,3 +84,35 @@ fn errors_come_in_the_order_of_the_reference() {
     let e = run(r#"plan.pools["gpu_pool.x"].gpu.name"#, &extra).unwrap_err();
     assert!(e.contains("cannot read `name` of a string"), "{e}");
 }
+
+/// `lookup` of borrowed data lends the member it finds (a policy's
+/// `lookup(plan.pools, p, null) != null` copies no pool), and gives what the function
+/// gives everywhere else: the default, a computed object's member, its errors.
+#[test]
+fn lookup_of_borrowed_data_lends_the_member_found() {
+    let extra = plan();
+    let mut scope = Scope { extra: Some(&extra), ..Scope::default() };
+    let x = match &extra["plan"] {
+        Value::Object(o) => match &o["pools"] {
+            Value::Object(p) => &p["gpu_pool.x"],
+            _ => unreachable!("built above"),
+        },
+        _ => unreachable!("built above"),
+    };
+    match eval_arg(&parse(r#"lookup(plan.pools, "gpu_pool.x", null)"#), &mut scope) {
+        Ok(Cow::Borrowed(v)) => assert!(std::ptr::eq(v, x), "borrowed, but not the plan's own pool"),
+        other => panic!("the pool found should be lent, got {other:?}"),
+    }
+    assert!(matches!(
+        eval_arg(&parse(r#"lookup(plan.pools, "gpu_pool.q", null)"#), &mut scope),
+        Ok(Cow::Owned(Value::Null))
+    ));
+    assert!(matches!(eval_arg(&parse(r#"lookup({a = 1}, "a")"#), &mut scope), Ok(Cow::Owned(Value::Number(_)))));
+    assert_eq!(run(r#"lookup(plan.pools, "gpu_pool.x", null) != null"#, &extra), Ok(Value::Bool(true)));
+    assert_eq!(run(r#"lookup(plan.pools, "gpu_pool.q", null) == null"#, &extra), Ok(Value::Bool(true)));
+    assert_eq!(run(r#"lookup(plan.pools, "gpu_pool.y", null).gpu"#, &extra), Ok(s("L4")));
+    let e = run(r#"lookup(plan.pools, "gpu_pool.q") == null"#, &extra).unwrap_err();
+    assert!(e.contains("no key") && e.contains("no default given"), "{e}");
+    let e = run(r#"lookup(plan.pools, "gpu_pool.x", local.d) != null"#, &extra).unwrap_err();
+    assert!(e.contains("locals are not available here"), "every argument is evaluated: {e}");
+}

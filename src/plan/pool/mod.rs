@@ -17,6 +17,7 @@ mod health;
 mod nodes;
 mod removed;
 mod reserved;
+mod texts;
 
 #[cfg(test)]
 mod keep_tests;
@@ -25,7 +26,7 @@ mod tests;
 
 use crate::model::words::nodes;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value as Json;
 
@@ -45,6 +46,7 @@ use nodes::Held;
 pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
 pub use removed::{dropped_group_error, groups_to_delete};
 pub(crate) use removed::{keep_deferred_jobs, removed};
+pub(crate) use texts::ConfigTexts;
 
 /// What one pool's change is computed from.
 pub(crate) struct PoolCtx<'a, 'i> {
@@ -66,46 +68,6 @@ pub(crate) struct PoolCtx<'a, 'i> {
     pub texts: &'a RefCell<ConfigTexts>,
 }
 
-/// Pools' configuration texts made in one run of the diff (one thread's addresses): pools
-/// of one shape get one text, shared, rather than a copy each.
-#[derive(Default)]
-pub(crate) struct ConfigTexts(HashSet<SharedText>);
-
-impl ConfigTexts {
-    /// `JsonText::to_json(pool)`, shared with an equal one made before.
-    pub fn of(&mut self, pool: &GpuPool) -> serde_json::Result<JsonText> {
-        let text = JsonText::to_json(pool)?;
-        if let Some(SharedText(seen)) = self.0.get(text.as_str()) {
-            return Ok(seen.clone());
-        }
-        self.0.insert(SharedText(text.clone()));
-        Ok(text)
-    }
-}
-
-/// A text in [`ConfigTexts`], found by its `str`.
-struct SharedText(JsonText);
-
-impl std::borrow::Borrow<str> for SharedText {
-    fn borrow(&self) -> &str {
-        self.0.as_str()
-    }
-}
-
-impl std::hash::Hash for SharedText {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.0.as_str().hash(h)
-    }
-}
-
-impl PartialEq for SharedText {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.as_str() == other.0.as_str()
-    }
-}
-
-impl Eq for SharedText {}
-
 pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
     let shape = cx.pool.and_then(|p| reserved::shape(cx, p, cat, &mut plan.notes));
     if cx.pool.is_some() && shape.is_none() {
@@ -116,7 +78,7 @@ pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &m
     let lost = forget.len();
     plan.drift.extend(items);
     let cfg = configs(cx);
-    let before = before_counts(&cx.live, cfg.before.as_ref(), shape.as_ref());
+    let before = recorded_counts(cx, &cfg, shape.as_ref());
     let (Some(pool), Some(shape)) = (cx.pool, shape) else {
         let (change, error) = removed(cx, cat, cfg.before, before)?;
         plan.errors.extend(error);
@@ -437,18 +399,28 @@ pub(crate) struct Configs<'a> {
     pub scale: Option<&'a ScaleAction>,
     /// The node count the autoscaler owns (an autoscaled pool the state knows).
     pub owned: Option<u32>,
+    /// The spec's configuration, unedited, is the one recorded (`before`).
+    pub as_recorded: bool,
 }
 
 pub(crate) fn configs<'a>(cx: &PoolCtx<'a, '_>) -> Configs<'a> {
     let unfinished = cx.prior.is_some_and(|p| p.config.is_null());
     let before = cx.prior.map(|p| p.config.clone()).filter(|c| !c.is_null());
-    let mut after = cx.pool.map(|p| cx.texts.borrow_mut().of(p).unwrap_or_default());
     let ignore = ignored_paths(cx.pool, cx.autoscaled);
+    let scale = scale_decision(cx);
+    let owned = owned_count(cx, before.as_ref(), scale);
+    if let (Some(b), Some(pool), true, None) = (&before, cx.pool, ignore.is_empty(), owned)
+        && cx.texts.borrow_mut().recorded(b, pool)
+    {
+        // Nothing edits the spec's text and it is the one recorded: no change, and the
+        // state's copy serves as "after" (as below, without making the text first).
+        let after = Some(b.clone());
+        return Configs { before, after, changed: vec![], ignore, unfinished, scale, owned, as_recorded: true };
+    }
+    let mut after = cx.pool.map(|p| cx.texts.borrow_mut().of(p).unwrap_or_default());
     if let (Some(before), Some(after)) = (&before, &mut after) {
         keep_ignored(before, after, &ignore);
     }
-    let scale = scale_decision(cx);
-    let owned = owned_count(cx, before.as_ref(), scale);
     if let (Some(count), Some(pool), Some(after)) = (owned, cx.pool, &mut after) {
         set_desired(after, count, pool);
     }
@@ -460,7 +432,7 @@ pub(crate) fn configs<'a>(cx: &PoolCtx<'a, '_>) -> Configs<'a> {
         // Unchanged: share the state's copy instead of holding a second one.
         after.clone_from(&before);
     }
-    Configs { before, after, changed, ignore, unfinished, scale, owned }
+    Configs { before, after, changed, ignore, unfinished, scale, owned, as_recorded: false }
 }
 
 /// The paths `lifecycle.ignore_changes` names, and `nodes.desired` for an autoscaled pool.
@@ -520,6 +492,15 @@ pub(crate) fn set_desired(after: &mut JsonText, count: u32, pool: &GpuPool) {
 pub(crate) fn before_counts(live: &[&Node], before: Option<&JsonText>, shape: Option<&PoolShape>) -> NodeCounts {
     let before_gpus = before.and_then(|c| c.get("gpus_per_node")).and_then(|g| g.as_u64()).map(|g| g as u32);
     count(live, before_gpus.or(shape.map(|s| s.gpus_per_node)).unwrap_or(0))
+}
+
+/// [`before_counts`], where a recorded text that is the spec's own says the spec's GPUs
+/// per node without being read.
+fn recorded_counts(cx: &PoolCtx<'_, '_>, cfg: &Configs<'_>, shape: Option<&PoolShape>) -> NodeCounts {
+    match (cfg.as_recorded, cx.pool) {
+        (true, Some(pool)) => count(&cx.live, pool.gpus_per_node.value),
+        _ => before_counts(&cx.live, cfg.before.as_ref(), shape),
+    }
 }
 
 // ---- 4. count, action, reasons -------------------------------------------------------------

@@ -12,7 +12,7 @@ use crate::providers::{Capacity, Node, NodeState, TAG_PROVIDER};
 use crate::spec::Spec;
 use crate::state::{ResourceState, State};
 
-const SPEC: &str = r#"
+pub(super) const SPEC: &str = r#"
 provider "sim" {
   region = "us-east-1"
 }
@@ -44,7 +44,7 @@ gpu_pool "train" {
 }
 "#;
 
-fn spec(text: &str) -> Spec {
+pub(super) fn spec(text: &str) -> Spec {
     let mut sources = crate::diag::Sources::default();
     sources.add("main.hcl", text);
     let loaded = crate::spec::load_sources(sources, &Default::default());
@@ -107,7 +107,7 @@ impl World {
         World { spec: spec(SPEC), state, observed, autoscale: vec![], destroy: false, clocks: BTreeMap::new() }
     }
 
-    fn input(&self) -> PlanInput<'_> {
+    pub(super) fn input(&self) -> PlanInput<'_> {
         PlanInput {
             spec: &self.spec,
             state: &self.state,

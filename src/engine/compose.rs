@@ -71,14 +71,19 @@ fn plan_fleet(spec: &Spec, state: &State, obs: &Observation, req: &PlanRequest) 
 }
 
 /// Month-to-date spend as the observation's clocks tell it, with the job runs a plan
-/// placed (`plan.jobs`), which may have ended since the state recorded them.
+/// placed (`plan.jobs`), which may have ended since the state recorded them. The ledger's
+/// sums are gather's ([`Observation::accrued`], same state, clocks and spec) where it
+/// made them: only the runs' shares are added again.
 pub fn spend(
     spec: &Spec,
     state: &State,
     obs: &Observation,
     jobs: &[jobs::JobPlacement],
 ) -> crate::state::spend::SpendReport {
-    super::spend::spend_by(spec, state, |name| obs.clocks.get(name).copied().unwrap_or(obs.wall_ms), jobs)
+    match &obs.accrued {
+        Some(accrued) => accrued.report(state, Some(&super::spend::observed_runs(jobs))),
+        None => super::spend::spend_by(spec, state, |name| obs.clocks.get(name).copied().unwrap_or(obs.wall_ms), jobs),
+    }
 }
 
 /// A plan made by `pass` (place floating pools, diff, assess), made again with the moves

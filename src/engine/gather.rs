@@ -36,6 +36,10 @@ pub struct Observation {
     /// The whole month-to-date report those figures come from (per pool, quota and job),
     /// which a plan shows as is when it observed no job run.
     pub spend: Option<crate::state::spend::SpendReport>,
+    /// The ledger summed to the month's date by these clocks, before job runs' shares:
+    /// a plan whose jobs observed newer runs adds their shares to it
+    /// ([`super::compose::spend`]) rather than summing the ledger again.
+    pub accrued: Option<crate::state::spend::Accrued>,
     /// Each provider's clock by provider block name ([`clocks`]): when pools that fell
     /// back try their preferred placement again.
     pub clocks: BTreeMap<String, u64>,
@@ -104,9 +108,11 @@ pub async fn gather(
     obs.reservation_offers = Some(super::reserved::offers(spec, state, providers, &obs.clocks).await);
     obs.reservations = Some(super::reserved::read_held(state, providers).await?);
     let wall = obs.wall_ms;
-    let spent = spend::spend_by(spec, state, |n| obs.clocks.get(n).copied().unwrap_or(wall), &[]);
+    let accrued = spend::accrue(spec, state, |n| obs.clocks.get(n).copied().unwrap_or(wall));
+    let spent = accrued.report(state, Some(&BTreeMap::new()));
     obs.month_to_date = spent.by_quota.clone();
     obs.spend = Some(spent);
+    obs.accrued = Some(accrued);
     obs.agents = agents(spec, planned, providers).await;
     obs.missing_secrets = super::secrets::missing(spec, providers).await;
     obs.job_nodes = Some(job_nodes);

@@ -18,8 +18,17 @@ pub fn spend_by(
     clock: impl Fn(&str) -> u64,
     jobs: &[jobs::JobPlacement],
 ) -> crate::state::spend::SpendReport {
-    let observed: BTreeMap<String, Vec<crate::model::JobRun>> =
-        jobs.iter().filter(|j| !j.runs.is_empty()).map(|j| (j.address.to_string(), j.runs.clone())).collect();
+    accrue(spec, state, clock).report(state, Some(&observed_runs(jobs)))
+}
+
+/// The runs of `jobs` as observed, by job address (jobs with none left out).
+pub fn observed_runs(jobs: &[jobs::JobPlacement]) -> BTreeMap<String, Vec<crate::model::JobRun>> {
+    jobs.iter().filter(|j| !j.runs.is_empty()).map(|j| (j.address.to_string(), j.runs.clone())).collect()
+}
+
+/// The ledger in `state` summed as [`spend_by`] sums it, before any job run's share:
+/// [`Accrued::report`](crate::state::spend::Accrued::report) adds them.
+pub fn accrue(spec: &Spec, state: &State, clock: impl Fn(&str) -> u64) -> crate::state::spend::Accrued {
     // The quotas covering each pool, in the quotas' order, found once: a ledger line looks
     // its pool up instead of searching every quota's list of pools (4,000 lines over two
     // quotas of 1,000 pools were a third of a no-op plan).
@@ -31,10 +40,5 @@ pub fn spend_by(
             quotas.entry(pool.to_string()).or_default().push(q.clone());
         }
     }
-    crate::state::spend::month_to_date(
-        state,
-        clock,
-        |pool| quotas.get(pool).cloned().unwrap_or_default(),
-        Some(&observed),
-    )
+    crate::state::spend::accrue(state, clock, |pool| quotas.get(pool).cloned().unwrap_or_default())
 }

@@ -75,10 +75,11 @@ impl Tags {
 }
 
 /// Encode entries already sorted by key with no key repeated.
-fn encode(entries: &[(&str, &str)]) -> Box<str> {
-    let size = entries.iter().map(|(k, v)| 2 * LEN_BYTES + k.len() + v.len()).sum();
+fn encode<K: AsRef<str>, V: AsRef<str>>(entries: &[(K, V)]) -> Box<str> {
+    let size = entries.iter().map(|(k, v)| 2 * LEN_BYTES + k.as_ref().len() + v.as_ref().len()).sum();
     let mut buf = String::with_capacity(size);
     for (k, v) in entries {
+        let (k, v) = (k.as_ref(), v.as_ref());
         push_len(&mut buf, k);
         push_len(&mut buf, v);
         buf.push_str(k);
@@ -137,6 +138,11 @@ impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Tags {
     /// As a map collects: sorted by key, the last value of a repeated key wins.
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut owned: Vec<(K, V)> = iter.into_iter().collect();
+        // Entries that come in key order, none repeated (what gpuplan's own merges give),
+        // are encoded as they are.
+        if owned.windows(2).all(|w| w[0].0.as_ref() < w[1].0.as_ref()) {
+            return Tags { buf: encode(&owned) };
+        }
         // Stable sort keeps repeated keys in input order; keep the last of each run.
         owned.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
         let mut entries: Vec<(&str, &str)> = Vec::with_capacity(owned.len());

@@ -103,8 +103,17 @@ fn expand_node(node: &mut Node, lineage: &str, pool_provider: Option<&str>) {
     if missing.peek().is_none() && lacks.is_empty() {
         return;
     }
-    let tags = node.tags.iter().filter(|(k, _)| *k != LACKS).chain(missing).collect();
-    node.tags = tags;
+    // Both in key order (`derived` is) and without a key in common: merged, the tags
+    // come in order and are encoded without a sort.
+    let mut tags: Vec<(&str, &str)> = Vec::with_capacity(node.tags.len() + 4);
+    for (k, v) in node.tags.iter().filter(|(k, _)| *k != LACKS) {
+        while let Some(m) = missing.next_if(|(mk, _)| *mk < k) {
+            tags.push(m);
+        }
+        tags.push((k, v));
+    }
+    tags.extend(missing);
+    node.tags = tags.into_iter().collect();
 }
 
 #[cfg(test)]
@@ -134,5 +143,41 @@ mod reserved_tests {
         let state = upgrade(serde_json::from_str(&text).expect("a format 1 state"));
         let caps: Vec<Capacity> = state.resources["gpu_pool.train"].nodes.iter().map(|n| n.capacity).collect();
         assert_eq!(caps, [Capacity::Reserved, Capacity::OnDemand, Capacity::Spot]);
+    }
+}
+
+#[cfg(test)]
+mod round_trip_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::model::node::NodeState;
+    use crate::model::{Capacity, Tags};
+
+    /// Keys before, between and after the derived ones, derived keys with the state's
+    /// values and with others: packed then expanded, a node has exactly the tags it had
+    /// (the derived ones merged back into key order).
+    #[test]
+    fn packed_then_expanded_tags_are_the_tags_written() {
+        let keys = [TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER, "a", "gpuplan:job", "gpuplan:m", "team", "zz"];
+        let values = ["gpu_pool.a", "lin", "true", "sim", "other"];
+        proptest!(|(picked in proptest::collection::vec((0..keys.len(), 0..values.len()), 0..12), own in any::<bool>())| {
+            let tags: Tags = picked.iter().map(|(k, v)| (keys[*k], values[*v])).collect();
+            let mut node = Node {
+                id: "i-1".into(),
+                pool: "gpu_pool.a".parse().unwrap(),
+                instance_type: "g6.xlarge".into(),
+                region: "us-east-1".into(),
+                zone: "us-east-1a".into(),
+                capacity: Capacity::Spot,
+                state: NodeState::Running,
+                image: None,
+                tags: tags.clone(),
+                provider: own.then(|| "sim".to_string()),
+            };
+            pack_node(&mut node, "lin", Some("sim"));
+            expand_node(&mut node, "lin", Some("sim"));
+            prop_assert_eq!(node.tags.iter().collect::<Vec<_>>(), tags.iter().collect::<Vec<_>>());
+        });
     }
 }

@@ -39,13 +39,33 @@ pub fn month_to_date(
     quotas_of: impl Fn(&str) -> Vec<String>,
     observed: Option<&BTreeMap<String, Vec<crate::model::JobRun>>>,
 ) -> SpendReport {
+    accrue(state, clock, quotas_of).report(state, observed)
+}
+
+/// The ledger's lines summed to the month's date, before the job runs' shares of shared
+/// nodes are added and the sums rounded to cents: what [`month_to_date`] computes once
+/// per state and clocks, so a plan that learns of newer job runs after it first summed
+/// the ledger adds only their shares ([`Accrued::report`]) instead of summing it again.
+#[derive(Debug, Clone)]
+pub struct Accrued {
+    /// Unrounded, without the runs' shares.
+    sums: SpendReport,
+    /// Each ledger provider's clock, by local name.
+    clocks: BTreeMap<String, u64>,
+    now: u64,
+    month_start: u64,
+}
+
+/// The ledger of `state` summed as [`month_to_date`] sums it (`clock` and `quotas_of` as
+/// there).
+pub fn accrue(state: &State, clock: impl Fn(&str) -> u64, quotas_of: impl Fn(&str) -> Vec<String>) -> Accrued {
     let mut clocks: BTreeMap<&str, u64> = BTreeMap::new();
     for e in state.spend.values() {
         clocks.entry(e.provider.as_str()).or_insert_with(|| clock(&e.provider));
     }
     let now = clocks.values().copied().max().unwrap_or_else(|| clock(""));
     let (month, month_start) = month_of(now);
-    let mut report = SpendReport {
+    let mut sums = SpendReport {
         month,
         as_of: rfc3339(now),
         month_to_date_usd: 0.0,
@@ -58,35 +78,55 @@ pub fn month_to_date(
     for e in state.spend.values() {
         let until = e.end_ms.unwrap_or_else(|| clocks.get(e.provider.as_str()).copied().unwrap_or(now)).min(now);
         if e.end_ms.is_none() {
-            report.open_nodes += 1;
+            sums.open_nodes += 1;
         }
         let from = e.start_ms.max(month_start);
         if until <= from {
             continue;
         }
         let usd = (until - from) as f64 / HOUR_MS * e.usd_per_hour;
-        report.month_to_date_usd += usd;
+        sums.month_to_date_usd += usd;
         totals.add(e, usd, &quotas_of);
     }
-    totals.into_report(&mut report);
-    // Jobs on shared pool nodes: their share of the node's line over the month.
-    for (address, r) in &state.resources {
-        let Some(rec) = &r.job else { continue };
-        let runs = observed.and_then(|o| o.get(address)).unwrap_or(&rec.runs);
-        for run in runs {
-            let Some(line) = state.spend.get(&run.node_id).filter(|l| l.job.is_none()) else { continue };
-            let clock_now = clocks.get(line.provider.as_str()).copied().unwrap_or(now).min(now);
-            if let Some(usd) = run_share_usd(run, line, month_start, clock_now) {
-                *report.by_job.entry(address.clone()).or_default() += usd;
+    totals.into_report(&mut sums);
+    let clocks = clocks.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    Accrued { sums, clocks, now, month_start }
+}
+
+impl Accrued {
+    /// The month-to-date report: these sums with the shares of the job runs on shared
+    /// pool nodes (`observed`'s runs for the jobs it names, the state's record for the
+    /// others), rounded to cents. `state` is the one summed.
+    pub fn report(&self, state: &State, observed: Option<&BTreeMap<String, Vec<crate::model::JobRun>>>) -> SpendReport {
+        let mut report = self.sums.clone();
+        self.add_run_shares(&mut report, state, observed);
+        let cents = |v: &mut f64| *v = (*v * 100.0).round() / 100.0;
+        cents(&mut report.month_to_date_usd);
+        report.by_pool.values_mut().for_each(cents);
+        report.by_quota.values_mut().for_each(cents);
+        report.by_job.values_mut().for_each(cents);
+        report
+    }
+
+    /// Jobs on shared pool nodes: their share of the node's line over the month.
+    fn add_run_shares(
+        &self,
+        report: &mut SpendReport,
+        state: &State,
+        observed: Option<&BTreeMap<String, Vec<crate::model::JobRun>>>,
+    ) {
+        for (address, r) in &state.resources {
+            let Some(rec) = &r.job else { continue };
+            let runs = observed.and_then(|o| o.get(address)).unwrap_or(&rec.runs);
+            for run in runs {
+                let Some(line) = state.spend.get(&run.node_id).filter(|l| l.job.is_none()) else { continue };
+                let clock_now = self.clocks.get(line.provider.as_str()).copied().unwrap_or(self.now).min(self.now);
+                if let Some(usd) = run_share_usd(run, line, self.month_start, clock_now) {
+                    *report.by_job.entry(address.clone()).or_default() += usd;
+                }
             }
         }
     }
-    let cents = |v: &mut f64| *v = (*v * 100.0).round() / 100.0;
-    cents(&mut report.month_to_date_usd);
-    report.by_pool.values_mut().for_each(cents);
-    report.by_quota.values_mut().for_each(cents);
-    report.by_job.values_mut().for_each(cents);
-    report
 }
 
 /// The ledger loop's sums per pool, quota and job, kept by index: one map lookup per
@@ -305,6 +345,37 @@ mod tests {
             let now = at("2026-03-20T07:00:00Z");
             proptest::prop_assert_eq!(month_to_date(&s, |_| now, quotas, None), by_maps(&s, now, quotas));
         }
+    }
+
+    /// The ledger summed once ([`accrue`]) and each view's job runs added to it: the same
+    /// report to the bit as summing the ledger again with those runs, for the state's
+    /// record of a run and for a newer observation of it (ended since).
+    #[test]
+    fn sums_kept_and_runs_added_equal_summing_again() {
+        let mut s = State::new("l".into());
+        let mut shared = line("gpu_pool.a", None, 8.0, "2026-03-10T00:00:00Z", None);
+        shared.instance_type = "p4d.24xlarge".into();
+        s.spend.insert("i-1".into(), shared);
+        s.spend.insert("i-2".into(), line("gpu_pool.b", Some("job.own"), 1.5, "2026-03-10T00:00:00Z", None));
+        let run = |finished: Option<&str>| {
+            serde_json::json!({"replica": 0, "attempt": 0, "id": "r-1", "provider": "sim", "region": "us-east-1",
+                "node_id": "i-1", "capacity": "on-demand", "gpus": 2, "status": "running",
+                "launched_at": "2026-03-10T02:00:00Z", "finished_at": finished})
+        };
+        let job = serde_json::json!({"kind": "job", "job": {"runs": [run(None)]}});
+        s.resources.insert("job.shared".into(), serde_json::from_value(job).unwrap());
+        let ended: Vec<crate::model::JobRun> = vec![serde_json::from_value(run(Some("2026-03-10T04:00:00Z"))).unwrap()];
+        let observed = BTreeMap::from([("job.shared".to_string(), ended)]);
+        let now = at("2026-03-10T10:00:00Z");
+        let quotas = |p: &str| if p == "gpu_pool.a" { vec!["quota.q".to_string()] } else { vec![] };
+        let sums = accrue(&s, |_| now, quotas);
+        for observed in [None, Some(&observed)] {
+            assert_eq!(sums.report(&s, observed), month_to_date(&s, |_| now, quotas, observed));
+        }
+        // 2 of 8 GPUs of an 8 USD node: 8 h as recorded, 2 h as observed; plus job.own's line.
+        assert_eq!(sums.report(&s, None).by_job["job.shared"], 16.0);
+        assert_eq!(sums.report(&s, Some(&observed)).by_job["job.shared"], 4.0);
+        assert_eq!(sums.report(&s, None).by_job["job.own"], 15.0);
     }
 
     #[test]

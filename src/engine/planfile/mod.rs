@@ -99,8 +99,8 @@ pub fn save_with(path: &Path, plan: &Plan, keys: &Keyring) -> Result<(), PlanFil
     let tmp = path.with_extension("tmp");
     if keys.seals() {
         let sealing = |error| PlanFileError::Sealing { path: path.to_path_buf(), verb: "encrypt", error };
-        let text =
-            serde_json::to_vec(plan).map_err(|e| PlanFileError::Write { path: path.to_path_buf(), error: e.into() })?;
+        let text = crate::json_text::verbatim(|| serde_json::to_vec(plan))
+            .map_err(|e| PlanFileError::Write { path: path.to_path_buf(), error: e.into() })?;
         let sealed = crate::state::seal::seal(&text, "plan", Default::default(), keys).map_err(sealing)?;
         return std::fs::write(&tmp, sealed).and_then(|()| std::fs::rename(&tmp, path)).map_err(|error| {
             // As below: the write error is what the user sees.
@@ -146,7 +146,7 @@ fn write_compressed(tmp: &Path, plan: &Plan) -> std::io::Result<()> {
 /// gathers them into blocks.
 fn write_json(blocks: Blocks, plan: &Plan) -> std::io::Result<()> {
     let mut out = BufWriter::with_capacity(BUFFER, blocks);
-    serde_json::to_writer(&mut out, plan)?;
+    crate::json_text::verbatim(|| serde_json::to_writer(&mut out, plan))?;
     out.into_inner().map_err(|e| e.into_error())?;
     Ok(())
 }

@@ -91,6 +91,7 @@ impl<'a> Scan<'a> {
         let sign = usize::from(text[start] == b'-');
         let digits = text[start + sign..].iter().take_while(|b| b.is_ascii_digit()).count();
         let end = start + sign + digits;
+        // A sign and ASCII digits are UTF-8; `None` would only send the text the full way.
         let token = std::str::from_utf8(&text[start..end]).ok()?;
         if digits == 0 || matches!(text.get(end), Some(b'.' | b'e' | b'E')) {
             return None;

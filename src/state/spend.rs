@@ -56,6 +56,19 @@ pub struct Accrued {
     month_start: u64,
 }
 
+/// A report of `month` as of `now` with nothing summed yet.
+fn empty_report(month: String, now: u64) -> SpendReport {
+    SpendReport {
+        month,
+        as_of: rfc3339(now),
+        month_to_date_usd: 0.0,
+        by_pool: BTreeMap::new(),
+        by_quota: BTreeMap::new(),
+        by_job: BTreeMap::new(),
+        open_nodes: 0,
+    }
+}
+
 /// The ledger of `state` summed as [`month_to_date`] sums it (`clock` and `quotas_of` as
 /// there).
 pub fn accrue(state: &State, clock: impl Fn(&str) -> u64, quotas_of: impl Fn(&str) -> Vec<String>) -> Accrued {
@@ -65,15 +78,7 @@ pub fn accrue(state: &State, clock: impl Fn(&str) -> u64, quotas_of: impl Fn(&st
     }
     let now = clocks.values().copied().max().unwrap_or_else(|| clock(""));
     let (month, month_start) = month_of(now);
-    let mut sums = SpendReport {
-        month,
-        as_of: rfc3339(now),
-        month_to_date_usd: 0.0,
-        by_pool: BTreeMap::new(),
-        by_quota: BTreeMap::new(),
-        by_job: BTreeMap::new(),
-        open_nodes: 0,
-    };
+    let mut sums = empty_report(month, now);
     let mut totals = Totals::default();
     for e in state.spend.values() {
         let until = e.end_ms.unwrap_or_else(|| clocks.get(e.provider.as_str()).copied().unwrap_or(now)).min(now);
@@ -284,15 +289,7 @@ mod tests {
     /// the totals by index must equal to the bit.
     fn by_maps(s: &State, now: u64, quotas_of: impl Fn(&str) -> Vec<String>) -> SpendReport {
         let (month, month_start) = month_of(now);
-        let mut r = SpendReport {
-            month,
-            as_of: rfc3339(now),
-            month_to_date_usd: 0.0,
-            by_pool: BTreeMap::new(),
-            by_quota: BTreeMap::new(),
-            by_job: BTreeMap::new(),
-            open_nodes: 0,
-        };
+        let mut r = empty_report(month, now);
         for e in s.spend.values() {
             let until = e.end_ms.unwrap_or(now).min(now);
             r.open_nodes += usize::from(e.end_ms.is_none());

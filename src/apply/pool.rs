@@ -297,7 +297,7 @@ async fn creates(
             let (at, noun) = (batch.placement(), plural(placed.kept as usize, "node", "nodes"));
             let what = format!("{} {} {noun}", placed.kept, batch.capacity);
             let msg = format!(
-                "{at} has no room for {what} ({}); the nodes they were to replace stay where they run",
+                "{at} has no room for {what}: {}; the nodes they were to replace stay where they run",
                 placed.why
             );
             ctx.progress.event(&change.address.to_string(), &msg);
@@ -305,7 +305,7 @@ async fn creates(
         }
         if placed.missing > 0 {
             let msg = format!(
-                "{} {} {} in {} could not be placed ({})",
+                "{} {} {} in {} could not be placed: {}",
                 placed.missing,
                 batch.capacity,
                 plural(placed.missing as usize, "node", "nodes"),
@@ -453,7 +453,8 @@ struct Placed {
     missing: u32,
     /// Not placed, but only meant to replace nodes that stay (see `creates`).
     kept: u32,
-    /// The last stock-out message.
+    /// Where the batch found no room, by capacity type, with the last stock-out answer:
+    /// `us-east-1b, us-east-1a had no on-demand capacity (last answer: ...)`.
     why: String,
     /// What fell back where, for the pool's fallback record.
     fallback_note: Option<String>,
@@ -485,8 +486,10 @@ async fn create_with_fallback(
     let mut fell_back = 0;
     let mut why = String::new();
     let mut fallback_note: Option<String> = None;
-    // Where the batch's own capacity type found no room, for the messages.
+    // Where the batch's own capacity type found no room, for the fallback note.
     let mut short_of: Vec<String> = Vec::new();
+    // Every place a call found short, of any capacity type, for the shortfall's message.
+    let mut tried_short: Vec<(String, Capacity)> = Vec::new();
     for (k, (zone, cap)) in places.into_iter().enumerate() {
         let want = if k == 0 { missing } else { missing.min(may_fall_back - fell_back) };
         if want == 0 {
@@ -517,6 +520,9 @@ async fn create_with_fallback(
         if n < want as usize && (k == 0 || cap == batch.capacity) {
             short_of.push(req.placement());
         }
+        if n < want as usize {
+            tried_short.push((req.placement(), cap));
+        }
         // Nodes launched into a reservation are recorded as `reserved` capacity.
         result.nodes.iter_mut().for_each(crate::providers::Node::read_reserved);
         if pc.placement.is_some() {
@@ -544,7 +550,28 @@ async fn create_with_fallback(
     }
     // What could not fall back (the allowance ran out) only moved nodes: those stay.
     let kept = if fell_back >= may_fall_back { missing } else { 0 };
+    let why = no_room(&tried_short, &why);
     Ok(Placed { made, fell_back, missing: missing - kept, kept, why, fallback_note })
+}
+
+/// Where a batch found no room, each capacity type's places in the order tried, then the
+/// cloud's last answer (which names the place it came from, the last one listed):
+/// `us-east-1b, us-east-1a had no on-demand capacity (last answer: ...)`.
+fn no_room(short: &[(String, Capacity)], last: &str) -> String {
+    let mut by_cap: Vec<(Capacity, Vec<&str>)> = Vec::new();
+    for (place, cap) in short {
+        match by_cap.iter_mut().find(|(c, _)| c == cap) {
+            Some((_, places)) => places.push(place),
+            None => by_cap.push((*cap, vec![place])),
+        }
+    }
+    let parts: Vec<String> =
+        by_cap.iter().map(|(cap, places)| format!("{} had no {cap} capacity", places.join(", "))).collect();
+    match (parts.is_empty(), last.is_empty()) {
+        (true, _) => last.to_string(),
+        (false, true) => parts.join("; "),
+        (false, false) => format!("{} (last answer: {last})", parts.join("; ")),
+    }
 }
 
 /// `batch` asked again of `want` nodes of `cap` in `zone`, its `k`th place.

@@ -74,3 +74,54 @@ fn on_demand_fallback_nodes_are_not_churned_while_spot_stays_short() {
     assert_eq!(mix_of(&fleet.live_tagged(), "gpu_pool.burst"), (0, 2));
     fleet.run(&["plan", "--detailed-exitcode"]).expect(0);
 }
+
+/// A shortfall names every zone that had no room, in the order they were tried, and the
+/// last answer is the last zone's: three zones of one on-demand node each cannot hold a
+/// pool of six. The node that could not be placed is the one planned for its own zone,
+/// and every node recorded is in the zone the cloud put it in.
+#[test]
+fn a_shortfall_names_each_zone_that_had_no_room_not_only_the_last_answer_s() {
+    let zones = ["us-east-1a", "us-east-1b", "us-east-1c"];
+    let fleet = Fleet::new(&format!("{PROVIDER}{}", pool("wide", &zones, 6, "")));
+    fleet.sim(|c| {
+        for z in zones {
+            c.set_capacity(z, Capacity::OnDemand, Some(1)).expect("set capacity");
+        }
+    });
+    let r = fleet.run(&["apply", "--auto-approve"]).expect(1);
+    let err = crate::engine_cli::flat(&r.stderr);
+    assert!(
+        err.contains(
+            "1 on-demand node in us-east-1b could not be placed: us-east-1b, us-east-1a, us-east-1c had no \
+             on-demand capacity (last answer: insufficient on-demand capacity in zone `us-east-1c`"
+        ),
+        "{}",
+        r.stderr
+    );
+    let live = fleet.live_tagged();
+    assert_eq!(live.len(), 3, "{live:?}");
+    let recorded = &fleet.state().resources["gpu_pool.wide"].nodes;
+    for n in &live {
+        let rec = recorded.iter().find(|r| r.id == n.id).unwrap_or_else(|| panic!("{} not recorded", n.id));
+        assert_eq!(rec.zone, n.zone, "{} is recorded in another zone than it runs in", n.id);
+    }
+}
+
+/// A spot batch that fell back to on-demand and found none there either says both: no
+/// spot, then no on-demand capacity, never an on-demand answer alone for spot nodes.
+#[test]
+fn a_spot_shortfall_after_an_on_demand_fallback_names_both_capacity_types() {
+    let fleet = stocked_out("on_demand");
+    fleet.sim(|c| c.set_capacity("us-east-1a", Capacity::OnDemand, Some(0)).expect("set capacity"));
+    let r = fleet.run(&["apply", "--auto-approve"]).expect(1);
+    let err = crate::engine_cli::flat(&r.stderr);
+    assert!(
+        err.contains(
+            "2 spot nodes in us-east-1a could not be placed: us-east-1a had no spot capacity; us-east-1a had no \
+             on-demand capacity (last answer: insufficient on-demand capacity in zone `us-east-1a`"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(fleet.live_tagged(), vec![]);
+}

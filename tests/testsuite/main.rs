@@ -37,6 +37,7 @@ mod health_cli;
 mod health_moto;
 mod http_stub;
 mod job_records;
+mod job_release_moto;
 mod jobs_cli;
 mod jobs_sim;
 mod k8s_schema;

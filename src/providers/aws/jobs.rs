@@ -10,8 +10,10 @@
 //! code yet → stopped, exit code awaited (console output arrives late; `jobs::refresh`
 //! fails the run after a grace), or preempted when the node was terminated before it
 //! reported one. `cancel_job`
-//! marks the instance `gpuplan:cancelled=true`, then terminates it; it also removes the
-//! stopped node of a finished job. Job nodes are not pool nodes: `list_nodes` skips them.
+//! marks the instance `gpuplan:cancelled=true`, then terminates it; `release_job_node`
+//! only terminates the node of a run that has ended (or that no run owns), checked to be a
+//! gpuplan job node, and counts one already gone as released. Job nodes are not pool
+//! nodes: `list_nodes` skips them.
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
@@ -24,7 +26,7 @@ use sha2::{Digest, Sha256};
 
 use super::errors::from_sdk;
 use super::fleet::{price, tag_specs};
-use super::nodes::{filter, split, spot_reclaimed, tag_filter, tags};
+use super::nodes::{filter, is_managed, split, spot_reclaimed, tag_filter, tags};
 use super::{AwsProvider, Bucket, read};
 use crate::addr::Address;
 use crate::providers::boot;
@@ -33,7 +35,7 @@ use crate::providers::ports::LogSink;
 use crate::providers::userdata::{self, TIMED_OUT};
 use crate::providers::{
     Capacity, CreateNodes, ErrorClass, JobPort, JobState, JobStatus, LaunchJob, ListFilter, LogPort, Node,
-    ProviderError, TAG_ATTEMPT, TAG_JOB,
+    ProviderError, TAG_ATTEMPT, TAG_JOB, TAG_MANAGED,
 };
 use aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder;
 
@@ -388,10 +390,33 @@ impl JobPort for AwsProvider {
         Ok(split(&instances, &filter.region).1)
     }
 
-    /// The job's instance, once the job has ended: `cancel` of a finished job only
-    /// terminates its (stopped) instance.
+    /// The instance a job ran on, once gpuplan's record of the run has ended (or no run
+    /// owns it): one `DescribeInstances`, then `TerminateInstances` of that instance alone.
+    /// Not a cancel: no console read, no `gpuplan:cancelled` tag, no SSM call. An instance
+    /// already gone (terminated, or no longer listed) is released; one that is not a
+    /// gpuplan job node (no `gpuplan:managed=true` or no `gpuplan:job`) is refused; a warm
+    /// node's run (`<node>/<command>`) has no node of its own, and its command is left alone.
     async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
-        self.cancel(region, id).await.map(|_| ())
+        if is_command_run(id) {
+            return Ok(());
+        }
+        let found = self.describe_all(region, vec![filter("instance-id", [id])]).await?;
+        let Some(i) = found.first() else { return Ok(()) };
+        let t = tags(i);
+        if !is_managed(&t) || !t.contains_key(TAG_JOB) {
+            return Err(ProviderError::new(
+                ErrorClass::Invalid,
+                "NotAJob",
+                format!(
+                    "refusing to release `{id}`: it lacks {}, so it is not a node gpuplan made for a job; nothing was terminated",
+                    if is_managed(&t) { format!("the {TAG_JOB} tag") } else { format!("the tag {TAG_MANAGED}=true") }
+                ),
+            ));
+        }
+        match i.state().and_then(|s| s.name()) {
+            Some(InstanceStateName::Terminated | InstanceStateName::ShuttingDown) => Ok(()),
+            _ => self.terminate_owned(region, &[id.to_string()]).await,
+        }
     }
 
     /// A job on a warm node: its command is cancelled and the node stays in its pool.

@@ -42,8 +42,12 @@ pub trait JobPort: Send + Sync {
     }
 
     /// Terminate the node a finished job ran on, when the provider made that node for the
-    /// job (a job VM: stopped, not terminated, so its output stays readable until then).
-    /// Providers whose jobs run on pool nodes or in a cluster have nothing to release.
+    /// job (a job VM: stopped, not terminated, so its output stays readable until then),
+    /// or a job node no run owns. Only that node: never a cancel of a run, and a warm
+    /// node's run (`<node>/<command>`) has no node of its own to release. `Ok` once the
+    /// node is gone, whether this call or an earlier one ended it; an instance that is not
+    /// a gpuplan job node is refused. Providers whose jobs run on pool nodes or in a
+    /// cluster have nothing to release.
     async fn release_job_node(&self, _region: &str, _id: &str) -> Result<(), ProviderError> {
         Ok(())
     }

@@ -426,9 +426,19 @@ pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// The lineage names derived from it (placement groups) are made under: the state's, or
+/// `None` while no state exists (serial 0). Such a plan's lineage is its own, kept only by
+/// applying the plan saved (`plan --out`, `engine::run::begin_state_of`); an `apply`
+/// without one plans again under another, so the names are known only after apply.
+pub(crate) fn state_lineage(plan: &crate::plan::Plan) -> Option<&str> {
+    (plan.serial > 0).then_some(plan.lineage.as_str())
+}
+
 /// A create batch's disks, fabric and placement group, as its plan line ends:
-/// `, disks root 500 GB gp3, data 2000 GB gp3, fabric efa, placement group gpuplan-…`.
-pub(crate) fn hardware(h: &crate::model::hardware::Hardware) -> String {
+/// `, disks root 500 GB gp3, data 2000 GB gp3, fabric efa, placement group gpuplan-…`;
+/// `placement group (known after apply)` where the name is not known yet (`names_known`,
+/// see [`state_lineage`]).
+pub(crate) fn hardware(h: &crate::model::hardware::Hardware, names_known: bool) -> String {
     let mut out = String::new();
     if let Some(d) = &h.disks {
         out += &format!(", disks {d}");
@@ -436,8 +446,10 @@ pub(crate) fn hardware(h: &crate::model::hardware::Hardware) -> String {
     if let Some(f) = h.fabric {
         out += &format!(", fabric {f}");
     }
-    if let Some(g) = &h.placement_group {
-        out += &format!(", placement group {g}");
+    match &h.placement_group {
+        Some(g) if names_known => out += &format!(", placement group {g}"),
+        Some(_) => out += ", placement group (known after apply)",
+        None => {}
     }
     out
 }

@@ -50,7 +50,7 @@ fn assemble(plan: &Plan, limit: usize) -> String {
     if !adopted.is_empty() {
         blocks.push(details(&format!("Import, move, forget: {}", adopted.len()), &(adopted.join("\n") + "\n"), "text"));
     }
-    blocks.extend(facts::actionable(plan).into_iter().map(|c| change_block(c, &plan.lineage)));
+    blocks.extend(facts::actionable(plan).into_iter().map(|c| change_block(c, facts::state_lineage(plan))));
 
     let len = |s: &str| s.chars().count();
     let head = |kept_rows: usize| {
@@ -357,7 +357,7 @@ fn drift_block(plan: &Plan) -> String {
     details(&summary, &body, "text")
 }
 
-fn change_block(c: &ResourceChange, lineage: &str) -> String {
+fn change_block(c: &ResourceChange, lineage: Option<&str>) -> String {
     let body = text::block(c, lineage, &TextOptions { color: false, width: 0, verbose: false }, &Paint::new(false));
     let warn = if matches!(c.action, Action::Replace | Action::Delete) { "⚠️ " } else { "" };
     let summary = format!("{warn}<code>{}</code> {}", html(&c.address.to_string()), c.action.verb());

@@ -646,10 +646,12 @@ fn plan_blocks_rendered_on_the_cores_are_the_one_threads_text() {
     let plan = many_updates(9_000);
     let changes = crate::render::facts::actionable(&plan);
     let p = crate::render::style::Paint::new(false);
-    let serial: String =
-        changes.iter().map(|c| format!("\n{}", crate::render::text::block(c, &plan.lineage, &WIDTH, &p))).collect();
+    let serial: String = changes
+        .iter()
+        .map(|c| format!("\n{}", crate::render::text::block(c, Some(&plan.lineage), &WIDTH, &p)))
+        .collect();
     for threads in [1, 2, 4] {
-        let text: String = crate::render::text::blocks(&changes, &plan.lineage, &WIDTH, &p, threads).collect();
+        let text: String = crate::render::text::blocks(&changes, Some(&plan.lineage), &WIDTH, &p, threads).collect();
         assert!(text == serial, "{threads} thread(s)");
     }
 }

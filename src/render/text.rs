@@ -162,7 +162,7 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, frames: &[Option<String>], m
     } else {
         out += &legend(&changes, &p);
         out += "\ngpuplan will perform the following actions:\n";
-        for text in blocks(&changes, &plan.lineage, opts, &p, crate::par::cores()) {
+        for text in blocks(&changes, facts::state_lineage(plan), opts, &p, crate::par::cores()) {
             out += &text;
         }
     }
@@ -254,7 +254,7 @@ const BLOCK_ROUND: usize = 8_192;
 /// which took about a tenth of its CPU on one thread). The text is the one thread's.
 pub(crate) fn blocks<'a>(
     changes: &'a [&'a ResourceChange],
-    lineage: &'a str,
+    lineage: Option<&'a str>,
     opts: &'a TextOptions,
     p: &'a Paint,
     threads: usize,
@@ -404,7 +404,7 @@ fn legend(changes: &[&ResourceChange], p: &Paint) -> String {
 /// with its attributes (each reason about an attribute is that attribute's line) and node
 /// operations, the other reasons as comments under the `nodes:` line.
 /// `lineage`: the state's, which names the placement groups a change deletes.
-pub(crate) fn block(c: &ResourceChange, lineage: &str, opts: &TextOptions, p: &Paint) -> String {
+pub(crate) fn block(c: &ResourceChange, lineage: Option<&str>, opts: &TextOptions, p: &Paint) -> String {
     let attrs = facts::attr_lines(c);
     let reasons = facts::unsaid_reasons(c, &attrs);
     let mut header = format!("{} {}", c.address, c.action.verb());
@@ -422,7 +422,9 @@ pub(crate) fn block(c: &ResourceChange, lineage: &str, opts: &TextOptions, p: &P
         if !attrs.is_empty() {
             out.push('\n');
         }
-        out += &nodes_block(c.action, pool, &crate::plan::groups_to_delete(lineage, c), p);
+        // A state that does not exist yet has deleted nothing: no group to name.
+        let groups = lineage.map(|l| crate::plan::groups_to_delete(l, c)).unwrap_or_default();
+        out += &nodes_block(c.action, pool, &groups, lineage.is_some(), p);
     }
     for r in reasons.iter().skip(1) {
         out += &comment("      # ", &one_arrow(&r.message), opts.width, |first| first.to_string());
@@ -459,7 +461,7 @@ fn attr_block(attrs: &[AttrLine], p: &Paint) -> String {
 
 /// The node operations of a pool change, then the placement groups it deletes after them
 /// (`groups`, [`crate::plan::groups_to_delete`]).
-fn nodes_block(action: Action, pool: &PoolChange, groups: &[String], p: &Paint) -> String {
+fn nodes_block(action: Action, pool: &PoolChange, groups: &[String], names_known: bool, p: &Paint) -> String {
     let (before, after) = (facts::counts(&pool.before), facts::counts(&pool.after));
     let has_ops =
         !pool.creates.is_empty() || !pool.deletes.is_empty() || !pool.adopt.is_empty() || !pool.forget.is_empty();
@@ -481,7 +483,7 @@ fn nodes_block(action: Action, pool: &PoolChange, groups: &[String], p: &Paint) 
             let types = instance_types(&b.instance_types);
             let place = if b.zones.is_empty() { format!("in {}", b.zone) } else { format!("across {}", b.placement()) };
             let join = b.join.as_ref().map(|j| format!(", {}", j.describe(b.capacity))).unwrap_or_default();
-            let hw = b.hardware.as_ref().map(|h| facts::hardware(h)).unwrap_or_default();
+            let hw = b.hardware.as_ref().map(|h| facts::hardware(h, names_known)).unwrap_or_default();
             let res =
                 b.reservation.as_ref().map(|r| format!(", reserved: {} ({})", r.address, r.id)).unwrap_or_default();
             format!("      {} {} {} {place}{types}{join}{hw}{res}\n", p.symbol("+"), b.count, b.capacity)

@@ -136,12 +136,21 @@ fn a_pool_in_a_cluster_placement_group_launches_into_its_zone_s_group_with_its_f
     let dir = tmp.path();
     let net = "  network {\n    fabric          = \"efa\"\n    placement_group = \"cluster\"\n  }\n";
     std::fs::write(dir.join("main.hcl"), pool(net)).unwrap();
+    // Before a state exists, the group's name (of the state's lineage) is not known.
     let r = run(dir, &["plan"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains(", fabric efa, placement group gpuplan-"), "{}", r.stdout);
-    assert!(r.stdout.contains("-train-us-east-1a"), "{}", r.stdout);
+    assert!(r.stdout.contains(", fabric efa, placement group (known after apply)"), "{}", r.stdout);
     let r = run(dir, &["apply", "--auto-approve"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // Once it does, a node more launches into the group of the state's lineage.
+    let state = crate::state_plain::read(&dir.join("state/default.json"));
+    let short: String =
+        state["lineage"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    std::fs::write(dir.join("main.hcl"), pool(net).replace("desired = 2", "desired = 3")).unwrap();
+    let r = run(dir, &["plan"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let line = format!(", fabric efa, placement group gpuplan-{short}-train-us-east-1a");
+    assert!(r.stdout.contains(&line), "{line}:\n{}", r.stdout);
 }
 
 /// Every object under `v` (at any depth) that has `key`.

@@ -350,6 +350,49 @@ fn a_kept_pool_that_drops_a_zone_or_its_group_deletes_that_zone_s_group_once_its
     assert!(pool["pool"]["delete_groups"].is_null(), "{pool:#}");
 }
 
+/// A plan made before any state exists names no group: its lineage is its own, and an
+/// `apply` without the saved plan plans again under another one, so the text and markdown
+/// views say `(known after apply)`. A saved plan keeps its lineage (`begin_state_of`):
+/// `plan --out` then `apply FILE` makes the groups of the lineage that plan carries, and
+/// once the state exists a plan names the group its nodes launch into.
+#[test]
+fn a_first_plan_names_no_group_its_apply_would_not_make_and_a_saved_plan_keeps_its_lineage() {
+    let groups: Groups = Arc::default();
+    let front = front(groups.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("main.hcl"), spec(&front.url, 2)).unwrap();
+    for format in ["text", "markdown"] {
+        let r = run(dir, &["plan", "--format", format]);
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        assert!(r.stdout.contains("placement group (known after apply)"), "{format}:\n{}", r.stdout);
+        assert!(!r.stdout.contains("placement group gpuplan-"), "{format} names a group:\n{}", r.stdout);
+    }
+    assert!(!dir.join("state/default.json").exists(), "a plan writes no state");
+
+    let r = run(dir, &["plan", "--out", "first.plan"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let r = run(dir, &["show", "--json", "first.plan"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let saved: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let planned = saved["lineage"].as_str().expect("a lineage").to_string();
+    let r = run(dir, &["apply", "first.plan"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let state = crate::state_plain::read(&dir.join("state/default.json"));
+    assert_eq!(state["lineage"].as_str(), Some(planned.as_str()), "the saved plan's lineage begins the state");
+    let short: String = planned.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let name = |zone: &str| format!("gpuplan-{short}-train-{zone}");
+    let held: Vec<String> = groups.lock().unwrap().keys().cloned().collect();
+    assert_eq!(held, [name("us-east-1a"), name("us-east-1b")]);
+
+    // With a state, the name is known: a plan that adds a node names the group it exists in.
+    std::fs::write(dir.join("main.hcl"), spec(&front.url, 4)).unwrap();
+    let r = run(dir, &["plan"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains(&format!("placement group {}", name("us-east-1a"))), "{}", r.stdout);
+    assert!(!r.stdout.contains("(known after apply)"), "{}", r.stdout);
+}
+
 /// The state's lineage as gpuplan's group names carry it: its first eight letters and digits.
 fn short_lineage(dir: &std::path::Path) -> String {
     let state = crate::state_plain::read(&dir.join("state/default.json"));

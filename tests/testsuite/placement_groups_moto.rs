@@ -384,6 +384,10 @@ fn a_first_plan_names_no_group_its_apply_would_not_make_and_a_saved_plan_keeps_i
     let name = |zone: &str| format!("gpuplan-{short}-train-{zone}");
     let held: Vec<String> = groups.lock().unwrap().keys().cloned().collect();
     assert_eq!(held, [name("us-east-1a"), name("us-east-1b")]);
+    let creates = saved["changes"][0]["pool"]["creates"].as_array().expect("creates");
+    let mut in_json: Vec<&str> = creates.iter().filter_map(|b| b["hardware"]["placement_group"].as_str()).collect();
+    in_json.sort();
+    assert_eq!(in_json, held, "the saved plan's JSON names the groups its apply made");
 
     // With a state, the name is known: a plan that adds a node names the group it exists in.
     std::fs::write(dir.join("main.hcl"), spec(&front.url, 4)).unwrap();

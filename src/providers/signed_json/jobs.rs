@@ -61,9 +61,19 @@ where
             .collect())
     }
 
-    /// A finished job's instance goes, once checked to be a gpuplan job node.
+    /// A finished job's instance goes, once checked to be a gpuplan job node (the node
+    /// port's terminate then refuses one without gpuplan's managed tag and skips one
+    /// already going). One no longer listed is released already; a warm node's run has no
+    /// node of its own, and its send is left alone.
     async fn release_job_node(&self, region: &str, id: &str) -> Result<(), ProviderError> {
-        self.job_instance(region, id).await?;
+        if is_command_run(id) {
+            return Ok(());
+        }
+        let found = self.describe_ids(region, &[id.to_string()]).await?;
+        if found.is_empty() {
+            return Ok(());
+        }
+        launch::job_instance(found, Self::TAGS_OF, region, id)?;
         self.terminate_nodes(region, &[id.to_string()]).await.map(|_| ())
     }
 }

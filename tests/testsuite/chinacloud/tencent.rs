@@ -268,6 +268,52 @@ async fn jobs_boot_from_user_data_and_end_with_the_instance() {
     assert!(fake.instances().is_empty());
 }
 
+/// Releasing an ended run's node terminates that instance alone; again, or once the cloud
+/// no longer lists it, the release is done (not `JobNotFound`, which fails an orphan's
+/// release); a warm node's run (`<node>/<invocation>`) has no node of its own, so nothing
+/// is called; a pool node is refused.
+#[tokio::test]
+async fn releasing_a_job_node_terminates_it_alone_and_a_gone_one_is_released() {
+    let fake = Fake::start();
+    let p = provider(&fake, SECRET_KEY);
+    let pool_node = p.create_nodes(&create(1, Capacity::OnDemand)).await.expect("create").nodes[0].id.clone();
+    let mut req = LaunchJob {
+        job: "job.done".parse().expect("addr"),
+        pool: "gpu_pool.big".parse().expect("addr"),
+        node_id: String::new(),
+        region: String::new(),
+        image: "ghcr.io/acme/train:1".into(),
+        command: vec!["true".into()],
+        env: Default::default(),
+        secrets: Default::default(),
+        gpus: 1,
+        attempt: 1,
+        token: "gp-release-a".into(),
+        shape: Some(create(1, Capacity::OnDemand)),
+        max_runtime_secs: None,
+        keep_node: false,
+        kube: None,
+        readiness: Default::default(),
+    };
+    let done = p.launch_job(&req).await.expect("launch").id;
+    req.token = "gp-release-b".into();
+    let other = p.launch_job(&req).await.expect("launch").id;
+    p.release_job_node(REGION, &done).await.expect("release");
+    let mut left: Vec<String> = fake.instances().into_iter().map(|i| i.id).collect();
+    left.sort();
+    let mut want = vec![pool_node.clone(), other.clone()];
+    want.sort();
+    assert_eq!(left, want, "only the released node went");
+    p.release_job_node(REGION, &done).await.expect("a node no longer listed is released");
+    assert_eq!(fake.calls("TerminateInstances").len(), 1);
+    let before = fake.lock().calls.len();
+    p.release_job_node(REGION, &format!("{pool_node}/inv-0123")).await.expect("a warm node's run");
+    assert_eq!(fake.lock().calls.len(), before, "no call for a warm node's run");
+    let err = p.release_job_node(REGION, &pool_node).await.unwrap_err();
+    assert_eq!(err.class, ErrorClass::Invalid, "{err}");
+    assert_eq!(fake.instances().len(), 2, "the pool node stays");
+}
+
 /// GPU health through TAT: each node whose agent is online runs the capture script, and
 /// its output (nvidia-smi XML with a row-remap failure, kernel XID 79 on the same PCI
 /// bus) comes back as that node's findings, the XID on its GPU index. A node whose agent

@@ -426,9 +426,10 @@ pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// A create batch's disks, fabric and placement group, as its plan line ends:
-/// `, disks root 500 GB gp3, data 2000 GB gp3, fabric efa, placement group gpuplan-…`.
-pub(crate) fn hardware(h: &crate::model::hardware::Hardware) -> String {
+/// A create batch's disks, fabric and group, as its plan line ends:
+/// `, disks root 500 GB gp3, data 2000 GB gp3, fabric efa, placement group gpuplan-…`; the
+/// group named by the pool's cloud's word (`provider_kind`: `HPC cluster` on Tencent Cloud).
+pub(crate) fn hardware(h: &crate::model::hardware::Hardware, provider_kind: &str) -> String {
     let mut out = String::new();
     if let Some(d) = &h.disks {
         out += &format!(", disks {d}");
@@ -437,7 +438,7 @@ pub(crate) fn hardware(h: &crate::model::hardware::Hardware) -> String {
         out += &format!(", fabric {f}");
     }
     if let Some(g) = &h.placement_group {
-        out += &format!(", placement group {g}");
+        out += &format!(", {} {g}", crate::model::hardware::group_noun(provider_kind));
     }
     out
 }

@@ -481,7 +481,7 @@ fn nodes_block(action: Action, pool: &PoolChange, groups: &[String], p: &Paint) 
             let types = instance_types(&b.instance_types);
             let place = if b.zones.is_empty() { format!("in {}", b.zone) } else { format!("across {}", b.placement()) };
             let join = b.join.as_ref().map(|j| format!(", {}", j.describe(b.capacity))).unwrap_or_default();
-            let hw = b.hardware.as_ref().map(|h| facts::hardware(h)).unwrap_or_default();
+            let hw = b.hardware.as_ref().map(|h| facts::hardware(h, &pool.provider_kind)).unwrap_or_default();
             let res =
                 b.reservation.as_ref().map(|r| format!(", reserved: {} ({})", r.address, r.id)).unwrap_or_default();
             format!("      {} {} {} {place}{types}{join}{hw}{res}\n", p.symbol("+"), b.count, b.capacity)
@@ -503,8 +503,9 @@ fn nodes_block(action: Action, pool: &PoolChange, groups: &[String], p: &Paint) 
             )
         })
         .collect();
+    let noun = crate::model::hardware::group_noun(&pool.provider_kind);
     let groups: String =
-        groups.iter().map(|g| format!("      {} placement group {g} (after its nodes)\n", p.symbol("-"))).collect();
+        groups.iter().map(|g| format!("      {} {noun} {g} (after its nodes)\n", p.symbol("-"))).collect();
     let deletes = deletes + &capped(deferred, "deferred") + &groups;
     if pool.create_before_destroy {
         out += &creates.concat();

@@ -16,6 +16,7 @@ use crate::json_text::JsonText;
 use crate::plan::model::*;
 use crate::providers::{Capacity, CreateNodes};
 
+mod arrows;
 mod view;
 
 const WIDTH: TextOptions = TextOptions { color: false, width: 80, verbose: false };

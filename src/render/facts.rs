@@ -15,7 +15,7 @@ use crate::plan::diff::{IMMUTABLE, changed_paths};
 use crate::plan::model::{Action, NodeCounts, Plan, Reason, ReasonCode, ResourceChange};
 
 /// How a sensitive value prints in every view.
-pub const SENSITIVE: &str = "(sensitive)";
+pub const SENSITIVE: &str = crate::plan::inputs::SENSITIVE;
 
 /// Changes in display order: by address (kind, then name, then instance key).
 pub(crate) fn sorted_changes(plan: &Plan) -> Vec<&ResourceChange> {

@@ -21,7 +21,9 @@
 //!   `removal_deferred` when its node stays for it, else why it waits (`quota`,
 //!   `capacity`, `priority`, `dependency`); `output_changes` when the spec or the state has
 //!   outputs (`{NAME: {actions, before, after, before_sensitive, after_sensitive}}`, as
-//!   Terraform's; a sensitive value is `null`).
+//!   Terraform's; a sensitive value is `null`); `variables` when the plan is saved
+//!   (`{NAME: {value, from, sensitive}}`, `render::variables`; `"(sensitive)"` for a
+//!   sensitive variable's value).
 //!
 //! Each change is `{address, action, before, after, reasons}` where `reasons` are objects
 //! `{code, message}` (the code is stable, the message is for people), plus `pool` for GPU
@@ -122,6 +124,10 @@ struct PlanDoc<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<String>>")]
     replace: Option<Vec<Shown<'a>>>,
+    /// A saved plan's variables as planned, by name: `{value, from, sensitive}`, the value
+    /// `"(sensitive)"` for a sensitive one (absent from a plan not saved).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    variables: Option<std::collections::BTreeMap<&'a str, super::variables::VariableDoc<'a>>>,
 }
 
 impl<'a> PlanDoc<'a> {
@@ -158,6 +164,7 @@ impl<'a> PlanDoc<'a> {
             summary: SummaryDoc::new(plan),
             targets: plan.targets.iter().map(|t| Shown(t)).collect(),
             replace: (!plan.replace.is_empty()).then(|| plan.replace.iter().map(|t| Shown(t)).collect()),
+            variables: super::variables::docs(plan),
         }
     }
 }

@@ -140,6 +140,10 @@ fn show_prints_the_variables_a_saved_plan_was_made_with_hiding_sensitive_ones() 
     let vars = &json["variables"];
     assert_eq!(vars["n"], serde_json::json!({"from": "--var", "value": 3}), "{vars:#}");
     assert_eq!(vars["token"], serde_json::json!({"from": "default", "sensitive": true, "value": "(sensitive)"}));
+    // The document `plan --out FILE --json` prints is the one `show --json FILE` does.
+    let saving = fleet.run(&["plan", "--var", "n=3", "--out", "q.plan", "--json"]).expect(0).stdout;
+    let saving: serde_json::Value = serde_json::from_str(&saving).unwrap();
+    assert_eq!(&saving["variables"], vars);
     for shown in [&text, &md, &json.to_string()] {
         assert!(!shown.contains("s3cr3t"), "{shown}");
     }

@@ -392,8 +392,17 @@ fn json_snapshots() {
 fn streamed_json_is_the_tree_printed_pretty() {
     // The streamed document lists keys in its structs' field order; a tree sorts them. The
     // bytes must agree, or `plan --json` would change with the size of the plan.
-    // With the keys only some plans have: health, `--replace`, a saved plan's variables.
+    // With the keys only some plans have: health, placements, `--replace`, a saved plan's
+    // variables.
     let mut rare = update_with_drift();
+    rare.placements = vec![
+        serde_json::from_value(json!({
+            "address": "gpu_pool.train", "action": "stay", "chosen": "sim us-east-1", "reason": "cheapest",
+            "candidates": [{"provider": "sim", "region": "us-east-1", "hourly_usd": 1.5, "price": "catalog",
+                "capacity": "ok", "role": "chosen"}],
+        }))
+        .expect("a placement decision"),
+    ];
     rare.replace = vec![pool_addr("train")];
     rare.health = vec![
         serde_json::from_value(json!({

@@ -51,6 +51,11 @@ impl SavedVar {
     pub fn shown(&self) -> serde_json::Value {
         if self.sensitive == Some(false) { self.value.clone() } else { serde_json::Value::from(SENSITIVE) }
     }
+
+    /// The value as text views write it: JSON, or `(sensitive)` bare, as attributes print.
+    pub fn shown_text(&self) -> String {
+        if self.sensitive == Some(false) { self.value.to_string() } else { SENSITIVE.to_string() }
+    }
 }
 
 /// What views print for a sensitive value.
@@ -186,7 +191,7 @@ impl PlanInputs {
                     message: format!(
                         "{} sets variable `{name}` to {shown}, but the plan was saved with {} (from {})",
                         input.from.describe(),
-                        saved.shown(),
+                        saved.shown_text(),
                         saved.from
                     ),
                     hint: again,

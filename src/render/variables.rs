@@ -36,7 +36,7 @@ pub(crate) fn docs(plan: &Plan) -> Option<BTreeMap<&str, VariableDoc<'_>>> {
 fn lines(plan: &Plan) -> Vec<String> {
     let Some(inputs) = &plan.inputs else { return Vec::new() };
     let pad = inputs.variables.keys().map(|n| n.chars().count()).max().unwrap_or(0);
-    inputs.variables.iter().map(|(name, v)| format!("{name:pad$} = {}  ({})", v.shown(), v.from)).collect()
+    inputs.variables.iter().map(|(name, v)| format!("{name:pad$} = {}  ({})", v.shown_text(), v.from)).collect()
 }
 
 /// The text `show PLANFILE` prints before the plan: the workspace and each variable's

@@ -131,7 +131,7 @@ fn show_prints_the_variables_a_saved_plan_was_made_with_hiding_sensitive_ones() 
 
     let text = fleet.run(&["show", "p.plan"]).expect(0).stdout;
     let head = "Saved plan of workspace `default`, made with these variables:\n  \
-                image = \"ami-default\"  (default)\n  n     = 3  (--var)\n  token = \"(sensitive)\"  (default)\n";
+                image = \"ami-default\"  (default)\n  n     = 3  (--var)\n  token = (sensitive)  (default)\n";
     assert!(text.starts_with(head), "{text}");
     let md = fleet.run(&["show", "p.plan", "--format", "markdown"]).expect(0).stdout;
     assert!(md.contains("Variables of this saved plan") && md.contains("n     = 3  (--var)\n"), "{md}");
@@ -150,9 +150,6 @@ fn show_prints_the_variables_a_saved_plan_was_made_with_hiding_sensitive_ones() 
 
     let r = fleet.run(&["apply", "p.plan", "--var", "token=other"]).expect(1);
     let err = flat(&r.stderr);
-    assert!(
-        err.contains("sets variable `token` to another value, but the plan was saved with \"(sensitive)\""),
-        "{err}"
-    );
+    assert!(err.contains("sets variable `token` to another value, but the plan was saved with (sensitive)"), "{err}");
     assert!(!err.contains("s3cr3t") && !err.contains("other\""), "{err}");
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::pool::{Ctx, call, describe};
 use crate::apply::{Outcome, Status};
+use crate::model::hardware::group_noun;
 use crate::plan::groups_to_delete;
 use crate::plan::model::{PoolChange, ResourceChange};
 use crate::providers::Provider;
@@ -61,8 +62,8 @@ async fn ensure(addr: &str, pc: &PoolChange, provider: &dyn Provider, ctx: &Ctx)
         ctx.flush().await?;
         call(ctx, name, || port.ensure_group(&batch.region, &batch.zone, name, STRATEGY, &batch.tags))
             .await
-            .map_err(|e| format!("placement group {name}: {}", describe(e)))?;
-        ctx.progress.event(addr, &format!("placement group {name} ready"));
+            .map_err(|e| format!("{} {name}: {}", group_noun(&pc.provider_kind), describe(e)))?;
+        ctx.progress.event(addr, &format!("{} {name} ready", group_noun(&pc.provider_kind)));
     }
     Ok(())
 }
@@ -100,8 +101,8 @@ async fn release(
         ctx.flush().await?;
         call(ctx, name, || port.delete_group(&pc.region, name))
             .await
-            .map_err(|e| format!("placement group {name}: {}", describe(e)))?;
-        ctx.progress.event(addr, &format!("deleted placement group {name}"));
+            .map_err(|e| format!("{} {name}: {}", group_noun(&pc.provider_kind), describe(e)))?;
+        ctx.progress.event(addr, &format!("deleted {} {name}", group_noun(&pc.provider_kind)));
     }
     Ok(())
 }

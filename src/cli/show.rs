@@ -1,5 +1,6 @@
 //! `gpuplan show PLANFILE`: render a saved plan (the artifact a pull-request job kept) as
-//! text, JSON or markdown, reading nothing else: no spec, no state, no cloud. And
+//! text, JSON or markdown, reading nothing else: no spec, no state, no cloud; each view
+//! with the variable values the plan was made with (`render::variables`). And
 //! `gpuplan completions SHELL`.
 
 use super::output;
@@ -13,10 +14,16 @@ pub fn run(settings: &Settings, args: &ShowArgs) -> miette::Result<ExitStatus> {
         PlanFormat::Text => {
             let opts =
                 render::TextOptions { color: settings.color_stdout, width: settings.width, verbose: args.verbose };
+            output::stdout(&render::variables::text(&plan));
             output::stdout_with(|out| render::write_plan_text(&plan, &opts, out))
         }
         PlanFormat::Json => output::stdout_with(|out| render::write_plan_json(&plan, out)),
-        PlanFormat::Markdown => output::stdout(&render::plan_markdown(&plan, MARKDOWN_LIMIT)),
+        PlanFormat::Markdown => {
+            // The variables close the comment, inside its limit.
+            let vars = render::variables::markdown(&plan);
+            let limit = MARKDOWN_LIMIT.saturating_sub(vars.chars().count());
+            output::stdout(&(render::plan_markdown(&plan, limit) + &vars))
+        }
     }
     Ok(ExitStatus::Success)
 }

@@ -242,8 +242,14 @@ fn assess(
     let report = cost::cost(&plan, spec, &prices)?;
     plan.errors.extend(cost::errors(&plan, &report));
     note_peaks(&mut plan, &report);
-    let facts =
-        policy::Facts { plan: &plan, cost: &report, spec, running_jobs: running, month_to_date: &obs.month_to_date };
+    let facts = policy::Facts {
+        plan: &plan,
+        cost: &report,
+        spec,
+        running_jobs: running,
+        month_to_date: &obs.month_to_date,
+        month_to_date_as_of: obs.spend.as_ref().map(|s| s.as_of.as_str()),
+    };
     let mut results = policy::evaluate(&req.policies, &facts, &req.overrides);
     policy::standing::mark(&mut results, &req.policies, &facts, &req.overrides, &prices)?;
     plan.policies = results;

@@ -86,8 +86,10 @@ pub(super) fn removed_nodes(plan: &Plan) -> RemovedNodes {
     let mut out = RemovedNodes::new();
     for c in &plan.changes {
         let Some(pc) = &c.pool else { continue };
-        let reasons: Vec<&str> = c.reasons.iter().map(|r| r.message.as_str()).collect();
         for d in &pc.deletes {
+            // What the node's own reason already says (`--replace`'s) is said once.
+            let reasons: Vec<&str> =
+                c.reasons.iter().flat_map(|r| r.message.split("; ")).filter(|part| !d.reason.contains(part)).collect();
             let why =
                 if reasons.is_empty() { d.reason.clone() } else { format!("{}: {}", d.reason, reasons.join("; ")) };
             let gone = Interruption {

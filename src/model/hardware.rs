@@ -96,6 +96,18 @@ fn short_lineage(lineage: &str) -> String {
     lineage.chars().filter(char::is_ascii_alphanumeric).take(8).collect()
 }
 
+/// What a pool's cloud (`provider_kind`, [`crate::model::ProviderKind::as_str`]) calls the
+/// group gpuplan makes per pool and zone, as views and messages name it: an EC2 (and sim)
+/// placement group, a Tencent Cloud HPC cluster (`HpcClusterId`), an Alibaba Cloud
+/// deployment set (`DeploymentSetId`).
+pub fn group_noun(provider_kind: &str) -> &'static str {
+    match provider_kind {
+        "tencentcloud" => "HPC cluster",
+        "alicloud" => "deployment set",
+        _ => "placement group",
+    }
+}
+
 /// The note that marks a group as made by state `lineage` where a cloud's group listing
 /// answers no tags (an Alibaba deployment set's `Description`, a Tencent HPC cluster's
 /// `Remark`): `gpuplan lineage <lineage>`.
@@ -113,6 +125,14 @@ pub fn note_owns(note: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_cloud_names_its_group_by_its_own_word() {
+        assert_eq!(group_noun("aws"), "placement group");
+        assert_eq!(group_noun("sim"), "placement group");
+        assert_eq!(group_noun("tencentcloud"), "HPC cluster");
+        assert_eq!(group_noun("alicloud"), "deployment set");
+    }
 
     #[test]
     fn a_group_note_owns_the_names_of_its_lineage_only() {

@@ -38,7 +38,28 @@ pub struct SavedVar {
     pub ty: VarType,
     /// Where the value came from: `default`, `--var`, a var file, the environment.
     pub from: String,
+    /// `sensitive = true` on the variable: views print `(sensitive)` for its value (the
+    /// file keeps the value, which apply needs; docs/design/secrets.md). `None` in a plan
+    /// saved before this was recorded, whose values views hide too.
+    #[serde(default)]
+    pub sensitive: Option<bool>,
 }
+
+impl SavedVar {
+    /// The value as views show it: `"(sensitive)"` for a sensitive variable (and for one
+    /// of a plan file that does not say), else the value.
+    pub fn shown(&self) -> serde_json::Value {
+        if self.sensitive == Some(false) { self.value.clone() } else { serde_json::Value::from(SENSITIVE) }
+    }
+
+    /// The value as text views write it: JSON, or `(sensitive)` bare, as attributes print.
+    pub fn shown_text(&self) -> String {
+        if self.sensitive == Some(false) { self.value.to_string() } else { SENSITIVE.to_string() }
+    }
+}
+
+/// What views print for a sensitive value.
+pub const SENSITIVE: &str = "(sensitive)";
 
 /// The variable values a plan file carries: every declared variable's value as planned.
 /// Sensitive variables (`sensitive = true`, issue 50) are to be decided here, and only
@@ -47,7 +68,12 @@ pub fn saved_variables(spec: &Spec) -> BTreeMap<String, SavedVar> {
     spec.variables
         .iter()
         .map(|(name, v)| {
-            let saved = SavedVar { value: v.value.value.to_json(), ty: v.ty.value, from: v.from.to_string() };
+            let saved = SavedVar {
+                value: v.value.value.to_json(),
+                ty: v.ty.value,
+                from: v.from.to_string(),
+                sensitive: Some(v.sensitive.value),
+            };
             (name.clone(), saved)
         })
         .collect()
@@ -155,12 +181,17 @@ impl PlanInputs {
             let planned = Value::from_json(&saved.value);
             let now = crate::spec::decode::input_value(&input.value, saved.ty);
             if now.as_ref().ok() != Some(&planned) {
-                let shown = now.map_or_else(|_| "another value".to_string(), |v| v.to_json().to_string());
+                // A sensitive value is named by neither side.
+                let shown = match now {
+                    _ if saved.sensitive != Some(false) => "another value".to_string(),
+                    Ok(v) => v.to_json().to_string(),
+                    Err(_) => "another value".to_string(),
+                };
                 return Err(NotAsSaved {
                     message: format!(
                         "{} sets variable `{name}` to {shown}, but the plan was saved with {} (from {})",
                         input.from.describe(),
-                        saved.value,
+                        saved.shown_text(),
                         saved.from
                     ),
                     hint: again,

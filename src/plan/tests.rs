@@ -344,3 +344,57 @@ fn a_pool_changes_rare_records_are_boxed_and_written_as_before() {
     let back: PoolChange = serde_json::from_value(json).expect("and reads back");
     assert_eq!(back, pc);
 }
+
+/// A kept pool that drops what asks for its groups while nodes stay is refused, in its
+/// cloud's words: on Tencent Cloud `fabric = "rdma"` and HPC clusters, not placement groups.
+#[test]
+fn a_dropped_group_is_refused_in_the_cloud_s_own_words() {
+    use crate::addr::{Address, Kind};
+    use crate::plan::model::{NodeCounts, PoolChange, ResourceChange};
+    let counts = NodeCounts { on_demand: 2, spot: 0, gpus_per_node: 8 };
+    let pool = |kind: &str| PoolChange {
+        provider: kind.into(),
+        provider_kind: kind.into(),
+        region: "ap-guangzhou".into(),
+        gpu: "V100-32GB".into(),
+        before: counts,
+        after: counts,
+        before_types: vec![],
+        creates: vec![],
+        deletes: vec![],
+        deferred: vec![],
+        adopt: vec![],
+        forget: vec![],
+        zones: vec![],
+        fallback: Default::default(),
+        create_before_destroy: true,
+        fell_back: None,
+        retry_preferred: None,
+        placement: None,
+        placement_before: None,
+        alternates: vec![],
+    };
+    let change = |kind: &str, network: serde_json::Value| ResourceChange {
+        address: Address::new(Kind::GpuPool, "train"),
+        action: Action::Update,
+        before: Some(JsonText::from(serde_json::json!({"zones": ["z-1"], "network": network}))),
+        after: Some(JsonText::from(serde_json::json!({"zones": ["z-1"]}))),
+        reasons: vec![],
+        pool: Some(pool(kind)),
+        after_changes: vec![],
+        sensitive: None,
+    };
+    let message = |c: &ResourceChange| crate::plan::pool::dropped_group_error(c).expect("refused").message;
+    let tencent = message(&change("tencentcloud", serde_json::json!({"fabric": "rdma"})));
+    assert!(
+        tencent.contains("drops `network { fabric = \"rdma\" }` while 2 of its nodes stay in its HPC clusters"),
+        "{tencent}"
+    );
+    let alibaba = message(&change("alicloud", serde_json::json!({"placement_group": "cluster"})));
+    assert!(
+        alibaba.contains("drops `network { placement_group }` while 2 of its nodes stay in its deployment sets"),
+        "{alibaba}"
+    );
+    let aws = message(&change("aws", serde_json::json!({"placement_group": "cluster"})));
+    assert!(aws.contains("stay in its placement groups"), "{aws}");
+}

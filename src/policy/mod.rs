@@ -48,12 +48,15 @@ pub struct Facts<'a> {
     pub running_jobs: &'a RunningJobs,
     /// Month-to-date spend per quota address; empty: budgets are not checked against it.
     pub month_to_date: &'a BTreeMap<String, f64>,
+    /// The time `month_to_date` is counted to (RFC 3339), which its verdicts name: a
+    /// saved plan shown or applied hours later says how old its figure is.
+    pub month_to_date_as_of: Option<&'a str>,
 }
 
 /// Evaluate policies and quotas. A policy whose expression cannot be evaluated fails
 /// with the evaluation error as its message (a broken guard must not pass silently).
 pub fn evaluate(policies: &[Policy], facts: &Facts<'_>, overrides: &[String]) -> Vec<PolicyResult> {
-    let mut out = quota::check(facts.spec, facts.cost, facts.month_to_date);
+    let mut out = quota::check(facts.spec, facts.cost, (facts.month_to_date, facts.month_to_date_as_of));
     if policies.is_empty() {
         return out;
     }

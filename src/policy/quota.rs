@@ -68,14 +68,16 @@ fn limit_check(quota: &str, what: &str, planned: f64, limit: f64, warn: u32, uni
     result(name, passed, warning, msg, quota)
 }
 
-/// `month_to_date`: spend so far this month per quota address (from the ledger); a quota
+/// `month_to_date`: spend so far this month per quota address (from the ledger), and the
+/// time it is counted to, which the verdict's message names (`… spent this month (to
+/// 2026-12-07T18:28:06Z)`); a quota
 /// with a `monthly_usd` budget and a ledger line is also checked against it: once the
 /// month's spend reached the budget, a plan that adds cost to the quota's pools fails
 /// (the stop at 100 %), while one that keeps or lowers it passes.
 pub fn check(
     spec: &Spec,
     cost: &CostReport,
-    month_to_date: &std::collections::BTreeMap<String, f64>,
+    (month_to_date, as_of): (&std::collections::BTreeMap<String, f64>, Option<&str>),
 ) -> Vec<PolicyResult> {
     let mut out = Vec::new();
     for qc in &cost.quotas {
@@ -133,15 +135,16 @@ pub fn check(
                     let over = *spent >= m.value - 1e-9;
                     let passed = !(over && adds);
                     let warning = passed && m.value > 0.0 && *spent >= m.value * warn as f64 / 100.0;
+                    let to = as_of.map(|t| format!(" (to {t})")).unwrap_or_default();
                     let msg = if !passed {
                         format!(
-                            "{} USD spent this month, the whole {} USD budget; the plan adds {} USD/h to its pools",
+                            "{} USD spent this month{to}, the whole {} USD budget; the plan adds {} USD/h to its pools",
                             usd(*spent),
                             usd(m.value),
                             usd(delta)
                         )
                     } else {
-                        format!("{} of {} USD spent this month", usd(*spent), usd(m.value))
+                        format!("{} of {} USD spent this month{to}", usd(*spent), usd(m.value))
                     };
                     out.push(result(format!("{name}.budget.month_to_date"), passed, warning, msg, &name));
                 }

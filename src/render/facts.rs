@@ -15,7 +15,7 @@ use crate::plan::diff::{IMMUTABLE, changed_paths};
 use crate::plan::model::{Action, NodeCounts, Plan, Reason, ReasonCode, ResourceChange};
 
 /// How a sensitive value prints in every view.
-pub const SENSITIVE: &str = "(sensitive)";
+pub const SENSITIVE: &str = crate::plan::inputs::SENSITIVE;
 
 /// Changes in display order: by address (kind, then name, then instance key).
 pub(crate) fn sorted_changes(plan: &Plan) -> Vec<&ResourceChange> {
@@ -434,11 +434,12 @@ pub(crate) fn state_lineage(plan: &crate::plan::Plan) -> Option<&str> {
     (plan.serial > 0).then_some(plan.lineage.as_str())
 }
 
-/// A create batch's disks, fabric and placement group, as its plan line ends:
-/// `, disks root 500 GB gp3, data 2000 GB gp3, fabric efa, placement group gpuplan-…`;
-/// `placement group (known after apply)` where the name is not known yet (`names_known`,
-/// see [`state_lineage`]).
-pub(crate) fn hardware(h: &crate::model::hardware::Hardware, names_known: bool) -> String {
+/// A create batch's disks, fabric and group, as its plan line ends:
+/// `, disks root 500 GB gp3, data 2000 GB gp3, fabric efa, placement group gpuplan-…`; the
+/// group named by the pool's cloud's word (`provider_kind`: `HPC cluster` on Tencent
+/// Cloud), and `placement group (known after apply)` where the name is not known yet
+/// (`names_known`, see [`state_lineage`]).
+pub(crate) fn hardware(h: &crate::model::hardware::Hardware, provider_kind: &str, names_known: bool) -> String {
     let mut out = String::new();
     if let Some(d) = &h.disks {
         out += &format!(", disks {d}");
@@ -446,10 +447,13 @@ pub(crate) fn hardware(h: &crate::model::hardware::Hardware, names_known: bool) 
     if let Some(f) = h.fabric {
         out += &format!(", fabric {f}");
     }
-    match &h.placement_group {
-        Some(g) if names_known => out += &format!(", placement group {g}"),
-        Some(_) => out += ", placement group (known after apply)",
-        None => {}
+    if let Some(g) = &h.placement_group {
+        let noun = crate::model::hardware::group_noun(provider_kind);
+        if names_known {
+            out += &format!(", {noun} {g}");
+        } else {
+            out += &format!(", {noun} (known after apply)");
+        }
     }
     out
 }

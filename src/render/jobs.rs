@@ -32,15 +32,15 @@ fn capacity(c: &[Capacity]) -> String {
 
 /// One line per job: `(symbol, address, text)`. Without `verbose`, only the jobs the
 /// plan does something to (launch, requeue, wait, keep a node, record a stop, release a
-/// node), each in one short sentence; with it, every job and all it knows.
+/// node), each in one short sentence; with it, every job and all it knows. Reasons keep
+/// the `→` they were written with: the text view writes its own arrow.
 pub(crate) fn lines(plan: &Plan, verbose: bool) -> Vec<(&'static str, String, String)> {
     let deferred = deferred(plan);
     plan.jobs
         .iter()
         .filter_map(|j| {
-            // The text view keeps to one arrow; reasons written for every view may carry `→`.
             let text = if verbose { Some(describe(&deferred, j)) } else { brief(&deferred, j) };
-            text.map(|t| (symbol(j), j.address.to_string(), t.replace('→', "->")))
+            text.map(|t| (symbol(j), j.address.to_string(), t))
         })
         .collect()
 }

@@ -21,7 +21,9 @@
 //!   `removal_deferred` when its node stays for it, else why it waits (`quota`,
 //!   `capacity`, `priority`, `dependency`); `output_changes` when the spec or the state has
 //!   outputs (`{NAME: {actions, before, after, before_sensitive, after_sensitive}}`, as
-//!   Terraform's; a sensitive value is `null`).
+//!   Terraform's; a sensitive value is `null`); `variables` when the plan is saved
+//!   (`{NAME: {value, from, sensitive}}`, `render::variables`; `"(sensitive)"` for a
+//!   sensitive variable's value).
 //!
 //! Each change is `{address, action, before, after, reasons}` where `reasons` are objects
 //! `{code, message}` (the code is stable, the message is for people), plus `pool` for GPU
@@ -85,6 +87,12 @@ struct PlanDoc<'a> {
     drift: Vec<DriftDoc<'a>>,
     errors: Vec<ErrorDoc<'a>>,
     format_version: u32,
+    /// Unhealthy nodes with their evidence and fate: `{address, node, signal, gpu, xid,
+    /// seen, action, held_by, evidence}` (absent when none; docs/design/gpu-health.md).
+    // A tree (a few entries), so its keys are sorted as `plan_json`'s are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<serde_json::Value>>")]
+    health: Option<Json>,
     /// Present when the plan has jobs (see the module docs for the fields).
     #[serde(skip_serializing_if = "Option::is_none")]
     jobs: Option<Json>,
@@ -97,10 +105,16 @@ struct PlanDoc<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     output_changes: Option<std::collections::BTreeMap<&'a str, super::outputs::OutputChangeDoc>>,
     /// Each floating pool's candidates, prices, capacity and choice.
+    // A tree (a few entries), so its keys are sorted as `plan_json`'s are.
     #[serde(skip_serializing_if = "Option::is_none")]
-    placements: Option<&'a [crate::plan::model::PlacementDecision]>,
+    #[schemars(with = "Option<Vec<crate::plan::model::PlacementDecision>>")]
+    placements: Option<Json>,
     policies: &'a [PolicyResult],
     refreshed: bool,
+    /// `--replace` addresses (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<String>>")]
+    replace: Option<Vec<Shown<'a>>>,
     /// Every reservation with what it commits (`{address, action, kind, instance_type,
     /// count, zone, start, end, commitment_usd, usd_per_hour, cancellable, used}`);
     /// absent when none.
@@ -113,15 +127,10 @@ struct PlanDoc<'a> {
     summary: SummaryDoc,
     #[schemars(with = "Vec<String>")]
     targets: Vec<Shown<'a>>,
-    /// Unhealthy nodes with their evidence and fate: `{address, node, signal, gpu, xid,
-    /// seen, action, held_by, evidence}` (absent when none; docs/design/gpu-health.md).
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    #[schemars(with = "Option<Vec<serde_json::Value>>")]
-    health: &'a [crate::plan::model::HealthEntry],
-    /// `--replace` addresses (absent when none).
+    /// A saved plan's variables as planned, by name: `{value, from, sensitive}`, the value
+    /// `"(sensitive)"` for a sensitive one (absent from a plan not saved).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<Vec<String>>")]
-    replace: Option<Vec<Shown<'a>>>,
+    variables: Option<std::collections::BTreeMap<&'a str, super::variables::VariableDoc<'a>>>,
 }
 
 impl<'a> PlanDoc<'a> {
@@ -131,7 +140,7 @@ impl<'a> PlanDoc<'a> {
             changes: facts::sorted_changes(plan).into_iter().map(|c| ChangeDoc::new(c, &plan.lineage)).collect(),
             cost: &plan.cost,
             drift: drift_docs(&plan.drift),
-            health: &plan.health,
+            health: (!plan.health.is_empty()).then(|| serde_json::to_value(&plan.health).unwrap_or(Json::Null)),
             errors: plan
                 .errors
                 .iter()
@@ -149,7 +158,8 @@ impl<'a> PlanDoc<'a> {
                 plan.notes.iter().map(|n| NoteDoc { address: Shown(&n.address), message: &n.message }).collect()
             }),
             output_changes: (!plan.outputs.is_empty()).then(|| super::outputs::docs(plan)),
-            placements: (!plan.placements.is_empty()).then_some(plan.placements.as_slice()),
+            placements: (!plan.placements.is_empty())
+                .then(|| serde_json::to_value(&plan.placements).unwrap_or(Json::Null)),
             policies: &plan.policies,
             refreshed: plan.refreshed,
             reservations: (!plan.reservations.is_empty()).then(|| plan.reservations.iter().map(|r| r.doc()).collect()),
@@ -158,6 +168,7 @@ impl<'a> PlanDoc<'a> {
             summary: SummaryDoc::new(plan),
             targets: plan.targets.iter().map(|t| Shown(t)).collect(),
             replace: (!plan.replace.is_empty()).then(|| plan.replace.iter().map(|t| Shown(t)).collect()),
+            variables: super::variables::docs(plan),
         }
     }
 }

@@ -25,6 +25,7 @@ mod placement;
 mod reservations;
 mod style;
 pub mod text;
+pub mod variables;
 
 #[cfg(test)]
 mod tests;

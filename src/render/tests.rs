@@ -16,6 +16,7 @@ use crate::json_text::JsonText;
 use crate::plan::model::*;
 use crate::providers::{Capacity, CreateNodes};
 
+mod arrows;
 mod view;
 
 const WIDTH: TextOptions = TextOptions { color: false, width: 80, verbose: false };
@@ -391,7 +392,45 @@ fn json_snapshots() {
 fn streamed_json_is_the_tree_printed_pretty() {
     // The streamed document lists keys in its structs' field order; a tree sorts them. The
     // bytes must agree, or `plan --json` would change with the size of the plan.
-    for (name, plan) in all_fixtures() {
+    // With the keys only some plans have: health, placements, `--replace`, a saved plan's
+    // variables.
+    let mut rare = update_with_drift();
+    rare.placements = vec![
+        serde_json::from_value(json!({
+            "address": "gpu_pool.train", "action": "stay", "chosen": "sim us-east-1", "reason": "cheapest",
+            "candidates": [{"provider": "sim", "region": "us-east-1", "hourly_usd": 1.5, "price": "catalog",
+                "capacity": "ok", "role": "chosen"}],
+        }))
+        .expect("a placement decision"),
+    ];
+    rare.replace = vec![pool_addr("train")];
+    rare.health = vec![
+        serde_json::from_value(json!({
+            "address": "gpu_pool.train", "node": "i-0b7e", "signal": "xid_fatal", "xid": 79,
+            "seen": "2026-03-01T00:00:00Z", "action": "replace", "evidence": "XID 79 on GPU 0",
+        }))
+        .expect("a health entry"),
+    ];
+    rare.inputs = Some(crate::plan::inputs::PlanInputs {
+        workspace: "default".into(),
+        variables: [(
+            "n".to_string(),
+            crate::plan::inputs::SavedVar {
+                value: json!(3),
+                ty: crate::spec::model::VarType::Number,
+                from: "--var".into(),
+                sensitive: Some(false),
+            },
+        )]
+        .into(),
+        overrides: vec![],
+        sources: crate::spec::fingerprint::Fingerprint {
+            gpuplan: "0".into(),
+            files: Default::default(),
+            env: Default::default(),
+        },
+    });
+    for (name, plan) in all_fixtures().into_iter().chain([("rare keys", rare)]) {
         let mut streamed = Vec::new();
         super::write_plan_json(&plan, &mut streamed).unwrap();
         let tree = format!("{:#}\n", plan_json(&plan));

@@ -177,7 +177,7 @@ fn render_plan<'w>(plan: &Plan, opts: &TextOptions, frames: &[Option<String>], m
         let pad = lines.iter().map(|(_, a, _)| a.chars().count()).max().unwrap_or(0);
         for (sym, addr, text) in lines {
             let first = format!("  {sym} {addr:pad$}  ");
-            out += &paragraph(&first, &first, pad + 6, &text, opts.width);
+            out += &paragraph(&first, &first, pad + 6, &one_arrow(&text), opts.width);
         }
     }
     if let Some(report) = &plan.cost {
@@ -232,7 +232,8 @@ fn errors_section(plan: &Plan, opts: &TextOptions, frames: &[Option<String>], p:
 fn notes_section(plan: &Plan, opts: &TextOptions, p: &Paint) -> String {
     let mut out = String::new();
     for n in plan.notes.iter().take(MAX_NOTES) {
-        out += &paragraph("Note: ", &p.bold("Note: "), 6, &format!("`{}`: {}", n.address, n.message), opts.width);
+        let text = format!("`{}`: {}", n.address, one_arrow(&n.message));
+        out += &paragraph("Note: ", &p.bold("Note: "), 6, &text, opts.width);
     }
     if plan.notes.len() > MAX_NOTES {
         let more = plan.notes.len() - MAX_NOTES;
@@ -371,7 +372,7 @@ fn drift_section(drift: &[DriftItem], opts: &TextOptions, p: &Paint) -> String {
             &prefix,
             &format!("      {}: ", p.yellow(d.kind.as_str())),
             prefix.len(),
-            &d.message,
+            &one_arrow(&d.message),
             opts.width,
         );
     }
@@ -444,8 +445,9 @@ fn comment(lead: &str, text: &str, width: usize, paint: impl Fn(&str) -> String)
     out
 }
 
-/// The text view's one arrow: reasons written for every view may carry `→`.
-fn one_arrow(text: &str) -> String {
+/// The text view's one arrow, `->` (a terminal may lack the glyph): reasons and messages
+/// written for every view may carry `→`, which markdown's prose keeps.
+pub(crate) fn one_arrow(text: &str) -> String {
     text.replace('→', "->")
 }
 
@@ -483,7 +485,8 @@ fn nodes_block(action: Action, pool: &PoolChange, groups: &[String], names_known
             let types = instance_types(&b.instance_types);
             let place = if b.zones.is_empty() { format!("in {}", b.zone) } else { format!("across {}", b.placement()) };
             let join = b.join.as_ref().map(|j| format!(", {}", j.describe(b.capacity))).unwrap_or_default();
-            let hw = b.hardware.as_ref().map(|h| facts::hardware(h, names_known)).unwrap_or_default();
+            let hw =
+                b.hardware.as_ref().map(|h| facts::hardware(h, &pool.provider_kind, names_known)).unwrap_or_default();
             let res =
                 b.reservation.as_ref().map(|r| format!(", reserved: {} ({})", r.address, r.id)).unwrap_or_default();
             format!("      {} {} {} {place}{types}{join}{hw}{res}\n", p.symbol("+"), b.count, b.capacity)
@@ -492,7 +495,7 @@ fn nodes_block(action: Action, pool: &PoolChange, groups: &[String], names_known
     let deletes: Vec<String> = pool
         .deletes
         .iter()
-        .map(|d| format!("      {} {} {} {} ({})\n", p.symbol("-"), d.id, d.capacity, d.zone, d.reason))
+        .map(|d| format!("      {} {} {} {} ({})\n", p.symbol("-"), d.id, d.capacity, d.zone, one_arrow(&d.reason)))
         .collect();
     let deletes = capped(deletes, "to destroy");
     let deferred: Vec<String> = pool
@@ -501,12 +504,17 @@ fn nodes_block(action: Action, pool: &PoolChange, groups: &[String], names_known
         .map(|d| {
             format!(
                 "      # {} {} {} ({}): removal deferred until {} ends\n",
-                d.id, d.capacity, d.zone, d.reason, d.job
+                d.id,
+                d.capacity,
+                d.zone,
+                one_arrow(&d.reason),
+                d.job
             )
         })
         .collect();
+    let noun = crate::model::hardware::group_noun(&pool.provider_kind);
     let groups: String =
-        groups.iter().map(|g| format!("      {} placement group {g} (after its nodes)\n", p.symbol("-"))).collect();
+        groups.iter().map(|g| format!("      {} {noun} {g} (after its nodes)\n", p.symbol("-"))).collect();
     let deletes = deletes + &capped(deferred, "deferred") + &groups;
     if pool.create_before_destroy {
         out += &creates.concat();

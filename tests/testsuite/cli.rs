@@ -170,17 +170,26 @@ fn show_renders_a_saved_plan_as_plan_printed_it_without_state_or_spec() {
     std::fs::copy(tmp.path().join("pr.plan"), review.path().join("pr.plan")).unwrap();
     let shown = run(review.path(), &["show", "pr.plan"]);
     assert_eq!(shown.code, 0, "{}", shown.stderr);
-    assert_eq!(shown.stdout, text.stdout);
+    // The plan as printed, after the variables it was made with.
+    let (head, plan) = shown.stdout.split_once("\n\n").unwrap();
+    assert!(head.starts_with("Saved plan of workspace `default`, made with these variables:\n"), "{head}");
+    assert!(head.contains("\n  nodes         = 1  (default)"), "{head}");
+    assert_eq!(plan, text.stdout);
     // Each plan made before the first apply has a lineage of its own (the state begins
-    // with the applied plan's): the plans are the same but for it.
+    // with the applied plan's): the plans are the same but for it, and the saved plan's
+    // `variables`.
     let without_lineage = |text: &str| {
         let mut doc: serde_json::Value = serde_json::from_str(text).expect("JSON");
         doc["lineage"] = serde_json::Value::Null;
         doc
     };
-    let shown_json = run(review.path(), &["show", "pr.plan", "--json"]).stdout;
-    assert_eq!(without_lineage(&shown_json), without_lineage(&json.stdout));
-    assert_eq!(run(review.path(), &["show", "--format", "markdown", "pr.plan"]).stdout, md.stdout);
+    let mut shown_json = without_lineage(&run(review.path(), &["show", "pr.plan", "--json"]).stdout);
+    let vars = shown_json.as_object_mut().unwrap().remove("variables").expect("a saved plan's variables");
+    assert_eq!(vars["nodes"], serde_json::json!({"from": "default", "value": 1}), "{vars:#}");
+    assert_eq!(shown_json, without_lineage(&json.stdout));
+    let shown_md = run(review.path(), &["show", "--format", "markdown", "pr.plan"]).stdout;
+    let vars_md = shown_md.strip_prefix(&md.stdout).unwrap_or_else(|| panic!("{shown_md}"));
+    assert!(vars_md.starts_with("\n<details><summary>Variables of this saved plan"), "{vars_md}");
     assert_eq!(std::fs::read_dir(review.path()).unwrap().count(), 1, "show writes nothing");
 
     std::fs::write(review.path().join("bad.plan"), b"not a plan").unwrap();

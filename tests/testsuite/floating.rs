@@ -466,7 +466,7 @@ fn a_pool_moves_to_another_provider_block_new_nodes_first_jobs_by_the_removed_no
     let job = plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == "job.resumable").unwrap();
     assert_eq!(job["retries_spent"], 0, "a move spends no retry: {job:#}");
     let (text, _) = ok(d, &["plan"]);
-    assert!(text.contains("sim us-west-2 → sim2 us-east-1"), "both provider blocks named:\n{text}");
+    assert!(text.contains("sim us-west-2 -> sim2 us-east-1"), "both provider blocks named:\n{text}");
 
     let (out, err) = ok(d, &["apply", "--auto-approve"]);
     let log = format!("{out}{err}");

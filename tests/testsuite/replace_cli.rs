@@ -81,9 +81,21 @@ fn replace_swaps_every_node_of_the_pool_and_is_not_sticky() {
     let job = plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == "job.llama_finetune").unwrap();
     assert_eq!(job["after"], "requeued", "{job:#}");
     assert_eq!(job["retries_spent"], 0, "{job:#}");
+    // The job says why its node goes once, in every view.
+    let message = job["reason"]["message"].as_str().unwrap();
+    assert_eq!(message.matches(REASON).count(), 1, "{message}");
+    assert_eq!(job["interrupted"][0]["why"].as_str().unwrap().matches(REASON).count(), 1, "{job:#}");
 
     let (text, _) = ok(d, &["plan", "--replace", "train"]);
     assert!(text.contains("gpu_pool.train must be replaced") && text.contains(REASON), "{text}");
+    for (args, section) in
+        [(&["--verbose"][..], "Jobs (admission order):"), (&["--format", "markdown"][..], "**Jobs**")]
+    {
+        let (text, _) = ok(d, &[&["plan", "--replace", "train"][..], args].concat());
+        let jobs = text.split_once(section).and_then(|(_, j)| j.split_once("Cost")).unwrap().0;
+        let jobs = jobs.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(jobs.matches(REASON).count(), 1, "{args:?}: {jobs}");
+    }
 
     ok(d, &["apply", "--replace", "train", "--auto-approve"]);
     let (code, out, err) = run(d, &["plan", "--detailed-exitcode"]);

@@ -295,3 +295,56 @@ job "half" {
     let by_job = spend(d)["by_job"]["job.half"].as_f64().expect("the job in spend.by_job");
     assert!(close(by_job, node_price / 2.0 * 2.0), "{by_job} vs {node_price}/2 for 2 h");
 }
+
+/// A saved plan's month-to-date spend is the figure when it was made: `show PLANFILE`
+/// hours later prints the budget verdict with the time it was counted to (as the
+/// markdown's spend line does), not as if current, and a fresh plan counts to its own time.
+#[test]
+fn a_saved_plan_s_month_to_date_names_the_time_it_was_counted_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gp = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .current_dir(tmp.path())
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "200")
+            .env_remove("GPUPLAN_WORKSPACE")
+            .env("GPUPLAN_SIM_START", "2026-03-01T00:00:00Z")
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
+        text
+    };
+    let spec = SPEC.replace(
+        "  pools = [gpu_pool.train]\n",
+        "  pools = [gpu_pool.train]\n  budget {\n    monthly_usd = 10000\n  }\n",
+    );
+    std::fs::write(tmp.path().join("main.hcl"), &spec).unwrap();
+    gp(&["apply", "--auto-approve"]);
+    gp(&["sim", "advance", "2h"]);
+    gp(&["plan", "--out", "p.plan"]);
+    gp(&["sim", "advance", "5h"]);
+
+    let json: serde_json::Value = serde_json::from_str(&gp(&["show", "p.plan", "--json"])).unwrap();
+    let as_of = json["spend"]["as_of"].as_str().unwrap().to_string();
+    assert!(as_of.starts_with("2026-03-01T02:00"), "the plan's clock: {as_of}");
+    let verdict = |doc: &serde_json::Value| {
+        let ps = doc["policies"].as_array().unwrap();
+        ps.iter().find(|p| p["name"] == "quota.ml.budget.month_to_date").unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(verdict(&json).ends_with(&format!("USD spent this month (to {as_of})")), "{json:#}");
+    let to = format!("spent this month (to {as_of})");
+    let text = gp(&["show", "p.plan", "--verbose"]);
+    assert!(text.contains("pass quota.ml.budget.month_to_date (hard): ") && text.contains(&to), "{text}");
+    let md = gp(&["show", "p.plan", "--format", "markdown"]);
+    assert!(md.contains(&to), "{md}");
+
+    let now: serde_json::Value = serde_json::from_str(&gp(&["plan", "--json"])).unwrap();
+    let later = now["spend"]["as_of"].as_str().unwrap();
+    assert!(later.starts_with("2026-03-01T07:00"), "{later}");
+    assert!(verdict(&now).ends_with(&format!("(to {later})")), "{now:#}");
+}

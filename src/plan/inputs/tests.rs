@@ -6,7 +6,8 @@ use super::*;
 use crate::spec::varfile::VarValue;
 
 fn inputs() -> PlanInputs {
-    let var = |value: serde_json::Value, ty, from: &str| SavedVar { value, ty, from: from.into() };
+    let var =
+        |value: serde_json::Value, ty, from: &str| SavedVar { value, ty, from: from.into(), sensitive: Some(false) };
     PlanInputs {
         workspace: "prod".into(),
         variables: BTreeMap::from([

@@ -178,10 +178,13 @@ pub fn dropped_group_error(change: &ResourceChange) -> Option<crate::plan::model
         return None;
     }
     let staying = pc.before.nodes() as usize - pc.deletes.len() - pc.deferred.len();
+    // Each cloud's group by its own word; on Tencent Cloud `fabric = "rdma"` asks for it.
+    let what = if pc.provider_kind == "tencentcloud" { "fabric = \"rdma\"" } else { "placement_group" };
+    let noun = crate::model::hardware::group_noun(&pc.provider_kind);
     Some(crate::plan::model::PlanError {
         address: change.address.clone(),
         message: format!(
-            "`{}` drops `network {{ placement_group }}` while {staying} of its nodes stay in its placement groups, which gpuplan could then not delete",
+            "`{}` drops `network {{ {what} }}` while {staying} of its nodes stay in its {noun}s, which gpuplan could then not delete",
             change.address
         ),
         hint: Some(format!(

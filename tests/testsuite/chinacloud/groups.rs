@@ -24,11 +24,33 @@ fn group(f: &Fleet, zone: &str) -> String {
     format!("gpuplan-{lineage}-train-{zone}")
 }
 
-/// The groups a plan made before any state exists launches into: named only after apply
-/// (the state's lineage is in their names), one `placement group (known after apply)` each.
-fn unnamed_groups(r: &Run) -> usize {
-    assert!(!r.stdout.contains("placement group gpuplan-"), "a first plan names a group:\n{}", r.stdout);
-    r.stdout.matches("placement group (known after apply)").count()
+/// The group names a plan's text shows, each after `noun`, the cloud's word for it; no
+/// other cloud's word is used.
+fn planned_groups(r: &Run, noun: &str) -> Vec<String> {
+    for other in ["placement group", "HPC cluster", "deployment set"].into_iter().filter(|w| *w != noun) {
+        assert!(!r.stdout.contains(other), "`{other}` in a plan of {noun}s: {}", r.stdout);
+    }
+    let mut names: Vec<String> = r
+        .stdout
+        .split(&format!("{noun} "))
+        .skip(1)
+        .filter_map(|s| s.split(|c: char| c.is_whitespace() || c == ',' || c == ')').next())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The groups a plan made before any state exists launches into, each after `noun`, the
+/// cloud's word for it (no other cloud's word is used): named only after apply (the
+/// state's lineage is in their names), one `NOUN (known after apply)` each.
+fn unnamed_groups(r: &Run, noun: &str) -> usize {
+    for other in ["placement group", "HPC cluster", "deployment set"].into_iter().filter(|w| *w != noun) {
+        assert!(!r.stdout.contains(other), "`{other}` in a plan of {noun}s: {}", r.stdout);
+    }
+    assert!(!r.stdout.contains(&format!("{noun} gpuplan-")), "a first plan names a group:\n{}", r.stdout);
+    r.stdout.matches(&format!("{noun} (known after apply)")).count()
 }
 
 const TENCENT: &str = r#"
@@ -62,10 +84,11 @@ fn a_tencent_rdma_pool_launches_into_an_hpc_cluster_per_zone_made_first_and_dele
     let r = f.run(&["plan"]).expect(0);
     assert!(r.stdout.contains("HCCG5v.24XLARGE384"), "the RDMA type is chosen: {}", r.stdout);
     assert!(r.stdout.contains("fabric rdma"), "{}", r.stdout);
-    assert_eq!(unnamed_groups(&r), 2, "one HPC cluster per zone: {}", r.stdout);
+    assert_eq!(unnamed_groups(&r, "HPC cluster"), 2, "one HPC cluster per zone: {}", r.stdout);
 
-    f.run(&["apply", "--auto-approve"]).expect(0);
+    let r = f.run(&["apply", "--auto-approve"]).expect(0);
     let names = [group(&f, "ap-guangzhou-3"), group(&f, "ap-guangzhou-4")];
+    assert!(r.stderr.contains(&format!("HPC cluster {} ready", names[0])), "{}", r.stderr);
     {
         let s = fake.lock();
         assert_eq!(s.instances.len(), 4);
@@ -88,6 +111,9 @@ fn a_tencent_rdma_pool_launches_into_an_hpc_cluster_per_zone_made_first_and_dele
     }
     let r = f.run(&["plan", "--detailed-exitcode"]).expect(0);
     assert_eq!(fake.calls("CreateHpcCluster").len(), 2, "nothing more to make: {}", r.stdout);
+    let r = f.run(&["plan", "--destroy"]).expect(0);
+    assert_eq!(planned_groups(&r, "HPC cluster"), names, "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("- HPC cluster {} (after its nodes)", names[0])), "{}", r.stdout);
 
     f.run(&["destroy", "--auto-approve"]).expect(0);
     let s = fake.lock();
@@ -143,7 +169,7 @@ fn an_alibaba_cluster_pool_launches_into_a_low_latency_deployment_set_with_an_er
     let r = f.run(&["plan"]).expect(0);
     assert!(r.stdout.contains("ecs.ebmgn7ex.32xlarge"), "the eRDMA type is chosen: {}", r.stdout);
     assert!(r.stdout.contains("fabric erdma"), "{}", r.stdout);
-    assert_eq!(unnamed_groups(&r), 1, "{}", r.stdout);
+    assert_eq!(unnamed_groups(&r, "deployment set"), 1, "{}", r.stdout);
 
     f.run(&["apply", "--auto-approve"]).expect(0);
     let names = [group(&f, "cn-hangzhou-h")];
@@ -169,6 +195,8 @@ fn an_alibaba_cluster_pool_launches_into_a_low_latency_deployment_set_with_an_er
     f.run(&["plan", "--detailed-exitcode"]).expect(0);
     f.run(&["apply", "--auto-approve"]).expect(0);
     assert_eq!(fake.calls("CreateDeploymentSet").len(), 1, "a second apply makes nothing");
+    let r = f.run(&["plan", "--destroy"]).expect(0);
+    assert!(r.stdout.contains(&format!("- deployment set {} (after its nodes)", names[0])), "{}", r.stdout);
 
     f.run(&["destroy", "--auto-approve"]).expect(0);
     let s = fake.lock();

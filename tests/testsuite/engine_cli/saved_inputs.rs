@@ -118,3 +118,38 @@ fn a_plan_file_of_the_previous_format_is_refused_with_the_fix() {
     assert!(err.contains("hint: make the plan again with this version of gpuplan"), "{err}");
     assert!(fleet.live_tagged().is_empty());
 }
+
+/// `show PLANFILE` says what the plan will be applied with, as Terraform's `show -json
+/// PLANFILE` does: each variable's value and where it came from, in every format; a
+/// sensitive one is `(sensitive)` there, and a value given again to `apply` that differs
+/// is refused without naming either value.
+#[test]
+fn show_prints_the_variables_a_saved_plan_was_made_with_hiding_sensitive_ones() {
+    let secret = "variable \"token\" {\n  type      = string\n  default   = \"s3cr3t\"\n  sensitive = true\n}\n";
+    let fleet = Fleet::new(&format!("{secret}{}", spec()));
+    fleet.run(&["plan", "--var", "n=3", "--out", "p.plan"]).expect(0);
+
+    let text = fleet.run(&["show", "p.plan"]).expect(0).stdout;
+    let head = "Saved plan of workspace `default`, made with these variables:\n  \
+                image = \"ami-default\"  (default)\n  n     = 3  (--var)\n  token = (sensitive)  (default)\n";
+    assert!(text.starts_with(head), "{text}");
+    let md = fleet.run(&["show", "p.plan", "--format", "markdown"]).expect(0).stdout;
+    assert!(md.contains("Variables of this saved plan") && md.contains("n     = 3  (--var)\n"), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&fleet.run(&["show", "p.plan", "--json"]).expect(0).stdout).unwrap();
+    let vars = &json["variables"];
+    assert_eq!(vars["n"], serde_json::json!({"from": "--var", "value": 3}), "{vars:#}");
+    assert_eq!(vars["token"], serde_json::json!({"from": "default", "sensitive": true, "value": "(sensitive)"}));
+    // The document `plan --out FILE --json` prints is the one `show --json FILE` does.
+    let saving = fleet.run(&["plan", "--var", "n=3", "--out", "q.plan", "--json"]).expect(0).stdout;
+    let saving: serde_json::Value = serde_json::from_str(&saving).unwrap();
+    assert_eq!(&saving["variables"], vars);
+    for shown in [&text, &md, &json.to_string()] {
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+    }
+
+    let r = fleet.run(&["apply", "p.plan", "--var", "token=other"]).expect(1);
+    let err = flat(&r.stderr);
+    assert!(err.contains("sets variable `token` to another value, but the plan was saved with (sensitive)"), "{err}");
+    assert!(!err.contains("s3cr3t") && !err.contains("other\""), "{err}");
+}

@@ -149,7 +149,8 @@ pub fn text(pass: &Pass, opts: &render::TextOptions) -> String {
             crate::autoscale::Direction::Hold => {
                 format!("autoscale {}: hold at {}: {}\n", d.pool, crate::model::words::nodes(d.from as usize), d.reason)
             }
-            verb => format!("autoscale {}: {verb} {} → {}: {}\n", d.pool, d.from, d.to, d.reason),
+            // The text view's arrow (docs/design/cli.md, "one arrow per format").
+            verb => format!("autoscale {}: {verb} {} -> {}: {}\n", d.pool, d.from, d.to, d.reason),
         };
         out += &line;
     }

@@ -68,6 +68,19 @@ fn run_job_on(fleet: &Fleet, node: &str) {
     rt.block_on(SimProvider::new(cloud).launch_job(&job)).expect("job launches");
 }
 
+/// The text report is a text view: its autoscale line uses the text view's arrow
+/// (docs/design/cli.md, "one arrow per format").
+#[test]
+fn the_text_reports_autoscale_line_uses_the_text_views_arrow() {
+    let fleet = Fleet::new(&autoscaled_spec());
+    fleet.run(&["reconcile", "--once"]).expect(0);
+    let first = fleet.live_tagged();
+    run_job_on(&fleet, &first[0].id);
+    let up = fleet.run(&["reconcile", "--once"]).expect(0);
+    assert!(up.stdout.contains("autoscale gpu_pool.train: up 1 -> 2: utilization 100% > 80%"), "{}", up.stdout);
+    assert!(!up.stdout.contains('→'), "one arrow in text: {}", up.stdout);
+}
+
 #[test]
 fn the_autoscalers_count_is_kept_not_reported_as_drift_and_restored() {
     let fleet = Fleet::new(&autoscaled_spec());

@@ -27,6 +27,11 @@ pub struct PlanInputs {
     pub overrides: Vec<String>,
     /// What the spec was loaded from ([`Fingerprint`]).
     pub sources: Fingerprint,
+    /// When the plan was made: RFC 3339, UTC, to the second (`show` says how old a plan
+    /// is; the JSON document's `timestamp`, as Terraform's). `None` in a plan file saved
+    /// before this was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_at: Option<String>,
 }
 
 /// One variable's value as planned.
@@ -99,6 +104,7 @@ impl PlanInputs {
             variables: saved_variables(&loaded.spec),
             overrides: overrides.to_vec(),
             sources: Fingerprint::of(&loaded.sources, &loaded.var_files, &names, env),
+            made_at: Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()),
         }
     }
 

@@ -127,6 +127,10 @@ struct PlanDoc<'a> {
     summary: SummaryDoc,
     #[schemars(with = "Vec<String>")]
     targets: Vec<Shown<'a>>,
+    /// When a saved plan was made (RFC 3339, UTC), as Terraform's plan document says;
+    /// absent from a plan not saved, and from a plan file that did not record it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<&'a str>,
     /// A saved plan's variables as planned, by name: `{value, from, sensitive}`, the value
     /// `"(sensitive)"` for a sensitive one (absent from a plan not saved).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,6 +172,7 @@ impl<'a> PlanDoc<'a> {
             summary: SummaryDoc::new(plan),
             targets: plan.targets.iter().map(|t| Shown(t)).collect(),
             replace: (!plan.replace.is_empty()).then(|| plan.replace.iter().map(|t| Shown(t)).collect()),
+            timestamp: plan.inputs.as_ref().and_then(|i| i.made_at.as_deref()),
             variables: super::variables::docs(plan),
         }
     }

@@ -17,6 +17,7 @@ use crate::plan::model::*;
 use crate::providers::{Capacity, CreateNodes};
 
 mod arrows;
+mod saved;
 mod view;
 
 const WIDTH: TextOptions = TextOptions { color: false, width: 80, verbose: false };
@@ -429,6 +430,7 @@ fn streamed_json_is_the_tree_printed_pretty() {
             files: Default::default(),
             env: Default::default(),
         },
+        made_at: Some("2026-12-07T10:00:00Z".into()),
     });
     for (name, plan) in all_fixtures().into_iter().chain([("rare keys", rare)]) {
         let mut streamed = Vec::new();

@@ -39,20 +39,44 @@ fn lines(plan: &Plan) -> Vec<String> {
     inputs.variables.iter().map(|(name, v)| format!("{name:pad$} = {}  ({})", v.shown_text(), v.from)).collect()
 }
 
-/// The text `show PLANFILE` prints before the plan: the workspace and each variable's
-/// value as planned; empty for a plan that records none.
+/// The text `show PLANFILE` prints before the plan: the workspace, when the plan was made
+/// and how long ago, and each variable's value as planned; empty for a plan that records
+/// none.
 pub fn text(plan: &Plan) -> String {
+    text_at(plan, std::time::SystemTime::now())
+}
+
+/// [`text`] as of `now`.
+pub(crate) fn text_at(plan: &Plan, now: std::time::SystemTime) -> String {
     let Some(inputs) = &plan.inputs else { return String::new() };
+    let made = made(inputs, now);
     let lines = lines(plan);
     if lines.is_empty() {
-        return format!("Saved plan of workspace `{}`; the spec declares no variables.\n\n", inputs.workspace);
+        let made = if made.is_empty() { made } else { format!(", made{made}") };
+        return format!("Saved plan of workspace `{}`{made}; the spec declares no variables.\n\n", inputs.workspace);
     }
-    let mut out = format!("Saved plan of workspace `{}`, made with these variables:\n", inputs.workspace);
+    let mut out = format!("Saved plan of workspace `{}`, made{made} with these variables:\n", inputs.workspace);
     for l in lines {
         out += &format!("  {l}\n");
     }
     out.push('\n');
     out
+}
+
+/// ` 2026-12-07T19:24:00Z (2h 5m ago)`: when the plan was made, to the minute ago;
+/// empty for a plan file that did not record it. A time ahead of `now` (another machine's
+/// clock) is given without its age.
+fn made(inputs: &crate::plan::inputs::PlanInputs, now: std::time::SystemTime) -> String {
+    let Some(at) = &inputs.made_at else { return String::new() };
+    let age = humantime::parse_rfc3339(at).ok().and_then(|t| now.duration_since(t).ok());
+    match age {
+        Some(age) if age.as_secs() < 60 => format!(" {at} (less than a minute ago)"),
+        Some(age) => {
+            let minutes = std::time::Duration::from_secs(age.as_secs() / 60 * 60);
+            format!(" {at} ({} ago)", humantime::format_duration(minutes))
+        }
+        None => format!(" {at}"),
+    }
 }
 
 /// The same as a collapsed block closing a pull-request comment; empty when none.
@@ -62,7 +86,8 @@ pub fn markdown(plan: &Plan) -> String {
     if lines.is_empty() {
         return String::new();
     }
-    let summary = format!("Variables of this saved plan (workspace <code>{}</code>)", inputs.workspace);
+    let made = inputs.made_at.as_deref().map(|at| format!(", made {at}")).unwrap_or_default();
+    let summary = format!("Variables of this saved plan (workspace <code>{}</code>{made})", inputs.workspace);
     let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
     let fence = "`".repeat(body.split(|c| c != '`').map(str::len).max().unwrap_or(0).max(2) + 1);
     format!("\n<details><summary>{summary}</summary>\n\n{fence}text\n{body}{fence}\n\n</details>\n")

@@ -172,7 +172,11 @@ fn show_renders_a_saved_plan_as_plan_printed_it_without_state_or_spec() {
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     // The plan as printed, after the variables it was made with.
     let (head, plan) = shown.stdout.split_once("\n\n").unwrap();
-    assert!(head.starts_with("Saved plan of workspace `default`, made with these variables:\n"), "{head}");
+    // When it was made, and how long ago (`show` ran within the minute).
+    let made = head.strip_prefix("Saved plan of workspace `default`, made ").unwrap_or_else(|| panic!("{head}"));
+    let (at, rest) = made.split_once(' ').unwrap();
+    humantime::parse_rfc3339(at).unwrap_or_else(|e| panic!("{at}: {e}"));
+    assert!(rest.starts_with("(less than a minute ago) with these variables:\n"), "{head}");
     assert!(head.contains("\n  nodes         = 1  (default)"), "{head}");
     assert_eq!(plan, text.stdout);
     // Each plan made before the first apply has a lineage of its own (the state begins
@@ -185,11 +189,15 @@ fn show_renders_a_saved_plan_as_plan_printed_it_without_state_or_spec() {
     };
     let mut shown_json = without_lineage(&run(review.path(), &["show", "pr.plan", "--json"]).stdout);
     let vars = shown_json.as_object_mut().unwrap().remove("variables").expect("a saved plan's variables");
+    let stamp = shown_json.as_object_mut().unwrap().remove("timestamp").expect("when the saved plan was made");
+    assert_eq!(stamp.as_str(), Some(at), "the JSON's timestamp is the text's");
     assert_eq!(vars["nodes"], serde_json::json!({"from": "default", "value": 1}), "{vars:#}");
     assert_eq!(shown_json, without_lineage(&json.stdout));
     let shown_md = run(review.path(), &["show", "--format", "markdown", "pr.plan"]).stdout;
     let vars_md = shown_md.strip_prefix(&md.stdout).unwrap_or_else(|| panic!("{shown_md}"));
-    assert!(vars_md.starts_with("\n<details><summary>Variables of this saved plan"), "{vars_md}");
+    let summary =
+        format!("\n<details><summary>Variables of this saved plan (workspace <code>default</code>, made {at})");
+    assert!(vars_md.starts_with(&summary), "{vars_md}");
     assert_eq!(std::fs::read_dir(review.path()).unwrap().count(), 1, "show writes nothing");
 
     std::fs::write(review.path().join("bad.plan"), b"not a plan").unwrap();

@@ -16,6 +16,7 @@ fn inputs() -> PlanInputs {
         ]),
         overrides: vec!["min_spot_share".into()],
         sources: Fingerprint { gpuplan: "0".into(), files: BTreeMap::new(), env: BTreeMap::new() },
+        made_at: None,
     }
 }
 

@@ -130,9 +130,10 @@ fn show_prints_the_variables_a_saved_plan_was_made_with_hiding_sensitive_ones() 
     fleet.run(&["plan", "--var", "n=3", "--out", "p.plan"]).expect(0);
 
     let text = fleet.run(&["show", "p.plan"]).expect(0).stdout;
-    let head = "Saved plan of workspace `default`, made with these variables:\n  \
+    let head = "(less than a minute ago) with these variables:\n  \
                 image = \"ami-default\"  (default)\n  n     = 3  (--var)\n  token = (sensitive)  (default)\n";
-    assert!(text.starts_with(head), "{text}");
+    assert!(text.starts_with("Saved plan of workspace `default`, made "), "{text}");
+    assert!(text.contains(head), "{text}");
     let md = fleet.run(&["show", "p.plan", "--format", "markdown"]).expect(0).stdout;
     assert!(md.contains("Variables of this saved plan") && md.contains("n     = 3  (--var)\n"), "{md}");
     let json: serde_json::Value =

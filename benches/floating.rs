@@ -87,7 +87,7 @@ fn main() {
     let elapsed = started.elapsed();
 
     let optimum = optimum(&prices);
-    let greedy: Vec<usize> = prices.iter().map(|p| cheapest(p)).collect();
+    let greedy: Vec<usize> = prices.iter().map(cheapest).collect();
     let stay = vec![cheapest(&prices[0]); hours];
     println!("{hours} hours, 3 candidates, 4 × 8 A100-80GB spot; a move costs {MOVE_HOURS} h of the pool");
     println!(
@@ -187,9 +187,9 @@ fn optimum(prices: &[[f64; 3]]) -> Vec<usize> {
     for h in 1..n {
         for r in 0..3 {
             let (mut b, mut f) = (f64::MAX, r);
-            for q in 0..3 {
+            for (q, before) in best[h - 1].iter().enumerate() {
                 let mv = if q == r { 0.0 } else { prices[h][r] * GPUS * MOVE_HOURS };
-                let c = best[h - 1][q] + mv;
+                let c = before + mv;
                 if c < b {
                     (b, f) = (c, q);
                 }

@@ -83,7 +83,7 @@ fn main() {
             .expect("run the child");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let line = stdout.lines().find_map(|l| l.strip_prefix(RESULT));
-        let Some(r) = line.filter(|_| out.status.success()).map(|l| serde_json::from_str::<JobsResult>(l)) else {
+        let Some(r) = line.filter(|_| out.status.success()).map(serde_json::from_str::<JobsResult>) else {
             panic!("child for {n} jobs failed: {}", out.status);
         };
         let r = r.expect("child result");

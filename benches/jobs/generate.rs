@@ -53,7 +53,7 @@ fn pool(out: &mut String, i: usize) {
     let _ = writeln!(out, "gpu_pool \"{}\" {{", pool_name(i));
     out.push_str("  provider      = \"sim\"\n  region        = \"us-east-1\"\n  gpu           = \"L4\"\n");
     out.push_str("  gpus_per_node = 8\n  nodes {\n    min     = 0\n    desired = 2\n    max     = 2\n  }\n");
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         out.push_str(
             "  mix {\n    on_demand_base = 1\n    spot_percent   = 100\n    fallback       = \"on_demand\"\n  }\n",
         );
@@ -65,7 +65,7 @@ fn quota(out: &mut String, q: usize) {
     let per = POOLS / QUOTAS;
     let pools: Vec<String> = (q * per..(q + 1) * per).map(|i| format!("gpu_pool.{}", pool_name(i))).collect();
     let _ = writeln!(out, "quota \"q{q:02}\" {{\n  pools = [{}]", pools.join(", "));
-    if q % 2 == 0 {
+    if q.is_multiple_of(2) {
         let _ = writeln!(out, "  weight = {}", 1 + q % 3);
     }
     if q % 4 == 1 {
@@ -78,7 +78,7 @@ fn job(out: &mut String, i: usize) {
     let p = i % POOLS;
     let q = p / (POOLS / QUOTAS);
     let priority = PRIORITIES[(i / 7) % 4];
-    let preemptible = i % 3 == 0;
+    let preemptible = i.is_multiple_of(3);
     let _ = writeln!(out, "job \"j{i:06}\" {{");
     let _ = writeln!(out, "  template = job_template.t_{priority}_{preemptible}");
     let _ = writeln!(out, "  pool     = gpu_pool.{}\n  quota    = quota.q{q:02}", pool_name(p));

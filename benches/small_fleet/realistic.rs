@@ -77,7 +77,7 @@ fn pool(out: &mut String, i: usize) {
     );
     out.push_str("  gpu           = \"A100-80GB\"\n  gpus_per_node = 8\n");
     out.push_str("  nodes {\n    min     = 0\n    desired = 2\n    max     = 4\n  }\n");
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         out.push_str(
             "  mix {\n    on_demand_base = 0\n    spot_percent   = 50\n    fallback       = \"on_demand\"\n  }\n",
         );
@@ -85,7 +85,7 @@ fn pool(out: &mut String, i: usize) {
     } else {
         let _ = writeln!(out, "  labels = {{\n    team     = \"team{}\"\n    critical = \"true\"\n  }}", i % 8);
     }
-    if i % 10 != 0 {
+    if !i.is_multiple_of(10) {
         let _ = writeln!(out, "  depends_on = [gpu_pool.{}]", name(i - 1));
     }
     out.push_str("}\n\n");

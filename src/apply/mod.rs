@@ -251,10 +251,10 @@ pub async fn execute_keeping(
     }
     // A change with no outcome here never started: it waited on one that never finished.
     for &i in &work {
-        if !book.outcomes.contains_key(&i) {
+        book.outcomes.entry(i).or_insert_with(|| {
             let why = "never started: it waits on a change that never finished".to_string();
-            book.outcomes.insert(i, outcome(&plan.changes[i], Status::Skipped(why)));
-        }
+            outcome(&plan.changes[i], Status::Skipped(why))
+        });
     }
     ApplyReport {
         outcomes: book.outcomes.into_values().collect(),

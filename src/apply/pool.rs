@@ -394,7 +394,7 @@ async fn fall_over(
             out.created += made_here;
             let msg = format!(
                 "{} the chosen candidate had no room for placed in {} {}",
-                nodes(made_here as usize),
+                nodes(made_here),
                 alt.placement.provider,
                 alt.region
             );

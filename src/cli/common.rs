@@ -224,7 +224,7 @@ fn planfile_error(e: crate::engine::planfile::PlanFileError) -> CliError {
 /// Say so when `--override-policy` names something that did not need overriding.
 pub fn warn_unused_overrides(plan: &Plan, overrides: &[String]) -> Result<(), RunError> {
     let results = crate::engine::run::policy_results(plan);
-    for name in crate::policy::unused_overrides(&results, overrides) {
+    for name in crate::policy::unused_overrides(results, overrides) {
         let hard =
             results.iter().any(|r| r.name == name && !r.passed && r.enforcement == crate::policy::Enforcement::Hard);
         let why =

@@ -78,7 +78,7 @@ struct BlockQuery<'a> {
 /// shape chooses from, cheapest first, at the sim clock.
 fn capacity_blocks(settings: &Settings, q: &BlockQuery<'_>) -> miette::Result<ExitStatus> {
     let secs = q.duration.as_secs();
-    if secs == 0 || secs % 86_400 != 0 {
+    if secs == 0 || !secs.is_multiple_of(86_400) {
         return Err(CliError::new(format!(
             "a Capacity Block lasts whole days, not {}",
             humantime::format_duration(q.duration)

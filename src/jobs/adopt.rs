@@ -166,7 +166,7 @@ pub fn with_adopted(state: &State, adopted: &BTreeMap<Address, Vec<JobRun>>) -> 
         rec.sending.clear();
     }
     for (job, runs) in adopted {
-        let r = s.resources.entry(job.to_string()).or_insert_with(|| bare_job());
+        let r = s.resources.entry(job.to_string()).or_insert_with(bare_job);
         let rec = r.job.get_or_insert_with(|| Box::new(JobRecord::default()));
         rec.runs.extend(runs.iter().cloned());
     }

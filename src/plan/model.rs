@@ -171,7 +171,10 @@ impl std::str::FromStr for ReasonCode {
 
 impl PartialEq<&str> for ReasonCode {
     fn eq(&self, other: &&str) -> bool {
-        self.to_string() == *other
+        match self {
+            ReasonCode::Changed(path) => other.strip_prefix("changed:") == Some(path.as_str()),
+            plain => Self::PLAIN.iter().any(|(c, text)| c == plain && text == other),
+        }
     }
 }
 

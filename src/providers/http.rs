@@ -175,36 +175,6 @@ pub struct CloudConfig {
     pub cny_per_usd: f64,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secrets_never_print() {
-        let c = Credentials { id: "AKID".into(), secret: Secret::new("s3cr3t"), token: None };
-        assert!(!format!("{c:?}").contains("s3cr3t"));
-    }
-
-    #[test]
-    fn endpoints_parse_and_refuse_nonsense() {
-        assert_eq!(
-            Endpoint::parse("http://127.0.0.1:8080/").unwrap(),
-            Endpoint { scheme: "http".into(), authority: "127.0.0.1:8080".into() }
-        );
-        assert!(Endpoint::parse("cvm.tencentcloudapi.com").is_err());
-        assert!(Endpoint::parse("ftp://x").is_err());
-        assert!(Endpoint::parse("https://x/path").is_err());
-    }
-
-    #[test]
-    fn client_tokens_stay_within_64_ascii_characters() {
-        assert_eq!(client_token("gp-abc", "-1"), "gp-abc-1");
-        let long = client_token(&"x".repeat(70), "-1");
-        assert_eq!(long.len(), 63);
-        assert_eq!(long, client_token(&"x".repeat(70), "-1"));
-    }
-}
-
 /// Live quotes per run: (region, instance type, capacity) → (USD per node-hour, quoted at).
 pub type QuoteCache = tokio::sync::Mutex<std::collections::HashMap<(String, String, Capacity), (f64, String)>>;
 
@@ -255,4 +225,34 @@ where
     }
     crate::providers::sort_offers(&mut offers);
     Ok(offers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_print() {
+        let c = Credentials { id: "AKID".into(), secret: Secret::new("s3cr3t"), token: None };
+        assert!(!format!("{c:?}").contains("s3cr3t"));
+    }
+
+    #[test]
+    fn endpoints_parse_and_refuse_nonsense() {
+        assert_eq!(
+            Endpoint::parse("http://127.0.0.1:8080/").unwrap(),
+            Endpoint { scheme: "http".into(), authority: "127.0.0.1:8080".into() }
+        );
+        assert!(Endpoint::parse("cvm.tencentcloudapi.com").is_err());
+        assert!(Endpoint::parse("ftp://x").is_err());
+        assert!(Endpoint::parse("https://x/path").is_err());
+    }
+
+    #[test]
+    fn client_tokens_stay_within_64_ascii_characters() {
+        assert_eq!(client_token("gp-abc", "-1"), "gp-abc-1");
+        let long = client_token(&"x".repeat(70), "-1");
+        assert_eq!(long.len(), 63);
+        assert_eq!(long, client_token(&"x".repeat(70), "-1"));
+    }
 }

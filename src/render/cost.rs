@@ -279,7 +279,7 @@ pub fn spend_text(s: &crate::state::spend::SpendReport) -> String {
         s.month,
         s.as_of,
         usd(s.month_to_date_usd),
-        crate::model::words::nodes(s.open_nodes as usize)
+        crate::model::words::nodes(s.open_nodes)
     );
     let section = |title: &str, m: &std::collections::BTreeMap<String, f64>| {
         if m.is_empty() {

@@ -296,15 +296,15 @@ fn where_text(j: &JobPlacement) -> String {
     };
     let each: Vec<(u32, String)> = j.launches.iter().filter_map(|l| one(l).map(|w| (l.replica, w))).collect();
     let Some((_, first)) = each.first() else { return String::new() };
-    let text = if each.iter().all(|(_, w)| w == first) && !first.starts_with("on warm") {
+
+    if each.iter().all(|(_, w)| w == first) && !first.starts_with("on warm") {
         format!(": {first}{}", if each.len() > 1 { " each" } else { "" })
     } else if each.len() == 1 {
         format!(": {first}")
     } else {
         let parts: Vec<String> = each.iter().map(|(r, w)| format!("replica {r} {w}")).collect();
         format!(": {}", parts.join(", "))
-    };
-    text
+    }
 }
 
 /// Why the warm nodes of the job's pool took none of its replicas (their agents).

@@ -162,7 +162,7 @@ fn lifecycle(cx: &mut Cx<'_, '_>, f: &mut Fields<'_>) -> Result<Option<RemovedLi
     if failed {
         return Err(Reported);
     }
-    Ok(Some(RemovedLifecycle { destroy: destroy.map_or(true, |d| d.value) }))
+    Ok(Some(RemovedLifecycle { destroy: destroy.is_none_or(|d| d.value) }))
 }
 
 /// A required address attribute, read as written: `gpu_pool.a`, `gpu_pool.a[0]`,

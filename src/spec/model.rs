@@ -471,6 +471,7 @@ pub enum Fallback {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[derive(Default)]
 pub struct Mix {
     /// The first N nodes are on-demand.
     #[serde(default)]
@@ -495,18 +496,6 @@ impl Mix {
     /// `retry_preferred`, else 30 minutes.
     pub fn retry_preferred(&self) -> std::time::Duration {
         self.retry_preferred.as_ref().map_or(std::time::Duration::from_secs(30 * 60), |d| d.value.0)
-    }
-}
-
-impl Default for Mix {
-    fn default() -> Self {
-        Mix {
-            on_demand_base: Spanned::default(),
-            spot_percent: Spanned::default(),
-            fallback: Spanned::default(),
-            max_spot_price: None,
-            retry_preferred: None,
-        }
     }
 }
 

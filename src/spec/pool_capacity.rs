@@ -72,9 +72,7 @@ pub fn validate_pools(spec: &Spec, cat: &Catalog, diags: &mut Diagnostics) {
                 )
                 .at(cap.reservation.span, "this reservation cannot hold the pool's nodes")
                 .at(r.meta.span, "reserved here")
-                .help(format!(
-                    "reserve what the pool runs (its provider, region, a zone of `zones` and one of its instance types), or point `capacity` at another reservation"
-                )),
+                .help("reserve what the pool runs (its provider, region, a zone of `zones` and one of its instance types), or point `capacity` at another reservation".to_string()),
             );
         }
     }

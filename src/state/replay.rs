@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 use super::model::{HISTORY_LIMIT, HistoryEntry, ResourceState, ScaleRecord, State};
 use crate::model::Node;
 
-/// One finished operation, as one line of the journal.
+/// One finished operation, as one line of the journal. `PutResource` holds its resource
+/// inline: a journal holds few entries at a time, and each is written and dropped.
+#[allow(clippy::large_enum_variant)]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum JournalEntry {
@@ -248,6 +250,7 @@ struct Slots {
     /// [`INDEX_FROM`] nodes; below that a scan is cheaper, and 100,000 one-node pools
     /// would otherwise carry 100,000 maps (about 30 MB). Boxed: every touched resource
     /// has a `Slots`, few have the map.
+    #[allow(clippy::box_collection)]
     by_id: Option<Box<HashMap<String, usize>>>,
     /// Nodes present (not removed).
     present: usize,

@@ -439,7 +439,7 @@ async fn a_no_op_plan_lists_the_pool_once_and_asks_prices_while_it_lists() {
 
     let r = run(dir, &["destroy", "--auto-approve"]);
     assert_eq!(r.code, 0, "destroy:\n{}\n{}", r.stdout, r.stderr);
-    assert!(tagged(&c, &lineage).await.iter().all(|n| n.2.get("gpuplan:managed").is_none()));
+    assert!(tagged(&c, &lineage).await.iter().all(|n| !n.2.contains_key("gpuplan:managed")));
 }
 
 /// A pool in an EKS cluster (`kubernetes { kubeconfig, service_cidr }`): its nodes boot

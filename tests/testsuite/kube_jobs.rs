@@ -559,8 +559,8 @@ fn pods_are_matched_to_pool_nodes_through_the_node_s_provider_id() {
     let ids = |list: &serde_json::Value| -> Vec<String> {
         list.as_array().unwrap().iter().map(|d| d["id"].as_str().unwrap().to_string()).collect()
     };
-    assert_eq!(ids(&change["pool"]["deletes"]), [spot_node.clone()], "{change:#}");
-    assert_eq!(ids(&change["pool"]["deferred"]), [pin_node.clone()], "{change:#}");
+    assert_eq!(ids(&change["pool"]["deletes"]), [spot_node.as_str()], "{change:#}");
+    assert_eq!(ids(&change["pool"]["deferred"]), [pin_node.as_str()], "{change:#}");
     assert_eq!(change["pool"]["deferred"][0]["job"], "job.pin");
     let job = |addr: &str| plan["jobs"].as_array().unwrap().iter().find(|j| j["address"] == addr).cloned().unwrap();
     let spot = job("job.spot");
@@ -578,7 +578,7 @@ fn pods_are_matched_to_pool_nodes_through_the_node_s_provider_id() {
         .map(|(_, p, _)| p)
         .collect();
     assert_eq!(evictions, [format!("/api/v1/namespaces/ml/pods/{}/eviction", evicted[0])]);
-    assert_eq!(pool_nodes(d), [pin_node.clone()], "the node of the job that is not preemptible stays");
+    assert_eq!(pool_nodes(d), [pin_node.as_str()], "the node of the job that is not preemptible stays");
     assert_eq!(api.job("ml", "spot").expect("the Job survives")["status"]["failed"], 0);
 }
 

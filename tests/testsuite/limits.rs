@@ -133,9 +133,8 @@ fn literal_or_comment_len(s: &str) -> Option<usize> {
         }
         return Some((j + 1).min(s.len()));
     }
-    if unprefixed.starts_with('\'') {
+    if let Some(body) = unprefixed.strip_prefix('\'') {
         // A char literal (`'x'`, `'\n'`, `'\u{1F600}'`), not a lifetime (`'a`).
-        let body = &unprefixed[1..];
         let len = if body.starts_with('\\') {
             body.get(2..)?.find('\'').map(|e| 2 + e + 1)
         } else {

@@ -248,7 +248,11 @@ fn job_nodes_launch_in_the_first_zone_s_group(replicas: usize) {
     let lineage = short_lineage(dir);
     let group = format!("gpuplan-{lineage}-train-us-east-1a");
     let held = groups.lock().unwrap().clone();
-    assert_eq!(held.keys().cloned().collect::<Vec<_>>(), [group.clone()], "the first zone's group only: {held:?}");
+    assert_eq!(
+        held.keys().cloned().collect::<Vec<_>>(),
+        std::slice::from_ref(&group),
+        "the first zone's group only: {held:?}"
+    );
     let tags = &held[&group];
     assert_eq!(tags.get("gpuplan:managed").map(String::as_str), Some("true"), "{tags:?}");
     assert_eq!(tags.get("gpuplan:address").map(String::as_str), Some("gpu_pool.train"), "{tags:?}");

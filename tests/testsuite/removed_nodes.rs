@@ -309,8 +309,8 @@ fn a_removed_pool_keeps_the_node_of_a_job_that_is_not_preemptible_until_it_ends(
     std::fs::write(d.join("main.hcl"), moving_jobs(false, "new")).unwrap();
     let plan = json(d, &["plan", "--json"]);
     let old = pool(&plan, "gpu_pool.old");
-    assert_eq!(ids(&old["deletes"]), [b_node.clone()], "{plan:#}");
-    assert_eq!(ids(&old["deferred"]), [a_node.clone()], "{plan:#}");
+    assert_eq!(ids(&old["deletes"]), std::slice::from_ref(&b_node), "{plan:#}");
+    assert_eq!(ids(&old["deferred"]), std::slice::from_ref(&a_node), "{plan:#}");
     assert_eq!(old["deferred"][0]["job"], "job.a");
     let a = job(&plan, "job.a");
     assert_eq!((a["before"].as_str(), a["after"].as_str()), (Some("running"), Some("running")), "{a:#}");

@@ -159,7 +159,7 @@ fn settle_in_block(dir: &Path) -> String {
     // Bought and open: two nodes launch into it, the third stays on spot per `mix`.
     let (code, out, err) = run(dir, &["plan"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains(&format!("+ 2 on-demand in us-east-1a")), "{out}");
+    assert!(out.contains(&"+ 2 on-demand in us-east-1a".to_string()), "{out}");
     assert!(out.contains(&format!("reserved: reservation.h100_block ({id})")), "{out}");
     let (code, json, err) = run(dir, &["plan", "--json"]);
     assert_eq!(code, 0, "{err}");

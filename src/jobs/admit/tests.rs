@@ -86,7 +86,7 @@ fn non_preemptible_job_never_uses_spot() {
         &quota(QuotaRoom::default()),
     );
     assert_eq!(get(&out, "serve").placed, None);
-    assert_eq!(code(&out, "serve").as_deref(), Some("capacity"));
+    assert_eq!(code(&out, "serve"), Some("capacity"));
     assert!(get(&out, "serve").reason.as_ref().unwrap().message.contains("on-demand nodes"));
 }
 
@@ -97,7 +97,7 @@ fn preemptible_job_falls_back_to_on_demand_only_when_the_pool_allows() {
     assert_eq!(get(&out, "batch").placed, Some(vec![Capacity::OnDemand]));
     let out = admit(d(), &pool(1, 0, Fallback::Wait), &quota(QuotaRoom::default()));
     assert_eq!(get(&out, "batch").placed, None);
-    assert_eq!(code(&out, "batch").as_deref(), Some("capacity"));
+    assert_eq!(code(&out, "batch"), Some("capacity"));
 }
 
 #[test]
@@ -126,7 +126,7 @@ fn higher_priority_job_takes_the_gpus_and_the_other_waits_for_priority() {
     let out = admit(demands, &pool(1, 0, Fallback::OnDemand), &quota(QuotaRoom::default()));
     assert_eq!(names(&out), ["crit", "low"]);
     assert!(get(&out, "crit").placed.is_some());
-    assert_eq!(code(&out, "low").as_deref(), Some("priority"));
+    assert_eq!(code(&out, "low"), Some("priority"));
     assert!(get(&out, "low").reason.as_ref().unwrap().message.contains("`job.crit`"));
 }
 
@@ -138,7 +138,7 @@ fn older_job_of_equal_priority_comes_first_and_the_newer_waits_for_capacity() {
     ];
     let out = admit(demands, &pool(1, 0, Fallback::OnDemand), &quota(QuotaRoom::default()));
     assert!(get(&out, "old").placed.is_some());
-    assert_eq!(code(&out, "young").as_deref(), Some("capacity"));
+    assert_eq!(code(&out, "young"), Some("capacity"));
     assert!(get(&out, "young").reason.as_ref().unwrap().message.contains("queued earlier"));
 }
 
@@ -147,7 +147,7 @@ fn a_job_too_big_for_the_pool_does_not_block_smaller_ones() {
     let demands =
         vec![job("huge", Priority::Critical, None, 8, 3, false), job("small", Priority::Low, None, 2, 1, false)];
     let out = admit(demands, &pool(2, 0, Fallback::OnDemand), &quota(QuotaRoom::default()));
-    assert_eq!(code(&out, "huge").as_deref(), Some("capacity"));
+    assert_eq!(code(&out, "huge"), Some("capacity"));
     assert!(get(&out, "huge").reason.as_ref().unwrap().message.contains("has 16 free"));
     assert!(get(&out, "small").placed.is_some());
 }
@@ -159,7 +159,7 @@ fn quota_max_gpus_refuses_what_would_exceed_it() {
     let out = admit(demands, &pool(4, 0, Fallback::OnDemand), &quota(q));
     // 4 in use + 8 = 12: admitted; then 12 + 1 > 12: refused.
     assert!(get(&out, "a").placed.is_some());
-    assert_eq!(code(&out, "b").as_deref(), Some("quota"));
+    assert_eq!(code(&out, "b"), Some("quota"));
     assert!(get(&out, "b").reason.as_ref().unwrap().message.contains("allows 12 GPUs; 12 are in use"));
 }
 
@@ -167,7 +167,7 @@ fn quota_max_gpus_refuses_what_would_exceed_it() {
 fn quota_allowed_gpus_refuses_other_models() {
     let q = QuotaRoom { allowed_gpus: vec!["H100".into()], ..QuotaRoom::default() };
     let out = admit(vec![job("a", Priority::High, None, 1, 1, false)], &pool(1, 0, Fallback::OnDemand), &quota(q));
-    assert_eq!(code(&out, "a").as_deref(), Some("quota"));
+    assert_eq!(code(&out, "a"), Some("quota"));
     assert!(get(&out, "a").reason.as_ref().unwrap().message.contains("does not allow A100-80GB"));
 }
 
@@ -178,7 +178,7 @@ fn quota_hourly_budget_counts_the_capacity_the_job_lands_on() {
     let spot = admit(vec![job("a", Priority::High, None, 8, 1, true)], &pool(1, 1, Fallback::OnDemand), &quota(q()));
     assert_eq!(get(&spot, "a").placed, Some(vec![Capacity::Spot]));
     let od = admit(vec![job("a", Priority::High, None, 8, 1, false)], &pool(1, 1, Fallback::OnDemand), &quota(q()));
-    assert_eq!(code(&od, "a").as_deref(), Some("quota"));
+    assert_eq!(code(&od, "a"), Some("quota"));
     assert!(get(&od, "a").reason.as_ref().unwrap().message.contains("budget is 20.00 USD/h"));
 }
 
@@ -187,7 +187,7 @@ fn quota_monthly_budget_refuses_too() {
     let q = QuotaRoom { monthly_usd: Some(1000.0), ..QuotaRoom::default() };
     // 1 GPU on-demand: 5 USD/h × 730 h = 3650 USD/month.
     let out = admit(vec![job("a", Priority::High, None, 1, 1, false)], &pool(1, 0, Fallback::OnDemand), &quota(q));
-    assert_eq!(code(&out, "a").as_deref(), Some("quota"));
+    assert_eq!(code(&out, "a"), Some("quota"));
     // Money reads as in every view: two decimals, thousands separated.
     let why = &get(&out, "a").reason.as_ref().unwrap().message;
     assert!(why.contains("budget is 1,000.00 USD/month") && why.contains("cost 3,650.00 USD/month"), "{why}");
@@ -199,7 +199,7 @@ fn a_refused_job_leaves_the_room_to_others() {
     let demands =
         vec![job("big", Priority::Critical, None, 8, 1, false), job("fits", Priority::Low, None, 4, 1, false)];
     let out = admit(demands, &pool(1, 0, Fallback::OnDemand), &quota(q));
-    assert_eq!(code(&out, "big").as_deref(), Some("quota"));
+    assert_eq!(code(&out, "big"), Some("quota"));
     assert_eq!(get(&out, "fits").placed, Some(vec![Capacity::OnDemand]));
 }
 
@@ -208,7 +208,7 @@ fn a_job_for_a_pool_without_nodes_waits_for_capacity() {
     let mut d = job("a", Priority::High, None, 1, 1, false);
     d.pool = Address::new(Kind::GpuPool, "gone");
     let out = admit(vec![d], &pool(1, 0, Fallback::OnDemand), &BTreeMap::new());
-    assert_eq!(code(&out, "a").as_deref(), Some("capacity"));
+    assert_eq!(code(&out, "a"), Some("capacity"));
 }
 
 mod fair_share {

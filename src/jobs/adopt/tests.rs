@@ -118,7 +118,7 @@ fn an_unrecorded_live_node_of_a_declared_job_is_adopted_as_its_run_and_not_relau
 fn nodes_of_undeclared_jobs_of_recorded_attempts_and_of_cancelled_jobs_are_orphans() {
     let spec = spec();
     let mut state = State::new(LINEAGE.into());
-    let listed = vec![
+    let listed = [
         node("i-gone-job", "job.removed", 0, 1, NodeState::Running),
         node("i-replica-9", "job.a", 9, 1, NodeState::Running),
         node("i-untagged", "job.a", 0, 1, NodeState::Running),

@@ -25,7 +25,7 @@ const POOL: &str = r#"
 
 fn spec(text: &str) -> Spec {
     let mut sources = crate::diag::Sources::default();
-    sources.add("main.hcl", &format!("provider \"sim\" {{\n  region = \"us-east-1\"\n}}\n{text}"));
+    sources.add("main.hcl", format!("provider \"sim\" {{\n  region = \"us-east-1\"\n}}\n{text}"));
     let loaded = crate::spec::load_sources(sources, &Default::default());
     assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
     loaded.spec
@@ -293,7 +293,7 @@ fn an_import_into_a_pool_without_a_place_is_an_error_not_silence() {
         .replace("provider       = \"sim\"", "provider       = \"sim\"\n  region         = \"nowhere-1\"");
     let text = format!("{pool}import {{\n  to  = gpu_pool.legacy\n  ids = [\"i-1\"]\n}}\n");
     let mut sources = crate::diag::Sources::default();
-    sources.add("main.hcl", &format!("provider \"sim\" {{\n  region = \"us-east-1\"\n}}\n{text}"));
+    sources.add("main.hcl", format!("provider \"sim\" {{\n  region = \"us-east-1\"\n}}\n{text}"));
     // Validation refuses the region; planning must not import silently all the same.
     let spec = crate::spec::load_sources(sources, &Default::default()).spec;
     let r = resolve(&spec, &State::new(LINEAGE.into()), Some(&[node("i-1", "", false)]), false);

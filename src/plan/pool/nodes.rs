@@ -251,7 +251,7 @@ pub(crate) fn hold_fallbacks(
     excess: &mut Vec<&Node>,
 ) -> Vec<Held> {
     let mut held = Vec::new();
-    let allowed = |n: &Node| shape.zones.iter().any(|z| *z == n.zone);
+    let allowed = |n: &Node| shape.zones.contains(&n.zone);
     for (zone, cap, missing) in short.iter_mut() {
         // Same capacity type in another zone first, then on-demand standing in for spot.
         let mut stands_in = |ok: &dyn Fn(&Node) -> bool, missing: &mut u32| {

@@ -145,7 +145,7 @@ pub fn groups_to_delete(lineage: &str, change: &ResourceChange) -> Vec<String> {
 fn grouped(cfg: Option<&crate::json_text::JsonText>, hpc: bool) -> bool {
     let Some(cfg) = cfg else { return false };
     let text = cfg.as_str();
-    if !text.contains("\"placement_group\"") && !(hpc && text.contains("\"rdma\"")) {
+    if !(text.contains("\"placement_group\"") || hpc && text.contains("\"rdma\"")) {
         return false;
     }
     cfg.get("network").is_some_and(|n| {

@@ -174,7 +174,7 @@ impl AwsProvider {
         let missing: Vec<&str> = zones
             .iter()
             .copied()
-            .filter(|z| !self.settings.subnets.contains_key(*z) && !cache.contains_key(&key(*z)))
+            .filter(|z| !self.settings.subnets.contains_key(*z) && !cache.contains_key(&key(z)))
             .collect();
         if !missing.is_empty() {
             let client = self.client(region).await?;
@@ -196,14 +196,14 @@ impl AwsProvider {
                     .find(|s| s.availability_zone() == Some(*z))
                     .and_then(|s| s.subnet_id())
                     .map(str::to_string);
-                cache.insert(key(*z), found);
+                cache.insert(key(z), found);
             }
         }
         Ok(zones
             .iter()
             .map(|z| Target {
                 zone: z.to_string(),
-                subnet: self.settings.subnets.get(*z).cloned().or_else(|| cache.get(&key(*z)).cloned().flatten()),
+                subnet: self.settings.subnets.get(*z).cloned().or_else(|| cache.get(&key(z)).cloned().flatten()),
             })
             .collect())
     }

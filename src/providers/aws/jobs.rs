@@ -439,28 +439,6 @@ impl LogPort for AwsProvider {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stop_time_is_read_from_ec2s_state_transition_reason() {
-        // 2026-01-31T18:47:02Z
-        assert_eq!(stopped_ms("User initiated (2026-01-31 18:47:02 GMT)"), Some(1_769_885_222_000));
-        assert_eq!(stopped_ms("User initiated (2026-01-31 18:47:02 UTC)"), Some(1_769_885_222_000));
-        assert_eq!(stopped_ms("Client.InstanceInitiatedShutdown"), None);
-        assert_eq!(stopped_ms("User initiated (not a time)"), None);
-    }
-
-    #[test]
-    fn client_tokens_fit_ec2s_limit() {
-        assert_eq!(client_token("gp-abc", 0), "gp-abc");
-        assert_eq!(client_token("gp-abc", 2), "gp-abc-t2");
-        let long = client_token(&"x".repeat(80), 0);
-        assert!(long.len() <= 64 && long.starts_with("gp-"), "{long}");
-    }
-}
-
 impl AwsProvider {
     /// The block device mappings of a job node's `disk {}`; `None` without one.
     async fn job_disks(
@@ -487,5 +465,27 @@ impl AwsProvider {
             })
             .collect();
         Ok(Some(mappings))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_time_is_read_from_ec2s_state_transition_reason() {
+        // 2026-01-31T18:47:02Z
+        assert_eq!(stopped_ms("User initiated (2026-01-31 18:47:02 GMT)"), Some(1_769_885_222_000));
+        assert_eq!(stopped_ms("User initiated (2026-01-31 18:47:02 UTC)"), Some(1_769_885_222_000));
+        assert_eq!(stopped_ms("Client.InstanceInitiatedShutdown"), None);
+        assert_eq!(stopped_ms("User initiated (not a time)"), None);
+    }
+
+    #[test]
+    fn client_tokens_fit_ec2s_limit() {
+        assert_eq!(client_token("gp-abc", 0), "gp-abc");
+        assert_eq!(client_token("gp-abc", 2), "gp-abc-t2");
+        let long = client_token(&"x".repeat(80), 0);
+        assert!(long.len() <= 64 && long.starts_with("gp-"), "{long}");
     }
 }

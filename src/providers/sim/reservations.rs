@@ -36,7 +36,7 @@ pub fn offerings(region: &str, q: &OfferingQuery, now_ms: u64) -> Result<Vec<Off
             format!("a Capacity Block holds 1 to {MAX_BLOCK_COUNT} instances, not {}", q.count),
         ));
     }
-    if q.hours == 0 || q.hours % 24 != 0 {
+    if q.hours == 0 || !q.hours.is_multiple_of(24) {
         return Err(invalid("SimInvalidParameter", format!("a Capacity Block lasts whole days, not {}h", q.hours)));
     }
     let t = catalog()

@@ -24,7 +24,7 @@ gpu_pool "train" {
 /// The error messages of `POOL` plus `extra`, in the order `validate` prints them.
 fn errors(extra: &str) -> Vec<String> {
     let mut sources = Sources::default();
-    sources.add("main.hcl", &format!("{POOL}{extra}"));
+    sources.add("main.hcl", format!("{POOL}{extra}"));
     let loaded = load_sources(sources, &Default::default());
     loaded
         .diags

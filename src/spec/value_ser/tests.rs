@@ -26,13 +26,13 @@ fn example_fleets_resources_read_the_same() {
     for dir in ["quickstart", "quickstart-yaml", "aws", "multi-cloud", "kubernetes", "tencentcloud", "alicloud"] {
         let loaded = crate::spec::load_dir(&root.join(dir), &crate::spec::LoadOptions::default()).expect("reads");
         let s = &loaded.spec;
-        s.gpu_pools.values().for_each(|p| same(p));
-        s.quotas.values().for_each(|q| same(q));
-        s.job_templates.values().for_each(|t| same(t));
-        s.jobs.values().for_each(|j| same(j));
-        s.autoscalers.values().for_each(|a| same(a));
-        s.reservations.values().for_each(|r| same(r));
-        s.providers.values().for_each(|p| same(p));
+        s.gpu_pools.values().for_each(same);
+        s.quotas.values().for_each(same);
+        s.job_templates.values().for_each(same);
+        s.jobs.values().for_each(same);
+        s.autoscalers.values().for_each(same);
+        s.reservations.values().for_each(same);
+        s.providers.values().for_each(same);
         seen += s.gpu_pools.len() + s.jobs.len() + s.providers.len();
     }
     assert!(seen > 10, "the examples declare resources ({seen})");

@@ -48,6 +48,9 @@ pub fn accrue(spec: &Spec, state: &State, clock: impl Fn(&str) -> u64) -> crate:
 /// leaves its place in the runtime to another ([`tokio::task::block_in_place`]) and runs
 /// `reads` itself; on another runtime (a test's current-thread one, which this thread
 /// alone drives) `work` runs first, then `reads`. A panic in `work` is resumed here.
+/// Either way `reads` runs to its end before the caller's task goes on: a future joined
+/// with the caller in the same task is not polled meanwhile (none is: `gather` is awaited
+/// alone), while the runtime's other tasks keep running on its workers.
 pub async fn beside<F: std::future::Future, R: Send>(reads: F, work: impl FnOnce() -> R + Send) -> (F::Output, R) {
     use tokio::runtime::{Handle, RuntimeFlavor};
     let Some(handle) = Handle::try_current().ok().filter(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread) else {

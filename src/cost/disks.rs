@@ -27,11 +27,16 @@ pub fn add(mut price: Price, disk_usd: f64, cny_per_usd: f64) -> Price {
     if disk_usd == 0.0 {
         return price;
     }
-    price.usd_per_hour += disk_usd;
+    price.usd_per_hour = add_usd(price.usd_per_hour, disk_usd);
     if let Some((native, currency)) = price.native.as_mut()
         && currency == "CNY"
     {
         *native += disk_usd * cny_per_usd;
     }
     price
+}
+
+/// [`add`]'s USD per hour alone: `usd` with `disk_usd` added.
+pub fn add_usd(usd: f64, disk_usd: f64) -> f64 {
+    if disk_usd == 0.0 { usd } else { usd + disk_usd }
 }

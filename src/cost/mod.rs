@@ -155,8 +155,10 @@ fn price_change(c: &ResourceChange, spec: &Spec, prices: &PriceBook) -> Result<P
     let Some(cost) = pool_cost(&c.address, pc, kind, spec, prices) else { return Ok(Priced::Unpriced) };
     let cny = [&cost.on_demand_price, &cost.spot_price].iter().any(|x| x.as_ref().is_some_and(|x| x.native.is_some()));
     let (old, old_kind, old_region) = where_before(pc, kind, spec);
-    let before_unpriced =
-        pc.before_types.iter().any(|t| prices.price(old, old_kind, old_region, &t.instance_type, t.capacity).is_none());
+    let before_unpriced = pc
+        .before_types
+        .iter()
+        .any(|t| prices.usd_per_hour(old, old_kind, old_region, &t.instance_type, t.capacity).is_none());
     Ok(Priced::Pool { cost: Box::new(cost), kind, cny, before_unpriced })
 }
 
@@ -374,13 +376,18 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
     let disk_usd = disks.as_ref().map_or(0.0, |d| d.usd_per_node_hour);
     let with_disks = |p: Option<Price>| p.map(|p| disks::add(p, disk_usd, prices.rate(&pc.provider)));
     let price = |t: &str, cap| with_disks(prices.price(&pc.provider, kind, &pc.region, t, cap));
+    // The sums read a price's USD alone: no price is made for them ([`disks::add`]'s sum).
+    let usd =
+        |t: &str, cap| prices.usd_per_hour(&pc.provider, kind, &pc.region, t, cap).map(|u| disks::add_usd(u, disk_usd));
     // A floating pool moving between regions or provider blocks ran its nodes, and keeps
     // those that stay for a running job, at the prices where it leaves.
     let (old_provider, old_kind, old_region) = where_before(pc, kind, spec);
-    let price_before = |t: &str, cap| with_disks(prices.price(old_provider, old_kind, old_region, t, cap));
+    let usd_before = |t: &str, cap| {
+        prices.usd_per_hour(old_provider, old_kind, old_region, t, cap).map(|u| disks::add_usd(u, disk_usd))
+    };
     // After = (before − deletes) at the old prices + creates at the new ones, node by node,
-    // so kept nodes keep their own price.
-    let mut kept: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
+    // so kept nodes keep their own price. Keyed by the plan's own type names (no copy).
+    let mut kept: BTreeMap<(&str, Capacity), i64> = BTreeMap::new();
     // Nodes in Capacity Blocks are priced at the blocks' prepaid rates.
     let blocks = reserved::InBlocks::new(pc, prices, disk_usd);
     let mut hourly_before = blocks.before;
@@ -388,30 +395,30 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
         // A node without a price that this plan removes leaves "before" short, but must not
         // keep the plan that replaces it from being priced; one that stays is an error
         // ([`unpriced_nodes`]) and leaves the pool unpriced below.
-        hourly_before += price_before(&t.instance_type, t.capacity).map_or(0.0, |p| p.usd_per_hour) * t.count as f64;
-        *kept.entry((t.instance_type.clone(), t.capacity)).or_default() += t.count as i64;
+        hourly_before += usd_before(&t.instance_type, t.capacity).unwrap_or(0.0) * t.count as f64;
+        *kept.entry((t.instance_type.as_str(), t.capacity)).or_default() += t.count as i64;
     }
     // A delete takes off a node "before" counted. Some deletes never were (a node stopped
     // outside gpuplan is terminated but was not live): taken off anyway, they would cancel
     // the creates that replace them and price the new nodes at nothing.
     for d in pc.deletes.iter().filter(|d| !blocks.holds(d.reservation.as_ref())) {
-        if let Some(n) = kept.get_mut(&(d.instance_type.clone(), d.capacity)).filter(|n| **n > 0) {
+        if let Some(n) = kept.get_mut(&(d.instance_type.as_str(), d.capacity)).filter(|n| **n > 0) {
             *n -= 1;
         }
     }
-    let mut after: BTreeMap<(String, Capacity), i64> = BTreeMap::new();
     let preferred = shape
         .as_ref()
         .and_then(|s| s.instance_types.first().cloned())
         .or_else(|| pc.creates.first().and_then(|c| c.instance_types.first().cloned()))
         .or_else(|| pc.before_types.first().map(|t| t.instance_type.clone()))?;
+    let mut after: BTreeMap<(&str, Capacity), i64> = BTreeMap::new();
     for c in pc.creates.iter().filter(|c| !blocks.holds(c.reservation.as_ref().map(|r| &r.id))) {
-        let t = c.instance_types.first().cloned().unwrap_or_else(|| preferred.clone());
-        *after.entry((t, c.capacity)).or_default() += c.count as i64;
+        let t = c.instance_types.first().unwrap_or(&preferred);
+        *after.entry((t.as_str(), c.capacity)).or_default() += c.count as i64;
     }
     let (mut od_after, mut spot_after) = (blocks.after(), 0.0);
-    let new = priced_at(&after, &price)?;
-    for (od, spot) in [priced_at(&kept, &price_before)?, new] {
+    let new = priced_at(&after, &usd)?;
+    for (od, spot) in [priced_at(&kept, &usd_before)?, new] {
         od_after += od;
         spot_after += spot;
     }
@@ -430,7 +437,7 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
     let range =
         spec_pool.and_then(|p| spend_range(addr, p, spec, [od_price.as_ref(), spot_price.as_ref()], hourly_after));
     let alternatives = match (spec_pool, &shape) {
-        (Some(p), Some(s)) if p.instance_types.is_empty() => alternatives_of(s, &preferred, &price),
+        (Some(p), Some(s)) if p.instance_types.is_empty() => alternatives_of(s, &preferred, &usd),
         _ => vec![],
     };
     Some(PoolCost {
@@ -462,8 +469,8 @@ fn pool_cost(addr: &Address, pc: &PoolChange, kind: ProviderKind, spec: &Spec, p
 /// On-demand and spot spend per hour of `nodes` (instance type and capacity → count) at
 /// the prices `at` gives; `None` when one of them has no price.
 fn priced_at(
-    nodes: &BTreeMap<(String, Capacity), i64>,
-    at: &dyn Fn(&str, Capacity) -> Option<Price>,
+    nodes: &BTreeMap<(&str, Capacity), i64>,
+    at: &dyn Fn(&str, Capacity) -> Option<f64>,
 ) -> Option<(f64, f64)> {
     let mut sums = (0.0, 0.0);
     for ((t, cap), n) in nodes {
@@ -471,7 +478,7 @@ fn priced_at(
         if n == 0.0 {
             continue;
         }
-        let p = at(t, *cap)?.usd_per_hour * n;
+        let p = at(t, *cap)? * n;
         match cap {
             Capacity::OnDemand | Capacity::Reserved => sums.0 += p,
             Capacity::Spot => sums.1 += p,
@@ -518,15 +525,15 @@ fn spend_range(
 fn alternatives_of(
     s: &shape::PoolShape,
     preferred: &str,
-    price: &dyn Fn(&str, Capacity) -> Option<Price>,
+    usd: &dyn Fn(&str, Capacity) -> Option<f64>,
 ) -> Vec<Alternative> {
     s.instance_types
         .iter()
         .take(4)
         .filter_map(|t| {
-            price(t, Capacity::OnDemand).map(|pr| Alternative {
+            usd(t, Capacity::OnDemand).map(|usd| Alternative {
                 instance_type: t.clone(),
-                usd_per_hour: money(pr.usd_per_hour),
+                usd_per_hour: money(usd),
                 chosen: *t == preferred,
             })
         })
@@ -602,7 +609,7 @@ pub fn quota_pools(spec: &Spec, quota: &Address) -> Vec<Address> {
 }
 
 /// [`quota_pools`] of every quota, in one pass over the jobs (one scan per quota reads
-/// 100,000 jobs 20 times over).
+/// 100,000 jobs 20 times over). Each quota's pools are sorted, each once.
 pub fn all_quota_pools(spec: &Spec) -> BTreeMap<Address, Vec<Address>> {
     let mut sets: BTreeMap<&Address, std::collections::BTreeSet<&Address>> =
         spec.quotas.iter().map(|(a, q)| (a, q.pools.iter().map(|p| &p.value).collect())).collect();
@@ -620,8 +627,8 @@ fn quota_costs(spec: &Spec, pools: &[PoolCost]) -> Vec<QuotaCost> {
     all_quota_pools(spec)
         .into_iter()
         .map(|(q, covered)| {
-            let covered_set: std::collections::BTreeSet<&Address> = covered.iter().collect();
-            let mine: Vec<&PoolCost> = pools.iter().filter(|p| covered_set.contains(&p.address)).collect();
+            // `covered` is sorted, each pool once ([`all_quota_pools`]): searched in place.
+            let mine: Vec<&PoolCost> = pools.iter().filter(|p| covered.binary_search(&p.address).is_ok()).collect();
             let gpus_max = covered
                 .iter()
                 .filter_map(|a| spec.gpu_pools.get(a))

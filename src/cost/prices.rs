@@ -104,11 +104,7 @@ impl PriceBook {
         capacity: Capacity,
     ) -> Option<Price> {
         let t = catalog::catalog().instance_type(kind, instance_type)?;
-        let rate = self.rate(provider);
-        // Most plans have no live prices: no key is built for them (a plan asks about eight
-        // prices per pool).
-        let live = || self.live.get(&(kind, region.to_string(), instance_type.to_string(), capacity));
-        if let Some((p, at)) = (!self.live.is_empty()).then(live).flatten() {
+        if let Some((p, at)) = self.live(kind, region, instance_type, capacity) {
             return Some(Price {
                 usd_per_hour: *p,
                 native: None,
@@ -117,14 +113,56 @@ impl PriceBook {
                 estimated: false,
             });
         }
-        let (usd, native_price) = match capacity {
-            Capacity::OnDemand | Capacity::Reserved => (t.price_usd(rate), t.price),
-            Capacity::Spot => (t.spot_price_usd(rate), t.price * (1.0 - t.spot_discount)),
+        let rate = self.rate(provider);
+        let usd = catalog_usd(t, capacity, rate);
+        let native_price = match capacity {
+            Capacity::OnDemand | Capacity::Reserved => t.price,
+            Capacity::Spot => t.price * (1.0 - t.spot_discount),
         };
         let native = (t.currency == Currency::Cny).then(|| (round(native_price), "CNY".to_string()));
         let source = if capacity == Capacity::Spot { "catalog-spot-model" } else { "catalog" };
         let as_of = t.as_of.clone();
         Some(Price { usd_per_hour: usd, native, source: source.into(), as_of, estimated: t.price_estimated })
+    }
+
+    /// [`PriceBook::price`]'s `usd_per_hour` alone, with nothing allocated: what the sums
+    /// of a pool's cost read (a plan asks about eight prices per pool, and keeps two).
+    pub fn usd_per_hour(
+        &self,
+        provider: &str,
+        kind: ProviderKind,
+        region: &str,
+        instance_type: &str,
+        capacity: Capacity,
+    ) -> Option<f64> {
+        let t = catalog::catalog().instance_type(kind, instance_type)?;
+        if let Some((p, _)) = self.live(kind, region, instance_type, capacity) {
+            return Some(*p);
+        }
+        Some(catalog_usd(t, capacity, self.rate(provider)))
+    }
+
+    /// The live price reported for this type, if any. Most plans have no live prices: no
+    /// key is built for them.
+    fn live(
+        &self,
+        kind: ProviderKind,
+        region: &str,
+        instance_type: &str,
+        capacity: Capacity,
+    ) -> Option<&(f64, String)> {
+        if self.live.is_empty() {
+            return None;
+        }
+        self.live.get(&(kind, region.to_string(), instance_type.to_string(), capacity))
+    }
+}
+
+/// The catalog's USD price of a node-hour of `t` on `capacity` at `rate` CNY per USD.
+fn catalog_usd(t: &catalog::InstanceType, capacity: Capacity, rate: f64) -> f64 {
+    match capacity {
+        Capacity::OnDemand | Capacity::Reserved => t.price_usd(rate),
+        Capacity::Spot => t.spot_price_usd(rate),
     }
 }
 

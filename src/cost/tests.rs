@@ -65,3 +65,32 @@ fn large_plan(n: usize) -> (crate::spec::Loaded, crate::plan::Plan) {
     let plan = plan_on(&input, 1).expect("an empty state has no bad key");
     (loaded, plan)
 }
+
+/// A quota's cost counts the pools it lists, in whatever order the spec lists them, and
+/// the pools of the jobs charged to it, each once: its pools come back sorted, and its
+/// figures are those pools' own.
+#[test]
+fn a_quota_costs_the_pools_it_lists_in_any_order_each_once() {
+    let (mut loaded, plan) = large_plan(40);
+    let listed: Vec<crate::addr::Address> = ["p0031", "p0007", "p0020", "p0007", "p0002"]
+        .iter()
+        .map(|n| format!("gpu_pool.{n}").parse().unwrap())
+        .collect();
+    let q: crate::addr::Address = "quota.team".parse().unwrap();
+    let mut quota = crate::spec::model::Quota::default();
+    quota.pools = listed.iter().map(|a| crate::spec::model::Spanned::new(a.clone(), Default::default())).collect();
+    loaded.spec.quotas.insert(q, quota);
+    let prices = super::PriceBook::new(&loaded.spec, &Default::default());
+    let report = super::cost_on(&plan, &loaded.spec, &prices, 1).expect("every pool is priced");
+    let [team] = report.quotas.as_slice() else { panic!("one quota: {:?}", report.quotas) };
+    let names: Vec<String> = team.pools.iter().map(|a| a.name.clone()).collect();
+    assert_eq!(names, ["p0002", "p0007", "p0020", "p0031"]);
+    let mine: Vec<&crate::plan::report::PoolCost> =
+        report.pools.iter().filter(|p| names.contains(&p.address.name)).collect();
+    assert_eq!(mine.len(), 4);
+    assert_eq!(team.gpus_after, mine.iter().map(|p| p.gpus_after).sum::<u64>());
+    let hourly: f64 = mine.iter().map(|p| p.hourly_after).sum();
+    assert!(hourly > 0.0);
+    // The report's pools are rounded to the cent; the quota sums them unrounded.
+    assert!((team.hourly_after - hourly).abs() < 0.05, "{} against {hourly}", team.hourly_after);
+}

@@ -84,6 +84,57 @@ pub async fn gather(
         obs.reservations = Some(super::reserved::read_held(state, providers).await?);
         return Ok(obs);
     }
+    // The clocks are read first, so the ledger is summed by them on a thread of its own
+    // while the clouds are read (the sim cloud's listing runs on this one): the sums wait
+    // on nothing the reads return.
+    obs.clocks = clocks(providers);
+    obs.wall_ms = wall_ms();
+    let (clocks, wall) = (&obs.clocks, obs.wall_ms);
+    let sum = || spend::accrue(spec, state, |n| clocks.get(n).copied().unwrap_or(wall));
+    let (read, accrued) = spend::beside(read_clouds(spec, state, providers, req, hints, clocks), sum).await;
+    let Read { nodes, health, live, job_nodes, adopted, job_statuses, offers, held } = read?;
+    obs.health = Some(health);
+    obs.nodes = Some(nodes);
+    obs.live_prices = live;
+    obs.job_statuses = job_statuses;
+    obs.reservation_offers = Some(offers);
+    obs.reservations = Some(held);
+    let spent = accrued.report(state, Some(&BTreeMap::new()));
+    obs.month_to_date = spent.by_quota.clone();
+    obs.spend = Some(spent);
+    obs.accrued = Some(accrued);
+    let planned = adopted.as_ref().unwrap_or(state);
+    obs.agents = agents(spec, planned, providers).await;
+    obs.missing_secrets = super::secrets::missing(spec, providers).await;
+    obs.job_nodes = Some(job_nodes);
+    Ok(obs)
+}
+
+/// What a plan reads from the clouds besides the clocks, the agents and the secrets
+/// ([`read_clouds`]).
+struct Read {
+    nodes: Vec<Node>,
+    health: BTreeMap<String, crate::model::health::NodeHealth>,
+    live: Vec<crate::model::Offer>,
+    job_nodes: jobs::adopt::Sorted,
+    /// The state with the runs to adopt recorded; `None`: as recorded.
+    adopted: Option<State>,
+    job_statuses: Option<BTreeMap<String, JobStatus>>,
+    offers: crate::plan::reservations::Offers,
+    held: crate::plan::reservations::Observed,
+}
+
+/// Refresh (with live prices and the providers' read-ahead beside it), the live nodes'
+/// GPU health, the job nodes no run owns, the runs' status (the adopted runs' too), the
+/// Capacity Block offerings at `clocks`, and the reservations held. Warnings are printed.
+async fn read_clouds(
+    spec: &Spec,
+    state: &State,
+    providers: &ProviderSet,
+    req: &PlanRequest,
+    hints: &Hints,
+    clocks: &BTreeMap<String, u64>,
+) -> Result<Read, RunError> {
     // Live prices do not depend on what refresh finds: they are asked while the clouds
     // list the fleet, so a plan waits for the slower of the two reads, not their sum.
     let (nodes, (live, warnings), ()) = tokio::join!(
@@ -93,30 +144,15 @@ pub async fn gather(
     );
     let nodes = nodes?;
     let (health, unread) = super::health::read(spec, &nodes, providers).await;
-    obs.health = Some(health);
-    obs.nodes = Some(nodes);
     for w in warnings.into_iter().chain(unread) {
         eprintln!("{w}");
     }
-    obs.live_prices = live;
     let job_nodes = scan_job_nodes(spec, state, providers, false).await?;
     let adopted = jobs::adopt::with_adopted(state, &job_nodes.adopted);
-    let planned = adopted.as_ref().unwrap_or(state);
-    obs.job_statuses = job_statuses(planned, providers, req).await?;
-    obs.clocks = clocks(providers);
-    obs.wall_ms = wall_ms();
-    obs.reservation_offers = Some(super::reserved::offers(spec, state, providers, &obs.clocks).await);
-    obs.reservations = Some(super::reserved::read_held(state, providers).await?);
-    let wall = obs.wall_ms;
-    let accrued = spend::accrue(spec, state, |n| obs.clocks.get(n).copied().unwrap_or(wall));
-    let spent = accrued.report(state, Some(&BTreeMap::new()));
-    obs.month_to_date = spent.by_quota.clone();
-    obs.spend = Some(spent);
-    obs.accrued = Some(accrued);
-    obs.agents = agents(spec, planned, providers).await;
-    obs.missing_secrets = super::secrets::missing(spec, providers).await;
-    obs.job_nodes = Some(job_nodes);
-    Ok(obs)
+    let job_statuses = job_statuses(adopted.as_ref().unwrap_or(state), providers, req).await?;
+    let offers = super::reserved::offers(spec, state, providers, clocks).await;
+    let held = super::reserved::read_held(state, providers).await?;
+    Ok(Read { nodes, health, live, job_nodes, adopted, job_statuses, offers, held })
 }
 
 /// Refresh: the nodes the clouds run with this state's tags.

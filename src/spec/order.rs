@@ -3,6 +3,7 @@
 //! first; a reference cycle is reported once, with every member labelled, and its
 //! members are left out. Also what each output reads. No evaluation happens here.
 
+use std::borrow::Cow;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 
@@ -20,11 +21,16 @@ pub(super) enum Item<'r> {
     Resource(Kind, &'r Block),
 }
 
-impl Item<'_> {
+impl<'r> Item<'r> {
     pub fn key(&self) -> String {
+        let (root, name) = self.names();
+        format!("{root}.{name}")
+    }
+    /// `("local", NAME)` or `(KIND, NAME)`: the key's two halves, borrowed.
+    fn names(&self) -> (&'r str, &'r str) {
         match self {
-            Item::Local(id, _) => format!("local.{}", id.name),
-            Item::Resource(k, b) => format!("{k}.{}", label(b)),
+            Item::Local(id, _) => ("local", &id.name),
+            Item::Resource(k, b) => (k.as_str(), label(b)),
         }
     }
     fn name_span(&self) -> Span {
@@ -60,8 +66,9 @@ pub(super) fn dependency_order<'r>(
     // Order locals and resources by the references between them.
     let mut items: Vec<Item<'_>> = locals.iter().map(|(id, e)| Item::Local(id, e)).collect();
     items.extend(resources.iter().map(|(k, b)| Item::Resource(*k, b)));
-    // Looked up once per reference (a quota listing 2,000 pools): hashed, not searched.
-    let index: HashMap<String, usize> = items.iter().enumerate().map(|(i, it)| (it.key(), i)).collect();
+    // Looked up once per reference (a quota listing 2,000 pools): hashed, not searched,
+    // by the names as the spec writes them (no key is made).
+    let index: Index<'r> = items.iter().enumerate().map(|(i, it)| (it.names(), i)).collect();
     let mut graph: DiGraph<usize, Span> = DiGraph::new();
     let nodes: Vec<NodeIndex> = (0..items.len()).map(|i| graph.add_node(i)).collect();
     let mut refs: Vec<Vec<Spanned<Address>>> = vec![Vec::new(); items.len()];
@@ -79,7 +86,7 @@ pub(super) fn dependency_order<'r>(
         // listing 1,000 pools scanned 500,000): as it does, the last span wins.
         let mut made: HashMap<usize, EdgeIndex> = HashMap::new();
         for Reference { target, span, reads } in item_refs {
-            if let Some(&j) = index.get(&target) {
+            if let Some(&j) = index.get(&target.names()) {
                 match made.entry(j) {
                     Entry::Occupied(e) => graph[*e.get()] = span,
                     Entry::Vacant(v) => {
@@ -122,16 +129,39 @@ pub(super) fn dependency_order<'r>(
 /// The fewest items whose references are worth finding on another thread.
 const REFERENCES_PER_THREAD: usize = 512;
 
+/// Items by their names (`("local", x)`, `(KIND, NAME)`), as [`Item`]s hold them.
+type Index<'r> = HashMap<(&'r str, &'r str), usize>;
+
 /// One reference of an item: the `local.x` / `KIND.NAME` it names, where, and whether
 /// evaluating the item reads the value (a `depends_on` list of names does not).
-pub(super) struct Reference {
-    pub target: String,
+pub(super) struct Reference<'r> {
+    pub target: Target<'r>,
     pub span: Span,
     pub reads: bool,
 }
 
+/// What a reference names: `local.NAME` (root `local`) or `KIND.NAME`, borrowed from the
+/// spec where it is written as a traversal; a name inside a string is parsed, so owned.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Target<'r> {
+    pub root: &'r str,
+    pub name: Cow<'r, str>,
+}
+
+impl Target<'_> {
+    fn names(&self) -> (&str, &str) {
+        (self.root, &self.name)
+    }
+}
+
+impl std::fmt::Display for Target<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.root, self.name)
+    }
+}
+
 /// Every `local.x` / `KIND.NAME` this item refers to.
-pub(super) fn references(item: &Item<'_>) -> Vec<Reference> {
+pub(super) fn references<'r>(item: &Item<'r>) -> Vec<Reference<'r>> {
     let (mut reads, mut names) = (Vec::new(), Vec::new());
     match item {
         Item::Local(_, e) => reads.push(*e),
@@ -174,7 +204,7 @@ fn names_only(e: &Expr) -> bool {
 }
 
 /// Every `local.x` / `KIND.NAME` these expressions refer to, with where.
-fn expr_references(exprs: Vec<&Expr>) -> Vec<(String, Span)> {
+fn expr_references(exprs: Vec<&Expr>) -> Vec<(Target<'_>, Span)> {
     let mut out = Vec::new();
     for e in exprs {
         let mut bound = BTreeSet::new();
@@ -187,18 +217,14 @@ fn expr_references(exprs: Vec<&Expr>) -> Vec<(String, Span)> {
             }
             let Some(raw::Step::Attr(id)) = steps.first() else { continue };
             if root.name == "local" || Kind::parse(&root.name).is_some() {
-                let mut target = String::with_capacity(root.name.len() + 1 + id.name.len());
-                target.push_str(&root.name);
-                target.push('.');
-                target.push_str(&id.name);
-                out.push((target, span));
+                out.push((Target { root: &root.name, name: Cow::Borrowed(&id.name) }, span));
             }
         }
         // `depends_on = ["gpu_pool.x"]` and YAML references written as strings.
         if let ExprKind::String(s) = &e.kind
             && let Ok(a) = s.parse::<Address>()
         {
-            out.push((a.base().to_string(), e.span));
+            out.push((Target { root: a.kind.as_str(), name: Cow::Owned(a.name) }, e.span));
         }
     }
     out
@@ -208,14 +234,15 @@ fn expr_references(exprs: Vec<&Expr>) -> Vec<(String, Span)> {
 /// and the resources it reads directly or through those locals.
 fn output_reads(
     b: &Block,
-    index: &HashMap<String, usize>,
+    index: &Index<'_>,
     graph: &DiGraph<usize, Span>,
     nodes: &[NodeIndex],
     items: &[Item<'_>],
 ) -> (Vec<usize>, Vec<Address>) {
     let mut exprs = Vec::new();
     collect_exprs(&b.body, &mut exprs);
-    let direct: Vec<usize> = expr_references(exprs).into_iter().filter_map(|(t, _)| index.get(&t).copied()).collect();
+    let direct: Vec<usize> =
+        expr_references(exprs).into_iter().filter_map(|(t, _)| index.get(&t.names()).copied()).collect();
     let (mut seen, mut reads) = (BTreeSet::new(), BTreeSet::new());
     let mut stack = direct.clone();
     while let Some(i) = stack.pop() {

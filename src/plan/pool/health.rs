@@ -109,9 +109,16 @@ pub(crate) fn record(
     let mut out = Evidence::default();
     let Some(reads) = input.health else { return out };
     let recorded = &input.state.health;
+    // A node read healthy that the state does not record changes nothing: a fleet read
+    // healthy with nothing recorded (thousands of nodes) builds no set of its live nodes.
+    let mut changing =
+        reads.iter().filter(|(id, read)| !read.findings.is_empty() || recorded.contains_key(*id)).peekable();
+    if changing.peek().is_none() && recorded.is_empty() {
+        return out;
+    }
     let live: BTreeSet<&str> =
         live.values().flatten().map(|n| n.id.as_str()).filter(|id| !going.contains(id)).collect();
-    for (id, read) in reads.iter().filter(|(id, _)| live.contains(id.as_str())) {
+    for (id, read) in changing.filter(|(id, _)| live.contains(id.as_str())) {
         let before = recorded.get(id).map_or(&[][..], Vec::as_slice);
         let now: Vec<Finding> = read.findings.iter().map(|f| f.first_seen_in(before)).collect();
         if now.is_empty() {

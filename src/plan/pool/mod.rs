@@ -20,6 +20,8 @@ mod reserved;
 mod texts;
 
 #[cfg(test)]
+mod health_tests;
+#[cfg(test)]
 mod keep_tests;
 #[cfg(test)]
 mod tests;

@@ -107,6 +107,10 @@ impl World {
         World { spec: spec(SPEC), state, observed, autoscale: vec![], destroy: false, clocks: BTreeMap::new() }
     }
 
+    pub(super) fn state_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+
     pub(super) fn input(&self) -> PlanInput<'_> {
         PlanInput {
             spec: &self.spec,

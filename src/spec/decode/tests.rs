@@ -118,7 +118,7 @@ fn refs_of(text: &str) -> Vec<(String, bool)> {
     let mut diags = Diagnostics::default();
     let body = hcl::parse(0, text, &mut diags).expect("parses");
     let item = Item::Resource(Kind::GpuPool, &body.blocks[0]);
-    references(&item).into_iter().map(|Reference { target, reads, .. }| (target, reads)).collect()
+    references(&item).into_iter().map(|Reference { target, reads, .. }| (target.to_string(), reads)).collect()
 }
 
 #[test]
@@ -147,7 +147,7 @@ fn refs_as(kind: Kind, text: &str) -> Vec<(String, bool)> {
     let body = hcl::parse(0, text, &mut diags).expect("parses");
     let item = Item::Resource(kind, &body.blocks[0]);
     let mut got: Vec<_> =
-        references(&item).into_iter().map(|Reference { target, reads, .. }| (target, reads)).collect();
+        references(&item).into_iter().map(|Reference { target, reads, .. }| (target.to_string(), reads)).collect();
     got.sort();
     got
 }

@@ -77,8 +77,8 @@ fn a_quota_costs_the_pools_it_lists_in_any_order_each_once() {
         .map(|n| format!("gpu_pool.{n}").parse().unwrap())
         .collect();
     let q: crate::addr::Address = "quota.team".parse().unwrap();
-    let mut quota = crate::spec::model::Quota::default();
-    quota.pools = listed.iter().map(|a| crate::spec::model::Spanned::new(a.clone(), Default::default())).collect();
+    let pools = listed.iter().map(|a| crate::spec::model::Spanned::new(a.clone(), Default::default())).collect();
+    let quota = crate::spec::model::Quota { pools, ..Default::default() };
     loaded.spec.quotas.insert(q, quota);
     let prices = super::PriceBook::new(&loaded.spec, &Default::default());
     let report = super::cost_on(&plan, &loaded.spec, &prices, 1).expect("every pool is priced");

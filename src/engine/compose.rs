@@ -114,10 +114,8 @@ type Holds = BTreeMap<Address, cost::placement::Hold>;
 /// those of targeted addresses, with their errors.
 fn add_adoptions(plan: &mut Plan, adoptions: Vec<adopt::Adoption>, errors: Vec<crate::plan::model::PlanError>) {
     let targeted = |a: &Address| plan.targets.is_empty() || plan.targets.iter().any(|t| a.matches_target(t));
-    let adoptions: Vec<adopt::Adoption> = adoptions
-        .into_iter()
-        .filter(|a| targeted(&a.address) || a.from.as_ref().is_some_and(&targeted))
-        .collect();
+    let adoptions: Vec<adopt::Adoption> =
+        adoptions.into_iter().filter(|a| targeted(&a.address) || a.from.as_ref().is_some_and(&targeted)).collect();
     let errors: Vec<crate::plan::model::PlanError> = errors.into_iter().filter(|e| targeted(&e.address)).collect();
     plan.adoptions = adoptions;
     plan.errors.extend(errors);

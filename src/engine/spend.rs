@@ -53,6 +53,7 @@ pub fn accrue(spec: &Spec, state: &State, clock: impl Fn(&str) -> u64) -> crate:
 /// alone), while the runtime's other tasks keep running on its workers.
 pub async fn beside<F: std::future::Future, R: Send>(reads: F, work: impl FnOnce() -> R + Send) -> (F::Output, R) {
     use tokio::runtime::{Handle, RuntimeFlavor};
+    // No runtime, or one this thread alone drives: not an error, the work runs first.
     let Some(handle) = Handle::try_current().ok().filter(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread) else {
         let done = work();
         return (reads.await, done);

@@ -68,6 +68,8 @@ pub(crate) fn text_at(plan: &Plan, now: std::time::SystemTime) -> String {
 /// clock) is given without its age.
 fn made(inputs: &crate::plan::inputs::PlanInputs, now: std::time::SystemTime) -> String {
     let Some(at) = &inputs.made_at else { return String::new() };
+    // A time that does not parse (a hand-edited file) or lies ahead of `now` is shown as
+    // written, without an age: the age is a courtesy, the time itself is always printed.
     let age = humantime::parse_rfc3339(at).ok().and_then(|t| now.duration_since(t).ok());
     match age {
         Some(age) if age.as_secs() < 60 => format!(" {at} (less than a minute ago)"),

@@ -44,6 +44,19 @@ fn prices(dir: &Path) -> Vec<f64> {
     state["spend"].as_object().expect("a ledger").values().map(|e| e["usd_per_hour"].as_f64().unwrap()).collect()
 }
 
+/// gpuplan in `dir`, plain and wide, on a sim clock that starts on 1 March 2026.
+fn in_march(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "200")
+        .env_remove("GPUPLAN_WORKSPACE")
+        .env("GPUPLAN_SIM_START", "2026-03-01T00:00:00Z")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 0.011
 }
@@ -195,15 +208,7 @@ fn budget_alerts_fire_once_each_in_order_and_a_failed_post_is_retried() {
 fn a_spent_monthly_budget_stops_plans_that_add_cost() {
     let tmp = tempfile::tempdir().unwrap();
     let gp = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-            .current_dir(tmp.path())
-            .env("NO_COLOR", "1")
-            .env("COLUMNS", "200")
-            .env_remove("GPUPLAN_WORKSPACE")
-            .env("GPUPLAN_SIM_START", "2026-03-01T00:00:00Z")
-            .args(args)
-            .output()
-            .unwrap();
+        let out = in_march(tmp.path(), args);
         (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
     };
     let one = SPEC.replace("desired = 2", "desired = 1").replace("on_demand_base = 1", "on_demand_base = 0");
@@ -303,15 +308,7 @@ job "half" {
 fn a_saved_plan_s_month_to_date_names_the_time_it_was_counted_to() {
     let tmp = tempfile::tempdir().unwrap();
     let gp = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-            .current_dir(tmp.path())
-            .env("NO_COLOR", "1")
-            .env("COLUMNS", "200")
-            .env_remove("GPUPLAN_WORKSPACE")
-            .env("GPUPLAN_SIM_START", "2026-03-01T00:00:00Z")
-            .args(args)
-            .output()
-            .unwrap();
+        let out = in_march(tmp.path(), args);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert_eq!(out.status.code(), Some(0), "{args:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
         text

@@ -220,8 +220,11 @@ fn expr_references(exprs: Vec<&Expr>) -> Vec<(Target<'_>, Span)> {
                 out.push((Target { root: &root.name, name: Cow::Borrowed(&id.name) }, span));
             }
         }
-        // `depends_on = ["gpu_pool.x"]` and YAML references written as strings.
+        // `depends_on = ["gpu_pool.x"]` and YAML references written as strings. Only a
+        // string that starts with a kind is parsed: the others (regions, GPU models, zones)
+        // would each make a parse error to throw away.
         if let ExprKind::String(s) = &e.kind
+            && s.split_once('.').is_some_and(|(kind, _)| Kind::parse(kind).is_some())
             && let Ok(a) = s.parse::<Address>()
         {
             out.push((Target { root: a.kind.as_str(), name: Cow::Owned(a.name) }, e.span));

@@ -4,7 +4,6 @@
 //! members are left out. Also what each output reads. No evaluation happens here.
 
 use std::borrow::Cow;
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
@@ -81,17 +80,16 @@ pub(super) fn dependency_order<'r>(
     let found = crate::par::runs_in_order(&items, crate::par::cores(), REFERENCES_PER_THREAD, |run| {
         run.iter().map(references).collect::<Vec<_>>()
     });
+    // By target, the last edge made to it and the item it was made from: `update_edge`
+    // without its scan of the edges made so far from an item (a quota listing 1,000 pools
+    // scanned 500,000), and without a map per item. As `update_edge` does, the last span wins.
+    let mut made: Vec<Option<(usize, EdgeIndex)>> = vec![None; items.len()];
     for (i, item_refs) in found.into_iter().flatten().enumerate() {
-        // `update_edge` without its scan of the edges made so far from `i` (a quota
-        // listing 1,000 pools scanned 500,000): as it does, the last span wins.
-        let mut made: HashMap<usize, EdgeIndex> = HashMap::new();
         for Reference { target, span, reads } in item_refs {
             if let Some(&j) = index.get(&target.names()) {
-                match made.entry(j) {
-                    Entry::Occupied(e) => graph[*e.get()] = span,
-                    Entry::Vacant(v) => {
-                        v.insert(graph.add_edge(nodes[i], nodes[j], span));
-                    }
+                match made[j] {
+                    Some((from, e)) if from == i => graph[e] = span,
+                    _ => made[j] = Some((i, graph.add_edge(nodes[i], nodes[j], span))),
                 }
                 referenced[j] |= reads;
                 if let Item::Resource(k, b) = items[j] {

@@ -130,17 +130,19 @@ pub fn is_ident(s: &str) -> bool {
 impl FromStr for Address {
     type Err = AddressError;
     fn from_str(input: &str) -> Result<Self, Self::Err> {
+        // The error copies the input: made only when the parse fails (`ok_or_else`), not
+        // for every address read (every string of a spec is tried as one).
         let err = |reason| AddressError { input: input.to_string(), reason };
-        let (kind_s, rest) = input.split_once('.').ok_or(err("expected KIND.NAME, e.g. `gpu_pool.train`"))?;
+        let (kind_s, rest) = input.split_once('.').ok_or_else(|| err("expected KIND.NAME, e.g. `gpu_pool.train`"))?;
         let kind = Kind::parse(kind_s)
-            .ok_or(err("unknown kind (expected provider, gpu_pool, quota, job_template, job or autoscaler)"))?;
+            .ok_or_else(|| err("unknown kind (expected provider, gpu_pool, quota, job_template, job or autoscaler)"))?;
         let (name, key) = match rest.find('[') {
             None => (rest, None),
             Some(i) => {
                 let inner = rest[i..]
                     .strip_prefix('[')
                     .and_then(|r| r.strip_suffix(']'))
-                    .ok_or(err("an instance key must look like [0] or [\"name\"]"))?;
+                    .ok_or_else(|| err("an instance key must look like [0] or [\"name\"]"))?;
                 let key = if let Some(s) = inner.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
                     InstanceKey::Str(s.to_string())
                 } else {

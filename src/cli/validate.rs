@@ -9,7 +9,9 @@ use super::{CliError, ExitStatus, Settings, ValidateArgs, load};
 use crate::diag::{self, Diagnostic, Severity};
 
 pub fn run(settings: &Settings, args: &ValidateArgs) -> miette::Result<ExitStatus> {
-    let mut loaded = crate::graph::load_checked(load::read_spec(settings)?, &settings.load_options());
+    // `validate` ends once the spec is checked: its raw tree is left to the exit.
+    let opts = crate::spec::LoadOptions { raw_tree_to_exit: true, ..settings.load_options() };
+    let mut loaded = crate::graph::load_checked(load::read_spec(settings)?, &opts);
     load::say_skipped(settings, &loaded.skipped);
     // The policies `plan` would load, checked the same way and reported in the same run.
     let policy_files = load::policy_files(settings, &args.policy_dir)?;

@@ -5,7 +5,6 @@
 //! autoscaler's `pool`). An edge `a → b` means "a depends on b": b is created first and
 //! deleted last. Cycles are reported as located diagnostics naming every member.
 
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 
@@ -178,69 +177,89 @@ pub fn load_checked(read: crate::spec::ReadDir, opts: &crate::spec::LoadOptions)
     loaded
 }
 
-pub fn build<'s>(spec: &'s Spec) -> Graph<'s> {
-    let mut g = Graph::default();
-    let add = |g: &mut Graph<'s>, from: &'s Address, meta: &'s Meta, extra: Vec<&'s Spanned<Address>>| {
-        let n = g.node(from);
-        let deps = meta.depends_on.iter().chain(meta.references.iter()).chain(extra);
-        // `update_edge`, without its scan of `n`'s edges for each target (a quota of
-        // 1,000 pools scanned 500,000 edges): an address is a source in one call only, so
-        // the edges from `n` are the ones made here. As `update_edge`, the last span wins.
-        let mut made: HashMap<NodeIndex, EdgeIndex> = HashMap::new();
-        for d in deps {
-            let mut link = |graph: &mut DiGraph<&'s Address, Edge>, m: NodeIndex| match made.entry(m) {
-                Entry::Occupied(e) => graph[*e.get()] = Edge { span: d.span },
-                Entry::Vacant(v) => {
-                    v.insert(graph.add_edge(n, m, Edge { span: d.span }));
-                }
-            };
+/// What [`build`] keeps while it adds each resource's edges.
+struct Builder<'s> {
+    g: Graph<'s>,
+    /// The index's addresses again, hashed, and kept equal to it: each reference looks
+    /// its address up here (a quota of 2,000 pools names each twice, in `pools` and in
+    /// its references); the sorted index is searched only for an unkeyed name's instances.
+    exact: HashMap<&'s Address, NodeIndex>,
+    /// By target node, the last edge made to it and the node it was made from:
+    /// `update_edge` without its scan of the source's edges for each target (a quota of
+    /// 1,000 pools scanned 500,000 edges), and without a map per source. An address is a
+    /// source in one call of [`Builder::add`] only, so the edges from it are the ones
+    /// made there. As `update_edge`, the last span wins.
+    made: Vec<Option<(NodeIndex, EdgeIndex)>>,
+}
+
+impl<'s> Builder<'s> {
+    fn link(&mut self, n: NodeIndex, m: NodeIndex, span: Span) {
+        if self.made.len() <= m.index() {
+            self.made.resize(m.index() + 1, None);
+        }
+        match self.made[m.index()] {
+            Some((from, e)) if from == n => self.g.graph[e] = Edge { span },
+            _ => self.made[m.index()] = Some((n, self.g.graph.add_edge(n, m, Edge { span }))),
+        }
+    }
+
+    /// The edges from `from` to what its `depends_on`, its references and `extra` name.
+    fn add(&mut self, from: &'s Address, meta: &'s Meta, extra: Vec<&'s Spanned<Address>>) {
+        let n = self.g.node(from);
+        for d in meta.depends_on.iter().chain(meta.references.iter()).chain(extra) {
             // The address itself: a resource without instances, or one named with its key.
-            if let Some(&m) = g.index.get(&d.value) {
-                link(&mut g.graph, m);
+            if let Some(&m) = self.exact.get(&d.value) {
+                self.link(n, m, d.span);
                 continue;
             }
             // A reference without an instance key means every instance of it.
             // The index is sorted by (kind, name, key) with no key first, so a name's
             // instances are one contiguous range: no scan over every address per reference.
-            let mut found = false;
+            let mut instances: Vec<NodeIndex> = Vec::new();
             if d.value.key.is_none() {
-                let instances = g
-                    .index
-                    .range::<&Address, _>(&d.value..)
-                    .take_while(|(a, _)| a.kind == d.value.kind && a.name == d.value.name);
-                for (_, &m) in instances {
-                    link(&mut g.graph, m);
-                    found = true;
-                }
+                let range = self.g.index.range::<&Address, _>(&d.value..);
+                instances.extend(
+                    range.take_while(|(a, _)| a.kind == d.value.kind && a.name == d.value.name).map(|(_, &m)| m),
+                );
             }
-            if !found {
-                let m = g.node(&d.value);
-                link(&mut g.graph, m);
+            if instances.is_empty() {
+                let m = self.g.node(&d.value);
+                self.exact.insert(&d.value, m);
+                instances.push(m);
+            }
+            for m in instances {
+                self.link(n, m, d.span);
             }
         }
-    };
+    }
+}
+
+pub fn build<'s>(spec: &'s Spec) -> Graph<'s> {
+    let mut b = Builder { g: Graph::default(), exact: HashMap::new(), made: Vec::new() };
     // Nodes first so unkeyed references can expand to every instance. Each map is keyed
     // by one kind, so no address repeats, and the index is built at once from them.
     let declared = spec.gpu_pools.keys().chain(spec.quotas.keys()).chain(spec.job_templates.keys());
     let declared = declared.chain(spec.jobs.keys()).chain(spec.autoscalers.keys());
-    g.index = declared.map(|a| (a, g.graph.add_node(a))).collect();
+    b.g.index = declared.map(|a| (a, b.g.graph.add_node(a))).collect();
+    b.exact = b.g.index.iter().map(|(a, n)| (*a, *n)).collect();
     for (a, p) in &spec.gpu_pools {
-        add(&mut g, a, &p.meta, vec![]);
+        b.add(a, &p.meta, vec![]);
     }
     for (a, q) in &spec.quotas {
-        add(&mut g, a, &q.meta, q.pools.iter().collect());
+        b.add(a, &q.meta, q.pools.iter().collect());
     }
     for (a, t) in &spec.job_templates {
-        add(&mut g, a, &t.meta, vec![]);
+        b.add(a, &t.meta, vec![]);
     }
     for (a, j) in &spec.jobs {
         let mut extra = vec![&j.template, &j.pool];
         extra.extend(j.quota.iter());
-        add(&mut g, a, &j.meta, extra);
+        b.add(a, &j.meta, extra);
     }
     for (a, s) in &spec.autoscalers {
-        add(&mut g, a, &s.meta, vec![&s.pool]);
+        b.add(a, &s.meta, vec![&s.pool]);
     }
+    let mut g = b.g;
     // Providers are configuration, not graph nodes: references to them are dropped.
     let mut providers: Vec<NodeIndex> =
         g.index.iter().filter(|(a, _)| a.kind == crate::addr::Kind::Provider).map(|(_, n)| *n).collect();

@@ -178,13 +178,7 @@ fn evaluate(
             && run.len() >= POOLS_ASIDE_MIN
             && let Some(outs) = pools_aside(order, run, env, &values, poisoned)
         {
-            for out in outs {
-                let Aside { spec: mut s, partial: mut p, diags: mut d, values: v, .. } = out;
-                diags.items.append(&mut d.items);
-                spec.gpu_pools.append(&mut s.gpu_pools);
-                partial.pools.append(&mut p.pools);
-                values.resources.extend(v);
-            }
+            merge_aside(outs, diags, spec, partial, &mut values);
             at += run.len();
             continue;
         }
@@ -192,6 +186,34 @@ fn evaluate(
         at += 1;
     }
     (values.locals, values.resources)
+}
+
+/// The threads' shares of a run of pools ([`pools_aside`]) added in order: each map
+/// built at once from every share's entries and merged in one pass, rather than each
+/// share merged in a pass over the whole map (or inserted key by key).
+fn merge_aside(outs: Vec<Aside>, diags: &mut Diagnostics, spec: &mut Spec, partial: &mut Partial, values: &mut Values) {
+    let (mut pools, mut broken, mut read) = (Vec::new(), Vec::new(), Vec::new());
+    for out in outs {
+        let Aside { spec: s, partial: p, diags: mut d, values: v, .. } = out;
+        diags.items.append(&mut d.items);
+        pools.extend(s.gpu_pools);
+        broken.extend(p.pools);
+        read.extend(v);
+    }
+    merge_into(&mut spec.gpu_pools, pools);
+    merge_into(&mut partial.pools, broken);
+    merge_into(&mut values.resources, read);
+}
+
+/// `map` with `entries` added (a later entry wins, as with `insert`): the entries made into
+/// a map at once (sorted, then built), then merged in one pass.
+fn merge_into<K: Ord, V>(map: &mut BTreeMap<K, V>, entries: Vec<(K, V)>) {
+    let mut added: BTreeMap<K, V> = entries.into_iter().collect();
+    if map.is_empty() {
+        *map = added;
+    } else {
+        map.append(&mut added);
+    }
 }
 
 /// The locals' and resources' values evaluated so far.

@@ -4,7 +4,6 @@
 //! members are left out. Also what each output reads. No evaluation happens here.
 
 use std::borrow::Cow;
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
@@ -81,17 +80,16 @@ pub(super) fn dependency_order<'r>(
     let found = crate::par::runs_in_order(&items, crate::par::cores(), REFERENCES_PER_THREAD, |run| {
         run.iter().map(references).collect::<Vec<_>>()
     });
+    // By target, the last edge made to it and the item it was made from: `update_edge`
+    // without its scan of the edges made so far from an item (a quota listing 1,000 pools
+    // scanned 500,000), and without a map per item. As `update_edge` does, the last span wins.
+    let mut made: Vec<Option<(usize, EdgeIndex)>> = vec![None; items.len()];
     for (i, item_refs) in found.into_iter().flatten().enumerate() {
-        // `update_edge` without its scan of the edges made so far from `i` (a quota
-        // listing 1,000 pools scanned 500,000): as it does, the last span wins.
-        let mut made: HashMap<usize, EdgeIndex> = HashMap::new();
         for Reference { target, span, reads } in item_refs {
             if let Some(&j) = index.get(&target.names()) {
-                match made.entry(j) {
-                    Entry::Occupied(e) => graph[*e.get()] = span,
-                    Entry::Vacant(v) => {
-                        v.insert(graph.add_edge(nodes[i], nodes[j], span));
-                    }
+                match made[j] {
+                    Some((from, e)) if from == i => graph[e] = span,
+                    _ => made[j] = Some((i, graph.add_edge(nodes[i], nodes[j], span))),
                 }
                 referenced[j] |= reads;
                 if let Item::Resource(k, b) = items[j] {
@@ -220,8 +218,11 @@ fn expr_references(exprs: Vec<&Expr>) -> Vec<(Target<'_>, Span)> {
                 out.push((Target { root: &root.name, name: Cow::Borrowed(&id.name) }, span));
             }
         }
-        // `depends_on = ["gpu_pool.x"]` and YAML references written as strings.
+        // `depends_on = ["gpu_pool.x"]` and YAML references written as strings. Only a
+        // string that starts with a kind is parsed: the others (regions, GPU models, zones)
+        // would each make a parse error to throw away.
         if let ExprKind::String(s) = &e.kind
+            && s.split_once('.').is_some_and(|(kind, _)| Kind::parse(kind).is_some())
             && let Ok(a) = s.parse::<Address>()
         {
             out.push((Target { root: a.kind.as_str(), name: Cow::Owned(a.name) }, e.span));

@@ -125,3 +125,16 @@ fn a_providers_part_that_cannot_stand_alone_is_not_decoded_alone() {
     let broken = fleet_dir("gpu_pool \"c\" {\n");
     assert!(load_providers_part(&read_dir(broken.path()).expect("read"), &opts).is_none());
 }
+
+/// A spec whose raw tree is left to the exit loads as one whose tree is freed: the same
+/// spec and the same diagnostics.
+#[test]
+fn a_raw_tree_left_to_the_exit_loads_the_same_spec() {
+    let dir = fleet_dir("gpu_pool \"b\" {\n  provider = \"nowhere\"\n  gpu = \"A100-80GB\"\n}\n");
+    let opts = options(&[], &[]);
+    let freed = load_dir(dir.path(), &opts).expect("load");
+    let left = load_dir(dir.path(), &LoadOptions { raw_tree_to_exit: true, ..opts }).expect("load");
+    assert!(freed.diags.has_errors(), "the second pool names no provider block");
+    assert_eq!(format!("{:?}", left.spec), format!("{:?}", freed.spec));
+    assert_eq!(format!("{:?}", left.diags.items), format!("{:?}", freed.diags.items));
+}

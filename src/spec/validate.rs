@@ -3,7 +3,9 @@
 //!
 //! Runs after decoding on whatever decoded; it never evaluates expressions.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use crate::addr::Address;
 use crate::catalog::{self, Catalog};
@@ -15,10 +17,11 @@ use crate::spec::model::{GpuPool, Job, JobTemplate, Provider, ProviderKind, Span
 pub fn validate(spec: &Spec, partial: &Partial, diags: &mut Diagnostics) {
     let cat = catalog::catalog();
     let known = Known { spec, partial };
+    let zones = ZoneLists::default();
     for (addr, pool) in spec.gpu_pools.iter().map(|(a, p)| (a, &**p)).chain(&partial.pools) {
         match &pool.placement {
-            Some(p) => validate_floating(known, cat, addr, pool, p, diags),
-            None => validate_pool(known, cat, addr, pool, diags),
+            Some(p) => validate_floating(known, cat, &zones, addr, pool, p, diags),
+            None => validate_pool(known, cat, &zones, addr, pool, diags),
         }
     }
     for q in spec.quotas.values() {
@@ -63,6 +66,23 @@ pub fn validate(spec: &Spec, partial: &Partial, diags: &mut Diagnostics) {
     }
 }
 
+/// Each provider kind's and region's zones ([`Catalog::region_zones`]), listed once per
+/// validation: the catalog builds the list anew per call (every cloud's regions of that
+/// name, each zone once), and each pool with zones asks twice.
+#[derive(Default)]
+struct ZoneLists<'c>(RefCell<Vec<(ProviderKind, String, Rc<[&'c str]>)>>);
+
+impl<'c> ZoneLists<'c> {
+    fn of(&self, cat: &'c Catalog, kind: ProviderKind, region: &str) -> Rc<[&'c str]> {
+        if let Some((_, _, zones)) = self.0.borrow().iter().find(|(k, r, _)| *k == kind && r == region) {
+            return Rc::clone(zones);
+        }
+        let zones: Rc<[&'c str]> = cat.region_zones(kind, region).into();
+        self.0.borrow_mut().push((kind, region.to_string(), Rc::clone(&zones)));
+        zones
+    }
+}
+
 /// The spec with what is known of the blocks that failed to decode: a provider block with
 /// a bad attribute is still declared for the pools that name it.
 #[derive(Clone, Copy)]
@@ -81,9 +101,10 @@ impl<'a> Known<'a> {
 /// block, region, zones and the GPU shape on offer), every problem of every candidate
 /// reported once, at the candidate's own line. Without candidates (they failed to
 /// decode), only what the pool says itself: its GPU shape.
-fn validate_floating(
+fn validate_floating<'c>(
     known: Known<'_>,
-    cat: &Catalog,
+    cat: &'c Catalog,
+    zones: &ZoneLists<'c>,
     addr: &Address,
     pool: &GpuPool,
     placement: &crate::spec::model::Placement,
@@ -94,7 +115,7 @@ fn validate_floating(
     }
     for c in &placement.candidates {
         let mut own = Diagnostics::default();
-        validate_pool(known, cat, addr, &pool.placed_in(c), &mut own);
+        validate_pool(known, cat, zones, addr, &pool.placed_in(c), &mut own);
         let here = [c.provider.span, c.region.span];
         for mut d in own.items {
             // Pointed at the candidate it is about, unless the pool's own attribute is at
@@ -172,7 +193,14 @@ pub fn pool_region<'s>(spec: &'s Spec, pool: &'s GpuPool) -> Option<&'s Spanned<
     pool.region.as_ref().or_else(|| pool_provider(spec, pool).and_then(|p| p.region.as_ref()))
 }
 
-fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool, diags: &mut Diagnostics) {
+fn validate_pool<'c>(
+    known: Known<'_>,
+    cat: &'c Catalog,
+    zones: &ZoneLists<'c>,
+    addr: &Address,
+    pool: &GpuPool,
+    diags: &mut Diagnostics,
+) {
     let gpu_ok = check_gpu_shape(cat, addr, pool, diags);
     let Some(provider) = known.provider(&pool.provider.value) else {
         diags.push(missing_provider(known.spec, addr, pool));
@@ -181,14 +209,14 @@ fn validate_pool(known: Known<'_>, cat: &Catalog, addr: &Address, pool: &GpuPool
     let Some(kind) = provider.kind.value else { return };
     check_pool_cluster(addr, kind, pool, diags);
     let Some((reg, region)) = known_region(cat, kind, addr, pool, provider, diags) else { return };
-    check_zones(cat, kind, reg, pool, diags);
+    check_zones(&zones.of(cat, kind, &reg.name), reg, pool, diags);
     check_instance_types(cat, kind, reg, region, pool, gpu_ok, diags);
     let cny = provider.cny_per_usd.as_ref().map(|c| c.value).unwrap_or(catalog::DEFAULT_CNY_PER_USD);
     if gpu_ok && pool.instance_types.is_empty() {
         check_some_type_has_shape(cat, kind, reg, pool, cny, diags);
     }
     if gpu_ok {
-        check_zones_offer_shape(cat, kind, addr, pool, region, cny, diags);
+        check_zones_offer_shape(cat, zones, kind, addr, pool, region, cny, diags);
         crate::spec::validate_hardware::check(cat, kind, addr, pool, &region.value, cny, diags);
         if kind == ProviderKind::Aws {
             crate::spec::validate_hardware::check_efa_groups(addr, provider, pool, diags);
@@ -274,8 +302,7 @@ fn known_region<'c, 'p>(
 }
 
 /// Every zone the pool lists is one of its region's.
-fn check_zones(cat: &Catalog, kind: ProviderKind, reg: &catalog::Region, pool: &GpuPool, diags: &mut Diagnostics) {
-    let region_zones = cat.region_zones(kind, &reg.name);
+fn check_zones(region_zones: &[&str], reg: &catalog::Region, pool: &GpuPool, diags: &mut Diagnostics) {
     for z in &pool.zones {
         if !region_zones.contains(&z.value.as_str()) {
             let d =
@@ -638,8 +665,11 @@ pub fn resolve_job_pools(spec: &mut Spec, diags: &mut Diagnostics) {
 /// of the pool's instance types can never launch, and a pool left with no zone at all would
 /// plan zero nodes at zero cost while its `nodes` ask for more. Unknown zones and instance
 /// types are reported by [`validate_pool`] already; this looks only at known ones.
-fn check_zones_offer_shape(
-    cat: &Catalog,
+// The catalog and its zone lists travel together; the rest is the pool being checked.
+#[allow(clippy::too_many_arguments)]
+fn check_zones_offer_shape<'c>(
+    cat: &'c Catalog,
+    zones: &ZoneLists<'c>,
     kind: ProviderKind,
     addr: &Address,
     pool: &GpuPool,
@@ -665,7 +695,7 @@ fn check_zones_offer_shape(
     if pool.zones.is_empty() && types.iter().any(|t| !cat.type_zones(t, &region.value).is_empty()) {
         return;
     }
-    let region_zones = cat.region_zones(kind, &region.value);
+    let region_zones = zones.of(cat, kind, &region.value);
     let mut offering: Vec<&str> = Vec::new();
     for t in &types {
         for z in cat.type_zones(t, &region.value) {
@@ -675,13 +705,15 @@ fn check_zones_offer_shape(
         }
     }
     offering.sort_unstable();
-    let shape = format!("{gpn} × {}", pool.gpu.value);
-    let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
+    // Words of the messages only: not made for the pools that pass.
+    let shape = || format!("{gpn} × {}", pool.gpu.value);
+    let names = || types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ");
     if offering.is_empty() {
+        let (shape, names) = (shape(), names());
         diags.push(
             Diagnostic::error(
                 "gpuplan::spec::zone_shape",
-                format!("`{addr}`: no zone of {} sells {shape} ({})", region.value, names.join(", ")),
+                format!("`{addr}`: no zone of {} sells {shape} ({names})", region.value),
             )
             .at(pool.gpu.span, "GPU model")
             .at(region.span, "region")
@@ -693,10 +725,11 @@ fn check_zones_offer_shape(
         if offering.contains(&z.value.as_str()) {
             continue;
         }
+        let (shape, names) = (shape(), names());
         diags.push(
             Diagnostic::error(
                 "gpuplan::spec::zone_shape",
-                format!("`{addr}`: zone {:?} does not sell {shape} ({})", z.value, names.join(", ")),
+                format!("`{addr}`: zone {:?} does not sell {shape} ({names})", z.value),
             )
             .at(z.span, "no node of this pool can launch here")
             .at(pool.gpu.span, "GPU model")
@@ -736,4 +769,27 @@ fn shapes_on_offer(cat: &Catalog, kind: ProviderKind, region: &str, zones: &[&st
         list.push(format!("{sizes} × {}", chunk[0].0));
     }
     format!("{place} sells {}", list.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The memo answers what the catalog answers, for every kind and region (asked twice,
+    /// in turn, so that each answer after the first comes from the memo), and for a
+    /// region the catalog does not know.
+    #[test]
+    fn zone_lists_answer_as_the_catalog() {
+        let cat = catalog::catalog();
+        let zones = ZoneLists::default();
+        for _ in 0..2 {
+            for kind in ProviderKind::ALL {
+                for r in cat.regions(kind) {
+                    assert_eq!(&*zones.of(cat, kind, &r.name), cat.region_zones(kind, &r.name).as_slice());
+                }
+                assert!(zones.of(cat, kind, "nowhere-1").is_empty());
+            }
+        }
+        assert!(zones.0.borrow().len() > ProviderKind::ALL.len(), "one list per kind and region");
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Expansion, decode_with, expand, instances_value};
+use super::{Expansion, decode_with, expand, instances_value, merge_into};
 use crate::addr::{InstanceKey, Kind};
 use crate::diag::Diagnostics;
 use crate::spec::eval::{Scope, Value};
@@ -258,4 +258,22 @@ fn a_fleet_of_valid_pools_is_decoded_aside_and_equal() {
     let [aside, one] = decoded_both_ways(&fleet_text(&pools));
     assert!(aside.0.contains("p599") && aside.1.starts_with("[]"), "{}", &aside.1[..200.min(aside.1.len())]);
     assert!(aside == one);
+}
+
+proptest::proptest! {
+    /// A map with entries merged in at once ([`merge_into`]) equals the map with each
+    /// entry inserted in turn: the same keys, a later entry's value over an earlier one's.
+    #[test]
+    fn entries_merged_at_once_equal_inserted_in_turn(
+        before in proptest::collection::vec((0..60u32, 0..1_000u32), 0..40),
+        added in proptest::collection::vec((0..60u32, 0..1_000u32), 0..80),
+    ) {
+        let mut inserted: BTreeMap<u32, u32> = before.iter().copied().collect();
+        let mut merged = inserted.clone();
+        for &(k, v) in &added {
+            inserted.insert(k, v);
+        }
+        merge_into(&mut merged, added);
+        proptest::prop_assert_eq!(merged, inserted);
+    }
 }

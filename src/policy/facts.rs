@@ -7,6 +7,7 @@ use crate::cost::{CostReport, PoolCost, QuotaCost};
 use crate::jobs::running::RunningJobs;
 use crate::plan::model::PoolChange;
 use crate::plan::{Action, Plan, ResourceChange};
+use crate::policy::reads::{POOL_FIELDS, Reads};
 use crate::spec::Spec;
 use crate::spec::eval::Value;
 
@@ -25,6 +26,12 @@ fn s(x: impl Into<String>) -> Value {
 /// members) are built on the machine's cores, in runs whose results come back in order;
 /// each object is built from its members in key order at once, not member by member.
 pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec, running: &RunningJobs) -> Value {
+    plan_value_reading(plan, cost, spec, running, &Reads::ALL)
+}
+
+/// [`plan_value`] with only the members `reads` names ([`Reads::of`] the policies that
+/// read them): what those policies see of it is the same.
+pub fn plan_value_reading(plan: &Plan, cost: &CostReport, spec: &Spec, running: &RunningJobs, reads: &Reads) -> Value {
     let costs: BTreeMap<&crate::addr::Address, &PoolCost> = cost.pools.iter().map(|p| (&p.address, p)).collect();
     let threads = if plan.changes.len() >= PARALLEL_FROM { crate::par::cores() } else { 1 };
     let runs = crate::par::runs_in_order(&plan.changes, threads, PARALLEL_FROM / 2, |run| {
@@ -32,7 +39,8 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec, running: &Running
             .filter_map(|c| {
                 let pc = c.pool.as_ref()?;
                 let address = c.address.to_string();
-                let fact = pool_fact(c, pc, &address, costs.get(&c.address).copied(), spec, running);
+                let cost = costs.get(&c.address).copied();
+                let fact = pool_fact(&PoolView { c, pc, address: &address, cost, spec, running }, reads);
                 Some((address, fact))
             })
             .collect::<Vec<_>>()
@@ -40,9 +48,11 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec, running: &Running
     // As inserting one by one would: of two entries with one address, the last stays.
     let pools: BTreeMap<String, Value> = runs.into_iter().flatten().collect();
     let quotas = cost.quotas.iter().map(|q| (q.address.to_string(), quota_fact(q, spec))).collect();
+    // Built only for policies that name `plan.changes`: no other can see it.
     let changes = plan
         .changes
         .iter()
+        .filter(|_| reads.changes())
         .map(|c| {
             Value::Object(BTreeMap::from([
                 ("action".to_string(), s(c.action.as_str())),
@@ -84,56 +94,77 @@ pub fn plan_value(plan: &Plan, cost: &CostReport, spec: &Spec, running: &Running
 const PARALLEL_FROM: usize = 256;
 
 /// `plan.pools[ADDRESS]`: one pool's change, its cost before and after (and at the peak of
-/// a move), its labels and the jobs running on it. `address` is the change's address as
-/// text.
-fn pool_fact(
-    c: &ResourceChange,
-    pc: &PoolChange,
-    address: &str,
-    pc_cost: Option<&PoolCost>,
-    spec: &Spec,
-    running: &RunningJobs,
-) -> Value {
-    let spec_pool = spec.gpu_pools.get(&c.address);
-    let labels: BTreeMap<String, Value> =
-        spec_pool.map(|p| p.labels.iter().map(|(k, v)| (k.clone(), s(v.value.clone()))).collect()).unwrap_or_default();
-    let nodes_after = pc.after.nodes();
-    let spot_share = if nodes_after == 0 { 0.0 } else { pc.after.spot as f64 * 100.0 / nodes_after as f64 };
-    let running_jobs: Vec<Value> = running.get(&c.address).into_iter().flatten().map(|j| s(j.to_string())).collect();
-    let runs_jobs = !running_jobs.is_empty();
-    let destroys = matches!(c.action, Action::Delete | Action::Replace);
-    let hourly_after = pc_cost.map(|p| p.hourly_after).unwrap_or(0.0);
-    // A move's peak, both sets of nodes running; any other change peaks at "after".
-    let peak = pc_cost.and_then(|p| p.peak);
-    // In key order, so that the map is built in one pass.
-    Value::Object(BTreeMap::from([
-        ("action".to_string(), s(c.action.as_str())),
-        ("address".to_string(), s(address)),
-        ("destroys".to_string(), Value::Bool(destroys)),
-        ("gpu".to_string(), s(pc.gpu.clone())),
-        ("gpus_after".to_string(), num(pc.after.gpus() as f64)),
-        ("gpus_before".to_string(), num(pc.before.gpus() as f64)),
-        ("gpus_per_node".to_string(), num(pc.after.gpus_per_node)),
-        ("hourly_after".to_string(), num(hourly_after)),
-        ("hourly_before".to_string(), num(pc_cost.map(|p| p.hourly_before).unwrap_or(0.0))),
-        ("instance_type".to_string(), s(pc_cost.map(|p| p.instance_type.clone()).unwrap_or_default())),
-        ("labels".to_string(), Value::Object(labels)),
-        ("moving".to_string(), Value::Bool(peak.is_some())),
-        ("name".to_string(), s(c.address.name.clone())),
-        ("nodes_after".to_string(), num(nodes_after)),
-        ("nodes_before".to_string(), num(pc.before.nodes())),
-        ("on_demand_after".to_string(), num(pc.after.on_demand)),
-        ("peak_gpus".to_string(), num(peak.map_or(pc.after.gpus(), |k| k.gpus) as f64)),
-        ("peak_hourly".to_string(), num(peak.map_or(hourly_after, |k| k.hourly_usd))),
-        ("peak_nodes".to_string(), num(peak.map_or(nodes_after, |k| k.nodes))),
-        ("price_per_gpu_hour".to_string(), num(pc_cost.map(|p| p.price_per_gpu_hour).unwrap_or(0.0))),
-        ("provider".to_string(), s(pc.provider.clone())),
-        ("region".to_string(), s(pc.region.clone())),
-        ("running_jobs".to_string(), Value::List(running_jobs)),
-        ("runs_jobs".to_string(), Value::Bool(runs_jobs)),
-        ("spot_after".to_string(), num(pc.after.spot)),
-        ("spot_share".to_string(), num(spot_share)),
-    ]))
+/// a move), its labels and the jobs running on it; only the members `reads` names.
+/// `address` is the change's address as text.
+fn pool_fact(pool: &PoolView<'_>, reads: &Reads) -> Value {
+    // In key order ([`POOL_FIELDS`]), so that the map is built in one pass.
+    let members: Vec<(String, Value)> = POOL_FIELDS
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| reads.pool_field(i))
+        .map(|(_, name)| (name.to_string(), pool.member(name)))
+        .collect();
+    Value::Object(members.into_iter().collect())
+}
+
+/// What one pool's facts are made of.
+struct PoolView<'a> {
+    c: &'a ResourceChange,
+    pc: &'a PoolChange,
+    address: &'a str,
+    cost: Option<&'a PoolCost>,
+    spec: &'a Spec,
+    running: &'a RunningJobs,
+}
+
+impl PoolView<'_> {
+    /// The member `name` of [`POOL_FIELDS`].
+    fn member(&self, name: &str) -> Value {
+        let (c, pc, cost) = (self.c, self.pc, self.cost);
+        let nodes_after = pc.after.nodes();
+        let hourly_after = cost.map(|p| p.hourly_after).unwrap_or(0.0);
+        // A move's peak, both sets of nodes running; any other change peaks at "after".
+        let peak = cost.and_then(|p| p.peak);
+        match name {
+            "action" => s(c.action.as_str()),
+            "address" => s(self.address),
+            "destroys" => Value::Bool(matches!(c.action, Action::Delete | Action::Replace)),
+            "gpu" => s(pc.gpu.clone()),
+            "gpus_after" => num(pc.after.gpus() as f64),
+            "gpus_before" => num(pc.before.gpus() as f64),
+            "gpus_per_node" => num(pc.after.gpus_per_node),
+            "hourly_after" => num(hourly_after),
+            "hourly_before" => num(cost.map(|p| p.hourly_before).unwrap_or(0.0)),
+            "instance_type" => s(cost.map(|p| p.instance_type.clone()).unwrap_or_default()),
+            "labels" => Value::Object(
+                self.spec
+                    .gpu_pools
+                    .get(&c.address)
+                    .map(|p| p.labels.iter().map(|(k, v)| (k.clone(), s(v.value.clone()))).collect())
+                    .unwrap_or_default(),
+            ),
+            "moving" => Value::Bool(peak.is_some()),
+            "name" => s(c.address.name.clone()),
+            "nodes_after" => num(nodes_after),
+            "nodes_before" => num(pc.before.nodes()),
+            "on_demand_after" => num(pc.after.on_demand),
+            "peak_gpus" => num(peak.map_or(pc.after.gpus(), |k| k.gpus) as f64),
+            "peak_hourly" => num(peak.map_or(hourly_after, |k| k.hourly_usd)),
+            "peak_nodes" => num(peak.map_or(nodes_after, |k| k.nodes)),
+            "price_per_gpu_hour" => num(cost.map(|p| p.price_per_gpu_hour).unwrap_or(0.0)),
+            "provider" => s(pc.provider.clone()),
+            "region" => s(pc.region.clone()),
+            "running_jobs" => Value::List(self.running_jobs().map(|j| s(j.to_string())).collect()),
+            "runs_jobs" => Value::Bool(self.running_jobs().next().is_some()),
+            "spot_after" => num(pc.after.spot),
+            "spot_share" => num(if nodes_after == 0 { 0.0 } else { pc.after.spot as f64 * 100.0 / nodes_after as f64 }),
+            other => unreachable!("`{other}` is no member of POOL_FIELDS"),
+        }
+    }
+
+    fn running_jobs(&self) -> impl Iterator<Item = &crate::addr::Address> {
+        self.running.get(&self.c.address).into_iter().flatten()
+    }
 }
 
 /// `plan.quotas[ADDRESS]`: a quota's GPUs and spend after the plan and at its peak, and

@@ -20,6 +20,7 @@ pub mod load;
 pub mod model;
 pub mod overlap;
 pub mod quota;
+pub mod reads;
 pub mod standing;
 
 use std::borrow::Cow;
@@ -56,11 +57,21 @@ pub struct Facts<'a> {
 /// Evaluate policies and quotas. A policy whose expression cannot be evaluated fails
 /// with the evaluation error as its message (a broken guard must not pass silently).
 pub fn evaluate(policies: &[Policy], facts: &Facts<'_>, overrides: &[String]) -> Vec<PolicyResult> {
+    evaluate_reading(policies, facts, overrides, &reads::Reads::of(policies))
+}
+
+/// [`evaluate`] over a `plan` whose facts hold the members `reads` names.
+fn evaluate_reading(
+    policies: &[Policy],
+    facts: &Facts<'_>,
+    overrides: &[String],
+    reads: &reads::Reads,
+) -> Vec<PolicyResult> {
     let mut out = quota::check(facts.spec, facts.cost, (facts.month_to_date, facts.month_to_date_as_of));
     if policies.is_empty() {
         return out;
     }
-    let plan_value = facts::plan_value(facts.plan, facts.cost, facts.spec, facts.running_jobs);
+    let plan_value = facts::plan_value_reading(facts.plan, facts.cost, facts.spec, facts.running_jobs, reads);
     let mut extra = BTreeMap::new();
     extra.insert("plan".to_string(), plan_value);
     // Policies are independent: over a large plan they run on the machine's cores, each

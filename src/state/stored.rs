@@ -24,26 +24,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::model::{ResourceState, SpendEntry};
 use crate::addr::Address;
+use crate::model::common::most_common;
 use crate::model::node::NodeState;
 use crate::model::{Capacity, Node, Tags};
-
-/// The most common value among `values` (the first seen of those tied). Only the first
-/// [`DISTINCT`] different values are counted, which keeps a pool of all-different values
-/// linear; the fields this is for take a handful of values.
-fn most_common<'a, T: PartialEq + ?Sized>(values: impl Iterator<Item = &'a T>) -> Option<&'a T> {
-    let mut seen: Vec<(&T, usize)> = Vec::new();
-    for value in values {
-        if let Some(i) = seen.iter().position(|(v, _)| *v == value) {
-            seen[i].1 += 1;
-        } else if seen.len() < DISTINCT {
-            seen.push((value, 1));
-        }
-    }
-    let best = seen.iter().map(|(_, c)| *c).max()?;
-    seen.into_iter().find(|(_, c)| *c == best).map(|(v, _)| v)
-}
-
-const DISTINCT: usize = 8;
 
 /// Every field of a [`Node`] but its id.
 #[derive(Serialize, Deserialize)]
@@ -93,17 +76,12 @@ struct Differs<P, S, T> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     state: Option<NodeState>,
     /// `Some(None)`: the node has no image where `common` has one (`"image": null`).
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::model::common::present")]
     image: Option<Option<S>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tags: Option<T>,
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::model::common::present")]
     provider: Option<Option<S>>,
-}
-
-/// A field that is there, `null` included, is `Some`.
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(d).map(Some)
 }
 
 /// `Some(value)` where it differs from `common`'s.

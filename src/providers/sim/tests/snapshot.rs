@@ -1,8 +1,6 @@
 //! The snapshot's format 2 (nodes in groups alike, tokens short) reads back the world
 //! written, and format 1 still reads; a newer format is refused by name.
 
-use std::collections::BTreeMap;
-
 use super::{LINEAGE, cloud_path, pool};
 use crate::model::hardware::Hardware;
 use crate::providers::sim::world::{FORMAT_VERSION, SimNode, TokenRecord, World};
@@ -105,7 +103,8 @@ fn format_1_reads_as_it_is() {
     let w = world();
     let mut v = serde_json::to_value(&w).unwrap();
     v["format_version"] = 1.into();
-    v["nodes"] = serde_json::to_value(w.nodes.iter().map(|(id, n)| (id, n)).collect::<BTreeMap<_, _>>()).unwrap();
+    // The map serialized as it is: each node whole (only `World` writes the groups).
+    v["nodes"] = serde_json::to_value(&w.nodes).unwrap();
     let whole = |r: &TokenRecord| serde_json::json!({"ids": r.ids, "requested": r.requested});
     v["tokens"] = w.tokens.iter().map(|(t, r)| (t.clone(), whole(r))).collect::<serde_json::Map<_, _>>().into();
     assert!(v["nodes"]["i-00"]["tags"].get(TAG_ADDRESS).is_some(), "{v:#}");

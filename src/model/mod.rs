@@ -6,6 +6,7 @@
 //! executor all build on it, so none of them needs to reach up or sideways for a type
 //! (the module graph stays one-way: `tests` in `lib.rs` checks it).
 
+pub mod common;
 pub mod encryption;
 pub mod endpoint;
 pub mod exact;

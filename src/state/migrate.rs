@@ -11,8 +11,8 @@
 use std::borrow::Cow;
 
 use super::model::{FORMAT_VERSION, ResourceState, State};
-use crate::model::Node;
 use crate::model::node::{TAG_ADDRESS, TAG_LINEAGE, TAG_MANAGED, TAG_PROVIDER};
+use crate::model::{Node, Tags};
 
 /// The stored-only tag listing the derived tags a node really lacks, comma-separated.
 /// `gpuplan:` keys are gpuplan's own, so no cloud tag can take this one.
@@ -37,8 +37,22 @@ pub fn upgrade(mut state: State) -> State {
         let lineage = state.lineage.clone();
         for resource in state.resources.values_mut() {
             let provider = resource.provider.clone();
+            // A pool's nodes mostly store the same tags, pool and provider block: a node
+            // like the one before it takes that node's expanded tags (one copy), not a
+            // merge of its own (its address written out, the tags encoded again).
+            let mut last: Option<(Tags, Tags)> = None;
+            let mut before: Option<&Node> = None;
             for node in &mut resource.nodes {
-                expand_node(node, &lineage, provider.as_deref());
+                let same = before.is_some_and(|b| b.pool == node.pool && b.provider == node.provider);
+                match &last {
+                    Some((stored, expanded)) if same && *stored == node.tags => node.tags = expanded.clone(),
+                    _ => {
+                        let stored = node.tags.clone();
+                        expand_node(node, &lineage, provider.as_deref());
+                        last = Some((stored, node.tags.clone()));
+                    }
+                }
+                before = Some(node);
             }
         }
     }
@@ -178,6 +192,56 @@ mod round_trip_tests {
             pack_node(&mut node, "lin", Some("sim"));
             expand_node(&mut node, "lin", Some("sim"));
             prop_assert_eq!(node.tags.iter().collect::<Vec<_>>(), tags.iter().collect::<Vec<_>>());
+        });
+    }
+
+    /// A pool's nodes in runs alike and not (tags, pool, provider block drawn from a few):
+    /// packed then upgraded, each node has exactly the tags it had, whether it took the
+    /// node before it's expanded tags or was expanded on its own.
+    #[test]
+    fn upgrading_a_pool_gives_each_node_its_tags() {
+        let tag_sets: [&[(&str, &str)]; 4] = [
+            &[(TAG_ADDRESS, "gpu_pool.a"), (TAG_LINEAGE, "lin"), (TAG_MANAGED, "true"), (TAG_PROVIDER, "sim")],
+            &[(TAG_ADDRESS, "gpu_pool.a"), (TAG_LINEAGE, "lin"), (TAG_MANAGED, "true"), ("team", "x")],
+            &[(TAG_ADDRESS, "gpu_pool.b"), (TAG_LINEAGE, "lin"), (TAG_MANAGED, "true"), (TAG_PROVIDER, "sim")],
+            &[("team", "y")],
+        ];
+        let picks = proptest::collection::vec((0..4usize, any::<bool>(), any::<bool>()), 0..10);
+        proptest!(|(picked in picks)| {
+            let mut state = State::new("lin".into());
+            let mut resource = ResourceState {
+                kind: "gpu_pool".into(),
+                provider: Some("sim".into()),
+                provider_kind: Some("sim".into()),
+                region: Some("us-east-1".into()),
+                config: Default::default(),
+                sensitive: Vec::new(),
+                dependencies: Vec::new(),
+                nodes: Vec::new(),
+                job: None,
+                fallback: None,
+                placement: None,
+                reservation: None,
+            };
+            for (i, (tags, other_pool, own_provider)) in picked.iter().enumerate() {
+                resource.nodes.push(Node {
+                    id: format!("i-{i}"),
+                    pool: if *other_pool { "gpu_pool.b" } else { "gpu_pool.a" }.parse().unwrap(),
+                    instance_type: "g6.xlarge".into(),
+                    region: "us-east-1".into(),
+                    zone: "us-east-1a".into(),
+                    capacity: Capacity::Spot,
+                    state: NodeState::Running,
+                    image: None,
+                    tags: tag_sets[*tags].iter().copied().collect(),
+                    provider: own_provider.then(|| "other".to_string()),
+                });
+            }
+            let written = resource.nodes.clone();
+            state.resources.insert("gpu_pool.a".into(), pack(&resource, "lin").into_owned());
+            state.format_version = 2;
+            let read = upgrade(state);
+            prop_assert_eq!(&read.resources["gpu_pool.a"].nodes, &written);
         });
     }
 }

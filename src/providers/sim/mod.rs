@@ -29,6 +29,7 @@ mod provider;
 pub mod reservations;
 mod reserved_room;
 mod rng;
+mod snapshot;
 mod store;
 pub mod trace;
 mod usage;

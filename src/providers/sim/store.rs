@@ -1,6 +1,7 @@
 //! The simulated cloud's files: snapshot, event log and lock.
 //!
-//! - `<path>`: the snapshot, a pretty JSON [`World`], rewritten only at compaction
+//! - `<path>`: the snapshot, a pretty JSON [`World`] (its nodes and tokens written short,
+//!   [`super::snapshot`]; an older format is read as it is), rewritten only at compaction
 //!   (temp file, fsync, rename), so a create does not rewrite thousands of nodes; the log
 //!   is compacted once it holds more records than both the threshold and the world's size,
 //!   and when `apply` or `destroy` ends with a log as long as the world
@@ -378,28 +379,35 @@ impl Preread {
 /// The snapshot's world (the empty world when there is none) and whether it existed.
 fn parse_snapshot(path: &Path, text: Option<&[u8]>) -> Result<(World, bool), SimError> {
     let Some(text) = text else { return Ok((World::default(), false)) };
-    let mut world: World = crate::json_text::from_json_bytes(text).map_err(|e| SimError::Corrupt {
+    let newer = |version| SimError::Corrupt {
         path: path.to_path_buf(),
-        line: Some(e.line()),
-        message: e.to_string(),
+        line: None,
+        message: format!("format_version {version} was written by a newer gpuplan (this one reads {FORMAT_VERSION})"),
+    };
+    let mut world: World = crate::json_text::from_json_bytes(text).map_err(|e| {
+        // A newer format may not fit today's struct: say "newer gpuplan", not "bad field".
+        #[derive(serde::Deserialize)]
+        struct Version {
+            format_version: u32,
+        }
+        match serde_json::from_slice::<Version>(text) {
+            Ok(v) if v.format_version > FORMAT_VERSION => newer(v.format_version),
+            _ => SimError::Corrupt { path: path.to_path_buf(), line: Some(e.line()), message: e.to_string() },
+        }
     })?;
     if world.format_version > FORMAT_VERSION {
-        return Err(SimError::Corrupt {
-            path: path.to_path_buf(),
-            line: None,
-            message: format!(
-                "format_version {} was written by a newer gpuplan (this one reads {FORMAT_VERSION})",
-                world.format_version
-            ),
-        });
+        return Err(newer(world.format_version));
     }
-    world.reindex();
+    // An older format reads as it is; the next compaction writes this one. The indexes
+    // are built once the log is replayed ([`replay`] always follows).
+    world.format_version = FORMAT_VERSION;
     Ok((world, true))
 }
 
-/// Apply the log's records newer than the snapshot. Returns the number of records in the
-/// log and the length of its whole lines; a torn tail (past that length) is left for the
-/// caller to cut off.
+/// Apply the log's records newer than the snapshot, then build the world's indexes (the
+/// counts the records kept on the way are rebuilt whole). Returns the number of records in
+/// the log and the length of its whole lines; a torn tail (past that length) is left for
+/// the caller to cut off.
 fn replay(log_path: &Path, bytes: &[u8], world: &mut World) -> Result<(usize, u64), SimError> {
     let (mut pos, mut records, mut line_no) = (0usize, 0usize, 0usize);
     while let Some(len) = bytes[pos..].iter().position(|&b| b == b'\n') {

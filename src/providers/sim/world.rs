@@ -10,78 +10,19 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Address, Kind};
+pub use super::snapshot::{SimNode, TokenRecord};
+use crate::addr::Address;
 use crate::json_text::Key;
 use crate::model::health::NodeHealth;
-use crate::providers::{Capacity, JobState, JobStatus, Node, NodeState, TAG_MANAGED, Tags};
+use crate::providers::{Capacity, JobState, JobStatus, NodeState};
 
-/// Snapshot format written by this version; newer files are refused.
-pub const FORMAT_VERSION: u32 = 1;
-
-/// One VM. `pool` is `None` for foreign VMs (see `SimCloud::insert_untagged`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SimNode {
-    pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool: Option<Address>,
-    pub instance_type: String,
-    pub region: String,
-    pub zone: String,
-    pub capacity: Capacity,
-    pub state: NodeState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
-    #[serde(default, skip_serializing_if = "Tags::is_empty")]
-    pub tags: Tags,
-    /// Unix milliseconds.
-    pub launched_ms: u64,
-    /// When it was reclaimed or terminated, by the sim clock (ms): listed until
-    /// [`GONE_AFTER`] later, then forgotten at the next compaction.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_ms: Option<u64>,
-    /// Its disks, fabric and placement group (`disk {}`, `network {}`), as launched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hardware: Option<Box<crate::model::hardware::Hardware>>,
-}
+/// Snapshot format written by this version; newer files are refused. 2: nodes in groups
+/// alike, tokens by their ids alone ([`super::snapshot`]); format 1 reads as it is.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// How long a reclaimed node stays listed after it ended, as EC2 lists a terminated
 /// instance for about an hour.
 pub const GONE_AFTER_MS: u64 = 3_600_000;
-
-impl SimNode {
-    /// Carries `gpuplan:managed=true`: the only nodes the API lets gpuplan see or delete.
-    pub fn is_managed(&self) -> bool {
-        self.tags.get(TAG_MANAGED).is_some_and(|v| v == "true")
-    }
-
-    pub fn is_live(&self) -> bool {
-        matches!(self.state, NodeState::Pending | NodeState::Running)
-    }
-
-    pub fn to_node(&self) -> Node {
-        Node {
-            provider: None,
-            id: self.id.clone(),
-            // Foreign VMs belong to no pool; `Node` needs one, so they report a name no
-            // gpuplan address can take (a leading `-` is not an identifier).
-            pool: self.pool.clone().unwrap_or_else(|| Address::new(Kind::GpuPool, "-foreign")),
-            instance_type: self.instance_type.clone(),
-            region: self.region.clone(),
-            zone: self.zone.clone(),
-            capacity: self.capacity,
-            state: self.state,
-            image: self.image.clone(),
-            tags: self.tags.clone(),
-        }
-    }
-}
-
-/// What an idempotency token produced, so a repeated call answers the same.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TokenRecord {
-    pub ids: Vec<String>,
-    pub requested: u32,
-}
 
 /// A job run. Until `ended` is set its state follows the clock: running until `ends_ms`,
 /// then succeeded (or failed when `will_fail`). Fixing `ends_ms` at launch keeps the outcome
@@ -348,9 +289,11 @@ pub struct World {
     pub counter: u64,
     #[serde(default)]
     pub limits: BTreeMap<String, BTreeMap<Capacity, u32>>,
-    #[serde(default, deserialize_with = "crate::model::exact::map")]
+    /// Written as [`super::snapshot`] says: by token, the ids alone where they are all it asked for.
+    #[serde(default, serialize_with = "super::snapshot::tokens_out", deserialize_with = "crate::model::exact::map")]
     pub tokens: BTreeMap<String, TokenRecord>,
-    #[serde(default, deserialize_with = "crate::model::exact::map")]
+    /// Written as groups of nodes alike ([`super::snapshot`]); format 1's map by id reads too.
+    #[serde(default, serialize_with = "super::snapshot::nodes_out", deserialize_with = "super::snapshot::nodes_in")]
     pub nodes: BTreeMap<String, SimNode>,
     #[serde(default)]
     pub jobs: BTreeMap<String, SimJob>,
@@ -401,12 +344,16 @@ impl Default for World {
 }
 
 impl World {
-    /// Rebuild the derived indexes after deserializing.
+    /// Rebuild the derived indexes after deserializing. Live nodes are counted under
+    /// borrowed keys, each of the few (zone, capacity, type) keys copied once: a key copied
+    /// per node was 8,000 strings for a world of 4,000 nodes.
     pub fn reindex(&mut self) {
-        self.live.clear();
+        let mut counts: HashMap<(&str, Capacity, &str), u32> = HashMap::new();
         for n in self.nodes.values().filter(|n| n.is_live()) {
-            *self.live.entry(live_key(n)).or_default() += 1;
+            *counts.entry((n.zone.as_str(), n.capacity, n.instance_type.as_str())).or_default() += 1;
         }
+        let live = counts.into_iter().map(|((zone, c, t), n)| ((zone.to_string(), c, t.to_string()), n)).collect();
+        self.live = live;
         self.job_tokens = self.jobs.values().map(|j| (j.token.clone(), j.id.clone())).collect();
     }
 

@@ -3,6 +3,7 @@
 mod faults;
 mod nodes;
 mod persist;
+mod snapshot;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! autoscaler's `pool`). An edge `a → b` means "a depends on b": b is created first and
 //! deleted last. Cycles are reported as located diagnostics naming every member.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
@@ -14,6 +14,7 @@ use petgraph::visit::EdgeRef;
 use crate::addr::Address;
 use crate::diag::{Diagnostic, Span};
 use crate::spec::model::{Meta, Spanned};
+use crate::spec::names_hash::NamesMap;
 use crate::spec::{Loaded, Spec};
 
 /// Why one resource depends on another.
@@ -180,10 +181,11 @@ pub fn load_checked(read: crate::spec::ReadDir, opts: &crate::spec::LoadOptions)
 /// What [`build`] keeps while it adds each resource's edges.
 struct Builder<'s> {
     g: Graph<'s>,
-    /// The index's addresses again, hashed, and kept equal to it: each reference looks
-    /// its address up here (a quota of 2,000 pools names each twice, in `pools` and in
-    /// its references); the sorted index is searched only for an unkeyed name's instances.
-    exact: HashMap<&'s Address, NodeIndex>,
+    /// The index's addresses again, hashed (FxHash), and kept equal to it: each resource
+    /// and each reference looks its address up here (a quota of 2,000 pools names each
+    /// twice, in `pools` and in its references); the sorted index is searched only for an
+    /// unkeyed name's instances.
+    exact: NamesMap<&'s Address, NodeIndex>,
     /// By target node, the last edge made to it and the node it was made from:
     /// `update_edge` without its scan of the source's edges for each target (a quota of
     /// 1,000 pools scanned 500,000 edges), and without a map per source. An address is a
@@ -205,7 +207,10 @@ impl<'s> Builder<'s> {
 
     /// The edges from `from` to what its `depends_on`, its references and `extra` name.
     fn add(&mut self, from: &'s Address, meta: &'s Meta, extra: Vec<&'s Spanned<Address>>) {
-        let n = self.g.node(from);
+        let n = match self.exact.get(from) {
+            Some(&n) => n,
+            None => self.g.node(from),
+        };
         for d in meta.depends_on.iter().chain(meta.references.iter()).chain(extra) {
             // The address itself: a resource without instances, or one named with its key.
             if let Some(&m) = self.exact.get(&d.value) {
@@ -235,7 +240,7 @@ impl<'s> Builder<'s> {
 }
 
 pub fn build<'s>(spec: &'s Spec) -> Graph<'s> {
-    let mut b = Builder { g: Graph::default(), exact: HashMap::new(), made: Vec::new() };
+    let mut b = Builder { g: Graph::default(), exact: NamesMap::default(), made: Vec::new() };
     // Nodes first so unkeyed references can expand to every instance. Each map is keyed
     // by one kind, so no address repeats, and the index is built at once from them.
     let declared = spec.gpu_pools.keys().chain(spec.quotas.keys()).chain(spec.job_templates.keys());

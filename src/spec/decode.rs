@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::addr::{Address, InstanceKey, Kind};
 use crate::diag::{Diagnostic, Diagnostics, Span, did_you_mean};
 use crate::spec::eval::{Scope, Value};
-use crate::spec::fields::{Cx, Fields, Reported, enum_error, type_error};
+use crate::spec::fields::{Cx, Fields, Reported, What, enum_error, type_error};
 use crate::spec::model::*;
 use crate::spec::order::{Item, Order, collect_exprs, dependency_order};
 use crate::spec::raw::{self, Block, Expr, Ident, head, label};
@@ -484,8 +484,7 @@ fn resource(
     spec: &mut Spec,
     partial: &mut Partial,
 ) -> Result<Value, Reported> {
-    let name = label(b).to_string();
-    let what = format!("{kind} {name:?}");
+    let name = label(b);
     let Expansion { instances, count: meta_count, for_each: meta_for_each } = expand(cx, kind, b)?;
 
     let mut values: Vec<(Option<InstanceKey>, Value)> = Vec::new();
@@ -496,13 +495,9 @@ fn resource(
             _ => None,
         };
         cx.scope.each = each.map(|(k, v)| (k, std::borrow::Cow::Owned(v)));
-        let mut addr = Address::new(kind, name.clone());
+        let mut addr = Address::new(kind, name);
         addr.key = key.clone();
-        let inst_what = match &key {
-            Some(k) => format!("{what}{k}"),
-            None => what.clone(),
-        };
-        let f = Fields::from_body(inst_what, head(b), &b.body, cx.diags);
+        let f = Fields::from_body(What::Resource(kind, name, key.clone()), head(b), &b.body, cx.diags);
         let mut broken = None;
         let fix_meta = |m: &mut Meta| {
             m.key = key.clone();

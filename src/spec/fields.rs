@@ -9,12 +9,17 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 use crate::addr::{Address, Kind};
 use crate::diag::{Diagnostic, Diagnostics, Span, did_you_mean};
 use crate::spec::eval::{EvalError, Scope, Value, eval, format_number};
 use crate::spec::raw::{Block, Body, Expr, ExprKind, Ident, ObjectKey, Step};
 use crate::spec::spanned::{Duration, Spanned};
+
+mod what;
+pub use what::What;
+use what::{name_bit, name_bits};
 
 /// A problem was already pushed to the diagnostics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +72,7 @@ struct Field<'r> {
 #[derive(Debug, Clone)]
 pub struct Fields<'r> {
     /// How to name this block in messages, e.g. `gpu_pool "train"`.
-    pub what: String,
+    pub what: Rc<What<'r>>,
     /// Where to point when something is missing: the block header.
     pub head: Span,
     fields: Vec<Field<'r>>,
@@ -76,6 +81,9 @@ pub struct Fields<'r> {
     /// [`Fields::finish`] does not report). Flags rather than a set of names: a block is
     /// asked for a score of names, most of them absent, for each of thousands of pools.
     used: Vec<bool>,
+    /// The [`name_bit`]s of every attribute's and block's name: a name whose bit is not
+    /// here is absent, found so without a comparison (most names a decoder asks for are).
+    names: u64,
     /// Some getter reported a problem; the decoder must not build a value.
     pub failed: bool,
 }
@@ -94,9 +102,9 @@ pub fn type_error(what: &str, expected: &str, v: &Value, span: Span) -> Diagnost
 }
 
 impl<'r> Fields<'r> {
-    pub fn from_body(what: impl Into<String>, head: Span, body: &'r Body, diags: &mut Diagnostics) -> Self {
-        let what = what.into();
-        let mut fields: Vec<Field<'r>> = Vec::new();
+    pub fn from_body(what: impl Into<What<'r>>, head: Span, body: &'r Body, diags: &mut Diagnostics) -> Self {
+        let what = Rc::new(what.into());
+        let mut fields: Vec<Field<'r>> = Vec::with_capacity(body.attrs.len());
         for a in &body.attrs {
             if let Some(prev) = fields.iter().find(|f| f.key == a.key.name) {
                 diags.push(
@@ -114,10 +122,11 @@ impl<'r> Fields<'r> {
         }
         let blocks: Vec<&'r Block> = body.blocks.iter().collect();
         let used = vec![false; fields.len() + blocks.len()];
-        Fields { what, head, fields, blocks, used, failed: false }
+        let names = name_bits(fields.iter().map(|f| &*f.key).chain(blocks.iter().map(|b| b.kind.name.as_str())));
+        Fields { what, head, fields, blocks, used, names, failed: false }
     }
 
-    fn from_entry(what: String, head: Span, entry: Entry<'r>, cx: &mut Cx<'_, '_>) -> Result<Self, Reported> {
+    fn from_entry(what: Rc<What<'r>>, head: Span, entry: Entry<'r>, cx: &mut Cx<'_, '_>) -> Result<Self, Reported> {
         let mut fields = Vec::new();
         match entry {
             Entry::Raw(Expr { kind: ExprKind::Object(items), .. }) => {
@@ -142,15 +151,21 @@ impl<'r> Fields<'r> {
                 }
             }
             Entry::Val(Value::Null, _) => {}
-            Entry::Val(v, span) => return Err(cx.error(type_error(&what, "a block (an object)", &v, span))),
+            Entry::Val(v, span) => {
+                return Err(cx.error(type_error(&what.to_string(), "a block (an object)", &v, span)));
+            }
         }
         let used = vec![false; fields.len()];
-        Ok(Fields { what, head, fields, blocks: vec![], used, failed: false })
+        let names = name_bits(fields.iter().map(|f| &*f.key));
+        Ok(Fields { what, head, fields, blocks: vec![], used, names, failed: false })
     }
 
     /// The first attribute called `name`; marks it and every block so called as asked
     /// for. One pass over the attributes: decoders ask each block for dozens of names.
     fn take(&mut self, name: &str) -> Option<Field<'r>> {
+        if self.names & name_bit(name) == 0 {
+            return None;
+        }
         let mut found = None;
         for (i, f) in self.fields.iter().enumerate() {
             if f.key == name {
@@ -167,6 +182,9 @@ impl<'r> Fields<'r> {
 
     /// Every attribute and block called `name` counts as asked for.
     fn mark_used(&mut self, name: &str) {
+        if self.names & name_bit(name) == 0 {
+            return;
+        }
         let names = self.fields.iter().map(|f| &*f.key).chain(self.blocks.iter().map(|b| b.kind.name.as_str()));
         for (used, n) in self.used.iter_mut().zip(names) {
             *used |= n == name;
@@ -175,6 +193,9 @@ impl<'r> Fields<'r> {
 
     /// Is the attribute written at all?
     pub fn has(&self, name: &str) -> bool {
+        if self.names & name_bit(name) == 0 {
+            return false;
+        }
         self.fields.iter().any(|f| f.key == name) || self.blocks.iter().any(|b| b.kind.name == name)
     }
 
@@ -245,9 +266,9 @@ impl<'r> Fields<'r> {
 
     pub fn try_string(&mut self, cx: &mut Cx<'_, '_>, name: &str) -> Got<String> {
         let Some(v) = self.try_value(cx, name)? else { return Ok(None) };
-        match &v.value {
-            Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(Some(Spanned::new(v.value.to_string(), v.span))),
-            other => Err(cx.error(type_error(name, "a string", other, v.span))),
+        match v.value {
+            t @ (Value::String(_) | Value::Number(_) | Value::Bool(_)) => Ok(Some(Spanned::new(t.into_text(), v.span))),
+            other => Err(cx.error(type_error(name, "a string", &other, v.span))),
         }
     }
 
@@ -345,10 +366,10 @@ impl<'r> Fields<'r> {
                 for item in items {
                     match cx.eval(item) {
                         Ok(Value::List(inner)) => {
-                            out.extend(inner.into_iter().map(|v| Spanned::new(v.to_string(), item.span)))
+                            out.extend(inner.into_iter().map(|v| Spanned::new(v.into_text(), item.span)))
                         }
                         Ok(v @ (Value::String(_) | Value::Number(_) | Value::Bool(_))) => {
-                            out.push(Spanned::new(v.to_string(), item.span))
+                            out.push(Spanned::new(v.into_text(), item.span))
                         }
                         Ok(other) => {
                             cx.error(type_error(name, "a list of strings", &other, item.span));
@@ -370,7 +391,7 @@ impl<'r> Fields<'r> {
                         for item in items {
                             match item {
                                 Value::String(_) | Value::Number(_) | Value::Bool(_) => {
-                                    out.push(Spanned::new(item.to_string(), span))
+                                    out.push(Spanned::new(item.into_text(), span))
                                 }
                                 other => return Err(cx.error(type_error(name, "a list of strings", &other, span))),
                             }
@@ -399,7 +420,7 @@ impl<'r> Fields<'r> {
         get: impl Fn(&mut Fields<'r>, &mut Cx<'_, '_>, &str) -> Got<T>,
     ) -> Got<BTreeMap<String, Spanned<T>>> {
         let Some(f) = self.take(name) else { return Ok(None) };
-        let what = format!("`{name}`");
+        let what = Rc::new(What::Text(format!("`{name}`")));
         let head = f.key_span;
         let span = match &f.entry {
             Entry::Raw(e) => e.span,
@@ -422,10 +443,13 @@ impl<'r> Fields<'r> {
     }
 
     /// A nested block (`nodes { ... }` in HCL, `nodes: {...}` in YAML, or `nodes = {...}`).
-    pub fn block(&mut self, cx: &mut Cx<'_, '_>, name: &str) -> Result<Option<Fields<'r>>, Reported> {
-        let blocks: Vec<&'r Block> = self.blocks.iter().copied().filter(|b| b.kind.name == name).collect();
-        if let Some(b) = blocks.first() {
-            if let Some(second) = blocks.get(1) {
+    pub fn block(&mut self, cx: &mut Cx<'_, '_>, name: &'static str) -> Result<Option<Fields<'r>>, Reported> {
+        if self.names & name_bit(name) == 0 {
+            return Ok(None);
+        }
+        let mut named = self.blocks.iter().copied().filter(|b| b.kind.name == name);
+        if let Some(b) = named.next() {
+            if let Some(second) = named.next() {
                 cx.error(
                     Diagnostic::error(
                         "gpuplan::spec::duplicate_block",
@@ -443,15 +467,11 @@ impl<'r> Fields<'r> {
                 );
             }
             self.mark_used(name);
-            return Ok(Some(Fields::from_body(self.block_what(name), b.kind.span, &b.body, cx.diags)));
+            let f = Fields::from_body(What::Nested(name, self.what.clone()), b.kind.span, &b.body, cx.diags);
+            return Ok(Some(f));
         }
         let Some(f) = self.take(name) else { return Ok(None) };
-        Fields::from_entry(self.block_what(name), f.key_span, f.entry, cx).map(Some)
-    }
-
-    /// How messages name the nested block `name` (built only for a block that is there).
-    fn block_what(&self, name: &str) -> String {
-        format!("the `{name}` block of {}", self.what)
+        Fields::from_entry(Rc::new(What::Nested(name, self.what.clone())), f.key_span, f.entry, cx).map(Some)
     }
 
     /// A list of objects (`candidates = [{ ... }, { ... }]`, a YAML list of maps): one
@@ -464,7 +484,7 @@ impl<'r> Fields<'r> {
                 let mut out = Vec::new();
                 let mut failed = false;
                 for (i, item) in items.iter().enumerate() {
-                    let what = format!("element {} of `{name}`", i + 1);
+                    let what = Rc::new(What::Text(format!("element {} of `{name}`", i + 1)));
                     match Fields::from_entry(what, item.span, Entry::Raw(item), cx) {
                         Ok(inner) => out.push(inner),
                         Err(_) => failed = true,
@@ -485,7 +505,7 @@ impl<'r> Fields<'r> {
                         let mut out = Vec::new();
                         let mut failed = false;
                         for (i, item) in items.into_iter().enumerate() {
-                            let what = format!("element {} of `{name}`", i + 1);
+                            let what = Rc::new(What::Text(format!("element {} of `{name}`", i + 1)));
                             match Fields::from_entry(what, span, Entry::Val(item, span), cx) {
                                 Ok(inner) => out.push(inner),
                                 Err(_) => failed = true,
@@ -562,10 +582,10 @@ impl<'r> Fields<'r> {
     pub fn finish(self, cx: &mut Cx<'_, '_>, known: &[&str]) {
         let (fields_used, blocks_used) = self.used.split_at(self.fields.len());
         for (f, _) in self.fields.iter().zip(fields_used).filter(|(_, used)| !**used) {
-            cx.error(unknown_attr(&self.what, &f.key, f.key_span, known));
+            cx.error(unknown_attr(&self.what.to_string(), &f.key, f.key_span, known));
         }
         for (b, _) in self.blocks.iter().zip(blocks_used).filter(|(_, used)| !**used) {
-            cx.error(unknown_attr(&self.what, &b.kind.name, b.kind.span, known));
+            cx.error(unknown_attr(&self.what.to_string(), &b.kind.name, b.kind.span, known));
         }
     }
 }
@@ -763,7 +783,7 @@ impl<'r> Fields<'r> {
     }
 
     /// A nested block; `None` when absent or broken (then `failed` is set).
-    pub fn nested(&mut self, cx: &mut Cx<'_, '_>, name: &str) -> Option<Fields<'r>> {
+    pub fn nested(&mut self, cx: &mut Cx<'_, '_>, name: &'static str) -> Option<Fields<'r>> {
         let r = self.block(cx, name);
         self.flag(r)
     }

@@ -23,6 +23,7 @@ pub mod functions;
 pub mod hcl;
 pub mod health_block;
 pub mod model;
+pub(crate) mod names_hash;
 mod order;
 pub mod pool_blocks;
 mod pool_capacity;

@@ -4,13 +4,14 @@
 //! members are left out. Also what each output reads. No evaluation happens here.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
 
 use crate::addr::{Address, Kind};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::spec::model::Spanned;
+use crate::spec::names_hash::NamesMap;
 use crate::spec::raw::{self, Block, Expr, ExprKind, Ident, label};
 
 /// One thing evaluated in dependency order.
@@ -65,8 +66,8 @@ pub(super) fn dependency_order<'r>(
     // Order locals and resources by the references between them.
     let mut items: Vec<Item<'_>> = locals.iter().map(|(id, e)| Item::Local(id, e)).collect();
     items.extend(resources.iter().map(|(k, b)| Item::Resource(*k, b)));
-    // Looked up once per reference (a quota listing 2,000 pools): hashed, not searched,
-    // by the names as the spec writes them (no key is made).
+    // Looked up once per reference (a quota listing 2,000 pools): hashed (FxHash), not
+    // searched, by the names as the spec writes them (no key is made).
     let index: Index<'r> = items.iter().enumerate().map(|(i, it)| (it.names(), i)).collect();
     let mut graph: DiGraph<usize, Span> = DiGraph::new();
     let nodes: Vec<NodeIndex> = (0..items.len()).map(|i| graph.add_node(i)).collect();
@@ -128,7 +129,7 @@ pub(super) fn dependency_order<'r>(
 const REFERENCES_PER_THREAD: usize = 512;
 
 /// Items by their names (`("local", x)`, `(KIND, NAME)`), as [`Item`]s hold them.
-type Index<'r> = HashMap<(&'r str, &'r str), usize>;
+type Index<'r> = NamesMap<(&'r str, &'r str), usize>;
 
 /// One reference of an item: the `local.x` / `KIND.NAME` it names, where, and whether
 /// evaluating the item reads the value (a `depends_on` list of names does not).
@@ -201,15 +202,29 @@ fn names_only(e: &Expr) -> bool {
     items.iter().all(is_name)
 }
 
-/// Every `local.x` / `KIND.NAME` these expressions refer to, with where.
+/// Every `local.x` / `KIND.NAME` these expressions refer to, with where. A literal is
+/// only looked at for a string naming a resource (most of a fleet's attributes are
+/// literals), and one set of loop variables and one list of traversals serve every
+/// expression, cleared in between.
 fn expr_references(exprs: Vec<&Expr>) -> Vec<(Target<'_>, Span)> {
     let mut out = Vec::new();
+    let (mut bound, mut stack, mut ts) = (BTreeSet::new(), Vec::new(), Vec::new());
     for e in exprs {
-        let mut bound = BTreeSet::new();
-        for_vars(e, &mut bound);
-        let mut ts = Vec::new();
+        match &e.kind {
+            ExprKind::Null | ExprKind::Bool(_) | ExprKind::Number(_) | ExprKind::Unsupported(_) | ExprKind::Invalid => {
+                continue;
+            }
+            ExprKind::String(s) => {
+                string_reference(s, e.span, &mut out);
+                continue;
+            }
+            _ => {}
+        }
+        bound.clear();
+        for_vars(e, &mut stack, &mut bound);
+        ts.clear();
         e.traversals(&mut ts);
-        for (root, steps, span) in ts {
+        for &(root, steps, span) in &ts {
             if bound.contains(root.name.as_str()) {
                 continue;
             }
@@ -218,17 +233,19 @@ fn expr_references(exprs: Vec<&Expr>) -> Vec<(Target<'_>, Span)> {
                 out.push((Target { root: &root.name, name: Cow::Borrowed(&id.name) }, span));
             }
         }
-        // `depends_on = ["gpu_pool.x"]` and YAML references written as strings. Only a
-        // string that starts with a kind is parsed: the others (regions, GPU models, zones)
-        // would each make a parse error to throw away.
-        if let ExprKind::String(s) = &e.kind
-            && s.split_once('.').is_some_and(|(kind, _)| Kind::parse(kind).is_some())
-            && let Ok(a) = s.parse::<Address>()
-        {
-            out.push((Target { root: a.kind.as_str(), name: Cow::Owned(a.name) }, e.span));
-        }
     }
     out
+}
+
+/// `depends_on = ["gpu_pool.x"]` and YAML references written as strings. Only a string
+/// that starts with a kind is parsed: the others (regions, GPU models, zones) would each
+/// make a parse error to throw away.
+fn string_reference<'r>(s: &str, span: Span, out: &mut Vec<(Target<'r>, Span)>) {
+    if s.split_once('.').is_some_and(|(kind, _)| Kind::parse(kind).is_some())
+        && let Ok(a) = s.parse::<Address>()
+    {
+        out.push((Target { root: a.kind.as_str(), name: Cow::Owned(a.name) }, span));
+    }
 }
 
 /// What output `b` reads: the locals and resources it names (by their index in `items`),
@@ -277,8 +294,10 @@ fn push_expr<'r>(e: &'r Expr, out: &mut Vec<&'r Expr>) {
     }
 }
 
-fn for_vars<'r>(e: &'r Expr, out: &mut BTreeSet<&'r str>) {
-    let mut stack = vec![e];
+/// The loop variables of every `for` inside `e`, into `out`; `stack` is scratch space,
+/// left empty.
+fn for_vars<'r>(e: &'r Expr, stack: &mut Vec<&'r Expr>, out: &mut BTreeSet<&'r str>) {
+    stack.push(e);
     while let Some(e) = stack.pop() {
         match &e.kind {
             ExprKind::For(f) => {

@@ -81,6 +81,16 @@ pub fn format_number(n: f64) -> String {
     if n.fract() == 0.0 && n.abs() < 9.0e15 { format!("{}", n as i64) } else { format!("{n}") }
 }
 
+impl Value {
+    /// The value as text, as `Display` writes it; a string is moved, not written anew.
+    pub fn into_text(self) -> String {
+        match self {
+            Value::String(s) => s,
+            other => other.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

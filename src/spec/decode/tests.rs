@@ -141,6 +141,17 @@ fn a_depends_on_list_names_what_it_waits_for_without_reading_it() {
     assert_eq!(whole, [("local.all".to_string(), true)]);
 }
 
+#[test]
+fn literals_refer_only_by_a_string_naming_a_resource_and_loop_variables_hide_only_their_expression() {
+    // `labels` binds `local` as a loop variable: its own `local => local` is no reference,
+    // but the next attribute's `local.r` is (the set of loop variables is per expression).
+    let text = "gpu_pool \"b\" {\n  image = \"gpu_pool.a\"\n  gpu = \"A100\"\n  gpus_per_node = 8\n  \
+        spot = true\n  labels = { for local in [\"x\"] : local => local }\n  region = local.r\n}\n";
+    let mut got = refs_of(text);
+    got.sort();
+    assert_eq!(got, want(&[("gpu_pool.a", true), ("local.r", true)]));
+}
+
 /// The references of the first block of `text` decoded as a `kind`: (target, read).
 fn refs_as(kind: Kind, text: &str) -> Vec<(String, bool)> {
     let mut diags = Diagnostics::default();

@@ -109,6 +109,23 @@ impl Row {
     }
 }
 
+/// [`usd`] of the amounts in a table's rows, each amount formatted once: a fleet of like
+/// pools repeats a few prices (formatting them was half of a 2,000-pool plan's cost table).
+#[derive(Default)]
+struct Amounts(std::collections::HashMap<u64, String>);
+
+impl Amounts {
+    /// Amounts kept at most: a fleet of all different prices does not grow the map past it.
+    const KEPT: usize = 4096;
+
+    fn usd(&mut self, x: f64) -> String {
+        if self.0.len() >= Self::KEPT && !self.0.contains_key(&x.to_bits()) {
+            self.0.clear();
+        }
+        self.0.entry(x.to_bits()).or_insert_with(|| usd(x)).clone()
+    }
+}
+
 /// Does the pool's row say anything a plan review needs (GPUs, split or price moved)?
 fn changed(p: &PoolCost) -> bool {
     p.gpus_before != p.gpus_after
@@ -128,15 +145,19 @@ pub fn cost_text(c: &CostReport, every_pool: bool, width: usize) -> String {
     let mut rows = vec![Row::new(header.map(String::from))];
     let shown: Vec<&PoolCost> = c.pools.iter().filter(|p| every_pool || changed(p)).collect();
     rows.reserve_exact(shown.len());
+    let mut amounts = Amounts::default();
     for p in &shown {
         rows.push(Row::new([
             p.address.to_string(),
             format!("{} -> {}", p.gpus_before, p.gpus_after),
             split(p, "->"),
-            usd(p.hourly_before),
-            usd(p.hourly_after),
-            usd(p.price_per_gpu_hour),
-            range(p),
+            amounts.usd(p.hourly_before),
+            amounts.usd(p.hourly_after),
+            amounts.usd(p.price_per_gpu_hour),
+            match p.range {
+                Some(r) => format!("{}–{}", amounts.usd(r.hourly_min), amounts.usd(r.hourly_max)),
+                None => range(p),
+            },
         ]));
     }
     let widths: Vec<usize> =
@@ -406,6 +427,20 @@ mod tests {
             "pools": pools, "quotas": [], "exchange_rates": [],
         }))
         .expect("a cost report")
+    }
+
+    #[test]
+    fn amounts_print_as_usd_prints_them_past_what_is_kept() {
+        let mut a = Amounts::default();
+        for i in 0..Amounts::KEPT * 2 + 10 {
+            let x = (i % (Amounts::KEPT + 7)) as f64 * 1.37 - 50.0;
+            assert_eq!(a.usd(x), usd(x));
+            assert!(a.0.len() <= Amounts::KEPT);
+        }
+        for x in [0.0, -0.0, -0.001, 0.005, 0.015, 1e12, f64::MIN_POSITIVE] {
+            assert_eq!(a.usd(x), usd(x));
+            assert_eq!(a.usd(x), usd(x), "again, from the map");
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::json_text::JsonText;
 use crate::model::Placement;
 use crate::model::secret::SecretRef;
 use crate::plan::diff::{IMMUTABLE, changed_paths};
-use crate::plan::model::{Action, NodeCounts, Plan, Reason, ReasonCode, ResourceChange};
+use crate::plan::model::{Action, Plan, Reason, ReasonCode, ResourceChange};
 
 /// How a sensitive value prints in every view.
 pub const SENSITIVE: &str = crate::plan::inputs::SENSITIVE;
@@ -27,13 +27,6 @@ pub(crate) fn sorted_changes(plan: &Plan) -> Vec<&ResourceChange> {
 /// Changes that do something (everything but `no-op`), in display order.
 pub(crate) fn actionable(plan: &Plan) -> Vec<&ResourceChange> {
     sorted_changes(plan).into_iter().filter(|c| c.action != Action::NoOp).collect()
-}
-
-/// `2 on-demand + 1 spot (24 GPUs)`.
-pub(crate) fn counts(c: &NodeCounts) -> String {
-    let gpus = c.gpus();
-    let unit = if gpus == 1 { "GPU" } else { "GPUs" };
-    format!("{} on-demand + {} spot ({gpus} {unit})", c.on_demand, c.spot)
 }
 
 /// `"A100-80GB"`, `8`, `["a", "b"]`, `{ team = "ml" }`: HCL-like, one line.
@@ -148,6 +141,11 @@ pub(crate) fn masked(config: &JsonText, paths: &[String]) -> JsonText {
 }
 
 fn plain_attr_lines(change: &ResourceChange) -> Vec<AttrLine> {
+    leaf_lines(change).unwrap_or_else(|| tree_attr_lines(change))
+}
+
+/// [`plain_attr_lines`] read from the parsed configurations: every change, any text.
+pub(super) fn tree_attr_lines(change: &ResourceChange) -> Vec<AttrLine> {
     let before = change.before.as_ref().map(JsonText::to_value);
     let after = change.after.as_ref().map(JsonText::to_value);
     match (change.action, &before, &after) {
@@ -183,6 +181,32 @@ fn all_leaves(change: &ResourceChange, v: &Json, marker: Marker) -> Vec<AttrLine
         .filter(|(path, _)| !(change.address.key.is_some() && matches!(path.as_str(), "count" | "for_each")))
         .map(|(path, v)| AttrLine { marker, path, text: value(v), forces_replacement: false })
         .collect()
+}
+
+/// [`all_leaves`] read from the configuration's text ([`super::leaf_text`]), for a
+/// resource created or destroyed whose text that reading covers; `None` otherwise.
+pub(super) fn leaf_lines(change: &ResourceChange) -> Option<Vec<AttrLine>> {
+    let (text, marker) = match (change.action, &change.before, &change.after) {
+        (Action::NoOp, _, _) | (Action::Update | Action::Replace, Some(_), Some(_)) => return None,
+        (action, _, Some(after)) if action != Action::Delete => (after, Marker::Add),
+        (_, Some(before), _) => (before, Marker::Remove),
+        _ => return None,
+    };
+    let kind = change.address.kind;
+    let keyed = change.address.key.is_some();
+    let lines = super::leaf_text::leaves(text.as_str())?
+        .into_iter()
+        .filter(|(path, v)| !matches!(v.as_str(), "\"\"" | "[]" | "{}" | "null") && !text_at_default(kind, path, v))
+        .filter(|(path, _)| !(keyed && matches!(path.as_str(), "count" | "for_each")))
+        .map(|(path, text)| AttrLine { marker, path, text, forces_replacement: false })
+        .collect();
+    Some(lines)
+}
+
+/// [`at_default`] of a leaf's canonical text (the defaults are written canonically).
+fn text_at_default(kind: Kind, path: &str, v: &str) -> bool {
+    (path == "lifecycle.prevent_destroy" && v == "false")
+        || DEFAULTS.iter().any(|(k, p, d)| *k == kind && *p == path && *d == v)
 }
 
 fn is_empty(v: &Json) -> bool {

@@ -19,6 +19,7 @@ mod facts;
 mod health;
 mod jobs;
 mod json;
+mod leaf_text;
 pub mod markdown;
 pub mod outputs;
 mod placement;

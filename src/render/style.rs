@@ -28,6 +28,20 @@ impl Paint {
         if self.on && !s.is_empty() { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
     }
 
+    /// Is colour on?
+    pub(crate) fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// [`Paint::symbol`], written at the end of `out`.
+    pub(crate) fn push_symbol(&self, out: &mut String, symbol: &str) {
+        if self.on {
+            out.push_str(&self.symbol(symbol));
+        } else {
+            out.push_str(symbol);
+        }
+    }
+
     pub(crate) fn bold(&self, s: &str) -> String {
         self.code(BOLD, s)
     }

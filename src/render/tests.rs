@@ -17,6 +17,7 @@ use crate::plan::model::*;
 use crate::providers::{Capacity, CreateNodes};
 
 mod arrows;
+mod leaves;
 mod saved;
 mod view;
 

@@ -321,16 +321,16 @@ pub(crate) fn create_batch(
     count: u32,
 ) -> CreateNodes {
     let lineage = &cx.input.state.lineage;
-    let seed = format!("{lineage}|{}|{}|{zone}|{cap}|{count}", cx.input.state.serial, cx.addr);
+    let address = cx.addr.to_string();
+    let serial = cx.input.state.serial.to_string();
+    let token = batch_token(&[lineage, &serial, &address, zone, cap.as_str(), &count.to_string()]);
     // The bucket of every allowed zone: one batch the provider places across them all.
     let (zone, zones) = if zone == shape::ANY_ZONE {
         (shape.zones.first().cloned().unwrap_or_default(), shape.zones.clone())
     } else {
         (zone.to_string(), vec![])
     };
-    let token = format!("gp-{}", &hex(&Sha256::digest(seed.as_bytes()))[..40]);
     // The ownership tags come last so that they win over a label of the same key.
-    let address = cx.addr.to_string();
     let ownership =
         [(TAG_MANAGED, "true"), (TAG_LINEAGE, lineage), (TAG_ADDRESS, &address), (TAG_PROVIDER, &shape.provider)];
     let tags: Tags = pool.labels.iter().map(|(k, v)| (k.as_str(), v.value.as_str())).chain(ownership).collect();
@@ -352,6 +352,25 @@ pub(crate) fn create_batch(
         hardware,
         reservation: None,
     }
+}
+
+/// A batch's idempotency token: `gp-` and the first 40 hex digits of the SHA-256 of
+/// `parts` joined by `|` (lineage, serial, address, zone, capacity, count). Hashed piece
+/// by piece, the same digest as of the joined text, which is not built; only the 20 bytes
+/// the token shows are turned into hex.
+fn batch_token(parts: &[&str]) -> String {
+    let mut hash = Sha256::new();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            hash.update(b"|");
+        }
+        hash.update(part.as_bytes());
+    }
+    let digest = hash.finalize();
+    let mut token = String::with_capacity(43);
+    token.push_str("gp-");
+    token.push_str(&hex(&digest[..20]));
+    token
 }
 
 /// The pool's disks and fabric, and in a cluster placement group the group of the batch's
@@ -407,4 +426,29 @@ pub(crate) fn oldest_first<'a>(nodes: &[&'a Node], age: &BTreeMap<&str, usize>) 
     let mut v = nodes.to_vec();
     v.sort_by_key(|n| (age.get(n.id.as_str()).copied().unwrap_or(usize::MAX), n.id.clone()));
     v
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The token hashed piece by piece is the one the joined seed text gave.
+        #[test]
+        fn batch_token_is_the_joined_seeds_digest(
+            lineage in "[a-f0-9-]{0,40}",
+            serial in any::<u64>(),
+            address in "\\PC{0,30}",
+            zone in "[a-z0-9|-]{0,20}",
+            spot in any::<bool>(),
+            count in any::<u32>(),
+        ) {
+            let cap = if spot { Capacity::Spot } else { Capacity::OnDemand };
+            let seed = format!("{lineage}|{serial}|{address}|{zone}|{cap}|{count}");
+            let old = format!("gp-{}", &hex(&Sha256::digest(seed.as_bytes()))[..40]);
+            let new = batch_token(&[&lineage, &serial.to_string(), &address, &zone, cap.as_str(), &count.to_string()]);
+            prop_assert_eq!(new, old);
+        }
+    }
 }

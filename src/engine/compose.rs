@@ -217,7 +217,7 @@ fn diff_observed(
         job_statuses: obs.job_statuses.as_ref(),
         stop_busy: req.destroy && overrides_busy_policy(req),
     };
-    diff::plan(&input)
+    diff::plan_knowing(&input, obs.as_recorded.as_ref())
 }
 
 /// `--override-policy no_destroy_pool_with_jobs` for a spec that has that policy: the user

@@ -60,6 +60,9 @@ pub struct Observation {
     pub reservations: Option<crate::plan::reservations::Observed>,
     /// The job secrets their clouds say do not exist ([`super::secrets::missing`]).
     pub missing_secrets: Vec<super::secrets::MissingSecret>,
+    /// Which pools' recorded configuration is the spec's own text, found while the clouds
+    /// were read (of the spec and state gathered with); `None`: the diff asks it itself.
+    pub as_recorded: Option<crate::plan::AsRecorded>,
 }
 
 /// Read what `req` needs from the clouds, with `state` as recorded. A destroy reads the
@@ -86,12 +89,24 @@ pub async fn gather(
     }
     // The clocks are read first, so the ledger is summed by them on a thread of its own
     // while the clouds are read (the sim cloud's listing runs on this one): the sums wait
-    // on nothing the reads return.
+    // on nothing the reads return. So does the diff's question whether each pool's
+    // recorded configuration is the spec's (a text written per pool): that thread asks it
+    // of as many pools as it can until the reads are done, and the diff of the others.
     obs.clocks = clocks(providers);
     obs.wall_ms = wall_ms();
     let (clocks, wall) = (&obs.clocks, obs.wall_ms);
-    let sum = || spend::accrue(spec, state, |n| clocks.get(n).copied().unwrap_or(wall));
-    let (read, accrued) = spend::beside(read_clouds(spec, state, providers, req, hints, clocks), sum).await;
+    let read_done = std::sync::atomic::AtomicBool::new(false);
+    let aside = || {
+        let accrued = spend::accrue(spec, state, |n| clocks.get(n).copied().unwrap_or(wall));
+        (accrued, crate::plan::AsRecorded::until(spec, state, &read_done))
+    };
+    let reads = async {
+        let read = read_clouds(spec, state, providers, req, hints, clocks).await;
+        read_done.store(true, std::sync::atomic::Ordering::Relaxed);
+        read
+    };
+    let (read, (accrued, as_recorded)) = spend::beside(reads, aside).await;
+    obs.as_recorded = Some(as_recorded);
     let Read { nodes, health, live, job_nodes, adopted, job_statuses, offers, held } = read?;
     obs.health = Some(health);
     obs.nodes = Some(nodes);

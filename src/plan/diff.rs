@@ -21,7 +21,7 @@ use crate::json_text::JsonText;
 use crate::plan::context::changed_text;
 pub use crate::plan::context::{IMMUTABLE, PlanInput, changed_paths};
 use crate::plan::model::*;
-use crate::plan::pool::{JobNodes, PoolCtx, pool_change};
+use crate::plan::pool::{AsRecorded, JobNodes, PoolCtx, pool_change};
 use crate::providers::Node;
 use crate::spec::Spec;
 use crate::state::{ResourceState, State};
@@ -68,12 +68,19 @@ pub struct BadStateKey {
 
 /// The plan of `input`: every address of the spec, the state and the live nodes.
 pub fn plan(input: &PlanInput<'_>) -> Result<Plan, BadStateKey> {
-    plan_on(input, crate::par::cores())
+    plan_knowing(input, None)
+}
+
+/// [`plan`], with which pools' recorded configuration is the spec's found already (of
+/// this input's spec and state, or of the ones they were copied from): the same plan.
+pub fn plan_knowing(input: &PlanInput<'_>, known: Option<&AsRecorded>) -> Result<Plan, BadStateKey> {
+    plan_in_rounds(input, crate::par::cores(), PER_ROUND, known)
 }
 
 /// [`plan`] on at most `threads` threads (the same plan on any number).
+#[cfg(test)]
 pub(crate) fn plan_on(input: &PlanInput<'_>, threads: usize) -> Result<Plan, BadStateKey> {
-    plan_in_rounds(input, threads, PER_ROUND)
+    plan_in_rounds(input, threads, PER_ROUND, None)
 }
 
 /// Addresses planned per round of threads. Each round's runs move into the plan's
@@ -82,7 +89,12 @@ pub(crate) fn plan_on(input: &PlanInput<'_>, threads: usize) -> Result<Plan, Bad
 const PER_ROUND: usize = 8_192;
 
 /// [`plan_on`] in rounds of `round` addresses (the same plan for any size).
-pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize) -> Result<Plan, BadStateKey> {
+pub(crate) fn plan_in_rounds(
+    input: &PlanInput<'_>,
+    threads: usize,
+    round: usize,
+    known: Option<&AsRecorded>,
+) -> Result<Plan, BadStateKey> {
     let spec = input.spec;
     let cat = catalog::catalog();
     // Built when first asked: only creates, updates and replacements (and `--target`)
@@ -108,6 +120,7 @@ pub(crate) fn plan_in_rounds(input: &PlanInput<'_>, threads: usize, round: usize
         seen_by_id: &seen_by_id,
         autoscaled: &autoscaled,
         jobs: &jobs,
+        known,
     };
     let addresses: Vec<&Address> = addresses.iter().collect();
     // Exact: a change is several hundred bytes, and doubling growth of a 100,000-change
@@ -151,6 +164,8 @@ struct Shared<'s, 'a> {
     seen_by_id: &'s BTreeMap<&'a str, &'a Node>,
     autoscaled: &'s BTreeSet<&'a Address>,
     jobs: &'s JobNodes,
+    /// Which pools' recorded configuration is the spec's, found before the diff.
+    known: Option<&'s AsRecorded>,
 }
 
 /// The changes of a run of addresses, with what computing them said, in address order.
@@ -198,6 +213,7 @@ fn part_of(cx: &Shared<'_, '_>, addresses: &[&Address]) -> Part {
                     autoscaled: cx.autoscaled.contains(addr),
                     jobs: cx.jobs,
                     texts: &texts,
+                    known: cx.known,
                 };
                 pool_change(&ctx, cx.cat, &mut scratch)
             }

@@ -16,7 +16,7 @@ pub mod standing;
 
 pub use inputs::PlanInputs;
 pub use model::{Action, Plan, ResourceChange};
-pub use pool::groups_to_delete;
+pub use pool::{AsRecorded, groups_to_delete};
 
 #[cfg(test)]
 mod tests;

@@ -237,7 +237,8 @@ fn a_plan_split_over_threads_is_the_one_thread_plan() {
         tags: crate::model::Tags::new(),
     };
     // Recorded pools (some gone from the spec) with a node each; every 5th node is gone
-    // from the cloud (drift) and every 11th pool's recorded configuration differs.
+    // from the cloud (drift) and every 11th pool's recorded configuration differs; every
+    // 3rd pool in the spec is recorded with the spec's own configuration.
     for i in (0..n + 300).step_by(2) {
         let addr = format!("gpu_pool.p{i:04}");
         let mut config =
@@ -245,6 +246,11 @@ fn a_plan_split_over_threads_is_the_one_thread_plan() {
         if i % 5 == 0 {
             // Removed from the spec while recorded as not to be destroyed: a plan error.
             config["lifecycle"] = serde_json::json!({"prevent_destroy": true});
+        }
+        if let Some(pool) =
+            loaded.spec.gpu_pools.get(&addr.parse::<crate::addr::Address>().unwrap()).filter(|_| i % 3 == 0)
+        {
+            config = JsonText::to_json(pool).unwrap().to_value();
         }
         let r = ResourceState {
             kind: "gpu_pool".into(),
@@ -288,9 +294,17 @@ fn a_plan_split_over_threads_is_the_one_thread_plan() {
     assert!(one.changes.iter().any(|c| c.action == Action::Delete));
     assert!(one.changes.iter().any(|c| c.action == Action::Replace || c.action == Action::Update));
     assert_eq!(serde_json::to_value(&three).unwrap(), serde_json::to_value(&one).unwrap());
+    // With whether each pool is as recorded found before the diff, as `gather` finds it:
+    // the same plan, from answers both ways.
+    let known = crate::plan::AsRecorded::of(&loaded.spec, &s);
+    let answers = known.answers();
+    assert!(answers.0 > 100 && answers.1 > 100, "{answers:?}");
+    let knowing = crate::plan::diff::plan_knowing(&input, Some(&known)).expect("the state's keys are addresses");
+    assert_eq!(serde_json::to_value(&knowing).unwrap(), serde_json::to_value(&one).unwrap());
     // Planned in rounds (each round's runs joined before the next starts): the same plan.
     for (threads, round) in [(2, 600), (3, 1), (1, 512)] {
-        let rounds = crate::plan::diff::plan_in_rounds(&input, threads, round).expect("the state's keys are addresses");
+        let rounds =
+            crate::plan::diff::plan_in_rounds(&input, threads, round, None).expect("the state's keys are addresses");
         assert_eq!(serde_json::to_value(&rounds).unwrap(), serde_json::to_value(&one).unwrap(), "{threads} {round}");
     }
 }

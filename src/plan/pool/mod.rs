@@ -48,6 +48,7 @@ use nodes::Held;
 pub(crate) use nodes::{NodeOps, node_ops, stale_reason};
 pub use removed::{dropped_group_error, groups_to_delete};
 pub(crate) use removed::{keep_deferred_jobs, removed};
+pub use texts::AsRecorded;
 pub(crate) use texts::ConfigTexts;
 
 /// What one pool's change is computed from.
@@ -68,6 +69,8 @@ pub(crate) struct PoolCtx<'a, 'i> {
     pub jobs: &'a JobNodes,
     /// Configuration texts already made in this run of the diff.
     pub texts: &'a RefCell<ConfigTexts>,
+    /// Which pools' recorded configuration is the spec's, found before the diff.
+    pub known: Option<&'a AsRecorded>,
 }
 
 pub(crate) fn pool_change(cx: &PoolCtx<'_, '_>, cat: &catalog::Catalog, plan: &mut Plan) -> Option<ResourceChange> {
@@ -412,7 +415,7 @@ pub(crate) fn configs<'a>(cx: &PoolCtx<'a, '_>) -> Configs<'a> {
     let scale = scale_decision(cx);
     let owned = owned_count(cx, before.as_ref(), scale);
     if let (Some(b), Some(pool), true, None) = (&before, cx.pool, ignore.is_empty(), owned)
-        && cx.texts.borrow_mut().recorded(b, pool)
+        && cx.known.and_then(|k| k.answer(pool, b)).unwrap_or_else(|| cx.texts.borrow_mut().recorded(b, pool))
     {
         // Nothing edits the spec's text and it is the one recorded: no change, and the
         // state's copy serves as "after" (as below, without making the text first).

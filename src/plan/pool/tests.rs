@@ -152,6 +152,7 @@ pub(super) fn with_cx<R>(world: &World, in_spec: bool, autoscaled: bool, f: impl
         autoscaled,
         jobs: &jobs,
         texts: &Default::default(),
+        known: None,
     };
     f(&cx)
 }

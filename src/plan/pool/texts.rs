@@ -1,10 +1,67 @@
 //! [`ConfigTexts`]: the pools' configuration texts one run of the diff makes, and the
-//! question whether a pool's recorded text is the spec's.
+//! question whether a pool's recorded text is the spec's ([`AsRecorded`]: answered before
+//! the diff, beside the clouds' reads).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::json_text::JsonText;
+use crate::spec::Spec;
 use crate::spec::model::GpuPool;
+use crate::state::State;
+
+/// Whether each pool's recorded configuration is the spec's own text
+/// ([`ConfigTexts::recorded`]'s answer), asked before the diff: `engine::gather` asks it
+/// on a thread of its own while the clouds are read, until the reads are done, so the
+/// diff, which waits for those reads, only looks up the answers found by then (and asks
+/// the rest itself).
+///
+/// An answer holds for the very pool and text it was found for, known by where they lie in
+/// memory: the spec and the state are borrowed, unchanged, for the whole plan, so while
+/// they live no other pool or text lies there. Any other pool or text (a floating pool
+/// placed anew in a copy of the spec) has no answer and is asked as before.
+#[derive(Debug, Default)]
+pub struct AsRecorded(HashMap<(usize, usize), bool>);
+
+impl AsRecorded {
+    /// The answer for every pool of `spec` that `state` records with a configuration.
+    pub fn of(spec: &Spec, state: &State) -> Self {
+        Self::until(spec, state, &AtomicBool::new(false))
+    }
+
+    /// [`AsRecorded::of`], for the pools reached before `stop` is set.
+    pub fn until(spec: &Spec, state: &State, stop: &AtomicBool) -> Self {
+        let mut scratch = Vec::new();
+        let mut answers = HashMap::with_capacity(spec.gpu_pools.len());
+        for (addr, pool) in &spec.gpu_pools {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let Some(config) = state.resources.get(&addr.to_string()).map(|r| &r.config) else { continue };
+            if !config.is_null() {
+                answers.insert(key(pool, config), config.is_text_of(&**pool, &mut scratch));
+            }
+        }
+        AsRecorded(answers)
+    }
+
+    /// How many pools were found as recorded, and how many not.
+    #[cfg(test)]
+    pub(crate) fn answers(&self) -> (usize, usize) {
+        let yes = self.0.values().filter(|&&a| a).count();
+        (yes, self.0.len() - yes)
+    }
+
+    /// The answer found for `pool` and `recorded`, if one was.
+    pub(crate) fn answer(&self, pool: &GpuPool, recorded: &JsonText) -> Option<bool> {
+        self.0.get(&key(pool, recorded)).copied()
+    }
+}
+
+/// Where a pool and a text lie (a text's clones share it).
+fn key(pool: &GpuPool, text: &JsonText) -> (usize, usize) {
+    (std::ptr::from_ref(pool) as usize, text.as_str().as_ptr() as usize)
+}
 
 /// Pools' configuration texts made in one run of the diff (one thread's addresses): pools
 /// of one shape get one text, shared, rather than a copy each.
@@ -60,9 +117,34 @@ impl Eq for SharedText {}
 mod tests {
     use super::super::tests::{SPEC, World, node, resource, shape_of, spec, train, with_cx};
     use super::super::{before_counts, configs, pool_change};
+    use super::{AsRecorded, ConfigTexts};
     use crate::catalog;
     use crate::json_text::JsonText;
     use crate::providers::Capacity;
+
+    /// The answers found before the diff are [`ConfigTexts::recorded`]'s, each for the
+    /// very pool and text it was found for: a copy of the pool (a floating pool placed
+    /// in a copy of the spec) or an equal text read on its own has none, and is asked again.
+    #[test]
+    fn answers_found_before_the_diff_hold_for_their_own_pool_and_text() {
+        let plain = SPEC.replace("  lifecycle {\n    ignore_changes = [\"labels\"]\n  }\n", "");
+        let text = JsonText::to_json(&spec(&plain).gpu_pools[&train()]).unwrap();
+        let other = JsonText::to_json(&spec(SPEC).gpu_pools[&train()]).unwrap();
+        for (recorded, equal) in [(text, true), (other, false)] {
+            let mut world = World::new(Some(resource(recorded.to_value(), vec![])), None);
+            world.spec = spec(&plain);
+            let input = world.input();
+            let (pool, config) = (&*input.spec.gpu_pools[&train()], &input.state.resources["gpu_pool.train"].config);
+            let known = AsRecorded::of(input.spec, input.state);
+            assert_eq!(known.answer(pool, config), Some(equal));
+            assert_eq!(ConfigTexts::default().recorded(config, pool), equal);
+            assert_eq!(known.answer(pool, &config.clone()), Some(equal), "a clone shares the text");
+            assert_eq!(known.answer(&pool.clone(), config), None);
+            assert_eq!(known.answer(pool, &JsonText::parse(config.as_str()).unwrap()), None);
+            let stopped = AsRecorded::until(input.spec, input.state, &std::sync::atomic::AtomicBool::new(true));
+            assert_eq!(stopped.answer(pool, config), None, "asked after the stop: no answer");
+        }
+    }
 
     /// A pool whose recorded configuration is the spec's own text is found so without its
     /// text being made, and planned as the text-making way plans it: no change, the state's

@@ -48,20 +48,8 @@ fn large_plan(n: usize) -> (crate::spec::Loaded, crate::plan::Plan) {
     let loaded = crate::spec::load_sources(sources, &Default::default());
     assert!(loaded.diags.items.is_empty(), "{:?}", loaded.diags.items);
     let state = State::new("00000000-0000-4000-8000-000000000000".into());
-    let input = PlanInput {
-        spec: &loaded.spec,
-        state: &state,
-        observed: Some(&[]),
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: String::new(),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    };
+    let input =
+        PlanInput { observed: Some(&[]), spec_digest: String::new(), ..PlanInput::offline(&loaded.spec, &state) };
     let plan = plan_on(&input, 1).expect("an empty state has no bad key");
     (loaded, plan)
 }

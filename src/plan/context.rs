@@ -44,6 +44,30 @@ pub struct PlanInput<'a> {
     pub stop_busy: bool,
 }
 
+#[cfg(test)]
+impl<'a> PlanInput<'a> {
+    /// A plan of `spec` against `state` with nothing refreshed, targeted, replaced or
+    /// autoscaled (`--refresh=false`): what most unit tests plan. A test that needs more
+    /// sets those fields and takes the rest with `..PlanInput::offline(spec, state)`.
+    pub(crate) fn offline(spec: &'a Spec, state: &'a State) -> Self {
+        static NO_CLOCKS: BTreeMap<String, u64> = BTreeMap::new();
+        PlanInput {
+            spec,
+            state,
+            observed: None,
+            targets: &[],
+            replace: &[],
+            health: None,
+            destroy: false,
+            spec_digest: crate::plan::diff::spec_digest(spec),
+            autoscale: &[],
+            clocks: &NO_CLOCKS,
+            job_statuses: None,
+            stop_busy: false,
+        }
+    }
+}
+
 /// Attributes of a pool that cannot change in place: changing them replaces nodes.
 /// (`render/` reads it to mark `# forces replacement`.)
 pub const IMMUTABLE: &[&str] = &["provider", "region", "gpu", "gpus_per_node", "instance_types", "image"];

@@ -34,21 +34,8 @@ fn state(deps: &[(&str, &[&str])]) -> State {
 
 fn destroy(state: &State) -> Plan {
     let spec = Spec::default();
-    plan(&PlanInput {
-        spec: &spec,
-        state,
-        observed: None,
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: true,
-        spec_digest: String::new(),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    })
-    .expect("the state's keys are addresses")
+    plan(&PlanInput { destroy: true, spec_digest: String::new(), ..PlanInput::offline(&spec, state) })
+        .expect("the state's keys are addresses")
 }
 
 /// Each delete's `after_changes`, by address.
@@ -85,21 +72,8 @@ fn deletes_do_not_wait_for_resources_that_stay() {
     sources.add("main.hcl", "quota \"b\" {\n  max_gpus = 8\n}\n");
     let loaded = crate::spec::load_sources(sources, &Default::default());
     assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
-    let p = plan(&PlanInput {
-        spec: &loaded.spec,
-        state: &s,
-        observed: None,
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: String::new(),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    })
-    .expect("the state's keys are addresses");
+    let p = plan(&PlanInput { spec_digest: String::new(), ..PlanInput::offline(&loaded.spec, &s) })
+        .expect("the state's keys are addresses");
     let w = waits(&p);
     assert_eq!(w.keys().collect::<Vec<_>>(), ["quota.a", "quota.c"]);
     assert_eq!(w["quota.a"], ["quota.c"]);
@@ -128,21 +102,7 @@ fn a_state_key_that_is_no_address_is_an_error_not_dropped() {
     let bad = s.resources["quota.a"].clone();
     s.resources.insert("gpu_pool..bad".into(), bad);
     let spec = Spec::default();
-    let err = plan(&PlanInput {
-        spec: &spec,
-        state: &s,
-        observed: None,
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: String::new(),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    })
-    .unwrap_err();
+    let err = plan(&PlanInput { spec_digest: String::new(), ..PlanInput::offline(&spec, &s) }).unwrap_err();
     assert_eq!(err.key, "gpu_pool..bad");
     assert!(err.to_string().contains("`gpu_pool..bad`") && err.to_string().contains("not a resource address"), "{err}");
 }
@@ -179,21 +139,9 @@ gpu_pool "p" {
     let loaded = crate::spec::load_sources(sources, &Default::default());
     assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
     let s = State::new("00000000-0000-4000-8000-000000000000".into());
-    let p = plan(&PlanInput {
-        spec: &loaded.spec,
-        state: &s,
-        observed: Some(&[]),
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: String::new(),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    })
-    .unwrap();
+    let p =
+        plan(&PlanInput { observed: Some(&[]), spec_digest: String::new(), ..PlanInput::offline(&loaded.spec, &s) })
+            .unwrap();
     let pc = p.changes[0].pool.as_ref().expect("a pool change");
     let batches: Vec<(crate::providers::Capacity, u32, &str, Vec<&str>)> = pc
         .creates
@@ -270,20 +218,8 @@ fn a_plan_split_over_threads_is_the_one_thread_plan() {
     }
     let observed: Vec<Node> =
         s.resources.values().flat_map(|r| r.nodes.iter()).filter(|n| !n.id.ends_with('4')).cloned().collect();
-    let input = PlanInput {
-        spec: &loaded.spec,
-        state: &s,
-        observed: Some(&observed),
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: String::new(),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    };
+    let input =
+        PlanInput { observed: Some(&observed), spec_digest: String::new(), ..PlanInput::offline(&loaded.spec, &s) };
     let one = crate::plan::diff::plan_on(&input, 1).expect("the state's keys are addresses");
     let three = crate::plan::diff::plan_on(&input, 3).expect("the state's keys are addresses");
     // The case covers what a split could reorder.

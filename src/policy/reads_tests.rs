@@ -143,20 +143,7 @@ quota "ml" {
     assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
     let spec = &loaded.spec;
     let state = State::new("l-1".into());
-    let input = PlanInput {
-        spec,
-        state: &state,
-        observed: None,
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: diff::spec_digest(spec),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    };
+    let input = PlanInput::offline(spec, &state);
     let plan = diff::plan(&input).expect("the state is empty");
     let prices = crate::cost::PriceBook::new(spec, &Default::default());
     let cost = crate::cost::cost(&plan, spec, &prices).expect("every pool has a known provider");

@@ -80,20 +80,7 @@ fn job_a() -> Address {
 }
 
 fn place_jobs(spec: &Spec, state: &State) -> Vec<crate::model::JobPlacement> {
-    let input = PlanInput {
-        spec,
-        state,
-        observed: None,
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: diff::spec_digest(spec),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    };
+    let input = PlanInput::offline(spec, state);
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     place(&PlaceInput { spec, state, plan: &plan, observed: None, agents: None })
 }

@@ -54,40 +54,14 @@ job "b" {{
 }
 
 fn place_with(spec: &Spec, state: &State) -> Vec<JobPlacement> {
-    let input = PlanInput {
-        spec,
-        state,
-        observed: None,
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: diff::spec_digest(spec),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    };
+    let input = PlanInput::offline(spec, state);
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     place(&PlaceInput { spec, state, plan: &plan, observed: None, agents: None })
 }
 
 /// [`place_with`], with the agents refresh saw.
 fn place_agents(spec: &Spec, state: &State, agents: &BTreeMap<String, AgentState>) -> Vec<JobPlacement> {
-    let input = PlanInput {
-        spec,
-        state,
-        observed: None,
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: diff::spec_digest(spec),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    };
+    let input = PlanInput::offline(spec, state);
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     place(&PlaceInput { spec, state, plan: &plan, observed: None, agents: Some(agents) })
 }
@@ -244,20 +218,7 @@ fn cancelled_and_succeeded_jobs_are_not_launched() {
 fn refreshed_statuses_override_the_state_record() {
     let spec = spec("sim");
     let state = state_with(&spec, JobRecord { runs: vec![run(1, JobState::Running)], ..Default::default() });
-    let input = PlanInput {
-        spec: &spec,
-        state: &state,
-        observed: None,
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: diff::spec_digest(&spec),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    };
+    let input = PlanInput::offline(&spec, &state);
     let plan = diff::plan(&input).expect("the state's keys are addresses");
     let status = JobStatus {
         id: "j-1".into(),
@@ -394,20 +355,7 @@ fn a_run_newly_seen_stopped_is_recorded_once_and_changes_nothing_in_the_fleet() 
     let plan_for = |recorded: JobState| {
         let rec = JobRecord { runs: vec![run(1, recorded)], ..Default::default() };
         let state = state_with(&spec, rec);
-        let input = PlanInput {
-            spec: &spec,
-            state: &state,
-            observed: None,
-            targets: &[],
-            replace: &[],
-            health: None,
-            destroy: false,
-            spec_digest: diff::spec_digest(&spec),
-            autoscale: &[],
-            clocks: &Default::default(),
-            job_statuses: None,
-            stop_busy: false,
-        };
+        let input = PlanInput::offline(&spec, &state);
         let mut plan = diff::plan(&input).expect("the state's keys are addresses");
         let seen = JobStatus {
             id: "j-1".into(),
@@ -472,20 +420,7 @@ mod rendezvous {
     }
 
     fn place_seen(spec: &Spec, state: &State, seen: &[(u32, JobState)]) -> JobPlacement {
-        let input = PlanInput {
-            spec,
-            state,
-            observed: None,
-            targets: &[],
-            replace: &[],
-            health: None,
-            destroy: false,
-            spec_digest: diff::spec_digest(spec),
-            autoscale: &[],
-            clocks: &Default::default(),
-            job_statuses: None,
-            stop_busy: false,
-        };
+        let input = PlanInput::offline(spec, state);
         let plan = diff::plan(&input).expect("the state's keys are addresses");
         let seen: BTreeMap<String, JobStatus> = seen
             .iter()

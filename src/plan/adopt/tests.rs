@@ -91,20 +91,7 @@ fn plan(spec: &Spec, state: &State, observed: Option<&[Node]>) -> Plan {
     let state = r.state.as_ref().unwrap_or(state);
     let observed = r.observed.as_deref().or(observed);
     let clocks = Default::default();
-    let input = PlanInput {
-        spec,
-        state,
-        observed,
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: String::new(),
-        autoscale: &[],
-        clocks: &clocks,
-        job_statuses: None,
-        stop_busy: false,
-    };
+    let input = PlanInput { observed, spec_digest: String::new(), clocks: &clocks, ..PlanInput::offline(spec, state) };
     let mut plan = diff::plan(&input).unwrap();
     plan.adoptions = r.adoptions;
     plan.errors.extend(r.errors);

@@ -113,18 +113,12 @@ impl World {
 
     pub(super) fn input(&self) -> PlanInput<'_> {
         PlanInput {
-            spec: &self.spec,
-            state: &self.state,
             observed: self.observed.as_deref(),
-            targets: &[],
-            replace: &[],
-            health: None,
             destroy: self.destroy,
             spec_digest: String::new(),
             autoscale: &self.autoscale,
             clocks: &self.clocks,
-            job_statuses: None,
-            stop_busy: false,
+            ..PlanInput::offline(&self.spec, &self.state)
         }
     }
 }

@@ -39,20 +39,7 @@ reservation "odcr" {
     assert!(!loaded.diags.has_errors(), "{:?}", loaded.diags.items);
     let spec = &loaded.spec;
     let state = State::new("l-1".into());
-    let input = PlanInput {
-        spec,
-        state: &state,
-        observed: None,
-        targets: &[],
-        replace: &[],
-        health: None,
-        destroy: false,
-        spec_digest: diff::spec_digest(spec),
-        autoscale: &[],
-        clocks: &Default::default(),
-        job_statuses: None,
-        stop_busy: false,
-    };
+    let input = PlanInput::offline(spec, &state);
     let mut plan = diff::plan(&input).expect("the state is empty");
     plan.reservations = crate::plan::reservations::plan(spec, &state, Default::default(), false, &|_| 0).lines;
     let prices = crate::cost::PriceBook::new(spec, &Default::default());
